@@ -1,0 +1,12 @@
+/*
+ * zkit.h - ZooKeeper recipes for C daemons.  Include this one header.
+ */
+#ifndef ZKIT_H
+#define ZKIT_H
+
+#include "zkit/common.h"
+#include "zkit/retry.h"
+#include "zkit/client.h"
+#include "zkit/ops.h"
+
+#endif
