@@ -1,0 +1,454 @@
+/*
+ * api.c - the public operations: argument checks, namespacing, and building one operation
+ * for the machine in ops.c, then either waiting for it or handing it a callback.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "framework/ops.h"
+#include "framework/errors.h"
+#include "framework/paths.h"
+
+/* ZooKeeper's default jute.maxbuffer is 0xfffff bytes for a whole packet; a create also
+ * carries its path and ACL, so leave room for them. */
+#define MAX_PACKET 0xfffff
+#define PACKET_OVERHEAD 1024
+
+static int check_client_path(zkit_client_t *c, const char *path, const char *what)
+{
+    if (!c) {
+        zkit__log_default(ZKIT_LOG_ERROR, "%s: NULL client", what);
+        return ZKIT_EINVAL;
+    }
+    if (zkit__path_validate(path) != 0) {
+        zkit__log(&c->log, ZKIT_LOG_ERROR, "%s: invalid path '%s'", what, path ? path : "(null)");
+        return ZKIT_EBADPATH;
+    }
+    if (c->closing) {
+        zkit__log(&c->log, ZKIT_LOG_ERROR, "%s: client is closing", what);
+        return ZKIT_ECLOSED;
+    }
+    return 0;
+}
+
+static int check_size(zkit_client_t *c, const char *path, size_t len, const char *what)
+{
+    if (len + strlen(path) + PACKET_OVERHEAD > MAX_PACKET) {
+        zkit__log(&c->log, ZKIT_LOG_ERROR, "%s %s: %zu bytes exceed the server's limit", what,
+                  path, len);
+        return ZKIT_ETOOBIG;
+    }
+    return 0;
+}
+
+/* A new op for `path`, namespaced.  *rc says why on NULL. */
+static zkit__op_t *op_for(zkit_client_t *c, zkit__op_type_t type, const char *path, int *rc)
+{
+    zkit__op_t *op = zkit__op_new(c, type);
+    if (!op || !(op->path = zkit__path_fix(c->ns, path))) {
+        zkit__op_unref(op);
+        *rc = ZKIT_ENOMEM;
+        return NULL;
+    }
+    return op;
+}
+
+static int set_data(zkit__op_t *op, const void *data, size_t len)
+{
+    op->data = malloc(len + 1);
+    if (!op->data)
+        return ZKIT_ENOMEM;
+    if (len)
+        memcpy(op->data, data, len);
+    op->len = len;
+    return 0;
+}
+
+static int zk_mode_of(zkit_create_mode_t mode)
+{
+    switch (mode) {
+    case ZKIT_PERSISTENT: return ZOO_PERSISTENT;
+    case ZKIT_EPHEMERAL: return ZOO_EPHEMERAL;
+    case ZKIT_PERSISTENT_SEQUENTIAL: return ZOO_PERSISTENT_SEQUENTIAL;
+    case ZKIT_EPHEMERAL_SEQUENTIAL: return ZOO_EPHEMERAL_SEQUENTIAL;
+    case ZKIT_CONTAINER: return ZOO_CONTAINER;
+    case ZKIT_PERSISTENT_WITH_TTL: return ZOO_PERSISTENT_WITH_TTL;
+    case ZKIT_PERSISTENT_SEQUENTIAL_WITH_TTL: return ZOO_PERSISTENT_SEQUENTIAL_WITH_TTL;
+    }
+    return -1;
+}
+
+static int check_create_options(zkit_client_t *c, const zkit_create_options_t *o)
+{
+    int ttl_mode;
+    if (o->version != ZKIT_CREATE_OPTIONS_VERSION || zk_mode_of(o->mode) < 0 ||
+        (o->acl_count && !o->acl) || (o->flags & ~(ZKIT_CREATE_PARENTS | ZKIT_CREATE_PROTECTED))) {
+        zkit__log(&c->log, ZKIT_LOG_ERROR, "create: invalid options");
+        return ZKIT_EINVAL;
+    }
+    ttl_mode = o->mode == ZKIT_PERSISTENT_WITH_TTL || o->mode == ZKIT_PERSISTENT_SEQUENTIAL_WITH_TTL;
+    if (ttl_mode != (o->ttl_ms > 0)) {
+        zkit__log(&c->log, ZKIT_LOG_ERROR, "create: a TTL needs a TTL mode and the reverse");
+        return ZKIT_EINVAL;
+    }
+    for (size_t i = 0; i < o->acl_count; i++) {
+        if (!o->acl[i].scheme || !o->acl[i].id) {
+            zkit__log(&c->log, ZKIT_LOG_ERROR, "create: ACL entry %zu incomplete", i);
+            return ZKIT_EINVAL;
+        }
+    }
+    return 0;
+}
+
+static int set_acl(zkit__op_t *op, const char *path, const zkit_create_options_t *o)
+{
+    struct ACL_vector *v = &op->acl;
+    if (!o->acl_count) {
+        zkit__client_acl(op->client, path, v, &op->acl_allocated);
+        return 0;
+    }
+    v->data = calloc(o->acl_count, sizeof(struct ACL));
+    if (!v->data)
+        return ZKIT_ENOMEM;
+    op->acl_allocated = 1;
+    for (size_t i = 0; i < o->acl_count; i++) {
+        v->data[i].perms = o->acl[i].perms;
+        v->data[i].id.scheme = strdup(o->acl[i].scheme);
+        v->data[i].id.id = strdup(o->acl[i].id);
+        v->count = (int32_t)(i + 1);
+        if (!v->data[i].id.scheme || !v->data[i].id.id)
+            return ZKIT_ENOMEM;
+    }
+    return 0;
+}
+
+static zkit__op_t *build_create(zkit_client_t *c, const char *path, const void *data, size_t len,
+                                const zkit_create_options_t *opts, int *rc)
+{
+    static const zkit_create_options_t defaults = ZKIT_CREATE_OPTIONS_INIT;
+    const zkit_create_options_t *o = opts ? opts : &defaults;
+    zkit__op_t *op;
+    if ((*rc = check_client_path(c, path, "create")) != 0)
+        return NULL;
+    if (strcmp(path, "/") == 0) {
+        zkit__log(&c->log, ZKIT_LOG_ERROR, "create: cannot create the root");
+        *rc = ZKIT_EBADPATH;
+        return NULL;
+    }
+    if (!data) {
+        data = c->default_data;
+        len = c->default_data_len;
+    }
+    if ((*rc = check_create_options(c, o)) != 0 || (*rc = check_size(c, path, len, "create")))
+        return NULL;
+    if (!(op = op_for(c, ZKIT__OP_CREATE, path, rc)))
+        return NULL;
+    op->zk_mode = zk_mode_of(o->mode);
+    op->ttl_ms = o->ttl_ms;
+    op->flags = o->flags;
+    if ((*rc = set_data(op, data, len)) != 0 || (*rc = set_acl(op, path, o)) != 0 ||
+        ((o->flags & ZKIT_CREATE_PROTECTED) && (*rc = zkit__op_protect(op)) != 0)) {
+        zkit__op_unref(op);
+        return NULL;
+    }
+    return op;
+}
+
+static zkit__op_t *build_simple(zkit_client_t *c, zkit__op_type_t type, const char *path,
+                                const zkit_watcher_t *watcher, const char *what, int *rc)
+{
+    zkit__op_t *op;
+    if ((*rc = check_client_path(c, path, what)) != 0)
+        return NULL;
+    if (watcher && !watcher->fn) {
+        zkit__log(&c->log, ZKIT_LOG_ERROR, "%s: watcher without a function", what);
+        *rc = ZKIT_EINVAL;
+        return NULL;
+    }
+    if (!(op = op_for(c, type, path, rc)))
+        return NULL;
+    if (watcher)
+        op->watcher = *watcher;
+    return op;
+}
+
+static int submit_async(zkit__op_t *op, zkit_completion_fn done, void *arg)
+{
+    op->delivery = ZKIT__DELIVER_EVENT_THREAD;
+    op->done = done;
+    op->arg = arg;
+    zkit__op_submit(op);
+    zkit__op_unref(op);
+    return 0;
+}
+
+static void copy_stat_out(zkit_stat_t *out, const zkit__op_t *op)
+{
+    if (out && op->error == 0 && op->has_stat)
+        *out = op->stat;
+}
+
+/* ---- create ------------------------------------------------------------------------------- */
+
+ZKIT_EXTERN int zkit_create(char **created, zkit_stat_t *stat, zkit_client_t *c, const char *path,
+                            const void *data, size_t len, const zkit_create_options_t *opts)
+{
+    int rc;
+    zkit__op_t *op = build_create(c, path, data, len, opts, &rc);
+    if (created)
+        *created = NULL;
+    if (!op)
+        return rc;
+    rc = zkit__op_run_blocking(op);
+    if (rc == 0 && created) {
+        *created = strdup(zkit__path_unfix(c->ns, op->result_path));
+        if (!*created)
+            rc = ZKIT_ENOMEM;
+    }
+    copy_stat_out(stat, op);
+    zkit__op_unref(op);
+    return rc;
+}
+
+ZKIT_EXTERN int zkit_create_async(zkit_client_t *c, const char *path, const void *data, size_t len,
+                                  const zkit_create_options_t *opts, zkit_completion_fn done,
+                                  void *arg)
+{
+    int rc;
+    zkit__op_t *op = build_create(c, path, data, len, opts, &rc);
+    return op ? submit_async(op, done, arg) : rc;
+}
+
+/* ---- delete ------------------------------------------------------------------------------- */
+
+static zkit__op_t *build_delete(zkit_client_t *c, const char *path, int version, unsigned flags,
+                                int *rc)
+{
+    zkit__op_t *op = build_simple(c, ZKIT__OP_DELETE, path, NULL, "delete", rc);
+    if (!op)
+        return NULL;
+    if (strcmp(path, "/") == 0 || (flags & ~(ZKIT_DELETE_GUARANTEED | ZKIT_DELETE_CHILDREN))) {
+        zkit__log(&c->log, ZKIT_LOG_ERROR, "delete %s: invalid path or flags", path);
+        zkit__op_unref(op);
+        *rc = ZKIT_EINVAL;
+        return NULL;
+    }
+    op->version = version;
+    op->flags = flags & ZKIT_DELETE_GUARANTEED;
+    return op;
+}
+
+static int delete_children(zkit_client_t *c, const char *path)
+{
+    char **names = NULL;
+    size_t count = 0;
+    int rc = zkit_get_children(&names, &count, NULL, c, path, NULL);
+    if (rc == ZKIT_ENONODE)
+        return 0;
+    for (size_t i = 0; rc == 0 && i < count; i++) {
+        char *child = zkit__path_join(path, names[i]);
+        rc = child ? zkit_delete(c, child, -1, ZKIT_DELETE_CHILDREN) : ZKIT_ENOMEM;
+        if (rc == ZKIT_ENONODE)
+            rc = 0;
+        free(child);
+    }
+    zkit_free_strings(names, count);
+    return rc;
+}
+
+ZKIT_EXTERN int zkit_delete(zkit_client_t *c, const char *path, int version, unsigned flags)
+{
+    int rc;
+    zkit__op_t *op = build_delete(c, path, version, flags, &rc);
+    if (!op)
+        return rc;
+    if ((flags & ZKIT_DELETE_CHILDREN) && (rc = delete_children(c, path)) != 0) {
+        zkit__op_unref(op);
+        return rc;
+    }
+    rc = zkit__op_run_blocking(op);
+    zkit__op_unref(op);
+    return rc;
+}
+
+ZKIT_EXTERN int zkit_delete_async(zkit_client_t *c, const char *path, int version, unsigned flags,
+                                  zkit_completion_fn done, void *arg)
+{
+    int rc;
+    zkit__op_t *op;
+    if (flags & ZKIT_DELETE_CHILDREN) {
+        zkit__log_default(ZKIT_LOG_ERROR, "delete_async: ZKIT_DELETE_CHILDREN needs zkit_delete");
+        return ZKIT_EINVAL;
+    }
+    op = build_delete(c, path, version, flags, &rc);
+    return op ? submit_async(op, done, arg) : rc;
+}
+
+/* ---- reads -------------------------------------------------------------------------------- */
+
+ZKIT_EXTERN int zkit_exists(zkit_stat_t *stat, zkit_client_t *c, const char *path,
+                            const zkit_watcher_t *watcher)
+{
+    int rc;
+    zkit__op_t *op = build_simple(c, ZKIT__OP_EXISTS, path, watcher, "exists", &rc);
+    if (!op)
+        return rc;
+    rc = zkit__op_run_blocking(op);
+    copy_stat_out(stat, op);
+    zkit__op_unref(op);
+    return rc;
+}
+
+ZKIT_EXTERN int zkit_exists_async(zkit_client_t *c, const char *path,
+                                  const zkit_watcher_t *watcher, zkit_completion_fn done,
+                                  void *arg)
+{
+    int rc;
+    zkit__op_t *op = build_simple(c, ZKIT__OP_EXISTS, path, watcher, "exists", &rc);
+    return op ? submit_async(op, done, arg) : rc;
+}
+
+ZKIT_EXTERN int zkit_get_data(char **data, size_t *len, zkit_stat_t *stat, zkit_client_t *c,
+                              const char *path, const zkit_watcher_t *watcher)
+{
+    int rc;
+    zkit__op_t *op;
+    if (data)
+        *data = NULL;
+    if (len)
+        *len = 0;
+    if (!(op = build_simple(c, ZKIT__OP_GET, path, watcher, "get_data", &rc)))
+        return rc;
+    rc = zkit__op_run_blocking(op);
+    if (rc == 0) {
+        if (data) {
+            *data = op->result_data;
+            op->result_data = NULL;
+        }
+        if (len)
+            *len = op->result_len;
+    }
+    copy_stat_out(stat, op);
+    zkit__op_unref(op);
+    return rc;
+}
+
+ZKIT_EXTERN int zkit_get_data_async(zkit_client_t *c, const char *path,
+                                    const zkit_watcher_t *watcher, zkit_completion_fn done,
+                                    void *arg)
+{
+    int rc;
+    zkit__op_t *op = build_simple(c, ZKIT__OP_GET, path, watcher, "get_data", &rc);
+    return op ? submit_async(op, done, arg) : rc;
+}
+
+static zkit__op_t *build_set(zkit_client_t *c, const char *path, const void *data, size_t len,
+                             int version, int *rc)
+{
+    zkit__op_t *op;
+    if (!data && len) {
+        zkit__log_default(ZKIT_LOG_ERROR, "set_data: NULL data with a length");
+        *rc = ZKIT_EINVAL;
+        return NULL;
+    }
+    if (!(op = build_simple(c, ZKIT__OP_SET, path, NULL, "set_data", rc)))
+        return NULL;
+    if ((*rc = check_size(c, path, len, "set_data")) != 0 || (*rc = set_data(op, data, len))) {
+        zkit__op_unref(op);
+        return NULL;
+    }
+    op->version = version;
+    return op;
+}
+
+ZKIT_EXTERN int zkit_set_data(zkit_stat_t *stat, zkit_client_t *c, const char *path,
+                              const void *data, size_t len, int version)
+{
+    int rc;
+    zkit__op_t *op = build_set(c, path, data, len, version, &rc);
+    if (!op)
+        return rc;
+    rc = zkit__op_run_blocking(op);
+    copy_stat_out(stat, op);
+    zkit__op_unref(op);
+    return rc;
+}
+
+ZKIT_EXTERN int zkit_set_data_async(zkit_client_t *c, const char *path, const void *data,
+                                    size_t len, int version, zkit_completion_fn done, void *arg)
+{
+    int rc;
+    zkit__op_t *op = build_set(c, path, data, len, version, &rc);
+    return op ? submit_async(op, done, arg) : rc;
+}
+
+ZKIT_EXTERN int zkit_get_children(char ***names, size_t *count, zkit_stat_t *stat,
+                                  zkit_client_t *c, const char *path,
+                                  const zkit_watcher_t *watcher)
+{
+    int rc;
+    zkit__op_t *op;
+    if (names)
+        *names = NULL;
+    if (count)
+        *count = 0;
+    if (!names || !count) {
+        zkit__log_default(ZKIT_LOG_ERROR, "get_children: NULL output");
+        return ZKIT_EINVAL;
+    }
+    if (!(op = build_simple(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", &rc)))
+        return rc;
+    rc = zkit__op_run_blocking(op);
+    if (rc == 0) {
+        *names = op->children;
+        *count = op->child_count;
+        op->children = NULL;
+        op->child_count = 0;
+    }
+    copy_stat_out(stat, op);
+    zkit__op_unref(op);
+    return rc;
+}
+
+ZKIT_EXTERN int zkit_get_children_async(zkit_client_t *c, const char *path,
+                                        const zkit_watcher_t *watcher, zkit_completion_fn done,
+                                        void *arg)
+{
+    int rc;
+    zkit__op_t *op = build_simple(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", &rc);
+    return op ? submit_async(op, done, arg) : rc;
+}
+
+/* ---- watches and memory ------------------------------------------------------------------- */
+
+ZKIT_EXTERN int zkit_watch_remove(zkit_client_t *c, const char *path, zkit_watch_kind_t kind,
+                                  const zkit_watcher_t *watcher)
+{
+    char *full;
+    int rc;
+    if ((rc = check_client_path(c, path, "watch_remove")) != 0)
+        return rc;
+    if (!watcher || !watcher->fn || kind < ZKIT_WATCH_DATA || kind > ZKIT_WATCH_ANY) {
+        zkit__log(&c->log, ZKIT_LOG_ERROR, "watch_remove: invalid watcher or kind");
+        return ZKIT_EINVAL;
+    }
+    if (!(full = zkit__path_fix(c->ns, path)))
+        return ZKIT_ENOMEM;
+    rc = zkit__watch_remove_full(c, full, (int)kind, watcher);
+    free(full);
+    return rc;
+}
+
+ZKIT_EXTERN void zkit_free(void *ptr)
+{
+    free(ptr);
+}
+
+ZKIT_EXTERN void zkit_free_strings(char **strings, size_t count)
+{
+    if (!strings)
+        return;
+    for (size_t i = 0; i < count; i++)
+        free(strings[i]);
+    free(strings);
+}

@@ -1,0 +1,944 @@
+/*
+ * client.c - the session: creating handles, following connection states, replacing the
+ * handle after the session is lost, and the two threads that make callbacks safe.
+ *
+ * Why a supervisor thread: libzookeeper reports expiry only after it reconnects, and a
+ * partitioned client may never reconnect, so something must time SUSPENDED against the
+ * negotiated session timeout (as Curator does) and, when the session is presumed lost, close
+ * the handle and build a new one.  zookeeper_close() joins libzookeeper's threads, so it can
+ * run neither on them nor on the event thread (a user callback may be blocked there).
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include "framework/client.h"
+#include "framework/errors.h"
+#include "framework/paths.h"
+
+int64_t zkit__now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void deadline_to_timespec(int64_t due_ms, struct timespec *ts)
+{
+    ts->tv_sec = (time_t)(due_ms / 1000);
+    ts->tv_nsec = (long)(due_ms % 1000) * 1000000L;
+}
+
+static void cond_init_monotonic(pthread_cond_t *cond)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(cond, &attr);
+    pthread_condattr_destroy(&attr);
+}
+
+/* ---- names ------------------------------------------------------------------------------- */
+
+ZKIT_EXTERN const char *zkit_conn_state_name(zkit_conn_state_t state)
+{
+    switch (state) {
+    case ZKIT_CONN_NONE: return "NONE";
+    case ZKIT_CONN_CONNECTED: return "CONNECTED";
+    case ZKIT_CONN_SUSPENDED: return "SUSPENDED";
+    case ZKIT_CONN_RECONNECTED: return "RECONNECTED";
+    case ZKIT_CONN_LOST: return "LOST";
+    case ZKIT_CONN_READ_ONLY: return "READ_ONLY";
+    }
+    return "UNKNOWN";
+}
+
+/* ---- options ------------------------------------------------------------------------------ */
+
+ZKIT_EXTERN void zkit_client_options_init(zkit_client_options_t *opts)
+{
+    zkit_client_options_t defaults = ZKIT_CLIENT_OPTIONS_INIT;
+    if (opts)
+        *opts = defaults;
+}
+
+static int validate_options(const zkit_client_options_t *o)
+{
+    if (!o || o->version != ZKIT_CLIENT_OPTIONS_VERSION) {
+        zkit__log_default(ZKIT_LOG_ERROR, "client options: NULL or wrong version");
+        return ZKIT_EINVAL;
+    }
+    if (!o->connect_string || !o->connect_string[0]) {
+        zkit__log_default(ZKIT_LOG_ERROR, "client options: connect_string is required");
+        return ZKIT_EINVAL;
+    }
+    if (o->session_timeout_ms <= 0 || o->connection_timeout_ms <= 0) {
+        zkit__log_default(ZKIT_LOG_ERROR, "client options: timeouts must be positive");
+        return ZKIT_EINVAL;
+    }
+    if ((o->auth_count && !o->auth) || (o->default_acl_count && !o->default_acl)) {
+        zkit__log_default(ZKIT_LOG_ERROR, "client options: NULL array with a non-zero count");
+        return ZKIT_EINVAL;
+    }
+    for (size_t i = 0; i < o->auth_count; i++) {
+        if (!o->auth[i].scheme || !o->auth[i].credential) {
+            zkit__log_default(ZKIT_LOG_ERROR, "client options: auth entry %zu incomplete", i);
+            return ZKIT_EINVAL;
+        }
+    }
+    for (size_t i = 0; i < o->default_acl_count; i++) {
+        if (!o->default_acl[i].scheme || !o->default_acl[i].id) {
+            zkit__log_default(ZKIT_LOG_ERROR, "client options: ACL entry %zu incomplete", i);
+            return ZKIT_EINVAL;
+        }
+    }
+    if (o->namespace_name && zkit__namespace_validate(o->namespace_name) != 0) {
+        zkit__log_default(ZKIT_LOG_ERROR, "client options: bad namespace '%s'",
+                          o->namespace_name);
+        return ZKIT_EBADPATH;
+    }
+    return 0;
+}
+
+void zkit__acl_vector_free(struct ACL_vector *v);
+
+static int acl_vector_from(struct ACL_vector *out, const zkit_acl_t *acl, size_t count)
+{
+    out->count = (int32_t)count;
+    out->data = calloc(count ? count : 1, sizeof(struct ACL));
+    if (!out->data)
+        return ZKIT_ENOMEM;
+    for (size_t i = 0; i < count; i++) {
+        out->data[i].perms = acl[i].perms;
+        out->data[i].id.scheme = strdup(acl[i].scheme);
+        out->data[i].id.id = strdup(acl[i].id);
+        if (!out->data[i].id.scheme || !out->data[i].id.id) {
+            zkit__acl_vector_free(out);
+            return ZKIT_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+void zkit__acl_vector_free(struct ACL_vector *v)
+{
+    if (!v->data)
+        return;
+    for (int32_t i = 0; i < v->count; i++) {
+        free(v->data[i].id.scheme);
+        free(v->data[i].id.id);
+    }
+    free(v->data);
+    v->data = NULL;
+}
+
+/* Curator's default node data: this host's address as text. */
+static char *local_address_text(void)
+{
+    char host[256];
+    struct addrinfo hints, *res = NULL;
+    char text[INET6_ADDRSTRLEN] = "127.0.0.1";
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_INET;
+    if (gethostname(host, sizeof(host)) == 0 && getaddrinfo(host, NULL, &hints, &res) == 0) {
+        struct sockaddr_in *sin = (struct sockaddr_in *)res->ai_addr;
+        inet_ntop(AF_INET, &sin->sin_addr, text, sizeof(text));
+        freeaddrinfo(res);
+    }
+    return strdup(text);
+}
+
+static int copy_auth(zkit_client_t *c, const zkit_client_options_t *o)
+{
+    if (!o->auth_count)
+        return 0;
+    c->auth = calloc(o->auth_count, sizeof(*c->auth));
+    if (!c->auth)
+        return ZKIT_ENOMEM;
+    c->auth_count = o->auth_count;
+    for (size_t i = 0; i < o->auth_count; i++) {
+        c->auth[i].scheme = strdup(o->auth[i].scheme);
+        c->auth[i].credential = strdup(o->auth[i].credential);
+        if (!c->auth[i].scheme || !c->auth[i].credential)
+            return ZKIT_ENOMEM;
+    }
+    return 0;
+}
+
+static int copy_default_data(zkit_client_t *c, const zkit_client_options_t *o)
+{
+    if (o->default_data) {
+        c->default_data = malloc(o->default_data_len + 1);
+        if (!c->default_data)
+            return ZKIT_ENOMEM;
+        memcpy(c->default_data, o->default_data, o->default_data_len);
+        c->default_data_len = o->default_data_len;
+    } else {
+        c->default_data = local_address_text();
+        if (!c->default_data)
+            return ZKIT_ENOMEM;
+        c->default_data_len = strlen(c->default_data);
+    }
+    return 0;
+}
+
+static int copy_options(zkit_client_t *c, const zkit_client_options_t *o)
+{
+    static const zkit_acl_t open_acl = { ZKIT_PERM_ALL, "world", "anyone" };
+    int rc;
+    c->connect_string = strdup(o->connect_string);
+    c->session_timeout_ms = o->session_timeout_ms;
+    c->connection_timeout_ms = o->connection_timeout_ms;
+    c->retry = o->retry ? zkit_retry_copy(o->retry) : zkit_retry_exponential(1000, 3, 0);
+    if (!c->connect_string || !c->retry)
+        return ZKIT_ENOMEM;
+    if (o->namespace_name) {
+        c->ns = strdup(o->namespace_name);
+        c->ns_root = zkit__path_fix(c->ns, "/");
+        if (!c->ns || !c->ns_root)
+            return ZKIT_ENOMEM;
+    }
+    if ((rc = copy_auth(c, o)) != 0)
+        return rc;
+    if (o->default_acl_count)
+        rc = acl_vector_from(&c->default_acl, o->default_acl, o->default_acl_count);
+    else
+        rc = acl_vector_from(&c->default_acl, &open_acl, 1);
+    if (rc != 0)
+        return rc;
+    c->acl_provider = o->acl_provider;
+    c->acl_provider_arg = o->acl_provider_arg;
+    c->can_be_read_only = o->can_be_read_only;
+    return copy_default_data(c, o);
+}
+
+void zkit__client_acl(zkit_client_t *c, const char *path, struct ACL_vector *out, int *allocated)
+{
+    const zkit_acl_t *acl = NULL;
+    size_t count = 0;
+    *allocated = 0;
+    if (c->acl_provider && c->acl_provider(path, &acl, &count, c->acl_provider_arg) == 0 &&
+        acl && count > 0 && acl_vector_from(out, acl, count) == 0) {
+        *allocated = 1;
+        return;
+    }
+    *out = c->default_acl;
+}
+
+/* ---- the handle ----------------------------------------------------------------------------- */
+
+/*
+ * libzookeeper's log callback carries no context and its lines are about the process as much
+ * as about one handle, so they go to one sink: the oldest open client's.  Clients register
+ * here when created and leave when freed.
+ */
+static pthread_mutex_t zk_log_mu = PTHREAD_MUTEX_INITIALIZER;
+static zkit_client_t *zk_log_clients[64];
+static size_t zk_log_count;
+
+static void zk_log_callback(const char *message)
+{
+    pthread_mutex_lock(&zk_log_mu);
+    if (zk_log_count > 0)
+        zkit__log_zk_line(&zk_log_clients[0]->log, message);
+    pthread_mutex_unlock(&zk_log_mu);
+}
+
+static void zk_log_register(zkit_client_t *c)
+{
+    pthread_mutex_lock(&zk_log_mu);
+    if (zk_log_count == 0)
+        zoo_set_debug_level(c->log.level >= ZKIT_LOG_DEBUG ? ZOO_LOG_LEVEL_DEBUG
+                            : c->log.level >= ZKIT_LOG_INFO ? ZOO_LOG_LEVEL_INFO
+                                                             : ZOO_LOG_LEVEL_WARN);
+    if (zk_log_count < sizeof(zk_log_clients) / sizeof(zk_log_clients[0]))
+        zk_log_clients[zk_log_count++] = c;
+    pthread_mutex_unlock(&zk_log_mu);
+}
+
+static void zk_log_unregister(zkit_client_t *c)
+{
+    pthread_mutex_lock(&zk_log_mu);
+    for (size_t i = 0; i < zk_log_count; i++) {
+        if (zk_log_clients[i] == c) {
+            memmove(&zk_log_clients[i], &zk_log_clients[i + 1],
+                    (zk_log_count - i - 1) * sizeof(zk_log_clients[0]));
+            zk_log_count--;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&zk_log_mu);
+}
+
+static void session_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
+
+/* Records a session event for the supervisor.  Runs on libzookeeper's threads. */
+static void record_session_event(zkit_client_t *c, uint64_t generation, int zk_state)
+{
+    zkit__session_event_t *ev = calloc(1, sizeof(*ev));
+    if (!ev)
+        return;
+    ev->generation = generation;
+    ev->zk_state = zk_state;
+    pthread_mutex_lock(&c->mu);
+    *c->session_events_tail = ev;
+    c->session_events_tail = &ev->next;
+    pthread_cond_signal(&c->supervisor_cond);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* The context of a handle's global watcher: which client and which generation. */
+typedef struct handle_ctx {
+    zkit_client_t *client;
+    uint64_t generation;
+} handle_ctx_t;
+
+static void session_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    handle_ctx_t *hc = ctx;
+    (void)zh;
+    (void)path;
+    if (type == ZOO_SESSION_EVENT && hc)
+        record_session_event(hc->client, hc->generation, state);
+}
+
+zkit_client_t *zkit__client_from_handle(zhandle_t *zh)
+{
+    handle_ctx_t *hc = zh ? (handle_ctx_t *)zoo_get_context(zh) : NULL;
+    return hc ? hc->client : NULL;
+}
+
+static void add_credentials(zkit_client_t *c, zhandle_t *zh)
+{
+    for (size_t i = 0; i < c->auth_count; i++) {
+        const char *cred = c->auth[i].credential;
+        int rc = zoo_add_auth(zh, c->auth[i].scheme, cred, (int)strlen(cred), NULL, NULL);
+        if (rc != ZOK)
+            zkit__log(&c->log, ZKIT_LOG_ERROR, "adding %s credentials failed: %s",
+                      c->auth[i].scheme, zerror(rc));
+    }
+}
+
+/* Creates a handle for a fresh session.  Called with c->mu held; does not block on the
+ * network (libzookeeper connects in its own thread). */
+static int open_handle(zkit_client_t *c)
+{
+    handle_ctx_t *hc = calloc(1, sizeof(*hc));
+    zhandle_t *zh;
+    if (!hc)
+        return ZKIT_ENOMEM;
+    hc->client = c;
+    hc->generation = c->generation + 1;
+    zh = zookeeper_init2(c->connect_string, session_watcher, c->session_timeout_ms, NULL, hc,
+                         c->can_be_read_only ? ZOO_READONLY : 0, zk_log_callback);
+    if (!zh) {
+        zkit__log(&c->log, ZKIT_LOG_ERROR, "cannot start a ZooKeeper session for '%s': %s",
+                  c->connect_string, strerror(errno));
+        free(hc);
+        return errno == ENOMEM ? ZKIT_ENOMEM : ZKIT_EINVAL;
+    }
+    c->generation++;
+    c->zh = zh;
+    c->connected = 0;
+    c->session_id = 0;
+    add_credentials(c, zh);
+    return 0;
+}
+
+/* Closes a detached handle: waits for the calls borrowing it, then zookeeper_close() without
+ * c->mu (its pending completions run inside it and take c->mu). */
+static void close_handle(zkit_client_t *c, zhandle_t *zh, uint64_t generation)
+{
+    handle_ctx_t *hc = (handle_ctx_t *)zoo_get_context(zh);
+    while (c->zh_refs > 0)
+        pthread_cond_wait(&c->cond, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+    zookeeper_close(zh);
+    free(hc);
+    pthread_mutex_lock(&c->mu);
+    zkit__watches_drop_generation(c, generation);
+}
+
+zhandle_t *zkit__conn_get(zkit_client_t *c, uint64_t *generation)
+{
+    zhandle_t *zh = NULL;
+    pthread_mutex_lock(&c->mu);
+    if (c->zh && !c->closing) {
+        zh = c->zh;
+        c->zh_refs++;
+        if (generation)
+            *generation = c->generation;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return zh;
+}
+
+void zkit__conn_put(zkit_client_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    if (--c->zh_refs == 0)
+        pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->mu);
+}
+
+int zkit__client_connected(zkit_client_t *c)
+{
+    int connected;
+    pthread_mutex_lock(&c->mu);
+    connected = c->connected && !c->closing;
+    pthread_mutex_unlock(&c->mu);
+    return connected;
+}
+
+int64_t zkit__client_session(zkit_client_t *c)
+{
+    int64_t id;
+    pthread_mutex_lock(&c->mu);
+    id = c->session_id;
+    pthread_mutex_unlock(&c->mu);
+    return id;
+}
+
+/* ---- the event thread ------------------------------------------------------------------- */
+
+int zkit__post(zkit_client_t *c, zkit__task_fn fn, void *arg)
+{
+    zkit__task_t *t = malloc(sizeof(*t));
+    if (!t)
+        return ZKIT_ENOMEM;
+    t->next = NULL;
+    t->fn = fn;
+    t->arg = arg;
+    pthread_mutex_lock(&c->mu);
+    if (c->event_thread_done) {
+        pthread_mutex_unlock(&c->mu);
+        free(t);
+        return ZKIT_ECLOSED;
+    }
+    *c->tasks_tail = t;
+    c->tasks_tail = &t->next;
+    pthread_cond_broadcast(&c->event_cond);
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+/* Runs tasks in order until the client closes and the supervisor has finished (so that the
+ * completions it produces while closing are still delivered). */
+static void *event_thread_main(void *arg)
+{
+    zkit_client_t *c = arg;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        zkit__task_t *t = c->tasks;
+        if (!t) {
+            if (c->closing && c->supervisor_done)
+                break;
+            pthread_cond_wait(&c->event_cond, &c->mu);
+            continue;
+        }
+        c->tasks = t->next;
+        if (!c->tasks)
+            c->tasks_tail = &c->tasks;
+        c->event_thread_busy = 1;
+        pthread_mutex_unlock(&c->mu);
+        t->fn(t->arg);
+        free(t);
+        pthread_mutex_lock(&c->mu);
+        c->event_thread_busy = 0;
+        pthread_cond_broadcast(&c->event_cond);
+    }
+    c->event_thread_done = 1;
+    pthread_cond_broadcast(&c->event_cond);
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+int zkit__on_event_thread(zkit_client_t *c)
+{
+    return pthread_equal(pthread_self(), c->event_thread);
+}
+
+/* ---- listeners ---------------------------------------------------------------------------- */
+
+typedef struct state_delivery {
+    zkit_client_t *client;
+    zkit_conn_state_t state;
+} state_delivery_t;
+
+static void deliver_state(void *arg)
+{
+    state_delivery_t *d = arg;
+    zkit_client_t *c = d->client;
+    pthread_mutex_lock(&c->mu);
+    for (zkit__listener_t *l = c->listeners; l; l = l->next) {
+        if (l->removed)
+            continue;
+        c->running_listener_id = l->id;
+        pthread_mutex_unlock(&c->mu);
+        l->fn(c, d->state, l->arg);
+        pthread_mutex_lock(&c->mu);
+        c->running_listener_id = 0;
+        pthread_cond_broadcast(&c->event_cond);
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(d);
+}
+
+/* Sets the public state and queues the listeners.  Called with c->mu held. */
+static void change_state(zkit_client_t *c, zkit_conn_state_t state)
+{
+    state_delivery_t *d = malloc(sizeof(*d));
+    zkit__task_t *t = malloc(sizeof(*t));
+    c->state = state;
+    pthread_cond_broadcast(&c->cond);
+    zkit__log(&c->log, state == ZKIT_CONN_LOST ? ZKIT_LOG_WARN : ZKIT_LOG_INFO,
+              "connection state %s (session 0x%llx)", zkit_conn_state_name(state),
+              (unsigned long long)c->session_id);
+    if (!d || !t || c->event_thread_done) {
+        free(d);
+        free(t);
+        return;
+    }
+    d->client = c;
+    d->state = state;
+    t->next = NULL;
+    t->fn = deliver_state;
+    t->arg = d;
+    *c->tasks_tail = t;
+    c->tasks_tail = &t->next;
+    pthread_cond_broadcast(&c->event_cond);
+}
+
+ZKIT_EXTERN int zkit_client_add_listener(zkit_client_t *c, zkit_state_listener_fn fn, void *arg,
+                                         int *id)
+{
+    zkit__listener_t *l, **tail;
+    if (!c || !fn)
+        return ZKIT_EINVAL;
+    l = calloc(1, sizeof(*l));
+    if (!l)
+        return ZKIT_ENOMEM;
+    l->fn = fn;
+    l->arg = arg;
+    pthread_mutex_lock(&c->mu);
+    l->id = ++c->next_listener_id;
+    for (tail = &c->listeners; *tail; tail = &(*tail)->next)
+        ;
+    *tail = l;
+    pthread_mutex_unlock(&c->mu);
+    if (id)
+        *id = l->id;
+    return 0;
+}
+
+ZKIT_EXTERN int zkit_client_remove_listener(zkit_client_t *c, int id)
+{
+    zkit__listener_t *l;
+    int found = 0;
+    if (!c)
+        return ZKIT_EINVAL;
+    pthread_mutex_lock(&c->mu);
+    for (l = c->listeners; l; l = l->next) {
+        if (l->id == id && !l->removed) {
+            l->removed = 1; /* freed with the client: a delivery may be walking the list */
+            found = 1;
+        }
+    }
+    if (!zkit__on_event_thread(c)) {
+        while (c->running_listener_id == id)
+            pthread_cond_wait(&c->event_cond, &c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return found ? 0 : ZKIT_ENONODE;
+}
+
+/* ---- the supervisor ------------------------------------------------------------------------ */
+
+int zkit__timer_add(zkit_client_t *c, int64_t due_ms, int wake_on_connect, zkit__task_fn fn,
+                    void *arg)
+{
+    zkit__timer_t *t = calloc(1, sizeof(*t)), **pos;
+    if (!t)
+        return ZKIT_ENOMEM;
+    t->due_ms = due_ms;
+    t->wake_on_connect = wake_on_connect;
+    t->fn = fn;
+    t->arg = arg;
+    pthread_mutex_lock(&c->mu);
+    for (pos = &c->timers; *pos && (*pos)->due_ms <= due_ms; pos = &(*pos)->next)
+        ;
+    t->next = *pos;
+    *pos = t;
+    pthread_cond_signal(&c->supervisor_cond);
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+/* Replaces the handle with one for a new session after the old one is lost. */
+static void replace_handle(zkit_client_t *c)
+{
+    zhandle_t *old = c->zh;
+    uint64_t old_generation = c->generation;
+    c->zh = NULL;
+    c->connected = 0;
+    if (old)
+        close_handle(c, old, old_generation);
+    if (c->closing)
+        return;
+    if (open_handle(c) != 0)
+        zkit__log(&c->log, ZKIT_LOG_ERROR, "cannot open a new session; will retry");
+}
+
+static void on_connected(zkit_client_t *c, int read_only)
+{
+    const clientid_t *id = zoo_client_id(c->zh);
+    int64_t old_session = c->session_id;
+    c->connected = 1;
+    c->session_id = id->client_id;
+    memcpy(c->session_passwd, id->passwd, sizeof(c->session_passwd));
+    c->negotiated_timeout_ms = zoo_recv_timeout(c->zh);
+    c->suspended_since_ms = 0;
+    (void)old_session;
+    if (!c->ever_connected) {
+        c->ever_connected = 1;
+        change_state(c, read_only ? ZKIT_CONN_READ_ONLY : ZKIT_CONN_CONNECTED);
+    } else if (read_only) {
+        change_state(c, ZKIT_CONN_READ_ONLY);
+    } else if (c->state != ZKIT_CONN_CONNECTED && c->state != ZKIT_CONN_RECONNECTED) {
+        change_state(c, ZKIT_CONN_RECONNECTED);
+    }
+}
+
+static void on_disconnected(zkit_client_t *c)
+{
+    c->connected = 0;
+    if (c->state == ZKIT_CONN_CONNECTED || c->state == ZKIT_CONN_RECONNECTED ||
+        c->state == ZKIT_CONN_READ_ONLY) {
+        c->suspended_since_ms = zkit__now_ms();
+        change_state(c, ZKIT_CONN_SUSPENDED);
+    }
+}
+
+static void on_session_lost(zkit_client_t *c, const char *why)
+{
+    zkit__log(&c->log, ZKIT_LOG_WARN, "session 0x%llx lost (%s); starting a new one",
+              (unsigned long long)c->session_id, why);
+    if (c->state != ZKIT_CONN_SUSPENDED && c->state != ZKIT_CONN_LOST && c->ever_connected)
+        change_state(c, ZKIT_CONN_SUSPENDED);
+    c->suspended_since_ms = 0;
+    if (c->ever_connected)
+        change_state(c, ZKIT_CONN_LOST);
+    replace_handle(c);
+}
+
+static void handle_session_event(zkit_client_t *c, const zkit__session_event_t *ev)
+{
+    if (ev->generation != c->generation || !c->zh)
+        return; /* a late event from a handle already replaced */
+    if (ev->zk_state == ZOO_CONNECTED_STATE)
+        on_connected(c, 0);
+    else if (ev->zk_state == ZOO_READONLY_STATE)
+        on_connected(c, 1);
+    else if (ev->zk_state == ZOO_EXPIRED_SESSION_STATE)
+        on_session_lost(c, "expired by the server");
+    else if (ev->zk_state == ZOO_AUTH_FAILED_STATE)
+        on_session_lost(c, "authentication failed");
+    else
+        on_disconnected(c);
+}
+
+/* Takes the timers that are due (or woken by a connection) off the list, in order. */
+static zkit__timer_t *take_due_timers(zkit_client_t *c, int64_t now)
+{
+    zkit__timer_t *due = NULL, **due_tail = &due, **pos = &c->timers;
+    while (*pos) {
+        zkit__timer_t *t = *pos;
+        if (c->closing || t->due_ms <= now || (t->wake_on_connect && c->connected)) {
+            *pos = t->next;
+            t->next = NULL;
+            *due_tail = t;
+            due_tail = &t->next;
+        } else {
+            pos = &t->next;
+        }
+    }
+    return due;
+}
+
+static void run_timers(zkit_client_t *c, zkit__timer_t *due)
+{
+    pthread_mutex_unlock(&c->mu);
+    while (due) {
+        zkit__timer_t *next = due->next;
+        due->fn(due->arg);
+        free(due);
+        due = next;
+    }
+    pthread_mutex_lock(&c->mu);
+}
+
+static int64_t next_wakeup(zkit_client_t *c)
+{
+    int64_t wake = zkit__now_ms() + 1000;
+    if (c->timers && c->timers->due_ms < wake)
+        wake = c->timers->due_ms;
+    if (c->suspended_since_ms && c->negotiated_timeout_ms > 0) {
+        int64_t lost_at = c->suspended_since_ms + c->negotiated_timeout_ms;
+        if (lost_at < wake)
+            wake = lost_at;
+    }
+    return wake;
+}
+
+static void supervise_once(zkit_client_t *c)
+{
+    zkit__session_event_t *ev;
+    int64_t now;
+    while ((ev = c->session_events) != NULL) {
+        c->session_events = ev->next;
+        if (!c->session_events)
+            c->session_events_tail = &c->session_events;
+        handle_session_event(c, ev);
+        free(ev);
+    }
+    now = zkit__now_ms();
+    if (c->suspended_since_ms && c->negotiated_timeout_ms > 0 &&
+        now - c->suspended_since_ms >= c->negotiated_timeout_ms)
+        on_session_lost(c, "suspended for longer than the session timeout");
+    if (!c->zh && !c->closing)
+        replace_handle(c);
+    run_timers(c, take_due_timers(c, zkit__now_ms()));
+}
+
+static void *supervisor_main(void *arg)
+{
+    zkit_client_t *c = arg;
+    pthread_mutex_lock(&c->mu);
+    while (!c->closing) {
+        struct timespec ts;
+        supervise_once(c);
+        if (c->closing || c->session_events ||
+            (c->timers && (c->timers->due_ms <= zkit__now_ms() ||
+                           (c->connected && c->timers->wake_on_connect))))
+            continue;
+        deadline_to_timespec(next_wakeup(c), &ts);
+        pthread_cond_timedwait(&c->supervisor_cond, &c->mu, &ts);
+    }
+    /* Closing: end every sleeping retry and background task, then close the handle, whose
+     * pending completions report ZCLOSING; the timers those arm run at once. */
+    run_timers(c, take_due_timers(c, zkit__now_ms()));
+    if (c->zh) {
+        zhandle_t *zh = c->zh;
+        c->zh = NULL;
+        c->connected = 0;
+        close_handle(c, zh, c->generation);
+    }
+    while (c->timers)
+        run_timers(c, take_due_timers(c, zkit__now_ms()));
+    c->supervisor_done = 1;
+    pthread_cond_broadcast(&c->event_cond);
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* ---- life cycle ---------------------------------------------------------------------------- */
+
+static void free_client(zkit_client_t *c)
+{
+    zk_log_unregister(c);
+    while (c->listeners) {
+        zkit__listener_t *l = c->listeners;
+        c->listeners = l->next;
+        free(l);
+    }
+    while (c->session_events) {
+        zkit__session_event_t *ev = c->session_events;
+        c->session_events = ev->next;
+        free(ev);
+    }
+    for (size_t i = 0; i < c->auth_count && c->auth; i++) {
+        free((char *)c->auth[i].scheme);
+        free((char *)c->auth[i].credential);
+    }
+    free(c->auth);
+    zkit__acl_vector_free(&c->default_acl);
+    zkit_retry_free(c->retry);
+    free(c->connect_string);
+    free(c->ns);
+    free(c->ns_root);
+    free(c->default_data);
+    zkit__logger_destroy(&c->log);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cond);
+    pthread_cond_destroy(&c->supervisor_cond);
+    pthread_cond_destroy(&c->event_cond);
+    free(c);
+}
+
+static zkit_client_t *alloc_client(const zkit_client_options_t *opts)
+{
+    zkit_client_t *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    zkit__logger_init(&c->log, opts->log_fn, opts->log_arg, opts->log_level);
+    zk_log_register(c);
+    pthread_mutex_init(&c->mu, NULL);
+    cond_init_monotonic(&c->cond);
+    cond_init_monotonic(&c->supervisor_cond);
+    cond_init_monotonic(&c->event_cond);
+    c->session_events_tail = &c->session_events;
+    c->tasks_tail = &c->tasks;
+    return c;
+}
+
+static int start_threads(zkit_client_t *c)
+{
+    if (pthread_create(&c->event_thread, NULL, event_thread_main, c) != 0)
+        return ZKIT_ESYSTEM;
+    if (pthread_create(&c->supervisor_thread, NULL, supervisor_main, c) != 0) {
+        pthread_mutex_lock(&c->mu);
+        c->closing = 1;
+        c->supervisor_done = 1;
+        pthread_cond_broadcast(&c->event_cond);
+        pthread_mutex_unlock(&c->mu);
+        pthread_join(c->event_thread, NULL);
+        return ZKIT_ESYSTEM;
+    }
+    return 0;
+}
+
+ZKIT_EXTERN int zkit_client_new(zkit_client_t **out, const zkit_client_options_t *opts)
+{
+    zkit_client_t *c;
+    int rc;
+    if (!out)
+        return ZKIT_EINVAL;
+    *out = NULL;
+    if ((rc = validate_options(opts)) != 0)
+        return rc;
+    if (!(c = alloc_client(opts)))
+        return ZKIT_ENOMEM;
+    if ((rc = copy_options(c, opts)) == 0) {
+        pthread_mutex_lock(&c->mu);
+        rc = open_handle(c);
+        pthread_mutex_unlock(&c->mu);
+    }
+    if (rc == 0 && (rc = start_threads(c)) != 0) {
+        zookeeper_close(c->zh);
+    }
+    if (rc != 0) {
+        if (rc == ZKIT_ENOMEM)
+            zkit__log(&c->log, ZKIT_LOG_ERROR, "out of memory creating a client");
+        free_client(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+ZKIT_EXTERN void zkit_client_close(zkit_client_t *c)
+{
+    pthread_t supervisor;
+    if (!c)
+        return;
+    if (zkit__on_event_thread(c)) {
+        zkit__log(&c->log, ZKIT_LOG_ERROR,
+                  "zkit_client_close called from a callback on the client's event thread; "
+                  "ignored (it would wait for itself)");
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    c->closing = 1;
+    supervisor = c->supervisor_thread;
+    pthread_cond_broadcast(&c->supervisor_cond);
+    pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->mu);
+    pthread_join(supervisor, NULL);
+    pthread_join(c->event_thread, NULL);
+    /* Blocking calls in other threads have been woken with ZKIT_ECLOSED; let them leave. */
+    pthread_mutex_lock(&c->mu);
+    while (c->active_calls > 0)
+        pthread_cond_wait(&c->cond, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+    free_client(c);
+}
+
+ZKIT_EXTERN int zkit_client_block_until_connected(zkit_client_t *c, int timeout_ms)
+{
+    struct timespec ts;
+    int rc = 0;
+    if (!c || timeout_ms < 0)
+        return ZKIT_EINVAL;
+    deadline_to_timespec(zkit__now_ms() + timeout_ms, &ts);
+    pthread_mutex_lock(&c->mu);
+    while (!c->connected && !c->closing && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&c->cond, &c->mu, &ts);
+    rc = c->closing ? ZKIT_ECLOSED : c->connected ? 0 : ZKIT_ETIMEDOUT;
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+ZKIT_EXTERN zkit_conn_state_t zkit_client_state(const zkit_client_t *cc)
+{
+    zkit_client_t *c = (zkit_client_t *)cc;
+    zkit_conn_state_t s;
+    if (!c)
+        return ZKIT_CONN_NONE;
+    pthread_mutex_lock(&c->mu);
+    s = c->state;
+    pthread_mutex_unlock(&c->mu);
+    return s;
+}
+
+ZKIT_EXTERN int zkit_client_is_connected(const zkit_client_t *c)
+{
+    return c ? zkit__client_connected((zkit_client_t *)c) : 0;
+}
+
+ZKIT_EXTERN int64_t zkit_client_session_id(const zkit_client_t *c)
+{
+    return c ? zkit__client_session((zkit_client_t *)c) : 0;
+}
+
+ZKIT_EXTERN int zkit_client_negotiated_timeout(const zkit_client_t *cc)
+{
+    zkit_client_t *c = (zkit_client_t *)cc;
+    int t;
+    if (!c)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    t = c->negotiated_timeout_ms;
+    pthread_mutex_unlock(&c->mu);
+    return t;
+}
+
+ZKIT_EXTERN const char *zkit_client_namespace(const zkit_client_t *c)
+{
+    return c ? c->ns : NULL;
+}
+
+int zkit__test_session_credentials(zkit_client_t *c, int64_t *id, char passwd[16])
+{
+    int rc = ZKIT_ESTATE;
+    pthread_mutex_lock(&c->mu);
+    if (c->connected) {
+        *id = c->session_id;
+        memcpy(passwd, c->session_passwd, 16);
+        rc = 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+void zkit__test_fault_set(zkit_client_t *c, int lose_create_replies, int fail_protected_lookups)
+{
+    pthread_mutex_lock(&c->mu);
+    c->faults.lose_create_replies = lose_create_replies;
+    c->faults.fail_protected_lookups = fail_protected_lookups;
+    pthread_mutex_unlock(&c->mu);
+}

@@ -1,0 +1,167 @@
+/*
+ * client.h - the client's internals shared by the framework's files.
+ *
+ * Threads of one client:
+ *  - libzookeeper's IO and completion threads: our watcher and completion functions run on
+ *    the latter; they only record results, arm timers and post tasks, never block;
+ *  - the supervisor thread: follows the session (SUSPENDED, LOST timer, new session after
+ *    expiry), runs timers (retry sleeps, attempt watchdogs, background deletes) and closes
+ *    old handles (zookeeper_close must not run on libzookeeper's own threads);
+ *  - the event thread: runs every user callback, in order.
+ * Blocking calls wait in the caller's thread and need neither of our threads to be free, so a
+ * user callback on the event thread may make them.
+ */
+#ifndef ZKIT_FRAMEWORK_CLIENT_H
+#define ZKIT_FRAMEWORK_CLIENT_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <zookeeper/zookeeper.h>
+
+#include "zkit/client.h"
+#include "zkit/ops.h"
+#include "framework/log.h"
+
+typedef void (*zkit__task_fn)(void *arg);
+
+typedef struct zkit__task {
+    struct zkit__task *next;
+    zkit__task_fn fn;
+    void *arg;
+} zkit__task_t;
+
+typedef struct zkit__timer {
+    struct zkit__timer *next;
+    int64_t due_ms;
+    int wake_on_connect;      /* run early as soon as the client is connected */
+    zkit__task_fn fn;
+    void *arg;
+} zkit__timer_t;
+
+typedef struct zkit__listener {
+    struct zkit__listener *next;
+    int id;
+    int removed;
+    zkit_state_listener_fn fn;
+    void *arg;
+} zkit__listener_t;
+
+/* A raw session event recorded by the global watcher for the supervisor. */
+typedef struct zkit__session_event {
+    struct zkit__session_event *next;
+    uint64_t generation;
+    int zk_state;
+} zkit__session_event_t;
+
+/* A watch registration: the context handed to libzookeeper for one armed watch. */
+typedef struct zkit__watch {
+    struct zkit__watch *prev, *next;
+    zkit_client_t *client;
+    uint64_t generation;
+    int kind;                 /* ZKIT_WATCH_DATA or ZKIT_WATCH_CHILDREN */
+    int removed;
+    int fired;                /* its event is queued for delivery */
+    char *full_path;
+    zkit_watcher_t watcher;
+} zkit__watch_t;
+
+/* Test-only fault injection (see zkit__test_fault_set). */
+typedef struct zkit__faults {
+    int lose_create_replies;  /* creates applied by the server report CONNECTIONLOSS */
+    int fail_protected_lookups;
+} zkit__faults_t;
+
+struct zkit_client {
+    /* Options, immutable after creation. */
+    char *connect_string;
+    int session_timeout_ms;
+    int connection_timeout_ms;
+    zkit_retry_t *retry;
+    char *ns;                       /* namespace without slashes, or NULL */
+    char *ns_root;                  /* "/ns", or NULL */
+    zkit_auth_t *auth;
+    size_t auth_count;
+    struct ACL_vector default_acl;
+    zkit_acl_provider_fn acl_provider;
+    void *acl_provider_arg;
+    int can_be_read_only;
+    char *default_data;
+    size_t default_data_len;
+    zkit__logger_t log;
+
+    pthread_mutex_t mu;             /* guards everything below */
+    pthread_cond_t cond;            /* state changes: connected, refs, closing */
+    pthread_cond_t supervisor_cond; /* wakes the supervisor */
+    pthread_cond_t event_cond;      /* wakes the event thread; signals idle */
+
+    zhandle_t *zh;                  /* the current handle, NULL while replacing it */
+    uint64_t generation;            /* increments with every handle */
+    int zh_refs;                    /* callers inside a zoo_a* call on `zh` */
+    int connected;                  /* the handle is connected now */
+    int64_t session_id;
+    char session_passwd[16];
+    int negotiated_timeout_ms;
+    zkit_conn_state_t state;        /* the public state */
+    int ever_connected;
+    int64_t suspended_since_ms;     /* 0 when not suspended */
+    int closing;
+    zkit__session_event_t *session_events, **session_events_tail;
+    zkit__timer_t *timers;          /* sorted by due time */
+
+    zkit__task_t *tasks, **tasks_tail;
+    int event_thread_busy;
+    pthread_t event_thread;
+    pthread_t supervisor_thread;
+    int event_thread_done;
+    int supervisor_done;
+    int active_calls;               /* blocking calls in progress (close waits for them) */
+
+    zkit__listener_t *listeners;
+    int next_listener_id;
+    int running_listener_id;
+
+    zkit__watch_t *watches;         /* every armed registration */
+    zkit__faults_t faults;
+};
+
+int64_t zkit__now_ms(void);
+
+/* Queues fn(arg) on the event thread.  Returns ZKIT_ECLOSED once the event thread has ended
+ * (the task is then not run; the caller keeps ownership of arg). */
+int zkit__post(zkit_client_t *c, zkit__task_fn fn, void *arg);
+
+/* Runs fn(arg) on the supervisor thread at due_ms (monotonic), or as soon as the client is
+ * connected when wake_on_connect is set, or at once when the client closes.  fn must not
+ * block; it reads c->closing to tell why it runs. */
+int zkit__timer_add(zkit_client_t *c, int64_t due_ms, int wake_on_connect, zkit__task_fn fn,
+                    void *arg);
+
+/* Borrows the current handle for one zoo_a* call: returns it (and its generation) with a
+ * reference held, or NULL when the client has none or is closing.  Pair with conn_put. */
+zhandle_t *zkit__conn_get(zkit_client_t *c, uint64_t *generation);
+void zkit__conn_put(zkit_client_t *c);
+
+/* Whether the current handle is connected (locks c->mu). */
+int zkit__client_connected(zkit_client_t *c);
+/* The current session id (locks c->mu). */
+int64_t zkit__client_session(zkit_client_t *c);
+/* Whether the calling thread is the client's event thread. */
+int zkit__on_event_thread(zkit_client_t *c);
+
+/* The ACL for a create of `path` (un-namespaced). */
+void zkit__client_acl(zkit_client_t *c, const char *path, struct ACL_vector *out,
+                      int *allocated);
+
+/* The client a handle belongs to (from the handle's context). */
+zkit_client_t *zkit__client_from_handle(zhandle_t *zh);
+
+void zkit__acl_vector_free(struct ACL_vector *v);
+
+/* Test hooks: the session's credentials (to expire it from a second handle), and faults. */
+int zkit__test_session_credentials(zkit_client_t *c, int64_t *id, char passwd[16]);
+void zkit__test_fault_set(zkit_client_t *c, int lose_create_replies, int fail_protected_lookups);
+
+/* Called by ops.c when the handle of `generation` is closed: frees its watch contexts. */
+void zkit__watches_drop_generation(zkit_client_t *c, uint64_t generation);
+
+#endif

@@ -1,0 +1,830 @@
+/*
+ * ops.c - the operation machine: attempts, retries, waiting for a connection, container
+ * parents, protected-create recovery and guaranteed deletes.
+ *
+ * Threads: an attempt is issued from the submitting thread, from a supervisor timer or from
+ * libzookeeper's completion thread (the previous attempt's completion); none of these may
+ * block, so nothing here does.  Races between a completion and the attempt watchdog are
+ * settled under client->mu by the attempt sequence number: whichever comes first wins and
+ * the other is ignored.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <uuid/uuid.h>
+
+#include "framework/ops.h"
+#include "framework/errors.h"
+#include "framework/paths.h"
+
+/* How many times a create may meet NONODE, create its parents and try again: a container
+ * parent can be reaped between the two (see zk-c-client notes). */
+#define MAX_PARENT_ROUNDS 5
+
+/* Background guaranteed deletes and orphan sweeps back off up to this sleep. */
+#define BACKGROUND_MAX_SLEEP_MS 10000
+
+/* libzookeeper 3.8 has no out-of-memory code; this private one marks our own failures. */
+#define ZK_NOMEM (-9999)
+
+typedef struct attempt {
+    zkit__op_t *op;
+    uint64_t seq;
+    zkit__watch_t *watch;
+} attempt_t;
+
+static void attempt_issue(zkit__op_t *op);
+static void attempt_result(zkit__op_t *op, int rc);
+static void op_finish(zkit__op_t *op, int error);
+
+zkit__op_t *zkit__op_new(zkit_client_t *c, zkit__op_type_t type)
+{
+    zkit__op_t *op = calloc(1, sizeof(*op));
+    pthread_condattr_t attr;
+    if (!op)
+        return NULL;
+    op->client = c;
+    op->refs = 1;
+    op->type = type;
+    op->version = -1;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&op->cond, &attr);
+    pthread_condattr_destroy(&attr);
+    return op;
+}
+
+static void op_ref(zkit__op_t *op)
+{
+    __atomic_add_fetch(&op->refs, 1, __ATOMIC_ACQ_REL);
+}
+
+static void free_children(zkit__op_t *op)
+{
+    for (size_t i = 0; i < op->child_count; i++)
+        free(op->children[i]);
+    free(op->children);
+    op->children = NULL;
+    op->child_count = 0;
+}
+
+void zkit__op_unref(zkit__op_t *op)
+{
+    if (!op || __atomic_sub_fetch(&op->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    free(op->path);
+    free(op->data);
+    if (op->acl_allocated) {
+        for (int32_t i = 0; i < op->acl.count; i++) {
+            free(op->acl.data[i].id.scheme);
+            free(op->acl.data[i].id.id);
+        }
+        free(op->acl.data);
+    }
+    free(op->result_path);
+    free(op->result_data);
+    free_children(op);
+    pthread_cond_destroy(&op->cond);
+    free(op);
+}
+
+/* ---- delivery ------------------------------------------------------------------------------ */
+
+void zkit__op_result(const zkit__op_t *op, zkit_result_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->error = op->error;
+    if (op->error != 0)
+        return;
+    if (op->result_path)
+        out->path = zkit__path_unfix(op->client->ns_root ? op->client->ns : NULL,
+                                     op->result_path);
+    out->stat = op->has_stat ? &op->stat : NULL;
+    out->data = op->result_data;
+    out->data_len = op->result_len;
+    out->children = op->children;
+    out->child_count = op->child_count;
+}
+
+static void deliver_now(zkit__op_t *op)
+{
+    zkit_result_t result;
+    if (op->done) {
+        zkit__op_result(op, &result);
+        op->done(op->client, &result, op->arg);
+    }
+}
+
+static void deliver_on_event_thread(void *arg)
+{
+    zkit__op_t *op = arg;
+    deliver_now(op);
+    zkit__op_unref(op);
+}
+
+static void deliver_deferred(void *arg)
+{
+    zkit__op_t *op = arg;
+    deliver_now(op);
+    zkit__op_unref(op);
+}
+
+static void op_finish(zkit__op_t *op, int error)
+{
+    zkit_client_t *c = op->client;
+    int in_submit;
+    pthread_mutex_lock(&c->mu);
+    if (op->finished) {
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    op->finished = 1;
+    op->error = error;
+    in_submit = op->in_submit;
+    pthread_cond_broadcast(&op->cond);
+    pthread_mutex_unlock(&c->mu);
+    if (op->delivery == ZKIT__DELIVER_EVENT_THREAD) {
+        op_ref(op);
+        if (zkit__post(c, deliver_on_event_thread, op) != 0)
+            deliver_on_event_thread(op); /* the client is gone: report in place */
+    } else if (in_submit) {
+        /* Reporting inside the submitting call would surprise a caller holding its own lock. */
+        op_ref(op);
+        if (zkit__timer_add(c, 0, 0, deliver_deferred, op) != 0)
+            deliver_deferred(op);
+    } else {
+        deliver_now(op);
+    }
+}
+
+/* ---- retries -------------------------------------------------------------------------------- */
+
+static void attempt_timer(void *arg)
+{
+    zkit__op_t *op = arg;
+    if (op->client->closing)
+        op_finish(op, ZKIT_ECLOSED);
+    else
+        attempt_issue(op);
+    zkit__op_unref(op);
+}
+
+static void schedule_attempt(zkit__op_t *op, int64_t due_ms, int wake_on_connect)
+{
+    op_ref(op);
+    if (zkit__timer_add(op->client, due_ms, wake_on_connect, attempt_timer, op) != 0) {
+        zkit__op_unref(op);
+        op_finish(op, ZKIT_ENOMEM);
+    }
+}
+
+static int background_sleep(int retry_count)
+{
+    int64_t sleep = 100LL << (retry_count < 7 ? retry_count : 7);
+    return (int)(sleep < BACKGROUND_MAX_SLEEP_MS ? sleep : BACKGROUND_MAX_SLEEP_MS);
+}
+
+static void sweep_orphans(zkit_client_t *c, const char *full_path, const char *prefix);
+
+/* The retry policy said no: clean up what the op may have left, then report. */
+static void give_up(zkit__op_t *op, int error)
+{
+    if (op->type == ZKIT__OP_CREATE && op->protected_prefix[0] && op->may_have_created) {
+        zkit__log(&op->client->log, ZKIT_LOG_WARN,
+                  "protected create of %s failed (%s); removing any orphan in the background",
+                  op->path, zkit_strerror(error));
+        sweep_orphans(op->client, op->path, op->protected_prefix);
+    }
+    if (op->type == ZKIT__OP_DELETE && (op->flags & ZKIT_DELETE_GUARANTEED)) {
+        zkit__log(&op->client->log, ZKIT_LOG_WARN,
+                  "delete of %s failed (%s); retrying in the background", op->path,
+                  zkit_strerror(error));
+        zkit__delete_in_background(op->client, op->path);
+    }
+    op_finish(op, error);
+}
+
+static void retry_or_give_up(zkit__op_t *op, int error)
+{
+    int sleep_ms = 0;
+    int64_t now = zkit__now_ms();
+    int allowed;
+    if (op->flags & ZKIT__FLAG_BACKGROUND) {
+        sleep_ms = background_sleep(op->retry_count);
+        allowed = zkit_retry_is_retryable(error);
+    } else {
+        allowed = zkit_retry_allow(op->client->retry, op->retry_count, now - op->start_ms, error,
+                                   &sleep_ms);
+    }
+    if (!allowed || op->client->closing) {
+        give_up(op, op->client->closing ? ZKIT_ECLOSED : error);
+        return;
+    }
+    op->retry_count++;
+    zkit__log(&op->client->log, ZKIT_LOG_DEBUG, "retry %d of %s after %d ms (%s)",
+              op->retry_count, op->path, sleep_ms, zkit_strerror(error));
+    if (op->type == ZKIT__OP_CREATE && op->protected_prefix[0] && op->may_have_created)
+        op->step = ZKIT__STEP_LOOKUP;
+    op->attempt_start_ms = 0;
+    schedule_attempt(op, now + sleep_ms, 0);
+}
+
+/* ---- issuing attempts ------------------------------------------------------------------------ */
+
+static attempt_t *attempt_new(zkit__op_t *op)
+{
+    attempt_t *a = calloc(1, sizeof(*a));
+    if (!a)
+        return NULL;
+    op_ref(op);
+    a->op = op;
+    pthread_mutex_lock(&op->client->mu);
+    a->seq = ++op->attempt_seq;
+    op->attempt_pending = 1;
+    pthread_mutex_unlock(&op->client->mu);
+    return a;
+}
+
+/* Claims the attempt's outcome: 1 if it is still the live attempt (and ends it). */
+static int attempt_claim(zkit__op_t *op, uint64_t seq)
+{
+    int live;
+    pthread_mutex_lock(&op->client->mu);
+    live = op->attempt_pending && op->attempt_seq == seq && !op->finished;
+    if (live)
+        op->attempt_pending = 0;
+    pthread_mutex_unlock(&op->client->mu);
+    return live;
+}
+
+static void attempt_free(attempt_t *a)
+{
+    zkit__op_unref(a->op);
+    free(a);
+}
+
+/* The watchdog: an attempt with no reply for this long is treated as lost.  libzookeeper
+ * itself fails requests after 2/3 of the session timeout without traffic, so this fires only
+ * on a stuck client (e.g. ZOOKEEPER-2802). */
+typedef struct watchdog {
+    zkit__op_t *op;
+    uint64_t seq;
+} watchdog_t;
+
+static void watchdog_fire(void *arg)
+{
+    watchdog_t *w = arg;
+    if (attempt_claim(w->op, w->seq)) {
+        zkit__log(&w->op->client->log, ZKIT_LOG_WARN, "no reply for %s; treating as lost",
+                  w->op->path);
+        attempt_result(w->op, w->op->client->closing ? ZCLOSING : ZOPERATIONTIMEOUT);
+    }
+    zkit__op_unref(w->op);
+    free(w);
+}
+
+static void arm_watchdog(zkit__op_t *op, uint64_t seq)
+{
+    zkit_client_t *c = op->client;
+    watchdog_t *w = malloc(sizeof(*w));
+    int timeout = c->negotiated_timeout_ms > 0 ? c->negotiated_timeout_ms : c->session_timeout_ms;
+    if (!w)
+        return; /* libzookeeper still bounds the attempt in the normal case */
+    op_ref(op);
+    w->op = op;
+    w->seq = seq;
+    if (zkit__timer_add(c, zkit__now_ms() + timeout + c->connection_timeout_ms, 0,
+                        watchdog_fire, w) != 0) {
+        zkit__op_unref(op);
+        free(w);
+    }
+}
+
+static void copy_stat(zkit__op_t *op, const struct Stat *s)
+{
+    if (!s)
+        return;
+    op->stat.czxid = s->czxid;
+    op->stat.mzxid = s->mzxid;
+    op->stat.pzxid = s->pzxid;
+    op->stat.ctime = s->ctime;
+    op->stat.mtime = s->mtime;
+    op->stat.version = s->version;
+    op->stat.cversion = s->cversion;
+    op->stat.aversion = s->aversion;
+    op->stat.ephemeral_owner = s->ephemeralOwner;
+    op->stat.data_length = s->dataLength;
+    op->stat.num_children = s->numChildren;
+    op->has_stat = 1;
+}
+
+/* Common front of every completion: watch bookkeeping, then whether to go on. */
+static int completion_begin(attempt_t *a, int rc, int watch_armed_on_nonode)
+{
+    if (a->watch && !(rc == ZOK || (rc == ZNONODE && watch_armed_on_nonode)))
+        zkit__watch_discard(a->watch);
+    return attempt_claim(a->op, a->seq);
+}
+
+static void on_string_stat(int rc, const char *value, const struct Stat *stat, const void *data)
+{
+    attempt_t *a = (attempt_t *)data;
+    zkit__op_t *op = a->op;
+    if (completion_begin(a, rc, 0)) {
+        if (rc == ZOK) {
+            free(op->result_path);
+            op->result_path = value ? strdup(value) : NULL;
+            copy_stat(op, stat);
+        }
+        attempt_result(op, rc);
+    }
+    attempt_free(a);
+}
+
+static void on_void(int rc, const void *data)
+{
+    attempt_t *a = (attempt_t *)data;
+    if (completion_begin(a, rc, 0))
+        attempt_result(a->op, rc);
+    attempt_free(a);
+}
+
+static void on_stat(int rc, const struct Stat *stat, const void *data)
+{
+    attempt_t *a = (attempt_t *)data;
+    if (completion_begin(a, rc, a->op->type == ZKIT__OP_EXISTS)) {
+        if (rc == ZOK)
+            copy_stat(a->op, stat);
+        attempt_result(a->op, rc);
+    }
+    attempt_free(a);
+}
+
+static void on_data(int rc, const char *value, int value_len, const struct Stat *stat,
+                    const void *data)
+{
+    attempt_t *a = (attempt_t *)data;
+    zkit__op_t *op = a->op;
+    if (completion_begin(a, rc, 0)) {
+        if (rc == ZOK) {
+            size_t len = value_len > 0 ? (size_t)value_len : 0;
+            free(op->result_data);
+            op->result_data = malloc(len + 1);
+            if (!op->result_data) {
+                rc = ZK_NOMEM;
+            } else {
+                if (len)
+                    memcpy(op->result_data, value, len);
+                op->result_data[len] = '\0';
+                op->result_len = len;
+                copy_stat(op, stat);
+            }
+        }
+        attempt_result(op, rc);
+    }
+    attempt_free(a);
+}
+
+static int copy_children(zkit__op_t *op, const struct String_vector *names)
+{
+    free_children(op);
+    if (!names || names->count <= 0)
+        return ZOK;
+    op->children = calloc((size_t)names->count, sizeof(char *));
+    if (!op->children)
+        return ZK_NOMEM;
+    for (int32_t i = 0; i < names->count; i++) {
+        op->children[i] = strdup(names->data[i]);
+        if (!op->children[i])
+            return ZK_NOMEM;
+        op->child_count++;
+    }
+    return ZOK;
+}
+
+static void on_strings_stat(int rc, const struct String_vector *names, const struct Stat *stat,
+                            const void *data)
+{
+    attempt_t *a = (attempt_t *)data;
+    zkit__op_t *op = a->op;
+    if (completion_begin(a, rc, 0)) {
+        if (rc == ZOK) {
+            rc = copy_children(op, names);
+            if (op->step == ZKIT__STEP_MAIN)
+                copy_stat(op, stat);
+        }
+        attempt_result(op, rc);
+    }
+    attempt_free(a);
+}
+
+static void on_ignored(int rc, const char *value, const struct Stat *stat, const void *data)
+{
+    (void)rc;
+    (void)value;
+    (void)stat;
+    (void)data;
+}
+
+/* The parent of a protected node's path, for the recovery lookup. */
+static char *op_parent(const zkit__op_t *op)
+{
+    return zkit__path_parent(op->path);
+}
+
+/* Creates missing ancestors as containers, pipelined ahead of the create itself: requests on
+ * one session are applied in order, so the create sees them without waiting for replies. */
+static void issue_parents(zkit__op_t *op, zhandle_t *zh)
+{
+    zkit_client_t *c = op->client;
+    char *ancestor = strdup(op->path);
+    size_t stop = 1;
+    if (!ancestor)
+        return;
+    if (!(op->flags & ZKIT_CREATE_PARENTS))
+        stop = c->ns_root ? strlen(c->ns_root) : 0;
+    for (char *slash = strchr(ancestor + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
+        struct ACL_vector acl;
+        int allocated;
+        if ((size_t)(slash - ancestor) > stop && !(op->flags & ZKIT_CREATE_PARENTS))
+            break;
+        *slash = '\0';
+        zkit__client_acl(c, zkit__path_unfix(c->ns, ancestor), &acl, &allocated);
+        zoo_acreate2(zh, ancestor, "", 0, &acl, ZOO_CONTAINER, on_ignored, NULL);
+        if (allocated)
+            zkit__acl_vector_free(&acl);
+        *slash = '/';
+    }
+    free(ancestor);
+}
+
+static int issue_main(zkit__op_t *op, zhandle_t *zh, attempt_t *a, uint64_t generation)
+{
+    zkit_client_t *c = op->client;
+    switch (op->type) {
+    case ZKIT__OP_CREATE:
+        if (op->parent_rounds > 0)
+            issue_parents(op, zh);
+        if (op->ttl_ms > 0)
+            return zoo_acreate2_ttl(zh, op->path, op->data, (int)op->len, &op->acl, op->zk_mode,
+                                    op->ttl_ms, on_string_stat, a);
+        return zoo_acreate2(zh, op->path, op->data, (int)op->len, &op->acl, op->zk_mode,
+                            on_string_stat, a);
+    case ZKIT__OP_DELETE:
+        return zoo_adelete(zh, op->path, op->version, on_void, a);
+    case ZKIT__OP_SET:
+        return zoo_aset(zh, op->path, op->data, (int)op->len, op->version, on_stat, a);
+    default:
+        break;
+    }
+    if (op->watcher.fn) {
+        int kind = op->type == ZKIT__OP_CHILDREN ? ZKIT_WATCH_CHILDREN : ZKIT_WATCH_DATA;
+        a->watch = zkit__watch_new(c, generation, kind, op->path, &op->watcher);
+        if (!a->watch)
+            return ZK_NOMEM;
+    }
+    switch (op->type) {
+    case ZKIT__OP_EXISTS:
+        return zoo_awexists(zh, op->path, a->watch ? zkit__watch_fire : NULL, a->watch,
+                            on_stat, a);
+    case ZKIT__OP_GET:
+        return zoo_awget(zh, op->path, a->watch ? zkit__watch_fire : NULL, a->watch, on_data, a);
+    default:
+        return zoo_awget_children2(zh, op->path, a->watch ? zkit__watch_fire : NULL, a->watch,
+                                   on_strings_stat, a);
+    }
+}
+
+static int issue_step(zkit__op_t *op, zhandle_t *zh, attempt_t *a, uint64_t generation)
+{
+    int rc;
+    char *parent;
+    if (op->step == ZKIT__STEP_MAIN)
+        return issue_main(op, zh, a, generation);
+    if (op->step == ZKIT__STEP_VERIFY)
+        return zoo_aexists(zh, op->result_path, 0, on_stat, a);
+    parent = op_parent(op);
+    if (!parent)
+        return ZK_NOMEM;
+    rc = zoo_aget_children2(zh, parent, 0, on_strings_stat, a);
+    free(parent);
+    return rc;
+}
+
+/* Waits (without blocking) for a connection, up to the connection timeout per attempt. */
+static int wait_for_connection(zkit__op_t *op)
+{
+    int64_t now = zkit__now_ms();
+    if (zkit__client_connected(op->client))
+        return 0;
+    if (op->attempt_start_ms == 0)
+        op->attempt_start_ms = now;
+    if (now - op->attempt_start_ms < op->client->connection_timeout_ms) {
+        schedule_attempt(op, op->attempt_start_ms + op->client->connection_timeout_ms, 1);
+        return 1;
+    }
+    return -1;
+}
+
+static void attempt_issue(zkit__op_t *op)
+{
+    zkit_client_t *c = op->client;
+    uint64_t generation = 0;
+    zhandle_t *zh;
+    attempt_t *a;
+    int rc, waiting;
+    if (c->closing) {
+        op_finish(op, ZKIT_ECLOSED);
+        return;
+    }
+    waiting = wait_for_connection(op);
+    if (waiting > 0)
+        return;
+    op->attempt_start_ms = 0;
+    if (waiting < 0) {
+        retry_or_give_up(op, ZKIT_ECONNLOSS);
+        return;
+    }
+    if (!(a = attempt_new(op))) {
+        op_finish(op, ZKIT_ENOMEM);
+        return;
+    }
+    zh = zkit__conn_get(c, &generation);
+    rc = zh ? issue_step(op, zh, a, generation) : ZCONNECTIONLOSS;
+    if (zh)
+        zkit__conn_put(c);
+    if (rc != ZOK) {
+        if (a->watch)
+            zkit__watch_discard(a->watch);
+        if (attempt_claim(op, a->seq))
+            attempt_result(op, rc);
+        attempt_free(a);
+        return;
+    }
+    arm_watchdog(op, a->seq);
+}
+
+/* ---- deciding after an attempt -------------------------------------------------------------- */
+
+static void apply_faults(zkit__op_t *op, int *rc)
+{
+    zkit__faults_t *f = &op->client->faults;
+    pthread_mutex_lock(&op->client->mu);
+    if (op->type == ZKIT__OP_CREATE && op->step == ZKIT__STEP_MAIN && *rc == ZOK &&
+        f->lose_create_replies != 0) {
+        if (f->lose_create_replies > 0)
+            f->lose_create_replies--;
+        *rc = ZCONNECTIONLOSS;
+    } else if (op->step == ZKIT__STEP_LOOKUP && f->fail_protected_lookups != 0) {
+        if (f->fail_protected_lookups > 0)
+            f->fail_protected_lookups--;
+        *rc = ZCONNECTIONLOSS;
+    }
+    pthread_mutex_unlock(&op->client->mu);
+}
+
+static void new_protected_prefix(zkit__op_t *op);
+
+/* Protected create: after the parent's children came back, look for our uuid. */
+static void after_lookup(zkit__op_t *op)
+{
+    const char *found = NULL;
+    size_t plen = strlen(op->protected_prefix);
+    for (size_t i = 0; i < op->child_count && !found; i++) {
+        if (strncmp(op->children[i], op->protected_prefix, plen) == 0)
+            found = op->children[i];
+    }
+    if (found) {
+        char *parent = op_parent(op);
+        free(op->result_path);
+        op->result_path = parent ? zkit__path_join(parent, found) : NULL;
+        free(parent);
+        free_children(op);
+        if (!op->result_path) {
+            op_finish(op, ZKIT_ENOMEM);
+            return;
+        }
+        op->step = ZKIT__STEP_VERIFY;
+    } else {
+        free_children(op);
+        op->may_have_created = 0;
+        op->step = ZKIT__STEP_MAIN;
+    }
+    attempt_issue(op);
+}
+
+/* Protected create: the node with our uuid exists; accept it only if this session owns it
+ * (an ephemeral of an expired session is about to vanish: create a fresh one instead). */
+static void after_verify(zkit__op_t *op)
+{
+    int ephemeral = op->zk_mode == ZOO_EPHEMERAL || op->zk_mode == ZOO_EPHEMERAL_SEQUENTIAL;
+    if (ephemeral && op->stat.ephemeral_owner != zkit__client_session(op->client)) {
+        zkit__log(&op->client->log, ZKIT_LOG_INFO,
+                  "protected node %s belongs to an old session; creating a new one",
+                  op->result_path);
+        zkit__delete_in_background(op->client, op->result_path);
+        free(op->result_path);
+        op->result_path = NULL;
+        op->has_stat = 0;
+        new_protected_prefix(op);
+        op->may_have_created = 0;
+        op->step = ZKIT__STEP_MAIN;
+        attempt_issue(op);
+        return;
+    }
+    op_finish(op, 0);
+}
+
+static void after_create_nonode(zkit__op_t *op)
+{
+    int can_make_parents = (op->flags & ZKIT_CREATE_PARENTS) || op->client->ns_root;
+    if (can_make_parents && op->parent_rounds < MAX_PARENT_ROUNDS) {
+        op->parent_rounds++;
+        attempt_issue(op);
+        return;
+    }
+    op_finish(op, ZKIT_ENONODE);
+}
+
+static void attempt_result(zkit__op_t *op, int rc)
+{
+    int error;
+    apply_faults(op, &rc);
+    error = rc == ZOK ? 0 : rc == ZK_NOMEM ? ZKIT_ENOMEM : zkit__error_from_zk(rc);
+    op->zk_rc = rc;
+    if (op->client->closing && rc != ZOK) {
+        op_finish(op, ZKIT_ECLOSED);
+        return;
+    }
+    if (zkit_retry_is_retryable(error)) {
+        if (op->type == ZKIT__OP_CREATE && op->protected_prefix[0] && op->step == ZKIT__STEP_MAIN)
+            op->may_have_created = 1;
+        retry_or_give_up(op, error);
+        return;
+    }
+    if (op->step == ZKIT__STEP_LOOKUP) {
+        if (rc == ZOK) {
+            after_lookup(op);
+        } else { /* the parent is gone, so is any node of ours */
+            op->step = ZKIT__STEP_MAIN;
+            op->may_have_created = 0;
+            attempt_issue(op);
+        }
+        return;
+    }
+    if (op->step == ZKIT__STEP_VERIFY) {
+        if (rc == ZOK) {
+            after_verify(op);
+        } else {
+            op->step = ZKIT__STEP_MAIN;
+            op->may_have_created = 0;
+            attempt_issue(op);
+        }
+        return;
+    }
+    if (op->type == ZKIT__OP_CREATE && rc == ZNONODE) {
+        after_create_nonode(op);
+        return;
+    }
+    if (op->type == ZKIT__OP_DELETE && rc == ZNONODE && (op->flags & ZKIT_DELETE_GUARANTEED))
+        error = 0;
+    op_finish(op, error);
+}
+
+/* ---- submitting ------------------------------------------------------------------------------ */
+
+static void new_protected_prefix(zkit__op_t *op)
+{
+    uuid_t id;
+    char text[37];
+    char *slash = strrchr(op->path, '/');
+    const char *name;
+    char *rebuilt;
+    size_t old_prefix = strlen(op->protected_prefix);
+    uuid_generate_random(id);
+    uuid_unparse_lower(id, text);
+    if (!slash)
+        return;
+    name = slash + 1 + old_prefix; /* the requested name, after any earlier prefix */
+    rebuilt = malloc((size_t)(slash - op->path) + 1 + 3 + 36 + 1 + strlen(name) + 1);
+    if (!rebuilt)
+        return;
+    snprintf(op->protected_prefix, sizeof(op->protected_prefix), "_c_%s-", text);
+    sprintf(rebuilt, "%.*s/%s%s", (int)(slash - op->path), op->path, op->protected_prefix,
+            name);
+    free(op->path);
+    op->path = rebuilt;
+}
+
+int zkit__op_protect(zkit__op_t *op)
+{
+    new_protected_prefix(op);
+    return op->protected_prefix[0] ? 0 : ZKIT_ENOMEM;
+}
+
+void zkit__op_submit(zkit__op_t *op)
+{
+    zkit_client_t *c = op->client;
+    op->start_ms = zkit__now_ms();
+    pthread_mutex_lock(&c->mu);
+    op->in_submit = 1;
+    pthread_mutex_unlock(&c->mu);
+    attempt_issue(op);
+    pthread_mutex_lock(&c->mu);
+    op->in_submit = 0;
+    pthread_mutex_unlock(&c->mu);
+}
+
+int zkit__op_run_blocking(zkit__op_t *op)
+{
+    zkit_client_t *c = op->client;
+    op->delivery = ZKIT__DELIVER_INLINE;
+    op->done = NULL;
+    pthread_mutex_lock(&c->mu);
+    c->active_calls++;
+    pthread_mutex_unlock(&c->mu);
+    zkit__op_submit(op);
+    pthread_mutex_lock(&c->mu);
+    while (!op->finished)
+        pthread_cond_wait(&op->cond, &c->mu);
+    if (--c->active_calls == 0)
+        pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->mu);
+    if (op->error && op->zk_rc)
+        zkit__set_last_zk_error(op->zk_rc);
+    return op->error;
+}
+
+/* ---- background work ------------------------------------------------------------------------- */
+
+static void background_done(zkit_client_t *c, const zkit_result_t *r, void *arg)
+{
+    char *path = arg;
+    if (r->error == 0)
+        zkit__log(&c->log, ZKIT_LOG_DEBUG, "background delete of %s done", path);
+    else if (r->error != ZKIT_ECLOSED)
+        zkit__log(&c->log, ZKIT_LOG_ERROR, "background delete of %s failed: %s", path,
+                  zkit_strerror(r->error));
+    free(path);
+}
+
+void zkit__delete_in_background(zkit_client_t *c, const char *full_path)
+{
+    zkit__op_t *op = zkit__op_new(c, ZKIT__OP_DELETE);
+    char *label = strdup(full_path);
+    if (!op || !label || !(op->path = strdup(full_path))) {
+        zkit__log(&c->log, ZKIT_LOG_ERROR, "out of memory: cannot delete %s", full_path);
+        free(label);
+        zkit__op_unref(op);
+        return;
+    }
+    op->flags = ZKIT_DELETE_GUARANTEED | ZKIT__FLAG_BACKGROUND;
+    op->delivery = ZKIT__DELIVER_INLINE;
+    op->done = background_done;
+    op->arg = label;
+    zkit__op_submit(op);
+    zkit__op_unref(op);
+}
+
+typedef struct sweep {
+    char *prefix;
+} sweep_t;
+
+static void sweep_listed(zkit_client_t *c, const zkit_result_t *r, void *arg);
+
+static void sweep_orphans(zkit_client_t *c, const char *full_path, const char *prefix)
+{
+    zkit__op_t *op = zkit__op_new(c, ZKIT__OP_CHILDREN);
+    char *arg = malloc(strlen(full_path) + 1 + strlen(prefix) + 1);
+    if (!op || !arg || !(op->path = zkit__path_parent(full_path))) {
+        zkit__log(&c->log, ZKIT_LOG_ERROR, "out of memory: orphan of %s may remain", full_path);
+        free(arg);
+        zkit__op_unref(op);
+        return;
+    }
+    /* The argument carries "<parent>\n<prefix>" so the listing knows what to delete. */
+    sprintf(arg, "%s\n%s", op->path, prefix);
+    op->flags = ZKIT__FLAG_BACKGROUND;
+    op->delivery = ZKIT__DELIVER_INLINE;
+    op->done = sweep_listed;
+    op->arg = arg;
+    zkit__op_submit(op);
+    zkit__op_unref(op);
+}
+
+static void sweep_listed(zkit_client_t *c, const zkit_result_t *r, void *arg)
+{
+    char *parent = arg;
+    char *prefix = strchr(parent, '\n');
+    *prefix++ = '\0';
+    for (size_t i = 0; r->error == 0 && i < r->child_count; i++) {
+        if (strncmp(r->children[i], prefix, strlen(prefix)) == 0) {
+            char *full = zkit__path_join(parent, r->children[i]);
+            if (full) {
+                zkit__log(&c->log, ZKIT_LOG_INFO, "deleting orphaned protected node %s", full);
+                zkit__delete_in_background(c, full);
+                free(full);
+            }
+        }
+    }
+    free(parent);
+}

@@ -1,0 +1,122 @@
+/*
+ * ops.h - the operation machine (internal).
+ *
+ * Every ZooKeeper operation, blocking or not, is one zkit__op_t driven by events: an attempt
+ * is issued with a zoo_a* call, its completion (on libzookeeper's completion thread) decides
+ * what comes next, retry sleeps and the wait for a connection are supervisor timers, and the
+ * end is a completion function.  Blocking calls are the same machine with a waiter on top, so
+ * there is one retry loop, one protected-create recovery and one guaranteed delete, and no
+ * call ever waits without a bound on a libzookeeper reply.
+ */
+#ifndef ZKIT_FRAMEWORK_OPS_H
+#define ZKIT_FRAMEWORK_OPS_H
+
+#include <pthread.h>
+#include "framework/client.h"
+
+typedef enum zkit__op_type {
+    ZKIT__OP_CREATE,
+    ZKIT__OP_DELETE,
+    ZKIT__OP_EXISTS,
+    ZKIT__OP_GET,
+    ZKIT__OP_SET,
+    ZKIT__OP_CHILDREN
+} zkit__op_type_t;
+
+/* Where a create stands in protected-mode recovery. */
+typedef enum zkit__op_step {
+    ZKIT__STEP_MAIN,     /* the operation itself */
+    ZKIT__STEP_LOOKUP,   /* protected create: list the parent to find our node */
+    ZKIT__STEP_VERIFY    /* protected create: stat the node found, check its owner */
+} zkit__op_step_t;
+
+/* How a finished operation is reported. */
+typedef enum zkit__delivery {
+    ZKIT__DELIVER_EVENT_THREAD, /* public async calls: on the event thread */
+    ZKIT__DELIVER_INLINE        /* internal: on the finishing thread; must not block */
+} zkit__delivery_t;
+
+typedef struct zkit__op zkit__op_t;
+
+/* An internal flag beside ZKIT_CREATE_* / ZKIT_DELETE_*: background work that retries with
+ * its own backoff, forever while the client lives, instead of the client's policy. */
+#define ZKIT__FLAG_BACKGROUND 0x100u
+
+struct zkit__op {
+    zkit_client_t *client;
+    int refs;                       /* atomic */
+    zkit__op_type_t type;
+    zkit__op_step_t step;
+    char *path;                     /* full path sent to the server */
+    char *data;
+    size_t len;
+    int zk_mode;
+    int64_t ttl_ms;
+    unsigned flags;                 /* ZKIT_CREATE_* or ZKIT_DELETE_* */
+    int version;
+    struct ACL_vector acl;
+    int acl_allocated;
+    zkit_watcher_t watcher;         /* fn NULL = no watch */
+    char protected_prefix[48];      /* "_c_<uuid>-" when protected */
+    int may_have_created;           /* a protected create attempt failed after sending */
+    int parent_rounds;              /* NONODE -> create parents -> retry, bounded */
+
+    int retry_count;
+    int64_t start_ms;
+    int64_t attempt_start_ms;       /* for the wait for a connection */
+    uint64_t attempt_seq;
+    int attempt_pending;
+    int in_submit;                  /* finishing now would run the callback in the caller */
+    int finished;
+
+    int error;                      /* the result */
+    int zk_rc;
+    char *result_path;              /* full path created */
+    zkit_stat_t stat;
+    int has_stat;
+    char *result_data;
+    size_t result_len;
+    char **children;
+    size_t child_count;
+
+    zkit__delivery_t delivery;
+    zkit_completion_fn done;
+    void *arg;
+    pthread_cond_t cond;            /* blocking callers wait here (with client->mu) */
+};
+
+/* A new operation with one reference held by the caller.  NULL on ENOMEM. */
+zkit__op_t *zkit__op_new(zkit_client_t *c, zkit__op_type_t type);
+void zkit__op_unref(zkit__op_t *op);
+
+/* Turns a create into a protected one: a fresh "_c_<uuid>-" before the last component. */
+int zkit__op_protect(zkit__op_t *op);
+
+/* Starts the operation.  After this the op finishes exactly once through its delivery. */
+void zkit__op_submit(zkit__op_t *op);
+
+/* Fills a zkit_result_t that borrows from the op (un-namespacing the created path). */
+void zkit__op_result(const zkit__op_t *op, zkit_result_t *out);
+
+/* Runs an op to its end in the calling thread and returns its error (the op stays alive for
+ * the caller to read results; the caller still owns its reference). */
+int zkit__op_run_blocking(zkit__op_t *op);
+
+/* Starts a background guaranteed delete of a full path (retried while the client lives). */
+void zkit__delete_in_background(zkit_client_t *c, const char *full_path);
+
+/* ---- watch registrations (watches.c) ---- */
+
+/* Registers a context for one watch attempt; NULL on ENOMEM. */
+zkit__watch_t *zkit__watch_new(zkit_client_t *c, uint64_t generation, int kind,
+                               const char *full_path, const zkit_watcher_t *watcher);
+/* Drops a registration libzookeeper did not arm (the call failed). */
+void zkit__watch_discard(zkit__watch_t *w);
+/* The watcher function handed to libzookeeper. */
+void zkit__watch_fire(zhandle_t *zh, int type, int state, const char *path, void *ctx);
+
+/* Cancels matching registrations (see zkit_watch_remove); waits a bounded time. */
+int zkit__watch_remove_full(zkit_client_t *c, const char *full_path, int kind,
+                            const zkit_watcher_t *watcher);
+
+#endif

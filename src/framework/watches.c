@@ -1,0 +1,245 @@
+/*
+ * watches.c - watch registrations: the context libzookeeper holds for each armed watch, the
+ * delivery of its event on the event thread, and cancellation.
+ *
+ * Each attempt that sets a watch gets its own context, so libzookeeper's de-duplication by
+ * (function, context) never merges two of our watchers.  Contexts live in the client's list
+ * until the watch fires, is removed, or its handle is closed (libzookeeper then drops pending
+ * watchers silently).  The watcher function checks a context is still listed before using it,
+ * so a late or unexpected call cannot touch freed memory.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "framework/ops.h"
+#include "framework/errors.h"
+#include "framework/paths.h"
+
+zkit__watch_t *zkit__watch_new(zkit_client_t *c, uint64_t generation, int kind,
+                               const char *full_path, const zkit_watcher_t *watcher)
+{
+    zkit__watch_t *w = calloc(1, sizeof(*w));
+    if (!w || !(w->full_path = strdup(full_path))) {
+        free(w);
+        return NULL;
+    }
+    w->client = c;
+    w->generation = generation;
+    w->kind = kind;
+    w->watcher = *watcher;
+    pthread_mutex_lock(&c->mu);
+    w->next = c->watches;
+    if (c->watches)
+        c->watches->prev = w;
+    c->watches = w;
+    pthread_mutex_unlock(&c->mu);
+    return w;
+}
+
+/* Called with c->mu held. */
+static void unlink_watch(zkit_client_t *c, zkit__watch_t *w)
+{
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        c->watches = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    w->prev = w->next = NULL;
+}
+
+static void free_watch(zkit__watch_t *w)
+{
+    free(w->full_path);
+    free(w);
+}
+
+void zkit__watch_discard(zkit__watch_t *w)
+{
+    zkit_client_t *c = w->client;
+    pthread_mutex_lock(&c->mu);
+    unlink_watch(c, w);
+    pthread_mutex_unlock(&c->mu);
+    free_watch(w);
+}
+
+/* Called with c->mu held; 1 if `ctx` is a live registration of `c`. */
+static int is_listed(zkit_client_t *c, const void *ctx)
+{
+    for (zkit__watch_t *w = c->watches; w; w = w->next)
+        if (w == ctx)
+            return 1;
+    return 0;
+}
+
+typedef struct watch_delivery {
+    zkit__watch_t *watch;
+    zkit_event_t event;
+} watch_delivery_t;
+
+/* The event thread: runs the user's watcher unless it was removed meanwhile. */
+static void deliver_watch(void *arg)
+{
+    watch_delivery_t *d = arg;
+    zkit__watch_t *w = d->watch;
+    zkit_client_t *c = w->client;
+    int removed;
+    pthread_mutex_lock(&c->mu);
+    removed = w->removed;
+    unlink_watch(c, w);
+    pthread_mutex_unlock(&c->mu);
+    if (!removed)
+        w->watcher.fn(c, d->event, zkit__path_unfix(c->ns, w->full_path), w->watcher.arg);
+    free_watch(w);
+    free(d);
+}
+
+static int event_from_zk(int type, zkit_event_t *out)
+{
+    if (type == ZOO_CREATED_EVENT)
+        *out = ZKIT_EVENT_CREATED;
+    else if (type == ZOO_DELETED_EVENT)
+        *out = ZKIT_EVENT_DELETED;
+    else if (type == ZOO_CHANGED_EVENT)
+        *out = ZKIT_EVENT_CHANGED;
+    else if (type == ZOO_CHILD_EVENT)
+        *out = ZKIT_EVENT_CHILD;
+    else
+        return 0;
+    return 1;
+}
+
+/* libzookeeper's completion thread.  Session events reach every armed watcher without
+ * consuming it: only node events count.  The context is looked up by address in the client
+ * found through the handle, never dereferenced before it is known to be live. */
+void zkit__watch_fire(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    zkit_client_t *c = zkit__client_from_handle(zh);
+    zkit__watch_t *w = ctx;
+    zkit_event_t event;
+    watch_delivery_t *d;
+    (void)state;
+    (void)path;
+    if (!c || !w || !event_from_zk(type, &event))
+        return;
+    pthread_mutex_lock(&c->mu);
+    if (!is_listed(c, w) || w->fired) {
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    w->fired = 1;
+    pthread_mutex_unlock(&c->mu);
+    d = malloc(sizeof(*d));
+    if (d) {
+        d->watch = w;
+        d->event = event;
+    }
+    if (!d || zkit__post(c, deliver_watch, d) != 0) {
+        zkit__log(&c->log, ZKIT_LOG_ERROR, "watch event on %s could not be delivered",
+                  w->full_path);
+        free(d);
+        zkit__watch_discard(w);
+    }
+}
+
+/* Called with c->mu held when a handle is closed: its armed watches will never fire. */
+void zkit__watches_drop_generation(zkit_client_t *c, uint64_t generation)
+{
+    zkit__watch_t *w = c->watches, *next;
+    for (; w; w = next) {
+        next = w->next;
+        if (w->generation <= generation && !w->fired) {
+            unlink_watch(c, w);
+            free_watch(w);
+        }
+    }
+}
+
+/* Collects (and unlinks) the armed, unfired registrations matching a removal request; marks
+ * fired ones removed so their pending delivery is skipped.  Called with c->mu held. */
+static size_t take_matching(zkit_client_t *c, const char *full_path, int kind,
+                            const zkit_watcher_t *watcher, zkit__watch_t **armed)
+{
+    size_t matched = 0;
+    zkit__watch_t *w = c->watches, *next;
+    *armed = NULL;
+    for (; w; w = next) {
+        next = w->next;
+        if (w->removed || strcmp(w->full_path, full_path) != 0 || !(w->kind & kind) ||
+            w->watcher.fn != watcher->fn || w->watcher.arg != watcher->arg)
+            continue;
+        w->removed = 1;
+        matched++;
+        if (!w->fired) {
+            unlink_watch(c, w);
+            w->next = *armed;
+            *armed = w;
+        }
+    }
+    return matched;
+}
+
+typedef struct removal {
+    pthread_mutex_t *mu;
+    pthread_cond_t *cond;
+    int done;
+    int rc;
+} removal_t;
+
+static void removal_done(int rc, const void *data)
+{
+    removal_t *r = (removal_t *)data;
+    pthread_mutex_lock(r->mu);
+    r->done = 1;
+    r->rc = rc;
+    pthread_cond_broadcast(r->cond);
+    pthread_mutex_unlock(r->mu);
+}
+
+/* Removes one registration from libzookeeper and the server, waiting a bounded time; on any
+ * failure it is removed locally so libzookeeper forgets the context before we free it. */
+static void remove_from_zookeeper(zkit_client_t *c, zkit__watch_t *w)
+{
+    removal_t r = { &c->mu, &c->cond, 0, 0 };
+    ZooWatcherType type = w->kind == ZKIT_WATCH_CHILDREN ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA;
+    uint64_t generation = 0;
+    zhandle_t *zh = zkit__conn_get(c, &generation);
+    struct timespec ts;
+    int64_t due = zkit__now_ms() + c->connection_timeout_ms;
+    if (!zh || generation != w->generation) {
+        if (zh)
+            zkit__conn_put(c);
+        return; /* its handle is gone, and the registration with it */
+    }
+    /* The header declares the completion as a pointer to a function pointer, but the library
+     * stores and calls the value as the function itself. */
+    if (zoo_aremove_watches(zh, w->full_path, type, zkit__watch_fire, w, 0,
+                            (void_completion_t *)removal_done,
+                            &r) == ZOK) {
+        ts.tv_sec = (time_t)(due / 1000);
+        ts.tv_nsec = (long)(due % 1000) * 1000000L;
+        pthread_mutex_lock(&c->mu);
+        while (!r.done && pthread_cond_timedwait(&c->cond, &c->mu, &ts) == 0)
+            ;
+        pthread_mutex_unlock(&c->mu);
+    }
+    if (!r.done || r.rc != ZOK)
+        zoo_remove_watches(zh, w->full_path, type, zkit__watch_fire, w, 1);
+    zkit__conn_put(c);
+}
+
+int zkit__watch_remove_full(zkit_client_t *c, const char *full_path, int kind,
+                            const zkit_watcher_t *watcher)
+{
+    zkit__watch_t *armed, *next;
+    size_t matched;
+    pthread_mutex_lock(&c->mu);
+    matched = take_matching(c, full_path, kind, watcher, &armed);
+    pthread_mutex_unlock(&c->mu);
+    for (; armed; armed = next) {
+        next = armed->next;
+        remove_from_zookeeper(c, armed);
+        free_watch(armed);
+    }
+    return matched ? 0 : ZKIT_ENONODE;
+}
