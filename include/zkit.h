@@ -8,5 +8,6 @@
 #include "zkit/retry.h"
 #include "zkit/client.h"
 #include "zkit/ops.h"
+#include "zkit/lock.h"
 
 #endif

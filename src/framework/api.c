@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdarg.h>
+
+#include "framework/async.h"
 #include "framework/ops.h"
 #include "framework/errors.h"
 #include "framework/paths.h"
@@ -451,4 +454,105 @@ ZKIT_EXTERN void zkit_free_strings(char **strings, size_t count)
     for (size_t i = 0; i < count; i++)
         free(strings[i]);
     free(strings);
+}
+
+/* ---- internal asynchronous calls for the recipes (async.h) ------------------------------- */
+
+static int submit_inline(zkit__op_t *op, zkit_completion_fn done, void *arg)
+{
+    op->delivery = ZKIT__DELIVER_INLINE;
+    op->done = done;
+    op->arg = arg;
+    zkit__op_submit(op);
+    zkit__op_unref(op);
+    return 0;
+}
+
+int zkit__create_inline(zkit_client_t *c, const char *path, const void *data, size_t len,
+                        const zkit_create_options_t *opts, zkit_completion_fn done, void *arg)
+{
+    int rc;
+    zkit__op_t *op = build_create(c, path, data, len, opts, &rc);
+    return op ? submit_inline(op, done, arg) : rc;
+}
+
+int zkit__delete_inline(zkit_client_t *c, const char *path, int version, unsigned flags,
+                        zkit_completion_fn done, void *arg)
+{
+    int rc;
+    zkit__op_t *op = build_delete(c, path, version, flags & ZKIT_DELETE_GUARANTEED, &rc);
+    return op ? submit_inline(op, done, arg) : rc;
+}
+
+int zkit__exists_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
+                        zkit_completion_fn done, void *arg)
+{
+    int rc;
+    zkit__op_t *op = build_simple(c, ZKIT__OP_EXISTS, path, watcher, "exists", &rc);
+    return op ? submit_inline(op, done, arg) : rc;
+}
+
+int zkit__get_data_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
+                          zkit_completion_fn done, void *arg)
+{
+    int rc;
+    zkit__op_t *op = build_simple(c, ZKIT__OP_GET, path, watcher, "get_data", &rc);
+    return op ? submit_inline(op, done, arg) : rc;
+}
+
+int zkit__get_children_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
+                              zkit_completion_fn done, void *arg)
+{
+    int rc;
+    zkit__op_t *op = build_simple(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", &rc);
+    return op ? submit_inline(op, done, arg) : rc;
+}
+
+void zkit__watch_cancel(zkit_client_t *c, const char *path, zkit_watch_kind_t kind,
+                        const zkit_watcher_t *watcher)
+{
+    char *full = zkit__path_fix(c->ns, path);
+    if (full) {
+        zkit__watch_cancel_full(c, full, (int)kind, watcher);
+        free(full);
+    }
+}
+
+int zkit__schedule(zkit_client_t *c, int64_t due_ms, void (*fn)(void *arg), void *arg)
+{
+    return zkit__timer_add(c, due_ms, 0, fn, arg);
+}
+
+int zkit__run_on_event_thread(zkit_client_t *c, void (*fn)(void *arg), void *arg)
+{
+    return zkit__post(c, fn, arg);
+}
+
+int zkit__is_event_thread(zkit_client_t *c)
+{
+    return zkit__on_event_thread(c);
+}
+
+int zkit__client_is_closing(zkit_client_t *c)
+{
+    int closing;
+    pthread_mutex_lock(&c->mu);
+    closing = c->closing;
+    pthread_mutex_unlock(&c->mu);
+    return closing;
+}
+
+int64_t zkit__monotonic_ms(void)
+{
+    return zkit__now_ms();
+}
+
+void zkit__client_log(zkit_client_t *c, zkit_log_level_t level, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    zkit__log(&c->log, level, "%s", buf);
 }

@@ -636,20 +636,53 @@ static void on_session_lost(zkit_client_t *c, const char *why)
     replace_handle(c);
 }
 
+/* How long to wait before a new handle after a peer that is not a ZooKeeper server. */
+#define BOGUS_PEER_BACKOFF_MS 1000
+
+/*
+ * libzookeeper takes the first 40 bytes any peer sends for a handshake reply without checking
+ * them, so a port that is not ZooKeeper's (an HTTP server, say) "connects" with a session id,
+ * timeout and read-only flag made of its text, and no request ever times out.  A real server
+ * grants a positive timeout and a non-zero session, and answers read-only only to a client
+ * that allowed it.  Anything else: drop the handle and try again after a pause.
+ */
+static int handshake_bogus(zkit_client_t *c, int read_only)
+{
+    const clientid_t *id = zoo_client_id(c->zh);
+    int timeout = zoo_recv_timeout(c->zh);
+    const char *server;
+    if (id->client_id != 0 && timeout > 0 && (!read_only || c->can_be_read_only))
+        return 0;
+    server = zoo_get_current_server(c->zh);
+    zkit__log(&c->log, ZKIT_LOG_ERROR,
+              "the server at %s answered with a bogus handshake (session 0x%llx, timeout %d, "
+              "read-only %d): not a ZooKeeper server?  Reconnecting",
+              server ? server : "?", (unsigned long long)id->client_id, timeout, read_only);
+    return 1;
+}
+
 static void handle_session_event(zkit_client_t *c, const zkit__session_event_t *ev)
 {
     if (ev->generation != c->generation || !c->zh)
         return; /* a late event from a handle already replaced */
-    if (ev->zk_state == ZOO_CONNECTED_STATE)
+    if ((ev->zk_state == ZOO_CONNECTED_STATE || ev->zk_state == ZOO_READONLY_STATE) &&
+        handshake_bogus(c, ev->zk_state == ZOO_READONLY_STATE)) {
+        zhandle_t *zh = c->zh;
+        c->zh = NULL;
+        c->connected = 0;
+        c->reopen_at_ms = zkit__now_ms() + BOGUS_PEER_BACKOFF_MS;
+        close_handle(c, zh, c->generation);
+    } else if (ev->zk_state == ZOO_CONNECTED_STATE) {
         on_connected(c, 0);
-    else if (ev->zk_state == ZOO_READONLY_STATE)
+    } else if (ev->zk_state == ZOO_READONLY_STATE) {
         on_connected(c, 1);
-    else if (ev->zk_state == ZOO_EXPIRED_SESSION_STATE)
+    } else if (ev->zk_state == ZOO_EXPIRED_SESSION_STATE) {
         on_session_lost(c, "expired by the server");
-    else if (ev->zk_state == ZOO_AUTH_FAILED_STATE)
+    } else if (ev->zk_state == ZOO_AUTH_FAILED_STATE) {
         on_session_lost(c, "authentication failed");
-    else
+    } else {
         on_disconnected(c);
+    }
 }
 
 /* Takes the timers that are due (or woken by a connection) off the list, in order. */
@@ -692,6 +725,8 @@ static int64_t next_wakeup(zkit_client_t *c)
         if (lost_at < wake)
             wake = lost_at;
     }
+    if (!c->zh && c->reopen_at_ms > 0 && c->reopen_at_ms < wake)
+        wake = c->reopen_at_ms;
     return wake;
 }
 
@@ -710,7 +745,7 @@ static void supervise_once(zkit_client_t *c)
     if (c->suspended_since_ms && c->negotiated_timeout_ms > 0 &&
         now - c->suspended_since_ms >= c->negotiated_timeout_ms)
         on_session_lost(c, "suspended for longer than the session timeout");
-    if (!c->zh && !c->closing)
+    if (!c->zh && !c->closing && zkit__now_ms() >= c->reopen_at_ms)
         replace_handle(c);
     run_timers(c, take_due_timers(c, zkit__now_ms()));
 }

@@ -104,6 +104,7 @@ struct zkit_client {
     zkit_conn_state_t state;        /* the public state */
     int ever_connected;
     int64_t suspended_since_ms;     /* 0 when not suspended */
+    int64_t reopen_at_ms;           /* no new handle before this (after a bogus handshake) */
     int closing;
     zkit__session_event_t *session_events, **session_events_tail;
     zkit__timer_t *timers;          /* sorted by due time */

@@ -179,51 +179,99 @@ static size_t take_matching(zkit_client_t *c, const char *full_path, int kind,
     return matched;
 }
 
+/* One removal request.  Shared by the waiter and the completion, which may arrive after the
+ * waiter gave up (it is freed by whichever of the two lets go last; refs under client->mu). */
 typedef struct removal {
-    pthread_mutex_t *mu;
-    pthread_cond_t *cond;
+    zkit_client_t *client;
+    int refs;
     int done;
     int rc;
 } removal_t;
 
+/* Drops one reference; called with c->mu held.  Returns the record to free, or NULL. */
+static removal_t *removal_release(removal_t *r)
+{
+    return --r->refs == 0 ? r : NULL;
+}
+
 static void removal_done(int rc, const void *data)
 {
     removal_t *r = (removal_t *)data;
-    pthread_mutex_lock(r->mu);
+    zkit_client_t *c = r->client;
+    pthread_mutex_lock(&c->mu);
     r->done = 1;
     r->rc = rc;
-    pthread_cond_broadcast(r->cond);
-    pthread_mutex_unlock(r->mu);
+    pthread_cond_broadcast(&c->cond);
+    r = removal_release(r);
+    pthread_mutex_unlock(&c->mu);
+    free(r);
+}
+
+/* Called with c->mu held: whether another live registration of the same handle still needs
+ * the server's watch of `w`'s type on its path. */
+static int watch_shared(zkit_client_t *c, const zkit__watch_t *w)
+{
+    for (const zkit__watch_t *o = c->watches; o; o = o->next) {
+        if (o != w && !o->fired && o->generation == w->generation && o->kind == w->kind &&
+            strcmp(o->full_path, w->full_path) == 0)
+            return 1;
+    }
+    return 0;
 }
 
 /* Removes one registration from libzookeeper and the server, waiting a bounded time; on any
  * failure it is removed locally so libzookeeper forgets the context before we free it. */
 static void remove_from_zookeeper(zkit_client_t *c, zkit__watch_t *w)
 {
-    removal_t r = { &c->mu, &c->cond, 0, 0 };
     ZooWatcherType type = w->kind == ZKIT_WATCH_CHILDREN ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA;
     uint64_t generation = 0;
     zhandle_t *zh = zkit__conn_get(c, &generation);
+    removal_t *r;
     struct timespec ts;
     int64_t due = zkit__now_ms() + c->connection_timeout_ms;
+    int rc, removed;
     if (!zh || generation != w->generation) {
         if (zh)
             zkit__conn_put(c);
         return; /* its handle is gone, and the registration with it */
     }
-    /* The header declares the completion as a pointer to a function pointer, but the library
-     * stores and calls the value as the function itself. */
-    if (zoo_aremove_watches(zh, w->full_path, type, zkit__watch_fire, w, 0,
-                            (void_completion_t *)removal_done,
-                            &r) == ZOK) {
+    if (!(r = calloc(1, sizeof(*r)))) {
+        zoo_remove_watches(zh, w->full_path, type, zkit__watch_fire, w, 1);
+        zkit__conn_put(c);
+        return;
+    }
+    r->client = c;
+    r->refs = 1;
+    /*
+     * Removing one watcher (function, context) sends only CHECK_WATCHES: the server keeps its
+     * watch, and it fires into nothing later.  When no other registration of ours needs the
+     * watch of this type on this path, remove them all, which really removes it on the server.
+     * Done under c->mu so that a new registration on the path (listed under c->mu before its
+     * request goes out) is sent after the removal and survives it.  The header declares the
+     * completion as a pointer to a function pointer, but the library stores and calls the value
+     * as the function itself.
+     */
+    pthread_mutex_lock(&c->mu);
+    r->refs++; /* the completion's */
+    if (watch_shared(c, w))
+        rc = zoo_aremove_watches(zh, w->full_path, type, zkit__watch_fire, w, 0,
+                                 (void_completion_t *)removal_done, r);
+    else
+        rc = zoo_aremove_all_watches(zh, w->full_path, type, 0,
+                                     (void_completion_t *)removal_done, r);
+    if (rc == ZOK) {
         ts.tv_sec = (time_t)(due / 1000);
         ts.tv_nsec = (long)(due % 1000) * 1000000L;
-        pthread_mutex_lock(&c->mu);
-        while (!r.done && pthread_cond_timedwait(&c->cond, &c->mu, &ts) == 0)
+        while (!r->done && pthread_cond_timedwait(&c->cond, &c->mu, &ts) == 0)
             ;
-        pthread_mutex_unlock(&c->mu);
+    } else {
+        r->refs--; /* no completion will come */
     }
-    if (!r.done || r.rc != ZOK)
+    removed = r->done && r->rc == ZOK;
+    r = removal_release(r);
+    pthread_mutex_unlock(&c->mu);
+    free(r);
+    if (!removed)
         zoo_remove_watches(zh, w->full_path, type, zkit__watch_fire, w, 1);
     zkit__conn_put(c);
 }
@@ -242,4 +290,66 @@ int zkit__watch_remove_full(zkit_client_t *c, const char *full_path, int kind,
         free_watch(armed);
     }
     return matched ? 0 : ZKIT_ENONODE;
+}
+
+/* Completion of a background removal: the server has forgotten the watch, so libzookeeper
+ * has too; the registration can go.  On failure it stays listed (marked removed) until it
+ * fires or its handle closes, so libzookeeper never holds a freed context. */
+typedef struct cancel {
+    struct cancel *next;
+    zkit_client_t *client;
+    zkit__watch_t *watch;
+    ZooWatcherType type;
+} cancel_t;
+
+static void cancel_done(int rc, const void *data)
+{
+    cancel_t *k = (cancel_t *)data;
+    zkit_client_t *c = k->client;
+    int listed;
+    pthread_mutex_lock(&c->mu);
+    listed = is_listed(c, k->watch);
+    if (rc == ZOK && listed)
+        unlink_watch(c, k->watch);
+    pthread_mutex_unlock(&c->mu);
+    if (rc == ZOK && listed)
+        free_watch(k->watch);
+    free(k);
+}
+
+/* Collects the armed registrations to cancel (marking every match removed).  The requests
+ * are sent after c->mu is released: libzookeeper's completion thread takes c->mu inside
+ * zkit__watch_fire while it may hold libzookeeper's own locks. */
+void zkit__watch_cancel_full(zkit_client_t *c, const char *full_path, int kind,
+                             const zkit_watcher_t *watcher)
+{
+    cancel_t *todo = NULL;
+    zkit__watch_t *w;
+    uint64_t generation = 0;
+    zhandle_t *zh = zkit__conn_get(c, &generation);
+    pthread_mutex_lock(&c->mu);
+    for (w = c->watches; w; w = w->next) {
+        cancel_t *k;
+        if (w->removed || strcmp(w->full_path, full_path) != 0 || !(w->kind & kind) ||
+            w->watcher.fn != watcher->fn || w->watcher.arg != watcher->arg)
+            continue;
+        w->removed = 1;
+        if (w->fired || !zh || w->generation != generation || !(k = calloc(1, sizeof(*k))))
+            continue;
+        k->client = c;
+        k->watch = w;
+        k->type = w->kind == ZKIT_WATCH_CHILDREN ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA;
+        k->next = todo;
+        todo = k;
+    }
+    pthread_mutex_unlock(&c->mu);
+    while (todo) {
+        cancel_t *k = todo;
+        todo = k->next;
+        if (zoo_aremove_watches(zh, full_path, k->type, zkit__watch_fire, k->watch, 0,
+                                (void_completion_t *)cancel_done, k) != ZOK)
+            free(k);
+    }
+    if (zh)
+        zkit__conn_put(c);
 }

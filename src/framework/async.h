@@ -1,0 +1,42 @@
+/*
+ * async.h - the framework's internal asynchronous calls for the recipes (internal).
+ *
+ * The same operations as zkit/ops.h, but their completion runs on whichever thread finishes
+ * the operation (libzookeeper's completion thread, the supervisor, or a timer), never inside
+ * the submitting call.  Completions must not block and must not make blocking zkit calls: the
+ * lock engine is a state machine driven by them.  Paths are un-namespaced, as in the public API.
+ */
+#ifndef ZKIT_FRAMEWORK_ASYNC_H
+#define ZKIT_FRAMEWORK_ASYNC_H
+
+#include "zkit/ops.h"
+
+int zkit__create_inline(zkit_client_t *c, const char *path, const void *data, size_t len,
+                        const zkit_create_options_t *opts, zkit_completion_fn done, void *arg);
+int zkit__delete_inline(zkit_client_t *c, const char *path, int version, unsigned flags,
+                        zkit_completion_fn done, void *arg);
+int zkit__exists_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
+                        zkit_completion_fn done, void *arg);
+int zkit__get_data_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
+                          zkit_completion_fn done, void *arg);
+int zkit__get_children_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
+                              zkit_completion_fn done, void *arg);
+
+/* Cancels matching watches without waiting: the server is asked in the background, and a
+ * cancelled watch never reaches its function. */
+void zkit__watch_cancel(zkit_client_t *c, const char *path, zkit_watch_kind_t kind,
+                        const zkit_watcher_t *watcher);
+
+/* Runs fn(arg) on the supervisor thread at `due_ms` (CLOCK_MONOTONIC ms), or at once when the
+ * client closes; fn must not block.  Returns 0 or ZKIT_ENOMEM. */
+int zkit__schedule(zkit_client_t *c, int64_t due_ms, void (*fn)(void *arg), void *arg);
+/* Runs fn(arg) on the event thread (ZKIT_ECLOSED once it has ended). */
+int zkit__run_on_event_thread(zkit_client_t *c, void (*fn)(void *arg), void *arg);
+int zkit__is_event_thread(zkit_client_t *c);
+int zkit__client_is_closing(zkit_client_t *c);
+int64_t zkit__monotonic_ms(void);
+/* The client's logger, for the recipes' messages. */
+void zkit__client_log(zkit_client_t *c, zkit_log_level_t level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

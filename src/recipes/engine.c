@@ -1,0 +1,616 @@
+/*
+ * engine.c - the acquisition state machine shared by every lock recipe.
+ *
+ *   start -> CREATE (protected ephemeral-sequential, container parents)
+ *            + LIST sent back to back: one round trip, since a session's requests are
+ *              applied in order, the listing already contains our node
+ *         -> DECIDE: held -> done;  try-once -> give up;  else WATCH the node we wait for
+ *         -> WATCH: get-data with a watch (no watch is left on a node already gone: NONODE
+ *              means "look again now"); the watch event -> LIST -> DECIDE ...
+ *   Our node missing from a listing, or the session lost: start again with a new node.
+ *   Deadline, error or cancel: cancel the watch, delete our node (guaranteed), report.
+ *
+ * All transitions happen under acq->mu in callbacks that never block.  The mutex also makes
+ * "register the watch, then wait" atomic with respect to the watch event, so no wake-up is
+ * lost: an event that arrives before the get-data reply is remembered and acted on.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "recipes/engine.h"
+#include "framework/async.h"
+#include "framework/paths.h"
+
+const zkit__driver_t zkit__mutex_driver = { "lock-", 0 };
+const zkit__driver_t zkit__read_driver = { "__READ__", 1 };
+const zkit__driver_t zkit__write_driver = { ZKIT__WRITE_TOKEN, 0 };
+
+/* How often one acquisition may start over after losing its node. */
+#define MAX_RESTARTS 5
+
+typedef enum acq_state {
+    ACQ_CREATING,
+    ACQ_LISTING,
+    ACQ_WATCHING,
+    ACQ_DONE
+} acq_state_t;
+
+struct zkit__acq {
+    pthread_mutex_t mu;
+    int refs;
+    zkit_client_t *client;
+    char *dir;
+    const zkit__driver_t *driver;
+    char *data;
+    size_t len;
+    int has_data;
+    char *fixed_name;
+    int64_t deadline_ms;            /* -1 forever; 0 try once */
+    zkit__acq_done_fn done;
+    void *arg;
+
+    acq_state_t state;
+    uint64_t round;                 /* increments on every restart: stale replies are dropped */
+    int restarts;
+    char *node;                     /* our node, un-namespaced */
+    const char *node_name;          /* its last component */
+    zkit_stat_t stat;
+    char **early_children;          /* the pipelined listing, if it beat the create reply */
+    size_t early_count;
+    int early_listing_pending;
+    char *watched;                  /* the path we watch, or NULL */
+    int watch_event_pending;        /* the watch fired before the get-data reply */
+    zkit_watcher_t watcher;
+};
+
+/* A reply carries the acquisition and the round it belongs to. */
+typedef struct acq_reply {
+    zkit__acq_t *acq;
+    uint64_t round;
+} acq_reply_t;
+
+static void acq_ref(zkit__acq_t *acq)
+{
+    __atomic_add_fetch(&acq->refs, 1, __ATOMIC_ACQ_REL);
+}
+
+static void free_names(char **names, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        free(names[i]);
+    free(names);
+}
+
+void zkit__acq_unref(zkit__acq_t *acq)
+{
+    if (!acq || __atomic_sub_fetch(&acq->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    free_names(acq->early_children, acq->early_count);
+    free(acq->dir);
+    free(acq->data);
+    free(acq->fixed_name);
+    free(acq->node);
+    free(acq->watched);
+    pthread_mutex_destroy(&acq->mu);
+    free(acq);
+}
+
+/* ---- ordering ------------------------------------------------------------------------------ */
+
+static const char *sort_key(const char *name, const char *token)
+{
+    const char *key = NULL, *p = name;
+    size_t tlen = strlen(token);
+    while ((p = strstr(p, token)) != NULL) {
+        key = p + tlen;
+        p += 1;
+    }
+    return key ? key : name;
+}
+
+void zkit__lock_sort(char **names, size_t count, const char *token)
+{
+    /* Insertion sort: stable, and lock directories hold few children. */
+    for (size_t i = 1; i < count; i++) {
+        char *item = names[i];
+        const char *key = sort_key(item, token);
+        size_t j = i;
+        while (j > 0 && strcmp(sort_key(names[j - 1], token), key) > 0) {
+            names[j] = names[j - 1];
+            j--;
+        }
+        names[j] = item;
+    }
+}
+
+long zkit__lock_index(char *const *names, size_t count, const char *name)
+{
+    for (size_t i = 0; i < count; i++)
+        if (strcmp(names[i], name) == 0)
+            return (long)i;
+    return -1;
+}
+
+int zkit__lock_decide(const zkit__driver_t *driver, char *const *sorted, size_t count,
+                      size_t index, const char **wait_for)
+{
+    *wait_for = NULL;
+    if (index >= count)
+        return 0;
+    if (!driver->reader) {
+        if (index == 0)
+            return 1;
+        *wait_for = sorted[index - 1];
+        return 0;
+    }
+    /* A reader waits for the nearest writer ahead of it; other readers do not block it. */
+    for (size_t i = index; i-- > 0;) {
+        if (strstr(sorted[i], ZKIT__WRITE_TOKEN)) {
+            *wait_for = sorted[i];
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* ---- ending ----------------------------------------------------------------------------- */
+
+static void ignore_result(zkit_client_t *c, const zkit_result_t *r, void *arg)
+{
+    (void)c;
+    (void)r;
+    (void)arg;
+}
+
+static void acq_watch_fired(zkit_client_t *c, zkit_event_t event, const char *path, void *arg);
+
+/* Called with acq->mu held: drops the watch and our node. */
+static void clean_up(zkit__acq_t *acq)
+{
+    if (acq->watched) {
+        zkit__watch_cancel(acq->client, acq->watched, ZKIT_WATCH_DATA, &acq->watcher);
+        free(acq->watched);
+        acq->watched = NULL;
+    }
+    if (acq->node) {
+        zkit__delete_inline(acq->client, acq->node, -1, ZKIT_DELETE_GUARANTEED, ignore_result,
+                            NULL);
+        free(acq->node);
+        acq->node = NULL;
+        acq->node_name = NULL;
+    }
+}
+
+/* Ends the acquisition (acq->mu held; released here).  The callback runs without the lock. */
+static void finish(zkit__acq_t *acq, int error)
+{
+    if (acq->state == ACQ_DONE) {
+        pthread_mutex_unlock(&acq->mu);
+        return;
+    }
+    acq->state = ACQ_DONE;
+    if (error != 0)
+        clean_up(acq);
+    else if (acq->watched) {
+        free(acq->watched);
+        acq->watched = NULL;
+    }
+    pthread_mutex_unlock(&acq->mu);
+    acq->done(acq, error, acq->arg);
+    zkit__acq_unref(acq); /* the machine's own reference */
+}
+
+static int deadline_passed(const zkit__acq_t *acq)
+{
+    return acq->deadline_ms > 0 && zkit__monotonic_ms() >= acq->deadline_ms;
+}
+
+/* ---- steps --------------------------------------------------------------------------------- */
+
+static acq_reply_t *reply_new(zkit__acq_t *acq)
+{
+    acq_reply_t *r = malloc(sizeof(*r));
+    if (r) {
+        acq_ref(acq);
+        r->acq = acq;
+        r->round = acq->round;
+    }
+    return r;
+}
+
+/* Locks the acquisition for a reply; NULL (and frees the reply) when the reply is stale. */
+static zkit__acq_t *reply_open(acq_reply_t *r)
+{
+    zkit__acq_t *acq = r->acq;
+    pthread_mutex_lock(&acq->mu);
+    if (acq->state == ACQ_DONE || r->round != acq->round) {
+        pthread_mutex_unlock(&acq->mu);
+        zkit__acq_unref(acq);
+        free(r);
+        return NULL;
+    }
+    return acq;
+}
+
+static void reply_close(acq_reply_t *r)
+{
+    zkit__acq_unref(r->acq);
+    free(r);
+}
+
+static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg);
+static void on_listed(zkit_client_t *c, const zkit_result_t *res, void *arg);
+static void on_early_listed(zkit_client_t *c, const zkit_result_t *res, void *arg);
+static void on_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg);
+
+/* Issues an async call for the current round; on a submit error, finishes (mu released). */
+typedef int (*submit_fn)(zkit__acq_t *acq, acq_reply_t *r);
+
+static int step(zkit__acq_t *acq, submit_fn submit)
+{
+    acq_reply_t *r = reply_new(acq);
+    int rc = r ? submit(acq, r) : ZKIT_ENOMEM;
+    if (rc != 0) {
+        if (r)
+            reply_close(r);
+        finish(acq, rc);
+        return rc;
+    }
+    return 0;
+}
+
+static int submit_create(zkit__acq_t *acq, acq_reply_t *r)
+{
+    zkit_create_options_t opts = ZKIT_CREATE_OPTIONS_INIT;
+    char *path;
+    int rc;
+    if (acq->fixed_name) {
+        opts.mode = ZKIT_EPHEMERAL;
+        opts.flags = ZKIT_CREATE_PARENTS;
+        path = zkit__path_join(acq->dir, acq->fixed_name);
+    } else {
+        opts.mode = ZKIT_EPHEMERAL_SEQUENTIAL;
+        opts.flags = ZKIT_CREATE_PARENTS | ZKIT_CREATE_PROTECTED;
+        path = zkit__path_join(acq->dir, acq->driver->token);
+    }
+    if (!path)
+        return ZKIT_ENOMEM;
+    rc = zkit__create_inline(acq->client, path, acq->has_data ? acq->data : NULL, acq->len,
+                             &opts, on_created, r);
+    free(path);
+    return rc;
+}
+
+static int submit_list(zkit__acq_t *acq, acq_reply_t *r)
+{
+    return zkit__get_children_inline(acq->client, acq->dir, NULL, on_listed, r);
+}
+
+static int submit_early_list(zkit__acq_t *acq, acq_reply_t *r)
+{
+    return zkit__get_children_inline(acq->client, acq->dir, NULL, on_early_listed, r);
+}
+
+static int submit_watch(zkit__acq_t *acq, acq_reply_t *r)
+{
+    return zkit__get_data_inline(acq->client, acq->watched, &acq->watcher, on_watch_set, r);
+}
+
+/* Create and list, back to back (acq->mu held; released on error). */
+static void begin_round(zkit__acq_t *acq)
+{
+    acq->state = ACQ_CREATING;
+    acq->early_listing_pending = 1;
+    if (step(acq, submit_create) != 0)
+        return;
+    if (step(acq, submit_early_list) != 0)
+        return;
+}
+
+/* Our node vanished or the session changed: start again with a new node (mu held). */
+static int restart(zkit__acq_t *acq, int why)
+{
+    if (acq->restarts >= MAX_RESTARTS || deadline_passed(acq) || acq->deadline_ms == 0) {
+        finish(acq, why);
+        return -1;
+    }
+    acq->restarts++;
+    acq->round++;
+    clean_up(acq);
+    free_names(acq->early_children, acq->early_count);
+    acq->early_children = NULL;
+    acq->early_count = 0;
+    acq->watch_event_pending = 0;
+    zkit__client_log(acq->client, ZKIT_LOG_INFO, "lock %s: our node is gone; starting again",
+                     acq->dir);
+    begin_round(acq);
+    return 0;
+}
+
+/* Looks at a listing and moves on (acq->mu held; released by the caller or by finish). */
+static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
+{
+    const char *wait_for;
+    long index;
+    zkit__lock_sort(names, count, acq->driver->token);
+    index = zkit__lock_index(names, count, acq->node_name);
+    if (index < 0) {
+        if (early) /* the listing raced a retried create: not evidence of loss */
+            return step(acq, submit_list) == 0 ? 0 : -1;
+        return restart(acq, ZKIT_ELOCKLOST);
+    }
+    if (zkit__lock_decide(acq->driver, names, count, (size_t)index, &wait_for)) {
+        finish(acq, 0);
+        return -1;
+    }
+    if (acq->deadline_ms == 0 || deadline_passed(acq)) {
+        finish(acq, ZKIT_ETIMEDOUT);
+        return -1;
+    }
+    free(acq->watched);
+    acq->watched = zkit__path_join(acq->dir, wait_for);
+    if (!acq->watched) {
+        finish(acq, ZKIT_ENOMEM);
+        return -1;
+    }
+    acq->state = ACQ_WATCHING;
+    acq->watch_event_pending = 0;
+    return step(acq, submit_watch);
+}
+
+static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
+{
+    acq_reply_t *r = arg;
+    zkit__acq_t *acq = reply_open(r);
+    (void)c;
+    if (!acq) {
+        if (res->error == 0) /* a round we abandoned: its node must not stay */
+            zkit__delete_inline(c, res->path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
+        return;
+    }
+    if (res->error != 0) {
+        finish(acq, res->error);
+        reply_close(r);
+        return;
+    }
+    acq->node = strdup(res->path);
+    acq->node_name = acq->node ? zkit__path_basename(acq->node) : NULL;
+    if (res->stat)
+        acq->stat = *res->stat;
+    if (!acq->node) {
+        finish(acq, ZKIT_ENOMEM);
+    } else if (acq->early_listing_pending) {
+        acq->state = ACQ_LISTING; /* the pipelined listing will decide */
+        pthread_mutex_unlock(&acq->mu);
+    } else if (acq->early_children) {
+        char **names = acq->early_children;
+        size_t count = acq->early_count;
+        acq->early_children = NULL;
+        acq->early_count = 0;
+        if (decide(acq, names, count, 1) == 0)
+            pthread_mutex_unlock(&acq->mu);
+        free_names(names, count);
+    } else if (step(acq, submit_list) == 0) {
+        acq->state = ACQ_LISTING;
+        pthread_mutex_unlock(&acq->mu);
+    }
+    reply_close(r);
+}
+
+static char **copy_names(const zkit_result_t *res)
+{
+    char **names = calloc(res->child_count ? res->child_count : 1, sizeof(char *));
+    for (size_t i = 0; names && i < res->child_count; i++) {
+        if (!(names[i] = strdup(res->children[i]))) {
+            free_names(names, i);
+            return NULL;
+        }
+    }
+    return names;
+}
+
+static void handle_listing(zkit__acq_t *acq, const zkit_result_t *res, int early)
+{
+    char **names;
+    if (res->error != 0) {
+        if (early) { /* the create's own outcome decides; list again once it is known */
+            if (acq->node && step(acq, submit_list) != 0)
+                return;
+            pthread_mutex_unlock(&acq->mu);
+        } else {
+            finish(acq, res->error);
+        }
+        return;
+    }
+    if (!(names = copy_names(res))) {
+        finish(acq, ZKIT_ENOMEM);
+        return;
+    }
+    if (!acq->node) { /* the create reply has not come: keep the listing for it */
+        acq->early_children = names;
+        acq->early_count = res->child_count;
+        pthread_mutex_unlock(&acq->mu);
+        return;
+    }
+    if (decide(acq, names, res->child_count, early) == 0)
+        pthread_mutex_unlock(&acq->mu);
+    free_names(names, res->child_count);
+}
+
+static void on_early_listed(zkit_client_t *c, const zkit_result_t *res, void *arg)
+{
+    acq_reply_t *r = arg;
+    zkit__acq_t *acq = reply_open(r);
+    (void)c;
+    if (!acq)
+        return;
+    acq->early_listing_pending = 0;
+    handle_listing(acq, res, 1);
+    reply_close(r);
+}
+
+static void on_listed(zkit_client_t *c, const zkit_result_t *res, void *arg)
+{
+    acq_reply_t *r = arg;
+    zkit__acq_t *acq = reply_open(r);
+    (void)c;
+    if (!acq)
+        return;
+    handle_listing(acq, res, 0);
+    reply_close(r);
+}
+
+/* The get-data that armed the watch came back. */
+static void on_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg)
+{
+    acq_reply_t *r = arg;
+    zkit__acq_t *acq = reply_open(r);
+    (void)c;
+    if (!acq)
+        return;
+    if (res->error == ZKIT_ENONODE || (res->error == 0 && acq->watch_event_pending)) {
+        /* Gone already (no watch was left) or changed meanwhile: look again now. */
+        if (res->error == 0)
+            zkit__watch_cancel(acq->client, acq->watched, ZKIT_WATCH_DATA, &acq->watcher);
+        free(acq->watched);
+        acq->watched = NULL;
+        acq->state = ACQ_LISTING;
+        if (step(acq, submit_list) == 0)
+            pthread_mutex_unlock(&acq->mu);
+    } else if (res->error != 0) {
+        finish(acq, res->error);
+    } else {
+        pthread_mutex_unlock(&acq->mu); /* wait for the watch or the deadline */
+    }
+    reply_close(r);
+}
+
+static void acq_watch_fired(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
+{
+    zkit__acq_t *acq = arg;
+    (void)c;
+    (void)event;
+    pthread_mutex_lock(&acq->mu);
+    if (acq->state != ACQ_WATCHING || !acq->watched || strcmp(path, acq->watched) != 0) {
+        pthread_mutex_unlock(&acq->mu);
+        zkit__acq_unref(acq);
+        return;
+    }
+    free(acq->watched);
+    acq->watched = NULL;
+    acq->state = ACQ_LISTING;
+    if (step(acq, submit_list) == 0)
+        pthread_mutex_unlock(&acq->mu);
+    zkit__acq_unref(acq);
+}
+
+/* The watch function holds a reference across its delivery (see zkit__acq_start). */
+static void watch_trampoline(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
+{
+    zkit__acq_t *acq = arg;
+    acq_ref(acq);
+    acq_watch_fired(c, event, path, arg);
+}
+
+static void on_deadline(void *arg)
+{
+    zkit__acq_t *acq = arg;
+    pthread_mutex_lock(&acq->mu);
+    if (acq->state == ACQ_DONE)
+        pthread_mutex_unlock(&acq->mu);
+    else
+        finish(acq, zkit__client_is_closing(acq->client) ? ZKIT_ECLOSED : ZKIT_ETIMEDOUT);
+    zkit__acq_unref(acq);
+}
+
+/* ---- public (internal) calls ---------------------------------------------------------------- */
+
+static zkit__acq_t *acq_alloc(const zkit__acq_params_t *p)
+{
+    zkit__acq_t *acq = calloc(1, sizeof(*acq));
+    if (!acq)
+        return NULL;
+    pthread_mutex_init(&acq->mu, NULL);
+    acq->refs = 1;
+    acq->client = p->client;
+    acq->driver = p->driver;
+    acq->done = p->done;
+    acq->arg = p->arg;
+    acq->dir = strdup(p->dir);
+    acq->fixed_name = p->fixed_name ? strdup(p->fixed_name) : NULL;
+    acq->has_data = p->data != NULL;
+    acq->data = malloc(p->len + 1);
+    if (acq->data && p->len)
+        memcpy(acq->data, p->data, p->len);
+    acq->len = p->len;
+    acq->watcher.fn = watch_trampoline;
+    acq->watcher.arg = acq;
+    if (!acq->dir || !acq->data || (p->fixed_name && !acq->fixed_name)) {
+        zkit__acq_unref(acq);
+        return NULL;
+    }
+    return acq;
+}
+
+int zkit__acq_start(zkit__acq_t **out, const zkit__acq_params_t *p)
+{
+    zkit__acq_t *acq = acq_alloc(p);
+    int64_t now = zkit__monotonic_ms();
+    if (!acq)
+        return ZKIT_ENOMEM;
+    acq->deadline_ms = p->timeout_ms < 0 ? -1 : p->timeout_ms == 0 ? 0 : now + p->timeout_ms;
+    acq_ref(acq); /* the machine's own reference, dropped by finish() */
+    acq_ref(acq); /* the caller's */
+    if (acq->deadline_ms > 0) {
+        acq_ref(acq);
+        if (zkit__schedule(acq->client, acq->deadline_ms, on_deadline, acq) != 0)
+            zkit__acq_unref(acq);
+    }
+    pthread_mutex_lock(&acq->mu);
+    begin_round(acq);
+    if (acq->state != ACQ_DONE)
+        pthread_mutex_unlock(&acq->mu);
+    *out = acq;
+    zkit__acq_unref(acq); /* the allocation's reference */
+    return 0;
+}
+
+const char *zkit__acq_node(const zkit__acq_t *acq)
+{
+    return acq->node;
+}
+
+const zkit_stat_t *zkit__acq_stat(const zkit__acq_t *acq)
+{
+    return &acq->stat;
+}
+
+void zkit__acq_connection_event(zkit__acq_t *acq, zkit_conn_state_t state)
+{
+    pthread_mutex_lock(&acq->mu);
+    if (acq->state == ACQ_DONE || acq->state == ACQ_CREATING) {
+        pthread_mutex_unlock(&acq->mu);
+        return;
+    }
+    if (state == ZKIT_CONN_LOST) {
+        /* The handle and its watches are gone; so is our node. */
+        free(acq->node);
+        acq->node = NULL;
+        free(acq->watched);
+        acq->watched = NULL;
+        if (restart(acq, ZKIT_ELOCKLOST) == 0)
+            pthread_mutex_unlock(&acq->mu);
+    } else if (state == ZKIT_CONN_RECONNECTED && acq->state == ACQ_WATCHING) {
+        if (step(acq, submit_list) == 0)
+            pthread_mutex_unlock(&acq->mu);
+    } else {
+        pthread_mutex_unlock(&acq->mu);
+    }
+}
+
+void zkit__acq_cancel(zkit__acq_t *acq)
+{
+    pthread_mutex_lock(&acq->mu);
+    finish(acq, ZKIT_ECANCELED);
+}

@@ -1,0 +1,75 @@
+/*
+ * engine.h - the one lock engine (internal).
+ *
+ * Every lock recipe is the same loop with a different policy ("driver"): create our
+ * protected ephemeral-sequential node, list the children, sort them Curator's way, and either
+ * hold the lock or watch the one node we wait for.  An acquisition is a state machine driven
+ * by the framework's asynchronous completions and watch events; nothing in it blocks, so one
+ * machine serves the blocking acquire (a wait on top), the asynchronous acquire (a callback)
+ * and the compositions (semaphore, multi-lock).
+ */
+#ifndef ZKIT_RECIPES_ENGINE_H
+#define ZKIT_RECIPES_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "zkit/ops.h"
+
+/* A recipe's policy: the token in node names, and who blocks whom. */
+typedef struct zkit__driver {
+    const char *token;   /* "lock-", "__READ__", "__WRIT__" */
+    int reader;          /* blocked only by writer nodes ahead of it */
+} zkit__driver_t;
+
+extern const zkit__driver_t zkit__mutex_driver;
+extern const zkit__driver_t zkit__read_driver;
+extern const zkit__driver_t zkit__write_driver;
+
+#define ZKIT__WRITE_TOKEN "__WRIT__"
+
+/* Sorts child names in lock order: by the text after the last occurrence of `token` (the whole
+ * name when absent), byte order, stable. */
+void zkit__lock_sort(char **names, size_t count, const char *token);
+
+/* Index of the child `name` in `names`, or -1. */
+long zkit__lock_index(char *const *names, size_t count, const char *name);
+
+/* Whether the node at `index` holds the lock under `driver`; if not, *wait_for = the child to
+ * watch. */
+int zkit__lock_decide(const zkit__driver_t *driver, char *const *sorted, size_t count,
+                      size_t index, const char **wait_for);
+
+typedef struct zkit__acq zkit__acq_t;
+
+/* Called once when the acquisition ends; on a non-blocking thread (must not block). */
+typedef void (*zkit__acq_done_fn)(zkit__acq_t *acq, int error, void *arg);
+
+typedef struct zkit__acq_params {
+    zkit_client_t *client;
+    const char *dir;                 /* the lock path (un-namespaced) */
+    const zkit__driver_t *driver;
+    const char *data;                /* NULL = the client's default */
+    size_t len;
+    const char *fixed_name;          /* downgrade: create exactly this plain ephemeral child */
+    int timeout_ms;                  /* < 0 forever, 0 try once */
+    zkit__acq_done_fn done;
+    void *arg;
+} zkit__acq_params_t;
+
+/* Starts an acquisition; *out holds a reference (zkit__acq_unref).  The done callback runs
+ * exactly once, never inside this call. */
+int zkit__acq_start(zkit__acq_t **out, const zkit__acq_params_t *params);
+void zkit__acq_unref(zkit__acq_t *acq);
+
+/* After success: our node (un-namespaced, borrowed while the acq lives), its Stat, session. */
+const char *zkit__acq_node(const zkit__acq_t *acq);
+const zkit_stat_t *zkit__acq_stat(const zkit__acq_t *acq);
+
+/* The client reconnected (relist: watches may have missed a change) or lost its session
+ * (start again with a new node).  Non-blocking. */
+void zkit__acq_connection_event(zkit__acq_t *acq, zkit_conn_state_t state);
+
+/* Ends a pending acquisition with ZKIT_ECANCELED (its node is deleted). */
+void zkit__acq_cancel(zkit__acq_t *acq);
+
+#endif

@@ -1,0 +1,141 @@
+/*
+ * zkit-lock.h - the pieces of the zkit-lock command shared by its files.
+ *
+ * zkit-lock takes a ZooKeeper lock, runs a command while it holds it, and makes sure the
+ * command is gone before anyone else can hold the lock.  Its files:
+ *   zkit-lock.c   options, usage, the main flow;
+ *   zkl-events.c  one wake-up pipe fed by signal handlers and by the client's event thread;
+ *   zkl-locks.c   the lock kinds behind one interface (acquire, validity, nodes, release);
+ *   zkl-child.c   running the command and killing it when the lock cannot be guaranteed;
+ *   zkl-list.c    --list.
+ */
+#ifndef ZKIT_LOCK_TOOL_H
+#define ZKIT_LOCK_TOOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <zkit.h>
+
+/* Exit statuses (documented in --help and zkit-lock(1); 64-78 follow sysexits.h). */
+enum {
+    ZKL_EXIT_USAGE = 64,       /* bad option, no command, bad path, unreadable auth file */
+    ZKL_EXIT_UNAVAILABLE = 69, /* cannot connect to ZooKeeper, or lost it while waiting */
+    ZKL_EXIT_INTERNAL = 70,    /* anything else that should not happen */
+    ZKL_EXIT_LOCK_LOST = 75,   /* the lock was lost (or could no longer be guaranteed) */
+    ZKL_EXIT_NOPERM = 77,      /* an ACL denied the lock's nodes to our credentials */
+    ZKL_EXIT_CANNOT_EXEC = 126,
+    ZKL_EXIT_NOT_FOUND = 127
+};
+
+typedef enum zkl_kind {
+    ZKL_MUTEX = 0,
+    ZKL_READ,
+    ZKL_WRITE,
+    ZKL_SEMAPHORE
+} zkl_kind_t;
+
+typedef enum zkl_verbosity {
+    ZKL_QUIET = 0,
+    ZKL_NORMAL = 1,
+    ZKL_VERBOSE = 2
+} zkl_verbosity_t;
+
+typedef struct zkl_options {
+    const char *connect;
+    const char *namespace_name;
+    int timeout_ms;            /* -1 waits forever */
+    zkl_kind_t kind;
+    int max_leases;            /* --semaphore N */
+    int session_timeout_ms;
+    const char *auth_file;
+    char *credential;          /* "user:password", from the file or $ZKIT_AUTH; NULL = none */
+    int64_t kill_grace_ms;
+    int kill_on_suspend;
+    int conflict_code;
+    zkl_verbosity_t verbosity;
+    const char *list_path;
+    char **paths;              /* borrowed from argv */
+    size_t path_count;
+    char **command;            /* NULL-terminated, borrowed from argv */
+} zkl_options_t;
+
+/* Messages on stderr, one line each, prefixed "zkit-lock: ".  zkl_info only with --verbose;
+ * zkl_note unless --quiet; zkl_error always. */
+void zkl_set_verbosity(zkl_verbosity_t v);
+void zkl_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void zkl_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void zkl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- zkl-events.c ---- */
+
+/* Event codes read from the wake-up pipe: 1..63 are signal numbers. */
+enum {
+    ZKL_EV_TIMEOUT = -1,        /* zkl_events_wait: the deadline came first */
+    ZKL_EV_ACQUIRED = 100,      /* the acquisition finished (see zkl_locks_acquired) */
+    ZKL_EV_CONN_BASE = 110,     /* + zkit_conn_state_t */
+    ZKL_EV_LOCK_BASE = 120      /* + zkit_lock_state_t */
+};
+
+/* Monotonic milliseconds, the clock of zkit_lock_valid_until(). */
+int64_t zkl_now_ms(void);
+/* Creates the pipe, installs the handlers and blocks the handled signals in the calling
+ * thread, so that threads started afterwards (the client's) never take them. */
+int zkl_events_init(void);
+/* Unblocks them again in the calling thread (the main one), once the client exists. */
+void zkl_events_unblock(void);
+/* The signal mask and dispositions a child should start with (async-signal-safe). */
+void zkl_events_reset_for_child(void);
+/* Queues an event; async-signal-safe, any thread, never blocks. */
+void zkl_events_post(int event);
+/* The next event, waiting until the monotonic deadline (INT64_MAX = no deadline). */
+int zkl_events_wait(int64_t deadline_ms);
+/* Whether the signal is one zkit-lock passes on to the command. */
+int zkl_events_forwarded(int sig);
+
+/* ---- zkl-locks.c ---- */
+
+typedef struct zkl_locks zkl_locks_t;
+
+/* Connects, waiting at most the session timeout; returns 0 or an exit status.  Signals that
+ * arrive meanwhile end the wait with 128 + the signal. */
+int zkl_connect(zkit_client_t **out, const zkl_options_t *o);
+/* Creates the lock objects for the options' paths and kind (nothing is acquired). */
+int zkl_locks_new(zkl_locks_t **out, zkit_client_t *client, const zkl_options_t *o);
+/* Starts acquiring; ZKL_EV_ACQUIRED is posted when done (zkl_locks_acquired tells how). */
+int zkl_locks_start(zkl_locks_t *ls, int timeout_ms);
+int zkl_locks_acquired(const zkl_locks_t *ls);
+/* The validity deadline of everything held (INT64_MAX while connected), or ZKIT_ELOCKLOST. */
+int zkl_locks_deadline(zkl_locks_t *ls, int64_t *deadline_ms);
+/* Notes a connection state (a semaphore lease follows the connection). */
+void zkl_locks_connection_event(zkl_locks_t *ls, zkit_conn_state_t state);
+/* Space-separated node paths and fencing tokens of what is held, in path order (malloc'd). */
+int zkl_locks_describe(const zkl_locks_t *ls, char **nodes, char **tokens);
+/* Releases what is held: 0, or ZKIT_ELOCKLOST when some of it had been lost. */
+int zkl_locks_release(zkl_locks_t *ls);
+/* Frees the objects.  `abandon`: the client was closed under a pending acquisition, so only
+ * what does not touch the client is freed. */
+void zkl_locks_free(zkl_locks_t *ls, int abandon);
+/* Exit status for a failed acquisition or connection (conflict code for a timeout). */
+int zkl_exit_for_error(int error, const zkl_options_t *o);
+
+/* ---- zkl-child.c ---- */
+
+typedef struct zkl_run {
+    const zkl_options_t *opts;
+    zkl_locks_t *locks;
+    const char *lock_path;   /* ZKIT_LOCK_PATH */
+    const char *lock_node;   /* ZKIT_LOCK_NODE */
+    const char *token;       /* ZKIT_FENCING_TOKEN */
+} zkl_run_t;
+
+/* Runs the command under the lock and returns zkit-lock's exit status: the command's, or
+ * ZKL_EXIT_LOCK_LOST when it had to be killed (a message is printed). */
+int zkl_run_command(const zkl_run_t *run);
+
+/* ---- zkl-list.c ---- */
+
+/* --list: prints the participants of o->list_path; returns the exit status. */
+int zkl_list(zkit_client_t *client, const zkl_options_t *o);
+
+#endif
