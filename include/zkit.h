@@ -9,5 +9,6 @@
 #include "zkit/client.h"
 #include "zkit/ops.h"
 #include "zkit/lock.h"
+#include "zkit/job.h"
 
 #endif

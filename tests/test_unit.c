@@ -10,6 +10,7 @@
 /* Each suite file adds its own CUnit suite to the registry. */
 void register_retry_tests(void);
 void register_paths_tests(void);
+void register_cron_tests(void);
 
 int main(void)
 {
@@ -19,5 +20,6 @@ int main(void)
     }
     register_retry_tests();
     register_paths_tests();
+    register_cron_tests();
     return zkh_run_tests("unit");
 }

@@ -28,7 +28,8 @@ static int check_client_path(zkit_client_t *c, const char *path, const char *wha
         return ZKIT_EBADPATH;
     }
     if (c->closing) {
-        zkit__log(&c->log, ZKIT_LOG_ERROR, "%s: client is closing", what);
+        /* Expected while a daemon shuts down (cleanup racing the close): not an error. */
+        zkit__log(&c->log, ZKIT_LOG_DEBUG, "%s: client is closing", what);
         return ZKIT_ECLOSED;
     }
     return 0;
@@ -197,14 +198,19 @@ ZKIT_EXTERN int zkit_create(char **created, zkit_stat_t *stat, zkit_client_t *c,
                             const void *data, size_t len, const zkit_create_options_t *opts)
 {
     int rc;
+    size_t ns_len;
     zkit__op_t *op = build_create(c, path, data, len, opts, &rc);
     if (created)
         *created = NULL;
     if (!op)
         return rc;
+    /* Measured before waiting: once the wait is over, a zkit_client_close() in another thread
+     * may free the client at any moment, so the result is read from the op alone.  A created
+     * path always lies under the namespace root. */
+    ns_len = c->ns_root ? strlen(c->ns_root) : 0;
     rc = zkit__op_run_blocking(op);
     if (rc == 0 && created) {
-        *created = strdup(zkit__path_unfix(c->ns, op->result_path));
+        *created = strdup(op->result_path + ns_len);
         if (!*created)
             rc = ZKIT_ENOMEM;
     }
@@ -545,6 +551,20 @@ int zkit__client_is_closing(zkit_client_t *c)
 int64_t zkit__monotonic_ms(void)
 {
     return zkit__now_ms();
+}
+
+int zkit__client_connection_timeout(zkit_client_t *c)
+{
+    return c->connection_timeout_ms;
+}
+
+int64_t zkit__client_disconnected_since(zkit_client_t *c)
+{
+    int64_t since;
+    pthread_mutex_lock(&c->mu);
+    since = c->suspended_since_ms;
+    pthread_mutex_unlock(&c->mu);
+    return since ? since : zkit__now_ms();
 }
 
 void zkit__client_log(zkit_client_t *c, zkit_log_level_t level, const char *fmt, ...)

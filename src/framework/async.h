@@ -35,6 +35,10 @@ int zkit__run_on_event_thread(zkit_client_t *c, void (*fn)(void *arg), void *arg
 int zkit__is_event_thread(zkit_client_t *c);
 int zkit__client_is_closing(zkit_client_t *c);
 int64_t zkit__monotonic_ms(void);
+/* The client's connection timeout option, in ms. */
+int zkit__client_connection_timeout(zkit_client_t *c);
+/* When the client noticed the current disconnect (monotonic ms); now if connected. */
+int64_t zkit__client_disconnected_since(zkit_client_t *c);
 /* The client's logger, for the recipes' messages. */
 void zkit__client_log(zkit_client_t *c, zkit_log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -559,24 +559,56 @@ ZKIT_EXTERN int zkit_client_remove_listener(zkit_client_t *c, int id)
 
 /* ---- the supervisor ------------------------------------------------------------------------ */
 
-int zkit__timer_add(zkit_client_t *c, int64_t due_ms, int wake_on_connect, zkit__task_fn fn,
-                    void *arg)
+static uint64_t insert_timer(zkit_client_t *c, int64_t due_ms, int wake_on_connect,
+                             zkit__task_fn fn, void *arg)
 {
     zkit__timer_t *t = calloc(1, sizeof(*t)), **pos;
+    uint64_t id;
     if (!t)
-        return ZKIT_ENOMEM;
+        return 0;
     t->due_ms = due_ms;
     t->wake_on_connect = wake_on_connect;
     t->fn = fn;
     t->arg = arg;
     pthread_mutex_lock(&c->mu);
+    id = t->id = ++c->next_timer_id;
     for (pos = &c->timers; *pos && (*pos)->due_ms <= due_ms; pos = &(*pos)->next)
         ;
     t->next = *pos;
     *pos = t;
     pthread_cond_signal(&c->supervisor_cond);
     pthread_mutex_unlock(&c->mu);
-    return 0;
+    return id;
+}
+
+int zkit__timer_add(zkit_client_t *c, int64_t due_ms, int wake_on_connect, zkit__task_fn fn,
+                    void *arg)
+{
+    return insert_timer(c, due_ms, wake_on_connect, fn, arg) ? 0 : ZKIT_ENOMEM;
+}
+
+uint64_t zkit__timer_add_cancellable(zkit_client_t *c, int64_t due_ms, zkit__task_fn fn,
+                                     void *arg)
+{
+    return insert_timer(c, due_ms, 0, fn, arg);
+}
+
+void *zkit__timer_cancel(zkit_client_t *c, uint64_t id)
+{
+    zkit__timer_t **pos, *t = NULL;
+    void *arg = NULL;
+    pthread_mutex_lock(&c->mu);
+    for (pos = &c->timers; *pos; pos = &(*pos)->next) {
+        if ((*pos)->id == id) {
+            t = *pos;
+            *pos = t->next;
+            arg = t->arg;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(t);
+    return arg;
 }
 
 /* Replaces the handle with one for a new session after the old one is lost. */

@@ -32,6 +32,7 @@ typedef struct zkit__task {
 
 typedef struct zkit__timer {
     struct zkit__timer *next;
+    uint64_t id;              /* for zkit__timer_cancel */
     int64_t due_ms;
     int wake_on_connect;      /* run early as soon as the client is connected */
     zkit__task_fn fn;
@@ -108,6 +109,7 @@ struct zkit_client {
     int closing;
     zkit__session_event_t *session_events, **session_events_tail;
     zkit__timer_t *timers;          /* sorted by due time */
+    uint64_t next_timer_id;
 
     zkit__task_t *tasks, **tasks_tail;
     int event_thread_busy;
@@ -136,6 +138,12 @@ int zkit__post(zkit_client_t *c, zkit__task_fn fn, void *arg);
  * block; it reads c->closing to tell why it runs. */
 int zkit__timer_add(zkit_client_t *c, int64_t due_ms, int wake_on_connect, zkit__task_fn fn,
                     void *arg);
+/* The same, returning an id (0 on ENOMEM) for zkit__timer_cancel. */
+uint64_t zkit__timer_add_cancellable(zkit_client_t *c, int64_t due_ms, zkit__task_fn fn,
+                                     void *arg);
+/* Removes a timer that has not started to run; returns its arg (for the caller to release),
+ * or NULL when it already ran or is running. */
+void *zkit__timer_cancel(zkit_client_t *c, uint64_t id);
 
 /* Borrows the current handle for one zoo_a* call: returns it (and its generation) with a
  * reference held, or NULL when the client has none or is closing.  Pair with conn_put. */

@@ -244,15 +244,24 @@ static attempt_t *attempt_new(zkit__op_t *op)
     return a;
 }
 
-/* Claims the attempt's outcome: 1 if it is still the live attempt (and ends it). */
+static void watchdog_cancel(zkit__op_t *op, uint64_t id);
+
+/* Claims the attempt's outcome: 1 if it is still the live attempt (and ends it, with its
+ * watchdog: cancelled here so that timers do not pile up, one per request). */
 static int attempt_claim(zkit__op_t *op, uint64_t seq)
 {
     int live;
+    uint64_t watchdog = 0;
     pthread_mutex_lock(&op->client->mu);
     live = op->attempt_pending && op->attempt_seq == seq && !op->finished;
-    if (live)
+    if (live) {
         op->attempt_pending = 0;
+        watchdog = op->watchdog_id;
+        op->watchdog_id = 0;
+    }
     pthread_mutex_unlock(&op->client->mu);
+    if (watchdog)
+        watchdog_cancel(op, watchdog);
     return live;
 }
 
@@ -274,29 +283,51 @@ static void watchdog_fire(void *arg)
 {
     watchdog_t *w = arg;
     if (attempt_claim(w->op, w->seq)) {
-        zkit__log(&w->op->client->log, ZKIT_LOG_WARN, "no reply for %s; treating as lost",
-                  w->op->path);
+        if (!w->op->client->closing)
+            zkit__log(&w->op->client->log, ZKIT_LOG_WARN, "no reply for %s; treating as lost",
+                      w->op->path);
         attempt_result(w->op, w->op->client->closing ? ZCLOSING : ZOPERATIONTIMEOUT);
     }
     zkit__op_unref(w->op);
     free(w);
 }
 
+static void watchdog_cancel(zkit__op_t *op, uint64_t id)
+{
+    watchdog_t *w = zkit__timer_cancel(op->client, id);
+    if (w) {
+        zkit__op_unref(w->op);
+        free(w);
+    }
+}
+
+/* Armed before the request is sent (its reply may come before the send returns). */
 static void arm_watchdog(zkit__op_t *op, uint64_t seq)
 {
     zkit_client_t *c = op->client;
     watchdog_t *w = malloc(sizeof(*w));
     int timeout = c->negotiated_timeout_ms > 0 ? c->negotiated_timeout_ms : c->session_timeout_ms;
+    uint64_t id;
     if (!w)
         return; /* libzookeeper still bounds the attempt in the normal case */
     op_ref(op);
     w->op = op;
     w->seq = seq;
-    if (zkit__timer_add(c, zkit__now_ms() + timeout + c->connection_timeout_ms, 0,
-                        watchdog_fire, w) != 0) {
+    id = zkit__timer_add_cancellable(c, zkit__now_ms() + timeout + c->connection_timeout_ms,
+                                     watchdog_fire, w);
+    if (!id) {
         zkit__op_unref(op);
         free(w);
+        return;
     }
+    pthread_mutex_lock(&c->mu);
+    if (op->attempt_pending && op->attempt_seq == seq) {
+        op->watchdog_id = id;
+        id = 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (id) /* the attempt already ended */
+        watchdog_cancel(op, id);
 }
 
 static void copy_stat(zkit__op_t *op, const struct Stat *s)
@@ -531,6 +562,7 @@ static void attempt_issue(zkit__op_t *op)
     uint64_t generation = 0;
     zhandle_t *zh;
     attempt_t *a;
+    uint64_t seq;
     int rc, waiting;
     if (c->closing) {
         op_finish(op, ZKIT_ECLOSED);
@@ -548,6 +580,8 @@ static void attempt_issue(zkit__op_t *op)
         op_finish(op, ZKIT_ENOMEM);
         return;
     }
+    seq = a->seq; /* once sent, `a` belongs to its completion, which may free it at once */
+    arm_watchdog(op, seq);
     zh = zkit__conn_get(c, &generation);
     rc = zh ? issue_step(op, zh, a, generation) : ZCONNECTIONLOSS;
     if (zh)
@@ -555,12 +589,10 @@ static void attempt_issue(zkit__op_t *op)
     if (rc != ZOK) {
         if (a->watch)
             zkit__watch_discard(a->watch);
-        if (attempt_claim(op, a->seq))
+        if (attempt_claim(op, seq))
             attempt_result(op, rc);
         attempt_free(a);
-        return;
     }
-    arm_watchdog(op, a->seq);
 }
 
 /* ---- deciding after an attempt -------------------------------------------------------------- */

@@ -65,6 +65,7 @@ struct zkit__op {
     int64_t start_ms;
     int64_t attempt_start_ms;       /* for the wait for a connection */
     uint64_t attempt_seq;
+    uint64_t watchdog_id;           /* the live attempt's watchdog timer */
     int attempt_pending;
     int in_submit;                  /* finishing now would run the callback in the caller */
     int finished;

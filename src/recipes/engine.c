@@ -15,6 +15,7 @@
  * lost: an event that arrives before the get-data reply is remembered and acted on.
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,6 +61,8 @@ struct zkit__acq {
     size_t early_count;
     int early_listing_pending;
     char *watched;                  /* the path we watch, or NULL */
+    struct client_acqs *reg;        /* listed for the close of its client (see below) */
+    struct zkit__acq *reg_prev, *reg_next;
     int watch_event_pending;        /* the watch fired before the get-data reply */
     zkit_watcher_t watcher;
 };
@@ -98,7 +101,7 @@ void zkit__acq_unref(zkit__acq_t *acq)
 
 /* ---- ordering ------------------------------------------------------------------------------ */
 
-static const char *sort_key(const char *name, const char *token)
+static const char *strip_token(const char *name, const char *token)
 {
     const char *key = NULL, *p = name;
     size_t tlen = strlen(token);
@@ -107,6 +110,18 @@ static const char *sort_key(const char *name, const char *token)
         p += 1;
     }
     return key ? key : name;
+}
+
+static const char *sort_key(const char *name, const char *token)
+{
+    /* Fix (found by test_locks' read-write test: readers and writers overlapped): both halves
+     * of a read-write lock share one queue, so, as Curator's SortingLockInternalsDriver does,
+     * strip the read token and then the write token whichever half sorts.  With one token
+     * only, the other half's nodes kept their whole name ("_c_...") as key and sorted after
+     * every node of ours, so neither half ever waited for the other. */
+    if (strcmp(token, zkit__read_driver.token) == 0 || strcmp(token, ZKIT__WRITE_TOKEN) == 0)
+        return strip_token(strip_token(name, zkit__read_driver.token), ZKIT__WRITE_TOKEN);
+    return strip_token(name, token);
 }
 
 void zkit__lock_sort(char **names, size_t count, const char *token)
@@ -182,22 +197,118 @@ static void clean_up(zkit__acq_t *acq)
     }
 }
 
+/*
+ * Fix (found by test_locks "acquire racing client close"): an acquisition without a deadline
+ * had no timer, so nothing ended it when its client closed: zkit_lock_acquire(lock, -1) then
+ * never returned ZKIT_ECLOSED.  Such acquisitions are listed per client, and one timer per
+ * client, due never, runs when the client closes (timers then run at once) and ends them with
+ * ZKIT_ECLOSED.  The list holds a reference to each acquisition.
+ */
+typedef struct client_acqs {
+    struct client_acqs *next;
+    zkit_client_t *client;
+    zkit__acq_t *acqs;
+} client_acqs_t;
+
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static client_acqs_t *registry;
+
+static void finish(zkit__acq_t *acq, int error);
+
+/* The supervisor thread, when the client closes. */
+static void on_client_close(void *arg)
+{
+    client_acqs_t *entry = arg, **pp;
+    zkit__acq_t *acq, *next;
+    pthread_mutex_lock(&registry_mu);
+    for (pp = &registry; *pp; pp = &(*pp)->next) {
+        if (*pp == entry) {
+            *pp = entry->next;
+            break;
+        }
+    }
+    for (acq = entry->acqs; acq; acq = acq->reg_next)
+        acq->reg = NULL; /* from now on finish() leaves the links alone */
+    pthread_mutex_unlock(&registry_mu);
+    for (acq = entry->acqs; acq; acq = next) {
+        next = acq->reg_next;
+        pthread_mutex_lock(&acq->mu);
+        finish(acq, ZKIT_ECLOSED);
+        zkit__acq_unref(acq); /* the list's reference */
+    }
+    free(entry);
+}
+
+static void registry_add(zkit__acq_t *acq)
+{
+    client_acqs_t *entry;
+    pthread_mutex_lock(&registry_mu);
+    for (entry = registry; entry && entry->client != acq->client; entry = entry->next)
+        ;
+    if (!entry && (entry = calloc(1, sizeof(*entry))) != NULL) {
+        entry->client = acq->client;
+        if (zkit__schedule(acq->client, INT64_MAX, on_client_close, entry) != 0) {
+            free(entry);
+            entry = NULL;
+        } else {
+            entry->next = registry;
+            registry = entry;
+        }
+    }
+    if (entry) {
+        acq_ref(acq);
+        acq->reg = entry;
+        acq->reg_prev = NULL;
+        acq->reg_next = entry->acqs;
+        if (entry->acqs)
+            entry->acqs->reg_prev = acq;
+        entry->acqs = acq;
+    }
+    pthread_mutex_unlock(&registry_mu);
+}
+
+/* 1 when the acquisition was listed (the caller then drops the list's reference). */
+static int registry_remove(zkit__acq_t *acq)
+{
+    int listed;
+    pthread_mutex_lock(&registry_mu);
+    listed = acq->reg != NULL;
+    if (listed) {
+        if (acq->reg_prev)
+            acq->reg_prev->reg_next = acq->reg_next;
+        else
+            acq->reg->acqs = acq->reg_next;
+        if (acq->reg_next)
+            acq->reg_next->reg_prev = acq->reg_prev;
+        acq->reg = NULL;
+    }
+    pthread_mutex_unlock(&registry_mu);
+    return listed;
+}
+
 /* Ends the acquisition (acq->mu held; released here).  The callback runs without the lock. */
 static void finish(zkit__acq_t *acq, int error)
 {
+    int listed;
     if (acq->state == ACQ_DONE) {
         pthread_mutex_unlock(&acq->mu);
         return;
     }
     acq->state = ACQ_DONE;
+    listed = registry_remove(acq);
     if (error != 0)
         clean_up(acq);
     else if (acq->watched) {
+        /* Fix: a watch may still be armed here (a relisting after RECONNECTED found us
+         * first): cancel it, or it would fire into this acquisition once freed. */
+        zkit__watch_cancel(acq->client, acq->watched, ZKIT_WATCH_DATA, &acq->watcher);
         free(acq->watched);
         acq->watched = NULL;
     }
     pthread_mutex_unlock(&acq->mu);
     acq->done(acq, error, acq->arg);
+    if (listed)
+        zkit__acq_unref(acq); /* the close list's reference */
     zkit__acq_unref(acq); /* the machine's own reference */
 }
 
@@ -340,7 +451,11 @@ static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
             return step(acq, submit_list) == 0 ? 0 : -1;
         return restart(acq, ZKIT_ELOCKLOST);
     }
-    if (zkit__lock_decide(acq->driver, names, count, (size_t)index, &wait_for)) {
+    /* A downgrade node (fixed name) carries the sequence of the write node this thread holds,
+     * so it sorts level with it and may land behind it: like Curator's read predicate for a
+     * write holder, it holds at once (else it waited on our own write node). */
+    if (acq->fixed_name ||
+        zkit__lock_decide(acq->driver, names, count, (size_t)index, &wait_for)) {
         finish(acq, 0);
         return -1;
     }
@@ -348,6 +463,8 @@ static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
         finish(acq, ZKIT_ETIMEDOUT);
         return -1;
     }
+    if (acq->watched) /* Fix: relisting while watching: drop the old watch first */
+        zkit__watch_cancel(acq->client, acq->watched, ZKIT_WATCH_DATA, &acq->watcher);
     free(acq->watched);
     acq->watched = zkit__path_join(acq->dir, wait_for);
     if (!acq->watched) {
@@ -562,11 +679,17 @@ int zkit__acq_start(zkit__acq_t **out, const zkit__acq_params_t *p)
     acq->deadline_ms = p->timeout_ms < 0 ? -1 : p->timeout_ms == 0 ? 0 : now + p->timeout_ms;
     acq_ref(acq); /* the machine's own reference, dropped by finish() */
     acq_ref(acq); /* the caller's */
-    if (acq->deadline_ms > 0) {
+    if (acq->deadline_ms != -1) {
+        /* Trying once does not wait for other holders, but it must not wait out a whole
+         * retry policy on an unreachable server either: one connection timeout at most. */
+        int64_t due = acq->deadline_ms > 0 ? acq->deadline_ms
+                                            : now + zkit__client_connection_timeout(acq->client);
         acq_ref(acq);
-        if (zkit__schedule(acq->client, acq->deadline_ms, on_deadline, acq) != 0)
+        if (zkit__schedule(acq->client, due, on_deadline, acq) != 0)
             zkit__acq_unref(acq);
     }
+    if (acq->deadline_ms < 0)
+        registry_add(acq);
     pthread_mutex_lock(&acq->mu);
     begin_round(acq);
     if (acq->state != ACQ_DONE)

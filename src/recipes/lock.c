@@ -98,33 +98,101 @@ static void mark_all_lost(zkit_lock_t *lock)
         h->lost = 1;
 }
 
-typedef struct expiry_check {
+/*
+ * Fix (found by test_lock_faults under AddressSanitizer): an expiry check outlives the lock
+ * when the lock is freed before its timer runs (the timer runs at the latest when the client
+ * closes), and used to read the freed lock; the same holds for the reply to the own-node
+ * watch below.  Such pending work is listed here as a ticket; freeing a lock detaches its
+ * tickets (lock = NULL) and then waits for a ticket already running on the event thread (see
+ * wait_for_event_thread).
+ */
+typedef struct ticket {
+    struct ticket *next;
+    zkit_lock_t *lock;              /* NULL once the lock is freed */
+    zkit_client_t *client;
+    uint64_t epoch;                 /* expiry check: the disconnection it belongs to */
+    char *node;                     /* own-node check: the node */
+} ticket_t;
+
+static pthread_mutex_t tickets_mu = PTHREAD_MUTEX_INITIALIZER;
+static ticket_t *tickets;
+
+static ticket_t *ticket_new(zkit_lock_t *lock, const char *node)
+{
+    ticket_t *t = calloc(1, sizeof(*t));
+    if (!t || (node && !(t->node = strdup(node)))) {
+        free(t);
+        return NULL;
+    }
+    t->lock = lock;
+    t->client = lock->client;
+    pthread_mutex_lock(&tickets_mu);
+    t->next = tickets;
+    tickets = t;
+    pthread_mutex_unlock(&tickets_mu);
+    return t;
+}
+
+/* Unlists and frees a ticket; returns its lock (NULL if detached) for the caller's last use:
+ * only on the event thread, where a lock being freed waits for the caller to finish. */
+static zkit_lock_t *ticket_take(ticket_t *t)
+{
     zkit_lock_t *lock;
-    uint64_t epoch;
-} expiry_check_t;
+    pthread_mutex_lock(&tickets_mu);
+    for (ticket_t **pp = &tickets; *pp; pp = &(*pp)->next) {
+        if (*pp == t) {
+            *pp = t->next;
+            break;
+        }
+    }
+    lock = t->lock;
+    pthread_mutex_unlock(&tickets_mu);
+    return lock;
+}
+
+static void ticket_free(ticket_t *t)
+{
+    free(t->node);
+    free(t);
+}
+
+/* The lock is being freed: its pending tickets must not touch it. */
+static void tickets_detach(zkit_lock_t *lock)
+{
+    pthread_mutex_lock(&tickets_mu);
+    for (ticket_t *t = tickets; t; t = t->next)
+        if (t->lock == lock)
+            t->lock = NULL;
+    pthread_mutex_unlock(&tickets_mu);
+}
 
 /* Event thread: the validity deadline passed; still disconnected? */
 static void expiry_on_event_thread(void *arg)
 {
-    expiry_check_t *e = arg;
-    zkit_lock_t *lock = e->lock;
+    ticket_t *e = arg;
+    zkit_lock_t *lock = ticket_take(e);
     int expired;
-    pthread_mutex_lock(&lock->mu);
-    expired = lock->disconnected && lock->disconnect_epoch == e->epoch && any_live_holder(lock);
-    if (expired)
-        mark_all_lost(lock);
-    pthread_mutex_unlock(&lock->mu);
-    if (expired)
-        report_now(lock, ZKIT_LOCK_EXPIRED);
-    free(e);
+    if (lock) {
+        pthread_mutex_lock(&lock->mu);
+        expired = lock->disconnected && lock->disconnect_epoch == e->epoch &&
+                  any_live_holder(lock);
+        if (expired)
+            mark_all_lost(lock);
+        pthread_mutex_unlock(&lock->mu);
+        if (expired)
+            report_now(lock, ZKIT_LOCK_EXPIRED);
+    }
+    ticket_free(e);
 }
 
 /* Supervisor thread at the deadline: hop to the event thread, where callbacks run. */
 static void expiry_timer(void *arg)
 {
-    expiry_check_t *e = arg;
-    if (zkit__run_on_event_thread(e->lock->client, expiry_on_event_thread, e) != 0)
-        free(e);
+    ticket_t *e = arg;
+    if (zkit__run_on_event_thread(e->client, expiry_on_event_thread, e) != 0) {
+        ticket_take(e);
+        ticket_free(e);
+    }
 }
 
 /* Called with lock->mu held when the client is disconnected. */
@@ -132,16 +200,19 @@ static void start_validity_clock(zkit_lock_t *lock)
 {
     int negotiated = zkit_client_negotiated_timeout(lock->client);
     int margin = negotiated / 10 > VALIDITY_MARGIN_MIN_MS ? negotiated / 10 : VALIDITY_MARGIN_MIN_MS;
-    expiry_check_t *e = malloc(sizeof(*e));
+    ticket_t *e;
     lock->disconnected = 1;
     lock->disconnect_epoch++;
-    lock->valid_until = zkit__monotonic_ms() + negotiated / 3 - margin;
-    if (!e)
+    /* From the moment the client saw the disconnect, not from when this listener ran: the
+     * event thread may have been busy with other callbacks in between. */
+    lock->valid_until = zkit__client_disconnected_since(lock->client) + negotiated / 3 - margin;
+    if (!(e = ticket_new(lock, NULL)))
         return;
-    e->lock = lock;
     e->epoch = lock->disconnect_epoch;
-    if (zkit__schedule(lock->client, lock->valid_until, expiry_timer, e) != 0)
-        free(e);
+    if (zkit__schedule(lock->client, lock->valid_until, expiry_timer, e) != 0) {
+        ticket_take(e);
+        ticket_free(e);
+    }
 }
 
 static void forward_to_pending(zkit_lock_t *lock, zkit_conn_state_t state)
@@ -183,13 +254,9 @@ static void on_connection_state(zkit_client_t *c, zkit_conn_state_t state, void 
 }
 
 /* Our own node deleted while held: someone else removed it (an administrator, a revocation). */
-static void on_own_node_event(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
+static void own_node_gone(zkit_lock_t *lock, const char *path)
 {
-    zkit_lock_t *lock = arg;
     int lost = 0;
-    (void)c;
-    if (event != ZKIT_EVENT_DELETED)
-        return;
     pthread_mutex_lock(&lock->mu);
     for (zkit__holder_t *h = lock->holders; h; h = h->next) {
         if (h->node && strcmp(h->node, path) == 0 && !h->lost) {
@@ -202,6 +269,15 @@ static void on_own_node_event(zkit_client_t *c, zkit_event_t event, const char *
         report_now(lock, ZKIT_LOCK_LOST);
 }
 
+/* Event thread: our node was deleted (by someone else: our own release cancels the watch
+ * first). */
+static void on_own_node_event(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
+{
+    (void)c;
+    if (event == ZKIT_EVENT_DELETED)
+        own_node_gone(arg, path);
+}
+
 static void ignore_result(zkit_client_t *c, const zkit_result_t *r, void *arg)
 {
     (void)c;
@@ -209,11 +285,89 @@ static void ignore_result(zkit_client_t *c, const zkit_result_t *r, void *arg)
     (void)arg;
 }
 
-/* Watches our node while we hold it; our own delete on release consumes the watch. */
+static void own_node_missing_on_event_thread(void *arg)
+{
+    ticket_t *t = arg;
+    zkit_lock_t *lock = ticket_take(t);
+    if (lock)
+        own_node_gone(lock, t->node);
+    ticket_free(t);
+}
+
+/* The reply to the watch's get-data: NONODE means our node is gone already. */
+static void own_node_checked(zkit_client_t *c, const zkit_result_t *res, void *arg)
+{
+    ticket_t *t = arg;
+    (void)c;
+    if (res->error == ZKIT_ENONODE &&
+        zkit__run_on_event_thread(t->client, own_node_missing_on_event_thread, t) == 0)
+        return;
+    ticket_take(t);
+    ticket_free(t);
+}
+
+/*
+ * Watches our node while we hold it; our own delete on release consumes the watch.
+ * Fix (found by test_lock_faults "session expiry": the server kept a watch of a new session
+ * on the old, deleted node): this was an exists-watch, which the server arms on a missing
+ * node too, and the request, caught by a disconnection, was retried in the next session
+ * after the node had gone with the old one.  A get-data watch is never left on a missing
+ * node (as Curator watches), and its NONODE now reports the node gone.
+ */
 static void watch_own_node(zkit_lock_t *lock, const char *node)
 {
     zkit_watcher_t w = { on_own_node_event, lock };
-    zkit__exists_inline(lock->client, node, &w, ignore_result, NULL);
+    ticket_t *t = ticket_new(lock, node);
+    if (zkit__get_data_inline(lock->client, node, &w, t ? own_node_checked : ignore_result,
+                              t) != 0 && t) {
+        ticket_take(t);
+        ticket_free(t);
+    }
+}
+
+/* Fix (found by test_locks: free after release crashed in on_own_node_event): the event of
+ * our own delete was still delivered to the lock after zkit_lock_free.  The watch is now
+ * cancelled before the delete (a cancelled watch never reaches its function); the server's
+ * watch is still consumed by the delete. */
+static void unwatch_own_node(zkit_lock_t *lock, const char *node)
+{
+    zkit_watcher_t w = { on_own_node_event, lock };
+    zkit__watch_cancel(lock->client, node, ZKIT_WATCH_DATA, &w);
+}
+
+typedef struct barrier {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    int done;
+} barrier_t;
+
+static void barrier_reached(void *arg)
+{
+    barrier_t *b = arg;
+    pthread_mutex_lock(&b->mu);
+    b->done = 1;
+    pthread_cond_signal(&b->cond);
+    pthread_mutex_unlock(&b->mu);
+}
+
+/* Waits until the event thread has finished whatever it runs now (a watch delivery or an
+ * expiry check that may still use a lock being freed).  Not on the event thread itself. */
+static void wait_for_event_thread(zkit_client_t *c)
+{
+    barrier_t b;
+    if (zkit__is_event_thread(c))
+        return;
+    pthread_mutex_init(&b.mu, NULL);
+    pthread_cond_init(&b.cond, NULL);
+    b.done = 0;
+    if (zkit__run_on_event_thread(c, barrier_reached, &b) == 0) {
+        pthread_mutex_lock(&b.mu);
+        while (!b.done)
+            pthread_cond_wait(&b.cond, &b.mu);
+        pthread_mutex_unlock(&b.mu);
+    }
+    pthread_mutex_destroy(&b.mu);
+    pthread_cond_destroy(&b.cond);
 }
 
 /* ---- construction -------------------------------------------------------------------------- */
@@ -252,6 +406,8 @@ void zkit__lock_destroy(zkit_lock_t *lock)
 {
     if (lock->listener_id)
         zkit_client_remove_listener(lock->client, lock->listener_id);
+    tickets_detach(lock);
+    wait_for_event_thread(lock->client);
     while (lock->holders) {
         zkit__holder_t *h = lock->holders;
         lock->holders = h->next;
@@ -342,6 +498,14 @@ ZKIT_EXTERN int zkit_lock_set_data(zkit_lock_t *lock, const void *data, size_t l
     return 0;
 }
 
+/* A part of a multi-lock changed state: report it as the multi-lock's. */
+static void multi_part_state(zkit_lock_t *part, zkit_lock_state_t state, void *arg)
+{
+    zkit_lock_t *multi = arg;
+    (void)part;
+    report_now(multi, state);
+}
+
 ZKIT_EXTERN int zkit_lock_set_state_callback(zkit_lock_t *lock, zkit_lock_state_fn fn, void *arg)
 {
     if (!lock)
@@ -350,9 +514,11 @@ ZKIT_EXTERN int zkit_lock_set_state_callback(zkit_lock_t *lock, zkit_lock_state_
     lock->state_fn = fn;
     lock->state_arg = arg;
     pthread_mutex_unlock(&lock->mu);
-    if (lock->kind == ZKIT__LOCK_MULTI)
+    /* A multi-lock hears through the locks it owns; borrowed locks keep their own callbacks
+     * (the caller set those). */
+    if (lock->kind == ZKIT__LOCK_MULTI && lock->owns_subs)
         for (size_t i = 0; i < lock->sub_count; i++)
-            zkit_lock_set_state_callback(lock->subs[i], fn, arg);
+            zkit_lock_set_state_callback(lock->subs[i], fn ? multi_part_state : NULL, lock);
     return 0;
 }
 
@@ -710,6 +876,8 @@ int zkit__lock_release_as(zkit_lock_t *lock, pthread_t owner)
                          lock->path, rc == ZKIT_ENOTOWNER ? "by a thread that does not hold it" : "of a lock that is not held");
     if (!h)
         return rc;
+    if (h->node)
+        unwatch_own_node(lock, h->node);
     if (h->lease) {
         int lease_rc = zkit_lease_release(h->lease);
         if (rc == 0)

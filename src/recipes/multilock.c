@@ -95,7 +95,12 @@ int zkit__multilock_acquire(zkit_lock_t *lock, int timeout_ms, pthread_t owner)
     size_t taken;
     int rc = 0;
     for (taken = 0; taken < lock->sub_count; taken++) {
-        rc = zkit__lock_acquire_as(lock->subs[taken], zkit__remaining_ms(deadline), owner);
+        int left = zkit__remaining_ms(deadline);
+        if (left == 0 && timeout_ms != 0) { /* the shared deadline is spent */
+            rc = ZKIT_ETIMEDOUT;
+            break;
+        }
+        rc = zkit__lock_acquire_as(lock->subs[taken], left, owner);
         if (rc != 0)
             break;
     }

@@ -79,11 +79,11 @@ enum {
 
 /* Monotonic milliseconds, the clock of zkit_lock_valid_until(). */
 int64_t zkl_now_ms(void);
-/* Creates the pipe, installs the handlers and blocks the handled signals in the calling
- * thread, so that threads started afterwards (the client's) never take them. */
+/* Creates the pipe, installs the handlers and blocks the handled signals (they are taken
+ * only inside zkl_events_wait); call in the main thread before any other thread exists. */
 int zkl_events_init(void);
-/* Unblocks them again in the calling thread (the main one), once the client exists. */
-void zkl_events_unblock(void);
+/* From now on a SIGTSTP (Ctrl-Z) is an event too, so that the command stops with us. */
+void zkl_events_catch_stop(void);
 /* The signal mask and dispositions a child should start with (async-signal-safe). */
 void zkl_events_reset_for_child(void);
 /* Queues an event; async-signal-safe, any thread, never blocks. */
@@ -100,6 +100,9 @@ typedef struct zkl_locks zkl_locks_t;
 /* Connects, waiting at most the session timeout; returns 0 or an exit status.  Signals that
  * arrive meanwhile end the wait with 128 + the signal. */
 int zkl_connect(zkit_client_t **out, const zkl_options_t *o);
+/* Closes the client under a pending acquisition (we were interrupted): the library's
+ * complaints about the work it cuts short are expected and not shown (but with --verbose). */
+void zkl_close_abandoning(zkit_client_t *client);
 /* Creates the lock objects for the options' paths and kind (nothing is acquired). */
 int zkl_locks_new(zkl_locks_t **out, zkit_client_t *client, const zkl_options_t *o);
 /* Starts acquiring; ZKL_EV_ACQUIRED is posted when done (zkl_locks_acquired tells how). */
@@ -109,6 +112,9 @@ int zkl_locks_acquired(const zkl_locks_t *ls);
 int zkl_locks_deadline(zkl_locks_t *ls, int64_t *deadline_ms);
 /* Notes a connection state (a semaphore lease follows the connection). */
 void zkl_locks_connection_event(zkl_locks_t *ls, zkit_conn_state_t state);
+/* Asks ZooKeeper whether our nodes still exist and belong to our session: 0 or
+ * ZKIT_ELOCKLOST.  Blocking (a round trip per node). */
+int zkl_locks_confirm(zkl_locks_t *ls);
 /* Space-separated node paths and fencing tokens of what is held, in path order (malloc'd). */
 int zkl_locks_describe(const zkl_locks_t *ls, char **nodes, char **tokens);
 /* Releases what is held: 0, or ZKIT_ELOCKLOST when some of it had been lost. */
@@ -124,11 +130,17 @@ int zkl_exit_for_error(int error, const zkl_options_t *o);
 typedef struct zkl_run {
     const zkl_options_t *opts;
     zkl_locks_t *locks;
+    const char *program;     /* the command's file, from zkl_resolve_command */
     const char *lock_path;   /* ZKIT_LOCK_PATH */
     const char *lock_node;   /* ZKIT_LOCK_NODE */
     const char *token;       /* ZKIT_FENCING_TOKEN */
 } zkl_run_t;
 
+/* Notes the descriptors open at start, the user's to pass on to the command; call first. */
+void zkl_note_inherited_fds(void);
+/* The file execvp() would run for `name` (malloc'd), looked up before anything is locked;
+ * NULL with *status = 126 or 127 and a message when there is none. */
+char *zkl_resolve_command(const char *name, int *status);
 /* Runs the command under the lock and returns zkit-lock's exit status: the command's, or
  * ZKL_EXIT_LOCK_LOST when it had to be killed (a message is printed). */
 int zkl_run_command(const zkl_run_t *run);

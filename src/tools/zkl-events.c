@@ -2,9 +2,10 @@
  * zkl-events.c - everything the main thread waits for arrives as one byte on one pipe.
  *
  * Signal handlers and the client's event thread may not block and may do little, so they only
- * write a byte; the main thread reads the bytes in order with poll(), which also gives it
- * timers on CLOCK_MONOTONIC.  Handled signals are blocked in every thread but the main one,
- * so a handler never runs on a libzookeeper thread.
+ * write a byte; the main thread reads the bytes in order with ppoll(), which also gives it
+ * timers on CLOCK_MONOTONIC.  The handled signals stay blocked in every thread, the main one
+ * included, except inside that ppoll(): so a handler never interrupts a library call, and
+ * threads started at any time (the client's, libzookeeper's) inherit the blocked mask.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #include "tools/zkit-lock.h"
 
 static int wake_pipe[2] = { -1, -1 };
+static sigset_t wait_mask; /* the mask during ppoll(): the handled signals let through */
 
 /* Signals zkit-lock passes on to the command's process group. */
 static const int forwarded_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
@@ -54,13 +56,15 @@ static void on_signal(int sig)
     zkl_events_post(sig);
 }
 
-/* The forwarded signals, and SIGCHLD: the command changed state. */
+/* The forwarded signals, SIGCHLD (the command changed state) and SIGTSTP (Ctrl-Z: until
+ * zkl_events_catch_stop it keeps its default action, taken inside ppoll()). */
 static void handled_set(sigset_t *set)
 {
     sigemptyset(set);
     for (size_t i = 0; i < FORWARDED_COUNT; i++)
         sigaddset(set, forwarded_signals[i]);
     sigaddset(set, SIGCHLD);
+    sigaddset(set, SIGTSTP);
 }
 
 static int make_pipe(void)
@@ -82,8 +86,12 @@ int zkl_events_init(void)
     if (make_pipe() != 0)
         return -1;
     handled_set(&set);
-    if (pthread_sigmask(SIG_BLOCK, &set, NULL) != 0)
+    if (pthread_sigmask(SIG_BLOCK, &set, &wait_mask) != 0)
         return -1;
+    for (int sig = 1; sig < NSIG; sig++) {
+        if (sigismember(&set, sig) == 1)
+            sigdelset(&wait_mask, sig);
+    }
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
@@ -96,11 +104,14 @@ int zkl_events_init(void)
     return sigaction(SIGCHLD, &sa, NULL);
 }
 
-void zkl_events_unblock(void)
+void zkl_events_catch_stop(void)
 {
-    sigset_t set;
-    handled_set(&set);
-    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTSTP, &sa, NULL);
 }
 
 void zkl_events_reset_for_child(void)
@@ -113,35 +124,39 @@ void zkl_events_reset_for_child(void)
     for (size_t i = 0; i < FORWARDED_COUNT; i++)
         sigaction(forwarded_signals[i], &sa, NULL);
     sigaction(SIGCHLD, &sa, NULL);
+    sigaction(SIGTSTP, &sa, NULL);
     /* libzookeeper or a parent may ignore SIGPIPE; a command expects the default. */
     sigaction(SIGPIPE, &sa, NULL);
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
-static int poll_timeout(int64_t deadline_ms)
+/* The time left before the deadline, for ppoll(); NULL = no deadline. */
+static struct timespec *time_left(int64_t deadline_ms, struct timespec *ts)
 {
     int64_t left;
     if (deadline_ms == INT64_MAX)
-        return -1;
+        return NULL;
     left = deadline_ms - zkl_now_ms();
-    if (left <= 0)
-        return 0;
-    return left > 60000 ? 60000 : (int)left; /* re-armed by the caller's loop */
+    if (left < 0)
+        left = 0;
+    ts->tv_sec = (time_t)(left / 1000);
+    ts->tv_nsec = (long)(left % 1000) * 1000000L;
+    return ts;
 }
 
 int zkl_events_wait(int64_t deadline_ms)
 {
     for (;;) {
         struct pollfd pfd = { wake_pipe[0], POLLIN, 0 };
+        struct timespec ts;
         unsigned char byte;
-        int timeout = poll_timeout(deadline_ms);
-        int rc = poll(&pfd, 1, timeout);
+        int rc = ppoll(&pfd, 1, time_left(deadline_ms, &ts), &wait_mask);
         if (rc < 0 && errno != EINTR)
             return ZKL_EV_TIMEOUT; /* cannot happen with a valid fd; the caller re-checks */
         if (rc > 0 && read(wake_pipe[0], &byte, 1) == 1)
             return byte;
-        if (rc == 0 && deadline_ms != INT64_MAX && zkl_now_ms() >= deadline_ms)
+        if (deadline_ms != INT64_MAX && zkl_now_ms() >= deadline_ms)
             return ZKL_EV_TIMEOUT;
     }
 }

@@ -1,0 +1,28 @@
+#!/bin/bash
+# Runs bench/zkit-bench against a throwaway ZooKeeper, started and always stopped here.
+#
+#   bench/run.sh [zkit-bench options...]
+#
+# The binary is $ZKIT_BENCH, else BUILD_DIR/bench/zkit-bench with BUILD_DIR defaulting to
+# ./build (where scripts/demo.sh builds). --connect is supplied; see `zkit-bench --help`.
+set -u
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${BUILD_DIR:-$root/build}
+bench=${ZKIT_BENCH:-$build/bench/zkit-bench}
+if [ ! -x "$bench" ]; then
+    echo "bench/run.sh: $bench not found: build first (scripts/demo.sh builds into ./build)" >&2
+    exit 1
+fi
+
+zkdir=$(mktemp -d "${TMPDIR:-/tmp}/zkit-bench-zk.XXXXXX") || exit 1
+rmdir "$zkdir"
+trap '"$root/scripts/zk-server.sh" stop "$zkdir"' EXIT
+trap 'exit 130' INT TERM
+"$root/scripts/zk-server.sh" start "$zkdir" || exit 1
+echo "ZooKeeper $(cat "$zkdir/connect") (standalone, data in $zkdir)"
+start=$SECONDS
+"$bench" --connect "$(cat "$zkdir/connect")" "$@"
+rc=$?
+echo "(benchmark took $((SECONDS - start)) s)"
+exit $rc

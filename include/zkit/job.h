@@ -1,0 +1,120 @@
+/*
+ * zkit/job.h - single-instance timer jobs: a callback that runs once per time slot on exactly
+ * one host of a fleet.
+ *
+ * Every host starts the same job (same path, same schedule).  Time is cut into slots that every
+ * host computes from its own clock with no communication: a fixed period aligned to the epoch,
+ * or the firings of a 5-field cron expression.  At each slot's start (plus a random jitter) the
+ * hosts try, without waiting, to take a mutex at `<path>/lock`; the winner reads the record
+ * `<path>/last` (the last completed slot id, as decimal text), runs the callback if the slot is
+ * newer, and on success advances the record with a versioned write.  The others see the lock
+ * held or the record advanced and skip the slot.
+ *
+ * Each job has its own thread; the callback runs on it, with the lock held.  The client must
+ * stay open until zkit_job_stop() has returned.  See docs/jobs.md.
+ */
+#ifndef ZKIT_JOB_H
+#define ZKIT_JOB_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "zkit/common.h"
+#include "zkit/client.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct zkit_job zkit_job_t;
+/* One run of the callback; valid only during the callback. */
+typedef struct zkit_job_run zkit_job_run_t;
+
+/*
+ * The job.  Return 0 when the slot's work is complete: the slot is then recorded and no host
+ * runs it again.  Any other value leaves the slot incomplete.  Long runs must poll
+ * zkit_job_run_cancelled() and stop when it says so.
+ */
+typedef int (*zkit_job_fn)(zkit_job_run_t *run, void *arg);
+
+/*
+ * What to do about a slot that has not started on time (every host was down at its start, the
+ * previous run overran, a host joined mid-slot) or whose run failed.
+ *
+ * ZKIT_JOB_SKIP_MISSED: a slot is contended for only while it is on time, i.e. during the first
+ *   jitter_ms + 2 s after its start (never past its end).  Later than that it is skipped and
+ *   the job waits for the next slot; a run that fails or loses its lock is tried again only by
+ *   a host still within that window.  Never a late run.
+ * ZKIT_JOB_RUN_LATEST_MISSED: the most recent slot whose start has passed and that is not
+ *   complete runs once, even late, for as long as it is the current slot; older missed slots
+ *   are not made up.  Hosts keep checking (every second) until the slot is complete or over,
+ *   so when a run fails or loses its lock another host runs the slot again.
+ * Under both, each host tries a given slot at most once.
+ */
+typedef enum zkit_job_missed {
+    ZKIT_JOB_SKIP_MISSED = 0,
+    ZKIT_JOB_RUN_LATEST_MISSED = 1
+} zkit_job_missed_t;
+
+#define ZKIT_JOB_OPTIONS_VERSION 1
+
+typedef struct zkit_job_options {
+    unsigned version;          /* ZKIT_JOB_OPTIONS_VERSION */
+    const char *path;          /* required: holds <path>/lock and <path>/last */
+    /* The schedule: either a period ... */
+    int64_t period_s;          /* > 0: slot n starts at n * period_s + offset_s (Unix time) */
+    int64_t offset_s;          /* 0 <= offset_s < period_s */
+    /* ... or a cron expression (period_s must then be 0). */
+    const char *cron;          /* "min hour dom month dow" or @daily etc.; NULL = use period */
+    int utc;                   /* cron in UTC (non-zero) or in the local time zone (0) */
+    zkit_job_fn fn;            /* required */
+    void *arg;
+    int min_hold_ms;           /* keep the lock this long after a run starts. Default 1000 */
+    int max_run_ms;            /* cancel the run after this long; 0 = no limit */
+    int jitter_ms;             /* random delay in [0, jitter_ms] before contending; below the
+                                  shortest slot (the period, or 60 s for cron). Default 0 */
+    zkit_job_missed_t missed;  /* default ZKIT_JOB_SKIP_MISSED */
+} zkit_job_options_t;
+
+#define ZKIT_JOB_OPTIONS_INIT \
+    { ZKIT_JOB_OPTIONS_VERSION, NULL, 0, 0, NULL, 1, NULL, NULL, 1000, 0, 0, ZKIT_JOB_SKIP_MISSED }
+
+/* Fills `opts` with the defaults. */
+ZKIT_EXTERN void zkit_job_options_init(zkit_job_options_t *opts);
+
+/*
+ * Validates the options, starts the job's thread and returns at once.  The options are copied.
+ * Returns 0, ZKIT_EINVAL (with a message in `err` naming the bad option; for a bad cron
+ * expression, the field and the offending text), ZKIT_EBADPATH, ZKIT_ENOMEM or ZKIT_ESYSTEM.
+ * `err` may be NULL.
+ */
+ZKIT_EXTERN int zkit_job_start(zkit_job_t **out, zkit_client_t *client,
+                               const zkit_job_options_t *opts, char *err, size_t errlen);
+
+/*
+ * Stops the job and frees it.  A running callback is asked to stop (its run is cancelled) and
+ * waited for, as is the rest of its min_hold_ms; then the lock is released.  While ZooKeeper
+ * is unreachable, a request in progress is waited for too (bounded by the client's connection
+ * timeout and retry policy).  Must not be called from the job's own callback (it returns
+ * without stopping, logged).  NULL is allowed.
+ */
+ZKIT_EXTERN void zkit_job_stop(zkit_job_t *job);
+
+/* ---- inside the callback ---- */
+
+/* The slot's id: for a period, the slot number; for cron, the firing time (Unix seconds). */
+ZKIT_EXTERN int64_t zkit_job_run_slot(const zkit_job_run_t *run);
+/* When the slot started (Unix seconds): the instant the run was scheduled for. */
+ZKIT_EXTERN int64_t zkit_job_run_scheduled_time(const zkit_job_run_t *run);
+/*
+ * Non-zero once the run should stop: the lock was lost or expired (another host may run the
+ * slot soon: a lost run is never recorded as complete), max_run_ms has passed, or the job is
+ * stopping.  Any thread may ask.
+ */
+ZKIT_EXTERN int zkit_job_run_cancelled(const zkit_job_run_t *run);
+/* The lock's fencing token (see zkit_lock_fencing_token): pass it to what the job writes. */
+ZKIT_EXTERN int64_t zkit_job_run_fencing_token(const zkit_job_run_t *run);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

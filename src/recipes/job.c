@@ -1,0 +1,591 @@
+/*
+ * job.c - single-instance timer jobs: once per time slot, on one host of a fleet.
+ *
+ * Per job, one thread walks the slots.  For each slot it decides whether the slot is still
+ * worth contending for (the missed-slot policy), sleeps until the slot's start plus jitter,
+ * and then polls: peek at the record and at the lock's queue, try the mutex without waiting,
+ * and if the record still says the slot is not done, run the callback under the lock and
+ * advance the record with a versioned write.  A slot is recorded at most once because the
+ * record is read and written under the lock, against the version read; the lock keeps two
+ * hosts from running at the same time, and min_hold_ms keeps it held long enough that a host
+ * whose clock lags finds it taken rather than slipping in right behind a quick run.
+ */
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "zkit/job.h"
+#include "zkit/lock.h"
+#include "zkit/ops.h"
+#include "framework/async.h"
+#include "framework/paths.h"
+#include "recipes/schedule.h"
+
+/* How often a host looks again at a slot it could not settle (lock busy, run failed). */
+#define JOB_POLL_MS 1000
+/* Under SKIP_MISSED a slot is on time for this long after its start plus the jitter. */
+#define JOB_ON_TIME_MS 2000
+/* The shortest cron slot: one minute. */
+#define JOB_CRON_MIN_SLOT_MS 60000
+/* The longest single condition-variable wait, so an absurd target cannot overflow a timespec. */
+#define JOB_MAX_WAIT_MS (24LL * 3600 * 1000)
+
+struct zkit_job {
+    zkit_client_t *client;
+    zkit_job_options_t opts;   /* path and cron point at our own copies */
+    char *path;
+    char *cron;
+    char *record_path;         /* <path>/last */
+    char *lock_path;           /* <path>/lock */
+    zkit__schedule_t schedule;
+    zkit_lock_t *lock;         /* <path>/lock */
+    pthread_t thread;
+    uint64_t rng;              /* jitter; used by the job thread only */
+    int64_t last_handled;      /* the newest slot this host has dealt with; job thread only */
+
+    pthread_mutex_t mu;        /* guards the two flags; cond wakes the thread on stop */
+    pthread_cond_t cond;       /* default clock: CLOCK_REALTIME, the clock slots are cut from */
+    int stopping;
+    int lock_lost;
+};
+
+struct zkit_job_run {
+    zkit_job_t *job;
+    int64_t slot;
+    int64_t scheduled_s;
+    int64_t token;
+    int64_t deadline_ms;       /* CLOCK_MONOTONIC; INT64_MAX without max_run_ms */
+};
+
+/* What the record node says: the last completed slot, and the version to write against. */
+typedef struct job_record {
+    int exists;
+    int64_t last;              /* ZKIT__SLOT_NONE when missing or unreadable */
+    int32_t version;
+} job_record_t;
+
+/* ---- small helpers ------------------------------------------------------------------------- */
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    if (!err || errlen == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Seconds for the schedule functions, rounding down also before 1970. */
+static int64_t ms_to_s(int64_t ms)
+{
+    return ms >= 0 ? ms / 1000 : -((-ms + 999) / 1000);
+}
+
+static int64_t s_to_ms(int64_t s)
+{
+    if (s > INT64_MAX / 1000)
+        return INT64_MAX;
+    return s < INT64_MIN / 1000 ? INT64_MIN : s * 1000;
+}
+
+/* xorshift64*: jitter only needs to spread hosts apart, not to be unpredictable. */
+static uint64_t next_random(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * 2685821657736338717ULL;
+}
+
+static int64_t random_jitter_ms(zkit_job_t *job)
+{
+    if (job->opts.jitter_ms <= 0)
+        return 0;
+    return (int64_t)(next_random(&job->rng) % ((uint64_t)job->opts.jitter_ms + 1));
+}
+
+static int is_stopping(zkit_job_t *job)
+{
+    int stopping;
+    pthread_mutex_lock(&job->mu);
+    stopping = job->stopping;
+    pthread_mutex_unlock(&job->mu);
+    return stopping;
+}
+
+/*
+ * Sleeps until the wall clock reaches target_ms; returns 0 early if the job is stopping.
+ * The target is a wall-clock instant and the condition variable waits on CLOCK_REALTIME, so a
+ * clock step (NTP, an administrator) moves the wake-up with it, as cron does.
+ */
+static int sleep_until(zkit_job_t *job, int64_t target_ms)
+{
+    int running;
+    pthread_mutex_lock(&job->mu);
+    while (!job->stopping) {
+        int64_t now = wall_ms(), until = target_ms;
+        struct timespec ts;
+        if (now >= target_ms)
+            break;
+        if (until - now > JOB_MAX_WAIT_MS)
+            until = now + JOB_MAX_WAIT_MS;
+        ts.tv_sec = (time_t)(until / 1000);
+        ts.tv_nsec = (long)(until % 1000) * 1000000L;
+        pthread_cond_timedwait(&job->cond, &job->mu, &ts);
+    }
+    running = !job->stopping;
+    pthread_mutex_unlock(&job->mu);
+    return running;
+}
+
+/* A hold is a duration, not a wall-clock instant: measured on CLOCK_MONOTONIC, and deliberately
+ * not cut short by stop, since its point is to keep the lock away from a lagging host. */
+static void hold_until(int64_t deadline_mono_ms)
+{
+    int64_t left;
+    while ((left = deadline_mono_ms - zkit__monotonic_ms()) > 0) {
+        struct timespec ts = { (time_t)(left / 1000), (long)(left % 1000) * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* ---- the record ------------------------------------------------------------------------------ */
+
+static int parse_slot(const char *text, size_t len, int64_t *slot)
+{
+    char *end;
+    long long v;
+    if (len == 0 || len > 24)
+        return -1;
+    v = strtoll(text, &end, 10);
+    if (end != text + len)
+        return -1;
+    *slot = (int64_t)v;
+    return 0;
+}
+
+static int read_record(zkit_job_t *job, job_record_t *rec)
+{
+    char *data = NULL;
+    size_t len = 0;
+    zkit_stat_t st;
+    int rc = zkit_get_data(&data, &len, &st, job->client, job->record_path, NULL);
+    rec->exists = 0;
+    rec->last = ZKIT__SLOT_NONE;
+    rec->version = -1;
+    if (rc == ZKIT_ENONODE)
+        return 0;
+    if (rc != 0)
+        return rc;
+    rec->exists = 1;
+    rec->version = st.version;
+    if (parse_slot(data, len, &rec->last) != 0)
+        zkit__client_log(job->client, ZKIT_LOG_WARN,
+                         "job %s: record %s does not hold a slot id; treating it as empty",
+                         job->path, job->record_path);
+    zkit_free(data);
+    return 0;
+}
+
+static int record_covers(const job_record_t *rec, int64_t slot)
+{
+    return rec->last != ZKIT__SLOT_NONE && rec->last >= slot;
+}
+
+/* Advances the record to `slot`, only from the version read under the lock: a mismatch means
+ * another host moved it meanwhile, and its word stands. */
+static void write_record(zkit_job_t *job, const job_record_t *rec, int64_t slot)
+{
+    char text[32];
+    int len = snprintf(text, sizeof(text), "%" PRId64, slot), rc;
+    if (rec->exists) {
+        rc = zkit_set_data(NULL, job->client, job->record_path, text, (size_t)len, rec->version);
+    } else {
+        zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
+        co.flags = ZKIT_CREATE_PARENTS;
+        rc = zkit_create(NULL, NULL, job->client, job->record_path, text, (size_t)len, &co);
+    }
+    if (rc == ZKIT_EBADVERSION || rc == ZKIT_ENODEEXISTS)
+        zkit__client_log(job->client, ZKIT_LOG_WARN,
+                         "job %s: the record changed while slot %" PRId64 " ran; left as it is",
+                         job->path, slot);
+    else if (rc != 0)
+        zkit__client_log(job->client, ZKIT_LOG_ERROR,
+                         "job %s: slot %" PRId64 " ran but could not be recorded (%s); it may "
+                         "run again", job->path, slot, zkit_strerror(rc));
+}
+
+/* ---- one slot ------------------------------------------------------------------------------------ */
+
+/* Event thread: a held lock that is lost or expired cancels the run. */
+static void on_lock_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
+{
+    zkit_job_t *job = arg;
+    (void)lock;
+    if (state != ZKIT_LOCK_LOST && state != ZKIT_LOCK_EXPIRED)
+        return;
+    pthread_mutex_lock(&job->mu);
+    job->lock_lost = 1;
+    pthread_mutex_unlock(&job->mu);
+}
+
+static int lock_was_lost(zkit_job_t *job)
+{
+    int lost;
+    pthread_mutex_lock(&job->mu);
+    lost = job->lock_lost;
+    pthread_mutex_unlock(&job->mu);
+    return lost;
+}
+
+/* Runs the callback for `slot` with the lock held, and records the slot if the run succeeded
+ * and the lock was ours throughout. */
+static void run_slot(zkit_job_t *job, const job_record_t *rec, int64_t slot, int64_t start_s)
+{
+    zkit_job_run_t run;
+    int64_t started = zkit__monotonic_ms();
+    int result;
+    memset(&run, 0, sizeof(run));
+    run.job = job;
+    run.slot = slot;
+    run.scheduled_s = start_s;
+    run.deadline_ms = job->opts.max_run_ms > 0 ? started + job->opts.max_run_ms : INT64_MAX;
+    zkit_lock_fencing_token(job->lock, &run.token);
+    result = job->opts.fn(&run, job->opts.arg);
+    if (lock_was_lost(job))
+        zkit__client_log(job->client, ZKIT_LOG_WARN,
+                         "job %s: the lock was lost during slot %" PRId64 "; not recorded",
+                         job->path, slot);
+    else if (result != 0)
+        zkit__client_log(job->client, ZKIT_LOG_WARN, "job %s: slot %" PRId64 " failed (%d)",
+                         job->path, slot, result);
+    else
+        write_record(job, rec, slot);
+    hold_until(started + job->opts.min_hold_ms);
+}
+
+enum { SLOT_SETTLED, SLOT_RETRY };
+
+/* One attempt at a slot: SLOT_SETTLED once it is complete or this host has run it. */
+static int try_slot(zkit_job_t *job, int64_t slot, int64_t start_s)
+{
+    job_record_t rec;
+    int rc, settled = SLOT_SETTLED;
+    /* Cleared before the acquire: a loss can only be reported for a holding, so nothing
+     * stale can arrive after this, and nothing current can be wiped out by it. */
+    pthread_mutex_lock(&job->mu);
+    job->lock_lost = 0;
+    pthread_mutex_unlock(&job->mu);
+    rc = zkit_lock_acquire(job->lock, 0);
+    if (rc == ZKIT_ETIMEDOUT)
+        return SLOT_RETRY; /* another host is running it, or is about to release */
+    if (rc != 0) {
+        zkit__client_log(job->client, ZKIT_LOG_WARN, "job %s: cannot take the lock: %s",
+                         job->path, zkit_strerror(rc));
+        return SLOT_RETRY;
+    }
+    if ((rc = read_record(job, &rec)) != 0) {
+        zkit__client_log(job->client, ZKIT_LOG_WARN, "job %s: cannot read the record: %s",
+                         job->path, zkit_strerror(rc));
+        settled = SLOT_RETRY;
+    } else if (!record_covers(&rec, slot)) {
+        run_slot(job, &rec, slot, start_s);
+    }
+    zkit_lock_release(job->lock); /* a loss was already reported, by the lock and above */
+    return settled;
+}
+
+/* A cheap look at the record before touching the lock, so hosts that lost the race stop
+ * polling as soon as the winner has recorded the slot. */
+static int slot_recorded(zkit_job_t *job, int64_t slot)
+{
+    job_record_t rec;
+    return read_record(job, &rec) == 0 && record_covers(&rec, slot);
+}
+
+/* Whether someone is in the lock's queue.  A try costs two writes (our node's create and
+ * delete), so while another host runs a long job the others only read. */
+static int lock_busy(zkit_job_t *job)
+{
+    char **names = NULL;
+    size_t n = 0;
+    if (zkit_get_children(&names, &n, NULL, job->client, job->lock_path, NULL) != 0)
+        return 0; /* no directory yet, or no answer: let the try find out */
+    zkit_free_strings(names, n);
+    return n > 0;
+}
+
+/* Contends for a slot from its start plus jitter until it is settled or window_end_ms. */
+static void handle_slot(zkit_job_t *job, int64_t slot, int64_t start_s, int64_t window_end_ms)
+{
+    int64_t at = s_to_ms(start_s) + random_jitter_ms(job);
+    while (sleep_until(job, at)) {
+        if (wall_ms() >= window_end_ms || slot_recorded(job, slot))
+            return;
+        if (!lock_busy(job) && try_slot(job, slot, start_s) == SLOT_SETTLED)
+            return;
+        at = wall_ms() + JOB_POLL_MS;
+    }
+}
+
+/* Until when a slot is worth contending for, by the missed-slot policy. */
+static int64_t slot_window_end(const zkit_job_t *job, int64_t start_s)
+{
+    int64_t next = zkit__schedule_next_start(&job->schedule, start_s);
+    int64_t end = next == ZKIT__SLOT_NONE ? INT64_MAX : s_to_ms(next);
+    if (job->opts.missed == ZKIT_JOB_SKIP_MISSED) {
+        int64_t on_time = s_to_ms(start_s) + job->opts.jitter_ms + JOB_ON_TIME_MS;
+        if (on_time < end)
+            end = on_time;
+    }
+    return end;
+}
+
+/* ---- the job thread ------------------------------------------------------------------------------ */
+
+static void *job_main(void *arg)
+{
+    zkit_job_t *job = arg;
+    while (!is_stopping(job)) {
+        int64_t now = wall_ms(), start_s, next;
+        int64_t slot = zkit__schedule_slot_at(&job->schedule, ms_to_s(now), &start_s);
+        /* "Newer than the last handled" rather than "different": if the clock steps back,
+         * slots already dealt with are not dealt with again. */
+        if (slot != ZKIT__SLOT_NONE && slot > job->last_handled) {
+            int64_t end = slot_window_end(job, start_s);
+            job->last_handled = slot;
+            if (now < end)
+                handle_slot(job, slot, start_s, end);
+            continue;
+        }
+        next = zkit__schedule_next_start(&job->schedule, ms_to_s(now));
+        sleep_until(job, next == ZKIT__SLOT_NONE ? INT64_MAX : s_to_ms(next));
+    }
+    return NULL;
+}
+
+/* ---- options ------------------------------------------------------------------------------------- */
+
+ZKIT_EXTERN void zkit_job_options_init(zkit_job_options_t *opts)
+{
+    zkit_job_options_t defaults = ZKIT_JOB_OPTIONS_INIT;
+    if (opts)
+        *opts = defaults;
+}
+
+static int check_schedule(const zkit_job_options_t *o, zkit__schedule_t *s, char *err,
+                          size_t errlen)
+{
+    char msg[160];
+    if (o->cron) {
+        if (o->period_s != 0) {
+            set_err(err, errlen, "schedule: give either period_s or cron, not both");
+            return ZKIT_EINVAL;
+        }
+        if (zkit__schedule_cron(s, o->cron, o->utc, msg, sizeof(msg)) != 0) {
+            set_err(err, errlen, "cron '%s': %s", o->cron, msg);
+            return ZKIT_EINVAL;
+        }
+        if (zkit__schedule_next_start(s, ms_to_s(wall_ms())) == ZKIT__SLOT_NONE) {
+            set_err(err, errlen, "cron '%s': never fires", o->cron);
+            return ZKIT_EINVAL;
+        }
+        return 0;
+    }
+    if (o->period_s <= 0) {
+        set_err(err, errlen, "period_s: must be > 0 (or give a cron expression)");
+        return ZKIT_EINVAL;
+    }
+    if (o->offset_s < 0 || o->offset_s >= o->period_s) {
+        set_err(err, errlen, "offset_s: must be in [0, period_s)");
+        return ZKIT_EINVAL;
+    }
+    return zkit__schedule_period(s, o->period_s, o->offset_s);
+}
+
+static int check_timings(const zkit_job_options_t *o, char *err, size_t errlen)
+{
+    int64_t shortest = o->cron ? JOB_CRON_MIN_SLOT_MS : s_to_ms(o->period_s);
+    if (o->min_hold_ms < 0 || o->max_run_ms < 0 || o->jitter_ms < 0) {
+        set_err(err, errlen, "%s: must not be negative",
+                o->min_hold_ms < 0 ? "min_hold_ms" : o->max_run_ms < 0 ? "max_run_ms"
+                                                                      : "jitter_ms");
+        return ZKIT_EINVAL;
+    }
+    if (o->jitter_ms >= shortest) {
+        set_err(err, errlen, "jitter_ms: must be below the shortest slot (%" PRId64 " ms)",
+                shortest);
+        return ZKIT_EINVAL;
+    }
+    if (o->missed != ZKIT_JOB_SKIP_MISSED && o->missed != ZKIT_JOB_RUN_LATEST_MISSED) {
+        set_err(err, errlen, "missed: unknown policy %d", (int)o->missed);
+        return ZKIT_EINVAL;
+    }
+    return 0;
+}
+
+static int check_options(const zkit_job_options_t *o, zkit__schedule_t *s, char *err,
+                         size_t errlen)
+{
+    int rc;
+    if (o->version != ZKIT_JOB_OPTIONS_VERSION) {
+        set_err(err, errlen, "version: %u, expected ZKIT_JOB_OPTIONS_VERSION (%d)", o->version,
+                ZKIT_JOB_OPTIONS_VERSION);
+        return ZKIT_EINVAL;
+    }
+    if (!o->path) {
+        set_err(err, errlen, "path: required");
+        return ZKIT_EINVAL;
+    }
+    if (zkit_path_validate(o->path) != 0 || strcmp(o->path, "/") == 0) {
+        set_err(err, errlen, "path: '%s' is not a valid znode path below /", o->path);
+        return ZKIT_EBADPATH;
+    }
+    if (!o->fn) {
+        set_err(err, errlen, "fn: a callback is required");
+        return ZKIT_EINVAL;
+    }
+    if ((rc = check_schedule(o, s, err, errlen)) != 0)
+        return rc;
+    return check_timings(o, err, errlen);
+}
+
+/* ---- start and stop -------------------------------------------------------------------------------- */
+
+static void job_free(zkit_job_t *job)
+{
+    zkit_lock_free(job->lock);
+    free(job->path);
+    free(job->cron);
+    free(job->record_path);
+    free(job->lock_path);
+    pthread_mutex_destroy(&job->mu);
+    pthread_cond_destroy(&job->cond);
+    free(job);
+}
+
+static int job_new(zkit_job_t **out, zkit_client_t *client, const zkit_job_options_t *o,
+                   const zkit__schedule_t *schedule)
+{
+    zkit_job_t *job = calloc(1, sizeof(*job));
+    int rc = ZKIT_ENOMEM;
+    if (!job)
+        return ZKIT_ENOMEM;
+    pthread_mutex_init(&job->mu, NULL);
+    pthread_cond_init(&job->cond, NULL);
+    job->client = client;
+    job->opts = *o;
+    job->schedule = *schedule;
+    job->last_handled = ZKIT__SLOT_NONE;
+    job->rng = ((uint64_t)wall_ms() << 20) ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)job;
+    job->rng |= 1; /* xorshift must not start at zero */
+    if ((job->path = strdup(o->path)) && (!o->cron || (job->cron = strdup(o->cron))) &&
+        (job->record_path = zkit__path_join(o->path, "last")) &&
+        (job->lock_path = zkit__path_join(o->path, "lock")))
+        rc = zkit_mutex_new(&job->lock, client, job->lock_path);
+    if (rc == 0)
+        rc = zkit_lock_set_state_callback(job->lock, on_lock_state, job);
+    if (rc != 0) {
+        job_free(job);
+        return rc;
+    }
+    job->opts.path = job->path;
+    job->opts.cron = job->cron;
+    *out = job;
+    return 0;
+}
+
+ZKIT_EXTERN int zkit_job_start(zkit_job_t **out, zkit_client_t *client,
+                               const zkit_job_options_t *opts, char *err, size_t errlen)
+{
+    zkit__schedule_t schedule;
+    zkit_job_t *job;
+    int rc;
+    set_err(err, errlen, "%s", "");
+    if (!out || !client || !opts) {
+        set_err(err, errlen, "%s: required", !out ? "out" : !client ? "client" : "options");
+        if (out)
+            *out = NULL;
+        return ZKIT_EINVAL;
+    }
+    *out = NULL;
+    if ((rc = check_options(opts, &schedule, err, errlen)) != 0)
+        return rc;
+    if ((rc = job_new(&job, client, opts, &schedule)) != 0) {
+        set_err(err, errlen, "%s", zkit_strerror(rc));
+        return rc;
+    }
+    if (pthread_create(&job->thread, NULL, job_main, job) != 0) {
+        set_err(err, errlen, "cannot start the job's thread");
+        job_free(job);
+        return ZKIT_ESYSTEM;
+    }
+    *out = job;
+    return 0;
+}
+
+ZKIT_EXTERN void zkit_job_stop(zkit_job_t *job)
+{
+    if (!job)
+        return;
+    if (pthread_equal(pthread_self(), job->thread)) {
+        zkit__client_log(job->client, ZKIT_LOG_ERROR,
+                         "job %s: zkit_job_stop called from the job's own callback; ignored",
+                         job->path);
+        return;
+    }
+    pthread_mutex_lock(&job->mu);
+    job->stopping = 1;
+    pthread_cond_broadcast(&job->cond);
+    pthread_mutex_unlock(&job->mu);
+    pthread_join(job->thread, NULL);
+    job_free(job);
+}
+
+/* ---- inside the callback ------------------------------------------------------------------------ */
+
+ZKIT_EXTERN int64_t zkit_job_run_slot(const zkit_job_run_t *run)
+{
+    return run ? run->slot : ZKIT__SLOT_NONE;
+}
+
+ZKIT_EXTERN int64_t zkit_job_run_scheduled_time(const zkit_job_run_t *run)
+{
+    return run ? run->scheduled_s : 0;
+}
+
+ZKIT_EXTERN int zkit_job_run_cancelled(const zkit_job_run_t *run)
+{
+    int cancelled;
+    if (!run)
+        return 1;
+    pthread_mutex_lock(&run->job->mu);
+    cancelled = run->job->stopping || run->job->lock_lost;
+    pthread_mutex_unlock(&run->job->mu);
+    /* Checked when asked, so a max_run_ms needs no timer of its own. */
+    return cancelled || zkit__monotonic_ms() >= run->deadline_ms;
+}
+
+ZKIT_EXTERN int64_t zkit_job_run_fencing_token(const zkit_job_run_t *run)
+{
+    return run ? run->token : 0;
+}

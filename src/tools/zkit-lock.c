@@ -1,0 +1,550 @@
+/*
+ * zkit-lock.c - run a command while holding a ZooKeeper lock, like flock(1) or `consul lock`,
+ * but safe when the lock is lost: the command is killed before anyone else can hold it.
+ *
+ *   zkit-lock [options] PATH [PATH...] -- COMMAND [ARGS...]
+ *   zkit-lock [options] --list PATH
+ *
+ * This file: messages, options, and the main flow (connect, acquire, run, release).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/zkit-lock.h"
+
+#define DEFAULT_CONNECT "127.0.0.1:2181"
+#define DEFAULT_SESSION_TIMEOUT_MS 10000
+#define DEFAULT_KILL_GRACE_MS 5000
+
+/* ---- messages ---------------------------------------------------------------------------- */
+
+static zkl_verbosity_t verbosity = ZKL_NORMAL;
+
+void zkl_set_verbosity(zkl_verbosity_t v)
+{
+    verbosity = v;
+}
+
+/* One write per line, so lines from the library's threads do not interleave with ours. */
+static void vmessage(const char *fmt, va_list ap)
+{
+    char line[1024];
+    int n = snprintf(line, sizeof(line), "zkit-lock: ");
+    vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+    strcat(line, "\n");
+    fputs(line, stderr);
+}
+
+void zkl_info(const char *fmt, ...)
+{
+    va_list ap;
+    if (verbosity < ZKL_VERBOSE)
+        return;
+    va_start(ap, fmt);
+    vmessage(fmt, ap);
+    va_end(ap);
+}
+
+void zkl_note(const char *fmt, ...)
+{
+    va_list ap;
+    if (verbosity < ZKL_NORMAL)
+        return;
+    va_start(ap, fmt);
+    vmessage(fmt, ap);
+    va_end(ap);
+}
+
+void zkl_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vmessage(fmt, ap);
+    va_end(ap);
+}
+
+/* ---- options ------------------------------------------------------------------------------ */
+
+static const char usage_text[] =
+    "Usage: zkit-lock [options] PATH [PATH...] -- COMMAND [ARGS...]\n"
+    "       zkit-lock [options] --list PATH\n"
+    "\n"
+    "Run COMMAND while holding a ZooKeeper lock on PATH (a Curator-compatible reentrant\n"
+    "mutex; several PATHs are locked together).  If the lock is lost or can no longer be\n"
+    "guaranteed, COMMAND's process group is terminated before anyone else can get the lock.\n"
+    "\n"
+    "Options:\n"
+    "      --connect HOSTS        ZooKeeper servers, host:port,... (default $ZKIT_CONNECT,\n"
+    "                             else " DEFAULT_CONNECT ")\n"
+    "      --namespace NS         prefix every path with /NS\n"
+    "  -w, --timeout SECONDS      give up waiting for the lock after SECONDS (fractions ok;\n"
+    "                             default: wait forever)\n"
+    "  -n, --nonblock             fail at once if the lock is taken (same as -w 0)\n"
+    "      --read                 take the read half of a read-write lock\n"
+    "      --write                take the write half of a read-write lock\n"
+    "      --semaphore N          take one of N leases of a counting semaphore (one PATH)\n"
+    "      --session-timeout SECONDS  ZooKeeper session timeout (default 10)\n"
+    "      --auth-file FILE       digest credentials user:password, read from FILE (else\n"
+    "                             from $ZKIT_AUTH); never given on the command line\n"
+    "      --kill-grace SECONDS   SIGTERM this long before the lock's validity ends while\n"
+    "                             disconnected; SIGKILL at the end (default 5)\n"
+    "      --kill-on-suspend      terminate COMMAND as soon as the connection drops\n"
+    "  -E, --conflict-exit-code N exit status when the lock is not acquired (default 1)\n"
+    "      --list PATH            print the lock's participants in lock order, holders first\n"
+    "  -v, --verbose              tell what happens, with the client library's log\n"
+    "  -q, --quiet                no message when the lock is not acquired\n"
+    "  -h, --help                 this help\n"
+    "  -V, --version              the version\n"
+    "\n"
+    "COMMAND gets ZKIT_LOCK_PATH, ZKIT_LOCK_NODE and ZKIT_FENCING_TOKEN in its environment\n"
+    "(space-separated when there are several PATHs).  SIGINT, SIGTERM, SIGHUP, SIGQUIT,\n"
+    "SIGUSR1 and SIGUSR2 are passed on to COMMAND's process group.\n"
+    "\n"
+    "Exit status: COMMAND's (128+N if killed by signal N); the conflict code (default 1)\n"
+    "when the lock was not acquired in time; 64 usage error; 69 ZooKeeper unreachable;\n"
+    "70 internal error; 75 lock lost while COMMAND ran (COMMAND was terminated);\n"
+    "77 permission denied by an ACL; 126 COMMAND not executable; 127 COMMAND not found.\n";
+
+enum {
+    OPT_CONNECT = 256,
+    OPT_NAMESPACE,
+    OPT_READ,
+    OPT_WRITE,
+    OPT_SEMAPHORE,
+    OPT_SESSION_TIMEOUT,
+    OPT_AUTH_FILE,
+    OPT_KILL_GRACE,
+    OPT_KILL_ON_SUSPEND,
+    OPT_LIST
+};
+
+static const struct option long_options[] = {
+    { "connect", required_argument, NULL, OPT_CONNECT },
+    { "namespace", required_argument, NULL, OPT_NAMESPACE },
+    { "timeout", required_argument, NULL, 'w' },
+    { "wait", required_argument, NULL, 'w' },
+    { "nonblock", no_argument, NULL, 'n' },
+    { "read", no_argument, NULL, OPT_READ },
+    { "write", no_argument, NULL, OPT_WRITE },
+    { "semaphore", required_argument, NULL, OPT_SEMAPHORE },
+    { "session-timeout", required_argument, NULL, OPT_SESSION_TIMEOUT },
+    { "auth-file", required_argument, NULL, OPT_AUTH_FILE },
+    { "kill-grace", required_argument, NULL, OPT_KILL_GRACE },
+    { "kill-on-suspend", no_argument, NULL, OPT_KILL_ON_SUSPEND },
+    { "conflict-exit-code", required_argument, NULL, 'E' },
+    { "list", required_argument, NULL, OPT_LIST },
+    { "verbose", no_argument, NULL, 'v' },
+    { "quiet", no_argument, NULL, 'q' },
+    { "help", no_argument, NULL, 'h' },
+    { "version", no_argument, NULL, 'V' },
+    { NULL, 0, NULL, 0 }
+};
+
+/* "+": stop at the first non-option, so that PATHs are collected in order and nothing after
+ * "--" is ever taken for an option; ":": we word the errors ourselves, on one line. */
+static const char short_options[] = "+:w:nE:vqhV";
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int usage_error(const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    zkl_error("%s (see zkit-lock --help)", text);
+    return ZKL_EXIT_USAGE;
+}
+
+/* Seconds, fractions allowed, to milliseconds; at most INT_MAX ms (24 days). */
+static int parse_seconds(const char *text, int64_t *ms)
+{
+    char *end;
+    double v;
+    errno = 0;
+    v = strtod(text, &end);
+    if (end == text || *end || errno || !(v >= 0) || v * 1000.0 > INT_MAX)
+        return -1;
+    *ms = (int64_t)(v * 1000.0 + 0.5);
+    return 0;
+}
+
+static int parse_int(const char *text, long min, long max, int *out)
+{
+    char *end;
+    long v;
+    errno = 0;
+    v = strtol(text, &end, 10);
+    if (end == text || *end || errno || v < min || v > max)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int set_kind(zkl_options_t *o, zkl_kind_t kind, int *kind_given)
+{
+    if (*kind_given && o->kind != kind)
+        return usage_error("--read, --write and --semaphore exclude each other");
+    o->kind = kind;
+    *kind_given = 1;
+    return 0;
+}
+
+/* Seconds options: `what` names the option in messages; `positive` rejects 0. */
+static int seconds_option(const char *what, const char *text, int positive, int64_t *ms)
+{
+    if (parse_seconds(text, ms) != 0 || (positive && *ms <= 0))
+        return usage_error("%s: '%s' is not a valid number of seconds", what, text);
+    return 0;
+}
+
+static int apply_option(zkl_options_t *o, int c, const char *arg, int *kind_given)
+{
+    int64_t ms;
+    switch (c) {
+    case OPT_CONNECT: o->connect = arg; return 0;
+    case OPT_NAMESPACE: o->namespace_name = arg; return 0;
+    case 'n': o->timeout_ms = 0; return 0;
+    case 'w':
+        if (seconds_option("--timeout", arg, 0, &ms) != 0)
+            return ZKL_EXIT_USAGE;
+        o->timeout_ms = (int)ms;
+        return 0;
+    case OPT_READ: return set_kind(o, ZKL_READ, kind_given);
+    case OPT_WRITE: return set_kind(o, ZKL_WRITE, kind_given);
+    case OPT_SEMAPHORE:
+        if (parse_int(arg, 1, INT_MAX, &o->max_leases) != 0)
+            return usage_error("--semaphore: '%s' is not a positive number of leases", arg);
+        return set_kind(o, ZKL_SEMAPHORE, kind_given);
+    case OPT_SESSION_TIMEOUT:
+        if (seconds_option("--session-timeout", arg, 1, &ms) != 0)
+            return ZKL_EXIT_USAGE;
+        o->session_timeout_ms = (int)ms;
+        return 0;
+    case OPT_AUTH_FILE: o->auth_file = arg; return 0;
+    case OPT_KILL_GRACE: return seconds_option("--kill-grace", arg, 0, &o->kill_grace_ms);
+    case OPT_KILL_ON_SUSPEND: o->kill_on_suspend = 1; return 0;
+    case 'E':
+        if (parse_int(arg, 0, 255, &o->conflict_code) != 0)
+            return usage_error("--conflict-exit-code: '%s' is not a status from 0 to 255", arg);
+        return 0;
+    case OPT_LIST: o->list_path = arg; return 0;
+    case 'v': o->verbosity = ZKL_VERBOSE; return 0;
+    case 'q': o->verbosity = ZKL_QUIET; return 0;
+    default: return ZKL_EXIT_INTERNAL;
+    }
+}
+
+/* The one-line message for what getopt_long rejected in the argument `word`. */
+static int bad_option(int c, const char *word)
+{
+    int is_long = strncmp(word, "--", 2) == 0;
+    if (c == ':' && is_long)
+        return usage_error("option '%s' needs a value", word);
+    if (c == ':')
+        return usage_error("option '-%c' needs a value", optopt);
+    if (is_long)
+        return usage_error("unknown option '%s'", word);
+    return usage_error("unknown option '-%c'", optopt);
+}
+
+static void print_version(void)
+{
+    printf("zkit-lock %s (libzkit %s)\n", ZKIT_VERSION_STRING, zkit_version());
+}
+
+/*
+ * getopt_long stops at each PATH ("+" mode); we take it and go on, so options may come before,
+ * between or after the PATHs.  "--" ends it all: the rest is the command.
+ * Returns -1 to go on, or the exit status (0 after --help).
+ */
+static int scan_arguments(zkl_options_t *o, int argc, char **argv)
+{
+    int kind_given = 0;
+    opterr = 0;
+    for (;;) {
+        int before = optind, c, rc;
+        c = getopt_long(argc, argv, short_options, long_options, NULL);
+        if (c == -1) {
+            if (before < argc && strcmp(argv[before], "--") == 0 && optind == before + 1) {
+                o->command = argv + optind;
+                return -1;
+            }
+            if (optind >= argc)
+                return -1;
+            o->paths[o->path_count++] = argv[optind++];
+            continue;
+        }
+        if (c == '?' || c == ':')
+            return bad_option(c, argv[before]);
+        if (c == 'h') {
+            fputs(usage_text, stdout);
+            return 0;
+        }
+        if (c == 'V') {
+            print_version();
+            return 0;
+        }
+        if ((rc = apply_option(o, c, optarg, &kind_given)) != 0)
+            return rc;
+    }
+}
+
+static int check_path(const char *path)
+{
+    if (zkit_path_validate(path) != 0 || strcmp(path, "/") == 0)
+        return usage_error("bad lock path '%s': must be absolute, not the root, without "
+                           "empty, '.' or '..' parts or control characters", path);
+    return 0;
+}
+
+static int check_namespace(const char *ns)
+{
+    char path[1024];
+    if (!ns)
+        return 0;
+    snprintf(path, sizeof(path), "/%s", ns);
+    if (!ns[0] || strlen(ns) >= sizeof(path) - 1 || zkit_path_validate(path) != 0)
+        return usage_error("bad namespace '%s'", ns);
+    return 0;
+}
+
+static int check_list_mode(const zkl_options_t *o)
+{
+    if (o->path_count > 0 || o->command)
+        return usage_error("--list takes one PATH and no command");
+    return check_path(o->list_path);
+}
+
+static int check_lock_mode(const zkl_options_t *o)
+{
+    int rc;
+    if (o->path_count == 0)
+        return usage_error("no lock PATH given");
+    if (!o->command)
+        return usage_error("no command: put it after '--', as in: zkit-lock %s -- COMMAND",
+                           o->paths[0]);
+    if (!o->command[0])
+        return usage_error("no command after '--'");
+    if (o->kind == ZKL_SEMAPHORE && o->path_count > 1)
+        return usage_error("--semaphore takes exactly one PATH");
+    for (size_t i = 0; i < o->path_count; i++) {
+        if ((rc = check_path(o->paths[i])) != 0)
+            return rc;
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(o->paths[i], o->paths[j]) == 0)
+                return usage_error("lock path '%s' given twice", o->paths[i]);
+        }
+    }
+    return 0;
+}
+
+/* The first line of the file, or of $ZKIT_AUTH: "user:password".  Kept off argv, where any
+ * user of the machine could read it in the process list. */
+static int load_credential(zkl_options_t *o)
+{
+    char line[1024];
+    const char *source = o->auth_file ? o->auth_file : "$ZKIT_AUTH";
+    if (o->auth_file) {
+        FILE *f = fopen(o->auth_file, "r");
+        int ok = f && fgets(line, sizeof(line), f) != NULL;
+        int saved = errno;
+        if (f)
+            fclose(f);
+        if (!ok) {
+            zkl_error("cannot read auth file '%s': %s", o->auth_file,
+                      f ? "empty or unreadable" : strerror(saved));
+            return ZKL_EXIT_USAGE;
+        }
+    } else {
+        const char *env = getenv("ZKIT_AUTH");
+        if (!env || !env[0])
+            return 0;
+        snprintf(line, sizeof(line), "%s", env);
+    }
+    line[strcspn(line, "\r\n")] = '\0';
+    if (line[0] == ':' || !strchr(line, ':')) {
+        memset(line, 0, sizeof(line));
+        zkl_error("credentials in %s must be user:password", source);
+        return ZKL_EXIT_USAGE;
+    }
+    o->credential = strdup(line);
+    memset(line, 0, sizeof(line));
+    return o->credential ? 0 : ZKL_EXIT_INTERNAL;
+}
+
+static void default_options(zkl_options_t *o, char **paths)
+{
+    const char *env = getenv("ZKIT_CONNECT");
+    memset(o, 0, sizeof(*o));
+    o->connect = env && env[0] ? env : DEFAULT_CONNECT;
+    o->timeout_ms = -1;
+    o->kind = ZKL_MUTEX;
+    o->session_timeout_ms = DEFAULT_SESSION_TIMEOUT_MS;
+    o->kill_grace_ms = DEFAULT_KILL_GRACE_MS;
+    o->conflict_code = 1;
+    o->verbosity = ZKL_NORMAL;
+    o->paths = paths;
+}
+
+/* Returns -1 to go on with valid options, or the exit status. */
+static int parse_options(zkl_options_t *o, int argc, char **argv)
+{
+    int rc;
+    default_options(o, calloc((size_t)argc + 1, sizeof(char *)));
+    if (!o->paths)
+        return ZKL_EXIT_INTERNAL;
+    if ((rc = scan_arguments(o, argc, argv)) >= 0)
+        return rc;
+    zkl_set_verbosity(o->verbosity);
+    rc = o->list_path ? check_list_mode(o) : check_lock_mode(o);
+    if (rc == 0)
+        rc = check_namespace(o->namespace_name);
+    if (rc == 0)
+        rc = load_credential(o);
+    return rc == 0 ? -1 : rc;
+}
+
+/* ---- the main flow -------------------------------------------------------------------------- */
+
+static char *join_paths(const zkl_options_t *o)
+{
+    size_t size = 1;
+    char *text;
+    for (size_t i = 0; i < o->path_count; i++)
+        size += strlen(o->paths[i]) + 1;
+    if (!(text = calloc(1, size)))
+        return NULL;
+    for (size_t i = 0; i < o->path_count; i++) {
+        if (i)
+            strcat(text, " ");
+        strcat(text, o->paths[i]);
+    }
+    return text;
+}
+
+static int acquisition_failed(int error, const zkl_options_t *o, const char *paths)
+{
+    if (error == ZKIT_ETIMEDOUT && o->timeout_ms == 0)
+        zkl_note("%s: already locked", paths);
+    else if (error == ZKIT_ETIMEDOUT)
+        zkl_note("%s: still locked after %.1f s", paths, o->timeout_ms / 1000.0);
+    else
+        zkl_error("%s: cannot acquire the lock: %s", paths, zkit_strerror(error));
+    return zkl_exit_for_error(error, o);
+}
+
+/* Waits for the acquisition: -1 when acquired, else the exit status; *pending tells that the
+ * acquisition is still running (we were interrupted by a signal). */
+static int wait_for_lock(zkl_locks_t *ls, const zkl_options_t *o, const char *paths,
+                         int *pending)
+{
+    int ev;
+    zkl_info("waiting for %s", paths);
+    while ((ev = zkl_events_wait(INT64_MAX)) != ZKL_EV_ACQUIRED) {
+        if (zkl_events_forwarded(ev)) {
+            zkl_info("interrupted by signal %d while waiting", ev);
+            *pending = 1;
+            return 128 + ev;
+        }
+    }
+    if (zkl_locks_acquired(ls) != 0)
+        return acquisition_failed(zkl_locks_acquired(ls), o, paths);
+    return -1;
+}
+
+static int run_locked(zkl_locks_t *ls, const zkl_options_t *o, const char *paths,
+                      const char *program)
+{
+    zkl_run_t run = { o, ls, program, paths, NULL, NULL };
+    char *nodes = NULL, *tokens = NULL;
+    int64_t deadline;
+    int status, rc;
+    if (zkl_locks_describe(ls, &nodes, &tokens) != 0 || zkl_locks_deadline(ls, &deadline) != 0) {
+        zkl_error("%s: the lock was lost before the command could start", paths);
+        zkl_locks_release(ls);
+        return ZKL_EXIT_LOCK_LOST;
+    }
+    zkl_info("acquired %s (node %s, fencing token %s)", paths, nodes, tokens);
+    run.lock_node = nodes;
+    run.token = tokens;
+    status = zkl_run_command(&run);
+    rc = zkl_locks_release(ls);
+    if (rc == ZKIT_ELOCKLOST && status != ZKL_EXIT_LOCK_LOST) {
+        zkl_error("%s: the lock was lost while the command ran", paths);
+        status = ZKL_EXIT_LOCK_LOST;
+    } else if (rc != 0 && rc != ZKIT_ELOCKLOST) {
+        zkl_note("%s: release: %s (the session's end removes the node)", paths,
+                 zkit_strerror(rc));
+    }
+    free(nodes);
+    free(tokens);
+    return status;
+}
+
+/* Acquires, runs, releases; closes the client in the order the objects need. */
+static int lock_and_run(zkit_client_t *client, const zkl_options_t *o, const char *paths,
+                        const char *program)
+{
+    zkl_locks_t *ls = NULL;
+    int pending = 0, status, rc = zkl_locks_new(&ls, client, o);
+    if (rc != 0) {
+        zkl_error("%s: cannot create the lock: %s", paths, zkit_strerror(rc));
+        zkit_client_close(client);
+        return zkl_exit_for_error(rc, o);
+    }
+    rc = zkl_locks_start(ls, o->timeout_ms);
+    status = rc != 0 ? acquisition_failed(rc, o, paths) : wait_for_lock(ls, o, paths, &pending);
+    if (status < 0)
+        status = run_locked(ls, o, paths, program);
+    if (pending) {
+        /* Closing ends the acquisition (its completion needs `ls` alive) and our node. */
+        zkl_close_abandoning(client);
+        zkl_locks_free(ls, 1);
+    } else {
+        zkl_locks_free(ls, 0);
+        zkit_client_close(client);
+    }
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    zkl_options_t o;
+    zkit_client_t *client = NULL;
+    char *paths = NULL, *program = NULL;
+    int status, missing;
+    zkl_note_inherited_fds(); /* before anything of ours is open */
+    status = parse_options(&o, argc, argv);
+    /* A command that cannot run fails before anything is locked. */
+    if (status < 0 && !o.list_path && !(program = zkl_resolve_command(o.command[0], &missing)))
+        status = missing ? missing : ZKL_EXIT_INTERNAL;
+    if (status < 0 && !(paths = join_paths(&o)))
+        status = ZKL_EXIT_INTERNAL;
+    if (status < 0 && zkl_events_init() != 0) {
+        zkl_error("cannot set up signal handling: %s", strerror(errno));
+        status = ZKL_EXIT_INTERNAL;
+    }
+    if (status < 0 && (status = zkl_connect(&client, &o)) == 0) {
+        if (o.list_path) {
+            status = zkl_list(client, &o);
+            zkit_client_close(client);
+        } else {
+            status = lock_and_run(client, &o, paths, program);
+        }
+    }
+    free(program);
+    free(paths);
+    free(o.paths);
+    if (o.credential) {
+        memset(o.credential, 0, strlen(o.credential));
+        free(o.credential);
+    }
+    return status;
+}

@@ -1,0 +1,488 @@
+/*
+ * zkl-child.c - runs the command while the lock is held, and ends it before the lock can
+ * pass to anyone else.
+ *
+ * The command runs in a process group of its own, so that one kill() reaches everything it
+ * started.  The lock's state changes arrive on the wake-up pipe; each one makes us re-read the
+ * validity deadline of everything held (zkit_lock_valid_until) rather than trust the event
+ * alone, so duplicate or reordered events cannot mislead us.  While the deadline is finite
+ * (disconnected), SIGTERM is due kill_grace before it and SIGKILL at it; a reconnection in
+ * time cancels whatever has not been sent yet.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "tools/zkit-lock.h"
+
+extern char **environ;
+
+/* After a LOST event someone else may hold the lock already: the command gets only a moment
+ * for a TERM trap before SIGKILL. */
+#define LOST_GRACE_MS 100
+
+typedef struct guard {
+    const zkl_run_t *run;
+    pid_t pid;                 /* the command, leader of its own process group */
+    int tty;                   /* the terminal handed to the command's group, or -1 */
+    int64_t term_at, kill_at;  /* monotonic ms; INT64_MAX = not due */
+    int signalled;             /* we sent SIGTERM or SIGKILL because of the lock */
+    int lost;                  /* the lock is gone for good */
+    char why[160];             /* why the command was signalled, for the final message */
+    int exited;
+    int status;
+} guard_t;
+
+/* ---- starting the command ----------------------------------------------------------------- */
+
+static int is_our_variable(const char *entry)
+{
+    static const char *const names[] = { "ZKIT_LOCK_PATH=", "ZKIT_LOCK_NODE=",
+                                         "ZKIT_FENCING_TOKEN=" };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strncmp(entry, names[i], strlen(names[i])) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static char *env_entry(const char *name, const char *value)
+{
+    size_t n = strlen(name) + strlen(value) + 2;
+    char *entry = malloc(n);
+    if (entry)
+        snprintf(entry, n, "%s=%s", name, value);
+    return entry;
+}
+
+/* The command's environment, built before fork(): the child of a threaded process may only
+ * make async-signal-safe calls, which setenv() is not. */
+static char **child_environment(const zkl_run_t *run)
+{
+    size_t n = 0, used = 0;
+    char **env;
+    while (environ[n])
+        n++;
+    env = calloc(n + 4, sizeof(*env));
+    if (!env)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!is_our_variable(environ[i]))
+            env[used++] = environ[i];
+    }
+    env[used] = env_entry("ZKIT_LOCK_PATH", run->lock_path);
+    env[used + 1] = env_entry("ZKIT_LOCK_NODE", run->lock_node);
+    env[used + 2] = env_entry("ZKIT_FENCING_TOKEN", run->token);
+    if (!env[used] || !env[used + 1] || !env[used + 2]) {
+        for (int i = 0; i < 3; i++)
+            free(env[used + i]);
+        free(env);
+        return NULL;
+    }
+    return env;
+}
+
+static void free_environment(char **env)
+{
+    size_t i = 0;
+    while (env[i])
+        i++;
+    /* Only the last three entries are ours; the others belong to environ. */
+    for (size_t k = i >= 3 ? i - 3 : 0; k < i; k++)
+        free(env[k]);
+    free(env);
+}
+
+static int is_executable_file(const char *path)
+{
+    struct stat st;
+    return access(path, X_OK) == 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* execvp()'s search, done before fork() for the same reason as the environment. */
+static char *search_path(const char *name, int *error)
+{
+    const char *dirs = getenv("PATH");
+    *error = ENOENT;
+    if (strchr(name, '/'))
+        return strdup(name);
+    if (!dirs)
+        dirs = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *p = dirs;; p++) {
+        const char *end = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        size_t size = len + strlen(name) + 2;
+        char *full = malloc(size);
+        if (!full)
+            return NULL;
+        /* An empty entry means the current directory. */
+        snprintf(full, size, "%.*s%s%s", (int)len, p, len ? "/" : "", name);
+        if (is_executable_file(full))
+            return full;
+        if (access(full, F_OK) == 0)
+            *error = EACCES;
+        free(full);
+        if (!end)
+            return NULL;
+        p = end;
+    }
+}
+
+char *zkl_resolve_command(const char *name, int *status)
+{
+    int error;
+    char *path = search_path(name, &error);
+    *status = 0;
+    if (!path && error == ENOENT) {
+        zkl_error("cannot run '%s': command not found", name);
+        *status = ZKL_EXIT_NOT_FOUND;
+    } else if (!path) {
+        zkl_error("cannot run '%s': %s", name, strerror(error));
+        *status = ZKL_EXIT_CANNOT_EXEC;
+    }
+    return path;
+}
+
+/* The terminal, when we run in its foreground: the command gets it, as a shell would give it,
+ * so that it can read from it although it is in a process group of its own. */
+static int foreground_terminal(void)
+{
+    if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp())
+        return STDIN_FILENO;
+    return -1;
+}
+
+/* ---- file descriptors ---------------------------------------------------------------------- */
+
+/*
+ * Descriptors open when zkit-lock started are the user's, passed on to the command as by any
+ * wrapper (`zkit-lock ... -- cmd 3>file`).  Every other one is ours or libzookeeper's (its
+ * server socket, its wake-up pipe: not all close-on-exec) and must not leak into the command.
+ * Only descriptors below MAX_NOTED_FD are looked at when noting.
+ */
+#define MAX_NOTED_FD 1024
+#define MAX_KEPT 128
+
+static int kept_fds[MAX_KEPT + 1]; /* ascending, all >= 3 */
+static size_t kept_count;
+
+void zkl_note_inherited_fds(void)
+{
+    for (int fd = 3; fd < MAX_NOTED_FD && kept_count < MAX_KEPT; fd++) {
+        if (fcntl(fd, F_GETFD) != -1)
+            kept_fds[kept_count++] = fd;
+    }
+}
+
+/* Adds `fd` to the kept set, keeping it ascending. */
+static void keep_fd(int fd)
+{
+    size_t i = kept_count;
+    if (kept_count > MAX_KEPT)
+        return;
+    while (i > 0 && kept_fds[i - 1] > fd) {
+        kept_fds[i] = kept_fds[i - 1];
+        i--;
+    }
+    kept_fds[i] = fd;
+    kept_count++;
+}
+
+/* Closes [from, to]; async-signal-safe. */
+static void close_span(unsigned from, unsigned to)
+{
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, from, to, 0) == 0)
+        return;
+#endif
+    /* Without close_range: descriptors the library opened are small numbers. */
+    for (unsigned fd = from; fd <= to && fd < 4 * MAX_NOTED_FD; fd++)
+        close((int)fd);
+}
+
+/* In the child: closes every descriptor above 2 that is not kept. */
+static void close_unkept_fds(void)
+{
+    unsigned from = 3;
+    for (size_t i = 0; i < kept_count; i++) {
+        if ((unsigned)kept_fds[i] > from)
+            close_span(from, (unsigned)kept_fds[i] - 1);
+        from = (unsigned)kept_fds[i] + 1;
+    }
+    close_span(from, ~0U);
+}
+
+/* ---- starting the command (continued) ----------------------------------------------------- */
+
+/* Between fork() and exec: async-signal-safe calls only. */
+static void exec_child(const guard_t *g, const char *path, char **env, int report_fd)
+{
+    int error;
+    ssize_t n;
+    setpgid(0, 0);
+    if (g->tty >= 0)
+        tcsetpgrp(g->tty, getpid()); /* SIGTTOU is blocked until the reset below */
+    zkl_events_reset_for_child();
+    close_unkept_fds(); /* report_fd is kept: it closes on exec */
+    execve(path, g->run->opts->command, env);
+    error = errno;
+    n = write(report_fd, &error, sizeof(error));
+    (void)n; /* nothing more can be done about a failed report */
+    _exit(ZKL_EXIT_NOT_FOUND);
+}
+
+static void block_sigttou(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTTOU);
+    /* Kept blocked: taking the terminal back later happens from a background group. */
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+/* Forks and execs; returns 0, or an exit status when the command could not be started. */
+static int spawn(guard_t *g, const char *path, char **env)
+{
+    int report[2], error = 0;
+    ssize_t n;
+    if (pipe2(report, O_CLOEXEC) != 0) {
+        zkl_error("cannot start the command: %s", strerror(errno));
+        return ZKL_EXIT_INTERNAL;
+    }
+    keep_fd(report[1]);
+    if (g->tty >= 0)
+        block_sigttou();
+    g->pid = fork();
+    if (g->pid == 0)
+        exec_child(g, path, env, report[1]);
+    close(report[1]);
+    if (g->pid < 0) {
+        close(report[0]);
+        zkl_error("cannot start the command: %s", strerror(errno));
+        return ZKL_EXIT_INTERNAL;
+    }
+    /* Both sides set the group, so neither may signal or hand the terminal to it too soon. */
+    setpgid(g->pid, g->pid);
+    if (g->tty >= 0)
+        tcsetpgrp(g->tty, g->pid);
+    do {
+        n = read(report[0], &error, sizeof(error)); /* EOF: the exec succeeded */
+    } while (n < 0 && errno == EINTR);
+    close(report[0]);
+    if (n != (ssize_t)sizeof(error))
+        return 0;
+    waitpid(g->pid, NULL, 0);
+    zkl_error("cannot run '%s': %s", g->run->opts->command[0], strerror(error));
+    return error == ENOENT ? ZKL_EXIT_NOT_FOUND : ZKL_EXIT_CANNOT_EXEC;
+}
+
+/* ---- signalling the command ------------------------------------------------------------ */
+
+static void signal_group(const guard_t *g, int sig)
+{
+    /* ESRCH once the whole group is gone: nothing left to do. */
+    kill(-g->pid, sig);
+    if (sig == SIGTERM)
+        kill(-g->pid, SIGCONT); /* a stopped process would not act on SIGTERM */
+}
+
+static void terminate_now(guard_t *g, int64_t kill_at)
+{
+    if (!g->signalled) {
+        zkl_info("sending SIGTERM to the command's process group %ld", (long)g->pid);
+        signal_group(g, SIGTERM);
+    }
+    g->signalled = 1;
+    g->term_at = INT64_MAX;
+    if (kill_at < g->kill_at)
+        g->kill_at = kill_at;
+}
+
+static void kill_now(guard_t *g)
+{
+    zkl_info("sending SIGKILL to the command's process group %ld", (long)g->pid);
+    signal_group(g, SIGKILL);
+    g->signalled = 1;
+    g->term_at = g->kill_at = INT64_MAX;
+}
+
+static void lose(guard_t *g, const char *why, int expired)
+{
+    if (g->lost)
+        return;
+    g->lost = 1;
+    snprintf(g->why, sizeof(g->why), "%s", why);
+    if (expired)
+        kill_now(g);
+    else
+        terminate_now(g, zkl_now_ms() + LOST_GRACE_MS);
+}
+
+/* Disconnected: the lock holds until `deadline` unless we reconnect first. */
+static void schedule(guard_t *g, int64_t deadline)
+{
+    const zkl_options_t *o = g->run->opts;
+    int64_t now = zkl_now_ms();
+    if (deadline <= now) {
+        lose(g, "the lock expired while disconnected from ZooKeeper", 1);
+        return;
+    }
+    if (deadline != g->kill_at)
+        zkl_info("disconnected: the lock is valid for %lld ms more",
+                 (long long)(deadline - now));
+    if (!g->signalled && o->kill_on_suspend)
+        snprintf(g->why, sizeof(g->why), "lost contact with ZooKeeper (--kill-on-suspend)");
+    else if (!g->signalled)
+        snprintf(g->why, sizeof(g->why), "lost contact with ZooKeeper; the lock was valid for "
+                 "only %lld ms more", (long long)(deadline - now));
+    if (o->kill_on_suspend || deadline - o->kill_grace_ms <= now) {
+        terminate_now(g, deadline);
+        return;
+    }
+    if (!g->signalled)
+        g->term_at = deadline - o->kill_grace_ms;
+    g->kill_at = deadline;
+}
+
+/* Reconnected in time: nothing more is sent; a SIGTERM already sent cannot be taken back. */
+static void cancel(guard_t *g)
+{
+    if (g->term_at != INT64_MAX || g->kill_at != INT64_MAX)
+        zkl_info("reconnected: the lock is held again");
+    g->term_at = g->kill_at = INT64_MAX;
+}
+
+/* A lock or connection event arrived: re-read where the lock stands. */
+static void reassess(guard_t *g, int lock_state)
+{
+    int64_t deadline;
+    if (g->lost)
+        return;
+    if (lock_state == ZKIT_LOCK_EXPIRED)
+        lose(g, "the lock expired while disconnected from ZooKeeper", 1);
+    else if (lock_state == ZKIT_LOCK_LOST)
+        lose(g, "the lock was lost (session expired or lock node deleted)", 0);
+    else if (zkl_locks_deadline(g->run->locks, &deadline) != 0)
+        lose(g, "the lock was lost (session expired or lock node deleted)", 0);
+    else if (deadline == INT64_MAX)
+        cancel(g);
+    else
+        schedule(g, deadline);
+}
+
+static void run_timers(guard_t *g)
+{
+    int64_t now = zkl_now_ms();
+    if (now >= g->kill_at)
+        kill_now(g);
+    else if (now >= g->term_at)
+        terminate_now(g, g->kill_at);
+}
+
+/* ---- job control --------------------------------------------------------------------------- */
+
+/*
+ * Ctrl-Z: the command (or we) got a stop signal.  Stop both, as a shell job, and on `fg`
+ * resume the command only after ZooKeeper confirms we still own our nodes: while we were
+ * stopped nothing kept the session alive.
+ */
+static void suspend_job(guard_t *g)
+{
+    kill(-g->pid, SIGSTOP);
+    if (g->tty >= 0)
+        tcsetpgrp(g->tty, getpgrp());
+    kill(getpid(), SIGSTOP); /* returns once we are continued */
+    if (zkl_locks_confirm(g->run->locks) != 0) {
+        lose(g, "the lock was lost while the job was stopped", 1);
+        return;
+    }
+    if (g->tty >= 0)
+        tcsetpgrp(g->tty, g->pid);
+    kill(-g->pid, SIGCONT);
+}
+
+static void reap(guard_t *g)
+{
+    int status;
+    pid_t r = waitpid(g->pid, &status, WNOHANG | WUNTRACED);
+    if (r != g->pid)
+        return;
+    if (WIFSTOPPED(status)) {
+        /* Only a terminal stop means "suspend the job"; a plain SIGSTOP is someone's
+         * business with the command alone. */
+        if (g->tty >= 0 && WSTOPSIG(status) != SIGSTOP)
+            suspend_job(g);
+        return;
+    }
+    g->exited = 1;
+    g->status = status;
+}
+
+static void on_event(guard_t *g, int ev)
+{
+    if (ev == SIGTSTP)
+        suspend_job(g);
+    else if (zkl_events_forwarded(ev))
+        kill(-g->pid, ev);
+    else if (ev >= ZKL_EV_LOCK_BASE)
+        reassess(g, ev - ZKL_EV_LOCK_BASE);
+    else if (ev >= ZKL_EV_CONN_BASE) {
+        zkl_locks_connection_event(g->run->locks, (zkit_conn_state_t)(ev - ZKL_EV_CONN_BASE));
+        reassess(g, 0);
+    }
+}
+
+static int supervise(guard_t *g)
+{
+    reassess(g, 0); /* the lock may have changed state between acquiring and starting */
+    for (;;) {
+        int64_t next = g->term_at < g->kill_at ? g->term_at : g->kill_at;
+        int ev;
+        reap(g); /* every time round: SIGCHLDs may merge */
+        if (g->exited)
+            break;
+        ev = zkl_events_wait(next);
+        if (ev != ZKL_EV_TIMEOUT)
+            on_event(g, ev);
+        run_timers(g);
+    }
+    if (g->tty >= 0)
+        tcsetpgrp(g->tty, getpgrp());
+    if (!g->signalled)
+        return WIFSIGNALED(g->status) ? 128 + WTERMSIG(g->status) : WEXITSTATUS(g->status);
+    if (g->lost || g->kill_at != INT64_MAX)
+        kill(-g->pid, SIGKILL); /* whatever the command left behind in its group */
+    zkl_error("%s: %s; command terminated", g->run->lock_path, g->why);
+    return ZKL_EXIT_LOCK_LOST;
+}
+
+int zkl_run_command(const zkl_run_t *run)
+{
+    guard_t g;
+    int status;
+    char **env;
+    memset(&g, 0, sizeof(g));
+    g.run = run;
+    g.term_at = g.kill_at = INT64_MAX;
+    g.tty = foreground_terminal();
+    env = child_environment(run);
+    if (!env) {
+        zkl_error("out of memory");
+        return ZKL_EXIT_INTERNAL;
+    }
+    zkl_events_catch_stop();
+    status = spawn(&g, run->program, env);
+    free_environment(env);
+    if (status != 0)
+        return status;
+    zkl_info("started the command as process %ld", (long)g.pid);
+    return supervise(&g);
+}

@@ -1,0 +1,210 @@
+/*
+ * zkl-list.c - `zkit-lock --list PATH`: who holds the lock and who waits, in lock order.
+ *
+ * One line per participant: "holder" or "waiting", the age of its node (from the node's
+ * ctime, so it shares the server's clock, not ours), the node name and its data.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tools/zkit-lock.h"
+
+#define DATA_SHOWN_MAX 200
+
+/* A participant reduced to what is printed. */
+typedef struct entry {
+    const char *name;
+    const char *data;
+    size_t data_len;
+} entry_t;
+
+static int64_t wall_clock_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Node data is arbitrary bytes: control characters must not reach a terminal as such. */
+static void print_data(const char *data, size_t len)
+{
+    size_t shown = len > DATA_SHOWN_MAX ? DATA_SHOWN_MAX : len;
+    for (size_t i = 0; i < shown; i++) {
+        unsigned char c = (unsigned char)data[i];
+        if (c >= 0x20 && c < 0x7f && c != '\\')
+            putchar(c);
+        else
+            printf("\\x%02x", c);
+    }
+    if (shown < len)
+        fputs("...", stdout);
+}
+
+/* Curator's rule: a reader holds when no writer is ahead of it; anything else only when
+ * first.  Mutex nodes ("lock-") are therefore holders only at the front. */
+static int is_holder(const entry_t *list, size_t index, size_t max_holders)
+{
+    if (max_holders > 0)
+        return index < max_holders; /* semaphore leases */
+    if (!strstr(list[index].name, "__READ__"))
+        return index == 0;
+    for (size_t i = 0; i < index; i++) {
+        if (strstr(list[i].name, "__WRIT__"))
+            return 0;
+    }
+    return 1;
+}
+
+/* "dir/name", with the root's slash not doubled; malloc'd. */
+static char *join_path(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *path = malloc(n);
+    if (path)
+        snprintf(path, n, "%s/%s", strcmp(dir, "/") ? dir : "", name);
+    return path;
+}
+
+static void print_age(zkit_client_t *client, const char *dir, const char *name)
+{
+    char *path = join_path(dir, name);
+    zkit_stat_t st;
+    if (path && zkit_exists(&st, client, path, NULL) == 0) {
+        int64_t age = wall_clock_ms() - st.ctime;
+        printf("%9.1fs", (age > 0 ? age : 0) / 1000.0);
+    } else {
+        printf("%10s", "gone"); /* released between the listing and this look-up */
+    }
+    free(path);
+}
+
+static void print_entries(zkit_client_t *client, const char *dir, const entry_t *list,
+                          size_t count, size_t max_holders)
+{
+    for (size_t i = 0; i < count; i++) {
+        printf("%-7s ", is_holder(list, i, max_holders) ? "holder" : "waiting");
+        print_age(client, dir, list[i].name);
+        printf("  %s  ", list[i].name);
+        print_data(list[i].data, list[i].data_len);
+        putchar('\n');
+    }
+}
+
+/* The participants in the order of a mutex (rw = 0) or of a read-write lock (rw = 1). */
+static int participants(zkit_client_t *client, const char *path, int rw,
+                        zkit_participant_t **parts, size_t *count)
+{
+    zkit_rwlock_t *pair = NULL;
+    zkit_lock_t *lock = NULL;
+    int rc = rw ? zkit_rwlock_new(&pair, client, path) : zkit_mutex_new(&lock, client, path);
+    /* The write half orders readers and writers together, as both halves see them. */
+    if (rc == 0)
+        rc = zkit_lock_participants(parts, count, pair ? zkit_rwlock_write(pair) : lock);
+    zkit_lock_free(lock);
+    zkit_rwlock_free(pair);
+    return rc;
+}
+
+static int has_rw_nodes(const zkit_participant_t *parts, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (strstr(parts[i].name, "__READ__") || strstr(parts[i].name, "__WRIT__"))
+            return 1;
+    }
+    return 0;
+}
+
+static int list_lock(zkit_client_t *client, const zkl_options_t *o)
+{
+    zkit_participant_t *parts = NULL;
+    entry_t *list = NULL;
+    size_t count = 0;
+    int rc = participants(client, o->list_path, o->kind != ZKL_MUTEX, &parts, &count);
+    /* Read-write nodes sort differently: recognise them by name, without --read/--write. */
+    if (rc == 0 && o->kind == ZKL_MUTEX && has_rw_nodes(parts, count)) {
+        zkit_participants_free(parts, count);
+        rc = participants(client, o->list_path, 1, &parts, &count);
+    }
+    if (rc == 0 && count > 0 && !(list = calloc(count, sizeof(*list))))
+        rc = ZKIT_ENOMEM;
+    for (size_t i = 0; rc == 0 && i < count; i++) {
+        list[i].name = parts[i].name;
+        list[i].data = parts[i].data ? parts[i].data : "";
+        list[i].data_len = parts[i].data ? parts[i].data_len : 0;
+    }
+    if (rc == 0)
+        print_entries(client, o->list_path, list, count, 0);
+    free(list);
+    zkit_participants_free(parts, rc == 0 ? count : 0);
+    return rc == ZKIT_ENONODE ? 0 : rc;
+}
+
+/* ---- semaphore leases: no participants call, so list <path>/leases ourselves ---- */
+
+/* Lease nodes sort by what follows the last "lease-": the server's sequence number. */
+static const char *lease_key(const char *name)
+{
+    const char *key = name, *hit;
+    while ((hit = strstr(key, "lease-")) != NULL)
+        key = hit + 6;
+    return key == name ? name : key;
+}
+
+static int compare_leases(const void *a, const void *b)
+{
+    return strcmp(lease_key(((const entry_t *)a)->name), lease_key(((const entry_t *)b)->name));
+}
+
+static void fill_lease(zkit_client_t *client, const char *dir, entry_t *e, char **data)
+{
+    char *path = join_path(dir, e->name);
+    size_t len = 0;
+    e->data = "";
+    if (path && zkit_get_data(data, &len, NULL, client, path, NULL) == 0) {
+        e->data = *data;
+        e->data_len = len;
+    }
+    free(path);
+}
+
+static int list_semaphore(zkit_client_t *client, const zkl_options_t *o)
+{
+    char *dir = join_path(o->list_path, "leases"), **names = NULL, **datas = NULL;
+    entry_t *list = NULL;
+    size_t count = 0;
+    int rc = dir ? zkit_get_children(&names, &count, NULL, client, dir, NULL) : ZKIT_ENOMEM;
+    if (rc == 0 && count > 0 && (!(list = calloc(count, sizeof(*list))) ||
+                                 !(datas = calloc(count, sizeof(*datas)))))
+        rc = ZKIT_ENOMEM;
+    for (size_t i = 0; rc == 0 && i < count; i++)
+        list[i].name = names[i];
+    if (rc == 0 && count > 0)
+        qsort(list, count, sizeof(*list), compare_leases);
+    for (size_t i = 0; rc == 0 && i < count; i++)
+        fill_lease(client, dir, &list[i], &datas[i]);
+    if (rc == 0)
+        print_entries(client, dir, list, count, (size_t)o->max_leases);
+    for (size_t i = 0; datas && i < count; i++)
+        zkit_free(datas[i]);
+    free(datas);
+    free(list);
+    zkit_free_strings(names, count);
+    free(dir);
+    return rc == ZKIT_ENONODE ? 0 : rc;
+}
+
+int zkl_list(zkit_client_t *client, const zkl_options_t *o)
+{
+    int rc = o->kind == ZKL_SEMAPHORE ? list_semaphore(client, o) : list_lock(client, o);
+    if (fflush(stdout) != 0) {
+        zkl_error("cannot write the list: output error");
+        return ZKL_EXIT_INTERNAL;
+    }
+    if (rc != 0) {
+        zkl_error("cannot list %s: %s", o->list_path, zkit_strerror(rc));
+        return zkl_exit_for_error(rc, o);
+    }
+    return 0;
+}

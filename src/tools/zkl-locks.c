@@ -1,0 +1,436 @@
+/*
+ * zkl-locks.c - the client, and the lock kinds zkit-lock offers behind one small interface.
+ *
+ * A mutex or read-write half per path; several paths make a multi-lock over those very
+ * objects (zkit_multilock_new_from), so each path's node and fencing token stay at hand for
+ * the command's environment.  A counting semaphore has no lock-state callback, so its lease
+ * follows the client's connection states with the same validity rule as the locks.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <inttypes.h>
+
+#include "tools/zkit-lock.h"
+
+struct zkl_locks {
+    zkit_client_t *client;
+    zkl_kind_t kind;
+    size_t count;
+    zkit_lock_t **locks;        /* per path: a mutex or one half of a read-write lock */
+    zkit_rwlock_t **rws;        /* per path, for --read and --write */
+    zkit_lock_t *multi;         /* over `locks`, when there are several paths */
+    zkit_semaphore_t *sem;
+    zkit_lease_t *lease;
+    pthread_t sem_thread;
+    int sem_thread_started;
+    int sem_timeout_ms;
+    int error;                  /* the acquisition's result, written before ZKL_EV_ACQUIRED */
+    int64_t lease_deadline;     /* semaphore: INT64_MAX while connected */
+    int lease_lost;
+    int lease_abandoned;        /* left to the session's end: freeing it would need the server */
+};
+
+/* ---- the client -------------------------------------------------------------------------- */
+
+/*
+ * The library logs through here from any thread.  libzookeeper's own lines (connection
+ * refused, reconnecting...) are noise for a command-line user, who gets one clear message
+ * from us instead; --verbose shows everything.
+ */
+static zkl_verbosity_t log_verbosity = ZKL_NORMAL;
+static volatile int log_closing; /* see zkl_close_abandoning */
+
+static void log_sink(zkit_log_level_t level, const char *message, void *arg)
+{
+    (void)arg;
+    if (log_verbosity == ZKL_QUIET || (log_closing && log_verbosity < ZKL_VERBOSE))
+        return;
+    if (log_verbosity < ZKL_VERBOSE &&
+        (level > ZKIT_LOG_ERROR || strncmp(message, "libzookeeper:", 13) == 0))
+        return;
+    zkl_error("zkit: %s", message);
+}
+
+static void on_connection_state(zkit_client_t *client, zkit_conn_state_t state, void *arg)
+{
+    (void)client;
+    (void)arg;
+    zkl_events_post(ZKL_EV_CONN_BASE + (int)state);
+}
+
+/* Node data that tells a --list reader who holds or waits: "host=NAME pid=N". */
+static char *node_data(void)
+{
+    char host[256] = "unknown", *text = malloc(320);
+    if (!text)
+        return NULL;
+    if (gethostname(host, sizeof(host)) != 0)
+        strcpy(host, "unknown");
+    host[sizeof(host) - 1] = '\0';
+    snprintf(text, 320, "host=%s pid=%ld", host, (long)getpid());
+    return text;
+}
+
+/* With credentials, our nodes are writable only by the same credentials (so nobody else can
+ * delete a held lock's node) and readable by all (so --list works without them). */
+static const zkit_acl_t auth_acl[] = {
+    { ZKIT_PERM_ALL, "auth", "" },
+    { ZKIT_PERM_READ, "world", "anyone" }
+};
+
+static int client_status(int rc, const zkl_options_t *o)
+{
+    if (rc == ZKIT_EBADPATH) {
+        zkl_error("bad namespace '%s'", o->namespace_name);
+        return ZKL_EXIT_USAGE;
+    }
+    if (rc == ZKIT_EINVAL) {
+        zkl_error("cannot connect to '%s': invalid or unresolvable connect string", o->connect);
+        return ZKL_EXIT_UNAVAILABLE;
+    }
+    zkl_error("cannot create a ZooKeeper client: %s", zkit_strerror(rc));
+    return ZKL_EXIT_INTERNAL;
+}
+
+static int new_client(zkit_client_t **out, const zkl_options_t *o, const char *data)
+{
+    zkit_client_options_t co;
+    zkit_auth_t auth = { "digest", o->credential };
+    zkit_client_options_init(&co);
+    co.connect_string = o->connect;
+    co.session_timeout_ms = o->session_timeout_ms;
+    co.connection_timeout_ms = o->session_timeout_ms;
+    co.namespace_name = o->namespace_name;
+    if (o->credential) {
+        co.auth = &auth;
+        co.auth_count = 1;
+        co.default_acl = auth_acl;
+        co.default_acl_count = sizeof(auth_acl) / sizeof(auth_acl[0]);
+    }
+    co.default_data = data;
+    co.default_data_len = strlen(data);
+    co.log_fn = log_sink;
+    co.log_level = o->verbosity == ZKL_VERBOSE ? ZKIT_LOG_INFO : ZKIT_LOG_ERROR;
+    log_verbosity = o->verbosity;
+    return zkit_client_new(out, &co); /* copies everything, credentials included */
+}
+
+int zkl_connect(zkit_client_t **out, const zkl_options_t *o)
+{
+    zkit_client_t *client = NULL;
+    char *data = node_data();
+    int64_t deadline = zkl_now_ms() + o->session_timeout_ms;
+    int rc;
+    if (!data)
+        return ZKL_EXIT_INTERNAL;
+    rc = new_client(&client, o, data);
+    free(data);
+    if (rc != 0)
+        return client_status(rc, o);
+    zkit_client_add_listener(client, on_connection_state, NULL, NULL);
+    /* Bounded: an unreachable server must not make us wait forever. */
+    while (!zkit_client_is_connected(client)) {
+        int ev = zkl_events_wait(deadline);
+        if (ev == ZKL_EV_TIMEOUT || zkl_events_forwarded(ev)) {
+            zkit_client_close(client);
+            if (ev != ZKL_EV_TIMEOUT)
+                return 128 + ev;
+            zkl_error("cannot connect to ZooKeeper at '%s' within %.1f s", o->connect,
+                      o->session_timeout_ms / 1000.0);
+            return ZKL_EXIT_UNAVAILABLE;
+        }
+    }
+    zkl_info("connected to %s (session 0x%" PRIx64 ", timeout %d ms)", o->connect,
+             (uint64_t)zkit_client_session_id(client), zkit_client_negotiated_timeout(client));
+    *out = client;
+    return 0;
+}
+
+void zkl_close_abandoning(zkit_client_t *client)
+{
+    log_closing = 1;
+    zkit_client_close(client);
+}
+
+int zkl_exit_for_error(int error, const zkl_options_t *o)
+{
+    switch (error) {
+    case ZKIT_ETIMEDOUT:
+        return o->conflict_code;
+    case ZKIT_ECONNLOSS:
+    case ZKIT_ESESSIONEXPIRED:
+    case ZKIT_ECLOSED:
+        return ZKL_EXIT_UNAVAILABLE;
+    case ZKIT_ENOAUTH:
+        return ZKL_EXIT_NOPERM;
+    case ZKIT_EBADPATH:
+    case ZKIT_EINVAL:
+        return ZKL_EXIT_USAGE;
+    default:
+        return ZKL_EXIT_INTERNAL;
+    }
+}
+
+/* ---- creating the lock objects ---------------------------------------------------------- */
+
+static void on_lock_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
+{
+    (void)lock;
+    (void)arg;
+    zkl_events_post(ZKL_EV_LOCK_BASE + (int)state);
+}
+
+static int new_half(zkl_locks_t *ls, size_t i, const char *path)
+{
+    int rc = zkit_rwlock_new(&ls->rws[i], ls->client, path);
+    if (rc == 0)
+        ls->locks[i] = ls->kind == ZKL_READ ? zkit_rwlock_read(ls->rws[i])
+                                            : zkit_rwlock_write(ls->rws[i]);
+    return rc;
+}
+
+static int new_locks(zkl_locks_t *ls, const zkl_options_t *o)
+{
+    int rc = 0;
+    ls->locks = calloc(ls->count, sizeof(*ls->locks));
+    ls->rws = calloc(ls->count, sizeof(*ls->rws));
+    if (!ls->locks || !ls->rws)
+        return ZKIT_ENOMEM;
+    for (size_t i = 0; i < ls->count && rc == 0; i++) {
+        rc = ls->kind == ZKL_MUTEX ? zkit_mutex_new(&ls->locks[i], ls->client, o->paths[i])
+                                   : new_half(ls, i, o->paths[i]);
+        if (rc == 0)
+            rc = zkit_lock_set_state_callback(ls->locks[i], on_lock_state, ls);
+    }
+    if (rc == 0 && ls->count > 1) {
+        rc = zkit_multilock_new_from(&ls->multi, ls->locks, ls->count);
+        if (rc == 0)
+            rc = zkit_lock_set_state_callback(ls->multi, on_lock_state, ls);
+    }
+    return rc;
+}
+
+int zkl_locks_new(zkl_locks_t **out, zkit_client_t *client, const zkl_options_t *o)
+{
+    zkl_locks_t *ls = calloc(1, sizeof(*ls));
+    int rc;
+    if (!ls)
+        return ZKIT_ENOMEM;
+    ls->client = client;
+    ls->kind = o->kind;
+    ls->count = o->path_count;
+    ls->lease_deadline = INT64_MAX;
+    if (o->kind == ZKL_SEMAPHORE)
+        rc = zkit_semaphore_new(&ls->sem, client, o->paths[0], o->max_leases);
+    else
+        rc = new_locks(ls, o);
+    if (rc != 0) {
+        zkl_locks_free(ls, 0);
+        return rc;
+    }
+    *out = ls;
+    return 0;
+}
+
+/* ---- acquiring ---------------------------------------------------------------------------- */
+
+static void on_acquired(zkit_lock_t *lock, int error, void *arg)
+{
+    zkl_locks_t *ls = arg;
+    (void)lock;
+    ls->error = error;
+    zkl_events_post(ZKL_EV_ACQUIRED);
+}
+
+/* The semaphore can only be acquired by a blocking call: a thread of our own makes it, so
+ * that the main thread stays free to answer signals. */
+static void *semaphore_thread(void *arg)
+{
+    zkl_locks_t *ls = arg;
+    ls->error = zkit_semaphore_acquire(ls->sem, 1, ls->sem_timeout_ms, &ls->lease);
+    zkl_events_post(ZKL_EV_ACQUIRED);
+    return NULL;
+}
+
+int zkl_locks_start(zkl_locks_t *ls, int timeout_ms)
+{
+    if (ls->kind == ZKL_SEMAPHORE) {
+        ls->sem_timeout_ms = timeout_ms;
+        if (pthread_create(&ls->sem_thread, NULL, semaphore_thread, ls) != 0)
+            return ZKIT_ESYSTEM;
+        ls->sem_thread_started = 1;
+        return 0;
+    }
+    return zkit_lock_acquire_async(ls->multi ? ls->multi : ls->locks[0], timeout_ms,
+                                   on_acquired, ls);
+}
+
+int zkl_locks_acquired(const zkl_locks_t *ls)
+{
+    return ls->error;
+}
+
+/* ---- while held --------------------------------------------------------------------------- */
+
+/*
+ * The lease's validity after a disconnect, by the locks' own rule: the client notices silence
+ * after two thirds of the session timeout, and the server cannot expire the session sooner
+ * than one full timeout after it last heard from us, so a third is left from the disconnect;
+ * a tenth of the timeout (at least 200 ms) is kept back for delays and clock rates.
+ */
+static int64_t lease_deadline_after_disconnect(const zkl_locks_t *ls)
+{
+    int64_t timeout = zkit_client_negotiated_timeout(ls->client);
+    int64_t margin = timeout / 10 > 200 ? timeout / 10 : 200;
+    return zkl_now_ms() + timeout / 3 - margin;
+}
+
+void zkl_locks_connection_event(zkl_locks_t *ls, zkit_conn_state_t state)
+{
+    if (ls->kind != ZKL_SEMAPHORE || !ls->lease || ls->lease_lost)
+        return;
+    if (state == ZKIT_CONN_SUSPENDED && ls->lease_deadline == INT64_MAX)
+        ls->lease_deadline = lease_deadline_after_disconnect(ls);
+    else if (state == ZKIT_CONN_RECONNECTED || state == ZKIT_CONN_CONNECTED)
+        ls->lease_deadline = INT64_MAX;
+    else if (state == ZKIT_CONN_LOST)
+        ls->lease_lost = 1;
+}
+
+int zkl_locks_deadline(zkl_locks_t *ls, int64_t *deadline_ms)
+{
+    int64_t soonest = INT64_MAX;
+    if (ls->kind == ZKL_SEMAPHORE) {
+        *deadline_ms = ls->lease_deadline;
+        return ls->lease_lost ? ZKIT_ELOCKLOST : 0;
+    }
+    /* Every path must still be ours; the soonest deadline bounds them all. */
+    for (size_t i = 0; i < ls->count; i++) {
+        int64_t d;
+        if (zkit_lock_valid_until(ls->locks[i], &d) != 0)
+            return ZKIT_ELOCKLOST;
+        if (d < soonest)
+            soonest = d;
+    }
+    *deadline_ms = soonest;
+    return 0;
+}
+
+static int confirm_node(zkl_locks_t *ls, const char *node)
+{
+    zkit_stat_t st;
+    int rc = zkit_exists(&st, ls->client, node, NULL);
+    if (rc == 0 && st.ephemeral_owner != zkit_client_session_id(ls->client))
+        rc = ZKIT_ELOCKLOST; /* a node of an older session of ours, about to vanish */
+    return rc == 0 ? 0 : ZKIT_ELOCKLOST;
+}
+
+int zkl_locks_confirm(zkl_locks_t *ls)
+{
+    int rc = 0;
+    if (ls->kind == ZKL_SEMAPHORE)
+        return ls->lease_lost ? ZKIT_ELOCKLOST : confirm_node(ls, zkit_lease_node(ls->lease));
+    for (size_t i = 0; i < ls->count && rc == 0; i++) {
+        char *node = NULL;
+        rc = zkit_lock_node(ls->locks[i], &node);
+        rc = rc == 0 ? confirm_node(ls, node) : ZKIT_ELOCKLOST;
+        zkit_free(node);
+    }
+    return rc;
+}
+
+/* Appends " text" (or "text" first) to a growing malloc'd string. */
+static int append_word(char **s, const char *text)
+{
+    size_t old = *s ? strlen(*s) : 0;
+    char *grown = realloc(*s, old + strlen(text) + 2);
+    if (!grown)
+        return ZKIT_ENOMEM;
+    if (old)
+        grown[old++] = ' ';
+    strcpy(grown + old, text);
+    *s = grown;
+    return 0;
+}
+
+static int describe_one(const zkit_lock_t *lock, char **nodes, char **tokens)
+{
+    char *node = NULL, number[32];
+    int64_t token;
+    int rc = zkit_lock_node(lock, &node);
+    if (rc == 0)
+        rc = zkit_lock_fencing_token(lock, &token);
+    if (rc == 0) {
+        snprintf(number, sizeof(number), "%" PRId64, token);
+        rc = append_word(nodes, node);
+    }
+    if (rc == 0)
+        rc = append_word(tokens, number);
+    zkit_free(node);
+    return rc;
+}
+
+int zkl_locks_describe(const zkl_locks_t *ls, char **nodes, char **tokens)
+{
+    int rc = 0;
+    *nodes = *tokens = NULL;
+    if (ls->kind == ZKL_SEMAPHORE) {
+        char number[32];
+        snprintf(number, sizeof(number), "%" PRId64, zkit_lease_fencing_token(ls->lease));
+        rc = append_word(nodes, zkit_lease_node(ls->lease));
+        if (rc == 0)
+            rc = append_word(tokens, number);
+    }
+    for (size_t i = 0; ls->kind != ZKL_SEMAPHORE && i < ls->count && rc == 0; i++)
+        rc = describe_one(ls->locks[i], nodes, tokens);
+    if (rc != 0) {
+        free(*nodes);
+        free(*tokens);
+        *nodes = *tokens = NULL;
+    }
+    return rc;
+}
+
+int zkl_locks_release(zkl_locks_t *ls)
+{
+    int rc;
+    if (ls->kind == ZKL_SEMAPHORE) {
+        /* Returning a lease is a blocking delete: while disconnected it would wait for the
+         * retry policy, so the lease is left to the session's end (our close) instead. */
+        if (!ls->lease || ls->lease_lost || !zkit_client_is_connected(ls->client)) {
+            ls->lease_abandoned = ls->lease != NULL;
+            return ls->lease_lost ? ZKIT_ELOCKLOST : 0;
+        }
+        rc = zkit_lease_release(ls->lease);
+        ls->lease = NULL;
+        return rc;
+    }
+    return zkit_lock_release(ls->multi ? ls->multi : ls->locks[0]);
+}
+
+void zkl_locks_free(zkl_locks_t *ls, int abandon)
+{
+    if (!ls)
+        return;
+    if (ls->sem_thread_started)
+        pthread_join(ls->sem_thread, NULL); /* ends once the acquisition does */
+    /* A closed client's objects may still point at it: leave them to the process's end. */
+    if (!abandon) {
+        zkit_lock_free(ls->multi); /* before the locks it borrows */
+        for (size_t i = 0; ls->locks && i < ls->count; i++) {
+            if (ls->rws && ls->rws[i])
+                zkit_rwlock_free(ls->rws[i]);
+            else
+                zkit_lock_free(ls->locks[i]);
+        }
+        if (ls->lease && !ls->lease_abandoned)
+            zkit_lease_release(ls->lease);
+        zkit_semaphore_free(ls->sem);
+    }
+    free(ls->locks);
+    free(ls->rws);
+    free(ls);
+}

@@ -1,0 +1,231 @@
+/*
+ * fw_support.h - helpers shared by the framework suites (test_framework.c, test_session.c,
+ * test_ensemble.c): a connection-state log that listeners write and the test thread waits on,
+ * client construction, and a few bounded waits.
+ *
+ * Callbacks only record under a mutex and signal; every assertion runs on the test thread
+ * (CUnit is not thread-safe).  Functions are static inline so that each suite compiles them
+ * without warnings about the ones it does not use.
+ */
+#ifndef ZKIT_TESTS_FW_SUPPORT_H
+#define ZKIT_TESTS_FW_SUPPORT_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "zkit/client.h"
+#include "zkit/ops.h"
+#include "zkit/retry.h"
+#include "harness.h"
+
+/* ---- a mutex + monotonic condition variable pair --------------------------------------- */
+
+static inline void fw_cond_init(pthread_cond_t *cond)
+{
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(cond, &attr);
+    pthread_condattr_destroy(&attr);
+}
+
+/* Waits on cond (mu held) until the absolute monotonic deadline; 0 if woken, else ETIMEDOUT. */
+static inline int fw_cond_wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t due_ms)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)(due_ms / 1000);
+    ts.tv_nsec = (long)(due_ms % 1000) * 1000000L;
+    return pthread_cond_timedwait(cond, mu, &ts);
+}
+
+/* ---- the connection-state log ---------------------------------------------------------- */
+
+#define FW_MAX_STATES 64
+
+typedef struct fw_state_log {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    int count;
+    zkit_conn_state_t state[FW_MAX_STATES];
+    int64_t at_ms[FW_MAX_STATES];      /* zkh_now_ms() when the listener ran */
+    int64_t session[FW_MAX_STATES];    /* zkit_client_session_id() then */
+    pthread_t thread[FW_MAX_STATES];
+} fw_state_log_t;
+
+static inline void fw_state_log_init(fw_state_log_t *log)
+{
+    memset(log, 0, sizeof(*log));
+    pthread_mutex_init(&log->mu, NULL);
+    fw_cond_init(&log->cond);
+}
+
+static inline void fw_state_log_destroy(fw_state_log_t *log)
+{
+    pthread_mutex_destroy(&log->mu);
+    pthread_cond_destroy(&log->cond);
+}
+
+/* A zkit_state_listener_fn: records and signals, nothing else. */
+static inline void fw_state_listener(zkit_client_t *client, zkit_conn_state_t state, void *arg)
+{
+    fw_state_log_t *log = arg;
+    int64_t session = zkit_client_session_id(client);
+    pthread_mutex_lock(&log->mu);
+    if (log->count < FW_MAX_STATES) {
+        log->state[log->count] = state;
+        log->at_ms[log->count] = zkh_now_ms();
+        log->session[log->count] = session;
+        log->thread[log->count] = pthread_self();
+        log->count++;
+    }
+    pthread_cond_broadcast(&log->cond);
+    pthread_mutex_unlock(&log->mu);
+}
+
+static inline int fw_state_count(fw_state_log_t *log)
+{
+    int n;
+    pthread_mutex_lock(&log->mu);
+    n = log->count;
+    pthread_mutex_unlock(&log->mu);
+    return n;
+}
+
+/* The index of the first `state` recorded at or after index `from`, waiting up to timeout_ms;
+ * -1 if none came. */
+static inline int fw_state_wait(fw_state_log_t *log, int from, zkit_conn_state_t state,
+                                int timeout_ms)
+{
+    int64_t due = zkh_now_ms() + timeout_ms;
+    int found = -1;
+    pthread_mutex_lock(&log->mu);
+    for (;;) {
+        for (int i = from; i < log->count && found < 0; i++)
+            if (log->state[i] == state)
+                found = i;
+        if (found >= 0 || fw_cond_wait_until(&log->cond, &log->mu, due) != 0) {
+            for (int i = from; i < log->count && found < 0; i++)
+                if (log->state[i] == state)
+                    found = i;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&log->mu);
+    return found;
+}
+
+/* Whether `state` was recorded anywhere in [from, to). */
+static inline int fw_state_seen(fw_state_log_t *log, int from, int to, zkit_conn_state_t state)
+{
+    int seen = 0;
+    pthread_mutex_lock(&log->mu);
+    for (int i = from; i < to && i < log->count; i++)
+        if (log->state[i] == state)
+            seen = 1;
+    pthread_mutex_unlock(&log->mu);
+    return seen;
+}
+
+/* Prints the log (for a failing test's diagnosis). */
+static inline void fw_state_dump(fw_state_log_t *log, const char *what)
+{
+    pthread_mutex_lock(&log->mu);
+    fprintf(stderr, "%s: %d states:", what, log->count);
+    for (int i = 0; i < log->count; i++)
+        fprintf(stderr, " %s@%lld(0x%llx)", zkit_conn_state_name(log->state[i]),
+                (long long)(log->at_ms[i] - log->at_ms[0]), (unsigned long long)log->session[i]);
+    fprintf(stderr, "\n");
+    pthread_mutex_unlock(&log->mu);
+}
+
+/* ---- clients ----------------------------------------------------------------------------- */
+
+/* Keeps zkit's own log quiet in test output unless ZKIT_TEST_VERBOSE is set. */
+static inline zkit_log_level_t fw_log_level(void)
+{
+    return getenv("ZKIT_TEST_VERBOSE") ? ZKIT_LOG_INFO : ZKIT_LOG_ERROR;
+}
+
+static inline void fw_quiet_log(zkit_log_level_t level, const char *message, void *arg)
+{
+    (void)arg;
+    if (getenv("ZKIT_TEST_VERBOSE"))
+        fprintf(stderr, "zkit[%d]: %s\n", (int)level, message);
+}
+
+/* Options for a test client: `retry` may be NULL (then n_times(3, 100), fast and bounded). */
+static inline void fw_options(zkit_client_options_t *o, const char *connect, const char *ns,
+                              int session_timeout_ms, const zkit_retry_t *retry)
+{
+    zkit_client_options_init(o);
+    o->connect_string = connect;
+    o->namespace_name = ns;
+    o->session_timeout_ms = session_timeout_ms;
+    o->connection_timeout_ms = 5000;
+    o->retry = retry;
+    o->log_fn = fw_quiet_log;
+    o->log_level = fw_log_level();
+}
+
+/* Builds a client from options and waits for its connection; NULL on failure (printed). */
+static inline zkit_client_t *fw_connect_opts(const zkit_client_options_t *o)
+{
+    zkit_client_t *c = NULL;
+    zkit_retry_t *fallback = NULL;
+    zkit_client_options_t copy = *o;
+    int rc;
+    if (!copy.retry)
+        copy.retry = fallback = zkit_retry_n_times(3, 100);
+    rc = zkit_client_new(&c, &copy);
+    zkit_retry_free(fallback);
+    if (rc != 0) {
+        fprintf(stderr, "zkit_client_new(%s): %s\n", o->connect_string, zkit_strerror(rc));
+        return NULL;
+    }
+    rc = zkit_client_block_until_connected(c, 15000);
+    if (rc != 0) {
+        fprintf(stderr, "block_until_connected(%s): %s\n", o->connect_string, zkit_strerror(rc));
+        zkit_client_close(c);
+        return NULL;
+    }
+    return c;
+}
+
+static inline zkit_client_t *fw_connect(const char *connect, const char *ns,
+                                        int session_timeout_ms)
+{
+    zkit_client_options_t o;
+    fw_options(&o, connect, ns, session_timeout_ms, NULL);
+    return fw_connect_opts(&o);
+}
+
+/* ---- tree checks ------------------------------------------------------------------------- */
+
+/* Number of znodes under "/" other than ZooKeeper's own /zookeeper subtree; prints them. */
+static inline int fw_user_znodes(zkh_cluster_t *zk)
+{
+    size_t count = 0;
+    int user = 0;
+    char **list = zkh_list_tree(zk, "/", &count);
+    for (size_t i = 0; i < count; i++) {
+        if (strcmp(list[i], "/zookeeper") == 0 || strncmp(list[i], "/zookeeper/", 11) == 0)
+            continue;
+        fprintf(stderr, "left behind: %s\n", list[i]);
+        user++;
+    }
+    zkh_free_list(list, count);
+    return user;
+}
+
+/* Whether a node exists, asked through a raw handle (no zkit in the way). */
+static inline int fw_raw_exists(zhandle_t *zh, const char *path, struct Stat *stat)
+{
+    struct Stat local;
+    return zoo_exists(zh, path, 0, stat ? stat : &local) == ZOK;
+}
+
+#endif

@@ -1,0 +1,163 @@
+/*
+ * harness.h - test harness shared by every zkit test suite.
+ *
+ * It runs real ZooKeeper servers (Debian's 3.8 Java server) as child processes
+ * on free loopback ports, one temporary directory per cluster, and gives tests
+ * the means to hurt them: stop, kill, restart, freeze (SIGSTOP), partition
+ * through a TCP proxy, expire sessions.  It also offers small ZooKeeper-side
+ * inspection helpers (watch counts, which server holds a session, tree
+ * listing/deletion) and a CUnit runner that prints one summary line.
+ *
+ * Guarantees, because a test run must never leave debris behind:
+ *  - every wait is bounded by a deadline on the monotonic clock;
+ *  - servers die with the test process: PR_SET_PDEATHSIG, their own process
+ *    group, and atexit/signal handlers (SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+ *    SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL) that kill every registered
+ *    server and remove every cluster directory before the process dies;
+ *  - a directory left by a SIGKILLed test run is swept by the next zkh_start
+ *    (each directory carries a flock held for the owner's lifetime).
+ *
+ * Threading: call the cluster functions from one long-lived thread (normally
+ * the test's main thread).  PR_SET_PDEATHSIG fires when the *thread* that
+ * forked the server exits, so starting a server from a short-lived thread
+ * would kill it when that thread ends.  Proxies and the inspection helpers
+ * may be used from any thread.
+ *
+ * Build: C99 + POSIX, -DTHREADED, link -lzookeeper_mt -lpthread -lcunit.
+ */
+#ifndef ZKIT_TESTS_HARNESS_H
+#define ZKIT_TESTS_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <zookeeper/zookeeper.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- ZooKeeper servers ------------------------------------------------- */
+
+typedef struct zkh_cluster zkh_cluster_t;
+
+/* Start n servers (1 = standalone ZooKeeperServerMain, any n > 1 = ensemble
+ * via QuorumPeerMain) on free 127.0.0.1 ports in a fresh directory.  Waits
+ * until each server answers "imok" to "ruok", proves it is ours (its `conf`
+ * names our data directory), and for an ensemble until `srvr` reports leader
+ * or follower on every server.  Bounded by about 60 s.  Returns NULL on
+ * failure after printing why (and the server log tail) to stderr and
+ * cleaning up.  Server settings: tickTime=500 (session timeouts negotiate to
+ * 1..10 s), containers checked every 200 ms, TTL nodes enabled, all
+ * four-letter words allowed, admin server off. */
+zkh_cluster_t *zkh_start(int nservers);
+
+/* SIGTERM every server, SIGKILL whatever is left after 2 s, remove the
+ * directory, free.  NULL is accepted. */
+void zkh_shutdown(zkh_cluster_t *c);
+
+int zkh_server_count(zkh_cluster_t *c);
+const char *zkh_connect_string(zkh_cluster_t *c);        /* "127.0.0.1:p1,127.0.0.1:p2,..." */
+const char *zkh_server_address(zkh_cluster_t *c, int i); /* "127.0.0.1:pi", NULL if i is bad */
+int zkh_server_port(zkh_cluster_t *c, int i);            /* -1 if i is bad */
+int zkh_server_running(zkh_cluster_t *c, int i);         /* 1 running (maybe frozen), 0 not, -1 bad i */
+
+/* SIGTERM (and SIGCONT, in case it is frozen), wait for exit, SIGKILL after
+ * 5 s.  0 ok (also when it was already down), -1 on error. */
+int zkh_stop(zkh_cluster_t *c, int i);
+/* SIGKILL and reap.  0 ok (also when it was already down). */
+int zkh_kill(zkh_cluster_t *c, int i);
+/* Start a stopped/killed server again with the same ports and data
+ * directory; waits for ruok (and, in an ensemble, for leader/follower mode),
+ * bounded by about 60 s.  -1 if it is running or does not come up. */
+int zkh_restart(zkh_cluster_t *c, int i);
+/* SIGSTOP / SIGCONT: a hung server whose sockets stay open. */
+int zkh_freeze(zkh_cluster_t *c, int i);
+int zkh_thaw(zkh_cluster_t *c, int i);
+
+/* Send a four-letter word to server i over TCP (2 s timeout overall) and read
+ * the whole answer.  Stores at most outlen-1 bytes plus a NUL in out.
+ * Returns the number of bytes stored, or -1. */
+int zkh_four_letter(zkh_cluster_t *c, int i, const char *cmd, char *out, size_t outlen);
+
+/* Sum of "Total watches:N" from `wchs` over every running, unfrozen server;
+ * -1 if one of them does not answer. */
+int zkh_watch_count(zkh_cluster_t *c);
+/* Poll zkh_watch_count until it equals expected: 0, or -1 on timeout. */
+int zkh_wait_watch_count(zkh_cluster_t *c, int expected, int timeout_ms);
+/* Index of the running, unfrozen server whose `cons` lists the session
+ * (sid=0x...), or -1. */
+int zkh_connection_server(zkh_cluster_t *c, int64_t session_id);
+
+/* Expire a session with the second-handle trick: connect another handle with
+ * the same id and password, wait until it is connected, close it (that
+ * closes the session on the server).  Repeated until a fresh handle is told
+ * the session is expired, because the owner's reconnect can win the race
+ * against our close.  Bounded by 10 s.  0: the server has ended the session;
+ * -1 otherwise.  The owner sees ZOO_EXPIRED_SESSION_STATE when it next
+ * reconnects, normally within a few hundred ms.  (A ZooKeeper race can leave
+ * the owner on a connection the server no longer answers; if that
+ * connection's client end is in this process, the harness shuts it down so
+ * the owner learns at once.  An owner in another process may then need 2/3
+ * of its session timeout to notice.) */
+int zkh_expire_session(zkh_cluster_t *c, int64_t session_id, const char passwd[16]);
+
+/* A connected raw libzookeeper handle for test-side checks (waits up to
+ * 10 s, requested session timeout 10 s).  Its default watcher ignores
+ * everything.  Caller closes it with zookeeper_close.  NULL on failure. */
+zhandle_t *zkh_raw_connect(zkh_cluster_t *c);
+
+/* Every znode strictly under path, as full paths in depth-first pre-order
+ * with siblings sorted by name (so a parent always precedes its children).
+ * *count is set.  Returns NULL with *count = 0 if path does not exist or the
+ * listing failed (the latter is reported on stderr); an existing leaf gives
+ * a non-NULL list with *count = 0.  Free with zkh_free_list. */
+char **zkh_list_tree(zkh_cluster_t *c, const char *path, size_t *count);
+void zkh_free_list(char **list, size_t count);
+/* Delete path and everything under it ("/" deletes everything but /zookeeper
+ * and "/" itself).  A missing node is fine.  0 ok, -1 on error. */
+int zkh_delete_tree(zkh_cluster_t *c, const char *path);
+
+/* ---- time --------------------------------------------------------------- */
+
+int64_t zkh_now_ms(void); /* CLOCK_MONOTONIC in milliseconds */
+/* Poll pred(arg) every 10 ms until it returns non-zero (0) or timeout_ms
+ * passes (-1).  pred is always evaluated at least once, and once more at the
+ * deadline. */
+int zkh_wait_until(int (*pred)(void *arg), void *arg, int timeout_ms);
+
+/* ---- TCP proxy ---------------------------------------------------------- */
+
+/* A TCP proxy on a free 127.0.0.1 port forwarding to target
+ * ("127.0.0.1:port"), served by one thread of its own.
+ *  block:   from the moment it returns nothing more is forwarded either way;
+ *           sockets stay open, bytes stay unread in the kernel, new
+ *           connections are accepted but not forwarded (a partition).
+ *  unblock: closes every connection that existed while blocked (held bytes
+ *           are dropped, clients see a reset and reconnect), then forwards
+ *           new connections normally.  Returns once that is done.
+ *  stop:    closes everything, joins the thread, frees.  NULL is accepted. */
+typedef struct zkh_proxy zkh_proxy_t;
+zkh_proxy_t *zkh_proxy_start(const char *target);
+const char *zkh_proxy_address(zkh_proxy_t *p); /* "127.0.0.1:port" */
+void zkh_proxy_block(zkh_proxy_t *p);
+void zkh_proxy_unblock(zkh_proxy_t *p);
+void zkh_proxy_stop(zkh_proxy_t *p);
+
+/* ---- test runs ---------------------------------------------------------- */
+
+/* Run the CUnit registry the caller has filled (CU_BRM_VERBOSE when
+ * ZKIT_TEST_VERBOSE is set in the environment, CU_BRM_NORMAL otherwise),
+ * print one line "SUITE <name>: N tests, F failures, A asserts failed"
+ * (F counts failed tests plus suites whose init/cleanup failed), clean the
+ * registry up and return an exit code: 0 iff nothing failed and CUnit
+ * reported no error. */
+int zkh_run_tests(const char *name);
+
+/* "/<prefix>-<pid>-<counter>": a fresh namespace per test. */
+void zkh_unique_path(char *buf, size_t len, const char *prefix);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ZKIT_TESTS_HARNESS_H */

@@ -1,0 +1,427 @@
+/*
+ * CuratorPeer: a tiny Apache Curator (5.x) lock client driven by the zkit C test-suite, so
+ * that zkit's locks can be checked for mutual exclusion against Curator's own recipes.
+ *
+ * Started through tests/curator-peer.sh, which compiles this file on demand. Usage:
+ *
+ *   CuratorPeer CONNECT hold  KIND PATH TIMEOUT_MS
+ *   CuratorPeer CONNECT loop  KIND PATH ITERATIONS COUNTER_FILE LOG_FILE
+ *   CuratorPeer CONNECT order KIND PATH
+ *
+ * KIND: mutex (InterProcessMutex), read / write (InterProcessReadWriteLock halves),
+ *       semaphore (InterProcessSemaphoreMutex).
+ *
+ * stdout: one line per event, flushed at once. stderr: errors (and nothing else, logging is
+ * silenced with slf4j-nop). Exit codes: 0 ok, 1 error, 2 timeout.
+ *
+ * hold:  acquire (TIMEOUT_MS < 0 = wait forever, 0 = try once), print "ACQUIRED <our node>"
+ *        (full path; "-" if it cannot be found) or "TIMEOUT" (exit 2). Then commands on
+ *        stdin, one a line:
+ *          release       -> release, print "RELEASED", exit 0
+ *          participants  -> "PARTICIPANT <node name>" per participant, then "END"
+ *          EOF           -> release silently, exit 0
+ *        While holding, connection state changes other than the first connect are reported
+ *        as "STATE SUSPENDED" / "STATE RECONNECTED" / "STATE LOST" / "STATE READ_ONLY".
+ * loop:  ITERATIONS times: acquire (forever), append "ENTER <pid> <nanoTime>" to LOG_FILE,
+ *        read the integer in COUNTER_FILE (missing or empty = 0), sleep 1-3 ms, write it back
+ *        plus one (deliberately not atomic), append "EXIT <pid> <nanoTime>", release.
+ *        For read / write the log lines are "ENTER R ..." / "ENTER W ..." (and EXIT alike) and
+ *        readers only read the counter, never write it. Prints "DONE" at the end.
+ *        nanoTime is CLOCK_MONOTONIC on Linux, comparable across processes of one host.
+ * order: "NODE <node name>" for every participant in Curator's order, then "END".
+ *
+ * Participants: mutex, read, write: getParticipantNodes() of that lock, i.e. the children
+ * of PATH sorted by Curator's sorter; the read half lists only __READ__ nodes and the write
+ * half only __WRIT__ nodes (Curator filters by its lock name). semaphore: the children of
+ * PATH/leases as ZooKeeper returns them (InterProcessSemaphoreV2.getParticipantNodes()).
+ */
+
+import java.io.BufferedReader;
+import java.io.FileOutputStream;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.lang.reflect.Field;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.curator.framework.CuratorFramework;
+import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.locks.InterProcessLock;
+import org.apache.curator.framework.recipes.locks.InterProcessMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreMutex;
+import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
+import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.framework.state.ConnectionState;
+import org.apache.curator.retry.ExponentialBackoffRetry;
+import org.apache.curator.utils.ZKPaths;
+
+public class CuratorPeer {
+    static final int EXIT_OK = 0;
+    static final int EXIT_ERROR = 1;
+    static final int EXIT_TIMEOUT = 2;
+
+    /* ---- lock wrappers: the same recipes Curator builds, subclassed only to reach the
+     * protected getLockPath() (our own node, kept per thread by InterProcessMutex). ---- */
+
+    static final class PeerMutex extends InterProcessMutex {
+        PeerMutex(CuratorFramework client, String path) {
+            super(client, path);
+        }
+
+        String ourNode() {
+            return getLockPath();
+        }
+    }
+
+    static final class PeerWriteLock extends InterProcessReadWriteLock.WriteLock {
+        PeerWriteLock(CuratorFramework client, String path) {
+            super(client, path, null);
+        }
+
+        String ourNode() {
+            return getLockPath();
+        }
+    }
+
+    static final class PeerReadLock extends InterProcessReadWriteLock.ReadLock {
+        PeerReadLock(CuratorFramework client, String path, InterProcessReadWriteLock.WriteLock w) {
+            super(client, path, null, w);
+        }
+
+        String ourNode() {
+            return getLockPath();
+        }
+    }
+
+    /** One lock of the requested KIND, with uniform access to our node and participants. */
+    static final class Peer {
+        final String kind;
+        final String path;
+        final CuratorFramework client;
+        final InterProcessLock lock;
+
+        Peer(CuratorFramework client, String kind, String path) {
+            this.client = client;
+            this.kind = kind;
+            this.path = path;
+            switch (kind) {
+            case "mutex":
+                lock = new PeerMutex(client, path);
+                break;
+            case "write":
+                lock = new PeerWriteLock(client, path);
+                break;
+            case "read":
+                /* Exactly what new InterProcessReadWriteLock(client, path) builds: the read
+                 * half needs its write half (for downgrade), which stays unused here. */
+                lock = new PeerReadLock(client, path, new PeerWriteLock(client, path));
+                break;
+            case "semaphore":
+                lock = new InterProcessSemaphoreMutex(client, path);
+                break;
+            default:
+                throw new IllegalArgumentException("unknown KIND '" + kind
+                        + "' (mutex, read, write, semaphore)");
+            }
+        }
+
+        boolean acquire(long timeoutMs) throws Exception {
+            if (timeoutMs < 0) {
+                lock.acquire();
+                return true;
+            }
+            return lock.acquire(timeoutMs, TimeUnit.MILLISECONDS);
+        }
+
+        void release() throws Exception {
+            lock.release();
+        }
+
+        /** Full path of our lock node (lease node for the semaphore), or null. */
+        String ourNode() {
+            if (lock instanceof PeerMutex) {
+                return ((PeerMutex) lock).ourNode();
+            }
+            if (lock instanceof PeerWriteLock) {
+                return ((PeerWriteLock) lock).ourNode();
+            }
+            if (lock instanceof PeerReadLock) {
+                return ((PeerReadLock) lock).ourNode();
+            }
+            /* InterProcessSemaphoreMutex keeps its Lease in a private field; the lease's
+             * node name is the name of the lease node under PATH/leases. */
+            try {
+                Field f = InterProcessSemaphoreMutex.class.getDeclaredField("lease");
+                f.setAccessible(true);
+                Object lease = f.get(lock);
+                if (lease instanceof Lease) {
+                    String name = ((Lease) lease).getNodeName();
+                    if (name != null && !name.isEmpty()) {
+                        return name.startsWith("/") ? name
+                                : ZKPaths.makePath(ZKPaths.makePath(path, "leases"), name);
+                    }
+                }
+            } catch (ReflectiveOperationException | RuntimeException e) {
+                /* fall through: unknown */
+            }
+            return null;
+        }
+
+        /** Participant node names (not paths), in Curator's order. */
+        List<String> participants() throws Exception {
+            Collection<String> nodes;
+            if (lock instanceof InterProcessMutex) {
+                nodes = ((InterProcessMutex) lock).getParticipantNodes();
+            } else {
+                /* InterProcessSemaphoreMutex = InterProcessSemaphoreV2(client, path, 1); a
+                 * second instance only to list PATH/leases (creates nothing). */
+                nodes = new InterProcessSemaphoreV2(client, path, 1).getParticipantNodes();
+            }
+            /* Paths for the locks, bare names for the semaphore: keep the last component. */
+            List<String> names = new ArrayList<>();
+            for (String n : nodes) {
+                names.add(n.substring(n.lastIndexOf('/') + 1));
+            }
+            return names;
+        }
+    }
+
+    /* ---- output ---- */
+
+    static synchronized void out(String line) {
+        System.out.println(line);
+        System.out.flush();
+    }
+
+    static void err(String line) {
+        System.err.println("CuratorPeer: " + line);
+        System.err.flush();
+    }
+
+    static void usage() {
+        err("usage: CuratorPeer CONNECT hold KIND PATH TIMEOUT_MS\n"
+                + "       CuratorPeer CONNECT loop KIND PATH ITERATIONS COUNTER_FILE LOG_FILE\n"
+                + "       CuratorPeer CONNECT order KIND PATH\n"
+                + "KIND: mutex | read | write | semaphore");
+    }
+
+    /* ---- main ---- */
+
+    public static void main(String[] args) {
+        int rc;
+        CuratorFramework client = null;
+        try {
+            if (args.length == 1 && args[0].equals("--warm-up")) {
+                warmUp();
+                System.exit(EXIT_OK);
+            }
+            if (args.length < 4) {
+                usage();
+                System.exit(EXIT_ERROR);
+            }
+            String connect = args[0];
+            String mode = args[1];
+            String kind = args[2];
+            String path = args[3];
+            int expected = mode.equals("hold") ? 5 : mode.equals("loop") ? 7 : mode.equals("order") ? 4 : -1;
+            if (expected < 0 || args.length != expected) {
+                usage();
+                System.exit(EXIT_ERROR);
+            }
+            if (!path.startsWith("/")) {
+                throw new IllegalArgumentException("PATH must be absolute: " + path);
+            }
+            client = CuratorFrameworkFactory.builder()
+                    .connectString(connect)
+                    .sessionTimeoutMs(10000)
+                    .retryPolicy(new ExponentialBackoffRetry(100, 3))
+                    .build();
+            final CuratorFramework c = client;
+            /* SIGTERM / SIGINT: close the session so our ephemeral nodes go at once. */
+            Runtime.getRuntime().addShutdownHook(new Thread(c::close));
+            client.start();
+            Peer peer = new Peer(client, kind, path);
+            switch (mode) {
+            case "hold":
+                rc = hold(peer, Long.parseLong(args[4]));
+                break;
+            case "loop":
+                rc = loop(peer, Integer.parseInt(args[4]), Paths.get(args[5]), Paths.get(args[6]));
+                break;
+            default:
+                rc = order(peer);
+                break;
+            }
+        } catch (Exception e) {
+            err("error: " + e);
+            rc = EXIT_ERROR;
+        }
+        if (client != null) {
+            try {
+                client.close();
+            } catch (RuntimeException e) {
+                /* closing anyway */
+            }
+        }
+        System.out.flush();
+        System.exit(rc);
+    }
+
+    /**
+     * Used by curator-peer.sh only, to record a class-data-sharing archive right after
+     * compiling: load the classes a real run needs by running every kind against a port
+     * where no server listens. All failures are expected and ignored; the operations run in
+     * parallel (each fails after the client's one-second reconnect pause) and whatever has
+     * not finished after two seconds is abandoned. Prints nothing.
+     */
+    static void warmUp() throws InterruptedException {
+        CuratorFramework client = CuratorFrameworkFactory.builder()
+                .connectString("127.0.0.1:1")
+                .sessionTimeoutMs(100)
+                .connectionTimeoutMs(100)
+                .retryPolicy(new ExponentialBackoffRetry(1, 1))
+                .build();
+        client.start();
+        client.getConnectionStateListenable().addListener((cl, state) -> { });
+        List<Thread> threads = new ArrayList<>();
+        for (String kind : new String[] {"mutex", "read", "write", "semaphore"}) {
+            Peer peer = new Peer(client, kind, "/curator-peer-warm-up");
+            peer.ourNode();
+            threads.add(new Thread(() -> {
+                try {
+                    peer.acquire(50);
+                } catch (Exception e) {
+                    /* expected: no server */
+                }
+            }));
+            threads.add(new Thread(() -> {
+                try {
+                    peer.participants();
+                } catch (Exception e) {
+                    /* expected: no server */
+                }
+            }));
+        }
+        for (Thread t : threads) {
+            t.setDaemon(true);
+            t.start();
+        }
+        try {
+            readCounter(Paths.get("/nonexistent/curator-peer-warm-up"));
+        } catch (IOException e) {
+            /* not reached */
+        }
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(2);
+        for (Thread t : threads) {
+            long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+            if (left > 0) {
+                t.join(left);
+            }
+        }
+        client.close();
+    }
+
+    static int hold(Peer peer, long timeoutMs) throws Exception {
+        if (!peer.acquire(timeoutMs)) {
+            out("TIMEOUT");
+            return EXIT_TIMEOUT;
+        }
+        String node = peer.ourNode();
+        out("ACQUIRED " + (node != null ? node : "-"));
+        peer.client.getConnectionStateListenable().addListener((cl, state) -> {
+            if (state != ConnectionState.CONNECTED) {
+                out("STATE " + state.name());
+            }
+        });
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            String cmd = line.trim();
+            if (cmd.isEmpty()) {
+                continue;
+            }
+            if (cmd.equals("release")) {
+                peer.release();
+                out("RELEASED");
+                return EXIT_OK;
+            } else if (cmd.equals("participants")) {
+                StringBuilder sb = new StringBuilder();
+                for (String n : peer.participants()) {
+                    sb.append("PARTICIPANT ").append(n).append('\n');
+                }
+                sb.append("END");
+                out(sb.toString());
+            } else {
+                err("unknown command '" + cmd + "' (release, participants)");
+            }
+        }
+        peer.release();
+        return EXIT_OK;
+    }
+
+    static int order(Peer peer) throws Exception {
+        StringBuilder sb = new StringBuilder();
+        for (String n : peer.participants()) {
+            sb.append("NODE ").append(n).append('\n');
+        }
+        sb.append("END");
+        out(sb.toString());
+        return EXIT_OK;
+    }
+
+    static int loop(Peer peer, int iterations, Path counter, Path log) throws Exception {
+        long pid = ProcessHandle.current().pid();
+        String tag = peer.kind.equals("read") ? "R " : peer.kind.equals("write") ? "W " : "";
+        boolean writes = !peer.kind.equals("read");
+        for (int i = 0; i < iterations; i++) {
+            peer.acquire(-1);
+            try {
+                append(log, "ENTER " + tag + pid + " " + System.nanoTime() + "\n");
+                long value = readCounter(counter);
+                Thread.sleep(1 + ThreadLocalRandom.current().nextInt(3));
+                if (writes) {
+                    Files.write(counter, (Long.toString(value + 1) + "\n").getBytes(StandardCharsets.US_ASCII));
+                }
+                append(log, "EXIT " + tag + pid + " " + System.nanoTime() + "\n");
+            } finally {
+                peer.release();
+            }
+        }
+        out("DONE");
+        return EXIT_OK;
+    }
+
+    /** One write(2) on an O_APPEND descriptor, so lines of concurrent peers never mix. */
+    static void append(Path file, String line) throws IOException {
+        try (OutputStream os = new FileOutputStream(file.toFile(), true)) {
+            os.write(line.getBytes(StandardCharsets.US_ASCII));
+        }
+    }
+
+    static long readCounter(Path counter) throws IOException {
+        String s;
+        try {
+            s = new String(Files.readAllBytes(counter), StandardCharsets.US_ASCII).trim();
+        } catch (NoSuchFileException e) {
+            return 0;
+        }
+        if (s.isEmpty()) {
+            return 0;
+        }
+        try {
+            return Long.parseLong(s);
+        } catch (NumberFormatException e) {
+            throw new IOException("counter file " + counter + " holds '" + s + "'");
+        }
+    }
+}

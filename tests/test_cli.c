@@ -1,0 +1,1006 @@
+/*
+ * test_cli.c - the zkit-lock command, run as a separate program against a real server.
+ *
+ * Every test starts the built binary (ZKIT_LOCK_BIN, or the path in $ZKIT_LOCK_BIN) with
+ * fork/exec, and gives its commands small shell snippets that leave evidence in scratch
+ * files: "ready" markers, pid files, logs appended with O_APPEND (one write per line, so the
+ * order of lines is the order of events).  Every wait is bounded; every process a test starts
+ * is waited for or killed, and every command records its process group so that the suite
+ * cleanup can kill whatever a failed test left behind.
+ *
+ * One standalone server for the binary; tests that freeze it or cut it off through a proxy
+ * restore it before they end.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <CUnit/CUnit.h>
+
+#include "harness.h"
+
+#ifndef ZKIT_LOCK_BIN
+#define ZKIT_LOCK_BIN "src/tools/zkit-lock"
+#endif
+
+#define MAX_ARGS 32
+#define TOOL_WAIT_MS 30000
+
+static zkh_cluster_t *zk;
+static const char *tool = ZKIT_LOCK_BIN;
+static char scratch_dir[64];
+static char self_path[4096]; /* this program: `test_cli --group-alive PGID` for the rival */
+
+/* Holds the lock until killed (at most 60 s): records its pid (= its process group) in
+ * "$1.pid", then signals readiness with "$1.ready". */
+static const char hold_snippet[] =
+    "echo $$ > \"$1.pid\"; : > \"$1.ready\"; "
+    "i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done";
+
+/* The same, logging SIGTERM to "$1.log" before it exits. */
+static const char hold_trap_snippet[] =
+    "trap 'echo TERM >> \"$1.log\"; exit 143' TERM; "
+    "echo $$ > \"$1.pid\"; : > \"$1.ready\"; "
+    "i=0; while [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done";
+
+/* ---- scratch files ----------------------------------------------------------------------- */
+
+static void scratch(char *out, size_t len, const char *name)
+{
+    snprintf(out, len, "%s/%s", scratch_dir, name);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *text = NULL;
+    size_t size = 0;
+    if (!f)
+        return NULL;
+    if (getdelim(&text, &size, '\0', f) < 0) {
+        free(text);
+        text = strdup("");
+    }
+    fclose(f);
+    return text;
+}
+
+static int line_count(const char *text)
+{
+    int n = 0;
+    for (; text && *text; text++)
+        n += *text == '\n';
+    return n;
+}
+
+static int contains(const char *path, const char *needle)
+{
+    char *text = slurp(path);
+    int found = text && strstr(text, needle) != NULL;
+    free(text);
+    return found;
+}
+
+static int exists_pred(void *arg)
+{
+    return access((const char *)arg, F_OK) == 0;
+}
+
+static int wait_file(const char *path, int timeout_ms)
+{
+    return zkh_wait_until(exists_pred, (void *)path, timeout_ms);
+}
+
+typedef struct grep_arg {
+    const char *path;
+    const char *needle;
+} grep_arg_t;
+
+static int grep_pred(void *arg)
+{
+    grep_arg_t *g = arg;
+    return contains(g->path, g->needle);
+}
+
+static int wait_text(const char *path, const char *needle, int timeout_ms)
+{
+    grep_arg_t g = { path, needle };
+    return zkh_wait_until(grep_pred, &g, timeout_ms);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* Kills the process groups recorded in scratch *.pid files: commands a failed test left. */
+static int kill_recorded(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    size_t n = strlen(path);
+    (void)st;
+    (void)ftw;
+    if (flag == FTW_F && n > 4 && strcmp(path + n - 4, ".pid") == 0) {
+        char *text = slurp(path);
+        long pid = text ? strtol(text, NULL, 10) : 0;
+        if (pid > 1)
+            kill((pid_t)-pid, SIGKILL);
+        free(text);
+    }
+    return 0;
+}
+
+/* ---- processes -------------------------------------------------------------------------- */
+
+/* Starts `file` with argv, stdin from /dev/null, stdout/stderr to files (NULL: /dev/null).
+ * `own_group` puts it in a process group of its own, so that a timeout can kill its tree. */
+static pid_t spawn_argv(const char *file, const char *const *argv, const char *out,
+                        const char *err, int own_group)
+{
+    sigset_t all, old;
+    pid_t pid;
+    /* The harness's handlers (which stop the servers) must never run in the child: signals
+     * stay blocked across fork until the child has put the default dispositions back. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid = fork();
+    if (pid == 0) {
+        struct sigaction dfl;
+        int in = open("/dev/null", O_RDONLY);
+        int o = open(out ? out : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
+        int e = open(err ? err : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
+        memset(&dfl, 0, sizeof(dfl));
+        dfl.sa_handler = SIG_DFL;
+        for (int sig = 1; sig < NSIG; sig++)
+            sigaction(sig, &dfl, NULL);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (own_group)
+            setpgid(0, 0);
+        dup2(in, 0);
+        dup2(o, 1);
+        dup2(e, 2);
+        for (int fd = 3; fd < 1024; fd++) /* nothing of ours: see the descriptor test */
+            close(fd);
+        execv(file, (char *const *)argv);
+        _exit(127);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return pid;
+}
+
+/* zkit-lock with the NULL-terminated arguments after `err`. */
+static pid_t spawn_tool(const char *err, ...)
+{
+    const char *argv[MAX_ARGS + 2];
+    va_list ap;
+    int n = 0;
+    argv[n++] = tool;
+    va_start(ap, err);
+    while (n <= MAX_ARGS && (argv[n] = va_arg(ap, const char *)) != NULL)
+        n++;
+    va_end(ap);
+    argv[n] = NULL;
+    return spawn_argv(tool, argv, NULL, err, 0);
+}
+
+/* Waits for a child: its status as a shell reports it (128+N for signal N), or -1 after
+ * timeout_ms, when it (and its group, if it leads one) is killed and reaped. */
+static int wait_status(pid_t pid, int timeout_ms)
+{
+    int64_t deadline = zkh_now_ms() + timeout_ms;
+    int status;
+    for (;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+        if (r < 0 && errno != EINTR)
+            return -1;
+        if (zkh_now_ms() >= deadline) {
+            kill(-pid, SIGKILL);
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            return -1;
+        }
+        usleep(5000);
+    }
+}
+
+/* Runs zkit-lock to its end; *elapsed_ms (optional) gets how long it took. */
+static int run_tool(int64_t *elapsed_ms, const char *err, const char *const *args)
+{
+    const char *argv[MAX_ARGS + 2];
+    int64_t start = zkh_now_ms();
+    int n = 0, status;
+    argv[n++] = tool;
+    while (n <= MAX_ARGS && args[n - 1]) {
+        argv[n] = args[n - 1];
+        n++;
+    }
+    argv[n] = NULL;
+    status = wait_status(spawn_argv(tool, argv, NULL, err, 0), TOOL_WAIT_MS);
+    if (elapsed_ms)
+        *elapsed_ms = zkh_now_ms() - start;
+    return status;
+}
+
+/* Whether a process of group `pgid` is alive.  kill(-pgid, 0) would also count zombies
+ * (dead, waiting for init to reap them), so /proc/PID/stat is read: state, ppid, pgrp follow
+ * the last ')'. */
+static int live_in_group(long pgid)
+{
+    DIR *proc = opendir("/proc");
+    struct dirent *e;
+    int alive = 0;
+    while (proc && !alive && (e = readdir(proc)) != NULL) {
+        char path[300], buf[1024], state, *close_paren;
+        long ppid, pgrp;
+        size_t n;
+        FILE *f;
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+        if (!(f = fopen(path, "r")))
+            continue; /* gone meanwhile */
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        close_paren = strrchr(buf, ')');
+        if (close_paren && sscanf(close_paren + 1, " %c %ld %ld", &state, &ppid, &pgrp) == 3 &&
+            pgrp == pgid && state != 'Z' && state != 'X')
+            alive = 1;
+    }
+    if (proc)
+        closedir(proc);
+    return alive;
+}
+
+static long recorded_group(const char *pidfile)
+{
+    char *text = slurp(pidfile);
+    long pid = text ? strtol(text, NULL, 10) : 0;
+    free(text);
+    return pid;
+}
+
+static int group_gone_pred(void *arg)
+{
+    return !live_in_group(recorded_group((const char *)arg));
+}
+
+/* Whether the recorded group still has a live process a moment (0.5 s at most) from now:
+ * members killed with the leader may take that long to be scheduled and die. */
+static int group_alive(const char *pidfile)
+{
+    return recorded_group(pidfile) > 1 &&
+           zkh_wait_until(group_gone_pred, (void *)pidfile, 500) != 0;
+}
+
+/* A zkit-lock holding `path` with the hold snippet; waits until its command runs.
+ * `base` names the scratch files; extra options (NULL-terminated) go before the path. */
+static pid_t start_holder(const char *connect, const char *path, const char *snippet,
+                          const char *base, const char *err, ...)
+{
+    const char *argv[MAX_ARGS + 2];
+    char ready[300];
+    va_list ap;
+    int n = 0;
+    pid_t pid;
+    argv[n++] = tool;
+    argv[n++] = "--connect";
+    argv[n++] = connect;
+    va_start(ap, err);
+    while (n < MAX_ARGS - 8 && (argv[n] = va_arg(ap, const char *)) != NULL)
+        n++;
+    va_end(ap);
+    argv[n++] = path;
+    argv[n++] = "--";
+    argv[n++] = "sh";
+    argv[n++] = "-c";
+    argv[n++] = snippet;
+    argv[n++] = "sh";
+    argv[n++] = base;
+    argv[n] = NULL;
+    pid = spawn_argv(tool, argv, NULL, err, 0);
+    snprintf(ready, sizeof(ready), "%s.ready", base);
+    if (wait_file(ready, 15000) != 0) {
+        wait_status(pid, 0);
+        return -1;
+    }
+    return pid;
+}
+
+/* Ends a holder with SIGTERM (passed on to its command); its exit status. */
+static int stop_holder(pid_t pid)
+{
+    if (pid <= 0)
+        return -1;
+    kill(pid, SIGTERM);
+    return wait_status(pid, TOOL_WAIT_MS);
+}
+
+/* Children of `path` (0 when it is gone). */
+static size_t children(const char *path)
+{
+    size_t count = 0;
+    char **list = zkh_list_tree(zk, path, &count);
+    zkh_free_list(list, count);
+    return count;
+}
+
+typedef struct count_arg {
+    const char *path;
+    size_t want;
+} count_arg_t;
+
+static int count_pred(void *arg)
+{
+    count_arg_t *c = arg;
+    return children(c->path) == c->want;
+}
+
+static int wait_children(const char *path, size_t want, int timeout_ms)
+{
+    count_arg_t c = { path, want };
+    return zkh_wait_until(count_pred, &c, timeout_ms);
+}
+
+/* ---- mutual exclusion -------------------------------------------------------------------- */
+
+/* Each worker is a shell loop running zkit-lock five times; each command reads a counter,
+ * sleeps, writes it back incremented: any overlap loses an increment or interleaves lines. */
+static const char worker_loop[] =
+    "tool=$1 cs=$2 p=$3 log=$4 cnt=$5 snip=$6; "
+    "for i in 1 2 3 4 5; do "
+    "\"$tool\" --connect \"$cs\" -w 30 \"$p\" -- sh -c \"$snip\" sh \"$log\" \"$cnt\" || exit 1; "
+    "done";
+static const char critical_section[] =
+    "echo \"ENTER $$\" >> \"$1\"; n=$(cat \"$2\"); sleep 0.02; "
+    "echo $((n + 1)) > \"$2\"; echo \"EXIT $$\" >> \"$1\"";
+
+#define WORKERS 4
+#define ROUNDS 5
+
+static void check_log_pairs(const char *log)
+{
+    char *text = slurp(log), *save = NULL, *line;
+    char enter_pid[32] = "";
+    int lines = 0, bad = 0;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save), lines++) {
+        if (lines % 2 == 0 && sscanf(line, "ENTER %31s", enter_pid) != 1)
+            bad++;
+        if (lines % 2 == 1 && (strncmp(line, "EXIT ", 5) != 0 || strcmp(line + 5, enter_pid)))
+            bad++;
+    }
+    CU_ASSERT_EQUAL(lines, 2 * WORKERS * ROUNDS);
+    CU_ASSERT_EQUAL(bad, 0);
+    free(text);
+}
+
+static void test_mutual_exclusion(void)
+{
+    char path[64], log[300], counter[300];
+    pid_t workers[WORKERS];
+    char *count;
+    FILE *f;
+    zkh_unique_path(path, sizeof(path), "cli-mutex");
+    scratch(log, sizeof(log), "mutex.log");
+    scratch(counter, sizeof(counter), "mutex.counter");
+    f = fopen(counter, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("0\n", f);
+    fclose(f);
+    for (int i = 0; i < WORKERS; i++) {
+        const char *argv[] = { "sh", "-c", worker_loop, "sh", tool, zkh_connect_string(zk), path,
+                               log, counter, critical_section, NULL };
+        workers[i] = spawn_argv("/bin/sh", argv, NULL, NULL, 1);
+    }
+    for (int i = 0; i < WORKERS; i++)
+        CU_ASSERT_EQUAL(wait_status(workers[i], 90000), 0);
+    count = slurp(counter);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(count);
+    CU_ASSERT_EQUAL(atoi(count), WORKERS * ROUNDS);
+    free(count);
+    check_log_pairs(log);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/* ---- conflicts and timeouts -------------------------------------------------------------- */
+
+static void test_nonblock_conflict(void)
+{
+    char path[64], base[300], err[300], err_quiet[300];
+    const char *cs = zkh_connect_string(zk);
+    int64_t elapsed;
+    char *text;
+    pid_t holder;
+    zkh_unique_path(path, sizeof(path), "cli-nonblock");
+    scratch(base, sizeof(base), "nonblock");
+    scratch(err, sizeof(err), "nonblock.err");
+    scratch(err_quiet, sizeof(err_quiet), "nonblock-quiet.err");
+    holder = start_holder(cs, path, hold_snippet, base, NULL, NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    {
+        const char *args[] = { "--connect", cs, "-n", path, "--", "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(&elapsed, err, args), 1);
+        CU_ASSERT(elapsed < 2000);
+    }
+    text = slurp(err);
+    CU_ASSERT_EQUAL(line_count(text), 1);
+    CU_ASSERT_PTR_NOT_NULL(text ? strstr(text, "already locked") : NULL);
+    free(text);
+    {
+        const char *args[] = { "--connect", cs, "-q", "-E", "42", "--nonblock", path, "--",
+                               "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(&elapsed, err_quiet, args), 42);
+        CU_ASSERT(elapsed < 2000);
+    }
+    text = slurp(err_quiet);
+    CU_ASSERT_EQUAL(line_count(text), 0);
+    free(text);
+    CU_ASSERT_EQUAL(stop_holder(holder), 143);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+static void test_wait_timeout(void)
+{
+    char path[64], base[300];
+    const char *cs = zkh_connect_string(zk);
+    int64_t elapsed;
+    pid_t holder;
+    zkh_unique_path(path, sizeof(path), "cli-wait");
+    scratch(base, sizeof(base), "wait");
+    holder = start_holder(cs, path, hold_snippet, base, NULL, NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    {
+        const char *args[] = { "--connect", cs, "-w", "1", path, "--", "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(&elapsed, NULL, args), 1);
+        CU_ASSERT(elapsed >= 900 && elapsed <= 5000);
+    }
+    {
+        /* A waiter gets the lock as soon as the holder is gone. */
+        pid_t waiter = spawn_tool(NULL, "--connect", cs, "-w", "20", path, "--", "true", NULL);
+        CU_ASSERT_EQUAL(wait_children(path, 2, 10000), 0);
+        CU_ASSERT_EQUAL(stop_holder(holder), 143);
+        CU_ASSERT_EQUAL(wait_status(waiter, 10000), 0);
+    }
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/* ---- the command's status and environment ------------------------------------------------ */
+
+/* "$ZKIT_LOCK_PATH|$ZKIT_LOCK_NODE|$ZKIT_FENCING_TOKEN" of a run, or "" */
+static void run_env(const char *path, const char *file, char *out, size_t len)
+{
+    const char *cs = zkh_connect_string(zk);
+    const char *snippet =
+        "printf '%s|%s|%s' \"$ZKIT_LOCK_PATH\" \"$ZKIT_LOCK_NODE\" \"$ZKIT_FENCING_TOKEN\" "
+        "> \"$1\"";
+    const char *args[] = { "--connect", cs, path, "--", "sh", "-c", snippet, "sh", file, NULL };
+    char *text;
+    out[0] = '\0';
+    CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 0);
+    if ((text = slurp(file)) != NULL)
+        snprintf(out, len, "%s", text);
+    free(text);
+}
+
+static long long token_of(const char *env)
+{
+    const char *bar = strrchr(env, '|');
+    return bar ? atoll(bar + 1) : 0;
+}
+
+static void test_exit_status_and_environment(void)
+{
+    char path[64], file[300], first[600], second[600], prefix[160];
+    const char *cs = zkh_connect_string(zk);
+    zkh_unique_path(path, sizeof(path), "cli-status");
+    scratch(file, sizeof(file), "status.env");
+    {
+        const char *args[] = { "--connect", cs, path, "--", "sh", "-c", "exit 7", NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 7);
+    }
+    {
+        const char *args[] = { "--connect", cs, path, "--", "sh", "-c", "kill -KILL $$", NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 137);
+    }
+    {
+        const char *args[] = { "--connect", cs, path, "--", "no-such-command-zkit", NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 127);
+    }
+    {
+        /* No descriptor of the client (server socket, pipes) leaks into the command. */
+        const char *snippet = "for fd in 3 4 5 6 7 8 9; do [ -e /proc/$$/fd/$fd ] && exit 9; done; "
+                              "exit 0";
+        const char *args[] = { "--connect", cs, path, "--", "sh", "-c", snippet, NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 0);
+    }
+    run_env(path, file, first, sizeof(first));
+    run_env(path, file, second, sizeof(second));
+    snprintf(prefix, sizeof(prefix), "%s|%s/_c_", path, path);
+    CU_ASSERT_EQUAL(strncmp(first, prefix, strlen(prefix)), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(first, "-lock-"));
+    CU_ASSERT(token_of(first) > 0);
+    CU_ASSERT(token_of(second) > token_of(first)); /* fencing tokens grow */
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/* ---- signals ----------------------------------------------------------------------------- */
+
+static void test_signal_forwarding(void)
+{
+    char path[64], base[300], log[300], pidfile[300];
+    const char *cs = zkh_connect_string(zk);
+    pid_t holder;
+    zkh_unique_path(path, sizeof(path), "cli-signal");
+    scratch(base, sizeof(base), "signal");
+    scratch(log, sizeof(log), "signal.log");
+    scratch(pidfile, sizeof(pidfile), "signal.pid");
+
+    holder = start_holder(cs, path, hold_trap_snippet, base, NULL, NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    kill(holder, SIGTERM);
+    CU_ASSERT_EQUAL(wait_status(holder, 10000), 143);
+    CU_ASSERT(contains(log, "TERM"));
+    CU_ASSERT(!group_alive(pidfile));
+
+    /* Without a trap the command dies of the signal: 128 + SIGINT. */
+    unlink(pidfile);
+    scratch(base, sizeof(base), "signal2");
+    scratch(pidfile, sizeof(pidfile), "signal2.pid");
+    holder = start_holder(cs, path, hold_snippet, base, NULL, NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    kill(holder, SIGINT);
+    CU_ASSERT_EQUAL(wait_status(holder, 10000), 130);
+    CU_ASSERT(!group_alive(pidfile));
+    {
+        const char *args[] = { "--connect", cs, "-n", path, "--", "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 0); /* released */
+    }
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/* ---- usage errors ------------------------------------------------------------------------ */
+
+typedef struct usage_case {
+    const char *args[12];
+    int status;
+} usage_case_t;
+
+static void test_usage_errors(void)
+{
+    const char *cs = zkh_connect_string(zk);
+    char badauth[300];
+    const usage_case_t cases[] = {
+        { { "--connect", cs, "/cli-usage", NULL }, 64 },
+        { { "--connect", cs, "/cli-usage", "--", NULL }, 64 },
+        { { "--connect", cs, "--frobnicate", "/cli-usage", "--", "true", NULL }, 64 },
+        { { "--connect", cs, "-w", "soon", "/cli-usage", "--", "true", NULL }, 64 },
+        { { "--connect", cs, "a//b", "--", "true", NULL }, 64 },
+        { { "--connect", cs, "/a//b", "--", "true", NULL }, 64 },
+        { { "--connect", cs, "--auth-file", "/nonexistent/zkit-auth", "/cli-usage", "--",
+            "true", NULL }, 64 },
+        { { "--connect", cs, "--auth-file", badauth, "/cli-usage", "--", "true", NULL }, 64 },
+        { { "--connect", "127.0.0.1:1", "--session-timeout", "1", "/cli-usage", "--", "true",
+            NULL }, 69 },
+    };
+    FILE *f;
+    scratch(badauth, sizeof(badauth), "usage.auth");
+    f = fopen(badauth, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("no-colon-here\n", f);
+    fclose(f);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char err[300], *text;
+        int64_t elapsed;
+        snprintf(err, sizeof(err), "%s/usage-%zu.err", scratch_dir, i);
+        CU_ASSERT_EQUAL(run_tool(&elapsed, err, cases[i].args), cases[i].status);
+        CU_ASSERT(elapsed < 5000);
+        text = slurp(err);
+        CU_ASSERT_EQUAL(line_count(text), 1);
+        CU_ASSERT(text && strncmp(text, "zkit-lock: ", 11) == 0);
+        if (line_count(text) != 1)
+            fprintf(stderr, "usage case %zu printed: %s\n", i, text ? text : "(nothing)");
+        free(text);
+    }
+    CU_ASSERT_EQUAL(children("/cli-usage"), 0);
+}
+
+/* ---- losing the lock --------------------------------------------------------------------- */
+
+/* The server hangs: the client notices after 2/3 of the 2 s session timeout and the lock's
+ * validity is then less than the kill grace, so the command is terminated at once. */
+static void test_frozen_server_kills_command(void)
+{
+    char path[64], base[300], err[300], pidfile[300];
+    const char *cs = zkh_connect_string(zk);
+    int64_t frozen_at;
+    int status;
+    pid_t holder;
+    zkh_unique_path(path, sizeof(path), "cli-frozen");
+    scratch(base, sizeof(base), "frozen");
+    scratch(err, sizeof(err), "frozen.err");
+    scratch(pidfile, sizeof(pidfile), "frozen.pid");
+    holder = start_holder(cs, path, hold_snippet, base, err, "--session-timeout", "2", NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    CU_ASSERT_EQUAL_FATAL(zkh_freeze(zk, 0), 0);
+    frozen_at = zkh_now_ms();
+    status = wait_status(holder, 10000);
+    CU_ASSERT_EQUAL(status, 75);
+    CU_ASSERT(zkh_now_ms() - frozen_at < 4000);
+    CU_ASSERT(!group_alive(pidfile));
+    CU_ASSERT(contains(err, "command terminated"));
+    CU_ASSERT_EQUAL(zkh_thaw(zk, 0), 0);
+    /* The session expires on the server once it runs again, and our node with it. */
+    CU_ASSERT_EQUAL(wait_children(path, 0, 15000), 0);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/*
+ * A partition: the holder talks to the server through a proxy that stops forwarding; a rival
+ * connected directly waits in the queue.  The server gives the lock to the rival only once the
+ * holder's session has expired; by then the holder's command must be gone.  The rival's own
+ * command checks that no process of the holder's command group is alive, and both write to one
+ * log, whose line order is the order of events.
+ */
+static const char rival_snippet[] =
+    "if \"$2\" --group-alive \"$(cat \"$1.pid\")\"; then echo RIVAL-OVERLAP >> \"$1.log\"; "
+    "else echo RIVAL-ACQUIRED >> \"$1.log\"; fi";
+
+static void test_partition_command_gone_before_rival(void)
+{
+    char path[64], base[300], log[300];
+    const char *cs = zkh_connect_string(zk);
+    zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    pid_t holder, rival;
+    char *text;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(proxy);
+    zkh_unique_path(path, sizeof(path), "cli-partition");
+    scratch(base, sizeof(base), "partition");
+    scratch(log, sizeof(log), "partition.log");
+    holder = start_holder(zkh_proxy_address(proxy), path, hold_trap_snippet, base, NULL,
+                          "--session-timeout", "2", NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    rival = spawn_tool(NULL, "--connect", cs, "-w", "30", path, "--", "sh", "-c", rival_snippet,
+                       "sh", base, self_path, NULL);
+    CU_ASSERT_EQUAL(wait_children(path, 2, 10000), 0);
+    zkh_proxy_block(proxy);
+    CU_ASSERT_EQUAL(wait_status(rival, 20000), 0);
+    CU_ASSERT_EQUAL(wait_status(holder, 20000), 75);
+    text = slurp(log);
+    CU_ASSERT_PTR_NOT_NULL(text);
+    CU_ASSERT_PTR_NULL(text ? strstr(text, "RIVAL-OVERLAP") : "");
+    /* The holder's TERM trap ran, and before the rival got the lock. */
+    CU_ASSERT(text && strstr(text, "TERM\n") && strstr(text, "RIVAL-ACQUIRED") &&
+              strstr(text, "TERM\n") < strstr(text, "RIVAL-ACQUIRED"));
+    if (text && !strstr(text, "RIVAL-ACQUIRED"))
+        fprintf(stderr, "partition log:\n%s", text);
+    free(text);
+    zkh_proxy_stop(proxy);
+    CU_ASSERT_EQUAL(wait_children(path, 0, 15000), 0);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/*
+ * A short partition: the connection drops and comes back within the lock's validity.  Session
+ * timeout 6 s: the client notices after 4 s and the lock is valid 1.4 s more; with a kill grace
+ * of 0.1 s nothing is sent before 1.3 s, ample for a reconnection on loopback.
+ */
+static void test_reconnect_in_time_keeps_command(void)
+{
+    char path[64], base[300], err[300], pidfile[300];
+    zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    pid_t holder;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(proxy);
+    zkh_unique_path(path, sizeof(path), "cli-reconnect");
+    scratch(base, sizeof(base), "reconnect");
+    scratch(err, sizeof(err), "reconnect.err");
+    scratch(pidfile, sizeof(pidfile), "reconnect.pid");
+    holder = start_holder(zkh_proxy_address(proxy), path, hold_snippet, base, err,
+                          "--session-timeout", "6", "--kill-grace", "0.1", "--verbose", NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    zkh_proxy_block(proxy);
+    CU_ASSERT_EQUAL(wait_text(err, "disconnected: the lock is valid", 10000), 0);
+    zkh_proxy_unblock(proxy);
+    CU_ASSERT_EQUAL(wait_text(err, "reconnected: the lock is held again", 5000), 0);
+    usleep(2000 * 1000); /* well past the deadline the disconnection had set */
+    CU_ASSERT(group_alive(pidfile));
+    CU_ASSERT(!contains(err, "SIGTERM"));
+    CU_ASSERT_EQUAL(stop_holder(holder), 143);
+    zkh_proxy_stop(proxy);
+    CU_ASSERT_EQUAL(wait_children(path, 0, 15000), 0);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/* --kill-on-suspend: terminated at the first sign of trouble, not at the deadline. */
+static void test_kill_on_suspend(void)
+{
+    char path[64], base[300], err[300], pidfile[300];
+    zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    pid_t holder;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(proxy);
+    zkh_unique_path(path, sizeof(path), "cli-suspend");
+    scratch(base, sizeof(base), "suspend");
+    scratch(err, sizeof(err), "suspend.err");
+    scratch(pidfile, sizeof(pidfile), "suspend.pid");
+    holder = start_holder(zkh_proxy_address(proxy), path, hold_snippet, base, err,
+                          "--session-timeout", "6", "--kill-grace", "0", "--kill-on-suspend",
+                          NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    zkh_proxy_block(proxy);
+    CU_ASSERT_EQUAL(wait_status(holder, 15000), 75);
+    CU_ASSERT(!group_alive(pidfile));
+    CU_ASSERT(contains(err, "--kill-on-suspend"));
+    zkh_proxy_stop(proxy);
+    CU_ASSERT_EQUAL(wait_children(path, 0, 15000), 0);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/* ---- other lock kinds and --list --------------------------------------------------------- */
+
+static void test_list(void)
+{
+    char path[64], base[300], out[300], pid_text[40], *text, *second;
+    const char *cs = zkh_connect_string(zk);
+    pid_t holder, waiter;
+    zkh_unique_path(path, sizeof(path), "cli-list");
+    scratch(base, sizeof(base), "list");
+    scratch(out, sizeof(out), "list.out");
+    holder = start_holder(cs, path, hold_snippet, base, NULL, NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    waiter = spawn_tool(NULL, "--connect", cs, "-w", "20", path, "--", "true", NULL);
+    CU_ASSERT_EQUAL(wait_children(path, 2, 10000), 0);
+    {
+        const char *argv[] = { tool, "--connect", cs, "--list", path, NULL };
+        CU_ASSERT_EQUAL(wait_status(spawn_argv(tool, argv, out, NULL, 0), 10000), 0);
+    }
+    text = slurp(out);
+    CU_ASSERT_EQUAL(line_count(text), 2);
+    snprintf(pid_text, sizeof(pid_text), "pid=%ld", (long)holder);
+    CU_ASSERT(text && strncmp(text, "holder ", 7) == 0 && strstr(text, "-lock-"));
+    second = text ? strchr(text, '\n') : NULL;
+    CU_ASSERT(second && strstr(text, pid_text) && strstr(text, pid_text) < second);
+    CU_ASSERT(second && strncmp(second + 1, "waiting ", 8) == 0);
+    free(text);
+    CU_ASSERT_EQUAL(stop_holder(holder), 143);
+    CU_ASSERT_EQUAL(wait_status(waiter, 10000), 0);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+static void test_semaphore(void)
+{
+    char path[64], a[300], b[300], out[300], *text;
+    const char *cs = zkh_connect_string(zk);
+    pid_t first, second;
+    zkh_unique_path(path, sizeof(path), "cli-sem");
+    scratch(a, sizeof(a), "sem-a");
+    scratch(b, sizeof(b), "sem-b");
+    scratch(out, sizeof(out), "sem.out");
+    first = start_holder(cs, path, hold_snippet, a, NULL, "--semaphore", "2", NULL);
+    second = start_holder(cs, path, hold_snippet, b, NULL, "--semaphore", "2", NULL);
+    CU_ASSERT_FATAL(first > 0 && second > 0);
+    {
+        const char *args[] = { "--connect", cs, "--semaphore", "2", "-n", path, "--", "true",
+                               NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 1);
+    }
+    {
+        const char *argv[] = { tool, "--connect", cs, "--semaphore", "2", "--list", path, NULL };
+        CU_ASSERT_EQUAL(wait_status(spawn_argv(tool, argv, out, NULL, 0), 10000), 0);
+    }
+    text = slurp(out);
+    CU_ASSERT_EQUAL(line_count(text), 2);
+    CU_ASSERT(text && strncmp(text, "holder ", 7) == 0 && strstr(text, "\nholder "));
+    free(text);
+    CU_ASSERT_EQUAL(stop_holder(first), 143);
+    {
+        const char *args[] = { "--connect", cs, "--semaphore", "2", "-n", path, "--", "true",
+                               NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 0);
+    }
+    CU_ASSERT_EQUAL(stop_holder(second), 143);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+static void test_read_write(void)
+{
+    char path[64], a[300], b[300];
+    const char *cs = zkh_connect_string(zk);
+    pid_t r1, r2;
+    zkh_unique_path(path, sizeof(path), "cli-rw");
+    scratch(a, sizeof(a), "rw-a");
+    scratch(b, sizeof(b), "rw-b");
+    r1 = start_holder(cs, path, hold_snippet, a, NULL, "--read", NULL);
+    r2 = start_holder(cs, path, hold_snippet, b, NULL, "--read", NULL); /* readers share */
+    CU_ASSERT_FATAL(r1 > 0 && r2 > 0);
+    {
+        const char *args[] = { "--connect", cs, "--write", "-n", path, "--", "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 1);
+    }
+    {
+        /* Readers before any writer all hold; --list recognises a read-write lock. */
+        const char *argv[] = { tool, "--connect", cs, "--list", path, NULL };
+        char out[300], *text;
+        scratch(out, sizeof(out), "rw.out");
+        CU_ASSERT_EQUAL(wait_status(spawn_argv(tool, argv, out, NULL, 0), 10000), 0);
+        text = slurp(out);
+        CU_ASSERT_EQUAL(line_count(text), 2);
+        CU_ASSERT(text && strncmp(text, "holder ", 7) == 0 && strstr(text, "\nholder ") &&
+                  strstr(text, "__READ__"));
+        free(text);
+    }
+    CU_ASSERT_EQUAL(stop_holder(r1), 143);
+    CU_ASSERT_EQUAL(stop_holder(r2), 143);
+    {
+        const char *args[] = { "--connect", cs, "--write", "-n", path, "--", "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 0);
+    }
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+static void test_multi_path(void)
+{
+    char p1[64], p2[64], base[300], file[300], want[200], *text;
+    const char *cs = zkh_connect_string(zk);
+    pid_t holder;
+    zkh_unique_path(p1, sizeof(p1), "cli-multi-a");
+    zkh_unique_path(p2, sizeof(p2), "cli-multi-b");
+    scratch(base, sizeof(base), "multi");
+    scratch(file, sizeof(file), "multi.env");
+    {
+        const char *snippet = "printf '%s|%s' \"$ZKIT_LOCK_PATH\" \"$ZKIT_FENCING_TOKEN\" > \"$1\"";
+        const char *args[] = { "--connect", cs, p1, p2, "--", "sh", "-c", snippet, "sh", file,
+                               NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 0);
+    }
+    text = slurp(file);
+    snprintf(want, sizeof(want), "%s %s|", p1, p2);
+    CU_ASSERT(text && strncmp(text, want, strlen(want)) == 0 && strchr(text + strlen(want), ' '));
+    free(text);
+    holder = start_holder(cs, p1, hold_snippet, base, NULL, p2, NULL); /* holds both */
+    CU_ASSERT_FATAL(holder > 0);
+    {
+        const char *args[] = { "--connect", cs, "-n", p2, "--", "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 1);
+    }
+    CU_ASSERT_EQUAL(stop_holder(holder), 143);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, p1), 0);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, p2), 0);
+}
+
+/* Credentials from a file protect the lock's nodes; the namespace prefixes the path. */
+static void test_auth_and_namespace(void)
+{
+    char path[64], base[300], auth[300], ns_path[128], ns[64];
+    const char *cs = zkh_connect_string(zk);
+    pid_t holder;
+    FILE *f;
+    zkh_unique_path(path, sizeof(path), "cli-auth");
+    snprintf(ns, sizeof(ns), "cli-ns-%ld", (long)getpid());
+    snprintf(ns_path, sizeof(ns_path), "/%s%s", ns, path);
+    scratch(base, sizeof(base), "auth");
+    scratch(auth, sizeof(auth), "auth.cred");
+    f = fopen(auth, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("alice:secret\n", f);
+    fclose(f);
+    holder = start_holder(cs, path, hold_snippet, base, NULL, "--namespace", ns, "--auth-file",
+                          auth, NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    CU_ASSERT_EQUAL(children(ns_path), 1);
+    {
+        const char *args[] = { "--connect", cs, "--namespace", ns, "-n", path, "--", "true",
+                               NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 77); /* no credentials: denied */
+    }
+    {
+        const char *args[] = { "--connect", cs, "--namespace", ns, "--auth-file", auth, "-n",
+                               path, "--", "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 1); /* same credentials: just taken */
+    }
+    CU_ASSERT_EQUAL(stop_holder(holder), 143);
+    /* The nodes are ours only: the test's unauthenticated handle cannot delete them, but the
+     * server removes the empty containers by itself (see the last test). */
+    CU_ASSERT_EQUAL(wait_children(ns_path, 0, 10000), 0);
+}
+
+/* ---- suite ------------------------------------------------------------------------------- */
+
+static int nothing_left(void *arg)
+{
+    size_t count = 0;
+    char **list = zkh_list_tree(zk, "/", &count);
+    size_t ours = 0;
+    (void)arg;
+    for (size_t i = 0; i < count; i++)
+        ours += strncmp(list[i], "/zookeeper", 10) != 0;
+    zkh_free_list(list, count);
+    return ours == 0;
+}
+
+static void test_tree_is_empty(void)
+{
+    CU_ASSERT_EQUAL(zkh_wait_until(nothing_left, NULL, 15000), 0);
+}
+
+static int suite_cleanup(void)
+{
+    nftw(scratch_dir, kill_recorded, 8, FTW_PHYS);
+    nftw(scratch_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    CU_pSuite suite;
+    const char *env = getenv("ZKIT_LOCK_BIN");
+    ssize_t n;
+    int rc;
+    /* Helper mode for a command under the lock: exit 0 iff the group has a live process. */
+    if (argc == 3 && strcmp(argv[1], "--group-alive") == 0)
+        return live_in_group(strtol(argv[2], NULL, 10)) ? 0 : 1;
+    n = readlink("/proc/self/exe", self_path, sizeof(self_path) - 1);
+    if (n <= 0) {
+        perror("cli: /proc/self/exe");
+        return 1;
+    }
+    self_path[n] = '\0';
+    if (env && env[0])
+        tool = env;
+    if (access(tool, X_OK) != 0) {
+        fprintf(stderr, "cli: %s is not an executable zkit-lock\n", tool);
+        return 1;
+    }
+    snprintf(scratch_dir, sizeof(scratch_dir), "/tmp/zkit-cli-XXXXXX");
+    if (!mkdtemp(scratch_dir)) {
+        perror("cli: mkdtemp");
+        return 1;
+    }
+    if (CU_initialize_registry() != CUE_SUCCESS) {
+        fprintf(stderr, "cli: cannot initialise the CUnit registry: %s\n", CU_get_error_msg());
+        return 1;
+    }
+    zk = zkh_start(1);
+    if (!zk) {
+        fprintf(stderr, "cli: cannot start a ZooKeeper server\n");
+        CU_cleanup_registry();
+        suite_cleanup();
+        return 1;
+    }
+    suite = CU_add_suite("cli", NULL, suite_cleanup);
+    CU_add_test(suite, "mutual exclusion of 4 processes", test_mutual_exclusion);
+    CU_add_test(suite, "-n on a held lock", test_nonblock_conflict);
+    CU_add_test(suite, "-w times out", test_wait_timeout);
+    CU_add_test(suite, "exit status and environment", test_exit_status_and_environment);
+    CU_add_test(suite, "signals are passed on", test_signal_forwarding);
+    CU_add_test(suite, "usage errors", test_usage_errors);
+    CU_add_test(suite, "frozen server kills the command", test_frozen_server_kills_command);
+    CU_add_test(suite, "partition: command gone before the rival",
+                test_partition_command_gone_before_rival);
+    CU_add_test(suite, "reconnect in time keeps the command",
+                test_reconnect_in_time_keeps_command);
+    CU_add_test(suite, "--kill-on-suspend", test_kill_on_suspend);
+    CU_add_test(suite, "--list", test_list);
+    CU_add_test(suite, "--semaphore", test_semaphore);
+    CU_add_test(suite, "--read / --write", test_read_write);
+    CU_add_test(suite, "several paths", test_multi_path);
+    CU_add_test(suite, "credentials and namespace", test_auth_and_namespace);
+    CU_add_test(suite, "tree is empty", test_tree_is_empty);
+    rc = zkh_run_tests("cli");
+    zkh_shutdown(zk);
+    return rc;
+}

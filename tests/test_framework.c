@@ -1,0 +1,1277 @@
+/*
+ * test_framework.c - the framework's operations against one real ZooKeeper server: round trips
+ * through a namespace, container parents, large data, versions, protected create recovery,
+ * watches and their removal, asynchronous completions, blocking calls from callbacks, bad
+ * input, ACLs and TTL nodes.
+ *
+ * One standalone server serves the whole binary (started in main, shut down at the end even
+ * when a test fails).  Every test removes what it created; the last test checks that the tree
+ * is empty.  Callbacks record under a mutex and signal; assertions run on the test thread.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <CUnit/CUnit.h>
+
+#include "framework/client.h" /* test hooks: zkit__test_fault_set */
+#include "fw_support.h"
+
+static zkh_cluster_t *zk;
+static pthread_t main_thread;
+
+/* One lock and condition variable for every record the callbacks below write. */
+static pthread_mutex_t rec_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rec_cond;
+
+static int wait_count(const int *counter, int expected, int timeout_ms)
+{
+    int64_t due = zkh_now_ms() + timeout_ms;
+    int ok;
+    pthread_mutex_lock(&rec_mu);
+    while (*counter < expected && fw_cond_wait_until(&rec_cond, &rec_mu, due) == 0)
+        ;
+    ok = *counter >= expected;
+    pthread_mutex_unlock(&rec_mu);
+    return ok;
+}
+
+static int read_count(const int *counter)
+{
+    int n;
+    pthread_mutex_lock(&rec_mu);
+    n = *counter;
+    pthread_mutex_unlock(&rec_mu);
+    return n;
+}
+
+static zkit_client_t *connect_ns(const char *ns)
+{
+    return fw_connect(zkh_connect_string(zk), ns, 10000);
+}
+
+/* ---- round trips through a namespace ----------------------------------------------------- */
+
+static int node_gone(void *arg)
+{
+    zhandle_t *raw = zkh_raw_connect(zk);
+    int gone;
+    if (!raw)
+        return 0;
+    gone = !fw_raw_exists(raw, arg, NULL);
+    zookeeper_close(raw);
+    return gone;
+}
+
+static void test_namespace_round_trip(void)
+{
+    char ns_path[64], *created = NULL, *data = NULL, **names = NULL;
+    size_t len = 0, count = 0, tree_count = 0;
+    zkit_stat_t st;
+    zhandle_t *raw;
+    struct Stat rst;
+    char **tree;
+    zkit_client_t *c;
+
+    zkh_unique_path(ns_path, sizeof(ns_path), "fwns");
+    c = connect_ns(ns_path + 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_STRING_EQUAL(zkit_client_namespace(c), ns_path + 1);
+
+    memset(&st, 0, sizeof(st));
+    CU_ASSERT_EQUAL(zkit_create(&created, &st, c, "/a", "hello", 5, NULL), 0);
+    CU_ASSERT_PTR_NOT_NULL(created);
+    if (created)
+        CU_ASSERT_STRING_EQUAL(created, "/a");
+    CU_ASSERT(st.czxid > 0);
+    CU_ASSERT_EQUAL(st.version, 0);
+    CU_ASSERT_EQUAL(st.data_length, 5);
+    zkit_free(created);
+
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, &st, c, "/a", NULL), 0);
+    CU_ASSERT_EQUAL(len, 5);
+    if (data)
+        CU_ASSERT_STRING_EQUAL(data, "hello");
+    zkit_free(data);
+
+    CU_ASSERT_EQUAL(zkit_set_data(&st, c, "/a", "world!", 6, -1), 0);
+    CU_ASSERT_EQUAL(st.version, 1);
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, c, "/a", NULL), 0);
+    CU_ASSERT_EQUAL(len, 6);
+    if (data)
+        CU_ASSERT_STRING_EQUAL(data, "world!");
+    zkit_free(data);
+
+    /* Empty data is not the default data. */
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/a/empty", "", 0, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, c, "/a/empty", NULL), 0);
+    CU_ASSERT_EQUAL(len, 0);
+    CU_ASSERT_PTR_NOT_NULL(data);
+    zkit_free(data);
+    /* NULL data means the client's default (Curator's: the local address as text). */
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/a/default", NULL, 0, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, c, "/a/default", NULL), 0);
+    CU_ASSERT(len > 0);
+    zkit_free(data);
+
+    CU_ASSERT_EQUAL(zkit_exists(&st, c, "/a", NULL), 0);
+    CU_ASSERT_EQUAL(st.num_children, 2);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, "/nope", NULL), ZKIT_ENONODE);
+
+    CU_ASSERT_EQUAL(zkit_get_children(&names, &count, &st, c, "/", NULL), 0);
+    CU_ASSERT_EQUAL(count, 1);
+    if (count == 1)
+        CU_ASSERT_STRING_EQUAL(names[0], "a");
+    zkit_free_strings(names, count);
+    CU_ASSERT_EQUAL(zkit_get_children(&names, &count, NULL, c, "/a", NULL), 0);
+    CU_ASSERT_EQUAL(count, 2);
+    zkit_free_strings(names, count);
+
+    /* Sequential names come back without the namespace too. */
+    CU_ASSERT_EQUAL(zkit_create(&created, NULL, c, "/a/seq-", "", 0,
+                                &(zkit_create_options_t){ ZKIT_CREATE_OPTIONS_VERSION,
+                                                          ZKIT_PERSISTENT_SEQUENTIAL, 0, 0,
+                                                          NULL, 0 }), 0);
+    CU_ASSERT_PTR_NOT_NULL(created);
+    if (created) {
+        CU_ASSERT_EQUAL(strlen(created), strlen("/a/seq-") + 10);
+        CU_ASSERT_EQUAL(strncmp(created, "/a/seq-", 7), 0);
+        CU_ASSERT_EQUAL(zkit_delete(c, created, -1, 0), 0);
+    }
+    zkit_free(created);
+
+    /* The raw tree shows the namespace prefix.  The namespace node is a container: clients see
+     * no owner on it (the server hides its container marker) and it is reaped once empty. */
+    raw = zkh_raw_connect(zk);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(raw);
+    tree = zkh_list_tree(zk, ns_path, &tree_count);
+    CU_ASSERT_EQUAL(tree_count, 3);
+    for (size_t i = 0; i < tree_count; i++)
+        CU_ASSERT_EQUAL(strncmp(tree[i], ns_path, strlen(ns_path)), 0);
+    zkh_free_list(tree, tree_count);
+    CU_ASSERT(fw_raw_exists(raw, ns_path, &rst));
+    CU_ASSERT_EQUAL(rst.ephemeralOwner, 0);
+    CU_ASSERT_EQUAL(rst.dataLength, 0);
+
+    /* Errors map to their codes. */
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/a", "", 0, NULL), ZKIT_ENODEEXISTS);
+    CU_ASSERT_EQUAL(zkit_delete(c, "/a", -1, 0), ZKIT_ENOTEMPTY);
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, c, "/nope", NULL), ZKIT_ENONODE);
+    CU_ASSERT_PTR_NULL(data);
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, c, "/nope", "", 0, -1), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkit_delete(c, "/nope", -1, 0), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/missing/child", "", 0, NULL), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/eph", "", 0,
+                                &(zkit_create_options_t){ ZKIT_CREATE_OPTIONS_VERSION,
+                                                          ZKIT_EPHEMERAL, 0, 0, NULL, 0 }), 0);
+    CU_ASSERT_EQUAL(zkit_exists(&st, c, "/eph", NULL), 0);
+    CU_ASSERT_EQUAL(st.ephemeral_owner, zkit_client_session_id(c));
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/eph/kid", "", 0, NULL), ZKIT_ENOCHILDREN);
+    CU_ASSERT_EQUAL(zkit_delete(c, "/eph", -1, 0), 0);
+
+    /* A recursive delete takes the subtree; then the server reaps the empty namespace. */
+    CU_ASSERT_EQUAL(zkit_delete(c, "/a", -1, ZKIT_DELETE_CHILDREN), 0);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, "/a", NULL), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkh_wait_until(node_gone, ns_path, 10000), 0);
+    zookeeper_close(raw);
+    zkit_client_close(c);
+    zkh_delete_tree(zk, ns_path);
+}
+
+/* ---- container parents ------------------------------------------------------------------- */
+
+static void test_container_parents(void)
+{
+    char base[64], leaf[128], mid[96];
+    zkit_create_options_t opts = ZKIT_CREATE_OPTIONS_INIT;
+    zkit_client_t *c = connect_ns(NULL);
+    zhandle_t *raw = zkh_raw_connect(zk);
+    struct Stat rst;
+    char *created = NULL;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(raw);
+    zkh_unique_path(base, sizeof(base), "fwparents");
+    snprintf(mid, sizeof(mid), "%s/x", base);
+    snprintf(leaf, sizeof(leaf), "%s/x/y/leaf", base);
+
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, leaf, "v", 1, NULL), ZKIT_ENONODE);
+    opts.flags = ZKIT_CREATE_PARENTS;
+    CU_ASSERT_EQUAL(zkit_create(&created, NULL, c, leaf, "v", 1, &opts), 0);
+    if (created)
+        CU_ASSERT_STRING_EQUAL(created, leaf);
+    zkit_free(created);
+
+    /* The parents are not ephemeral (the server shows containers with no owner) and carry no
+     * data; that they are containers shows below, when the server reaps them. */
+    CU_ASSERT(fw_raw_exists(raw, base, &rst));
+    CU_ASSERT_EQUAL(rst.ephemeralOwner, 0);
+    CU_ASSERT_EQUAL(rst.dataLength, 0);
+    CU_ASSERT(fw_raw_exists(raw, mid, &rst));
+    CU_ASSERT_EQUAL(rst.ephemeralOwner, 0);
+    CU_ASSERT_EQUAL(rst.numChildren, 1);
+    CU_ASSERT(fw_raw_exists(raw, leaf, &rst));
+    CU_ASSERT_EQUAL(rst.ephemeralOwner, 0);
+    CU_ASSERT_EQUAL(rst.dataLength, 1);
+
+    /* Existing parents are fine. */
+    snprintf(leaf, sizeof(leaf), "%s/x/y/leaf2", base);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, leaf, "v", 1, &opts), 0);
+    CU_ASSERT_EQUAL(zkit_delete(c, leaf, -1, 0), 0);
+
+    /* Once the leaf goes, the server reaps the containers, innermost first; a persistent
+     * parent would stay. */
+    snprintf(leaf, sizeof(leaf), "%s/x/y/leaf", base);
+    CU_ASSERT_EQUAL(zkit_delete(c, leaf, -1, 0), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(node_gone, base, 15000), 0);
+    CU_ASSERT_FALSE(fw_raw_exists(raw, mid, NULL));
+
+    zookeeper_close(raw);
+    zkit_client_close(c);
+    zkh_delete_tree(zk, base);
+}
+
+/* ---- data sizes and versions ------------------------------------------------------------ */
+
+static void test_large_data(void)
+{
+    const size_t big = 900 * 1024;
+    char path[64], *data = NULL, *blob = malloc(big);
+    size_t len = 0;
+    zkit_stat_t st;
+    zkit_client_t *c = connect_ns(NULL);
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(blob);
+    for (size_t i = 0; i < big; i++)
+        blob[i] = (char)('a' + (i * 7) % 26);
+    zkh_unique_path(path, sizeof(path), "fwbig");
+
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, path, blob, big, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, &st, c, path, NULL), 0);
+    CU_ASSERT_EQUAL(len, big);
+    CU_ASSERT_EQUAL(st.data_length, (int32_t)big);
+    CU_ASSERT(data && len == big && memcmp(data, blob, big) == 0);
+    if (data)
+        CU_ASSERT_EQUAL(data[len], '\0');
+    zkit_free(data);
+
+    /* A set of the same size, read back whole. */
+    blob[0] = 'Z';
+    blob[big - 1] = 'Z';
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, c, path, blob, big, 0), 0);
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, c, path, NULL), 0);
+    CU_ASSERT(data && len == big && memcmp(data, blob, big) == 0);
+    zkit_free(data);
+
+    CU_ASSERT_EQUAL(zkit_delete(c, path, -1, 0), 0);
+    zkit_client_close(c);
+    free(blob);
+}
+
+static void noop_completion(zkit_client_t *c, const zkit_result_t *r, void *arg)
+{
+    (void)c;
+    (void)r;
+    (void)arg;
+}
+
+static void test_too_big(void)
+{
+    const size_t huge = 1024 * 1024 + 1;
+    char path[64], *blob = calloc(1, huge);
+    zkit_client_t *c = connect_ns(NULL);
+    size_t limit;
+    char *data = NULL;
+    size_t len = 0;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(blob);
+    zkh_unique_path(path, sizeof(path), "fwhuge");
+
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, path, blob, huge, NULL), ZKIT_ETOOBIG);
+    CU_ASSERT_EQUAL(zkit_create_async(c, path, blob, huge, NULL, noop_completion, NULL),
+                    ZKIT_ETOOBIG);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, path, NULL), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, path, "", 0, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, c, path, blob, huge, -1), ZKIT_ETOOBIG);
+    CU_ASSERT_EQUAL(zkit_set_data_async(c, path, blob, huge, -1, noop_completion, NULL),
+                    ZKIT_ETOOBIG);
+
+    /* The largest size the client lets through is one the server takes: no lost connection. */
+    limit = 0xfffff - strlen(path) - 1024;
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, c, path, blob, limit + 1, -1), ZKIT_ETOOBIG);
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, c, path, blob, limit, -1), 0);
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, c, path, NULL), 0);
+    CU_ASSERT_EQUAL(len, limit);
+    zkit_free(data);
+
+    CU_ASSERT_EQUAL(zkit_delete(c, path, -1, 0), 0);
+    zkit_client_close(c);
+    free(blob);
+}
+
+static void test_versions(void)
+{
+    char path[64];
+    zkit_stat_t st;
+    zkit_client_t *c = connect_ns(NULL);
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    zkh_unique_path(path, sizeof(path), "fwver");
+    CU_ASSERT_EQUAL(zkit_create(NULL, &st, c, path, "0", 1, NULL), 0);
+    CU_ASSERT_EQUAL(st.version, 0);
+    CU_ASSERT_EQUAL(zkit_set_data(&st, c, path, "1", 1, 0), 0);
+    CU_ASSERT_EQUAL(st.version, 1);
+    CU_ASSERT_EQUAL(zkit_set_data(&st, c, path, "2", 1, 0), ZKIT_EBADVERSION);
+    CU_ASSERT_EQUAL(zkit_last_zk_error(), ZBADVERSION);
+    CU_ASSERT_EQUAL(zkit_set_data(&st, c, path, "2", 1, 7), ZKIT_EBADVERSION);
+    CU_ASSERT_EQUAL(zkit_delete(c, path, 0, 0), ZKIT_EBADVERSION);
+    CU_ASSERT_EQUAL(zkit_delete(c, path, 2, 0), ZKIT_EBADVERSION);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, path, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_delete(c, path, 1, 0), 0);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, path, NULL), ZKIT_ENONODE);
+    zkit_client_close(c);
+}
+
+/* ---- protected create ------------------------------------------------------------------- */
+
+#define PROTECTED_PREFIX_LEN 40 /* "_c_" + 36-character uuid + "-" */
+
+/* How many children of `parent` start with `prefix` (the whole prefix when NULL: "_c_"). */
+static int children_with_prefix(zkit_client_t *c, const char *parent, const char *prefix)
+{
+    char **names = NULL;
+    size_t count = 0;
+    int n = 0;
+    if (zkit_get_children(&names, &count, NULL, c, parent, NULL) != 0)
+        return -1;
+    for (size_t i = 0; i < count; i++)
+        if (strncmp(names[i], prefix, strlen(prefix)) == 0)
+            n++;
+    zkit_free_strings(names, count);
+    return n;
+}
+
+static zkit_client_t *connect_with_retry(zkit_retry_t *retry, int connection_timeout_ms)
+{
+    zkit_client_options_t o;
+    zkit_client_t *c;
+    fw_options(&o, zkh_connect_string(zk), NULL, 10000, retry);
+    o.connection_timeout_ms = connection_timeout_ms;
+    c = fw_connect_opts(&o);
+    zkit_retry_free(retry);
+    return c;
+}
+
+static void test_protected_lost_reply(void)
+{
+    static const zkit_create_mode_t modes[] = { ZKIT_EPHEMERAL_SEQUENTIAL, ZKIT_PERSISTENT };
+    char parent[64], path[96], prefix[PROTECTED_PREFIX_LEN + 1];
+    zkit_client_t *c = connect_with_retry(zkit_retry_n_times(3, 10), 5000);
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    zkh_unique_path(parent, sizeof(parent), "fwprot");
+    snprintf(path, sizeof(path), "%s/lock-", parent);
+    for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+        zkit_create_options_t opts = ZKIT_CREATE_OPTIONS_INIT;
+        char *created = NULL;
+        const char *name;
+        zkit_stat_t st;
+
+        opts.mode = modes[m];
+        opts.flags = ZKIT_CREATE_PROTECTED | ZKIT_CREATE_PARENTS;
+        /* The server applies the create, the reply is "lost": recovery must find our node. */
+        zkit__test_fault_set(c, 1, 0);
+        CU_ASSERT_EQUAL(zkit_create(&created, &st, c, path, "p", 1, &opts), 0);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(created);
+        name = strrchr(created, '/') + 1;
+        CU_ASSERT_EQUAL(strncmp(name, "_c_", 3), 0);
+        CU_ASSERT_EQUAL(name[PROTECTED_PREFIX_LEN - 1], '-');
+        CU_ASSERT_EQUAL(strncmp(name + PROTECTED_PREFIX_LEN, "lock-", 5), 0);
+        if (modes[m] == ZKIT_EPHEMERAL_SEQUENTIAL)
+            CU_ASSERT_EQUAL(st.ephemeral_owner, zkit_client_session_id(c));
+        snprintf(prefix, sizeof(prefix), "%.*s", PROTECTED_PREFIX_LEN, name);
+        /* Exactly one node with our uuid: no second create after the lost reply. */
+        CU_ASSERT_EQUAL(children_with_prefix(c, parent, prefix), 1);
+        CU_ASSERT_EQUAL(children_with_prefix(c, parent, "_c_"), 1);
+        CU_ASSERT_EQUAL(zkit_exists(NULL, c, created, NULL), 0);
+        CU_ASSERT_EQUAL(zkit_delete(c, created, -1, 0), 0);
+        zkit_free(created);
+    }
+    zkit__test_fault_set(c, 0, 0);
+    zkit_client_close(c);
+    /* The container parent may be reaped already. */
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, parent), 0);
+}
+
+typedef struct orphan_check {
+    zkit_client_t *client;
+    const char *parent;
+    int32_t min_cversion;
+} orphan_check_t;
+
+/* The create really happened (the parent's cversion moved twice: create, then delete) and no
+ * protected child is left. */
+static int orphan_gone(void *arg)
+{
+    orphan_check_t *o = arg;
+    zkit_stat_t st;
+    if (zkit_exists(&st, o->client, o->parent, NULL) != 0)
+        return 0;
+    return st.cversion >= o->min_cversion && children_with_prefix(o->client, o->parent, "_c_") == 0;
+}
+
+static void test_protected_final_failure(void)
+{
+    char parent[64], path[96];
+    zkit_create_options_t opts = ZKIT_CREATE_OPTIONS_INIT;
+    zkit_client_t *c = connect_with_retry(zkit_retry_n_times(2, 50), 5000);
+    orphan_check_t check;
+    char *created = NULL;
+    zkit_stat_t st;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    zkh_unique_path(parent, sizeof(parent), "fworphan");
+    snprintf(path, sizeof(path), "%s/node", parent);
+    CU_ASSERT_EQUAL(zkit_create(NULL, &st, c, parent, "", 0, NULL), 0);
+    CU_ASSERT_EQUAL(st.cversion, 0);
+
+    opts.mode = ZKIT_PERSISTENT;
+    opts.flags = ZKIT_CREATE_PROTECTED;
+    zkit__test_fault_set(c, -1, -1);
+    CU_ASSERT_EQUAL(zkit_create(&created, NULL, c, path, "o", 1, &opts), ZKIT_ECONNLOSS);
+    CU_ASSERT_PTR_NULL(created);
+    zkit__test_fault_set(c, 0, 0);
+
+    check.client = c;
+    check.parent = parent;
+    check.min_cversion = 2;
+    CU_ASSERT_EQUAL(zkh_wait_until(orphan_gone, &check, 15000), 0);
+    CU_ASSERT_EQUAL(zkit_delete(c, parent, -1, 0), 0);
+    zkit_client_close(c);
+}
+
+/* ---- watches ------------------------------------------------------------------------------ */
+
+#define MAX_FIRINGS 8
+
+typedef struct watch_rec {
+    int fired;
+    zkit_event_t event[MAX_FIRINGS];
+    char path[MAX_FIRINGS][128];
+    pthread_t thread[MAX_FIRINGS];
+} watch_rec_t;
+
+static void record_watch(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
+{
+    watch_rec_t *w = arg;
+    (void)c;
+    pthread_mutex_lock(&rec_mu);
+    if (w->fired < MAX_FIRINGS) {
+        w->event[w->fired] = event;
+        snprintf(w->path[w->fired], sizeof(w->path[0]), "%s", path ? path : "(null)");
+        w->thread[w->fired] = pthread_self();
+    }
+    w->fired++;
+    pthread_cond_broadcast(&rec_cond);
+    pthread_mutex_unlock(&rec_mu);
+}
+
+static void assert_fired_once(watch_rec_t *w, zkit_event_t event, const char *path)
+{
+    CU_ASSERT_TRUE(wait_count(&w->fired, 1, 10000));
+    pthread_mutex_lock(&rec_mu);
+    CU_ASSERT_EQUAL(w->fired, 1);
+    CU_ASSERT_EQUAL(w->event[0], event);
+    CU_ASSERT_STRING_EQUAL(w->path[0], path);
+    CU_ASSERT_FALSE(pthread_equal(w->thread[0], main_thread));
+    pthread_mutex_unlock(&rec_mu);
+}
+
+static void test_watches_fire(void)
+{
+    char ns[64];
+    watch_rec_t created = { 0 }, changed = { 0 }, child = { 0 }, deleted = { 0 };
+    zkit_watcher_t w_created = { record_watch, &created }, w_changed = { record_watch, &changed };
+    zkit_watcher_t w_child = { record_watch, &child }, w_deleted = { record_watch, &deleted };
+    zkit_client_t *c;
+    char *data = NULL;
+    char **names = NULL;
+    size_t len, count;
+
+    zkh_unique_path(ns, sizeof(ns), "fwwatch");
+    c = connect_ns(ns + 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    /* The namespace must exist for an exists watch on a missing child to mean anything. */
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/anchor", "", 0, NULL), 0);
+
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, "/w", &w_created), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/w", "1", 1, NULL), 0);
+    assert_fired_once(&created, ZKIT_EVENT_CREATED, "/w");
+
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, c, "/w", &w_changed), 0);
+    zkit_free(data);
+    CU_ASSERT_EQUAL(zkit_get_children(&names, &count, NULL, c, "/w", &w_child), 0);
+    zkit_free_strings(names, count);
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, c, "/w", "2", 1, -1), 0);
+    assert_fired_once(&changed, ZKIT_EVENT_CHANGED, "/w");
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/w/k", "", 0, NULL), 0);
+    assert_fired_once(&child, ZKIT_EVENT_CHILD, "/w");
+
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, "/w/k", &w_deleted), 0);
+    CU_ASSERT_EQUAL(zkit_delete(c, "/w/k", -1, 0), 0);
+    assert_fired_once(&deleted, ZKIT_EVENT_DELETED, "/w/k");
+
+    /* A watch is one-shot: further changes do not run it again (checked behind a later one). */
+    {
+        watch_rec_t later = { 0 };
+        zkit_watcher_t w_later = { record_watch, &later };
+        CU_ASSERT_EQUAL(zkit_set_data(NULL, c, "/w", "3", 1, -1), 0);
+        CU_ASSERT_EQUAL(zkit_exists(NULL, c, "/w", &w_later), 0);
+        CU_ASSERT_EQUAL(zkit_set_data(NULL, c, "/w", "4", 1, -1), 0);
+        assert_fired_once(&later, ZKIT_EVENT_CHANGED, "/w");
+        CU_ASSERT_EQUAL(read_count(&changed.fired), 1);
+        CU_ASSERT_EQUAL(read_count(&created.fired), 1);
+    }
+    /* Every callback ran on the same (event) thread. */
+    CU_ASSERT_TRUE(pthread_equal(created.thread[0], changed.thread[0]));
+    CU_ASSERT_TRUE(pthread_equal(created.thread[0], child.thread[0]));
+
+    CU_ASSERT_EQUAL(zkit_delete(c, "/w", -1, 0), 0);
+    CU_ASSERT_EQUAL(zkit_delete(c, "/anchor", -1, 0), 0);
+    zkit_client_close(c);
+    zkh_delete_tree(zk, ns);
+}
+
+/* All watches on the server, data and children: `wchs` (zkh_watch_count) counts data watches
+ * only, `mntr` reports both as zk_watch_count. */
+static int all_watches(void)
+{
+    char out[8192];
+    const char *line;
+    if (zkh_four_letter(zk, 0, "mntr", out, sizeof(out)) < 0 ||
+        !(line = strstr(out, "zk_watch_count\t")))
+        return -1;
+    return atoi(line + strlen("zk_watch_count\t"));
+}
+
+typedef struct watch_target {
+    int expected;
+} watch_target_t;
+
+static int all_watches_are(void *arg)
+{
+    return all_watches() == ((watch_target_t *)arg)->expected;
+}
+
+static void test_watch_remove(void)
+{
+    char path[64];
+    watch_rec_t removed = { 0 }, kept = { 0 }, sentinel = { 0 }, kids = { 0 };
+    zkit_watcher_t w_removed = { record_watch, &removed }, w_kept = { record_watch, &kept };
+    zkit_watcher_t w_sentinel = { record_watch, &sentinel }, w_kids = { record_watch, &kids };
+    zkit_client_t *c = connect_ns(NULL);
+    char **names = NULL;
+    size_t count = 0;
+    watch_target_t target;
+    int before, all_before;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    zkh_unique_path(path, sizeof(path), "fwunwatch");
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, path, "", 0, NULL), 0);
+    before = zkh_watch_count(zk);
+    all_before = all_watches();
+    CU_ASSERT(before >= 0);
+    CU_ASSERT(all_before >= before);
+
+    /* One watch: removing it removes the server's watch too. */
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, path, &w_removed), 0);
+    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, before + 1, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_watch_remove(c, path, ZKIT_WATCH_DATA, &w_removed), 0);
+    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, before, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_watch_remove(c, path, ZKIT_WATCH_DATA, &w_removed), ZKIT_ENONODE);
+
+    /* Children watches likewise, through ZKIT_WATCH_ANY. */
+    CU_ASSERT_EQUAL(zkit_get_children(&names, &count, NULL, c, path, &w_kids), 0);
+    zkit_free_strings(names, count);
+    target.expected = all_before + 1;
+    CU_ASSERT_EQUAL(zkh_wait_until(all_watches_are, &target, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_watch_remove(c, path, ZKIT_WATCH_DATA, &w_kids), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkit_watch_remove(c, path, ZKIT_WATCH_ANY, &w_kids), 0);
+    target.expected = all_before;
+    CU_ASSERT_EQUAL(zkh_wait_until(all_watches_are, &target, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_watch_count(zk), before);
+
+    /* Two watchers on one path: removing one keeps the server's watch for the other. */
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, path, &w_removed), 0);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, path, &w_kept), 0);
+    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, before + 1, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_watch_remove(c, path, ZKIT_WATCH_DATA, &w_removed), 0);
+    CU_ASSERT_EQUAL(zkh_watch_count(zk), before + 1);
+
+    /* A change now runs the kept watcher, and a watcher set after the removal, but never the
+     * removed one: callbacks run in order, so once the sentinel has run it would have too. */
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, path, &w_sentinel), 0);
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, c, path, "x", 1, -1), 0);
+    assert_fired_once(&kept, ZKIT_EVENT_CHANGED, path);
+    assert_fired_once(&sentinel, ZKIT_EVENT_CHANGED, path);
+    CU_ASSERT_EQUAL(read_count(&removed.fired), 0);
+    CU_ASSERT_EQUAL(read_count(&kids.fired), 0);
+    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, before, 5000), 0);
+
+    CU_ASSERT_EQUAL(zkit_delete(c, path, -1, 0), 0);
+    zkit_client_close(c);
+}
+
+/* ---- asynchronous operations ------------------------------------------------------------ */
+
+typedef struct async_rec {
+    int calls;
+    int error;
+    pthread_t thread;
+    char path[128];
+    char data[64];
+    size_t data_len;
+    size_t child_count;
+    int has_stat;
+    zkit_stat_t stat;
+    int nested_rc;            /* a blocking call made from inside the completion */
+    zkit_client_t *nested_client;
+} async_rec_t;
+
+static void record_async(zkit_client_t *c, const zkit_result_t *r, void *arg)
+{
+    async_rec_t *a = arg;
+    int nested = 0;
+    (void)c;
+    if (a->nested_client) /* set before submitting, read-only here */
+        nested = zkit_exists(NULL, a->nested_client, "/", NULL);
+    pthread_mutex_lock(&rec_mu);
+    a->calls++;
+    a->error = r->error;
+    a->thread = pthread_self();
+    snprintf(a->path, sizeof(a->path), "%s", r->path ? r->path : "");
+    a->data_len = r->data_len;
+    if (r->data)
+        snprintf(a->data, sizeof(a->data), "%.*s", (int)r->data_len, r->data);
+    a->child_count = r->child_count;
+    a->has_stat = r->stat != NULL;
+    if (r->stat)
+        a->stat = *r->stat;
+    a->nested_rc = nested;
+    pthread_cond_broadcast(&rec_cond);
+    pthread_mutex_unlock(&rec_mu);
+}
+
+static void test_async(void)
+{
+    char ns[64];
+    async_rec_t create = { 0 }, get = { 0 }, set = { 0 }, exists = { 0 }, kids = { 0 };
+    async_rec_t del = { 0 }, missing = { 0 }, sentinel = { 0 }, nested = { 0 };
+    watch_rec_t watched = { 0 };
+    zkit_watcher_t watcher = { record_watch, &watched };
+    zkit_client_t *c;
+
+    zkh_unique_path(ns, sizeof(ns), "fwasync");
+    c = connect_ns(ns + 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+
+    CU_ASSERT_EQUAL(zkit_create_async(c, "/n", "abc", 3, NULL, record_async, &create), 0);
+    CU_ASSERT_TRUE_FATAL(wait_count(&create.calls, 1, 10000));
+    CU_ASSERT_EQUAL(create.error, 0);
+    CU_ASSERT_STRING_EQUAL(create.path, "/n");
+    CU_ASSERT_TRUE(create.has_stat);
+
+    CU_ASSERT_EQUAL(zkit_get_data_async(c, "/n", &watcher, record_async, &get), 0);
+    CU_ASSERT_TRUE(wait_count(&get.calls, 1, 10000));
+    CU_ASSERT_EQUAL(get.error, 0);
+    CU_ASSERT_STRING_EQUAL(get.data, "abc");
+    CU_ASSERT_EQUAL(get.data_len, 3);
+
+    CU_ASSERT_EQUAL(zkit_set_data_async(c, "/n", "de", 2, 0, record_async, &set), 0);
+    CU_ASSERT_TRUE(wait_count(&set.calls, 1, 10000));
+    CU_ASSERT_EQUAL(set.error, 0);
+    CU_ASSERT_EQUAL(set.stat.version, 1);
+    /* The get's watch fires on the event thread too. */
+    assert_fired_once(&watched, ZKIT_EVENT_CHANGED, "/n");
+
+    CU_ASSERT_EQUAL(zkit_exists_async(c, "/n", NULL, record_async, &exists), 0);
+    CU_ASSERT_EQUAL(zkit_get_children_async(c, "/", NULL, record_async, &kids), 0);
+    CU_ASSERT_EQUAL(zkit_get_data_async(c, "/missing", NULL, record_async, &missing), 0);
+    CU_ASSERT_TRUE(wait_count(&exists.calls, 1, 10000));
+    CU_ASSERT_TRUE(wait_count(&kids.calls, 1, 10000));
+    CU_ASSERT_TRUE(wait_count(&missing.calls, 1, 10000));
+    CU_ASSERT_EQUAL(exists.error, 0);
+    CU_ASSERT_EQUAL(exists.stat.data_length, 2);
+    CU_ASSERT_EQUAL(kids.error, 0);
+    CU_ASSERT_EQUAL(kids.child_count, 1);
+    CU_ASSERT_EQUAL(missing.error, ZKIT_ENONODE);
+    CU_ASSERT_FALSE(missing.has_stat);
+
+    /* A completion may make blocking calls on the event thread. */
+    nested.nested_client = c;
+    CU_ASSERT_EQUAL(zkit_exists_async(c, "/n", NULL, record_async, &nested), 0);
+    CU_ASSERT_TRUE(wait_count(&nested.calls, 1, 10000));
+    CU_ASSERT_EQUAL(nested.nested_rc, 0);
+
+    CU_ASSERT_EQUAL(zkit_delete_async(c, "/n", 5, 0, record_async, &del), 0);
+    CU_ASSERT_TRUE(wait_count(&del.calls, 1, 10000));
+    CU_ASSERT_EQUAL(del.error, ZKIT_EBADVERSION);
+    memset(&del, 0, sizeof(del));
+    CU_ASSERT_EQUAL(zkit_delete_async(c, "/n", 1, 0, record_async, &del), 0);
+    CU_ASSERT_TRUE(wait_count(&del.calls, 1, 10000));
+    CU_ASSERT_EQUAL(del.error, 0);
+
+    /* Completions run in order on one thread: once a later one ran, a duplicate of an earlier
+     * one would have run already. */
+    CU_ASSERT_EQUAL(zkit_exists_async(c, "/", NULL, record_async, &sentinel), 0);
+    CU_ASSERT_TRUE(wait_count(&sentinel.calls, 1, 10000));
+    pthread_mutex_lock(&rec_mu);
+    {
+        async_rec_t *all[] = { &create, &get, &set, &exists, &kids, &missing, &nested, &del,
+                               &sentinel };
+        for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+            CU_ASSERT_EQUAL(all[i]->calls, 1);
+            CU_ASSERT_FALSE(pthread_equal(all[i]->thread, main_thread));
+            CU_ASSERT_TRUE(pthread_equal(all[i]->thread, create.thread));
+        }
+        CU_ASSERT_TRUE(pthread_equal(watched.thread[0], create.thread));
+    }
+    pthread_mutex_unlock(&rec_mu);
+    zkit_client_close(c);
+    zkh_delete_tree(zk, ns);
+}
+
+/* An operation pending when the client closes completes once, with ZKIT_ECLOSED. */
+static void test_async_pending_at_close(void)
+{
+    zkit_client_options_t o;
+    zkit_client_t *c = NULL;
+    async_rec_t pending = { 0 };
+    zkit_retry_t *retry = zkit_retry_forever(50);
+
+    fw_options(&o, "127.0.0.1:1", NULL, 10000, retry);
+    CU_ASSERT_EQUAL_FATAL(zkit_client_new(&c, &o), 0);
+    zkit_retry_free(retry);
+    CU_ASSERT_EQUAL(zkit_get_data_async(c, "/x", NULL, record_async, &pending), 0);
+    zkit_client_close(c);
+    /* close() returns after the event thread has drained its queue. */
+    CU_ASSERT_EQUAL(read_count(&pending.calls), 1);
+    CU_ASSERT_EQUAL(pending.error, ZKIT_ECLOSED);
+}
+
+/* ---- a listener making blocking calls on the event thread ------------------------------- */
+
+typedef struct blocking_listener {
+    char path[64];
+    int ran;
+    zkit_conn_state_t state;
+    int create_rc, get_rc;
+    char data[16];
+    pthread_t thread;
+} blocking_listener_t;
+
+static void listener_blocks(zkit_client_t *c, zkit_conn_state_t state, void *arg)
+{
+    blocking_listener_t *l = arg;
+    int create_rc = -100, get_rc = -100;
+    char *data = NULL;
+    size_t len = 0;
+    if (state == ZKIT_CONN_CONNECTED) {
+        create_rc = zkit_create(NULL, NULL, c, l->path, "in-cb", 5, NULL);
+        get_rc = zkit_get_data(&data, &len, NULL, c, l->path, NULL);
+    }
+    pthread_mutex_lock(&rec_mu);
+    if (state == ZKIT_CONN_CONNECTED) {
+        l->create_rc = create_rc;
+        l->get_rc = get_rc;
+        snprintf(l->data, sizeof(l->data), "%s", data ? data : "");
+        l->thread = pthread_self();
+        l->state = state;
+        l->ran++;
+    }
+    pthread_cond_broadcast(&rec_cond);
+    pthread_mutex_unlock(&rec_mu);
+    zkit_free(data);
+}
+
+static void test_listener_blocking_call(void)
+{
+    zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    blocking_listener_t l;
+    zkit_client_options_t o;
+    zkit_client_t *c = NULL;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(proxy);
+    memset(&l, 0, sizeof(l));
+    zkh_unique_path(l.path, sizeof(l.path), "fwlistener");
+    /* Hold the first connection back until the listener is in place. */
+    zkh_proxy_block(proxy);
+    fw_options(&o, zkh_proxy_address(proxy), NULL, 10000, NULL);
+    CU_ASSERT_EQUAL_FATAL(zkit_client_new(&c, &o), 0);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(c, listener_blocks, &l, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_client_state(c), ZKIT_CONN_NONE);
+    zkh_proxy_unblock(proxy);
+
+    CU_ASSERT_TRUE(wait_count(&l.ran, 1, 20000));
+    pthread_mutex_lock(&rec_mu);
+    CU_ASSERT_EQUAL(l.create_rc, 0);
+    CU_ASSERT_EQUAL(l.get_rc, 0);
+    CU_ASSERT_STRING_EQUAL(l.data, "in-cb");
+    CU_ASSERT_FALSE(pthread_equal(l.thread, main_thread));
+    pthread_mutex_unlock(&rec_mu);
+
+    CU_ASSERT_EQUAL(zkit_delete(c, l.path, -1, 0), 0);
+    zkit_client_close(c);
+    zkh_proxy_stop(proxy);
+}
+
+/* ---- bad input and unreachable servers ------------------------------------------------- */
+
+static void test_bad_input(void)
+{
+    static const char *bad_paths[] = { "", "a", "/a/", "//", "/a//b", "/a/./b", "/a/../b",
+                                       "/.", "/a\x01", "/\xff" };
+    zkit_watcher_t no_fn = { NULL, NULL };
+    zkit_watcher_t fn_ok = { record_watch, NULL };
+    zkit_create_options_t ttl_without_mode = ZKIT_CREATE_OPTIONS_INIT;
+    zkit_create_options_t bad_version = ZKIT_CREATE_OPTIONS_INIT;
+    zkit_client_t *c = connect_ns(NULL);
+    char *data = (char *)"untouched", **names = (char **)"untouched";
+    size_t len = 99, count = 99;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    /* NULL client. */
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, NULL, "/x", "", 0, NULL), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_create_async(NULL, "/x", "", 0, NULL, noop_completion, NULL), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_delete(NULL, "/x", -1, 0), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_delete_async(NULL, "/x", -1, 0, noop_completion, NULL), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, NULL, "/x", NULL), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_exists_async(NULL, "/x", NULL, noop_completion, NULL), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, NULL, "/x", NULL), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NULL(data);
+    CU_ASSERT_EQUAL(len, 0);
+    CU_ASSERT_EQUAL(zkit_get_data_async(NULL, "/x", NULL, noop_completion, NULL), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, NULL, "/x", "", 0, -1), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_set_data_async(NULL, "/x", "", 0, -1, noop_completion, NULL), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_get_children(&names, &count, NULL, NULL, "/", NULL), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NULL(names);
+    CU_ASSERT_EQUAL(count, 0);
+    CU_ASSERT_EQUAL(zkit_get_children_async(NULL, "/", NULL, noop_completion, NULL), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_watch_remove(NULL, "/x", ZKIT_WATCH_ANY, &fn_ok), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_client_block_until_connected(NULL, 10), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(NULL, fw_state_listener, NULL, NULL), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_client_remove_listener(NULL, 1), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_client_state(NULL), ZKIT_CONN_NONE);
+    CU_ASSERT_EQUAL(zkit_client_session_id(NULL), 0);
+    zkit_client_close(NULL);
+
+    /* Invalid and NULL paths: the path validation error, as zkit_path_validate() gives. */
+    CU_ASSERT_EQUAL(zkit_path_validate(NULL), ZKIT_EBADPATH);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, NULL, NULL), ZKIT_EBADPATH);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, NULL, "", 0, NULL), ZKIT_EBADPATH);
+    for (size_t i = 0; i < sizeof(bad_paths) / sizeof(bad_paths[0]); i++) {
+        const char *p = bad_paths[i];
+        CU_ASSERT_EQUAL(zkit_path_validate(p), ZKIT_EBADPATH);
+        CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, p, "", 0, NULL), ZKIT_EBADPATH);
+        CU_ASSERT_EQUAL(zkit_create_async(c, p, "", 0, NULL, noop_completion, NULL), ZKIT_EBADPATH);
+        CU_ASSERT_EQUAL(zkit_delete(c, p, -1, 0), ZKIT_EBADPATH);
+        CU_ASSERT_EQUAL(zkit_exists(NULL, c, p, NULL), ZKIT_EBADPATH);
+        CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, c, p, NULL), ZKIT_EBADPATH);
+        CU_ASSERT_EQUAL(zkit_set_data(NULL, c, p, "", 0, -1), ZKIT_EBADPATH);
+        CU_ASSERT_EQUAL(zkit_get_children(&names, &count, NULL, c, p, NULL), ZKIT_EBADPATH);
+        CU_ASSERT_EQUAL(zkit_watch_remove(c, p, ZKIT_WATCH_ANY, &fn_ok), ZKIT_EBADPATH);
+    }
+    /* The root can be neither created nor deleted. */
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/", "", 0, NULL), ZKIT_EBADPATH);
+    CU_ASSERT_EQUAL(zkit_delete(c, "/", -1, 0), ZKIT_EINVAL);
+
+    /* Other malformed arguments. */
+    CU_ASSERT_EQUAL(zkit_client_block_until_connected(c, -1), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, "/", &no_fn), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_get_children(NULL, &count, NULL, c, "/", NULL), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, c, "/x", NULL, 3, -1), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_delete(c, "/x", -1, 0x80), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_delete_async(c, "/x", -1, ZKIT_DELETE_CHILDREN, noop_completion, NULL),
+                    ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_watch_remove(c, "/x", ZKIT_WATCH_ANY, NULL), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_watch_remove(c, "/x", (zkit_watch_kind_t)7, &fn_ok), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_watch_remove(c, "/x", ZKIT_WATCH_ANY, &fn_ok), ZKIT_ENONODE);
+    ttl_without_mode.ttl_ms = 1000;
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/x", "", 0, &ttl_without_mode), ZKIT_EINVAL);
+    ttl_without_mode.ttl_ms = 0;
+    ttl_without_mode.mode = ZKIT_PERSISTENT_WITH_TTL;
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/x", "", 0, &ttl_without_mode), ZKIT_EINVAL);
+    bad_version.version = 99;
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/x", "", 0, &bad_version), ZKIT_EINVAL);
+    bad_version.version = ZKIT_CREATE_OPTIONS_VERSION;
+    bad_version.mode = (zkit_create_mode_t)42;
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/x", "", 0, &bad_version), ZKIT_EINVAL);
+    bad_version.mode = ZKIT_PERSISTENT;
+    bad_version.flags = 0x40;
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/x", "", 0, &bad_version), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, "/x", NULL), ZKIT_ENONODE);
+    zkit_client_close(c);
+}
+
+static void test_bad_client_options(void)
+{
+    zkit_client_options_t o;
+    zkit_auth_t half_auth = { "digest", NULL };
+    zkit_client_t *c = (zkit_client_t *)&o;
+    static const char *bad_namespaces[] = { "a//b", "/a", "a/", ".", "a/../b", "a\x02" };
+
+    fw_options(&o, zkh_connect_string(zk), NULL, 10000, NULL);
+    CU_ASSERT_EQUAL(zkit_client_new(NULL, &o), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_client_new(&c, NULL), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NULL(c);
+
+    o.connect_string = NULL;
+    c = (zkit_client_t *)&o;
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &o), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NULL(c);
+    o.connect_string = "";
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &o), ZKIT_EINVAL);
+    /* libzookeeper refuses a host without a port. */
+    o.connect_string = "127.0.0.1";
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &o), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NULL(c);
+    o.connect_string = zkh_connect_string(zk);
+
+    for (size_t i = 0; i < sizeof(bad_namespaces) / sizeof(bad_namespaces[0]); i++) {
+        o.namespace_name = bad_namespaces[i];
+        CU_ASSERT_EQUAL(zkit_client_new(&c, &o), ZKIT_EBADPATH);
+        CU_ASSERT_PTR_NULL(c);
+    }
+    o.namespace_name = NULL;
+
+    o.version = 99;
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &o), ZKIT_EINVAL);
+    o.version = ZKIT_CLIENT_OPTIONS_VERSION;
+    o.session_timeout_ms = 0;
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &o), ZKIT_EINVAL);
+    o.session_timeout_ms = 10000;
+    o.connection_timeout_ms = -5;
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &o), ZKIT_EINVAL);
+    o.connection_timeout_ms = 5000;
+    o.auth_count = 1;
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &o), ZKIT_EINVAL);
+    o.auth = &half_auth;
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &o), ZKIT_EINVAL);
+    o.auth = NULL;
+    o.auth_count = 0;
+    o.default_acl_count = 2;
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &o), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NULL(c);
+}
+
+static void test_unreachable_server(void)
+{
+    zkit_client_options_t o;
+    zkit_client_t *c = NULL;
+    zkit_retry_t *retry = zkit_retry_one_time(10);
+    int64_t start;
+    char *data = NULL;
+    size_t len;
+
+    fw_options(&o, "127.0.0.1:1", NULL, 10000, retry);
+    o.connection_timeout_ms = 300;
+    CU_ASSERT_EQUAL_FATAL(zkit_client_new(&c, &o), 0);
+    zkit_retry_free(retry);
+    start = zkh_now_ms();
+    CU_ASSERT_EQUAL(zkit_client_block_until_connected(c, 500), ZKIT_ETIMEDOUT);
+    CU_ASSERT(zkh_now_ms() - start >= 490);
+    CU_ASSERT_FALSE(zkit_client_is_connected(c));
+    CU_ASSERT_EQUAL(zkit_client_state(c), ZKIT_CONN_NONE);
+    CU_ASSERT_EQUAL(zkit_client_session_id(c), 0);
+
+    /* Two attempts, each waiting the connection timeout for a connection. */
+    start = zkh_now_ms();
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, c, "/x", NULL), ZKIT_ECONNLOSS);
+    CU_ASSERT(zkh_now_ms() - start >= 600);
+    CU_ASSERT(zkh_now_ms() - start < 3000);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/x", "", 0, NULL), ZKIT_ECONNLOSS);
+    zkit_client_close(c);
+}
+
+/* A TCP server that accepts and answers with text that is not ZooKeeper's protocol. */
+typedef struct garbage_server {
+    int fd;
+    int port;
+    volatile int stop;
+    int accepted;
+    pthread_t thread;
+} garbage_server_t;
+
+static void *garbage_main(void *arg)
+{
+    static const char reply[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"
+                                "this is not a zookeeper server, go away; this is not a "
+                                "zookeeper server, go away\r\n";
+    garbage_server_t *g = arg;
+    int conns[64], nconns = 0;
+    while (!g->stop) {
+        struct pollfd p = { g->fd, POLLIN, 0 };
+        if (poll(&p, 1, 50) == 1) {
+            int fd = accept(g->fd, NULL, NULL);
+            if (fd < 0)
+                continue;
+            if (write(fd, reply, sizeof(reply) - 1) < 0) {
+                /* the client left already */
+            }
+            if (nconns < 64)
+                conns[nconns++] = fd;
+            else
+                close(fd);
+            pthread_mutex_lock(&rec_mu);
+            g->accepted++;
+            pthread_mutex_unlock(&rec_mu);
+        }
+    }
+    for (int i = 0; i < nconns; i++)
+        close(conns[i]);
+    return NULL;
+}
+
+static int garbage_start(garbage_server_t *g)
+{
+    struct sockaddr_in a;
+    socklen_t alen = sizeof(a);
+    memset(g, 0, sizeof(*g));
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    g->fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (g->fd < 0 || bind(g->fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(g->fd, 16) != 0 ||
+        getsockname(g->fd, (struct sockaddr *)&a, &alen) != 0)
+        return -1;
+    g->port = ntohs(a.sin_port);
+    return pthread_create(&g->thread, NULL, garbage_main, g) == 0 ? 0 : -1;
+}
+
+static void garbage_stop(garbage_server_t *g)
+{
+    g->stop = 1;
+    pthread_join(g->thread, NULL);
+    close(g->fd);
+}
+
+static void test_not_a_zookeeper_server(void)
+{
+    garbage_server_t g;
+    zkit_client_options_t o;
+    zkit_client_t *c = NULL;
+    zkit_retry_t *retry = zkit_retry_one_time(10);
+    fw_state_log_t log;
+    char address[32];
+    int rc;
+
+    CU_ASSERT_EQUAL_FATAL(garbage_start(&g), 0);
+    fw_state_log_init(&log);
+    snprintf(address, sizeof(address), "127.0.0.1:%d", g.port);
+    fw_options(&o, address, NULL, 4000, retry);
+    o.connection_timeout_ms = 300;
+    CU_ASSERT_EQUAL_FATAL(zkit_client_new(&c, &o), 0);
+    zkit_retry_free(retry);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(c, fw_state_listener, &log, NULL), 0);
+    rc = zkit_client_block_until_connected(c, 2500);
+    CU_ASSERT_EQUAL(rc, ZKIT_ETIMEDOUT);
+    CU_ASSERT_TRUE(read_count(&g.accepted) >= 1); /* it did talk to the impostor */
+    CU_ASSERT_EQUAL(zkit_client_state(c), ZKIT_CONN_NONE);
+    CU_ASSERT_EQUAL(zkit_client_session_id(c), 0);
+    /* Only when not fooled: a request to the impostor would wait for its made-up timeout. */
+    if (rc == ZKIT_ETIMEDOUT)
+        CU_ASSERT_EQUAL(zkit_exists(NULL, c, "/", NULL), ZKIT_ECONNLOSS);
+    zkit_client_close(c);
+    CU_ASSERT_EQUAL(fw_state_count(&log), 0);
+    fw_state_log_destroy(&log);
+    garbage_stop(&g);
+}
+
+/* ---- ACLs and TTL nodes ---------------------------------------------------------------- */
+
+static zkit_client_t *connect_auth(const zkit_auth_t *auth)
+{
+    zkit_client_options_t o;
+    fw_options(&o, zkh_connect_string(zk), NULL, 10000, NULL);
+    o.auth = auth;
+    o.auth_count = auth ? 1 : 0;
+    return fw_connect_opts(&o);
+}
+
+static void test_acl(void)
+{
+    static const zkit_auth_t auth = { "digest", "fwuser:fwsecret" };
+    static const zkit_auth_t other = { "digest", "intruder:guess" };
+    zkit_acl_t creator_only = { ZKIT_PERM_ALL, "auth", "" };
+    zkit_create_options_t opts = ZKIT_CREATE_OPTIONS_INIT;
+    char base[64], by_auth[96], by_digest[96], digest_id[256] = "";
+    zkit_client_t *owner = connect_auth(&auth), *friend = connect_auth(&auth);
+    zkit_client_t *stranger = connect_auth(NULL), *wrong = connect_auth(&other);
+    zhandle_t *raw = zkh_raw_connect(zk);
+    struct ACL_vector acl;
+    struct Stat rst;
+    char *data = NULL;
+    size_t len;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(owner);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(friend);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(stranger);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(wrong);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(raw);
+    zkh_unique_path(base, sizeof(base), "fwacl");
+    snprintf(by_auth, sizeof(by_auth), "%s/by-auth", base);
+    snprintf(by_digest, sizeof(by_digest), "%s/by-digest", base);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, owner, base, "", 0, NULL), 0);
+    /* Reading an ACL needs READ or ADMIN on the node. */
+    CU_ASSERT_EQUAL(zoo_add_auth(raw, auth.scheme, auth.credential, (int)strlen(auth.credential),
+                                 NULL, NULL), ZOK);
+
+    /* "auth" stands for the creator's identities: the server stores a digest entry. */
+    opts.acl = &creator_only;
+    opts.acl_count = 1;
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, owner, by_auth, "secret", 6, &opts), 0);
+    memset(&acl, 0, sizeof(acl));
+    CU_ASSERT_EQUAL(zoo_get_acl(raw, by_auth, &acl, &rst), ZOK);
+    CU_ASSERT_EQUAL(acl.count, 1);
+    if (acl.count == 1) {
+        CU_ASSERT_STRING_EQUAL(acl.data[0].id.scheme, "digest");
+        CU_ASSERT_EQUAL(strncmp(acl.data[0].id.id, "fwuser:", 7), 0);
+        CU_ASSERT_EQUAL(acl.data[0].perms, ZKIT_PERM_ALL);
+        snprintf(digest_id, sizeof(digest_id), "%s", acl.data[0].id.id);
+    }
+    deallocate_ACL_vector(&acl);
+
+    /* An explicit digest ACL (read-only for that user) works the same way. */
+    {
+        zkit_acl_t digest_read = { ZKIT_PERM_READ, "digest", digest_id };
+        opts.acl = &digest_read;
+        CU_ASSERT_EQUAL(zkit_create(NULL, NULL, owner, by_digest, "ro", 2, &opts), 0);
+    }
+
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, friend, by_auth, NULL), 0);
+    if (data)
+        CU_ASSERT_STRING_EQUAL(data, "secret");
+    zkit_free(data);
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, friend, by_digest, NULL), 0);
+    zkit_free(data);
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, friend, by_digest, "w", 1, -1), ZKIT_ENOAUTH);
+
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, stranger, by_auth, NULL), ZKIT_ENOAUTH);
+    CU_ASSERT_EQUAL(zkit_last_zk_error(), ZNOAUTH);
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, stranger, by_auth, "x", 1, -1), ZKIT_ENOAUTH);
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, stranger, by_digest, NULL), ZKIT_ENOAUTH);
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, wrong, by_auth, NULL), ZKIT_ENOAUTH);
+    /* Existence is not protected by READ. */
+    CU_ASSERT_EQUAL(zkit_exists(NULL, stranger, by_auth, NULL), 0);
+
+    /* Deleting needs DELETE on the (open) parent. */
+    CU_ASSERT_EQUAL(zkit_delete(stranger, by_digest, -1, 0), 0);
+    CU_ASSERT_EQUAL(zkit_delete(owner, by_auth, -1, 0), 0);
+    CU_ASSERT_EQUAL(zkit_delete(owner, base, -1, 0), 0);
+    zookeeper_close(raw);
+    zkit_client_close(owner);
+    zkit_client_close(friend);
+    zkit_client_close(stranger);
+    zkit_client_close(wrong);
+}
+
+static void test_ttl(void)
+{
+    char base[64], path[96], *created = NULL;
+    zkit_create_options_t opts = ZKIT_CREATE_OPTIONS_INIT;
+    zkit_client_t *c = connect_ns(NULL);
+    zkit_stat_t st;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    zkh_unique_path(base, sizeof(base), "fwttl");
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, base, "", 0, NULL), 0);
+    snprintf(path, sizeof(path), "%s/t", base);
+
+    /* The test server enables extended types: TTL nodes are created. */
+    opts.mode = ZKIT_PERSISTENT_WITH_TTL;
+    opts.ttl_ms = 60000;
+    CU_ASSERT_EQUAL(zkit_create(&created, &st, c, path, "t", 1, &opts), 0);
+    if (created)
+        CU_ASSERT_STRING_EQUAL(created, path);
+    zkit_free(created);
+    CU_ASSERT_EQUAL(st.ephemeral_owner, 0); /* the server hides its TTL marker */
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, path, NULL), 0);
+
+    opts.mode = ZKIT_PERSISTENT_SEQUENTIAL_WITH_TTL;
+    snprintf(path, sizeof(path), "%s/s-", base);
+    CU_ASSERT_EQUAL(zkit_create(&created, NULL, c, path, "t", 1, &opts), 0);
+    CU_ASSERT_PTR_NOT_NULL(created);
+    if (created)
+        CU_ASSERT_EQUAL(strlen(created), strlen(path) + 10);
+    zkit_free(created);
+
+    /* A short TTL really expires: the server removes the untouched, childless node. */
+    snprintf(path, sizeof(path), "%s/short", base);
+    opts.mode = ZKIT_PERSISTENT_WITH_TTL;
+    opts.ttl_ms = 300;
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, path, "t", 1, &opts), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(node_gone, path, 15000), 0);
+
+    CU_ASSERT_EQUAL(zkit_delete(c, base, -1, ZKIT_DELETE_CHILDREN), 0);
+    zkit_client_close(c);
+}
+
+/* ---- the end ------------------------------------------------------------------------------ */
+
+static void test_tree_is_empty(void)
+{
+    CU_ASSERT_EQUAL(fw_user_znodes(zk), 0);
+}
+
+int main(void)
+{
+    CU_pSuite suite;
+    int rc;
+
+    main_thread = pthread_self();
+    fw_cond_init(&rec_cond);
+    if (CU_initialize_registry() != CUE_SUCCESS) {
+        fprintf(stderr, "framework: cannot initialise the CUnit registry: %s\n",
+                CU_get_error_msg());
+        return 1;
+    }
+    zk = zkh_start(1);
+    if (!zk) {
+        fprintf(stderr, "framework: cannot start a ZooKeeper server\n");
+        CU_cleanup_registry();
+        return 1;
+    }
+    suite = CU_add_suite("framework", NULL, NULL);
+    CU_add_test(suite, "namespace round trip", test_namespace_round_trip);
+    CU_add_test(suite, "container parents", test_container_parents);
+    CU_add_test(suite, "large data", test_large_data);
+    CU_add_test(suite, "data too big", test_too_big);
+    CU_add_test(suite, "versions", test_versions);
+    CU_add_test(suite, "protected create, lost reply", test_protected_lost_reply);
+    CU_add_test(suite, "protected create, final failure", test_protected_final_failure);
+    CU_add_test(suite, "watches fire", test_watches_fire);
+    CU_add_test(suite, "watch removal", test_watch_remove);
+    CU_add_test(suite, "async operations", test_async);
+    CU_add_test(suite, "async pending at close", test_async_pending_at_close);
+    CU_add_test(suite, "listener makes blocking calls", test_listener_blocking_call);
+    CU_add_test(suite, "bad input", test_bad_input);
+    CU_add_test(suite, "bad client options", test_bad_client_options);
+    CU_add_test(suite, "unreachable server", test_unreachable_server);
+    CU_add_test(suite, "not a ZooKeeper server", test_not_a_zookeeper_server);
+    CU_add_test(suite, "ACLs", test_acl);
+    CU_add_test(suite, "TTL nodes", test_ttl);
+    CU_add_test(suite, "tree is empty", test_tree_is_empty);
+    rc = zkh_run_tests("framework");
+    zkh_shutdown(zk);
+    return rc;
+}

@@ -1,0 +1,917 @@
+/*
+ * test_jobs.c - single-instance timer jobs (src/recipes/job.c) against one real ZooKeeper
+ * server.
+ *
+ * - Three instances in one process share a 2 s period for 20 s: every slot that starts while
+ *   all three run is run exactly once, and no slot is ever run twice.
+ * - Three instances in three processes (this binary re-executed with --instance): the first run
+ *   sleeps and its process is SIGKILLed mid-run.  Its slot stays unrecorded; the survivors run
+ *   later slots; with RUN_LATEST_MISSED one survivor re-runs the killed slot once the dead
+ *   session is gone, with SKIP_MISSED nobody does.
+ * - Single runs: stop waits for a running callback; losing the lock cancels the run and leaves
+ *   the slot unrecorded; max_run_ms cancels; bad options are refused with a message.
+ *
+ * Callbacks only record (under a mutex, or down a pipe from the child processes); assertions
+ * run on the test thread.  Every wait is bounded, every test removes its znodes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include <CUnit/CUnit.h>
+
+#include "harness.h"
+#include "zkit.h"
+
+static zkh_cluster_t *cluster;
+static zkit_client_t *admin; /* the test's own view of the tree */
+static char self_exe[PATH_MAX];
+
+/* ---- time ------------------------------------------------------------------------------- */
+
+/* Wall-clock ms: the clock jobs cut their slots from. */
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Timing details for a human reading a failure: printed with ZKIT_TEST_VERBOSE set. */
+static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void note(const char *fmt, ...)
+{
+    va_list ap;
+    if (!getenv("ZKIT_TEST_VERBOSE"))
+        return;
+    va_start(ap, fmt);
+    fputs("    jobs: ", stdout);
+    vprintf(fmt, ap);
+    fputc('\n', stdout);
+    va_end(ap);
+}
+
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+    while (ms > 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* ---- clients and the tree ---------------------------------------------------------------- */
+
+static zkit_client_t *connect_client(const char *connect, int session_timeout_ms)
+{
+    zkit_client_options_t o = ZKIT_CLIENT_OPTIONS_INIT;
+    zkit_client_t *c = NULL;
+    o.connect_string = connect;
+    o.session_timeout_ms = session_timeout_ms;
+    o.log_level = ZKIT_LOG_ERROR; /* the lock losses these tests cause are expected */
+    if (zkit_client_new(&c, &o) != 0)
+        return NULL;
+    if (zkit_client_block_until_connected(c, 10000) != 0) {
+        zkit_client_close(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* The record's slot; ZKIT_ENONODE when there is none. */
+static int read_record(const char *path, int64_t *slot)
+{
+    char record[128], *data = NULL;
+    size_t len = 0;
+    int rc;
+    snprintf(record, sizeof(record), "%s/last", path);
+    rc = zkit_get_data(&data, &len, NULL, admin, record, NULL);
+    if (rc == 0) {
+        *slot = strtoll(data, NULL, 10);
+        zkit_free(data);
+    }
+    return rc;
+}
+
+/* Polls until the record holds at least `slot` (the write follows the callback's return). */
+static int wait_record_at_least(const char *path, int64_t slot, int timeout_ms)
+{
+    int64_t due = zkh_now_ms() + timeout_ms, got;
+    do {
+        if (read_record(path, &got) == 0 && got >= slot)
+            return 1;
+        sleep_ms(50);
+    } while (zkh_now_ms() < due);
+    return 0;
+}
+
+/* After every instance is gone: no lock node is left, then the whole subtree goes. */
+static void remove_job_tree(const char *path)
+{
+    char lockdir[128];
+    size_t n = 0;
+    char **list = zkh_list_tree(cluster, path, &n);
+    snprintf(lockdir, sizeof(lockdir), "%s/lock/", path);
+    for (size_t i = 0; i < n; i++)
+        CU_ASSERT(strncmp(list[i], lockdir, strlen(lockdir)) != 0);
+    zkh_free_list(list, n);
+    CU_ASSERT_EQUAL(zkh_delete_tree(cluster, path), 0);
+    list = zkh_list_tree(cluster, path, &n);
+    CU_ASSERT_PTR_NULL(list);
+    zkh_free_list(list, n);
+}
+
+/* ---- three instances in one process ------------------------------------------------------ */
+
+#define MAX_RUNS 256
+
+typedef struct run_log {
+    pthread_mutex_t mu;
+    size_t count;
+    int64_t slot[MAX_RUNS];
+    int who[MAX_RUNS];
+} run_log_t;
+
+typedef struct instance {
+    run_log_t *log;
+    int id;
+} instance_t;
+
+static int log_run(zkit_job_run_t *run, void *arg)
+{
+    instance_t *in = arg;
+    pthread_mutex_lock(&in->log->mu);
+    if (in->log->count < MAX_RUNS) {
+        in->log->slot[in->log->count] = zkit_job_run_slot(run);
+        in->log->who[in->log->count] = in->id;
+        in->log->count++;
+    }
+    pthread_mutex_unlock(&in->log->mu);
+    sleep_ms(50); /* long enough for the others to find the lock taken */
+    return 0;
+}
+
+static size_t count_slot(const run_log_t *log, int64_t slot)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < log->count; i++)
+        n += log->slot[i] == slot;
+    return n;
+}
+
+static size_t count_who(const run_log_t *log, int who)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < log->count; i++)
+        n += log->who[i] == who;
+    return n;
+}
+
+#define FLEET_PERIOD_S 2
+#define FLEET_RUN_MS 20000
+
+/* t0: every instance is waiting; t1: the first stop begins; t2: the last stop has returned. */
+static void check_fleet_log(const run_log_t *log, const char *path, int64_t t0, int64_t t1,
+                            int64_t t2)
+{
+    const int64_t p = FLEET_PERIOD_S * 1000;
+    /* Full slots start after t0 and at least 1.5 s before t1: ample time for the two
+     * instances without jitter to take the lock and begin the run. */
+    int64_t first_full = t0 / p + 1, last_full = (t1 - 1500) / p;
+    int64_t first_any = t0 / p, last_any = t2 / p, max_slot = INT64_MIN, recorded;
+    CU_ASSERT(last_full - first_full + 1 >= 8);
+    for (int64_t s = first_full; s <= last_full; s++) {
+        CU_ASSERT_EQUAL(count_slot(log, s), 1);
+        if (count_slot(log, s) != 1)
+            fprintf(stderr, "fleet: slot %" PRId64 " ran %zu times\n", s, count_slot(log, s));
+    }
+    for (size_t i = 0; i < log->count; i++) {
+        /* The partial slots at either end may or may not run, but never twice. */
+        CU_ASSERT_EQUAL(count_slot(log, log->slot[i]), 1);
+        CU_ASSERT(log->slot[i] >= first_any && log->slot[i] <= last_any);
+        if (log->slot[i] > max_slot)
+            max_slot = log->slot[i];
+    }
+    CU_ASSERT_EQUAL(read_record(path, &recorded), 0);
+    CU_ASSERT_EQUAL(recorded, max_slot);
+    note("fleet: %zu runs, full slots %" PRId64 "-%" PRId64 ", by instance 0/1/2: %zu/%zu/%zu",
+         log->count, first_full, last_full, count_who(log, 0), count_who(log, 1),
+         count_who(log, 2));
+}
+
+static void test_fleet_runs_each_slot_once(void)
+{
+    char path[64], err[256];
+    run_log_t log;
+    instance_t in[3];
+    zkit_client_t *c[3] = { NULL, NULL, NULL };
+    zkit_job_t *job[3] = { NULL, NULL, NULL };
+    int64_t t0 = 0, t1 = 0, t2;
+    memset(&log, 0, sizeof(log));
+    pthread_mutex_init(&log.mu, NULL);
+    zkh_unique_path(path, sizeof(path), "job-fleet");
+    for (int i = 0; i < 3; i++) {
+        zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
+        in[i].log = &log;
+        in[i].id = i;
+        o.path = path;
+        o.period_s = FLEET_PERIOD_S;
+        o.fn = log_run;
+        o.arg = &in[i];
+        /* Two contend at the very same instant; the third after a random delay. */
+        o.jitter_ms = i == 2 ? 600 : 0;
+        c[i] = connect_client(zkh_connect_string(cluster), 10000);
+        CU_ASSERT_PTR_NOT_NULL(c[i]);
+        if (!c[i] || zkit_job_start(&job[i], c[i], &o, err, sizeof(err)) != 0)
+            break;
+    }
+    CU_ASSERT(job[0] && job[1] && job[2]);
+    if (job[0] && job[1] && job[2]) {
+        t0 = wall_ms();
+        sleep_ms(FLEET_RUN_MS);
+        t1 = wall_ms();
+    }
+    for (int i = 0; i < 3; i++)
+        zkit_job_stop(job[i]);
+    t2 = wall_ms();
+    if (job[0] && job[1] && job[2])
+        check_fleet_log(&log, path, t0, t1, t2);
+    for (int i = 0; i < 3; i++)
+        zkit_client_close(c[i]);
+    remove_job_tree(path);
+    pthread_mutex_destroy(&log.mu);
+}
+
+/* ---- instances in child processes ---------------------------------------------------------- */
+
+#define KILL_PERIOD_S 8
+#define CHILD_SESSION_MS 2000
+
+typedef struct child_ctx {
+    zkit_client_t *client;
+    const char *marker;
+    int fd;
+} child_ctx_t;
+
+/* One line per event, written whole (shorter than PIPE_BUF, so lines never interleave). */
+static void child_report(int fd, const char *line)
+{
+    ssize_t n = write(fd, line, strlen(line));
+    (void)n;
+}
+
+/*
+ * The first run anywhere (whoever creates the marker file) becomes the victim: it reports its
+ * slot and session and sleeps until the test kills it.  Every other run reports and succeeds.
+ */
+static int child_run(zkit_job_run_t *run, void *arg)
+{
+    child_ctx_t *ctx = arg;
+    char line[128];
+    int fd = open(ctx->marker, O_CREAT | O_EXCL | O_WRONLY, 0600);
+    if (fd >= 0) {
+        int64_t due = zkh_now_ms() + 60000;
+        close(fd);
+        snprintf(line, sizeof(line), "v %" PRId64 " %ld %" PRId64 " %" PRId64 "\n",
+                 zkit_job_run_slot(run), (long)getpid(), zkit_client_session_id(ctx->client),
+                 wall_ms());
+        child_report(ctx->fd, line);
+        while (!zkit_job_run_cancelled(run) && zkh_now_ms() < due)
+            sleep_ms(20);
+        return 1;
+    }
+    snprintf(line, sizeof(line), "r %" PRId64 " %ld 0 %" PRId64 "\n", zkit_job_run_slot(run),
+             (long)getpid(), wall_ms());
+    child_report(ctx->fd, line);
+    return 0;
+}
+
+/* argv: --instance CONNECT PATH POLICY MARKER FD.  Runs until SIGTERM (or 120 s). */
+static int instance_main(int argc, char **argv)
+{
+    zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
+    child_ctx_t ctx;
+    zkit_job_t *job;
+    sigset_t set;
+    struct timespec limit = { 120, 0 };
+    char err[256];
+    if (argc != 7)
+        return 2;
+    /* Blocked before any thread exists, so only sigtimedwait below receives it. */
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    ctx.marker = argv[5];
+    ctx.fd = atoi(argv[6]);
+    if (!(ctx.client = connect_client(argv[2], CHILD_SESSION_MS)))
+        return 3;
+    o.path = argv[3];
+    o.period_s = KILL_PERIOD_S;
+    o.missed = (zkit_job_missed_t)atoi(argv[4]);
+    o.fn = child_run;
+    o.arg = &ctx;
+    if (zkit_job_start(&job, ctx.client, &o, err, sizeof(err)) != 0) {
+        fprintf(stderr, "instance: %s\n", err);
+        zkit_client_close(ctx.client);
+        return 4;
+    }
+    sigtimedwait(&set, NULL, &limit);
+    zkit_job_stop(job);
+    zkit_client_close(ctx.client);
+    return 0;
+}
+
+static pid_t spawn_instance(const char *path, zkit_job_missed_t policy, const char *marker,
+                            int fd)
+{
+    char policy_text[16], fd_text[16];
+    char *args[8];
+    pid_t pid;
+    snprintf(policy_text, sizeof(policy_text), "%d", (int)policy);
+    snprintf(fd_text, sizeof(fd_text), "%d", fd);
+    args[0] = self_exe;
+    args[1] = "--instance";
+    args[2] = (char *)zkh_connect_string(cluster);
+    args[3] = (char *)path;
+    args[4] = policy_text;
+    args[5] = (char *)marker;
+    args[6] = fd_text;
+    args[7] = NULL;
+    pid = fork();
+    if (pid == 0) {
+        /* Only async-signal-safe calls before exec: this process has other threads. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        execv(self_exe, args);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Waits for a child to exit after SIGTERM; SIGKILL if it takes more than 10 s. */
+static void reap(pid_t pid, int sig)
+{
+    int64_t due = zkh_now_ms() + 10000;
+    kill(pid, sig);
+    while (waitpid(pid, NULL, WNOHANG) == 0) {
+        if (zkh_now_ms() > due) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            return;
+        }
+        sleep_ms(20);
+    }
+}
+
+/* What the children report, read from one pipe. */
+typedef struct child_event {
+    char kind;       /* 'v' victim, 'r' a successful run */
+    int64_t slot;
+    long pid;
+    int64_t session;
+    int64_t at_ms;   /* the child's wall clock at the callback's start */
+} child_event_t;
+
+typedef struct child_log {
+    int fd;
+    char buf[4096];
+    size_t used;
+    child_event_t ev[MAX_RUNS];
+    size_t count;
+} child_log_t;
+
+static void parse_lines(child_log_t *cl)
+{
+    char *nl;
+    while ((nl = memchr(cl->buf, '\n', cl->used)) != NULL) {
+        child_event_t e;
+        size_t len = (size_t)(nl - cl->buf) + 1;
+        *nl = '\0';
+        if (sscanf(cl->buf, "%c %" SCNd64 " %ld %" SCNd64 " %" SCNd64, &e.kind, &e.slot, &e.pid,
+                   &e.session, &e.at_ms) == 5 && cl->count < MAX_RUNS)
+            cl->ev[cl->count++] = e;
+        memmove(cl->buf, cl->buf + len, cl->used - len);
+        cl->used -= len;
+    }
+}
+
+/* Reads whatever arrives within wait_ms. */
+static void pump(child_log_t *cl, int wait_ms)
+{
+    struct pollfd p = { cl->fd, POLLIN, 0 };
+    ssize_t n = 0;
+    if (poll(&p, 1, wait_ms) > 0 && cl->used < sizeof(cl->buf))
+        n = read(cl->fd, cl->buf + cl->used, sizeof(cl->buf) - cl->used);
+    if (n > 0) {
+        cl->used += (size_t)n;
+        parse_lines(cl);
+    } else if (p.revents & POLLHUP) {
+        sleep_ms(wait_ms); /* every child is gone: poll() no longer waits */
+    }
+}
+
+static const child_event_t *find_event(const child_log_t *cl, char kind, int64_t slot)
+{
+    for (size_t i = 0; i < cl->count; i++)
+        if (cl->ev[i].kind == kind && (slot == INT64_MIN || cl->ev[i].slot == slot))
+            return &cl->ev[i];
+    return NULL;
+}
+
+static const child_event_t *wait_event(child_log_t *cl, char kind, int64_t slot, int timeout_ms)
+{
+    int64_t due = zkh_now_ms() + timeout_ms;
+    const child_event_t *e;
+    while (!(e = find_event(cl, kind, slot)) && zkh_now_ms() < due)
+        pump(cl, 50);
+    return e;
+}
+
+static size_t count_runs(const child_log_t *cl, int64_t slot)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < cl->count; i++)
+        n += cl->ev[i].kind == 'r' && cl->ev[i].slot == slot;
+    return n;
+}
+
+/* Whether `session` still owns a node in the lock directory. */
+static int session_holds(const char *path, int64_t session)
+{
+    char lockdir[128], child[256], **names = NULL;
+    size_t n = 0;
+    int found = 0;
+    snprintf(lockdir, sizeof(lockdir), "%s/lock", path);
+    if (zkit_get_children(&names, &n, NULL, admin, lockdir, NULL) != 0)
+        return 0;
+    for (size_t i = 0; i < n && !found; i++) {
+        zkit_stat_t st;
+        snprintf(child, sizeof(child), "%s/%s", lockdir, names[i]);
+        found = zkit_exists(&st, admin, child, NULL) == 0 && st.ephemeral_owner == session;
+    }
+    zkit_free_strings(names, n);
+    return found;
+}
+
+static int wait_session_gone(const char *path, int64_t session, int timeout_ms)
+{
+    int64_t due = zkh_now_ms() + timeout_ms;
+    while (session_holds(path, session)) {
+        if (zkh_now_ms() > due)
+            return 0;
+        sleep_ms(100);
+    }
+    return 1;
+}
+
+/* Checks after the kill, by policy.  The victim's slot is never recorded by the victim. */
+static void check_after_kill(child_log_t *cl, const char *path, const child_event_t *victim,
+                             zkit_job_missed_t policy)
+{
+    int64_t slot_end = (victim->slot + 1) * KILL_PERIOD_S * 1000, recorded = INT64_MIN;
+    int rc;
+    if (policy == ZKIT_JOB_SKIP_MISSED) {
+        /* Still inside the slot, so the record can only be behind it because nobody ran it. */
+        CU_ASSERT(wall_ms() < slot_end);
+        rc = read_record(path, &recorded);
+        CU_ASSERT(rc == ZKIT_ENONODE || (rc == 0 && recorded < victim->slot));
+    } else {
+        const child_event_t *rerun = wait_event(cl, 'r', victim->slot,
+                                                (int)(slot_end - wall_ms()) + 2000);
+        CU_ASSERT_PTR_NOT_NULL(rerun);
+        if (rerun) {
+            CU_ASSERT(rerun->pid != victim->pid);
+            CU_ASSERT(rerun->at_ms < slot_end); /* late, but within its slot */
+            note("re-run of slot %" PRId64 " at +%" PRId64 " ms", victim->slot,
+                 rerun->at_ms - (slot_end - KILL_PERIOD_S * 1000));
+        }
+    }
+    /* The survivors carry on with the next slot. */
+    CU_ASSERT_PTR_NOT_NULL(wait_event(cl, 'r', victim->slot + 1, KILL_PERIOD_S * 1000 + 5000));
+    CU_ASSERT(wait_record_at_least(path, victim->slot + 1, 5000));
+    pump(cl, 200);
+    CU_ASSERT_EQUAL(count_runs(cl, victim->slot), policy == ZKIT_JOB_SKIP_MISSED ? 0 : 1);
+    CU_ASSERT_EQUAL(count_runs(cl, victim->slot + 1), 1);
+    for (size_t i = 0; i < cl->count; i++)
+        CU_ASSERT(cl->ev[i].kind != 'r' || count_runs(cl, cl->ev[i].slot) == 1);
+}
+
+/* Kills the victim and waits until the server has dropped its session and so its lock. */
+static void kill_victim(const char *path, const child_event_t *victim, pid_t pids[3])
+{
+    kill((pid_t)victim->pid, SIGKILL);
+    for (int i = 0; i < 3; i++) {
+        if (pids[i] == (pid_t)victim->pid) {
+            waitpid(pids[i], NULL, 0);
+            pids[i] = -1;
+        }
+    }
+    CU_ASSERT(wait_session_gone(path, victim->session, 15000));
+    note("victim ran slot %" PRId64 " from +%" PRId64 " ms; its lock was gone at +%" PRId64 " ms",
+         victim->slot, victim->at_ms - victim->slot * KILL_PERIOD_S * 1000,
+         wall_ms() - victim->slot * KILL_PERIOD_S * 1000);
+}
+
+static void run_kill_test(zkit_job_missed_t policy)
+{
+    char path[64], marker[128];
+    const int64_t p = KILL_PERIOD_S * 1000;
+    child_log_t *cl = calloc(1, sizeof(*cl));
+    const child_event_t *victim;
+    pid_t pids[3];
+    int fds[2];
+    if (!cl || pipe(fds) != 0) {
+        CU_FAIL("no memory or no pipe");
+        free(cl);
+        return;
+    }
+    zkh_unique_path(path, sizeof(path), "job-kill");
+    snprintf(marker, sizeof(marker), "/tmp/zkit-test-jobs-%s.victim", path + 1);
+    unlink(marker);
+    fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+    cl->fd = fds[0];
+    /* Start just after a slot boundary, so the victim's slot has nearly all its length left
+     * for a survivor to re-run it once the dead session has expired (about 2.5 s). */
+    sleep_ms(p - wall_ms() % p + 100);
+    for (int i = 0; i < 3; i++)
+        pids[i] = spawn_instance(path, policy, marker, fds[1]);
+    close(fds[1]);
+    victim = wait_event(cl, 'v', INT64_MIN, 2 * KILL_PERIOD_S * 1000 + 10000);
+    CU_ASSERT_PTR_NOT_NULL(victim);
+    if (victim) {
+        kill_victim(path, victim, pids);
+        check_after_kill(cl, path, victim, policy);
+    }
+    for (int i = 0; i < 3; i++)
+        if (pids[i] > 0)
+            reap(pids[i], SIGTERM);
+    close(fds[0]);
+    unlink(marker);
+    remove_job_tree(path);
+    free(cl);
+}
+
+static void test_kill_mid_run_skip(void)
+{
+    run_kill_test(ZKIT_JOB_SKIP_MISSED);
+}
+
+static void test_kill_mid_run_run_latest(void)
+{
+    run_kill_test(ZKIT_JOB_RUN_LATEST_MISSED);
+}
+
+/* ---- single runs ------------------------------------------------------------------------------ */
+
+/* A long period with RUN_LATEST_MISSED runs the current slot at once, and only that one. */
+#define SINGLE_PERIOD_S 3600
+
+typedef struct probe {
+    pthread_mutex_t mu;
+    int calls;
+    int entered, finished, saw_cancel;
+    int64_t slot, scheduled, token, elapsed_ms;
+    int sleep_ms;             /* slow_run: how long to ignore cancellation */
+} probe_t;
+
+static void probe_init(probe_t *p)
+{
+    memset(p, 0, sizeof(*p));
+    pthread_mutex_init(&p->mu, NULL);
+}
+
+static int probe_read(probe_t *p, const int *field)
+{
+    int v;
+    pthread_mutex_lock(&p->mu);
+    v = *field;
+    pthread_mutex_unlock(&p->mu);
+    return v;
+}
+
+static int probe_entered(void *arg)
+{
+    probe_t *p = arg;
+    return probe_read(p, &p->entered);
+}
+
+static int probe_finished(void *arg)
+{
+    probe_t *p = arg;
+    return probe_read(p, &p->finished);
+}
+
+/* Marks entry; 0 for the first call only, so a later slot cannot blur the test. */
+static int probe_enter(probe_t *p, zkit_job_run_t *run)
+{
+    int first;
+    pthread_mutex_lock(&p->mu);
+    first = p->calls++ == 0;
+    if (first) {
+        p->entered = 1;
+        p->slot = zkit_job_run_slot(run);
+        p->scheduled = zkit_job_run_scheduled_time(run);
+        p->token = zkit_job_run_fencing_token(run);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return first;
+}
+
+static void probe_finish(probe_t *p, int saw_cancel, int64_t elapsed_ms)
+{
+    pthread_mutex_lock(&p->mu);
+    p->saw_cancel = saw_cancel;
+    p->elapsed_ms = elapsed_ms;
+    p->finished = 1;
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Ignores cancellation for p->sleep_ms, then reports whether it was cancelled meanwhile. */
+static int slow_run(zkit_job_run_t *run, void *arg)
+{
+    probe_t *p = arg;
+    if (!probe_enter(p, run))
+        return 1;
+    sleep_ms(p->sleep_ms);
+    probe_finish(p, zkit_job_run_cancelled(run), 0);
+    return 0;
+}
+
+/* Polls cancellation like a well-behaved job (bounded), and claims success regardless. */
+static int polite_run(zkit_job_run_t *run, void *arg)
+{
+    probe_t *p = arg;
+    int64_t start = zkh_now_ms(), due = start + 10000;
+    if (!probe_enter(p, run))
+        return 1;
+    while (!zkit_job_run_cancelled(run) && zkh_now_ms() < due)
+        sleep_ms(10);
+    probe_finish(p, zkit_job_run_cancelled(run), zkh_now_ms() - start);
+    return 0;
+}
+
+static zkit_job_t *start_single(const char *path, zkit_job_fn fn, probe_t *p, int max_run_ms)
+{
+    zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
+    zkit_job_t *job = NULL;
+    char err[256];
+    o.path = path;
+    o.period_s = SINGLE_PERIOD_S;
+    o.missed = ZKIT_JOB_RUN_LATEST_MISSED;
+    o.fn = fn;
+    o.arg = p;
+    o.max_run_ms = max_run_ms;
+    if (zkit_job_start(&job, admin, &o, err, sizeof(err)) != 0)
+        fprintf(stderr, "start_single: %s\n", err);
+    return job;
+}
+
+static void test_stop_waits_for_running_callback(void)
+{
+    char path[64];
+    probe_t p;
+    zkit_job_t *job;
+    int64_t recorded = 0;
+    probe_init(&p);
+    p.sleep_ms = 1500;
+    zkh_unique_path(path, sizeof(path), "job-stop");
+    job = start_single(path, slow_run, &p, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(job); /* nothing was started otherwise */
+    CU_ASSERT_EQUAL(zkh_wait_until(probe_entered, &p, 10000), 0);
+    zkit_job_stop(job);
+    /* stop returned only after the callback did, and told it to stop */
+    CU_ASSERT_EQUAL(probe_read(&p, &p.finished), 1);
+    CU_ASSERT_EQUAL(probe_read(&p, &p.saw_cancel), 1);
+    /* it reported success, still holding the lock: the slot is recorded */
+    CU_ASSERT_EQUAL(read_record(path, &recorded), 0);
+    CU_ASSERT_EQUAL(recorded, p.slot);
+    CU_ASSERT_EQUAL(p.scheduled, p.slot * SINGLE_PERIOD_S);
+    CU_ASSERT(p.token > 0);
+    remove_job_tree(path);
+    pthread_mutex_destroy(&p.mu);
+}
+
+static void delete_lock_nodes(const char *path)
+{
+    char lockdir[128], child[256], **names = NULL;
+    size_t n = 0;
+    snprintf(lockdir, sizeof(lockdir), "%s/lock", path);
+    CU_ASSERT_EQUAL(zkit_get_children(&names, &n, NULL, admin, lockdir, NULL), 0);
+    CU_ASSERT_EQUAL(n, 1);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(child, sizeof(child), "%s/%s", lockdir, names[i]);
+        CU_ASSERT_EQUAL(zkit_delete(admin, child, -1, 0), 0);
+    }
+    zkit_free_strings(names, n);
+}
+
+static void test_lost_lock_cancels_and_is_not_recorded(void)
+{
+    char path[64];
+    probe_t p;
+    zkit_job_t *job;
+    int64_t recorded;
+    probe_init(&p);
+    zkh_unique_path(path, sizeof(path), "job-lost");
+    job = start_single(path, polite_run, &p, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(job); /* nothing was started otherwise */
+    CU_ASSERT_EQUAL(zkh_wait_until(probe_entered, &p, 10000), 0);
+    /* Someone else deletes the lock node: the lock is LOST and the run must stop. */
+    delete_lock_nodes(path);
+    CU_ASSERT_EQUAL(zkh_wait_until(probe_finished, &p, 5000), 0);
+    CU_ASSERT_EQUAL(probe_read(&p, &p.saw_cancel), 1);
+    CU_ASSERT(p.elapsed_ms < 9000);
+    zkit_job_stop(job);
+    /* The callback returned 0, but the lock was not ours to the end: nothing recorded. */
+    CU_ASSERT_EQUAL(read_record(path, &recorded), ZKIT_ENONODE);
+    remove_job_tree(path);
+    pthread_mutex_destroy(&p.mu);
+}
+
+static void test_max_run_cancels(void)
+{
+    char path[64];
+    probe_t p;
+    zkit_job_t *job;
+    int64_t recorded;
+    probe_init(&p);
+    zkh_unique_path(path, sizeof(path), "job-maxrun");
+    job = start_single(path, polite_run, &p, 300);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(job); /* nothing was started otherwise */
+    CU_ASSERT_EQUAL(zkh_wait_until(probe_finished, &p, 10000), 0);
+    CU_ASSERT_EQUAL(probe_read(&p, &p.saw_cancel), 1);
+    CU_ASSERT(p.elapsed_ms >= 290 && p.elapsed_ms < 2000);
+    zkit_job_stop(job);
+    /* polite_run claims success after its time ran out: that is its call to make */
+    CU_ASSERT_EQUAL(read_record(path, &recorded), 0);
+    CU_ASSERT_EQUAL(recorded, p.slot);
+    remove_job_tree(path);
+    pthread_mutex_destroy(&p.mu);
+}
+
+/* ---- bad options ---------------------------------------------------------------------------- */
+
+static int never_called(zkit_job_run_t *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+/* Starts with `o`, expects `rc`, and an error text containing `needle`. */
+static void expect_refused(const zkit_job_options_t *o, int rc, const char *needle)
+{
+    zkit_job_t *job = (zkit_job_t *)o; /* any non-NULL value: must be reset to NULL */
+    char err[256] = "";
+    CU_ASSERT_EQUAL(zkit_job_start(&job, admin, o, err, sizeof(err)), rc);
+    CU_ASSERT_PTR_NULL(job);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, needle));
+    if (!strstr(err, needle))
+        fprintf(stderr, "expected '%s' in the error, got '%s'\n", needle, err);
+}
+
+/* Cron expressions the parser refuses, with the text the message must name. */
+static const struct {
+    const char *expr;
+    const char *needle;
+} bad_crons[] = {
+    { "0 24 * * *", "hour: 24" },
+    { "61 * * * *", "minute: 61" },
+    { "0 0 32 * *", "day-of-month: 32" },
+    { "0 0 * 13 *", "month: 13" },
+    { "0 0 * * FUNDAY", "day-of-week" },
+    { "0 0 *", "expected 5 fields" },
+    { "0 0 30 2 *", "never fires" }, /* valid syntax, but February has no 30th */
+};
+
+static void test_bad_options(void)
+{
+    zkit_job_options_t base = ZKIT_JOB_OPTIONS_INIT, o;
+    zkit_job_t *job = NULL;
+    char err[256];
+    base.path = "/job-bad";
+    base.period_s = 60;
+    base.fn = never_called;
+
+    for (size_t i = 0; i < sizeof(bad_crons) / sizeof(bad_crons[0]); i++) {
+        o = base;
+        o.period_s = 0;
+        o.cron = bad_crons[i].expr;
+        expect_refused(&o, ZKIT_EINVAL, bad_crons[i].needle);
+    }
+    o = base;
+    o.cron = "@daily"; /* and period_s = 60 */
+    expect_refused(&o, ZKIT_EINVAL, "either period_s or cron");
+    o = base;
+    o.fn = NULL;
+    expect_refused(&o, ZKIT_EINVAL, "fn");
+    o = base;
+    o.period_s = 0;
+    expect_refused(&o, ZKIT_EINVAL, "period_s");
+    o = base;
+    o.period_s = -5;
+    expect_refused(&o, ZKIT_EINVAL, "period_s");
+    o = base;
+    o.offset_s = 60;
+    expect_refused(&o, ZKIT_EINVAL, "offset_s");
+    o = base;
+    o.jitter_ms = 60000;
+    expect_refused(&o, ZKIT_EINVAL, "jitter_ms");
+    o = base;
+    o.min_hold_ms = -1;
+    expect_refused(&o, ZKIT_EINVAL, "min_hold_ms");
+    o = base;
+    o.missed = (zkit_job_missed_t)7;
+    expect_refused(&o, ZKIT_EINVAL, "missed");
+    o = base;
+    o.version = 99;
+    expect_refused(&o, ZKIT_EINVAL, "version");
+    o = base;
+    o.path = NULL;
+    expect_refused(&o, ZKIT_EINVAL, "path");
+    o = base;
+    o.path = "no-slash";
+    expect_refused(&o, ZKIT_EBADPATH, "path");
+
+    CU_ASSERT_EQUAL(zkit_job_start(NULL, admin, &base, err, sizeof(err)), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_job_start(&job, NULL, &base, NULL, 0), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_job_start(&job, admin, NULL, err, sizeof(err)), ZKIT_EINVAL);
+    zkit_job_stop(NULL);
+
+    /* A valid cron job starts, and stops at once (its next firing is far away). */
+    o = base;
+    o.period_s = 0;
+    o.cron = "0 3 * * MON-FRI";
+    o.utc = 0;
+    CU_ASSERT_EQUAL(zkit_job_start(&job, admin, &o, err, sizeof(err)), 0);
+    CU_ASSERT_STRING_EQUAL(err, "");
+    zkit_job_stop(job);
+    CU_ASSERT_EQUAL(zkh_delete_tree(cluster, "/job-bad"), 0);
+}
+
+/* ---- suite ------------------------------------------------------------------------------------ */
+
+static int suite_init(void)
+{
+    if (!(cluster = zkh_start(1)))
+        return 1;
+    if (!(admin = connect_client(zkh_connect_string(cluster), 10000))) {
+        zkh_shutdown(cluster);
+        return 1;
+    }
+    return 0;
+}
+
+static int suite_clean(void)
+{
+    zkit_client_close(admin);
+    zkh_shutdown(cluster);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    CU_pSuite suite;
+    ssize_t n;
+    if (argc > 1 && strcmp(argv[1], "--instance") == 0)
+        return instance_main(argc, argv);
+    if ((n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1)) <= 0) {
+        perror("jobs: readlink /proc/self/exe");
+        return 1;
+    }
+    self_exe[n] = '\0';
+    if (CU_initialize_registry() != CUE_SUCCESS) {
+        fprintf(stderr, "jobs: cannot initialise the CUnit registry: %s\n", CU_get_error_msg());
+        return 1;
+    }
+    suite = CU_add_suite("jobs", suite_init, suite_clean);
+    if (!suite ||
+        !CU_add_test(suite, "bad options are refused with a message", test_bad_options) ||
+        !CU_add_test(suite, "stop waits for a running callback",
+                     test_stop_waits_for_running_callback) ||
+        !CU_add_test(suite, "a lost lock cancels the run, which is not recorded",
+                     test_lost_lock_cancels_and_is_not_recorded) ||
+        !CU_add_test(suite, "max_run_ms cancels the run", test_max_run_cancels) ||
+        !CU_add_test(suite, "three instances run every slot exactly once",
+                     test_fleet_runs_each_slot_once) ||
+        !CU_add_test(suite, "killed mid-run, SKIP_MISSED: slot skipped, later slots run",
+                     test_kill_mid_run_skip) ||
+        !CU_add_test(suite, "killed mid-run, RUN_LATEST_MISSED: slot re-run once",
+                     test_kill_mid_run_run_latest)) {
+        fprintf(stderr, "jobs: cannot register the tests: %s\n", CU_get_error_msg());
+        CU_cleanup_registry();
+        return 1;
+    }
+    return zkh_run_tests("jobs");
+}

@@ -1,0 +1,1710 @@
+/*
+ * test_locks.c - the lock recipes against one real standalone ZooKeeper server: mutual
+ * exclusion across processes (mutex, read-write lock, counting semaphore, semaphore mutex,
+ * multi-lock), FIFO order, reentrancy and ownership, timeouts, bad input, downgrade, fencing
+ * tokens and the asynchronous acquire.
+ *
+ * Multi-process tests fork+exec tests/lock_worker (one client per process) and judge the
+ * outcome from files only: a counter incremented non-atomically inside the critical section
+ * (read, 0.5 ms nap, write) and a log of ENTER/EXIT lines stamped with CLOCK_MONOTONIC, which
+ * is comparable across processes of one host.
+ *
+ * Every test works under its own path, checks at its end that no lock node is left and that
+ * the server's watch count is back where it started (while its clients are still open, so
+ * a leaked watch is not hidden by a closing session), then deletes its tree.  Waits are
+ * bounded; callbacks and helper threads only record, the test thread asserts.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+
+#include "zkit.h"
+#include "harness.h"
+
+#ifndef LOCK_WORKER
+#define LOCK_WORKER "tests/lock_worker"
+#endif
+
+static zkh_cluster_t *zk;
+
+/* ---- clients --------------------------------------------------------------------------- */
+
+static void quiet_log(zkit_log_level_t level, const char *message, void *arg)
+{
+    (void)arg;
+    if (getenv("ZKIT_TEST_VERBOSE"))
+        fprintf(stderr, "zkit[%d]: %s\n", (int)level, message);
+}
+
+static zkit_client_t *new_client_to(const char *connect, int session_timeout_ms)
+{
+    zkit_client_options_t opts;
+    zkit_client_t *c = NULL;
+    zkit_retry_t *retry = zkit_retry_exponential(100, 5, 1000);
+    zkit_client_options_init(&opts);
+    opts.connect_string = connect;
+    opts.session_timeout_ms = session_timeout_ms;
+    opts.connection_timeout_ms = 5000;
+    opts.retry = retry;
+    opts.log_fn = quiet_log;
+    opts.log_level = ZKIT_LOG_DEBUG;
+    if (zkit_client_new(&c, &opts) != 0)
+        c = NULL;
+    zkit_retry_free(retry);
+    if (c && zkit_client_block_until_connected(c, 10000) != 0) {
+        zkit_client_close(c);
+        c = NULL;
+    }
+    return c;
+}
+
+static zkit_client_t *new_client(void)
+{
+    return new_client_to(zkh_connect_string(zk), 10000);
+}
+
+static char *join(const char *a, const char *b)
+{
+    char *s = malloc(strlen(a) + strlen(b) + 2);
+    sprintf(s, "%s/%s", a, b);
+    return s;
+}
+
+/* ---- per-test bookkeeping --------------------------------------------------------------- */
+
+typedef struct fixture {
+    char base[128];
+    int watches0;
+} fixture_t;
+
+static void fx_begin(fixture_t *f, const char *name)
+{
+    zkh_unique_path(f->base, sizeof(f->base), name);
+    f->watches0 = zkh_watch_count(zk);
+    CU_ASSERT(f->watches0 >= 0);
+}
+
+/* Number of lock nodes ("_c_..." protected names) under path; prints them when asked. */
+static int lock_nodes_under(const char *path, int print)
+{
+    size_t n = 0;
+    int found = 0;
+    char **list = zkh_list_tree(zk, path, &n);
+    for (size_t i = 0; i < n; i++) {
+        const char *last = strrchr(list[i], '/') + 1;
+        if (strncmp(last, "_c_", 3) == 0) {
+            found++;
+            if (print)
+                fprintf(stderr, "  left behind: %s\n", list[i]);
+        }
+    }
+    zkh_free_list(list, n);
+    return found;
+}
+
+static int no_lock_nodes(void *arg)
+{
+    return lock_nodes_under(arg, 0) == 0;
+}
+
+/* Children of one node (not recursive) as seen by the server. */
+static int children_of(const char *path)
+{
+    size_t n = 0;
+    int count = 0;
+    char **list = zkh_list_tree(zk, path, &n);
+    size_t plen = strlen(path);
+    for (size_t i = 0; i < n; i++)
+        if (strchr(list[i] + plen + 1, '/') == NULL)
+            count++;
+    zkh_free_list(list, n);
+    return count;
+}
+
+/* The end of every test: nothing of ours left on the server, watches back to the start. */
+static void fx_end(fixture_t *f)
+{
+    size_t n = 0;
+    char **left;
+    if (zkh_wait_until(no_lock_nodes, f->base, 5000) != 0)
+        lock_nodes_under(f->base, 1);
+    CU_ASSERT_EQUAL(lock_nodes_under(f->base, 0), 0);
+    if (zkh_wait_watch_count(zk, f->watches0, 5000) != 0) {
+        char paths[2048];
+        fprintf(stderr, "  watch count %d, expected %d\n", zkh_watch_count(zk), f->watches0);
+        if (zkh_four_letter(zk, 0, "wchp", paths, sizeof(paths)) > 0)
+            fprintf(stderr, "  watches by path:\n%s", paths);
+    }
+    CU_ASSERT_EQUAL(zkh_watch_count(zk), f->watches0);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, f->base), 0);
+    left = zkh_list_tree(zk, f->base, &n);
+    CU_ASSERT_PTR_NULL(left);
+    zkh_free_list(left, n);
+}
+
+/* ---- participants --------------------------------------------------------------------- */
+
+typedef struct count_wait {
+    zkit_lock_t *lock;
+    size_t expected;
+} count_wait_t;
+
+static size_t participant_count(zkit_lock_t *lock)
+{
+    zkit_participant_t *list = NULL;
+    size_t n = 0;
+    if (zkit_lock_participants(&list, &n, lock) != 0)
+        return (size_t)-1;
+    zkit_participants_free(list, n);
+    return n;
+}
+
+static int participants_reach(void *arg)
+{
+    count_wait_t *w = arg;
+    return participant_count(w->lock) == w->expected;
+}
+
+static int wait_participants(zkit_lock_t *lock, size_t expected, int timeout_ms)
+{
+    count_wait_t w = { lock, expected };
+    return zkh_wait_until(participants_reach, &w, timeout_ms);
+}
+
+/* Whether a node exists (from the test side, through a client). */
+static int node_exists(zkit_client_t *c, const char *path)
+{
+    return zkit_exists(NULL, c, path, NULL) == 0;
+}
+
+/* "_c_" + 36-character lowercase uuid + "-" + token + 10 digits. */
+static int protected_name_ok(const char *name, const char *token)
+{
+    size_t tlen = strlen(token);
+    if (strlen(name) != 3 + 36 + 1 + tlen + 10 || strncmp(name, "_c_", 3) != 0)
+        return 0;
+    for (int i = 0; i < 36; i++) {
+        char ch = name[3 + i];
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (ch != '-')
+                return 0;
+        } else if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) {
+            return 0;
+        }
+    }
+    if (name[39] != '-' || strncmp(name + 40, token, tlen) != 0)
+        return 0;
+    for (size_t i = 40 + tlen; i < 40 + tlen + 10; i++)
+        if (name[i] < '0' || name[i] > '9')
+            return 0;
+    return 1;
+}
+
+/* ---- background acquirers -------------------------------------------------------------- */
+
+static pthread_mutex_t bg_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t bg_cond = PTHREAD_COND_INITIALIZER;
+static int bg_order;
+
+typedef struct bg {
+    zkit_lock_t *lock;
+    int timeout_ms;
+    int hold;                 /* keep holding until bg_let_go() (else release at once) */
+    pthread_t thread;
+    int acquired;             /* the acquire returned (rc valid) */
+    int done;                 /* the thread is finished */
+    int rc;
+    int order;                /* 1-based rank among acquisitions under bg_mu */
+    int64_t at_ms;
+    int64_t token;
+    int let_go;
+    int release_rc;
+} bg_t;
+
+static void *bg_main(void *arg)
+{
+    bg_t *b = arg;
+    int rc = zkit_lock_acquire(b->lock, b->timeout_ms);
+    int64_t token = 0;
+    if (rc == 0)
+        zkit_lock_fencing_token(b->lock, &token);
+    pthread_mutex_lock(&bg_mu);
+    b->rc = rc;
+    b->at_ms = zkh_now_ms();
+    b->token = token;
+    if (rc == 0)
+        b->order = ++bg_order;
+    b->acquired = 1;
+    pthread_cond_broadcast(&bg_cond);
+    if (rc == 0 && b->hold) {
+        int64_t due = zkh_now_ms() + 60000;
+        while (!b->let_go && zkh_now_ms() < due) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&bg_cond, &bg_mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&bg_mu);
+    if (rc == 0)
+        b->release_rc = zkit_lock_release(b->lock);
+    pthread_mutex_lock(&bg_mu);
+    b->done = 1;
+    pthread_cond_broadcast(&bg_cond);
+    pthread_mutex_unlock(&bg_mu);
+    return NULL;
+}
+
+static void bg_start(bg_t *b, zkit_lock_t *lock, int timeout_ms, int hold)
+{
+    memset(b, 0, sizeof(*b));
+    b->lock = lock;
+    b->timeout_ms = timeout_ms;
+    b->hold = hold;
+    CU_ASSERT_FATAL(pthread_create(&b->thread, NULL, bg_main, b) == 0);
+}
+
+static int bg_flag(bg_t *b, int which)
+{
+    int v;
+    pthread_mutex_lock(&bg_mu);
+    v = which ? b->done : b->acquired;
+    pthread_mutex_unlock(&bg_mu);
+    return v;
+}
+
+static int bg_acquired_pred(void *arg)
+{
+    return bg_flag(arg, 0);
+}
+
+static int bg_done_pred(void *arg)
+{
+    return bg_flag(arg, 1);
+}
+
+static void bg_let_go(bg_t *b)
+{
+    pthread_mutex_lock(&bg_mu);
+    b->let_go = 1;
+    pthread_cond_broadcast(&bg_cond);
+    pthread_mutex_unlock(&bg_mu);
+}
+
+/* Lets the thread go, waits (bounded) for it to end and joins it.  0 when it ended. */
+static int bg_finish(bg_t *b, int timeout_ms)
+{
+    bg_let_go(b);
+    if (zkh_wait_until(bg_done_pred, b, timeout_ms) != 0) {
+        pthread_detach(b->thread);
+        return -1;
+    }
+    pthread_join(b->thread, NULL);
+    return 0;
+}
+
+/* ---- worker processes ----------------------------------------------------------------- */
+
+typedef struct proc {
+    pid_t pid;
+    int in_fd;      /* its stdin */
+    int out_fd;     /* its stdout */
+    char buf[512];
+    size_t len;
+} proc_t;
+
+static int proc_spawn(proc_t *p, char *const argv[])
+{
+    int in[2], out[2];
+    memset(p, 0, sizeof(*p));
+    p->pid = -1;
+    if (pipe2(in, O_CLOEXEC) != 0)
+        return -1;
+    if (pipe2(out, O_CLOEXEC) != 0) {
+        close(in[0]);
+        close(in[1]);
+        return -1;
+    }
+    p->pid = fork();
+    if (p->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    p->in_fd = in[1];
+    p->out_fd = out[0];
+    if (p->pid < 0) {
+        close(in[1]);
+        close(out[0]);
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads one line of the process' stdout (without the newline) within timeout_ms. */
+static int proc_read_line(proc_t *p, char *line, size_t size, int timeout_ms)
+{
+    int64_t due = zkh_now_ms() + timeout_ms;
+    for (;;) {
+        char *nl = memchr(p->buf, '\n', p->len);
+        struct pollfd pfd = { p->out_fd, POLLIN, 0 };
+        int64_t left;
+        ssize_t n;
+        if (nl) {
+            size_t l = (size_t)(nl - p->buf);
+            snprintf(line, size, "%.*s", (int)l, p->buf);
+            memmove(p->buf, nl + 1, p->len - l - 1);
+            p->len -= l + 1;
+            return 0;
+        }
+        if (p->len == sizeof(p->buf))
+            return -1;
+        left = due - zkh_now_ms();
+        if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
+            return -1;
+        n = read(p->out_fd, p->buf + p->len, sizeof(p->buf) - p->len);
+        if (n <= 0)
+            return -1;
+        p->len += (size_t)n;
+    }
+}
+
+static void proc_write(proc_t *p, const char *text)
+{
+    if (write(p->in_fd, text, strlen(text)) < 0)
+        perror("write to worker");
+}
+
+/* Waits for the process to end within timeout_ms (SIGKILL after that).  Returns its wait
+ * status, or -1 when it had to be killed. */
+static int proc_wait(proc_t *p, int timeout_ms)
+{
+    int64_t due = zkh_now_ms() + timeout_ms;
+    int status = 0;
+    if (p->pid <= 0)
+        return -1;
+    for (;;) {
+        pid_t r = waitpid(p->pid, &status, WNOHANG);
+        if (r == p->pid)
+            break;
+        if (zkh_now_ms() >= due) {
+            kill(p->pid, SIGKILL);
+            waitpid(p->pid, &status, 0);
+            status = -1;
+            break;
+        }
+        usleep(5000);
+    }
+    close(p->in_fd);
+    close(p->out_fd);
+    p->pid = -1;
+    return status;
+}
+
+/* ---- the ENTER/EXIT log ---------------------------------------------------------------- */
+
+typedef struct event {
+    long long t;
+    int enter;
+    int pid;
+    char cls[64];
+} event_t;
+
+typedef struct verdict {
+    int enters, exits;
+    int violations;        /* mutual exclusion or capacity broken */
+    int unbalanced;        /* EXIT without ENTER, ENTER while inside, ENTER never left */
+    int max_inside;        /* most holders at once */
+    int max_weight;        /* most leases at once (semaphore) */
+    char first[256];       /* the first violation */
+} verdict_t;
+
+static int by_time(const void *a, const void *b)
+{
+    const event_t *x = a, *y = b;
+    return x->t < y->t ? -1 : x->t > y->t ? 1 : 0;
+}
+
+#define MAX_INSIDE 32
+#define MAX_RES 8
+
+/* Resources an event holds: "X" exclusive on "0", "R" shared on "0", "W" exclusive on "0",
+ * "S<k>" k leases of "0", "M:a,b" exclusive on "a" and "b". */
+typedef struct use {
+    int n;
+    char name[MAX_RES][32];
+    int mode[MAX_RES];     /* 0 exclusive, 1 shared, 2 weighted */
+    int weight;
+} use_t;
+
+static void parse_use(const char *cls, use_t *u)
+{
+    memset(u, 0, sizeof(*u));
+    if (cls[0] == 'M' && cls[1] == ':') {
+        char copy[64];
+        snprintf(copy, sizeof(copy), "%s", cls + 2);
+        for (char *tok = strtok(copy, ","); tok && u->n < MAX_RES; tok = strtok(NULL, ","))
+            snprintf(u->name[u->n++], sizeof(u->name[0]), "%s", tok);
+        return;
+    }
+    u->n = 1;
+    strcpy(u->name[0], "0");
+    if (cls[0] == 'R') {
+        u->mode[0] = 1;
+    } else if (cls[0] == 'S') {
+        u->mode[0] = 2;
+        u->weight = atoi(cls + 1);
+    }
+}
+
+static void check_log(const char *file, int capacity, verdict_t *v)
+{
+    FILE *f = fopen(file, "r");
+    event_t *ev = NULL;
+    size_t n = 0, cap = 0;
+    char line[256];
+    struct { int pid; use_t use; } inside[MAX_INSIDE];
+    int ninside = 0, weight = 0;
+    memset(v, 0, sizeof(*v));
+    if (!f) {
+        v->violations = 1;
+        snprintf(v->first, sizeof(v->first), "no log %s", file);
+        return;
+    }
+    while (fgets(line, sizeof(line), f)) {
+        char w[4][64];
+        int k = sscanf(line, "%63s %63s %63s %63s", w[0], w[1], w[2], w[3]);
+        event_t e;
+        memset(&e, 0, sizeof(e));
+        if (k < 3)
+            continue;
+        e.enter = strcmp(w[0], "ENTER") == 0;
+        if (k == 3) { /* "ENTER pid ns": a mutex (also CuratorPeer's format) */
+            strcpy(e.cls, "X");
+            e.pid = atoi(w[1]);
+            e.t = atoll(w[2]);
+        } else {
+            snprintf(e.cls, sizeof(e.cls), "%s", w[1]);
+            e.pid = atoi(w[2]);
+            e.t = atoll(w[3]);
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 256;
+            ev = realloc(ev, cap * sizeof(*ev));
+        }
+        ev[n++] = e;
+    }
+    fclose(f);
+    qsort(ev, n, sizeof(*ev), by_time);
+    for (size_t i = 0; i < n; i++) {
+        event_t *e = &ev[i];
+        use_t u;
+        int at = -1;
+        for (int j = 0; j < ninside; j++)
+            if (inside[j].pid == e->pid)
+                at = j;
+        if (!e->enter) {
+            v->exits++;
+            if (at < 0) {
+                v->unbalanced++;
+                continue;
+            }
+            weight -= inside[at].use.weight;
+            inside[at] = inside[--ninside];
+            continue;
+        }
+        v->enters++;
+        if (at >= 0 || ninside == MAX_INSIDE) {
+            v->unbalanced++;
+            continue;
+        }
+        parse_use(e->cls, &u);
+        for (int r = 0; r < u.n; r++) {
+            for (int j = 0; j < ninside; j++) {
+                use_t *o = &inside[j].use;
+                for (int s = 0; s < o->n; s++) {
+                    int clash;
+                    if (strcmp(o->name[s], u.name[r]) != 0)
+                        continue;
+                    clash = (u.mode[r] == 0 || o->mode[s] == 0) ||
+                            (u.mode[r] != o->mode[s]);
+                    if (u.mode[r] == 2 && o->mode[s] == 2)
+                        clash = 0; /* weights are checked below */
+                    if (clash && v->violations++ == 0)
+                        snprintf(v->first, sizeof(v->first),
+                                 "pid %d (%s) entered at %lld while pid %d was inside",
+                                 e->pid, e->cls, e->t, inside[j].pid);
+                }
+            }
+        }
+        if (u.weight && weight + u.weight > capacity && v->violations++ == 0)
+            snprintf(v->first, sizeof(v->first), "pid %d took %d leases with %d of %d taken",
+                     e->pid, u.weight, weight, capacity);
+        inside[ninside].pid = e->pid;
+        inside[ninside].use = u;
+        ninside++;
+        weight += u.weight;
+        if (ninside > v->max_inside)
+            v->max_inside = ninside;
+        if (weight > v->max_weight)
+            v->max_weight = weight;
+    }
+    v->unbalanced += ninside;
+    free(ev);
+}
+
+static long read_counter(const char *file)
+{
+    char buf[64] = "";
+    FILE *f = fopen(file, "r");
+    if (!f)
+        return 0;
+    if (!fgets(buf, sizeof(buf), f))
+        buf[0] = '\0';
+    fclose(f);
+    return strtol(buf, NULL, 10);
+}
+
+/* A scratch directory for counters and logs. */
+static void scratch_dir(char *buf, size_t size)
+{
+    snprintf(buf, size, "/tmp/zkit-locks-XXXXXX");
+    if (!mkdtemp(buf))
+        buf[0] = '\0';
+}
+
+static void scratch_remove(const char *dir)
+{
+    char cmd[PATH_MAX + 16];
+    if (dir[0] && strncmp(dir, "/tmp/zkit-locks-", 16) == 0) {
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", dir);
+    }
+}
+
+#define MAX_WORKERS 8
+
+typedef struct worker_spec {
+    const char *kind;
+    char paths[512];
+    char counters[512];
+    int leases;
+} worker_spec_t;
+
+/* Starts every worker, waits until all are connected, starts them together and waits for
+ * them to end.  Returns the number of workers that failed (printed). */
+static int run_workers(const worker_spec_t *specs, int n, int iterations, const char *log)
+{
+    proc_t procs[MAX_WORKERS];
+    int failed = 0;
+    char line[128];
+    for (int i = 0; i < n; i++) {
+        char iters[16], leases[16];
+        char *argv[10];
+        int a = 0;
+        snprintf(iters, sizeof(iters), "%d", iterations);
+        snprintf(leases, sizeof(leases), "%d", specs[i].leases ? specs[i].leases : 1);
+        argv[a++] = (char *)LOCK_WORKER;
+        argv[a++] = (char *)zkh_connect_string(zk);
+        argv[a++] = (char *)"loop";
+        argv[a++] = (char *)specs[i].kind;
+        argv[a++] = (char *)specs[i].paths;
+        argv[a++] = iters;
+        argv[a++] = (char *)(specs[i].counters[0] ? specs[i].counters : "-");
+        argv[a++] = (char *)log;
+        argv[a++] = leases;
+        argv[a] = NULL;
+        if (proc_spawn(&procs[i], argv) != 0) {
+            fprintf(stderr, "cannot start %s\n", LOCK_WORKER);
+            procs[i].pid = -1;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (procs[i].pid > 0 &&
+            (proc_read_line(&procs[i], line, sizeof(line), 20000) != 0 ||
+             strcmp(line, "READY") != 0)) {
+            fprintf(stderr, "worker %d did not get ready\n", i);
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (procs[i].pid > 0)
+            proc_write(&procs[i], "go\n");
+    for (int i = 0; i < n; i++) {
+        int done = procs[i].pid > 0 &&
+                   proc_read_line(&procs[i], line, sizeof(line), 90000) == 0 &&
+                   strcmp(line, "DONE") == 0;
+        int status = proc_wait(&procs[i], 10000);
+        if (!done || status != 0) {
+            fprintf(stderr, "worker %d (%s %s) failed: status %d\n", i, specs[i].kind,
+                    specs[i].paths, status);
+            failed++;
+        }
+    }
+    return failed;
+}
+
+/* ---- multi-process mutual exclusion ---------------------------------------------------------- */
+
+#define PROCS 4
+#define ITERATIONS 25
+
+static void report(const char *what, const verdict_t *v)
+{
+    if (v->violations || v->unbalanced || getenv("ZKIT_TEST_VERBOSE"))
+        fprintf(stderr, "%s: %d enters, %d exits, %d violations (%s), %d unbalanced, "
+                        "max inside %d, max leases %d\n",
+                what, v->enters, v->exits, v->violations, v->first, v->unbalanced,
+                v->max_inside, v->max_weight);
+}
+
+/* n workers of `kinds` on one path with one counter; exclusive unless readers. */
+static void multi_process_one_path(const char *name, const char *const *kinds, int n,
+                                   int expected_count)
+{
+    fixture_t f;
+    char dir[64], log[128], counter[128];
+    worker_spec_t specs[MAX_WORKERS];
+    verdict_t v;
+    char *path;
+    fx_begin(&f, name);
+    scratch_dir(dir, sizeof(dir));
+    CU_ASSERT_FATAL(dir[0] != '\0');
+    snprintf(log, sizeof(log), "%s/log", dir);
+    snprintf(counter, sizeof(counter), "%s/counter", dir);
+    path = join(f.base, "lock");
+    for (int i = 0; i < n; i++) {
+        memset(&specs[i], 0, sizeof(specs[i]));
+        specs[i].kind = kinds[i];
+        snprintf(specs[i].paths, sizeof(specs[i].paths), "%s", path);
+        snprintf(specs[i].counters, sizeof(specs[i].counters), "%s", counter);
+    }
+    CU_ASSERT_EQUAL(run_workers(specs, n, ITERATIONS, log), 0);
+    check_log(log, 1, &v);
+    report(name, &v);
+    CU_ASSERT_EQUAL(v.enters, n * ITERATIONS);
+    CU_ASSERT_EQUAL(v.exits, n * ITERATIONS);
+    CU_ASSERT_EQUAL(v.violations, 0);
+    CU_ASSERT_EQUAL(v.unbalanced, 0);
+    CU_ASSERT_EQUAL(read_counter(counter), expected_count);
+    free(path);
+    scratch_remove(dir);
+    fx_end(&f);
+}
+
+static void test_mp_mutex(void)
+{
+    const char *kinds[PROCS] = { "mutex", "mutex", "mutex", "mutex" };
+    multi_process_one_path("mp-mutex", kinds, PROCS, PROCS * ITERATIONS);
+}
+
+static void test_mp_rwlock(void)
+{
+    /* Writers exclude everyone, readers only writers; only writers count. */
+    const char *kinds[4] = { "write", "read", "write", "read" };
+    multi_process_one_path("mp-rwlock", kinds, 4, 2 * ITERATIONS);
+}
+
+static void test_mp_semaphore_mutex(void)
+{
+    const char *kinds[PROCS] = { "semaphore", "semaphore", "semaphore", "semaphore" };
+    multi_process_one_path("mp-semmutex", kinds, PROCS, PROCS * ITERATIONS);
+}
+
+static void test_mp_counting_semaphore(void)
+{
+    fixture_t f;
+    char dir[64], log[128];
+    worker_spec_t specs[PROCS];
+    verdict_t v;
+    char *path;
+    const int leases[PROCS] = { 1, 2, 1, 1 };
+    fx_begin(&f, "mp-sem3");
+    scratch_dir(dir, sizeof(dir));
+    CU_ASSERT_FATAL(dir[0] != '\0');
+    snprintf(log, sizeof(log), "%s/log", dir);
+    path = join(f.base, "sem");
+    for (int i = 0; i < PROCS; i++) {
+        memset(&specs[i], 0, sizeof(specs[i]));
+        specs[i].kind = "sem:3";
+        specs[i].leases = leases[i];
+        snprintf(specs[i].paths, sizeof(specs[i].paths), "%s", path);
+    }
+    CU_ASSERT_EQUAL(run_workers(specs, PROCS, ITERATIONS, log), 0);
+    check_log(log, 3, &v);
+    report("mp-sem3", &v);
+    CU_ASSERT_EQUAL(v.enters, PROCS * ITERATIONS);
+    CU_ASSERT_EQUAL(v.violations, 0);
+    CU_ASSERT_EQUAL(v.unbalanced, 0);
+    CU_ASSERT(v.max_weight <= 3);
+    free(path);
+    scratch_remove(dir);
+    fx_end(&f);
+}
+
+static void test_mp_multilock(void)
+{
+    /* Overlapping sets, named in different orders: {a,b}, {c,b}, {c,a}, {b,a}. */
+    static const char *const sets[PROCS][2] = { { "a", "b" }, { "c", "b" }, { "c", "a" },
+                                                { "b", "a" } };
+    fixture_t f;
+    char dir[64], log[128];
+    worker_spec_t specs[PROCS];
+    verdict_t v;
+    long expect_a = 0, expect_b = 0, expect_c = 0;
+    char counter[3][160];
+    fx_begin(&f, "mp-multi");
+    scratch_dir(dir, sizeof(dir));
+    CU_ASSERT_FATAL(dir[0] != '\0');
+    snprintf(log, sizeof(log), "%s/log", dir);
+    for (int r = 0; r < 3; r++)
+        snprintf(counter[r], sizeof(counter[r]), "%s/count-%c", dir, 'a' + r);
+    for (int i = 0; i < PROCS; i++) {
+        memset(&specs[i], 0, sizeof(specs[i]));
+        specs[i].kind = "multi";
+        snprintf(specs[i].paths, sizeof(specs[i].paths), "%s/%s,%s/%s", f.base, sets[i][0],
+                 f.base, sets[i][1]);
+        snprintf(specs[i].counters, sizeof(specs[i].counters), "%s,%s",
+                 counter[sets[i][0][0] - 'a'], counter[sets[i][1][0] - 'a']);
+        for (int k = 0; k < 2; k++) {
+            expect_a += sets[i][k][0] == 'a' ? ITERATIONS : 0;
+            expect_b += sets[i][k][0] == 'b' ? ITERATIONS : 0;
+            expect_c += sets[i][k][0] == 'c' ? ITERATIONS : 0;
+        }
+    }
+    CU_ASSERT_EQUAL(run_workers(specs, PROCS, ITERATIONS, log), 0);
+    check_log(log, 1, &v);
+    report("mp-multi", &v);
+    CU_ASSERT_EQUAL(v.enters, PROCS * ITERATIONS);
+    CU_ASSERT_EQUAL(v.violations, 0);
+    CU_ASSERT_EQUAL(v.unbalanced, 0);
+    CU_ASSERT_EQUAL(read_counter(counter[0]), expect_a);
+    CU_ASSERT_EQUAL(read_counter(counter[1]), expect_b);
+    CU_ASSERT_EQUAL(read_counter(counter[2]), expect_c);
+    scratch_remove(dir);
+    fx_end(&f);
+}
+
+/* ---- the checker itself must be able to fail ------------------------------------------------ */
+
+static void write_file(const char *file, const char *text)
+{
+    FILE *f = fopen(file, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+static void test_log_checker(void)
+{
+    char dir[64], log[128];
+    verdict_t v;
+    scratch_dir(dir, sizeof(dir));
+    CU_ASSERT_FATAL(dir[0] != '\0');
+    snprintf(log, sizeof(log), "%s/log", dir);
+    /* Two mutex holders overlapping (lines out of order on purpose). */
+    write_file(log, "ENTER 2 150\nENTER 1 100\nEXIT 1 200\nEXIT 2 250\n");
+    check_log(log, 1, &v);
+    CU_ASSERT_EQUAL(v.violations, 1);
+    /* Back to back is fine. */
+    write_file(log, "ENTER 1 100\nEXIT 1 200\nENTER 2 201\nEXIT 2 250\n");
+    check_log(log, 1, &v);
+    CU_ASSERT_EQUAL(v.violations + v.unbalanced, 0);
+    /* Readers may overlap; a writer may not overlap a reader. */
+    write_file(log, "ENTER R 1 100\nENTER R 2 110\nEXIT R 1 200\nEXIT R 2 210\n");
+    check_log(log, 1, &v);
+    CU_ASSERT_EQUAL(v.violations, 0);
+    CU_ASSERT_EQUAL(v.max_inside, 2);
+    write_file(log, "ENTER R 1 100\nENTER W 2 110\nEXIT R 1 200\nEXIT W 2 210\n");
+    check_log(log, 1, &v);
+    CU_ASSERT_EQUAL(v.violations, 1);
+    /* Capacity 3: 2 + 1 fits, 2 + 2 does not. */
+    write_file(log, "ENTER S2 1 100\nENTER S1 2 110\nEXIT S2 1 200\nEXIT S1 2 210\n");
+    check_log(log, 3, &v);
+    CU_ASSERT_EQUAL(v.violations, 0);
+    write_file(log, "ENTER S2 1 100\nENTER S2 2 110\nEXIT S2 1 200\nEXIT S2 2 210\n");
+    check_log(log, 3, &v);
+    CU_ASSERT_EQUAL(v.violations, 1);
+    /* Multi-locks clash only on a shared path. */
+    write_file(log, "ENTER M:a,b 1 100\nENTER M:c,d 2 110\nEXIT M:a,b 1 200\nEXIT M:c,d 2 210\n");
+    check_log(log, 1, &v);
+    CU_ASSERT_EQUAL(v.violations, 0);
+    write_file(log, "ENTER M:a,b 1 100\nENTER M:c,b 2 110\nEXIT M:a,b 1 200\nEXIT M:c,b 2 210\n");
+    check_log(log, 1, &v);
+    CU_ASSERT_EQUAL(v.violations, 1);
+    /* An ENTER never left. */
+    write_file(log, "ENTER 1 100\n");
+    check_log(log, 1, &v);
+    CU_ASSERT_EQUAL(v.unbalanced, 1);
+    scratch_remove(dir);
+}
+
+/* ---- FIFO ------------------------------------------------------------------------------------ */
+
+static void test_fifo(void)
+{
+    fixture_t f;
+    zkit_client_t *holder_c, *c[3];
+    zkit_lock_t *holder, *w[3];
+    bg_t b[3];
+    char *path;
+    fx_begin(&f, "fifo");
+    path = join(f.base, "lock");
+    holder_c = new_client();
+    CU_ASSERT_FATAL(holder_c != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&holder, holder_c, path) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(holder, 5000) == 0);
+    pthread_mutex_lock(&bg_mu);
+    bg_order = 0;
+    pthread_mutex_unlock(&bg_mu);
+    for (int i = 0; i < 3; i++) {
+        c[i] = new_client();
+        CU_ASSERT_FATAL(c[i] != NULL);
+        CU_ASSERT_FATAL(zkit_mutex_new(&w[i], c[i], path) == 0);
+        bg_start(&b[i], w[i], 20000, 0);
+        /* Queue them one after another: the next starts once this one's node is listed. */
+        CU_ASSERT_EQUAL(wait_participants(holder, (size_t)i + 2, 5000), 0);
+    }
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT_EQUAL(bg_flag(&b[i], 0), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(holder), 0);
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT_EQUAL(bg_finish(&b[i], 10000), 0);
+        CU_ASSERT_EQUAL(b[i].rc, 0);
+        CU_ASSERT_EQUAL(b[i].release_rc, 0);
+        CU_ASSERT_EQUAL(b[i].order, i + 1);
+    }
+    for (int i = 0; i < 3; i++)
+        CU_ASSERT(b[i].at_ms <= (i < 2 ? b[i + 1].at_ms : b[i].at_ms));
+    fx_end(&f);
+    zkit_lock_free(holder);
+    for (int i = 0; i < 3; i++) {
+        zkit_lock_free(w[i]);
+        zkit_client_close(c[i]);
+    }
+    zkit_client_close(holder_c);
+    free(path);
+}
+
+/* ---- reentrancy, ownership ---------------------------------------------------------------- */
+
+typedef struct release_from_thread {
+    zkit_lock_t *lock;
+    int rc;
+    int held;
+} release_from_thread_t;
+
+static void *release_main(void *arg)
+{
+    release_from_thread_t *r = arg;
+    r->held = zkit_lock_is_held(r->lock);
+    r->rc = zkit_lock_release(r->lock);
+    return NULL;
+}
+
+static int release_on_other_thread(zkit_lock_t *lock, int *held_there)
+{
+    release_from_thread_t r = { lock, 0, 0 };
+    pthread_t t;
+    if (pthread_create(&t, NULL, release_main, &r) != 0)
+        return 1;
+    pthread_join(t, NULL);
+    if (held_there)
+        *held_there = r.held;
+    return r.rc;
+}
+
+static void test_reentrancy(void)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    zkit_lock_t *lock;
+    char *path, *node = NULL, *node2 = NULL;
+    int ok = 1;
+    fx_begin(&f, "reentrant");
+    path = join(f.base, "lock");
+    c = new_client();
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_node(lock, &node), ZKIT_ENOTHELD);
+    for (int i = 0; i < 100; i++)
+        ok &= zkit_lock_acquire(lock, 5000) == 0;
+    CU_ASSERT(ok);
+    CU_ASSERT_EQUAL(participant_count(lock), 1);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_node(lock, &node), 0);
+    CU_ASSERT(strncmp(node, path, strlen(path)) == 0 && node[strlen(path)] == '/');
+    CU_ASSERT(protected_name_ok(strrchr(node, '/') + 1, "lock-"));
+    for (int i = 0; i < 99; i++)
+        ok &= zkit_lock_release(lock) == 0;
+    CU_ASSERT(ok);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(lock), 1);
+    CU_ASSERT(node_exists(c, node));
+    CU_ASSERT_EQUAL(zkit_lock_node(lock, &node2), 0);
+    CU_ASSERT(node2 && strcmp(node, node2) == 0);
+    zkit_free(node2);
+    CU_ASSERT_EQUAL(zkit_lock_release(lock), 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(lock), 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_acquired_in_process(lock), 0);
+    /* The delete is ordered before this client's later requests. */
+    CU_ASSERT_FALSE(node_exists(c, node));
+    CU_ASSERT_EQUAL(zkit_lock_release(lock), ZKIT_ENOTHELD); /* the 101st */
+    zkit_free(node);
+    fx_end(&f);
+    zkit_lock_free(lock);
+    zkit_client_close(c);
+    free(path);
+}
+
+static void test_wrong_thread_and_double_release(void)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    zkit_lock_t *lock, *smutex;
+    char *path, *spath, *node = NULL;
+    int held_there = -1;
+    fx_begin(&f, "owner");
+    path = join(f.base, "lock");
+    spath = join(f.base, "smutex");
+    c = new_client();
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_node(lock, &node), 0);
+    /* Another thread neither holds nor may release it; the lock stays held. */
+    CU_ASSERT_EQUAL(release_on_other_thread(lock, &held_there), ZKIT_ENOTOWNER);
+    CU_ASSERT_EQUAL(held_there, 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(lock), 1);
+    CU_ASSERT_EQUAL(zkit_lock_is_acquired_in_process(lock), 1);
+    CU_ASSERT(node && node_exists(c, node));
+    CU_ASSERT_EQUAL(participant_count(lock), 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(lock), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(lock), ZKIT_ENOTHELD); /* double release */
+    CU_ASSERT(node && !node_exists(c, node));
+    zkit_free(node);
+    /* The semaphore mutex is not thread-owned: any thread may release it. */
+    CU_ASSERT_FATAL(zkit_semaphore_mutex_new(&smutex, c, spath) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(smutex, 5000) == 0);
+    CU_ASSERT_EQUAL(release_on_other_thread(smutex, &held_there), 0);
+    CU_ASSERT_EQUAL(held_there, 1);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(smutex), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(smutex), ZKIT_ENOTHELD);
+    CU_ASSERT_EQUAL(participant_count(smutex), 0);
+    fx_end(&f);
+    zkit_lock_free(smutex);
+    zkit_lock_free(lock);
+    zkit_client_close(c);
+    free(path);
+    free(spath);
+}
+
+static void test_free_while_held(void)
+{
+    fixture_t f;
+    zkit_client_t *c, *other_c;
+    zkit_lock_t *lock, *other;
+    zkit_rwlock_t *rw;
+    char *path, *rwpath, *node = NULL, *rnode = NULL;
+    fx_begin(&f, "free-held");
+    path = join(f.base, "lock");
+    rwpath = join(f.base, "rw");
+    c = new_client();
+    other_c = new_client();
+    CU_ASSERT_FATAL(c != NULL && other_c != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&other, other_c, path) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0); /* reentered: freed all the same */
+    CU_ASSERT_EQUAL(zkit_lock_node(lock, &node), 0);
+    zkit_lock_free(lock);
+    CU_ASSERT(node && !node_exists(c, node));
+    /* Somebody else gets it now. */
+    CU_ASSERT_EQUAL(zkit_lock_acquire(other, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(other), 0);
+    /* A read-write pair freed while both halves are held. */
+    CU_ASSERT_FATAL(zkit_rwlock_new(&rw, c, rwpath) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(zkit_rwlock_write(rw), 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(zkit_rwlock_read(rw), 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_node(zkit_rwlock_read(rw), &rnode), 0);
+    zkit_rwlock_free(rw);
+    CU_ASSERT(rnode && !node_exists(c, rnode));
+    CU_ASSERT_EQUAL(children_of(rwpath), 0);
+    zkit_free(node);
+    zkit_free(rnode);
+    fx_end(&f);
+    zkit_lock_free(other);
+    zkit_client_close(c);
+    zkit_client_close(other_c);
+    free(path);
+    free(rwpath);
+}
+
+/* A blocked acquire when its client closes returns ZKIT_ECLOSED.  A lock cannot be freed
+ * after its client (it would remove its listener from a freed client), so the lock object of
+ * the closed client is parked in a static and deliberately never freed. */
+static zkit_lock_t *closed_client_lock[2];
+
+static void test_acquire_racing_close(void)
+{
+    fixture_t f;
+    zkit_client_t *holder_c, *c;
+    zkit_lock_t *holder;
+    bg_t b[2];
+    char *path;
+    fx_begin(&f, "closing");
+    path = join(f.base, "lock");
+    holder_c = new_client();
+    c = new_client();
+    CU_ASSERT_FATAL(holder_c != NULL && c != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&holder, holder_c, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&closed_client_lock[0], c, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&closed_client_lock[1], c, path) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(holder, 5000) == 0);
+    /* One waits forever, one with a long timeout. */
+    bg_start(&b[0], closed_client_lock[0], -1, 0);
+    bg_start(&b[1], closed_client_lock[1], 60000, 0);
+    CU_ASSERT_EQUAL(wait_participants(holder, 3, 5000), 0);
+    zkit_client_close(c);
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired_pred, &b[i], 5000), 0);
+        CU_ASSERT_EQUAL(bg_finish(&b[i], 5000), 0);
+        CU_ASSERT_EQUAL(b[i].rc, ZKIT_ECLOSED);
+    }
+    /* The closed session's nodes are gone with it. */
+    CU_ASSERT_EQUAL(wait_participants(holder, 1, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(holder), 0);
+    fx_end(&f);
+    zkit_lock_free(holder);
+    zkit_client_close(holder_c);
+    free(path);
+}
+
+/* ---- timeouts ------------------------------------------------------------------------------- */
+
+static void test_try_acquire_and_timeouts(void)
+{
+    fixture_t f;
+    zkit_client_t *c1, *c2;
+    zkit_lock_t *l1, *l2;
+    bg_t b;
+    char *path;
+    int64_t t0, elapsed;
+    fx_begin(&f, "timeouts");
+    path = join(f.base, "lock");
+    c1 = new_client();
+    c2 = new_client();
+    CU_ASSERT_FATAL(c1 != NULL && c2 != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&l1, c1, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&l2, c2, path) == 0);
+    /* A try on a free lock succeeds. */
+    CU_ASSERT_EQUAL(zkit_lock_acquire(l2, 0), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(l2), 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(l1, 5000) == 0);
+    /* Try-once on a held lock: at once, and no node left behind. */
+    t0 = zkh_now_ms();
+    CU_ASSERT_EQUAL(zkit_lock_acquire(l2, 0), ZKIT_ETIMEDOUT);
+    elapsed = zkh_now_ms() - t0;
+    CU_ASSERT(elapsed < 1000);
+    CU_ASSERT_EQUAL(participant_count(l2), 1);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(l2), 0);
+    /* A short timeout waits about that long. */
+    t0 = zkh_now_ms();
+    CU_ASSERT_EQUAL(zkit_lock_acquire(l2, 300), ZKIT_ETIMEDOUT);
+    elapsed = zkh_now_ms() - t0;
+    CU_ASSERT(elapsed >= 300 && elapsed < 2000);
+    CU_ASSERT_EQUAL(participant_count(l2), 1);
+    /* A negative timeout waits for as long as it takes. */
+    bg_start(&b, l2, -1, 1);
+    CU_ASSERT_EQUAL(wait_participants(l1, 2, 5000), 0);
+    usleep(1000 * 1000); /* a negative check: it must still be waiting a second later */
+    CU_ASSERT_EQUAL(bg_flag(&b, 0), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(l1), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired_pred, &b, 5000), 0);
+    CU_ASSERT_EQUAL(b.rc, 0);
+    /* The other thread holds it: this thread does not, the process does. */
+    CU_ASSERT_EQUAL(zkit_lock_is_held(l2), 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_acquired_in_process(l2), 1);
+    CU_ASSERT_EQUAL(bg_finish(&b, 5000), 0);
+    CU_ASSERT_EQUAL(b.release_rc, 0);
+    fx_end(&f);
+    zkit_lock_free(l1);
+    zkit_lock_free(l2);
+    zkit_client_close(c1);
+    zkit_client_close(c2);
+    free(path);
+}
+
+/* ---- bad input ------------------------------------------------------------------------------- */
+
+static void ignore_acquired(zkit_lock_t *lock, int error, void *arg)
+{
+    (void)lock;
+    (void)error;
+    (void)arg;
+}
+
+static void test_bad_input(void)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    zkit_lock_t *lock = NULL, *multi = (zkit_lock_t *)&f;
+    zkit_rwlock_t *rw = (zkit_rwlock_t *)&f;
+    zkit_semaphore_t *sem = NULL;
+    zkit_lease_t *leases[4];
+    zkit_participant_t *list = NULL;
+    size_t n = 0;
+    int64_t token;
+    char *path, *p2, *node = NULL, *big;
+    const size_t max_data = 0xfffff - 4096;
+    fx_begin(&f, "bad-input");
+    path = join(f.base, "lock");
+    p2 = join(f.base, "other");
+    c = new_client();
+    CU_ASSERT_FATAL(c != NULL);
+
+    /* NULL lock. */
+    CU_ASSERT_EQUAL(zkit_lock_acquire(NULL, 0), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_lock_acquire_async(NULL, 0, ignore_acquired, NULL), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_lock_release(NULL), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(NULL), 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_acquired_in_process(NULL), 0);
+    CU_ASSERT_EQUAL(zkit_lock_node(NULL, &node), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_lock_fencing_token(NULL, &token), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_lock_valid_until(NULL, &token), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_lock_participants(&list, &n, NULL), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_lock_set_data(NULL, "x", 1), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(NULL, NULL, NULL), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_lease_release(NULL), ZKIT_EINVAL);
+    zkit_lock_free(NULL);
+    zkit_rwlock_free(NULL);
+    zkit_semaphore_free(NULL);
+    CU_ASSERT_PTR_NULL(zkit_rwlock_read(NULL));
+    CU_ASSERT_PTR_NULL(zkit_rwlock_write(NULL));
+
+    /* Constructors: NULL out or client are bad arguments; paths fail validation. */
+    CU_ASSERT_EQUAL(zkit_mutex_new(NULL, c, path), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_mutex_new(&lock, NULL, path), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NULL(lock);
+    {
+        const char *bad[] = { NULL, "", "/", "relative", "/a/", "/a//b", "/a/./b", "/a/../b" };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+            int rc;
+            lock = (zkit_lock_t *)&f;
+            rc = zkit_mutex_new(&lock, c, bad[i]);
+            if (rc != ZKIT_EBADPATH)
+                fprintf(stderr, "mutex_new('%s') = %d\n", bad[i] ? bad[i] : "(null)", rc);
+            CU_ASSERT_EQUAL(rc, ZKIT_EBADPATH);
+            CU_ASSERT_PTR_NULL(lock);
+            lock = (zkit_lock_t *)&f;
+            CU_ASSERT_EQUAL(zkit_semaphore_mutex_new(&lock, c, bad[i]), ZKIT_EBADPATH);
+            CU_ASSERT_PTR_NULL(lock);
+            rw = (zkit_rwlock_t *)&f;
+            CU_ASSERT_EQUAL(zkit_rwlock_new(&rw, c, bad[i]), ZKIT_EBADPATH);
+            CU_ASSERT_PTR_NULL(rw);
+            CU_ASSERT_EQUAL(zkit_semaphore_new(&sem, c, bad[i], 2), ZKIT_EBADPATH);
+            CU_ASSERT_PTR_NULL(sem);
+        }
+    }
+    CU_ASSERT_EQUAL(zkit_semaphore_new(&sem, c, path, 0), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_semaphore_new(&sem, NULL, path, 1), ZKIT_EINVAL);
+
+    /* Multi-locks: duplicates, empty, NULL. */
+    {
+        const char *dup[] = { path, p2, path };
+        const char *one_bad[] = { path, "nope" };
+        const char *ok[] = { p2, path };
+        CU_ASSERT_EQUAL(zkit_multilock_new(&multi, c, dup, 3), ZKIT_EINVAL);
+        CU_ASSERT_PTR_NULL(multi);
+        CU_ASSERT_EQUAL(zkit_multilock_new(&multi, c, ok, 0), ZKIT_EINVAL);
+        CU_ASSERT_EQUAL(zkit_multilock_new(&multi, c, NULL, 2), ZKIT_EINVAL);
+        CU_ASSERT_EQUAL(zkit_multilock_new(&multi, NULL, ok, 2), ZKIT_EINVAL);
+        CU_ASSERT_EQUAL(zkit_multilock_new(&multi, c, one_bad, 2), ZKIT_EBADPATH);
+        CU_ASSERT_PTR_NULL(multi);
+        CU_ASSERT_EQUAL(zkit_multilock_new_from(&multi, NULL, 2), ZKIT_EINVAL);
+        CU_ASSERT_EQUAL_FATAL(zkit_multilock_new(&multi, c, ok, 2), 0);
+        zkit_lock_free(multi);
+    }
+    {
+        zkit_lock_t *a, *b, *pair[2];
+        CU_ASSERT_FATAL(zkit_mutex_new(&a, c, path) == 0);
+        CU_ASSERT_FATAL(zkit_mutex_new(&b, c, path) == 0);
+        pair[0] = a;
+        pair[1] = b;
+        multi = (zkit_lock_t *)&f;
+        CU_ASSERT_EQUAL(zkit_multilock_new_from(&multi, pair, 2), ZKIT_EINVAL);
+        CU_ASSERT_PTR_NULL(multi);
+        pair[1] = NULL;
+        CU_ASSERT_EQUAL(zkit_multilock_new_from(&multi, pair, 2), ZKIT_EINVAL);
+        zkit_lock_free(a);
+        zkit_lock_free(b);
+    }
+
+    /* Node data: too big, NULL with a length; the largest accepted size works end to end. */
+    CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
+    big = calloc(1, 0x100000 + 1);
+    memset(big, 'd', 0x100000);
+    CU_ASSERT_EQUAL(zkit_lock_set_data(lock, big, 0x100000), ZKIT_ETOOBIG);
+    CU_ASSERT_EQUAL(zkit_lock_set_data(lock, big, max_data + 1), ZKIT_ETOOBIG);
+    CU_ASSERT_EQUAL(zkit_lock_set_data(lock, NULL, 5), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_lock_set_data(lock, big, max_data), 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(lock, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_participants(&list, &n, lock), 0);
+    CU_ASSERT_EQUAL(n, 1);
+    if (n == 1) {
+        CU_ASSERT_EQUAL(list[0].data_len, max_data);
+        CU_ASSERT(memcmp(list[0].data, big, max_data) == 0);
+    }
+    zkit_participants_free(list, n);
+    CU_ASSERT_EQUAL(zkit_lock_release(lock), 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_data(lock, "hello", 5), 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(lock, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_participants(&list, &n, lock), 0);
+    CU_ASSERT_EQUAL(n, 1);
+    if (n == 1)
+        CU_ASSERT(list[0].data_len == 5 && memcmp(list[0].data, "hello", 5) == 0);
+    zkit_participants_free(list, n);
+    CU_ASSERT_EQUAL(zkit_lock_release(lock), 0);
+    free(big);
+    zkit_lock_free(lock);
+
+    /* Counting semaphore: lease counts outside 1..max. */
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sem, c, p2, 2) == 0);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem, 3, 0, leases), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem, 0, 0, leases), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(NULL, 1, 0, leases), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem, 1, 0, NULL), ZKIT_EINVAL);
+    zkit_semaphore_free(sem);
+
+    fx_end(&f);
+    zkit_client_close(c);
+    free(path);
+    free(p2);
+}
+
+/* ---- read-write rules ------------------------------------------------------------------------- */
+
+static void test_rw_upgrade_and_downgrade(void)
+{
+    fixture_t f;
+    zkit_client_t *c, *c2;
+    zkit_rwlock_t *rw, *rw2;
+    zkit_participant_t *list = NULL;
+    size_t n = 0;
+    bg_t b;
+    char *path, *wnode = NULL, *rnode = NULL;
+    int64_t t0;
+    fx_begin(&f, "rw-rules");
+    path = join(f.base, "rw");
+    c = new_client();
+    c2 = new_client();
+    CU_ASSERT_FATAL(c != NULL && c2 != NULL);
+    CU_ASSERT_FATAL(zkit_rwlock_new(&rw, c, path) == 0);
+    CU_ASSERT_FATAL(zkit_rwlock_new(&rw2, c2, path) == 0);
+
+    /* Upgrade: a read holder asking for the write lock fails at once, leaving no node. */
+    CU_ASSERT_FATAL(zkit_lock_acquire(zkit_rwlock_read(rw), 5000) == 0);
+    t0 = zkh_now_ms();
+    CU_ASSERT_EQUAL(zkit_lock_acquire(zkit_rwlock_write(rw), 5000), ZKIT_EDEADLK);
+    CU_ASSERT(zkh_now_ms() - t0 < 1000);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(zkit_rwlock_write(rw)), 0);
+    CU_ASSERT_EQUAL(children_of(path), 1);
+    /* Readers share: another client's reader gets in at once; its writer does not. */
+    CU_ASSERT_EQUAL(zkit_lock_acquire(zkit_rwlock_read(rw2), 0), 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(zkit_rwlock_write(rw2), 0), ZKIT_EDEADLK);
+    CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_read(rw2)), 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(zkit_rwlock_write(rw2), 0), ZKIT_ETIMEDOUT);
+    /* Reentrant read. */
+    CU_ASSERT_EQUAL(zkit_lock_acquire(zkit_rwlock_read(rw), 0), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_read(rw)), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_read(rw)), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_read(rw)), ZKIT_ENOTHELD);
+
+    /* Downgrade: the write holder gets the read lock at once, on a node carrying the
+     * writer's sequence number, and a writer queued meanwhile does not slip in between. */
+    CU_ASSERT_FATAL(zkit_lock_acquire(zkit_rwlock_write(rw), 5000) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(zkit_rwlock_read(rw2), 0), ZKIT_ETIMEDOUT);
+    bg_start(&b, zkit_rwlock_write(rw2), 20000, 1);
+    CU_ASSERT_EQUAL(wait_participants(zkit_rwlock_write(rw), 2, 5000), 0);
+    t0 = zkh_now_ms();
+    CU_ASSERT_EQUAL(zkit_lock_acquire(zkit_rwlock_read(rw), 5000), 0);
+    CU_ASSERT(zkh_now_ms() - t0 < 1000);
+    CU_ASSERT_EQUAL(zkit_lock_node(zkit_rwlock_write(rw), &wnode), 0);
+    CU_ASSERT_EQUAL(zkit_lock_node(zkit_rwlock_read(rw), &rnode), 0);
+    if (wnode && rnode) {
+        const char *wn = strrchr(wnode, '/') + 1, *rn = strrchr(rnode, '/') + 1;
+        CU_ASSERT(protected_name_ok(wn, "__WRIT__"));
+        CU_ASSERT(protected_name_ok(rn, "__READ__"));
+        CU_ASSERT(strcmp(wn + strlen(wn) - 10, rn + strlen(rn) - 10) == 0);
+        CU_ASSERT(strncmp(wn, rn, 39) != 0); /* a uuid of its own */
+    }
+    /* Lock order: our two nodes first (level), then the queued writer. */
+    CU_ASSERT_EQUAL(zkit_lock_participants(&list, &n, zkit_rwlock_read(rw)), 0);
+    CU_ASSERT_EQUAL(n, 3);
+    if (n == 3 && wnode && rnode) {
+        CU_ASSERT(strstr(list[2].name, "__WRIT__") != NULL);
+        CU_ASSERT(strcmp(list[2].name, strrchr(wnode, '/') + 1) != 0);
+    }
+    zkit_participants_free(list, n);
+    CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_write(rw)), 0);
+    CU_ASSERT(!node_exists(c, wnode));
+    usleep(500 * 1000); /* a negative check: the queued writer must still be waiting */
+    CU_ASSERT_EQUAL(bg_flag(&b, 0), 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(zkit_rwlock_read(rw)), 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_read(rw)), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired_pred, &b, 5000), 0);
+    CU_ASSERT_EQUAL(b.rc, 0);
+    CU_ASSERT_EQUAL(bg_finish(&b, 5000), 0);
+    CU_ASSERT_EQUAL(b.release_rc, 0);
+    zkit_free(wnode);
+    zkit_free(rnode);
+    fx_end(&f);
+    zkit_rwlock_free(rw);
+    zkit_rwlock_free(rw2);
+    zkit_client_close(c);
+    zkit_client_close(c2);
+    free(path);
+}
+
+/* ---- fencing tokens --------------------------------------------------------------------- */
+
+static void test_fencing_tokens(void)
+{
+    fixture_t f;
+    zkit_client_t *c[2];
+    zkit_lock_t *lock[2], *smutex[2];
+    zkit_semaphore_t *sem;
+    zkit_lease_t *lease[2];
+    char *path, *spath, *sempath;
+    int64_t last = 0;
+    int increasing = 1, match = 1;
+    fx_begin(&f, "fencing");
+    path = join(f.base, "lock");
+    spath = join(f.base, "smutex");
+    sempath = join(f.base, "sem");
+    for (int i = 0; i < 2; i++) {
+        c[i] = new_client();
+        CU_ASSERT_FATAL(c[i] != NULL);
+        CU_ASSERT_FATAL(zkit_mutex_new(&lock[i], c[i], path) == 0);
+        CU_ASSERT_FATAL(zkit_semaphore_mutex_new(&smutex[i], c[i], spath) == 0);
+    }
+    CU_ASSERT_EQUAL(zkit_lock_fencing_token(lock[0], &last), ZKIT_ENOTHELD);
+    last = 0;
+    for (int round = 0; round < 6; round++) {
+        zkit_lock_t *l = round % 2 ? smutex[round / 2 % 2] : lock[round / 2 % 2];
+        int64_t token = 0;
+        char *node = NULL;
+        zkit_stat_t st;
+        zkit_client_t *cl = c[round / 2 % 2];
+        CU_ASSERT_FATAL(zkit_lock_acquire(l, 5000) == 0);
+        CU_ASSERT_EQUAL(zkit_lock_fencing_token(l, &token), 0);
+        increasing &= token > last;
+        last = token;
+        /* The token is our node's czxid. */
+        CU_ASSERT_EQUAL(zkit_lock_node(l, &node), 0);
+        match &= node && zkit_exists(&st, cl, node, NULL) == 0 && st.czxid == token &&
+                 st.ephemeral_owner == zkit_client_session_id(cl);
+        zkit_free(node);
+        CU_ASSERT_EQUAL(zkit_lock_release(l), 0);
+    }
+    CU_ASSERT(increasing);
+    CU_ASSERT(match);
+    /* Leases carry tokens too. */
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sem, c[0], sempath, 2) == 0);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem, 2, 5000, lease), 0);
+    CU_ASSERT(zkit_lease_fencing_token(lease[0]) > last);
+    CU_ASSERT(zkit_lease_fencing_token(lease[1]) > zkit_lease_fencing_token(lease[0]));
+    CU_ASSERT(zkit_lease_node(lease[0]) != NULL &&
+              protected_name_ok(strrchr(zkit_lease_node(lease[0]), '/') + 1, "lease-"));
+    CU_ASSERT_EQUAL(zkit_lease_release(lease[0]), 0);
+    CU_ASSERT_EQUAL(zkit_lease_release(lease[1]), 0);
+    zkit_semaphore_free(sem);
+    fx_end(&f);
+    for (int i = 0; i < 2; i++) {
+        zkit_lock_free(lock[i]);
+        zkit_lock_free(smutex[i]);
+        zkit_client_close(c[i]);
+    }
+    free(path);
+    free(spath);
+    free(sempath);
+}
+
+/* ---- semaphores and multi-locks in one process ---------------------------------------------- */
+
+static void test_semaphore_capacity(void)
+{
+    fixture_t f;
+    zkit_client_t *c[4];
+    zkit_semaphore_t *sem[4];
+    zkit_lease_t *lease[4][2];
+    char *path, *leases_dir;
+    int64_t t0;
+    fx_begin(&f, "sem-capacity");
+    path = join(f.base, "sem");
+    leases_dir = join(path, "leases");
+    for (int i = 0; i < 4; i++) {
+        c[i] = new_client();
+        CU_ASSERT_FATAL(c[i] != NULL);
+        CU_ASSERT_FATAL(zkit_semaphore_new(&sem[i], c[i], path, 3) == 0);
+    }
+    /* Two leases at once, then one more: full. */
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem[0], 2, 5000, lease[0]), 0);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem[1], 1, 5000, lease[1]), 0);
+    CU_ASSERT_EQUAL(children_of(leases_dir), 3);
+    t0 = zkh_now_ms();
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem[2], 1, 0, lease[2]), ZKIT_ETIMEDOUT);
+    CU_ASSERT(zkh_now_ms() - t0 < 1000);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem[2], 1, 300, lease[2]), ZKIT_ETIMEDOUT);
+    CU_ASSERT_EQUAL(children_of(leases_dir), 3);
+    /* Returning one lease lets one in; two at once stays all or nothing. */
+    CU_ASSERT_EQUAL(zkit_lease_release(lease[1][0]), 0);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem[3], 2, 300, lease[3]), ZKIT_ETIMEDOUT);
+    CU_ASSERT_EQUAL(children_of(leases_dir), 2);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem[2], 1, 5000, lease[2]), 0);
+    CU_ASSERT_EQUAL(children_of(leases_dir), 3);
+    CU_ASSERT_EQUAL(zkit_lease_release(lease[0][0]), 0);
+    CU_ASSERT_EQUAL(zkit_lease_release(lease[0][1]), 0);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem[3], 2, 5000, lease[3]), 0);
+    CU_ASSERT_EQUAL(children_of(leases_dir), 3);
+    CU_ASSERT_EQUAL(zkit_lease_release(lease[2][0]), 0);
+    CU_ASSERT_EQUAL(zkit_lease_release(lease[3][0]), 0);
+    CU_ASSERT_EQUAL(zkit_lease_release(lease[3][1]), 0);
+    /* The internal mutex is never left held. */
+    {
+        char *locks = join(path, "locks");
+        CU_ASSERT_EQUAL(children_of(locks), 0);
+        free(locks);
+    }
+    fx_end(&f);
+    for (int i = 0; i < 4; i++) {
+        zkit_semaphore_free(sem[i]);
+        zkit_client_close(c[i]);
+    }
+    free(path);
+    free(leases_dir);
+}
+
+static void test_multilock_all_or_nothing(void)
+{
+    fixture_t f;
+    zkit_client_t *c1, *c2;
+    zkit_lock_t *multi, *y2, *x_probe;
+    char *x, *y;
+    const char *paths[2];
+    int64_t t0, token = 0;
+    char *node = NULL;
+    fx_begin(&f, "multi");
+    x = join(f.base, "x");
+    y = join(f.base, "y");
+    paths[0] = y; /* not in path order on purpose */
+    paths[1] = x;
+    c1 = new_client();
+    c2 = new_client();
+    CU_ASSERT_FATAL(c1 != NULL && c2 != NULL);
+    CU_ASSERT_FATAL(zkit_multilock_new(&multi, c1, paths, 2) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&y2, c2, y) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&x_probe, c2, x) == 0);
+    /* y is taken: the multi-lock times out within its one deadline and keeps nothing. */
+    CU_ASSERT_FATAL(zkit_lock_acquire(y2, 5000) == 0);
+    t0 = zkh_now_ms();
+    CU_ASSERT_EQUAL(zkit_lock_acquire(multi, 500), ZKIT_ETIMEDOUT);
+    CU_ASSERT(zkh_now_ms() - t0 < 2000);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(multi), 0);
+    CU_ASSERT_EQUAL(children_of(x), 0);
+    CU_ASSERT_EQUAL(participant_count(y2), 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(y2), 0);
+    /* Free: both taken. */
+    CU_ASSERT_EQUAL(zkit_lock_acquire(multi, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(multi), 1);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(x_probe, 0), ZKIT_ETIMEDOUT);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(y2, 0), ZKIT_ETIMEDOUT);
+    CU_ASSERT_EQUAL(zkit_lock_fencing_token(multi, &token), 0);
+    CU_ASSERT(token > 0);
+    CU_ASSERT_EQUAL(zkit_lock_node(multi, &node), 0);
+    zkit_free(node);
+    CU_ASSERT_EQUAL(zkit_lock_release(multi), 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(multi), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(multi), ZKIT_ENOTHELD);
+    /* Another client sees the release once the delete reaches the server: wait for it. */
+    CU_ASSERT_EQUAL(zkit_lock_acquire(x_probe, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(x_probe), 0);
+    fx_end(&f);
+    zkit_lock_free(multi);
+    zkit_lock_free(y2);
+    zkit_lock_free(x_probe);
+    zkit_client_close(c1);
+    zkit_client_close(c2);
+    free(x);
+    free(y);
+}
+
+/* ---- asynchronous acquire -------------------------------------------------------------------- */
+
+typedef struct async_rec {
+    int calls;
+    int error;
+    pthread_t thread;
+    int64_t at_ms;
+} async_rec_t;
+
+static void on_acquired(zkit_lock_t *lock, int error, void *arg)
+{
+    async_rec_t *r = arg;
+    (void)lock;
+    pthread_mutex_lock(&bg_mu);
+    r->calls++;
+    r->error = error;
+    r->thread = pthread_self();
+    r->at_ms = zkh_now_ms();
+    pthread_cond_broadcast(&bg_cond);
+    pthread_mutex_unlock(&bg_mu);
+}
+
+static void on_completion(zkit_client_t *c, const zkit_result_t *res, void *arg)
+{
+    async_rec_t *r = arg;
+    (void)c;
+    pthread_mutex_lock(&bg_mu);
+    r->calls++;
+    r->error = res->error;
+    r->thread = pthread_self();
+    pthread_mutex_unlock(&bg_mu);
+}
+
+static int async_called(void *arg)
+{
+    async_rec_t *r = arg;
+    int calls;
+    pthread_mutex_lock(&bg_mu);
+    calls = r->calls;
+    pthread_mutex_unlock(&bg_mu);
+    return calls > 0;
+}
+
+static void test_acquire_async(void)
+{
+    fixture_t f;
+    zkit_client_t *c, *c2;
+    zkit_lock_t *lock, *other;
+    async_rec_t probe, a, b, d;
+    char *path;
+    fx_begin(&f, "async");
+    path = join(f.base, "lock");
+    c = new_client();
+    c2 = new_client();
+    CU_ASSERT_FATAL(c != NULL && c2 != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&other, c2, path) == 0);
+    /* Which thread is the event thread: an asynchronous completion tells. */
+    memset(&probe, 0, sizeof(probe));
+    CU_ASSERT_FATAL(zkit_exists_async(c, "/", NULL, on_completion, &probe) == 0);
+    CU_ASSERT_FATAL(zkh_wait_until(async_called, &probe, 5000) == 0);
+    CU_ASSERT_FALSE(pthread_equal(probe.thread, pthread_self()));
+
+    /* Free lock: completes with 0 on the event thread; the caller holds it. */
+    memset(&a, 0, sizeof(a));
+    CU_ASSERT_EQUAL(zkit_lock_acquire_async(lock, 5000, on_acquired, &a), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(async_called, &a, 5000), 0);
+    CU_ASSERT_EQUAL(a.calls, 1);
+    CU_ASSERT_EQUAL(a.error, 0);
+    CU_ASSERT(pthread_equal(a.thread, probe.thread));
+    CU_ASSERT_EQUAL(zkit_lock_is_held(lock), 1);
+    /* Reentered asynchronously: two releases needed. */
+    memset(&b, 0, sizeof(b));
+    CU_ASSERT_EQUAL(zkit_lock_acquire_async(lock, 5000, on_acquired, &b), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(async_called, &b, 5000), 0);
+    CU_ASSERT_EQUAL(b.error, 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(lock), 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(lock), 1);
+
+    /* Contended: completes only when the holder lets go; a try-once reports the timeout. */
+    memset(&d, 0, sizeof(d));
+    CU_ASSERT_EQUAL(zkit_lock_acquire_async(other, 0, on_acquired, &d), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(async_called, &d, 5000), 0);
+    CU_ASSERT_EQUAL(d.error, ZKIT_ETIMEDOUT);
+    memset(&d, 0, sizeof(d));
+    CU_ASSERT_EQUAL(zkit_lock_acquire_async(other, 20000, on_acquired, &d), 0);
+    CU_ASSERT_EQUAL(wait_participants(lock, 2, 5000), 0);
+    CU_ASSERT_EQUAL(async_called(&d), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(lock), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(async_called, &d, 5000), 0);
+    CU_ASSERT_EQUAL(d.calls, 1);
+    CU_ASSERT_EQUAL(d.error, 0);
+    CU_ASSERT(pthread_equal(d.thread, probe.thread) == 0); /* c2's event thread, not c's */
+    CU_ASSERT_EQUAL(zkit_lock_is_held(other), 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(other), 0);
+    CU_ASSERT_EQUAL(d.calls, 1);
+    fx_end(&f);
+    zkit_lock_free(lock);
+    zkit_lock_free(other);
+    zkit_client_close(c);
+    zkit_client_close(c2);
+    free(path);
+}
+
+/* ---- registration ---------------------------------------------------------------------------- */
+
+static int suite_init(void)
+{
+    struct stat st;
+    if (stat(LOCK_WORKER, &st) != 0) {
+        fprintf(stderr, "locks: %s is missing\n", LOCK_WORKER);
+        return 1;
+    }
+    zk = zkh_start(1);
+    return zk ? 0 : 1;
+}
+
+static int suite_cleanup(void)
+{
+    zkh_shutdown(zk);
+    zk = NULL;
+    return 0;
+}
+
+int main(void)
+{
+    CU_pSuite s;
+    signal(SIGPIPE, SIG_IGN);
+    if (CU_initialize_registry() != CUE_SUCCESS) {
+        fprintf(stderr, "locks: cannot initialise the CUnit registry: %s\n", CU_get_error_msg());
+        return 1;
+    }
+    s = CU_add_suite("locks", suite_init, suite_cleanup);
+    CU_add_test(s, "log checker catches overlaps", test_log_checker);
+    CU_add_test(s, "mutex: 4 processes x 25", test_mp_mutex);
+    CU_add_test(s, "read-write lock: 2 writers, 2 readers", test_mp_rwlock);
+    CU_add_test(s, "counting semaphore of 3 leases", test_mp_counting_semaphore);
+    CU_add_test(s, "semaphore mutex: 4 processes x 25", test_mp_semaphore_mutex);
+    CU_add_test(s, "multi-lock over overlapping path sets", test_mp_multilock);
+    CU_add_test(s, "FIFO order of waiters", test_fifo);
+    CU_add_test(s, "reentrancy 100 deep", test_reentrancy);
+    CU_add_test(s, "wrong-thread and double release", test_wrong_thread_and_double_release);
+    CU_add_test(s, "free while held releases", test_free_while_held);
+    CU_add_test(s, "acquire racing client close", test_acquire_racing_close);
+    CU_add_test(s, "try-acquire and timeouts", test_try_acquire_and_timeouts);
+    CU_add_test(s, "bad input", test_bad_input);
+    CU_add_test(s, "read-write upgrade and downgrade", test_rw_upgrade_and_downgrade);
+    CU_add_test(s, "fencing tokens increase", test_fencing_tokens);
+    CU_add_test(s, "semaphore capacity, all or nothing", test_semaphore_capacity);
+    CU_add_test(s, "multi-lock all or nothing", test_multilock_all_or_nothing);
+    CU_add_test(s, "asynchronous acquire", test_acquire_async);
+    return zkh_run_tests("locks");
+}

@@ -1,0 +1,344 @@
+/*
+ * test_session.c - connection state sequences against a real server that is stopped,
+ * restarted, frozen and whose sessions are expired: SUSPENDED / RECONNECTED within the session
+ * timeout, LOST then a new session after expiry (credentials re-applied), the local LOST timer
+ * while the server hangs, guaranteed deletes that finish after an outage, and close() waking
+ * a blocked call.
+ *
+ * One standalone server for the binary; a test that stops or freezes it brings it back before
+ * it ends.  Listeners only record (fw_state_log_t); assertions run on the test thread.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <CUnit/CUnit.h>
+
+#include "framework/client.h" /* test hooks: zkit__test_session_credentials, active_calls */
+#include "fw_support.h"
+
+static zkh_cluster_t *zk;
+
+/* Generous bounds: a restart of the Java server takes a few seconds. */
+#define STATE_WAIT_MS 20000
+
+typedef struct watched_client {
+    zkit_client_t *client;
+    fw_state_log_t log;
+} watched_client_t;
+
+/* A client with a state log attached before its first connection is delivered: the log is
+ * registered right after creation, and CONNECTED is waited for through the log itself. */
+static int watched_connect(watched_client_t *w, int session_timeout_ms, const zkit_auth_t *auth,
+                           zkit_retry_t *retry, int connection_timeout_ms)
+{
+    zkit_client_options_t o;
+    int rc;
+    fw_state_log_init(&w->log);
+    fw_options(&o, zkh_connect_string(zk), NULL, session_timeout_ms, retry);
+    o.auth = auth;
+    o.auth_count = auth ? 1 : 0;
+    if (connection_timeout_ms > 0)
+        o.connection_timeout_ms = connection_timeout_ms;
+    w->client = fw_connect_opts(&o);
+    zkit_retry_free(retry);
+    if (!w->client)
+        return -1;
+    rc = zkit_client_add_listener(w->client, fw_state_listener, &w->log, NULL);
+    return rc == 0 && zkit_client_state(w->client) == ZKIT_CONN_CONNECTED ? 0 : -1;
+}
+
+static void watched_close(watched_client_t *w)
+{
+    if (getenv("ZKIT_TEST_VERBOSE"))
+        fw_state_dump(&w->log, "states");
+    zkit_client_close(w->client);
+    fw_state_log_destroy(&w->log);
+}
+
+/* ---- server stopped and restarted within the session timeout --------------------------- */
+
+static void test_restart_within_timeout(void)
+{
+    watched_client_t w;
+    zkit_create_options_t eph = ZKIT_CREATE_OPTIONS_INIT;
+    char path[64];
+    zkit_stat_t st;
+    int64_t session;
+    int suspended, reconnected;
+
+    CU_ASSERT_EQUAL_FATAL(watched_connect(&w, 10000, NULL, NULL, 0), 0);
+    session = zkit_client_session_id(w.client);
+    CU_ASSERT(session != 0);
+    CU_ASSERT_EQUAL(zkit_client_negotiated_timeout(w.client), 10000);
+    zkh_unique_path(path, sizeof(path), "sessrestart");
+    eph.mode = ZKIT_EPHEMERAL;
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, w.client, path, "e", 1, &eph), 0);
+
+    CU_ASSERT_EQUAL_FATAL(zkh_stop(zk, 0), 0);
+    suspended = fw_state_wait(&w.log, 0, ZKIT_CONN_SUSPENDED, STATE_WAIT_MS);
+    CU_ASSERT(suspended >= 0);
+    CU_ASSERT_FALSE(zkit_client_is_connected(w.client));
+    CU_ASSERT_EQUAL_FATAL(zkh_restart(zk, 0), 0);
+    reconnected = fw_state_wait(&w.log, suspended < 0 ? 0 : suspended, ZKIT_CONN_RECONNECTED,
+                                STATE_WAIT_MS);
+    CU_ASSERT(reconnected > suspended);
+    CU_ASSERT_FALSE(fw_state_seen(&w.log, 0, fw_state_count(&w.log), ZKIT_CONN_LOST));
+    if (reconnected < 0 || fw_state_seen(&w.log, 0, fw_state_count(&w.log), ZKIT_CONN_LOST))
+        fw_state_dump(&w.log, "restart within timeout");
+
+    /* The same session, and its ephemeral node with it. */
+    CU_ASSERT_EQUAL(zkit_client_session_id(w.client), session);
+    if (reconnected >= 0)
+        CU_ASSERT_EQUAL(w.log.session[reconnected], session);
+    CU_ASSERT_EQUAL(zkit_exists(&st, w.client, path, NULL), 0);
+    CU_ASSERT_EQUAL(st.ephemeral_owner, session);
+    CU_ASSERT_EQUAL(zkit_client_state(w.client), ZKIT_CONN_RECONNECTED);
+
+    CU_ASSERT_EQUAL(zkit_delete(w.client, path, -1, 0), 0);
+    watched_close(&w);
+}
+
+/* ---- forced expiry ------------------------------------------------------------------------ */
+
+static void test_forced_expiry(void)
+{
+    static const zkit_auth_t auth = { "digest", "sessuser:sesspass" };
+    zkit_acl_t creator_only = { ZKIT_PERM_ALL, "auth", "" };
+    zkit_create_options_t protected_opts = ZKIT_CREATE_OPTIONS_INIT;
+    zkit_create_options_t eph = ZKIT_CREATE_OPTIONS_INIT;
+    char base[64], secret[96], ephemeral[96], passwd[16];
+    watched_client_t w;
+    int64_t old_session = 0, new_session;
+    int lost, reconnected;
+    char *data = NULL;
+    size_t len = 0;
+
+    CU_ASSERT_EQUAL_FATAL(watched_connect(&w, 4000, &auth, NULL, 0), 0);
+    zkh_unique_path(base, sizeof(base), "sessexpire");
+    snprintf(secret, sizeof(secret), "%s/secret", base);
+    snprintf(ephemeral, sizeof(ephemeral), "%s/eph", base);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, w.client, base, "", 0, NULL), 0);
+    protected_opts.acl = &creator_only;
+    protected_opts.acl_count = 1;
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, w.client, secret, "s3cr3t", 6, &protected_opts), 0);
+    eph.mode = ZKIT_EPHEMERAL;
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, w.client, ephemeral, "", 0, &eph), 0);
+
+    CU_ASSERT_EQUAL_FATAL(zkit__test_session_credentials(w.client, &old_session, passwd), 0);
+    CU_ASSERT_EQUAL(old_session, zkit_client_session_id(w.client));
+    CU_ASSERT_EQUAL_FATAL(zkh_expire_session(zk, old_session, passwd), 0);
+
+    lost = fw_state_wait(&w.log, 0, ZKIT_CONN_LOST, STATE_WAIT_MS);
+    CU_ASSERT(lost >= 0);
+    reconnected = fw_state_wait(&w.log, lost < 0 ? 0 : lost, ZKIT_CONN_RECONNECTED,
+                                STATE_WAIT_MS);
+    CU_ASSERT(reconnected > lost);
+    if (lost < 0 || reconnected < 0)
+        fw_state_dump(&w.log, "forced expiry");
+    /* Nothing but SUSPENDED may come before LOST (and perhaps the first CONNECTED, when it was
+     * delivered after the listener was added). */
+    for (int i = 0; i < lost; i++)
+        CU_ASSERT(w.log.state[i] == ZKIT_CONN_SUSPENDED || w.log.state[i] == ZKIT_CONN_CONNECTED);
+
+    new_session = zkit_client_session_id(w.client);
+    CU_ASSERT(new_session != 0);
+    CU_ASSERT(new_session != old_session);
+    if (reconnected >= 0)
+        CU_ASSERT_EQUAL(w.log.session[reconnected], new_session);
+
+    /* The old session's ephemeral is gone; the credentials came back with the new session. */
+    CU_ASSERT_EQUAL(zkit_exists(NULL, w.client, ephemeral, NULL), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, w.client, secret, NULL), 0);
+    if (data)
+        CU_ASSERT_STRING_EQUAL(data, "s3cr3t");
+    zkit_free(data);
+
+    CU_ASSERT_EQUAL(zkit_delete(w.client, base, -1, ZKIT_DELETE_CHILDREN), 0);
+    watched_close(&w);
+}
+
+/* ---- a hung server: the local LOST timer ------------------------------------------------ */
+
+static void test_frozen_server(void)
+{
+    watched_client_t w;
+    int64_t old_session;
+    int negotiated, suspended, lost, reconnected;
+
+    CU_ASSERT_EQUAL_FATAL(watched_connect(&w, 2000, NULL, NULL, 0), 0);
+    old_session = zkit_client_session_id(w.client);
+    negotiated = zkit_client_negotiated_timeout(w.client);
+    CU_ASSERT(negotiated >= 1000 && negotiated <= 2000);
+
+    CU_ASSERT_EQUAL_FATAL(zkh_freeze(zk, 0), 0);
+    suspended = fw_state_wait(&w.log, 0, ZKIT_CONN_SUSPENDED, STATE_WAIT_MS);
+    CU_ASSERT(suspended >= 0);
+    lost = fw_state_wait(&w.log, suspended < 0 ? 0 : suspended, ZKIT_CONN_LOST,
+                         negotiated + 5000);
+    CU_ASSERT(lost > suspended);
+    if (suspended >= 0 && lost >= 0) {
+        int64_t after = w.log.at_ms[lost] - w.log.at_ms[suspended];
+        /* From our own timer: the server cannot say anything while it is frozen. */
+        CU_ASSERT(after >= negotiated - 50);
+        CU_ASSERT(after <= negotiated + 2000);
+    }
+    CU_ASSERT_EQUAL(zkh_thaw(zk, 0), 0);
+
+    reconnected = fw_state_wait(&w.log, lost < 0 ? 0 : lost, ZKIT_CONN_RECONNECTED,
+                                STATE_WAIT_MS);
+    CU_ASSERT(reconnected > lost);
+    if (suspended < 0 || lost < 0 || reconnected < 0)
+        fw_state_dump(&w.log, "frozen server");
+    CU_ASSERT(zkit_client_session_id(w.client) != old_session);
+    CU_ASSERT(zkit_client_session_id(w.client) != 0);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, w.client, "/", NULL), 0);
+    watched_close(&w);
+}
+
+/* ---- a guaranteed delete issued during an outage --------------------------------------- */
+
+typedef struct gone_check {
+    const char *path;
+} gone_check_t;
+
+static int raw_gone(void *arg)
+{
+    gone_check_t *g = arg;
+    zhandle_t *raw = zkh_raw_connect(zk);
+    struct Stat st;
+    int rc;
+    if (!raw)
+        return 0;
+    rc = zoo_exists(raw, g->path, 0, &st);
+    zookeeper_close(raw);
+    return rc == ZNONODE;
+}
+
+static void test_guaranteed_delete_after_outage(void)
+{
+    watched_client_t w;
+    char path[64];
+    gone_check_t gone;
+    int64_t start;
+    int rc;
+
+    CU_ASSERT_EQUAL_FATAL(watched_connect(&w, 10000, NULL, zkit_retry_n_times(1, 50), 500), 0);
+    zkh_unique_path(path, sizeof(path), "sessgdelete");
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, w.client, path, "", 0, NULL), 0);
+
+    CU_ASSERT_EQUAL_FATAL(zkh_stop(zk, 0), 0);
+    CU_ASSERT(fw_state_wait(&w.log, 0, ZKIT_CONN_SUSPENDED, STATE_WAIT_MS) >= 0);
+    start = zkh_now_ms();
+    rc = zkit_delete(w.client, path, -1, ZKIT_DELETE_GUARANTEED);
+    CU_ASSERT_EQUAL(rc, ZKIT_ECONNLOSS);
+    CU_ASSERT(zkh_now_ms() - start < 5000);
+    CU_ASSERT_EQUAL_FATAL(zkh_restart(zk, 0), 0);
+
+    /* The client keeps trying in the background: the node goes without anyone asking again. */
+    gone.path = path;
+    CU_ASSERT_EQUAL(zkh_wait_until(raw_gone, &gone, 30000), 0);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, w.client, path, NULL), ZKIT_ENONODE);
+    watched_close(&w);
+}
+
+/* ---- close() wakes a blocked call ------------------------------------------------------- */
+
+typedef struct blocked_call {
+    zkit_client_t *client;
+    int rc;
+    int64_t returned_ms;
+    int done;
+    pthread_mutex_t mu;
+} blocked_call_t;
+
+static void *blocked_call_main(void *arg)
+{
+    blocked_call_t *b = arg;
+    char *data = NULL;
+    size_t len = 0;
+    int rc = zkit_get_data(&data, &len, NULL, b->client, "/anything", NULL);
+    zkit_free(data);
+    pthread_mutex_lock(&b->mu);
+    b->rc = rc;
+    b->returned_ms = zkh_now_ms();
+    b->done = 1;
+    pthread_mutex_unlock(&b->mu);
+    return NULL;
+}
+
+/* True once the call is inside the client (so closing cannot race with its start). */
+static int call_in_progress(void *arg)
+{
+    zkit_client_t *c = arg;
+    int active;
+    pthread_mutex_lock(&c->mu);
+    active = c->active_calls;
+    pthread_mutex_unlock(&c->mu);
+    return active > 0;
+}
+
+static void test_close_wakes_blocked_call(void)
+{
+    watched_client_t w;
+    blocked_call_t b;
+    pthread_t thread;
+    int64_t close_start;
+
+    /* A policy that would retry for ever: only close() can end the call. */
+    CU_ASSERT_EQUAL_FATAL(watched_connect(&w, 10000, NULL, zkit_retry_forever(100), 0), 0);
+    CU_ASSERT_EQUAL_FATAL(zkh_stop(zk, 0), 0);
+    CU_ASSERT(fw_state_wait(&w.log, 0, ZKIT_CONN_SUSPENDED, STATE_WAIT_MS) >= 0);
+
+    memset(&b, 0, sizeof(b));
+    pthread_mutex_init(&b.mu, NULL);
+    b.client = w.client;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&thread, NULL, blocked_call_main, &b), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(call_in_progress, w.client, 5000), 0);
+
+    close_start = zkh_now_ms();
+    zkit_client_close(w.client);
+    CU_ASSERT(zkh_now_ms() - close_start < 3000);
+    pthread_join(thread, NULL);
+    CU_ASSERT_EQUAL(b.done, 1);
+    CU_ASSERT_EQUAL(b.rc, ZKIT_ECLOSED);
+    CU_ASSERT(b.returned_ms - close_start < 3000);
+    pthread_mutex_destroy(&b.mu);
+    fw_state_log_destroy(&w.log);
+
+    CU_ASSERT_EQUAL(zkh_restart(zk, 0), 0);
+}
+
+static void test_tree_is_empty(void)
+{
+    CU_ASSERT_EQUAL(fw_user_znodes(zk), 0);
+}
+
+int main(void)
+{
+    CU_pSuite suite;
+    int rc;
+
+    if (CU_initialize_registry() != CUE_SUCCESS) {
+        fprintf(stderr, "session: cannot initialise the CUnit registry: %s\n", CU_get_error_msg());
+        return 1;
+    }
+    zk = zkh_start(1);
+    if (!zk) {
+        fprintf(stderr, "session: cannot start a ZooKeeper server\n");
+        CU_cleanup_registry();
+        return 1;
+    }
+    suite = CU_add_suite("session", NULL, NULL);
+    CU_add_test(suite, "restart within the session timeout", test_restart_within_timeout);
+    CU_add_test(suite, "forced expiry", test_forced_expiry);
+    CU_add_test(suite, "frozen server", test_frozen_server);
+    CU_add_test(suite, "guaranteed delete after an outage", test_guaranteed_delete_after_outage);
+    CU_add_test(suite, "close wakes a blocked call", test_close_wakes_blocked_call);
+    CU_add_test(suite, "tree is empty", test_tree_is_empty);
+    rc = zkh_run_tests("session");
+    zkh_shutdown(zk);
+    return rc;
+}
