@@ -514,14 +514,26 @@ int zkit__get_children_inline(zkit_client_t *c, const char *path, const zkit_wat
     return op ? submit_inline(op, done, arg) : rc;
 }
 
-void zkit__watch_cancel(zkit_client_t *c, const char *path, zkit_watch_kind_t kind,
-                        const zkit_watcher_t *watcher)
+static void cancel_watch(zkit_client_t *c, const char *path, zkit_watch_kind_t kind,
+                         const zkit_watcher_t *watcher, int local_only)
 {
     char *full = zkit__path_fix(c->ns, path);
     if (full) {
-        zkit__watch_cancel_full(c, full, (int)kind, watcher);
+        zkit__watch_cancel_full(c, full, (int)kind, watcher, local_only);
         free(full);
     }
+}
+
+void zkit__watch_cancel(zkit_client_t *c, const char *path, zkit_watch_kind_t kind,
+                        const zkit_watcher_t *watcher)
+{
+    cancel_watch(c, path, kind, watcher, 0);
+}
+
+void zkit__watch_cancel_local(zkit_client_t *c, const char *path, zkit_watch_kind_t kind,
+                              const zkit_watcher_t *watcher)
+{
+    cancel_watch(c, path, kind, watcher, 1);
 }
 
 int zkit__schedule(zkit_client_t *c, int64_t due_ms, void (*fn)(void *arg), void *arg)

@@ -27,6 +27,11 @@ int zkit__get_children_inline(zkit_client_t *c, const char *path, const zkit_wat
 void zkit__watch_cancel(zkit_client_t *c, const char *path, zkit_watch_kind_t kind,
                         const zkit_watcher_t *watcher);
 
+/* The same without asking the server: for a watch about to be consumed by our own request
+ * (a delete of the watched node), so the server's watch still goes away. */
+void zkit__watch_cancel_local(zkit_client_t *c, const char *path, zkit_watch_kind_t kind,
+                              const zkit_watcher_t *watcher);
+
 /* Runs fn(arg) on the supervisor thread at `due_ms` (CLOCK_MONOTONIC ms), or at once when the
  * client closes; fn must not block.  Returns 0 or ZKIT_ENOMEM. */
 int zkit__schedule(zkit_client_t *c, int64_t due_ms, void (*fn)(void *arg), void *arg);

@@ -342,6 +342,9 @@ static int open_handle(zkit_client_t *c)
         free(hc);
         return errno == ENOMEM ? ZKIT_ENOMEM : ZKIT_EINVAL;
     }
+    /* libzookeeper re-resolves the connect string on every pass of its IO loop by default
+     * (a getaddrinfo per request burst); once a minute still follows DNS changes. */
+    zoo_set_servers_resolution_delay(zh, 60000);
     c->generation++;
     c->zh = zh;
     c->connected = 0;
@@ -576,7 +579,10 @@ static uint64_t insert_timer(zkit_client_t *c, int64_t due_ms, int wake_on_conne
         ;
     t->next = *pos;
     *pos = t;
-    pthread_cond_signal(&c->supervisor_cond);
+    /* The supervisor sleeps until the earliest timer: only a new earliest one (or one waiting
+     * for a connection) changes that.  Watchdogs, far in the future, wake nobody. */
+    if (pos == &c->timers || wake_on_connect)
+        pthread_cond_signal(&c->supervisor_cond);
     pthread_mutex_unlock(&c->mu);
     return id;
 }

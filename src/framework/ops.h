@@ -120,8 +120,9 @@ void zkit__watch_fire(zhandle_t *zh, int type, int state, const char *path, void
 int zkit__watch_remove_full(zkit_client_t *c, const char *full_path, int kind,
                             const zkit_watcher_t *watcher);
 
-/* Marks matching watches removed and asks the server to drop them, without waiting. */
+/* Marks matching watches removed and, unless local_only, asks the server to drop them,
+ * without waiting. */
 void zkit__watch_cancel_full(zkit_client_t *c, const char *full_path, int kind,
-                             const zkit_watcher_t *watcher);
+                             const zkit_watcher_t *watcher, int local_only);
 
 #endif

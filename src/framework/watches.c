@@ -321,7 +321,7 @@ static void cancel_done(int rc, const void *data)
  * are sent after c->mu is released: libzookeeper's completion thread takes c->mu inside
  * zkit__watch_fire while it may hold libzookeeper's own locks. */
 void zkit__watch_cancel_full(zkit_client_t *c, const char *full_path, int kind,
-                             const zkit_watcher_t *watcher)
+                             const zkit_watcher_t *watcher, int local_only)
 {
     cancel_t *todo = NULL;
     zkit__watch_t *w;
@@ -334,7 +334,8 @@ void zkit__watch_cancel_full(zkit_client_t *c, const char *full_path, int kind,
             w->watcher.fn != watcher->fn || w->watcher.arg != watcher->arg)
             continue;
         w->removed = 1;
-        if (w->fired || !zh || w->generation != generation || !(k = calloc(1, sizeof(*k))))
+        if (local_only || w->fired || !zh || w->generation != generation ||
+            !(k = calloc(1, sizeof(*k))))
             continue;
         k->client = c;
         k->watch = w;

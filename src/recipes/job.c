@@ -3,9 +3,11 @@
  *
  * Per job, one thread walks the slots.  For each slot it decides whether the slot is still
  * worth contending for (the missed-slot policy), sleeps until the slot's start plus jitter,
- * and then polls: peek at the record and at the lock's queue, try the mutex without waiting,
- * and if the record still says the slot is not done, run the callback under the lock and
- * advance the record with a versioned write.  A slot is recorded at most once because the
+ * and then polls with attempts: peek at the record and at the lock's queue, try the mutex
+ * without waiting, and if the record still says the slot is not done, run the callback under
+ * the lock and advance the record with a versioned write.  zkit_job_run_slot_once() makes one
+ * such attempt for a caller without a thread (a program cron starts), through the same code
+ * on a job object that has no thread.  A slot is recorded at most once because the
  * record is read and written under the lock, against the version read; the lock keeps two
  * hosts from running at the same time, and min_hold_ms keeps it held long enough that a host
  * whose clock lags finds it taken rather than slipping in right behind a quick run.
@@ -212,8 +214,8 @@ static int record_covers(const job_record_t *rec, int64_t slot)
 }
 
 /* Advances the record to `slot`, only from the version read under the lock: a mismatch means
- * another host moved it meanwhile, and its word stands. */
-static void write_record(zkit_job_t *job, const job_record_t *rec, int64_t slot)
+ * another host moved it meanwhile, and its word stands.  Returns whether it was written. */
+static int write_record(zkit_job_t *job, const job_record_t *rec, int64_t slot)
 {
     char text[32];
     int len = snprintf(text, sizeof(text), "%" PRId64, slot), rc;
@@ -232,20 +234,23 @@ static void write_record(zkit_job_t *job, const job_record_t *rec, int64_t slot)
         zkit__client_log(job->client, ZKIT_LOG_ERROR,
                          "job %s: slot %" PRId64 " ran but could not be recorded (%s); it may "
                          "run again", job->path, slot, zkit_strerror(rc));
+    return rc == 0;
 }
 
 /* ---- one slot ------------------------------------------------------------------------------------ */
 
-/* Event thread: a held lock that is lost or expired cancels the run. */
+/* Event thread: a held lock that is lost or expired cancels the run.  The flag is set before
+ * the user's callback hears of it, so a run it stops is already known to be lost. */
 static void on_lock_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
 {
     zkit_job_t *job = arg;
-    (void)lock;
-    if (state != ZKIT_LOCK_LOST && state != ZKIT_LOCK_EXPIRED)
-        return;
-    pthread_mutex_lock(&job->mu);
-    job->lock_lost = 1;
-    pthread_mutex_unlock(&job->mu);
+    if (state == ZKIT_LOCK_LOST || state == ZKIT_LOCK_EXPIRED) {
+        pthread_mutex_lock(&job->mu);
+        job->lock_lost = 1;
+        pthread_mutex_unlock(&job->mu);
+    }
+    if (job->opts.lock_state_fn)
+        job->opts.lock_state_fn(lock, state, job->opts.lock_state_arg);
 }
 
 static int lock_was_lost(zkit_job_t *job)
@@ -257,61 +262,31 @@ static int lock_was_lost(zkit_job_t *job)
     return lost;
 }
 
-/* Runs the callback for `slot` with the lock held, and records the slot if the run succeeded
- * and the lock was ours throughout. */
-static void run_slot(zkit_job_t *job, const job_record_t *rec, int64_t slot, int64_t start_s)
+/* Runs the callback for the attempt's slot with the lock held, and records the slot if the
+ * run succeeded and the lock was ours throughout. */
+static void run_slot(zkit_job_t *job, const job_record_t *rec, zkit_job_attempt_t *a)
 {
     zkit_job_run_t run;
     int64_t started = zkit__monotonic_ms();
-    int result;
     memset(&run, 0, sizeof(run));
     run.job = job;
-    run.slot = slot;
-    run.scheduled_s = start_s;
+    run.slot = a->slot;
+    run.scheduled_s = a->scheduled_s;
     run.deadline_ms = job->opts.max_run_ms > 0 ? started + job->opts.max_run_ms : INT64_MAX;
     zkit_lock_fencing_token(job->lock, &run.token);
-    result = job->opts.fn(&run, job->opts.arg);
-    if (lock_was_lost(job))
+    a->outcome = ZKIT_JOB_RAN;
+    a->result = job->opts.fn(&run, job->opts.arg);
+    a->lost = lock_was_lost(job);
+    if (a->lost)
         zkit__client_log(job->client, ZKIT_LOG_WARN,
                          "job %s: the lock was lost during slot %" PRId64 "; not recorded",
-                         job->path, slot);
-    else if (result != 0)
+                         job->path, a->slot);
+    else if (a->result != 0)
         zkit__client_log(job->client, ZKIT_LOG_WARN, "job %s: slot %" PRId64 " failed (%d)",
-                         job->path, slot, result);
+                         job->path, a->slot, a->result);
     else
-        write_record(job, rec, slot);
+        a->recorded = write_record(job, rec, a->slot);
     hold_until(started + job->opts.min_hold_ms);
-}
-
-enum { SLOT_SETTLED, SLOT_RETRY };
-
-/* One attempt at a slot: SLOT_SETTLED once it is complete or this host has run it. */
-static int try_slot(zkit_job_t *job, int64_t slot, int64_t start_s)
-{
-    job_record_t rec;
-    int rc, settled = SLOT_SETTLED;
-    /* Cleared before the acquire: a loss can only be reported for a holding, so nothing
-     * stale can arrive after this, and nothing current can be wiped out by it. */
-    pthread_mutex_lock(&job->mu);
-    job->lock_lost = 0;
-    pthread_mutex_unlock(&job->mu);
-    rc = zkit_lock_acquire(job->lock, 0);
-    if (rc == ZKIT_ETIMEDOUT)
-        return SLOT_RETRY; /* another host is running it, or is about to release */
-    if (rc != 0) {
-        zkit__client_log(job->client, ZKIT_LOG_WARN, "job %s: cannot take the lock: %s",
-                         job->path, zkit_strerror(rc));
-        return SLOT_RETRY;
-    }
-    if ((rc = read_record(job, &rec)) != 0) {
-        zkit__client_log(job->client, ZKIT_LOG_WARN, "job %s: cannot read the record: %s",
-                         job->path, zkit_strerror(rc));
-        settled = SLOT_RETRY;
-    } else if (!record_covers(&rec, slot)) {
-        run_slot(job, &rec, slot, start_s);
-    }
-    zkit_lock_release(job->lock); /* a loss was already reported, by the lock and above */
-    return settled;
 }
 
 /* A cheap look at the record before touching the lock, so hosts that lost the race stop
@@ -334,14 +309,69 @@ static int lock_busy(zkit_job_t *job)
     return n > 0;
 }
 
-/* Contends for a slot from its start plus jitter until it is settled or window_end_ms. */
+/* Takes the lock without waiting: 0 (held), ZKIT_ETIMEDOUT (someone else holds it) or an
+ * error, described in err. */
+static int take_lock(zkit_job_t *job, char *err, size_t errlen)
+{
+    int rc;
+    /* Cleared before the acquire: a loss can only be reported for a holding, so nothing
+     * stale can arrive after this, and nothing current can be wiped out by it. */
+    pthread_mutex_lock(&job->mu);
+    job->lock_lost = 0;
+    pthread_mutex_unlock(&job->mu);
+    rc = zkit_lock_acquire(job->lock, 0);
+    if (rc != 0 && rc != ZKIT_ETIMEDOUT)
+        set_err(err, errlen, "cannot take the lock %s: %s", job->lock_path, zkit_strerror(rc));
+    return rc;
+}
+
+/*
+ * One attempt at a slot, for the job's thread and for zkit_job_run_slot_once().  The peeks
+ * come first so that hosts arriving after the winner only read.  Returns 0 with *a filled in,
+ * or the error (described in err) that kept the lock or the record from being read.
+ */
+static int attempt_slot(zkit_job_t *job, int64_t slot, int64_t start_s, zkit_job_attempt_t *a,
+                        char *err, size_t errlen)
+{
+    job_record_t rec;
+    int rc;
+    memset(a, 0, sizeof(*a));
+    a->slot = slot;
+    a->scheduled_s = start_s;
+    a->outcome = ZKIT_JOB_DONE;
+    if (slot_recorded(job, slot))
+        return 0;
+    a->outcome = ZKIT_JOB_BUSY;
+    if (lock_busy(job))
+        return 0;
+    if ((rc = take_lock(job, err, errlen)) != 0)
+        return rc == ZKIT_ETIMEDOUT ? 0 : rc; /* timed out: another host is running it */
+    if ((rc = read_record(job, &rec)) != 0)
+        set_err(err, errlen, "cannot read the record %s: %s", job->record_path,
+                zkit_strerror(rc));
+    else if (record_covers(&rec, slot))
+        a->outcome = ZKIT_JOB_DONE;
+    else
+        run_slot(job, &rec, a);
+    zkit_lock_release(job->lock); /* a loss was already reported, by the lock and above */
+    return rc;
+}
+
+/* Contends for a slot from its start plus jitter until it is settled (complete, or run by this
+ * host) or window_end_ms. */
 static void handle_slot(zkit_job_t *job, int64_t slot, int64_t start_s, int64_t window_end_ms)
 {
     int64_t at = s_to_ms(start_s) + random_jitter_ms(job);
     while (sleep_until(job, at)) {
-        if (wall_ms() >= window_end_ms || slot_recorded(job, slot))
+        zkit_job_attempt_t a;
+        char err[256];
+        int rc;
+        if (wall_ms() >= window_end_ms)
             return;
-        if (!lock_busy(job) && try_slot(job, slot, start_s) == SLOT_SETTLED)
+        rc = attempt_slot(job, slot, start_s, &a, err, sizeof(err));
+        if (rc != 0)
+            zkit__client_log(job->client, ZKIT_LOG_WARN, "job %s: %s", job->path, err);
+        else if (a.outcome != ZKIT_JOB_BUSY)
             return;
         at = wall_ms() + JOB_POLL_MS;
     }
@@ -543,6 +573,45 @@ ZKIT_EXTERN int zkit_job_start(zkit_job_t **out, zkit_client_t *client,
     return 0;
 }
 
+/* The slot the schedule puts `at_s` in, or ZKIT_EINVAL (with a message) when there is none. */
+static int slot_containing(const zkit__schedule_t *schedule, int64_t at_s, int64_t *slot,
+                           int64_t *start_s, char *err, size_t errlen)
+{
+    *slot = zkit__schedule_slot_at(schedule, at_s, start_s);
+    if (*slot != ZKIT__SLOT_NONE)
+        return 0;
+    set_err(err, errlen, "at_s: no slot of the schedule contains %" PRId64, at_s);
+    return ZKIT_EINVAL;
+}
+
+/* A job object without a thread carries the attempt: the same code, paths and lock as a job's
+ * thread uses, freed when the attempt is over. */
+ZKIT_EXTERN int zkit_job_run_slot_once(zkit_client_t *client, const zkit_job_options_t *opts,
+                                       int64_t at_s, zkit_job_attempt_t *attempt, char *err,
+                                       size_t errlen)
+{
+    zkit__schedule_t schedule;
+    zkit_job_t *job;
+    int64_t slot, start_s;
+    int rc;
+    set_err(err, errlen, "%s", "");
+    if (!client || !opts || !attempt) {
+        set_err(err, errlen, "%s: required", !client ? "client" : !opts ? "options" : "attempt");
+        return ZKIT_EINVAL;
+    }
+    memset(attempt, 0, sizeof(*attempt));
+    if ((rc = check_options(opts, &schedule, err, errlen)) != 0 ||
+        (rc = slot_containing(&schedule, at_s, &slot, &start_s, err, errlen)) != 0)
+        return rc;
+    if ((rc = job_new(&job, client, opts, &schedule)) != 0) {
+        set_err(err, errlen, "%s", zkit_strerror(rc));
+        return rc;
+    }
+    rc = attempt_slot(job, slot, start_s, attempt, err, errlen);
+    job_free(job);
+    return rc;
+}
+
 ZKIT_EXTERN void zkit_job_stop(zkit_job_t *job)
 {
     if (!job)
@@ -588,4 +657,9 @@ ZKIT_EXTERN int zkit_job_run_cancelled(const zkit_job_run_t *run)
 ZKIT_EXTERN int64_t zkit_job_run_fencing_token(const zkit_job_run_t *run)
 {
     return run ? run->token : 0;
+}
+
+ZKIT_EXTERN zkit_lock_t *zkit_job_run_lock(const zkit_job_run_t *run)
+{
+    return run ? run->job->lock : NULL;
 }

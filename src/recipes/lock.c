@@ -332,7 +332,9 @@ static void watch_own_node(zkit_lock_t *lock, const char *node)
 static void unwatch_own_node(zkit_lock_t *lock, const char *node)
 {
     zkit_watcher_t w = { on_own_node_event, lock };
-    zkit__watch_cancel(lock->client, node, ZKIT_WATCH_DATA, &w);
+    /* Local only: the delete that follows consumes the server's watch, so asking the server
+     * to drop it would cost a request per lock cycle for nothing. */
+    zkit__watch_cancel_local(lock->client, node, ZKIT_WATCH_DATA, &w);
 }
 
 typedef struct barrier {
