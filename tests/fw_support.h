@@ -101,18 +101,15 @@ static inline int fw_state_wait(fw_state_log_t *log, int from, zkit_conn_state_t
                                 int timeout_ms)
 {
     int64_t due = zkh_now_ms() + timeout_ms;
-    int found = -1;
+    int found = -1, timed_out = 0;
     pthread_mutex_lock(&log->mu);
-    for (;;) {
+    while (found < 0) {
         for (int i = from; i < log->count && found < 0; i++)
             if (log->state[i] == state)
                 found = i;
-        if (found >= 0 || fw_cond_wait_until(&log->cond, &log->mu, due) != 0) {
-            for (int i = from; i < log->count && found < 0; i++)
-                if (log->state[i] == state)
-                    found = i;
+        if (found >= 0 || timed_out)
             break;
-        }
+        timed_out = fw_cond_wait_until(&log->cond, &log->mu, due) != 0; /* one more look */
     }
     pthread_mutex_unlock(&log->mu);
     return found;

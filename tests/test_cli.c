@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -597,6 +598,18 @@ static void test_usage_errors(void)
         { { "--connect", cs, "--auth-file", badauth, "/cli-usage", "--", "true", NULL }, 64 },
         { { "--connect", "127.0.0.1:1", "--session-timeout", "1", "/cli-usage", "--", "true",
             NULL }, 69 },
+        { { "--connect", cs, "--once-per", "0", "/cli-usage", "--", "true", NULL }, 64 },
+        { { "--connect", cs, "--once-per", "1.5", "/cli-usage", "--", "true", NULL }, 64 },
+        { { "--connect", cs, "--once-per", "2", "-n", "/cli-usage", "--", "true", NULL }, 64 },
+        { { "--connect", cs, "--once-per", "2", "-E", "0", "/cli-usage", "--", "true", NULL },
+          64 },
+        { { "--connect", cs, "--once-per", "2", "--read", "/cli-usage", "--", "true", NULL },
+          64 },
+        { { "--connect", cs, "--once-per", "2", "/cli-usage", "/cli-usage2", "--", "true",
+            NULL }, 64 },
+        { { "--connect", cs, "--skip-exit-code", "3", "/cli-usage", "--", "true", NULL }, 64 },
+        { { "--connect", cs, "--once-per", "2", "--skip-exit-code", "256", "/cli-usage", "--",
+            "true", NULL }, 64 },
     };
     FILE *f;
     scratch(badauth, sizeof(badauth), "usage.auth");
@@ -918,6 +931,250 @@ static void test_auth_and_namespace(void)
     CU_ASSERT_EQUAL(wait_children(ns_path, 0, 10000), 0);
 }
 
+/* ---- --once-per ------------------------------------------------------------------------- */
+
+/* How far into a slot the tests start their invocations at the earliest: clear of the
+ * boundary, so that the test's clock reading and zkit-lock's fall in the same slot. */
+#define SLOT_MARGIN_MS 150
+#define FLEET 3
+
+/* Appends the lock node it ran under to "$1": one line per run. */
+static const char once_snippet[] = "echo \"$ZKIT_LOCK_NODE\" >> \"$1\"";
+/* The same, then fails with status 3. */
+static const char once_fail_snippet[] = "echo \"$ZKIT_LOCK_NODE\" >> \"$1\"; exit 3";
+
+/* Unix time in ms: the clock zkit-lock cuts its slots from. */
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int64_t ms)
+{
+    struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+    while (ms > 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/*
+ * The current slot of `period_s` (zkit-lock's: floor(now / period)), returned once at least
+ * `need_ms` of it are left and at least SLOT_MARGIN_MS have passed; otherwise the next slot
+ * is waited for, plus the margin.  So the wait is bounded by need_ms + SLOT_MARGIN_MS, and
+ * need_ms must be at most the period less the margin.
+ */
+static int64_t slot_with_time_left(int period_s, int64_t need_ms)
+{
+    int64_t period_ms = (int64_t)period_s * 1000, now = wall_ms();
+    int64_t left = period_ms - now % period_ms;
+    if (left < need_ms || period_ms - left < SLOT_MARGIN_MS) {
+        sleep_ms(left + SLOT_MARGIN_MS);
+        now = wall_ms();
+    }
+    return now / period_ms;
+}
+
+/* The slot recorded in PATH/last, or -1 while there is none. */
+static long long once_record(zhandle_t *zh, const char *path)
+{
+    char node[128], buf[32];
+    int len = (int)sizeof(buf) - 1;
+    snprintf(node, sizeof(node), "%s/last", path);
+    if (zoo_get(zh, node, 0, buf, &len, NULL) != ZOK || len < 0)
+        return -1;
+    buf[len] = '\0';
+    return atoll(buf);
+}
+
+typedef struct record_arg {
+    zhandle_t *zh;
+    const char *path;
+    long long slot;
+} record_arg_t;
+
+static int record_pred(void *arg)
+{
+    record_arg_t *r = arg;
+    return once_record(r->zh, r->path) == r->slot;
+}
+
+/* FLEET invocations started together, as every host's cron would start them. */
+typedef struct fleet {
+    pid_t pids[FLEET];
+    char err[FLEET][300];
+} fleet_t;
+
+static void fleet_start(fleet_t *f, const char *period, const char *path, const char *log,
+                        const char *base)
+{
+    for (int i = 0; i < FLEET; i++) {
+        snprintf(f->err[i], sizeof(f->err[i]), "%s-%d.err", base, i);
+        f->pids[i] = spawn_tool(f->err[i], "--connect", zkh_connect_string(zk), "--once-per",
+                                period, path, "--", "sh", "-c", once_snippet, "sh", log, NULL);
+    }
+}
+
+/* Waits for the fleet: how many did not exit 0, or printed anything (skips are silent). */
+static int fleet_wait(fleet_t *f)
+{
+    int bad = 0;
+    for (int i = 0; i < FLEET; i++) {
+        int status = wait_status(f->pids[i], TOOL_WAIT_MS);
+        char *text = slurp(f->err[i]);
+        if (status != 0 || line_count(text) != 0) {
+            fprintf(stderr, "once-per: status %d, stderr: %s\n", status, text ? text : "");
+            bad++;
+        }
+        free(text);
+    }
+    return bad;
+}
+
+/* `zkit-lock --once-per PERIOD [OPTION [VALUE]] PATH -- sh -c SNIPPET sh LOG`: its status.
+ * `option` and `value` may be NULL. */
+static int once_run(const char *period, const char *option, const char *value, const char *path,
+                    const char *snippet, const char *log, const char *err)
+{
+    const char *args[16] = { "--connect", zkh_connect_string(zk), "--once-per", period };
+    size_t n = 4;
+    if (option)
+        args[n++] = option;
+    if (value)
+        args[n++] = value;
+    args[n++] = path;
+    args[n++] = "--";
+    args[n++] = "sh";
+    args[n++] = "-c";
+    args[n++] = snippet;
+    args[n++] = "sh";
+    args[n++] = log;
+    args[n] = NULL;
+    return run_tool(NULL, err, args);
+}
+
+/* The log has `lines` runs, each under a node of PATH/lock. */
+static void check_log(const char *log, int lines, const char *path)
+{
+    char *text = slurp(log), *save = NULL, *line, prefix[128];
+    int seen = 0;
+    snprintf(prefix, sizeof(prefix), "%s/lock/_c_", path);
+    for (line = text ? strtok_r(text, "\n", &save) : NULL; line;
+         line = strtok_r(NULL, "\n", &save), seen++)
+        CU_ASSERT_EQUAL(strncmp(line, prefix, strlen(prefix)), 0);
+    CU_ASSERT_EQUAL(seen, lines);
+    free(text);
+}
+
+/*
+ * Three hosts' cron lines fire together: the command runs once, and every invocation exits 0
+ * without a word.  Invoked again in the slot, it skips (saying why with --verbose; with the
+ * skip code if one is given); in the next slot it runs once again.  Each round starts right
+ * after a 2 s boundary, and the same-slot checks are made as soon as the slot is recorded,
+ * while the round's winner still keeps its lock (min hold, 1 s): well inside the slot.
+ */
+static void test_once_per_slot(void)
+{
+    char path[64], log[300], base[300], err[300], err2[300];
+    zhandle_t *zh = zkh_raw_connect(zk);
+    record_arg_t rec;
+    int64_t slot, next;
+    fleet_t fleet;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(zh);
+    zkh_unique_path(path, sizeof(path), "cli-once");
+    scratch(log, sizeof(log), "once.log");
+    scratch(base, sizeof(base), "once");
+    scratch(err, sizeof(err), "once-again.err");
+    scratch(err2, sizeof(err2), "once-again2.err");
+
+    slot = slot_with_time_left(2, 2000 - SLOT_MARGIN_MS);
+    fleet_start(&fleet, "2", path, log, base);
+    rec = (record_arg_t){ zh, path, (long long)slot };
+    CU_ASSERT_EQUAL(zkh_wait_until(record_pred, &rec, 1500), 0);
+    CU_ASSERT_EQUAL(once_run("2", "--verbose", NULL, path, once_snippet, log, err), 0);
+    CU_ASSERT(contains(err, "is already done; skipped"));
+    CU_ASSERT_EQUAL(once_run("2", "--skip-exit-code", "5", path, once_snippet, log, err2), 5);
+    CU_ASSERT(!contains(err2, "zkit-lock"));
+    CU_ASSERT_EQUAL(wall_ms() / 2000, slot); /* else the checks above did not test one slot */
+    CU_ASSERT_EQUAL(fleet_wait(&fleet), 0);
+    check_log(log, 1, path);
+
+    next = slot_with_time_left(2, 2000 - SLOT_MARGIN_MS);
+    CU_ASSERT(next > slot);
+    fleet_start(&fleet, "2", path, log, base);
+    CU_ASSERT_EQUAL(fleet_wait(&fleet), 0);
+    check_log(log, 2, path);
+    CU_ASSERT_EQUAL(once_record(zh, path), next);
+    zookeeper_close(zh);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/*
+ * A failing command leaves the slot open: its status is zkit-lock's, nothing is recorded, and
+ * the next invocation in the slot runs it.  Three runs of at least the 1 s min hold each: a
+ * 10 s slot with 6 s left keeps them all in one slot.
+ */
+static void test_once_per_failure_not_recorded(void)
+{
+    char path[64], log[300];
+    zhandle_t *zh = zkh_raw_connect(zk);
+    int64_t slot;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(zh);
+    zkh_unique_path(path, sizeof(path), "cli-once-fail");
+    scratch(log, sizeof(log), "once-fail.log");
+    slot = slot_with_time_left(10, 6000);
+    CU_ASSERT_EQUAL(once_run("10", NULL, NULL, path, once_fail_snippet, log, NULL), 3);
+    check_log(log, 1, path);
+    CU_ASSERT_EQUAL(once_record(zh, path), -1);
+    CU_ASSERT_EQUAL(once_run("10", NULL, NULL, path, once_snippet, log, NULL), 0);
+    check_log(log, 2, path);
+    CU_ASSERT_EQUAL(once_record(zh, path), slot);
+    CU_ASSERT_EQUAL(once_run("10", NULL, NULL, path, once_fail_snippet, log, NULL), 0);
+    check_log(log, 2, path);
+    CU_ASSERT_EQUAL(wall_ms() / 10000, slot); /* else the checks above did not test one slot */
+    zookeeper_close(zh);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/* Deletes every node under `dir`, as an administrator (or a revocation) would. */
+static void delete_children(zhandle_t *zh, const char *dir)
+{
+    struct String_vector nodes = { 0, NULL };
+    CU_ASSERT_EQUAL(zoo_get_children(zh, dir, 0, &nodes), ZOK);
+    CU_ASSERT_EQUAL(nodes.count, 1);
+    for (int i = 0; i < nodes.count; i++) {
+        char node[256];
+        snprintf(node, sizeof(node), "%s/%s", dir, nodes.data[i]);
+        CU_ASSERT_EQUAL(zoo_delete(zh, node, -1), ZOK);
+    }
+    deallocate_String_vector(&nodes);
+}
+
+/* The lock is lost while the command runs (its node is deleted): the command is killed as in
+ * the lock mode, zkit-lock exits 75, and the slot is not recorded. */
+static void test_once_per_lost_lock(void)
+{
+    char path[64], base[300], err[300], pidfile[300], lockdir[128];
+    zhandle_t *zh = zkh_raw_connect(zk);
+    pid_t holder;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(zh);
+    zkh_unique_path(path, sizeof(path), "cli-once-lost");
+    snprintf(lockdir, sizeof(lockdir), "%s/lock", path);
+    scratch(base, sizeof(base), "once-lost");
+    scratch(err, sizeof(err), "once-lost.err");
+    scratch(pidfile, sizeof(pidfile), "once-lost.pid");
+    holder = start_holder(zkh_connect_string(zk), path, hold_trap_snippet, base, err,
+                          "--once-per", "3600", NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    delete_children(zh, lockdir);
+    CU_ASSERT_EQUAL(wait_status(holder, 10000), 75);
+    CU_ASSERT(!group_alive(pidfile));
+    CU_ASSERT(contains(err, "command terminated"));
+    CU_ASSERT_EQUAL(once_record(zh, path), -1);
+    zookeeper_close(zh);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
 /* ---- suite ------------------------------------------------------------------------------- */
 
 static int nothing_left(void *arg)
@@ -999,6 +1256,10 @@ int main(int argc, char **argv)
     CU_add_test(suite, "--read / --write", test_read_write);
     CU_add_test(suite, "several paths", test_multi_path);
     CU_add_test(suite, "credentials and namespace", test_auth_and_namespace);
+    CU_add_test(suite, "--once-per: one run per slot", test_once_per_slot);
+    CU_add_test(suite, "--once-per: a failed run is not recorded",
+                test_once_per_failure_not_recorded);
+    CU_add_test(suite, "--once-per: a lost lock kills the command", test_once_per_lost_lock);
     CU_add_test(suite, "tree is empty", test_tree_is_empty);
     rc = zkh_run_tests("cli");
     zkh_shutdown(zk);

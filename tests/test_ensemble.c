@@ -5,6 +5,7 @@
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <CUnit/CUnit.h>
@@ -61,7 +62,8 @@ static void test_kill_connected_server(void)
     CU_ASSERT(reconnected > suspended);
     count = fw_state_count(&log);
     CU_ASSERT_FALSE(fw_state_seen(&log, 0, count, ZKIT_CONN_LOST));
-    if (reconnected < 0 || fw_state_seen(&log, 0, count, ZKIT_CONN_LOST))
+    if (reconnected < 0 || fw_state_seen(&log, 0, count, ZKIT_CONN_LOST) ||
+        getenv("ZKIT_TEST_VERBOSE"))
         fw_state_dump(&log, "ensemble");
 
     /* Same session, now held by another server. */

@@ -846,7 +846,8 @@ static void test_bad_input(void)
     zkit_create_options_t ttl_without_mode = ZKIT_CREATE_OPTIONS_INIT;
     zkit_create_options_t bad_version = ZKIT_CREATE_OPTIONS_INIT;
     zkit_client_t *c = connect_ns(NULL);
-    char *data = (char *)"untouched", **names = (char **)"untouched";
+    char untouched[1], *untouched_list[1];
+    char *data = untouched, **names = untouched_list; /* the calls must reset outputs */
     size_t len = 99, count = 99;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);

@@ -10,6 +10,7 @@
  *   session is gone, with SKIP_MISSED nobody does.
  * - Single runs: stop waits for a running callback; losing the lock cancels the run and leaves
  *   the slot unrecorded; max_run_ms cancels; bad options are refused with a message.
+ * - zkit_job_run_slot_once: one attempt at a given instant's slot, with each outcome.
  *
  * Callbacks only record (under a mutex, or down a pipe from the child processes); assertions
  * run on the test thread.  Every wait is bounded, every test removes its znodes.
@@ -760,6 +761,82 @@ static void test_max_run_cancels(void)
     pthread_mutex_destroy(&p.mu);
 }
 
+/* ---- one attempt without a thread ----------------------------------------------------------- */
+
+/* Succeeds, if it runs holding the lock that zkit_job_run_lock() hands out. */
+static int counting_run(zkit_job_run_t *run, void *arg)
+{
+    int *calls = arg;
+    (*calls)++;
+    return zkit_lock_is_held(zkit_job_run_lock(run)) ? 0 : 1;
+}
+
+static int failing_run(zkit_job_run_t *run, void *arg)
+{
+    int *calls = arg;
+    (void)run;
+    (*calls)++;
+    return 7;
+}
+
+/* One attempt at the slot of `at_s`; 0 or the error. */
+static int attempt(const zkit_job_options_t *o, int64_t at_s, zkit_job_attempt_t *a)
+{
+    char err[256];
+    int rc = zkit_job_run_slot_once(admin, o, at_s, a, err, sizeof(err));
+    if (rc != 0)
+        fprintf(stderr, "zkit_job_run_slot_once: %s\n", err);
+    return rc;
+}
+
+/*
+ * zkit_job_run_slot_once at fixed instants (slot 1000 of a 60 s period holds t = 60017): a
+ * failed run leaves the slot open, a successful one records it, then the slot and older ones
+ * are done; a slot whose lock someone else holds is busy.
+ */
+static void test_run_slot_once(void)
+{
+    zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
+    zkit_job_attempt_t a;
+    zkit_lock_t *other = NULL;
+    char path[64], lock_path[96], err[256];
+    int64_t recorded = 0;
+    int calls = 0;
+    zkh_unique_path(path, sizeof(path), "job-once");
+    o.path = path;
+    o.period_s = 60;
+    o.fn = failing_run;
+    o.arg = &calls;
+    o.min_hold_ms = 0;
+    CU_ASSERT_EQUAL_FATAL(attempt(&o, 60017, &a), 0);
+    CU_ASSERT(a.outcome == ZKIT_JOB_RAN && a.result == 7 && !a.recorded && !a.lost);
+    CU_ASSERT(a.slot == 1000 && a.scheduled_s == 60000 && calls == 1);
+    CU_ASSERT_EQUAL(read_record(path, &recorded), ZKIT_ENONODE);
+
+    o.fn = counting_run;
+    CU_ASSERT_EQUAL(attempt(&o, 60017, &a), 0);
+    CU_ASSERT(a.outcome == ZKIT_JOB_RAN && a.result == 0 && a.recorded && calls == 2);
+    CU_ASSERT(read_record(path, &recorded) == 0 && recorded == 1000);
+    CU_ASSERT(attempt(&o, 60059, &a) == 0 && a.outcome == ZKIT_JOB_DONE);
+    CU_ASSERT(attempt(&o, 59999, &a) == 0 && a.outcome == ZKIT_JOB_DONE && a.slot == 999);
+    CU_ASSERT_EQUAL(calls, 2);
+
+    snprintf(lock_path, sizeof(lock_path), "%s/lock", path);
+    CU_ASSERT_EQUAL_FATAL(zkit_mutex_new(&other, admin, lock_path), 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(other, 0), 0);
+    CU_ASSERT(attempt(&o, 60077, &a) == 0 && a.outcome == ZKIT_JOB_BUSY && a.slot == 1001);
+    CU_ASSERT_EQUAL(zkit_lock_release(other), 0);
+    zkit_lock_free(other);
+    CU_ASSERT(attempt(&o, 60077, &a) == 0 && a.outcome == ZKIT_JOB_RAN && a.recorded);
+    CU_ASSERT(read_record(path, &recorded) == 0 && recorded == 1001 && calls == 3);
+
+    o.fn = NULL;
+    CU_ASSERT_EQUAL(zkit_job_run_slot_once(admin, &o, 60077, &a, err, sizeof(err)), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err, "fn"));
+    CU_ASSERT_EQUAL(zkit_job_run_slot_once(admin, NULL, 60077, &a, NULL, 0), ZKIT_EINVAL);
+    remove_job_tree(path);
+}
+
 /* ---- bad options ---------------------------------------------------------------------------- */
 
 static int never_called(zkit_job_run_t *run, void *arg)
@@ -903,6 +980,7 @@ int main(int argc, char **argv)
         !CU_add_test(suite, "a lost lock cancels the run, which is not recorded",
                      test_lost_lock_cancels_and_is_not_recorded) ||
         !CU_add_test(suite, "max_run_ms cancels the run", test_max_run_cancels) ||
+        !CU_add_test(suite, "one attempt without a thread", test_run_slot_once) ||
         !CU_add_test(suite, "three instances run every slot exactly once",
                      test_fleet_runs_each_slot_once) ||
         !CU_add_test(suite, "killed mid-run, SKIP_MISSED: slot skipped, later slots run",

@@ -77,7 +77,7 @@ static void test_restart_within_timeout(void)
     eph.mode = ZKIT_EPHEMERAL;
     CU_ASSERT_EQUAL(zkit_create(NULL, NULL, w.client, path, "e", 1, &eph), 0);
 
-    CU_ASSERT_EQUAL_FATAL(zkh_stop(zk, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(zkh_kill(zk, 0), 0);
     suspended = fw_state_wait(&w.log, 0, ZKIT_CONN_SUSPENDED, STATE_WAIT_MS);
     CU_ASSERT(suspended >= 0);
     CU_ASSERT_FALSE(zkit_client_is_connected(w.client));
@@ -138,10 +138,14 @@ static void test_forced_expiry(void)
     CU_ASSERT(reconnected > lost);
     if (lost < 0 || reconnected < 0)
         fw_state_dump(&w.log, "forced expiry");
-    /* Nothing but SUSPENDED may come before LOST (and perhaps the first CONNECTED, when it was
-     * delivered after the listener was added). */
-    for (int i = 0; i < lost; i++)
-        CU_ASSERT(w.log.state[i] == ZKIT_CONN_SUSPENDED || w.log.state[i] == ZKIT_CONN_CONNECTED);
+    /* Before LOST the old session may flap (the second handle takes its connection away), but
+     * it stays the old session, and LOST comes right after a SUSPENDED. */
+    for (int i = 0; i < lost; i++) {
+        CU_ASSERT(w.log.state[i] != ZKIT_CONN_LOST);
+        CU_ASSERT_EQUAL(w.log.session[i], old_session);
+    }
+    if (lost > 0)
+        CU_ASSERT_EQUAL(w.log.state[lost - 1], ZKIT_CONN_SUSPENDED);
 
     new_session = zkit_client_session_id(w.client);
     CU_ASSERT(new_session != 0);
@@ -181,8 +185,9 @@ static void test_frozen_server(void)
     CU_ASSERT(lost > suspended);
     if (suspended >= 0 && lost >= 0) {
         int64_t after = w.log.at_ms[lost] - w.log.at_ms[suspended];
-        /* From our own timer: the server cannot say anything while it is frozen. */
-        CU_ASSERT(after >= negotiated - 50);
+        /* From our own timer: the server cannot say anything while it is frozen.  (Both times
+         * are taken when the listener runs, so allow for the event thread's delay.) */
+        CU_ASSERT(after >= negotiated - 250);
         CU_ASSERT(after <= negotiated + 2000);
     }
     CU_ASSERT_EQUAL(zkh_thaw(zk, 0), 0);
@@ -229,7 +234,7 @@ static void test_guaranteed_delete_after_outage(void)
     zkh_unique_path(path, sizeof(path), "sessgdelete");
     CU_ASSERT_EQUAL(zkit_create(NULL, NULL, w.client, path, "", 0, NULL), 0);
 
-    CU_ASSERT_EQUAL_FATAL(zkh_stop(zk, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(zkh_kill(zk, 0), 0);
     CU_ASSERT(fw_state_wait(&w.log, 0, ZKIT_CONN_SUSPENDED, STATE_WAIT_MS) >= 0);
     start = zkh_now_ms();
     rc = zkit_delete(w.client, path, -1, ZKIT_DELETE_GUARANTEED);
@@ -289,7 +294,7 @@ static void test_close_wakes_blocked_call(void)
 
     /* A policy that would retry for ever: only close() can end the call. */
     CU_ASSERT_EQUAL_FATAL(watched_connect(&w, 10000, NULL, zkit_retry_forever(100), 0), 0);
-    CU_ASSERT_EQUAL_FATAL(zkh_stop(zk, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(zkh_kill(zk, 0), 0);
     CU_ASSERT(fw_state_wait(&w.log, 0, ZKIT_CONN_SUSPENDED, STATE_WAIT_MS) >= 0);
 
     memset(&b, 0, sizeof(b));

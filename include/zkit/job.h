@@ -11,7 +11,9 @@
  * held or the record advanced and skip the slot.
  *
  * Each job has its own thread; the callback runs on it, with the lock held.  The client must
- * stay open until zkit_job_stop() has returned.  See docs/jobs.md.
+ * stay open until zkit_job_stop() has returned.  A program that cron starts on every host
+ * makes the same attempt once, on its own thread, with zkit_job_run_slot_once().  See
+ * docs/jobs.md.
  */
 #ifndef ZKIT_JOB_H
 #define ZKIT_JOB_H
@@ -20,6 +22,7 @@
 #include <stdint.h>
 #include "zkit/common.h"
 #include "zkit/client.h"
+#include "zkit/lock.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -73,10 +76,17 @@ typedef struct zkit_job_options {
     int jitter_ms;             /* random delay in [0, jitter_ms] before contending; below the
                                   shortest slot (the period, or 60 s for cron). Default 0 */
     zkit_job_missed_t missed;  /* default ZKIT_JOB_SKIP_MISSED */
+    /* Called on the client's event thread for every state change of the job's lock while a
+     * run holds it (see zkit_lock_set_state_callback), for a callback that hands the work to
+     * something it must stop at once when the lock is in doubt (a child process).  NULL = none;
+     * zkit_job_run_cancelled() reports a loss either way. */
+    zkit_lock_state_fn lock_state_fn;
+    void *lock_state_arg;
 } zkit_job_options_t;
 
 #define ZKIT_JOB_OPTIONS_INIT \
-    { ZKIT_JOB_OPTIONS_VERSION, NULL, 0, 0, NULL, 1, NULL, NULL, 1000, 0, 0, ZKIT_JOB_SKIP_MISSED }
+    { ZKIT_JOB_OPTIONS_VERSION, NULL, 0, 0, NULL, 1, NULL, NULL, 1000, 0, 0, \
+      ZKIT_JOB_SKIP_MISSED, NULL, NULL }
 
 /* Fills `opts` with the defaults. */
 ZKIT_EXTERN void zkit_job_options_init(zkit_job_options_t *opts);
@@ -99,6 +109,46 @@ ZKIT_EXTERN int zkit_job_start(zkit_job_t **out, zkit_client_t *client,
  */
 ZKIT_EXTERN void zkit_job_stop(zkit_job_t *job);
 
+/* ---- one slot, without a thread ---- */
+
+/* What one attempt at a slot came to. */
+typedef enum zkit_job_outcome {
+    ZKIT_JOB_RAN = 1,   /* the callback ran: see result, recorded and lost */
+    ZKIT_JOB_DONE = 2,  /* the record already covers the slot: nothing ran */
+    ZKIT_JOB_BUSY = 3   /* another host (or job object) holds the lock: nothing ran */
+} zkit_job_outcome_t;
+
+typedef struct zkit_job_attempt {
+    zkit_job_outcome_t outcome;
+    int64_t slot;          /* the slot's id, as zkit_job_run_slot() */
+    int64_t scheduled_s;   /* its start, as zkit_job_run_scheduled_time() */
+    int result;            /* RAN: what the callback returned */
+    int recorded;          /* RAN: the slot is now recorded as complete */
+    int lost;              /* RAN: the lock was lost during the run (never recorded then) */
+} zkit_job_attempt_t;
+
+/*
+ * One attempt at one slot, in the calling thread: for a program that something else starts
+ * on every host once per slot (cron; `zkit-lock --once-per` is built on it).  It is the very
+ * attempt a job's thread makes at each poll: a look at the record and at the lock's queue,
+ * the mutex at <path>/lock tried without waiting, the record read again under it, the
+ * callback run if the record does not cover the slot, the slot recorded (a write against the
+ * version read) if the callback returned 0 and the lock was ours throughout, and the lock
+ * kept until min_hold_ms after the run started.
+ *
+ * The slot is the one of opts' schedule that contains `at_s` (Unix seconds): pass the time
+ * the program was started for, so that a slow connection cannot move it to the next slot.
+ * jitter_ms and missed are not used (the caller decides when to call).  The callback runs on
+ * the calling thread, which holds the lock during it.
+ *
+ * Returns 0 with *attempt filled in, or an error with a message in `err` (may be NULL):
+ * ZKIT_EINVAL / ZKIT_EBADPATH for bad options (as zkit_job_start), or the error that kept the
+ * lock or the record from being read (ZKIT_ECONNLOSS, ZKIT_ENOAUTH...): nothing ran then.
+ */
+ZKIT_EXTERN int zkit_job_run_slot_once(zkit_client_t *client, const zkit_job_options_t *opts,
+                                       int64_t at_s, zkit_job_attempt_t *attempt, char *err,
+                                       size_t errlen);
+
 /* ---- inside the callback ---- */
 
 /* The slot's id: for a period, the slot number; for cron, the firing time (Unix seconds). */
@@ -113,6 +163,11 @@ ZKIT_EXTERN int64_t zkit_job_run_scheduled_time(const zkit_job_run_t *run);
 ZKIT_EXTERN int zkit_job_run_cancelled(const zkit_job_run_t *run);
 /* The lock's fencing token (see zkit_lock_fencing_token): pass it to what the job writes. */
 ZKIT_EXTERN int64_t zkit_job_run_fencing_token(const zkit_job_run_t *run);
+/*
+ * The lock the run holds, for zkit_lock_node() or zkit_lock_valid_until() called from the
+ * callback's own thread (the lock is held on its behalf).  Borrowed: do not release or free it.
+ */
+ZKIT_EXTERN zkit_lock_t *zkit_job_run_lock(const zkit_job_run_t *run);
 
 #ifdef __cplusplus
 }

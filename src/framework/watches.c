@@ -212,7 +212,8 @@ static void removal_done(int rc, const void *data)
 static int watch_shared(zkit_client_t *c, const zkit__watch_t *w)
 {
     for (const zkit__watch_t *o = c->watches; o; o = o->next) {
-        if (o != w && !o->fired && o->generation == w->generation && o->kind == w->kind &&
+        if (o != w && !o->fired && !o->removed && o->generation == w->generation &&
+            o->kind == w->kind &&
             strcmp(o->full_path, w->full_path) == 0)
             return 1;
     }
@@ -296,61 +297,68 @@ int zkit__watch_remove_full(zkit_client_t *c, const char *full_path, int kind,
  * has too; the registration can go.  On failure it stays listed (marked removed) until it
  * fires or its handle closes, so libzookeeper never holds a freed context. */
 typedef struct cancel {
-    struct cancel *next;
     zkit_client_t *client;
     zkit__watch_t *watch;
-    ZooWatcherType type;
 } cancel_t;
 
 static void cancel_done(int rc, const void *data)
 {
     cancel_t *k = (cancel_t *)data;
     zkit_client_t *c = k->client;
-    int listed;
+    int drop;
     pthread_mutex_lock(&c->mu);
-    listed = is_listed(c, k->watch);
-    if (rc == ZOK && listed)
+    /* A registration that fired meanwhile belongs to its pending delivery, which frees it. */
+    drop = rc == ZOK && is_listed(c, k->watch) && !k->watch->fired;
+    if (drop)
         unlink_watch(c, k->watch);
     pthread_mutex_unlock(&c->mu);
-    if (rc == ZOK && listed)
+    if (drop)
         free_watch(k->watch);
     free(k);
 }
 
-/* Collects the armed registrations to cancel (marking every match removed).  The requests
- * are sent after c->mu is released: libzookeeper's completion thread takes c->mu inside
- * zkit__watch_fire while it may hold libzookeeper's own locks. */
+/* Sends the background removal of one registration (c->mu held).  As in
+ * remove_from_zookeeper, a single watcher's removal only checks the server's watch, so when
+ * no other live registration needs it, all watchers of the type on the path are removed,
+ * which really removes it. */
+static void send_cancel(zkit_client_t *c, zhandle_t *zh, zkit__watch_t *w)
+{
+    ZooWatcherType type = w->kind == ZKIT_WATCH_CHILDREN ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA;
+    cancel_t *k = calloc(1, sizeof(*k));
+    int rc;
+    if (!k)
+        return; /* it stays listed and removed until it fires or its handle closes */
+    k->client = c;
+    k->watch = w;
+    if (watch_shared(c, w))
+        rc = zoo_aremove_watches(zh, w->full_path, type, zkit__watch_fire, w, 0,
+                                 (void_completion_t *)cancel_done, k);
+    else
+        rc = zoo_aremove_all_watches(zh, w->full_path, type, 0,
+                                     (void_completion_t *)cancel_done, k);
+    if (rc != ZOK)
+        free(k);
+}
+
+/* Marks every match removed and, unless local_only, asks the server to drop the armed ones
+ * without waiting.  Sent under c->mu, so that a newer registration on the path goes out
+ * after the removal. */
 void zkit__watch_cancel_full(zkit_client_t *c, const char *full_path, int kind,
                              const zkit_watcher_t *watcher, int local_only)
 {
-    cancel_t *todo = NULL;
     zkit__watch_t *w;
     uint64_t generation = 0;
-    zhandle_t *zh = zkit__conn_get(c, &generation);
+    zhandle_t *zh = local_only ? NULL : zkit__conn_get(c, &generation);
     pthread_mutex_lock(&c->mu);
     for (w = c->watches; w; w = w->next) {
-        cancel_t *k;
         if (w->removed || strcmp(w->full_path, full_path) != 0 || !(w->kind & kind) ||
             w->watcher.fn != watcher->fn || w->watcher.arg != watcher->arg)
             continue;
         w->removed = 1;
-        if (local_only || w->fired || !zh || w->generation != generation ||
-            !(k = calloc(1, sizeof(*k))))
-            continue;
-        k->client = c;
-        k->watch = w;
-        k->type = w->kind == ZKIT_WATCH_CHILDREN ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA;
-        k->next = todo;
-        todo = k;
+        if (zh && !w->fired && w->generation == generation)
+            send_cancel(c, zh, w);
     }
     pthread_mutex_unlock(&c->mu);
-    while (todo) {
-        cancel_t *k = todo;
-        todo = k->next;
-        if (zoo_aremove_watches(zh, full_path, k->type, zkit__watch_fire, k->watch, 0,
-                                (void_completion_t *)cancel_done, k) != ZOK)
-            free(k);
-    }
     if (zh)
         zkit__conn_put(c);
 }

@@ -3,17 +3,21 @@
  * but safe when the lock is lost: the command is killed before anyone else can hold it.
  *
  *   zkit-lock [options] PATH [PATH...] -- COMMAND [ARGS...]
+ *   zkit-lock [options] --once-per SECONDS PATH -- COMMAND [ARGS...]
  *   zkit-lock [options] --list PATH
  *
- * This file: messages, options, and the main flow (connect, acquire, run, release).
+ * This file: messages, options, and the main flows (connect, acquire, run, release; or one
+ * attempt at the current slot of a zkit_job for --once-per).
  */
 #include <errno.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tools/zkit-lock.h"
 
@@ -72,11 +76,19 @@ void zkl_error(const char *fmt, ...)
 
 static const char usage_text[] =
     "Usage: zkit-lock [options] PATH [PATH...] -- COMMAND [ARGS...]\n"
+    "       zkit-lock [options] --once-per SECONDS PATH -- COMMAND [ARGS...]\n"
     "       zkit-lock [options] --list PATH\n"
     "\n"
     "Run COMMAND while holding a ZooKeeper lock on PATH (a Curator-compatible reentrant\n"
     "mutex; several PATHs are locked together).  If the lock is lost or can no longer be\n"
     "guaranteed, COMMAND's process group is terminated before anyone else can get the lock.\n"
+    "\n"
+    "With --once-per (cron tables: every host runs the same line), COMMAND runs on one\n"
+    "host per time slot.  Slot n is [n*SECONDS, (n+1)*SECONDS) in Unix time, the one\n"
+    "zkit-lock was started in.  The lock PATH/lock is tried without waiting; under it\n"
+    "COMMAND runs unless PATH/last records the slot as done, which it does once COMMAND\n"
+    "has exited 0 (a failed slot runs again at the next invocation within the slot).\n"
+    "The lock is kept at least 1 s after COMMAND starts.\n"
     "\n"
     "Options:\n"
     "      --connect HOSTS        ZooKeeper servers, host:port,... (default $ZKIT_CONNECT,\n"
@@ -95,6 +107,10 @@ static const char usage_text[] =
     "                             disconnected; SIGKILL at the end (default 5)\n"
     "      --kill-on-suspend      terminate COMMAND as soon as the connection drops\n"
     "  -E, --conflict-exit-code N exit status when the lock is not acquired (default 1)\n"
+    "      --once-per SECONDS     run COMMAND for the current slot of SECONDS (whole\n"
+    "                             seconds) unless it is done or running elsewhere\n"
+    "      --skip-exit-code N     with --once-per: exit status when COMMAND did not run\n"
+    "                             (default 0; the reason is told with --verbose)\n"
     "      --list PATH            print the lock's participants in lock order, holders first\n"
     "  -v, --verbose              tell what happens, with the client library's log\n"
     "  -q, --quiet                no message when the lock is not acquired\n"
@@ -102,12 +118,14 @@ static const char usage_text[] =
     "  -V, --version              the version\n"
     "\n"
     "COMMAND gets ZKIT_LOCK_PATH, ZKIT_LOCK_NODE and ZKIT_FENCING_TOKEN in its environment\n"
-    "(space-separated when there are several PATHs).  SIGINT, SIGTERM, SIGHUP, SIGQUIT,\n"
-    "SIGUSR1 and SIGUSR2 are passed on to COMMAND's process group.\n"
+    "(space-separated when there are several PATHs; PATH/lock with --once-per).  SIGINT,\n"
+    "SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are passed on to COMMAND's process\n"
+    "group.\n"
     "\n"
     "Exit status: COMMAND's (128+N if killed by signal N); the conflict code (default 1)\n"
-    "when the lock was not acquired in time; 64 usage error; 69 ZooKeeper unreachable;\n"
-    "70 internal error; 75 lock lost while COMMAND ran (COMMAND was terminated);\n"
+    "when the lock was not acquired in time; with --once-per, the skip code (default 0)\n"
+    "when the slot was done or taken; 64 usage error; 69 ZooKeeper unreachable; 70 internal\n"
+    "error; 75 lock lost while COMMAND ran (COMMAND was terminated);\n"
     "77 permission denied by an ACL; 126 COMMAND not executable; 127 COMMAND not found.\n";
 
 enum {
@@ -120,6 +138,8 @@ enum {
     OPT_AUTH_FILE,
     OPT_KILL_GRACE,
     OPT_KILL_ON_SUSPEND,
+    OPT_ONCE_PER,
+    OPT_SKIP_EXIT_CODE,
     OPT_LIST
 };
 
@@ -137,6 +157,8 @@ static const struct option long_options[] = {
     { "kill-grace", required_argument, NULL, OPT_KILL_GRACE },
     { "kill-on-suspend", no_argument, NULL, OPT_KILL_ON_SUSPEND },
     { "conflict-exit-code", required_argument, NULL, 'E' },
+    { "once-per", required_argument, NULL, OPT_ONCE_PER },
+    { "skip-exit-code", required_argument, NULL, OPT_SKIP_EXIT_CODE },
     { "list", required_argument, NULL, OPT_LIST },
     { "verbose", no_argument, NULL, 'v' },
     { "quiet", no_argument, NULL, 'q' },
@@ -204,17 +226,37 @@ static int seconds_option(const char *what, const char *text, int positive, int6
     return 0;
 }
 
+/* The options of --once-per, which only make sense there. */
+static int apply_once_option(zkl_options_t *o, int c, const char *arg)
+{
+    int n;
+    if (c == OPT_ONCE_PER) {
+        if (parse_int(arg, 1, INT_MAX, &n) != 0)
+            return usage_error("--once-per: '%s' is not a positive whole number of seconds",
+                               arg);
+        o->once_per_s = n;
+        return 0;
+    }
+    if (parse_int(arg, 0, 255, &o->skip_code) != 0)
+        return usage_error("--skip-exit-code: '%s' is not a status from 0 to 255", arg);
+    return 0;
+}
+
 static int apply_option(zkl_options_t *o, int c, const char *arg, int *kind_given)
 {
     int64_t ms;
     switch (c) {
     case OPT_CONNECT: o->connect = arg; return 0;
     case OPT_NAMESPACE: o->namespace_name = arg; return 0;
-    case 'n': o->timeout_ms = 0; return 0;
+    case 'n':
+        o->timeout_ms = 0;
+        o->wait_option = "-n";
+        return 0;
     case 'w':
         if (seconds_option("--timeout", arg, 0, &ms) != 0)
             return ZKL_EXIT_USAGE;
         o->timeout_ms = (int)ms;
+        o->wait_option = "-w";
         return 0;
     case OPT_READ: return set_kind(o, ZKL_READ, kind_given);
     case OPT_WRITE: return set_kind(o, ZKL_WRITE, kind_given);
@@ -233,7 +275,10 @@ static int apply_option(zkl_options_t *o, int c, const char *arg, int *kind_give
     case 'E':
         if (parse_int(arg, 0, 255, &o->conflict_code) != 0)
             return usage_error("--conflict-exit-code: '%s' is not a status from 0 to 255", arg);
+        o->wait_option = "-E";
         return 0;
+    case OPT_ONCE_PER:
+    case OPT_SKIP_EXIT_CODE: return apply_once_option(o, c, arg);
     case OPT_LIST: o->list_path = arg; return 0;
     case 'v': o->verbosity = ZKL_VERBOSE; return 0;
     case 'q': o->verbosity = ZKL_QUIET; return 0;
@@ -319,6 +364,8 @@ static int check_list_mode(const zkl_options_t *o)
 {
     if (o->path_count > 0 || o->command)
         return usage_error("--list takes one PATH and no command");
+    if (o->once_per_s)
+        return usage_error("--list and --once-per exclude each other");
     return check_path(o->list_path);
 }
 
@@ -343,6 +390,33 @@ static int check_lock_mode(const zkl_options_t *o)
         }
     }
     return 0;
+}
+
+/* --once-per: a plain mutex on one PATH, never waited for. */
+static int check_once_mode(const zkl_options_t *o)
+{
+    int rc = check_lock_mode(o);
+    if (rc != 0)
+        return rc;
+    if (o->path_count != 1)
+        return usage_error("--once-per takes exactly one PATH");
+    if (o->kind != ZKL_MUTEX)
+        return usage_error("--read, --write and --semaphore do not apply to --once-per");
+    if (o->wait_option && strcmp(o->wait_option, "-E") == 0)
+        return usage_error("-E does not apply to --once-per: see --skip-exit-code");
+    if (o->wait_option)
+        return usage_error("%s does not apply to --once-per: it never waits for the lock",
+                           o->wait_option);
+    return 0;
+}
+
+static int check_mode(const zkl_options_t *o)
+{
+    if (o->skip_code >= 0 && !o->once_per_s)
+        return usage_error("--skip-exit-code goes with --once-per");
+    if (o->list_path)
+        return check_list_mode(o);
+    return o->once_per_s ? check_once_mode(o) : check_lock_mode(o);
 }
 
 /* The first line of the file, or of $ZKIT_AUTH: "user:password".  Kept off argv, where any
@@ -389,6 +463,7 @@ static void default_options(zkl_options_t *o, char **paths)
     o->session_timeout_ms = DEFAULT_SESSION_TIMEOUT_MS;
     o->kill_grace_ms = DEFAULT_KILL_GRACE_MS;
     o->conflict_code = 1;
+    o->skip_code = -1;
     o->verbosity = ZKL_NORMAL;
     o->paths = paths;
 }
@@ -403,7 +478,9 @@ static int parse_options(zkl_options_t *o, int argc, char **argv)
     if ((rc = scan_arguments(o, argc, argv)) >= 0)
         return rc;
     zkl_set_verbosity(o->verbosity);
-    rc = o->list_path ? check_list_mode(o) : check_lock_mode(o);
+    rc = check_mode(o);
+    if (o->skip_code < 0)
+        o->skip_code = 0;
     if (rc == 0)
         rc = check_namespace(o->namespace_name);
     if (rc == 0)
@@ -459,23 +536,32 @@ static int wait_for_lock(zkl_locks_t *ls, const zkl_options_t *o, const char *pa
     return -1;
 }
 
-static int run_locked(zkl_locks_t *ls, const zkl_options_t *o, const char *paths,
-                      const char *program)
+/* Runs the command under what `ls` holds (left held): its exit status, or ZKL_EXIT_LOCK_LOST. */
+static int run_held(zkl_locks_t *ls, const zkl_options_t *o, const char *paths,
+                    const char *program)
 {
     zkl_run_t run = { o, ls, program, paths, NULL, NULL };
     char *nodes = NULL, *tokens = NULL;
     int64_t deadline;
-    int status, rc;
+    int status;
     if (zkl_locks_describe(ls, &nodes, &tokens) != 0 || zkl_locks_deadline(ls, &deadline) != 0) {
         zkl_error("%s: the lock was lost before the command could start", paths);
-        zkl_locks_release(ls);
         return ZKL_EXIT_LOCK_LOST;
     }
     zkl_info("acquired %s (node %s, fencing token %s)", paths, nodes, tokens);
     run.lock_node = nodes;
     run.token = tokens;
     status = zkl_run_command(&run);
-    rc = zkl_locks_release(ls);
+    free(nodes);
+    free(tokens);
+    return status;
+}
+
+static int run_locked(zkl_locks_t *ls, const zkl_options_t *o, const char *paths,
+                      const char *program)
+{
+    int status = run_held(ls, o, paths, program);
+    int rc = zkl_locks_release(ls);
     if (rc == ZKIT_ELOCKLOST && status != ZKL_EXIT_LOCK_LOST) {
         zkl_error("%s: the lock was lost while the command ran", paths);
         status = ZKL_EXIT_LOCK_LOST;
@@ -483,8 +569,6 @@ static int run_locked(zkl_locks_t *ls, const zkl_options_t *o, const char *paths
         zkl_note("%s: release: %s (the session's end removes the node)", paths,
                  zkit_strerror(rc));
     }
-    free(nodes);
-    free(tokens);
     return status;
 }
 
@@ -514,11 +598,103 @@ static int lock_and_run(zkit_client_t *client, const zkl_options_t *o, const cha
     return status;
 }
 
+/* ---- --once-per ------------------------------------------------------------------------- */
+
+/* What the job's callback needs to run the command, and what it leaves for the exit status. */
+typedef struct once_run {
+    zkit_client_t *client;
+    const zkl_options_t *opts;
+    const char *program;
+    char *lock_path;           /* PATH/lock: ZKIT_LOCK_PATH, and named if the lock is lost */
+    int status;                /* the command's, as run_held returns it */
+} once_run_t;
+
+/* The job's callback: the command under the job's lock, watched as in the lock mode.  Only an
+ * exit status of 0 completes the slot. */
+static int run_for_slot(zkit_job_run_t *run, void *arg)
+{
+    once_run_t *r = arg;
+    zkl_locks_t *ls;
+    if (zkl_locks_borrow(&ls, r->client, zkit_job_run_lock(run)) != 0) {
+        zkl_error("out of memory");
+        r->status = ZKL_EXIT_INTERNAL;
+        return 1;
+    }
+    zkl_info("%s: running slot %" PRId64, r->opts->paths[0], zkit_job_run_slot(run));
+    r->status = run_held(ls, r->opts, r->lock_path, r->program);
+    zkl_locks_free(ls, 0);
+    return r->status == 0 ? 0 : 1;
+}
+
+/* The exit status for what the attempt came to. */
+static int once_status(const zkit_job_attempt_t *a, const once_run_t *r)
+{
+    const char *path = r->opts->paths[0];
+    if (a->outcome == ZKIT_JOB_DONE) {
+        zkl_info("%s: slot %" PRId64 " is already done; skipped", path, a->slot);
+        return r->opts->skip_code;
+    }
+    if (a->outcome == ZKIT_JOB_BUSY) {
+        zkl_info("%s: slot %" PRId64 " is being run elsewhere (%s is held); skipped", path,
+                 a->slot, r->lock_path);
+        return r->opts->skip_code;
+    }
+    if (a->lost && r->status != ZKL_EXIT_LOCK_LOST) {
+        zkl_error("%s: the lock was lost while the command ran", r->lock_path);
+        return ZKL_EXIT_LOCK_LOST;
+    }
+    zkl_info("%s: slot %" PRId64 " %s", path, a->slot,
+             a->recorded ? "recorded as done" : "not recorded: the next invocation runs it");
+    return r->status;
+}
+
+/* One attempt at the slot of `started_s`, through the zkit_job code that daemons use. */
+static int once_and_run(zkit_client_t *client, const zkl_options_t *o, const char *program,
+                        int64_t started_s)
+{
+    zkit_job_options_t jo = ZKIT_JOB_OPTIONS_INIT;
+    once_run_t r = { client, o, program, NULL, 0 };
+    zkit_job_attempt_t attempt;
+    size_t size = strlen(o->paths[0]) + sizeof("/lock");
+    char err[256];
+    int status, rc;
+    if (!(r.lock_path = malloc(size))) {
+        zkit_client_close(client);
+        return ZKL_EXIT_INTERNAL;
+    }
+    snprintf(r.lock_path, size, "%s/lock", o->paths[0]);
+    jo.path = o->paths[0];
+    jo.period_s = o->once_per_s;
+    jo.fn = run_for_slot;
+    jo.arg = &r;
+    jo.lock_state_fn = zkl_locks_on_state; /* the command's guard hears of the lock at once */
+    rc = zkit_job_run_slot_once(client, &jo, started_s, &attempt, err, sizeof(err));
+    if (rc != 0) {
+        zkl_error("%s: %s", o->paths[0], err);
+        status = zkl_exit_for_error(rc, o);
+    } else {
+        status = once_status(&attempt, &r);
+    }
+    free(r.lock_path);
+    zkit_client_close(client);
+    return status;
+}
+
+/* Unix seconds now.  The slot is the one zkit-lock was started in (by cron's tick), so that a
+ * slow connection cannot push the run into the next slot. */
+static int64_t unix_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec;
+}
+
 int main(int argc, char **argv)
 {
     zkl_options_t o;
     zkit_client_t *client = NULL;
     char *paths = NULL, *program = NULL;
+    int64_t started_s = unix_seconds();
     int status, missing;
     zkl_note_inherited_fds(); /* before anything of ours is open */
     status = parse_options(&o, argc, argv);
@@ -535,6 +711,8 @@ int main(int argc, char **argv)
         if (o.list_path) {
             status = zkl_list(client, &o);
             zkit_client_close(client);
+        } else if (o.once_per_s) {
+            status = once_and_run(client, &o, program, started_s);
         } else {
             status = lock_and_run(client, &o, paths, program);
         }

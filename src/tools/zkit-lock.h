@@ -3,7 +3,7 @@
  *
  * zkit-lock takes a ZooKeeper lock, runs a command while it holds it, and makes sure the
  * command is gone before anyone else can hold the lock.  Its files:
- *   zkit-lock.c   options, usage, the main flow;
+ *   zkit-lock.c   options, usage, the main flows (--once-per: zkit_job_run_slot_once);
  *   zkl-events.c  one wake-up pipe fed by signal handlers and by the client's event thread;
  *   zkl-locks.c   the lock kinds behind one interface (acquire, validity, nodes, release);
  *   zkl-child.c   running the command and killing it when the lock cannot be guaranteed;
@@ -53,6 +53,9 @@ typedef struct zkl_options {
     int64_t kill_grace_ms;
     int kill_on_suspend;
     int conflict_code;
+    const char *wait_option;   /* -n, -w or -E when given: they do not go with --once-per */
+    int64_t once_per_s;        /* --once-per: slot length; 0 = the plain lock mode */
+    int skip_code;             /* --skip-exit-code; -1 until given */
     zkl_verbosity_t verbosity;
     const char *list_path;
     char **paths;              /* borrowed from argv */
@@ -105,6 +108,11 @@ int zkl_connect(zkit_client_t **out, const zkl_options_t *o);
 void zkl_close_abandoning(zkit_client_t *client);
 /* Creates the lock objects for the options' paths and kind (nothing is acquired). */
 int zkl_locks_new(zkl_locks_t **out, zkit_client_t *client, const zkl_options_t *o);
+/* Wraps a mutex that someone else made, acquired and will release and free (a zkit_job's,
+ * for --once-per), so that a command can run under it as under our own. */
+int zkl_locks_borrow(zkl_locks_t **out, zkit_client_t *client, zkit_lock_t *lock);
+/* The locks' state callback: posts ZKL_EV_LOCK_BASE + state (any thread; `arg` unused). */
+void zkl_locks_on_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg);
 /* Starts acquiring; ZKL_EV_ACQUIRED is posted when done (zkl_locks_acquired tells how). */
 int zkl_locks_start(zkl_locks_t *ls, int timeout_ms);
 int zkl_locks_acquired(const zkl_locks_t *ls);

@@ -31,6 +31,7 @@ struct zkl_locks {
     int64_t lease_deadline;     /* semaphore: INT64_MAX while connected */
     int lease_lost;
     int lease_abandoned;        /* left to the session's end: freeing it would need the server */
+    int borrowed;               /* locks[0] belongs to someone else (zkl_locks_borrow) */
 };
 
 /* ---- the client -------------------------------------------------------------------------- */
@@ -176,7 +177,7 @@ int zkl_exit_for_error(int error, const zkl_options_t *o)
 
 /* ---- creating the lock objects ---------------------------------------------------------- */
 
-static void on_lock_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
+void zkl_locks_on_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
 {
     (void)lock;
     (void)arg;
@@ -203,12 +204,12 @@ static int new_locks(zkl_locks_t *ls, const zkl_options_t *o)
         rc = ls->kind == ZKL_MUTEX ? zkit_mutex_new(&ls->locks[i], ls->client, o->paths[i])
                                    : new_half(ls, i, o->paths[i]);
         if (rc == 0)
-            rc = zkit_lock_set_state_callback(ls->locks[i], on_lock_state, ls);
+            rc = zkit_lock_set_state_callback(ls->locks[i], zkl_locks_on_state, ls);
     }
     if (rc == 0 && ls->count > 1) {
         rc = zkit_multilock_new_from(&ls->multi, ls->locks, ls->count);
         if (rc == 0)
-            rc = zkit_lock_set_state_callback(ls->multi, on_lock_state, ls);
+            rc = zkit_lock_set_state_callback(ls->multi, zkl_locks_on_state, ls);
     }
     return rc;
 }
@@ -231,6 +232,23 @@ int zkl_locks_new(zkl_locks_t **out, zkit_client_t *client, const zkl_options_t 
         zkl_locks_free(ls, 0);
         return rc;
     }
+    *out = ls;
+    return 0;
+}
+
+int zkl_locks_borrow(zkl_locks_t **out, zkit_client_t *client, zkit_lock_t *lock)
+{
+    zkl_locks_t *ls = calloc(1, sizeof(*ls));
+    if (!ls || !(ls->locks = calloc(1, sizeof(*ls->locks)))) {
+        free(ls);
+        return ZKIT_ENOMEM;
+    }
+    ls->client = client;
+    ls->kind = ZKL_MUTEX;
+    ls->count = 1;
+    ls->locks[0] = lock;
+    ls->borrowed = 1;
+    ls->lease_deadline = INT64_MAX;
     *out = ls;
     return 0;
 }
@@ -417,8 +435,9 @@ void zkl_locks_free(zkl_locks_t *ls, int abandon)
         return;
     if (ls->sem_thread_started)
         pthread_join(ls->sem_thread, NULL); /* ends once the acquisition does */
-    /* A closed client's objects may still point at it: leave them to the process's end. */
-    if (!abandon) {
+    /* A closed client's objects may still point at it: leave them to the process's end.  A
+     * borrowed lock is its owner's to free. */
+    if (!abandon && !ls->borrowed) {
         zkit_lock_free(ls->multi); /* before the locks it borrows */
         for (size_t i = 0; ls->locks && i < ls->count; i++) {
             if (ls->rws && ls->rws[i])
