@@ -960,19 +960,19 @@ static void sleep_ms(int64_t ms)
 
 /*
  * The current slot of `period_s` (zkit-lock's: floor(now / period)), returned once at least
- * `need_ms` of it are left and at least SLOT_MARGIN_MS have passed; otherwise the next slot
- * is waited for, plus the margin.  So the wait is bounded by need_ms + SLOT_MARGIN_MS, and
- * need_ms must be at most the period less the margin.
+ * SLOT_MARGIN_MS of it have passed and at least `need_ms` are left; when less is left, the
+ * next slot is waited for, plus the margin.  So the wait is bounded by need_ms +
+ * SLOT_MARGIN_MS, and need_ms must be at most the period less the margin.
  */
 static int64_t slot_with_time_left(int period_s, int64_t need_ms)
 {
     int64_t period_ms = (int64_t)period_s * 1000, now = wall_ms();
-    int64_t left = period_ms - now % period_ms;
-    if (left < need_ms || period_ms - left < SLOT_MARGIN_MS) {
-        sleep_ms(left + SLOT_MARGIN_MS);
-        now = wall_ms();
-    }
-    return now / period_ms;
+    int64_t into = now % period_ms;
+    if (period_ms - into < need_ms)
+        sleep_ms(period_ms - into + SLOT_MARGIN_MS);
+    else if (into < SLOT_MARGIN_MS)
+        sleep_ms(SLOT_MARGIN_MS - into);
+    return wall_ms() / period_ms;
 }
 
 /* The slot recorded in PATH/last, or -1 while there is none. */

@@ -283,7 +283,7 @@ static int peer_hold(proc_t *p, const char *kind, const char *path, char *node, 
         fprintf(stderr, "peer hold %s %s: no ACQUIRED (got '%s')\n", kind, path, line);
         return -1;
     }
-    snprintf(node, size, "%s", line + 9);
+    snprintf(node, size, "%.*s", (int)(size - 1), line + 9);
     return 0;
 }
 
@@ -487,7 +487,7 @@ static int children_reach(void *arg)
     return children_of(w->dir) == w->expected;
 }
 
-/* ---- mutual exclusion, both directions -------------------------------------------------------- */
+/* ---- mutual exclusion, both directions ------------------------------------------------------ */
 
 /* Java holds `java_kind`; C's `c_kind` must wait for it, and gets it once Java releases. */
 static void java_blocks_c(const char *name, const char *java_kind, const char *c_kind)
@@ -656,7 +656,7 @@ static void test_readers_share(void)
     free(path);
 }
 
-/* ---- order: a mixed queue as both sides see it ------------------------------------------------- */
+/* ---- order: a mixed queue as both sides see it ---------------------------------------------- */
 
 static const char *seq_of(const char *name)
 {
@@ -844,7 +844,7 @@ static void test_semaphore_participants(void)
     free(leases);
 }
 
-/* ---- mixed loops: one counter, Java and C processes ------------------------------------------- */
+/* ---- mixed loops: one counter, Java and C processes ----------------------------------------- */
 
 typedef struct verdict {
     int enters, exits, violations, unbalanced, max_inside;
@@ -1034,7 +1034,7 @@ static void test_mixed_loop_semaphore(void)
     mixed_loop("ix-loop-sem", sides, 2, 2 * LOOP_ITERATIONS);
 }
 
-/* ---- registration ------------------------------------------------------------------------------ */
+/* ---- registration --------------------------------------------------------------------------- */
 
 static int suite_cleanup(void)
 {

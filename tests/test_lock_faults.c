@@ -373,7 +373,7 @@ static void test_session_expiry_while_holding(void)
     free(path);
 }
 
-/* ---- connection loss within the session: UNCERTAIN, then HELD again --------------------------- */
+/* ---- connection loss within the session: UNCERTAIN, then HELD again ------------------------- */
 
 /* A client listener that records when the client got its connection back. */
 typedef struct reconnects {
@@ -540,7 +540,7 @@ static void test_short_partition_keeps_lock(void)
     outage_then_back("short-partition", partition_cut, partition_heal, 1);
 }
 
-/* ---- a holder process killed ------------------------------------------------------------------- */
+/* ---- a holder process killed ---------------------------------------------------------------- */
 
 typedef struct proc {
     pid_t pid;
@@ -670,7 +670,7 @@ static void test_holder_killed(void)
     free(path);
 }
 
-/* ---- partition: the holder must give up before a rival can take over --------------------------- */
+/* ---- partition: the holder must give up before a rival can take over ------------------------ */
 
 static void test_partition_expires_before_rival(void)
 {
@@ -742,7 +742,7 @@ static void test_partition_expires_before_rival(void)
     free(path);
 }
 
-/* ---- our node deleted by somebody else -------------------------------------------------------- */
+/* ---- our node deleted by somebody else ------------------------------------------------------ */
 
 static void test_node_deleted_by_other(void)
 {
@@ -805,7 +805,7 @@ static void test_node_deleted_by_other(void)
     free(spath);
 }
 
-/* ---- registration -------------------------------------------------------------------------------- */
+/* ---- registration --------------------------------------------------------------------------- */
 
 static int suite_init(void)
 {

@@ -1298,7 +1298,7 @@ static void test_bad_input(void)
     free(p2);
 }
 
-/* ---- read-write rules ------------------------------------------------------------------------- */
+/* ---- read-write rules ----------------------------------------------------------------------- */
 
 static void test_rw_upgrade_and_downgrade(void)
 {

@@ -560,6 +560,26 @@ int zkit__client_is_closing(zkit_client_t *c)
     return closing;
 }
 
+int zkit__call_enter(zkit_client_t *c)
+{
+    int rc = 0;
+    pthread_mutex_lock(&c->mu);
+    if (c->closing)
+        rc = ZKIT_ECLOSED;
+    else
+        c->active_calls++;
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+void zkit__call_exit(zkit_client_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    if (--c->active_calls == 0)
+        pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->mu);
+}
+
 int64_t zkit__monotonic_ms(void)
 {
     return zkit__now_ms();

@@ -39,6 +39,10 @@ int zkit__schedule(zkit_client_t *c, int64_t due_ms, void (*fn)(void *arg), void
 int zkit__run_on_event_thread(zkit_client_t *c, void (*fn)(void *arg), void *arg);
 int zkit__is_event_thread(zkit_client_t *c);
 int zkit__client_is_closing(zkit_client_t *c);
+/* Marks a blocking recipe call in progress: zkit_client_close() waits until it has left.
+ * Enter returns ZKIT_ECLOSED (and counts nothing) when the client is closing. */
+int zkit__call_enter(zkit_client_t *c);
+void zkit__call_exit(zkit_client_t *c);
 int64_t zkit__monotonic_ms(void);
 /* The client's connection timeout option, in ms. */
 int zkit__client_connection_timeout(zkit_client_t *c);

@@ -363,6 +363,7 @@ static void close_handle(zkit_client_t *c, zhandle_t *zh, uint64_t generation)
     pthread_mutex_unlock(&c->mu);
     zookeeper_close(zh);
     free(hc);
+    zkit__ops_abandon(c, generation);
     pthread_mutex_lock(&c->mu);
     zkit__watches_drop_generation(c, generation);
 }
@@ -635,13 +636,11 @@ static void replace_handle(zkit_client_t *c)
 static void on_connected(zkit_client_t *c, int read_only)
 {
     const clientid_t *id = zoo_client_id(c->zh);
-    int64_t old_session = c->session_id;
     c->connected = 1;
     c->session_id = id->client_id;
     memcpy(c->session_passwd, id->passwd, sizeof(c->session_passwd));
     c->negotiated_timeout_ms = zoo_recv_timeout(c->zh);
     c->suspended_since_ms = 0;
-    (void)old_session;
     if (!c->ever_connected) {
         c->ever_connected = 1;
         change_state(c, read_only ? ZKIT_CONN_READ_ONLY : ZKIT_CONN_CONNECTED);

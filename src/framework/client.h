@@ -124,6 +124,8 @@ struct zkit_client {
     int running_listener_id;
 
     zkit__watch_t *watches;         /* every armed registration */
+    zkit_watcher_t running_watch;   /* the watch callback running on the event thread */
+    void *attempts;                 /* requests in flight (ops.c's list) */
     zkit__faults_t faults;
 };
 
@@ -169,6 +171,9 @@ void zkit__acl_vector_free(struct ACL_vector *v);
 /* Test hooks: the session's credentials (to expire it from a second handle), and faults. */
 int zkit__test_session_credentials(zkit_client_t *c, int64_t *id, char passwd[16]);
 void zkit__test_fault_set(zkit_client_t *c, int lose_create_replies, int fail_protected_lookups);
+
+/* Called when the handle of `generation` is closed: completes what it left (ops.c). */
+void zkit__ops_abandon(zkit_client_t *c, uint64_t generation);
 
 /* Called by ops.c when the handle of `generation` is closed: frees its watch contexts. */
 void zkit__watches_drop_generation(zkit_client_t *c, uint64_t generation);

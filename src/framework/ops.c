@@ -26,7 +26,12 @@
 /* libzookeeper 3.8 has no out-of-memory code; this private one marks our own failures. */
 #define ZK_NOMEM (-9999)
 
+/* One request in flight.  Listed in the client (c->attempts) while libzookeeper holds it, so
+ * that requests a closed handle never completes can be completed here (zkit__ops_abandon). */
 typedef struct attempt {
+    struct attempt *prev, *next;
+    int linked;
+    uint64_t generation;
     zkit__op_t *op;
     uint64_t seq;
     zkit__watch_t *watch;
@@ -265,10 +270,63 @@ static int attempt_claim(zkit__op_t *op, uint64_t seq)
     return live;
 }
 
+/* Called with client->mu held. */
+static void attempt_link(zkit_client_t *c, attempt_t *a, uint64_t generation)
+{
+    a->generation = generation;
+    a->prev = NULL;
+    a->next = c->attempts;
+    if (a->next)
+        ((attempt_t *)a->next)->prev = a;
+    c->attempts = a;
+    a->linked = 1;
+}
+
+/* Called with client->mu held. */
+static void attempt_unlink(zkit_client_t *c, attempt_t *a)
+{
+    if (!a->linked)
+        return;
+    if (a->prev)
+        a->prev->next = a->next;
+    else
+        c->attempts = a->next;
+    if (a->next)
+        a->next->prev = a->prev;
+    a->linked = 0;
+}
+
 static void attempt_free(attempt_t *a)
 {
+    zkit_client_t *c = a->op->client;
+    pthread_mutex_lock(&c->mu);
+    attempt_unlink(c, a);
+    pthread_mutex_unlock(&c->mu);
     zkit__op_unref(a->op);
     free(a);
+}
+
+void zkit__ops_abandon(zkit_client_t *c, uint64_t generation)
+{
+    attempt_t *orphans = NULL, *a, *next;
+    pthread_mutex_lock(&c->mu);
+    for (a = c->attempts; a; a = next) {
+        next = a->next;
+        if (a->generation <= generation) {
+            attempt_unlink(c, a);
+            a->next = orphans;
+            orphans = a;
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    for (a = orphans; a; a = next) {
+        next = a->next;
+        if (a->watch)
+            zkit__watch_discard(a->watch);
+        if (attempt_claim(a->op, a->seq))
+            attempt_result(a->op, ZCLOSING);
+        attempt_free(a);
+    }
 }
 
 /* The watchdog: an attempt with no reply for this long is treated as lost.  libzookeeper
@@ -583,6 +641,11 @@ static void attempt_issue(zkit__op_t *op)
     seq = a->seq; /* once sent, `a` belongs to its completion, which may free it at once */
     arm_watchdog(op, seq);
     zh = zkit__conn_get(c, &generation);
+    if (zh) {
+        pthread_mutex_lock(&c->mu);
+        attempt_link(c, a, generation);
+        pthread_mutex_unlock(&c->mu);
+    }
     rc = zh ? issue_step(op, zh, a, generation) : ZCONNECTIONLOSS;
     if (zh)
         zkit__conn_put(c);

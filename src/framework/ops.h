@@ -103,6 +103,10 @@ void zkit__op_result(const zkit__op_t *op, zkit_result_t *out);
  * the caller to read results; the caller still owns its reference). */
 int zkit__op_run_blocking(zkit__op_t *op);
 
+/* Completes, with ZCLOSING, every request sent on the handle of `generation` (or older) that
+ * libzookeeper did not complete before zookeeper_close() returned.  Without c->mu. */
+void zkit__ops_abandon(zkit_client_t *c, uint64_t generation);
+
 /* Starts a background guaranteed delete of a full path (retried while the client lives). */
 void zkit__delete_in_background(zkit_client_t *c, const char *full_path);
 

@@ -87,11 +87,28 @@ static void deliver_watch(void *arg)
     pthread_mutex_lock(&c->mu);
     removed = w->removed;
     unlink_watch(c, w);
-    pthread_mutex_unlock(&c->mu);
     if (!removed)
+        c->running_watch = w->watcher; /* zkit_watch_remove waits for it to return */
+    pthread_mutex_unlock(&c->mu);
+    if (!removed) {
         w->watcher.fn(c, d->event, zkit__path_unfix(c->ns, w->full_path), w->watcher.arg);
+        pthread_mutex_lock(&c->mu);
+        c->running_watch.fn = NULL;
+        c->running_watch.arg = NULL;
+        pthread_cond_broadcast(&c->event_cond);
+        pthread_mutex_unlock(&c->mu);
+    }
     free_watch(w);
     free(d);
+}
+
+/* Waits until no watch callback of `watcher` runs on the event thread (c->mu held). */
+static void wait_not_running(zkit_client_t *c, const zkit_watcher_t *watcher)
+{
+    if (zkit__on_event_thread(c))
+        return; /* removing from within a callback: it is the one running */
+    while (c->running_watch.fn == watcher->fn && c->running_watch.arg == watcher->arg)
+        pthread_cond_wait(&c->event_cond, &c->mu);
 }
 
 static int event_from_zk(int type, zkit_event_t *out)
@@ -284,6 +301,7 @@ int zkit__watch_remove_full(zkit_client_t *c, const char *full_path, int kind,
     size_t matched;
     pthread_mutex_lock(&c->mu);
     matched = take_matching(c, full_path, kind, watcher, &armed);
+    wait_not_running(c, watcher);
     pthread_mutex_unlock(&c->mu);
     for (; armed; armed = next) {
         next = armed->next;

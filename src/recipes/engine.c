@@ -451,7 +451,8 @@ static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
             return step(acq, submit_list) == 0 ? 0 : -1;
         return restart(acq, ZKIT_ELOCKLOST);
     }
-    /* A downgrade node (fixed name) carries the sequence of the write node this thread holds,
+    /* Fix (found by test_locks' downgrade test once the read-write sort was fixed): a
+     * downgrade node (fixed name) carries the sequence of the write node this thread holds,
      * so it sorts level with it and may land behind it: like Curator's read predicate for a
      * write holder, it holds at once (else it waited on our own write node). */
     if (acq->fixed_name ||

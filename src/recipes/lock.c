@@ -99,12 +99,12 @@ static void mark_all_lost(zkit_lock_t *lock)
 }
 
 /*
- * Fix (found by test_lock_faults under AddressSanitizer): an expiry check outlives the lock
- * when the lock is freed before its timer runs (the timer runs at the latest when the client
- * closes), and used to read the freed lock; the same holds for the reply to the own-node
- * watch below.  Such pending work is listed here as a ticket; freeing a lock detaches its
- * tickets (lock = NULL) and then waits for a ticket already running on the event thread (see
- * wait_for_event_thread).
+ * Fix (found in review while writing test_lock_faults' restart test): an expiry check
+ * outlives the lock when the lock is freed before its timer runs (the timer runs at the
+ * latest when the client closes), and used to read the freed lock; the same holds for the
+ * reply to the own-node watch below.  Such pending work is listed here as a ticket; freeing
+ * a lock detaches its tickets (lock = NULL) and then waits for a ticket already running on
+ * the event thread (see wait_for_event_thread).
  */
 typedef struct ticket {
     struct ticket *next;
@@ -747,9 +747,15 @@ int zkit__lock_acquire_as(zkit_lock_t *lock, int timeout_ms, pthread_t owner)
 
 ZKIT_EXTERN int zkit_lock_acquire(zkit_lock_t *lock, int timeout_ms)
 {
+    int rc;
     if (!lock)
         return ZKIT_EINVAL;
-    return zkit__lock_acquire_as(lock, timeout_ms, pthread_self());
+    /* Counted as a call in progress, so that zkit_client_close() waits for it to leave. */
+    if ((rc = zkit__call_enter(lock->client)) != 0)
+        return rc;
+    rc = zkit__lock_acquire_as(lock, timeout_ms, pthread_self());
+    zkit__call_exit(lock->client);
+    return rc;
 }
 
 /* ---- asynchronous acquire ------------------------------------------------------------------- */
@@ -898,9 +904,15 @@ int zkit__lock_release_as(zkit_lock_t *lock, pthread_t owner)
 
 ZKIT_EXTERN int zkit_lock_release(zkit_lock_t *lock)
 {
+    int rc, entered;
     if (!lock)
         return ZKIT_EINVAL;
-    return zkit__lock_release_as(lock, pthread_self());
+    /* A release on a closing client still cleans up what it can. */
+    entered = zkit__call_enter(lock->client) == 0;
+    rc = zkit__lock_release_as(lock, pthread_self());
+    if (entered)
+        zkit__call_exit(lock->client);
+    return rc;
 }
 
 /* ---- queries ----------------------------------------------------------------------------------- */

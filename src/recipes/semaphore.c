@@ -71,7 +71,13 @@ ZKIT_EXTERN int zkit_semaphore_new(zkit_semaphore_t **out, zkit_client_t *client
     sem->leases_dir = zkit__path_join(path, "leases");
     locks = zkit__path_join(path, "locks");
     pthread_mutex_init(&sem->mu, NULL);
-    pthread_cond_init(&sem->cond, NULL);
+    {
+        pthread_condattr_t attr;
+        pthread_condattr_init(&attr);
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+        pthread_cond_init(&sem->cond, &attr);
+        pthread_condattr_destroy(&attr);
+    }
     rc = (!sem->path || !sem->leases_dir || !locks) ? ZKIT_ENOMEM
                                                      : zkit_mutex_new(&sem->mutex, client, locks);
     free(locks);
@@ -132,6 +138,33 @@ static int create_lease(zkit_semaphore_t *sem, zkit_lease_t *lease)
     return rc;
 }
 
+/* Sleeps until the leases change, the deadline passes, or the client closes.  The wait is cut
+ * into slices so that a closing client is noticed: nothing else would wake us then. */
+static int wait_for_change(zkit_semaphore_t *sem, lease_waiter_t *waiter, int64_t deadline_ms)
+{
+    int rc = 0;
+    pthread_mutex_lock(&sem->mu);
+    while (!waiter->changed && rc == 0) {
+        int left = zkit__remaining_ms(deadline_ms);
+        int slice = left < 0 || left > 1000 ? 1000 : left;
+        int64_t until = zkit__monotonic_ms() + slice;
+        struct timespec ts;
+        if (zkit__client_is_closing(sem->client)) {
+            rc = ZKIT_ECLOSED;
+            break;
+        }
+        if (left == 0) {
+            rc = ZKIT_ETIMEDOUT;
+            break;
+        }
+        ts.tv_sec = (time_t)(until / 1000);
+        ts.tv_nsec = (long)(until % 1000) * 1000000L;
+        pthread_cond_timedwait(&sem->cond, &sem->mu, &ts);
+    }
+    pthread_mutex_unlock(&sem->mu);
+    return rc;
+}
+
 /* Waits until our lease is among the first max_leases, or the deadline. */
 static int wait_for_room(zkit_semaphore_t *sem, zkit_lease_t *lease, int64_t deadline_ms)
 {
@@ -159,26 +192,7 @@ static int wait_for_room(zkit_semaphore_t *sem, zkit_lease_t *lease, int64_t dea
             rc = ZKIT_ETIMEDOUT;
             break;
         }
-        rc = 0;
-        pthread_mutex_lock(&sem->mu);
-        while (!waiter.changed && rc == 0) {
-            if (left < 0) {
-                pthread_cond_wait(&sem->cond, &sem->mu);
-            } else {
-                struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                left = zkit__remaining_ms(deadline_ms);
-                ts.tv_sec += left / 1000;
-                ts.tv_nsec += (long)(left % 1000) * 1000000L;
-                if (ts.tv_nsec >= 1000000000L) {
-                    ts.tv_sec++;
-                    ts.tv_nsec -= 1000000000L;
-                }
-                if (left == 0 || pthread_cond_timedwait(&sem->cond, &sem->mu, &ts) != 0)
-                    rc = waiter.changed ? 0 : ZKIT_ETIMEDOUT;
-            }
-        }
-        pthread_mutex_unlock(&sem->mu);
+        rc = wait_for_change(sem, &waiter, deadline_ms);
         if (rc != 0)
             break;
     }
@@ -223,6 +237,8 @@ ZKIT_EXTERN int zkit_semaphore_acquire(zkit_semaphore_t *sem, int count, int tim
     int rc = 0, got;
     if (!sem || !leases || count < 1 || count > sem->max_leases)
         return ZKIT_EINVAL;
+    if ((rc = zkit__call_enter(sem->client)) != 0)
+        return rc;
     for (got = 0; got < count && rc == 0; got++) {
         rc = zkit__semaphore_acquire_one(sem, deadline, &leases[got]);
         if (rc != 0)
@@ -234,6 +250,7 @@ ZKIT_EXTERN int zkit_semaphore_acquire(zkit_semaphore_t *sem, int count, int tim
             leases[got] = NULL;
         }
     }
+    zkit__call_exit(sem->client);
     return rc;
 }
 
@@ -242,6 +259,8 @@ ZKIT_EXTERN int zkit_lease_release(zkit_lease_t *lease)
     int rc;
     if (!lease)
         return ZKIT_EINVAL;
+    /* A guaranteed delete: on a closing client it fails at once, and the session's end
+     * removes the node. */
     rc = zkit_delete(lease->sem->client, lease->node, -1, ZKIT_DELETE_GUARANTEED);
     if (rc == ZKIT_ENONODE)
         rc = ZKIT_ELOCKLOST;
