@@ -176,14 +176,30 @@ static zkit__op_t *build_simple(zkit_client_t *c, zkit__op_type_t type, const ch
     return op;
 }
 
-static int submit_async(zkit__op_t *op, zkit_completion_fn done, void *arg)
+static int submit_with(zkit__op_t *op, zkit__delivery_t delivery, zkit_completion_fn done,
+                       void *arg)
 {
-    op->delivery = ZKIT__DELIVER_EVENT_THREAD;
+    op->delivery = delivery;
     op->done = done;
     op->arg = arg;
     zkit__op_submit(op);
     zkit__op_unref(op);
     return 0;
+}
+
+static int submit_async(zkit__op_t *op, zkit_completion_fn done, void *arg)
+{
+    return submit_with(op, ZKIT__DELIVER_EVENT_THREAD, done, arg);
+}
+
+/* Starts a read (exists, get-data, get-children) with the given delivery. */
+static int start_read(zkit_client_t *c, zkit__op_type_t type, const char *path,
+                      const zkit_watcher_t *watcher, const char *what, zkit__delivery_t delivery,
+                      zkit_completion_fn done, void *arg)
+{
+    int rc;
+    zkit__op_t *op = build_simple(c, type, path, watcher, what, &rc);
+    return op ? submit_with(op, delivery, done, arg) : rc;
 }
 
 static void copy_stat_out(zkit_stat_t *out, const zkit__op_t *op)
@@ -312,9 +328,8 @@ ZKIT_EXTERN int zkit_exists_async(zkit_client_t *c, const char *path,
                                   const zkit_watcher_t *watcher, zkit_completion_fn done,
                                   void *arg)
 {
-    int rc;
-    zkit__op_t *op = build_simple(c, ZKIT__OP_EXISTS, path, watcher, "exists", &rc);
-    return op ? submit_async(op, done, arg) : rc;
+    return start_read(c, ZKIT__OP_EXISTS, path, watcher, "exists", ZKIT__DELIVER_EVENT_THREAD, done,
+                      arg);
 }
 
 ZKIT_EXTERN int zkit_get_data(char **data, size_t *len, zkit_stat_t *stat, zkit_client_t *c,
@@ -346,9 +361,8 @@ ZKIT_EXTERN int zkit_get_data_async(zkit_client_t *c, const char *path,
                                     const zkit_watcher_t *watcher, zkit_completion_fn done,
                                     void *arg)
 {
-    int rc;
-    zkit__op_t *op = build_simple(c, ZKIT__OP_GET, path, watcher, "get_data", &rc);
-    return op ? submit_async(op, done, arg) : rc;
+    return start_read(c, ZKIT__OP_GET, path, watcher, "get_data", ZKIT__DELIVER_EVENT_THREAD, done,
+                      arg);
 }
 
 static zkit__op_t *build_set(zkit_client_t *c, const char *path, const void *data, size_t len,
@@ -423,9 +437,8 @@ ZKIT_EXTERN int zkit_get_children_async(zkit_client_t *c, const char *path,
                                         const zkit_watcher_t *watcher, zkit_completion_fn done,
                                         void *arg)
 {
-    int rc;
-    zkit__op_t *op = build_simple(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", &rc);
-    return op ? submit_async(op, done, arg) : rc;
+    return start_read(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", ZKIT__DELIVER_EVENT_THREAD, done,
+                      arg);
 }
 
 /* ---- watches and memory ------------------------------------------------------------------- */
@@ -466,12 +479,7 @@ ZKIT_EXTERN void zkit_free_strings(char **strings, size_t count)
 
 static int submit_inline(zkit__op_t *op, zkit_completion_fn done, void *arg)
 {
-    op->delivery = ZKIT__DELIVER_INLINE;
-    op->done = done;
-    op->arg = arg;
-    zkit__op_submit(op);
-    zkit__op_unref(op);
-    return 0;
+    return submit_with(op, ZKIT__DELIVER_INLINE, done, arg);
 }
 
 int zkit__create_inline(zkit_client_t *c, const char *path, const void *data, size_t len,
@@ -493,25 +501,19 @@ int zkit__delete_inline(zkit_client_t *c, const char *path, int version, unsigne
 int zkit__exists_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
                         zkit_completion_fn done, void *arg)
 {
-    int rc;
-    zkit__op_t *op = build_simple(c, ZKIT__OP_EXISTS, path, watcher, "exists", &rc);
-    return op ? submit_inline(op, done, arg) : rc;
+    return start_read(c, ZKIT__OP_EXISTS, path, watcher, "exists", ZKIT__DELIVER_INLINE, done, arg);
 }
 
 int zkit__get_data_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
                           zkit_completion_fn done, void *arg)
 {
-    int rc;
-    zkit__op_t *op = build_simple(c, ZKIT__OP_GET, path, watcher, "get_data", &rc);
-    return op ? submit_inline(op, done, arg) : rc;
+    return start_read(c, ZKIT__OP_GET, path, watcher, "get_data", ZKIT__DELIVER_INLINE, done, arg);
 }
 
 int zkit__get_children_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
                               zkit_completion_fn done, void *arg)
 {
-    int rc;
-    zkit__op_t *op = build_simple(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", &rc);
-    return op ? submit_inline(op, done, arg) : rc;
+    return start_read(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", ZKIT__DELIVER_INLINE, done, arg);
 }
 
 static void cancel_watch(zkit_client_t *c, const char *path, zkit_watch_kind_t kind,
