@@ -12,8 +12,6 @@
  * Every zkit figure is shown with its ratio to the floor.  Run it against a throwaway server:
  * bench/run.sh starts one.
  */
-#include <getopt.h>
-#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,51 +49,71 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: zkit-bench [options]\n"
-            "  --connect HOST:PORT   ZooKeeper (default $ZK or 127.0.0.1:2181)\n"
+            DEMO_USAGE_CONNECT
             "  --cycles N            measured cycles per single-client figure (default 2000)\n"
             "  --warmup N            unmeasured cycles first (default 200)\n"
             "  --procs N             contending processes for the hand-off (default 4)\n"
             "  --handoffs N          acquisitions per contending process (default 300)\n");
 }
 
+static int apply_option(int opt, const char *arg, void *opts)
+{
+    options_t *o = opts;
+
+    switch (opt) {
+    case 'c': o->connect = arg; return 0;
+    case 'n': return demo_parse_long(arg, 1, 10000000, "--cycles", &o->cycles);
+    case 'w': return demo_parse_long(arg, 0, 10000000, "--warmup", &o->warmup);
+    case 'p': return demo_parse_long(arg, 2, MAX_PROCS, "--procs", &o->procs);
+    case 'h': return demo_parse_long(arg, 1, 1000000, "--handoffs", &o->handoffs);
+    default: return -1; /* not in the table */
+    }
+}
+
 static int parse_options(int argc, char **argv, options_t *o)
 {
     static const struct option longopts[] = {
-        { "connect", required_argument, NULL, 'c' }, { "cycles", required_argument, NULL, 'n' },
+        DEMO_LONGOPT_CONNECT, { "cycles", required_argument, NULL, 'n' },
         { "warmup", required_argument, NULL, 'w' },  { "procs", required_argument, NULL, 'p' },
-        { "handoffs", required_argument, NULL, 'h' }, { "help", no_argument, NULL, 'H' },
+        { "handoffs", required_argument, NULL, 'h' }, DEMO_LONGOPT_HELP,
         { NULL, 0, NULL, 0 }
     };
-    int c, bad = 0;
 
-    *o = (options_t){ getenv("ZK") ? getenv("ZK") : "127.0.0.1:2181", 2000, 200, 4, 300 };
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'c': o->connect = optarg; break;
-        case 'n': bad |= demo_parse_long(optarg, 1, 10000000, "--cycles", &o->cycles); break;
-        case 'w': bad |= demo_parse_long(optarg, 0, 10000000, "--warmup", &o->warmup); break;
-        case 'p': bad |= demo_parse_long(optarg, 2, MAX_PROCS, "--procs", &o->procs); break;
-        case 'h': bad |= demo_parse_long(optarg, 1, 1000000, "--handoffs", &o->handoffs); break;
-        case 'H': usage(stdout); return 1;
-        default: usage(stderr); return -1;
-        }
-    }
-    if (bad || optind != argc) {
-        if (!bad)
-            usage(stderr);
-        return -1;
-    }
-    return 0;
+    *o = (options_t){ demo_default_connect(), 2000, 200, 4, 300 };
+    return demo_parse_options(argc, argv, longopts, usage, apply_option, o);
 }
 
 /* Latency samples in ms -> a row; `elapsed_ns` covers all samples. */
 static result_t summarize(const char *name, double *ms, long n, int64_t elapsed_ns)
 {
-    result_t r = { name, 0, 0, 0, n };
-    r.rate = elapsed_ns > 0 ? (double)n / ((double)elapsed_ns / 1e9) : 0;
-    r.p50_ms = demo_percentile(ms, (size_t)n, 50);
-    r.p99_ms = demo_percentile(ms, (size_t)n, 99);
+    demo_latency_t l = demo_latency(ms, (size_t)n);
+    result_t r = { name, demo_rate(n, elapsed_ns), l.p50, l.p99, n };
     return r;
+}
+
+/* One cycle of a single-client figure: 0, or its error code (ZooKeeper's or zkit's). */
+typedef int (*cycle_fn)(void *ctx);
+
+/* `o->warmup` unmeasured cycles, then `o->cycles` timed ones into `ms`: 0 with the row in
+ * *out, or the first failed cycle's code. */
+static int measure(const options_t *o, cycle_fn cycle, void *ctx, double *ms, const char *name,
+                   result_t *out)
+{
+    int64_t t0;
+    long i;
+    int rc = 0;
+
+    for (i = 0; i < o->warmup && rc == 0; i++)
+        rc = cycle(ctx);
+    t0 = demo_now_ns();
+    for (i = 0; i < o->cycles && rc == 0; i++) {
+        int64_t c0 = demo_now_ns();
+        rc = cycle(ctx);
+        ms[i] = demo_ms_since(c0);
+    }
+    if (rc == 0)
+        *out = summarize(name, ms, o->cycles, demo_now_ns() - t0);
+    return rc;
 }
 
 /* ---- (a) the floor: libzookeeper directly ----------------------------------------------- */
@@ -145,8 +163,9 @@ static zhandle_t *raw_connect(const char *connect, raw_conn_t *c)
 }
 
 /* One lock-shaped cycle: our sequential node, the list of contenders, our node gone. */
-static int raw_cycle(zhandle_t *zh)
+static int raw_cycle(void *ctx)
 {
+    zhandle_t *zh = ctx;
     char created[256];
     struct String_vector kids;
     int rc;
@@ -167,9 +186,7 @@ static int raw_floor(const options_t *o, result_t *out)
     raw_conn_t conn;
     zhandle_t *zh = raw_connect(o->connect, &conn);
     double *ms = calloc((size_t)o->cycles, sizeof *ms);
-    int64_t t0;
-    long i;
-    int rc = ZOK;
+    int rc;
 
     if (!zh || !ms) {
         fprintf(stderr, "floor: cannot connect to %s\n", o->connect);
@@ -180,17 +197,8 @@ static int raw_floor(const options_t *o, result_t *out)
     }
     zoo_create(zh, ROOT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
     zoo_create(zh, RAW_PARENT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-    for (i = 0; i < o->warmup && rc == ZOK; i++)
-        rc = raw_cycle(zh);
-    t0 = demo_now_ns();
-    for (i = 0; i < o->cycles && rc == ZOK; i++) {
-        int64_t c0 = demo_now_ns();
-        rc = raw_cycle(zh);
-        ms[i] = (double)(demo_now_ns() - c0) / 1e6;
-    }
-    if (rc == ZOK)
-        *out = summarize("raw libzookeeper create+ls+delete", ms, o->cycles, demo_now_ns() - t0);
-    else
+    rc = measure(o, raw_cycle, zh, ms, "raw libzookeeper create+ls+delete", out);
+    if (rc != ZOK)
         fprintf(stderr, "floor: %s\n", zerror(rc));
     zoo_delete(zh, RAW_PARENT, -1);
     zookeeper_close(zh);
@@ -202,7 +210,7 @@ static int raw_floor(const options_t *o, result_t *out)
 
 typedef int (*lock_ctor_fn)(zkit_lock_t **, zkit_client_t *, const char *);
 
-static int lock_cycle(zkit_lock_t *lock)
+static int lock_cycle(void *lock)
 {
     int rc = zkit_lock_acquire(lock, 30000);
     if (rc == 0)
@@ -218,21 +226,11 @@ static int zkit_cycles(const options_t *o, lock_ctor_fn ctor, const char *path,
     zkit_client_t *client = demo_connect(o->connect, 15000);
     zkit_lock_t *lock = NULL;
     double *ms = calloc((size_t)o->cycles, sizeof *ms);
-    int64_t t0;
-    long i;
     int rc = !client ? ZKIT_ECONNLOSS : !ms ? ZKIT_ENOMEM : ctor(&lock, client, path);
 
-    for (i = 0; i < o->warmup && rc == 0; i++)
-        rc = lock_cycle(lock);
-    t0 = demo_now_ns();
-    for (i = 0; i < o->cycles && rc == 0; i++) {
-        int64_t c0 = demo_now_ns();
-        rc = lock_cycle(lock);
-        ms[i] = (double)(demo_now_ns() - c0) / 1e6;
-    }
     if (rc == 0)
-        *out = summarize(name, ms, o->cycles, demo_now_ns() - t0);
-    else
+        rc = measure(o, lock_cycle, lock, ms, name, out);
+    if (rc != 0)
         fprintf(stderr, "%s: %s\n", name, zkit_strerror(rc));
     zkit_lock_free(lock);
     demo_close(client);
@@ -268,8 +266,7 @@ static void handoff_step(handoff_t *h, int me, zkit_lock_t *lock)
     int rc = zkit_lock_acquire(lock, 60000);
 
     if (rc != 0) {
-        fprintf(stderr, "hand-off: acquire: %s\n", zkit_strerror(rc));
-        __atomic_fetch_add(&sh->failed, 1, __ATOMIC_RELAXED);
+        demo_failure(&sh->failed, "hand-off: acquire: %s", zkit_strerror(rc));
         return;
     }
     now = demo_now_ns();
@@ -283,10 +280,8 @@ static void handoff_step(handoff_t *h, int me, zkit_lock_t *lock)
     }
     __atomic_store_n(&sh->last_holder, me, __ATOMIC_RELEASE);
     __atomic_store_n(&sh->last_release_ns, demo_now_ns(), __ATOMIC_RELEASE);
-    if ((rc = zkit_lock_release(lock)) != 0) {
-        fprintf(stderr, "hand-off: release: %s\n", zkit_strerror(rc));
-        __atomic_fetch_add(&sh->failed, 1, __ATOMIC_RELAXED);
-    }
+    if ((rc = zkit_lock_release(lock)) != 0)
+        demo_failure(&sh->failed, "hand-off: release: %s", zkit_strerror(rc));
 }
 
 static int handoff_process(int me, void *arg)
@@ -313,16 +308,13 @@ static int handoff_process(int me, void *arg)
 /* The rate is of all acquisitions; the latencies are of the hand-offs among them. */
 static int handoff_result(const handoff_t *h, int64_t start_ns, result_t *out)
 {
-    long count = h->sh->count < h->capacity ? h->sh->count : h->capacity, i;
-    int64_t end_ns = start_ns;
+    long count = h->sh->count < h->capacity ? h->sh->count : h->capacity;
+    int64_t span_ns = demo_span_ns(h->sh->end_ns, h->opt->procs, start_ns);
 
     if (count == 0)
         return -1;
-    for (i = 0; i < h->opt->procs; i++)
-        if (h->sh->end_ns[i] > end_ns)
-            end_ns = h->sh->end_ns[i];
-    *out = summarize("zkit mutex hand-off, other process", h->sh->ms, count, end_ns - start_ns);
-    out->rate = (double)(h->opt->procs * h->opt->handoffs) / ((double)(end_ns - start_ns) / 1e9);
+    *out = summarize("zkit mutex hand-off, other process", h->sh->ms, count, span_ns);
+    out->rate = demo_rate(h->opt->procs * h->opt->handoffs, span_ns);
     return 0;
 }
 
@@ -337,18 +329,10 @@ static int handoff_run(const options_t *o, result_t *out)
     if (!(h.sh = demo_shared_alloc(size)))
         return -1;
     h.sh->last_holder = -1;
-    if (demo_gate_init(&h.gate) == 0 && demo_spawn(pids, n, &h.gate, handoff_process, &h) == 0) {
-        if (demo_gate_await(&h.gate, n, 30000) == 0) {
-            t0 = demo_now_ns();
-            demo_gate_open(&h.gate);
-            if (demo_reap(pids, n, 600000) == 0 && h.sh->failed == 0)
-                rc = handoff_result(&h, t0, out);
-        } else {
-            fprintf(stderr, "hand-off: workers did not get ready\n");
-            demo_kill_all(pids, n);
-        }
-    }
-    demo_gate_close(&h.gate);
+    if (demo_start_workers(&h.gate, pids, n, handoff_process, &h,
+                           "hand-off: workers did not get ready", &t0) == 0 &&
+        demo_reap(pids, n, 600000) == 0 && h.sh->failed == 0)
+        rc = handoff_result(&h, t0, out);
     demo_shared_free(h.sh, size);
     return rc;
 }

@@ -6,12 +6,15 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,6 +69,58 @@ int demo_parse_range(const char *text, const char *what, long *lo, long *hi)
     return 0;
 }
 
+const char *demo_default_connect(void)
+{
+    return getenv("ZK") ? getenv("ZK") : "127.0.0.1:2181";
+}
+
+int demo_parse_options(int argc, char **argv, const struct option *longopts,
+                       void (*usage)(FILE *), demo_option_fn apply, void *opts)
+{
+    int c, bad = 0;
+
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        if (c == DEMO_OPT_HELP) {
+            usage(stdout);
+            return 1;
+        }
+        if (c == '?') { /* getopt_long has said what is wrong */
+            usage(stderr);
+            return -1;
+        }
+        /* Go on after a bad value, so that every bad value is named at once. */
+        bad |= apply(c, optarg, opts) != 0;
+    }
+    if (bad || optind != argc) {
+        if (!bad)
+            usage(stderr);
+        return -1;
+    }
+    return 0;
+}
+
+void demo_workload_init(demo_workload_t *w, long threads, long hold_lo_us, long hold_hi_us)
+{
+    *w = (demo_workload_t){ demo_default_connect(), NULL, 4, threads, hold_lo_us, hold_hi_us,
+                            60000, 300, 0, 0 };
+}
+
+int demo_workload_option(demo_workload_t *w, int opt, const char *arg, long max_processes)
+{
+    switch (opt) {
+    case 'c': w->connect = arg; return 0;
+    case 'p': return demo_parse_long(arg, 1, max_processes, "--processes", &w->processes);
+    case 't': return demo_parse_long(arg, 1, DEMO_MAX_THREADS, "--threads", &w->threads);
+    case 'h': return demo_parse_range(arg, "--hold-us", &w->hold_lo_us, &w->hold_hi_us);
+    case 'N': w->no_lock = 1; return 0;
+    case 'd': w->dir = arg; return 0;
+    case 'k': w->keep = 1; return 0;
+    case 'T': return demo_parse_long(arg, -1, INT_MAX, "--timeout-ms", &w->timeout_ms);
+    case 'D': return demo_parse_long(arg, 1, 86400, "--deadline-s", &w->deadline_s);
+    default: return -1; /* not in DEMO_WORKLOAD_LONGOPTS_*, so getopt_long never returns it */
+    }
+}
+
 long demo_random_between(unsigned *seed, long lo, long hi)
 {
     /* Two draws: RAND_MAX may be as small as 32767. */
@@ -110,6 +165,58 @@ double demo_percentile(double *v, size_t n, double p)
     if (rank > n)
         rank = n;
     return v[rank - 1];
+}
+
+demo_latency_t demo_latency(double *ms, size_t n)
+{
+    demo_latency_t l;
+    l.p50 = demo_percentile(ms, n, 50);
+    l.p99 = demo_percentile(ms, n, 99);
+    return l;
+}
+
+double demo_ms_since(int64_t t0_ns)
+{
+    return (double)(demo_now_ns() - t0_ns) / 1e6;
+}
+
+int64_t demo_span_ns(const int64_t *end_ns, long n, int64_t start_ns)
+{
+    int64_t end = start_ns;
+    long i;
+
+    for (i = 0; i < n; i++)
+        if (end_ns[i] > end)
+            end = end_ns[i];
+    return end - start_ns;
+}
+
+double demo_rate(long n, int64_t elapsed_ns)
+{
+    return elapsed_ns > 0 ? (double)n / ((double)elapsed_ns / 1e9) : 0.0;
+}
+
+void demo_print_throughput(const char *what, long n, int64_t elapsed_ns)
+{
+    printf("  throughput         %.1f %s/s (%ld in %.2f s)\n", demo_rate(n, elapsed_ns), what, n,
+           (double)elapsed_ns / 1e9);
+}
+
+void demo_print_lock_wait(double *ms, size_t n, const char *note)
+{
+    demo_latency_t l = demo_latency(ms, n);
+    printf("  lock wait          p50 %.2f ms, p99 %.2f ms%s\n", l.p50, l.p99, note);
+}
+
+void demo_failure(long *failed, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    __atomic_fetch_add(failed, 1, __ATOMIC_RELAXED);
 }
 
 zkit_client_t *demo_connect(const char *connect_string, int timeout_ms)
@@ -261,6 +368,71 @@ void demo_remove_on_signal(const char *const *paths, int n)
     }
 }
 
+static int make_dir(demo_workdir_t *w, const char *wanted, const char *tmp_name)
+{
+    if (wanted) {
+        snprintf(w->dir, sizeof w->dir, "%s", wanted);
+        if (mkdir(w->dir, 0700) != 0 && errno != EEXIST) {
+            perror(w->dir);
+            return -1;
+        }
+    } else {
+        const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+        snprintf(w->dir, sizeof w->dir, "%s/%s.XXXXXX", tmp, tmp_name);
+        if (!mkdtemp(w->dir)) {
+            perror("mkdtemp");
+            return -1;
+        }
+        w->made_dir = 1;
+    }
+    return 0;
+}
+
+int demo_workdir_init(demo_workdir_t *w, const char *wanted, int keep, const char *tmp_name,
+                      const char *const *names, int n)
+{
+    int i;
+
+    memset(w, 0, sizeof *w);
+    w->keep = keep;
+    if (make_dir(w, wanted, tmp_name) != 0)
+        return -1;
+    for (i = 0; i < n && i < DEMO_WORKDIR_FILES; i++)
+        snprintf(w->file[i], sizeof w->file[i], "%s/%s", w->dir, names[i]);
+    w->files = i;
+    return 0;
+}
+
+void demo_workdir_remove_on_signal(const demo_workdir_t *w)
+{
+    const char *paths[DEMO_WORKDIR_FILES + 1];
+    int i;
+
+    if (w->keep)
+        return;
+    for (i = 0; i < w->files; i++)
+        paths[i] = w->file[i];
+    /* The directory last: it can only go once it is empty. */
+    if (w->made_dir)
+        paths[i++] = w->dir;
+    demo_remove_on_signal(paths, i);
+}
+
+void demo_workdir_finish(const demo_workdir_t *w, const char *kept_label)
+{
+    int i;
+
+    if (w->keep || !w->dir[0]) {
+        if (w->dir[0])
+            printf("%s%s\n", kept_label, w->dir);
+        return;
+    }
+    for (i = 0; i < w->files; i++)
+        unlink(w->file[i]);
+    if (w->made_dir)
+        rmdir(w->dir);
+}
+
 /* A worker must not outlive an interrupted parent: it would go on taking locks (and keep
  * retrying against a server that may be gone) with nobody to report to. */
 static void die_with_parent(pid_t parent)
@@ -343,4 +515,62 @@ void demo_kill_all(pid_t *pids, int n)
             waitpid(pids[i], NULL, 0);
         pids[i] = 0;
     }
+}
+
+int demo_start_workers(demo_gate_t *gate, pid_t *pids, int n, demo_worker_fn fn, void *arg,
+                       const char *not_ready, int64_t *start_ns)
+{
+    int rc = -1;
+
+    if (demo_gate_init(gate) != 0)
+        return -1;
+    if (demo_spawn(pids, n, gate, fn, arg) == 0) {
+        if (demo_gate_await(gate, n, 30000) == 0) {
+            *start_ns = demo_now_ns();
+            demo_gate_open(gate);
+            rc = 0;
+        } else {
+            fprintf(stderr, "%s\n", not_ready);
+            demo_kill_all(pids, n);
+        }
+    }
+    /* Every worker is past demo_gate_ready() (or dead): the parent's ends have no more use. */
+    demo_gate_close(gate);
+    return rc;
+}
+
+typedef struct job_thread {
+    demo_job_fn fn;
+    void *arg;
+    int thread;
+    long *next;
+    long total;
+} job_thread_t;
+
+static void *job_thread_main(void *p)
+{
+    job_thread_t *t = p;
+    unsigned seed = (unsigned)(demo_now_ns() ^ ((unsigned)getpid() << 8) ^ (unsigned)t->thread);
+    long job;
+
+    while ((job = __atomic_fetch_add(t->next, 1, __ATOMIC_RELAXED)) < t->total)
+        t->fn(t->arg, t->thread, job, &seed);
+    return NULL;
+}
+
+int demo_run_jobs(int threads, long *next, long total, demo_job_fn fn, void *arg)
+{
+    job_thread_t jobs[DEMO_MAX_THREADS];
+    pthread_t tids[DEMO_MAX_THREADS];
+    int i, started = 0;
+
+    for (i = 0; i < threads && i < DEMO_MAX_THREADS; i++) {
+        jobs[i] = (job_thread_t){ fn, arg, i, next, total };
+        if (pthread_create(&tids[i], NULL, job_thread_main, &jobs[i]) != 0)
+            break;
+        started++;
+    }
+    for (i = 0; i < started; i++)
+        pthread_join(tids[i], NULL);
+    return started == threads ? 0 : -1;
 }

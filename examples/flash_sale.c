@@ -14,15 +14,11 @@
  * Exit status: lock mode 0 iff nothing was oversold, no update was lost and every request
  * completed; --no-lock mode 0 whenever the run completed (overselling is the point there).
  */
-#include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <zkit.h>
@@ -32,15 +28,9 @@
 #define STOCK_WIDTH 20 /* fixed-width record: a rewrite never leaves a shorter, torn number */
 
 typedef struct options {
-    const char *connect;
+    demo_workload_t run;
     const char *path;
-    const char *dir;
-    long processes, threads, requests, stock;
-    long hold_lo_us, hold_hi_us;
-    long timeout_ms;
-    long deadline_s;
-    int no_lock;
-    int keep;
+    long requests, stock;
 } options_t;
 
 /* Lives in MAP_SHARED memory: written by every worker process, read by the parent. */
@@ -51,15 +41,14 @@ typedef struct shared {
     double wait_ms[];    /* per request: time spent waiting for the lock */
 } shared_t;
 
+enum { STOCK_FILE, ORDERS_FILE };
+
 typedef struct sale {
     options_t opt;
     shared_t *sh;
     size_t sh_size;
     demo_gate_t gate;
-    char dir[PATH_MAX];
-    char stock_path[PATH_MAX + 16];
-    char orders_path[PATH_MAX + 16];
-    int made_dir;
+    demo_workdir_t files; /* file[STOCK_FILE], file[ORDERS_FILE] */
 } sale_t;
 
 typedef struct worker {
@@ -73,7 +62,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: flash_sale [options]\n"
-            "  --connect HOST:PORT   ZooKeeper (default $ZK or 127.0.0.1:2181)\n"
+            DEMO_USAGE_CONNECT
             "  --processes N         worker processes (default 4)\n"
             "  --threads N           threads per process (default 4)\n"
             "  --requests N          purchase requests in all (default 500)\n"
@@ -85,51 +74,36 @@ static void usage(FILE *out)
             "  --dir DIR             where the stock and orders files go (default: a new\n"
             "                        temporary directory, removed afterwards)\n"
             "  --keep                keep the files\n"
-            "  --timeout-ms N        give up one lock acquisition after N ms (default 60000)\n"
-            "  --deadline-s N        kill the workers after N s (default 300)\n");
+            DEMO_USAGE_LIMITS);
+}
+
+static int apply_option(int opt, const char *arg, void *opts)
+{
+    options_t *o = opts;
+
+    switch (opt) {
+    case 'r': return demo_parse_long(arg, 0, 10000000, "--requests", &o->requests);
+    case 's': return demo_parse_long(arg, 0, LONG_MAX / 2, "--stock", &o->stock);
+    case 'P': o->path = arg; return 0;
+    default: return demo_workload_option(&o->run, opt, arg, 256);
+    }
 }
 
 /* 0 to run, 1 after --help, -1 on a bad command line. */
 static int parse_options(int argc, char **argv, options_t *o)
 {
     static const struct option longopts[] = {
-        { "connect", required_argument, NULL, 'c' }, { "processes", required_argument, NULL, 'p' },
-        { "threads", required_argument, NULL, 't' }, { "requests", required_argument, NULL, 'r' },
-        { "stock", required_argument, NULL, 's' },   { "hold-us", required_argument, NULL, 'h' },
-        { "no-lock", no_argument, NULL, 'n' },       { "path", required_argument, NULL, 'P' },
-        { "dir", required_argument, NULL, 'd' },     { "keep", no_argument, NULL, 'k' },
-        { "timeout-ms", required_argument, NULL, 'T' },
-        { "deadline-s", required_argument, NULL, 'D' },
-        { "help", no_argument, NULL, 'H' },          { NULL, 0, NULL, 0 }
+        DEMO_WORKLOAD_LONGOPTS_FIRST,
+        { "requests", required_argument, NULL, 'r' },
+        { "stock", required_argument, NULL, 's' },
+        { "path", required_argument, NULL, 'P' },
+        DEMO_WORKLOAD_LONGOPTS_LAST,
+        { NULL, 0, NULL, 0 }
     };
-    int c, bad = 0;
 
-    *o = (options_t){ getenv("ZK") ? getenv("ZK") : "127.0.0.1:2181", "/flash-sale/item-1",
-                      NULL, 4, 4, 500, 300, 200, 1000, 60000, 300, 0, 0 };
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'c': o->connect = optarg; break;
-        case 'p': bad |= demo_parse_long(optarg, 1, 256, "--processes", &o->processes); break;
-        case 't': bad |= demo_parse_long(optarg, 1, 256, "--threads", &o->threads); break;
-        case 'r': bad |= demo_parse_long(optarg, 0, 10000000, "--requests", &o->requests); break;
-        case 's': bad |= demo_parse_long(optarg, 0, LONG_MAX / 2, "--stock", &o->stock); break;
-        case 'h': bad |= demo_parse_range(optarg, "--hold-us", &o->hold_lo_us, &o->hold_hi_us); break;
-        case 'n': o->no_lock = 1; break;
-        case 'P': o->path = optarg; break;
-        case 'd': o->dir = optarg; break;
-        case 'k': o->keep = 1; break;
-        case 'T': bad |= demo_parse_long(optarg, -1, INT_MAX, "--timeout-ms", &o->timeout_ms); break;
-        case 'D': bad |= demo_parse_long(optarg, 1, 86400, "--deadline-s", &o->deadline_s); break;
-        case 'H': usage(stdout); return 1;
-        default: usage(stderr); return -1;
-        }
-    }
-    if (bad || optind != argc) {
-        if (!bad)
-            usage(stderr);
-        return -1;
-    }
-    return 0;
+    *o = (options_t){ .path = "/flash-sale/item-1", .requests = 500, .stock = 300 };
+    demo_workload_init(&o->run, 4, 200, 1000);
+    return demo_parse_options(argc, argv, longopts, usage, apply_option, o);
 }
 
 /* ---- the "database": two files --------------------------------------------------------- */
@@ -153,57 +127,29 @@ static int read_stock(int fd, long *stock)
 
 static int create_files(sale_t *s)
 {
+    static const char *const names[] = { "stock", "orders" };
+    const demo_workdir_t *f = &s->files;
     int fd;
 
-    if (s->opt.dir) {
-        snprintf(s->dir, sizeof s->dir, "%s", s->opt.dir);
-        if (mkdir(s->dir, 0700) != 0 && errno != EEXIST) {
-            perror(s->dir);
-            return -1;
-        }
-    } else {
-        const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-        snprintf(s->dir, sizeof s->dir, "%s/flash-sale.XXXXXX", tmp);
-        if (!mkdtemp(s->dir)) {
-            perror("mkdtemp");
-            return -1;
-        }
-        s->made_dir = 1;
-    }
-    snprintf(s->stock_path, sizeof s->stock_path, "%s/stock", s->dir);
-    snprintf(s->orders_path, sizeof s->orders_path, "%s/orders", s->dir);
-    fd = open(s->stock_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    if (demo_workdir_init(&s->files, s->opt.run.dir, s->opt.run.keep, "flash-sale", names,
+                          2) != 0)
+        return -1;
+    fd = open(f->file[STOCK_FILE], O_RDWR | O_CREAT | O_TRUNC, 0600);
     if (fd < 0 || write_stock(fd, s->opt.stock) != 0) {
-        perror(s->stock_path);
+        perror(f->file[STOCK_FILE]);
         if (fd >= 0)
             close(fd);
         return -1;
     }
     close(fd);
-    fd = open(s->orders_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    fd = open(f->file[ORDERS_FILE], O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0) {
-        perror(s->orders_path);
+        perror(f->file[ORDERS_FILE]);
         return -1;
     }
     close(fd);
-    if (!s->opt.keep) {
-        const char *doomed[] = { s->stock_path, s->orders_path, s->dir };
-        demo_remove_on_signal(doomed, s->made_dir ? 3 : 2);
-    }
+    demo_workdir_remove_on_signal(f);
     return 0;
-}
-
-static void remove_files(sale_t *s)
-{
-    if (s->opt.keep || !s->dir[0]) {
-        if (s->dir[0])
-            printf("  files kept in      %s\n", s->dir);
-        return;
-    }
-    unlink(s->stock_path);
-    unlink(s->orders_path);
-    if (s->made_dir)
-        rmdir(s->dir);
 }
 
 /* One line per order, written with a single O_APPEND write so lines never interleave. */
@@ -214,7 +160,7 @@ static int append_order(const sale_t *s, long request, long stock_before, int64_
     int len = snprintf(line, sizeof line, "order request=%ld process=%d thread=%d "
                        "stock_before=%ld token=%lld\n", request, w->process, w->thread,
                        stock_before, (long long)token);
-    int fd = open(s->orders_path, O_WRONLY | O_APPEND);
+    int fd = open(s->files.file[ORDERS_FILE], O_WRONLY | O_APPEND);
     int ok = fd >= 0 && write(fd, line, (size_t)len) == len;
 
     if (fd >= 0)
@@ -227,12 +173,12 @@ static int buy(const worker_t *w, long request, int64_t token, unsigned *seed)
 {
     const sale_t *s = w->sale;
     long stock;
-    int fd = open(s->stock_path, O_RDWR), rc = -1;
+    int fd = open(s->files.file[STOCK_FILE], O_RDWR), rc = -1;
 
     if (fd < 0)
         return -1;
     if (read_stock(fd, &stock) == 0) {
-        demo_sleep_us(demo_random_between(seed, s->opt.hold_lo_us, s->opt.hold_hi_us));
+        demo_sleep_us(demo_random_between(seed, s->opt.run.hold_lo_us, s->opt.run.hold_hi_us));
         rc = 0;
         if (stock > 0)
             rc = (write_stock(fd, stock - 1) == 0 &&
@@ -251,57 +197,42 @@ static void serve_request(worker_t *w, long request, unsigned *seed)
     int rc = 0;
 
     if (w->lock) {
-        rc = zkit_lock_acquire(w->lock, (int)s->opt.timeout_ms);
+        rc = zkit_lock_acquire(w->lock, (int)s->opt.run.timeout_ms);
         if (rc != 0) {
-            fprintf(stderr, "request %ld: acquire failed: %s\n", request, zkit_strerror(rc));
-            __atomic_fetch_add(&s->sh->failed, 1, __ATOMIC_RELAXED);
+            demo_failure(&s->sh->failed, "request %ld: acquire failed: %s", request,
+                         zkit_strerror(rc));
             return;
         }
         zkit_lock_fencing_token(w->lock, &token);
     }
-    s->sh->wait_ms[request] = (double)(demo_now_ns() - t0) / 1e6;
-    if (buy(w, request, token, seed) != 0) {
-        fprintf(stderr, "request %ld: stock file access failed\n", request);
-        __atomic_fetch_add(&s->sh->failed, 1, __ATOMIC_RELAXED);
-    }
-    if (w->lock && (rc = zkit_lock_release(w->lock)) != 0) {
-        /* ELOCKLOST here means another holder may have overlapped with us: count it. */
-        fprintf(stderr, "request %ld: release failed: %s\n", request, zkit_strerror(rc));
-        __atomic_fetch_add(&s->sh->failed, 1, __ATOMIC_RELAXED);
-    }
+    s->sh->wait_ms[request] = demo_ms_since(t0);
+    if (buy(w, request, token, seed) != 0)
+        demo_failure(&s->sh->failed, "request %ld: stock file access failed", request);
+    /* ELOCKLOST here means another holder may have overlapped with us: count it. */
+    if (w->lock && (rc = zkit_lock_release(w->lock)) != 0)
+        demo_failure(&s->sh->failed, "request %ld: release failed: %s", request,
+                     zkit_strerror(rc));
 }
 
-static void *thread_main(void *arg)
+/* demo_job_fn: `arg` is the process's worker_t. */
+static void request_job(void *arg, int thread, long request, unsigned *seed)
 {
-    worker_t *w = arg;
-    shared_t *sh = w->sale->sh;
-    unsigned seed = (unsigned)(demo_now_ns() ^ ((unsigned)getpid() << 8) ^ (unsigned)w->thread);
-    long request;
+    worker_t w = *(const worker_t *)arg;
 
-    while ((request = __atomic_fetch_add(&sh->next_request, 1, __ATOMIC_RELAXED)) <
-           w->sale->opt.requests)
-        serve_request(w, request, &seed);
-    return NULL;
+    w.thread = thread;
+    serve_request(&w, request, seed);
 }
 
 static int run_threads(sale_t *s, int process, zkit_lock_t *lock)
 {
-    worker_t workers[256];
-    pthread_t tids[256];
-    int i, started = 0;
+    worker_t proc = { s, lock, process, 0 };
+    int rc = demo_run_jobs((int)s->opt.run.threads, &s->sh->next_request, s->opt.requests,
+                           request_job, &proc);
 
-    for (i = 0; i < s->opt.threads; i++) {
-        workers[i] = (worker_t){ s, lock, process, i };
-        if (pthread_create(&tids[i], NULL, thread_main, &workers[i]) != 0) {
-            fprintf(stderr, "process %d: pthread_create failed\n", process);
-            break;
-        }
-        started++;
-    }
-    for (i = 0; i < started; i++)
-        pthread_join(tids[i], NULL);
+    if (rc != 0)
+        fprintf(stderr, "process %d: pthread_create failed\n", process);
     s->sh->end_ns[process] = demo_now_ns();
-    return started == s->opt.threads ? 0 : -1;
+    return rc;
 }
 
 static int process_main(int process, void *arg)
@@ -311,8 +242,8 @@ static int process_main(int process, void *arg)
     zkit_lock_t *lock = NULL;
     int rc;
 
-    if (!s->opt.no_lock) {
-        client = demo_connect(s->opt.connect, 15000);
+    if (!s->opt.run.no_lock) {
+        client = demo_connect(s->opt.run.connect, 15000);
         if (!client)
             return 1;
         rc = zkit_mutex_new(&lock, client, s->opt.path);
@@ -341,14 +272,15 @@ typedef struct tally {
 
 static int read_tally(const sale_t *s, tally_t *t)
 {
-    FILE *f = fopen(s->orders_path, "r");
+    const char *orders = s->files.file[ORDERS_FILE], *stock = s->files.file[STOCK_FILE];
+    FILE *f = fopen(orders, "r");
     char line[256];
     long long prev = -1;
     int fd;
 
     memset(t, 0, sizeof *t);
     if (!f) {
-        perror(s->orders_path);
+        perror(orders);
         return -1;
     }
     while (fgets(line, sizeof line, f)) {
@@ -361,9 +293,9 @@ static int read_tally(const sale_t *s, tally_t *t)
         prev = token;
     }
     fclose(f);
-    fd = open(s->stock_path, O_RDONLY);
+    fd = open(stock, O_RDONLY);
     if (fd < 0 || read_stock(fd, &t->stock_left) != 0) {
-        fprintf(stderr, "%s: unreadable\n", s->stock_path);
+        fprintf(stderr, "%s: unreadable\n", stock);
         if (fd >= 0)
             close(fd);
         return -1;
@@ -376,39 +308,31 @@ static int report(const sale_t *s, int64_t start_ns, int worker_failures)
 {
     const options_t *o = &s->opt;
     tally_t t;
-    int64_t end_ns = start_ns;
-    double secs, p50, p99;
     long oversold, lost, failed = s->sh->failed;
-    int i, ok;
+    int ok;
 
     if (read_tally(s, &t) != 0)
         return 1;
-    for (i = 0; i < o->processes; i++)
-        if (s->sh->end_ns[i] > end_ns)
-            end_ns = s->sh->end_ns[i];
-    secs = (double)(end_ns - start_ns) / 1e9;
     oversold = t.orders > o->stock ? t.orders - o->stock : 0;
     /* Every order should have taken one item out of the file; the rest were overwritten. */
     lost = t.orders - (o->stock - t.stock_left);
-    p50 = demo_percentile(s->sh->wait_ms, (size_t)o->requests, 50);
-    p99 = demo_percentile(s->sh->wait_ms, (size_t)o->requests, 99);
 
     printf("  items sold         %ld\n", t.orders);
     printf("  stock left         %ld\n", t.stock_left);
     printf("  oversold           %ld   (orders beyond the %ld in stock)\n", oversold, o->stock);
     printf("  lost updates       %ld   (decrements overwritten by a concurrent request)\n", lost);
     printf("  failed requests    %ld\n", failed + worker_failures);
-    if (!o->no_lock)
+    if (!o->run.no_lock)
         printf("  fencing tokens     %s\n", t.token_inversions == 0 ?
                "rise with every order (holders took turns)" : "OUT OF ORDER");
-    printf("  throughput         %.1f requests/s (%ld in %.2f s)\n",
-           secs > 0 ? (double)o->requests / secs : 0.0, o->requests, secs);
-    if (!o->no_lock)
-        printf("  lock wait          p50 %.2f ms, p99 %.2f ms\n", p50, p99);
+    demo_print_throughput("requests", o->requests,
+                          demo_span_ns(s->sh->end_ns, o->run.processes, start_ns));
+    if (!o->run.no_lock)
+        demo_print_lock_wait(s->sh->wait_ms, (size_t)o->requests, "");
 
     ok = oversold == 0 && lost == 0 && failed == 0 && worker_failures == 0 &&
          t.token_inversions == 0;
-    if (o->no_lock) {
+    if (o->run.no_lock) {
         printf("  result             %s\n", oversold || lost ?
                "OVERSOLD without a lock, as expected" : "no race observed this time");
         return worker_failures ? 1 : 0;
@@ -423,25 +347,12 @@ static int run(sale_t *s)
 {
     pid_t pids[256];
     int64_t start_ns;
-    int n = (int)s->opt.processes, failures;
+    int n = (int)s->opt.run.processes;
 
-    if (demo_gate_init(&s->gate) != 0)
+    if (demo_start_workers(&s->gate, pids, n, process_main, s,
+                           "workers did not get ready (see errors above)", &start_ns) != 0)
         return 1;
-    if (demo_spawn(pids, n, &s->gate, process_main, s) != 0) {
-        demo_gate_close(&s->gate);
-        return 1;
-    }
-    if (demo_gate_await(&s->gate, n, 30000) != 0) {
-        fprintf(stderr, "workers did not get ready (see errors above)\n");
-        demo_gate_close(&s->gate);
-        demo_kill_all(pids, n);
-        return 1;
-    }
-    start_ns = demo_now_ns();
-    demo_gate_open(&s->gate);
-    failures = demo_reap(pids, n, (int)s->opt.deadline_s * 1000);
-    demo_gate_close(&s->gate);
-    return report(s, start_ns, failures);
+    return report(s, start_ns, demo_reap(pids, n, (int)s->opt.run.deadline_s * 1000));
 }
 
 int main(int argc, char **argv)
@@ -458,13 +369,13 @@ int main(int argc, char **argv)
     if (!s.sh || create_files(&s) != 0)
         return 1;
     printf("flash sale: %ld items, %ld requests from %ld processes x %ld threads, "
-           "hold %ld-%ld us, %s\n", s.opt.stock, s.opt.requests, s.opt.processes,
-           s.opt.threads, s.opt.hold_lo_us, s.opt.hold_hi_us,
-           s.opt.no_lock ? "NO LOCK" : "zkit mutex");
-    if (!s.opt.no_lock)
-        printf("  lock               %s on %s\n", s.opt.path, s.opt.connect);
+           "hold %ld-%ld us, %s\n", s.opt.stock, s.opt.requests, s.opt.run.processes,
+           s.opt.run.threads, s.opt.run.hold_lo_us, s.opt.run.hold_hi_us,
+           s.opt.run.no_lock ? "NO LOCK" : "zkit mutex");
+    if (!s.opt.run.no_lock)
+        printf("  lock               %s on %s\n", s.opt.path, s.opt.run.connect);
     rc = run(&s);
-    remove_files(&s);
+    demo_workdir_finish(&s.files, "  files kept in      ");
     demo_shared_free(s.sh, s.sh_size);
     return rc;
 }

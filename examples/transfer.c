@@ -15,15 +15,11 @@
  * Exit status: lock mode 0 iff every audit and the final sum equal the starting total and
  * every transfer completed; --no-lock mode 0 whenever the run completed.
  */
-#include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <zkit.h>
@@ -35,14 +31,10 @@
 #define MAX_PROCS 256
 
 typedef struct options {
-    const char *connect;
+    demo_workload_t run;
     const char *prefix;
-    const char *dir;
-    long processes, threads, accounts, transfers, balance;
-    long hold_lo_us, hold_hi_us;
-    long audit_ms, timeout_ms, deadline_s;
-    int no_lock;
-    int keep;
+    long accounts, transfers, balance;
+    long audit_ms;
 } options_t;
 
 /* MAP_SHARED: written by workers and the auditor, read by the parent. */
@@ -61,23 +53,20 @@ typedef struct bank {
     shared_t *sh;
     size_t sh_size;
     demo_gate_t gate;
-    char dir[PATH_MAX];
-    char file[PATH_MAX + 16];
+    demo_workdir_t files;     /* file[0]: the accounts */
     char **paths;             /* "<prefix>/acct-<i>" */
-    int made_dir;
 } bank_t;
 
 typedef struct worker {
     bank_t *bank;
     zkit_client_t *client;
-    int thread;
 } worker_t;
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: transfer [options]\n"
-            "  --connect HOST:PORT   ZooKeeper (default $ZK or 127.0.0.1:2181)\n"
+            DEMO_USAGE_CONNECT
             "  --processes N         worker processes (default 4), plus one auditor\n"
             "  --threads N           threads per worker process (default 2)\n"
             "  --accounts N          accounts (default 8)\n"
@@ -89,53 +78,41 @@ static void usage(FILE *out)
             "  --prefix PATH         lock paths are PATH/acct-<i> (default /bank)\n"
             "  --dir DIR             where the accounts file goes (default: temporary)\n"
             "  --keep                keep the file\n"
-            "  --timeout-ms N        give up one lock acquisition after N ms (default 60000)\n"
-            "  --deadline-s N        kill the workers after N s (default 300)\n");
+            DEMO_USAGE_LIMITS);
+}
+
+static int apply_option(int opt, const char *arg, void *opts)
+{
+    options_t *o = opts;
+
+    switch (opt) {
+    case 'a': return demo_parse_long(arg, 2, MAX_ACCOUNTS, "--accounts", &o->accounts);
+    case 'n': return demo_parse_long(arg, 0, 10000000, "--transfers", &o->transfers);
+    case 'b': return demo_parse_long(arg, 0, 1000000000, "--balance", &o->balance);
+    case 'A': return demo_parse_long(arg, 0, 60000, "--audit-ms", &o->audit_ms);
+    case 'P': o->prefix = arg; return 0;
+    /* One process more than the workers: the auditor. */
+    default: return demo_workload_option(&o->run, opt, arg, MAX_PROCS - 1);
+    }
 }
 
 static int parse_options(int argc, char **argv, options_t *o)
 {
     static const struct option longopts[] = {
-        { "connect", required_argument, NULL, 'c' }, { "processes", required_argument, NULL, 'p' },
-        { "threads", required_argument, NULL, 't' }, { "accounts", required_argument, NULL, 'a' },
-        { "transfers", required_argument, NULL, 'n' }, { "balance", required_argument, NULL, 'b' },
-        { "hold-us", required_argument, NULL, 'h' }, { "audit-ms", required_argument, NULL, 'A' },
-        { "no-lock", no_argument, NULL, 'N' },       { "prefix", required_argument, NULL, 'P' },
-        { "dir", required_argument, NULL, 'd' },     { "keep", no_argument, NULL, 'k' },
-        { "timeout-ms", required_argument, NULL, 'T' },
-        { "deadline-s", required_argument, NULL, 'D' },
-        { "help", no_argument, NULL, 'H' },          { NULL, 0, NULL, 0 }
+        DEMO_WORKLOAD_LONGOPTS_FIRST,
+        { "accounts", required_argument, NULL, 'a' },
+        { "transfers", required_argument, NULL, 'n' },
+        { "balance", required_argument, NULL, 'b' },
+        { "audit-ms", required_argument, NULL, 'A' },
+        { "prefix", required_argument, NULL, 'P' },
+        DEMO_WORKLOAD_LONGOPTS_LAST,
+        { NULL, 0, NULL, 0 }
     };
-    int c, bad = 0;
 
-    *o = (options_t){ getenv("ZK") ? getenv("ZK") : "127.0.0.1:2181", "/bank", NULL, 4, 2, 8,
-                      400, 1000, 100, 500, 20, 60000, 300, 0, 0 };
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (c) {
-        case 'c': o->connect = optarg; break;
-        case 'p': bad |= demo_parse_long(optarg, 1, MAX_PROCS - 1, "--processes", &o->processes); break;
-        case 't': bad |= demo_parse_long(optarg, 1, 256, "--threads", &o->threads); break;
-        case 'a': bad |= demo_parse_long(optarg, 2, MAX_ACCOUNTS, "--accounts", &o->accounts); break;
-        case 'n': bad |= demo_parse_long(optarg, 0, 10000000, "--transfers", &o->transfers); break;
-        case 'b': bad |= demo_parse_long(optarg, 0, 1000000000, "--balance", &o->balance); break;
-        case 'h': bad |= demo_parse_range(optarg, "--hold-us", &o->hold_lo_us, &o->hold_hi_us); break;
-        case 'A': bad |= demo_parse_long(optarg, 0, 60000, "--audit-ms", &o->audit_ms); break;
-        case 'N': o->no_lock = 1; break;
-        case 'P': o->prefix = optarg; break;
-        case 'd': o->dir = optarg; break;
-        case 'k': o->keep = 1; break;
-        case 'T': bad |= demo_parse_long(optarg, -1, INT_MAX, "--timeout-ms", &o->timeout_ms); break;
-        case 'D': bad |= demo_parse_long(optarg, 1, 86400, "--deadline-s", &o->deadline_s); break;
-        case 'H': usage(stdout); return 1;
-        default: usage(stderr); return -1;
-        }
-    }
-    if (bad || optind != argc) {
-        if (!bad)
-            usage(stderr);
-        return -1;
-    }
-    return 0;
+    *o = (options_t){ .prefix = "/bank", .accounts = 8, .transfers = 400, .balance = 1000,
+                      .audit_ms = 20 };
+    demo_workload_init(&o->run, 2, 100, 500);
+    return demo_parse_options(argc, argv, longopts, usage, apply_option, o);
 }
 
 /* ---- the accounts file ----------------------------------------------------------------- */
@@ -171,55 +148,29 @@ static int sum_balances(const bank_t *b, int fd, long long *sum)
 
 static int create_file(bank_t *b)
 {
+    static const char *const names[] = { "accounts" };
+    const char *file;
     long i;
     int fd;
 
-    if (b->opt.dir) {
-        snprintf(b->dir, sizeof b->dir, "%s", b->opt.dir);
-        if (mkdir(b->dir, 0700) != 0 && errno != EEXIST) {
-            perror(b->dir);
-            return -1;
-        }
-    } else {
-        const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-        snprintf(b->dir, sizeof b->dir, "%s/transfer.XXXXXX", tmp);
-        if (!mkdtemp(b->dir)) {
-            perror("mkdtemp");
-            return -1;
-        }
-        b->made_dir = 1;
-    }
-    snprintf(b->file, sizeof b->file, "%s/accounts", b->dir);
-    fd = open(b->file, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    if (demo_workdir_init(&b->files, b->opt.run.dir, b->opt.run.keep, "transfer", names, 1) != 0)
+        return -1;
+    file = b->files.file[0];
+    fd = open(file, O_RDWR | O_CREAT | O_TRUNC, 0600);
     if (fd < 0) {
-        perror(b->file);
+        perror(file);
         return -1;
     }
     for (i = 0; i < b->opt.accounts; i++) {
         if (write_balance(fd, i, b->opt.balance) != 0) {
-            perror(b->file);
+            perror(file);
             close(fd);
             return -1;
         }
     }
     close(fd);
-    if (!b->opt.keep) {
-        const char *doomed[] = { b->file, b->dir };
-        demo_remove_on_signal(doomed, b->made_dir ? 2 : 1);
-    }
+    demo_workdir_remove_on_signal(&b->files);
     return 0;
-}
-
-static void remove_file(bank_t *b)
-{
-    if (b->opt.keep || !b->dir[0]) {
-        if (b->dir[0])
-            printf("  file kept in       %s\n", b->dir);
-        return;
-    }
-    unlink(b->file);
-    if (b->made_dir)
-        rmdir(b->dir);
 }
 
 static int make_paths(bank_t *b)
@@ -250,13 +201,13 @@ static void free_paths(bank_t *b)
 static int move_money(const bank_t *b, long from, long to, unsigned *seed)
 {
     long long fb, tb, amount;
-    int fd = open(b->file, O_RDWR), rc = -1;
+    int fd = open(b->files.file[0], O_RDWR), rc = -1;
 
     if (fd < 0)
         return -1;
     if (read_balance(fd, from, &fb) == 0 && read_balance(fd, to, &tb) == 0) {
         amount = fb > 1 ? demo_random_between(seed, 1, (long)(fb / 2)) : 0;
-        demo_sleep_us(demo_random_between(seed, b->opt.hold_lo_us, b->opt.hold_hi_us));
+        demo_sleep_us(demo_random_between(seed, b->opt.run.hold_lo_us, b->opt.run.hold_hi_us));
         rc = (write_balance(fd, from, fb - amount) == 0 &&
               write_balance(fd, to, tb + amount) == 0) ? 0 : -1;
     }
@@ -274,7 +225,7 @@ static int lock_pair(worker_t *w, long from, long to, zkit_lock_t **ml, unsigned
     pair[!swap] = w->bank->paths[to];
     rc = zkit_multilock_new(ml, w->client, pair, 2);
     if (rc == 0) {
-        rc = zkit_lock_acquire(*ml, (int)w->bank->opt.timeout_ms);
+        rc = zkit_lock_acquire(*ml, (int)w->bank->opt.run.timeout_ms);
         if (rc != 0) {
             zkit_lock_free(*ml);
             *ml = NULL;
@@ -283,8 +234,10 @@ static int lock_pair(worker_t *w, long from, long to, zkit_lock_t **ml, unsigned
     return rc;
 }
 
-static void do_transfer(worker_t *w, long n, unsigned *seed)
+/* demo_job_fn: transfer number `n`; `arg` is the process's worker_t. */
+static void do_transfer(void *arg, int thread, long n, unsigned *seed)
 {
+    worker_t *w = arg;
     bank_t *b = w->bank;
     long from = demo_random_between(seed, 0, b->opt.accounts - 1);
     long to = (from + demo_random_between(seed, 1, b->opt.accounts - 1)) % b->opt.accounts;
@@ -292,59 +245,35 @@ static void do_transfer(worker_t *w, long n, unsigned *seed)
     int64_t t0 = demo_now_ns();
     int rc = 0;
 
-    if (!b->opt.no_lock && (rc = lock_pair(w, from, to, &ml, seed)) != 0) {
-        fprintf(stderr, "transfer %ld: multi-lock acquire failed: %s\n", n, zkit_strerror(rc));
-        __atomic_fetch_add(&b->sh->failed, 1, __ATOMIC_RELAXED);
+    (void)thread;
+    if (!b->opt.run.no_lock && (rc = lock_pair(w, from, to, &ml, seed)) != 0) {
+        demo_failure(&b->sh->failed, "transfer %ld: multi-lock acquire failed: %s", n,
+                     zkit_strerror(rc));
         return;
     }
-    b->sh->wait_ms[n] = (double)(demo_now_ns() - t0) / 1e6;
-    if (move_money(b, from, to, seed) != 0) {
-        fprintf(stderr, "transfer %ld: accounts file access failed\n", n);
-        __atomic_fetch_add(&b->sh->failed, 1, __ATOMIC_RELAXED);
-    }
-    if (ml && (rc = zkit_lock_release(ml)) != 0) {
-        fprintf(stderr, "transfer %ld: release failed: %s\n", n, zkit_strerror(rc));
-        __atomic_fetch_add(&b->sh->failed, 1, __ATOMIC_RELAXED);
-    }
+    b->sh->wait_ms[n] = demo_ms_since(t0);
+    if (move_money(b, from, to, seed) != 0)
+        demo_failure(&b->sh->failed, "transfer %ld: accounts file access failed", n);
+    if (ml && (rc = zkit_lock_release(ml)) != 0)
+        demo_failure(&b->sh->failed, "transfer %ld: release failed: %s", n, zkit_strerror(rc));
     zkit_lock_free(ml);
-}
-
-static void *thread_main(void *arg)
-{
-    worker_t *w = arg;
-    shared_t *sh = w->bank->sh;
-    unsigned seed = (unsigned)(demo_now_ns() ^ ((unsigned)getpid() << 8) ^ (unsigned)w->thread);
-    long n;
-
-    while ((n = __atomic_fetch_add(&sh->next_transfer, 1, __ATOMIC_RELAXED)) <
-           w->bank->opt.transfers)
-        do_transfer(w, n, &seed);
-    return NULL;
 }
 
 static int worker_main(int process, void *arg)
 {
     bank_t *b = arg;
-    zkit_client_t *client = NULL;
-    worker_t workers[256];
-    pthread_t tids[256];
-    int i, started = 0;
+    worker_t w = { b, NULL };
+    int rc;
 
-    if (!b->opt.no_lock && !(client = demo_connect(b->opt.connect, 15000)))
+    if (!b->opt.run.no_lock && !(w.client = demo_connect(b->opt.run.connect, 15000)))
         return 1;
     demo_gate_ready(&b->gate);
     demo_gate_wait(&b->gate);
-    for (i = 0; i < b->opt.threads; i++) {
-        workers[i] = (worker_t){ b, client, i };
-        if (pthread_create(&tids[i], NULL, thread_main, &workers[i]) != 0)
-            break;
-        started++;
-    }
-    for (i = 0; i < started; i++)
-        pthread_join(tids[i], NULL);
+    rc = demo_run_jobs((int)b->opt.run.threads, &b->sh->next_transfer, b->opt.transfers,
+                       do_transfer, &w);
     b->sh->end_ns[process] = demo_now_ns();
-    demo_close(client);
-    return started == b->opt.threads ? 0 : 1;
+    demo_close(w.client);
+    return rc == 0 ? 0 : 1;
 }
 
 /* ---- the auditor ----------------------------------------------------------------------- */
@@ -355,12 +284,12 @@ static int audit_once(bank_t *b, zkit_lock_t *all)
     long long expected = (long long)b->opt.balance * b->opt.accounts, sum;
     int fd, rc;
 
-    if (all && (rc = zkit_lock_acquire(all, (int)b->opt.timeout_ms)) != 0) {
+    if (all && (rc = zkit_lock_acquire(all, (int)b->opt.run.timeout_ms)) != 0) {
         fprintf(stderr, "auditor: acquire of all %ld locks failed: %s\n", b->opt.accounts,
                 zkit_strerror(rc));
         return -1;
     }
-    fd = open(b->file, O_RDONLY);
+    fd = open(b->files.file[0], O_RDONLY);
     rc = fd >= 0 ? sum_balances(b, fd, &sum) : -1;
     if (fd >= 0)
         close(fd);
@@ -382,8 +311,8 @@ static int auditor_main(int process, void *arg)
     int rc = 0;
 
     (void)process;
-    if (!b->opt.no_lock) {
-        if (!(client = demo_connect(b->opt.connect, 15000)))
+    if (!b->opt.run.no_lock) {
+        if (!(client = demo_connect(b->opt.run.connect, 15000)))
             return 1;
         rc = zkit_multilock_new(&all, client, (const char *const *)b->paths,
                                 (size_t)b->opt.accounts);
@@ -412,34 +341,28 @@ static int auditor_main(int process, void *arg)
 static int report(bank_t *b, int64_t start_ns, int worker_failures, int auditor_failed)
 {
     const options_t *o = &b->opt;
+    const char *file = b->files.file[0];
     long long expected = (long long)o->balance * o->accounts, final_sum = 0;
-    int64_t end_ns = start_ns;
-    double secs;
-    int i, fd, ok;
+    int fd, ok;
 
-    fd = open(b->file, O_RDONLY);
+    fd = open(file, O_RDONLY);
     if (fd < 0 || sum_balances(b, fd, &final_sum) != 0) {
-        fprintf(stderr, "%s: unreadable\n", b->file);
+        fprintf(stderr, "%s: unreadable\n", file);
         if (fd >= 0)
             close(fd);
         return 1;
     }
     close(fd);
-    for (i = 0; i < o->processes; i++)
-        if (b->sh->end_ns[i] > end_ns)
-            end_ns = b->sh->end_ns[i];
-    secs = (double)(end_ns - start_ns) / 1e9;
 
     printf("  transfers          %ld done, %ld failed\n", o->transfers - b->sh->failed,
            b->sh->failed + worker_failures);
-    printf("  throughput         %.1f transfers/s (%ld in %.2f s)\n",
-           secs > 0 ? (double)o->transfers / secs : 0.0, o->transfers, secs);
-    if (!o->no_lock)
-        printf("  lock wait          p50 %.2f ms, p99 %.2f ms (both accounts)\n",
-               demo_percentile(b->sh->wait_ms, (size_t)o->transfers, 50),
-               demo_percentile(b->sh->wait_ms, (size_t)o->transfers, 99));
+    demo_print_throughput("transfers", o->transfers,
+                          demo_span_ns(b->sh->end_ns, o->run.processes, start_ns));
+    if (!o->run.no_lock)
+        demo_print_lock_wait(b->sh->wait_ms, (size_t)o->transfers, " (both accounts)");
     printf("  audits             %ld%s, %ld saw a wrong total", b->sh->audits,
-           o->no_lock ? " (unlocked)" : " under the all-accounts multi-lock", b->sh->bad_audits);
+           o->run.no_lock ? " (unlocked)" : " under the all-accounts multi-lock",
+           b->sh->bad_audits);
     if (b->sh->bad_audits)
         printf(" (first: %lld)", b->sh->first_bad_sum);
     printf("%s\n", auditor_failed ? "; AUDITOR FAILED" : "");
@@ -447,7 +370,7 @@ static int report(bank_t *b, int64_t start_ns, int worker_failures, int auditor_
 
     ok = final_sum == expected && b->sh->bad_audits == 0 && !auditor_failed &&
          b->sh->failed == 0 && worker_failures == 0;
-    if (o->no_lock) {
+    if (o->run.no_lock) {
         printf("  result             %s\n", ok ? "no race observed this time" :
                "money appeared or vanished without locks, as expected");
         return worker_failures || auditor_failed ? 1 : 0;
@@ -456,32 +379,26 @@ static int report(bank_t *b, int64_t start_ns, int worker_failures, int auditor_
     return ok ? 0 : 1;
 }
 
+/* The processes: workers 0..n-1, then the auditor (n), so all pass one start gate. */
+static int process_main(int process, void *arg)
+{
+    const bank_t *b = arg;
+    return process < b->opt.run.processes ? worker_main(process, arg)
+                                          : auditor_main(process, arg);
+}
+
 static int run(bank_t *b)
 {
-    pid_t pids[MAX_PROCS], auditor[1];
-    int n = (int)b->opt.processes, failures, auditor_failed;
+    pid_t pids[MAX_PROCS];
+    int n = (int)b->opt.run.processes, failures, auditor_failed;
     int64_t start_ns;
 
-    if (demo_gate_init(&b->gate) != 0)
+    if (demo_start_workers(&b->gate, pids, n + 1, process_main, b,
+                           "workers did not get ready (see errors above)", &start_ns) != 0)
         return 1;
-    if (demo_spawn(pids, n, &b->gate, worker_main, b) != 0) {
-        demo_gate_close(&b->gate);
-        return 1;
-    }
-    if (demo_spawn(auditor, 1, &b->gate, auditor_main, b) != 0 ||
-        demo_gate_await(&b->gate, n + 1, 30000) != 0) {
-        fprintf(stderr, "workers did not get ready (see errors above)\n");
-        demo_gate_close(&b->gate);
-        demo_kill_all(pids, n);
-        demo_kill_all(auditor, 1);
-        return 1;
-    }
-    start_ns = demo_now_ns();
-    demo_gate_open(&b->gate);
-    failures = demo_reap(pids, n, (int)b->opt.deadline_s * 1000);
+    failures = demo_reap(pids, n, (int)b->opt.run.deadline_s * 1000);
     __atomic_store_n(&b->sh->workers_done, 1, __ATOMIC_RELEASE);
-    auditor_failed = demo_reap(auditor, 1, (int)b->opt.timeout_ms + 30000);
-    demo_gate_close(&b->gate);
+    auditor_failed = demo_reap(pids + n, 1, (int)b->opt.run.timeout_ms + 30000);
     return report(b, start_ns, failures, auditor_failed);
 }
 
@@ -502,13 +419,13 @@ int main(int argc, char **argv)
     }
     printf("transfer: %ld accounts x %ld, %ld transfers from %ld processes x %ld threads, "
            "hold %ld-%ld us, %s\n", b.opt.accounts, b.opt.balance, b.opt.transfers,
-           b.opt.processes, b.opt.threads, b.opt.hold_lo_us, b.opt.hold_hi_us,
-           b.opt.no_lock ? "NO LOCK" : "zkit multi-lock");
-    if (!b.opt.no_lock)
+           b.opt.run.processes, b.opt.run.threads, b.opt.run.hold_lo_us, b.opt.run.hold_hi_us,
+           b.opt.run.no_lock ? "NO LOCK" : "zkit multi-lock");
+    if (!b.opt.run.no_lock)
         printf("  locks              %s/acct-<i>: 2 per transfer, all %ld per audit, on %s\n",
-               b.opt.prefix, b.opt.accounts, b.opt.connect);
+               b.opt.prefix, b.opt.accounts, b.opt.run.connect);
     rc = run(&b);
-    remove_file(&b);
+    demo_workdir_finish(&b.files, "  file kept in       ");
     free_paths(&b);
     demo_shared_free(b.sh, b.sh_size);
     return rc;
