@@ -9,8 +9,9 @@
  *
  * Checked: mutual exclusion in both directions for the mutex, both read-write halves and the
  * semaphore mutex (and readers sharing across implementations); both sides list a mixed
- * queue in the same order; a Java and a C process incrementing one counter under one lock
- * end with the exact total and never overlap.
+ * queue in the same order; revocation both ways (zkit_lock_revoke asks a revocable Curator
+ * holder, Curator's Revoker asks a revocable zkit holder); a Java and a C process
+ * incrementing one counter under one lock end with the exact total and never overlap.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -844,6 +845,166 @@ static void test_semaphore_participants(void)
     free(leases);
 }
 
+/* ---- revocation, both ways ------------------------------------------------------------------ */
+
+/* A Curator revoker: `revoke NODE_PATH` (Revoker.attemptRevoke); 0 when it said REVOKED. */
+static int peer_revoke(const char *node)
+{
+    proc_t p;
+    char line[256] = "";
+    char *argv[] = { (char *)CURATOR_PEER, (char *)PEER_BUILD_DIR, (char *)zkh_connect_string(zk),
+                     (char *)"revoke", (char *)node, NULL };
+    int said;
+    if (proc_spawn(&p, argv) != 0)
+        return -1;
+    said = proc_read_line(&p, line, sizeof(line), PEER_START_MS) == 0 &&
+           strcmp(line, "REVOKED") == 0;
+    return exit_code(proc_wait(&p, 10000)) == 0 && said ? 0 : -1;
+}
+
+/* What a C revocation callback saw; it only records (and releases a semaphore mutex, which
+ * any thread may release, when told to). */
+typedef struct revoke_rec {
+    pthread_mutex_t mu;
+    int calls;
+    zkit_lock_t *lock;
+    int release_here;
+    int release_rc;
+} revoke_rec_t;
+
+static void on_revoke(zkit_lock_t *lock, void *arg)
+{
+    revoke_rec_t *r = arg;
+    int rc = r->release_here ? zkit_lock_release(lock) : 0;
+    pthread_mutex_lock(&r->mu);
+    r->calls++;
+    r->lock = lock;
+    r->release_rc = rc;
+    pthread_mutex_unlock(&r->mu);
+}
+
+static int revoke_called(void *arg)
+{
+    revoke_rec_t *r = arg;
+    int calls;
+    pthread_mutex_lock(&r->mu);
+    calls = r->calls;
+    pthread_mutex_unlock(&r->mu);
+    return calls > 0;
+}
+
+/* Java holds `kind` revocably and C waits; C asks Java to let go (zkit_lock_revoke), Java's
+ * listener hears it, Java releases, and the C waiter gets in. */
+static void c_revokes_java(const char *name, const char *kind)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    clock_t_ l;
+    proc_t peer;
+    bg_t b;
+    char *path, node[512], line[512] = "";
+    fx_begin(&f, name);
+    path = join(f.base, "lock");
+    c = new_client();
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(c_lock_new(&l, c, kind, path) == 0);
+    CU_ASSERT_FATAL(peer_spawn(&peer, "hold", kind, path, "20000", "revocable", NULL) == 0);
+    CU_ASSERT_FATAL(proc_read_line(&peer, line, sizeof(line), PEER_START_MS) == 0 &&
+                    strncmp(line, "ACQUIRED ", 9) == 0);
+    snprintf(node, sizeof(node), "%.*s", (int)sizeof(node) - 1, line + 9);
+    bg_start(&b, l.lock, 20000);
+    CU_ASSERT_EQUAL(wait_participants(l.lock, 2, 5000), 0);
+    CU_ASSERT_EQUAL(bg_acquired(&b), 0);
+    CU_ASSERT_EQUAL(zkit_lock_revoke(c, node), 0);
+    CU_ASSERT_EQUAL(proc_read_line(&peer, line, sizeof(line), 10000), 0);
+    CU_ASSERT_STRING_EQUAL(line, "REVOKE_REQUESTED");
+    CU_ASSERT_EQUAL(proc_read_line(&peer, line, sizeof(line), 10000), 0);
+    CU_ASSERT_STRING_EQUAL(line, "RELEASED");
+    CU_ASSERT_EQUAL(exit_code(proc_wait(&peer, 10000)), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &b, 10000), 0);
+    CU_ASSERT_EQUAL(b.rc, 0);
+    CU_ASSERT_EQUAL(bg_finish(&b, 5000), 0);
+    CU_ASSERT_EQUAL(b.release_rc, 0);
+    CU_ASSERT_EQUAL(zkit_lock_revoke(c, node), ZKIT_ENONODE);
+    fx_end(&f);
+    c_lock_free(&l);
+    zkit_client_close(c);
+    free(path);
+}
+
+/* C holds `kind` revocably and Java waits; Curator's Revoker asks, the C callback hears it,
+ * C releases (from the holding thread, or for the semaphore mutex from the callback), and
+ * the Java waiter gets in. */
+static void java_revokes_c(const char *name, const char *kind, int release_in_callback)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    clock_t_ l;
+    proc_t peer;
+    revoke_rec_t rec;
+    child_wait_t w;
+    char *path, *dir, *node = NULL, line[512] = "";
+    fx_begin(&f, name);
+    path = join(f.base, "lock");
+    dir = participants_dir(kind, path);
+    memset(&rec, 0, sizeof(rec));
+    pthread_mutex_init(&rec.mu, NULL);
+    rec.release_here = release_in_callback;
+    c = new_client();
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(c_lock_new(&l, c, kind, path) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(l.lock, on_revoke, &rec), 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(l.lock, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_node(l.lock, &node) == 0);
+    CU_ASSERT_FATAL(peer_spawn(&peer, "hold", kind, path, "20000", NULL, NULL) == 0);
+    w.dir = dir;
+    w.expected = 2;
+    CU_ASSERT_EQUAL(zkh_wait_until(children_reach, &w, PEER_START_MS), 0);
+    CU_ASSERT_EQUAL(peer_revoke(node), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(revoke_called, &rec, 10000), 0);
+    CU_ASSERT(rec.lock == l.lock);
+    if (release_in_callback) {
+        CU_ASSERT_EQUAL(rec.release_rc, 0);
+    } else {
+        /* Not released for us: C still holds, Java still waits. */
+        CU_ASSERT_EQUAL(zkit_lock_is_held(l.lock), 1);
+        CU_ASSERT_EQUAL(children_of(dir), 2);
+        CU_ASSERT_EQUAL(zkit_lock_release(l.lock), 0);
+    }
+    CU_ASSERT_EQUAL(proc_read_line(&peer, line, sizeof(line), 10000), 0);
+    CU_ASSERT(strncmp(line, "ACQUIRED ", 9) == 0);
+    CU_ASSERT_EQUAL(peer_release(&peer), 0);
+    CU_ASSERT_EQUAL(revoke_called(&rec), 1);
+    CU_ASSERT_EQUAL(rec.calls, 1);
+    fx_end(&f);
+    c_lock_free(&l);
+    zkit_client_close(c);
+    pthread_mutex_destroy(&rec.mu);
+    zkit_free(node);
+    free(dir);
+    free(path);
+}
+
+static void test_c_revokes_java_mutex(void)
+{
+    c_revokes_java("ix-rev-cj-mutex", "mutex");
+}
+
+static void test_c_revokes_java_writer(void)
+{
+    c_revokes_java("ix-rev-cj-write", "write");
+}
+
+static void test_java_revokes_c_mutex(void)
+{
+    java_revokes_c("ix-rev-jc-mutex", "mutex", 0);
+}
+
+static void test_java_revokes_c_semaphore(void)
+{
+    java_revokes_c("ix-rev-jc-sem", "semaphore", 1);
+}
+
 /* ---- mixed loops: one counter, Java and C processes ----------------------------------------- */
 
 typedef struct verdict {
@@ -1092,6 +1253,10 @@ int main(void)
     CU_add_test(s, "mutex queue: same order on both sides", test_mutex_order);
     CU_add_test(s, "read-write queue: same order on both sides", test_rw_order);
     CU_add_test(s, "semaphore mutex: same participants", test_semaphore_participants);
+    CU_add_test(s, "revocation: C revokes a Java mutex holder", test_c_revokes_java_mutex);
+    CU_add_test(s, "revocation: C revokes a Java write holder", test_c_revokes_java_writer);
+    CU_add_test(s, "revocation: Java revokes a C mutex holder", test_java_revokes_c_mutex);
+    CU_add_test(s, "revocation: Java revokes a C semaphore mutex", test_java_revokes_c_semaphore);
     CU_add_test(s, "mixed loop: mutex, Java + C", test_mixed_loop_mutex);
     CU_add_test(s, "mixed loop: read-write, Java + C", test_mixed_loop_rwlock);
     CU_add_test(s, "mixed loop: semaphore mutex, Java + C", test_mixed_loop_semaphore);

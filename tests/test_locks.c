@@ -1659,6 +1659,357 @@ static void test_acquire_async(void)
     free(path);
 }
 
+/* ---- revocation ------------------------------------------------------------------------------- */
+
+/* What a revocation callback saw (under bg_mu).  It only records, and releases when the lock
+ * may be released from any thread and the test asks it to. */
+typedef struct revoke_rec {
+    int calls;
+    zkit_lock_t *lock;
+    pthread_t thread;
+    int release_here;           /* set before the lock is acquired */
+    int release_rc;
+} revoke_rec_t;
+
+static void on_revoke(zkit_lock_t *lock, void *arg)
+{
+    revoke_rec_t *r = arg;
+    int rc = r->release_here ? zkit_lock_release(lock) : 0;
+    pthread_mutex_lock(&bg_mu);
+    r->calls++;
+    r->lock = lock;
+    r->thread = pthread_self();
+    r->release_rc = rc;
+    pthread_cond_broadcast(&bg_cond);
+    pthread_mutex_unlock(&bg_mu);
+}
+
+static int revoke_calls(revoke_rec_t *r)
+{
+    int n;
+    pthread_mutex_lock(&bg_mu);
+    n = r->calls;
+    pthread_mutex_unlock(&bg_mu);
+    return n;
+}
+
+typedef struct revoke_wait {
+    revoke_rec_t *rec;
+    int calls;
+} revoke_wait_t;
+
+static int revoke_calls_reach(void *arg)
+{
+    revoke_wait_t *w = arg;
+    return revoke_calls(w->rec) >= w->calls;
+}
+
+/* Waits (bounded) until the callback has run `calls` times in all. */
+static int wait_revoke_calls(revoke_rec_t *r, int calls, int timeout_ms)
+{
+    revoke_wait_t w = { r, calls };
+    return zkh_wait_until(revoke_calls_reach, &w, timeout_ms);
+}
+
+/* Lock states reported (under bg_mu). */
+typedef struct state_rec {
+    int calls;
+    zkit_lock_state_t last;
+} state_rec_t;
+
+static void on_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
+{
+    state_rec_t *r = arg;
+    (void)lock;
+    pthread_mutex_lock(&bg_mu);
+    r->calls++;
+    r->last = state;
+    pthread_mutex_unlock(&bg_mu);
+}
+
+static int state_reported(void *arg)
+{
+    state_rec_t *r = arg;
+    int calls;
+    pthread_mutex_lock(&bg_mu);
+    calls = r->calls;
+    pthread_mutex_unlock(&bg_mu);
+    return calls > 0;
+}
+
+static int node_data_is(zkit_client_t *c, const char *path, const char *expected)
+{
+    char *data = NULL;
+    size_t len = 0;
+    int same = zkit_get_data(&data, &len, NULL, c, path, NULL) == 0 &&
+               len == strlen(expected) && memcmp(data, expected, len) == 0;
+    zkit_free(data);
+    return same;
+}
+
+/* A revocable holder is asked (on the event thread), keeps the lock until its own thread
+ * releases, and a waiter of another client then gets in. */
+static void test_revocation(void)
+{
+    fixture_t f;
+    zkit_client_t *c, *c2;
+    zkit_lock_t *holder, *waiter;
+    revoke_rec_t rec, wrec;
+    state_rec_t states;
+    zkit_participant_t *list = NULL;
+    size_t n = 0;
+    bg_t b;
+    char *path, *node = NULL, *wnode = NULL;
+    fx_begin(&f, "revoke");
+    path = join(f.base, "lock");
+    c = new_client();
+    c2 = new_client();
+    CU_ASSERT_FATAL(c != NULL && c2 != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&holder, c, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&waiter, c2, path) == 0);
+    memset(&rec, 0, sizeof(rec));
+    memset(&wrec, 0, sizeof(wrec));
+    memset(&states, 0, sizeof(states));
+    CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(holder, on_revoke, &rec), 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(waiter, on_revoke, &wrec), 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(holder, on_state, &states), 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(holder, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_node(holder, &node) == 0);
+    bg_start(&b, waiter, 20000, 1);
+    CU_ASSERT_EQUAL(wait_participants(holder, 2, 5000), 0);
+    CU_ASSERT_FATAL(zkit_lock_participants(&list, &n, holder) == 0 && n == 2);
+    wnode = join(path, list[1].name);
+    zkit_participants_free(list, n);
+
+    /* Another client asks; the holder hears it on its event thread. */
+    CU_ASSERT_EQUAL(zkit_lock_revoke(c2, node), 0);
+    CU_ASSERT_EQUAL(wait_revoke_calls(&rec, 1, 5000), 0);
+    CU_ASSERT_EQUAL(revoke_calls(&rec), 1);
+    CU_ASSERT(rec.lock == holder);
+    CU_ASSERT_FALSE(pthread_equal(rec.thread, pthread_self()));
+    CU_ASSERT(node_data_is(c2, node, "__REVOKE__"));
+    /* Not released for us: still held, still ours, the waiter still waits, no state change. */
+    CU_ASSERT_EQUAL(zkit_lock_is_held(holder), 1);
+    CU_ASSERT(node_exists(c2, node));
+    CU_ASSERT_EQUAL(bg_flag(&b, 0), 0);
+    CU_ASSERT_EQUAL(states.calls, 0);
+
+    /* The waiter is asked too while it waits: it hears it once it holds. */
+    CU_ASSERT_EQUAL(zkit_lock_revoke(c, wnode), 0);
+
+    /* The holder lets go from its own thread; the waiter gets in. */
+    CU_ASSERT_EQUAL(zkit_lock_release(holder), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired_pred, &b, 10000), 0);
+    CU_ASSERT_EQUAL(b.rc, 0);
+    CU_ASSERT_EQUAL(wait_revoke_calls(&wrec, 1, 5000), 0);
+    CU_ASSERT(wrec.lock == waiter);
+    CU_ASSERT_EQUAL(bg_finish(&b, 5000), 0);
+    CU_ASSERT_EQUAL(b.release_rc, 0);
+    /* A released node cannot be revoked; nothing more was reported. */
+    CU_ASSERT_EQUAL(zkit_lock_revoke(c2, node), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(revoke_calls(&rec), 1);
+    CU_ASSERT_EQUAL(states.calls, 0);
+    CU_ASSERT_EQUAL(zkit_lock_revoke(NULL, node), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_lock_revoke(c2, NULL), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_lock_revoke(c2, "no-slash"), ZKIT_EBADPATH);
+    CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(NULL, on_revoke, &rec), ZKIT_EINVAL);
+
+    /* A new holding of the same lock is revocable too, and a lock freed while revocable
+     * leaves nothing behind. */
+    CU_ASSERT_FATAL(zkit_lock_acquire(holder, 5000) == 0);
+    zkit_free(node);
+    node = NULL;
+    CU_ASSERT_FATAL(zkit_lock_node(holder, &node) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_revoke(c2, node), 0);
+    CU_ASSERT_EQUAL(wait_revoke_calls(&rec, 2, 5000), 0);
+    zkit_lock_free(holder);
+    CU_ASSERT(!node_exists(c, node)); /* c: ordered after the delete */
+    CU_ASSERT_EQUAL(revoke_calls(&rec), 2);
+    CU_ASSERT_EQUAL(revoke_calls(&wrec), 1);
+    fx_end(&f);
+    zkit_free(node);
+    free(wnode);
+    zkit_lock_free(waiter);
+    zkit_client_close(c);
+    zkit_client_close(c2);
+    free(path);
+}
+
+/* Revocation of the other kinds: both read-write halves (engine locks, released by their
+ * thread), the semaphore mutex (its lease node; released from the callback, which any thread
+ * may do) and a multi-lock (asked through its locks, reported as itself). */
+static void test_revocation_kinds(void)
+{
+    fixture_t f;
+    zkit_client_t *c, *c2;
+    zkit_rwlock_t *rw;
+    zkit_lock_t *half[2], *smutex, *multi, *probe;
+    revoke_rec_t rec[2], srec, mrec;
+    char *rwpath, *spath, *x, *y, *node = NULL;
+    const char *paths[2];
+    fx_begin(&f, "revoke-kinds");
+    rwpath = join(f.base, "rw");
+    spath = join(f.base, "smutex");
+    x = join(f.base, "x");
+    y = join(f.base, "y");
+    paths[0] = x;
+    paths[1] = y;
+    c = new_client();
+    c2 = new_client();
+    CU_ASSERT_FATAL(c != NULL && c2 != NULL);
+
+    CU_ASSERT_FATAL(zkit_rwlock_new(&rw, c, rwpath) == 0);
+    half[0] = zkit_rwlock_read(rw);
+    half[1] = zkit_rwlock_write(rw);
+    for (int i = 0; i < 2; i++) {
+        memset(&rec[i], 0, sizeof(rec[i]));
+        CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(half[i], on_revoke, &rec[i]), 0);
+        CU_ASSERT_FATAL(zkit_lock_acquire(half[i], 5000) == 0);
+        CU_ASSERT_FATAL(zkit_lock_node(half[i], &node) == 0);
+        CU_ASSERT_EQUAL(zkit_lock_revoke(c2, node), 0);
+        CU_ASSERT_EQUAL(wait_revoke_calls(&rec[i], 1, 5000), 0);
+        CU_ASSERT(rec[i].lock == half[i]);
+        CU_ASSERT_EQUAL(zkit_lock_is_held(half[i]), 1);
+        CU_ASSERT_EQUAL(zkit_lock_release(half[i]), 0);
+        CU_ASSERT_EQUAL(zkit_lock_revoke(c, node), ZKIT_ENONODE); /* after the delete */
+        zkit_free(node);
+        node = NULL;
+    }
+    CU_ASSERT_EQUAL(revoke_calls(&rec[0]) + revoke_calls(&rec[1]), 2);
+
+    CU_ASSERT_FATAL(zkit_semaphore_mutex_new(&smutex, c, spath) == 0);
+    memset(&srec, 0, sizeof(srec));
+    srec.release_here = 1;
+    CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(smutex, on_revoke, &srec), 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(smutex, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_node(smutex, &node) == 0);
+    CU_ASSERT(strstr(node, "/leases/") != NULL);
+    CU_ASSERT_EQUAL(zkit_lock_revoke(c2, node), 0);
+    CU_ASSERT_EQUAL(wait_revoke_calls(&srec, 1, 5000), 0);
+    CU_ASSERT(srec.lock == smutex);
+    CU_ASSERT_EQUAL(srec.release_rc, 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_acquired_in_process(smutex), 0);
+    CU_ASSERT(!node_exists(c, node));
+    zkit_free(node);
+    node = NULL;
+
+    CU_ASSERT_FATAL(zkit_multilock_new(&multi, c, paths, 2) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&probe, c2, y) == 0);
+    memset(&mrec, 0, sizeof(mrec));
+    CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(multi, on_revoke, &mrec), 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(multi, 5000) == 0);
+    {
+        /* The node the multi-lock holds at y, found as any other party would. */
+        zkit_participant_t *list = NULL;
+        size_t n = 0;
+        CU_ASSERT_FATAL(zkit_lock_participants(&list, &n, probe) == 0 && n == 1);
+        node = join(y, list[0].name);
+        zkit_participants_free(list, n);
+    }
+    CU_ASSERT_EQUAL(zkit_lock_revoke(c2, node), 0);
+    CU_ASSERT_EQUAL(wait_revoke_calls(&mrec, 1, 5000), 0);
+    CU_ASSERT(mrec.lock == multi);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(multi), 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(multi), 0);
+    /* Cleared, for its locks too: the multi-lock's node is asked first, then the semaphore
+     * mutex's on the same client, whose callback therefore runs after any of the other. */
+    CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(multi, NULL, NULL), 0);
+    free(node);
+    node = NULL;
+    CU_ASSERT_FATAL(zkit_lock_acquire(multi, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(smutex, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_node(multi, &node) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_revoke(c2, node), 0);
+    zkit_free(node);
+    CU_ASSERT_FATAL(zkit_lock_node(smutex, &node) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_revoke(c2, node), 0);
+    CU_ASSERT_EQUAL(wait_revoke_calls(&srec, 2, 5000), 0);
+    CU_ASSERT_EQUAL(srec.release_rc, 0);
+    CU_ASSERT_EQUAL(revoke_calls(&mrec), 1);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(multi), 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(multi), 0);
+    zkit_free(node);
+
+    fx_end(&f);
+    zkit_lock_free(multi);
+    zkit_lock_free(probe);
+    zkit_lock_free(smutex);
+    zkit_rwlock_free(rw);
+    zkit_client_close(c);
+    zkit_client_close(c2);
+    free(rwpath);
+    free(spath);
+    free(x);
+    free(y);
+}
+
+/* A lock that is not revocable ignores "__REVOKE__": it stays held, nothing is called, and its
+ * re-armed watch still reports the node's deletion as LOST. */
+static void test_revocation_ignored(void)
+{
+    fixture_t f;
+    zkit_client_t *c, *c2;
+    zkit_lock_t *plain, *marker;
+    revoke_rec_t prec, mrec;
+    state_rec_t states;
+    char *path, *mpath, *node = NULL, *mnode = NULL;
+    fx_begin(&f, "revoke-ignored");
+    path = join(f.base, "lock");
+    mpath = join(f.base, "marker");
+    c = new_client();
+    c2 = new_client();
+    CU_ASSERT_FATAL(c != NULL && c2 != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&plain, c, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&marker, c, mpath) == 0);
+    memset(&prec, 0, sizeof(prec));
+    memset(&mrec, 0, sizeof(mrec));
+    memset(&states, 0, sizeof(states));
+    /* Revocable once, then not: clearing works. */
+    CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(plain, on_revoke, &prec), 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(plain, NULL, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(plain, on_state, &states), 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(marker, on_revoke, &mrec), 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(plain, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(marker, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_node(plain, &node) == 0);
+    CU_ASSERT_FATAL(zkit_lock_node(marker, &mnode) == 0);
+
+    /* Both nodes asked, the plain one first.  The server notifies c in that order, and c
+     * handles the changes, their reads and any callback in that order, so once the marker's
+     * callback has run, the plain lock's would have run before it. */
+    CU_ASSERT_EQUAL(zkit_lock_revoke(c2, node), 0);
+    CU_ASSERT_EQUAL(zkit_lock_revoke(c2, mnode), 0);
+    CU_ASSERT_EQUAL(wait_revoke_calls(&mrec, 1, 5000), 0);
+    CU_ASSERT_EQUAL(revoke_calls(&prec), 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(plain), 1);
+    CU_ASSERT(node_exists(c2, node));
+    CU_ASSERT(node_data_is(c2, node, "__REVOKE__"));
+    CU_ASSERT_EQUAL(states.calls, 0);
+    /* Each request is heard once: the watch was set again after the first. */
+    CU_ASSERT_EQUAL(zkit_lock_revoke(c2, mnode), 0);
+    CU_ASSERT_EQUAL(wait_revoke_calls(&mrec, 2, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(marker), 0);
+    CU_ASSERT_EQUAL(revoke_calls(&mrec), 2);
+
+    /* The plain lock's watch survived the change: deleting its node is still LOST. */
+    CU_ASSERT_EQUAL(zkit_delete(c2, node, -1, 0), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(state_reported, &states, 5000), 0);
+    CU_ASSERT_EQUAL(states.calls, 1);
+    CU_ASSERT_EQUAL(states.last, ZKIT_LOCK_LOST);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(plain), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(plain), ZKIT_ELOCKLOST);
+    CU_ASSERT_EQUAL(revoke_calls(&prec), 0);
+    fx_end(&f);
+    zkit_free(node);
+    zkit_free(mnode);
+    zkit_lock_free(plain);
+    zkit_lock_free(marker);
+    zkit_client_close(c);
+    zkit_client_close(c2);
+    free(path);
+    free(mpath);
+}
+
 /* ---- registration ---------------------------------------------------------------------------- */
 
 static int suite_init(void)
@@ -1706,5 +2057,8 @@ int main(void)
     CU_add_test(s, "semaphore capacity, all or nothing", test_semaphore_capacity);
     CU_add_test(s, "multi-lock all or nothing", test_multilock_all_or_nothing);
     CU_add_test(s, "asynchronous acquire", test_acquire_async);
+    CU_add_test(s, "revocation: asked, released by the holder", test_revocation);
+    CU_add_test(s, "revocation: read-write, semaphore mutex, multi-lock", test_revocation_kinds);
+    CU_add_test(s, "revocation: a lock not revocable ignores it", test_revocation_ignored);
     return zkh_run_tests("locks");
 }

@@ -88,6 +88,30 @@ ZKIT_EXTERN int zkit_lock_set_data(zkit_lock_t *lock, const void *data, size_t l
 /* The state callback (NULL to clear). */
 ZKIT_EXTERN int zkit_lock_set_state_callback(zkit_lock_t *lock, zkit_lock_state_fn fn, void *arg);
 
+/* ---- revocation (Curator's protocol: makeRevocable / Revoker) ---- */
+
+/* Runs on the client's event thread when another party asks the holder of a revocable lock to
+ * let go.  The lock is NOT released: the callback decides, typically by telling the holding
+ * thread to release (a mutex or read-write half is released by its holding thread; a
+ * semaphore mutex may be released right here).  It may call any zkit function but
+ * zkit_client_close(). */
+typedef void (*zkit_revocation_fn)(zkit_lock_t *lock, void *arg);
+/* Makes the lock revocable, like Curator's makeRevocable() (NULL makes it not revocable).
+ * While held, each revocation request written into our node (zkit_lock_revoke() or Curator's
+ * Revoker) calls `fn` once (requests in quick succession may be seen as one), also for a
+ * holding taken before this call; a request written while waiting is heard on acquiring.  A
+ * lock that is not revocable ignores requests and stays held.  A multi-lock over paths is
+ * asked through each of its locks, with the multi-lock as `lock`; one built from existing
+ * locks leaves their callbacks alone.  0, ZKIT_EINVAL or ZKIT_ENOMEM. */
+ZKIT_EXTERN int zkit_lock_set_revocation_callback(zkit_lock_t *lock, zkit_revocation_fn fn,
+                                                  void *arg);
+/* Asks a participant to let go, like Curator's Revoker.attemptRevoke(): writes "__REVOKE__"
+ * into its node `node_path` (zkit_lock_node() of the holder, or the lock path plus a
+ * participant's name; the data stays until the node goes).  Returns when written: 0, or
+ * ZKIT_ENONODE when the node is gone (released already), or a connection error.  Whether
+ * and when the holder releases is up to it. */
+ZKIT_EXTERN int zkit_lock_revoke(zkit_client_t *client, const char *node_path);
+
 /* ---- the lock interface ---- */
 
 /* Returns 0 (acquired), ZKIT_ETIMEDOUT, ZKIT_EDEADLK (read holder asking for the write lock),

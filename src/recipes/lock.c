@@ -112,6 +112,10 @@ typedef struct ticket {
     zkit_client_t *client;
     uint64_t epoch;                 /* expiry check: the disconnection it belongs to */
     char *node;                     /* own-node check: the node */
+    const void *watch_arg;          /* own-node check: the lock as its watch names it, kept
+                                     * after detaching to cancel that watch (compared only,
+                                     * never dereferenced) */
+    int released;                   /* own-node check: the holding of `node` was released */
 } ticket_t;
 
 static pthread_mutex_t tickets_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -126,6 +130,7 @@ static ticket_t *ticket_new(zkit_lock_t *lock, const char *node)
     }
     t->lock = lock;
     t->client = lock->client;
+    t->watch_arg = lock;
     pthread_mutex_lock(&tickets_mu);
     t->next = tickets;
     tickets = t;
@@ -164,6 +169,27 @@ static void tickets_detach(zkit_lock_t *lock)
         if (t->lock == lock)
             t->lock = NULL;
     pthread_mutex_unlock(&tickets_mu);
+}
+
+/* The holding of `node` is being released: its own-node checks in flight must not keep
+ * the watch they set (see own_node_checked). */
+static void tickets_release(const zkit_lock_t *lock, const char *node)
+{
+    pthread_mutex_lock(&tickets_mu);
+    for (ticket_t *t = tickets; t; t = t->next)
+        if (t->lock == lock && t->node && strcmp(t->node, node) == 0)
+            t->released = 1;
+    pthread_mutex_unlock(&tickets_mu);
+}
+
+/* Whether an own-node check outlived its holding (released, or its lock freed). */
+static int ticket_stale(const ticket_t *t)
+{
+    int stale;
+    pthread_mutex_lock(&tickets_mu);
+    stale = !t->lock || t->released;
+    pthread_mutex_unlock(&tickets_mu);
+    return stale;
 }
 
 /* Event thread: the validity deadline passed; still disconnected? */
@@ -269,13 +295,116 @@ static void own_node_gone(zkit_lock_t *lock, const char *path)
         report_now(lock, ZKIT_LOCK_LOST);
 }
 
+/* Called with lock->mu held: the live holding of `node`, if any. */
+static zkit__holder_t *live_holder_of(const zkit_lock_t *lock, const char *node)
+{
+    for (zkit__holder_t *h = lock->holders; h; h = h->next)
+        if (h->node && strcmp(h->node, node) == 0 && !h->lost)
+            return h;
+    return NULL;
+}
+
+/* ---- revocation (Curator's protocol) ------------------------------------------------------- */
+
+/* What a revoker writes into a holder's node (Curator's LockInternals.REVOKE_MESSAGE). */
+static const char REVOKE_MESSAGE[] = "__REVOKE__";
+#define REVOKE_MESSAGE_LEN (sizeof(REVOKE_MESSAGE) - 1)
+
+/* Sets (fn != NULL) or clears the callback of `lock` (not with lock->mu held). */
+static int revocation_set(zkit_lock_t *lock, zkit_revocation_fn fn, void *arg)
+{
+    pthread_mutex_lock(&lock->mu);
+    lock->revoke_fn = fn;
+    lock->revoke_arg = fn ? arg : NULL;
+    pthread_mutex_unlock(&lock->mu);
+    return 0;
+}
+
+static zkit_revocation_fn revocation_get(zkit_lock_t *lock, void **arg)
+{
+    zkit_revocation_fn fn;
+    pthread_mutex_lock(&lock->mu);
+    fn = lock->revoke_fn;
+    *arg = lock->revoke_arg;
+    pthread_mutex_unlock(&lock->mu);
+    return fn;
+}
+
+/* A lock of a multi-lock was asked to let go: the holder of the multi-lock is asked. */
+static void multi_part_revoked(zkit_lock_t *part, void *arg)
+{
+    zkit_lock_t *multi = arg;
+    void *fn_arg = NULL;
+    zkit_revocation_fn fn = revocation_get(multi, &fn_arg);
+    (void)part;
+    if (fn)
+        fn(multi, fn_arg);
+}
+
+static int is_revoke_message(const zkit_result_t *res)
+{
+    return res->data && res->data_len == REVOKE_MESSAGE_LEN &&
+           memcmp(res->data, REVOKE_MESSAGE, REVOKE_MESSAGE_LEN) == 0;
+}
+
+/*
+ * Event thread: a revocation request reached one of our nodes.  As in Curator the lock is
+ * not released here; the holder is told, if it still holds that node and the lock is
+ * revocable now.  Run through a ticket, so a lock freed meanwhile is never touched, and one
+ * being freed waits for the callback to return (wait_for_event_thread).
+ */
+static void revocation_on_event_thread(void *arg)
+{
+    ticket_t *t = arg;
+    zkit_lock_t *lock = ticket_take(t);
+    zkit_revocation_fn fn = NULL;
+    void *fn_arg = NULL;
+    int held = 0;
+    if (lock) {
+        pthread_mutex_lock(&lock->mu);
+        held = live_holder_of(lock, t->node) != NULL;
+        pthread_mutex_unlock(&lock->mu);
+        if (held)
+            fn = revocation_get(lock, &fn_arg);
+        zkit__client_log(lock->client, ZKIT_LOG_INFO, "lock %s: revocation requested%s",
+                         lock->path, !held ? " after release; ignored"
+                                           : fn ? "" : "; not revocable, ignored");
+    }
+    ticket_free(t);
+    /* The last use of the lock: the callback may release it, or free it. */
+    if (fn)
+        fn(lock, fn_arg);
+}
+
+/* ---- the own-node watch ------------------------------------------------------------------------ */
+
+static void watch_own_node(zkit_lock_t *lock, const char *node);
+
+/*
+ * Our node's data changed while held (a revoker writes there).  The change used up the
+ * server's watch, so the data is read again with a new one, which both sees the request and
+ * keeps DELETED -> LOST working.  Done under lock->mu, after checking the holding is still
+ * there: a release takes the holding off under lock->mu before cancelling the watch, so the
+ * new watch is either never set or listed in time for that cancel (a read retried after a
+ * disconnection, listed later, is caught by own_node_checked).
+ */
+static void own_node_changed(zkit_lock_t *lock, const char *path)
+{
+    pthread_mutex_lock(&lock->mu);
+    if (live_holder_of(lock, path))
+        watch_own_node(lock, path);
+    pthread_mutex_unlock(&lock->mu);
+}
+
 /* Event thread: our node was deleted (by someone else: our own release cancels the watch
- * first). */
+ * first), or its data changed (maybe a revocation request). */
 static void on_own_node_event(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
 {
     (void)c;
     if (event == ZKIT_EVENT_DELETED)
         own_node_gone(arg, path);
+    else if (event == ZKIT_EVENT_CHANGED)
+        own_node_changed(arg, path);
 }
 
 static void ignore_result(zkit_client_t *c, const zkit_result_t *r, void *arg)
@@ -294,20 +423,41 @@ static void own_node_missing_on_event_thread(void *arg)
     ticket_free(t);
 }
 
-/* The reply to the watch's get-data: NONODE means our node is gone already. */
+/*
+ * The reply to the watch's get-data (a completion: it must not block and must not touch the
+ * lock, which only the event thread may do through the ticket).  NONODE means our node is
+ * gone already.  Data "__REVOKE__" is a revocation request; it is honoured on the first read
+ * too, so a request written before the watch was set (while waiting, or between our node's
+ * creation and its watch, which Curator misses) is heard once the lock is held.
+ * Fix (found in review of the re-armed watch): a read retried after a disconnection can be
+ * sent after the release cancelled the watch but before its delete; the server then arms a
+ * watch the cancel never saw, and the delete's event would reach a lock that may be freed by
+ * then.  Such a watch is cancelled here: the reply comes before that event on the same
+ * thread, and the release marks the ticket before it cancels, so one of the two sees it.
+ */
 static void own_node_checked(zkit_client_t *c, const zkit_result_t *res, void *arg)
 {
     ticket_t *t = arg;
     (void)c;
-    if (res->error == ZKIT_ENONODE &&
-        zkit__run_on_event_thread(t->client, own_node_missing_on_event_thread, t) == 0)
-        return;
+    if (res->error == ZKIT_ENONODE) {
+        if (zkit__run_on_event_thread(t->client, own_node_missing_on_event_thread, t) == 0)
+            return;
+    } else if (res->error == 0) {
+        if (ticket_stale(t)) {
+            zkit_watcher_t w = { on_own_node_event, (void *)t->watch_arg };
+            zkit__watch_cancel_local(t->client, t->node, ZKIT_WATCH_DATA, &w);
+        } else if (is_revoke_message(res) &&
+                   zkit__run_on_event_thread(t->client, revocation_on_event_thread, t) == 0) {
+            return;
+        }
+    }
     ticket_take(t);
     ticket_free(t);
 }
 
 /*
- * Watches our node while we hold it; our own delete on release consumes the watch.
+ * Watches our node while we hold it; our own delete on release consumes the watch.  Called
+ * with lock->mu held.
  * Fix (found by test_lock_faults "session expiry": the server kept a watch of a new session
  * on the old, deleted node): this was an exists-watch, which the server arms on a missing
  * node too, and the request, caught by a disconnection, was retried in the next session
@@ -328,10 +478,12 @@ static void watch_own_node(zkit_lock_t *lock, const char *node)
 /* Fix (found by test_locks: free after release crashed in on_own_node_event): the event of
  * our own delete was still delivered to the lock after zkit_lock_free.  The watch is now
  * cancelled before the delete (a cancelled watch never reaches its function); the server's
- * watch is still consumed by the delete. */
+ * watch is still consumed by the delete.  Checks still in flight are marked first, so that
+ * a watch they set later is cancelled by them (see own_node_checked). */
 static void unwatch_own_node(zkit_lock_t *lock, const char *node)
 {
     zkit_watcher_t w = { on_own_node_event, lock };
+    tickets_release(lock, node);
     /* Local only: the delete that follows consumes the server's watch, so asking the server
      * to drop it would cost a request per lock cycle for nothing. */
     zkit__watch_cancel_local(lock->client, node, ZKIT_WATCH_DATA, &w);
@@ -408,6 +560,9 @@ void zkit__lock_destroy(zkit_lock_t *lock)
 {
     if (lock->listener_id)
         zkit_client_remove_listener(lock->client, lock->listener_id);
+    /* Before the wait below: a revocation being delivered now finishes first, none starts
+     * after it. */
+    revocation_set(lock, NULL, NULL);
     tickets_detach(lock);
     wait_for_event_thread(lock->client);
     while (lock->holders) {
@@ -522,6 +677,33 @@ ZKIT_EXTERN int zkit_lock_set_state_callback(zkit_lock_t *lock, zkit_lock_state_
         for (size_t i = 0; i < lock->sub_count; i++)
             zkit_lock_set_state_callback(lock->subs[i], fn ? multi_part_state : NULL, lock);
     return 0;
+}
+
+ZKIT_EXTERN int zkit_lock_set_revocation_callback(zkit_lock_t *lock, zkit_revocation_fn fn,
+                                                  void *arg)
+{
+    int rc;
+    if (!lock)
+        return ZKIT_EINVAL;
+    rc = revocation_set(lock, fn, arg);
+    /* As for the state callback: a multi-lock hears through the locks it owns; borrowed
+     * locks keep their own callbacks. */
+    if (lock->kind == ZKIT__LOCK_MULTI && lock->owns_subs)
+        for (size_t i = 0; i < lock->sub_count; i++)
+            revocation_set(lock->subs[i], fn ? multi_part_revoked : NULL, lock);
+    return rc;
+}
+
+ZKIT_EXTERN int zkit_lock_revoke(zkit_client_t *client, const char *node_path)
+{
+    int rc;
+    if (!client || !node_path)
+        return ZKIT_EINVAL;
+    /* Any version, as Curator's Revoker: the request is the data, not a compare-and-set. */
+    rc = zkit_set_data(NULL, client, node_path, REVOKE_MESSAGE, REVOKE_MESSAGE_LEN, -1);
+    zkit__client_log(client, rc == 0 || rc == ZKIT_ENONODE ? ZKIT_LOG_DEBUG : ZKIT_LOG_ERROR,
+                     "revoke %s: %s", node_path, rc == 0 ? "requested" : zkit_strerror(rc));
+    return rc;
 }
 
 /* ---- acquiring with the engine -------------------------------------------------------------- */

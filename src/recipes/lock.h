@@ -49,6 +49,8 @@ struct zkit_lock {
     zkit__pending_t *pending;
     zkit_lock_state_fn state_fn;
     void *state_arg;
+    zkit_revocation_fn revoke_fn;   /* NULL: not revocable */
+    void *revoke_arg;
     int listener_id;
     int disconnected;           /* holders are UNCERTAIN */
     int64_t valid_until;        /* INT64_MAX while connected */

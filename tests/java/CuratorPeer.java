@@ -4,9 +4,10 @@
  *
  * Started through tests/curator-peer.sh, which compiles this file on demand. Usage:
  *
- *   CuratorPeer CONNECT hold  KIND PATH TIMEOUT_MS
+ *   CuratorPeer CONNECT hold  KIND PATH TIMEOUT_MS [revocable]
  *   CuratorPeer CONNECT loop  KIND PATH ITERATIONS COUNTER_FILE LOG_FILE
  *   CuratorPeer CONNECT order KIND PATH
+ *   CuratorPeer CONNECT revoke NODE_PATH...
  *
  * KIND: mutex (InterProcessMutex), read / write (InterProcessReadWriteLock halves),
  *       semaphore (InterProcessSemaphoreMutex).
@@ -22,6 +23,12 @@
  *          EOF           -> release silently, exit 0
  *        While holding, connection state changes other than the first connect are reported
  *        as "STATE SUSPENDED" / "STATE RECONNECTED" / "STATE LOST" / "STATE READ_ONLY".
+ *        revocable: the lock is made revocable before acquiring (InterProcessMutex
+ *        .makeRevocable; mutex, read and write only, Curator's semaphore mutex is not
+ *        Revocable). On a revocation request print "REVOKE_REQUESTED", then release, print
+ *        "RELEASED" and exit 0. The listener runs on Curator's event thread and only hands
+ *        the release to the main thread: InterProcessMutex must be released by the thread
+ *        that acquired it.
  * loop:  ITERATIONS times: acquire (forever), append "ENTER <pid> <nanoTime>" to LOG_FILE,
  *        read the integer in COUNTER_FILE (missing or empty = 0), sleep 1-3 ms, write it back
  *        plus one (deliberately not atomic), append "EXIT <pid> <nanoTime>", release.
@@ -29,6 +36,9 @@
  *        readers only read the counter, never write it. Prints "DONE" at the end.
  *        nanoTime is CLOCK_MONOTONIC on Linux, comparable across processes of one host.
  * order: "NODE <node name>" for every participant in Curator's order, then "END".
+ * revoke: Revoker.attemptRevoke(client, NODE_PATH) for each full node path (it writes
+ *        "__REVOKE__" into the node; a missing node is ignored, as Revoker does), then print
+ *        "REVOKED".
  *
  * Participants: mutex, read, write: getParticipantNodes() of that lock, i.e. the children
  * of PATH sorted by Curator's sorter; the read half lists only __READ__ nodes and the write
@@ -50,6 +60,8 @@ import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.List;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 
@@ -61,6 +73,8 @@ import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
+import org.apache.curator.framework.recipes.locks.RevocationListener;
+import org.apache.curator.framework.recipes.locks.Revoker;
 import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 import org.apache.curator.utils.ZKPaths;
@@ -147,6 +161,17 @@ public class CuratorPeer {
             lock.release();
         }
 
+        /** Curator's makeRevocable; only its InterProcessMutex (and the read-write halves,
+         *  which are mutexes) is Revocable. The listener runs on Curator's event thread. */
+        void makeRevocable(Runnable onRequest) {
+            if (!(lock instanceof InterProcessMutex)) {
+                throw new IllegalArgumentException("KIND '" + kind
+                        + "' is not revocable in Curator (mutex, read, write)");
+            }
+            RevocationListener<InterProcessMutex> listener = forLock -> onRequest.run();
+            ((InterProcessMutex) lock).makeRevocable(listener);
+        }
+
         /** Full path of our lock node (lease node for the semaphore), or null. */
         String ourNode() {
             if (lock instanceof PeerMutex) {
@@ -209,9 +234,10 @@ public class CuratorPeer {
     }
 
     static void usage() {
-        err("usage: CuratorPeer CONNECT hold KIND PATH TIMEOUT_MS\n"
+        err("usage: CuratorPeer CONNECT hold KIND PATH TIMEOUT_MS [revocable]\n"
                 + "       CuratorPeer CONNECT loop KIND PATH ITERATIONS COUNTER_FILE LOG_FILE\n"
                 + "       CuratorPeer CONNECT order KIND PATH\n"
+                + "       CuratorPeer CONNECT revoke NODE_PATH...\n"
                 + "KIND: mutex | read | write | semaphore");
     }
 
@@ -225,21 +251,31 @@ public class CuratorPeer {
                 warmUp();
                 System.exit(EXIT_OK);
             }
-            if (args.length < 4) {
+            if (args.length < 3) {
                 usage();
                 System.exit(EXIT_ERROR);
             }
             String connect = args[0];
             String mode = args[1];
-            String kind = args[2];
-            String path = args[3];
-            int expected = mode.equals("hold") ? 5 : mode.equals("loop") ? 7 : mode.equals("order") ? 4 : -1;
-            if (expected < 0 || args.length != expected) {
+            /* revoke takes node paths only; the other modes KIND PATH and their own args. */
+            boolean revocable = mode.equals("hold") && args.length == 6 && args[5].equals("revocable");
+            boolean ok = mode.equals("revoke")
+                    || (mode.equals("hold") && (args.length == 5 || revocable))
+                    || (mode.equals("loop") && args.length == 7)
+                    || (mode.equals("order") && args.length == 4);
+            if (!ok) {
                 usage();
                 System.exit(EXIT_ERROR);
             }
-            if (!path.startsWith("/")) {
-                throw new IllegalArgumentException("PATH must be absolute: " + path);
+            boolean revoke = mode.equals("revoke");
+            String kind = revoke ? null : args[2];
+            String path = revoke ? null : args[3];
+            int firstPath = revoke ? 2 : 3;
+            int endPaths = revoke ? args.length : 4;
+            for (int i = firstPath; i < endPaths; i++) {
+                if (!args[i].startsWith("/")) {
+                    throw new IllegalArgumentException("paths must be absolute: " + args[i]);
+                }
             }
             client = CuratorFrameworkFactory.builder()
                     .connectString(connect)
@@ -250,17 +286,14 @@ public class CuratorPeer {
             /* SIGTERM / SIGINT: close the session so our ephemeral nodes go at once. */
             Runtime.getRuntime().addShutdownHook(new Thread(c::close));
             client.start();
-            Peer peer = new Peer(client, kind, path);
-            switch (mode) {
-            case "hold":
-                rc = hold(peer, Long.parseLong(args[4]));
-                break;
-            case "loop":
-                rc = loop(peer, Integer.parseInt(args[4]), Paths.get(args[5]), Paths.get(args[6]));
-                break;
-            default:
-                rc = order(peer);
-                break;
+            if (revoke) {
+                for (int i = 2; i < args.length; i++) {
+                    Revoker.attemptRevoke(client, args[i]);
+                }
+                out("REVOKED");
+                rc = EXIT_OK;
+            } else {
+                rc = run(new Peer(client, kind, path), mode, args, revocable);
             }
         } catch (Exception e) {
             err("error: " + e);
@@ -275,6 +308,18 @@ public class CuratorPeer {
         }
         System.out.flush();
         System.exit(rc);
+    }
+
+    /** The modes that work on one lock (hold, loop, order). */
+    static int run(Peer peer, String mode, String[] args, boolean revocable) throws Exception {
+        switch (mode) {
+        case "hold":
+            return hold(peer, Long.parseLong(args[4]), revocable);
+        case "loop":
+            return loop(peer, Integer.parseInt(args[4]), Paths.get(args[5]), Paths.get(args[6]));
+        default:
+            return order(peer);
+        }
     }
 
     /**
@@ -297,6 +342,9 @@ public class CuratorPeer {
         for (String kind : new String[] {"mutex", "read", "write", "semaphore"}) {
             Peer peer = new Peer(client, kind, "/curator-peer-warm-up");
             peer.ourNode();
+            if (!kind.equals("semaphore")) {
+                peer.makeRevocable(() -> { });
+            }
             threads.add(new Thread(() -> {
                 try {
                     peer.acquire(50);
@@ -312,6 +360,13 @@ public class CuratorPeer {
                 }
             }));
         }
+        threads.add(new Thread(() -> {
+            try {
+                Revoker.attemptRevoke(client, "/curator-peer-warm-up/node");
+            } catch (Exception e) {
+                /* expected: no server */
+            }
+        }));
         for (Thread t : threads) {
             t.setDaemon(true);
             t.start();
@@ -331,7 +386,27 @@ public class CuratorPeer {
         client.close();
     }
 
-    static int hold(Peer peer, long timeoutMs) throws Exception {
+    /** What the holding main thread is told: a line from stdin, its end, or a revocation. */
+    static final class Command {
+        static final Command EOF = new Command(null);
+        static final Command REVOKE = new Command(null);
+        final String line;
+
+        Command(String line) {
+            this.line = line;
+        }
+    }
+
+    static int hold(Peer peer, long timeoutMs, boolean revocable) throws Exception {
+        /* stdin and the revocation listener both feed one queue, so that the main thread,
+         * which acquired the lock (and so must release it), hears whichever comes first. */
+        BlockingQueue<Command> commands = new LinkedBlockingQueue<>();
+        if (revocable) {
+            peer.makeRevocable(() -> {
+                out("REVOKE_REQUESTED");
+                commands.add(Command.REVOKE);
+            });
+        }
         if (!peer.acquire(timeoutMs)) {
             out("TIMEOUT");
             return EXIT_TIMEOUT;
@@ -343,10 +418,27 @@ public class CuratorPeer {
                 out("STATE " + state.name());
             }
         });
-        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
-        String line;
-        while ((line = in.readLine()) != null) {
-            String cmd = line.trim();
+        Thread reader = new Thread(() -> {
+            BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            try {
+                String line;
+                while ((line = in.readLine()) != null) {
+                    commands.add(new Command(line));
+                }
+            } catch (IOException e) {
+                err("reading stdin: " + e);
+            }
+            commands.add(Command.EOF);
+        });
+        reader.setDaemon(true); /* System.exit must not wait for a blocked read */
+        reader.start();
+        for (;;) {
+            Command command = commands.take();
+            if (command == Command.EOF) {
+                peer.release();
+                return EXIT_OK;
+            }
+            String cmd = command == Command.REVOKE ? "release" : command.line.trim();
             if (cmd.isEmpty()) {
                 continue;
             }
@@ -365,8 +457,6 @@ public class CuratorPeer {
                 err("unknown command '" + cmd + "' (release, participants)");
             }
         }
-        peer.release();
-        return EXIT_OK;
     }
 
     static int order(Peer peer) throws Exception {
