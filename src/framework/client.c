@@ -21,6 +21,9 @@
 #include "framework/errors.h"
 #include "framework/paths.h"
 
+/* How long closing waits for the replies of requests already sent. */
+#define CLOSE_DRAIN_MS 2000
+
 int64_t zkit__now_ms(void)
 {
     struct timespec ts;
@@ -787,6 +790,19 @@ static void supervise_once(zkit_client_t *c)
     run_timers(c, take_due_timers(c, zkit__now_ms()));
 }
 
+/* Closing while connected: let the requests already sent (typically the delete of a lock
+ * just released) get their replies, for a bounded time, before the handle goes.  Their
+ * outcome is then known rather than abandoned, and libzookeeper, which leaks replies that
+ * arrive while it closes, has none left in flight.  Called with c->mu held. */
+static void drain_requests(zkit_client_t *c)
+{
+    struct timespec ts;
+    deadline_to_timespec(zkit__now_ms() + CLOSE_DRAIN_MS, &ts);
+    while (c->attempts && c->connected &&
+           pthread_cond_timedwait(&c->cond, &c->mu, &ts) == 0)
+        ;
+}
+
 static void *supervisor_main(void *arg)
 {
     zkit_client_t *c = arg;
@@ -804,6 +820,7 @@ static void *supervisor_main(void *arg)
     /* Closing: end every sleeping retry and background task, then close the handle, whose
      * pending completions report ZCLOSING; the timers those arm run at once. */
     run_timers(c, take_due_timers(c, zkit__now_ms()));
+    drain_requests(c);
     if (c->zh) {
         zhandle_t *zh = c->zh;
         c->zh = NULL;

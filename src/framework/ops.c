@@ -294,6 +294,8 @@ static void attempt_unlink(zkit_client_t *c, attempt_t *a)
     if (a->next)
         a->next->prev = a->prev;
     a->linked = 0;
+    if (!c->attempts)
+        pthread_cond_broadcast(&c->cond); /* a closing client waits for this */
 }
 
 static void attempt_free(attempt_t *a)
