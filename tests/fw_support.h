@@ -1,7 +1,8 @@
 /*
  * fw_support.h - helpers shared by the framework suites (test_framework.c, test_session.c,
  * test_ensemble.c): a connection-state log that listeners write and the test thread waits on,
- * client construction, and a few bounded waits.
+ * client construction, and a few bounded waits.  lock_support.c builds its clients on
+ * fw_options too.
  *
  * Callbacks only record under a mutex and signal; every assertion runs on the test thread
  * (CUnit is not thread-safe).  Functions are static inline so that each suite compiles them
@@ -200,23 +201,7 @@ static inline zkit_client_t *fw_connect(const char *connect, const char *ns,
     return fw_connect_opts(&o);
 }
 
-/* ---- tree checks ------------------------------------------------------------------------- */
-
-/* Number of znodes under "/" other than ZooKeeper's own /zookeeper subtree; prints them. */
-static inline int fw_user_znodes(zkh_cluster_t *zk)
-{
-    size_t count = 0;
-    int user = 0;
-    char **list = zkh_list_tree(zk, "/", &count);
-    for (size_t i = 0; i < count; i++) {
-        if (strcmp(list[i], "/zookeeper") == 0 || strncmp(list[i], "/zookeeper/", 11) == 0)
-            continue;
-        fprintf(stderr, "left behind: %s\n", list[i]);
-        user++;
-    }
-    zkh_free_list(list, count);
-    return user;
-}
+/* ---- raw checks ------------------------------------------------------------------------- */
 
 /* Whether a node exists, asked through a raw handle (no zkit in the way). */
 static inline int fw_raw_exists(zhandle_t *zh, const char *path, struct Stat *stat)

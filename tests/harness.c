@@ -97,7 +97,14 @@ int64_t zkh_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void sleep_ms(int64_t ms)
+int64_t zkh_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void zkh_sleep_ms(int64_t ms)
 {
     if (ms <= 0)
         return;
@@ -115,8 +122,26 @@ int zkh_wait_until(int (*pred)(void *arg), void *arg, int timeout_ms)
         int64_t left = deadline - zkh_now_ms();
         if (left <= 0)
             return pred(arg) ? 0 : -1;
-        sleep_ms(left < 10 ? left : 10);
+        zkh_sleep_ms(left < 10 ? left : 10);
     }
+}
+
+struct count_wait {
+    long (*count)(void *arg);
+    void *arg;
+    long expected;
+};
+
+static int count_reached(void *arg)
+{
+    struct count_wait *w = arg;
+    return w->count(w->arg) == w->expected;
+}
+
+int zkh_wait_count(long (*count)(void *arg), void *arg, long expected, int timeout_ms)
+{
+    struct count_wait w = {count, arg, expected};
+    return zkh_wait_until(count_reached, &w, timeout_ms);
 }
 
 /* ======================================================================== */
@@ -904,7 +929,7 @@ static int wait_ready(zkh_cluster_t *c, unsigned mask, int level, int64_t deadli
             }
             return -2;
         }
-        sleep_ms(20);
+        zkh_sleep_ms(20);
     }
 }
 
@@ -1091,7 +1116,7 @@ void zkh_shutdown(zkh_cluster_t *c)
                 alive++;
         if (alive == 0 || zkh_now_ms() >= deadline)
             break;
-        sleep_ms(10);
+        zkh_sleep_ms(10);
     }
     for (int i = 0; i < c->n; i++)
         kill_and_reap(&c->srv[i]);
@@ -1146,7 +1171,7 @@ int zkh_stop(zkh_cluster_t *c, int i)
     kill(s->pid, SIGCONT);
     int64_t deadline = zkh_now_ms() + ZKH_STOP_TIMEOUT_MS;
     while (!proc_exited(s->pid, NULL) && zkh_now_ms() < deadline)
-        sleep_ms(10);
+        zkh_sleep_ms(10);
     kill_and_reap(s); /* SIGKILL is harmless if it already exited */
     return 0;
 }
@@ -1203,7 +1228,7 @@ static void wait_job_state(pid_t pid, int flag, int code)
             return;
         if (si.si_pid == pid && si.si_code == code)
             return;
-        sleep_ms(1);
+        zkh_sleep_ms(1);
     }
 }
 
@@ -1277,21 +1302,14 @@ int zkh_watch_count(zkh_cluster_t *c)
     return total;
 }
 
-struct watch_wait {
-    zkh_cluster_t *c;
-    int expected;
-};
-
-static int watch_count_is(void *arg)
+static long watch_count_of(void *c)
 {
-    struct watch_wait *w = arg;
-    return zkh_watch_count(w->c) == w->expected;
+    return zkh_watch_count(c);
 }
 
 int zkh_wait_watch_count(zkh_cluster_t *c, int expected, int timeout_ms)
 {
-    struct watch_wait w = {c, expected};
-    return zkh_wait_until(watch_count_is, &w, timeout_ms);
+    return zkh_wait_count(watch_count_of, c, expected, timeout_ms);
 }
 
 int zkh_connection_server(zkh_cluster_t *c, int64_t session_id)
@@ -1732,6 +1750,22 @@ static int is_zookeeper_internal(const char *p)
     return strcmp(p, "/zookeeper") == 0 || strncmp(p, "/zookeeper/", 11) == 0;
 }
 
+int zkh_user_znodes(zkh_cluster_t *c, int print)
+{
+    size_t count = 0;
+    int user = 0;
+    char **list = zkh_list_tree(c, "/", &count);
+    for (size_t i = 0; i < count; i++) {
+        if (is_zookeeper_internal(list[i]))
+            continue;
+        if (print)
+            fprintf(stderr, "left behind: %s\n", list[i]);
+        user++;
+    }
+    zkh_free_list(list, count);
+    return user;
+}
+
 int zkh_delete_tree(zkh_cluster_t *c, const char *path)
 {
     zhandle_t *zh = zkh_raw_connect(c);
@@ -1968,7 +2002,7 @@ static void *proxy_main(void *arg)
         if (need > pcap) {
             struct pollfd *np = realloc(pfds, need * sizeof *np);
             if (np == NULL) {
-                sleep_ms(10);
+                zkh_sleep_ms(10);
                 continue;
             }
             pfds = np;
@@ -2007,7 +2041,7 @@ static void *proxy_main(void *arg)
         }
         if (poll(pfds, (nfds_t)n, -1) < 0) {
             if (errno != EINTR)
-                sleep_ms(1);
+                zkh_sleep_ms(1);
             continue;
         }
         if (pfds[0].revents) {
@@ -2198,4 +2232,108 @@ void zkh_unique_path(char *buf, size_t len, const char *prefix)
     static unsigned counter;
     unsigned n = __atomic_add_fetch(&counter, 1, __ATOMIC_SEQ_CST);
     snprintf(buf, len, "/%s-%ld-%u", prefix, (long)getpid(), n);
+}
+
+int zkh_self_exe(char *buf, size_t size)
+{
+    ssize_t n = readlink("/proc/self/exe", buf, size - 1);
+    if (n <= 0) {
+        perror("readlink /proc/self/exe");
+        return -1;
+    }
+    buf[n] = '\0';
+    return 0;
+}
+
+int zkh_read_locked(pthread_mutex_t *mu, const int *value)
+{
+    pthread_mutex_lock(mu);
+    int v = *value;
+    pthread_mutex_unlock(mu);
+    return v;
+}
+
+static zkh_cluster_t *main_cluster; /* zkh_main's servers, for its "tree is empty" test */
+static int main_tree_wait_ms;
+
+static int tree_is_empty(void *arg)
+{
+    return zkh_user_znodes(arg, 0) == 0;
+}
+
+static void test_tree_is_empty(void)
+{
+    int empty;
+    if (main_tree_wait_ms > 0) {
+        empty = zkh_wait_until(tree_is_empty, main_cluster, main_tree_wait_ms) == 0;
+        if (!empty)
+            zkh_user_znodes(main_cluster, 1); /* name what is left */
+    } else {
+        empty = zkh_user_znodes(main_cluster, 1) == 0;
+    }
+    CU_ASSERT(empty);
+}
+
+static CU_pSuite add_suite(const char *name, int (*init)(void), int (*cleanup)(void),
+                           const zkh_test_t *tests)
+{
+    CU_pSuite suite = CU_add_suite(name, init, cleanup);
+    for (const zkh_test_t *t = tests; suite != NULL && t->name != NULL; t++)
+        if (CU_add_test(suite, t->name, t->fn) == NULL)
+            suite = NULL;
+    return suite;
+}
+
+int zkh_add_suite(const char *name, int (*init)(void), int (*cleanup)(void),
+                  const zkh_test_t *tests)
+{
+    return add_suite(name, init, cleanup, tests) != NULL ? 0 : -1;
+}
+
+static int register_suite(const zkh_suite_t *s)
+{
+    CU_pSuite suite = add_suite(s->name, NULL, s->cleanup, s->tests);
+    if (suite == NULL)
+        return -1;
+    if (s->check_tree && CU_add_test(suite, "tree is empty", test_tree_is_empty) == NULL)
+        return -1;
+    return 0;
+}
+
+int zkh_main(const zkh_suite_t *s)
+{
+    zkh_cluster_t *c = NULL;
+    int rc = 0, ran = 0;
+    if (s->servers > 0 && (c = zkh_start(s->servers)) == NULL) {
+        fprintf(stderr, "%s: cannot start %s\n", s->name,
+                s->servers > 1 ? "a ZooKeeper ensemble" : "a ZooKeeper server");
+        rc = 1;
+    }
+    main_cluster = c;
+    main_tree_wait_ms = s->check_tree_wait_ms;
+    if (s->cluster)
+        *s->cluster = c;
+    if (rc == 0 && s->setup)
+        rc = s->setup();
+    if (rc == 0 && CU_initialize_registry() != CUE_SUCCESS) {
+        fprintf(stderr, "%s: cannot initialise the CUnit registry: %s\n", s->name,
+                CU_get_error_msg());
+        rc = 1;
+    }
+    if (rc == 0 && register_suite(s) != 0) {
+        fprintf(stderr, "%s: cannot register the tests: %s\n", s->name, CU_get_error_msg());
+        CU_cleanup_registry();
+        rc = 1;
+    }
+    if (rc == 0) {
+        rc = zkh_run_tests(s->name);
+        ran = 1;
+    }
+    if (!ran && s->cleanup)
+        s->cleanup();
+    zkh_shutdown(c);
+    main_cluster = NULL;
+    if (s->cluster)
+        *s->cluster = NULL;
+    return rc;
 }

@@ -28,6 +28,7 @@
 #ifndef ZKIT_TESTS_HARNESS_H
 #define ZKIT_TESTS_HARNESS_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <zookeeper/zookeeper.h>
@@ -116,14 +117,23 @@ void zkh_free_list(char **list, size_t count);
 /* Delete path and everything under it ("/" deletes everything but /zookeeper
  * and "/" itself).  A missing node is fine.  0 ok, -1 on error. */
 int zkh_delete_tree(zkh_cluster_t *c, const char *path);
+/* Number of znodes other than "/" and ZooKeeper's own /zookeeper subtree (0
+ * also when the listing fails); with print, each is named on stderr
+ * ("left behind: PATH"). */
+int zkh_user_znodes(zkh_cluster_t *c, int print);
 
 /* ---- time --------------------------------------------------------------- */
 
-int64_t zkh_now_ms(void); /* CLOCK_MONOTONIC in milliseconds */
+int64_t zkh_now_ms(void);  /* CLOCK_MONOTONIC in milliseconds */
+int64_t zkh_wall_ms(void); /* CLOCK_REALTIME in milliseconds (Unix time) */
+/* Sleep ms milliseconds (nothing for ms <= 0), resumed after signals. */
+void zkh_sleep_ms(int64_t ms);
 /* Poll pred(arg) every 10 ms until it returns non-zero (0) or timeout_ms
  * passes (-1).  pred is always evaluated at least once, and once more at the
  * deadline. */
 int zkh_wait_until(int (*pred)(void *arg), void *arg, int timeout_ms);
+/* The same, until count(arg) == expected. */
+int zkh_wait_count(long (*count)(void *arg), void *arg, long expected, int timeout_ms);
 
 /* ---- TCP proxy ---------------------------------------------------------- */
 
@@ -155,6 +165,48 @@ int zkh_run_tests(const char *name);
 
 /* "/<prefix>-<pid>-<counter>": a fresh namespace per test. */
 void zkh_unique_path(char *buf, size_t len, const char *prefix);
+
+/* This program's path (/proc/self/exe), for re-executing it: 0, or -1
+ * (printed). */
+int zkh_self_exe(char *buf, size_t size);
+
+/* *value read with mu held: a flag or counter that callbacks write under mu. */
+int zkh_read_locked(pthread_mutex_t *mu, const int *value);
+
+/* A CUnit test and its name; ZKH_TEST(test_x) names it after its function. */
+typedef struct zkh_test {
+    const char *name;
+    void (*fn)(void);
+} zkh_test_t;
+
+#define ZKH_TEST(fn) { #fn, fn }
+
+/* Add a suite with init and cleanup (either may be NULL) and `tests`, in
+ * order and ended by { NULL, NULL }, to the CUnit registry.  0, or -1 when
+ * CUnit refuses (CU_get_error_msg says why). */
+int zkh_add_suite(const char *name, int (*init)(void), int (*cleanup)(void),
+                  const zkh_test_t *tests);
+
+/* A test binary of one suite, run by zkh_main. */
+typedef struct zkh_suite {
+    const char *name;          /* the suite's, and the prefix of zkh_main's messages */
+    int servers;               /* > 0: started before and shut down after the tests */
+    zkh_cluster_t **cluster;   /* set to those servers for the run (NULL afterwards) */
+    int (*setup)(void);        /* optional, once the servers run: non-zero is the exit
+                                * code, without running anything (it says why) */
+    int (*cleanup)(void);      /* optional CUnit suite cleanup; also called when the
+                                * servers, setup or registration fail */
+    const zkh_test_t *tests;   /* in order, ended by { NULL, NULL } */
+    int check_tree;            /* 1: a last test "tree is empty" asserts that nothing but
+                                * /zookeeper is left (zkh_user_znodes; they are named) */
+    int check_tree_wait_ms;    /* ... waiting up to that long for it (0: one look) */
+} zkh_suite_t;
+
+/* Start the servers, run setup, register the suite and its tests, run them
+ * (zkh_run_tests), shut the servers down.  Returns the exit code: 1 when
+ * something before the tests fails (printed), setup's code, or
+ * zkh_run_tests'. */
+int zkh_main(const zkh_suite_t *s);
 
 #ifdef __cplusplus
 }

@@ -341,21 +341,14 @@ static size_t children(const char *path)
     return count;
 }
 
-typedef struct count_arg {
-    const char *path;
-    size_t want;
-} count_arg_t;
-
-static int count_pred(void *arg)
+static long descendants(void *path)
 {
-    count_arg_t *c = arg;
-    return children(c->path) == c->want;
+    return (long)children(path);
 }
 
 static int wait_children(const char *path, size_t want, int timeout_ms)
 {
-    count_arg_t c = { path, want };
-    return zkh_wait_until(count_pred, &c, timeout_ms);
+    return zkh_wait_count(descendants, (void *)path, (long)want, timeout_ms);
 }
 
 /* ---- mutual exclusion -------------------------------------------------------------------- */
@@ -943,21 +936,6 @@ static const char once_snippet[] = "echo \"$ZKIT_LOCK_NODE\" >> \"$1\"";
 /* The same, then fails with status 3. */
 static const char once_fail_snippet[] = "echo \"$ZKIT_LOCK_NODE\" >> \"$1\"; exit 3";
 
-/* Unix time in ms: the clock zkit-lock cuts its slots from. */
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
-    while (ms > 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
 /*
  * The current slot of `period_s` (zkit-lock's: floor(now / period)), returned once at least
  * SLOT_MARGIN_MS of it have passed and at least `need_ms` are left; when less is left, the
@@ -966,13 +944,13 @@ static void sleep_ms(int64_t ms)
  */
 static int64_t slot_with_time_left(int period_s, int64_t need_ms)
 {
-    int64_t period_ms = (int64_t)period_s * 1000, now = wall_ms();
+    int64_t period_ms = (int64_t)period_s * 1000, now = zkh_wall_ms();
     int64_t into = now % period_ms;
     if (period_ms - into < need_ms)
-        sleep_ms(period_ms - into + SLOT_MARGIN_MS);
+        zkh_sleep_ms(period_ms - into + SLOT_MARGIN_MS);
     else if (into < SLOT_MARGIN_MS)
-        sleep_ms(SLOT_MARGIN_MS - into);
-    return wall_ms() / period_ms;
+        zkh_sleep_ms(SLOT_MARGIN_MS - into);
+    return zkh_wall_ms() / period_ms;
 }
 
 /* The slot recorded in PATH/last, or -1 while there is none. */
@@ -1095,7 +1073,7 @@ static void test_once_per_slot(void)
     CU_ASSERT(contains(err, "is already done; skipped"));
     CU_ASSERT_EQUAL(once_run("2", "--skip-exit-code", "5", path, once_snippet, log, err2), 5);
     CU_ASSERT(!contains(err2, "zkit-lock"));
-    CU_ASSERT_EQUAL(wall_ms() / 2000, slot); /* else the checks above did not test one slot */
+    CU_ASSERT_EQUAL(zkh_wall_ms() / 2000, slot); /* else the checks above did not test one slot */
     CU_ASSERT_EQUAL(fleet_wait(&fleet), 0);
     check_log(log, 1, path);
 
@@ -1131,7 +1109,7 @@ static void test_once_per_failure_not_recorded(void)
     CU_ASSERT_EQUAL(once_record(zh, path), slot);
     CU_ASSERT_EQUAL(once_run("10", NULL, NULL, path, once_fail_snippet, log, NULL), 0);
     check_log(log, 2, path);
-    CU_ASSERT_EQUAL(wall_ms() / 10000, slot); /* else the checks above did not test one slot */
+    CU_ASSERT_EQUAL(zkh_wall_ms() / 10000, slot); /* else the checks above did not test one slot */
     zookeeper_close(zh);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
@@ -1177,23 +1155,6 @@ static void test_once_per_lost_lock(void)
 
 /* ---- suite ------------------------------------------------------------------------------- */
 
-static int nothing_left(void *arg)
-{
-    size_t count = 0;
-    char **list = zkh_list_tree(zk, "/", &count);
-    size_t ours = 0;
-    (void)arg;
-    for (size_t i = 0; i < count; i++)
-        ours += strncmp(list[i], "/zookeeper", 10) != 0;
-    zkh_free_list(list, count);
-    return ours == 0;
-}
-
-static void test_tree_is_empty(void)
-{
-    CU_ASSERT_EQUAL(zkh_wait_until(nothing_left, NULL, 15000), 0);
-}
-
 static int suite_cleanup(void)
 {
     nftw(scratch_dir, kill_recorded, 8, FTW_PHYS);
@@ -1201,21 +1162,39 @@ static int suite_cleanup(void)
     return 0;
 }
 
+static const zkh_test_t tests[] = {
+    { "mutual exclusion of 4 processes", test_mutual_exclusion },
+    { "-n on a held lock", test_nonblock_conflict },
+    { "-w times out", test_wait_timeout },
+    { "exit status and environment", test_exit_status_and_environment },
+    { "signals are passed on", test_signal_forwarding },
+    { "usage errors", test_usage_errors },
+    { "frozen server kills the command", test_frozen_server_kills_command },
+    { "partition: command gone before the rival", test_partition_command_gone_before_rival },
+    { "reconnect in time keeps the command", test_reconnect_in_time_keeps_command },
+    { "--kill-on-suspend", test_kill_on_suspend },
+    { "--list", test_list },
+    { "--semaphore", test_semaphore },
+    { "--read / --write", test_read_write },
+    { "several paths", test_multi_path },
+    { "credentials and namespace", test_auth_and_namespace },
+    { "--once-per: one run per slot", test_once_per_slot },
+    { "--once-per: a failed run is not recorded", test_once_per_failure_not_recorded },
+    { "--once-per: a lost lock kills the command", test_once_per_lost_lock },
+    { NULL, NULL }
+};
+
 int main(int argc, char **argv)
 {
-    CU_pSuite suite;
+    const zkh_suite_t suite = { .name = "cli", .servers = 1, .cluster = &zk,
+                                .cleanup = suite_cleanup, .tests = tests, .check_tree = 1,
+                                .check_tree_wait_ms = 15000 };
     const char *env = getenv("ZKIT_LOCK_BIN");
-    ssize_t n;
-    int rc;
     /* Helper mode for a command under the lock: exit 0 iff the group has a live process. */
     if (argc == 3 && strcmp(argv[1], "--group-alive") == 0)
         return live_in_group(strtol(argv[2], NULL, 10)) ? 0 : 1;
-    n = readlink("/proc/self/exe", self_path, sizeof(self_path) - 1);
-    if (n <= 0) {
-        perror("cli: /proc/self/exe");
+    if (zkh_self_exe(self_path, sizeof(self_path)) != 0)
         return 1;
-    }
-    self_path[n] = '\0';
     if (env && env[0])
         tool = env;
     if (access(tool, X_OK) != 0) {
@@ -1227,41 +1206,5 @@ int main(int argc, char **argv)
         perror("cli: mkdtemp");
         return 1;
     }
-    if (CU_initialize_registry() != CUE_SUCCESS) {
-        fprintf(stderr, "cli: cannot initialise the CUnit registry: %s\n", CU_get_error_msg());
-        return 1;
-    }
-    zk = zkh_start(1);
-    if (!zk) {
-        fprintf(stderr, "cli: cannot start a ZooKeeper server\n");
-        CU_cleanup_registry();
-        suite_cleanup();
-        return 1;
-    }
-    suite = CU_add_suite("cli", NULL, suite_cleanup);
-    CU_add_test(suite, "mutual exclusion of 4 processes", test_mutual_exclusion);
-    CU_add_test(suite, "-n on a held lock", test_nonblock_conflict);
-    CU_add_test(suite, "-w times out", test_wait_timeout);
-    CU_add_test(suite, "exit status and environment", test_exit_status_and_environment);
-    CU_add_test(suite, "signals are passed on", test_signal_forwarding);
-    CU_add_test(suite, "usage errors", test_usage_errors);
-    CU_add_test(suite, "frozen server kills the command", test_frozen_server_kills_command);
-    CU_add_test(suite, "partition: command gone before the rival",
-                test_partition_command_gone_before_rival);
-    CU_add_test(suite, "reconnect in time keeps the command",
-                test_reconnect_in_time_keeps_command);
-    CU_add_test(suite, "--kill-on-suspend", test_kill_on_suspend);
-    CU_add_test(suite, "--list", test_list);
-    CU_add_test(suite, "--semaphore", test_semaphore);
-    CU_add_test(suite, "--read / --write", test_read_write);
-    CU_add_test(suite, "several paths", test_multi_path);
-    CU_add_test(suite, "credentials and namespace", test_auth_and_namespace);
-    CU_add_test(suite, "--once-per: one run per slot", test_once_per_slot);
-    CU_add_test(suite, "--once-per: a failed run is not recorded",
-                test_once_per_failure_not_recorded);
-    CU_add_test(suite, "--once-per: a lost lock kills the command", test_once_per_lost_lock);
-    CU_add_test(suite, "tree is empty", test_tree_is_empty);
-    rc = zkh_run_tests("cli");
-    zkh_shutdown(zk);
-    return rc;
+    return zkh_main(&suite);
 }

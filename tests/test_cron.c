@@ -16,6 +16,7 @@
 
 #include "recipes/schedule.h"
 #include "zkit/common.h"
+#include "harness.h"
 
 /* 2024-03-15 10:27:33 UTC, a Friday: mid-minute, so "strictly after" is exercised. */
 #define REF_INSTANT 1710498453LL
@@ -441,18 +442,16 @@ static void test_cron_local_dst(void)
     with_berlin(berlin_slot_sweep);
 }
 
-void register_cron_tests(void)
-{
-    CU_pSuite suite = CU_add_suite("cron", NULL, NULL);
-    if (suite == NULL)
-        return;
-    CU_add_test(suite, "expression table", test_cron_table);
-    CU_add_test(suite, "error messages", test_cron_messages);
-    CU_add_test(suite, "names and 7 = Sunday", test_cron_names_and_sunday);
-    CU_add_test(suite, "dom/dow OR rule", test_cron_dom_dow_or);
-    CU_add_test(suite, "leap-year Feb 29", test_cron_leap_day);
-    CU_add_test(suite, "never-firing expressions", test_cron_never);
-    CU_add_test(suite, "period slots", test_period_slots);
-    CU_add_test(suite, "cron slots", test_cron_slots);
-    CU_add_test(suite, "local time across DST (Europe/Berlin)", test_cron_local_dst);
-}
+/* Registered by test_unit.c. */
+const zkh_test_t cron_tests[] = {
+    { "expression table", test_cron_table },
+    { "error messages", test_cron_messages },
+    { "names and 7 = Sunday", test_cron_names_and_sunday },
+    { "dom/dow OR rule", test_cron_dom_dow_or },
+    { "leap-year Feb 29", test_cron_leap_day },
+    { "never-firing expressions", test_cron_never },
+    { "period slots", test_period_slots },
+    { "cron slots", test_cron_slots },
+    { "local time across DST (Europe/Berlin)", test_cron_local_dst },
+    { NULL, NULL }
+};

@@ -219,30 +219,19 @@ static void test_bad_option(void)
     run_demo(&r, "transfer", args, 2);
 }
 
+static const zkh_test_t tests[] = {
+    { "flash sale with the lock: nothing oversold", test_flash_sale_lock },
+    { "flash sale without the lock runs", test_flash_sale_no_lock },
+    { "transfers keep the total", test_transfer },
+    { "bad options fail fast", test_bad_option },
+    { NULL, NULL }
+};
+
 int main(void)
 {
     const char *env = getenv("ZKIT_DEMO_BINDIR");
-    CU_pSuite suite;
-    int rc;
-
+    const zkh_suite_t suite = { .name = "demos", .servers = 1, .cluster = &zk, .tests = tests };
     if (env && env[0])
         bindir = env;
-    if (CU_initialize_registry() != CUE_SUCCESS) {
-        fprintf(stderr, "demos: cannot initialise the CUnit registry\n");
-        return 1;
-    }
-    zk = zkh_start(1);
-    if (!zk) {
-        fprintf(stderr, "demos: cannot start a ZooKeeper server\n");
-        CU_cleanup_registry();
-        return 1;
-    }
-    suite = CU_add_suite("demos", NULL, NULL);
-    CU_add_test(suite, "flash sale with the lock: nothing oversold", test_flash_sale_lock);
-    CU_add_test(suite, "flash sale without the lock runs", test_flash_sale_no_lock);
-    CU_add_test(suite, "transfers keep the total", test_transfer);
-    CU_add_test(suite, "bad options fail fast", test_bad_option);
-    rc = zkh_run_tests("demos");
-    zkh_shutdown(zk);
-    return rc;
+    return zkh_main(&suite);
 }

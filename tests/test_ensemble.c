@@ -92,31 +92,14 @@ static void test_kill_connected_server(void)
     CU_ASSERT_EQUAL(zkh_restart(zk, before.index), 0);
 }
 
-static void test_tree_is_empty(void)
-{
-    CU_ASSERT_EQUAL(fw_user_znodes(zk), 0);
-}
+static const zkh_test_t tests[] = {
+    { "kill the connected server", test_kill_connected_server },
+    { NULL, NULL }
+};
 
 int main(void)
 {
-    CU_pSuite suite;
-    int rc;
-
-    if (CU_initialize_registry() != CUE_SUCCESS) {
-        fprintf(stderr, "ensemble: cannot initialise the CUnit registry: %s\n",
-                CU_get_error_msg());
-        return 1;
-    }
-    zk = zkh_start(3);
-    if (!zk) {
-        fprintf(stderr, "ensemble: cannot start a ZooKeeper ensemble\n");
-        CU_cleanup_registry();
-        return 1;
-    }
-    suite = CU_add_suite("ensemble", NULL, NULL);
-    CU_add_test(suite, "kill the connected server", test_kill_connected_server);
-    CU_add_test(suite, "tree is empty", test_tree_is_empty);
-    rc = zkh_run_tests("ensemble");
-    zkh_shutdown(zk);
-    return rc;
+    const zkh_suite_t suite = { .name = "ensemble", .servers = 3, .cluster = &zk,
+                                .tests = tests, .check_tree = 1 };
+    return zkh_main(&suite);
 }

@@ -46,11 +46,7 @@ static int wait_count(const int *counter, int expected, int timeout_ms)
 
 static int read_count(const int *counter)
 {
-    int n;
-    pthread_mutex_lock(&rec_mu);
-    n = *counter;
-    pthread_mutex_unlock(&rec_mu);
-    return n;
+    return zkh_read_locked(&rec_mu, counter);
 }
 
 static zkit_client_t *connect_ns(const char *ns)
@@ -1227,52 +1223,35 @@ static void test_ttl(void)
     zkit_client_close(c);
 }
 
-/* ---- the end ------------------------------------------------------------------------------ */
+/* ---- registration ---------------------------------------------------------------------- */
 
-static void test_tree_is_empty(void)
-{
-    CU_ASSERT_EQUAL(fw_user_znodes(zk), 0);
-}
+static const zkh_test_t tests[] = {
+    { "namespace round trip", test_namespace_round_trip },
+    { "container parents", test_container_parents },
+    { "large data", test_large_data },
+    { "data too big", test_too_big },
+    { "versions", test_versions },
+    { "protected create, lost reply", test_protected_lost_reply },
+    { "protected create, final failure", test_protected_final_failure },
+    { "watches fire", test_watches_fire },
+    { "watch removal", test_watch_remove },
+    { "async operations", test_async },
+    { "async pending at close", test_async_pending_at_close },
+    { "listener makes blocking calls", test_listener_blocking_call },
+    { "bad input", test_bad_input },
+    { "bad client options", test_bad_client_options },
+    { "unreachable server", test_unreachable_server },
+    { "not a ZooKeeper server", test_not_a_zookeeper_server },
+    { "ACLs", test_acl },
+    { "TTL nodes", test_ttl },
+    { NULL, NULL }
+};
 
 int main(void)
 {
-    CU_pSuite suite;
-    int rc;
-
+    const zkh_suite_t suite = { .name = "framework", .servers = 1, .cluster = &zk,
+                                .tests = tests, .check_tree = 1 };
     main_thread = pthread_self();
     fw_cond_init(&rec_cond);
-    if (CU_initialize_registry() != CUE_SUCCESS) {
-        fprintf(stderr, "framework: cannot initialise the CUnit registry: %s\n",
-                CU_get_error_msg());
-        return 1;
-    }
-    zk = zkh_start(1);
-    if (!zk) {
-        fprintf(stderr, "framework: cannot start a ZooKeeper server\n");
-        CU_cleanup_registry();
-        return 1;
-    }
-    suite = CU_add_suite("framework", NULL, NULL);
-    CU_add_test(suite, "namespace round trip", test_namespace_round_trip);
-    CU_add_test(suite, "container parents", test_container_parents);
-    CU_add_test(suite, "large data", test_large_data);
-    CU_add_test(suite, "data too big", test_too_big);
-    CU_add_test(suite, "versions", test_versions);
-    CU_add_test(suite, "protected create, lost reply", test_protected_lost_reply);
-    CU_add_test(suite, "protected create, final failure", test_protected_final_failure);
-    CU_add_test(suite, "watches fire", test_watches_fire);
-    CU_add_test(suite, "watch removal", test_watch_remove);
-    CU_add_test(suite, "async operations", test_async);
-    CU_add_test(suite, "async pending at close", test_async_pending_at_close);
-    CU_add_test(suite, "listener makes blocking calls", test_listener_blocking_call);
-    CU_add_test(suite, "bad input", test_bad_input);
-    CU_add_test(suite, "bad client options", test_bad_client_options);
-    CU_add_test(suite, "unreachable server", test_unreachable_server);
-    CU_add_test(suite, "not a ZooKeeper server", test_not_a_zookeeper_server);
-    CU_add_test(suite, "ACLs", test_acl);
-    CU_add_test(suite, "TTL nodes", test_ttl);
-    CU_add_test(suite, "tree is empty", test_tree_is_empty);
-    rc = zkh_run_tests("framework");
-    zkh_shutdown(zk);
-    return rc;
+    return zkh_main(&suite);
 }

@@ -81,21 +81,32 @@ static int pending_done(void *arg)
 
 /* ---- suite: standalone server ------------------------------------------- */
 
-static int solo_init(void)
+/* Starts a cluster of n for a suite's init, saying how long that took. */
+static int start_cluster(zkh_cluster_t **c, int n, const char *what)
 {
     int64_t t0 = zkh_now_ms();
-    solo = zkh_start(1);
-    if (solo != NULL)
-        fprintf(stderr, "[selftest] standalone server up in %lld ms at %s\n",
-                (long long)(zkh_now_ms() - t0), zkh_connect_string(solo));
-    return solo == NULL;
+    *c = zkh_start(n);
+    if (*c != NULL)
+        fprintf(stderr, "[selftest] %s up in %lld ms at %s\n", what,
+                (long long)(zkh_now_ms() - t0), zkh_connect_string(*c));
+    return *c == NULL;
+}
+
+static int stop_cluster(zkh_cluster_t **c)
+{
+    zkh_shutdown(*c);
+    *c = NULL;
+    return 0;
+}
+
+static int solo_init(void)
+{
+    return start_cluster(&solo, 1, "standalone server");
 }
 
 static int solo_clean(void)
 {
-    zkh_shutdown(solo);
-    solo = NULL;
-    return 0;
+    return stop_cluster(&solo);
 }
 
 static void test_addresses(void)
@@ -337,19 +348,12 @@ static void test_proxy(void)
 
 static int trio_init(void)
 {
-    int64_t t0 = zkh_now_ms();
-    trio = zkh_start(3);
-    if (trio != NULL)
-        fprintf(stderr, "[selftest] ensemble up in %lld ms at %s\n",
-                (long long)(zkh_now_ms() - t0), zkh_connect_string(trio));
-    return trio == NULL;
+    return start_cluster(&trio, 3, "ensemble");
 }
 
 static int trio_clean(void)
 {
-    zkh_shutdown(trio);
-    trio = NULL;
-    return 0;
+    return stop_cluster(&trio);
 }
 
 struct create_try {
@@ -405,23 +409,35 @@ static void test_ensemble_kill_one(void)
     CU_ASSERT_EQUAL(zkh_delete_tree(trio, path), 0);
 }
 
+static const zkh_test_t solo_tests[] = {
+    { "addresses and four letter words", test_addresses },
+    { "unique paths and waits", test_unique_path_and_wait },
+    { "list and delete a tree", test_tree },
+    { "watch count", test_watch_count },
+    { "session lookup and expiry", test_session_helpers },
+    { "containers and TTL nodes enabled", test_server_flags },
+    { "freeze and thaw", test_freeze_thaw },
+    { "stop, kill, restart", test_stop_restart },
+    { "partition proxy", test_proxy },
+    { NULL, NULL }
+};
+
+static const zkh_test_t trio_tests[] = {
+    { "kill the leader, others serve", test_ensemble_kill_one },
+    { NULL, NULL }
+};
+
 int main(void)
 {
     if (getenv("ZKIT_TEST_VERBOSE") == NULL)
         zoo_set_debug_level((ZooLogLevel)0); /* client chatter: off */
     if (CU_initialize_registry() != CUE_SUCCESS)
         return 1;
-    CU_pSuite s = CU_add_suite("standalone", solo_init, solo_clean);
-    CU_add_test(s, "addresses and four letter words", test_addresses);
-    CU_add_test(s, "unique paths and waits", test_unique_path_and_wait);
-    CU_add_test(s, "list and delete a tree", test_tree);
-    CU_add_test(s, "watch count", test_watch_count);
-    CU_add_test(s, "session lookup and expiry", test_session_helpers);
-    CU_add_test(s, "containers and TTL nodes enabled", test_server_flags);
-    CU_add_test(s, "freeze and thaw", test_freeze_thaw);
-    CU_add_test(s, "stop, kill, restart", test_stop_restart);
-    CU_add_test(s, "partition proxy", test_proxy);
-    CU_pSuite e = CU_add_suite("ensemble", trio_init, trio_clean);
-    CU_add_test(e, "kill the leader, others serve", test_ensemble_kill_one);
+    if (zkh_add_suite("standalone", solo_init, solo_clean, solo_tests) != 0 ||
+        zkh_add_suite("ensemble", trio_init, trio_clean, trio_tests) != 0) {
+        fprintf(stderr, "harness_selftest: cannot register the tests: %s\n", CU_get_error_msg());
+        CU_cleanup_registry();
+        return 1;
+    }
     return zkh_run_tests("harness_selftest");
 }

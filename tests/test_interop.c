@@ -13,29 +13,15 @@
  * holder, Curator's Revoker asks a revocable zkit holder); a Java and a C process
  * incrementing one counter under one lock end with the exact total and never overlap.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <CUnit/CUnit.h>
 
-#include "zkit.h"
-#include "harness.h"
+#include "lock_support.h"
 
-#ifndef LOCK_WORKER
-#define LOCK_WORKER "tests/lock_worker"
-#endif
 #ifndef CURATOR_PEER
 #define CURATOR_PEER "tests/curator-peer.sh"
 #endif
@@ -44,212 +30,6 @@
 #endif
 
 #define PEER_START_MS 30000 /* a JVM start (and a compile on the first run) */
-
-static zkh_cluster_t *zk;
-
-/* ---- clients ------------------------------------------------------------------------------ */
-
-static void quiet_log(zkit_log_level_t level, const char *message, void *arg)
-{
-    (void)arg;
-    if (getenv("ZKIT_TEST_VERBOSE"))
-        fprintf(stderr, "zkit[%d]: %s\n", (int)level, message);
-}
-
-static zkit_client_t *new_client(void)
-{
-    zkit_client_options_t opts;
-    zkit_client_t *c = NULL;
-    zkit_retry_t *retry = zkit_retry_exponential(100, 5, 1000);
-    zkit_client_options_init(&opts);
-    opts.connect_string = zkh_connect_string(zk);
-    opts.session_timeout_ms = 10000;
-    opts.connection_timeout_ms = 5000;
-    opts.retry = retry;
-    opts.log_fn = quiet_log;
-    opts.log_level = ZKIT_LOG_DEBUG;
-    if (zkit_client_new(&c, &opts) != 0)
-        c = NULL;
-    zkit_retry_free(retry);
-    if (c && zkit_client_block_until_connected(c, 10000) != 0) {
-        zkit_client_close(c);
-        c = NULL;
-    }
-    return c;
-}
-
-static char *join(const char *a, const char *b)
-{
-    char *s = malloc(strlen(a) + strlen(b) + 2);
-    sprintf(s, "%s/%s", a, b);
-    return s;
-}
-
-/* ---- per-test bookkeeping ------------------------------------------------------------------ */
-
-typedef struct fixture {
-    char base[128];
-    int watches0;
-} fixture_t;
-
-static void fx_begin(fixture_t *f, const char *name)
-{
-    zkh_unique_path(f->base, sizeof(f->base), name);
-    f->watches0 = zkh_watch_count(zk);
-    CU_ASSERT(f->watches0 >= 0);
-}
-
-static int lock_nodes_under(const char *path, int print)
-{
-    size_t n = 0;
-    int found = 0;
-    char **list = zkh_list_tree(zk, path, &n);
-    for (size_t i = 0; i < n; i++) {
-        const char *last = strrchr(list[i], '/') + 1;
-        if (strncmp(last, "_c_", 3) == 0) {
-            found++;
-            if (print)
-                fprintf(stderr, "  left behind: %s\n", list[i]);
-        }
-    }
-    zkh_free_list(list, n);
-    return found;
-}
-
-static int no_lock_nodes(void *arg)
-{
-    return lock_nodes_under(arg, 0) == 0;
-}
-
-static void fx_end(fixture_t *f)
-{
-    size_t n = 0;
-    char **left;
-    if (zkh_wait_until(no_lock_nodes, f->base, 5000) != 0)
-        lock_nodes_under(f->base, 1);
-    CU_ASSERT_EQUAL(lock_nodes_under(f->base, 0), 0);
-    if (zkh_wait_watch_count(zk, f->watches0, 5000) != 0) {
-        char paths[2048];
-        fprintf(stderr, "  watch count %d, expected %d\n", zkh_watch_count(zk), f->watches0);
-        if (zkh_four_letter(zk, 0, "wchp", paths, sizeof(paths)) > 0)
-            fprintf(stderr, "  watches by path:\n%s", paths);
-    }
-    CU_ASSERT_EQUAL(zkh_watch_count(zk), f->watches0);
-    CU_ASSERT_EQUAL(zkh_delete_tree(zk, f->base), 0);
-    left = zkh_list_tree(zk, f->base, &n);
-    CU_ASSERT_PTR_NULL(left);
-    zkh_free_list(left, n);
-}
-
-/* ---- processes ------------------------------------------------------------------------------ */
-
-typedef struct proc {
-    pid_t pid;
-    int in_fd, out_fd;
-    char buf[4096];
-    size_t len;
-} proc_t;
-
-static int proc_spawn(proc_t *p, char *const argv[])
-{
-    int in[2], out[2];
-    memset(p, 0, sizeof(*p));
-    p->pid = -1;
-    p->in_fd = p->out_fd = -1;
-    if (pipe2(in, O_CLOEXEC) != 0)
-        return -1;
-    if (pipe2(out, O_CLOEXEC) != 0) {
-        close(in[0]);
-        close(in[1]);
-        return -1;
-    }
-    p->pid = fork();
-    if (p->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    p->in_fd = in[1];
-    p->out_fd = out[0];
-    if (p->pid < 0) {
-        close(in[1]);
-        close(out[0]);
-        return -1;
-    }
-    return 0;
-}
-
-static int proc_read_line(proc_t *p, char *line, size_t size, int timeout_ms)
-{
-    int64_t due = zkh_now_ms() + timeout_ms;
-    for (;;) {
-        char *nl = memchr(p->buf, '\n', p->len);
-        struct pollfd pfd = { p->out_fd, POLLIN, 0 };
-        int64_t left;
-        ssize_t n;
-        if (nl) {
-            size_t l = (size_t)(nl - p->buf);
-            snprintf(line, size, "%.*s", (int)l, p->buf);
-            memmove(p->buf, nl + 1, p->len - l - 1);
-            p->len -= l + 1;
-            return 0;
-        }
-        if (p->len == sizeof(p->buf))
-            return -1;
-        left = due - zkh_now_ms();
-        if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
-            return -1;
-        n = read(p->out_fd, p->buf + p->len, sizeof(p->buf) - p->len);
-        if (n <= 0)
-            return -1;
-        p->len += (size_t)n;
-    }
-}
-
-static void proc_write(proc_t *p, const char *text)
-{
-    if (write(p->in_fd, text, strlen(text)) < 0)
-        perror("write to peer");
-}
-
-/* Waits for the end (SIGTERM, then SIGKILL, after timeout_ms); the wait status or -1. */
-static int proc_wait(proc_t *p, int timeout_ms)
-{
-    int64_t due = zkh_now_ms() + timeout_ms;
-    int status = -1;
-    if (p->pid <= 0)
-        return -1;
-    if (p->in_fd >= 0) {
-        close(p->in_fd); /* EOF: a holding peer releases and exits */
-        p->in_fd = -1;
-    }
-    for (;;) {
-        if (waitpid(p->pid, &status, WNOHANG) == p->pid)
-            break;
-        if (zkh_now_ms() >= due) {
-            kill(p->pid, SIGTERM);
-            usleep(200 * 1000);
-            kill(p->pid, SIGKILL);
-            waitpid(p->pid, &status, 0);
-            status = -1;
-            break;
-        }
-        usleep(5000);
-    }
-    close(p->out_fd);
-    p->out_fd = -1;
-    p->pid = -1;
-    return status;
-}
-
-static int exit_code(int status)
-{
-    return status >= 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 /* A Curator peer: curator-peer.sh BUILD_DIR CONNECT args... */
 static int peer_spawn(proc_t *p, const char *mode, const char *kind, const char *path,
@@ -359,133 +139,10 @@ static void c_lock_free(clock_t_ *l)
         zkit_lock_free(l->lock);
 }
 
-static size_t participant_count(zkit_lock_t *lock)
-{
-    zkit_participant_t *list = NULL;
-    size_t n = 0;
-    if (zkit_lock_participants(&list, &n, lock) != 0)
-        return (size_t)-1;
-    zkit_participants_free(list, n);
-    return n;
-}
-
-typedef struct count_wait {
-    zkit_lock_t *lock;
-    size_t expected;
-} count_wait_t;
-
-static int participants_reach(void *arg)
-{
-    count_wait_t *w = arg;
-    return participant_count(w->lock) == w->expected;
-}
-
-static int wait_participants(zkit_lock_t *lock, size_t expected, int timeout_ms)
-{
-    count_wait_t w = { lock, expected };
-    return zkh_wait_until(participants_reach, &w, timeout_ms);
-}
-
-/* A C acquirer on a thread of its own, holding until told. */
-typedef struct bg {
-    zkit_lock_t *lock;
-    int timeout_ms;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cond;
-    int acquired, done, rc, let_go, release_rc;
-} bg_t;
-
-static void *bg_main(void *arg)
-{
-    bg_t *b = arg;
-    int rc = zkit_lock_acquire(b->lock, b->timeout_ms);
-    pthread_mutex_lock(&b->mu);
-    b->rc = rc;
-    b->acquired = 1;
-    while (rc == 0 && !b->let_go)
-        pthread_cond_wait(&b->cond, &b->mu);
-    pthread_mutex_unlock(&b->mu);
-    if (rc == 0)
-        b->release_rc = zkit_lock_release(b->lock);
-    pthread_mutex_lock(&b->mu);
-    b->done = 1;
-    pthread_mutex_unlock(&b->mu);
-    return NULL;
-}
-
-static void bg_start(bg_t *b, zkit_lock_t *lock, int timeout_ms)
-{
-    memset(b, 0, sizeof(*b));
-    pthread_mutex_init(&b->mu, NULL);
-    pthread_cond_init(&b->cond, NULL);
-    b->lock = lock;
-    b->timeout_ms = timeout_ms;
-    CU_ASSERT_FATAL(pthread_create(&b->thread, NULL, bg_main, b) == 0);
-}
-
-static int bg_acquired(void *arg)
-{
-    bg_t *b = arg;
-    int v;
-    pthread_mutex_lock(&b->mu);
-    v = b->acquired;
-    pthread_mutex_unlock(&b->mu);
-    return v;
-}
-
-static int bg_done(void *arg)
-{
-    bg_t *b = arg;
-    int v;
-    pthread_mutex_lock(&b->mu);
-    v = b->done;
-    pthread_mutex_unlock(&b->mu);
-    return v;
-}
-
-static int bg_finish(bg_t *b, int timeout_ms)
-{
-    pthread_mutex_lock(&b->mu);
-    b->let_go = 1;
-    pthread_cond_broadcast(&b->cond);
-    pthread_mutex_unlock(&b->mu);
-    if (zkh_wait_until(bg_done, b, timeout_ms) != 0) {
-        pthread_detach(b->thread);
-        return -1;
-    }
-    pthread_join(b->thread, NULL);
-    return 0;
-}
-
 /* The directory whose children a kind's participants are. */
 static char *participants_dir(const char *kind, const char *path)
 {
-    return strcmp(kind, "semaphore") == 0 ? join(path, "leases") : strdup(path);
-}
-
-static int children_of(const char *path)
-{
-    size_t n = 0;
-    int count = 0;
-    char **list = zkh_list_tree(zk, path, &n);
-    size_t plen = strlen(path);
-    for (size_t i = 0; i < n; i++)
-        if (strchr(list[i] + plen + 1, '/') == NULL)
-            count++;
-    zkh_free_list(list, n);
-    return count;
-}
-
-typedef struct child_wait {
-    const char *dir;
-    int expected;
-} child_wait_t;
-
-static int children_reach(void *arg)
-{
-    child_wait_t *w = arg;
-    return children_of(w->dir) == w->expected;
+    return strcmp(kind, "semaphore") == 0 ? lk_join(path, "leases") : strdup(path);
 }
 
 /* ---- mutual exclusion, both directions ------------------------------------------------------ */
@@ -503,15 +160,15 @@ static void java_blocks_c(const char *name, const char *java_kind, const char *c
     size_t n = 0;
     char *path, node[400];
     fx_begin(&f, name);
-    path = join(f.base, "lock");
-    c = new_client();
+    path = lk_join(f.base, "lock");
+    c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
     CU_ASSERT_FATAL(c_lock_new(&l, c, c_kind, path) == 0);
     CU_ASSERT_FATAL(peer_hold(&peer, java_kind, path, node, sizeof(node)) == 0);
     CU_ASSERT(strncmp(node, path, strlen(path)) == 0);
     /* A try fails at once; a waiting acquire waits. */
     CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 0), ZKIT_ETIMEDOUT);
-    bg_start(&b, l.lock, 20000);
+    bg_start(&b, l.lock, 20000, 1);
     CU_ASSERT_EQUAL(wait_participants(l.lock, 2, 5000), 0);
     /* Both sides see the same queue: the Java holder first, then us. */
     proc_write(&peer, "participants\n");
@@ -555,11 +212,10 @@ static void c_blocks_java(const char *name, const char *c_kind, const char *java
     clock_t_ l;
     proc_t peer;
     char *path, *dir, line[512] = "";
-    child_wait_t w;
     fx_begin(&f, name);
-    path = join(f.base, "lock");
+    path = lk_join(f.base, "lock");
     dir = participants_dir(c_kind, path);
-    c = new_client();
+    c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
     CU_ASSERT_FATAL(c_lock_new(&l, c, c_kind, path) == 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(l.lock, 5000) == 0);
@@ -570,9 +226,7 @@ static void c_blocks_java(const char *name, const char *c_kind, const char *java
     CU_ASSERT_EQUAL(exit_code(proc_wait(&peer, 10000)), 2);
     /* Java waiting: queued behind us, acquires only after our release. */
     CU_ASSERT_FATAL(peer_spawn(&peer, "hold", java_kind, path, "20000", NULL, NULL) == 0);
-    w.dir = dir;
-    w.expected = 2;
-    CU_ASSERT_EQUAL(zkh_wait_until(children_reach, &w, PEER_START_MS), 0);
+    CU_ASSERT_EQUAL(wait_children(dir, 2, PEER_START_MS), 0);
     CU_ASSERT_EQUAL(proc_read_line(&peer, line, sizeof(line), 300), -1); /* still waiting */
     CU_ASSERT_EQUAL(zkit_lock_release(l.lock), 0);
     CU_ASSERT_EQUAL(proc_read_line(&peer, line, sizeof(line), 10000), 0);
@@ -638,8 +292,8 @@ static void test_readers_share(void)
     proc_t peer;
     char *path, node[400], line[512] = "";
     fx_begin(&f, "ix-readers");
-    path = join(f.base, "lock");
-    c = new_client();
+    path = lk_join(f.base, "lock");
+    c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
     CU_ASSERT_FATAL(c_lock_new(&l, c, "read", path) == 0);
     CU_ASSERT_FATAL(peer_hold(&peer, "read", path, node, sizeof(node)) == 0);
@@ -677,18 +331,18 @@ static void test_mutex_order(void)
     size_t n = 0;
     char *path, node[400];
     fx_begin(&f, "ix-order");
-    path = join(f.base, "lock");
-    c = new_client();
+    path = lk_join(f.base, "lock");
+    c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
     CU_ASSERT_FATAL(zkit_mutex_new(&w1, c, path) == 0);
     CU_ASSERT_FATAL(zkit_mutex_new(&w2, c, path) == 0);
     /* Java holds; C waits; Java waits; C waits. */
     CU_ASSERT_FATAL(peer_hold(&holder, "mutex", path, node, sizeof(node)) == 0);
-    bg_start(&b1, w1, 20000);
+    bg_start(&b1, w1, 20000, 1);
     CU_ASSERT_EQUAL(wait_participants(w1, 2, 5000), 0);
     CU_ASSERT_FATAL(peer_spawn(&jwait, "hold", "mutex", path, "20000", NULL, NULL) == 0);
     CU_ASSERT_EQUAL(wait_participants(w1, 3, PEER_START_MS), 0);
-    bg_start(&b2, w2, 20000);
+    bg_start(&b2, w2, 20000, 1);
     CU_ASSERT_EQUAL(wait_participants(w1, 4, 5000), 0);
     CU_ASSERT_EQUAL(peer_order("mutex", path, &jorder), 0);
     CU_ASSERT_EQUAL(zkit_lock_participants(&list, &n, w2), 0);
@@ -740,18 +394,18 @@ static void test_rw_order(void)
     char *path, node[400];
     int r = 0, w = 0;
     fx_begin(&f, "ix-rw-order");
-    path = join(f.base, "lock");
-    c = new_client();
+    path = lk_join(f.base, "lock");
+    c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
     CU_ASSERT_FATAL(zkit_rwlock_new(&rw1, c, path) == 0);
     CU_ASSERT_FATAL(zkit_rwlock_new(&rw2, c, path) == 0);
     /* Java writer holds; C reader waits; Java reader waits; C writer waits. */
     CU_ASSERT_FATAL(peer_hold(&jwriter, "write", path, node, sizeof(node)) == 0);
-    bg_start(&b1, zkit_rwlock_read(rw1), 20000);
+    bg_start(&b1, zkit_rwlock_read(rw1), 20000, 1);
     CU_ASSERT_EQUAL(wait_participants(zkit_rwlock_read(rw1), 2, 5000), 0);
     CU_ASSERT_FATAL(peer_spawn(&jreader, "hold", "read", path, "20000", NULL, NULL) == 0);
     CU_ASSERT_EQUAL(wait_participants(zkit_rwlock_read(rw1), 3, PEER_START_MS), 0);
-    bg_start(&b2, zkit_rwlock_write(rw2), 20000);
+    bg_start(&b2, zkit_rwlock_write(rw2), 20000, 1);
     CU_ASSERT_EQUAL(wait_participants(zkit_rwlock_read(rw1), 4, 5000), 0);
     CU_ASSERT_EQUAL(peer_order("read", path, &jread), 0);
     CU_ASSERT_EQUAL(peer_order("write", path, &jwrite), 0);
@@ -806,18 +460,15 @@ static void test_semaphore_participants(void)
     zkit_participant_t *list = NULL;
     size_t n = 0;
     char *path, *leases;
-    child_wait_t cw;
     fx_begin(&f, "ix-sem-order");
-    path = join(f.base, "lock");
-    leases = join(path, "leases");
-    c = new_client();
+    path = lk_join(f.base, "lock");
+    leases = lk_join(path, "leases");
+    c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
     CU_ASSERT_FATAL(zkit_semaphore_mutex_new(&sm, c, path) == 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(sm, 5000) == 0);
     CU_ASSERT_FATAL(peer_spawn(&jwait, "hold", "semaphore", path, "20000", NULL, NULL) == 0);
-    cw.dir = leases;
-    cw.expected = 2;
-    CU_ASSERT_EQUAL(zkh_wait_until(children_reach, &cw, PEER_START_MS), 0);
+    CU_ASSERT_EQUAL(wait_children(leases, 2, PEER_START_MS), 0);
     CU_ASSERT_EQUAL(peer_order("semaphore", path, &jorder), 0);
     CU_ASSERT_EQUAL(zkit_lock_participants(&list, &n, sm), 0);
     CU_ASSERT_EQUAL(n, 2);
@@ -886,11 +537,7 @@ static void on_revoke(zkit_lock_t *lock, void *arg)
 static int revoke_called(void *arg)
 {
     revoke_rec_t *r = arg;
-    int calls;
-    pthread_mutex_lock(&r->mu);
-    calls = r->calls;
-    pthread_mutex_unlock(&r->mu);
-    return calls > 0;
+    return zkh_read_locked(&r->mu, &r->calls) > 0;
 }
 
 /* Java holds `kind` revocably and C waits; C asks Java to let go (zkit_lock_revoke), Java's
@@ -904,15 +551,15 @@ static void c_revokes_java(const char *name, const char *kind)
     bg_t b;
     char *path, node[512], line[512] = "";
     fx_begin(&f, name);
-    path = join(f.base, "lock");
-    c = new_client();
+    path = lk_join(f.base, "lock");
+    c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
     CU_ASSERT_FATAL(c_lock_new(&l, c, kind, path) == 0);
     CU_ASSERT_FATAL(peer_spawn(&peer, "hold", kind, path, "20000", "revocable", NULL) == 0);
     CU_ASSERT_FATAL(proc_read_line(&peer, line, sizeof(line), PEER_START_MS) == 0 &&
                     strncmp(line, "ACQUIRED ", 9) == 0);
     snprintf(node, sizeof(node), "%.*s", (int)sizeof(node) - 1, line + 9);
-    bg_start(&b, l.lock, 20000);
+    bg_start(&b, l.lock, 20000, 1);
     CU_ASSERT_EQUAL(wait_participants(l.lock, 2, 5000), 0);
     CU_ASSERT_EQUAL(bg_acquired(&b), 0);
     CU_ASSERT_EQUAL(zkit_lock_revoke(c, node), 0);
@@ -942,24 +589,21 @@ static void java_revokes_c(const char *name, const char *kind, int release_in_ca
     clock_t_ l;
     proc_t peer;
     revoke_rec_t rec;
-    child_wait_t w;
     char *path, *dir, *node = NULL, line[512] = "";
     fx_begin(&f, name);
-    path = join(f.base, "lock");
+    path = lk_join(f.base, "lock");
     dir = participants_dir(kind, path);
     memset(&rec, 0, sizeof(rec));
     pthread_mutex_init(&rec.mu, NULL);
     rec.release_here = release_in_callback;
-    c = new_client();
+    c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
     CU_ASSERT_FATAL(c_lock_new(&l, c, kind, path) == 0);
     CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(l.lock, on_revoke, &rec), 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(l.lock, 5000) == 0);
     CU_ASSERT_FATAL(zkit_lock_node(l.lock, &node) == 0);
     CU_ASSERT_FATAL(peer_spawn(&peer, "hold", kind, path, "20000", NULL, NULL) == 0);
-    w.dir = dir;
-    w.expected = 2;
-    CU_ASSERT_EQUAL(zkh_wait_until(children_reach, &w, PEER_START_MS), 0);
+    CU_ASSERT_EQUAL(wait_children(dir, 2, PEER_START_MS), 0);
     CU_ASSERT_EQUAL(peer_revoke(node), 0);
     CU_ASSERT_EQUAL(zkh_wait_until(revoke_called, &rec, 10000), 0);
     CU_ASSERT(rec.lock == l.lock);
@@ -1007,258 +651,87 @@ static void test_java_revokes_c_semaphore(void)
 
 /* ---- mixed loops: one counter, Java and C processes ----------------------------------------- */
 
-typedef struct verdict {
-    int enters, exits, violations, unbalanced, max_inside;
-    char first[256];
-} verdict_t;
-
-typedef struct event {
-    long long t;
-    int enter, pid;
-    char cls;   /* 'X' exclusive, 'R' reader, 'W' writer */
-} event_t;
-
-static int by_time(const void *a, const void *b)
-{
-    const event_t *x = a, *y = b;
-    return x->t < y->t ? -1 : x->t > y->t ? 1 : 0;
-}
-
-/* ENTER/EXIT lines from both implementations: "ENTER pid ns" or "ENTER R|W pid ns". */
-static void check_log(const char *file, verdict_t *v)
-{
-    FILE *f = fopen(file, "r");
-    event_t *ev = NULL;
-    size_t n = 0, cap = 0;
-    char line[256];
-    struct { int pid; char cls; } inside[16];
-    int ninside = 0;
-    memset(v, 0, sizeof(*v));
-    if (!f) {
-        v->violations = 1;
-        return;
-    }
-    while (fgets(line, sizeof(line), f)) {
-        char w[4][64];
-        int k = sscanf(line, "%63s %63s %63s %63s", w[0], w[1], w[2], w[3]);
-        event_t e;
-        if (k < 3)
-            continue;
-        memset(&e, 0, sizeof(e));
-        e.enter = strcmp(w[0], "ENTER") == 0;
-        if (k == 3) {
-            e.cls = 'X';
-            e.pid = atoi(w[1]);
-            e.t = atoll(w[2]);
-        } else {
-            e.cls = w[1][0];
-            e.pid = atoi(w[2]);
-            e.t = atoll(w[3]);
-        }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 256;
-            ev = realloc(ev, cap * sizeof(*ev));
-        }
-        ev[n++] = e;
-    }
-    fclose(f);
-    qsort(ev, n, sizeof(*ev), by_time);
-    for (size_t i = 0; i < n; i++) {
-        int at = -1;
-        for (int j = 0; j < ninside; j++)
-            if (inside[j].pid == ev[i].pid)
-                at = j;
-        if (!ev[i].enter) {
-            v->exits++;
-            if (at < 0)
-                v->unbalanced++;
-            else
-                inside[at] = inside[--ninside];
-            continue;
-        }
-        v->enters++;
-        if (at >= 0 || ninside == 16) {
-            v->unbalanced++;
-            continue;
-        }
-        for (int j = 0; j < ninside; j++) {
-            if ((ev[i].cls != 'R' || inside[j].cls != 'R') && v->violations++ == 0)
-                snprintf(v->first, sizeof(v->first), "pid %d (%c) entered at %lld while pid %d "
-                         "(%c) was inside", ev[i].pid, ev[i].cls, ev[i].t, inside[j].pid,
-                         inside[j].cls);
-        }
-        inside[ninside].pid = ev[i].pid;
-        inside[ninside].cls = ev[i].cls;
-        ninside++;
-        if (ninside > v->max_inside)
-            v->max_inside = ninside;
-    }
-    v->unbalanced += ninside;
-    free(ev);
-}
-
-static long read_counter(const char *file)
-{
-    char buf[64] = "";
-    FILE *f = fopen(file, "r");
-    if (!f)
-        return 0;
-    if (!fgets(buf, sizeof(buf), f))
-        buf[0] = '\0';
-    fclose(f);
-    return strtol(buf, NULL, 10);
-}
-
 #define LOOP_ITERATIONS 25
 
-typedef struct side {
-    int java;
-    const char *kind;
-} side_t;
-
-/* Runs Java and C loop processes on one path, one counter, one log; checks the result. */
-static void mixed_loop(const char *name, const side_t *sides, int nsides, long expected)
+/* A Curator peer's `loop`: ITERATIONS increments of the counter under the lock, logged. */
+static int peer_loop(proc_t *p, const loop_spec_t *spec, const char *iterations, const char *log)
 {
-    fixture_t f;
-    char dir[64], log[128], counter[128], iters[16], line[128];
-    proc_t p[8];
-    verdict_t v;
-    char *path;
-    int failed = 0;
-    fx_begin(&f, name);
-    snprintf(dir, sizeof(dir), "/tmp/zkit-interop-XXXXXX");
-    CU_ASSERT_FATAL(mkdtemp(dir) != NULL);
-    snprintf(log, sizeof(log), "%s/log", dir);
-    snprintf(counter, sizeof(counter), "%s/counter", dir);
-    snprintf(iters, sizeof(iters), "%d", LOOP_ITERATIONS);
-    path = join(f.base, "lock");
-    /* C workers first (they wait for a start line), then the Java peers, then go. */
-    for (int i = 0; i < nsides; i++) {
-        if (sides[i].java)
-            continue;
-        char *argv[] = { (char *)LOCK_WORKER, (char *)zkh_connect_string(zk), (char *)"loop",
-                         (char *)sides[i].kind, path, iters, counter, log, NULL };
-        CU_ASSERT_FATAL(proc_spawn(&p[i], argv) == 0);
-        CU_ASSERT(proc_read_line(&p[i], line, sizeof(line), 20000) == 0 &&
-                  strcmp(line, "READY") == 0);
-    }
-    for (int i = 0; i < nsides; i++)
-        if (sides[i].java)
-            CU_ASSERT_FATAL(peer_spawn(&p[i], "loop", sides[i].kind, path, iters, counter,
-                                       log) == 0);
-    for (int i = 0; i < nsides; i++)
-        if (!sides[i].java)
-            proc_write(&p[i], "go\n");
-    for (int i = 0; i < nsides; i++) {
-        int done = proc_read_line(&p[i], line, sizeof(line), 120000) == 0 &&
-                   strcmp(line, "DONE") == 0;
-        int code = exit_code(proc_wait(&p[i], 10000));
-        if (!done || code != 0) {
-            fprintf(stderr, "%s: %s %s loop failed (exit %d)\n", name,
-                    sides[i].java ? "java" : "C", sides[i].kind, code);
-            failed++;
-        }
-    }
-    CU_ASSERT_EQUAL(failed, 0);
-    check_log(log, &v);
-    if (v.violations || v.unbalanced || getenv("ZKIT_TEST_VERBOSE"))
-        fprintf(stderr, "%s: %d enters, %d exits, %d violations (%s), %d unbalanced, max "
-                        "inside %d\n", name, v.enters, v.exits, v.violations, v.first,
-                v.unbalanced, v.max_inside);
-    CU_ASSERT_EQUAL(v.enters, nsides * LOOP_ITERATIONS);
-    CU_ASSERT_EQUAL(v.exits, nsides * LOOP_ITERATIONS);
-    CU_ASSERT_EQUAL(v.violations, 0);
-    CU_ASSERT_EQUAL(v.unbalanced, 0);
-    CU_ASSERT_EQUAL(read_counter(counter), expected);
-    unlink(log);
-    unlink(counter);
-    rmdir(dir);
-    fx_end(&f);
-    free(path);
+    return peer_spawn(p, "loop", spec->kind, spec->paths, iterations, spec->counters, log);
+}
+
+/* Java and C loop processes on one path, one counter, one log. */
+static void mixed_loop(const char *name, const loop_side_t *sides, int nsides, long expected)
+{
+    loops_one_path(name, sides, nsides, LOOP_ITERATIONS, expected, 120000, peer_loop);
 }
 
 static void test_mixed_loop_mutex(void)
 {
-    const side_t sides[] = { { 1, "mutex" }, { 0, "mutex" } };
+    const loop_side_t sides[] = { { 1, "mutex" }, { 0, "mutex" } };
     mixed_loop("ix-loop-mutex", sides, 2, 2 * LOOP_ITERATIONS);
 }
 
 static void test_mixed_loop_rwlock(void)
 {
-    const side_t sides[] = { { 1, "write" }, { 0, "write" }, { 1, "read" }, { 0, "read" } };
+    const loop_side_t sides[] = { { 1, "write" }, { 0, "write" }, { 1, "read" }, { 0, "read" } };
     mixed_loop("ix-loop-rw", sides, 4, 2 * LOOP_ITERATIONS);
 }
 
 static void test_mixed_loop_semaphore(void)
 {
-    const side_t sides[] = { { 1, "semaphore" }, { 0, "semaphore" } };
+    const loop_side_t sides[] = { { 1, "semaphore" }, { 0, "semaphore" } };
     mixed_loop("ix-loop-sem", sides, 2, 2 * LOOP_ITERATIONS);
 }
 
 /* ---- registration --------------------------------------------------------------------------- */
 
-static int suite_cleanup(void)
+/* Is the Curator peer usable at all (java, javac, the jars)?  This also compiles it.  77 (the
+ * suite is skipped) when it is not available. */
+static int probe_peer(void)
 {
-    zkh_shutdown(zk);
-    zk = NULL;
-    return 0;
-}
-
-int main(void)
-{
-    CU_pSuite s;
     proc_t probe;
     names_t none;
     int code;
-    struct stat sb;
-    signal(SIGPIPE, SIG_IGN);
-    if (stat(LOCK_WORKER, &sb) != 0) {
-        fprintf(stderr, "interop: %s is missing\n", LOCK_WORKER);
+    if (peer_spawn(&probe, "order", "mutex", "/zkit-interop-probe", NULL, NULL, NULL) != 0)
         return 1;
-    }
-    if (!(zk = zkh_start(1)))
-        return 1;
-    /* Is the Curator peer usable at all (java, javac, the jars)?  This also compiles it. */
-    if (peer_spawn(&probe, "order", "mutex", "/zkit-interop-probe", NULL, NULL, NULL) != 0) {
-        zkh_shutdown(zk);
-        return 1;
-    }
     read_names(&probe, "NODE ", &none);
     code = exit_code(proc_wait(&probe, 120000));
+    if (code == 77) {
+        fprintf(stderr, "interop: the Curator peer is not available; skipped\n");
+        return 77;
+    }
     if (code != 0) {
-        zkh_shutdown(zk);
-        if (code == 77) {
-            fprintf(stderr, "interop: the Curator peer is not available; skipped\n");
-            return 77;
-        }
         fprintf(stderr, "interop: the Curator peer failed (exit %d)\n", code);
         return 1;
     }
     zkh_delete_tree(zk, "/zkit-interop-probe");
-    if (CU_initialize_registry() != CUE_SUCCESS) {
-        fprintf(stderr, "interop: cannot initialise the CUnit registry: %s\n", CU_get_error_msg());
-        zkh_shutdown(zk);
-        return 1;
-    }
-    s = CU_add_suite("interop", NULL, suite_cleanup);
-    CU_add_test(s, "mutex: Java holds, C waits", test_mutex_java_blocks_c);
-    CU_add_test(s, "mutex: C holds, Java waits", test_mutex_c_blocks_java);
-    CU_add_test(s, "Java writer blocks C reader", test_java_writer_blocks_c_reader);
-    CU_add_test(s, "C writer blocks Java reader", test_c_writer_blocks_java_reader);
-    CU_add_test(s, "Java reader blocks C writer", test_java_reader_blocks_c_writer);
-    CU_add_test(s, "C reader blocks Java writer", test_c_reader_blocks_java_writer);
-    CU_add_test(s, "readers share across implementations", test_readers_share);
-    CU_add_test(s, "semaphore mutex: Java holds, C waits", test_semaphore_java_blocks_c);
-    CU_add_test(s, "semaphore mutex: C holds, Java waits", test_semaphore_c_blocks_java);
-    CU_add_test(s, "mutex queue: same order on both sides", test_mutex_order);
-    CU_add_test(s, "read-write queue: same order on both sides", test_rw_order);
-    CU_add_test(s, "semaphore mutex: same participants", test_semaphore_participants);
-    CU_add_test(s, "revocation: C revokes a Java mutex holder", test_c_revokes_java_mutex);
-    CU_add_test(s, "revocation: C revokes a Java write holder", test_c_revokes_java_writer);
-    CU_add_test(s, "revocation: Java revokes a C mutex holder", test_java_revokes_c_mutex);
-    CU_add_test(s, "revocation: Java revokes a C semaphore mutex", test_java_revokes_c_semaphore);
-    CU_add_test(s, "mixed loop: mutex, Java + C", test_mixed_loop_mutex);
-    CU_add_test(s, "mixed loop: read-write, Java + C", test_mixed_loop_rwlock);
-    CU_add_test(s, "mixed loop: semaphore mutex, Java + C", test_mixed_loop_semaphore);
-    return zkh_run_tests("interop");
+    return 0;
+}
+
+static const zkh_test_t tests[] = {
+    { "mutex: Java holds, C waits", test_mutex_java_blocks_c },
+    { "mutex: C holds, Java waits", test_mutex_c_blocks_java },
+    { "Java writer blocks C reader", test_java_writer_blocks_c_reader },
+    { "C writer blocks Java reader", test_c_writer_blocks_java_reader },
+    { "Java reader blocks C writer", test_java_reader_blocks_c_writer },
+    { "C reader blocks Java writer", test_c_reader_blocks_java_writer },
+    { "readers share across implementations", test_readers_share },
+    { "semaphore mutex: Java holds, C waits", test_semaphore_java_blocks_c },
+    { "semaphore mutex: C holds, Java waits", test_semaphore_c_blocks_java },
+    { "mutex queue: same order on both sides", test_mutex_order },
+    { "read-write queue: same order on both sides", test_rw_order },
+    { "semaphore mutex: same participants", test_semaphore_participants },
+    { "revocation: C revokes a Java mutex holder", test_c_revokes_java_mutex },
+    { "revocation: C revokes a Java write holder", test_c_revokes_java_writer },
+    { "revocation: Java revokes a C mutex holder", test_java_revokes_c_mutex },
+    { "revocation: Java revokes a C semaphore mutex", test_java_revokes_c_semaphore },
+    { "mixed loop: mutex, Java + C", test_mixed_loop_mutex },
+    { "mixed loop: read-write, Java + C", test_mixed_loop_rwlock },
+    { "mixed loop: semaphore mutex, Java + C", test_mixed_loop_semaphore },
+    { NULL, NULL }
+};
+
+int main(void)
+{
+    return lk_main("interop", tests, probe_peer);
 }

@@ -43,14 +43,6 @@ static char self_exe[PATH_MAX];
 
 /* ---- time ------------------------------------------------------------------------------- */
 
-/* Wall-clock ms: the clock jobs cut their slots from. */
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Timing details for a human reading a failure: printed with ZKIT_TEST_VERBOSE set. */
 static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -64,13 +56,6 @@ static void note(const char *fmt, ...)
     vprintf(fmt, ap);
     fputc('\n', stdout);
     va_end(ap);
-}
-
-static void sleep_ms(int64_t ms)
-{
-    struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
-    while (ms > 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
 }
 
 /* ---- clients and the tree ---------------------------------------------------------------- */
@@ -113,7 +98,7 @@ static int wait_record_at_least(const char *path, int64_t slot, int timeout_ms)
     do {
         if (read_record(path, &got) == 0 && got >= slot)
             return 1;
-        sleep_ms(50);
+        zkh_sleep_ms(50);
     } while (zkh_now_ms() < due);
     return 0;
 }
@@ -160,7 +145,7 @@ static int log_run(zkit_job_run_t *run, void *arg)
         in->log->count++;
     }
     pthread_mutex_unlock(&in->log->mu);
-    sleep_ms(50); /* long enough for the others to find the lock taken */
+    zkh_sleep_ms(50); /* long enough for the others to find the lock taken */
     return 0;
 }
 
@@ -240,13 +225,13 @@ static void test_fleet_runs_each_slot_once(void)
     }
     CU_ASSERT(job[0] && job[1] && job[2]);
     if (job[0] && job[1] && job[2]) {
-        t0 = wall_ms();
-        sleep_ms(FLEET_RUN_MS);
-        t1 = wall_ms();
+        t0 = zkh_wall_ms();
+        zkh_sleep_ms(FLEET_RUN_MS);
+        t1 = zkh_wall_ms();
     }
     for (int i = 0; i < 3; i++)
         zkit_job_stop(job[i]);
-    t2 = wall_ms();
+    t2 = zkh_wall_ms();
     if (job[0] && job[1] && job[2])
         check_fleet_log(&log, path, t0, t1, t2);
     for (int i = 0; i < 3; i++)
@@ -287,14 +272,14 @@ static int child_run(zkit_job_run_t *run, void *arg)
         close(fd);
         snprintf(line, sizeof(line), "v %" PRId64 " %ld %" PRId64 " %" PRId64 "\n",
                  zkit_job_run_slot(run), (long)getpid(), zkit_client_session_id(ctx->client),
-                 wall_ms());
+                 zkh_wall_ms());
         child_report(ctx->fd, line);
         while (!zkit_job_run_cancelled(run) && zkh_now_ms() < due)
-            sleep_ms(20);
+            zkh_sleep_ms(20);
         return 1;
     }
     snprintf(line, sizeof(line), "r %" PRId64 " %ld 0 %" PRId64 "\n", zkit_job_run_slot(run),
-             (long)getpid(), wall_ms());
+             (long)getpid(), zkh_wall_ms());
     child_report(ctx->fd, line);
     return 0;
 }
@@ -371,7 +356,7 @@ static void reap(pid_t pid, int sig)
             waitpid(pid, NULL, 0);
             return;
         }
-        sleep_ms(20);
+        zkh_sleep_ms(20);
     }
 }
 
@@ -418,7 +403,7 @@ static void pump(child_log_t *cl, int wait_ms)
         cl->used += (size_t)n;
         parse_lines(cl);
     } else if (p.revents & POLLHUP) {
-        sleep_ms(wait_ms); /* every child is gone: poll() no longer waits */
+        zkh_sleep_ms(wait_ms); /* every child is gone: poll() no longer waits */
     }
 }
 
@@ -471,7 +456,7 @@ static int wait_session_gone(const char *path, int64_t session, int timeout_ms)
     while (session_holds(path, session)) {
         if (zkh_now_ms() > due)
             return 0;
-        sleep_ms(100);
+        zkh_sleep_ms(100);
     }
     return 1;
 }
@@ -484,12 +469,12 @@ static void check_after_kill(child_log_t *cl, const char *path, const child_even
     int rc;
     if (policy == ZKIT_JOB_SKIP_MISSED) {
         /* Still inside the slot, so the record can only be behind it because nobody ran it. */
-        CU_ASSERT(wall_ms() < slot_end);
+        CU_ASSERT(zkh_wall_ms() < slot_end);
         rc = read_record(path, &recorded);
         CU_ASSERT(rc == ZKIT_ENONODE || (rc == 0 && recorded < victim->slot));
     } else {
         const child_event_t *rerun = wait_event(cl, 'r', victim->slot,
-                                                (int)(slot_end - wall_ms()) + 2000);
+                                                (int)(slot_end - zkh_wall_ms()) + 2000);
         CU_ASSERT_PTR_NOT_NULL(rerun);
         if (rerun) {
             CU_ASSERT(rerun->pid != victim->pid);
@@ -521,7 +506,7 @@ static void kill_victim(const char *path, const child_event_t *victim, pid_t pid
     CU_ASSERT(wait_session_gone(path, victim->session, 15000));
     note("victim ran slot %" PRId64 " from +%" PRId64 " ms; its lock was gone at +%" PRId64 " ms",
          victim->slot, victim->at_ms - victim->slot * KILL_PERIOD_S * 1000,
-         wall_ms() - victim->slot * KILL_PERIOD_S * 1000);
+         zkh_wall_ms() - victim->slot * KILL_PERIOD_S * 1000);
 }
 
 static void run_kill_test(zkit_job_missed_t policy)
@@ -544,7 +529,7 @@ static void run_kill_test(zkit_job_missed_t policy)
     cl->fd = fds[0];
     /* Start just after a slot boundary, so the victim's slot has nearly all its length left
      * for a survivor to re-run it once the dead session has expired (about 2.5 s). */
-    sleep_ms(p - wall_ms() % p + 100);
+    zkh_sleep_ms(p - zkh_wall_ms() % p + 100);
     for (int i = 0; i < 3; i++)
         pids[i] = spawn_instance(path, policy, marker, fds[1]);
     close(fds[1]);
@@ -594,11 +579,7 @@ static void probe_init(probe_t *p)
 
 static int probe_read(probe_t *p, const int *field)
 {
-    int v;
-    pthread_mutex_lock(&p->mu);
-    v = *field;
-    pthread_mutex_unlock(&p->mu);
-    return v;
+    return zkh_read_locked(&p->mu, field);
 }
 
 static int probe_entered(void *arg)
@@ -644,7 +625,7 @@ static int slow_run(zkit_job_run_t *run, void *arg)
     probe_t *p = arg;
     if (!probe_enter(p, run))
         return 1;
-    sleep_ms(p->sleep_ms);
+    zkh_sleep_ms(p->sleep_ms);
     probe_finish(p, zkit_job_run_cancelled(run), 0);
     return 0;
 }
@@ -657,50 +638,62 @@ static int polite_run(zkit_job_run_t *run, void *arg)
     if (!probe_enter(p, run))
         return 1;
     while (!zkit_job_run_cancelled(run) && zkh_now_ms() < due)
-        sleep_ms(10);
+        zkh_sleep_ms(10);
     probe_finish(p, zkit_job_run_cancelled(run), zkh_now_ms() - start);
     return 0;
 }
 
-static zkit_job_t *start_single(const char *path, zkit_job_fn fn, probe_t *p, int max_run_ms)
+/* One job of SINGLE_PERIOD_S under a path of its own, its callback recording in `p`. */
+typedef struct single {
+    char path[64];
+    probe_t p;
+    zkit_job_t *job;
+} single_t;
+
+/* Starts it (a test whose job does not start ends here); sleep_ms is slow_run's. */
+static void single_start(single_t *s, const char *name, zkit_job_fn fn, int sleep_ms,
+                         int max_run_ms)
 {
     zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
-    zkit_job_t *job = NULL;
     char err[256];
-    o.path = path;
+    probe_init(&s->p);
+    s->p.sleep_ms = sleep_ms;
+    zkh_unique_path(s->path, sizeof(s->path), name);
+    o.path = s->path;
     o.period_s = SINGLE_PERIOD_S;
     o.missed = ZKIT_JOB_RUN_LATEST_MISSED;
     o.fn = fn;
-    o.arg = p;
+    o.arg = &s->p;
     o.max_run_ms = max_run_ms;
-    if (zkit_job_start(&job, admin, &o, err, sizeof(err)) != 0)
-        fprintf(stderr, "start_single: %s\n", err);
-    return job;
+    s->job = NULL;
+    if (zkit_job_start(&s->job, admin, &o, err, sizeof(err)) != 0)
+        fprintf(stderr, "single_start: %s\n", err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s->job); /* nothing was started otherwise */
+}
+
+/* Once the job is stopped: its znodes go. */
+static void single_end(single_t *s)
+{
+    remove_job_tree(s->path);
+    pthread_mutex_destroy(&s->p.mu);
 }
 
 static void test_stop_waits_for_running_callback(void)
 {
-    char path[64];
-    probe_t p;
-    zkit_job_t *job;
+    single_t s;
     int64_t recorded = 0;
-    probe_init(&p);
-    p.sleep_ms = 1500;
-    zkh_unique_path(path, sizeof(path), "job-stop");
-    job = start_single(path, slow_run, &p, 0);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(job); /* nothing was started otherwise */
-    CU_ASSERT_EQUAL(zkh_wait_until(probe_entered, &p, 10000), 0);
-    zkit_job_stop(job);
+    single_start(&s, "job-stop", slow_run, 1500, 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(probe_entered, &s.p, 10000), 0);
+    zkit_job_stop(s.job);
     /* stop returned only after the callback did, and told it to stop */
-    CU_ASSERT_EQUAL(probe_read(&p, &p.finished), 1);
-    CU_ASSERT_EQUAL(probe_read(&p, &p.saw_cancel), 1);
+    CU_ASSERT_EQUAL(probe_read(&s.p, &s.p.finished), 1);
+    CU_ASSERT_EQUAL(probe_read(&s.p, &s.p.saw_cancel), 1);
     /* it reported success, still holding the lock: the slot is recorded */
-    CU_ASSERT_EQUAL(read_record(path, &recorded), 0);
-    CU_ASSERT_EQUAL(recorded, p.slot);
-    CU_ASSERT_EQUAL(p.scheduled, p.slot * SINGLE_PERIOD_S);
-    CU_ASSERT(p.token > 0);
-    remove_job_tree(path);
-    pthread_mutex_destroy(&p.mu);
+    CU_ASSERT_EQUAL(read_record(s.path, &recorded), 0);
+    CU_ASSERT_EQUAL(recorded, s.p.slot);
+    CU_ASSERT_EQUAL(s.p.scheduled, s.p.slot * SINGLE_PERIOD_S);
+    CU_ASSERT(s.p.token > 0);
+    single_end(&s);
 }
 
 static void delete_lock_nodes(const char *path)
@@ -719,46 +712,34 @@ static void delete_lock_nodes(const char *path)
 
 static void test_lost_lock_cancels_and_is_not_recorded(void)
 {
-    char path[64];
-    probe_t p;
-    zkit_job_t *job;
+    single_t s;
     int64_t recorded;
-    probe_init(&p);
-    zkh_unique_path(path, sizeof(path), "job-lost");
-    job = start_single(path, polite_run, &p, 0);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(job); /* nothing was started otherwise */
-    CU_ASSERT_EQUAL(zkh_wait_until(probe_entered, &p, 10000), 0);
+    single_start(&s, "job-lost", polite_run, 0, 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(probe_entered, &s.p, 10000), 0);
     /* Someone else deletes the lock node: the lock is LOST and the run must stop. */
-    delete_lock_nodes(path);
-    CU_ASSERT_EQUAL(zkh_wait_until(probe_finished, &p, 5000), 0);
-    CU_ASSERT_EQUAL(probe_read(&p, &p.saw_cancel), 1);
-    CU_ASSERT(p.elapsed_ms < 9000);
-    zkit_job_stop(job);
+    delete_lock_nodes(s.path);
+    CU_ASSERT_EQUAL(zkh_wait_until(probe_finished, &s.p, 5000), 0);
+    CU_ASSERT_EQUAL(probe_read(&s.p, &s.p.saw_cancel), 1);
+    CU_ASSERT(s.p.elapsed_ms < 9000);
+    zkit_job_stop(s.job);
     /* The callback returned 0, but the lock was not ours to the end: nothing recorded. */
-    CU_ASSERT_EQUAL(read_record(path, &recorded), ZKIT_ENONODE);
-    remove_job_tree(path);
-    pthread_mutex_destroy(&p.mu);
+    CU_ASSERT_EQUAL(read_record(s.path, &recorded), ZKIT_ENONODE);
+    single_end(&s);
 }
 
 static void test_max_run_cancels(void)
 {
-    char path[64];
-    probe_t p;
-    zkit_job_t *job;
+    single_t s;
     int64_t recorded;
-    probe_init(&p);
-    zkh_unique_path(path, sizeof(path), "job-maxrun");
-    job = start_single(path, polite_run, &p, 300);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(job); /* nothing was started otherwise */
-    CU_ASSERT_EQUAL(zkh_wait_until(probe_finished, &p, 10000), 0);
-    CU_ASSERT_EQUAL(probe_read(&p, &p.saw_cancel), 1);
-    CU_ASSERT(p.elapsed_ms >= 290 && p.elapsed_ms < 2000);
-    zkit_job_stop(job);
+    single_start(&s, "job-maxrun", polite_run, 0, 300);
+    CU_ASSERT_EQUAL(zkh_wait_until(probe_finished, &s.p, 10000), 0);
+    CU_ASSERT_EQUAL(probe_read(&s.p, &s.p.saw_cancel), 1);
+    CU_ASSERT(s.p.elapsed_ms >= 290 && s.p.elapsed_ms < 2000);
+    zkit_job_stop(s.job);
     /* polite_run claims success after its time ran out: that is its call to make */
-    CU_ASSERT_EQUAL(read_record(path, &recorded), 0);
-    CU_ASSERT_EQUAL(recorded, p.slot);
-    remove_job_tree(path);
-    pthread_mutex_destroy(&p.mu);
+    CU_ASSERT_EQUAL(read_record(s.path, &recorded), 0);
+    CU_ASSERT_EQUAL(recorded, s.p.slot);
+    single_end(&s);
 }
 
 /* ---- one attempt without a thread ----------------------------------------------------------- */
@@ -872,6 +853,14 @@ static const struct {
     { "0 0 30 2 *", "never fires" }, /* valid syntax, but February has no 30th */
 };
 
+/* The base options with one field changed are refused with rc, naming needle. */
+#define REFUSED_WITH(field, value, rc, needle)                                                     \
+    do {                                                                                           \
+        o = base;                                                                                  \
+        o.field = value;                                                                           \
+        expect_refused(&o, rc, needle);                                                            \
+    } while (0)
+
 static void test_bad_options(void)
 {
     zkit_job_options_t base = ZKIT_JOB_OPTIONS_INIT, o;
@@ -887,39 +876,17 @@ static void test_bad_options(void)
         o.cron = bad_crons[i].expr;
         expect_refused(&o, ZKIT_EINVAL, bad_crons[i].needle);
     }
-    o = base;
-    o.cron = "@daily"; /* and period_s = 60 */
-    expect_refused(&o, ZKIT_EINVAL, "either period_s or cron");
-    o = base;
-    o.fn = NULL;
-    expect_refused(&o, ZKIT_EINVAL, "fn");
-    o = base;
-    o.period_s = 0;
-    expect_refused(&o, ZKIT_EINVAL, "period_s");
-    o = base;
-    o.period_s = -5;
-    expect_refused(&o, ZKIT_EINVAL, "period_s");
-    o = base;
-    o.offset_s = 60;
-    expect_refused(&o, ZKIT_EINVAL, "offset_s");
-    o = base;
-    o.jitter_ms = 60000;
-    expect_refused(&o, ZKIT_EINVAL, "jitter_ms");
-    o = base;
-    o.min_hold_ms = -1;
-    expect_refused(&o, ZKIT_EINVAL, "min_hold_ms");
-    o = base;
-    o.missed = (zkit_job_missed_t)7;
-    expect_refused(&o, ZKIT_EINVAL, "missed");
-    o = base;
-    o.version = 99;
-    expect_refused(&o, ZKIT_EINVAL, "version");
-    o = base;
-    o.path = NULL;
-    expect_refused(&o, ZKIT_EINVAL, "path");
-    o = base;
-    o.path = "no-slash";
-    expect_refused(&o, ZKIT_EBADPATH, "path");
+    REFUSED_WITH(cron, "@daily", ZKIT_EINVAL, "either period_s or cron"); /* and period_s = 60 */
+    REFUSED_WITH(fn, NULL, ZKIT_EINVAL, "fn");
+    REFUSED_WITH(period_s, 0, ZKIT_EINVAL, "period_s");
+    REFUSED_WITH(period_s, -5, ZKIT_EINVAL, "period_s");
+    REFUSED_WITH(offset_s, 60, ZKIT_EINVAL, "offset_s");
+    REFUSED_WITH(jitter_ms, 60000, ZKIT_EINVAL, "jitter_ms");
+    REFUSED_WITH(min_hold_ms, -1, ZKIT_EINVAL, "min_hold_ms");
+    REFUSED_WITH(missed, (zkit_job_missed_t)7, ZKIT_EINVAL, "missed");
+    REFUSED_WITH(version, 99, ZKIT_EINVAL, "version");
+    REFUSED_WITH(path, NULL, ZKIT_EINVAL, "path");
+    REFUSED_WITH(path, "no-slash", ZKIT_EBADPATH, "path");
 
     CU_ASSERT_EQUAL(zkit_job_start(NULL, admin, &base, err, sizeof(err)), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_job_start(&job, NULL, &base, NULL, 0), ZKIT_EINVAL);
@@ -937,59 +904,43 @@ static void test_bad_options(void)
     CU_ASSERT_EQUAL(zkh_delete_tree(cluster, "/job-bad"), 0);
 }
 
+#undef REFUSED_WITH
+
 /* ---- suite ------------------------------------------------------------------------------------ */
 
-static int suite_init(void)
+static int connect_admin(void)
 {
-    if (!(cluster = zkh_start(1)))
-        return 1;
-    if (!(admin = connect_client(zkh_connect_string(cluster), 10000))) {
-        zkh_shutdown(cluster);
-        return 1;
-    }
+    admin = connect_client(zkh_connect_string(cluster), 10000);
+    return admin ? 0 : 1;
+}
+
+static int close_admin(void)
+{
+    zkit_client_close(admin);
+    admin = NULL;
     return 0;
 }
 
-static int suite_clean(void)
-{
-    zkit_client_close(admin);
-    zkh_shutdown(cluster);
-    return 0;
-}
+static const zkh_test_t tests[] = {
+    { "bad options are refused with a message", test_bad_options },
+    { "stop waits for a running callback", test_stop_waits_for_running_callback },
+    { "a lost lock cancels the run, which is not recorded",
+      test_lost_lock_cancels_and_is_not_recorded },
+    { "max_run_ms cancels the run", test_max_run_cancels },
+    { "one attempt without a thread", test_run_slot_once },
+    { "three instances run every slot exactly once", test_fleet_runs_each_slot_once },
+    { "killed mid-run, SKIP_MISSED: slot skipped, later slots run", test_kill_mid_run_skip },
+    { "killed mid-run, RUN_LATEST_MISSED: slot re-run once", test_kill_mid_run_run_latest },
+    { NULL, NULL }
+};
 
 int main(int argc, char **argv)
 {
-    CU_pSuite suite;
-    ssize_t n;
+    const zkh_suite_t suite = { .name = "jobs", .servers = 1, .cluster = &cluster,
+                                .setup = connect_admin, .cleanup = close_admin, .tests = tests };
     if (argc > 1 && strcmp(argv[1], "--instance") == 0)
         return instance_main(argc, argv);
-    if ((n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1)) <= 0) {
-        perror("jobs: readlink /proc/self/exe");
+    if (zkh_self_exe(self_exe, sizeof(self_exe)) != 0)
         return 1;
-    }
-    self_exe[n] = '\0';
-    if (CU_initialize_registry() != CUE_SUCCESS) {
-        fprintf(stderr, "jobs: cannot initialise the CUnit registry: %s\n", CU_get_error_msg());
-        return 1;
-    }
-    suite = CU_add_suite("jobs", suite_init, suite_clean);
-    if (!suite ||
-        !CU_add_test(suite, "bad options are refused with a message", test_bad_options) ||
-        !CU_add_test(suite, "stop waits for a running callback",
-                     test_stop_waits_for_running_callback) ||
-        !CU_add_test(suite, "a lost lock cancels the run, which is not recorded",
-                     test_lost_lock_cancels_and_is_not_recorded) ||
-        !CU_add_test(suite, "max_run_ms cancels the run", test_max_run_cancels) ||
-        !CU_add_test(suite, "one attempt without a thread", test_run_slot_once) ||
-        !CU_add_test(suite, "three instances run every slot exactly once",
-                     test_fleet_runs_each_slot_once) ||
-        !CU_add_test(suite, "killed mid-run, SKIP_MISSED: slot skipped, later slots run",
-                     test_kill_mid_run_skip) ||
-        !CU_add_test(suite, "killed mid-run, RUN_LATEST_MISSED: slot re-run once",
-                     test_kill_mid_run_run_latest)) {
-        fprintf(stderr, "jobs: cannot register the tests: %s\n", CU_get_error_msg());
-        CU_cleanup_registry();
-        return 1;
-    }
-    return zkh_run_tests("jobs");
+    return zkh_main(&suite);
 }

@@ -14,175 +14,17 @@
  * a leaked watch is not hidden by a closing session), then deletes its tree.  Waits are
  * bounded; callbacks and helper threads only record, the test thread asserts.
  */
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <CUnit/CUnit.h>
 
-#include "zkit.h"
-#include "harness.h"
+#include "lock_support.h"
 
-#ifndef LOCK_WORKER
-#define LOCK_WORKER "tests/lock_worker"
-#endif
-
-static zkh_cluster_t *zk;
-
-/* ---- clients --------------------------------------------------------------------------- */
-
-static void quiet_log(zkit_log_level_t level, const char *message, void *arg)
-{
-    (void)arg;
-    if (getenv("ZKIT_TEST_VERBOSE"))
-        fprintf(stderr, "zkit[%d]: %s\n", (int)level, message);
-}
-
-static zkit_client_t *new_client_to(const char *connect, int session_timeout_ms)
-{
-    zkit_client_options_t opts;
-    zkit_client_t *c = NULL;
-    zkit_retry_t *retry = zkit_retry_exponential(100, 5, 1000);
-    zkit_client_options_init(&opts);
-    opts.connect_string = connect;
-    opts.session_timeout_ms = session_timeout_ms;
-    opts.connection_timeout_ms = 5000;
-    opts.retry = retry;
-    opts.log_fn = quiet_log;
-    opts.log_level = ZKIT_LOG_DEBUG;
-    if (zkit_client_new(&c, &opts) != 0)
-        c = NULL;
-    zkit_retry_free(retry);
-    if (c && zkit_client_block_until_connected(c, 10000) != 0) {
-        zkit_client_close(c);
-        c = NULL;
-    }
-    return c;
-}
-
-static zkit_client_t *new_client(void)
-{
-    return new_client_to(zkh_connect_string(zk), 10000);
-}
-
-static char *join(const char *a, const char *b)
-{
-    char *s = malloc(strlen(a) + strlen(b) + 2);
-    sprintf(s, "%s/%s", a, b);
-    return s;
-}
-
-/* ---- per-test bookkeeping --------------------------------------------------------------- */
-
-typedef struct fixture {
-    char base[128];
-    int watches0;
-} fixture_t;
-
-static void fx_begin(fixture_t *f, const char *name)
-{
-    zkh_unique_path(f->base, sizeof(f->base), name);
-    f->watches0 = zkh_watch_count(zk);
-    CU_ASSERT(f->watches0 >= 0);
-}
-
-/* Number of lock nodes ("_c_..." protected names) under path; prints them when asked. */
-static int lock_nodes_under(const char *path, int print)
-{
-    size_t n = 0;
-    int found = 0;
-    char **list = zkh_list_tree(zk, path, &n);
-    for (size_t i = 0; i < n; i++) {
-        const char *last = strrchr(list[i], '/') + 1;
-        if (strncmp(last, "_c_", 3) == 0) {
-            found++;
-            if (print)
-                fprintf(stderr, "  left behind: %s\n", list[i]);
-        }
-    }
-    zkh_free_list(list, n);
-    return found;
-}
-
-static int no_lock_nodes(void *arg)
-{
-    return lock_nodes_under(arg, 0) == 0;
-}
-
-/* Children of one node (not recursive) as seen by the server. */
-static int children_of(const char *path)
-{
-    size_t n = 0;
-    int count = 0;
-    char **list = zkh_list_tree(zk, path, &n);
-    size_t plen = strlen(path);
-    for (size_t i = 0; i < n; i++)
-        if (strchr(list[i] + plen + 1, '/') == NULL)
-            count++;
-    zkh_free_list(list, n);
-    return count;
-}
-
-/* The end of every test: nothing of ours left on the server, watches back to the start. */
-static void fx_end(fixture_t *f)
-{
-    size_t n = 0;
-    char **left;
-    if (zkh_wait_until(no_lock_nodes, f->base, 5000) != 0)
-        lock_nodes_under(f->base, 1);
-    CU_ASSERT_EQUAL(lock_nodes_under(f->base, 0), 0);
-    if (zkh_wait_watch_count(zk, f->watches0, 5000) != 0) {
-        char paths[2048];
-        fprintf(stderr, "  watch count %d, expected %d\n", zkh_watch_count(zk), f->watches0);
-        if (zkh_four_letter(zk, 0, "wchp", paths, sizeof(paths)) > 0)
-            fprintf(stderr, "  watches by path:\n%s", paths);
-    }
-    CU_ASSERT_EQUAL(zkh_watch_count(zk), f->watches0);
-    CU_ASSERT_EQUAL(zkh_delete_tree(zk, f->base), 0);
-    left = zkh_list_tree(zk, f->base, &n);
-    CU_ASSERT_PTR_NULL(left);
-    zkh_free_list(left, n);
-}
-
-/* ---- participants --------------------------------------------------------------------- */
-
-typedef struct count_wait {
-    zkit_lock_t *lock;
-    size_t expected;
-} count_wait_t;
-
-static size_t participant_count(zkit_lock_t *lock)
-{
-    zkit_participant_t *list = NULL;
-    size_t n = 0;
-    if (zkit_lock_participants(&list, &n, lock) != 0)
-        return (size_t)-1;
-    zkit_participants_free(list, n);
-    return n;
-}
-
-static int participants_reach(void *arg)
-{
-    count_wait_t *w = arg;
-    return participant_count(w->lock) == w->expected;
-}
-
-static int wait_participants(zkit_lock_t *lock, size_t expected, int timeout_ms)
-{
-    count_wait_t w = { lock, expected };
-    return zkh_wait_until(participants_reach, &w, timeout_ms);
-}
+/* ---- checks ---------------------------------------------------------------------------- */
 
 /* Whether a node exists (from the test side, through a client). */
 static int node_exists(zkit_client_t *c, const char *path)
@@ -213,550 +55,88 @@ static int protected_name_ok(const char *name, const char *token)
     return 1;
 }
 
-/* ---- background acquirers -------------------------------------------------------------- */
-
-static pthread_mutex_t bg_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t bg_cond = PTHREAD_COND_INITIALIZER;
-static int bg_order;
-
-typedef struct bg {
-    zkit_lock_t *lock;
-    int timeout_ms;
-    int hold;                 /* keep holding until bg_let_go() (else release at once) */
-    pthread_t thread;
-    int acquired;             /* the acquire returned (rc valid) */
-    int done;                 /* the thread is finished */
-    int rc;
-    int order;                /* 1-based rank among acquisitions under bg_mu */
-    int64_t at_ms;
-    int64_t token;
-    int let_go;
-    int release_rc;
-} bg_t;
-
-static void *bg_main(void *arg)
-{
-    bg_t *b = arg;
-    int rc = zkit_lock_acquire(b->lock, b->timeout_ms);
-    int64_t token = 0;
-    if (rc == 0)
-        zkit_lock_fencing_token(b->lock, &token);
-    pthread_mutex_lock(&bg_mu);
-    b->rc = rc;
-    b->at_ms = zkh_now_ms();
-    b->token = token;
-    if (rc == 0)
-        b->order = ++bg_order;
-    b->acquired = 1;
-    pthread_cond_broadcast(&bg_cond);
-    if (rc == 0 && b->hold) {
-        int64_t due = zkh_now_ms() + 60000;
-        while (!b->let_go && zkh_now_ms() < due) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += 1;
-            pthread_cond_timedwait(&bg_cond, &bg_mu, &ts);
-        }
-    }
-    pthread_mutex_unlock(&bg_mu);
-    if (rc == 0)
-        b->release_rc = zkit_lock_release(b->lock);
-    pthread_mutex_lock(&bg_mu);
-    b->done = 1;
-    pthread_cond_broadcast(&bg_cond);
-    pthread_mutex_unlock(&bg_mu);
-    return NULL;
-}
-
-static void bg_start(bg_t *b, zkit_lock_t *lock, int timeout_ms, int hold)
-{
-    memset(b, 0, sizeof(*b));
-    b->lock = lock;
-    b->timeout_ms = timeout_ms;
-    b->hold = hold;
-    CU_ASSERT_FATAL(pthread_create(&b->thread, NULL, bg_main, b) == 0);
-}
-
-static int bg_flag(bg_t *b, int which)
-{
-    int v;
-    pthread_mutex_lock(&bg_mu);
-    v = which ? b->done : b->acquired;
-    pthread_mutex_unlock(&bg_mu);
-    return v;
-}
-
-static int bg_acquired_pred(void *arg)
-{
-    return bg_flag(arg, 0);
-}
-
-static int bg_done_pred(void *arg)
-{
-    return bg_flag(arg, 1);
-}
-
-static void bg_let_go(bg_t *b)
-{
-    pthread_mutex_lock(&bg_mu);
-    b->let_go = 1;
-    pthread_cond_broadcast(&bg_cond);
-    pthread_mutex_unlock(&bg_mu);
-}
-
-/* Lets the thread go, waits (bounded) for it to end and joins it.  0 when it ended. */
-static int bg_finish(bg_t *b, int timeout_ms)
-{
-    bg_let_go(b);
-    if (zkh_wait_until(bg_done_pred, b, timeout_ms) != 0) {
-        pthread_detach(b->thread);
-        return -1;
-    }
-    pthread_join(b->thread, NULL);
-    return 0;
-}
-
-/* ---- worker processes ----------------------------------------------------------------- */
-
-typedef struct proc {
-    pid_t pid;
-    int in_fd;      /* its stdin */
-    int out_fd;     /* its stdout */
-    char buf[512];
-    size_t len;
-} proc_t;
-
-static int proc_spawn(proc_t *p, char *const argv[])
-{
-    int in[2], out[2];
-    memset(p, 0, sizeof(*p));
-    p->pid = -1;
-    if (pipe2(in, O_CLOEXEC) != 0)
-        return -1;
-    if (pipe2(out, O_CLOEXEC) != 0) {
-        close(in[0]);
-        close(in[1]);
-        return -1;
-    }
-    p->pid = fork();
-    if (p->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        dup2(in[0], 0);
-        dup2(out[1], 1);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    p->in_fd = in[1];
-    p->out_fd = out[0];
-    if (p->pid < 0) {
-        close(in[1]);
-        close(out[0]);
-        return -1;
-    }
-    return 0;
-}
-
-/* Reads one line of the process' stdout (without the newline) within timeout_ms. */
-static int proc_read_line(proc_t *p, char *line, size_t size, int timeout_ms)
-{
-    int64_t due = zkh_now_ms() + timeout_ms;
-    for (;;) {
-        char *nl = memchr(p->buf, '\n', p->len);
-        struct pollfd pfd = { p->out_fd, POLLIN, 0 };
-        int64_t left;
-        ssize_t n;
-        if (nl) {
-            size_t l = (size_t)(nl - p->buf);
-            snprintf(line, size, "%.*s", (int)l, p->buf);
-            memmove(p->buf, nl + 1, p->len - l - 1);
-            p->len -= l + 1;
-            return 0;
-        }
-        if (p->len == sizeof(p->buf))
-            return -1;
-        left = due - zkh_now_ms();
-        if (left <= 0 || poll(&pfd, 1, (int)left) <= 0)
-            return -1;
-        n = read(p->out_fd, p->buf + p->len, sizeof(p->buf) - p->len);
-        if (n <= 0)
-            return -1;
-        p->len += (size_t)n;
-    }
-}
-
-static void proc_write(proc_t *p, const char *text)
-{
-    if (write(p->in_fd, text, strlen(text)) < 0)
-        perror("write to worker");
-}
-
-/* Waits for the process to end within timeout_ms (SIGKILL after that).  Returns its wait
- * status, or -1 when it had to be killed. */
-static int proc_wait(proc_t *p, int timeout_ms)
-{
-    int64_t due = zkh_now_ms() + timeout_ms;
-    int status = 0;
-    if (p->pid <= 0)
-        return -1;
-    for (;;) {
-        pid_t r = waitpid(p->pid, &status, WNOHANG);
-        if (r == p->pid)
-            break;
-        if (zkh_now_ms() >= due) {
-            kill(p->pid, SIGKILL);
-            waitpid(p->pid, &status, 0);
-            status = -1;
-            break;
-        }
-        usleep(5000);
-    }
-    close(p->in_fd);
-    close(p->out_fd);
-    p->pid = -1;
-    return status;
-}
-
-/* ---- the ENTER/EXIT log ---------------------------------------------------------------- */
-
-typedef struct event {
-    long long t;
-    int enter;
-    int pid;
-    char cls[64];
-} event_t;
-
-typedef struct verdict {
-    int enters, exits;
-    int violations;        /* mutual exclusion or capacity broken */
-    int unbalanced;        /* EXIT without ENTER, ENTER while inside, ENTER never left */
-    int max_inside;        /* most holders at once */
-    int max_weight;        /* most leases at once (semaphore) */
-    char first[256];       /* the first violation */
-} verdict_t;
-
-static int by_time(const void *a, const void *b)
-{
-    const event_t *x = a, *y = b;
-    return x->t < y->t ? -1 : x->t > y->t ? 1 : 0;
-}
-
-#define MAX_INSIDE 32
-#define MAX_RES 8
-
-/* Resources an event holds: "X" exclusive on "0", "R" shared on "0", "W" exclusive on "0",
- * "S<k>" k leases of "0", "M:a,b" exclusive on "a" and "b". */
-typedef struct use {
-    int n;
-    char name[MAX_RES][32];
-    int mode[MAX_RES];     /* 0 exclusive, 1 shared, 2 weighted */
-    int weight;
-} use_t;
-
-static void parse_use(const char *cls, use_t *u)
-{
-    memset(u, 0, sizeof(*u));
-    if (cls[0] == 'M' && cls[1] == ':') {
-        char copy[64];
-        snprintf(copy, sizeof(copy), "%s", cls + 2);
-        for (char *tok = strtok(copy, ","); tok && u->n < MAX_RES; tok = strtok(NULL, ","))
-            snprintf(u->name[u->n++], sizeof(u->name[0]), "%s", tok);
-        return;
-    }
-    u->n = 1;
-    strcpy(u->name[0], "0");
-    if (cls[0] == 'R') {
-        u->mode[0] = 1;
-    } else if (cls[0] == 'S') {
-        u->mode[0] = 2;
-        u->weight = atoi(cls + 1);
-    }
-}
-
-static void check_log(const char *file, int capacity, verdict_t *v)
-{
-    FILE *f = fopen(file, "r");
-    event_t *ev = NULL;
-    size_t n = 0, cap = 0;
-    char line[256];
-    struct { int pid; use_t use; } inside[MAX_INSIDE];
-    int ninside = 0, weight = 0;
-    memset(v, 0, sizeof(*v));
-    if (!f) {
-        v->violations = 1;
-        snprintf(v->first, sizeof(v->first), "no log %s", file);
-        return;
-    }
-    while (fgets(line, sizeof(line), f)) {
-        char w[4][64];
-        int k = sscanf(line, "%63s %63s %63s %63s", w[0], w[1], w[2], w[3]);
-        event_t e;
-        memset(&e, 0, sizeof(e));
-        if (k < 3)
-            continue;
-        e.enter = strcmp(w[0], "ENTER") == 0;
-        if (k == 3) { /* "ENTER pid ns": a mutex (also CuratorPeer's format) */
-            strcpy(e.cls, "X");
-            e.pid = atoi(w[1]);
-            e.t = atoll(w[2]);
-        } else {
-            snprintf(e.cls, sizeof(e.cls), "%s", w[1]);
-            e.pid = atoi(w[2]);
-            e.t = atoll(w[3]);
-        }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 256;
-            ev = realloc(ev, cap * sizeof(*ev));
-        }
-        ev[n++] = e;
-    }
-    fclose(f);
-    qsort(ev, n, sizeof(*ev), by_time);
-    for (size_t i = 0; i < n; i++) {
-        event_t *e = &ev[i];
-        use_t u;
-        int at = -1;
-        for (int j = 0; j < ninside; j++)
-            if (inside[j].pid == e->pid)
-                at = j;
-        if (!e->enter) {
-            v->exits++;
-            if (at < 0) {
-                v->unbalanced++;
-                continue;
-            }
-            weight -= inside[at].use.weight;
-            inside[at] = inside[--ninside];
-            continue;
-        }
-        v->enters++;
-        if (at >= 0 || ninside == MAX_INSIDE) {
-            v->unbalanced++;
-            continue;
-        }
-        parse_use(e->cls, &u);
-        for (int r = 0; r < u.n; r++) {
-            for (int j = 0; j < ninside; j++) {
-                use_t *o = &inside[j].use;
-                for (int s = 0; s < o->n; s++) {
-                    int clash;
-                    if (strcmp(o->name[s], u.name[r]) != 0)
-                        continue;
-                    clash = (u.mode[r] == 0 || o->mode[s] == 0) ||
-                            (u.mode[r] != o->mode[s]);
-                    if (u.mode[r] == 2 && o->mode[s] == 2)
-                        clash = 0; /* weights are checked below */
-                    if (clash && v->violations++ == 0)
-                        snprintf(v->first, sizeof(v->first),
-                                 "pid %d (%s) entered at %lld while pid %d was inside",
-                                 e->pid, e->cls, e->t, inside[j].pid);
-                }
-            }
-        }
-        if (u.weight && weight + u.weight > capacity && v->violations++ == 0)
-            snprintf(v->first, sizeof(v->first), "pid %d took %d leases with %d of %d taken",
-                     e->pid, u.weight, weight, capacity);
-        inside[ninside].pid = e->pid;
-        inside[ninside].use = u;
-        ninside++;
-        weight += u.weight;
-        if (ninside > v->max_inside)
-            v->max_inside = ninside;
-        if (weight > v->max_weight)
-            v->max_weight = weight;
-    }
-    v->unbalanced += ninside;
-    free(ev);
-}
-
-static long read_counter(const char *file)
-{
-    char buf[64] = "";
-    FILE *f = fopen(file, "r");
-    if (!f)
-        return 0;
-    if (!fgets(buf, sizeof(buf), f))
-        buf[0] = '\0';
-    fclose(f);
-    return strtol(buf, NULL, 10);
-}
-
-/* A scratch directory for counters and logs. */
-static void scratch_dir(char *buf, size_t size)
-{
-    snprintf(buf, size, "/tmp/zkit-locks-XXXXXX");
-    if (!mkdtemp(buf))
-        buf[0] = '\0';
-}
-
-static void scratch_remove(const char *dir)
-{
-    char cmd[PATH_MAX + 16];
-    if (dir[0] && strncmp(dir, "/tmp/zkit-locks-", 16) == 0) {
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", dir);
-    }
-}
-
-#define MAX_WORKERS 8
-
-typedef struct worker_spec {
-    const char *kind;
-    char paths[512];
-    char counters[512];
-    int leases;
-} worker_spec_t;
-
-/* Starts every worker, waits until all are connected, starts them together and waits for
- * them to end.  Returns the number of workers that failed (printed). */
-static int run_workers(const worker_spec_t *specs, int n, int iterations, const char *log)
-{
-    proc_t procs[MAX_WORKERS];
-    int failed = 0;
-    char line[128];
-    for (int i = 0; i < n; i++) {
-        char iters[16], leases[16];
-        char *argv[10];
-        int a = 0;
-        snprintf(iters, sizeof(iters), "%d", iterations);
-        snprintf(leases, sizeof(leases), "%d", specs[i].leases ? specs[i].leases : 1);
-        argv[a++] = (char *)LOCK_WORKER;
-        argv[a++] = (char *)zkh_connect_string(zk);
-        argv[a++] = (char *)"loop";
-        argv[a++] = (char *)specs[i].kind;
-        argv[a++] = (char *)specs[i].paths;
-        argv[a++] = iters;
-        argv[a++] = (char *)(specs[i].counters[0] ? specs[i].counters : "-");
-        argv[a++] = (char *)log;
-        argv[a++] = leases;
-        argv[a] = NULL;
-        if (proc_spawn(&procs[i], argv) != 0) {
-            fprintf(stderr, "cannot start %s\n", LOCK_WORKER);
-            procs[i].pid = -1;
-        }
-    }
-    for (int i = 0; i < n; i++) {
-        if (procs[i].pid > 0 &&
-            (proc_read_line(&procs[i], line, sizeof(line), 20000) != 0 ||
-             strcmp(line, "READY") != 0)) {
-            fprintf(stderr, "worker %d did not get ready\n", i);
-        }
-    }
-    for (int i = 0; i < n; i++)
-        if (procs[i].pid > 0)
-            proc_write(&procs[i], "go\n");
-    for (int i = 0; i < n; i++) {
-        int done = procs[i].pid > 0 &&
-                   proc_read_line(&procs[i], line, sizeof(line), 90000) == 0 &&
-                   strcmp(line, "DONE") == 0;
-        int status = proc_wait(&procs[i], 10000);
-        if (!done || status != 0) {
-            fprintf(stderr, "worker %d (%s %s) failed: status %d\n", i, specs[i].kind,
-                    specs[i].paths, status);
-            failed++;
-        }
-    }
-    return failed;
-}
-
 /* ---- multi-process mutual exclusion ---------------------------------------------------------- */
 
 #define PROCS 4
 #define ITERATIONS 25
 
-static void report(const char *what, const verdict_t *v)
-{
-    if (v->violations || v->unbalanced || getenv("ZKIT_TEST_VERBOSE"))
-        fprintf(stderr, "%s: %d enters, %d exits, %d violations (%s), %d unbalanced, "
-                        "max inside %d, max leases %d\n",
-                what, v->enters, v->exits, v->violations, v->first, v->unbalanced,
-                v->max_inside, v->max_weight);
-}
-
-/* n workers of `kinds` on one path with one counter; exclusive unless readers. */
-static void multi_process_one_path(const char *name, const char *const *kinds, int n,
-                                   int expected_count)
-{
-    fixture_t f;
-    char dir[64], log[128], counter[128];
-    worker_spec_t specs[MAX_WORKERS];
-    verdict_t v;
-    char *path;
-    fx_begin(&f, name);
-    scratch_dir(dir, sizeof(dir));
-    CU_ASSERT_FATAL(dir[0] != '\0');
-    snprintf(log, sizeof(log), "%s/log", dir);
-    snprintf(counter, sizeof(counter), "%s/counter", dir);
-    path = join(f.base, "lock");
-    for (int i = 0; i < n; i++) {
-        memset(&specs[i], 0, sizeof(specs[i]));
-        specs[i].kind = kinds[i];
-        snprintf(specs[i].paths, sizeof(specs[i].paths), "%s", path);
-        snprintf(specs[i].counters, sizeof(specs[i].counters), "%s", counter);
-    }
-    CU_ASSERT_EQUAL(run_workers(specs, n, ITERATIONS, log), 0);
-    check_log(log, 1, &v);
-    report(name, &v);
-    CU_ASSERT_EQUAL(v.enters, n * ITERATIONS);
-    CU_ASSERT_EQUAL(v.exits, n * ITERATIONS);
-    CU_ASSERT_EQUAL(v.violations, 0);
-    CU_ASSERT_EQUAL(v.unbalanced, 0);
-    CU_ASSERT_EQUAL(read_counter(counter), expected_count);
-    free(path);
-    scratch_remove(dir);
-    fx_end(&f);
-}
-
 static void test_mp_mutex(void)
 {
-    const char *kinds[PROCS] = { "mutex", "mutex", "mutex", "mutex" };
-    multi_process_one_path("mp-mutex", kinds, PROCS, PROCS * ITERATIONS);
+    const loop_side_t sides[PROCS] = { { 0, "mutex" }, { 0, "mutex" }, { 0, "mutex" },
+                                       { 0, "mutex" } };
+    loops_one_path("mp-mutex", sides, PROCS, ITERATIONS, PROCS * ITERATIONS, 90000, NULL);
 }
 
 static void test_mp_rwlock(void)
 {
     /* Writers exclude everyone, readers only writers; only writers count. */
-    const char *kinds[4] = { "write", "read", "write", "read" };
-    multi_process_one_path("mp-rwlock", kinds, 4, 2 * ITERATIONS);
+    const loop_side_t sides[4] = { { 0, "write" }, { 0, "read" }, { 0, "write" },
+                                   { 0, "read" } };
+    loops_one_path("mp-rwlock", sides, 4, ITERATIONS, 2 * ITERATIONS, 90000, NULL);
 }
 
 static void test_mp_semaphore_mutex(void)
 {
-    const char *kinds[PROCS] = { "semaphore", "semaphore", "semaphore", "semaphore" };
-    multi_process_one_path("mp-semmutex", kinds, PROCS, PROCS * ITERATIONS);
+    const loop_side_t sides[PROCS] = { { 0, "semaphore" }, { 0, "semaphore" },
+                                       { 0, "semaphore" }, { 0, "semaphore" } };
+    loops_one_path("mp-semmutex", sides, PROCS, ITERATIONS, PROCS * ITERATIONS, 90000, NULL);
+}
+
+/* Several paths or counters per worker: a fixture, a scratch directory and its log. */
+typedef struct mp_run {
+    const char *name;
+    fixture_t f;
+    char dir[64];
+    char log[128];
+    loop_spec_t specs[PROCS];
+    verdict_t v;
+} mp_run_t;
+
+static void mp_begin(mp_run_t *r, const char *name, const char *kind)
+{
+    r->name = name;
+    fx_begin(&r->f, name);
+    scratch_dir(r->dir, sizeof(r->dir));
+    CU_ASSERT_FATAL(r->dir[0] != '\0');
+    snprintf(r->log, sizeof(r->log), "%s/log", r->dir);
+    memset(r->specs, 0, sizeof(r->specs));
+    for (int i = 0; i < PROCS; i++)
+        r->specs[i].kind = kind;
+}
+
+/* Runs the workers and checks the log against `capacity`: all ran, every ENTER was made and
+ * left, nothing overlapped. */
+static void mp_run(mp_run_t *r, int capacity)
+{
+    CU_ASSERT_EQUAL(run_loops(r->name, r->specs, PROCS, ITERATIONS, r->log, 90000, NULL), 0);
+    check_log(r->log, capacity, &r->v);
+    report_verdict(r->name, &r->v);
+    CU_ASSERT_EQUAL(r->v.enters, PROCS * ITERATIONS);
+    CU_ASSERT_EQUAL(r->v.violations, 0);
+    CU_ASSERT_EQUAL(r->v.unbalanced, 0);
+}
+
+static void mp_end(mp_run_t *r)
+{
+    scratch_remove(r->dir);
+    fx_end(&r->f);
 }
 
 static void test_mp_counting_semaphore(void)
 {
-    fixture_t f;
-    char dir[64], log[128];
-    worker_spec_t specs[PROCS];
-    verdict_t v;
-    char *path;
     const int leases[PROCS] = { 1, 2, 1, 1 };
-    fx_begin(&f, "mp-sem3");
-    scratch_dir(dir, sizeof(dir));
-    CU_ASSERT_FATAL(dir[0] != '\0');
-    snprintf(log, sizeof(log), "%s/log", dir);
-    path = join(f.base, "sem");
+    mp_run_t r;
+    char *path;
+    mp_begin(&r, "mp-sem3", "sem:3");
+    path = lk_join(r.f.base, "sem");
     for (int i = 0; i < PROCS; i++) {
-        memset(&specs[i], 0, sizeof(specs[i]));
-        specs[i].kind = "sem:3";
-        specs[i].leases = leases[i];
-        snprintf(specs[i].paths, sizeof(specs[i].paths), "%s", path);
+        r.specs[i].leases = leases[i];
+        snprintf(r.specs[i].paths, sizeof(r.specs[i].paths), "%s", path);
     }
-    CU_ASSERT_EQUAL(run_workers(specs, PROCS, ITERATIONS, log), 0);
-    check_log(log, 3, &v);
-    report("mp-sem3", &v);
-    CU_ASSERT_EQUAL(v.enters, PROCS * ITERATIONS);
-    CU_ASSERT_EQUAL(v.violations, 0);
-    CU_ASSERT_EQUAL(v.unbalanced, 0);
-    CU_ASSERT(v.max_weight <= 3);
+    mp_run(&r, 3);
+    CU_ASSERT(r.v.max_weight <= 3);
     free(path);
-    scratch_remove(dir);
-    fx_end(&f);
+    mp_end(&r);
 }
 
 static void test_mp_multilock(void)
@@ -764,24 +144,16 @@ static void test_mp_multilock(void)
     /* Overlapping sets, named in different orders: {a,b}, {c,b}, {c,a}, {b,a}. */
     static const char *const sets[PROCS][2] = { { "a", "b" }, { "c", "b" }, { "c", "a" },
                                                 { "b", "a" } };
-    fixture_t f;
-    char dir[64], log[128];
-    worker_spec_t specs[PROCS];
-    verdict_t v;
+    mp_run_t r;
     long expect_a = 0, expect_b = 0, expect_c = 0;
     char counter[3][160];
-    fx_begin(&f, "mp-multi");
-    scratch_dir(dir, sizeof(dir));
-    CU_ASSERT_FATAL(dir[0] != '\0');
-    snprintf(log, sizeof(log), "%s/log", dir);
-    for (int r = 0; r < 3; r++)
-        snprintf(counter[r], sizeof(counter[r]), "%s/count-%c", dir, 'a' + r);
+    mp_begin(&r, "mp-multi", "multi");
+    for (int c = 0; c < 3; c++)
+        snprintf(counter[c], sizeof(counter[c]), "%s/count-%c", r.dir, 'a' + c);
     for (int i = 0; i < PROCS; i++) {
-        memset(&specs[i], 0, sizeof(specs[i]));
-        specs[i].kind = "multi";
-        snprintf(specs[i].paths, sizeof(specs[i].paths), "%s/%s,%s/%s", f.base, sets[i][0],
-                 f.base, sets[i][1]);
-        snprintf(specs[i].counters, sizeof(specs[i].counters), "%s,%s",
+        snprintf(r.specs[i].paths, sizeof(r.specs[i].paths), "%s/%s,%s/%s", r.f.base,
+                 sets[i][0], r.f.base, sets[i][1]);
+        snprintf(r.specs[i].counters, sizeof(r.specs[i].counters), "%s,%s",
                  counter[sets[i][0][0] - 'a'], counter[sets[i][1][0] - 'a']);
         for (int k = 0; k < 2; k++) {
             expect_a += sets[i][k][0] == 'a' ? ITERATIONS : 0;
@@ -789,17 +161,11 @@ static void test_mp_multilock(void)
             expect_c += sets[i][k][0] == 'c' ? ITERATIONS : 0;
         }
     }
-    CU_ASSERT_EQUAL(run_workers(specs, PROCS, ITERATIONS, log), 0);
-    check_log(log, 1, &v);
-    report("mp-multi", &v);
-    CU_ASSERT_EQUAL(v.enters, PROCS * ITERATIONS);
-    CU_ASSERT_EQUAL(v.violations, 0);
-    CU_ASSERT_EQUAL(v.unbalanced, 0);
+    mp_run(&r, 1);
     CU_ASSERT_EQUAL(read_counter(counter[0]), expect_a);
     CU_ASSERT_EQUAL(read_counter(counter[1]), expect_b);
     CU_ASSERT_EQUAL(read_counter(counter[2]), expect_c);
-    scratch_remove(dir);
-    fx_end(&f);
+    mp_end(&r);
 }
 
 /* ---- the checker itself must be able to fail ------------------------------------------------ */
@@ -867,16 +233,14 @@ static void test_fifo(void)
     bg_t b[3];
     char *path;
     fx_begin(&f, "fifo");
-    path = join(f.base, "lock");
-    holder_c = new_client();
+    path = lk_join(f.base, "lock");
+    holder_c = lk_client(10000);
     CU_ASSERT_FATAL(holder_c != NULL);
     CU_ASSERT_FATAL(zkit_mutex_new(&holder, holder_c, path) == 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(holder, 5000) == 0);
-    pthread_mutex_lock(&bg_mu);
-    bg_order = 0;
-    pthread_mutex_unlock(&bg_mu);
+    bg_reset_order();
     for (int i = 0; i < 3; i++) {
-        c[i] = new_client();
+        c[i] = lk_client(10000);
         CU_ASSERT_FATAL(c[i] != NULL);
         CU_ASSERT_FATAL(zkit_mutex_new(&w[i], c[i], path) == 0);
         bg_start(&b[i], w[i], 20000, 0);
@@ -884,7 +248,7 @@ static void test_fifo(void)
         CU_ASSERT_EQUAL(wait_participants(holder, (size_t)i + 2, 5000), 0);
     }
     for (int i = 0; i < 3; i++)
-        CU_ASSERT_EQUAL(bg_flag(&b[i], 0), 0);
+        CU_ASSERT_EQUAL(bg_acquired(&b[i]), 0);
     CU_ASSERT_EQUAL(zkit_lock_release(holder), 0);
     for (int i = 0; i < 3; i++) {
         CU_ASSERT_EQUAL(bg_finish(&b[i], 10000), 0);
@@ -940,8 +304,8 @@ static void test_reentrancy(void)
     char *path, *node = NULL, *node2 = NULL;
     int ok = 1;
     fx_begin(&f, "reentrant");
-    path = join(f.base, "lock");
-    c = new_client();
+    path = lk_join(f.base, "lock");
+    c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
     CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
     CU_ASSERT_EQUAL(zkit_lock_node(lock, &node), ZKIT_ENOTHELD);
@@ -981,9 +345,9 @@ static void test_wrong_thread_and_double_release(void)
     char *path, *spath, *node = NULL;
     int held_there = -1;
     fx_begin(&f, "owner");
-    path = join(f.base, "lock");
-    spath = join(f.base, "smutex");
-    c = new_client();
+    path = lk_join(f.base, "lock");
+    spath = lk_join(f.base, "smutex");
+    c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
     CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0);
@@ -1023,10 +387,10 @@ static void test_free_while_held(void)
     zkit_rwlock_t *rw;
     char *path, *rwpath, *node = NULL, *rnode = NULL;
     fx_begin(&f, "free-held");
-    path = join(f.base, "lock");
-    rwpath = join(f.base, "rw");
-    c = new_client();
-    other_c = new_client();
+    path = lk_join(f.base, "lock");
+    rwpath = lk_join(f.base, "rw");
+    c = lk_client(10000);
+    other_c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL && other_c != NULL);
     CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
     CU_ASSERT_FATAL(zkit_mutex_new(&other, other_c, path) == 0);
@@ -1069,9 +433,9 @@ static void test_acquire_racing_close(void)
     bg_t b[2];
     char *path;
     fx_begin(&f, "closing");
-    path = join(f.base, "lock");
-    holder_c = new_client();
-    c = new_client();
+    path = lk_join(f.base, "lock");
+    holder_c = lk_client(10000);
+    c = lk_client(10000);
     CU_ASSERT_FATAL(holder_c != NULL && c != NULL);
     CU_ASSERT_FATAL(zkit_mutex_new(&holder, holder_c, path) == 0);
     CU_ASSERT_FATAL(zkit_mutex_new(&closed_client_lock[0], c, path) == 0);
@@ -1083,7 +447,7 @@ static void test_acquire_racing_close(void)
     CU_ASSERT_EQUAL(wait_participants(holder, 3, 5000), 0);
     zkit_client_close(c);
     for (int i = 0; i < 2; i++) {
-        CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired_pred, &b[i], 5000), 0);
+        CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &b[i], 5000), 0);
         CU_ASSERT_EQUAL(bg_finish(&b[i], 5000), 0);
         CU_ASSERT_EQUAL(b[i].rc, ZKIT_ECLOSED);
     }
@@ -1107,9 +471,9 @@ static void test_try_acquire_and_timeouts(void)
     char *path;
     int64_t t0, elapsed;
     fx_begin(&f, "timeouts");
-    path = join(f.base, "lock");
-    c1 = new_client();
-    c2 = new_client();
+    path = lk_join(f.base, "lock");
+    c1 = lk_client(10000);
+    c2 = lk_client(10000);
     CU_ASSERT_FATAL(c1 != NULL && c2 != NULL);
     CU_ASSERT_FATAL(zkit_mutex_new(&l1, c1, path) == 0);
     CU_ASSERT_FATAL(zkit_mutex_new(&l2, c2, path) == 0);
@@ -1134,9 +498,9 @@ static void test_try_acquire_and_timeouts(void)
     bg_start(&b, l2, -1, 1);
     CU_ASSERT_EQUAL(wait_participants(l1, 2, 5000), 0);
     usleep(1000 * 1000); /* a negative check: it must still be waiting a second later */
-    CU_ASSERT_EQUAL(bg_flag(&b, 0), 0);
+    CU_ASSERT_EQUAL(bg_acquired(&b), 0);
     CU_ASSERT_EQUAL(zkit_lock_release(l1), 0);
-    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired_pred, &b, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &b, 5000), 0);
     CU_ASSERT_EQUAL(b.rc, 0);
     /* The other thread holds it: this thread does not, the process does. */
     CU_ASSERT_EQUAL(zkit_lock_is_held(l2), 0);
@@ -1174,9 +538,9 @@ static void test_bad_input(void)
     char *path, *p2, *node = NULL, *big;
     const size_t max_data = 0xfffff - 4096;
     fx_begin(&f, "bad-input");
-    path = join(f.base, "lock");
-    p2 = join(f.base, "other");
-    c = new_client();
+    path = lk_join(f.base, "lock");
+    p2 = lk_join(f.base, "other");
+    c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
 
     /* NULL lock. */
@@ -1311,9 +675,9 @@ static void test_rw_upgrade_and_downgrade(void)
     char *path, *wnode = NULL, *rnode = NULL;
     int64_t t0;
     fx_begin(&f, "rw-rules");
-    path = join(f.base, "rw");
-    c = new_client();
-    c2 = new_client();
+    path = lk_join(f.base, "rw");
+    c = lk_client(10000);
+    c2 = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL && c2 != NULL);
     CU_ASSERT_FATAL(zkit_rwlock_new(&rw, c, path) == 0);
     CU_ASSERT_FATAL(zkit_rwlock_new(&rw2, c2, path) == 0);
@@ -1365,10 +729,10 @@ static void test_rw_upgrade_and_downgrade(void)
     CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_write(rw)), 0);
     CU_ASSERT(!node_exists(c, wnode));
     usleep(500 * 1000); /* a negative check: the queued writer must still be waiting */
-    CU_ASSERT_EQUAL(bg_flag(&b, 0), 0);
+    CU_ASSERT_EQUAL(bg_acquired(&b), 0);
     CU_ASSERT_EQUAL(zkit_lock_is_held(zkit_rwlock_read(rw)), 1);
     CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_read(rw)), 0);
-    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired_pred, &b, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &b, 5000), 0);
     CU_ASSERT_EQUAL(b.rc, 0);
     CU_ASSERT_EQUAL(bg_finish(&b, 5000), 0);
     CU_ASSERT_EQUAL(b.release_rc, 0);
@@ -1395,11 +759,11 @@ static void test_fencing_tokens(void)
     int64_t last = 0;
     int increasing = 1, match = 1;
     fx_begin(&f, "fencing");
-    path = join(f.base, "lock");
-    spath = join(f.base, "smutex");
-    sempath = join(f.base, "sem");
+    path = lk_join(f.base, "lock");
+    spath = lk_join(f.base, "smutex");
+    sempath = lk_join(f.base, "sem");
     for (int i = 0; i < 2; i++) {
-        c[i] = new_client();
+        c[i] = lk_client(10000);
         CU_ASSERT_FATAL(c[i] != NULL);
         CU_ASSERT_FATAL(zkit_mutex_new(&lock[i], c[i], path) == 0);
         CU_ASSERT_FATAL(zkit_semaphore_mutex_new(&smutex[i], c[i], spath) == 0);
@@ -1457,10 +821,10 @@ static void test_semaphore_capacity(void)
     char *path, *leases_dir;
     int64_t t0;
     fx_begin(&f, "sem-capacity");
-    path = join(f.base, "sem");
-    leases_dir = join(path, "leases");
+    path = lk_join(f.base, "sem");
+    leases_dir = lk_join(path, "leases");
     for (int i = 0; i < 4; i++) {
-        c[i] = new_client();
+        c[i] = lk_client(10000);
         CU_ASSERT_FATAL(c[i] != NULL);
         CU_ASSERT_FATAL(zkit_semaphore_new(&sem[i], c[i], path, 3) == 0);
     }
@@ -1488,7 +852,7 @@ static void test_semaphore_capacity(void)
     CU_ASSERT_EQUAL(zkit_lease_release(lease[3][1]), 0);
     /* The internal mutex is never left held. */
     {
-        char *locks = join(path, "locks");
+        char *locks = lk_join(path, "locks");
         CU_ASSERT_EQUAL(children_of(locks), 0);
         free(locks);
     }
@@ -1511,12 +875,12 @@ static void test_multilock_all_or_nothing(void)
     int64_t t0, token = 0;
     char *node = NULL;
     fx_begin(&f, "multi");
-    x = join(f.base, "x");
-    y = join(f.base, "y");
+    x = lk_join(f.base, "x");
+    y = lk_join(f.base, "y");
     paths[0] = y; /* not in path order on purpose */
     paths[1] = x;
-    c1 = new_client();
-    c2 = new_client();
+    c1 = lk_client(10000);
+    c2 = lk_client(10000);
     CU_ASSERT_FATAL(c1 != NULL && c2 != NULL);
     CU_ASSERT_FATAL(zkit_multilock_new(&multi, c1, paths, 2) == 0);
     CU_ASSERT_FATAL(zkit_mutex_new(&y2, c2, y) == 0);
@@ -1557,6 +921,14 @@ static void test_multilock_all_or_nothing(void)
 
 /* ---- asynchronous acquire -------------------------------------------------------------------- */
 
+/* One lock for every record the callbacks below write. */
+static pthread_mutex_t rec_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int rec_read(const int *field)
+{
+    return zkh_read_locked(&rec_mu, field);
+}
+
 typedef struct async_rec {
     int calls;
     int error;
@@ -1568,34 +940,28 @@ static void on_acquired(zkit_lock_t *lock, int error, void *arg)
 {
     async_rec_t *r = arg;
     (void)lock;
-    pthread_mutex_lock(&bg_mu);
+    pthread_mutex_lock(&rec_mu);
     r->calls++;
     r->error = error;
     r->thread = pthread_self();
     r->at_ms = zkh_now_ms();
-    pthread_cond_broadcast(&bg_cond);
-    pthread_mutex_unlock(&bg_mu);
+    pthread_mutex_unlock(&rec_mu);
 }
 
 static void on_completion(zkit_client_t *c, const zkit_result_t *res, void *arg)
 {
     async_rec_t *r = arg;
     (void)c;
-    pthread_mutex_lock(&bg_mu);
+    pthread_mutex_lock(&rec_mu);
     r->calls++;
     r->error = res->error;
     r->thread = pthread_self();
-    pthread_mutex_unlock(&bg_mu);
+    pthread_mutex_unlock(&rec_mu);
 }
 
 static int async_called(void *arg)
 {
-    async_rec_t *r = arg;
-    int calls;
-    pthread_mutex_lock(&bg_mu);
-    calls = r->calls;
-    pthread_mutex_unlock(&bg_mu);
-    return calls > 0;
+    return rec_read(&((async_rec_t *)arg)->calls) > 0;
 }
 
 static void test_acquire_async(void)
@@ -1606,9 +972,9 @@ static void test_acquire_async(void)
     async_rec_t probe, a, b, d;
     char *path;
     fx_begin(&f, "async");
-    path = join(f.base, "lock");
-    c = new_client();
-    c2 = new_client();
+    path = lk_join(f.base, "lock");
+    c = lk_client(10000);
+    c2 = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL && c2 != NULL);
     CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
     CU_ASSERT_FATAL(zkit_mutex_new(&other, c2, path) == 0);
@@ -1661,7 +1027,7 @@ static void test_acquire_async(void)
 
 /* ---- revocation ------------------------------------------------------------------------------- */
 
-/* What a revocation callback saw (under bg_mu).  It only records, and releases when the lock
+/* What a revocation callback saw (under rec_mu).  It only records, and releases when the lock
  * may be released from any thread and the test asks it to. */
 typedef struct revoke_rec {
     int calls;
@@ -1675,22 +1041,17 @@ static void on_revoke(zkit_lock_t *lock, void *arg)
 {
     revoke_rec_t *r = arg;
     int rc = r->release_here ? zkit_lock_release(lock) : 0;
-    pthread_mutex_lock(&bg_mu);
+    pthread_mutex_lock(&rec_mu);
     r->calls++;
     r->lock = lock;
     r->thread = pthread_self();
     r->release_rc = rc;
-    pthread_cond_broadcast(&bg_cond);
-    pthread_mutex_unlock(&bg_mu);
+    pthread_mutex_unlock(&rec_mu);
 }
 
 static int revoke_calls(revoke_rec_t *r)
 {
-    int n;
-    pthread_mutex_lock(&bg_mu);
-    n = r->calls;
-    pthread_mutex_unlock(&bg_mu);
-    return n;
+    return rec_read(&r->calls);
 }
 
 typedef struct revoke_wait {
@@ -1711,32 +1072,6 @@ static int wait_revoke_calls(revoke_rec_t *r, int calls, int timeout_ms)
     return zkh_wait_until(revoke_calls_reach, &w, timeout_ms);
 }
 
-/* Lock states reported (under bg_mu). */
-typedef struct state_rec {
-    int calls;
-    zkit_lock_state_t last;
-} state_rec_t;
-
-static void on_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
-{
-    state_rec_t *r = arg;
-    (void)lock;
-    pthread_mutex_lock(&bg_mu);
-    r->calls++;
-    r->last = state;
-    pthread_mutex_unlock(&bg_mu);
-}
-
-static int state_reported(void *arg)
-{
-    state_rec_t *r = arg;
-    int calls;
-    pthread_mutex_lock(&bg_mu);
-    calls = r->calls;
-    pthread_mutex_unlock(&bg_mu);
-    return calls > 0;
-}
-
 static int node_data_is(zkit_client_t *c, const char *path, const char *expected)
 {
     char *data = NULL;
@@ -1755,30 +1090,30 @@ static void test_revocation(void)
     zkit_client_t *c, *c2;
     zkit_lock_t *holder, *waiter;
     revoke_rec_t rec, wrec;
-    state_rec_t states;
+    states_t states;
     zkit_participant_t *list = NULL;
     size_t n = 0;
     bg_t b;
     char *path, *node = NULL, *wnode = NULL;
     fx_begin(&f, "revoke");
-    path = join(f.base, "lock");
-    c = new_client();
-    c2 = new_client();
+    path = lk_join(f.base, "lock");
+    c = lk_client(10000);
+    c2 = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL && c2 != NULL);
     CU_ASSERT_FATAL(zkit_mutex_new(&holder, c, path) == 0);
     CU_ASSERT_FATAL(zkit_mutex_new(&waiter, c2, path) == 0);
     memset(&rec, 0, sizeof(rec));
     memset(&wrec, 0, sizeof(wrec));
-    memset(&states, 0, sizeof(states));
+    states_init(&states);
     CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(holder, on_revoke, &rec), 0);
     CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(waiter, on_revoke, &wrec), 0);
-    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(holder, on_state, &states), 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(holder, states_record, &states), 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(holder, 5000) == 0);
     CU_ASSERT_FATAL(zkit_lock_node(holder, &node) == 0);
     bg_start(&b, waiter, 20000, 1);
     CU_ASSERT_EQUAL(wait_participants(holder, 2, 5000), 0);
     CU_ASSERT_FATAL(zkit_lock_participants(&list, &n, holder) == 0 && n == 2);
-    wnode = join(path, list[1].name);
+    wnode = lk_join(path, list[1].name);
     zkit_participants_free(list, n);
 
     /* Another client asks; the holder hears it on its event thread. */
@@ -1791,15 +1126,15 @@ static void test_revocation(void)
     /* Not released for us: still held, still ours, the waiter still waits, no state change. */
     CU_ASSERT_EQUAL(zkit_lock_is_held(holder), 1);
     CU_ASSERT(node_exists(c2, node));
-    CU_ASSERT_EQUAL(bg_flag(&b, 0), 0);
-    CU_ASSERT_EQUAL(states.calls, 0);
+    CU_ASSERT_EQUAL(bg_acquired(&b), 0);
+    CU_ASSERT_EQUAL(states_count(&states), 0);
 
     /* The waiter is asked too while it waits: it hears it once it holds. */
     CU_ASSERT_EQUAL(zkit_lock_revoke(c, wnode), 0);
 
     /* The holder lets go from its own thread; the waiter gets in. */
     CU_ASSERT_EQUAL(zkit_lock_release(holder), 0);
-    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired_pred, &b, 10000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &b, 10000), 0);
     CU_ASSERT_EQUAL(b.rc, 0);
     CU_ASSERT_EQUAL(wait_revoke_calls(&wrec, 1, 5000), 0);
     CU_ASSERT(wrec.lock == waiter);
@@ -1808,7 +1143,7 @@ static void test_revocation(void)
     /* A released node cannot be revoked; nothing more was reported. */
     CU_ASSERT_EQUAL(zkit_lock_revoke(c2, node), ZKIT_ENONODE);
     CU_ASSERT_EQUAL(revoke_calls(&rec), 1);
-    CU_ASSERT_EQUAL(states.calls, 0);
+    CU_ASSERT_EQUAL(states_count(&states), 0);
     CU_ASSERT_EQUAL(zkit_lock_revoke(NULL, node), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_lock_revoke(c2, NULL), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_lock_revoke(c2, "no-slash"), ZKIT_EBADPATH);
@@ -1848,14 +1183,14 @@ static void test_revocation_kinds(void)
     char *rwpath, *spath, *x, *y, *node = NULL;
     const char *paths[2];
     fx_begin(&f, "revoke-kinds");
-    rwpath = join(f.base, "rw");
-    spath = join(f.base, "smutex");
-    x = join(f.base, "x");
-    y = join(f.base, "y");
+    rwpath = lk_join(f.base, "rw");
+    spath = lk_join(f.base, "smutex");
+    x = lk_join(f.base, "x");
+    y = lk_join(f.base, "y");
     paths[0] = x;
     paths[1] = y;
-    c = new_client();
-    c2 = new_client();
+    c = lk_client(10000);
+    c2 = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL && c2 != NULL);
 
     CU_ASSERT_FATAL(zkit_rwlock_new(&rw, c, rwpath) == 0);
@@ -1903,7 +1238,7 @@ static void test_revocation_kinds(void)
         zkit_participant_t *list = NULL;
         size_t n = 0;
         CU_ASSERT_FATAL(zkit_lock_participants(&list, &n, probe) == 0 && n == 1);
-        node = join(y, list[0].name);
+        node = lk_join(y, list[0].name);
         zkit_participants_free(list, n);
     }
     CU_ASSERT_EQUAL(zkit_lock_revoke(c2, node), 0);
@@ -1951,23 +1286,23 @@ static void test_revocation_ignored(void)
     zkit_client_t *c, *c2;
     zkit_lock_t *plain, *marker;
     revoke_rec_t prec, mrec;
-    state_rec_t states;
+    states_t states;
     char *path, *mpath, *node = NULL, *mnode = NULL;
     fx_begin(&f, "revoke-ignored");
-    path = join(f.base, "lock");
-    mpath = join(f.base, "marker");
-    c = new_client();
-    c2 = new_client();
+    path = lk_join(f.base, "lock");
+    mpath = lk_join(f.base, "marker");
+    c = lk_client(10000);
+    c2 = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL && c2 != NULL);
     CU_ASSERT_FATAL(zkit_mutex_new(&plain, c, path) == 0);
     CU_ASSERT_FATAL(zkit_mutex_new(&marker, c, mpath) == 0);
     memset(&prec, 0, sizeof(prec));
     memset(&mrec, 0, sizeof(mrec));
-    memset(&states, 0, sizeof(states));
+    states_init(&states);
     /* Revocable once, then not: clearing works. */
     CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(plain, on_revoke, &prec), 0);
     CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(plain, NULL, NULL), 0);
-    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(plain, on_state, &states), 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(plain, states_record, &states), 0);
     CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(marker, on_revoke, &mrec), 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(plain, 5000) == 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(marker, 5000) == 0);
@@ -1984,7 +1319,7 @@ static void test_revocation_ignored(void)
     CU_ASSERT_EQUAL(zkit_lock_is_held(plain), 1);
     CU_ASSERT(node_exists(c2, node));
     CU_ASSERT(node_data_is(c2, node, "__REVOKE__"));
-    CU_ASSERT_EQUAL(states.calls, 0);
+    CU_ASSERT_EQUAL(states_count(&states), 0);
     /* Each request is heard once: the watch was set again after the first. */
     CU_ASSERT_EQUAL(zkit_lock_revoke(c2, mnode), 0);
     CU_ASSERT_EQUAL(wait_revoke_calls(&mrec, 2, 5000), 0);
@@ -1993,9 +1328,9 @@ static void test_revocation_ignored(void)
 
     /* The plain lock's watch survived the change: deleting its node is still LOST. */
     CU_ASSERT_EQUAL(zkit_delete(c2, node, -1, 0), 0);
-    CU_ASSERT_EQUAL(zkh_wait_until(state_reported, &states, 5000), 0);
-    CU_ASSERT_EQUAL(states.calls, 1);
-    CU_ASSERT_EQUAL(states.last, ZKIT_LOCK_LOST);
+    CU_ASSERT_EQUAL(zkh_wait_until(states_reported, &states, 5000), 0);
+    CU_ASSERT_EQUAL(states_count(&states), 1);
+    CU_ASSERT_EQUAL(states_last(&states), ZKIT_LOCK_LOST);
     CU_ASSERT_EQUAL(zkit_lock_is_held(plain), 0);
     CU_ASSERT_EQUAL(zkit_lock_release(plain), ZKIT_ELOCKLOST);
     CU_ASSERT_EQUAL(revoke_calls(&prec), 0);
@@ -2012,53 +1347,32 @@ static void test_revocation_ignored(void)
 
 /* ---- registration ---------------------------------------------------------------------------- */
 
-static int suite_init(void)
-{
-    struct stat st;
-    if (stat(LOCK_WORKER, &st) != 0) {
-        fprintf(stderr, "locks: %s is missing\n", LOCK_WORKER);
-        return 1;
-    }
-    zk = zkh_start(1);
-    return zk ? 0 : 1;
-}
-
-static int suite_cleanup(void)
-{
-    zkh_shutdown(zk);
-    zk = NULL;
-    return 0;
-}
+static const zkh_test_t tests[] = {
+    { "log checker catches overlaps", test_log_checker },
+    { "mutex: 4 processes x 25", test_mp_mutex },
+    { "read-write lock: 2 writers, 2 readers", test_mp_rwlock },
+    { "counting semaphore of 3 leases", test_mp_counting_semaphore },
+    { "semaphore mutex: 4 processes x 25", test_mp_semaphore_mutex },
+    { "multi-lock over overlapping path sets", test_mp_multilock },
+    { "FIFO order of waiters", test_fifo },
+    { "reentrancy 100 deep", test_reentrancy },
+    { "wrong-thread and double release", test_wrong_thread_and_double_release },
+    { "free while held releases", test_free_while_held },
+    { "acquire racing client close", test_acquire_racing_close },
+    { "try-acquire and timeouts", test_try_acquire_and_timeouts },
+    { "bad input", test_bad_input },
+    { "read-write upgrade and downgrade", test_rw_upgrade_and_downgrade },
+    { "fencing tokens increase", test_fencing_tokens },
+    { "semaphore capacity, all or nothing", test_semaphore_capacity },
+    { "multi-lock all or nothing", test_multilock_all_or_nothing },
+    { "asynchronous acquire", test_acquire_async },
+    { "revocation: asked, released by the holder", test_revocation },
+    { "revocation: read-write, semaphore mutex, multi-lock", test_revocation_kinds },
+    { "revocation: a lock not revocable ignores it", test_revocation_ignored },
+    { NULL, NULL }
+};
 
 int main(void)
 {
-    CU_pSuite s;
-    signal(SIGPIPE, SIG_IGN);
-    if (CU_initialize_registry() != CUE_SUCCESS) {
-        fprintf(stderr, "locks: cannot initialise the CUnit registry: %s\n", CU_get_error_msg());
-        return 1;
-    }
-    s = CU_add_suite("locks", suite_init, suite_cleanup);
-    CU_add_test(s, "log checker catches overlaps", test_log_checker);
-    CU_add_test(s, "mutex: 4 processes x 25", test_mp_mutex);
-    CU_add_test(s, "read-write lock: 2 writers, 2 readers", test_mp_rwlock);
-    CU_add_test(s, "counting semaphore of 3 leases", test_mp_counting_semaphore);
-    CU_add_test(s, "semaphore mutex: 4 processes x 25", test_mp_semaphore_mutex);
-    CU_add_test(s, "multi-lock over overlapping path sets", test_mp_multilock);
-    CU_add_test(s, "FIFO order of waiters", test_fifo);
-    CU_add_test(s, "reentrancy 100 deep", test_reentrancy);
-    CU_add_test(s, "wrong-thread and double release", test_wrong_thread_and_double_release);
-    CU_add_test(s, "free while held releases", test_free_while_held);
-    CU_add_test(s, "acquire racing client close", test_acquire_racing_close);
-    CU_add_test(s, "try-acquire and timeouts", test_try_acquire_and_timeouts);
-    CU_add_test(s, "bad input", test_bad_input);
-    CU_add_test(s, "read-write upgrade and downgrade", test_rw_upgrade_and_downgrade);
-    CU_add_test(s, "fencing tokens increase", test_fencing_tokens);
-    CU_add_test(s, "semaphore capacity, all or nothing", test_semaphore_capacity);
-    CU_add_test(s, "multi-lock all or nothing", test_multilock_all_or_nothing);
-    CU_add_test(s, "asynchronous acquire", test_acquire_async);
-    CU_add_test(s, "revocation: asked, released by the holder", test_revocation);
-    CU_add_test(s, "revocation: read-write, semaphore mutex, multi-lock", test_revocation_kinds);
-    CU_add_test(s, "revocation: a lock not revocable ignores it", test_revocation_ignored);
-    return zkh_run_tests("locks");
+    return lk_main("locks", tests, NULL);
 }

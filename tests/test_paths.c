@@ -10,6 +10,8 @@
 
 #include <CUnit/CUnit.h>
 
+#include "harness.h"
+
 #include "zkit/common.h"
 #include "zkit/ops.h"
 #include "framework/paths.h"
@@ -330,37 +332,21 @@ static void test_join_of_parent_and_basename_gives_path_back(void)
 
 /* ---- registration ---------------------------------------------------------------------- */
 
-typedef struct named_test {
-    const char *name;
-    CU_TestFunc fn;
-} named_test_t;
-
-#define TEST(fn) { #fn, fn }
-
-static const named_test_t paths_tests[] = {
-    TEST(test_validation_table),
-    TEST(test_public_validate_matches_internal),
-    TEST(test_long_path_is_valid),
-    TEST(test_namespace_validation),
-    TEST(test_fix_prefixes_namespace),
-    TEST(test_unfix_strips_namespace),
-    TEST(test_unfix_points_into_full_path),
-    TEST(test_unfix_leaves_paths_outside_namespace),
-    TEST(test_fix_null_path_gives_null),
-    TEST(test_join_puts_one_slash_between),
-    TEST(test_parent_of_paths),
-    TEST(test_root_and_non_paths_have_no_parent),
-    TEST(test_basename_is_last_component),
-    TEST(test_join_of_parent_and_basename_gives_path_back),
+/* Registered by test_unit.c. */
+const zkh_test_t paths_tests[] = {
+    ZKH_TEST(test_validation_table),
+    ZKH_TEST(test_public_validate_matches_internal),
+    ZKH_TEST(test_long_path_is_valid),
+    ZKH_TEST(test_namespace_validation),
+    ZKH_TEST(test_fix_prefixes_namespace),
+    ZKH_TEST(test_unfix_strips_namespace),
+    ZKH_TEST(test_unfix_points_into_full_path),
+    ZKH_TEST(test_unfix_leaves_paths_outside_namespace),
+    ZKH_TEST(test_fix_null_path_gives_null),
+    ZKH_TEST(test_join_puts_one_slash_between),
+    ZKH_TEST(test_parent_of_paths),
+    ZKH_TEST(test_root_and_non_paths_have_no_parent),
+    ZKH_TEST(test_basename_is_last_component),
+    ZKH_TEST(test_join_of_parent_and_basename_gives_path_back),
+    { NULL, NULL }
 };
-
-void register_paths_tests(void)
-{
-    CU_pSuite suite = CU_add_suite("paths", NULL, NULL);
-    size_t i;
-
-    if (suite == NULL)
-        return;
-    for (i = 0; i < sizeof(paths_tests) / sizeof(paths_tests[0]); i++)
-        CU_add_test(suite, paths_tests[i].name, paths_tests[i].fn);
-}

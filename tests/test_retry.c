@@ -11,6 +11,8 @@
 
 #include <CUnit/CUnit.h>
 
+#include "harness.h"
+
 #include "zkit/retry.h"
 
 #define CURATOR_MAX_RETRIES 29
@@ -735,60 +737,44 @@ static void test_shared_policy_draws_safely_from_many_threads(void)
 
 /* ---- registration --------------------------------------------------------------------- */
 
-typedef struct named_test {
-    const char *name;
-    CU_TestFunc fn;
-} named_test_t;
-
-#define TEST(fn) { #fn, fn }
-
-static const named_test_t retry_tests[] = {
-    TEST(test_exponential_sleep_follows_formula_for_every_retry),
-    TEST(test_exponential_max_random_sleeps_base_times_2_pow_k_plus_1_minus_1),
-    TEST(test_exponential_zero_random_still_sleeps_base),
-    TEST(test_exponential_scripted_sequence_gives_hand_computed_sleeps),
-    TEST(test_exponential_stops_after_max_retries),
-    TEST(test_exponential_zero_retries_never_retries),
-    TEST(test_exponential_caps_retries_at_29),
-    TEST(test_exponential_sleep_clamps_to_int_max_instead_of_overflowing),
-    TEST(test_exponential_max_sleep_caps_each_sleep),
-    TEST(test_exponential_nonpositive_max_sleep_means_no_cap),
-    TEST(test_exponential_ignores_elapsed_time),
-    TEST(test_bounded_exponential_caps_sleep_at_max),
-    TEST(test_bounded_exponential_takes_max_retries_last),
-    TEST(test_bounded_exponential_max_below_base_wins),
-    TEST(test_n_times_retries_exactly_n_times),
-    TEST(test_n_times_zero_never_retries),
-    TEST(test_n_times_zero_sleep_retries_at_once),
-    TEST(test_one_time_retries_once),
-    TEST(test_until_elapsed_retries_while_elapsed_below_limit),
-    TEST(test_until_elapsed_zero_limit_never_retries),
-    TEST(test_forever_always_retries),
-    TEST(test_session_failure_refuses_session_expiry),
-    TEST(test_session_failure_defers_other_errors_to_inner),
-    TEST(test_session_failure_passes_random_source_to_inner),
-    TEST(test_custom_receives_arguments_and_chooses_sleep),
-    TEST(test_custom_refusal_gives_zero_sleep),
-    TEST(test_custom_negative_sleep_becomes_zero),
-    TEST(test_custom_not_consulted_for_non_retryable_error),
-    TEST(test_only_connection_timeout_and_expiry_are_retryable),
-    TEST(test_non_retryable_errors_refused_by_every_policy),
-    TEST(test_bad_allow_arguments_refused),
-    TEST(test_bad_constructor_arguments_give_null),
-    TEST(test_free_accepts_null),
-    TEST(test_copy_answers_like_original),
-    TEST(test_copy_outlives_original_including_wrapped_inner),
-    TEST(test_default_random_stays_in_range_and_varies),
-    TEST(test_shared_policy_draws_safely_from_many_threads),
+/* Registered by test_unit.c. */
+const zkh_test_t retry_tests[] = {
+    ZKH_TEST(test_exponential_sleep_follows_formula_for_every_retry),
+    ZKH_TEST(test_exponential_max_random_sleeps_base_times_2_pow_k_plus_1_minus_1),
+    ZKH_TEST(test_exponential_zero_random_still_sleeps_base),
+    ZKH_TEST(test_exponential_scripted_sequence_gives_hand_computed_sleeps),
+    ZKH_TEST(test_exponential_stops_after_max_retries),
+    ZKH_TEST(test_exponential_zero_retries_never_retries),
+    ZKH_TEST(test_exponential_caps_retries_at_29),
+    ZKH_TEST(test_exponential_sleep_clamps_to_int_max_instead_of_overflowing),
+    ZKH_TEST(test_exponential_max_sleep_caps_each_sleep),
+    ZKH_TEST(test_exponential_nonpositive_max_sleep_means_no_cap),
+    ZKH_TEST(test_exponential_ignores_elapsed_time),
+    ZKH_TEST(test_bounded_exponential_caps_sleep_at_max),
+    ZKH_TEST(test_bounded_exponential_takes_max_retries_last),
+    ZKH_TEST(test_bounded_exponential_max_below_base_wins),
+    ZKH_TEST(test_n_times_retries_exactly_n_times),
+    ZKH_TEST(test_n_times_zero_never_retries),
+    ZKH_TEST(test_n_times_zero_sleep_retries_at_once),
+    ZKH_TEST(test_one_time_retries_once),
+    ZKH_TEST(test_until_elapsed_retries_while_elapsed_below_limit),
+    ZKH_TEST(test_until_elapsed_zero_limit_never_retries),
+    ZKH_TEST(test_forever_always_retries),
+    ZKH_TEST(test_session_failure_refuses_session_expiry),
+    ZKH_TEST(test_session_failure_defers_other_errors_to_inner),
+    ZKH_TEST(test_session_failure_passes_random_source_to_inner),
+    ZKH_TEST(test_custom_receives_arguments_and_chooses_sleep),
+    ZKH_TEST(test_custom_refusal_gives_zero_sleep),
+    ZKH_TEST(test_custom_negative_sleep_becomes_zero),
+    ZKH_TEST(test_custom_not_consulted_for_non_retryable_error),
+    ZKH_TEST(test_only_connection_timeout_and_expiry_are_retryable),
+    ZKH_TEST(test_non_retryable_errors_refused_by_every_policy),
+    ZKH_TEST(test_bad_allow_arguments_refused),
+    ZKH_TEST(test_bad_constructor_arguments_give_null),
+    ZKH_TEST(test_free_accepts_null),
+    ZKH_TEST(test_copy_answers_like_original),
+    ZKH_TEST(test_copy_outlives_original_including_wrapped_inner),
+    ZKH_TEST(test_default_random_stays_in_range_and_varies),
+    ZKH_TEST(test_shared_policy_draws_safely_from_many_threads),
+    { NULL, NULL }
 };
-
-void register_retry_tests(void)
-{
-    CU_pSuite suite = CU_add_suite("retry", NULL, NULL);
-    size_t i;
-
-    if (suite == NULL)
-        return;
-    for (i = 0; i < sizeof(retry_tests) / sizeof(retry_tests[0]); i++)
-        CU_add_test(suite, retry_tests[i].name, retry_tests[i].fn);
-}

@@ -278,11 +278,7 @@ static void *blocked_call_main(void *arg)
 static int call_in_progress(void *arg)
 {
     zkit_client_t *c = arg;
-    int active;
-    pthread_mutex_lock(&c->mu);
-    active = c->active_calls;
-    pthread_mutex_unlock(&c->mu);
-    return active > 0;
+    return zkh_read_locked(&c->mu, &c->active_calls) > 0;
 }
 
 static void test_close_wakes_blocked_call(void)
@@ -316,34 +312,18 @@ static void test_close_wakes_blocked_call(void)
     CU_ASSERT_EQUAL(zkh_restart(zk, 0), 0);
 }
 
-static void test_tree_is_empty(void)
-{
-    CU_ASSERT_EQUAL(fw_user_znodes(zk), 0);
-}
+static const zkh_test_t tests[] = {
+    { "restart within the session timeout", test_restart_within_timeout },
+    { "forced expiry", test_forced_expiry },
+    { "frozen server", test_frozen_server },
+    { "guaranteed delete after an outage", test_guaranteed_delete_after_outage },
+    { "close wakes a blocked call", test_close_wakes_blocked_call },
+    { NULL, NULL }
+};
 
 int main(void)
 {
-    CU_pSuite suite;
-    int rc;
-
-    if (CU_initialize_registry() != CUE_SUCCESS) {
-        fprintf(stderr, "session: cannot initialise the CUnit registry: %s\n", CU_get_error_msg());
-        return 1;
-    }
-    zk = zkh_start(1);
-    if (!zk) {
-        fprintf(stderr, "session: cannot start a ZooKeeper server\n");
-        CU_cleanup_registry();
-        return 1;
-    }
-    suite = CU_add_suite("session", NULL, NULL);
-    CU_add_test(suite, "restart within the session timeout", test_restart_within_timeout);
-    CU_add_test(suite, "forced expiry", test_forced_expiry);
-    CU_add_test(suite, "frozen server", test_frozen_server);
-    CU_add_test(suite, "guaranteed delete after an outage", test_guaranteed_delete_after_outage);
-    CU_add_test(suite, "close wakes a blocked call", test_close_wakes_blocked_call);
-    CU_add_test(suite, "tree is empty", test_tree_is_empty);
-    rc = zkh_run_tests("session");
-    zkh_shutdown(zk);
-    return rc;
+    const zkh_suite_t suite = { .name = "session", .servers = 1, .cluster = &zk,
+                                .tests = tests, .check_tree = 1 };
+    return zkh_main(&suite);
 }

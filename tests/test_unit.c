@@ -7,10 +7,10 @@
 
 #include "harness.h"
 
-/* Each suite file adds its own CUnit suite to the registry. */
-void register_retry_tests(void);
-void register_paths_tests(void);
-void register_cron_tests(void);
+/* Each suite file's tests. */
+extern const zkh_test_t retry_tests[];
+extern const zkh_test_t paths_tests[];
+extern const zkh_test_t cron_tests[];
 
 int main(void)
 {
@@ -18,8 +18,12 @@ int main(void)
         fprintf(stderr, "unit: cannot initialise the CUnit registry: %s\n", CU_get_error_msg());
         return 1;
     }
-    register_retry_tests();
-    register_paths_tests();
-    register_cron_tests();
+    if (zkh_add_suite("retry", NULL, NULL, retry_tests) != 0 ||
+        zkh_add_suite("paths", NULL, NULL, paths_tests) != 0 ||
+        zkh_add_suite("cron", NULL, NULL, cron_tests) != 0) {
+        fprintf(stderr, "unit: cannot register the tests: %s\n", CU_get_error_msg());
+        CU_cleanup_registry();
+        return 1;
+    }
     return zkh_run_tests("unit");
 }
