@@ -543,6 +543,17 @@ int zkit__schedule(zkit_client_t *c, int64_t due_ms, void (*fn)(void *arg), void
     return zkit__timer_add(c, due_ms, 0, fn, arg);
 }
 
+uint64_t zkit__schedule_cancellable(zkit_client_t *c, int64_t due_ms, void (*fn)(void *arg),
+                                    void *arg)
+{
+    return zkit__timer_add_cancellable(c, due_ms, fn, arg);
+}
+
+int zkit__unschedule(zkit_client_t *c, uint64_t id)
+{
+    return zkit__timer_cancel_id(c, id);
+}
+
 int zkit__run_on_event_thread(zkit_client_t *c, void (*fn)(void *arg), void *arg)
 {
     return zkit__post(c, fn, arg);

@@ -35,6 +35,12 @@ void zkit__watch_cancel_local(zkit_client_t *c, const char *path, zkit_watch_kin
 /* Runs fn(arg) on the supervisor thread at `due_ms` (CLOCK_MONOTONIC ms), or at once when the
  * client closes; fn must not block.  Returns 0 or ZKIT_ENOMEM. */
 int zkit__schedule(zkit_client_t *c, int64_t due_ms, void (*fn)(void *arg), void *arg);
+/* The same, returning an id (0 on ENOMEM) for zkit__unschedule. */
+uint64_t zkit__schedule_cancellable(zkit_client_t *c, int64_t due_ms, void (*fn)(void *arg),
+                                    void *arg);
+/* Removes a scheduled call that has not started; returns 1 if removed (fn will not run and
+ * the caller releases what arg held), 0 if it ran or is running. */
+int zkit__unschedule(zkit_client_t *c, uint64_t id);
 /* Runs fn(arg) on the event thread (ZKIT_ECLOSED once it has ended). */
 int zkit__run_on_event_thread(zkit_client_t *c, void (*fn)(void *arg), void *arg);
 int zkit__is_event_thread(zkit_client_t *c);

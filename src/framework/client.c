@@ -603,22 +603,36 @@ uint64_t zkit__timer_add_cancellable(zkit_client_t *c, int64_t due_ms, zkit__tas
     return insert_timer(c, due_ms, 0, fn, arg);
 }
 
-void *zkit__timer_cancel(zkit_client_t *c, uint64_t id)
+/* Unlinks the timer `id` if it is still waiting; returns it (to free) or NULL. */
+static zkit__timer_t *unlink_timer(zkit_client_t *c, uint64_t id)
 {
     zkit__timer_t **pos, *t = NULL;
-    void *arg = NULL;
     pthread_mutex_lock(&c->mu);
     for (pos = &c->timers; *pos; pos = &(*pos)->next) {
         if ((*pos)->id == id) {
             t = *pos;
             *pos = t->next;
-            arg = t->arg;
             break;
         }
     }
     pthread_mutex_unlock(&c->mu);
+    return t;
+}
+
+void *zkit__timer_cancel(zkit_client_t *c, uint64_t id)
+{
+    zkit__timer_t *t = unlink_timer(c, id);
+    void *arg = t ? t->arg : NULL;
     free(t);
     return arg;
+}
+
+int zkit__timer_cancel_id(zkit_client_t *c, uint64_t id)
+{
+    zkit__timer_t *t = unlink_timer(c, id);
+    int removed = t != NULL;
+    free(t);
+    return removed;
 }
 
 /* Replaces the handle with one for a new session after the old one is lost. */

@@ -146,6 +146,8 @@ uint64_t zkit__timer_add_cancellable(zkit_client_t *c, int64_t due_ms, zkit__tas
 /* Removes a timer that has not started to run; returns its arg (for the caller to release),
  * or NULL when it already ran or is running. */
 void *zkit__timer_cancel(zkit_client_t *c, uint64_t id);
+/* The same for a timer whose arg may be NULL: 1 if it was removed. */
+int zkit__timer_cancel_id(zkit_client_t *c, uint64_t id);
 
 /* Borrows the current handle for one zoo_a* call: returns it (and its generation) with a
  * reference held, or NULL when the client has none or is closing.  Pair with conn_put. */

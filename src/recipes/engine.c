@@ -64,6 +64,7 @@ struct zkit__acq {
     struct client_acqs *reg;        /* listed for the close of its client (see below) */
     struct zkit__acq *reg_prev, *reg_next;
     int watch_event_pending;        /* the watch fired before the get-data reply */
+    uint64_t deadline_timer;        /* cancelled when the acquisition ends first */
     zkit_watcher_t watcher;
 };
 
@@ -289,6 +290,7 @@ static int registry_remove(zkit__acq_t *acq)
 /* Ends the acquisition (acq->mu held; released here).  The callback runs without the lock. */
 static void finish(zkit__acq_t *acq, int error)
 {
+    uint64_t deadline_timer;
     int listed;
     if (acq->state == ACQ_DONE) {
         pthread_mutex_unlock(&acq->mu);
@@ -305,7 +307,13 @@ static void finish(zkit__acq_t *acq, int error)
         free(acq->watched);
         acq->watched = NULL;
     }
+    deadline_timer = acq->deadline_timer;
+    acq->deadline_timer = 0;
     pthread_mutex_unlock(&acq->mu);
+    /* A deadline timer left behind would sit in the client's timer list until it fell due:
+     * one per timed acquisition, which adds up in a busy daemon. */
+    if (deadline_timer && zkit__unschedule(acq->client, deadline_timer))
+        zkit__acq_unref(acq); /* the timer's reference */
     acq->done(acq, error, acq->arg);
     if (listed)
         zkit__acq_unref(acq); /* the close list's reference */
@@ -686,7 +694,8 @@ int zkit__acq_start(zkit__acq_t **out, const zkit__acq_params_t *p)
         int64_t due = acq->deadline_ms > 0 ? acq->deadline_ms
                                             : now + zkit__client_connection_timeout(acq->client);
         acq_ref(acq);
-        if (zkit__schedule(acq->client, due, on_deadline, acq) != 0)
+        acq->deadline_timer = zkit__schedule_cancellable(acq->client, due, on_deadline, acq);
+        if (!acq->deadline_timer)
             zkit__acq_unref(acq);
     }
     if (acq->deadline_ms < 0)
