@@ -584,9 +584,12 @@ static void test_bad_constructor_arguments_give_null(void)
 
 static void test_free_accepts_null(void)
 {
+    int sleep_ms = 1234;
     zkit_retry_free(NULL);
     zkit_retry_set_random(NULL, constant_random, NULL);
-    CU_PASS("no crash");
+    /* A NULL policy refuses every retry and says the sleep is 0. */
+    CU_ASSERT_EQUAL(zkit_retry_allow(NULL, 0, 0, ZKIT_ECONNLOSS, &sleep_ms), 0);
+    CU_ASSERT_EQUAL(sleep_ms, 0);
 }
 
 /* ---- copies --------------------------------------------------------------------------- */

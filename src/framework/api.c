@@ -328,8 +328,8 @@ ZKIT_EXTERN int zkit_exists_async(zkit_client_t *c, const char *path,
                                   const zkit_watcher_t *watcher, zkit_completion_fn done,
                                   void *arg)
 {
-    return start_read(c, ZKIT__OP_EXISTS, path, watcher, "exists", ZKIT__DELIVER_EVENT_THREAD, done,
-                      arg);
+    return start_read(c, ZKIT__OP_EXISTS, path, watcher, "exists", ZKIT__DELIVER_EVENT_THREAD,
+                      done, arg);
 }
 
 ZKIT_EXTERN int zkit_get_data(char **data, size_t *len, zkit_stat_t *stat, zkit_client_t *c,
@@ -361,8 +361,8 @@ ZKIT_EXTERN int zkit_get_data_async(zkit_client_t *c, const char *path,
                                     const zkit_watcher_t *watcher, zkit_completion_fn done,
                                     void *arg)
 {
-    return start_read(c, ZKIT__OP_GET, path, watcher, "get_data", ZKIT__DELIVER_EVENT_THREAD, done,
-                      arg);
+    return start_read(c, ZKIT__OP_GET, path, watcher, "get_data", ZKIT__DELIVER_EVENT_THREAD,
+                      done, arg);
 }
 
 static zkit__op_t *build_set(zkit_client_t *c, const char *path, const void *data, size_t len,
@@ -437,8 +437,8 @@ ZKIT_EXTERN int zkit_get_children_async(zkit_client_t *c, const char *path,
                                         const zkit_watcher_t *watcher, zkit_completion_fn done,
                                         void *arg)
 {
-    return start_read(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", ZKIT__DELIVER_EVENT_THREAD, done,
-                      arg);
+    return start_read(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", ZKIT__DELIVER_EVENT_THREAD,
+                      done, arg);
 }
 
 /* ---- watches and memory ------------------------------------------------------------------- */
