@@ -7,15 +7,23 @@
  *   (b) zkit uncontended acquire+release cycles: the reentrant mutex and the semaphore mutex;
  *   (c) hand-off: several processes contend for one mutex; each stamps CLOCK_MONOTONIC into
  *       shared memory just before releasing, and the next holder measures from that stamp to
- *       its own acquisition (only when the lock passes to another process).
+ *       its own acquisition (only when the lock passes to another process);
+ *   (d) with --curator-peer: the same uncontended cycles with Apache Curator's
+ *       InterProcessMutex and InterProcessSemaphoreMutex, run by tests/curator-peer.sh
+ *       (`bench` mode of tests/java/CuratorPeer.java) in a JVM of its own, after the zkit rows.
  *
- * Every zkit figure is shown with its ratio to the floor.  Run it against a throwaway server:
- * bench/run.sh starts one.
+ * Every zkit and Curator figure is shown with its ratio to the floor.  Run it against a
+ * throwaway server: bench/run.sh starts one.
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,13 +35,17 @@
 #define ROOT "/zkit-bench"
 #define RAW_PARENT ROOT "/raw"
 #define MAX_PROCS 64
+#define NAME_WIDTH 40 /* the measurement column, wider only for longer (Curator) names */
 
 typedef struct options {
     const char *connect;
     long cycles;
     long warmup;
     long procs;
-    long handoffs; /* acquisitions per process */
+    long handoffs;        /* acquisitions per process */
+    const char *curator;  /* tests/curator-peer.sh, or NULL: no Curator rows */
+    const char *peer_dir; /* its BUILD_DIR */
+    long curator_warmup;  /* -1: max(500, cycles / 2) */
 } options_t;
 
 /* One row of the table. */
@@ -53,7 +65,12 @@ static void usage(FILE *out)
             "  --cycles N            measured cycles per single-client figure (default 2000)\n"
             "  --warmup N            unmeasured cycles first (default 200)\n"
             "  --procs N             contending processes for the hand-off (default 4)\n"
-            "  --handoffs N          acquisitions per contending process (default 300)\n");
+            "  --handoffs N          acquisitions per contending process (default 300)\n"
+            "  --curator-peer PATH   also time Apache Curator's locks with PATH, i.e.\n"
+            "                        tests/curator-peer.sh (needs --peer-build-dir)\n"
+            "  --peer-build-dir DIR  where curator-peer.sh compiles the Java peer\n"
+            "  --curator-warmup N    unmeasured Curator cycles first, to warm the JVM's JIT\n"
+            "                        (default max(500, cycles / 2))\n");
 }
 
 static int apply_option(int opt, const char *arg, void *opts)
@@ -66,6 +83,9 @@ static int apply_option(int opt, const char *arg, void *opts)
     case 'w': return demo_parse_long(arg, 0, 10000000, "--warmup", &o->warmup);
     case 'p': return demo_parse_long(arg, 2, MAX_PROCS, "--procs", &o->procs);
     case 'h': return demo_parse_long(arg, 1, 1000000, "--handoffs", &o->handoffs);
+    case 'C': o->curator = arg; return 0;
+    case 'B': o->peer_dir = arg; return 0;
+    case 'W': return demo_parse_long(arg, 0, 10000000, "--curator-warmup", &o->curator_warmup);
     default: return -1; /* not in the table */
     }
 }
@@ -75,12 +95,23 @@ static int parse_options(int argc, char **argv, options_t *o)
     static const struct option longopts[] = {
         DEMO_LONGOPT_CONNECT, { "cycles", required_argument, NULL, 'n' },
         { "warmup", required_argument, NULL, 'w' },  { "procs", required_argument, NULL, 'p' },
-        { "handoffs", required_argument, NULL, 'h' }, DEMO_LONGOPT_HELP,
+        { "handoffs", required_argument, NULL, 'h' },
+        { "curator-peer", required_argument, NULL, 'C' },
+        { "peer-build-dir", required_argument, NULL, 'B' },
+        { "curator-warmup", required_argument, NULL, 'W' }, DEMO_LONGOPT_HELP,
         { NULL, 0, NULL, 0 }
     };
+    int rc;
 
-    *o = (options_t){ demo_default_connect(), 2000, 200, 4, 300 };
-    return demo_parse_options(argc, argv, longopts, usage, apply_option, o);
+    *o = (options_t){ demo_default_connect(), 2000, 200, 4, 300, NULL, NULL, -1 };
+    rc = demo_parse_options(argc, argv, longopts, usage, apply_option, o);
+    if (rc == 0 && o->curator && !o->peer_dir) {
+        fprintf(stderr, "zkit-bench: --curator-peer needs --peer-build-dir\n");
+        return -1;
+    }
+    if (o->curator_warmup < 0)
+        o->curator_warmup = o->cycles / 2 > 500 ? o->cycles / 2 : 500;
+    return rc;
 }
 
 /* Latency samples in ms -> a row; `elapsed_ns` covers all samples. */
@@ -337,26 +368,253 @@ static int handoff_run(const options_t *o, result_t *out)
     return rc;
 }
 
+/* ---- (d) Apache Curator, through tests/curator-peer.sh ----------------------------------- */
+
+#define CURATOR_SKIPPED 77 /* curator-peer.sh: no java, javac or Curator jars */
+#define CURATOR_MUTEX "Curator InterProcessMutex acquire+release"
+#define CURATOR_SEMAPHORE "Curator InterProcessSemaphoreMutex acquire+release"
+/* curator-peer.sh runs the peer with -XX:TieredStopAtLevel=1 (C1 only: the interop tests
+ * want a fast start).  A benchmark wants Curator as deployed, with the JVM's default tiered
+ * JIT (C2 included): _JAVA_OPTIONS is read after the command line, so it wins. */
+#define CURATOR_JAVA_OPTIONS "-XX:TieredStopAtLevel=4"
+#define PICKED_UP "Picked up _JAVA_OPTIONS:"
+
+extern char **environ;
+
+/* The environment for the peer: ours with CURATOR_JAVA_OPTIONS appended to _JAVA_OPTIONS.
+ * Built before fork(): the child only execs.  NULL if out of memory. */
+static char **curator_env(void)
+{
+    const char *old = getenv("_JAVA_OPTIONS");
+    size_t n = 0, i, j = 0;
+    char **env;
+    char *opt;
+
+    while (environ[n])
+        n++;
+    env = calloc(n + 2, sizeof *env);
+    opt = malloc(strlen("_JAVA_OPTIONS=") + (old ? strlen(old) + 1 : 0) +
+                 strlen(CURATOR_JAVA_OPTIONS) + 1);
+    if (!env || !opt) {
+        free(env);
+        free(opt);
+        return NULL;
+    }
+    sprintf(opt, "_JAVA_OPTIONS=%s%s%s", old ? old : "", old ? " " : "", CURATOR_JAVA_OPTIONS);
+    for (i = 0; i < n; i++)
+        if (strncmp(environ[i], "_JAVA_OPTIONS=", 14) != 0)
+            env[j++] = environ[i];
+    env[j++] = opt;
+    env[j] = NULL;
+    return env;
+}
+
+static void curator_env_free(char **env)
+{
+    size_t i;
+
+    if (!env)
+        return;
+    for (i = 0; env[i]; i++)
+        if (strncmp(env[i], "_JAVA_OPTIONS=", 14) == 0)
+            free(env[i]); /* ours: environ's own was left out */
+    free(env);
+}
+
+/* Starts argv (stdin /dev/null; stdout and stderr into a pipe whose read end goes to *fd). */
+static pid_t spawn_piped(char *const argv[], char **env, int *fd)
+{
+    int p[2];
+    pid_t pid;
+
+    if (pipe(p) != 0)
+        return -1;
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDONLY);
+        if (null >= 0)
+            dup2(null, STDIN_FILENO);
+        dup2(p[1], STDOUT_FILENO);
+        dup2(p[1], STDERR_FILENO);
+        close(p[0]);
+        close(p[1]);
+        execve(argv[0], argv, env);
+        /* Only async-signal-safe calls here. */
+        if (write(STDERR_FILENO, "cannot execute ", 15) < 0 ||
+            write(STDERR_FILENO, argv[0], strlen(argv[0])) < 0 ||
+            write(STDERR_FILENO, "\n", 1) < 0)
+            _exit(127);
+        _exit(127);
+    }
+    close(p[1]);
+    if (pid < 0) {
+        close(p[0]);
+        return -1;
+    }
+    *fd = p[0];
+    return pid;
+}
+
+/* All of the child's output until EOF or `deadline_ns` (keeping the first `cap` - 1 bytes,
+ * NUL-terminated, in buf): 0 at EOF, -1 past the deadline or on a read error. */
+static int read_all(int fd, char *buf, size_t cap, int64_t deadline_ns)
+{
+    size_t len = 0;
+
+    for (;;) {
+        char chunk[4096];
+        struct pollfd pfd = { fd, POLLIN, 0 };
+        int64_t left_ms = (deadline_ns - demo_now_ns()) / 1000000;
+        ssize_t got;
+        int ready;
+
+        if (left_ms <= 0)
+            break;
+        ready = poll(&pfd, 1, left_ms > 60000 ? 60000 : (int)left_ms);
+        if (ready < 0 && errno == EINTR)
+            continue;
+        if (ready < 0)
+            break;
+        if (ready == 0)
+            continue;
+        got = read(fd, chunk, sizeof chunk);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            buf[len] = '\0';
+            return got == 0 ? 0 : -1;
+        }
+        if (len + 1 < cap) {
+            size_t take = (size_t)got < cap - 1 - len ? (size_t)got : cap - 1 - len;
+            memcpy(buf + len, chunk, take);
+            len += take;
+        }
+    }
+    buf[len] = '\0';
+    return -1;
+}
+
+/* waitpid(), giving up after `ms` (then -1). */
+static int wait_for(pid_t pid, int *status, int ms)
+{
+    int64_t deadline = demo_now_ns() + (int64_t)ms * 1000000;
+
+    for (;;) {
+        pid_t r = waitpid(pid, status, WNOHANG);
+        if (r == pid)
+            return 0;
+        if (r < 0 && errno != EINTR)
+            return -1;
+        if (demo_now_ns() >= deadline)
+            return -1;
+        demo_sleep_us(20000);
+    }
+}
+
+/* The peer's lines other than "BENCH ..." and the JVM's note on _JAVA_OPTIONS, to stderr
+ * (they name their source: "curator-peer: ...", "CuratorPeer: ..." or the JVM's own). */
+static void forward_output(const char *out)
+{
+    const char *line = out;
+
+    while (*line) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        if (len > 0 && strncmp(line, "BENCH ", 6) != 0 &&
+            strncmp(line, PICKED_UP, strlen(PICKED_UP)) != 0)
+            fprintf(stderr, "%.*s\n", (int)len, line);
+        line += len + (end ? 1 : 0);
+    }
+}
+
+/* `curator-peer.sh BUILD_DIR CONNECT bench KIND PATH CYCLES WARMUP` (the peer prints
+ * "BENCH <per sec> <p50 ms> <p99 ms>"): 0 with the row in *out, CURATOR_SKIPPED when the
+ * peer cannot run here, -1 when it failed (said on stderr). */
+static int curator_cycles(const options_t *o, const char *kind, const char *path,
+                          const char *name, result_t *out)
+{
+    char cycles[32], warmup[32], *text;
+    char *argv[] = { (char *)o->curator, (char *)o->peer_dir, (char *)o->connect,
+                     (char *)"bench", (char *)kind, (char *)path, cycles, warmup, NULL };
+    /* A JVM start (and the peer's compile on a fresh build dir), then the cycles: generous. */
+    int64_t deadline = demo_now_ns() +
+                       (300 + (o->cycles + o->curator_warmup) / 10) * (int64_t)1000000000;
+    char **env = curator_env();
+    const size_t cap = 64 * 1024;
+    int fd = -1, status = 0, rc = -1, ended;
+    pid_t pid;
+
+    snprintf(cycles, sizeof cycles, "%ld", o->cycles);
+    snprintf(warmup, sizeof warmup, "%ld", o->curator_warmup);
+    text = malloc(cap);
+    if (!env || !text || (pid = spawn_piped(argv, env, &fd)) < 0) {
+        fprintf(stderr, "%s: cannot run %s\n", name, o->curator);
+        curator_env_free(env);
+        free(text);
+        return -1;
+    }
+    ended = read_all(fd, text, cap, deadline) == 0;
+    close(fd);
+    if (!ended) {
+        fprintf(stderr, "%s: %s did not finish in time; stopping it\n", name, o->curator);
+        kill(pid, SIGTERM); /* the script execs the JVM: pid is the peer's */
+        if (wait_for(pid, &status, 10000) != 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+        }
+    } else if (wait_for(pid, &status, 30000) != 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        ended = 0;
+    }
+    if (ended && WIFEXITED(status) && WEXITSTATUS(status) == CURATOR_SKIPPED) {
+        rc = CURATOR_SKIPPED;
+        forward_output(text); /* what is missing */
+    } else if (ended && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        const char *line = strstr(text, "BENCH ");
+        double rate, p50, p99;
+        if (line && (line == text || line[-1] == '\n') &&
+            sscanf(line, "BENCH %lf %lf %lf", &rate, &p50, &p99) == 3 && rate > 0) {
+            *out = (result_t){ name, rate, p50, p99, o->cycles };
+            rc = 0;
+        } else {
+            fprintf(stderr, "%s: no BENCH line from %s\n", name, o->curator);
+        }
+        forward_output(text); /* JVM warnings, if any */
+    } else {
+        forward_output(text);
+        if (ended && WIFEXITED(status))
+            fprintf(stderr, "%s: %s exited %d\n", name, o->curator, WEXITSTATUS(status));
+        else if (ended && WIFSIGNALED(status))
+            fprintf(stderr, "%s: %s killed by signal %d\n", name, o->curator,
+                    WTERMSIG(status));
+    }
+    curator_env_free(env);
+    free(text);
+    return rc;
+}
+
 /* ---- main -------------------------------------------------------------------------------- */
 
-static void print_header(void)
+static void print_header(int width)
 {
     int i;
-    printf("%-40s %9s %9s %9s   %12s %12s\n", "measurement", "per sec", "p50 ms", "p99 ms",
-           "rate/floor", "p50/floor");
-    for (i = 0; i < 102; i++)
+    printf("%-*s %9s %9s %9s   %12s %12s\n", width, "measurement", "per sec", "p50 ms",
+           "p99 ms", "rate/floor", "p50/floor");
+    for (i = 0; i < 102 + width - NAME_WIDTH; i++)
         putchar('-');
     putchar('\n');
 }
 
 /* `r` NULL: the measurement failed (its error went to stderr). */
-static void print_row(const char *name, const result_t *r, const result_t *floor_r)
+static void print_row(int width, const char *name, const result_t *r, const result_t *floor_r)
 {
     if (!r) {
-        printf("%-40s %9s\n", name, "FAILED");
+        printf("%-*s %9s\n", width, name, "FAILED");
         return;
     }
-    printf("%-40s %9.0f %9.3f %9.3f", r->name, r->rate, r->p50_ms, r->p99_ms);
+    printf("%-*s %9.0f %9.3f %9.3f", width, r->name, r->rate, r->p50_ms, r->p99_ms);
     if (r == floor_r)
         printf("   %12s %12s\n", "(floor)", "(floor)");
     else
@@ -372,15 +630,20 @@ static void remove_root(zkit_client_t *client)
 int main(int argc, char **argv)
 {
     options_t o;
-    result_t floor_r, mutex_r, sem_r, hand_r;
+    result_t floor_r, mutex_r, sem_r, hand_r, cmutex_r, csem_r;
     zkit_client_t *client;
     int rc = parse_options(argc, argv, &o), mutex_ok = 0, sem_ok = 0, hand_ok;
+    int cmutex_rc = -1, csem_rc = -1, curator_ok, width = NAME_WIDTH;
 
     if (rc != 0)
         return rc > 0 ? 0 : 2;
     printf("zkit-bench against %s: %ld cycles per figure after %ld warm-up; hand-off between "
-           "%ld processes x %ld acquisitions\n\n", o.connect, o.cycles, o.warmup, o.procs,
+           "%ld processes x %ld acquisitions\n", o.connect, o.cycles, o.warmup, o.procs,
            o.handoffs);
+    if (o.curator)
+        printf("Curator (%s bench, a JVM per figure, tiered JIT): %ld cycles per figure after "
+               "%ld warm-up\n", o.curator, o.cycles, o.curator_warmup);
+    putchar('\n');
     fflush(stdout);
     /* The hand-off goes first: it forks, so this process must hold no client or zhandle yet,
      * and its traffic warms the server's JIT so the floor is not measured on a cold JVM. */
@@ -391,18 +654,44 @@ int main(int argc, char **argv)
                            &mutex_r) == 0;
     sem_ok = zkit_cycles(&o, zkit_semaphore_mutex_new, ROOT "/semaphore-mutex",
                          "zkit semaphore mutex acquire+release", &sem_r) == 0;
+    if (o.curator) {
+        cmutex_rc = curator_cycles(&o, "mutex", ROOT "/curator-mutex", CURATOR_MUTEX,
+                                   &cmutex_r);
+        if (cmutex_rc != CURATOR_SKIPPED)
+            csem_rc = curator_cycles(&o, "semaphore", ROOT "/curator-semaphore-mutex",
+                                     CURATOR_SEMAPHORE, &csem_r);
+        if (cmutex_rc != CURATOR_SKIPPED && csem_rc != CURATOR_SKIPPED)
+            width = (int)strlen(CURATOR_SEMAPHORE);
+    }
     if ((client = demo_connect(o.connect, 15000))) {
         remove_root(client);
         demo_close(client);
     }
-    print_header();
-    print_row(floor_r.name, &floor_r, &floor_r);
-    print_row("zkit mutex acquire+release", mutex_ok ? &mutex_r : NULL, &floor_r);
-    print_row("zkit semaphore mutex acquire+release", sem_ok ? &sem_r : NULL, &floor_r);
-    print_row("zkit mutex hand-off, other process", hand_ok ? &hand_r : NULL, &floor_r);
+    print_header(width);
+    print_row(width, floor_r.name, &floor_r, &floor_r);
+    print_row(width, "zkit mutex acquire+release", mutex_ok ? &mutex_r : NULL, &floor_r);
+    print_row(width, "zkit semaphore mutex acquire+release", sem_ok ? &sem_r : NULL, &floor_r);
+    print_row(width, "zkit mutex hand-off, other process", hand_ok ? &hand_r : NULL, &floor_r);
+    if (o.curator && (cmutex_rc == CURATOR_SKIPPED || csem_rc == CURATOR_SKIPPED)) {
+        printf("(Curator not available: skipped)\n");
+    } else if (o.curator) {
+        print_row(width, CURATOR_MUTEX, cmutex_rc == 0 ? &cmutex_r : NULL, &floor_r);
+        print_row(width, CURATOR_SEMAPHORE, csem_rc == 0 ? &csem_r : NULL, &floor_r);
+    }
     printf("\nfloor = one synchronous create(EPHEMERAL_SEQUENTIAL) + get-children + delete on a "
            "bare zhandle.\nhand-off = from the holder's last instant before release to the "
            "next process's return from\nacquire; its rate counts every acquisition of the "
            "contended lock.\n");
-    return mutex_ok && sem_ok && hand_ok ? 0 : 1;
+    if (o.curator && cmutex_rc != CURATOR_SKIPPED && csem_rc != CURATOR_SKIPPED) {
+        printf("Curator = Apache Curator's recipes in a JVM of their own (CuratorPeer.java "
+               "bench), run after the\nzkit rows against the same server; System.nanoTime "
+               "around each acquire()+release().\n");
+        if (mutex_ok && cmutex_rc == 0)
+            printf("zkit mutex / Curator InterProcessMutex: throughput %.2fx, p50 %.2fx\n",
+                   mutex_r.rate / cmutex_r.rate, mutex_r.p50_ms / cmutex_r.p50_ms);
+    }
+    /* Curator missing here is no failure of the benchmark; Curator failing is. */
+    curator_ok = !o.curator || cmutex_rc == CURATOR_SKIPPED || csem_rc == CURATOR_SKIPPED ||
+                 (cmutex_rc == 0 && csem_rc == 0);
+    return mutex_ok && sem_ok && hand_ok && curator_ok ? 0 : 1;
 }

@@ -8,6 +8,7 @@
  *   CuratorPeer CONNECT loop  KIND PATH ITERATIONS COUNTER_FILE LOG_FILE
  *   CuratorPeer CONNECT order KIND PATH
  *   CuratorPeer CONNECT revoke NODE_PATH...
+ *   CuratorPeer CONNECT bench KIND PATH CYCLES WARMUP
  *
  * KIND: mutex (InterProcessMutex), read / write (InterProcessReadWriteLock halves),
  *       semaphore (InterProcessSemaphoreMutex).
@@ -39,6 +40,11 @@
  * revoke: Revoker.attemptRevoke(client, NODE_PATH) for each full node path (it writes
  *        "__REVOKE__" into the node; a missing node is ignored, as Revoker does), then print
  *        "REVOKED".
+ * bench: (KIND mutex or semaphore only) WARMUP unmeasured uncontended acquire() + release()
+ *        cycles (they warm the JIT as well as the connection), then CYCLES timed ones, each
+ *        with System.nanoTime; prints one line "BENCH <cycles per second> <p50 ms> <p99 ms>"
+ *        (the rate over all timed cycles, the percentiles nearest-rank, as bench/zkit-bench
+ *        computes its own figures). Run by bench/zkit-bench.
  *
  * Participants: mutex, read, write: getParticipantNodes() of that lock, i.e. the children
  * of PATH sorted by Curator's sorter; the read half lists only __READ__ nodes and the write
@@ -58,8 +64,10 @@ import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collection;
 import java.util.List;
+import java.util.Locale;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadLocalRandom;
@@ -238,7 +246,8 @@ public class CuratorPeer {
                 + "       CuratorPeer CONNECT loop KIND PATH ITERATIONS COUNTER_FILE LOG_FILE\n"
                 + "       CuratorPeer CONNECT order KIND PATH\n"
                 + "       CuratorPeer CONNECT revoke NODE_PATH...\n"
-                + "KIND: mutex | read | write | semaphore");
+                + "       CuratorPeer CONNECT bench KIND PATH CYCLES WARMUP\n"
+                + "KIND: mutex | read | write | semaphore (bench: mutex | semaphore)");
     }
 
     /* ---- main ---- */
@@ -262,7 +271,8 @@ public class CuratorPeer {
             boolean ok = mode.equals("revoke")
                     || (mode.equals("hold") && (args.length == 5 || revocable))
                     || (mode.equals("loop") && args.length == 7)
-                    || (mode.equals("order") && args.length == 4);
+                    || (mode.equals("order") && args.length == 4)
+                    || (mode.equals("bench") && args.length == 6);
             if (!ok) {
                 usage();
                 System.exit(EXIT_ERROR);
@@ -310,13 +320,15 @@ public class CuratorPeer {
         System.exit(rc);
     }
 
-    /** The modes that work on one lock (hold, loop, order). */
+    /** The modes that work on one lock (hold, loop, order, bench). */
     static int run(Peer peer, String mode, String[] args, boolean revocable) throws Exception {
         switch (mode) {
         case "hold":
             return hold(peer, Long.parseLong(args[4]), revocable);
         case "loop":
             return loop(peer, Integer.parseInt(args[4]), Paths.get(args[5]), Paths.get(args[6]));
+        case "bench":
+            return bench(peer, Integer.parseInt(args[4]), Integer.parseInt(args[5]));
         default:
             return order(peer);
         }
@@ -489,6 +501,44 @@ public class CuratorPeer {
         }
         out("DONE");
         return EXIT_OK;
+    }
+
+    static int bench(Peer peer, int cycles, int warmup) throws Exception {
+        if (!peer.kind.equals("mutex") && !peer.kind.equals("semaphore")) {
+            throw new IllegalArgumentException("bench: KIND must be mutex or semaphore, not '"
+                    + peer.kind + "'");
+        }
+        if (cycles < 1 || warmup < 0) {
+            throw new IllegalArgumentException("bench: CYCLES must be >= 1 and WARMUP >= 0");
+        }
+        for (int i = 0; i < warmup; i++) {
+            peer.acquire(-1);
+            peer.release();
+        }
+        double[] ms = new double[cycles];
+        /* Start the timed cycles on an empty young generation. */
+        System.gc();
+        long t0 = System.nanoTime();
+        for (int i = 0; i < cycles; i++) {
+            long c0 = System.nanoTime();
+            peer.acquire(-1);
+            peer.release();
+            ms[i] = (System.nanoTime() - c0) / 1e6;
+        }
+        long elapsed = System.nanoTime() - t0;
+        Arrays.sort(ms);
+        double rate = elapsed > 0 ? cycles / (elapsed / 1e9) : 0.0;
+        out(String.format(Locale.ROOT, "BENCH %.3f %.6f %.6f", rate, percentile(ms, 50),
+                percentile(ms, 99)));
+        return EXIT_OK;
+    }
+
+    /** Nearest rank over sorted samples, as demo_percentile in examples/demo_util.c. */
+    static double percentile(double[] sorted, double p) {
+        int n = sorted.length;
+        int rank = (int) ((p / 100.0) * n + 0.999999);
+        rank = Math.max(1, Math.min(n, rank));
+        return sorted[rank - 1];
     }
 
     /** One write(2) on an O_APPEND descriptor, so lines of concurrent peers never mix. */
