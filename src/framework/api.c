@@ -311,16 +311,25 @@ ZKIT_EXTERN int zkit_delete_async(zkit_client_t *c, const char *path, int versio
 
 /* ---- reads -------------------------------------------------------------------------------- */
 
+/* Builds and runs a blocking read; returns the finished op for the caller to take results
+ * from and release, or NULL (*rc says why). */
+static zkit__op_t *run_read(zkit_client_t *c, zkit__op_type_t type, const char *path,
+                            const zkit_watcher_t *watcher, const char *what, zkit_stat_t *stat,
+                            int *rc)
+{
+    zkit__op_t *op = build_simple(c, type, path, watcher, what, rc);
+    if (!op)
+        return NULL;
+    *rc = zkit__op_run_blocking(op);
+    copy_stat_out(stat, op);
+    return op;
+}
+
 ZKIT_EXTERN int zkit_exists(zkit_stat_t *stat, zkit_client_t *c, const char *path,
                             const zkit_watcher_t *watcher)
 {
     int rc;
-    zkit__op_t *op = build_simple(c, ZKIT__OP_EXISTS, path, watcher, "exists", &rc);
-    if (!op)
-        return rc;
-    rc = zkit__op_run_blocking(op);
-    copy_stat_out(stat, op);
-    zkit__op_unref(op);
+    zkit__op_unref(run_read(c, ZKIT__OP_EXISTS, path, watcher, "exists", stat, &rc));
     return rc;
 }
 
@@ -341,9 +350,8 @@ ZKIT_EXTERN int zkit_get_data(char **data, size_t *len, zkit_stat_t *stat, zkit_
         *data = NULL;
     if (len)
         *len = 0;
-    if (!(op = build_simple(c, ZKIT__OP_GET, path, watcher, "get_data", &rc)))
+    if (!(op = run_read(c, ZKIT__OP_GET, path, watcher, "get_data", stat, &rc)))
         return rc;
-    rc = zkit__op_run_blocking(op);
     if (rc == 0) {
         if (data) {
             *data = op->result_data;
@@ -352,7 +360,6 @@ ZKIT_EXTERN int zkit_get_data(char **data, size_t *len, zkit_stat_t *stat, zkit_
         if (len)
             *len = op->result_len;
     }
-    copy_stat_out(stat, op);
     zkit__op_unref(op);
     return rc;
 }
@@ -419,16 +426,14 @@ ZKIT_EXTERN int zkit_get_children(char ***names, size_t *count, zkit_stat_t *sta
         zkit__log_default(ZKIT_LOG_ERROR, "get_children: NULL output");
         return ZKIT_EINVAL;
     }
-    if (!(op = build_simple(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", &rc)))
+    if (!(op = run_read(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", stat, &rc)))
         return rc;
-    rc = zkit__op_run_blocking(op);
     if (rc == 0) {
         *names = op->children;
         *count = op->child_count;
         op->children = NULL;
         op->child_count = 0;
     }
-    copy_stat_out(stat, op);
     zkit__op_unref(op);
     return rc;
 }

@@ -237,6 +237,21 @@ static int watch_shared(zkit_client_t *c, const zkit__watch_t *w)
     return 0;
 }
 
+/* Asks the server to drop the watch of registration `w` (c->mu held).  Removing one watcher
+ * (function, context) sends only CHECK_WATCHES and the server keeps its watch; so when no
+ * other live registration of ours needs the watch of this type on this path, all are
+ * removed, which really removes it.  The header declares the completion as a pointer to a
+ * function pointer, but the library stores and calls the value as the function itself. */
+static int send_removal(zkit_client_t *c, zhandle_t *zh, zkit__watch_t *w,
+                        void (*done)(int rc, const void *data), void *arg)
+{
+    ZooWatcherType type = w->kind == ZKIT_WATCH_CHILDREN ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA;
+    if (watch_shared(c, w))
+        return zoo_aremove_watches(zh, w->full_path, type, zkit__watch_fire, w, 0,
+                                   (void_completion_t *)done, arg);
+    return zoo_aremove_all_watches(zh, w->full_path, type, 0, (void_completion_t *)done, arg);
+}
+
 /* Removes one registration from libzookeeper and the server, waiting a bounded time; on any
  * failure it is removed locally so libzookeeper forgets the context before we free it. */
 static void remove_from_zookeeper(zkit_client_t *c, zkit__watch_t *w)
@@ -260,23 +275,11 @@ static void remove_from_zookeeper(zkit_client_t *c, zkit__watch_t *w)
     }
     r->client = c;
     r->refs = 1;
-    /*
-     * Removing one watcher (function, context) sends only CHECK_WATCHES: the server keeps its
-     * watch, and it fires into nothing later.  When no other registration of ours needs the
-     * watch of this type on this path, remove them all, which really removes it on the server.
-     * Done under c->mu so that a new registration on the path (listed under c->mu before its
-     * request goes out) is sent after the removal and survives it.  The header declares the
-     * completion as a pointer to a function pointer, but the library stores and calls the value
-     * as the function itself.
-     */
+    /* Under c->mu so that a new registration on the path (listed under c->mu before its
+     * request goes out) is sent after the removal and survives it. */
     pthread_mutex_lock(&c->mu);
     r->refs++; /* the completion's */
-    if (watch_shared(c, w))
-        rc = zoo_aremove_watches(zh, w->full_path, type, zkit__watch_fire, w, 0,
-                                 (void_completion_t *)removal_done, r);
-    else
-        rc = zoo_aremove_all_watches(zh, w->full_path, type, 0,
-                                     (void_completion_t *)removal_done, r);
+    rc = send_removal(c, zh, w, removal_done, r);
     if (rc == ZOK) {
         ts.tv_sec = (time_t)(due / 1000);
         ts.tv_nsec = (long)(due % 1000) * 1000000L;
@@ -335,26 +338,15 @@ static void cancel_done(int rc, const void *data)
     free(k);
 }
 
-/* Sends the background removal of one registration (c->mu held).  As in
- * remove_from_zookeeper, a single watcher's removal only checks the server's watch, so when
- * no other live registration needs it, all watchers of the type on the path are removed,
- * which really removes it. */
+/* Sends the background removal of one registration (c->mu held). */
 static void send_cancel(zkit_client_t *c, zhandle_t *zh, zkit__watch_t *w)
 {
-    ZooWatcherType type = w->kind == ZKIT_WATCH_CHILDREN ? ZWATCHTYPE_CHILD : ZWATCHTYPE_DATA;
     cancel_t *k = calloc(1, sizeof(*k));
-    int rc;
     if (!k)
         return; /* it stays listed and removed until it fires or its handle closes */
     k->client = c;
     k->watch = w;
-    if (watch_shared(c, w))
-        rc = zoo_aremove_watches(zh, w->full_path, type, zkit__watch_fire, w, 0,
-                                 (void_completion_t *)cancel_done, k);
-    else
-        rc = zoo_aremove_all_watches(zh, w->full_path, type, 0,
-                                     (void_completion_t *)cancel_done, k);
-    if (rc != ZOK)
+    if (send_removal(c, zh, w, cancel_done, k) != ZOK)
         free(k);
 }
 
