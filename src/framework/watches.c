@@ -144,6 +144,14 @@ void zkit__watch_fire(zhandle_t *zh, int type, int state, const char *path, void
         pthread_mutex_unlock(&c->mu);
         return;
     }
+    if (w->removed) {
+        /* Cancelled (typically our own node's watch, consumed by our release's delete):
+         * nothing to deliver, so no trip through the event thread. */
+        unlink_watch(c, w);
+        pthread_mutex_unlock(&c->mu);
+        free_watch(w);
+        return;
+    }
     w->fired = 1;
     pthread_mutex_unlock(&c->mu);
     d = malloc(sizeof(*d));
