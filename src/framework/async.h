@@ -19,6 +19,11 @@ int zkit__exists_inline(zkit_client_t *c, const char *path, const zkit_watcher_t
                         zkit_completion_fn done, void *arg);
 int zkit__get_data_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
                           zkit_completion_fn done, void *arg);
+/* get-data whose watch holds its argument (hold/release around the registration's life)
+ * and fires on libzookeeper's completion thread: for the lock engine's predecessor watch. */
+int zkit__get_data_watch_inline(zkit_client_t *c, const char *path,
+                                const zkit_watcher_t *watcher, void (*hold)(void *arg),
+                                void (*release)(void *arg), zkit_completion_fn done, void *arg);
 int zkit__get_children_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
                               zkit_completion_fn done, void *arg);
 

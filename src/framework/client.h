@@ -62,6 +62,8 @@ typedef struct zkit__watch {
     int kind;                 /* ZKIT_WATCH_DATA or ZKIT_WATCH_CHILDREN */
     int removed;
     int fired;                /* its event is queued for delivery */
+    int inline_fire;          /* internal: run the function where the event arrives */
+    void (*release)(void *arg); /* internal: drops what the registration held on arg */
     char *full_path;
     zkit_watcher_t watcher;
 } zkit__watch_t;

@@ -569,7 +569,8 @@ static int issue_main(zkit__op_t *op, zhandle_t *zh, attempt_t *a, uint64_t gene
     }
     if (op->watcher.fn) {
         int kind = op->type == ZKIT__OP_CHILDREN ? ZKIT_WATCH_CHILDREN : ZKIT_WATCH_DATA;
-        a->watch = zkit__watch_new(c, generation, kind, op->path, &op->watcher);
+        a->watch = zkit__watch_new(c, generation, kind, op->path, &op->watcher,
+                                   &op->watch_opts);
         if (!a->watch)
             return ZK_NOMEM;
     }

@@ -42,6 +42,16 @@ typedef struct zkit__op zkit__op_t;
  * its own backoff, forever while the client lives, instead of the client's policy. */
 #define ZKIT__FLAG_BACKGROUND 0x100u
 
+/* Internal watch options: `hold` runs when a registration is made and `release` when it is
+ * freed, so the registration keeps its argument alive whether it fires, is cancelled or is
+ * dropped with its handle; `inline_fire` runs the watch function on libzookeeper's
+ * completion thread (it must not block) instead of the event thread. */
+typedef struct zkit__watch_opts {
+    void (*hold)(void *arg);
+    void (*release)(void *arg);
+    int inline_fire;
+} zkit__watch_opts_t;
+
 struct zkit__op {
     zkit_client_t *client;
     int refs;                       /* atomic */
@@ -57,6 +67,7 @@ struct zkit__op {
     struct ACL_vector acl;
     int acl_allocated;
     zkit_watcher_t watcher;         /* fn NULL = no watch */
+    zkit__watch_opts_t watch_opts;
     char protected_prefix[48];      /* "_c_<uuid>-" when protected */
     int may_have_created;           /* a protected create attempt failed after sending */
     int parent_rounds;              /* NONODE -> create parents -> retry, bounded */
@@ -114,7 +125,8 @@ void zkit__delete_in_background(zkit_client_t *c, const char *full_path);
 
 /* Registers a context for one watch attempt; NULL on ENOMEM. */
 zkit__watch_t *zkit__watch_new(zkit_client_t *c, uint64_t generation, int kind,
-                               const char *full_path, const zkit_watcher_t *watcher);
+                               const char *full_path, const zkit_watcher_t *watcher,
+                               const zkit__watch_opts_t *opts);
 /* Drops a registration libzookeeper did not arm (the call failed). */
 void zkit__watch_discard(zkit__watch_t *w);
 /* The watcher function handed to libzookeeper. */

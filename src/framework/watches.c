@@ -16,7 +16,8 @@
 #include "framework/paths.h"
 
 zkit__watch_t *zkit__watch_new(zkit_client_t *c, uint64_t generation, int kind,
-                               const char *full_path, const zkit_watcher_t *watcher)
+                               const char *full_path, const zkit_watcher_t *watcher,
+                               const zkit__watch_opts_t *opts)
 {
     zkit__watch_t *w = calloc(1, sizeof(*w));
     if (!w || !(w->full_path = strdup(full_path))) {
@@ -27,6 +28,12 @@ zkit__watch_t *zkit__watch_new(zkit_client_t *c, uint64_t generation, int kind,
     w->generation = generation;
     w->kind = kind;
     w->watcher = *watcher;
+    if (opts) {
+        w->inline_fire = opts->inline_fire;
+        w->release = opts->release;
+        if (opts->hold)
+            opts->hold(watcher->arg);
+    }
     pthread_mutex_lock(&c->mu);
     w->next = c->watches;
     if (c->watches)
@@ -50,6 +57,8 @@ static void unlink_watch(zkit_client_t *c, zkit__watch_t *w)
 
 static void free_watch(zkit__watch_t *w)
 {
+    if (w->release)
+        w->release(w->watcher.arg);
     free(w->full_path);
     free(w);
 }
@@ -154,6 +163,11 @@ void zkit__watch_fire(zhandle_t *zh, int type, int state, const char *path, void
     }
     w->fired = 1;
     pthread_mutex_unlock(&c->mu);
+    if (w->inline_fire) { /* internal, non-blocking: no event-thread trip */
+        w->watcher.fn(c, event, zkit__path_unfix(c->ns, w->full_path), w->watcher.arg);
+        zkit__watch_discard(w);
+        return;
+    }
     d = malloc(sizeof(*d));
     if (d) {
         d->watch = w;

@@ -411,9 +411,22 @@ static int submit_early_list(zkit__acq_t *acq, acq_reply_t *r)
     return zkit__get_children_inline(acq->client, acq->dir, NULL, on_early_listed, r);
 }
 
+/* Each watch registration holds a reference on the acquisition for as long as it lives,
+ * so an event can never reach a freed acquisition. */
+static void watch_hold(void *arg)
+{
+    acq_ref(arg);
+}
+
+static void watch_release(void *arg)
+{
+    zkit__acq_unref(arg);
+}
+
 static int submit_watch(zkit__acq_t *acq, acq_reply_t *r)
 {
-    return zkit__get_data_inline(acq->client, acq->watched, &acq->watcher, on_watch_set, r);
+    return zkit__get_data_watch_inline(acq->client, acq->watched, &acq->watcher, watch_hold,
+                                       watch_release, on_watch_set, r);
 }
 
 /* Create and list, back to back (acq->mu held; released on error). */
@@ -620,7 +633,6 @@ static void acq_watch_fired(zkit_client_t *c, zkit_event_t event, const char *pa
     pthread_mutex_lock(&acq->mu);
     if (acq->state != ACQ_WATCHING || !acq->watched || strcmp(path, acq->watched) != 0) {
         pthread_mutex_unlock(&acq->mu);
-        zkit__acq_unref(acq);
         return;
     }
     free(acq->watched);
@@ -628,15 +640,6 @@ static void acq_watch_fired(zkit_client_t *c, zkit_event_t event, const char *pa
     acq->state = ACQ_LISTING;
     if (step(acq, submit_list) == 0)
         pthread_mutex_unlock(&acq->mu);
-    zkit__acq_unref(acq);
-}
-
-/* The watch function holds a reference across its delivery (see zkit__acq_start). */
-static void watch_trampoline(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
-{
-    zkit__acq_t *acq = arg;
-    acq_ref(acq);
-    acq_watch_fired(c, event, path, arg);
 }
 
 static void on_deadline(void *arg)
@@ -670,7 +673,7 @@ static zkit__acq_t *acq_alloc(const zkit__acq_params_t *p)
     if (acq->data && p->len)
         memcpy(acq->data, p->data, p->len);
     acq->len = p->len;
-    acq->watcher.fn = watch_trampoline;
+    acq->watcher.fn = acq_watch_fired;
     acq->watcher.arg = acq;
     if (!acq->dir || !acq->data || (p->fixed_name && !acq->fixed_name)) {
         zkit__acq_unref(acq);
