@@ -442,8 +442,8 @@ ZKIT_EXTERN int zkit_get_children_async(zkit_client_t *c, const char *path,
                                         const zkit_watcher_t *watcher, zkit_completion_fn done,
                                         void *arg)
 {
-    return start_read(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", ZKIT__DELIVER_EVENT_THREAD,
-                      done, arg);
+    return start_read(c, ZKIT__OP_CHILDREN, path, watcher, "get_children",
+                      ZKIT__DELIVER_EVENT_THREAD, done, arg);
 }
 
 /* ---- watches and memory ------------------------------------------------------------------- */

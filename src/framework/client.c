@@ -413,25 +413,30 @@ int64_t zkit__client_session(zkit_client_t *c)
 
 /* ---- the event thread ------------------------------------------------------------------- */
 
-int zkit__post(zkit_client_t *c, zkit__task_fn fn, void *arg)
+/* Queues fn(arg) for the event thread (c->mu held). */
+static int post_locked(zkit_client_t *c, zkit__task_fn fn, void *arg)
 {
-    zkit__task_t *t = malloc(sizeof(*t));
-    if (!t)
+    zkit__task_t *t;
+    if (c->event_thread_done)
+        return ZKIT_ECLOSED;
+    if (!(t = malloc(sizeof(*t))))
         return ZKIT_ENOMEM;
     t->next = NULL;
     t->fn = fn;
     t->arg = arg;
-    pthread_mutex_lock(&c->mu);
-    if (c->event_thread_done) {
-        pthread_mutex_unlock(&c->mu);
-        free(t);
-        return ZKIT_ECLOSED;
-    }
     *c->tasks_tail = t;
     c->tasks_tail = &t->next;
     pthread_cond_broadcast(&c->event_cond);
-    pthread_mutex_unlock(&c->mu);
     return 0;
+}
+
+int zkit__post(zkit_client_t *c, zkit__task_fn fn, void *arg)
+{
+    int rc;
+    pthread_mutex_lock(&c->mu);
+    rc = post_locked(c, fn, arg);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
 }
 
 /* Runs tasks in order until the client closes and the supervisor has finished (so that the
@@ -500,25 +505,17 @@ static void deliver_state(void *arg)
 static void change_state(zkit_client_t *c, zkit_conn_state_t state)
 {
     state_delivery_t *d = malloc(sizeof(*d));
-    zkit__task_t *t = malloc(sizeof(*t));
     c->state = state;
     pthread_cond_broadcast(&c->cond);
     zkit__log(&c->log, state == ZKIT_CONN_LOST ? ZKIT_LOG_WARN : ZKIT_LOG_INFO,
               "connection state %s (session 0x%llx)", zkit_conn_state_name(state),
               (unsigned long long)c->session_id);
-    if (!d || !t || c->event_thread_done) {
-        free(d);
-        free(t);
+    if (!d)
         return;
-    }
     d->client = c;
     d->state = state;
-    t->next = NULL;
-    t->fn = deliver_state;
-    t->arg = d;
-    *c->tasks_tail = t;
-    c->tasks_tail = &t->next;
-    pthread_cond_broadcast(&c->event_cond);
+    if (post_locked(c, deliver_state, d) != 0)
+        free(d);
 }
 
 ZKIT_EXTERN int zkit_client_add_listener(zkit_client_t *c, zkit_state_listener_fn fn, void *arg,

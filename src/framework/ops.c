@@ -119,14 +119,8 @@ static void deliver_now(zkit__op_t *op)
     }
 }
 
-static void deliver_on_event_thread(void *arg)
-{
-    zkit__op_t *op = arg;
-    deliver_now(op);
-    zkit__op_unref(op);
-}
-
-static void deliver_deferred(void *arg)
+/* A delivery queued elsewhere (event thread or timer): report, then drop its reference. */
+static void deliver_queued(void *arg)
 {
     zkit__op_t *op = arg;
     deliver_now(op);
@@ -149,13 +143,13 @@ static void op_finish(zkit__op_t *op, int error)
     pthread_mutex_unlock(&c->mu);
     if (op->delivery == ZKIT__DELIVER_EVENT_THREAD) {
         op_ref(op);
-        if (zkit__post(c, deliver_on_event_thread, op) != 0)
-            deliver_on_event_thread(op); /* the client is gone: report in place */
+        if (zkit__post(c, deliver_queued, op) != 0)
+            deliver_queued(op); /* the client is gone: report in place */
     } else if (in_submit) {
         /* Reporting inside the submitting call would surprise a caller holding its own lock. */
         op_ref(op);
-        if (zkit__timer_add(c, 0, 0, deliver_deferred, op) != 0)
-            deliver_deferred(op);
+        if (zkit__timer_add(c, 0, 0, deliver_queued, op) != 0)
+            deliver_queued(op);
     } else {
         deliver_now(op);
     }

@@ -63,7 +63,6 @@ struct zkit__acq {
     char *watched;                  /* the path we watch, or NULL */
     struct client_acqs *reg;        /* listed for the close of its client (see below) */
     struct zkit__acq *reg_prev, *reg_next;
-    int watch_event_pending;        /* the watch fired before the get-data reply */
     uint64_t deadline_timer;        /* cancelled when the acquisition ends first */
     zkit_watcher_t watcher;
 };
@@ -453,7 +452,6 @@ static int restart(zkit__acq_t *acq, int why)
     free_names(acq->early_children, acq->early_count);
     acq->early_children = NULL;
     acq->early_count = 0;
-    acq->watch_event_pending = 0;
     zkit__client_log(acq->client, ZKIT_LOG_INFO, "lock %s: our node is gone; starting again",
                      acq->dir);
     begin_round(acq);
@@ -494,7 +492,6 @@ static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
         return -1;
     }
     acq->state = ACQ_WATCHING;
-    acq->watch_event_pending = 0;
     return step(acq, submit_watch);
 }
 
@@ -608,10 +605,9 @@ static void on_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg)
     (void)c;
     if (!acq)
         return;
-    if (res->error == ZKIT_ENONODE || (res->error == 0 && acq->watch_event_pending)) {
-        /* Gone already (no watch was left) or changed meanwhile: look again now. */
-        if (res->error == 0)
-            zkit__watch_cancel(acq->client, acq->watched, ZKIT_WATCH_DATA, &acq->watcher);
+    if (res->error == ZKIT_ENONODE) {
+        /* Gone already, and get-data left no watch: look again now.  (An event that beats
+         * this reply finds state WATCHING and relists itself.) */
         free(acq->watched);
         acq->watched = NULL;
         acq->state = ACQ_LISTING;
