@@ -141,8 +141,15 @@ ZKIT_EXTERN int zkit_lock_valid_until(const zkit_lock_t *lock, int64_t *deadline
 ZKIT_EXTERN int zkit_lock_participants(zkit_participant_t **list, size_t *count,
                                        zkit_lock_t *lock);
 ZKIT_EXTERN void zkit_participants_free(zkit_participant_t *list, size_t count);
-/* Frees the lock; if held, releases it first and logs a warning.  NULL allowed.  Not for the
- * halves of a read-write lock (see zkit_rwlock_free). */
+/* Cancels every acquisition of this lock in progress, blocking or asynchronous, from any
+ * thread (a callback included): each ends with ZKIT_ECANCELED (its completion runs once, as
+ * always), and no node of it stays.  Holdings are not touched.  0 or ZKIT_EINVAL. */
+ZKIT_EXTERN int zkit_lock_cancel(zkit_lock_t *lock);
+/* Frees the lock; if held, releases it first and logs a warning; acquisitions in progress end
+ * with ZKIT_ECANCELED first.  NULL allowed.  A lock object may be freed before or after its
+ * client is closed (zkit_client_close() does not free lock objects; the client's memory lives
+ * until the last of them is freed).  Not for the halves of a read-write lock (see
+ * zkit_rwlock_free). */
 ZKIT_EXTERN void zkit_lock_free(zkit_lock_t *lock);
 
 /* ---- counting semaphore (InterProcessSemaphoreV2) ---- */
@@ -152,11 +159,38 @@ ZKIT_EXTERN int zkit_semaphore_new(zkit_semaphore_t **out, zkit_client_t *client
 /* Acquires `count` leases under one deadline; all or nothing.  `leases` receives them. */
 ZKIT_EXTERN int zkit_semaphore_acquire(zkit_semaphore_t *sem, int count, int timeout_ms,
                                        zkit_lease_t **leases);
-/* Returns a lease (from any thread) and frees it. */
+
+/* Completion of zkit_semaphore_acquire_async(), on the event thread: error 0 with `count`
+ * leases in `leases` (the array is borrowed for the call; the leases are the caller's, each
+ * returned with zkit_lease_release), else the error and no lease. */
+typedef void (*zkit_leases_acquired_fn)(zkit_semaphore_t *sem, int error, zkit_lease_t **leases,
+                                        int count, void *arg);
+/* Starts acquiring `count` leases under one deadline and returns at once; `done` runs once on
+ * the event thread.  0, ZKIT_EINVAL, ZKIT_ENOMEM or ZKIT_ECLOSED (then `done` never runs). */
+ZKIT_EXTERN int zkit_semaphore_acquire_async(zkit_semaphore_t *sem, int count, int timeout_ms,
+                                             zkit_leases_acquired_fn done, void *arg);
+/* Cancels every acquisition of the semaphore in progress, blocking or asynchronous: each ends
+ * with ZKIT_ECANCELED and gives back what it had taken.  Leases held are not touched. */
+ZKIT_EXTERN int zkit_semaphore_cancel(zkit_semaphore_t *sem);
+
+/* A lease is a lock like any other: it hears UNCERTAIN, HELD, EXPIRED and LOST (same rules and
+ * validity deadline as zkit_lock_state_fn), on the event thread, for every lease of `sem`
+ * held from now on (NULL to clear). */
+typedef void (*zkit_lease_state_fn)(zkit_lease_t *lease, zkit_lock_state_t state, void *arg);
+ZKIT_EXTERN int zkit_semaphore_set_state_callback(zkit_semaphore_t *sem, zkit_lease_state_fn fn,
+                                                  void *arg);
+/* Returns a lease (from any thread) and frees it.  ZKIT_ELOCKLOST if it had been lost. */
 ZKIT_EXTERN int zkit_lease_release(zkit_lease_t *lease);
 /* The lease's node path (borrowed, valid until release) and fencing token. */
 ZKIT_EXTERN const char *zkit_lease_node(const zkit_lease_t *lease);
 ZKIT_EXTERN int64_t zkit_lease_fencing_token(const zkit_lease_t *lease);
+/* Whether the lease is still held (not EXPIRED or LOST). */
+ZKIT_EXTERN int zkit_lease_is_held(const zkit_lease_t *lease);
+/* The lease's validity deadline (as zkit_lock_valid_until): 0, ZKIT_EINVAL or ZKIT_ELOCKLOST. */
+ZKIT_EXTERN int zkit_lease_valid_until(int64_t *deadline_ms, const zkit_lease_t *lease);
+/* Frees the semaphore; acquisitions in progress end with ZKIT_ECANCELED first.  Leases taken
+ * from it stay valid and are released as usual, before or after this call and before or after
+ * the client is closed.  NULL allowed. */
 ZKIT_EXTERN void zkit_semaphore_free(zkit_semaphore_t *sem);
 
 #ifdef __cplusplus
