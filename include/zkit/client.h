@@ -107,11 +107,17 @@ ZKIT_EXTERN void zkit_client_options_init(zkit_client_options_t *opts);
 ZKIT_EXTERN int zkit_client_new(zkit_client_t **out, const zkit_client_options_t *opts);
 
 /*
- * Closes the session and frees the client.  Pending asynchronous operations complete with
+ * Closes the session and releases the client.  Pending asynchronous operations complete with
  * ZKIT_ECLOSED, blocked calls return ZKIT_ECLOSED, retry sleeps end; background guaranteed
  * deletes that have not succeeded are abandoned (the session's end removes ephemerals).
+ * When it returns, no callback of this client runs any more and none will.
  * Must not be called from the client's own event thread (returns without closing, logged).
  * NULL is allowed.
+ *
+ * Objects made on the client (locks, semaphores, leases, jobs) may be freed before or after
+ * it is closed, in either order: each keeps what it needs of the client alive until it is
+ * freed, and its calls after the close fail with ZKIT_ECLOSED.  The client itself must not
+ * be used after this call, other than through such objects.
  */
 ZKIT_EXTERN void zkit_client_close(zkit_client_t *client);
 

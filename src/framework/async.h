@@ -50,6 +50,14 @@ int zkit__unschedule(zkit_client_t *c, uint64_t id);
 int zkit__run_on_event_thread(zkit_client_t *c, void (*fn)(void *arg), void *arg);
 int zkit__is_event_thread(zkit_client_t *c);
 int zkit__client_is_closing(zkit_client_t *c);
+/* Keeps the client's memory alive past zkit_client_close(): an object that may be freed after
+ * its client is closed (a lock, a semaphore, a job) holds a reference from its creation to its
+ * end.  On a closed client every internal call stays safe and fails (ZKIT_ECLOSED, or 0 for
+ * the calls without an error code) instead of touching what close shut down.  The last unref
+ * frees the client; it must not be called from the client's own threads while the user's
+ * reference may be the last one (it never is: close joins them first). */
+void zkit__client_ref(zkit_client_t *c);
+void zkit__client_unref(zkit_client_t *c);
 /* Marks a blocking recipe call in progress: zkit_client_close() waits until it has left.
  * Enter returns ZKIT_ECLOSED (and counts nothing) when the client is closing. */
 int zkit__call_enter(zkit_client_t *c);

@@ -17,6 +17,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include "framework/async.h"
 #include "framework/client.h"
 #include "framework/errors.h"
 #include "framework/paths.h"
@@ -464,14 +465,18 @@ static void *event_thread_main(void *arg)
         c->event_thread_busy = 0;
         pthread_cond_broadcast(&c->event_cond);
     }
-    c->event_thread_done = 1;
+    __atomic_store_n(&c->event_thread_done, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&c->event_cond);
     pthread_mutex_unlock(&c->mu);
     return NULL;
 }
 
+/* Lock-free because callers hold c->mu.  Once the event thread has ended its id may belong
+ * to any new thread, so a closed client answers 0. */
 int zkit__on_event_thread(zkit_client_t *c)
 {
+    if (__atomic_load_n(&c->event_thread_done, __ATOMIC_ACQUIRE))
+        return 0;
     return pthread_equal(pthread_self(), c->event_thread);
 }
 
@@ -563,18 +568,28 @@ ZKIT_EXTERN int zkit_client_remove_listener(zkit_client_t *c, int id)
 
 /* ---- the supervisor ------------------------------------------------------------------------ */
 
+/* Returns the timer's id, or 0 with *rc set (ZKIT_ENOMEM, or ZKIT_ECLOSED once the supervisor
+ * has run its last timers: nothing would ever run a later one). */
 static uint64_t insert_timer(zkit_client_t *c, int64_t due_ms, int wake_on_connect,
-                             zkit__task_fn fn, void *arg)
+                             zkit__task_fn fn, void *arg, int *rc)
 {
     zkit__timer_t *t = calloc(1, sizeof(*t)), **pos;
     uint64_t id;
-    if (!t)
+    if (!t) {
+        *rc = ZKIT_ENOMEM;
         return 0;
+    }
     t->due_ms = due_ms;
     t->wake_on_connect = wake_on_connect;
     t->fn = fn;
     t->arg = arg;
     pthread_mutex_lock(&c->mu);
+    if (c->supervisor_done) {
+        pthread_mutex_unlock(&c->mu);
+        free(t);
+        *rc = ZKIT_ECLOSED;
+        return 0;
+    }
     id = t->id = ++c->next_timer_id;
     for (pos = &c->timers; *pos && (*pos)->due_ms <= due_ms; pos = &(*pos)->next)
         ;
@@ -591,13 +606,16 @@ static uint64_t insert_timer(zkit_client_t *c, int64_t due_ms, int wake_on_conne
 int zkit__timer_add(zkit_client_t *c, int64_t due_ms, int wake_on_connect, zkit__task_fn fn,
                     void *arg)
 {
-    return insert_timer(c, due_ms, wake_on_connect, fn, arg) ? 0 : ZKIT_ENOMEM;
+    int rc = 0;
+    insert_timer(c, due_ms, wake_on_connect, fn, arg, &rc);
+    return rc;
 }
 
 uint64_t zkit__timer_add_cancellable(zkit_client_t *c, int64_t due_ms, zkit__task_fn fn,
                                      void *arg)
 {
-    return insert_timer(c, due_ms, 0, fn, arg);
+    int rc = 0;
+    return insert_timer(c, due_ms, 0, fn, arg, &rc);
 }
 
 /* Unlinks the timer `id` if it is still waiting; returns it (to free) or NULL. */
@@ -893,6 +911,7 @@ static zkit_client_t *alloc_client(const zkit_client_options_t *opts)
     cond_init_monotonic(&c->event_cond);
     c->session_events_tail = &c->session_events;
     c->tasks_tail = &c->tasks;
+    c->refs = 1;
     return c;
 }
 
@@ -965,7 +984,20 @@ ZKIT_EXTERN void zkit_client_close(zkit_client_t *c)
     while (c->active_calls > 0)
         pthread_cond_wait(&c->cond, &c->mu);
     pthread_mutex_unlock(&c->mu);
-    free_client(c);
+    /* libzookeeper's lines from other clients no longer go to this client's sink. */
+    zk_log_unregister(c);
+    zkit__client_unref(c);
+}
+
+void zkit__client_ref(zkit_client_t *c)
+{
+    __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+}
+
+void zkit__client_unref(zkit_client_t *c)
+{
+    if (c && __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        free_client(c);
 }
 
 ZKIT_EXTERN int zkit_client_block_until_connected(zkit_client_t *c, int timeout_ms)

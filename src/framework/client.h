@@ -92,6 +92,10 @@ struct zkit_client {
     size_t default_data_len;
     zkit__logger_t log;
 
+    /* References: the user's (dropped by zkit_client_close) and one per internal user such
+     * as a lock object (zkit__client_ref).  The memory goes with the last; atomic. */
+    int refs;
+
     pthread_mutex_t mu;             /* guards everything below */
     pthread_cond_t cond;            /* state changes: connected, refs, closing */
     pthread_cond_t supervisor_cond; /* wakes the supervisor */
@@ -117,8 +121,8 @@ struct zkit_client {
     int event_thread_busy;
     pthread_t event_thread;
     pthread_t supervisor_thread;
-    int event_thread_done;
-    int supervisor_done;
+    int event_thread_done;          /* written under mu with __atomic_store, read atomically */
+    int supervisor_done;            /* no timer is accepted once set */
     int active_calls;               /* blocking calls in progress (close waits for them) */
 
     zkit__listener_t *listeners;

@@ -169,10 +169,11 @@ static void attempt_timer(void *arg)
 
 static void schedule_attempt(zkit__op_t *op, int64_t due_ms, int wake_on_connect)
 {
+    int rc;
     op_ref(op);
-    if (zkit__timer_add(op->client, due_ms, wake_on_connect, attempt_timer, op) != 0) {
+    if ((rc = zkit__timer_add(op->client, due_ms, wake_on_connect, attempt_timer, op)) != 0) {
         zkit__op_unref(op);
-        op_finish(op, ZKIT_ENOMEM);
+        op_finish(op, rc);
     }
 }
 
