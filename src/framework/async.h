@@ -10,6 +10,7 @@
 #define ZKIT_FRAMEWORK_ASYNC_H
 
 #include "zkit/ops.h"
+#include "framework/listeners.h"
 
 int zkit__create_inline(zkit_client_t *c, const char *path, const void *data, size_t len,
                         const zkit_create_options_t *opts, zkit_completion_fn done, void *arg);

@@ -9,6 +9,7 @@
  * run neither on them nor on the event thread (a user callback may be blocked there).
  */
 #include <errno.h>
+#include <limits.h>
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
@@ -487,21 +488,50 @@ typedef struct state_delivery {
     zkit_conn_state_t state;
 } state_delivery_t;
 
-static void deliver_state(void *arg)
+/* Unlinks and frees a listener (c->mu held, no walk in progress). */
+static void listener_free_locked(zkit_client_t *c, zkit__listener_t *l)
 {
-    state_delivery_t *d = arg;
-    zkit_client_t *c = d->client;
-    pthread_mutex_lock(&c->mu);
+    if (l->prev)
+        l->prev->next = l->next;
+    else
+        c->listeners = l->next;
+    if (l->next)
+        l->next->prev = l->prev;
+    else
+        c->listeners_tail = l->prev;
+    free(l);
+}
+
+/* Calls every live listener with `state`, in the order they were added (c->mu held, event
+ * thread).  The lock is dropped around each callback, which may add or remove listeners:
+ * removed ones stay linked until the walk ends, so the walk never steps on freed memory. */
+static void walk_listeners(zkit_client_t *c, zkit_conn_state_t state)
+{
+    c->listeners_walking = 1;
     for (zkit__listener_t *l = c->listeners; l; l = l->next) {
         if (l->removed)
             continue;
         c->running_listener_id = l->id;
         pthread_mutex_unlock(&c->mu);
-        l->fn(c, d->state, l->arg);
+        l->fn(c, state, l->arg);
         pthread_mutex_lock(&c->mu);
         c->running_listener_id = 0;
         pthread_cond_broadcast(&c->event_cond);
     }
+    c->listeners_walking = 0;
+    while (c->listeners_dead) {
+        zkit__listener_t *l = c->listeners_dead;
+        c->listeners_dead = l->next_dead;
+        listener_free_locked(c, l);
+    }
+}
+
+static void deliver_state(void *arg)
+{
+    state_delivery_t *d = arg;
+    zkit_client_t *c = d->client;
+    pthread_mutex_lock(&c->mu);
+    walk_listeners(c, d->state);
     pthread_mutex_unlock(&c->mu);
     free(d);
 }
@@ -523,47 +553,90 @@ static void change_state(zkit_client_t *c, zkit_conn_state_t state)
         free(d);
 }
 
-ZKIT_EXTERN int zkit_client_add_listener(zkit_client_t *c, zkit_state_listener_fn fn, void *arg,
-                                         int *id)
+zkit__listener_t *zkit__listener_add(zkit_client_t *c, zkit_state_listener_fn fn, void *arg)
 {
-    zkit__listener_t *l, **tail;
-    if (!c || !fn)
-        return ZKIT_EINVAL;
-    l = calloc(1, sizeof(*l));
+    zkit__listener_t *l = calloc(1, sizeof(*l));
     if (!l)
-        return ZKIT_ENOMEM;
+        return NULL;
     l->fn = fn;
     l->arg = arg;
     pthread_mutex_lock(&c->mu);
-    l->id = ++c->next_listener_id;
-    for (tail = &c->listeners; *tail; tail = &(*tail)->next)
-        ;
-    *tail = l;
+    /* Ids are positive ints (the public handle); after 2^31 listeners they wrap. */
+    c->next_listener_id = c->next_listener_id % (unsigned)INT_MAX + 1;
+    l->id = (int)c->next_listener_id;
+    l->prev = c->listeners_tail;
+    if (c->listeners_tail)
+        c->listeners_tail->next = l;
+    else
+        c->listeners = l;
+    c->listeners_tail = l;
     pthread_mutex_unlock(&c->mu);
+    return l;
+}
+
+/* Marks a listener removed and frees it, at once or when the current walk ends (c->mu held). */
+static void listener_remove_locked(zkit_client_t *c, zkit__listener_t *l)
+{
+    if (l->removed)
+        return;
+    l->removed = 1;
+    if (c->listeners_walking) {
+        l->next_dead = c->listeners_dead;
+        c->listeners_dead = l;
+    } else {
+        listener_free_locked(c, l);
+    }
+}
+
+/* Outside the event thread, waits until listener `id` is not running (c->mu held). */
+static void wait_listener_idle(zkit_client_t *c, int id)
+{
+    if (zkit__on_event_thread(c))
+        return; /* inside a callback: waiting would wait for ourselves */
+    while (c->running_listener_id == id)
+        pthread_cond_wait(&c->event_cond, &c->mu);
+}
+
+void zkit__listener_remove(zkit_client_t *c, zkit__listener_t *l)
+{
+    int id;
+    if (!c || !l)
+        return;
+    pthread_mutex_lock(&c->mu);
+    id = l->id;
+    listener_remove_locked(c, l);
+    wait_listener_idle(c, id);
+    pthread_mutex_unlock(&c->mu);
+}
+
+ZKIT_EXTERN int zkit_client_add_listener(zkit_client_t *c, zkit_state_listener_fn fn, void *arg,
+                                         int *id)
+{
+    zkit__listener_t *l;
+    if (!c || !fn)
+        return ZKIT_EINVAL;
+    if (!(l = zkit__listener_add(c, fn, arg)))
+        return ZKIT_ENOMEM;
     if (id)
         *id = l->id;
     return 0;
 }
 
+/* Linear in the live listeners: the id-based API is for the few listeners of an application;
+ * the library's own objects use the handles. */
 ZKIT_EXTERN int zkit_client_remove_listener(zkit_client_t *c, int id)
 {
     zkit__listener_t *l;
-    int found = 0;
     if (!c)
         return ZKIT_EINVAL;
     pthread_mutex_lock(&c->mu);
-    for (l = c->listeners; l; l = l->next) {
-        if (l->id == id && !l->removed) {
-            l->removed = 1; /* freed with the client: a delivery may be walking the list */
-            found = 1;
-        }
-    }
-    if (!zkit__on_event_thread(c)) {
-        while (c->running_listener_id == id)
-            pthread_cond_wait(&c->event_cond, &c->mu);
-    }
+    for (l = c->listeners; l && (l->removed || l->id != id); l = l->next)
+        ;
+    if (l)
+        listener_remove_locked(c, l);
+    wait_listener_idle(c, id);
     pthread_mutex_unlock(&c->mu);
-    return found ? 0 : ZKIT_ENONODE;
+    return l ? 0 : ZKIT_ENONODE;
 }
 
 /* ---- the supervisor ------------------------------------------------------------------------ */

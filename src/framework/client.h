@@ -21,6 +21,7 @@
 #include "zkit/client.h"
 #include "zkit/ops.h"
 #include "framework/log.h"
+#include "framework/listeners.h"
 
 typedef void (*zkit__task_fn)(void *arg);
 
@@ -39,13 +40,17 @@ typedef struct zkit__timer {
     void *arg;
 } zkit__timer_t;
 
-typedef struct zkit__listener {
-    struct zkit__listener *next;
+/* A listener: linked in c->listeners while live.  One removed while a delivery walks the
+ * list stays linked (the walk may be standing on it) and waits on c->listeners_dead until
+ * the walk ends. */
+struct zkit__listener {
+    struct zkit__listener *prev, *next;
+    struct zkit__listener *next_dead;
     int id;
     int removed;
     zkit_state_listener_fn fn;
     void *arg;
-} zkit__listener_t;
+};
 
 /* A raw session event recorded by the global watcher for the supervisor. */
 typedef struct zkit__session_event {
@@ -125,9 +130,11 @@ struct zkit_client {
     int supervisor_done;            /* no timer is accepted once set */
     int active_calls;               /* blocking calls in progress (close waits for them) */
 
-    zkit__listener_t *listeners;
-    int next_listener_id;
-    int running_listener_id;
+    zkit__listener_t *listeners, *listeners_tail;
+    zkit__listener_t *listeners_dead; /* removed during the walk, freed when it ends */
+    int listeners_walking;          /* a delivery is walking c->listeners (event thread) */
+    unsigned next_listener_id;
+    int running_listener_id;        /* the listener whose callback runs now, 0 for none */
 
     zkit__watch_t *watches;         /* every armed registration */
     zkit_watcher_t running_watch;   /* the watch callback running on the event thread */
