@@ -27,7 +27,7 @@ static int check_client_path(zkit_client_t *c, const char *path, const char *wha
         zkit__log(&c->log, ZKIT_LOG_ERROR, "%s: invalid path '%s'", what, path ? path : "(null)");
         return ZKIT_EBADPATH;
     }
-    if (c->closing) {
+    if (zkit__client_is_closing(c)) {
         /* Expected while a daemon shuts down (cleanup racing the close): not an error. */
         zkit__log(&c->log, ZKIT_LOG_DEBUG, "%s: client is closing", what);
         return ZKIT_ECLOSED;
@@ -581,15 +581,6 @@ int zkit__run_on_event_thread(zkit_client_t *c, void (*fn)(void *arg), void *arg
 int zkit__is_event_thread(zkit_client_t *c)
 {
     return zkit__on_event_thread(c);
-}
-
-int zkit__client_is_closing(zkit_client_t *c)
-{
-    int closing;
-    pthread_mutex_lock(&c->mu);
-    closing = c->closing;
-    pthread_mutex_unlock(&c->mu);
-    return closing;
 }
 
 int zkit__call_enter(zkit_client_t *c)

@@ -10,7 +10,9 @@
 #define ZKIT_FRAMEWORK_ASYNC_H
 
 #include "zkit/ops.h"
+#include "framework/lifetime.h"
 #include "framework/listeners.h"
+#include "framework/tasks.h"
 
 int zkit__create_inline(zkit_client_t *c, const char *path, const void *data, size_t len,
                         const zkit_create_options_t *opts, zkit_completion_fn done, void *arg);
@@ -47,29 +49,6 @@ uint64_t zkit__schedule_cancellable(zkit_client_t *c, int64_t due_ms, void (*fn)
 /* Removes a scheduled call that has not started; returns 1 if removed (fn will not run and
  * the caller releases what arg held), 0 if it ran or is running. */
 int zkit__unschedule(zkit_client_t *c, uint64_t id);
-/* Runs fn(arg) on the event thread (ZKIT_ECLOSED once it has ended). */
-int zkit__run_on_event_thread(zkit_client_t *c, void (*fn)(void *arg), void *arg);
-int zkit__is_event_thread(zkit_client_t *c);
-int zkit__client_is_closing(zkit_client_t *c);
-/* Keeps the client's memory alive past zkit_client_close(): an object that may be freed after
- * its client is closed (a lock, a semaphore, a job) holds a reference from its creation to its
- * end.  On a closed client every internal call stays safe and fails (ZKIT_ECLOSED, or 0 for
- * the calls without an error code) instead of touching what close shut down.  The last unref
- * frees the client; it must not be called from the client's own threads while the user's
- * reference may be the last one (it never is: close joins them first). */
-void zkit__client_ref(zkit_client_t *c);
-void zkit__client_unref(zkit_client_t *c);
-/* Marks a blocking recipe call in progress: zkit_client_close() waits until it has left.
- * Enter returns ZKIT_ECLOSED (and counts nothing) when the client is closing. */
-int zkit__call_enter(zkit_client_t *c);
-void zkit__call_exit(zkit_client_t *c);
 int64_t zkit__monotonic_ms(void);
-/* The client's connection timeout option, in ms. */
-int zkit__client_connection_timeout(zkit_client_t *c);
-/* When the client noticed the current disconnect (monotonic ms); now if connected. */
-int64_t zkit__client_disconnected_since(zkit_client_t *c);
-/* The client's logger, for the recipes' messages. */
-void zkit__client_log(zkit_client_t *c, zkit_log_level_t level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 #endif

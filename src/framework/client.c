@@ -282,17 +282,47 @@ static void zk_log_unregister(zkit_client_t *c)
 
 static void session_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx);
 
-/* Records a session event for the supervisor.  Runs on libzookeeper's threads. */
+static int session_event_terminal(int zk_state)
+{
+    return zk_state == ZOO_EXPIRED_SESSION_STATE || zk_state == ZOO_AUTH_FAILED_STATE;
+}
+
+/*
+ * Records a session event for the supervisor, in the client's fixed ring: nothing to
+ * allocate, so no event is lost to a failed malloc.  Runs on libzookeeper's threads.
+ *
+ * The supervisor empties the ring whenever it holds c->mu, so it fills only if the
+ * supervisor is held up for 16 events.  Then the queued events collapse to the latest
+ * terminal one (expiry or failed authentication: the handle is dead and must be replaced,
+ * so it must not be lost) followed by the new event.  What that drops are connect and
+ * disconnect events older than the new one: the new event says where the connection stands
+ * now, and a session that ended in between is reported by the kept terminal event; the
+ * listeners may miss a SUSPENDED/RECONNECTED pair of a session that survived, never a LOST.
+ */
 static void record_session_event(zkit_client_t *c, uint64_t generation, int zk_state)
 {
-    zkit__session_event_t *ev = calloc(1, sizeof(*ev));
-    if (!ev)
-        return;
-    ev->generation = generation;
-    ev->zk_state = zk_state;
+    zkit__session_event_t *ring = c->session_events, terminal = { 0, 0 };
+    int have_terminal = 0;
     pthread_mutex_lock(&c->mu);
-    *c->session_events_tail = ev;
-    c->session_events_tail = &ev->next;
+    if (c->session_event_count == ZKIT__SESSION_EVENT_SLOTS) {
+        for (unsigned k = 0; k < c->session_event_count; k++) {
+            zkit__session_event_t *ev =
+                &ring[(c->session_event_head + k) % ZKIT__SESSION_EVENT_SLOTS];
+            if (session_event_terminal(ev->zk_state)) {
+                terminal = *ev;
+                have_terminal = 1;
+            }
+        }
+        zkit__log(&c->log, ZKIT_LOG_WARN, "session events queued faster than handled; "
+                  "keeping the last one%s", have_terminal ? " and the session's end" : "");
+        c->session_event_head = 0;
+        c->session_event_count = 0;
+        if (have_terminal)
+            ring[c->session_event_count++] = terminal;
+    }
+    ring[(c->session_event_head + c->session_event_count) % ZKIT__SESSION_EVENT_SLOTS] =
+        (zkit__session_event_t){ generation, zk_state };
+    c->session_event_count++;
     pthread_cond_signal(&c->supervisor_cond);
     pthread_mutex_unlock(&c->mu);
 }
@@ -415,14 +445,11 @@ int64_t zkit__client_session(zkit_client_t *c)
 
 /* ---- the event thread ------------------------------------------------------------------- */
 
-/* Queues fn(arg) for the event thread (c->mu held). */
-static int post_locked(zkit_client_t *c, zkit__task_fn fn, void *arg)
+/* Queues a task for the event thread (c->mu held). */
+static int post_task_locked(zkit_client_t *c, zkit__task_t *t, zkit__task_fn fn, void *arg)
 {
-    zkit__task_t *t;
     if (c->event_thread_done)
         return ZKIT_ECLOSED;
-    if (!(t = malloc(sizeof(*t))))
-        return ZKIT_ENOMEM;
     t->next = NULL;
     t->fn = fn;
     t->arg = arg;
@@ -434,9 +461,27 @@ static int post_locked(zkit_client_t *c, zkit__task_fn fn, void *arg)
 
 int zkit__post(zkit_client_t *c, zkit__task_fn fn, void *arg)
 {
+    zkit__task_t *t = malloc(sizeof(*t));
+    int rc;
+    if (!t)
+        return ZKIT_ENOMEM;
+    t->allocated = 1;
+    pthread_mutex_lock(&c->mu);
+    rc = post_task_locked(c, t, fn, arg);
+    pthread_mutex_unlock(&c->mu);
+    if (rc != 0)
+        free(t);
+    return rc;
+}
+
+int zkit__run_on_event_thread_task(zkit_client_t *c, zkit__task_t *task, void (*fn)(void *arg),
+                                   void *arg)
+{
     int rc;
     pthread_mutex_lock(&c->mu);
-    rc = post_locked(c, fn, arg);
+    rc = post_task_locked(c, task, fn, arg);
+    if (rc == 0)
+        task->allocated = 0;
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -455,13 +500,17 @@ static void *event_thread_main(void *arg)
             pthread_cond_wait(&c->event_cond, &c->mu);
             continue;
         }
+        zkit__task_fn fn = t->fn;
+        void *fn_arg = t->arg;
         c->tasks = t->next;
         if (!c->tasks)
             c->tasks_tail = &c->tasks;
+        /* A caller-owned task is the caller's again from here: fn may free or re-post it. */
+        if (t->allocated)
+            free(t);
         c->event_thread_busy = 1;
         pthread_mutex_unlock(&c->mu);
-        t->fn(t->arg);
-        free(t);
+        fn(fn_arg);
         pthread_mutex_lock(&c->mu);
         c->event_thread_busy = 0;
         pthread_cond_broadcast(&c->event_cond);
@@ -482,11 +531,6 @@ int zkit__on_event_thread(zkit_client_t *c)
 }
 
 /* ---- listeners ---------------------------------------------------------------------------- */
-
-typedef struct state_delivery {
-    zkit_client_t *client;
-    zkit_conn_state_t state;
-} state_delivery_t;
 
 /* Unlinks and frees a listener (c->mu held, no walk in progress). */
 static void listener_free_locked(zkit_client_t *c, zkit__listener_t *l)
@@ -526,31 +570,81 @@ static void walk_listeners(zkit_client_t *c, zkit_conn_state_t state)
     }
 }
 
-static void deliver_state(void *arg)
+static zkit__state_slot_t *state_slot(zkit_client_t *c, unsigned k)
 {
-    state_delivery_t *d = arg;
-    zkit_client_t *c = d->client;
-    pthread_mutex_lock(&c->mu);
-    walk_listeners(c, d->state);
-    pthread_mutex_unlock(&c->mu);
-    free(d);
+    return &c->state_slots[(c->state_head + k) % ZKIT__STATE_SLOTS];
 }
 
-/* Sets the public state and queues the listeners.  Called with c->mu held. */
+/* The task of the oldest queued slot (tasks run in the order posted): frees the slot, then
+ * delivers its state unless it was superseded. */
+static void deliver_state(void *arg)
+{
+    zkit__state_slot_t *slot = arg;
+    zkit_client_t *c = slot->client;
+    zkit_conn_state_t state;
+    int skip;
+    pthread_mutex_lock(&c->mu);
+    state = slot->state;
+    skip = slot->skip;
+    c->state_head = (c->state_head + 1) % ZKIT__STATE_SLOTS;
+    c->state_count--;
+    if (!skip)
+        walk_listeners(c, state);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/*
+ * Sets the public state and queues its delivery to the listeners.  Called with c->mu held,
+ * on the supervisor.  A delivery takes a slot of the client's fixed ring, whose task is
+ * queued like any other event-thread task, so states keep their order among the other
+ * callbacks and queuing one never allocates.
+ *
+ * The ring fills only while the event thread is held up (a user callback blocking) for
+ * ZKIT__STATE_SLOTS state changes.  Then the queued states collapse, in place: all but the
+ * last two slots are skipped, the last one carries the new state and, if any state being
+ * dropped (or the new one) is LOST, the one before it carries LOST.  Every listener so still
+ * hears the current state last, and hears LOST whenever a session was lost since its last
+ * delivery; what it may miss are intermediate SUSPENDED / RECONNECTED states, which the last
+ * state supersedes.  Collapsed states stay collapsed if more arrive, so LOST survives any
+ * number of overflows.  Once the event thread has ended (the client closed) no state is
+ * delivered: no listener may run after close.
+ */
 static void change_state(zkit_client_t *c, zkit_conn_state_t state)
 {
-    state_delivery_t *d = malloc(sizeof(*d));
+    zkit__state_slot_t *slot;
     c->state = state;
     pthread_cond_broadcast(&c->cond);
     zkit__log(&c->log, state == ZKIT_CONN_LOST ? ZKIT_LOG_WARN : ZKIT_LOG_INFO,
               "connection state %s (session 0x%llx)", zkit_conn_state_name(state),
               (unsigned long long)c->session_id);
-    if (!d)
+    if (c->state_count < ZKIT__STATE_SLOTS) {
+        slot = state_slot(c, c->state_count);
+        slot->client = c;
+        slot->state = state;
+        slot->skip = 0;
+        if (post_task_locked(c, &slot->task, deliver_state, slot) == 0)
+            c->state_count++;
         return;
-    d->client = c;
-    d->state = state;
-    if (post_locked(c, deliver_state, d) != 0)
-        free(d);
+    }
+    {
+        int lost = state == ZKIT_CONN_LOST;
+        for (unsigned k = 0; k < c->state_count; k++) {
+            slot = state_slot(c, k);
+            if (!slot->skip && slot->state == ZKIT_CONN_LOST)
+                lost = 1;
+            slot->skip = 1;
+        }
+        slot = state_slot(c, ZKIT__STATE_SLOTS - 1);
+        slot->state = state;
+        slot->skip = 0;
+        if (lost && state != ZKIT_CONN_LOST) {
+            slot = state_slot(c, ZKIT__STATE_SLOTS - 2);
+            slot->state = ZKIT_CONN_LOST;
+            slot->skip = 0;
+        }
+        zkit__log(&c->log, ZKIT_LOG_WARN, "listeners are behind by %d states; delivering "
+                  "only the latest%s", ZKIT__STATE_SLOTS, lost ? " and LOST" : "");
+    }
 }
 
 zkit__listener_t *zkit__listener_add(zkit_client_t *c, zkit_state_listener_fn fn, void *arg)
@@ -744,7 +838,7 @@ static void on_connected(zkit_client_t *c, int read_only)
     c->connected = 1;
     c->session_id = id->client_id;
     memcpy(c->session_passwd, id->passwd, sizeof(c->session_passwd));
-    c->negotiated_timeout_ms = zoo_recv_timeout(c->zh);
+    __atomic_store_n(&c->negotiated_timeout_ms, zoo_recv_timeout(c->zh), __ATOMIC_RELAXED);
     c->suspended_since_ms = 0;
     if (!c->ever_connected) {
         c->ever_connected = 1;
@@ -874,14 +968,12 @@ static int64_t next_wakeup(zkit_client_t *c)
 
 static void supervise_once(zkit_client_t *c)
 {
-    zkit__session_event_t *ev;
     int64_t now;
-    while ((ev = c->session_events) != NULL) {
-        c->session_events = ev->next;
-        if (!c->session_events)
-            c->session_events_tail = &c->session_events;
-        handle_session_event(c, ev);
-        free(ev);
+    while (c->session_event_count > 0) {
+        zkit__session_event_t ev = c->session_events[c->session_event_head];
+        c->session_event_head = (c->session_event_head + 1) % ZKIT__SESSION_EVENT_SLOTS;
+        c->session_event_count--;
+        handle_session_event(c, &ev);
     }
     now = zkit__now_ms();
     if (c->suspended_since_ms && c->negotiated_timeout_ms > 0 &&
@@ -912,7 +1004,7 @@ static void *supervisor_main(void *arg)
     while (!c->closing) {
         struct timespec ts;
         supervise_once(c);
-        if (c->closing || c->session_events ||
+        if (c->closing || c->session_event_count > 0 ||
             (c->timers && (c->timers->due_ms <= zkit__now_ms() ||
                            (c->connected && c->timers->wake_on_connect))))
             continue;
@@ -947,11 +1039,6 @@ static void free_client(zkit_client_t *c)
         c->listeners = l->next;
         free(l);
     }
-    while (c->session_events) {
-        zkit__session_event_t *ev = c->session_events;
-        c->session_events = ev->next;
-        free(ev);
-    }
     for (size_t i = 0; i < c->auth_count && c->auth; i++) {
         free((char *)c->auth[i].scheme);
         free((char *)c->auth[i].credential);
@@ -982,7 +1069,6 @@ static zkit_client_t *alloc_client(const zkit_client_options_t *opts)
     cond_init_monotonic(&c->cond);
     cond_init_monotonic(&c->supervisor_cond);
     cond_init_monotonic(&c->event_cond);
-    c->session_events_tail = &c->session_events;
     c->tasks_tail = &c->tasks;
     c->refs = 1;
     return c;
@@ -994,7 +1080,7 @@ static int start_threads(zkit_client_t *c)
         return ZKIT_ESYSTEM;
     if (pthread_create(&c->supervisor_thread, NULL, supervisor_main, c) != 0) {
         pthread_mutex_lock(&c->mu);
-        c->closing = 1;
+        __atomic_store_n(&c->closing, 1, __ATOMIC_RELEASE);
         c->supervisor_done = 1;
         pthread_cond_broadcast(&c->event_cond);
         pthread_mutex_unlock(&c->mu);
@@ -1045,7 +1131,7 @@ ZKIT_EXTERN void zkit_client_close(zkit_client_t *c)
         return;
     }
     pthread_mutex_lock(&c->mu);
-    c->closing = 1;
+    __atomic_store_n(&c->closing, 1, __ATOMIC_RELEASE);
     supervisor = c->supervisor_thread;
     pthread_cond_broadcast(&c->supervisor_cond);
     pthread_cond_broadcast(&c->cond);
@@ -1060,6 +1146,11 @@ ZKIT_EXTERN void zkit_client_close(zkit_client_t *c)
     /* libzookeeper's lines from other clients no longer go to this client's sink. */
     zk_log_unregister(c);
     zkit__client_unref(c);
+}
+
+int zkit__client_is_closing(zkit_client_t *c)
+{
+    return __atomic_load_n(&c->closing, __ATOMIC_ACQUIRE);
 }
 
 void zkit__client_ref(zkit_client_t *c)

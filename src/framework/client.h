@@ -21,15 +21,11 @@
 #include "zkit/client.h"
 #include "zkit/ops.h"
 #include "framework/log.h"
+#include "framework/lifetime.h"
 #include "framework/listeners.h"
+#include "framework/tasks.h"
 
 typedef void (*zkit__task_fn)(void *arg);
-
-typedef struct zkit__task {
-    struct zkit__task *next;
-    zkit__task_fn fn;
-    void *arg;
-} zkit__task_t;
 
 typedef struct zkit__timer {
     struct zkit__timer *next;
@@ -54,10 +50,23 @@ struct zkit__listener {
 
 /* A raw session event recorded by the global watcher for the supervisor. */
 typedef struct zkit__session_event {
-    struct zkit__session_event *next;
     uint64_t generation;
     int zk_state;
 } zkit__session_event_t;
+
+/* Room for session events not yet handled by the supervisor, and for connection states not
+ * yet delivered to the listeners: fixed, so that recording one never allocates (see
+ * record_session_event and change_state for what happens when one is full). */
+#define ZKIT__SESSION_EVENT_SLOTS 16
+#define ZKIT__STATE_SLOTS 8
+
+/* One connection state waiting for delivery, with the task that delivers it. */
+typedef struct zkit__state_slot {
+    zkit__task_t task;
+    zkit_client_t *client;
+    zkit_conn_state_t state;
+    int skip;                 /* superseded while queued (see change_state) */
+} zkit__state_slot_t;
 
 /* A watch registration: the context handed to libzookeeper for one armed watch. */
 typedef struct zkit__watch {
@@ -67,6 +76,8 @@ typedef struct zkit__watch {
     int kind;                 /* ZKIT_WATCH_DATA or ZKIT_WATCH_CHILDREN */
     int removed;
     int fired;                /* its event is queued for delivery */
+    zkit_event_t event;       /* the event, once fired */
+    zkit__task_t task;        /* its delivery on the event thread */
     int inline_fire;          /* internal: run the function where the event arrives */
     void (*release)(void *arg); /* internal: drops what the registration held on arg */
     char *full_path;
@@ -112,13 +123,17 @@ struct zkit_client {
     int connected;                  /* the handle is connected now */
     int64_t session_id;
     char session_passwd[16];
-    int negotiated_timeout_ms;
+    int negotiated_timeout_ms;      /* stored atomically: read without mu by every attempt */
     zkit_conn_state_t state;        /* the public state */
     int ever_connected;
     int64_t suspended_since_ms;     /* 0 when not suspended */
     int64_t reopen_at_ms;           /* no new handle before this (after a bogus handshake) */
-    int closing;
-    zkit__session_event_t *session_events, **session_events_tail;
+    int closing;                    /* stored atomically (under mu): read without mu on
+                                     * every request (zkit__client_is_closing) */
+    zkit__session_event_t session_events[ZKIT__SESSION_EVENT_SLOTS]; /* a ring */
+    unsigned session_event_head, session_event_count;
+    zkit__state_slot_t state_slots[ZKIT__STATE_SLOTS]; /* a ring, in delivery order */
+    unsigned state_head, state_count; /* queued and not yet started */
     zkit__timer_t *timers;          /* sorted by due time */
     uint64_t next_timer_id;
 

@@ -143,8 +143,8 @@ static void op_finish(zkit__op_t *op, int error)
     pthread_mutex_unlock(&c->mu);
     if (op->delivery == ZKIT__DELIVER_EVENT_THREAD) {
         op_ref(op);
-        if (zkit__post(c, deliver_queued, op) != 0)
-            deliver_queued(op); /* the client is gone: report in place */
+        if (zkit__run_on_event_thread_task(c, &op->task, deliver_queued, op) != 0)
+            deliver_queued(op); /* the event thread has ended: report in place */
     } else if (in_submit) {
         /* Reporting inside the submitting call would surprise a caller holding its own lock. */
         op_ref(op);
@@ -160,7 +160,7 @@ static void op_finish(zkit__op_t *op, int error)
 static void attempt_timer(void *arg)
 {
     zkit__op_t *op = arg;
-    if (op->client->closing)
+    if (zkit__client_is_closing(op->client))
         op_finish(op, ZKIT_ECLOSED);
     else
         attempt_issue(op);
@@ -207,7 +207,7 @@ static void retry_or_give_up(zkit__op_t *op, int error)
 {
     int sleep_ms = 0;
     int64_t now = zkit__now_ms();
-    int allowed;
+    int allowed, closing = 0;
     if (op->flags & ZKIT__FLAG_BACKGROUND) {
         sleep_ms = background_sleep(op->retry_count);
         allowed = zkit_retry_is_retryable(error);
@@ -215,8 +215,8 @@ static void retry_or_give_up(zkit__op_t *op, int error)
         allowed = zkit_retry_allow(op->client->retry, op->retry_count, now - op->start_ms, error,
                                    &sleep_ms);
     }
-    if (!allowed || op->client->closing) {
-        give_up(op, op->client->closing ? ZKIT_ECLOSED : error);
+    if (!allowed || (closing = zkit__client_is_closing(op->client))) {
+        give_up(op, closing ? ZKIT_ECLOSED : error);
         return;
     }
     op->retry_count++;
@@ -338,10 +338,11 @@ static void watchdog_fire(void *arg)
 {
     watchdog_t *w = arg;
     if (attempt_claim(w->op, w->seq)) {
-        if (!w->op->client->closing)
+        int closing = zkit__client_is_closing(w->op->client);
+        if (!closing)
             zkit__log(&w->op->client->log, ZKIT_LOG_WARN, "no reply for %s; treating as lost",
                       w->op->path);
-        attempt_result(w->op, w->op->client->closing ? ZCLOSING : ZOPERATIONTIMEOUT);
+        attempt_result(w->op, closing ? ZCLOSING : ZOPERATIONTIMEOUT);
     }
     zkit__op_unref(w->op);
     free(w);
@@ -361,7 +362,10 @@ static void arm_watchdog(zkit__op_t *op, uint64_t seq)
 {
     zkit_client_t *c = op->client;
     watchdog_t *w = malloc(sizeof(*w));
-    int timeout = c->negotiated_timeout_ms > 0 ? c->negotiated_timeout_ms : c->session_timeout_ms;
+    /* Atomic rather than under c->mu: this runs for every attempt, and a timeout one
+     * session old only makes the watchdog a little early or late. */
+    int negotiated = __atomic_load_n(&c->negotiated_timeout_ms, __ATOMIC_RELAXED);
+    int timeout = negotiated > 0 ? negotiated : c->session_timeout_ms;
     uint64_t id;
     if (!w)
         return; /* libzookeeper still bounds the attempt in the normal case */
@@ -620,7 +624,7 @@ static void attempt_issue(zkit__op_t *op)
     attempt_t *a;
     uint64_t seq;
     int rc, waiting;
-    if (c->closing) {
+    if (zkit__client_is_closing(c)) {
         op_finish(op, ZKIT_ECLOSED);
         return;
     }
@@ -744,7 +748,7 @@ static void attempt_result(zkit__op_t *op, int rc)
     apply_faults(op, &rc);
     error = rc == ZOK ? 0 : rc == ZK_NOMEM ? ZKIT_ENOMEM : zkit__error_from_zk(rc);
     op->zk_rc = rc;
-    if (op->client->closing && rc != ZOK) {
+    if (zkit__client_is_closing(op->client) && rc != ZOK) {
         op_finish(op, ZKIT_ECLOSED);
         return;
     }

@@ -94,6 +94,7 @@ struct zkit__op {
     zkit__delivery_t delivery;
     zkit_completion_fn done;
     void *arg;
+    zkit__task_t task;              /* the event-thread delivery: an op finishes once */
     pthread_cond_t cond;            /* blocking callers wait here (with client->mu) */
 };
 

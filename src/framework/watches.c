@@ -81,16 +81,10 @@ static int is_listed(zkit_client_t *c, const void *ctx)
     return 0;
 }
 
-typedef struct watch_delivery {
-    zkit__watch_t *watch;
-    zkit_event_t event;
-} watch_delivery_t;
-
 /* The event thread: runs the user's watcher unless it was removed meanwhile. */
 static void deliver_watch(void *arg)
 {
-    watch_delivery_t *d = arg;
-    zkit__watch_t *w = d->watch;
+    zkit__watch_t *w = arg;
     zkit_client_t *c = w->client;
     int removed;
     pthread_mutex_lock(&c->mu);
@@ -100,7 +94,7 @@ static void deliver_watch(void *arg)
         c->running_watch = w->watcher; /* zkit_watch_remove waits for it to return */
     pthread_mutex_unlock(&c->mu);
     if (!removed) {
-        w->watcher.fn(c, d->event, zkit__path_unfix(c->ns, w->full_path), w->watcher.arg);
+        w->watcher.fn(c, w->event, zkit__path_unfix(c->ns, w->full_path), w->watcher.arg);
         pthread_mutex_lock(&c->mu);
         c->running_watch.fn = NULL;
         c->running_watch.arg = NULL;
@@ -108,7 +102,6 @@ static void deliver_watch(void *arg)
         pthread_mutex_unlock(&c->mu);
     }
     free_watch(w);
-    free(d);
 }
 
 /* Waits until no watch callback of `watcher` runs on the event thread (c->mu held). */
@@ -143,7 +136,6 @@ void zkit__watch_fire(zhandle_t *zh, int type, int state, const char *path, void
     zkit_client_t *c = zkit__client_from_handle(zh);
     zkit__watch_t *w = ctx;
     zkit_event_t event;
-    watch_delivery_t *d;
     (void)state;
     (void)path;
     if (!c || !w || !event_from_zk(type, &event))
@@ -162,23 +154,17 @@ void zkit__watch_fire(zhandle_t *zh, int type, int state, const char *path, void
         return;
     }
     w->fired = 1;
+    w->event = event;
     pthread_mutex_unlock(&c->mu);
     if (w->inline_fire) { /* internal, non-blocking: no event-thread trip */
         w->watcher.fn(c, event, zkit__path_unfix(c->ns, w->full_path), w->watcher.arg);
         zkit__watch_discard(w);
         return;
     }
-    d = malloc(sizeof(*d));
-    if (d) {
-        d->watch = w;
-        d->event = event;
-    }
-    if (!d || zkit__post(c, deliver_watch, d) != 0) {
-        zkit__log(&c->log, ZKIT_LOG_ERROR, "watch event on %s could not be delivered",
-                  w->full_path);
-        free(d);
+    /* The registration carries its own task: a watch fires once, and delivering it needs no
+     * allocation.  It fails only once the event thread has ended (the client closed). */
+    if (zkit__run_on_event_thread_task(c, &w->task, deliver_watch, w) != 0)
         zkit__watch_discard(w);
-    }
 }
 
 /* Called with c->mu held when a handle is closed: its armed watches will never fire. */

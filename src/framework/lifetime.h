@@ -1,0 +1,36 @@
+/*
+ * lifetime.h - the client's life as the recipes see it (internal, included by async.h):
+ * references, closing, calls in progress, and the client's options and logger.
+ */
+#ifndef ZKIT_FRAMEWORK_LIFETIME_H
+#define ZKIT_FRAMEWORK_LIFETIME_H
+
+#include <stdint.h>
+#include "zkit/client.h"
+
+/* Keeps the client's memory alive past zkit_client_close(): an object that may be freed after
+ * its client is closed (a lock, a semaphore, a job) holds a reference from its creation to its
+ * end.  On a closed client every internal call stays safe and fails (ZKIT_ECLOSED, or 0 for
+ * the calls without an error code) instead of touching what close shut down.  The last unref
+ * frees the client. */
+void zkit__client_ref(zkit_client_t *c);
+void zkit__client_unref(zkit_client_t *c);
+
+/* Whether zkit_client_close() has begun (lock-free). */
+int zkit__client_is_closing(zkit_client_t *c);
+
+/* Marks a blocking recipe call in progress: zkit_client_close() waits until it has left.
+ * Enter returns ZKIT_ECLOSED (and counts nothing) when the client is closing. */
+int zkit__call_enter(zkit_client_t *c);
+void zkit__call_exit(zkit_client_t *c);
+
+/* The client's connection timeout option, in ms. */
+int zkit__client_connection_timeout(zkit_client_t *c);
+/* When the client noticed the current disconnect (monotonic ms); now if connected. */
+int64_t zkit__client_disconnected_since(zkit_client_t *c);
+
+/* The client's logger, for the recipes' messages; it works on a closed client too. */
+void zkit__client_log(zkit_client_t *c, zkit_log_level_t level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif
