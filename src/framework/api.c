@@ -5,9 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <stdarg.h>
-
-#include "framework/async.h"
+#include "framework/requests.h"
 #include "framework/ops.h"
 #include "framework/errors.h"
 #include "framework/paths.h"
@@ -480,7 +478,7 @@ ZKIT_EXTERN void zkit_free_strings(char **strings, size_t count)
     free(strings);
 }
 
-/* ---- internal asynchronous calls for the recipes (async.h) ------------------------------- */
+/* ---- requests for the recipes' state machines (requests.h) ------------------------------- */
 
 static int submit_inline(zkit__op_t *op, zkit_completion_fn done, void *arg)
 {
@@ -501,12 +499,6 @@ int zkit__delete_inline(zkit_client_t *c, const char *path, int version, unsigne
     int rc;
     zkit__op_t *op = build_delete(c, path, version, flags & ZKIT_DELETE_GUARANTEED, &rc);
     return op ? submit_inline(op, done, arg) : rc;
-}
-
-int zkit__exists_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
-                        zkit_completion_fn done, void *arg)
-{
-    return start_read(c, ZKIT__OP_EXISTS, path, watcher, "exists", ZKIT__DELIVER_INLINE, done, arg);
 }
 
 int zkit__get_data_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
@@ -533,101 +525,4 @@ int zkit__get_children_inline(zkit_client_t *c, const char *path, const zkit_wat
                               zkit_completion_fn done, void *arg)
 {
     return start_read(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", ZKIT__DELIVER_INLINE, done, arg);
-}
-
-static void cancel_watch(zkit_client_t *c, const char *path, zkit_watch_kind_t kind,
-                         const zkit_watcher_t *watcher, int local_only)
-{
-    char *full = zkit__path_fix(c->ns, path);
-    if (full) {
-        zkit__watch_cancel_full(c, full, (int)kind, watcher, local_only);
-        free(full);
-    }
-}
-
-void zkit__watch_cancel(zkit_client_t *c, const char *path, zkit_watch_kind_t kind,
-                        const zkit_watcher_t *watcher)
-{
-    cancel_watch(c, path, kind, watcher, 0);
-}
-
-void zkit__watch_cancel_local(zkit_client_t *c, const char *path, zkit_watch_kind_t kind,
-                              const zkit_watcher_t *watcher)
-{
-    cancel_watch(c, path, kind, watcher, 1);
-}
-
-int zkit__schedule(zkit_client_t *c, int64_t due_ms, void (*fn)(void *arg), void *arg)
-{
-    return zkit__timer_add(c, due_ms, 0, fn, arg);
-}
-
-uint64_t zkit__schedule_cancellable(zkit_client_t *c, int64_t due_ms, void (*fn)(void *arg),
-                                    void *arg)
-{
-    return zkit__timer_add_cancellable(c, due_ms, fn, arg);
-}
-
-int zkit__unschedule(zkit_client_t *c, uint64_t id)
-{
-    return zkit__timer_cancel_id(c, id);
-}
-
-int zkit__run_on_event_thread(zkit_client_t *c, void (*fn)(void *arg), void *arg)
-{
-    return zkit__post(c, fn, arg);
-}
-
-int zkit__is_event_thread(zkit_client_t *c)
-{
-    return zkit__on_event_thread(c);
-}
-
-int zkit__call_enter(zkit_client_t *c)
-{
-    int rc = 0;
-    pthread_mutex_lock(&c->mu);
-    if (c->closing)
-        rc = ZKIT_ECLOSED;
-    else
-        c->active_calls++;
-    pthread_mutex_unlock(&c->mu);
-    return rc;
-}
-
-void zkit__call_exit(zkit_client_t *c)
-{
-    pthread_mutex_lock(&c->mu);
-    if (--c->active_calls == 0)
-        pthread_cond_broadcast(&c->cond);
-    pthread_mutex_unlock(&c->mu);
-}
-
-int64_t zkit__monotonic_ms(void)
-{
-    return zkit__now_ms();
-}
-
-int zkit__client_connection_timeout(zkit_client_t *c)
-{
-    return c->connection_timeout_ms;
-}
-
-int64_t zkit__client_disconnected_since(zkit_client_t *c)
-{
-    int64_t since;
-    pthread_mutex_lock(&c->mu);
-    since = c->suspended_since_ms;
-    pthread_mutex_unlock(&c->mu);
-    return since ? since : zkit__now_ms();
-}
-
-void zkit__client_log(zkit_client_t *c, zkit_log_level_t level, const char *fmt, ...)
-{
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    zkit__log(&c->log, level, "%s", buf);
 }

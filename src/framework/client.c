@@ -11,6 +11,8 @@
 #include <errno.h>
 #include <limits.h>
 #include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -18,7 +20,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
-#include "framework/async.h"
 #include "framework/client.h"
 #include "framework/errors.h"
 #include "framework/paths.h"
@@ -26,7 +27,7 @@
 /* How long closing waits for the replies of requests already sent. */
 #define CLOSE_DRAIN_MS 2000
 
-int64_t zkit__now_ms(void)
+int64_t zkit__monotonic_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -459,7 +460,7 @@ static int post_task_locked(zkit_client_t *c, zkit__task_t *t, zkit__task_fn fn,
     return 0;
 }
 
-int zkit__post(zkit_client_t *c, zkit__task_fn fn, void *arg)
+int zkit__run_on_event_thread(zkit_client_t *c, void (*fn)(void *arg), void *arg)
 {
     zkit__task_t *t = malloc(sizeof(*t));
     int rc;
@@ -523,7 +524,7 @@ static void *event_thread_main(void *arg)
 
 /* Lock-free because callers hold c->mu.  Once the event thread has ended its id may belong
  * to any new thread, so a closed client answers 0. */
-int zkit__on_event_thread(zkit_client_t *c)
+int zkit__is_event_thread(zkit_client_t *c)
 {
     if (__atomic_load_n(&c->event_thread_done, __ATOMIC_ACQUIRE))
         return 0;
@@ -685,7 +686,7 @@ static void listener_remove_locked(zkit_client_t *c, zkit__listener_t *l)
 /* Outside the event thread, waits until listener `id` is not running (c->mu held). */
 static void wait_listener_idle(zkit_client_t *c, int id)
 {
-    if (zkit__on_event_thread(c))
+    if (zkit__is_event_thread(c))
         return; /* inside a callback: waiting would wait for ourselves */
     while (c->running_listener_id == id)
         pthread_cond_wait(&c->event_cond, &c->mu);
@@ -770,23 +771,29 @@ static uint64_t insert_timer(zkit_client_t *c, int64_t due_ms, int wake_on_conne
     return id;
 }
 
-int zkit__timer_add(zkit_client_t *c, int64_t due_ms, int wake_on_connect, zkit__task_fn fn,
-                    void *arg)
+int zkit__schedule(zkit_client_t *c, int64_t due_ms, void (*fn)(void *arg), void *arg)
 {
     int rc = 0;
-    insert_timer(c, due_ms, wake_on_connect, fn, arg, &rc);
+    insert_timer(c, due_ms, 0, fn, arg, &rc);
     return rc;
 }
 
-uint64_t zkit__timer_add_cancellable(zkit_client_t *c, int64_t due_ms, zkit__task_fn fn,
-                                     void *arg)
+int zkit__schedule_on_connect(zkit_client_t *c, int64_t due_ms, void (*fn)(void *arg),
+                              void *arg)
+{
+    int rc = 0;
+    insert_timer(c, due_ms, 1, fn, arg, &rc);
+    return rc;
+}
+
+uint64_t zkit__schedule_cancellable(zkit_client_t *c, int64_t due_ms, void (*fn)(void *arg),
+                                    void *arg)
 {
     int rc = 0;
     return insert_timer(c, due_ms, 0, fn, arg, &rc);
 }
 
-/* Unlinks the timer `id` if it is still waiting; returns it (to free) or NULL. */
-static zkit__timer_t *unlink_timer(zkit_client_t *c, uint64_t id)
+int zkit__unschedule(zkit_client_t *c, uint64_t id)
 {
     zkit__timer_t **pos, *t = NULL;
     pthread_mutex_lock(&c->mu);
@@ -798,23 +805,8 @@ static zkit__timer_t *unlink_timer(zkit_client_t *c, uint64_t id)
         }
     }
     pthread_mutex_unlock(&c->mu);
-    return t;
-}
-
-void *zkit__timer_cancel(zkit_client_t *c, uint64_t id)
-{
-    zkit__timer_t *t = unlink_timer(c, id);
-    void *arg = t ? t->arg : NULL;
     free(t);
-    return arg;
-}
-
-int zkit__timer_cancel_id(zkit_client_t *c, uint64_t id)
-{
-    zkit__timer_t *t = unlink_timer(c, id);
-    int removed = t != NULL;
-    free(t);
-    return removed;
+    return t != NULL;
 }
 
 /* Replaces the handle with one for a new session after the old one is lost. */
@@ -855,7 +847,7 @@ static void on_disconnected(zkit_client_t *c)
     c->connected = 0;
     if (c->state == ZKIT_CONN_CONNECTED || c->state == ZKIT_CONN_RECONNECTED ||
         c->state == ZKIT_CONN_READ_ONLY) {
-        c->suspended_since_ms = zkit__now_ms();
+        c->suspended_since_ms = zkit__monotonic_ms();
         change_state(c, ZKIT_CONN_SUSPENDED);
     }
 }
@@ -906,7 +898,7 @@ static void handle_session_event(zkit_client_t *c, const zkit__session_event_t *
         zhandle_t *zh = c->zh;
         c->zh = NULL;
         c->connected = 0;
-        c->reopen_at_ms = zkit__now_ms() + BOGUS_PEER_BACKOFF_MS;
+        c->reopen_at_ms = zkit__monotonic_ms() + BOGUS_PEER_BACKOFF_MS;
         close_handle(c, zh, c->generation);
     } else if (ev->zk_state == ZOO_CONNECTED_STATE) {
         on_connected(c, 0);
@@ -953,7 +945,7 @@ static void run_timers(zkit_client_t *c, zkit__timer_t *due)
 
 static int64_t next_wakeup(zkit_client_t *c)
 {
-    int64_t wake = zkit__now_ms() + 1000;
+    int64_t wake = zkit__monotonic_ms() + 1000;
     if (c->timers && c->timers->due_ms < wake)
         wake = c->timers->due_ms;
     if (c->suspended_since_ms && c->negotiated_timeout_ms > 0) {
@@ -975,13 +967,13 @@ static void supervise_once(zkit_client_t *c)
         c->session_event_count--;
         handle_session_event(c, &ev);
     }
-    now = zkit__now_ms();
+    now = zkit__monotonic_ms();
     if (c->suspended_since_ms && c->negotiated_timeout_ms > 0 &&
         now - c->suspended_since_ms >= c->negotiated_timeout_ms)
         on_session_lost(c, "suspended for longer than the session timeout");
-    if (!c->zh && !c->closing && zkit__now_ms() >= c->reopen_at_ms)
+    if (!c->zh && !c->closing && zkit__monotonic_ms() >= c->reopen_at_ms)
         replace_handle(c);
-    run_timers(c, take_due_timers(c, zkit__now_ms()));
+    run_timers(c, take_due_timers(c, zkit__monotonic_ms()));
 }
 
 /* Closing while connected: let the requests already sent (typically the delete of a lock
@@ -991,7 +983,7 @@ static void supervise_once(zkit_client_t *c)
 static void drain_requests(zkit_client_t *c)
 {
     struct timespec ts;
-    deadline_to_timespec(zkit__now_ms() + CLOSE_DRAIN_MS, &ts);
+    deadline_to_timespec(zkit__monotonic_ms() + CLOSE_DRAIN_MS, &ts);
     while (c->attempts && c->connected &&
            pthread_cond_timedwait(&c->cond, &c->mu, &ts) == 0)
         ;
@@ -1005,7 +997,7 @@ static void *supervisor_main(void *arg)
         struct timespec ts;
         supervise_once(c);
         if (c->closing || c->session_event_count > 0 ||
-            (c->timers && (c->timers->due_ms <= zkit__now_ms() ||
+            (c->timers && (c->timers->due_ms <= zkit__monotonic_ms() ||
                            (c->connected && c->timers->wake_on_connect))))
             continue;
         deadline_to_timespec(next_wakeup(c), &ts);
@@ -1013,7 +1005,7 @@ static void *supervisor_main(void *arg)
     }
     /* Closing: end every sleeping retry and background task, then close the handle, whose
      * pending completions report ZCLOSING; the timers those arm run at once. */
-    run_timers(c, take_due_timers(c, zkit__now_ms()));
+    run_timers(c, take_due_timers(c, zkit__monotonic_ms()));
     drain_requests(c);
     if (c->zh) {
         zhandle_t *zh = c->zh;
@@ -1022,7 +1014,7 @@ static void *supervisor_main(void *arg)
         close_handle(c, zh, c->generation);
     }
     while (c->timers)
-        run_timers(c, take_due_timers(c, zkit__now_ms()));
+        run_timers(c, take_due_timers(c, zkit__monotonic_ms()));
     c->supervisor_done = 1;
     pthread_cond_broadcast(&c->event_cond);
     pthread_mutex_unlock(&c->mu);
@@ -1124,7 +1116,7 @@ ZKIT_EXTERN void zkit_client_close(zkit_client_t *c)
     pthread_t supervisor;
     if (!c)
         return;
-    if (zkit__on_event_thread(c)) {
+    if (zkit__is_event_thread(c)) {
         zkit__log(&c->log, ZKIT_LOG_ERROR,
                   "zkit_client_close called from a callback on the client's event thread; "
                   "ignored (it would wait for itself)");
@@ -1164,13 +1156,57 @@ void zkit__client_unref(zkit_client_t *c)
         free_client(c);
 }
 
+int zkit__call_enter(zkit_client_t *c)
+{
+    int rc = 0;
+    pthread_mutex_lock(&c->mu);
+    if (c->closing)
+        rc = ZKIT_ECLOSED;
+    else
+        c->active_calls++;
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+void zkit__call_exit(zkit_client_t *c)
+{
+    pthread_mutex_lock(&c->mu);
+    if (--c->active_calls == 0)
+        pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->mu);
+}
+
+int zkit__client_connection_timeout(zkit_client_t *c)
+{
+    return c->connection_timeout_ms;
+}
+
+int64_t zkit__client_disconnected_since(zkit_client_t *c)
+{
+    int64_t since;
+    pthread_mutex_lock(&c->mu);
+    since = c->suspended_since_ms;
+    pthread_mutex_unlock(&c->mu);
+    return since ? since : zkit__monotonic_ms();
+}
+
+void zkit__client_log(zkit_client_t *c, zkit_log_level_t level, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    zkit__log(&c->log, level, "%s", buf);
+}
+
 ZKIT_EXTERN int zkit_client_block_until_connected(zkit_client_t *c, int timeout_ms)
 {
     struct timespec ts;
     int rc = 0;
     if (!c || timeout_ms < 0)
         return ZKIT_EINVAL;
-    deadline_to_timespec(zkit__now_ms() + timeout_ms, &ts);
+    deadline_to_timespec(zkit__monotonic_ms() + timeout_ms, &ts);
     pthread_mutex_lock(&c->mu);
     while (!c->connected && !c->closing && rc != ETIMEDOUT)
         rc = pthread_cond_timedwait(&c->cond, &c->mu, &ts);

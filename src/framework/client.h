@@ -24,12 +24,13 @@
 #include "framework/lifetime.h"
 #include "framework/listeners.h"
 #include "framework/tasks.h"
+#include "framework/timers.h"
 
 typedef void (*zkit__task_fn)(void *arg);
 
 typedef struct zkit__timer {
     struct zkit__timer *next;
-    uint64_t id;              /* for zkit__timer_cancel */
+    uint64_t id;              /* for zkit__unschedule */
     int64_t due_ms;
     int wake_on_connect;      /* run early as soon as the client is connected */
     zkit__task_fn fn;
@@ -157,26 +158,6 @@ struct zkit_client {
     zkit__faults_t faults;
 };
 
-int64_t zkit__now_ms(void);
-
-/* Queues fn(arg) on the event thread.  Returns ZKIT_ECLOSED once the event thread has ended
- * (the task is then not run; the caller keeps ownership of arg). */
-int zkit__post(zkit_client_t *c, zkit__task_fn fn, void *arg);
-
-/* Runs fn(arg) on the supervisor thread at due_ms (monotonic), or as soon as the client is
- * connected when wake_on_connect is set, or at once when the client closes.  fn must not
- * block; it reads c->closing to tell why it runs. */
-int zkit__timer_add(zkit_client_t *c, int64_t due_ms, int wake_on_connect, zkit__task_fn fn,
-                    void *arg);
-/* The same, returning an id (0 on ENOMEM) for zkit__timer_cancel. */
-uint64_t zkit__timer_add_cancellable(zkit_client_t *c, int64_t due_ms, zkit__task_fn fn,
-                                     void *arg);
-/* Removes a timer that has not started to run; returns its arg (for the caller to release),
- * or NULL when it already ran or is running. */
-void *zkit__timer_cancel(zkit_client_t *c, uint64_t id);
-/* The same for a timer whose arg may be NULL: 1 if it was removed. */
-int zkit__timer_cancel_id(zkit_client_t *c, uint64_t id);
-
 /* Borrows the current handle for one zoo_a* call: returns it (and its generation) with a
  * reference held, or NULL when the client has none or is closing.  Pair with conn_put. */
 zhandle_t *zkit__conn_get(zkit_client_t *c, uint64_t *generation);
@@ -186,8 +167,6 @@ void zkit__conn_put(zkit_client_t *c);
 int zkit__client_connected(zkit_client_t *c);
 /* The current session id (locks c->mu). */
 int64_t zkit__client_session(zkit_client_t *c);
-/* Whether the calling thread is the client's event thread. */
-int zkit__on_event_thread(zkit_client_t *c);
 
 /* The ACL for a create of `path` (un-namespaced). */
 void zkit__client_acl(zkit_client_t *c, const char *path, struct ACL_vector *out,

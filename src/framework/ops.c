@@ -148,7 +148,7 @@ static void op_finish(zkit__op_t *op, int error)
     } else if (in_submit) {
         /* Reporting inside the submitting call would surprise a caller holding its own lock. */
         op_ref(op);
-        if (zkit__timer_add(c, 0, 0, deliver_queued, op) != 0)
+        if (zkit__schedule(c, 0, deliver_queued, op) != 0)
             deliver_queued(op);
     } else {
         deliver_now(op);
@@ -171,7 +171,9 @@ static void schedule_attempt(zkit__op_t *op, int64_t due_ms, int wake_on_connect
 {
     int rc;
     op_ref(op);
-    if ((rc = zkit__timer_add(op->client, due_ms, wake_on_connect, attempt_timer, op)) != 0) {
+    rc = wake_on_connect ? zkit__schedule_on_connect(op->client, due_ms, attempt_timer, op)
+                         : zkit__schedule(op->client, due_ms, attempt_timer, op);
+    if (rc != 0) {
         zkit__op_unref(op);
         op_finish(op, rc);
     }
@@ -206,7 +208,7 @@ static void give_up(zkit__op_t *op, int error)
 static void retry_or_give_up(zkit__op_t *op, int error)
 {
     int sleep_ms = 0;
-    int64_t now = zkit__now_ms();
+    int64_t now = zkit__monotonic_ms();
     int allowed, closing = 0;
     if (op->flags & ZKIT__FLAG_BACKGROUND) {
         sleep_ms = background_sleep(op->retry_count);
@@ -244,24 +246,27 @@ static attempt_t *attempt_new(zkit__op_t *op)
     return a;
 }
 
-static void watchdog_cancel(zkit__op_t *op, uint64_t id);
+static void watchdog_cancel(zkit__op_t *op, uint64_t id, void *watchdog);
 
 /* Claims the attempt's outcome: 1 if it is still the live attempt (and ends it, with its
  * watchdog: cancelled here so that timers do not pile up, one per request). */
 static int attempt_claim(zkit__op_t *op, uint64_t seq)
 {
     int live;
-    uint64_t watchdog = 0;
+    uint64_t watchdog_id = 0;
+    void *watchdog = NULL;
     pthread_mutex_lock(&op->client->mu);
     live = op->attempt_pending && op->attempt_seq == seq && !op->finished;
     if (live) {
         op->attempt_pending = 0;
-        watchdog = op->watchdog_id;
+        watchdog_id = op->watchdog_id;
+        watchdog = op->watchdog;
         op->watchdog_id = 0;
+        op->watchdog = NULL;
     }
     pthread_mutex_unlock(&op->client->mu);
-    if (watchdog)
-        watchdog_cancel(op, watchdog);
+    if (watchdog_id)
+        watchdog_cancel(op, watchdog_id, watchdog);
     return live;
 }
 
@@ -348,10 +353,11 @@ static void watchdog_fire(void *arg)
     free(w);
 }
 
-static void watchdog_cancel(zkit__op_t *op, uint64_t id)
+/* Unschedules a watchdog; if it has started, it frees itself, so `w` is not touched. */
+static void watchdog_cancel(zkit__op_t *op, uint64_t id, void *watchdog)
 {
-    watchdog_t *w = zkit__timer_cancel(op->client, id);
-    if (w) {
+    watchdog_t *w = watchdog;
+    if (zkit__unschedule(op->client, id)) {
         zkit__op_unref(w->op);
         free(w);
     }
@@ -372,8 +378,8 @@ static void arm_watchdog(zkit__op_t *op, uint64_t seq)
     op_ref(op);
     w->op = op;
     w->seq = seq;
-    id = zkit__timer_add_cancellable(c, zkit__now_ms() + timeout + c->connection_timeout_ms,
-                                     watchdog_fire, w);
+    id = zkit__schedule_cancellable(c, zkit__monotonic_ms() + timeout + c->connection_timeout_ms,
+                                    watchdog_fire, w);
     if (!id) {
         zkit__op_unref(op);
         free(w);
@@ -382,11 +388,12 @@ static void arm_watchdog(zkit__op_t *op, uint64_t seq)
     pthread_mutex_lock(&c->mu);
     if (op->attempt_pending && op->attempt_seq == seq) {
         op->watchdog_id = id;
+        op->watchdog = w;
         id = 0;
     }
     pthread_mutex_unlock(&c->mu);
     if (id) /* the attempt already ended */
-        watchdog_cancel(op, id);
+        watchdog_cancel(op, id, w);
 }
 
 static void copy_stat(zkit__op_t *op, const struct Stat *s)
@@ -604,7 +611,7 @@ static int issue_step(zkit__op_t *op, zhandle_t *zh, attempt_t *a, uint64_t gene
 /* Waits (without blocking) for a connection, up to the connection timeout per attempt. */
 static int wait_for_connection(zkit__op_t *op)
 {
-    int64_t now = zkit__now_ms();
+    int64_t now = zkit__monotonic_ms();
     if (zkit__client_connected(op->client))
         return 0;
     if (op->attempt_start_ms == 0)
@@ -821,7 +828,7 @@ int zkit__op_protect(zkit__op_t *op)
 void zkit__op_submit(zkit__op_t *op)
 {
     zkit_client_t *c = op->client;
-    op->start_ms = zkit__now_ms();
+    op->start_ms = zkit__monotonic_ms();
     pthread_mutex_lock(&c->mu);
     op->in_submit = 1;
     pthread_mutex_unlock(&c->mu);

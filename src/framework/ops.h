@@ -77,6 +77,7 @@ struct zkit__op {
     int64_t attempt_start_ms;       /* for the wait for a connection */
     uint64_t attempt_seq;
     uint64_t watchdog_id;           /* the live attempt's watchdog timer */
+    void *watchdog;                 /* and its argument, freed by whoever unschedules it */
     int attempt_pending;
     int in_submit;                  /* finishing now would run the callback in the caller */
     int finished;
@@ -136,10 +137,5 @@ void zkit__watch_fire(zhandle_t *zh, int type, int state, const char *path, void
 /* Cancels matching registrations (see zkit_watch_remove); waits a bounded time. */
 int zkit__watch_remove_full(zkit_client_t *c, const char *full_path, int kind,
                             const zkit_watcher_t *watcher);
-
-/* Marks matching watches removed and, unless local_only, asks the server to drop them,
- * without waiting. */
-void zkit__watch_cancel_full(zkit_client_t *c, const char *full_path, int kind,
-                             const zkit_watcher_t *watcher, int local_only);
 
 #endif

@@ -14,6 +14,7 @@
 #include "framework/ops.h"
 #include "framework/errors.h"
 #include "framework/paths.h"
+#include "framework/watches.h"
 
 zkit__watch_t *zkit__watch_new(zkit_client_t *c, uint64_t generation, int kind,
                                const char *full_path, const zkit_watcher_t *watcher,
@@ -107,7 +108,7 @@ static void deliver_watch(void *arg)
 /* Waits until no watch callback of `watcher` runs on the event thread (c->mu held). */
 static void wait_not_running(zkit_client_t *c, const zkit_watcher_t *watcher)
 {
-    if (zkit__on_event_thread(c))
+    if (zkit__is_event_thread(c))
         return; /* removing from within a callback: it is the one running */
     while (c->running_watch.fn == watcher->fn && c->running_watch.arg == watcher->arg)
         pthread_cond_wait(&c->event_cond, &c->mu);
@@ -269,7 +270,7 @@ static void remove_from_zookeeper(zkit_client_t *c, zkit__watch_t *w)
     zhandle_t *zh = zkit__conn_get(c, &generation);
     removal_t *r;
     struct timespec ts;
-    int64_t due = zkit__now_ms() + c->connection_timeout_ms;
+    int64_t due = zkit__monotonic_ms() + c->connection_timeout_ms;
     int rc, removed;
     if (!zh || generation != w->generation) {
         if (zh)
@@ -361,8 +362,8 @@ static void send_cancel(zkit_client_t *c, zhandle_t *zh, zkit__watch_t *w)
 /* Marks every match removed and, unless local_only, asks the server to drop the armed ones
  * without waiting.  Sent under c->mu, so that a newer registration on the path goes out
  * after the removal. */
-void zkit__watch_cancel_full(zkit_client_t *c, const char *full_path, int kind,
-                             const zkit_watcher_t *watcher, int local_only)
+static void cancel_full(zkit_client_t *c, const char *full_path, int kind,
+                        const zkit_watcher_t *watcher, int local_only)
 {
     zkit__watch_t *w;
     uint64_t generation = 0;
@@ -379,4 +380,26 @@ void zkit__watch_cancel_full(zkit_client_t *c, const char *full_path, int kind,
     pthread_mutex_unlock(&c->mu);
     if (zh)
         zkit__conn_put(c);
+}
+
+static void cancel(zkit_client_t *c, const char *path, zkit_watch_kind_t kind,
+                   const zkit_watcher_t *watcher, int local_only)
+{
+    char *full = zkit__path_fix(c->ns, path);
+    if (full) {
+        cancel_full(c, full, (int)kind, watcher, local_only);
+        free(full);
+    }
+}
+
+void zkit__watch_cancel(zkit_client_t *c, const char *path, zkit_watch_kind_t kind,
+                        const zkit_watcher_t *watcher)
+{
+    cancel(c, path, kind, watcher, 0);
+}
+
+void zkit__watch_cancel_local(zkit_client_t *c, const char *path, zkit_watch_kind_t kind,
+                              const zkit_watcher_t *watcher)
+{
+    cancel(c, path, kind, watcher, 1);
 }

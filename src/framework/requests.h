@@ -1,0 +1,31 @@
+/*
+ * requests.h - ZooKeeper requests for the recipes' state machines (internal, included by
+ * async.h).
+ *
+ * The same operations as zkit/ops.h, with the same checks, retries and results, but the
+ * completion runs on whichever thread finishes the operation (libzookeeper's completion
+ * thread, the supervisor, or a timer), never inside the submitting call.  Completions must not
+ * block and must not make blocking zkit calls.  Paths are un-namespaced, as in the public API.
+ * A call that returns an error (ZKIT_ECLOSED on a closing client, a bad argument, ENOMEM)
+ * never calls its completion; one that returns 0 calls it exactly once.
+ */
+#ifndef ZKIT_FRAMEWORK_REQUESTS_H
+#define ZKIT_FRAMEWORK_REQUESTS_H
+
+#include "zkit/ops.h"
+
+int zkit__create_inline(zkit_client_t *c, const char *path, const void *data, size_t len,
+                        const zkit_create_options_t *opts, zkit_completion_fn done, void *arg);
+int zkit__delete_inline(zkit_client_t *c, const char *path, int version, unsigned flags,
+                        zkit_completion_fn done, void *arg);
+int zkit__get_data_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
+                          zkit_completion_fn done, void *arg);
+/* get-data whose watch holds its argument (hold/release around the registration's life)
+ * and fires on libzookeeper's completion thread: for the lock engine's predecessor watch. */
+int zkit__get_data_watch_inline(zkit_client_t *c, const char *path,
+                                const zkit_watcher_t *watcher, void (*hold)(void *arg),
+                                void (*release)(void *arg), zkit_completion_fn done, void *arg);
+int zkit__get_children_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
+                              zkit_completion_fn done, void *arg);
+
+#endif
