@@ -49,9 +49,11 @@ struct zkit__acq {
     char *fixed_name;
     int64_t deadline_ms;            /* -1 forever; 0 try once */
     zkit__acq_done_fn done;
+    zkit__acq_waiting_fn waiting;
     void *arg;
 
     acq_state_t state;
+    int waiting_due;                /* a wait began: tell the owner once the mutex is let go */
     uint64_t round;                 /* increments on every restart: stale replies are dropped */
     int restarts;
     char *node;                     /* our node, un-namespaced */
@@ -73,9 +75,24 @@ typedef struct acq_reply {
     uint64_t round;
 } acq_reply_t;
 
-static void acq_ref(zkit__acq_t *acq)
+void zkit__acq_ref(zkit__acq_t *acq)
 {
     __atomic_add_fetch(&acq->refs, 1, __ATOMIC_ACQ_REL);
+}
+
+/* Lets go of acq->mu, then tells the owner that the acquisition waits for others, if a wait
+ * began: outside the mutex, since the owner may cancel other acquisitions from there. */
+static void acq_unlock(zkit__acq_t *acq)
+{
+    int tell = acq->waiting_due && acq->state == ACQ_WATCHING;
+    acq->waiting_due = 0;
+    if (tell)
+        zkit__acq_ref(acq);
+    pthread_mutex_unlock(&acq->mu);
+    if (tell) {
+        acq->waiting(acq, acq->arg);
+        zkit__acq_unref(acq);
+    }
 }
 
 static void free_names(char **names, size_t count)
@@ -114,11 +131,9 @@ static const char *strip_token(const char *name, const char *token)
 
 static const char *sort_key(const char *name, const char *token)
 {
-    /* Fix (found by test_locks' read-write test: readers and writers overlapped): both halves
-     * of a read-write lock share one queue, so, as Curator's SortingLockInternalsDriver does,
-     * strip the read token and then the write token whichever half sorts.  With one token
-     * only, the other half's nodes kept their whole name ("_c_...") as key and sorted after
-     * every node of ours, so neither half ever waited for the other. */
+    /* Both halves of a read-write lock share one queue: as Curator's
+     * SortingLockInternalsDriver does, strip the read token and then the write token whichever
+     * half sorts, so that the other half's nodes sort by their sequence too. */
     if (strcmp(token, zkit__read_driver.token) == 0 || strcmp(token, ZKIT__WRITE_TOKEN) == 0)
         return strip_token(strip_token(name, zkit__read_driver.token), ZKIT__WRITE_TOKEN);
     return strip_token(name, token);
@@ -198,11 +213,10 @@ static void clean_up(zkit__acq_t *acq)
 }
 
 /*
- * Fix (found by test_locks "acquire racing client close"): an acquisition without a deadline
- * had no timer, so nothing ended it when its client closed: zkit_lock_acquire(lock, -1) then
- * never returned ZKIT_ECLOSED.  Such acquisitions are listed per client, and one timer per
- * client, due never, runs when the client closes (timers then run at once) and ends them with
- * ZKIT_ECLOSED.  The list holds a reference to each acquisition.
+ * An acquisition without a deadline has no timer of its own, yet must end with ZKIT_ECLOSED
+ * when its client closes.  Such acquisitions are listed per client, and one timer per client,
+ * due never, runs when the client closes (timers then run at once) and ends them.  The list
+ * holds a reference to each acquisition.
  */
 typedef struct client_acqs {
     struct client_acqs *next;
@@ -256,7 +270,7 @@ static void registry_add(zkit__acq_t *acq)
         }
     }
     if (entry) {
-        acq_ref(acq);
+        zkit__acq_ref(acq);
         acq->reg = entry;
         acq->reg_prev = NULL;
         acq->reg_next = entry->acqs;
@@ -292,7 +306,7 @@ static void finish(zkit__acq_t *acq, int error)
     uint64_t deadline_timer;
     int listed;
     if (acq->state == ACQ_DONE) {
-        pthread_mutex_unlock(&acq->mu);
+        acq_unlock(acq);
         return;
     }
     acq->state = ACQ_DONE;
@@ -300,15 +314,15 @@ static void finish(zkit__acq_t *acq, int error)
     if (error != 0)
         clean_up(acq);
     else if (acq->watched) {
-        /* Fix: a watch may still be armed here (a relisting after RECONNECTED found us
-         * first): cancel it, or it would fire into this acquisition once freed. */
+        /* A watch may still be armed here (a relisting after RECONNECTED found us first):
+         * cancel it, or it would fire into this acquisition once freed. */
         zkit__watch_cancel(acq->client, acq->watched, ZKIT_WATCH_DATA, &acq->watcher);
         free(acq->watched);
         acq->watched = NULL;
     }
     deadline_timer = acq->deadline_timer;
     acq->deadline_timer = 0;
-    pthread_mutex_unlock(&acq->mu);
+    acq_unlock(acq);
     /* A deadline timer left behind would sit in the client's timer list until it fell due:
      * one per timed acquisition, which adds up in a busy daemon. */
     if (deadline_timer && zkit__unschedule(acq->client, deadline_timer))
@@ -330,7 +344,7 @@ static acq_reply_t *reply_new(zkit__acq_t *acq)
 {
     acq_reply_t *r = malloc(sizeof(*r));
     if (r) {
-        acq_ref(acq);
+        zkit__acq_ref(acq);
         r->acq = acq;
         r->round = acq->round;
     }
@@ -343,7 +357,7 @@ static zkit__acq_t *reply_open(acq_reply_t *r)
     zkit__acq_t *acq = r->acq;
     pthread_mutex_lock(&acq->mu);
     if (acq->state == ACQ_DONE || r->round != acq->round) {
-        pthread_mutex_unlock(&acq->mu);
+        acq_unlock(acq);
         zkit__acq_unref(acq);
         free(r);
         return NULL;
@@ -414,7 +428,7 @@ static int submit_early_list(zkit__acq_t *acq, acq_reply_t *r)
  * so an event can never reach a freed acquisition. */
 static void watch_hold(void *arg)
 {
-    acq_ref(arg);
+    zkit__acq_ref(arg);
 }
 
 static void watch_release(void *arg)
@@ -470,10 +484,9 @@ static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
             return step(acq, submit_list) == 0 ? 0 : -1;
         return restart(acq, ZKIT_ELOCKLOST);
     }
-    /* Fix (found by test_locks' downgrade test once the read-write sort was fixed): a
-     * downgrade node (fixed name) carries the sequence of the write node this thread holds,
-     * so it sorts level with it and may land behind it: like Curator's read predicate for a
-     * write holder, it holds at once (else it waited on our own write node). */
+    /* A downgrade node (fixed name) carries the sequence of the write node this thread
+     * holds, so it sorts level with it and may land behind it: like Curator's read predicate
+     * for a write holder, it holds at once. */
     if (acq->fixed_name ||
         zkit__lock_decide(acq->driver, names, count, (size_t)index, &wait_for)) {
         finish(acq, 0);
@@ -483,7 +496,7 @@ static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
         finish(acq, ZKIT_ETIMEDOUT);
         return -1;
     }
-    if (acq->watched) /* Fix: relisting while watching: drop the old watch first */
+    if (acq->watched) /* relisting while watching: drop the old watch first */
         zkit__watch_cancel(acq->client, acq->watched, ZKIT_WATCH_DATA, &acq->watcher);
     free(acq->watched);
     acq->watched = zkit__path_join(acq->dir, wait_for);
@@ -492,6 +505,7 @@ static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
         return -1;
     }
     acq->state = ACQ_WATCHING;
+    acq->waiting_due = acq->waiting != NULL;
     return step(acq, submit_watch);
 }
 
@@ -518,18 +532,18 @@ static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
         finish(acq, ZKIT_ENOMEM);
     } else if (acq->early_listing_pending) {
         acq->state = ACQ_LISTING; /* the pipelined listing will decide */
-        pthread_mutex_unlock(&acq->mu);
+        acq_unlock(acq);
     } else if (acq->early_children) {
         char **names = acq->early_children;
         size_t count = acq->early_count;
         acq->early_children = NULL;
         acq->early_count = 0;
         if (decide(acq, names, count, 1) == 0)
-            pthread_mutex_unlock(&acq->mu);
+            acq_unlock(acq);
         free_names(names, count);
     } else if (step(acq, submit_list) == 0) {
         acq->state = ACQ_LISTING;
-        pthread_mutex_unlock(&acq->mu);
+        acq_unlock(acq);
     }
     reply_close(r);
 }
@@ -553,7 +567,7 @@ static void handle_listing(zkit__acq_t *acq, const zkit_result_t *res, int early
         if (early) { /* the create's own outcome decides; list again once it is known */
             if (acq->node && step(acq, submit_list) != 0)
                 return;
-            pthread_mutex_unlock(&acq->mu);
+            acq_unlock(acq);
         } else {
             finish(acq, res->error);
         }
@@ -566,11 +580,11 @@ static void handle_listing(zkit__acq_t *acq, const zkit_result_t *res, int early
     if (!acq->node) { /* the create reply has not come: keep the listing for it */
         acq->early_children = names;
         acq->early_count = res->child_count;
-        pthread_mutex_unlock(&acq->mu);
+        acq_unlock(acq);
         return;
     }
     if (decide(acq, names, res->child_count, early) == 0)
-        pthread_mutex_unlock(&acq->mu);
+        acq_unlock(acq);
     free_names(names, res->child_count);
 }
 
@@ -612,11 +626,11 @@ static void on_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg)
         acq->watched = NULL;
         acq->state = ACQ_LISTING;
         if (step(acq, submit_list) == 0)
-            pthread_mutex_unlock(&acq->mu);
+            acq_unlock(acq);
     } else if (res->error != 0) {
         finish(acq, res->error);
     } else {
-        pthread_mutex_unlock(&acq->mu); /* wait for the watch or the deadline */
+        acq_unlock(acq); /* wait for the watch or the deadline */
     }
     reply_close(r);
 }
@@ -628,14 +642,14 @@ static void acq_watch_fired(zkit_client_t *c, zkit_event_t event, const char *pa
     (void)event;
     pthread_mutex_lock(&acq->mu);
     if (acq->state != ACQ_WATCHING || !acq->watched || strcmp(path, acq->watched) != 0) {
-        pthread_mutex_unlock(&acq->mu);
+        acq_unlock(acq);
         return;
     }
     free(acq->watched);
     acq->watched = NULL;
     acq->state = ACQ_LISTING;
     if (step(acq, submit_list) == 0)
-        pthread_mutex_unlock(&acq->mu);
+        acq_unlock(acq);
 }
 
 static void on_deadline(void *arg)
@@ -643,7 +657,7 @@ static void on_deadline(void *arg)
     zkit__acq_t *acq = arg;
     pthread_mutex_lock(&acq->mu);
     if (acq->state == ACQ_DONE)
-        pthread_mutex_unlock(&acq->mu);
+        acq_unlock(acq);
     else
         finish(acq, zkit__client_is_closing(acq->client) ? ZKIT_ECLOSED : ZKIT_ETIMEDOUT);
     zkit__acq_unref(acq);
@@ -661,6 +675,7 @@ static zkit__acq_t *acq_alloc(const zkit__acq_params_t *p)
     acq->client = p->client;
     acq->driver = p->driver;
     acq->done = p->done;
+    acq->waiting = p->waiting;
     acq->arg = p->arg;
     acq->dir = strdup(p->dir);
     acq->fixed_name = p->fixed_name ? strdup(p->fixed_name) : NULL;
@@ -685,24 +700,27 @@ int zkit__acq_start(zkit__acq_t **out, const zkit__acq_params_t *p)
     if (!acq)
         return ZKIT_ENOMEM;
     acq->deadline_ms = p->timeout_ms < 0 ? -1 : p->timeout_ms == 0 ? 0 : now + p->timeout_ms;
-    acq_ref(acq); /* the machine's own reference, dropped by finish() */
-    acq_ref(acq); /* the caller's */
+    zkit__acq_ref(acq); /* the machine's own reference, dropped by finish() */
+    zkit__acq_ref(acq); /* the caller's */
+    /* The mutex is taken before the deadline timer exists: a timer that falls due at once
+     * (a 1 ms timeout) then ends the acquisition only after its first round was sent, and
+     * the round is never sent for an acquisition that has ended. */
+    pthread_mutex_lock(&acq->mu);
     if (acq->deadline_ms != -1) {
         /* Trying once does not wait for other holders, but it must not wait out a whole
          * retry policy on an unreachable server either: one connection timeout at most. */
         int64_t due = acq->deadline_ms > 0 ? acq->deadline_ms
                                             : now + zkit__client_connection_timeout(acq->client);
-        acq_ref(acq);
+        zkit__acq_ref(acq);
         acq->deadline_timer = zkit__schedule_cancellable(acq->client, due, on_deadline, acq);
         if (!acq->deadline_timer)
             zkit__acq_unref(acq);
     }
     if (acq->deadline_ms < 0)
         registry_add(acq);
-    pthread_mutex_lock(&acq->mu);
     begin_round(acq);
     if (acq->state != ACQ_DONE)
-        pthread_mutex_unlock(&acq->mu);
+        acq_unlock(acq);
     *out = acq;
     zkit__acq_unref(acq); /* the allocation's reference */
     return 0;
@@ -722,7 +740,7 @@ void zkit__acq_connection_event(zkit__acq_t *acq, zkit_conn_state_t state)
 {
     pthread_mutex_lock(&acq->mu);
     if (acq->state == ACQ_DONE || acq->state == ACQ_CREATING) {
-        pthread_mutex_unlock(&acq->mu);
+        acq_unlock(acq);
         return;
     }
     if (state == ZKIT_CONN_LOST) {
@@ -732,12 +750,12 @@ void zkit__acq_connection_event(zkit__acq_t *acq, zkit_conn_state_t state)
         free(acq->watched);
         acq->watched = NULL;
         if (restart(acq, ZKIT_ELOCKLOST) == 0)
-            pthread_mutex_unlock(&acq->mu);
+            acq_unlock(acq);
     } else if (state == ZKIT_CONN_RECONNECTED && acq->state == ACQ_WATCHING) {
         if (step(acq, submit_list) == 0)
-            pthread_mutex_unlock(&acq->mu);
+            acq_unlock(acq);
     } else {
-        pthread_mutex_unlock(&acq->mu);
+        acq_unlock(acq);
     }
 }
 

@@ -43,6 +43,9 @@ typedef struct zkit__acq zkit__acq_t;
 
 /* Called once when the acquisition ends; on a non-blocking thread (must not block). */
 typedef void (*zkit__acq_done_fn)(zkit__acq_t *acq, int error, void *arg);
+/* Called when the acquisition begins to wait for another node (once per wait); on a
+ * non-blocking thread, without the acquisition's mutex (it may cancel other acquisitions). */
+typedef void (*zkit__acq_waiting_fn)(zkit__acq_t *acq, void *arg);
 
 typedef struct zkit__acq_params {
     zkit_client_t *client;
@@ -53,12 +56,14 @@ typedef struct zkit__acq_params {
     const char *fixed_name;          /* downgrade: create exactly this plain ephemeral child */
     int timeout_ms;                  /* < 0 forever, 0 try once */
     zkit__acq_done_fn done;
+    zkit__acq_waiting_fn waiting;    /* NULL: not told */
     void *arg;
 } zkit__acq_params_t;
 
 /* Starts an acquisition; *out holds a reference (zkit__acq_unref).  The done callback runs
  * exactly once, never inside this call. */
 int zkit__acq_start(zkit__acq_t **out, const zkit__acq_params_t *params);
+void zkit__acq_ref(zkit__acq_t *acq);
 void zkit__acq_unref(zkit__acq_t *acq);
 
 /* After success: our node (un-namespaced, borrowed while the acq lives), its Stat, session. */

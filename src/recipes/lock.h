@@ -1,5 +1,19 @@
 /*
- * lock.h - the lock object shared by every recipe (internal).
+ * lock.h - the lock object every recipe shares, and the table of operations of a lock kind
+ * (internal).
+ *
+ * A lock object keeps what is common to every kind: its holders (with reentrancy for
+ * thread-owned kinds), the acquisitions in progress ("requests"), and the state of its
+ * holdings (held, uncertain, expired, lost).  What differs between kinds lives behind one
+ * table of operations, filled by the kind's own file:
+ *
+ *   mutex.c       the reentrant mutex and both halves of the read-write lock (the engine)
+ *   semaphore.c   the counting semaphore, its leases and the semaphore mutex
+ *   multilock.c   the multi-lock over other locks
+ *
+ * Layers, each using only those below it: lock.c (the public interface) -> the kinds ->
+ * lockcore.c (requests, holders, release) -> ownnode.c (the own-node watch, revocation) ->
+ * lockstate.c (state reporting, validity deadlines) -> engine.c -> the framework.
  */
 #ifndef ZKIT_RECIPES_LOCK_H
 #define ZKIT_RECIPES_LOCK_H
@@ -7,14 +21,9 @@
 #include <pthread.h>
 #include "zkit/lock.h"
 #include "recipes/engine.h"
+#include "framework/async.h"
 
-typedef enum lock_kind {
-    ZKIT__LOCK_MUTEX,
-    ZKIT__LOCK_READ,
-    ZKIT__LOCK_WRITE,
-    ZKIT__LOCK_SEMAPHORE_MUTEX,
-    ZKIT__LOCK_MULTI
-} zkit__lock_kind_t;
+typedef struct zkit__req zkit__req_t;
 
 /* One holding of a lock: a thread (for thread-owned kinds) with its reentrancy count. */
 typedef struct zkit__holder {
@@ -23,70 +32,173 @@ typedef struct zkit__holder {
     int count;
     char *node;                 /* un-namespaced; NULL for a multi-lock */
     int64_t czxid;
-    int64_t session;
+    int64_t session;            /* the session that created the node */
     int lost;
-    zkit_lease_t *lease;        /* semaphore mutex */
 } zkit__holder_t;
 
-/* An acquisition in progress, so connection events can reach it. */
-typedef struct zkit__pending {
-    struct zkit__pending *next;
-    zkit__acq_t *acq;
-} zkit__pending_t;
+/* What an acquisition hands over when it succeeds. */
+typedef struct zkit__holding {
+    const char *node;           /* NULL for a lock without a node of its own (multi-lock) */
+    int64_t czxid;
+    int64_t session;
+} zkit__holding_t;
+
+typedef struct zkit__lock_ops {
+    const char *name;           /* for log lines */
+    int thread_owned;           /* held by a thread, reentrant; else by the process */
+    int half_of_pair;           /* freed with its read-write lock, not alone */
+    int unwatched;              /* no own-node watch (a semaphore's internal mutex) */
+    /* Rules checked before an acquisition starts (read-write lock); may set *fixed_name for
+     * the kind's start.  NULL: none. */
+    int (*check)(zkit_lock_t *lock, pthread_t owner, char **fixed_name);
+    /* Starts the kind's machine for `req`; it ends with zkit__req_complete, never inside this
+     * call.  Called with no lock held. */
+    int (*start)(zkit__req_t *req, const char *fixed_name);
+    /* Ends the machine of `req` early with ZKIT_ECANCELED (non-blocking, any thread). */
+    void (*cancel)(zkit__req_t *req);
+    /* Drops what req->machine holds, when the request is freed.  NULL: nothing. */
+    void (*machine_free)(zkit__req_t *req);
+    /* A connection state change while `req` is in progress (event thread).  NULL: none. */
+    void (*connection_event)(zkit__req_t *req, zkit_conn_state_t state);
+    /* Gives back a holding taken off the holder list (non-blocking). */
+    int (*release)(zkit_lock_t *lock, zkit__holder_t *h, pthread_t owner);
+    /* The caller's holding for queries: 0, ZKIT_ENOTHELD or ZKIT_ELOCKLOST. */
+    int (*query)(const zkit_lock_t *lock, pthread_t owner, char **node, int64_t *token,
+                 int64_t *valid_until);
+    /* The directory of the participants and the token that orders them. */
+    char *(*participants_dir)(const zkit_lock_t *lock, const char **token);
+    /* Callbacks and data set on the lock, to pass on to parts (multi-lock, semaphore mutex).
+     * NULL: nothing to pass on. */
+    void (*state_callback_set)(zkit_lock_t *lock, int on);
+    void (*revocation_set)(zkit_lock_t *lock, int on);
+    int (*data_set)(zkit_lock_t *lock, const void *data, size_t len);
+    /* Frees what the kind attached to the lock.  NULL: nothing. */
+    void (*destroy)(zkit_lock_t *lock);
+} zkit__lock_ops_t;
+
+/* An acquisition of a lock on behalf of a thread, blocking, asynchronous or internal (a part
+ * of a multi-lock). */
+typedef void (*zkit__req_done_fn)(zkit__req_t *req, int error, void *arg);
+typedef void (*zkit__req_waiting_fn)(zkit__req_t *req, void *arg);
+
+struct zkit__req {
+    zkit__req_t *prev, *next;   /* in lock->pending */
+    int refs;
+    zkit_lock_t *lock;
+    pthread_t owner;
+    int timeout_ms;
+    int done;                   /* under lock->mu */
+    int error;
+    void *machine;              /* the kind's acquisition */
+    /* exactly one way of hearing the end: */
+    zkit_lock_acquired_fn user_done;      /* asynchronous: on the event thread */
+    void *user_arg;
+    zkit__req_done_fn internal_done;      /* internal: where the machine ends, must not block */
+    zkit__req_waiting_fn internal_waiting; /* internal: the machine must wait for others */
+    void *internal_arg;
+    zkit__task_t task;          /* the asynchronous completion's delivery, reserved */
+};
 
 struct zkit_lock {
-    zkit__lock_kind_t kind;
-    zkit_client_t *client;
+    int refs;                   /* the user's, and one per request (lockcore.c) */
+    const zkit__lock_ops_t *ops;
+    zkit_client_t *client;      /* referenced for the object's life */
     char *path;
-    const zkit__driver_t *driver;
-    char *data;
-    size_t len;
-    int has_data;
+    const zkit__driver_t *driver;   /* engine kinds */
+    void *kind_data;                /* what the kind attaches */
 
     pthread_mutex_t mu;
     pthread_cond_t cond;
+    char *data;
+    size_t len;
+    int has_data;
     zkit__holder_t *holders;
-    zkit__pending_t *pending;
+    zkit__req_t *pending;
     zkit_lock_state_fn state_fn;
     void *state_arg;
     zkit_revocation_fn revoke_fn;   /* NULL: not revocable */
     void *revoke_arg;
-    int listener_id;
+    zkit__listener_t *listener;
     int disconnected;           /* holders are UNCERTAIN */
     int64_t valid_until;        /* INT64_MAX while connected */
     uint64_t disconnect_epoch;  /* tells a stale expiry timer from a current one */
-
-    zkit_rwlock_t *rw;          /* the pair this half belongs to */
-    zkit_semaphore_t *sem;      /* semaphore mutex: its one-lease semaphore */
-    zkit_lock_t **subs;         /* multi-lock: the locks, sorted */
-    size_t sub_count;
-    int owns_subs;
+    int used_event_thread;      /* something of this lock may be queued on the event thread */
+    struct zkit__expiry *expiry;    /* reserved expiry check (lockstate.c) */
 };
 
-struct zkit_rwlock {
-    zkit_lock_t *read;
-    zkit_lock_t *write;
-};
+/* ---- lockcore.c: construction, requests, holders, release ---- */
 
-/* Common construction / destruction. */
 int zkit__lock_init(zkit_lock_t **out, zkit_client_t *client, const char *path,
-                    zkit__lock_kind_t kind, const zkit__driver_t *driver);
+                    const zkit__lock_ops_t *ops, const zkit__driver_t *driver);
+/* Cancels what is pending, releases what is held (with a warning), frees the lock. */
 void zkit__lock_destroy(zkit_lock_t *lock);
 
-/* Blocking acquire on behalf of `owner` (the calling thread for zkit_lock_acquire). */
+/* Starts an acquisition.  Exactly one of user_done / internal_done set in `proto`.  The
+ * request is returned with a reference for the caller (zkit__req_unref) when `out` is
+ * non-NULL.  A reentrant acquisition completes at once (asynchronously for user_done). */
+int zkit__req_start(zkit__req_t **out, zkit_lock_t *lock, pthread_t owner, int timeout_ms,
+                    const zkit__req_t *proto);
+void zkit__req_unref(zkit__req_t *req);
+/* Ends a request in progress with ZKIT_ECANCELED (no-op when it has ended). */
+void zkit__req_cancel(zkit__req_t *req);
+/* The kind's machine ended: records the holding (error 0) and tells the requester. */
+void zkit__req_complete(zkit__req_t *req, int error, const zkit__holding_t *holding);
+/* The kind's machine must wait for others (once per wait). */
+void zkit__req_waiting(zkit__req_t *req);
+/* Adds a holding directly (a lease of the counting semaphore). */
+int zkit__lock_adopt(zkit_lock_t *lock, pthread_t owner, const zkit__holding_t *holding);
+
+/* Blocking acquire on behalf of `owner`. */
 int zkit__lock_acquire_as(zkit_lock_t *lock, int timeout_ms, pthread_t owner);
 int zkit__lock_release_as(zkit_lock_t *lock, pthread_t owner);
 int zkit__lock_held_by(const zkit_lock_t *lock, pthread_t owner);
+int zkit__lock_cancel_all(zkit_lock_t *lock);
+/* The holding of a node-based lock for queries (lock->mu not held by the caller). */
+int zkit__lock_query_holder(const zkit_lock_t *lock, pthread_t owner, char **node,
+                            int64_t *token, int64_t *valid_until);
+/* Deletes a node in the background, guaranteed (the result is logged, not waited for). */
+int zkit__delete_node(zkit_client_t *client, const char *node);
 
-/* Multi-lock (multilock.c). */
-int zkit__multilock_acquire(zkit_lock_t *lock, int timeout_ms, pthread_t owner);
-int zkit__multilock_release(zkit_lock_t *lock, pthread_t owner);
+/* ---- lockstate.c: connection states become lock states ---- */
 
-/* Semaphore internals used by the semaphore mutex (semaphore.c). */
-int zkit__semaphore_acquire_one(zkit_semaphore_t *sem, int64_t deadline_ms, zkit_lease_t **lease);
-int zkit__semaphore_set_data(zkit_semaphore_t *sem, const void *data, size_t len);
-const char *zkit__lease_node(const zkit_lease_t *lease);
-int64_t zkit__lease_czxid(const zkit_lease_t *lease);
+/* A connection state change, for the lock's holders (event thread, lock->mu not held). */
+void zkit__lockstate_connection(zkit_lock_t *lock, zkit_conn_state_t state);
+/* Frees what reporting reserved (the lock is being freed). */
+void zkit__lockstate_detach(zkit_lock_t *lock);
+/* Reserves what reporting the states of a new holding needs (lock->mu held). */
+int zkit__lockstate_reserve(zkit_lock_t *lock);
+/* Reports `state` to the lock's callback (event thread, no lock held). */
+void zkit__lockstate_report(zkit_lock_t *lock, zkit_lock_state_t state);
+/* Marks the live holding of `node` lost and reports LOST (event thread). */
+void zkit__lockstate_node_lost(zkit_lock_t *lock, const char *node);
+/* The live holding of `node` (lock->mu held), or NULL. */
+zkit__holder_t *zkit__lockstate_live_holder(const zkit_lock_t *lock, const char *node);
+/* Waits until the event thread has finished what it runs now for this lock. */
+void zkit__lockstate_quiesce(zkit_lock_t *lock);
+
+/* ---- ownnode.c: the own-node watch and revocation ---- */
+
+/* Watches our node while held (lock->mu held). */
+void zkit__own_node_watch(zkit_lock_t *lock, const char *node);
+/* Stops watching before our own delete (lock->mu not held). */
+void zkit__own_node_unwatch(zkit_lock_t *lock, const char *node);
+/* Detaches everything in flight from a lock being freed. */
+void zkit__own_node_detach(zkit_lock_t *lock);
+/* Sets the revocation callback (fn NULL: not revocable). */
+void zkit__revocation_set(zkit_lock_t *lock, zkit_revocation_fn fn, void *arg);
+
+/* ---- the kinds ---- */
+
+extern const zkit__lock_ops_t zkit__mutex_ops;
+extern const zkit__lock_ops_t zkit__read_ops;
+extern const zkit__lock_ops_t zkit__write_ops;
+extern const zkit__lock_ops_t zkit__semaphore_mutex_ops;
+extern const zkit__lock_ops_t zkit__lease_ops;
+extern const zkit__lock_ops_t zkit__multilock_ops;
+
+extern const zkit__lock_ops_t zkit__internal_mutex_ops;
+/* The engine kinds' release: stop watching our node and delete it. */
+int zkit__node_release(zkit_lock_t *lock, zkit__holder_t *h, pthread_t owner);
 
 /* Milliseconds left before an absolute deadline (-1 = forever). */
 int zkit__remaining_ms(int64_t deadline_ms);

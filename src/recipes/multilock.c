@@ -1,47 +1,569 @@
 /*
- * multilock.c - all-or-nothing over several locks, within one shared deadline.
+ * multilock.c - all or nothing over several locks, within one shared deadline.
  *
- * Unlike Curator's InterProcessMultiLock, the locks are taken in one canonical order (sorted
- * by path), so two processes naming the same paths in different orders cannot deadlock, and
- * the deadline is shared rather than given in full to each lock.
+ * The locks ("parts") are taken in one canonical order (sorted by path), so processes naming
+ * the same paths in different orders cannot deadlock; the deadline is shared, not given in
+ * full to each part.  An acquisition is a state machine over the parts' requests:
+ *
+ *  - the parts not held are all requested at once: their creates and listings go back to
+ *    back, so when nothing contends the multi-lock is held after one round trip;
+ *  - at the first part not held that must wait for another holder, every later part is
+ *    given back (cancelled, or released if it came) before waiting: keeping them would allow
+ *    a waits-for cycle with a process that holds the part we wait on and queues behind us on
+ *    a later one; once that part comes, the later ones are requested again, in order;
+ *  - a part taken and then lost while the multi-lock still waits (its session expired, its
+ *    node was deleted) is never reported as held: everything is given back and taking starts
+ *    over from the first part, within the same deadline.
+ *
+ * A part is never requested again before its previous request has ended, so one thread never
+ * has two requests of one part at once.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "recipes/lock.h"
-#include "framework/async.h"
+
+/* How often one acquisition may start over after losing a part. */
+#define MAX_RESTARTS 5
+
+typedef struct multi {
+    zkit_lock_t **parts;        /* sorted by path */
+    size_t count;
+    int owns_parts;
+} multi_t;
+
+typedef enum part_state {
+    PART_IDLE,                  /* not requested */
+    PART_PENDING,               /* requested */
+    PART_GIVING_BACK,           /* requested, then cancelled: its end is awaited */
+    PART_HELD
+} part_state_t;
+
+typedef struct mrun mrun_t;
+
+typedef struct part {
+    mrun_t *run;
+    size_t index;
+    part_state_t state;
+    int waiting;                /* its request waits for another holder */
+    zkit__req_t *req;
+} part_t;
+
+struct mrun {
+    pthread_mutex_t mu;
+    int refs;
+    zkit__req_t *req;           /* the multi-lock's own request */
+    multi_t *m;
+    pthread_t owner;
+    int64_t deadline_ms;        /* -1 forever, 0 try once */
+    int restarts;
+    int ended;
+    part_t *parts;
+};
+
+static void mrun_ref(mrun_t *run)
+{
+    __atomic_add_fetch(&run->refs, 1, __ATOMIC_ACQ_REL);
+}
+
+static void mrun_unref(mrun_t *run)
+{
+    if (!run || __atomic_sub_fetch(&run->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    for (size_t i = 0; i < run->m->count; i++)
+        zkit__req_unref(run->parts[i].req);
+    free(run->parts);
+    pthread_mutex_destroy(&run->mu);
+    free(run);
+}
+
+static int remaining(const mrun_t *run)
+{
+    return run->deadline_ms <= 0 ? (int)run->deadline_ms : zkit__remaining_ms(run->deadline_ms);
+}
+
+/* Work decided under run->mu and done after it: requests to start, cancel, release. */
+typedef struct todo {
+    size_t start[64], cancel[64], release[64];
+    size_t n_start, n_cancel, n_release;
+} todo_t;
+
+static void on_part_done(zkit__req_t *req, int error, void *arg);
+static void on_part_waiting(zkit__req_t *req, void *arg);
+
+static void ended_with(mrun_t *run, int error);
+
+/* The first part not held, or count when all are. */
+static size_t first_missing(const mrun_t *run)
+{
+    size_t f = 0;
+    while (f < run->m->count && run->parts[f].state == PART_HELD)
+        f++;
+    return f;
+}
+
+/* Decides what the parts need now (run->mu held).  Returns 1 when everything is held. */
+static int plan(mrun_t *run, todo_t *t)
+{
+    size_t f = first_missing(run), count = run->m->count;
+    if (f == count)
+        return 1;
+    if (run->parts[f].state == PART_IDLE) {
+        /* Request every idle part from here on, back to back. */
+        for (size_t i = f; i < count; i++)
+            if (run->parts[i].state == PART_IDLE && t->n_start < 64) {
+                run->parts[i].state = PART_PENDING;
+                run->parts[i].waiting = 0;
+                t->start[t->n_start++] = i;
+            }
+    } else if (run->parts[f].state == PART_PENDING && run->parts[f].waiting) {
+        /* We must wait at f: give back every later part first. */
+        for (size_t i = f + 1; i < count; i++) {
+            if (run->parts[i].state == PART_PENDING && t->n_cancel < 64) {
+                run->parts[i].state = PART_GIVING_BACK;
+                t->cancel[t->n_cancel++] = i;
+            } else if (run->parts[i].state == PART_HELD && t->n_release < 64) {
+                run->parts[i].state = PART_IDLE;
+                t->release[t->n_release++] = i;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Gives back every part (run->mu held): for the end of the run, or a new start. */
+static void plan_give_back_all(mrun_t *run, todo_t *t)
+{
+    for (size_t i = 0; i < run->m->count; i++) {
+        if (run->parts[i].state == PART_PENDING) {
+            run->parts[i].state = PART_GIVING_BACK;
+            t->cancel[t->n_cancel++] = i;
+        } else if (run->parts[i].state == PART_HELD) {
+            run->parts[i].state = PART_IDLE;
+            t->release[t->n_release++] = i;
+        }
+    }
+}
+
+static void start_part(mrun_t *run, size_t i)
+{
+    part_t *p = &run->parts[i];
+    zkit__req_t proto, *req = NULL, *old;
+    (void)req;
+    int rc;
+    memset(&proto, 0, sizeof(proto));
+    proto.internal_done = on_part_done;
+    proto.internal_waiting = on_part_waiting;
+    proto.internal_arg = p;
+    mrun_ref(run); /* the part request's, dropped in on_part_done */
+    rc = zkit__req_start(&req, run->m->parts[i], run->owner, remaining(run), &proto);
+    pthread_mutex_lock(&run->mu);
+    old = p->req; /* the part's previous request, ended before this one started */
+    p->req = rc == 0 ? req : NULL;
+    if (rc != 0)
+        p->state = PART_IDLE;
+    pthread_mutex_unlock(&run->mu);
+    zkit__req_unref(old);
+    if (rc != 0) {
+        mrun_unref(run);
+        ended_with(run, rc);
+    }
+}
+
+static void act(mrun_t *run, todo_t *t)
+{
+    zkit_lock_t **parts = run->m->parts;
+    for (size_t k = 0; k < t->n_release; k++)
+        zkit__lock_release_as(parts[t->release[k]], run->owner);
+    for (size_t k = 0; k < t->n_cancel; k++) {
+        zkit__req_t *req;
+        pthread_mutex_lock(&run->mu);
+        req = run->parts[t->cancel[k]].req;
+        pthread_mutex_unlock(&run->mu);
+        if (req)
+            zkit__req_cancel(req);
+    }
+    for (size_t k = 0; k < t->n_start; k++)
+        start_part(run, t->start[k]);
+}
+
+/* Ends the multi-lock's request once (everything given back on error). */
+static void ended_with(mrun_t *run, int error)
+{
+    todo_t t;
+    zkit__req_t *req;
+    memset(&t, 0, sizeof(t));
+    pthread_mutex_lock(&run->mu);
+    if (run->ended) {
+        pthread_mutex_unlock(&run->mu);
+        return;
+    }
+    run->ended = 1;
+    req = run->req;
+    if (error != 0)
+        plan_give_back_all(run, &t);
+    pthread_mutex_unlock(&run->mu);
+    act(run, &t);
+    {
+        zkit__holding_t none = { NULL, 0, 0 }; /* the multi-lock's holding has no node */
+        zkit__req_complete(req, error, error == 0 ? &none : NULL);
+    }
+}
+
+/* Whether every held part is still held, in the session of `session`. */
+static int parts_intact(mrun_t *run, int64_t session)
+{
+    int intact = 1;
+    for (size_t i = 0; i < run->m->count && intact; i++) {
+        zkit_lock_t *lock = run->m->parts[i];
+        zkit__holder_t *h;
+        pthread_mutex_lock(&run->mu);
+        if (run->parts[i].state != PART_HELD) {
+            pthread_mutex_unlock(&run->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&run->mu);
+        pthread_mutex_lock(&lock->mu);
+        for (h = lock->holders; h; h = h->next)
+            if (!lock->ops->thread_owned || pthread_equal(h->thread, run->owner))
+                break;
+        intact = h && !h->lost && (!h->node || h->session == session);
+        pthread_mutex_unlock(&lock->mu);
+    }
+    return intact;
+}
+
+/* The session of the part just taken (its holder's). */
+static int64_t part_session(mrun_t *run, size_t i)
+{
+    zkit_lock_t *lock = run->m->parts[i];
+    int64_t session = 0;
+    pthread_mutex_lock(&lock->mu);
+    for (zkit__holder_t *h = lock->holders; h; h = h->next)
+        if (!lock->ops->thread_owned || pthread_equal(h->thread, run->owner)) {
+            session = h->session;
+            break;
+        }
+    pthread_mutex_unlock(&lock->mu);
+    return session;
+}
+
+static int deadline_passed(const mrun_t *run)
+{
+    return run->deadline_ms == 0 ||
+           (run->deadline_ms > 0 && zkit__monotonic_ms() >= run->deadline_ms);
+}
+
+/* A part held before was lost: give back everything and start over, in order. */
+static void start_over(mrun_t *run)
+{
+    todo_t t;
+    memset(&t, 0, sizeof(t));
+    pthread_mutex_lock(&run->mu);
+    if (run->ended) {
+        pthread_mutex_unlock(&run->mu);
+        return;
+    }
+    if (run->restarts++ >= MAX_RESTARTS || deadline_passed(run)) {
+        pthread_mutex_unlock(&run->mu);
+        ended_with(run, ZKIT_ELOCKLOST);
+        return;
+    }
+    plan_give_back_all(run, &t);
+    pthread_mutex_unlock(&run->mu);
+    zkit__client_log(run->m->parts[0]->client, ZKIT_LOG_INFO,
+                     "multi-lock %s: a lock was lost while waiting for another; starting over",
+                     run->m->parts[0]->path);
+    act(run, &t);
+    /* The parts given back are requested again as they become idle (on_part_done). */
+    memset(&t, 0, sizeof(t));
+    pthread_mutex_lock(&run->mu);
+    plan(run, &t);
+    pthread_mutex_unlock(&run->mu);
+    act(run, &t);
+}
+
+static void on_part_done(zkit__req_t *req, int error, void *arg)
+{
+    part_t *p = arg;
+    mrun_t *run = p->run;
+    todo_t t;
+    int all = 0, lost = 0, fail = 0;
+    (void)req; /* a part is requested again only after its request ended: this is current */
+    memset(&t, 0, sizeof(t));
+    pthread_mutex_lock(&run->mu);
+    if (run->ended || p->state == PART_GIVING_BACK) {
+        p->state = PART_IDLE;
+        if (error == 0)
+            t.release[t.n_release++] = p->index;
+        if (!run->ended)
+            all = plan(run, &t);
+    } else if (error == 0) {
+        p->state = PART_HELD;
+        pthread_mutex_unlock(&run->mu);
+        lost = !parts_intact(run, part_session(run, p->index));
+        pthread_mutex_lock(&run->mu);
+        if (!lost && !run->ended)
+            all = plan(run, &t);
+    } else {
+        p->state = PART_IDLE;
+        fail = 1;
+    }
+    pthread_mutex_unlock(&run->mu);
+    act(run, &t);
+    if (fail)
+        ended_with(run, error);
+    else if (lost)
+        start_over(run);
+    else if (all)
+        ended_with(run, 0);
+    mrun_unref(run); /* the part request's */
+}
+
+static void on_part_waiting(zkit__req_t *req, void *arg)
+{
+    part_t *p = arg;
+    mrun_t *run = p->run;
+    todo_t t;
+    memset(&t, 0, sizeof(t));
+    pthread_mutex_lock(&run->mu);
+    (void)req;
+    if (p->state == PART_PENDING && !run->ended) {
+        p->waiting = 1;
+        plan(run, &t);
+    }
+    pthread_mutex_unlock(&run->mu);
+    act(run, &t);
+}
+
+/* ---- the kind ---------------------------------------------------------------------------------- */
+
+static int multi_start(zkit__req_t *req, const char *fixed_name)
+{
+    zkit_lock_t *lock = req->lock;
+    multi_t *m = lock->kind_data;
+    mrun_t *run = calloc(1, sizeof(*run));
+    todo_t t;
+    (void)fixed_name;
+    if (!run || !(run->parts = calloc(m->count, sizeof(*run->parts)))) {
+        free(run);
+        return ZKIT_ENOMEM;
+    }
+    pthread_mutex_init(&run->mu, NULL);
+    run->refs = 2; /* the request's (req->machine), the start's */
+    run->req = req;
+    run->m = m;
+    run->owner = req->owner;
+    run->deadline_ms = req->timeout_ms < 0    ? -1
+                       : req->timeout_ms == 0 ? 0
+                                              : zkit__monotonic_ms() + req->timeout_ms;
+    for (size_t i = 0; i < m->count; i++) {
+        run->parts[i].run = run;
+        run->parts[i].index = i;
+    }
+    pthread_mutex_lock(&lock->mu);
+    req->machine = run;
+    pthread_mutex_unlock(&lock->mu);
+    memset(&t, 0, sizeof(t));
+    pthread_mutex_lock(&run->mu);
+    plan(run, &t);
+    pthread_mutex_unlock(&run->mu);
+    act(run, &t);
+    mrun_unref(run);
+    return 0;
+}
+
+static void multi_cancel(zkit__req_t *req)
+{
+    mrun_t *run = NULL;
+    pthread_mutex_lock(&req->lock->mu);
+    if (!req->done && req->machine) {
+        run = req->machine;
+        mrun_ref(run);
+    }
+    pthread_mutex_unlock(&req->lock->mu);
+    if (run) {
+        ended_with(run, ZKIT_ECANCELED);
+        mrun_unref(run);
+    }
+}
+
+static void multi_machine_free(zkit__req_t *req)
+{
+    mrun_unref(req->machine);
+}
+
+static int multi_release(zkit_lock_t *lock, zkit__holder_t *h, pthread_t owner)
+{
+    multi_t *m = lock->kind_data;
+    int first = 0;
+    (void)h;
+    for (size_t i = m->count; i-- > 0;) {
+        int rc = zkit__lock_release_as(m->parts[i], owner);
+        if (rc != 0 && first == 0)
+            first = rc;
+    }
+    return first;
+}
+
+/* The node is the first part's, the token the largest of the parts', the validity deadline
+ * the earliest. */
+static int multi_query(const zkit_lock_t *lock, pthread_t owner, char **node, int64_t *token,
+                       int64_t *valid_until)
+{
+    multi_t *m = lock->kind_data;
+    int64_t best = 0, earliest = INT64_MAX;
+    int rc = zkit__lock_query_holder(lock, owner, NULL, NULL, NULL);
+    if (rc == ZKIT_ELOCKLOST)
+        rc = 0; /* a multi-lock's own holding has no node: its parts say */
+    for (size_t i = 0; i < m->count && rc == 0; i++) {
+        int64_t one_token, one_valid;
+        rc = m->parts[i]->ops->query(m->parts[i], owner, i == 0 ? node : NULL, &one_token,
+                                     &one_valid);
+        if (rc == 0 && one_token > best)
+            best = one_token;
+        if (rc == 0 && one_valid < earliest)
+            earliest = one_valid;
+    }
+    if (rc != 0 && node && *node) {
+        free(*node);
+        *node = NULL;
+    }
+    if (rc == 0 && token)
+        *token = best;
+    if (rc == 0 && valid_until)
+        *valid_until = earliest;
+    return rc;
+}
+
+static char *multi_participants_dir(const zkit_lock_t *lock, const char **token)
+{
+    multi_t *m = lock->kind_data;
+    return m->parts[0]->ops->participants_dir(m->parts[0], token);
+}
+
+static void relay_state(zkit_lock_t *part, zkit_lock_state_t state, void *arg)
+{
+    (void)part;
+    zkit__lockstate_report(arg, state);
+}
+
+static void multi_state_callback_set(zkit_lock_t *lock, int on)
+{
+    multi_t *m = lock->kind_data;
+    if (!m->owns_parts) /* borrowed locks keep their own callbacks */
+        return;
+    for (size_t i = 0; i < m->count; i++) {
+        pthread_mutex_lock(&m->parts[i]->mu);
+        m->parts[i]->state_fn = on ? relay_state : NULL;
+        m->parts[i]->state_arg = on ? lock : NULL;
+        pthread_mutex_unlock(&m->parts[i]->mu);
+    }
+}
+
+/* A part was asked to let go: the holder of the multi-lock is asked. */
+static void relay_revocation(zkit_lock_t *part, void *arg)
+{
+    zkit_lock_t *multi = arg;
+    zkit_revocation_fn fn;
+    void *fn_arg;
+    (void)part;
+    pthread_mutex_lock(&multi->mu);
+    fn = multi->revoke_fn;
+    fn_arg = multi->revoke_arg;
+    pthread_mutex_unlock(&multi->mu);
+    if (fn)
+        fn(multi, fn_arg);
+}
+
+static void multi_revocation_set(zkit_lock_t *lock, int on)
+{
+    multi_t *m = lock->kind_data;
+    if (!m->owns_parts)
+        return;
+    for (size_t i = 0; i < m->count; i++)
+        zkit__revocation_set(m->parts[i], on ? relay_revocation : NULL, lock);
+}
+
+static int multi_data_set(zkit_lock_t *lock, const void *data, size_t len)
+{
+    multi_t *m = lock->kind_data;
+    int rc = 0;
+    for (size_t i = 0; i < m->count && rc == 0 && m->owns_parts; i++)
+        rc = zkit_lock_set_data(m->parts[i], data, len);
+    return rc;
+}
+
+static void multi_destroy(zkit_lock_t *lock)
+{
+    multi_t *m = lock->kind_data;
+    if (!m)
+        return;
+    if (m->owns_parts)
+        for (size_t i = 0; i < m->count; i++)
+            zkit_lock_free(m->parts[i]);
+    free(m->parts);
+    free(m);
+}
+
+const zkit__lock_ops_t zkit__multilock_ops = {
+    .name = "multi-lock",
+    .thread_owned = 1,
+    .start = multi_start,
+    .cancel = multi_cancel,
+    .machine_free = multi_machine_free,
+    .release = multi_release,
+    .query = multi_query,
+    .participants_dir = multi_participants_dir,
+    .state_callback_set = multi_state_callback_set,
+    .revocation_set = multi_revocation_set,
+    .data_set = multi_data_set,
+    .destroy = multi_destroy,
+};
+
+/* ---- constructors ---------------------------------------------------------------------------- */
 
 static int by_path(const void *a, const void *b)
 {
     const zkit_lock_t *x = *(zkit_lock_t *const *)a, *y = *(zkit_lock_t *const *)b;
     int c = strcmp(x->path, y->path);
-    return c ? c : (int)x->kind - (int)y->kind;
+    return c ? c : strcmp(x->ops->name, y->ops->name);
 }
 
 static int has_duplicates(zkit_lock_t *const *sorted, size_t count)
 {
     for (size_t i = 1; i < count; i++)
         if (strcmp(sorted[i - 1]->path, sorted[i]->path) == 0 &&
-            sorted[i - 1]->kind == sorted[i]->kind)
+            sorted[i - 1]->ops == sorted[i]->ops)
             return 1;
     return 0;
 }
 
-static int multilock_wrap(zkit_lock_t **out, zkit_client_t *client, zkit_lock_t **subs,
+static int multilock_wrap(zkit_lock_t **out, zkit_client_t *client, zkit_lock_t **parts,
                           size_t count, int owns)
 {
     zkit_lock_t *lock;
+    multi_t *m;
     int rc;
-    qsort(subs, count, sizeof(*subs), by_path);
-    if (has_duplicates(subs, count)) {
+    qsort(parts, count, sizeof(*parts), by_path);
+    if (has_duplicates(parts, count)) {
         zkit__client_log(client, ZKIT_LOG_ERROR, "multi-lock: the same path twice");
         return ZKIT_EINVAL;
     }
-    if ((rc = zkit__lock_init(&lock, client, subs[0]->path, ZKIT__LOCK_MULTI, NULL)) != 0)
+    if (count > 64) {
+        zkit__client_log(client, ZKIT_LOG_ERROR, "multi-lock: more than 64 locks");
+        return ZKIT_EINVAL;
+    }
+    if (!(m = calloc(1, sizeof(*m))))
+        return ZKIT_ENOMEM;
+    if ((rc = zkit__lock_init(&lock, client, parts[0]->path, &zkit__multilock_ops, NULL)) != 0) {
+        free(m);
         return rc;
-    lock->subs = subs;
-    lock->sub_count = count;
-    lock->owns_subs = owns;
+    }
+    m->parts = parts;
+    m->count = count;
+    m->owns_parts = owns;
+    lock->kind_data = m;
     *out = lock;
     return 0;
 }
@@ -49,23 +571,23 @@ static int multilock_wrap(zkit_lock_t **out, zkit_client_t *client, zkit_lock_t 
 ZKIT_EXTERN int zkit_multilock_new(zkit_lock_t **out, zkit_client_t *client,
                                    const char *const *paths, size_t count)
 {
-    zkit_lock_t **subs;
+    zkit_lock_t **parts;
     size_t made = 0;
     int rc = 0;
     if (!out || !client || !paths || count == 0)
         return ZKIT_EINVAL;
     *out = NULL;
-    if (!(subs = calloc(count, sizeof(*subs))))
+    if (!(parts = calloc(count, sizeof(*parts))))
         return ZKIT_ENOMEM;
     for (; made < count && rc == 0; made++)
-        if ((rc = zkit_mutex_new(&subs[made], client, paths[made])) != 0)
+        if ((rc = zkit_mutex_new(&parts[made], client, paths[made])) != 0)
             break;
     if (rc == 0)
-        rc = multilock_wrap(out, client, subs, count, 1);
+        rc = multilock_wrap(out, client, parts, count, 1);
     if (rc != 0) {
         for (size_t i = 0; i < count; i++)
-            zkit_lock_free(subs[i]);
-        free(subs);
+            zkit_lock_free(parts[i]);
+        free(parts);
     }
     return rc;
 }
@@ -73,50 +595,19 @@ ZKIT_EXTERN int zkit_multilock_new(zkit_lock_t **out, zkit_client_t *client,
 ZKIT_EXTERN int zkit_multilock_new_from(zkit_lock_t **out, zkit_lock_t *const *locks,
                                         size_t count)
 {
-    zkit_lock_t **subs;
+    zkit_lock_t **parts;
     int rc;
     if (!out || !locks || count == 0)
         return ZKIT_EINVAL;
     *out = NULL;
     for (size_t i = 0; i < count; i++)
-        if (!locks[i] || locks[i]->client != locks[0]->client)
+        if (!locks[i] || locks[i]->client != locks[0]->client ||
+            locks[i]->ops == &zkit__multilock_ops)
             return ZKIT_EINVAL;
-    if (!(subs = malloc(count * sizeof(*subs))))
+    if (!(parts = malloc(count * sizeof(*parts))))
         return ZKIT_ENOMEM;
-    memcpy(subs, locks, count * sizeof(*subs));
-    if ((rc = multilock_wrap(out, locks[0]->client, subs, count, 0)) != 0)
-        free(subs);
+    memcpy(parts, locks, count * sizeof(*parts));
+    if ((rc = multilock_wrap(out, locks[0]->client, parts, count, 0)) != 0)
+        free(parts);
     return rc;
-}
-
-int zkit__multilock_acquire(zkit_lock_t *lock, int timeout_ms, pthread_t owner)
-{
-    int64_t deadline = zkit__deadline_from(timeout_ms);
-    size_t taken;
-    int rc = 0;
-    for (taken = 0; taken < lock->sub_count; taken++) {
-        int left = zkit__remaining_ms(deadline);
-        if (left == 0 && timeout_ms != 0) { /* the shared deadline is spent */
-            rc = ZKIT_ETIMEDOUT;
-            break;
-        }
-        rc = zkit__lock_acquire_as(lock->subs[taken], left, owner);
-        if (rc != 0)
-            break;
-    }
-    if (rc != 0) /* all or nothing: give back what we took, in reverse */
-        while (taken-- > 0)
-            zkit__lock_release_as(lock->subs[taken], owner);
-    return rc;
-}
-
-int zkit__multilock_release(zkit_lock_t *lock, pthread_t owner)
-{
-    int first = 0;
-    for (size_t i = lock->sub_count; i-- > 0;) {
-        int rc = zkit__lock_release_as(lock->subs[i], owner);
-        if (rc != 0 && first == 0)
-            first = rc;
-    }
-    return first;
 }

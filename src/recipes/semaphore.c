@@ -1,56 +1,767 @@
 /*
- * semaphore.c - the counting semaphore (Curator's InterProcessSemaphoreV2) and the semaphore
- * mutex built on it.
+ * semaphore.c - the counting semaphore (Curator's InterProcessSemaphoreV2), its leases, and
+ * the semaphore mutex built on it.
  *
  * Layout, as Curator's: an internal mutex at <path>/locks serialises lease takers, each lease
  * is a protected ephemeral-sequential node <path>/leases/_c_<uuid>-lease-<seq>, and a taker
  * holds its lease once <path>/leases has at most max_leases children.  The internal mutex is
- * released in every case.  Composed from the engine's mutex and the framework's calls; this
- * file does not re-implement the lock loop.
+ * released in every case.
+ *
+ * Taking one lease is a state machine ("run") driven by completions and watch events:
+ *
+ *   LOCKING  the internal mutex, an engine request
+ *   LISTING  create the lease and list the leases, back to back (one round trip)
+ *   WAITING  too many leases: list again with a children watch; the watch -> LISTING
+ *   done     the internal mutex is released (not waited for) in every case; on error the
+ *            lease node goes too, even when its create reply comes after the end
+ *
+ * A lease is a lock object of its own kind with one holding, so it hears UNCERTAIN, HELD,
+ * EXPIRED and LOST like any lock.  Several leases under one deadline are runs one after the
+ * other; a lease lost while a later one is taken is never reported: everything is given
+ * back and taking starts over, within the same deadline.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "recipes/lock.h"
-#include "framework/async.h"
 #include "framework/paths.h"
 
+/* How often one acquisition of several leases may start over after losing one. */
+#define MAX_RESTARTS 5
+
+typedef struct sem_acq sem_acq_t;
+
 struct zkit_semaphore {
+    int refs;                   /* the user's, every lease's, every acquisition's */
     zkit_client_t *client;
     char *path;
     char *leases_dir;
     int max_leases;
-    zkit_lock_t *mutex;          /* the internal mutex at <path>/locks */
-    pthread_mutex_t mu;
+    zkit_lock_t *mutex;         /* the internal mutex at <path>/locks */
+    zkit__listener_t *listener;
+    pthread_mutex_t mu;         /* guards what follows */
     pthread_cond_t cond;
     char *data;
     size_t len;
     int has_data;
+    zkit_lease_state_fn state_fn;
+    void *state_arg;
+    sem_acq_t *acqs;            /* acquisitions in progress */
 };
 
 struct zkit_lease {
     zkit_semaphore_t *sem;
+    zkit_lock_t *lock;          /* kind "lease": one holding, the lease node */
     char *node;
     int64_t czxid;
 };
 
-/* One waiter's view of the leases directory changing. */
-typedef struct lease_waiter {
+static void sem_ref(zkit_semaphore_t *sem)
+{
+    __atomic_add_fetch(&sem->refs, 1, __ATOMIC_ACQ_REL);
+}
+
+static void sem_unref(zkit_semaphore_t *sem)
+{
+    zkit_client_t *client;
+    if (!sem || __atomic_sub_fetch(&sem->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    client = sem->client;
+    zkit__lock_destroy(sem->mutex);
+    pthread_mutex_destroy(&sem->mu);
+    pthread_cond_destroy(&sem->cond);
+    free(sem->path);
+    free(sem->leases_dir);
+    free(sem->data);
+    free(sem);
+    zkit__client_unref(client);
+}
+
+/* ---- one lease: the run ------------------------------------------------------------------- */
+
+typedef enum run_state { RUN_LOCKING, RUN_LISTING, RUN_WAITING, RUN_DONE } run_state_t;
+
+typedef struct run run_t;
+typedef void (*run_done_fn)(run_t *run, int error, void *arg);
+
+struct run {
+    pthread_mutex_t mu;
+    int refs;
     zkit_semaphore_t *sem;
-    int changed;
-} lease_waiter_t;
+    int64_t deadline_ms;        /* -1 forever, 0 try once */
+    run_state_t state;
+    uint64_t round;             /* stale replies are dropped */
+    zkit__req_t *lock_req;      /* the internal mutex request */
+    char *node;                 /* our lease, un-namespaced */
+    zkit_stat_t stat;
+    int created;                /* the create reply came */
+    int relist_due;             /* a listing came before the create reply: list again */
+    int holds_mutex;            /* the internal mutex is ours */
+    int watching;               /* the children watch is armed */
+    zkit_watcher_t watcher;
+    uint64_t deadline_timer;
+    run_done_fn done;
+    void *arg;
+};
+
+typedef struct run_reply {
+    run_t *run;
+    uint64_t round;
+} run_reply_t;
+
+static void run_ref(run_t *run)
+{
+    __atomic_add_fetch(&run->refs, 1, __ATOMIC_ACQ_REL);
+}
+
+static void run_unref(run_t *run)
+{
+    if (!run || __atomic_sub_fetch(&run->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    zkit__req_unref(run->lock_req);
+    free(run->node);
+    pthread_mutex_destroy(&run->mu);
+    sem_unref(run->sem);
+    free(run);
+}
+
+static void ignore_result(zkit_client_t *c, const zkit_result_t *r, void *arg)
+{
+    (void)c;
+    (void)r;
+    (void)arg;
+}
+
+/* Ends the run (run->mu held; released here).  The done callback runs without it. */
+static void run_finish(run_t *run, int error)
+{
+    zkit_semaphore_t *sem = run->sem;
+    zkit__req_t *lock_req = run->lock_req;
+    uint64_t timer = run->deadline_timer;
+    int holds_mutex = run->holds_mutex;
+    if (run->state == RUN_DONE) {
+        pthread_mutex_unlock(&run->mu);
+        return;
+    }
+    run->state = RUN_DONE;
+    run->holds_mutex = 0;
+    run->deadline_timer = 0;
+    if (run->watching) {
+        zkit__watch_cancel(sem->client, sem->leases_dir, ZKIT_WATCH_CHILDREN, &run->watcher);
+        run->watching = 0;
+    }
+    if (error != 0 && run->node) {
+        zkit__delete_node(sem->client, run->node);
+        free(run->node);
+        run->node = NULL;
+    }
+    pthread_mutex_unlock(&run->mu);
+    if (timer && zkit__unschedule(sem->client, timer))
+        run_unref(run); /* the timer's reference */
+    /* The internal mutex is given back in every case: cancelled while still wanted (a
+     * holding that comes anyway is released by on_locked), released once held (its release
+     * only sends the delete). */
+    if (holds_mutex)
+        zkit__lock_release_as(sem->mutex, pthread_self());
+    else if (lock_req)
+        zkit__req_cancel(lock_req);
+    run->done(run, error, run->arg);
+    run_unref(run); /* the machine's own reference */
+}
+
+static run_reply_t *reply_new(run_t *run)
+{
+    run_reply_t *r = malloc(sizeof(*r));
+    if (r) {
+        run_ref(run);
+        r->run = run;
+        r->round = run->round;
+    }
+    return r;
+}
+
+/* Locks the run for a reply; NULL (reply freed) when the reply is stale. */
+static run_t *reply_open(run_reply_t *r)
+{
+    run_t *run = r->run;
+    pthread_mutex_lock(&run->mu);
+    if (run->state == RUN_DONE || r->round != run->round) {
+        pthread_mutex_unlock(&run->mu);
+        run_unref(run);
+        free(r);
+        return NULL;
+    }
+    return run;
+}
+
+static void reply_close(run_reply_t *r)
+{
+    run_unref(r->run);
+    free(r);
+}
+
+static int deadline_passed(const run_t *run)
+{
+    return run->deadline_ms == 0 ||
+           (run->deadline_ms > 0 && zkit__monotonic_ms() >= run->deadline_ms);
+}
+
+static void on_listed(zkit_client_t *c, const zkit_result_t *res, void *arg);
+
+/* Lists the leases, with the children watch when waiting (run->mu held). */
+static int list_leases(run_t *run, int watch)
+{
+    run_reply_t *r = reply_new(run);
+    int rc;
+    if (!r)
+        return ZKIT_ENOMEM;
+    if (watch) {
+        if (run->watching)
+            zkit__watch_cancel(run->sem->client, run->sem->leases_dir, ZKIT_WATCH_CHILDREN,
+                               &run->watcher);
+        run->watching = 1;
+    }
+    rc = zkit__get_children_inline(run->sem->client, run->sem->leases_dir,
+                                   watch ? &run->watcher : NULL, on_listed, r);
+    if (rc != 0) {
+        run->watching = run->watching && !watch;
+        reply_close(r);
+    }
+    return rc;
+}
+
+static void decide(run_t *run, const zkit_result_t *res)
+{
+    const char *name = zkit__path_basename(run->node);
+    int mine = 0;
+    for (size_t i = 0; i < res->child_count && !mine; i++)
+        mine = strcmp(res->children[i], name) == 0;
+    if (!mine) {
+        run_finish(run, ZKIT_ELOCKLOST); /* the session lost our lease */
+    } else if (res->child_count <= (size_t)run->sem->max_leases) {
+        run_finish(run, 0);
+    } else if (deadline_passed(run)) {
+        run_finish(run, ZKIT_ETIMEDOUT);
+    } else {
+        int rc;
+        run->state = RUN_WAITING;
+        if ((rc = list_leases(run, 1)) != 0)
+            run_finish(run, rc);
+        else
+            pthread_mutex_unlock(&run->mu);
+    }
+}
+
+static void on_listed(zkit_client_t *c, const zkit_result_t *res, void *arg)
+{
+    run_reply_t *r = arg;
+    run_t *run = reply_open(r);
+    (void)c;
+    if (!run)
+        return;
+    if (!run->created) {
+        /* The listing beat the create's reply (the create made the parents first, or was
+         * retried after a disconnection): list again once the create's outcome is known. */
+        run->relist_due = 1;
+        pthread_mutex_unlock(&run->mu);
+    } else if (res->error != 0) {
+        run_finish(run, res->error);
+    } else {
+        decide(run, res);
+    }
+    reply_close(r);
+}
+
+static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
+{
+    run_reply_t *r = arg;
+    run_t *run = reply_open(r);
+    if (!run) {
+        if (res->error == 0) /* the run ended meanwhile: its lease must not stay */
+            zkit__delete_inline(c, res->path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
+        return;
+    }
+    if (res->error != 0) {
+        run_finish(run, res->error);
+    } else if (!(run->node = strdup(res->path))) {
+        zkit__delete_inline(c, res->path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
+        run_finish(run, ZKIT_ENOMEM);
+    } else {
+        int rc = 0;
+        run->created = 1;
+        if (res->stat)
+            run->stat = *res->stat;
+        /* A create retried after a disconnection may answer after the pipelined listing:
+         * then that listing was set aside, and a fresh one decides. */
+        if (run->relist_due && (rc = list_leases(run, 0)) != 0)
+            run_finish(run, rc);
+        else
+            pthread_mutex_unlock(&run->mu);
+    }
+    reply_close(r);
+}
+
+/* The internal mutex is ours: create the lease and list, back to back. */
+static void create_and_list(run_t *run)
+{
+    zkit_semaphore_t *sem = run->sem;
+    zkit_create_options_t opts = ZKIT_CREATE_OPTIONS_INIT;
+    run_reply_t *r;
+    char *path = zkit__path_join(sem->leases_dir, "lease-");
+    int rc = ZKIT_ENOMEM;
+    opts.mode = ZKIT_EPHEMERAL_SEQUENTIAL;
+    opts.flags = ZKIT_CREATE_PARENTS | ZKIT_CREATE_PROTECTED;
+    run->state = RUN_LISTING;
+    if (path && (r = reply_new(run)) != NULL) {
+        pthread_mutex_lock(&sem->mu);
+        rc = zkit__create_inline(sem->client, path, sem->has_data ? sem->data : NULL, sem->len,
+                                 &opts, on_created, r);
+        pthread_mutex_unlock(&sem->mu);
+        if (rc != 0)
+            reply_close(r);
+        else
+            rc = list_leases(run, 0);
+    }
+    free(path);
+    if (rc != 0)
+        run_finish(run, rc);
+    else
+        pthread_mutex_unlock(&run->mu);
+}
+
+static void on_locked(zkit__req_t *req, int error, void *arg)
+{
+    run_t *run = arg;
+    (void)req;
+    pthread_mutex_lock(&run->mu);
+    if (run->state != RUN_LOCKING) {
+        pthread_mutex_unlock(&run->mu);
+        if (error == 0) /* the run ended while the mutex came: give it back */
+            zkit__lock_release_as(run->sem->mutex, pthread_self());
+    } else if (error != 0) {
+        run_finish(run, error);
+    } else {
+        run->holds_mutex = 1;
+        create_and_list(run);
+    }
+    run_unref(run); /* the internal request's reference */
+}
 
 static void on_leases_changed(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
 {
-    lease_waiter_t *w = arg;
+    run_t *run = arg;
+    int rc;
     (void)c;
     (void)event;
     (void)path;
-    pthread_mutex_lock(&w->sem->mu);
-    w->changed = 1;
-    pthread_cond_broadcast(&w->sem->cond);
-    pthread_mutex_unlock(&w->sem->mu);
+    pthread_mutex_lock(&run->mu);
+    run->watching = 0;
+    if (run->state != RUN_WAITING) {
+        pthread_mutex_unlock(&run->mu);
+        return;
+    }
+    run->round++;
+    if ((rc = list_leases(run, 1)) != 0)
+        run_finish(run, rc);
+    else
+        pthread_mutex_unlock(&run->mu);
 }
+
+static void on_run_deadline(void *arg)
+{
+    run_t *run = arg;
+    pthread_mutex_lock(&run->mu);
+    if (run->state == RUN_DONE)
+        pthread_mutex_unlock(&run->mu);
+    else
+        run_finish(run, zkit__client_is_closing(run->sem->client) ? ZKIT_ECLOSED
+                                                                  : ZKIT_ETIMEDOUT);
+    run_unref(run);
+}
+
+static int run_start(run_t **out, zkit_semaphore_t *sem, int64_t deadline_ms, run_done_fn done,
+                     void *arg)
+{
+    run_t *run = calloc(1, sizeof(*run));
+    zkit__req_t proto;
+    int rc, timeout = deadline_ms < 0 ? -1 : deadline_ms == 0 ? 0 : zkit__remaining_ms(deadline_ms);
+    if (!run)
+        return ZKIT_ENOMEM;
+    pthread_mutex_init(&run->mu, NULL);
+    run->refs = 3; /* the machine's, the caller's, the internal request's */
+    run->sem = sem;
+    sem_ref(sem);
+    run->deadline_ms = deadline_ms;
+    run->done = done;
+    run->arg = arg;
+    run->watcher.fn = on_leases_changed;
+    run->watcher.arg = run;
+    run->state = RUN_LOCKING;
+    memset(&proto, 0, sizeof(proto));
+    proto.internal_done = on_locked;
+    proto.internal_arg = run;
+    /* The run's mutex is held while it starts, so nothing it starts can end it before it is
+     * complete. */
+    pthread_mutex_lock(&run->mu);
+    if (deadline_ms > 0) {
+        run_ref(run);
+        run->deadline_timer = zkit__schedule_cancellable(sem->client, deadline_ms,
+                                                         on_run_deadline, run);
+        if (!run->deadline_timer)
+            run_unref(run); /* the engine's own deadline still bounds the mutex wait */
+    }
+    rc = zkit__req_start(&run->lock_req, sem->mutex, pthread_self(), timeout, &proto);
+    if (rc != 0) {
+        uint64_t timer = run->deadline_timer;
+        run->state = RUN_DONE;
+        pthread_mutex_unlock(&run->mu);
+        if (timer && zkit__unschedule(sem->client, timer))
+            run_unref(run);
+        run->refs -= 2; /* neither the machine nor the internal request will end it */
+        run_unref(run);
+        return rc;
+    }
+    pthread_mutex_unlock(&run->mu);
+    *out = run;
+    return 0;
+}
+
+static void run_cancel(run_t *run)
+{
+    pthread_mutex_lock(&run->mu);
+    run_finish(run, ZKIT_ECANCELED);
+}
+
+/* A connection event while the run waits for room (the semaphore's listener). */
+static void run_connection_event(run_t *run, zkit_conn_state_t state)
+{
+    pthread_mutex_lock(&run->mu);
+    if (run->state == RUN_WAITING && state == ZKIT_CONN_LOST) {
+        run_finish(run, ZKIT_ELOCKLOST); /* our lease went with the session */
+        return;
+    }
+    if (run->state == RUN_WAITING && state == ZKIT_CONN_RECONNECTED) {
+        int rc;
+        run->round++; /* a change may have been missed while disconnected: look again */
+        if ((rc = list_leases(run, 1)) != 0) {
+            run_finish(run, rc);
+            return;
+        }
+    }
+    pthread_mutex_unlock(&run->mu);
+}
+
+/* ---- leases ----------------------------------------------------------------------------------- */
+
+static void lease_state_relay(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
+{
+    zkit_lease_t *lease = arg;
+    zkit_semaphore_t *sem = lease->sem;
+    zkit_lease_state_fn fn;
+    void *fn_arg;
+    (void)lock;
+    pthread_mutex_lock(&sem->mu);
+    fn = sem->state_fn;
+    fn_arg = sem->state_arg;
+    pthread_mutex_unlock(&sem->mu);
+    if (fn)
+        fn(lease, state, fn_arg);
+}
+
+static void lease_free(zkit_lease_t *lease)
+{
+    zkit_semaphore_t *sem = lease->sem;
+    zkit__lock_destroy(lease->lock);
+    free(lease->node);
+    free(lease);
+    sem_unref(sem);
+}
+
+/* A lease object for a run's lease node, which it now owns (its holding is watched). */
+static int lease_new(zkit_lease_t **out, zkit_semaphore_t *sem, const run_t *run)
+{
+    zkit_lease_t *lease = calloc(1, sizeof(*lease));
+    zkit__holding_t holding = { run->node, run->stat.czxid, run->stat.ephemeral_owner };
+    int rc;
+    if (!lease || !(lease->node = strdup(run->node))) {
+        free(lease);
+        return ZKIT_ENOMEM;
+    }
+    lease->czxid = run->stat.czxid;
+    lease->sem = sem;
+    sem_ref(sem);
+    if ((rc = zkit__lock_init(&lease->lock, sem->client, sem->leases_dir, &zkit__lease_ops,
+                              NULL)) != 0) {
+        free(lease->node);
+        free(lease);
+        sem_unref(sem);
+        return rc;
+    }
+    lease->lock->state_fn = lease_state_relay;
+    lease->lock->state_arg = lease;
+    if ((rc = zkit__lock_adopt(lease->lock, pthread_self(), &holding)) != 0) {
+        lease_free(lease);
+        return rc;
+    }
+    *out = lease;
+    return 0;
+}
+
+/* ---- several leases under one deadline: the acquisition -------------------------------------- */
+
+typedef enum acq_mode { ACQ_BLOCKING, ACQ_ASYNC, ACQ_INTERNAL } acq_mode_t;
+
+typedef void (*sem_acq_internal_fn)(sem_acq_t *a, int error, void *arg);
+
+struct sem_acq {
+    sem_acq_t *prev, *next;     /* in sem->acqs, under sem->mu */
+    int refs;
+    zkit_semaphore_t *sem;
+    int count;
+    int64_t deadline_ms;
+    int restarts;
+    int got;
+    zkit_lease_t **leases;
+    run_t *run;                 /* the run in progress (under sem->mu) */
+    int cancelled;
+    int done;                   /* under sem->mu */
+    int error;
+    acq_mode_t mode;
+    zkit_leases_acquired_fn user_done;
+    sem_acq_internal_fn internal_done;
+    void *arg;
+    char *node;                 /* internal mode: the one lease node, bare */
+    zkit_stat_t stat;
+    zkit__task_t task;
+};
+
+static void give_back(sem_acq_t *a);
+
+static void sem_acq_unref(sem_acq_t *a)
+{
+    if (__atomic_sub_fetch(&a->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    give_back(a);
+    free(a->leases);
+    free(a->node);
+    sem_unref(a->sem);
+    free(a);
+}
+
+static void give_back(sem_acq_t *a)
+{
+    if (a->mode == ACQ_INTERNAL) {
+        if (a->node)
+            zkit__delete_node(a->sem->client, a->node);
+        free(a->node);
+        a->node = NULL;
+        a->got = 0;
+        return;
+    }
+    while (a->got > 0) {
+        a->got--;
+        zkit_lease_release(a->leases[a->got]);
+        a->leases[a->got] = NULL;
+    }
+}
+
+static void deliver_async(void *arg)
+{
+    sem_acq_t *a = arg;
+    int got = a->got;
+    a->got = 0; /* the leases are the caller's now */
+    a->user_done(a->sem, a->error, a->error == 0 ? a->leases : NULL, a->error == 0 ? got : 0,
+                 a->arg);
+    sem_acq_unref(a);
+}
+
+static void sem_acq_end(sem_acq_t *a, int error)
+{
+    zkit_semaphore_t *sem = a->sem;
+    if (error != 0)
+        give_back(a);
+    pthread_mutex_lock(&sem->mu);
+    a->error = error;
+    a->done = 1;
+    if (a->prev)
+        a->prev->next = a->next;
+    else if (sem->acqs == a)
+        sem->acqs = a->next;
+    if (a->next)
+        a->next->prev = a->prev;
+    a->prev = a->next = NULL;
+    pthread_cond_broadcast(&sem->cond);
+    pthread_mutex_unlock(&sem->mu);
+    if (a->mode == ACQ_ASYNC) {
+        if (zkit__run_on_event_thread_task(sem->client, &a->task, deliver_async, a) != 0)
+            deliver_async(a);
+        return;
+    }
+    if (a->mode == ACQ_INTERNAL)
+        a->internal_done(a, error, a->arg);
+    sem_acq_unref(a); /* the machine's reference */
+}
+
+/* Whether every lease taken so far is still held, in the session of the newest. */
+static int leases_intact(sem_acq_t *a, int64_t session)
+{
+    int intact = 1;
+    for (int i = 0; i < a->got && intact; i++) {
+        zkit_lock_t *lock = a->leases[i]->lock;
+        pthread_mutex_lock(&lock->mu);
+        intact = lock->holders && !lock->holders->lost && lock->holders->session == session;
+        pthread_mutex_unlock(&lock->mu);
+    }
+    return intact;
+}
+
+static void next_lease(sem_acq_t *a);
+
+static void on_run_done(run_t *run, int error, void *arg)
+{
+    sem_acq_t *a = arg;
+    zkit_semaphore_t *sem = a->sem;
+    int cancelled;
+    pthread_mutex_lock(&sem->mu);
+    a->run = NULL;
+    cancelled = a->cancelled;
+    pthread_mutex_unlock(&sem->mu);
+    if (error == 0 && cancelled)
+        error = ZKIT_ECANCELED;
+    if (error == 0 && !leases_intact(a, run->stat.ephemeral_owner)) {
+        /* An earlier lease went (its session expired, or its node was deleted) while this
+         * one was taken: never report it held.  Give everything back and start over. */
+        zkit__delete_node(sem->client, run->node);
+        give_back(a);
+        if (a->restarts++ >= MAX_RESTARTS || a->deadline_ms == 0 ||
+            (a->deadline_ms > 0 && zkit__monotonic_ms() >= a->deadline_ms)) {
+            sem_acq_end(a, ZKIT_ELOCKLOST);
+            run_unref(run);
+            return;
+        }
+        zkit__client_log(sem->client, ZKIT_LOG_INFO,
+                         "semaphore %s: a lease was lost while taking more; starting over",
+                         sem->path);
+        run_unref(run);
+        next_lease(a);
+        return;
+    }
+    if (error == 0 && a->mode == ACQ_INTERNAL) {
+        /* The semaphore mutex holds the node itself. */
+        a->node = run->node;
+        a->stat = run->stat;
+        run->node = NULL;
+        a->got = a->count;
+    } else if (error == 0) {
+        error = lease_new(&a->leases[a->got], sem, run);
+        if (error == 0)
+            a->got++;
+        else
+            zkit__delete_node(sem->client, run->node);
+        free(run->node); /* the lease owns the node now */
+        run->node = NULL;
+    }
+    run_unref(run);
+    if (error != 0 || a->got == a->count)
+        sem_acq_end(a, error);
+    else
+        next_lease(a);
+}
+
+static void next_lease(sem_acq_t *a)
+{
+    zkit_semaphore_t *sem = a->sem;
+    run_t *run;
+    int rc;
+    if (a->deadline_ms > 0 && a->got > 0 && zkit__monotonic_ms() >= a->deadline_ms) {
+        sem_acq_end(a, ZKIT_ETIMEDOUT);
+        return;
+    }
+    pthread_mutex_lock(&sem->mu);
+    if (a->cancelled) {
+        pthread_mutex_unlock(&sem->mu);
+        sem_acq_end(a, ZKIT_ECANCELED);
+        return;
+    }
+    /* Under sem->mu, so that a cancel finds the run; the run ends at the earliest after its
+     * start returns (its mutex is held while it starts). */
+    rc = run_start(&run, sem, a->deadline_ms, on_run_done, a);
+    if (rc == 0)
+        a->run = run;
+    pthread_mutex_unlock(&sem->mu);
+    if (rc != 0)
+        sem_acq_end(a, rc);
+    else
+        run_unref(run); /* the caller's reference: a->run is borrowed under sem->mu */
+}
+
+static int sem_acq_start(sem_acq_t **out, zkit_semaphore_t *sem, int count, int timeout_ms,
+                         acq_mode_t mode)
+{
+    sem_acq_t *a;
+    if (zkit__client_is_closing(sem->client))
+        return ZKIT_ECLOSED;
+    if (!(a = calloc(1, sizeof(*a))) || !(a->leases = calloc((size_t)count, sizeof(*a->leases)))) {
+        free(a);
+        return ZKIT_ENOMEM;
+    }
+    a->refs = 2; /* the machine's, the caller's */
+    a->sem = sem;
+    sem_ref(sem);
+    a->count = count;
+    a->mode = mode;
+    a->deadline_ms = timeout_ms < 0 ? -1 : timeout_ms == 0 ? 0
+                                                         : zkit__monotonic_ms() + timeout_ms;
+    pthread_mutex_lock(&sem->mu);
+    a->next = sem->acqs;
+    if (sem->acqs)
+        sem->acqs->prev = a;
+    sem->acqs = a;
+    pthread_mutex_unlock(&sem->mu);
+    *out = a;
+    return 0;
+}
+
+static void sem_acq_cancel(sem_acq_t *a)
+{
+    zkit_semaphore_t *sem = a->sem;
+    run_t *run;
+    pthread_mutex_lock(&sem->mu);
+    a->cancelled = 1;
+    run = a->run;
+    if (run)
+        run_ref(run);
+    pthread_mutex_unlock(&sem->mu);
+    if (run) {
+        run_cancel(run);
+        run_unref(run);
+    }
+}
+
+/* ---- the semaphore's connection listener --------------------------------------------------- */
+
+static void on_connection_state(zkit_client_t *c, zkit_conn_state_t state, void *arg)
+{
+    zkit_semaphore_t *sem = arg;
+    run_t *runs[16];
+    size_t n = 0;
+    (void)c;
+    if (state != ZKIT_CONN_LOST && state != ZKIT_CONN_RECONNECTED)
+        return;
+    pthread_mutex_lock(&sem->mu);
+    for (sem_acq_t *a = sem->acqs; a && n < sizeof(runs) / sizeof(runs[0]); a = a->next)
+        if (a->run) {
+            run_ref(a->run);
+            runs[n++] = a->run;
+        }
+    pthread_mutex_unlock(&sem->mu);
+    for (size_t i = 0; i < n; i++) {
+        run_connection_event(runs[i], state);
+        run_unref(runs[i]);
+    }
+}
+
+/* ---- the counting semaphore's interface -------------------------------------------------- */
 
 ZKIT_EXTERN int zkit_semaphore_new(zkit_semaphore_t **out, zkit_client_t *client,
                                    const char *path, int max_leases)
@@ -61,31 +772,61 @@ ZKIT_EXTERN int zkit_semaphore_new(zkit_semaphore_t **out, zkit_client_t *client
     if (!out || !client || max_leases < 1)
         return ZKIT_EINVAL;
     *out = NULL;
-    if (zkit_path_validate(path) != 0 || strcmp(path, "/") == 0)
+    if (!path || zkit_path_validate(path) != 0 || strcmp(path, "/") == 0) {
+        zkit__client_log(client, ZKIT_LOG_ERROR, "semaphore: invalid path '%s'",
+                         path ? path : "");
         return ZKIT_EBADPATH;
+    }
     if (!(sem = calloc(1, sizeof(*sem))))
         return ZKIT_ENOMEM;
+    sem->refs = 1;
     sem->client = client;
+    zkit__client_ref(client);
     sem->max_leases = max_leases;
+    pthread_mutex_init(&sem->mu, NULL);
+    pthread_cond_init(&sem->cond, NULL);
     sem->path = strdup(path);
     sem->leases_dir = zkit__path_join(path, "leases");
     locks = zkit__path_join(path, "locks");
-    pthread_mutex_init(&sem->mu, NULL);
-    {
-        pthread_condattr_t attr;
-        pthread_condattr_init(&attr);
-        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-        pthread_cond_init(&sem->cond, &attr);
-        pthread_condattr_destroy(&attr);
-    }
-    rc = (!sem->path || !sem->leases_dir || !locks) ? ZKIT_ENOMEM
-                                                     : zkit_mutex_new(&sem->mutex, client, locks);
+    rc = (!sem->path || !sem->leases_dir || !locks)
+             ? ZKIT_ENOMEM
+             : zkit__lock_init(&sem->mutex, client, locks, &zkit__internal_mutex_ops,
+                               &zkit__mutex_driver);
     free(locks);
+    if (rc == 0 && !(sem->listener = zkit__listener_add(client, on_connection_state, sem)))
+        rc = ZKIT_ENOMEM;
     if (rc != 0) {
-        zkit_semaphore_free(sem);
+        sem_unref(sem);
         return rc;
     }
     *out = sem;
+    return 0;
+}
+
+static void cancel_acq(sem_acq_t *a, void *arg)
+{
+    (void)arg;
+    sem_acq_cancel(a);
+}
+
+ZKIT_EXTERN int zkit_semaphore_cancel(zkit_semaphore_t *sem)
+{
+    sem_acq_t *a;
+    if (!sem)
+        return ZKIT_EINVAL;
+    /* Cancel each acquisition once; one that starts a new run after this sees its flag. */
+    for (;;) {
+        pthread_mutex_lock(&sem->mu);
+        for (a = sem->acqs; a && a->cancelled; a = a->next)
+            ;
+        if (a)
+            a->refs++;
+        pthread_mutex_unlock(&sem->mu);
+        if (!a)
+            break;
+        cancel_acq(a, NULL);
+        sem_acq_unref(a);
+    }
     return 0;
 }
 
@@ -93,17 +834,199 @@ ZKIT_EXTERN void zkit_semaphore_free(zkit_semaphore_t *sem)
 {
     if (!sem)
         return;
-    zkit_lock_free(sem->mutex);
-    pthread_mutex_destroy(&sem->mu);
-    pthread_cond_destroy(&sem->cond);
-    free(sem->path);
-    free(sem->leases_dir);
-    free(sem->data);
-    free(sem);
+    zkit_semaphore_cancel(sem);
+    pthread_mutex_lock(&sem->mu);
+    while (sem->acqs)
+        pthread_cond_wait(&sem->cond, &sem->mu);
+    pthread_mutex_unlock(&sem->mu);
+    zkit__listener_remove(sem->client, sem->listener);
+    sem->listener = NULL;
+    sem_unref(sem);
 }
 
-int zkit__semaphore_set_data(zkit_semaphore_t *sem, const void *data, size_t len)
+static int check_count(zkit_semaphore_t *sem, int count)
 {
+    if (count < 1 || count > sem->max_leases) {
+        zkit__client_log(sem->client, ZKIT_LOG_ERROR,
+                         "semaphore %s: %d leases asked of a semaphore of %d", sem->path, count,
+                         sem->max_leases);
+        return ZKIT_EINVAL;
+    }
+    return 0;
+}
+
+ZKIT_EXTERN int zkit_semaphore_acquire(zkit_semaphore_t *sem, int count, int timeout_ms,
+                                       zkit_lease_t **leases)
+{
+    sem_acq_t *a;
+    int rc;
+    if (!sem || !leases)
+        return ZKIT_EINVAL;
+    if ((rc = check_count(sem, count)) != 0)
+        return rc;
+    if ((rc = zkit__call_enter(sem->client)) != 0)
+        return rc;
+    if ((rc = sem_acq_start(&a, sem, count, timeout_ms, ACQ_BLOCKING)) == 0) {
+        next_lease(a);
+        pthread_mutex_lock(&sem->mu);
+        while (!a->done)
+            pthread_cond_wait(&sem->cond, &sem->mu);
+        pthread_mutex_unlock(&sem->mu);
+        rc = a->error;
+        if (rc == 0) {
+            memcpy(leases, a->leases, (size_t)count * sizeof(*leases));
+            a->got = 0;
+        }
+        sem_acq_unref(a);
+    }
+    zkit__call_exit(sem->client);
+    return rc;
+}
+
+ZKIT_EXTERN int zkit_semaphore_acquire_async(zkit_semaphore_t *sem, int count, int timeout_ms,
+                                             zkit_leases_acquired_fn done, void *arg)
+{
+    sem_acq_t *a;
+    int rc;
+    if (!sem || !done)
+        return ZKIT_EINVAL;
+    if ((rc = check_count(sem, count)) != 0)
+        return rc;
+    if ((rc = sem_acq_start(&a, sem, count, timeout_ms, ACQ_ASYNC)) != 0)
+        return rc;
+    a->user_done = done;
+    a->arg = arg;
+    a->refs--; /* no caller's reference: the delivery holds the machine's */
+    next_lease(a);
+    return 0;
+}
+
+ZKIT_EXTERN int zkit_semaphore_set_state_callback(zkit_semaphore_t *sem, zkit_lease_state_fn fn,
+                                                  void *arg)
+{
+    if (!sem)
+        return ZKIT_EINVAL;
+    pthread_mutex_lock(&sem->mu);
+    sem->state_fn = fn;
+    sem->state_arg = fn ? arg : NULL;
+    pthread_mutex_unlock(&sem->mu);
+    return 0;
+}
+
+ZKIT_EXTERN int zkit_lease_release(zkit_lease_t *lease)
+{
+    int rc;
+    if (!lease)
+        return ZKIT_EINVAL;
+    rc = zkit__lock_release_as(lease->lock, pthread_self());
+    lease_free(lease);
+    return rc;
+}
+
+ZKIT_EXTERN const char *zkit_lease_node(const zkit_lease_t *lease)
+{
+    return lease ? lease->node : NULL;
+}
+
+ZKIT_EXTERN int64_t zkit_lease_fencing_token(const zkit_lease_t *lease)
+{
+    return lease ? lease->czxid : 0;
+}
+
+ZKIT_EXTERN int zkit_lease_is_held(const zkit_lease_t *lease)
+{
+    return lease ? zkit__lock_held_by(lease->lock, pthread_self()) : 0;
+}
+
+ZKIT_EXTERN int zkit_lease_valid_until(int64_t *deadline_ms, const zkit_lease_t *lease)
+{
+    if (!deadline_ms || !lease)
+        return ZKIT_EINVAL;
+    return zkit__lock_query_holder(lease->lock, pthread_self(), NULL, NULL, deadline_ms);
+}
+
+/* ---- the lease kind ------------------------------------------------------------------------- */
+
+static char *leases_dir_of(const zkit_lock_t *lock, const char **token)
+{
+    *token = "lease-";
+    return strdup(lock->path);
+}
+
+const zkit__lock_ops_t zkit__lease_ops = {
+    .name = "lease",
+    .thread_owned = 0,
+    .release = zkit__node_release,
+    .query = zkit__lock_query_holder,
+    .participants_dir = leases_dir_of,
+};
+
+/* ---- the semaphore mutex: a lock kind on a one-lease semaphore ------------------------------- */
+
+static void on_mutex_lease(sem_acq_t *a, int error, void *arg)
+{
+    zkit__req_t *req = arg;
+    zkit__holding_t holding;
+    memset(&holding, 0, sizeof(holding));
+    if (error == 0) {
+        holding.node = a->node;
+        holding.czxid = a->stat.czxid;
+        holding.session = a->stat.ephemeral_owner;
+    }
+    zkit__req_complete(req, error, error == 0 ? &holding : NULL);
+    if (error == 0) { /* the lock holds the node now (or deleted it) */
+        free(a->node);
+        a->node = NULL;
+        a->got = 0;
+    }
+}
+
+static int semmutex_start(zkit__req_t *req, const char *fixed_name)
+{
+    zkit_semaphore_t *sem = req->lock->kind_data;
+    sem_acq_t *a;
+    int rc;
+    (void)fixed_name;
+    if ((rc = sem_acq_start(&a, sem, 1, req->timeout_ms, ACQ_INTERNAL)) != 0)
+        return rc;
+    a->internal_done = on_mutex_lease;
+    a->arg = req;
+    pthread_mutex_lock(&req->lock->mu);
+    req->machine = a;
+    pthread_mutex_unlock(&req->lock->mu);
+    next_lease(a);
+    return 0;
+}
+
+static void semmutex_cancel(zkit__req_t *req)
+{
+    sem_acq_t *a = NULL;
+    pthread_mutex_lock(&req->lock->mu);
+    if (!req->done && req->machine) {
+        a = req->machine;
+        __atomic_add_fetch(&a->refs, 1, __ATOMIC_ACQ_REL);
+    }
+    pthread_mutex_unlock(&req->lock->mu);
+    if (a) {
+        sem_acq_cancel(a);
+        sem_acq_unref(a);
+    }
+}
+
+static void semmutex_machine_free(zkit__req_t *req)
+{
+    sem_acq_unref(req->machine);
+}
+
+static char *semmutex_dir(const zkit_lock_t *lock, const char **token)
+{
+    *token = "lease-";
+    return zkit__path_join(lock->path, "leases");
+}
+
+static int semmutex_data_set(zkit_lock_t *lock, const void *data, size_t len)
+{
+    zkit_semaphore_t *sem = lock->kind_data;
     char *copy = malloc(len + 1);
     if (!copy)
         return ZKIT_ENOMEM;
@@ -118,192 +1041,42 @@ int zkit__semaphore_set_data(zkit_semaphore_t *sem, const void *data, size_t len
     return 0;
 }
 
-static int create_lease(zkit_semaphore_t *sem, zkit_lease_t *lease)
+static void semmutex_destroy(zkit_lock_t *lock)
 {
-    zkit_create_options_t opts = ZKIT_CREATE_OPTIONS_INIT;
-    zkit_stat_t stat;
-    char *path = zkit__path_join(sem->leases_dir, "lease-");
-    int rc;
-    if (!path)
-        return ZKIT_ENOMEM;
-    opts.mode = ZKIT_EPHEMERAL_SEQUENTIAL;
-    opts.flags = ZKIT_CREATE_PARENTS | ZKIT_CREATE_PROTECTED;
-    pthread_mutex_lock(&sem->mu);
-    rc = zkit_create(&lease->node, &stat, sem->client, path, sem->has_data ? sem->data : NULL,
-                     sem->len, &opts);
-    pthread_mutex_unlock(&sem->mu);
-    free(path);
-    if (rc == 0)
-        lease->czxid = stat.czxid;
-    return rc;
+    zkit_semaphore_free(lock->kind_data);
 }
 
-/* Sleeps until the leases change, the deadline passes, or the client closes.  The wait is cut
- * into slices so that a closing client is noticed: nothing else would wake us then. */
-static int wait_for_change(zkit_semaphore_t *sem, lease_waiter_t *waiter, int64_t deadline_ms)
-{
-    int rc = 0;
-    pthread_mutex_lock(&sem->mu);
-    while (!waiter->changed && rc == 0) {
-        int left = zkit__remaining_ms(deadline_ms);
-        int slice = left < 0 || left > 1000 ? 1000 : left;
-        int64_t until = zkit__monotonic_ms() + slice;
-        struct timespec ts;
-        if (zkit__client_is_closing(sem->client)) {
-            rc = ZKIT_ECLOSED;
-            break;
-        }
-        if (left == 0) {
-            rc = ZKIT_ETIMEDOUT;
-            break;
-        }
-        ts.tv_sec = (time_t)(until / 1000);
-        ts.tv_nsec = (long)(until % 1000) * 1000000L;
-        pthread_cond_timedwait(&sem->cond, &sem->mu, &ts);
-    }
-    pthread_mutex_unlock(&sem->mu);
-    return rc;
-}
-
-/* Waits until our lease is among the first max_leases, or the deadline. */
-static int wait_for_room(zkit_semaphore_t *sem, zkit_lease_t *lease, int64_t deadline_ms)
-{
-    lease_waiter_t waiter = { sem, 0 };
-    zkit_watcher_t watcher = { on_leases_changed, &waiter };
-    const char *name = zkit__path_basename(lease->node);
-    int rc;
-    for (;;) {
-        char **names = NULL;
-        size_t count = 0;
-        int mine, left;
-        waiter.changed = 0;
-        rc = zkit_get_children(&names, &count, NULL, sem->client, sem->leases_dir, &watcher);
-        if (rc != 0)
-            break;
-        mine = zkit__lock_index(names, count, name) >= 0;
-        zkit_free_strings(names, count);
-        if (!mine) {
-            rc = ZKIT_ELOCKLOST; /* the session lost our lease */
-            break;
-        }
-        if (count <= (size_t)sem->max_leases)
-            break;
-        if ((left = zkit__remaining_ms(deadline_ms)) == 0) {
-            rc = ZKIT_ETIMEDOUT;
-            break;
-        }
-        rc = wait_for_change(sem, &waiter, deadline_ms);
-        if (rc != 0)
-            break;
-    }
-    /* No watch may outlive this call: it points at our stack. */
-    zkit_watch_remove(sem->client, sem->leases_dir, ZKIT_WATCH_CHILDREN, &watcher);
-    return rc;
-}
-
-int zkit__semaphore_acquire_one(zkit_semaphore_t *sem, int64_t deadline_ms, zkit_lease_t **out)
-{
-    zkit_lease_t *lease;
-    int rc, release_rc;
-    *out = NULL;
-    if ((rc = zkit_lock_acquire(sem->mutex, zkit__remaining_ms(deadline_ms))) != 0)
-        return rc;
-    if (!(lease = calloc(1, sizeof(*lease)))) {
-        zkit_lock_release(sem->mutex);
-        return ZKIT_ENOMEM;
-    }
-    lease->sem = sem;
-    rc = create_lease(sem, lease);
-    if (rc == 0)
-        rc = wait_for_room(sem, lease, deadline_ms);
-    release_rc = zkit_lock_release(sem->mutex);
-    if (rc == 0 && release_rc != 0)
-        rc = release_rc;
-    if (rc != 0) {
-        if (lease->node)
-            zkit_delete(sem->client, lease->node, -1, ZKIT_DELETE_GUARANTEED);
-        free(lease->node);
-        free(lease);
-        return rc;
-    }
-    *out = lease;
-    return 0;
-}
-
-ZKIT_EXTERN int zkit_semaphore_acquire(zkit_semaphore_t *sem, int count, int timeout_ms,
-                                       zkit_lease_t **leases)
-{
-    int64_t deadline = zkit__deadline_from(timeout_ms);
-    int rc = 0, got;
-    if (!sem || !leases || count < 1 || count > sem->max_leases)
-        return ZKIT_EINVAL;
-    if ((rc = zkit__call_enter(sem->client)) != 0)
-        return rc;
-    for (got = 0; got < count && rc == 0; got++) {
-        rc = zkit__semaphore_acquire_one(sem, deadline, &leases[got]);
-        if (rc != 0)
-            break;
-    }
-    if (rc != 0) { /* all or nothing */
-        while (got-- > 0) {
-            zkit_lease_release(leases[got]);
-            leases[got] = NULL;
-        }
-    }
-    zkit__call_exit(sem->client);
-    return rc;
-}
-
-ZKIT_EXTERN int zkit_lease_release(zkit_lease_t *lease)
-{
-    int rc;
-    if (!lease)
-        return ZKIT_EINVAL;
-    /* A guaranteed delete: on a closing client it fails at once, and the session's end
-     * removes the node. */
-    rc = zkit_delete(lease->sem->client, lease->node, -1, ZKIT_DELETE_GUARANTEED);
-    if (rc == ZKIT_ENONODE)
-        rc = ZKIT_ELOCKLOST;
-    free(lease->node);
-    free(lease);
-    return rc;
-}
-
-ZKIT_EXTERN const char *zkit_lease_node(const zkit_lease_t *lease)
-{
-    return lease ? lease->node : NULL;
-}
-
-ZKIT_EXTERN int64_t zkit_lease_fencing_token(const zkit_lease_t *lease)
-{
-    return lease ? lease->czxid : 0;
-}
-
-const char *zkit__lease_node(const zkit_lease_t *lease)
-{
-    return lease->node;
-}
-
-int64_t zkit__lease_czxid(const zkit_lease_t *lease)
-{
-    return lease->czxid;
-}
+const zkit__lock_ops_t zkit__semaphore_mutex_ops = {
+    .name = "semaphore mutex",
+    .thread_owned = 0,
+    .start = semmutex_start,
+    .cancel = semmutex_cancel,
+    .machine_free = semmutex_machine_free,
+    .release = zkit__node_release,
+    .query = zkit__lock_query_holder,
+    .participants_dir = semmutex_dir,
+    .data_set = semmutex_data_set,
+    .destroy = semmutex_destroy,
+};
 
 ZKIT_EXTERN int zkit_semaphore_mutex_new(zkit_lock_t **out, zkit_client_t *client,
                                          const char *path)
 {
     zkit_lock_t *lock;
-    int rc = zkit__lock_init(&lock, client, path, ZKIT__LOCK_SEMAPHORE_MUTEX, &zkit__mutex_driver);
+    zkit_semaphore_t *sem;
+    int rc = zkit__lock_init(&lock, client, path, &zkit__semaphore_mutex_ops,
+                             &zkit__mutex_driver);
     if (rc != 0) {
         if (out)
             *out = NULL;
         return rc;
     }
-    if ((rc = zkit_semaphore_new(&lock->sem, client, path, 1)) != 0) {
+    if ((rc = zkit_semaphore_new(&sem, client, path, 1)) != 0) {
         zkit__lock_destroy(lock);
         *out = NULL;
         return rc;
     }
+    lock->kind_data = sem;
     *out = lock;
     return 0;
 }

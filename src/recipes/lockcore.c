@@ -1,0 +1,523 @@
+/*
+ * lockcore.c - what every lock kind shares: construction and freeing, acquisitions in
+ * progress ("requests"), holders with reentrancy, and release.  The kind's own work goes
+ * through its table of operations (lock.h).
+ *
+ * A request ends exactly once, in zkit__req_complete, called by the kind's machine.  Then,
+ * under lock->mu, it leaves the pending list and, on success, becomes a holder.  A blocking
+ * requester waits on lock->cond; an asynchronous one hears on the event thread through a
+ * delivery reserved in the request; an internal one (a part of a multi-lock) hears where the
+ * machine ended.  Requests hold a reference on the lock object, so a completion still queued
+ * when the lock is freed finds its memory.
+ */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "recipes/lock.h"
+#include "framework/paths.h"
+
+int64_t zkit__deadline_from(int timeout_ms)
+{
+    return timeout_ms < 0 ? -1 : zkit__monotonic_ms() + timeout_ms;
+}
+
+int zkit__remaining_ms(int64_t deadline_ms)
+{
+    int64_t left;
+    if (deadline_ms < 0)
+        return -1;
+    left = deadline_ms - zkit__monotonic_ms();
+    return left <= 0 ? 0 : left > INT_MAX ? INT_MAX : (int)left;
+}
+
+static void ignore_result(zkit_client_t *c, const zkit_result_t *r, void *arg)
+{
+    (void)c;
+    (void)arg;
+    if (r->error != 0 && r->error != ZKIT_ENONODE && r->error != ZKIT_ECLOSED)
+        zkit__client_log(c, ZKIT_LOG_WARN, "delete of a lock node: %s", zkit_strerror(r->error));
+}
+
+int zkit__delete_node(zkit_client_t *client, const char *node)
+{
+    /* Not waiting for the reply: the delete is ordered before this session's later requests,
+     * retried in the background, and a failure is logged. */
+    return zkit__delete_inline(client, node, -1, ZKIT_DELETE_GUARANTEED, ignore_result, client);
+}
+
+/* ---- the lock object's memory ---------------------------------------------------------------- */
+
+/* The object lives while its user has not freed it or a request still refers to it. */
+static void lock_ref(zkit_lock_t *lock)
+{
+    __atomic_add_fetch(&lock->refs, 1, __ATOMIC_ACQ_REL);
+}
+
+static void lock_unref(zkit_lock_t *lock)
+{
+    zkit_client_t *client;
+    if (__atomic_sub_fetch(&lock->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    client = lock->client;
+    free(lock->path);
+    free(lock->data);
+    pthread_mutex_destroy(&lock->mu);
+    pthread_cond_destroy(&lock->cond);
+    free(lock);
+    zkit__client_unref(client);
+}
+
+static void on_connection_state(zkit_client_t *c, zkit_conn_state_t state, void *arg);
+
+int zkit__lock_init(zkit_lock_t **out, zkit_client_t *client, const char *path,
+                    const zkit__lock_ops_t *ops, const zkit__driver_t *driver)
+{
+    zkit_lock_t *lock;
+    if (!out || !client)
+        return ZKIT_EINVAL;
+    *out = NULL;
+    if (!path || zkit_path_validate(path) != 0 || strcmp(path, "/") == 0) {
+        zkit__client_log(client, ZKIT_LOG_ERROR, "lock: invalid path '%s'", path ? path : "");
+        return ZKIT_EBADPATH;
+    }
+    if (!(lock = calloc(1, sizeof(*lock))) || !(lock->path = strdup(path))) {
+        free(lock);
+        return ZKIT_ENOMEM;
+    }
+    lock->refs = 1;
+    lock->ops = ops;
+    lock->client = client;
+    zkit__client_ref(client);
+    lock->driver = driver;
+    lock->valid_until = INT64_MAX;
+    pthread_mutex_init(&lock->mu, NULL);
+    pthread_cond_init(&lock->cond, NULL);
+    if (!(lock->listener = zkit__listener_add(client, on_connection_state, lock))) {
+        lock_unref(lock);
+        return ZKIT_ENOMEM;
+    }
+    *out = lock;
+    return 0;
+}
+
+/* ---- requests ------------------------------------------------------------------------------ */
+
+static void req_ref(zkit__req_t *req)
+{
+    __atomic_add_fetch(&req->refs, 1, __ATOMIC_ACQ_REL);
+}
+
+void zkit__req_unref(zkit__req_t *req)
+{
+    if (!req || __atomic_sub_fetch(&req->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    if (req->machine && req->lock->ops->machine_free)
+        req->lock->ops->machine_free(req);
+    lock_unref(req->lock);
+    free(req);
+}
+
+static void pending_unlink(zkit_lock_t *lock, zkit__req_t *req)
+{
+    if (req->prev)
+        req->prev->next = req->next;
+    else if (lock->pending == req)
+        lock->pending = req->next;
+    if (req->next)
+        req->next->prev = req->prev;
+    req->prev = req->next = NULL;
+}
+
+static void free_holder(zkit__holder_t *h)
+{
+    free(h->node);
+    free(h);
+}
+
+/* Records a holding (lock->mu held). */
+static int add_holder(zkit_lock_t *lock, pthread_t owner, const zkit__holding_t *holding)
+{
+    zkit__holder_t *h;
+    int rc;
+    if (holding->node && (rc = zkit__lockstate_reserve(lock)) != 0)
+        return rc;
+    if (!(h = calloc(1, sizeof(*h))) || (holding->node && !(h->node = strdup(holding->node)))) {
+        free(h);
+        return ZKIT_ENOMEM;
+    }
+    h->thread = owner;
+    h->count = 1;
+    h->czxid = holding->czxid;
+    h->session = holding->session;
+    h->next = lock->holders;
+    lock->holders = h;
+    if (h->node && !lock->ops->unwatched)
+        zkit__own_node_watch(lock, h->node);
+    return 0;
+}
+
+static void deliver_async(void *arg)
+{
+    zkit__req_t *req = arg;
+    req->user_done(req->lock, req->error, req->user_arg);
+    zkit__req_unref(req);
+}
+
+/* Tells the requester; the machine's reference is handed over to the telling. */
+static void tell(zkit__req_t *req)
+{
+    zkit_lock_t *lock = req->lock;
+    if (req->user_done) {
+        if (zkit__run_on_event_thread_task(lock->client, &req->task, deliver_async, req) != 0)
+            deliver_async(req); /* the event thread has ended (closed): report here */
+    } else if (req->internal_done) {
+        req->internal_done(req, req->error, req->internal_arg);
+        zkit__req_unref(req);
+    } else {
+        zkit__req_unref(req); /* blocking: the waiter was woken under lock->mu */
+    }
+}
+
+void zkit__req_complete(zkit__req_t *req, int error, const zkit__holding_t *holding)
+{
+    zkit_lock_t *lock = req->lock;
+    pthread_mutex_lock(&lock->mu);
+    if (req->done) { /* ended already (the machine must not end twice; never report twice) */
+        pthread_mutex_unlock(&lock->mu);
+        if (error == 0 && holding && holding->node)
+            zkit__delete_node(lock->client, holding->node);
+        return;
+    }
+    pending_unlink(lock, req);
+    if (error == 0 && (error = add_holder(lock, req->owner, holding)) != 0 && holding->node)
+        zkit__delete_node(lock->client, holding->node);
+    req->error = error;
+    req->done = 1;
+    if (req->user_done)
+        lock->used_event_thread = 1;
+    pthread_cond_broadcast(&lock->cond);
+    pthread_mutex_unlock(&lock->mu);
+    tell(req);
+}
+
+void zkit__req_waiting(zkit__req_t *req)
+{
+    if (req->internal_waiting)
+        req->internal_waiting(req, req->internal_arg);
+}
+
+/* A reentrant re-acquire needs no request.  1 if it applied (with *rc set). */
+static int try_reenter(zkit_lock_t *lock, pthread_t owner, int *rc)
+{
+    zkit__holder_t *h = NULL;
+    if (!lock->ops->thread_owned)
+        return 0;
+    pthread_mutex_lock(&lock->mu);
+    for (h = lock->holders; h && !pthread_equal(h->thread, owner); h = h->next)
+        ;
+    if (h) {
+        if (h->lost) {
+            *rc = ZKIT_ELOCKLOST;
+        } else {
+            h->count++;
+            *rc = 0;
+        }
+    }
+    pthread_mutex_unlock(&lock->mu);
+    return h != NULL;
+}
+
+static void undo_reenter(zkit_lock_t *lock, pthread_t owner)
+{
+    pthread_mutex_lock(&lock->mu);
+    for (zkit__holder_t *h = lock->holders; h; h = h->next)
+        if (pthread_equal(h->thread, owner) && h->count > 1) {
+            h->count--;
+            break;
+        }
+    pthread_mutex_unlock(&lock->mu);
+}
+
+/* A reentrant acquisition: reported like any other, but at once. */
+static int reenter_request(zkit__req_t *req)
+{
+    zkit_lock_t *lock = req->lock;
+    req->done = 1;
+    req->error = 0;
+    if (req->user_done) {
+        lock->used_event_thread = 1;
+        if (zkit__run_on_event_thread_task(lock->client, &req->task, deliver_async, req) != 0) {
+            undo_reenter(lock, req->owner);
+            return ZKIT_ECLOSED;
+        }
+        return 0;
+    }
+    tell(req);
+    return 0;
+}
+
+int zkit__req_start(zkit__req_t **out, zkit_lock_t *lock, pthread_t owner, int timeout_ms,
+                    const zkit__req_t *proto)
+{
+    zkit__req_t *req;
+    char *fixed_name = NULL;
+    int rc;
+    if (out)
+        *out = NULL;
+    if (zkit__client_is_closing(lock->client))
+        return ZKIT_ECLOSED;
+    if (!(req = calloc(1, sizeof(*req))))
+        return ZKIT_ENOMEM;
+    req->refs = out ? 2 : 1; /* the machine's (handed to the telling), the caller's */
+    req->lock = lock;
+    lock_ref(lock);
+    req->owner = owner;
+    req->timeout_ms = timeout_ms;
+    req->user_done = proto->user_done;
+    req->user_arg = proto->user_arg;
+    req->internal_done = proto->internal_done;
+    req->internal_waiting = proto->internal_waiting;
+    req->internal_arg = proto->internal_arg;
+    if (out)
+        *out = req;
+    if (try_reenter(lock, owner, &rc)) {
+        if (rc == 0 && (rc = reenter_request(req)) == 0)
+            return 0;
+    } else if (!lock->ops->check || (rc = lock->ops->check(lock, owner, &fixed_name)) == 0) {
+        pthread_mutex_lock(&lock->mu);
+        req->next = lock->pending;
+        if (lock->pending)
+            lock->pending->prev = req;
+        lock->pending = req;
+        pthread_mutex_unlock(&lock->mu);
+        rc = lock->ops->start(req, fixed_name);
+        free(fixed_name);
+        if (rc == 0)
+            return 0;
+        pthread_mutex_lock(&lock->mu);
+        pending_unlink(lock, req);
+        pthread_mutex_unlock(&lock->mu);
+    }
+    /* Not started: no completion will run. */
+    if (out) {
+        *out = NULL;
+        zkit__req_unref(req);
+    }
+    zkit__req_unref(req);
+    return rc;
+}
+
+void zkit__req_cancel(zkit__req_t *req)
+{
+    int done;
+    pthread_mutex_lock(&req->lock->mu);
+    done = req->done;
+    pthread_mutex_unlock(&req->lock->mu);
+    if (!done)
+        req->lock->ops->cancel(req);
+}
+
+/* Calls fn on every request in progress, outside lock->mu (fn may end the request, which
+ * takes lock->mu).  Each request is held by a reference meanwhile. */
+static void each_pending(zkit_lock_t *lock, void (*fn)(zkit__req_t *req, void *arg), void *arg)
+{
+    zkit__req_t *list[16], **all = list, *r;
+    size_t n = 0, cap = sizeof(list) / sizeof(list[0]);
+    pthread_mutex_lock(&lock->mu);
+    for (r = lock->pending; r; r = r->next)
+        n++;
+    if (n > cap && !(all = malloc(n * sizeof(*all)))) {
+        all = list;
+        n = cap; /* no memory: the first ones now; a caller that must reach all loops */
+    }
+    n = 0;
+    for (r = lock->pending; r && (all != list || n < cap); r = r->next) {
+        req_ref(r);
+        all[n++] = r;
+    }
+    pthread_mutex_unlock(&lock->mu);
+    for (size_t i = 0; i < n; i++) {
+        fn(all[i], arg);
+        zkit__req_unref(all[i]);
+    }
+    if (all != list)
+        free(all);
+}
+
+static void cancel_one(zkit__req_t *req, void *arg)
+{
+    (void)arg;
+    zkit__req_cancel(req);
+}
+
+int zkit__lock_cancel_all(zkit_lock_t *lock)
+{
+    each_pending(lock, cancel_one, NULL);
+    return 0;
+}
+
+static void forward_connection_event(zkit__req_t *req, void *arg)
+{
+    int done;
+    pthread_mutex_lock(&req->lock->mu);
+    done = req->done;
+    pthread_mutex_unlock(&req->lock->mu);
+    if (!done)
+        req->lock->ops->connection_event(req, *(zkit_conn_state_t *)arg);
+}
+
+/* Event thread: a connection state change reaches the acquisitions and the holders. */
+static void on_connection_state(zkit_client_t *c, zkit_conn_state_t state, void *arg)
+{
+    zkit_lock_t *lock = arg;
+    (void)c;
+    if (lock->ops->connection_event)
+        each_pending(lock, forward_connection_event, &state);
+    zkit__lockstate_connection(lock, state);
+}
+
+int zkit__lock_adopt(zkit_lock_t *lock, pthread_t owner, const zkit__holding_t *holding)
+{
+    int rc;
+    pthread_mutex_lock(&lock->mu);
+    rc = add_holder(lock, owner, holding);
+    pthread_mutex_unlock(&lock->mu);
+    return rc;
+}
+
+/* ---- blocking acquire ------------------------------------------------------------------------ */
+
+int zkit__lock_acquire_as(zkit_lock_t *lock, int timeout_ms, pthread_t owner)
+{
+    zkit__req_t proto, *req;
+    int rc;
+    memset(&proto, 0, sizeof(proto));
+    if ((rc = zkit__req_start(&req, lock, owner, timeout_ms, &proto)) != 0)
+        return rc;
+    pthread_mutex_lock(&lock->mu);
+    while (!req->done)
+        pthread_cond_wait(&lock->cond, &lock->mu);
+    rc = req->error;
+    pthread_mutex_unlock(&lock->mu);
+    zkit__req_unref(req);
+    return rc;
+}
+
+/* ---- release ----------------------------------------------------------------------------------- */
+
+/* Takes the holding of `owner` off the list when its count drops to zero (lock->mu held).
+ * Returns the holder to finish outside the lock, or NULL; *rc says what to report. */
+static zkit__holder_t *unhold(zkit_lock_t *lock, pthread_t owner, int *rc)
+{
+    zkit__holder_t **pp, *h;
+    *rc = 0;
+    for (pp = &lock->holders; *pp; pp = &(*pp)->next)
+        if (!lock->ops->thread_owned || pthread_equal((*pp)->thread, owner))
+            break;
+    if (!(h = *pp)) {
+        *rc = lock->holders ? ZKIT_ENOTOWNER : ZKIT_ENOTHELD;
+        return NULL;
+    }
+    if (!h->lost && --h->count > 0)
+        return NULL;
+    *pp = h->next;
+    if (h->lost)
+        *rc = ZKIT_ELOCKLOST;
+    return h;
+}
+
+int zkit__lock_release_as(zkit_lock_t *lock, pthread_t owner)
+{
+    zkit__holder_t *h;
+    int rc, given;
+    pthread_mutex_lock(&lock->mu);
+    h = unhold(lock, owner, &rc);
+    pthread_mutex_unlock(&lock->mu);
+    if (rc == ZKIT_ENOTOWNER || rc == ZKIT_ENOTHELD)
+        zkit__client_log(lock->client, ZKIT_LOG_ERROR, "lock %s: release %s", lock->path,
+                         rc == ZKIT_ENOTOWNER ? "by a thread that does not hold it"
+                                              : "of a lock that is not held");
+    if (!h)
+        return rc;
+    given = lock->ops->release(lock, h, owner);
+    if (rc == 0)
+        rc = given;
+    free_holder(h);
+    return rc;
+}
+
+/* ---- queries ----------------------------------------------------------------------------------- */
+
+int zkit__lock_query_holder(const zkit_lock_t *lock, pthread_t owner, char **node,
+                            int64_t *token, int64_t *valid_until)
+{
+    zkit_lock_t *l = (zkit_lock_t *)lock;
+    zkit__holder_t *h;
+    int rc = 0;
+    pthread_mutex_lock(&l->mu);
+    for (h = l->holders; h; h = h->next)
+        if (!l->ops->thread_owned || pthread_equal(h->thread, owner))
+            break;
+    if (!h)
+        rc = ZKIT_ENOTHELD;
+    else if (h->lost || (l->disconnected && zkit__monotonic_ms() >= l->valid_until))
+        rc = ZKIT_ELOCKLOST; /* lost, or expired even if the report is still on its way */
+    else {
+        if (token)
+            *token = h->czxid;
+        if (valid_until)
+            *valid_until = l->disconnected ? l->valid_until : INT64_MAX;
+        if (node && !(*node = strdup(h->node)))
+            rc = ZKIT_ENOMEM;
+    }
+    pthread_mutex_unlock(&l->mu);
+    return rc;
+}
+
+int zkit__lock_held_by(const zkit_lock_t *lock, pthread_t owner)
+{
+    return lock->ops->query(lock, owner, NULL, NULL, NULL) == 0;
+}
+
+/* ---- freeing ------------------------------------------------------------------------------------ */
+
+void zkit__lock_destroy(zkit_lock_t *lock)
+{
+    int warned = 0;
+    if (!lock)
+        return;
+    /* Acquisitions in progress end first (their completions run, with ZKIT_ECANCELED). */
+    pthread_mutex_lock(&lock->mu);
+    while (lock->pending) {
+        pthread_mutex_unlock(&lock->mu);
+        if (!warned++)
+            zkit__client_log(lock->client, ZKIT_LOG_WARN,
+                             "lock %s freed while an acquisition is in progress; cancelling it",
+                             lock->path);
+        zkit__lock_cancel_all(lock);
+        pthread_mutex_lock(&lock->mu);
+        if (lock->pending) /* a kind whose cancel ends later: every end broadcasts */
+            pthread_cond_wait(&lock->cond, &lock->mu);
+    }
+    while (lock->holders) {
+        zkit__holder_t *h = lock->holders;
+        h->count = 1;
+        pthread_mutex_unlock(&lock->mu);
+        zkit__client_log(lock->client, h->lost ? ZKIT_LOG_INFO : ZKIT_LOG_WARN,
+                         "lock %s freed while held; releasing it", lock->path);
+        zkit__lock_release_as(lock, h->thread);
+        pthread_mutex_lock(&lock->mu);
+    }
+    pthread_mutex_unlock(&lock->mu);
+    zkit__revocation_set(lock, NULL, NULL);
+    zkit__listener_remove(lock->client, lock->listener);
+    zkit__lockstate_detach(lock);
+    zkit__own_node_detach(lock);
+    /* A delivery already running on the event thread (an expiry check, a revocation) may
+     * still use the lock: let it finish. */
+    zkit__lockstate_quiesce(lock);
+    if (lock->ops->destroy)
+        lock->ops->destroy(lock);
+    lock_unref(lock);
+}

@@ -1,0 +1,274 @@
+/*
+ * ownnode.c - the watch on our own node while a lock is held, and revocation (Curator's
+ * protocol: makeRevocable / Revoker).
+ *
+ * Our node deleted by someone else (an administrator, a revoker that deletes) makes the
+ * holding LOST.  A revoker writes "__REVOKE__" into the holder's node; the holder is told
+ * through its revocation callback, and the lock is not released here.
+ *
+ * Work in flight for a lock (the reply to a watch's get-data, a delivery to the event thread)
+ * is listed as a ticket.  Freeing a lock detaches its tickets (lock = NULL) and then waits for
+ * the event thread (zkit__lockstate_quiesce), so a ticket never reaches a freed lock.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "recipes/lock.h"
+
+typedef struct ticket {
+    struct ticket *prev, *next;
+    zkit_lock_t *lock;              /* NULL once the lock is freed */
+    zkit_client_t *client;
+    char *node;
+    const void *watch_arg;          /* the lock as its watch names it, kept after detaching
+                                     * to cancel that watch (compared, never dereferenced) */
+    int released;                   /* the holding of `node` was released */
+    zkit__task_t task;              /* reserved: its delivery needs no allocation */
+} ticket_t;
+
+/* Tickets live only while a watch read is in flight, so the list stays short; it is doubly
+ * linked so that a reply takes its ticket off in constant time. */
+static pthread_mutex_t tickets_mu = PTHREAD_MUTEX_INITIALIZER;
+static ticket_t *tickets;
+
+static ticket_t *ticket_new(zkit_lock_t *lock, const char *node)
+{
+    ticket_t *t = calloc(1, sizeof(*t));
+    if (!t || !(t->node = strdup(node))) {
+        free(t);
+        return NULL;
+    }
+    t->lock = lock;
+    t->client = lock->client;
+    t->watch_arg = lock;
+    pthread_mutex_lock(&tickets_mu);
+    t->next = tickets;
+    if (tickets)
+        tickets->prev = t;
+    tickets = t;
+    pthread_mutex_unlock(&tickets_mu);
+    return t;
+}
+
+/* Unlists a ticket; returns its lock (NULL if detached) for the caller's last use: only on
+ * the event thread, where a lock being freed waits for the caller to finish. */
+static zkit_lock_t *ticket_take(ticket_t *t)
+{
+    zkit_lock_t *lock;
+    pthread_mutex_lock(&tickets_mu);
+    if (t->prev)
+        t->prev->next = t->next;
+    else
+        tickets = t->next;
+    if (t->next)
+        t->next->prev = t->prev;
+    lock = t->lock;
+    pthread_mutex_unlock(&tickets_mu);
+    return lock;
+}
+
+static void ticket_free(ticket_t *t)
+{
+    free(t->node);
+    free(t);
+}
+
+void zkit__own_node_detach(zkit_lock_t *lock)
+{
+    pthread_mutex_lock(&tickets_mu);
+    for (ticket_t *t = tickets; t; t = t->next)
+        if (t->lock == lock)
+            t->lock = NULL;
+    pthread_mutex_unlock(&tickets_mu);
+}
+
+/* The holding of `node` is being released: its watch reads in flight must not keep the watch
+ * they set (see own_node_checked). */
+static void tickets_release(const zkit_lock_t *lock, const char *node)
+{
+    pthread_mutex_lock(&tickets_mu);
+    for (ticket_t *t = tickets; t; t = t->next)
+        if (t->lock == lock && strcmp(t->node, node) == 0)
+            t->released = 1;
+    pthread_mutex_unlock(&tickets_mu);
+}
+
+static int ticket_stale(const ticket_t *t)
+{
+    int stale;
+    pthread_mutex_lock(&tickets_mu);
+    stale = !t->lock || t->released;
+    pthread_mutex_unlock(&tickets_mu);
+    return stale;
+}
+
+/* ---- revocation ---------------------------------------------------------------------------- */
+
+/* What a revoker writes into a holder's node (Curator's LockInternals.REVOKE_MESSAGE). */
+static const char REVOKE_MESSAGE[] = "__REVOKE__";
+#define REVOKE_MESSAGE_LEN (sizeof(REVOKE_MESSAGE) - 1)
+
+void zkit__revocation_set(zkit_lock_t *lock, zkit_revocation_fn fn, void *arg)
+{
+    pthread_mutex_lock(&lock->mu);
+    lock->revoke_fn = fn;
+    lock->revoke_arg = fn ? arg : NULL;
+    pthread_mutex_unlock(&lock->mu);
+}
+
+static int is_revoke_message(const zkit_result_t *res)
+{
+    return res->data && res->data_len == REVOKE_MESSAGE_LEN &&
+           memcmp(res->data, REVOKE_MESSAGE, REVOKE_MESSAGE_LEN) == 0;
+}
+
+/* Event thread: a revocation request reached one of our nodes.  The holder is told if it
+ * still holds that node and the lock is revocable now. */
+static void revocation_on_event_thread(void *arg)
+{
+    ticket_t *t = arg;
+    zkit_lock_t *lock = ticket_take(t);
+    zkit_revocation_fn fn = NULL;
+    void *fn_arg = NULL;
+    int held = 0;
+    if (lock) {
+        pthread_mutex_lock(&lock->mu);
+        held = zkit__lockstate_live_holder(lock, t->node) != NULL;
+        if (held) {
+            fn = lock->revoke_fn;
+            fn_arg = lock->revoke_arg;
+        }
+        pthread_mutex_unlock(&lock->mu);
+        zkit__client_log(lock->client, ZKIT_LOG_INFO, "lock %s: revocation requested%s",
+                         lock->path, !held ? " after release; ignored"
+                                           : fn ? "" : "; not revocable, ignored");
+    }
+    ticket_free(t);
+    /* The last use of the lock: the callback may release it, or free it. */
+    if (fn)
+        fn(lock, fn_arg);
+}
+
+ZKIT_EXTERN int zkit_lock_revoke(zkit_client_t *client, const char *node_path)
+{
+    int rc;
+    if (!client || !node_path)
+        return ZKIT_EINVAL;
+    /* Any version, as Curator's Revoker: the request is the data, not a compare-and-set. */
+    rc = zkit_set_data(NULL, client, node_path, REVOKE_MESSAGE, REVOKE_MESSAGE_LEN, -1);
+    zkit__client_log(client, rc == 0 || rc == ZKIT_ENONODE ? ZKIT_LOG_DEBUG : ZKIT_LOG_ERROR,
+                     "revoke %s: %s", node_path, rc == 0 ? "requested" : zkit_strerror(rc));
+    return rc;
+}
+
+/* ---- the own-node watch -------------------------------------------------------------------- */
+
+static void watch_node(zkit_lock_t *lock, const char *node);
+
+/*
+ * Our node's data changed while held (a revoker writes there).  The change used up the
+ * server's watch, so the data is read again with a new one, which both sees the request and
+ * keeps DELETED -> LOST working.  Done under lock->mu, after checking the holding is still
+ * there: a release takes the holding off under lock->mu before cancelling the watch, so the
+ * new watch is either never set or listed in time for that cancel.
+ */
+static void own_node_changed(zkit_lock_t *lock, const char *path)
+{
+    pthread_mutex_lock(&lock->mu);
+    if (zkit__lockstate_live_holder(lock, path))
+        watch_node(lock, path);
+    pthread_mutex_unlock(&lock->mu);
+}
+
+/* Event thread: our node was deleted (by someone else: our own release cancels the watch
+ * first), or its data changed (maybe a revocation request). */
+static void on_own_node_event(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
+{
+    (void)c;
+    if (event == ZKIT_EVENT_DELETED)
+        zkit__lockstate_node_lost(arg, path);
+    else if (event == ZKIT_EVENT_CHANGED)
+        own_node_changed(arg, path);
+}
+
+static void ignore_result(zkit_client_t *c, const zkit_result_t *r, void *arg)
+{
+    (void)c;
+    (void)r;
+    (void)arg;
+}
+
+static void own_node_missing_on_event_thread(void *arg)
+{
+    ticket_t *t = arg;
+    zkit_lock_t *lock = ticket_take(t);
+    if (lock)
+        zkit__lockstate_node_lost(lock, t->node);
+    ticket_free(t);
+}
+
+/*
+ * The reply to the watch's get-data (a completion: it must not block and must not touch the
+ * lock, which only the event thread may do through the ticket).  NONODE means our node is
+ * gone already.  Data "__REVOKE__" is a revocation request; it is honoured on the first read
+ * too, so a request written before the watch was set is heard once the lock is held.
+ * A read retried after a disconnection can be sent after the release cancelled the watch but
+ * before its delete; the server then arms a watch the cancel never saw.  Such a watch is
+ * cancelled here: the reply comes before that watch's event on the same thread, and the
+ * release marks the ticket before it cancels, so one of the two sees it.
+ */
+static void own_node_checked(zkit_client_t *c, const zkit_result_t *res, void *arg)
+{
+    ticket_t *t = arg;
+    (void)c;
+    if (res->error == ZKIT_ENONODE) {
+        if (zkit__run_on_event_thread_task(t->client, &t->task, own_node_missing_on_event_thread,
+                                           t) == 0)
+            return;
+    } else if (res->error == 0) {
+        if (ticket_stale(t)) {
+            zkit_watcher_t w = { on_own_node_event, (void *)t->watch_arg };
+            zkit__watch_cancel_local(t->client, t->node, ZKIT_WATCH_DATA, &w);
+        } else if (is_revoke_message(res) &&
+                   zkit__run_on_event_thread_task(t->client, &t->task,
+                                                  revocation_on_event_thread, t) == 0) {
+            return;
+        }
+    }
+    ticket_take(t);
+    ticket_free(t);
+}
+
+/*
+ * A get-data watch, as Curator watches: it is never left on a missing node (an exists-watch
+ * retried in a new session would be armed on the old session's deleted node), and its NONODE
+ * reports the node gone.  When no ticket can be had, the watch is still set: deletion is
+ * still heard, only a revocation request in the first read is not.
+ */
+static void watch_node(zkit_lock_t *lock, const char *node)
+{
+    zkit_watcher_t w = { on_own_node_event, lock };
+    ticket_t *t = ticket_new(lock, node);
+    lock->used_event_thread = 1;
+    if (zkit__get_data_inline(lock->client, node, &w, t ? own_node_checked : ignore_result,
+                              t) != 0 && t) {
+        ticket_take(t);
+        ticket_free(t);
+    }
+}
+
+void zkit__own_node_watch(zkit_lock_t *lock, const char *node)
+{
+    watch_node(lock, node);
+}
+
+/* The watch is cancelled before our own delete (a cancelled watch never reaches its
+ * function), locally only: the delete that follows consumes the server's watch, so asking the
+ * server would cost a request per lock cycle for nothing.  Reads still in flight are marked
+ * first, so that a watch they set later is cancelled by them (own_node_checked). */
+void zkit__own_node_unwatch(zkit_lock_t *lock, const char *node)
+{
+    zkit_watcher_t w = { on_own_node_event, lock };
+    tickets_release(lock, node);
+    zkit__watch_cancel_local(lock->client, node, ZKIT_WATCH_DATA, &w);
+}
