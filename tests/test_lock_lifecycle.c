@@ -68,12 +68,27 @@ static void *short_main(void *arg)
     return NULL;
 }
 
+/* Busy threads, so that the acquiring threads are preempted at any point, also between
+ * scheduling their deadline and starting their first request. */
+static atomic_int spin_stop;
+
+static void *spin_main(void *arg)
+{
+    volatile unsigned long n = 0;
+    (void)arg;
+    while (!atomic_load_explicit(&spin_stop, memory_order_relaxed))
+        n++;
+    return NULL;
+}
+
 static void test_short_timeouts(void)
 {
     fixture_t f;
     zkit_client_t *c, *c2;
     zkit_lock_t *locks[SHORT_THREADS];
     char *paths[SHORT_THREADS];
+    pthread_t spinners[64];
+    int nspin;
     fx_begin(&f, "short-timeouts");
     c = lk_client(10000);
     c2 = lk_client(10000);
@@ -84,6 +99,12 @@ static void test_short_timeouts(void)
         paths[i] = lk_join(f.base, name);
         CU_ASSERT_FATAL(zkit_mutex_new(&locks[i], c, paths[i]) == 0);
     }
+    nspin = (int)env_long("ZKIT_TEST_SPINNERS", 2 * sysconf(_SC_NPROCESSORS_ONLN));
+    if (nspin > 64)
+        nspin = 64;
+    atomic_store(&spin_stop, 0);
+    for (int i = 0; i < nspin; i++)
+        CU_ASSERT_FATAL(pthread_create(&spinners[i], NULL, spin_main, NULL) == 0);
     for (int timeout = 1; timeout <= 3; timeout++) {
         short_run_t runs[SHORT_THREADS];
         pthread_t threads[SHORT_THREADS];
@@ -117,6 +138,9 @@ static void test_short_timeouts(void)
         CU_ASSERT_EQUAL(sum.bad_release, 0);
         CU_ASSERT_EQUAL(sum.other, 0);
     }
+    atomic_store(&spin_stop, 1);
+    for (int i = 0; i < nspin; i++)
+        pthread_join(spinners[i], NULL);
     /* Nothing is freed yet: every node must be gone on its own (a timed-out acquisition
      * deletes its node in the background), and another client takes every lock at once. */
     if (zkh_wait_until(no_lock_nodes, f.base, 10000) != 0) {
