@@ -397,7 +397,7 @@ static void lease_states_record(zkit_lease_t *lease, zkit_lock_state_t state, vo
 
 /* A lease through a proxy: a partition shorter than the validity deadline gives UNCERTAIN
  * (with a finite deadline) then HELD; one past it gives EXPIRED, then LOST once the server has
- * expired the session; `expect` says which. */
+ * expired the session (`past_deadline`). */
 static void lease_partition(const char *name, int session_ms, int past_deadline)
 {
     fixture_t f;
@@ -436,6 +436,8 @@ static void lease_partition(const char *name, int session_ms, int past_deadline)
                                                                 ZKIT_LOCK_EXPIRED) >= 0) {
             /* Came back after the deadline (a slow machine): EXPIRED is the right answer. */
             fprintf(stderr, "%s: back after the validity deadline\n", name);
+            CU_ASSERT_EQUAL(zkit_lease_is_held(lease), 0);
+            CU_ASSERT_EQUAL(zkit_lease_release(lease), ZKIT_ELOCKLOST);
         } else {
             states_text(&st, text, sizeof(text));
             if (strcmp(text, "UNCERTAIN HELD") != 0)
