@@ -218,11 +218,12 @@ static void multi_partition(const char *name, enum partition_kind kind)
     zkh_proxy_t *proxy;
     zkit_lock_t *a_lock, *a_subs[2] = { NULL, NULL }, *b_lock = NULL;
     zkit_rwlock_t *a_rw = NULL, *b_rw = NULL, *c_rw = NULL;
-    holder_t h;
+    holder_t *h = calloc(1, sizeof(*h));
     probe_t p;
     verdict_t v;
     char dir[64], log[128], *first, *second;
     int64_t old_session;
+    int returned, stuck;
     fx_begin(&f, name);
     scratch_dir(dir, sizeof(dir));
     CU_ASSERT_FATAL(dir[0] != '\0');
@@ -236,7 +237,7 @@ static void multi_partition(const char *name, enum partition_kind kind)
     b = lk_client(10000);
     c = lk_client(10000);
     CU_ASSERT_FATAL(a != NULL && b != NULL && c != NULL);
-    memset(&h, 0, sizeof(h));
+    CU_ASSERT_FATAL(h != NULL);
     memset(&p, 0, sizeof(p));
     if (kind == MULTI_PATHS) {
         const char *paths[2] = { second, first }; /* named out of order on purpose */
@@ -246,7 +247,7 @@ static void multi_partition(const char *name, enum partition_kind kind)
         CU_ASSERT_FATAL(zkit_mutex_new(&p.locks[1], c, second) == 0);
         strcpy(p.cls[0], "M:a");
         strcpy(p.cls[1], "M:b");
-        h.cls = "M:a,b";
+        h->cls = "M:a,b";
     } else {
         /* The write half of /rw and a mutex at /m; B holds the read half (which keeps the
          * writer out), C probes the mutex and the write half. */
@@ -261,21 +262,21 @@ static void multi_partition(const char *name, enum partition_kind kind)
         p.locks[1] = zkit_rwlock_write(c_rw);
         strcpy(p.cls[0], "M:m");
         strcpy(p.cls[1], "M:rw");
-        h.cls = "M:m,rw";
+        h->cls = "M:m,rw";
     }
     p.nlocks = 2;
-    p.against = &h;
+    p.against = h;
     p.log = log;
-    h.lock = a_lock;
-    h.log = log;
+    h->lock = a_lock;
+    h->log = strdup(log);
 
     CU_ASSERT_FATAL(zkit_lock_acquire(b_lock, 5000) == 0);
     old_session = zkit_client_session_id(a);
-    holder_start(&h);
+    holder_start(h);
     /* A holds the first path and queues on the second. */
     CU_ASSERT_EQUAL(wait_owned_nodes(first, old_session, 1, 10000), 0);
     CU_ASSERT_EQUAL(wait_owned_nodes(second, old_session, 1, 10000), 0);
-    CU_ASSERT_EQUAL(holder_returned(&h), 0);
+    CU_ASSERT_EQUAL(holder_returned(h), 0);
     CU_ASSERT_FATAL(pthread_create(&p.thread, NULL, probe_main, &p) == 0);
 
     /* Partitioned until the server expires the session (its node on the first path goes). */
@@ -286,8 +287,12 @@ static void multi_partition(const char *name, enum partition_kind kind)
     CU_ASSERT_NOT_EQUAL(zkit_client_session_id(a), old_session);
     /* B lets go of the second path. */
     CU_ASSERT_EQUAL(zkit_lock_release(b_lock), 0);
-    CU_ASSERT_EQUAL(zkh_wait_until(holder_returned, &h, 30000), 0);
-    if (h.rc == 0) {
+    returned = zkh_wait_until(holder_returned, h, 30000) == 0;
+    if (!returned)
+        fprintf(stderr, "%s: the acquire had not returned 30 s after the other side let go\n",
+                name);
+    CU_ASSERT(returned);
+    if (returned && h->rc == 0) {
         /* Held means held: both of A's nodes (of its current session) exist and come first
          * in their queues. */
         int64_t now_session = zkit_client_session_id(a);
@@ -304,12 +309,12 @@ static void multi_partition(const char *name, enum partition_kind kind)
         CU_ASSERT_EQUAL(zkit_lock_is_acquired_in_process(a_lock), 1);
         /* Hold for a while with the probe running. */
         zkh_sleep_ms(1500);
-    } else {
-        fprintf(stderr, "%s: the acquire failed (allowed): %s\n", name, zkit_strerror(h.rc));
+    } else if (returned) {
+        fprintf(stderr, "%s: the acquire failed (allowed): %s\n", name, zkit_strerror(h->rc));
     }
-    CU_ASSERT_EQUAL(holder_finish(&h, 10000), 0);
-    if (h.rc == 0)
-        CU_ASSERT_EQUAL(h.release_rc, 0);
+    stuck = holder_finish(h, returned ? 10000 : 0) != 0;
+    if (!stuck && h->rc == 0)
+        CU_ASSERT_EQUAL(h->release_rc, 0);
     zkh_sleep_ms(200); /* the probe keeps going a little after the release */
     atomic_store(&p.stop, 1);
     pthread_join(p.thread, NULL);
@@ -319,7 +324,7 @@ static void multi_partition(const char *name, enum partition_kind kind)
     if (atomic_load(&p.while_held) || getenv("ZKIT_TEST_VERBOSE"))
         fprintf(stderr, "%s: acquire %s; the probe took a path %d times, %d of them while "
                         "the multi-lock said held; %d probe errors\n", name,
-                h.rc ? zkit_strerror(h.rc) : "0", atomic_load(&p.taken),
+                h->rc ? zkit_strerror(h->rc) : "0", atomic_load(&p.taken),
                 atomic_load(&p.while_held), atomic_load(&p.errors));
     CU_ASSERT_EQUAL(atomic_load(&p.while_held), 0);
     CU_ASSERT_EQUAL(v.violations, 0);
@@ -328,9 +333,17 @@ static void multi_partition(const char *name, enum partition_kind kind)
     CU_ASSERT(atomic_load(&p.taken) > 0); /* the probe did get the paths when they were free */
 
     fx_end(&f);
-    zkit_lock_free(a_lock);
-    zkit_lock_free(a_subs[0]);
-    zkit_rwlock_free(a_rw);
+    if (stuck) {
+        /* The holder thread still uses A's objects and client: leave them (and the proxy
+         * A connects through) alive rather than free them under it. */
+        fprintf(stderr, "%s: A's acquire still runs; its objects are left alone\n", name);
+    } else {
+        zkit_lock_free(a_lock);
+        zkit_lock_free(a_subs[0]);
+        zkit_rwlock_free(a_rw);
+        zkit_client_close(a);
+        zkh_proxy_stop(proxy);
+    }
     if (kind == MULTI_PATHS)
         zkit_lock_free(b_lock);
     zkit_rwlock_free(b_rw);
@@ -338,13 +351,15 @@ static void multi_partition(const char *name, enum partition_kind kind)
     if (kind == MULTI_PATHS)
         zkit_lock_free(p.locks[1]);
     zkit_rwlock_free(c_rw);
-    zkit_client_close(a);
     zkit_client_close(b);
     zkit_client_close(c);
-    zkh_proxy_stop(proxy);
     scratch_remove(dir);
-    free(first);
-    free(second);
+    if (!stuck) {
+        free(first);
+        free(second);
+        free((char *)h->log);
+        free(h);
+    }
 }
 
 static void test_multi_partition_past_session(void)
@@ -370,11 +385,12 @@ static void test_semaphore_partition_past_session(void)
     zkh_proxy_t *proxy;
     zkit_semaphore_t *a_sem, *b_sem;
     zkit_lease_t *b_lease;
-    holder_t h;
+    holder_t *h = calloc(1, sizeof(*h));
     probe_t p;
     verdict_t v;
     char dir[64], log[128], *path, *leases;
     int64_t old_session;
+    int returned, stuck;
     fx_begin(&f, "sem-expiry");
     scratch_dir(dir, sizeof(dir));
     CU_ASSERT_FATAL(dir[0] != '\0');
@@ -389,25 +405,25 @@ static void test_semaphore_partition_past_session(void)
     CU_ASSERT_FATAL(a != NULL && b != NULL && c != NULL);
     CU_ASSERT_FATAL(zkit_semaphore_new(&a_sem, a, path, 2) == 0);
     CU_ASSERT_FATAL(zkit_semaphore_new(&b_sem, b, path, 2) == 0);
-    memset(&h, 0, sizeof(h));
+    CU_ASSERT_FATAL(h != NULL);
     memset(&p, 0, sizeof(p));
     CU_ASSERT_FATAL(zkit_semaphore_new(&p.sem, c, path, 2) == 0);
     strcpy(p.sem_cls, "S1");
-    p.against = &h;
+    p.against = h;
     p.log = log;
-    h.sem = a_sem;
-    h.count = 2;
-    h.log = log;
-    h.cls = "S2";
+    h->sem = a_sem;
+    h->count = 2;
+    h->log = strdup(log);
+    h->cls = "S2";
 
     CU_ASSERT_FATAL(zkit_semaphore_acquire(b_sem, 1, 5000, &b_lease) == 0);
     old_session = zkit_client_session_id(a);
-    holder_start(&h);
+    holder_start(h);
     /* A has its first lease and waits with its second node in the queue (Curator's layout:
      * three lease nodes for two leases). */
     CU_ASSERT_EQUAL(wait_owned_nodes(leases, old_session, 2, 10000), 0);
     CU_ASSERT_EQUAL(wait_children(leases, 3, 10000), 0);
-    CU_ASSERT_EQUAL(holder_returned(&h), 0);
+    CU_ASSERT_EQUAL(holder_returned(h), 0);
     CU_ASSERT_FATAL(pthread_create(&p.thread, NULL, probe_main, &p) == 0);
 
     zkh_proxy_block(proxy);
@@ -415,11 +431,15 @@ static void test_semaphore_partition_past_session(void)
     zkh_proxy_unblock(proxy);
     CU_ASSERT_EQUAL(zkit_client_block_until_connected(a, 20000), 0);
     CU_ASSERT_EQUAL(zkit_lease_release(b_lease), 0);
-    CU_ASSERT_EQUAL(zkh_wait_until(holder_returned, &h, 30000), 0);
-    if (h.rc == 0) {
+    returned = zkh_wait_until(holder_returned, h, 30000) == 0;
+    if (!returned)
+        fprintf(stderr, "sem-expiry: the acquire had not returned 30 s after the other side "
+                        "let go\n");
+    CU_ASSERT(returned);
+    if (returned && h->rc == 0) {
         int64_t now_session = zkit_client_session_id(a);
         for (int i = 0; i < 2; i++) {
-            const char *node = zkit_lease_node(h.leases[i]);
+            const char *node = zkit_lease_node(h->leases[i]);
             int64_t owner = node ? node_owner(node) : -1;
             if (owner != now_session)
                 fprintf(stderr, "sem-expiry: lease %d reported held, its node %s %s\n", i,
@@ -427,10 +447,12 @@ static void test_semaphore_partition_past_session(void)
             CU_ASSERT_EQUAL(owner, now_session);
         }
         zkh_sleep_ms(1500);
-    } else {
-        fprintf(stderr, "sem-expiry: the acquire failed (allowed): %s\n", zkit_strerror(h.rc));
+    } else if (returned) {
+        fprintf(stderr, "sem-expiry: the acquire failed (allowed): %s\n", zkit_strerror(h->rc));
     }
-    CU_ASSERT_EQUAL(holder_finish(&h, 10000), 0);
+    stuck = holder_finish(h, returned ? 10000 : 0) != 0;
+    if (!stuck && h->rc == 0)
+        CU_ASSERT_EQUAL(h->release_rc, 0);
     zkh_sleep_ms(200);
     atomic_store(&p.stop, 1);
     pthread_join(p.thread, NULL);
@@ -440,7 +462,7 @@ static void test_semaphore_partition_past_session(void)
     if (atomic_load(&p.while_held))
         fprintf(stderr, "sem-expiry: acquire %s; the probe took a lease %d times, %d of them "
                         "while the semaphore said two were held\n",
-                h.rc ? zkit_strerror(h.rc) : "0", atomic_load(&p.taken),
+                h->rc ? zkit_strerror(h->rc) : "0", atomic_load(&p.taken),
                 atomic_load(&p.while_held));
     CU_ASSERT_EQUAL(atomic_load(&p.while_held), 0);
     CU_ASSERT_EQUAL(v.violations, 0);
@@ -448,16 +470,24 @@ static void test_semaphore_partition_past_session(void)
     CU_ASSERT_EQUAL(atomic_load(&p.errors), 0);
 
     fx_end(&f);
-    zkit_semaphore_free(a_sem);
+    if (stuck) {
+        fprintf(stderr, "sem-expiry: A's acquire still runs; its objects are left alone\n");
+    } else {
+        zkit_semaphore_free(a_sem);
+        zkit_client_close(a);
+        zkh_proxy_stop(proxy);
+    }
     zkit_semaphore_free(b_sem);
     zkit_semaphore_free(p.sem);
-    zkit_client_close(a);
     zkit_client_close(b);
     zkit_client_close(c);
-    zkh_proxy_stop(proxy);
     scratch_remove(dir);
-    free(path);
     free(leases);
+    if (!stuck) {
+        free(path);
+        free((char *)h->log);
+        free(h);
+    }
 }
 
 /* ---- the give-back rule: no deadlock over overlapping path sets --------------------------- */
