@@ -24,15 +24,31 @@ zkh_cluster_t *zk;
 
 int lk_main(const char *name, const zkh_test_t *tests, int (*setup)(void))
 {
-    const zkh_suite_t suite = { .name = name, .servers = 1, .cluster = &zk, .setup = setup,
-                                .tests = tests };
+    zkh_suite_t suite = { .name = name, .servers = 1, .cluster = &zk, .setup = setup,
+                          .tests = tests };
+    const char *only = getenv("ZKIT_TEST_ONLY");
+    zkh_test_t *chosen = NULL;
     struct stat sb;
+    int rc;
     signal(SIGPIPE, SIG_IGN);
     if (stat(LOCK_WORKER, &sb) != 0) {
         fprintf(stderr, "%s: %s is missing\n", name, LOCK_WORKER);
         return 1;
     }
-    return zkh_main(&suite);
+    if (only && *only) { /* run only the tests whose name contains it */
+        size_t n = 0, k = 0;
+        while (tests[n].name)
+            n++;
+        if (!(chosen = calloc(n + 1, sizeof(*chosen))))
+            return 1;
+        for (size_t i = 0; i < n; i++)
+            if (strstr(tests[i].name, only))
+                chosen[k++] = tests[i];
+        suite.tests = chosen;
+    }
+    rc = zkh_main(&suite);
+    free(chosen);
+    return rc;
 }
 
 /* ---- clients ------------------------------------------------------------------------------ */
@@ -159,6 +175,89 @@ static long participants_of(void *lock)
 int wait_participants(zkit_lock_t *lock, size_t expected, int timeout_ms)
 {
     return zkh_wait_count(participants_of, lock, (long)expected, timeout_ms);
+}
+
+/* ---- who owns which node ------------------------------------------------------------------ */
+
+int64_t node_owner(const char *path)
+{
+    zhandle_t *zh = zkh_raw_connect(zk);
+    struct Stat st;
+    int rc;
+    if (!zh)
+        return -1;
+    rc = zoo_exists(zh, path, 0, &st);
+    zookeeper_close(zh);
+    return rc == ZOK ? st.ephemeralOwner : -1;
+}
+
+int owned_nodes(const char *path, int64_t session)
+{
+    size_t n = 0;
+    int owned = 0;
+    char **list = zkh_list_tree(zk, path, &n);
+    zhandle_t *zh;
+    if (!list)
+        return 0; /* no such path: nothing of anybody's under it */
+    if (!(zh = zkh_raw_connect(zk))) {
+        zkh_free_list(list, n);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct Stat st;
+        if (zoo_exists(zh, list[i], 0, &st) == ZOK && st.ephemeralOwner == session)
+            owned++;
+    }
+    zookeeper_close(zh);
+    zkh_free_list(list, n);
+    return owned;
+}
+
+int64_t queue_first_owner(const char *dir)
+{
+    size_t n = 0, plen = strlen(dir);
+    char **list = zkh_list_tree(zk, dir, &n);
+    const char *first = NULL, *first_seq = NULL;
+    int64_t owner = -1;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = list[i] + plen + 1, *seq;
+        size_t len = strlen(name);
+        if (strchr(name, '/') || strncmp(name, "_c_", 3) != 0 || len < 10)
+            continue;
+        seq = name + len - 10;
+        if (!first || strcmp(seq, first_seq) < 0) {
+            first = list[i];
+            first_seq = seq;
+        }
+    }
+    if (first)
+        owner = node_owner(first);
+    zkh_free_list(list, n);
+    return owner;
+}
+
+typedef struct owned_wait {
+    const char *path;
+    int64_t session;
+} owned_wait_t;
+
+static long owned_count(void *arg)
+{
+    owned_wait_t *w = arg;
+    return owned_nodes(w->path, w->session);
+}
+
+int wait_owned_nodes(const char *path, int64_t session, int expected, int timeout_ms)
+{
+    owned_wait_t w = { path, session };
+    return zkh_wait_count(owned_count, &w, expected, timeout_ms);
+}
+
+long env_long(const char *name, long fallback)
+{
+    const char *v = getenv(name);
+    long n = v ? strtol(v, NULL, 10) : 0;
+    return n > 0 ? n : fallback;
 }
 
 /* ---- acquirers on threads of their own ---------------------------------------------------- */

@@ -28,7 +28,8 @@
 extern zkh_cluster_t *zk;
 
 /* main() of a lock suite: SIGPIPE ignored, LOCK_WORKER must exist, then zkh_main with one
- * server and `setup` (may be NULL). */
+ * server and `setup` (may be NULL).  With ZKIT_TEST_ONLY set, only the tests whose name
+ * contains it run. */
 int lk_main(const char *name, const zkh_test_t *tests, int (*setup)(void));
 
 /* ---- clients ------------------------------------------------------------------------------ */
@@ -65,6 +66,22 @@ int wait_children(const char *dir, int expected, int timeout_ms);
 size_t participant_count(zkit_lock_t *lock);
 /* Waits until participant_count(lock) == expected: 0, or -1 after timeout_ms. */
 int wait_participants(zkit_lock_t *lock, size_t expected, int timeout_ms);
+
+/* ---- who owns which node (composite-lock and lifecycle suites) ----------------------------- */
+
+/* The ephemeral owner (session id) of the node at `path`: > 0, 0 when the node is not
+ * ephemeral, -1 when it does not exist or cannot be read. */
+int64_t node_owner(const char *path);
+/* Ephemeral nodes anywhere under `path` (recursive) owned by `session`; -1 when the tree
+ * cannot be listed. */
+int owned_nodes(const char *path, int64_t session);
+/* The owner of the first lock node in the queue directly under `dir` (the "_c_..." child with
+ * the lowest 10-digit sequence suffix): as node_owner, or -1 when the queue is empty. */
+int64_t queue_first_owner(const char *dir);
+/* Waits until owned_nodes(path, session) == expected: 0, or -1 after timeout_ms. */
+int wait_owned_nodes(const char *path, int64_t session, int expected, int timeout_ms);
+/* An environment variable as a positive integer, else `fallback`. */
+long env_long(const char *name, long fallback);
 
 /* ---- acquirers on threads of their own ---------------------------------------------------- */
 

@@ -1,0 +1,625 @@
+/*
+ * test_composite.c - the composite locks (multi-lock, counting semaphore) under the faults and
+ * orders that can make them lie, with the existing interface only:
+ *
+ *  - a multi-lock that holds its first path and waits for the second while its client is
+ *    partitioned (through the harness' TCP proxy) for longer than its session: the path it had
+ *    taken is gone with the session, so when the second path comes free it must take the
+ *    first again (or fail), never report "held" over a path it does not hold.  A probe client
+ *    tries every path without waiting, all along; no probe may get a path while the
+ *    multi-lock says held (checked directly and from an ENTER/EXIT log).  The same with the
+ *    write half of a read-write lock inside a multi-lock built from existing locks, and with
+ *    a counting semaphore asked for two leases whose first lease goes with the session;
+ *  - the give-back rule: three processes over overlapping path sets, one naming them in the
+ *    other order, loop without any acquire timing out (a deadlock would) and without overlap;
+ *  - an uncontended multi-lock holds exactly one node of ours per path, first in its queue,
+ *    and one that waits on its first path keeps no node on the later paths meanwhile.
+ *
+ * ZKIT_TEST_ROUNDS sets the rounds of the give-back run (default 200).  Helper threads only
+ * record; the test thread asserts.  Every wait is bounded.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+
+#include "lock_support.h"
+
+#define SESSION_MS 4000
+
+/* ---- the ENTER/EXIT log, written from this process --------------------------------------- */
+
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* One line in check_log's format; `id` stands for the process id of one holder. */
+static void log_event(const char *log, const char *what, const char *cls, int id)
+{
+    char line[256];
+    int n = snprintf(line, sizeof(line), "%s %s %d %lld\n", what, cls, id, now_ns());
+    int fd = open(log, O_WRONLY | O_APPEND | O_CREAT, 0644);
+    if (fd >= 0) {
+        if (write(fd, line, (size_t)n) != n)
+            perror("write log");
+        close(fd);
+    }
+}
+
+/* ---- the holder under test: acquires on a thread, holds until told ------------------------ */
+
+typedef struct holder {
+    zkit_lock_t *lock;           /* a lock ... */
+    zkit_semaphore_t *sem;       /* ... or `count` leases of a semaphore */
+    int count;
+    zkit_lease_t *leases[4];
+    const char *log;
+    const char *cls;
+    pthread_t thread;
+    atomic_int holding;          /* between the acquire's return and the release */
+    atomic_int returned;
+    atomic_int let_go;
+    atomic_int done;
+    int rc;
+    int release_rc;
+} holder_t;
+
+static void *holder_main(void *arg)
+{
+    holder_t *h = arg;
+    int64_t due;
+    h->rc = h->lock ? zkit_lock_acquire(h->lock, 60000)
+                    : zkit_semaphore_acquire(h->sem, h->count, 60000, h->leases);
+    if (h->rc == 0) {
+        atomic_store(&h->holding, 1);
+        log_event(h->log, "ENTER", h->cls, 1);
+    }
+    atomic_store(&h->returned, 1);
+    due = zkh_now_ms() + 60000;
+    while (h->rc == 0 && !atomic_load(&h->let_go) && zkh_now_ms() < due)
+        usleep(1000);
+    if (h->rc == 0) {
+        log_event(h->log, "EXIT", h->cls, 1);
+        atomic_store(&h->holding, 0);
+        if (h->lock) {
+            h->release_rc = zkit_lock_release(h->lock);
+        } else {
+            for (int i = 0; i < h->count; i++) {
+                int one = zkit_lease_release(h->leases[i]);
+                if (one != 0 && h->release_rc == 0)
+                    h->release_rc = one;
+            }
+        }
+    }
+    atomic_store(&h->done, 1);
+    return NULL;
+}
+
+static void holder_start(holder_t *h)
+{
+    CU_ASSERT_FATAL(pthread_create(&h->thread, NULL, holder_main, h) == 0);
+}
+
+static int holder_returned(void *arg)
+{
+    return atomic_load(&((holder_t *)arg)->returned);
+}
+
+static int holder_done(void *arg)
+{
+    return atomic_load(&((holder_t *)arg)->done);
+}
+
+static int holder_finish(holder_t *h, int timeout_ms)
+{
+    atomic_store(&h->let_go, 1);
+    if (zkh_wait_until(holder_done, h, timeout_ms) != 0) {
+        pthread_detach(h->thread);
+        return -1;
+    }
+    pthread_join(h->thread, NULL);
+    return 0;
+}
+
+/* ---- the probe: another client tries every path without waiting, all along ---------------- */
+
+#define MAX_PROBES 4
+
+typedef struct probe {
+    zkit_lock_t *locks[MAX_PROBES];    /* try-once acquires ... */
+    char cls[MAX_PROBES][64];
+    int nlocks;
+    zkit_semaphore_t *sem;             /* ... and one lease of a semaphore */
+    char sem_cls[16];
+    holder_t *against;                 /* the holder it must never overlap */
+    const char *log;
+    pthread_t thread;
+    atomic_int stop;
+    atomic_int taken;                  /* successful probes */
+    atomic_int while_held;             /* ... while `against` said it held */
+    atomic_int errors;                 /* anything but 0 or ZKIT_ETIMEDOUT (connection
+                                        * trouble excepted) */
+} probe_t;
+
+static int probe_error(int rc)
+{
+    return rc != 0 && rc != ZKIT_ETIMEDOUT && rc != ZKIT_ECONNLOSS;
+}
+
+static void *probe_main(void *arg)
+{
+    probe_t *p = arg;
+    struct timespec nap = { 0, 5 * 1000000L };
+    while (!atomic_load(&p->stop)) {
+        for (int i = 0; i < p->nlocks; i++) {
+            int rc = zkit_lock_acquire(p->locks[i], 0);
+            if (rc == 0) {
+                log_event(p->log, "ENTER", p->cls[i], 100 + i);
+                atomic_fetch_add(&p->taken, 1);
+                if (atomic_load(&p->against->holding))
+                    atomic_fetch_add(&p->while_held, 1);
+                nanosleep(&nap, NULL);
+                log_event(p->log, "EXIT", p->cls[i], 100 + i);
+                zkit_lock_release(p->locks[i]);
+            } else if (probe_error(rc)) {
+                atomic_fetch_add(&p->errors, 1);
+            }
+        }
+        if (p->sem) {
+            zkit_lease_t *lease = NULL;
+            int rc = zkit_semaphore_acquire(p->sem, 1, 0, &lease);
+            if (rc == 0) {
+                log_event(p->log, "ENTER", p->sem_cls, 99);
+                atomic_fetch_add(&p->taken, 1);
+                if (atomic_load(&p->against->holding))
+                    atomic_fetch_add(&p->while_held, 1);
+                nanosleep(&nap, NULL);
+                log_event(p->log, "EXIT", p->sem_cls, 99);
+                zkit_lease_release(lease);
+            } else if (probe_error(rc)) {
+                atomic_fetch_add(&p->errors, 1);
+            }
+        }
+        nanosleep(&nap, NULL);
+    }
+    return NULL;
+}
+
+/* ---- partitioned past the session while waiting ------------------------------------------- */
+
+/* Waits until the holder's nodes of session `session` under `path` are gone from the
+ * server: the server has expired the session. */
+static int wait_session_gone(const char *path, int64_t session, int timeout_ms)
+{
+    return wait_owned_nodes(path, session, 0, timeout_ms);
+}
+
+enum partition_kind { MULTI_PATHS, MULTI_WITH_WRITE_HALF };
+
+/*
+ * A (through a proxy, SESSION_MS) holds a multi-lock's first path and waits for the second,
+ * which B holds.  A is partitioned until the server has expired its session, then healed;
+ * then B lets go.  A's acquire must return 0 only while really holding both paths (its
+ * current session's node first in both queues), or an error.  C probes both paths all along.
+ */
+static void multi_partition(const char *name, enum partition_kind kind)
+{
+    fixture_t f;
+    zkit_client_t *a, *b, *c;
+    zkh_proxy_t *proxy;
+    zkit_lock_t *a_lock, *a_subs[2] = { NULL, NULL }, *b_lock = NULL;
+    zkit_rwlock_t *a_rw = NULL, *b_rw = NULL, *c_rw = NULL;
+    holder_t *h = calloc(1, sizeof(*h));
+    probe_t p;
+    verdict_t v;
+    char dir[64], log[128], *first, *second;
+    int64_t old_session;
+    int returned, stuck;
+    fx_begin(&f, name);
+    scratch_dir(dir, sizeof(dir));
+    CU_ASSERT_FATAL(dir[0] != '\0');
+    snprintf(log, sizeof(log), "%s/log", dir);
+    /* The first path in the canonical (sorted) order is the one A gets. */
+    first = lk_join(f.base, kind == MULTI_PATHS ? "a" : "m");
+    second = lk_join(f.base, kind == MULTI_PATHS ? "b" : "rw");
+    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(proxy != NULL);
+    a = lk_client_to(zkh_proxy_address(proxy), SESSION_MS);
+    b = lk_client(10000);
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(a != NULL && b != NULL && c != NULL);
+    CU_ASSERT_FATAL(h != NULL);
+    memset(&p, 0, sizeof(p));
+    if (kind == MULTI_PATHS) {
+        const char *paths[2] = { second, first }; /* named out of order on purpose */
+        CU_ASSERT_FATAL(zkit_multilock_new(&a_lock, a, paths, 2) == 0);
+        CU_ASSERT_FATAL(zkit_mutex_new(&b_lock, b, second) == 0);
+        CU_ASSERT_FATAL(zkit_mutex_new(&p.locks[0], c, first) == 0);
+        CU_ASSERT_FATAL(zkit_mutex_new(&p.locks[1], c, second) == 0);
+        strcpy(p.cls[0], "M:a");
+        strcpy(p.cls[1], "M:b");
+        h->cls = "M:a,b";
+    } else {
+        /* The write half of /rw and a mutex at /m; B holds the read half (which keeps the
+         * writer out), C probes the mutex and the write half. */
+        CU_ASSERT_FATAL(zkit_rwlock_new(&a_rw, a, second) == 0);
+        CU_ASSERT_FATAL(zkit_mutex_new(&a_subs[0], a, first) == 0);
+        a_subs[1] = zkit_rwlock_write(a_rw);
+        CU_ASSERT_FATAL(zkit_multilock_new_from(&a_lock, a_subs, 2) == 0);
+        CU_ASSERT_FATAL(zkit_rwlock_new(&b_rw, b, second) == 0);
+        b_lock = zkit_rwlock_read(b_rw);
+        CU_ASSERT_FATAL(zkit_rwlock_new(&c_rw, c, second) == 0);
+        CU_ASSERT_FATAL(zkit_mutex_new(&p.locks[0], c, first) == 0);
+        p.locks[1] = zkit_rwlock_write(c_rw);
+        strcpy(p.cls[0], "M:m");
+        strcpy(p.cls[1], "M:rw");
+        h->cls = "M:m,rw";
+    }
+    p.nlocks = 2;
+    p.against = h;
+    p.log = log;
+    h->lock = a_lock;
+    h->log = strdup(log);
+
+    CU_ASSERT_FATAL(zkit_lock_acquire(b_lock, 5000) == 0);
+    old_session = zkit_client_session_id(a);
+    holder_start(h);
+    /* A holds the first path and queues on the second. */
+    CU_ASSERT_EQUAL(wait_owned_nodes(first, old_session, 1, 10000), 0);
+    CU_ASSERT_EQUAL(wait_owned_nodes(second, old_session, 1, 10000), 0);
+    CU_ASSERT_EQUAL(holder_returned(h), 0);
+    CU_ASSERT_FATAL(pthread_create(&p.thread, NULL, probe_main, &p) == 0);
+
+    /* Partitioned until the server expires the session (its node on the first path goes). */
+    zkh_proxy_block(proxy);
+    CU_ASSERT_EQUAL(wait_session_gone(f.base, old_session, 4 * SESSION_MS + 10000), 0);
+    zkh_proxy_unblock(proxy);
+    CU_ASSERT_EQUAL(zkit_client_block_until_connected(a, 20000), 0);
+    CU_ASSERT_NOT_EQUAL(zkit_client_session_id(a), old_session);
+    /* B lets go of the second path. */
+    CU_ASSERT_EQUAL(zkit_lock_release(b_lock), 0);
+    returned = zkh_wait_until(holder_returned, h, 30000) == 0;
+    if (!returned)
+        fprintf(stderr, "%s: the acquire had not returned 30 s after the other side let go\n",
+                name);
+    CU_ASSERT(returned);
+    if (returned && h->rc == 0) {
+        /* Held means held: both of A's nodes (of its current session) exist and come first
+         * in their queues. */
+        int64_t now_session = zkit_client_session_id(a);
+        int64_t first_owner = queue_first_owner(first), second_owner = queue_first_owner(second);
+        if (first_owner != now_session || second_owner != now_session)
+            fprintf(stderr, "%s: acquire returned 0, but the first in the queues are 0x%llx "
+                            "(%s) and 0x%llx (%s); A's session is 0x%llx\n", name,
+                    (unsigned long long)first_owner, first,
+                    (unsigned long long)second_owner, second,
+                    (unsigned long long)now_session);
+        CU_ASSERT_EQUAL(first_owner, now_session);
+        CU_ASSERT_EQUAL(second_owner, now_session);
+        CU_ASSERT_EQUAL(zkit_lock_is_held(a_lock), 0); /* held by the holder thread, not us */
+        CU_ASSERT_EQUAL(zkit_lock_is_acquired_in_process(a_lock), 1);
+        /* Hold for a while with the probe running. */
+        zkh_sleep_ms(1500);
+    } else if (returned) {
+        fprintf(stderr, "%s: the acquire failed (allowed): %s\n", name, zkit_strerror(h->rc));
+    }
+    stuck = holder_finish(h, returned ? 10000 : 0) != 0;
+    if (!stuck && h->rc == 0)
+        CU_ASSERT_EQUAL(h->release_rc, 0);
+    zkh_sleep_ms(200); /* the probe keeps going a little after the release */
+    atomic_store(&p.stop, 1);
+    pthread_join(p.thread, NULL);
+
+    check_log(log, 1, &v);
+    report_verdict(name, &v);
+    if (atomic_load(&p.while_held) || getenv("ZKIT_TEST_VERBOSE"))
+        fprintf(stderr, "%s: acquire %s; the probe took a path %d times, %d of them while "
+                        "the multi-lock said held; %d probe errors\n", name,
+                h->rc ? zkit_strerror(h->rc) : "0", atomic_load(&p.taken),
+                atomic_load(&p.while_held), atomic_load(&p.errors));
+    CU_ASSERT_EQUAL(atomic_load(&p.while_held), 0);
+    CU_ASSERT_EQUAL(v.violations, 0);
+    CU_ASSERT_EQUAL(v.unbalanced, 0);
+    CU_ASSERT_EQUAL(atomic_load(&p.errors), 0);
+    CU_ASSERT(atomic_load(&p.taken) > 0); /* the probe did get the paths when they were free */
+
+    fx_end(&f);
+    if (stuck) {
+        /* The holder thread still uses A's objects and client: leave them (and the proxy
+         * A connects through) alive rather than free them under it. */
+        fprintf(stderr, "%s: A's acquire still runs; its objects are left alone\n", name);
+    } else {
+        zkit_lock_free(a_lock);
+        zkit_lock_free(a_subs[0]);
+        zkit_rwlock_free(a_rw);
+        zkit_client_close(a);
+        zkh_proxy_stop(proxy);
+    }
+    if (kind == MULTI_PATHS)
+        zkit_lock_free(b_lock);
+    zkit_rwlock_free(b_rw);
+    zkit_lock_free(p.locks[0]);
+    if (kind == MULTI_PATHS)
+        zkit_lock_free(p.locks[1]);
+    zkit_rwlock_free(c_rw);
+    zkit_client_close(b);
+    zkit_client_close(c);
+    scratch_remove(dir);
+    if (!stuck) {
+        free(first);
+        free(second);
+        free((char *)h->log);
+        free(h);
+    }
+}
+
+static void test_multi_partition_past_session(void)
+{
+    multi_partition("multi-expiry", MULTI_PATHS);
+}
+
+static void test_multi_with_write_half_partition_past_session(void)
+{
+    multi_partition("multi-rw-expiry", MULTI_WITH_WRITE_HALF);
+}
+
+/*
+ * The same for a counting semaphore of 2 leases: B holds one; A asks for two, takes the first
+ * and waits for the second; A's session expires under a partition; B lets go.  A may report
+ * two leases only when both lease nodes exist, owned by its current session.  C tries for one
+ * lease all along: it must never get one while A says it holds two.
+ */
+static void test_semaphore_partition_past_session(void)
+{
+    fixture_t f;
+    zkit_client_t *a, *b, *c;
+    zkh_proxy_t *proxy;
+    zkit_semaphore_t *a_sem, *b_sem;
+    zkit_lease_t *b_lease;
+    holder_t *h = calloc(1, sizeof(*h));
+    probe_t p;
+    verdict_t v;
+    char dir[64], log[128], *path, *leases;
+    int64_t old_session;
+    int returned, stuck;
+    fx_begin(&f, "sem-expiry");
+    scratch_dir(dir, sizeof(dir));
+    CU_ASSERT_FATAL(dir[0] != '\0');
+    snprintf(log, sizeof(log), "%s/log", dir);
+    path = lk_join(f.base, "sem");
+    leases = lk_join(path, "leases");
+    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(proxy != NULL);
+    a = lk_client_to(zkh_proxy_address(proxy), SESSION_MS);
+    b = lk_client(10000);
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(a != NULL && b != NULL && c != NULL);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&a_sem, a, path, 2) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&b_sem, b, path, 2) == 0);
+    CU_ASSERT_FATAL(h != NULL);
+    memset(&p, 0, sizeof(p));
+    CU_ASSERT_FATAL(zkit_semaphore_new(&p.sem, c, path, 2) == 0);
+    strcpy(p.sem_cls, "S1");
+    p.against = h;
+    p.log = log;
+    h->sem = a_sem;
+    h->count = 2;
+    h->log = strdup(log);
+    h->cls = "S2";
+
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(b_sem, 1, 5000, &b_lease) == 0);
+    old_session = zkit_client_session_id(a);
+    holder_start(h);
+    /* A has its first lease and waits with its second node in the queue (Curator's layout:
+     * three lease nodes for two leases). */
+    CU_ASSERT_EQUAL(wait_owned_nodes(leases, old_session, 2, 10000), 0);
+    CU_ASSERT_EQUAL(wait_children(leases, 3, 10000), 0);
+    CU_ASSERT_EQUAL(holder_returned(h), 0);
+    CU_ASSERT_FATAL(pthread_create(&p.thread, NULL, probe_main, &p) == 0);
+
+    zkh_proxy_block(proxy);
+    CU_ASSERT_EQUAL(wait_session_gone(path, old_session, 4 * SESSION_MS + 10000), 0);
+    zkh_proxy_unblock(proxy);
+    CU_ASSERT_EQUAL(zkit_client_block_until_connected(a, 20000), 0);
+    CU_ASSERT_EQUAL(zkit_lease_release(b_lease), 0);
+    returned = zkh_wait_until(holder_returned, h, 30000) == 0;
+    if (!returned)
+        fprintf(stderr, "sem-expiry: the acquire had not returned 30 s after the other side "
+                        "let go\n");
+    CU_ASSERT(returned);
+    if (returned && h->rc == 0) {
+        int64_t now_session = zkit_client_session_id(a);
+        for (int i = 0; i < 2; i++) {
+            const char *node = zkit_lease_node(h->leases[i]);
+            int64_t owner = node ? node_owner(node) : -1;
+            if (owner != now_session)
+                fprintf(stderr, "sem-expiry: lease %d reported held, its node %s %s\n", i,
+                        node ? node : "(none)", owner < 0 ? "does not exist" : "is not ours");
+            CU_ASSERT_EQUAL(owner, now_session);
+        }
+        zkh_sleep_ms(1500);
+    } else if (returned) {
+        fprintf(stderr, "sem-expiry: the acquire failed (allowed): %s\n", zkit_strerror(h->rc));
+    }
+    stuck = holder_finish(h, returned ? 10000 : 0) != 0;
+    if (!stuck && h->rc == 0)
+        CU_ASSERT_EQUAL(h->release_rc, 0);
+    zkh_sleep_ms(200);
+    atomic_store(&p.stop, 1);
+    pthread_join(p.thread, NULL);
+
+    check_log(log, 2, &v);
+    report_verdict("sem-expiry", &v);
+    if (atomic_load(&p.while_held))
+        fprintf(stderr, "sem-expiry: acquire %s; the probe took a lease %d times, %d of them "
+                        "while the semaphore said two were held\n",
+                h->rc ? zkit_strerror(h->rc) : "0", atomic_load(&p.taken),
+                atomic_load(&p.while_held));
+    CU_ASSERT_EQUAL(atomic_load(&p.while_held), 0);
+    CU_ASSERT_EQUAL(v.violations, 0);
+    CU_ASSERT_EQUAL(v.unbalanced, 0);
+    CU_ASSERT_EQUAL(atomic_load(&p.errors), 0);
+
+    fx_end(&f);
+    if (stuck) {
+        fprintf(stderr, "sem-expiry: A's acquire still runs; its objects are left alone\n");
+    } else {
+        zkit_semaphore_free(a_sem);
+        zkit_client_close(a);
+        zkh_proxy_stop(proxy);
+    }
+    zkit_semaphore_free(b_sem);
+    zkit_semaphore_free(p.sem);
+    zkit_client_close(b);
+    zkit_client_close(c);
+    scratch_remove(dir);
+    free(leases);
+    if (!stuck) {
+        free(path);
+        free((char *)h->log);
+        free(h);
+    }
+}
+
+/* ---- the give-back rule: no deadlock over overlapping path sets --------------------------- */
+
+static void test_give_back_no_deadlock(void)
+{
+    /* P1 {x,y}, P2 {y,z}, P3 {z,x} named in that order. */
+    static const char *const sets[3][2] = { { "x", "y" }, { "y", "z" }, { "z", "x" } };
+    fixture_t f;
+    loop_spec_t specs[3];
+    verdict_t v;
+    char dir[64], log[128], counter[3][160];
+    int rounds = (int)env_long("ZKIT_TEST_ROUNDS", 200);
+    fx_begin(&f, "give-back");
+    scratch_dir(dir, sizeof(dir));
+    CU_ASSERT_FATAL(dir[0] != '\0');
+    snprintf(log, sizeof(log), "%s/log", dir);
+    for (int k = 0; k < 3; k++)
+        snprintf(counter[k], sizeof(counter[k]), "%s/count-%c", dir, 'x' + k);
+    memset(specs, 0, sizeof(specs));
+    for (int i = 0; i < 3; i++) {
+        specs[i].kind = "multi";
+        snprintf(specs[i].paths, sizeof(specs[i].paths), "%s/%s,%s/%s", f.base, sets[i][0],
+                 f.base, sets[i][1]);
+        snprintf(specs[i].counters, sizeof(specs[i].counters), "%s,%s",
+                 counter[sets[i][0][0] - 'x'], counter[sets[i][1][0] - 'x']);
+    }
+    /* lock_worker fails on any acquire error, a 60 s timeout included: a deadlock shows as a
+     * failed worker. */
+    CU_ASSERT_EQUAL(run_loops("give-back", specs, 3, rounds, log, 60000 + rounds * 500, NULL),
+                    0);
+    check_log(log, 1, &v);
+    report_verdict("give-back", &v);
+    CU_ASSERT_EQUAL(v.enters, 3 * rounds);
+    CU_ASSERT_EQUAL(v.exits, 3 * rounds);
+    CU_ASSERT_EQUAL(v.violations, 0);
+    CU_ASSERT_EQUAL(v.unbalanced, 0);
+    for (int k = 0; k < 3; k++)
+        CU_ASSERT_EQUAL(read_counter(counter[k]), 2L * rounds);
+    scratch_remove(dir);
+    fx_end(&f);
+}
+
+/* ---- uncontended, and waiting on the first path ------------------------------------------- */
+
+static void test_multi_nodes_on_the_server(void)
+{
+    fixture_t f;
+    zkit_client_t *a, *b;
+    zkit_lock_t *multi, *b_first;
+    bg_t w;
+    char *p1, *p2, *p3;
+    const char *paths[3];
+    int64_t sa;
+    int owned_max = 0; /* the most nodes of ours seen on the later paths while waiting */
+    fx_begin(&f, "multi-nodes");
+    p1 = lk_join(f.base, "p1");
+    p2 = lk_join(f.base, "p2");
+    p3 = lk_join(f.base, "p3");
+    paths[0] = p3;
+    paths[1] = p1;
+    paths[2] = p2;
+    a = lk_client(10000);
+    b = lk_client(10000);
+    CU_ASSERT_FATAL(a != NULL && b != NULL);
+    sa = zkit_client_session_id(a);
+    CU_ASSERT_FATAL(zkit_multilock_new(&multi, a, paths, 3) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&b_first, b, p1) == 0);
+
+    /* Uncontended: one node of ours on every path, first in its queue. */
+    CU_ASSERT_EQUAL(zkit_lock_acquire(multi, 5000), 0);
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT_EQUAL(children_of(paths[i]), 1);
+        CU_ASSERT_EQUAL(owned_nodes(paths[i], sa), 1);
+        CU_ASSERT_EQUAL(queue_first_owner(paths[i]), sa);
+    }
+    CU_ASSERT_EQUAL(zkit_lock_release(multi), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(no_lock_nodes, f.base, 5000), 0);
+
+    /* Waiting on the first path (B holds it): no node of ours on the later paths. */
+    CU_ASSERT_FATAL(zkit_lock_acquire(b_first, 5000) == 0);
+    bg_start(&w, multi, 30000, 1);
+    CU_ASSERT_EQUAL(wait_owned_nodes(p1, sa, 1, 5000), 0);
+    CU_ASSERT_EQUAL(wait_owned_nodes(p2, sa, 0, 5000), 0);
+    CU_ASSERT_EQUAL(wait_owned_nodes(p3, sa, 0, 5000), 0);
+    for (int64_t due = zkh_now_ms() + 500; zkh_now_ms() < due;) { /* and none comes back */
+        int n = owned_nodes(p2, sa) + owned_nodes(p3, sa);
+        if (n > owned_max)
+            owned_max = n;
+        zkh_sleep_ms(10);
+    }
+    if (owned_max)
+        fprintf(stderr, "multi-nodes: %d nodes of ours on later paths while waiting on the "
+                        "first\n", owned_max);
+    CU_ASSERT_EQUAL(owned_max, 0);
+    CU_ASSERT_EQUAL(bg_acquired(&w), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(b_first), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &w, 5000), 0);
+    CU_ASSERT_EQUAL(w.rc, 0);
+    if (w.rc == 0)
+        for (int i = 0; i < 3; i++) {
+            CU_ASSERT_EQUAL(owned_nodes(paths[i], sa), 1);
+            CU_ASSERT_EQUAL(queue_first_owner(paths[i]), sa);
+        }
+    CU_ASSERT_EQUAL(bg_finish(&w, 5000), 0);
+    CU_ASSERT_EQUAL(w.release_rc, 0);
+    fx_end(&f);
+    zkit_lock_free(multi);
+    zkit_lock_free(b_first);
+    zkit_client_close(a);
+    zkit_client_close(b);
+    free(p1);
+    free(p2);
+    free(p3);
+}
+
+/* ---- registration ---------------------------------------------------------------------------- */
+
+static const zkh_test_t tests[] = {
+    { "multi-lock: nodes on the server, uncontended and waiting",
+      test_multi_nodes_on_the_server },
+    { "multi-lock partitioned past its session while waiting",
+      test_multi_partition_past_session },
+    { "multi-lock with a write half partitioned past its session while waiting",
+      test_multi_with_write_half_partition_past_session },
+    { "semaphore partitioned past its session while waiting for a second lease",
+      test_semaphore_partition_past_session },
+    { "give-back rule: overlapping path sets, no deadlock", test_give_back_no_deadlock },
+    { NULL, NULL }
+};
+
+int main(void)
+{
+    return lk_main("composite", tests, NULL);
+}

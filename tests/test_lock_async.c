@@ -1,0 +1,782 @@
+/*
+ * test_lock_async.c - asynchronous acquisition, cancellation, lease states and close with
+ * everything pending, for every kind of lock (mutex, both read-write halves, semaphore mutex,
+ * multi-lock, counting semaphore).  Uses zkit_lock_cancel, zkit_semaphore_acquire_async,
+ * zkit_semaphore_cancel, zkit_semaphore_set_state_callback, zkit_lease_is_held and
+ * zkit_lease_valid_until.
+ *
+ *  - an asynchronous acquire of a free lock completes once with 0 on the event thread; of a
+ *    lock held elsewhere, cancelled, it completes once with ZKIT_ECANCELED, leaves no node of
+ *    ours and the lock is not held; a blocking acquire cancelled from another thread returns
+ *    ZKIT_ECANCELED; the lock works afterwards;
+ *  - a lease hears UNCERTAIN, HELD, EXPIRED and LOST like a held mutex (test_lock_faults.c):
+ *    a short partition gives UNCERTAIN then HELD; a partition past the validity deadline gives
+ *    EXPIRED (then LOST once the session is gone); an expired session gives LOST;
+ *  - zkit_client_close() with blocking and asynchronous acquisitions of every kind waiting on
+ *    locks held by another client, a timer job running its callback and a watch callback in
+ *    progress: every blocking call returns ZKIT_ECLOSED, every completion runs exactly once,
+ *    and every object is freed afterwards (run under AddressSanitizer too).  The loop count
+ *    comes from ZKIT_TEST_CLOSE_LOOPS (default 20).
+ *
+ * Callbacks only record (atomics or a mutex); the test thread asserts.  Every wait is bounded.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+
+#include "framework/client.h" /* zkit__test_session_credentials */
+#include "fw_support.h"
+#include "lock_support.h"
+
+/* ---- completions ----------------------------------------------------------------------------- */
+
+typedef struct done_rec {
+    atomic_int calls;
+    atomic_int error;
+    pthread_t thread;
+    zkit_lease_t *leases[4]; /* a semaphore's completion: the leases handed over */
+    atomic_int count;
+} done_rec_t;
+
+static void rec_init(done_rec_t *r)
+{
+    memset(r, 0, sizeof(*r));
+}
+
+static void on_lock_done(zkit_lock_t *lock, int error, void *arg)
+{
+    done_rec_t *r = arg;
+    (void)lock;
+    r->thread = pthread_self();
+    atomic_store(&r->error, error);
+    atomic_fetch_add(&r->calls, 1);
+}
+
+static void on_leases_done(zkit_semaphore_t *sem, int error, zkit_lease_t **leases, int count,
+                           void *arg)
+{
+    done_rec_t *r = arg;
+    (void)sem;
+    r->thread = pthread_self();
+    for (int i = 0; i < count && i < 4 && leases; i++)
+        r->leases[i] = leases[i];
+    atomic_store(&r->count, count);
+    atomic_store(&r->error, error);
+    atomic_fetch_add(&r->calls, 1);
+}
+
+static void on_op_done(zkit_client_t *c, const zkit_result_t *res, void *arg)
+{
+    done_rec_t *r = arg;
+    (void)c;
+    r->thread = pthread_self();
+    atomic_store(&r->error, res->error);
+    atomic_fetch_add(&r->calls, 1);
+}
+
+static int rec_called(void *arg)
+{
+    return atomic_load(&((done_rec_t *)arg)->calls) > 0;
+}
+
+/* The client's event thread, as an asynchronous completion shows it. */
+static pthread_t event_thread(zkit_client_t *c)
+{
+    done_rec_t r;
+    rec_init(&r);
+    CU_ASSERT_FATAL(zkit_exists_async(c, "/", NULL, on_op_done, &r) == 0);
+    CU_ASSERT_FATAL(zkh_wait_until(rec_called, &r, 5000) == 0);
+    return r.thread;
+}
+
+/* ---- queued: some node of a session under a path ------------------------------------------ */
+
+typedef struct queued {
+    const char *path;
+    int64_t session;
+    int at_least;
+} queued_t;
+
+static int is_queued(void *arg)
+{
+    queued_t *q = arg;
+    return owned_nodes(q->path, q->session) >= q->at_least;
+}
+
+static int wait_queued(const char *path, int64_t session, int at_least, int timeout_ms)
+{
+    queued_t q = { path, session, at_least };
+    return zkh_wait_until(is_queued, &q, timeout_ms);
+}
+
+/* ---- async acquire and cancel, every zkit_lock_t kind ------------------------------------- */
+
+enum kind { K_MUTEX, K_READ, K_WRITE, K_SMUTEX, K_MULTI, K_KINDS };
+static const char *const kind_name[K_KINDS] = { "mutex", "read half", "write half",
+                                                "semaphore mutex", "multi-lock" };
+
+/* Our lock of kind `k` on `c` and the lock on `o` that keeps it out, under `dir`. */
+typedef struct pair {
+    zkit_lock_t *ours, *theirs;
+    zkit_rwlock_t *our_rw, *their_rw;
+    zkit_lock_t *their_extra;
+} pair_t;
+
+static void pair_new(pair_t *p, enum kind k, zkit_client_t *c, zkit_client_t *o,
+                     const char *dir)
+{
+    memset(p, 0, sizeof(*p));
+    switch (k) {
+    case K_MUTEX:
+        CU_ASSERT_FATAL(zkit_mutex_new(&p->ours, c, dir) == 0);
+        CU_ASSERT_FATAL(zkit_mutex_new(&p->theirs, o, dir) == 0);
+        break;
+    case K_READ:
+    case K_WRITE:
+        CU_ASSERT_FATAL(zkit_rwlock_new(&p->our_rw, c, dir) == 0);
+        CU_ASSERT_FATAL(zkit_rwlock_new(&p->their_rw, o, dir) == 0);
+        p->ours = k == K_READ ? zkit_rwlock_read(p->our_rw) : zkit_rwlock_write(p->our_rw);
+        p->theirs = k == K_READ ? zkit_rwlock_write(p->their_rw) : zkit_rwlock_read(p->their_rw);
+        break;
+    case K_SMUTEX:
+        CU_ASSERT_FATAL(zkit_semaphore_mutex_new(&p->ours, c, dir) == 0);
+        CU_ASSERT_FATAL(zkit_semaphore_mutex_new(&p->theirs, o, dir) == 0);
+        break;
+    default: {
+        char *p1 = lk_join(dir, "p1"), *p2 = lk_join(dir, "p2");
+        const char *paths[2] = { p2, p1 };
+        CU_ASSERT_FATAL(zkit_multilock_new(&p->ours, c, paths, 2) == 0);
+        CU_ASSERT_FATAL(zkit_mutex_new(&p->theirs, o, p1) == 0); /* the first path */
+        free(p1);
+        free(p2);
+        break;
+    }
+    }
+}
+
+static void pair_free(pair_t *p)
+{
+    if (p->our_rw) {
+        zkit_rwlock_free(p->our_rw);
+        zkit_rwlock_free(p->their_rw);
+    } else {
+        zkit_lock_free(p->ours);
+        zkit_lock_free(p->theirs);
+    }
+}
+
+static void async_cancel_kind(enum kind k)
+{
+    fixture_t f;
+    zkit_client_t *c, *o;
+    pair_t p;
+    done_rec_t r;
+    bg_t b;
+    pthread_t ev;
+    char *dir;
+    int64_t sc;
+    const char *what = kind_name[k];
+    fx_begin(&f, "async-cancel");
+    dir = lk_join(f.base, "lock");
+    c = lk_client(10000);
+    o = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL && o != NULL);
+    sc = zkit_client_session_id(c);
+    ev = event_thread(c);
+    pair_new(&p, k, c, o, dir);
+
+    /* Free: completes once, with 0, on the event thread; the caller holds it. */
+    rec_init(&r);
+    CU_ASSERT_EQUAL(zkit_lock_acquire_async(p.ours, 5000, on_lock_done, &r), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &r, 5000), 0);
+    CU_ASSERT_EQUAL(atomic_load(&r.error), 0);
+    CU_ASSERT(pthread_equal(r.thread, ev));
+    CU_ASSERT_EQUAL(zkit_lock_is_held(p.ours), 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(p.ours), 0);
+    CU_ASSERT_EQUAL(atomic_load(&r.calls), 1);
+    CU_ASSERT_EQUAL(wait_owned_nodes(f.base, sc, 0, 5000), 0);
+
+    /* Held elsewhere: pending, then cancelled. */
+    CU_ASSERT_FATAL(zkit_lock_acquire(p.theirs, 5000) == 0);
+    rec_init(&r);
+    CU_ASSERT_EQUAL(zkit_lock_acquire_async(p.ours, 30000, on_lock_done, &r), 0);
+    CU_ASSERT_EQUAL(wait_queued(f.base, sc, 1, 5000), 0);
+    CU_ASSERT_EQUAL(atomic_load(&r.calls), 0);
+    CU_ASSERT_EQUAL(zkit_lock_cancel(p.ours), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &r, 5000), 0);
+    if (atomic_load(&r.error) != ZKIT_ECANCELED)
+        fprintf(stderr, "async-cancel %s: completed with %s\n", what,
+                zkit_strerror(atomic_load(&r.error)));
+    CU_ASSERT_EQUAL(atomic_load(&r.error), ZKIT_ECANCELED);
+    CU_ASSERT(pthread_equal(r.thread, ev));
+    CU_ASSERT_EQUAL(wait_owned_nodes(f.base, sc, 0, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(p.ours), 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_acquired_in_process(p.ours), 0);
+    CU_ASSERT_EQUAL(zkit_lock_cancel(p.ours), 0); /* nothing pending: nothing to do */
+
+    /* A blocking acquire cancelled from another thread. */
+    bg_start(&b, p.ours, 30000, 0);
+    CU_ASSERT_EQUAL(wait_queued(f.base, sc, 1, 5000), 0);
+    CU_ASSERT_EQUAL(bg_acquired(&b), 0);
+    CU_ASSERT_EQUAL(zkit_lock_cancel(p.ours), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &b, 5000), 0);
+    CU_ASSERT_EQUAL(bg_finish(&b, 5000), 0);
+    if (b.rc != ZKIT_ECANCELED)
+        fprintf(stderr, "blocking cancel %s: returned %s\n", what, zkit_strerror(b.rc));
+    CU_ASSERT_EQUAL(b.rc, ZKIT_ECANCELED);
+    CU_ASSERT_EQUAL(wait_owned_nodes(f.base, sc, 0, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(p.ours), 0);
+
+    /* Still usable, once the other side lets go. */
+    CU_ASSERT_EQUAL(zkit_lock_release(p.theirs), 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(p.ours, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(p.ours), 0);
+    CU_ASSERT_EQUAL(atomic_load(&r.calls), 1); /* and the cancelled completion ran once */
+    fx_end(&f);
+    pair_free(&p);
+    zkit_client_close(c);
+    zkit_client_close(o);
+    free(dir);
+}
+
+static void test_async_cancel_mutex(void)
+{
+    async_cancel_kind(K_MUTEX);
+}
+
+static void test_async_cancel_read(void)
+{
+    async_cancel_kind(K_READ);
+}
+
+static void test_async_cancel_write(void)
+{
+    async_cancel_kind(K_WRITE);
+}
+
+static void test_async_cancel_smutex(void)
+{
+    async_cancel_kind(K_SMUTEX);
+}
+
+static void test_async_cancel_multi(void)
+{
+    async_cancel_kind(K_MULTI);
+}
+
+/* A counting-semaphore acquire on a thread of its own. */
+typedef struct sem_bg {
+    zkit_semaphore_t *sem;
+    int count;
+    int timeout_ms;
+    pthread_t thread;
+    zkit_lease_t *leases[4];
+    atomic_int done;
+    int rc;
+} sem_bg_t;
+
+static void *sem_bg_main(void *arg)
+{
+    sem_bg_t *b = arg;
+    b->rc = zkit_semaphore_acquire(b->sem, b->count, b->timeout_ms, b->leases);
+    atomic_store(&b->done, 1);
+    return NULL;
+}
+
+static void sem_bg_start(sem_bg_t *b, zkit_semaphore_t *sem, int count, int timeout_ms)
+{
+    memset(b, 0, sizeof(*b));
+    b->sem = sem;
+    b->count = count;
+    b->timeout_ms = timeout_ms;
+    CU_ASSERT_FATAL(pthread_create(&b->thread, NULL, sem_bg_main, b) == 0);
+}
+
+static int sem_bg_done(void *arg)
+{
+    return atomic_load(&((sem_bg_t *)arg)->done);
+}
+
+static int sem_bg_join(sem_bg_t *b, int timeout_ms)
+{
+    if (zkh_wait_until(sem_bg_done, b, timeout_ms) != 0) {
+        pthread_detach(b->thread);
+        return -1;
+    }
+    pthread_join(b->thread, NULL);
+    return 0;
+}
+
+static void test_async_cancel_semaphore(void)
+{
+    fixture_t f;
+    zkit_client_t *c, *o;
+    zkit_semaphore_t *sem, *theirs;
+    zkit_lease_t *their_lease, *lease[2];
+    done_rec_t r;
+    sem_bg_t b;
+    pthread_t ev;
+    char *path, *leases;
+    int64_t sc;
+    fx_begin(&f, "async-cancel-sem");
+    path = lk_join(f.base, "sem");
+    leases = lk_join(path, "leases");
+    c = lk_client(10000);
+    o = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL && o != NULL);
+    sc = zkit_client_session_id(c);
+    ev = event_thread(c);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sem, c, path, 2) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&theirs, o, path, 2) == 0);
+
+    /* Free: two leases, once, with 0, on the event thread. */
+    rec_init(&r);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire_async(sem, 2, 5000, on_leases_done, &r), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &r, 5000), 0);
+    CU_ASSERT_EQUAL(atomic_load(&r.error), 0);
+    CU_ASSERT_EQUAL(atomic_load(&r.count), 2);
+    CU_ASSERT(pthread_equal(r.thread, ev));
+    CU_ASSERT_FATAL(r.leases[0] != NULL && r.leases[1] != NULL);
+    CU_ASSERT_EQUAL(owned_nodes(leases, sc), 2);
+    CU_ASSERT_EQUAL(zkit_lease_is_held(r.leases[0]), 1);
+    CU_ASSERT_EQUAL(zkit_lease_release(r.leases[0]), 0);
+    CU_ASSERT_EQUAL(zkit_lease_release(r.leases[1]), 0);
+    CU_ASSERT_EQUAL(atomic_load(&r.calls), 1);
+    CU_ASSERT_EQUAL(wait_owned_nodes(path, sc, 0, 5000), 0);
+
+    /* One lease held elsewhere: two asked for, the first taken, waiting for the second;
+     * cancelled, it gives the first back. */
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(theirs, 1, 5000, &their_lease) == 0);
+    rec_init(&r);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire_async(sem, 2, 30000, on_leases_done, &r), 0);
+    CU_ASSERT_EQUAL(wait_children(leases, 3, 5000), 0);
+    CU_ASSERT_EQUAL(atomic_load(&r.calls), 0);
+    CU_ASSERT_EQUAL(zkit_semaphore_cancel(sem), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &r, 5000), 0);
+    CU_ASSERT_EQUAL(atomic_load(&r.error), ZKIT_ECANCELED);
+    CU_ASSERT_EQUAL(atomic_load(&r.count), 0);
+    CU_ASSERT_EQUAL(wait_owned_nodes(path, sc, 0, 5000), 0);
+    CU_ASSERT_EQUAL(children_of(leases), 1);
+
+    /* A blocking acquire cancelled from another thread. */
+    sem_bg_start(&b, sem, 2, 30000);
+    CU_ASSERT_EQUAL(wait_children(leases, 3, 5000), 0);
+    CU_ASSERT_EQUAL(sem_bg_done(&b), 0);
+    CU_ASSERT_EQUAL(zkit_semaphore_cancel(sem), 0);
+    CU_ASSERT_EQUAL(sem_bg_join(&b, 5000), 0);
+    CU_ASSERT_EQUAL(b.rc, ZKIT_ECANCELED);
+    CU_ASSERT_EQUAL(wait_owned_nodes(path, sc, 0, 5000), 0);
+
+    /* Still usable. */
+    CU_ASSERT_EQUAL(zkit_lease_release(their_lease), 0);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem, 2, 5000, lease), 0);
+    CU_ASSERT_EQUAL(zkit_lease_release(lease[0]), 0);
+    CU_ASSERT_EQUAL(zkit_lease_release(lease[1]), 0);
+    CU_ASSERT_EQUAL(atomic_load(&r.calls), 1);
+    fx_end(&f);
+    zkit_semaphore_free(sem);
+    zkit_semaphore_free(theirs);
+    zkit_client_close(c);
+    zkit_client_close(o);
+    free(path);
+    free(leases);
+}
+
+/* ---- lease states -------------------------------------------------------------------------- */
+
+static void lease_states_record(zkit_lease_t *lease, zkit_lock_state_t state, void *arg)
+{
+    (void)lease;
+    states_record(NULL, state, arg);
+}
+
+/* A lease through a proxy: a partition shorter than the validity deadline gives UNCERTAIN
+ * (with a finite deadline) then HELD; one past it gives EXPIRED, then LOST once the server has
+ * expired the session (`past_deadline`). */
+static void lease_partition(const char *name, int session_ms, int past_deadline)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    zkh_proxy_t *proxy;
+    zkit_semaphore_t *sem;
+    zkit_lease_t *lease;
+    states_t st;
+    char *path, text[256];
+    int64_t deadline = 0, uncertain_at, session;
+    int deadline_rc;
+    fx_begin(&f, name);
+    states_init(&st);
+    path = lk_join(f.base, "sem");
+    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(proxy != NULL);
+    c = lk_client_to(zkh_proxy_address(proxy), session_ms);
+    CU_ASSERT_FATAL(c != NULL);
+    session = zkit_client_session_id(c);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sem, c, path, 2) == 0);
+    CU_ASSERT_EQUAL(zkit_semaphore_set_state_callback(sem, lease_states_record, &st), 0);
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(sem, 1, 5000, &lease) == 0);
+    CU_ASSERT_EQUAL(zkit_lease_is_held(lease), 1);
+    CU_ASSERT_EQUAL(zkit_lease_valid_until(&deadline, lease), 0);
+    CU_ASSERT_EQUAL(deadline, INT64_MAX);
+
+    zkh_proxy_block(proxy);
+    CU_ASSERT_EQUAL(wait_state(&st, ZKIT_LOCK_UNCERTAIN, session_ms + 5000), 0);
+    uncertain_at = states_first(&st, ZKIT_LOCK_UNCERTAIN);
+    deadline_rc = zkit_lease_valid_until(&deadline, lease);
+    if (!past_deadline) {
+        zkh_proxy_unblock(proxy);
+        CU_ASSERT_EQUAL(deadline_rc, 0);
+        CU_ASSERT(deadline > uncertain_at && deadline <= uncertain_at + session_ms / 3);
+        if (wait_state(&st, ZKIT_LOCK_HELD, 10000) != 0 && states_first(&st,
+                                                                ZKIT_LOCK_EXPIRED) >= 0) {
+            /* Came back after the deadline (a slow machine): EXPIRED is the right answer. */
+            fprintf(stderr, "%s: back after the validity deadline\n", name);
+            CU_ASSERT_EQUAL(zkit_lease_is_held(lease), 0);
+            CU_ASSERT_EQUAL(zkit_lease_release(lease), ZKIT_ELOCKLOST);
+        } else {
+            states_text(&st, text, sizeof(text));
+            if (strcmp(text, "UNCERTAIN HELD") != 0)
+                states_print(&st, name);
+            CU_ASSERT_STRING_EQUAL(text, "UNCERTAIN HELD");
+            CU_ASSERT_EQUAL(zkit_lease_is_held(lease), 1);
+            CU_ASSERT_EQUAL(zkit_lease_valid_until(&deadline, lease), 0);
+            CU_ASSERT_EQUAL(deadline, INT64_MAX);
+            CU_ASSERT_EQUAL(node_owner(zkit_lease_node(lease)), session);
+            CU_ASSERT_EQUAL(zkit_lease_release(lease), 0);
+        }
+    } else {
+        /* Past the deadline: EXPIRED, no longer held; then the session goes: LOST. */
+        CU_ASSERT_EQUAL(wait_state(&st, ZKIT_LOCK_EXPIRED, session_ms), 0);
+        if (deadline_rc == 0)
+            CU_ASSERT(states_first(&st, ZKIT_LOCK_EXPIRED) >= deadline - 20);
+        CU_ASSERT_EQUAL(zkit_lease_is_held(lease), 0);
+        CU_ASSERT_EQUAL(zkit_lease_valid_until(&deadline, lease), ZKIT_ELOCKLOST);
+        CU_ASSERT_EQUAL(wait_owned_nodes(f.base, session, 0, 4 * session_ms + 10000), 0);
+        zkh_proxy_unblock(proxy);
+        CU_ASSERT_EQUAL(wait_state(&st, ZKIT_LOCK_LOST, 20000), 0);
+        CU_ASSERT_EQUAL(states_first(&st, ZKIT_LOCK_HELD), -1);
+        CU_ASSERT_EQUAL(states_last(&st), ZKIT_LOCK_LOST);
+        CU_ASSERT_EQUAL(zkit_lease_is_held(lease), 0);
+        CU_ASSERT_EQUAL(zkit_lease_release(lease), ZKIT_ELOCKLOST);
+    }
+    CU_ASSERT_EQUAL(zkit_client_block_until_connected(c, 20000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(no_lock_nodes, f.base, 5000), 0);
+    fx_end(&f);
+    zkit_semaphore_free(sem);
+    zkit_client_close(c);
+    zkh_proxy_stop(proxy);
+    free(path);
+}
+
+static void test_lease_short_partition(void)
+{
+    lease_partition("lease-short-partition", 10000, 0);
+}
+
+static void test_lease_long_partition(void)
+{
+    lease_partition("lease-long-partition", 4000, 1);
+}
+
+static void test_lease_session_expiry(void)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    zkit_semaphore_t *sem;
+    zkit_lease_t *lease;
+    states_t st;
+    char *path, passwd[16];
+    int64_t session = 0, deadline;
+    fx_begin(&f, "lease-expiry");
+    states_init(&st);
+    path = lk_join(f.base, "sem");
+    c = lk_client(4000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sem, c, path, 1) == 0);
+    CU_ASSERT_EQUAL(zkit_semaphore_set_state_callback(sem, lease_states_record, &st), 0);
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(sem, 1, 5000, &lease) == 0);
+    CU_ASSERT_FATAL(zkit__test_session_credentials(c, &session, passwd) == 0);
+    CU_ASSERT_FATAL(zkh_expire_session(zk, session, passwd) == 0);
+    CU_ASSERT_EQUAL(wait_state(&st, ZKIT_LOCK_LOST, 15000), 0);
+    CU_ASSERT_EQUAL(states_last(&st), ZKIT_LOCK_LOST);
+    CU_ASSERT_EQUAL(zkit_lease_is_held(lease), 0);
+    CU_ASSERT_EQUAL(zkit_lease_valid_until(&deadline, lease), ZKIT_ELOCKLOST);
+    CU_ASSERT_EQUAL(zkit_lease_release(lease), ZKIT_ELOCKLOST);
+    /* The semaphore lives on in the new session. */
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem, 1, 10000, &lease), 0);
+    CU_ASSERT_EQUAL(zkit_lease_release(lease), 0);
+    fx_end(&f);
+    zkit_semaphore_free(sem);
+    zkit_client_close(c);
+    free(path);
+}
+
+/* ---- close with everything pending ---------------------------------------------------------- */
+
+/* The timer job's callback: runs until its run is cancelled (bounded). */
+static atomic_int job_in_callback, job_callbacks_ended;
+
+static int job_fn(zkit_job_run_t *run, void *arg)
+{
+    int64_t due = zkh_now_ms() + 20000;
+    (void)arg;
+    atomic_store(&job_in_callback, 1);
+    while (!zkit_job_run_cancelled(run) && zkh_now_ms() < due)
+        usleep(2000);
+    atomic_store(&job_in_callback, 0);
+    atomic_fetch_add(&job_callbacks_ended, 1);
+    return 0;
+}
+
+static int job_running(void *arg)
+{
+    (void)arg;
+    return atomic_load(&job_in_callback);
+}
+
+/* The watch callback: blocks on the event thread until the gate opens (bounded). */
+static atomic_int watch_entered, watch_left, gate_open, closing;
+
+static void watch_fn(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
+{
+    int64_t due = zkh_now_ms() + 5000;
+    (void)c;
+    (void)event;
+    (void)path;
+    (void)arg;
+    atomic_fetch_add(&watch_entered, 1);
+    while (!atomic_load(&gate_open) && zkh_now_ms() < due)
+        usleep(1000);
+    atomic_fetch_add(&watch_left, 1);
+}
+
+static int watch_running(void *arg)
+{
+    (void)arg;
+    return atomic_load(&watch_entered) > 0;
+}
+
+/* Opens the gate shortly after close has started. */
+static void *gate_main(void *arg)
+{
+    int64_t due = zkh_now_ms() + 10000;
+    (void)arg;
+    while (!atomic_load(&closing) && zkh_now_ms() < due)
+        usleep(1000);
+    usleep(50 * 1000);
+    atomic_store(&gate_open, 1);
+    return NULL;
+}
+
+#define BLOCKING 6 /* mutex, read half, write half, semaphore mutex, multi-lock (x2 objects) */
+
+static void close_everything_once(int iteration, zkit_client_t *h)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    char *m, *rw, *s, *p1, *p2, *cs, *jobpath, *wpath;
+    const char *multi_paths[2];
+    zkit_lock_t *hm, *hs, *hp1, *cm[2], *cs_mutex[2], *cmulti[2];
+    zkit_rwlock_t *hrw, *crw[2];
+    zkit_semaphore_t *hsem, *csem;
+    zkit_lease_t *hlease;
+    zkit_job_t *job = NULL;
+    zkit_job_options_t jo;
+    zkit_watcher_t watcher = { watch_fn, NULL };
+    bg_t b[BLOCKING];
+    sem_bg_t sb;
+    done_rec_t ra[6]; /* async: mutex, read, write, semaphore mutex, multi-lock, semaphore */
+    zkit_lock_t *async_lock[5];
+    pthread_t gate;
+    char err[256];
+    int64_t sc;
+    int wait_job = iteration % 10 == 0;
+    fx_begin(&f, "close-all");
+    m = lk_join(f.base, "m");
+    rw = lk_join(f.base, "rw");
+    s = lk_join(f.base, "s");
+    p1 = lk_join(f.base, "p1");
+    p2 = lk_join(f.base, "p2");
+    cs = lk_join(f.base, "cs");
+    jobpath = lk_join(f.base, "job");
+    wpath = lk_join(f.base, "w");
+    multi_paths[0] = p1;
+    multi_paths[1] = p2;
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    sc = zkit_client_session_id(c);
+
+    /* The other client holds everything. */
+    CU_ASSERT_FATAL(zkit_mutex_new(&hm, h, m) == 0);
+    CU_ASSERT_FATAL(zkit_rwlock_new(&hrw, h, rw) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_mutex_new(&hs, h, s) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&hp1, h, p1) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&hsem, h, cs, 1) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(hm, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(zkit_rwlock_write(hrw), 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(hs, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(hp1, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(hsem, 1, 5000, &hlease) == 0);
+
+    /* A timer job with its callback running (waited for in every tenth round; otherwise it
+     * may be anywhere in its cycle). */
+    atomic_store(&job_in_callback, 0);
+    zkit_job_options_init(&jo);
+    jo.path = jobpath;
+    jo.period_s = 1;
+    jo.fn = job_fn;
+    jo.min_hold_ms = 0;
+    jo.missed = ZKIT_JOB_RUN_LATEST_MISSED;
+    CU_ASSERT_FATAL(zkit_job_start(&job, c, &jo, err, sizeof(err)) == 0);
+    if (wait_job)
+        CU_ASSERT_EQUAL(zkh_wait_until(job_running, NULL, 5000), 0);
+
+    /* Ours: a blocking and an asynchronous acquisition of every kind. */
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_FATAL(zkit_mutex_new(&cm[i], c, m) == 0);
+        CU_ASSERT_FATAL(zkit_rwlock_new(&crw[i], c, rw) == 0);
+        CU_ASSERT_FATAL(zkit_semaphore_mutex_new(&cs_mutex[i], c, s) == 0);
+        CU_ASSERT_FATAL(zkit_multilock_new(&cmulti[i], c, multi_paths, 2) == 0);
+    }
+    CU_ASSERT_FATAL(zkit_semaphore_new(&csem, c, cs, 1) == 0);
+    bg_start(&b[0], cm[0], -1, 0);
+    bg_start(&b[1], zkit_rwlock_read(crw[0]), -1, 0);
+    bg_start(&b[2], zkit_rwlock_write(crw[0]), 60000, 0);
+    bg_start(&b[3], cs_mutex[0], -1, 0);
+    bg_start(&b[4], cmulti[0], -1, 0);
+    bg_start(&b[5], cm[0], 60000, 0); /* a second waiter on the same object */
+    sem_bg_start(&sb, csem, 1, -1);
+    async_lock[0] = cm[1];
+    async_lock[1] = zkit_rwlock_read(crw[1]);
+    async_lock[2] = zkit_rwlock_write(crw[1]);
+    async_lock[3] = cs_mutex[1];
+    async_lock[4] = cmulti[1];
+    for (int i = 0; i < 6; i++)
+        rec_init(&ra[i]);
+    for (int i = 0; i < 5; i++)
+        CU_ASSERT_EQUAL(zkit_lock_acquire_async(async_lock[i], i % 2 ? 60000 : -1,
+                                                on_lock_done, &ra[i]), 0);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire_async(csem, 1, -1, on_leases_done, &ra[5]), 0);
+    /* Queued on the server (at least one node of ours under every path). */
+    CU_ASSERT_EQUAL(wait_queued(m, sc, 2, 5000), 0);
+    CU_ASSERT_EQUAL(wait_queued(rw, sc, 4, 5000), 0);
+    CU_ASSERT_EQUAL(wait_queued(s, sc, 1, 5000), 0);
+    CU_ASSERT_EQUAL(wait_queued(p1, sc, 2, 5000), 0);
+    CU_ASSERT_EQUAL(wait_queued(cs, sc, 1, 5000), 0);
+
+    /* A watch callback in progress, holding the event thread. */
+    atomic_store(&watch_entered, 0);
+    atomic_store(&watch_left, 0);
+    atomic_store(&gate_open, 0);
+    atomic_store(&closing, 0);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, wpath, &watcher), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, h, wpath, "", 0, NULL), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(watch_running, NULL, 5000), 0);
+    CU_ASSERT_FATAL(pthread_create(&gate, NULL, gate_main, NULL) == 0);
+
+    for (int i = 0; i < BLOCKING; i++)
+        CU_ASSERT_EQUAL(bg_acquired(&b[i]), 0);
+    CU_ASSERT_EQUAL(sem_bg_done(&sb), 0);
+    for (int i = 0; i < 6; i++)
+        CU_ASSERT_EQUAL(atomic_load(&ra[i].calls), 0);
+
+    atomic_store(&closing, 1);
+    zkit_client_close(c);
+    pthread_join(gate, NULL);
+
+    /* Every blocking call returned ZKIT_ECLOSED ... */
+    for (int i = 0; i < BLOCKING; i++) {
+        CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &b[i], 10000), 0);
+        CU_ASSERT_EQUAL(bg_finish(&b[i], 5000), 0);
+        if (b[i].rc != ZKIT_ECLOSED)
+            fprintf(stderr, "close-all %d: blocking %d returned %s\n", iteration, i,
+                    zkit_strerror(b[i].rc));
+        CU_ASSERT_EQUAL(b[i].rc, ZKIT_ECLOSED);
+    }
+    CU_ASSERT_EQUAL(sem_bg_join(&sb, 10000), 0);
+    CU_ASSERT_EQUAL(sb.rc, ZKIT_ECLOSED);
+    /* ... every completion ran once ... */
+    for (int i = 0; i < 6; i++) {
+        CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &ra[i], 10000), 0);
+        if (atomic_load(&ra[i].calls) != 1 || atomic_load(&ra[i].error) != ZKIT_ECLOSED)
+            fprintf(stderr, "close-all %d: completion %d ran %d times, last with %s\n",
+                    iteration, i, atomic_load(&ra[i].calls),
+                    zkit_strerror(atomic_load(&ra[i].error)));
+        CU_ASSERT_EQUAL(atomic_load(&ra[i].error), ZKIT_ECLOSED);
+    }
+    CU_ASSERT_EQUAL(atomic_load(&watch_left), atomic_load(&watch_entered));
+    /* ... and everything is freed after close. */
+    for (int i = 0; i < 2; i++) {
+        zkit_lock_free(cm[i]);
+        zkit_rwlock_free(crw[i]);
+        zkit_lock_free(cs_mutex[i]);
+        zkit_lock_free(cmulti[i]);
+    }
+    zkit_semaphore_free(csem);
+    zkit_job_stop(job);
+    CU_ASSERT_EQUAL(atomic_load(&job_in_callback), 0);
+    for (int i = 0; i < 6; i++)
+        CU_ASSERT_EQUAL(atomic_load(&ra[i].calls), 1); /* and never again */
+
+    CU_ASSERT_EQUAL(zkit_lock_release(hm), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_write(hrw)), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(hs), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(hp1), 0);
+    CU_ASSERT_EQUAL(zkit_lease_release(hlease), 0);
+    fx_end(&f);
+    zkit_lock_free(hm);
+    zkit_rwlock_free(hrw);
+    zkit_lock_free(hs);
+    zkit_lock_free(hp1);
+    zkit_semaphore_free(hsem);
+    free(m);
+    free(rw);
+    free(s);
+    free(p1);
+    free(p2);
+    free(cs);
+    free(jobpath);
+    free(wpath);
+}
+
+static void test_close_with_everything_pending(void)
+{
+    int loops = (int)env_long("ZKIT_TEST_CLOSE_LOOPS", 20);
+    zkit_client_t *h = lk_client(10000);
+    CU_ASSERT_FATAL(h != NULL);
+    for (int i = 0; i < loops; i++) {
+        int failed = (int)CU_get_number_of_failures();
+        close_everything_once(i, h);
+        if ((int)CU_get_number_of_failures() != failed) {
+            fprintf(stderr, "close-all: failed in round %d of %d\n", i + 1, loops);
+            break;
+        }
+    }
+    zkit_client_close(h);
+}
+
+/* ---- registration ---------------------------------------------------------------------------- */
+
+static const zkh_test_t tests[] = {
+    { "async acquire and cancel: mutex", test_async_cancel_mutex },
+    { "async acquire and cancel: read half", test_async_cancel_read },
+    { "async acquire and cancel: write half", test_async_cancel_write },
+    { "async acquire and cancel: semaphore mutex", test_async_cancel_smutex },
+    { "async acquire and cancel: multi-lock", test_async_cancel_multi },
+    { "async acquire and cancel: counting semaphore", test_async_cancel_semaphore },
+    { "lease states: short partition, UNCERTAIN then HELD", test_lease_short_partition },
+    { "lease states: long partition, EXPIRED then LOST", test_lease_long_partition },
+    { "lease states: session expiry, LOST", test_lease_session_expiry },
+    { "close with everything pending", test_close_with_everything_pending },
+    { NULL, NULL }
+};
+
+int main(void)
+{
+    return lk_main("lock_async", tests, NULL);
+}

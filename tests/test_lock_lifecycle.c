@@ -1,0 +1,588 @@
+/*
+ * test_lock_lifecycle.c - the life of lock objects, with the existing interface only:
+ *
+ *  - acquisitions with 1, 2 and 3 ms timeouts from 16 threads: a call that returns
+ *    ZKIT_ETIMEDOUT must leave no holder and, once the background deletes land, no node (a
+ *    deadline that fires while the acquisition is still starting must not let it finish
+ *    later as a ghost holder);
+ *  - freeing lock objects of every kind after their client is closed: idle, after close woke
+ *    a thread blocked in an acquire, while held, and a lease returned after both its client
+ *    and its semaphore are gone (each of these was a use-after-free, so the suite is meant to
+ *    run under AddressSanitizer too);
+ *  - churn: creating and freeing mutex objects, and create/acquire/release/free cycles, on one
+ *    client must cost constant time and memory (RSS settles, the last tenth of the cycles is
+ *    no slower than the first).  ZKIT_CHURN_CREATE and ZKIT_CHURN_CYCLE set the counts,
+ *    ZKIT_CHURN_BUDGET_S bounds each phase's running time (a run that does not finish in time
+ *    fails instead of hanging).
+ *
+ * Helper threads only record; the test thread asserts.  Every wait is bounded.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+
+#include "lock_support.h"
+
+/* ---- 1-3 ms timeouts: no ghost holder, no node left --------------------------------------- */
+
+#define SHORT_THREADS 16
+#define SHORT_PER_THREAD 100 /* per timeout value: 16 x 100 = 1600 acquisitions */
+
+typedef struct short_run {
+    zkit_lock_t *lock;
+    int timeout_ms;
+    int acquired;
+    int timeouts;
+    int held_after_timeout;    /* zkit_lock_is_held() said 1 after ZKIT_ETIMEDOUT */
+    int in_process_after_timeout; /* ... or zkit_lock_is_acquired_in_process() did */
+    int bad_release;
+    int other;                 /* any other return code */
+    int first_other;
+} short_run_t;
+
+static void *short_main(void *arg)
+{
+    short_run_t *r = arg;
+    for (int i = 0; i < SHORT_PER_THREAD; i++) {
+        int rc = zkit_lock_acquire(r->lock, r->timeout_ms);
+        if (rc == ZKIT_ETIMEDOUT) {
+            r->timeouts++;
+            if (zkit_lock_is_held(r->lock))
+                r->held_after_timeout++;
+            if (zkit_lock_is_acquired_in_process(r->lock))
+                r->in_process_after_timeout++;
+        } else if (rc == 0) {
+            r->acquired++;
+            if (zkit_lock_release(r->lock) != 0)
+                r->bad_release++;
+        } else {
+            if (r->other++ == 0)
+                r->first_other = rc;
+        }
+    }
+    return NULL;
+}
+
+/* Busy threads, so that the acquiring threads are preempted at any point, also between
+ * scheduling their deadline and starting their first request. */
+static atomic_int spin_stop;
+
+static void *spin_main(void *arg)
+{
+    volatile unsigned long n = 0;
+    (void)arg;
+    while (!atomic_load_explicit(&spin_stop, memory_order_relaxed))
+        n++;
+    return NULL;
+}
+
+static void test_short_timeouts(void)
+{
+    fixture_t f;
+    zkit_client_t *c, *c2;
+    zkit_lock_t *locks[SHORT_THREADS];
+    char *paths[SHORT_THREADS];
+    pthread_t spinners[64];
+    int nspin;
+    fx_begin(&f, "short-timeouts");
+    c = lk_client(10000);
+    c2 = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL && c2 != NULL);
+    for (int i = 0; i < SHORT_THREADS; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "lock-%02d", i);
+        paths[i] = lk_join(f.base, name);
+        CU_ASSERT_FATAL(zkit_mutex_new(&locks[i], c, paths[i]) == 0);
+    }
+    nspin = (int)env_long("ZKIT_TEST_SPINNERS", 2 * sysconf(_SC_NPROCESSORS_ONLN));
+    if (nspin > 64)
+        nspin = 64;
+    atomic_store(&spin_stop, 0);
+    for (int i = 0; i < nspin; i++)
+        CU_ASSERT_FATAL(pthread_create(&spinners[i], NULL, spin_main, NULL) == 0);
+    for (int timeout = 1; timeout <= 3; timeout++) {
+        short_run_t runs[SHORT_THREADS];
+        pthread_t threads[SHORT_THREADS];
+        short_run_t sum;
+        memset(&sum, 0, sizeof(sum));
+        for (int i = 0; i < SHORT_THREADS; i++) {
+            memset(&runs[i], 0, sizeof(runs[i]));
+            runs[i].lock = locks[i];
+            runs[i].timeout_ms = timeout;
+            CU_ASSERT_FATAL(pthread_create(&threads[i], NULL, short_main, &runs[i]) == 0);
+        }
+        for (int i = 0; i < SHORT_THREADS; i++) {
+            pthread_join(threads[i], NULL);
+            sum.acquired += runs[i].acquired;
+            sum.timeouts += runs[i].timeouts;
+            sum.held_after_timeout += runs[i].held_after_timeout;
+            sum.in_process_after_timeout += runs[i].in_process_after_timeout;
+            sum.bad_release += runs[i].bad_release;
+            if (runs[i].other && sum.other++ == 0)
+                sum.first_other = runs[i].first_other;
+        }
+        fprintf(stderr, "short timeouts, %d ms: %d acquired, %d timed out, %d still held "
+                        "after the timeout, %d held in the process after it, %d releases "
+                        "failed, %d threads saw other errors (first: %s)\n",
+                timeout, sum.acquired, sum.timeouts, sum.held_after_timeout,
+                sum.in_process_after_timeout, sum.bad_release, sum.other,
+                sum.other ? zkit_strerror(sum.first_other) : "none");
+        CU_ASSERT_EQUAL(sum.acquired + sum.timeouts, SHORT_THREADS * SHORT_PER_THREAD);
+        CU_ASSERT_EQUAL(sum.held_after_timeout, 0);
+        CU_ASSERT_EQUAL(sum.in_process_after_timeout, 0);
+        CU_ASSERT_EQUAL(sum.bad_release, 0);
+        CU_ASSERT_EQUAL(sum.other, 0);
+    }
+    atomic_store(&spin_stop, 1);
+    for (int i = 0; i < nspin; i++)
+        pthread_join(spinners[i], NULL);
+    /* Nothing is freed yet: every node must be gone on its own (a timed-out acquisition
+     * deletes its node in the background), and another client takes every lock at once. */
+    if (zkh_wait_until(no_lock_nodes, f.base, 10000) != 0) {
+        int left = 0;
+        for (int i = 0; i < SHORT_THREADS; i++)
+            left += children_of(paths[i]);
+        fprintf(stderr, "short timeouts: %d lock nodes left under %s\n", left, f.base);
+    }
+    CU_ASSERT_EQUAL(no_lock_nodes(f.base), 1);
+    for (int i = 0; i < SHORT_THREADS; i++) {
+        zkit_lock_t *probe;
+        int rc;
+        CU_ASSERT_FATAL(zkit_mutex_new(&probe, c2, paths[i]) == 0);
+        rc = zkit_lock_acquire(probe, 0);
+        if (rc != 0)
+            fprintf(stderr, "short timeouts: %s not free for another client: %s\n", paths[i],
+                    zkit_strerror(rc));
+        CU_ASSERT_EQUAL(rc, 0);
+        if (rc == 0)
+            CU_ASSERT_EQUAL(zkit_lock_release(probe), 0);
+        zkit_lock_free(probe);
+    }
+    fx_end(&f);
+    for (int i = 0; i < SHORT_THREADS; i++) {
+        zkit_lock_free(locks[i]);
+        free(paths[i]);
+    }
+    zkit_client_close(c);
+    zkit_client_close(c2);
+}
+
+/* ---- free after close, every kind ---------------------------------------------------------- */
+
+/* One object of every kind on one client. */
+typedef struct kit {
+    zkit_lock_t *mutex;
+    zkit_rwlock_t *rw, *rw2;
+    zkit_lock_t *smutex;
+    zkit_lock_t *multi;      /* over paths ma, mb */
+    zkit_lock_t *sub[2];     /* mutexes at f1, f2 ... */
+    zkit_lock_t *from;       /* ... and a multi-lock over them */
+    zkit_semaphore_t *sem;   /* counting, 2 leases */
+} kit_t;
+
+typedef struct kit_paths {
+    char *m, *rw, *rw2, *s, *ma, *mb, *f1, *f2, *cs;
+    char *s_leases, *cs_leases;
+} kit_paths_t;
+
+static void kit_paths(kit_paths_t *p, const char *base)
+{
+    p->m = lk_join(base, "m");
+    p->rw = lk_join(base, "rw");
+    p->rw2 = lk_join(base, "rw2");
+    p->s = lk_join(base, "s");
+    p->ma = lk_join(base, "ma");
+    p->mb = lk_join(base, "mb");
+    p->f1 = lk_join(base, "f1");
+    p->f2 = lk_join(base, "f2");
+    p->cs = lk_join(base, "cs");
+    p->s_leases = lk_join(p->s, "leases");
+    p->cs_leases = lk_join(p->cs, "leases");
+}
+
+static void kit_paths_free(kit_paths_t *p)
+{
+    char **all[] = { &p->m, &p->rw, &p->rw2, &p->s, &p->ma, &p->mb, &p->f1, &p->f2, &p->cs,
+                     &p->s_leases, &p->cs_leases };
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+        free(*all[i]);
+        *all[i] = NULL;
+    }
+}
+
+static void kit_new(kit_t *k, zkit_client_t *c, const kit_paths_t *p)
+{
+    const char *multi_paths[2] = { p->ma, p->mb };
+    memset(k, 0, sizeof(*k));
+    CU_ASSERT_FATAL(zkit_mutex_new(&k->mutex, c, p->m) == 0);
+    CU_ASSERT_FATAL(zkit_rwlock_new(&k->rw, c, p->rw) == 0);
+    CU_ASSERT_FATAL(zkit_rwlock_new(&k->rw2, c, p->rw2) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_mutex_new(&k->smutex, c, p->s) == 0);
+    CU_ASSERT_FATAL(zkit_multilock_new(&k->multi, c, multi_paths, 2) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&k->sub[0], c, p->f1) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&k->sub[1], c, p->f2) == 0);
+    CU_ASSERT_FATAL(zkit_multilock_new_from(&k->from, k->sub, 2) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&k->sem, c, p->cs, 2) == 0);
+}
+
+/* Frees every object (the multi-lock built from existing locks before those). */
+static void kit_free(kit_t *k)
+{
+    zkit_lock_free(k->mutex);
+    zkit_rwlock_free(k->rw);
+    zkit_rwlock_free(k->rw2);
+    zkit_lock_free(k->smutex);
+    zkit_lock_free(k->multi);
+    zkit_lock_free(k->from);
+    zkit_lock_free(k->sub[0]);
+    zkit_lock_free(k->sub[1]);
+    zkit_semaphore_free(k->sem);
+    memset(k, 0, sizeof(*k));
+}
+
+static void test_free_idle_after_close(void)
+{
+    fixture_t f;
+    kit_paths_t p;
+    kit_t k;
+    zkit_client_t *c;
+    fx_begin(&f, "free-idle");
+    kit_paths(&p, f.base);
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    kit_new(&k, c, &p);
+    zkit_client_close(c);
+    kit_free(&k);
+    fx_end(&f);
+    kit_paths_free(&p);
+}
+
+/* A counting-semaphore acquire on a thread of its own. */
+typedef struct sem_bg {
+    zkit_semaphore_t *sem;
+    int count;
+    int timeout_ms;
+    pthread_t thread;
+    zkit_lease_t *leases[4];
+    atomic_int done;
+    int rc;
+} sem_bg_t;
+
+static void *sem_bg_main(void *arg)
+{
+    sem_bg_t *b = arg;
+    b->rc = zkit_semaphore_acquire(b->sem, b->count, b->timeout_ms, b->leases);
+    atomic_store(&b->done, 1);
+    return NULL;
+}
+
+static void sem_bg_start(sem_bg_t *b, zkit_semaphore_t *sem, int count, int timeout_ms)
+{
+    memset(b, 0, sizeof(*b));
+    b->sem = sem;
+    b->count = count;
+    b->timeout_ms = timeout_ms;
+    CU_ASSERT_FATAL(pthread_create(&b->thread, NULL, sem_bg_main, b) == 0);
+}
+
+static int sem_bg_done(void *arg)
+{
+    return atomic_load(&((sem_bg_t *)arg)->done);
+}
+
+/* Waits (bounded) for the thread and joins it: 0, or -1 (then it is detached). */
+static int sem_bg_join(sem_bg_t *b, int timeout_ms)
+{
+    if (zkh_wait_until(sem_bg_done, b, timeout_ms) != 0) {
+        pthread_detach(b->thread);
+        return -1;
+    }
+    pthread_join(b->thread, NULL);
+    return 0;
+}
+
+static void test_free_after_close_woke_waiters(void)
+{
+    fixture_t f;
+    kit_paths_t p;
+    kit_t k, h; /* ours, and the holder's */
+    zkit_client_t *c, *hc;
+    zkit_lease_t *held[2];
+    bg_t b[6];
+    sem_bg_t s;
+    const char *what[6] = { "mutex", "read half", "write half", "semaphore mutex",
+                            "multi-lock", "multi-lock from locks" };
+    fx_begin(&f, "free-woken");
+    kit_paths(&p, f.base);
+    hc = lk_client(10000);
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL && hc != NULL);
+    kit_new(&h, hc, &p);
+    kit_new(&k, c, &p);
+    /* The holder takes what each of ours will wait for. */
+    CU_ASSERT_FATAL(zkit_lock_acquire(h.mutex, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(zkit_rwlock_write(h.rw), 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(h.smutex, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(h.sub[0], 5000) == 0); /* f1 */
+    CU_ASSERT_FATAL(zkit_lock_acquire(h.multi, 5000) == 0);  /* ma and mb */
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(h.sem, 2, 5000, held) == 0);
+    bg_start(&b[0], k.mutex, -1, 0);
+    bg_start(&b[1], zkit_rwlock_read(k.rw), -1, 0);
+    bg_start(&b[2], zkit_rwlock_write(k.rw), 60000, 0);
+    bg_start(&b[3], k.smutex, -1, 0);
+    bg_start(&b[4], k.multi, -1, 0);
+    bg_start(&b[5], k.from, 60000, 0);
+    sem_bg_start(&s, k.sem, 1, -1);
+    /* Everybody queued on the server (a waiter for a lease has its lease node, as in
+     * Curator's layout). */
+    CU_ASSERT_EQUAL(wait_children(p.m, 2, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(p.rw, 3, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(p.s_leases, 2, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(p.ma, 2, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(p.f1, 2, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(p.cs_leases, 3, 5000), 0);
+    for (int i = 0; i < 6; i++)
+        CU_ASSERT_EQUAL(bg_acquired(&b[i]), 0);
+    CU_ASSERT_EQUAL(sem_bg_done(&s), 0);
+
+    zkit_client_close(c);
+    for (int i = 0; i < 6; i++) {
+        int ended = zkh_wait_until(bg_acquired, &b[i], 5000) == 0;
+        if (!ended || b[i].rc != ZKIT_ECLOSED)
+            fprintf(stderr, "free-woken: %s: %s\n", what[i],
+                    ended ? zkit_strerror(b[i].rc) : "still blocked 5 s after close");
+        CU_ASSERT(ended);
+        CU_ASSERT_EQUAL(bg_finish(&b[i], 5000), 0);
+        CU_ASSERT_EQUAL(b[i].rc, ZKIT_ECLOSED);
+    }
+    CU_ASSERT_EQUAL(sem_bg_join(&s, 5000), 0);
+    CU_ASSERT_EQUAL(s.rc, ZKIT_ECLOSED);
+    /* Freed after close woke the waiters. */
+    kit_free(&k);
+
+    /* The closed session's nodes went with it; the holder lets go. */
+    CU_ASSERT_EQUAL(wait_children(p.m, 1, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(p.cs_leases, 2, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(h.multi), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(h.mutex), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_write(h.rw)), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(h.smutex), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(h.sub[0]), 0);
+    CU_ASSERT_EQUAL(zkit_lease_release(held[0]), 0);
+    CU_ASSERT_EQUAL(zkit_lease_release(held[1]), 0);
+    fx_end(&f);
+    kit_free(&h);
+    zkit_client_close(hc);
+    kit_paths_free(&p);
+}
+
+/* What a release may say once the client is closed: it must say something and not crash. */
+static int after_close_ok(int rc)
+{
+    return rc == 0 || rc == ZKIT_ECLOSED || rc == ZKIT_ELOCKLOST;
+}
+
+static void test_free_held_after_close(void)
+{
+    fixture_t f;
+    kit_paths_t p;
+    kit_t k;
+    zkit_client_t *c, *other;
+    zkit_lease_t *lease[2];
+    zkit_lock_t *probe;
+    int rc;
+    fx_begin(&f, "free-held");
+    kit_paths(&p, f.base);
+    c = lk_client(10000);
+    other = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL && other != NULL);
+    kit_new(&k, c, &p);
+    CU_ASSERT_FATAL(zkit_lock_acquire(k.mutex, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(zkit_rwlock_write(k.rw), 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(zkit_rwlock_read(k.rw2), 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(k.smutex, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(k.multi, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(k.from, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(k.sem, 2, 5000, lease) == 0);
+
+    zkit_client_close(c);
+    /* One lease returned after close, before its semaphore is freed ... */
+    rc = zkit_lease_release(lease[0]);
+    CU_ASSERT(after_close_ok(rc));
+    /* ... every object freed while held ... */
+    kit_free(&k);
+    /* ... and the other lease returned after both. */
+    rc = zkit_lease_release(lease[1]);
+    CU_ASSERT(after_close_ok(rc));
+
+    /* The closed session took its nodes: another client takes the mutex at once. */
+    CU_ASSERT_EQUAL(zkh_wait_until(no_lock_nodes, f.base, 5000), 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&probe, other, p.m) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(probe, 0), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(probe), 0);
+    zkit_lock_free(probe);
+    fx_end(&f);
+    zkit_client_close(other);
+    kit_paths_free(&p);
+}
+
+/* Leases outlive their semaphore: one returned after zkit_semaphore_free() while the client is
+ * open, the other after the semaphore is freed and then the client closed. */
+static void test_lease_outlives_semaphore(void)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    zkit_semaphore_t *sem;
+    zkit_lease_t *lease[2];
+    char *path, *leases;
+    int rc;
+    fx_begin(&f, "lease-outlives");
+    path = lk_join(f.base, "sem");
+    leases = lk_join(path, "leases");
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sem, c, path, 2) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(sem, 2, 5000, lease) == 0);
+    zkit_semaphore_free(sem);
+    CU_ASSERT_EQUAL(zkit_lease_release(lease[0]), 0);
+    CU_ASSERT_EQUAL(wait_children(leases, 1, 5000), 0);
+    zkit_client_close(c);
+    rc = zkit_lease_release(lease[1]);
+    CU_ASSERT(after_close_ok(rc));
+    CU_ASSERT_EQUAL(zkh_wait_until(no_lock_nodes, f.base, 5000), 0);
+    fx_end(&f);
+    free(path);
+    free(leases);
+}
+
+/* ---- churn ---------------------------------------------------------------------------------- */
+
+static long rss_kb(void)
+{
+    long pages = 0, resident = 0;
+    FILE *fp = fopen("/proc/self/statm", "r");
+    if (!fp)
+        return -1;
+    if (fscanf(fp, "%ld %ld", &pages, &resident) != 2)
+        resident = -1;
+    fclose(fp);
+    return resident < 0 ? -1 : resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+typedef int (*churn_fn)(zkit_client_t *c, const char *path);
+
+static int churn_create_free(zkit_client_t *c, const char *path)
+{
+    zkit_lock_t *lock;
+    int rc = zkit_mutex_new(&lock, c, path);
+    if (rc == 0)
+        zkit_lock_free(lock);
+    return rc;
+}
+
+static int churn_cycle(zkit_client_t *c, const char *path)
+{
+    zkit_lock_t *lock;
+    int rc = zkit_mutex_new(&lock, c, path);
+    if (rc != 0)
+        return rc;
+    if ((rc = zkit_lock_acquire(lock, 10000)) == 0)
+        rc = zkit_lock_release(lock);
+    zkit_lock_free(lock);
+    return rc;
+}
+
+/* Runs `n` cycles of `fn`: the RSS after the warm-up (the first tenth, at most 10,000) and at
+ * the end must be within 1 MB; the last tenth of the cycles must take at most 1.2 times the
+ * first tenth after the warm-up, plus 50 ms for timer noise on tiny totals. */
+static void churn(const char *name, churn_fn fn, long n, long budget_s)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    char *path;
+    long warm = n / 10 < 10000 ? n / 10 : 10000, tenth = n / 10 > 0 ? n / 10 : 1;
+    long rss_warm = -1, rss_end, done = 0;
+    int64_t t0 = zkh_now_ms(), budget_due = t0 + budget_s * 1000;
+    int64_t first_start = -1, first_ms = -1, last_start = -1, last_ms = -1;
+    int failures = 0, first_rc = 0;
+    fx_begin(&f, name);
+    path = lk_join(f.base, "lock");
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    for (long i = 0; i < n; i++) {
+        int rc;
+        if (i == warm) {
+            rss_warm = rss_kb();
+            first_start = zkh_now_ms();
+        }
+        if (i == warm + tenth && first_start >= 0)
+            first_ms = zkh_now_ms() - first_start;
+        if (i == n - tenth)
+            last_start = zkh_now_ms();
+        if ((rc = fn(c, path)) != 0 && failures++ == 0)
+            first_rc = rc;
+        done = i + 1;
+        if ((i & 1023) == 0 && zkh_now_ms() > budget_due)
+            break;
+    }
+    if (done == n && last_start >= 0)
+        last_ms = zkh_now_ms() - last_start;
+    if (first_ms < 0 && first_start >= 0 && done == n)
+        first_ms = zkh_now_ms() - first_start; /* fewer cycles than warm-up plus a tenth */
+    rss_end = rss_kb();
+    fprintf(stderr, "%s: %ld of %ld cycles in %lld ms; RSS %ld kB after %ld, %ld kB at the "
+                    "end; first tenth after warm-up %lld ms, last tenth %lld ms; %d failed%s%s\n",
+            name, done, n, (long long)(zkh_now_ms() - t0), rss_warm, warm, rss_end,
+            (long long)first_ms, (long long)last_ms, failures, failures ? ": " : "",
+            failures ? zkit_strerror(first_rc) : "");
+    if (done < n)
+        fprintf(stderr, "%s: stopped after the %ld s budget (ZKIT_CHURN_BUDGET_S)\n", name,
+                budget_s);
+    CU_ASSERT_EQUAL(done, n);
+    CU_ASSERT_EQUAL(failures, 0);
+    CU_ASSERT(rss_warm > 0 && rss_end > 0);
+    CU_ASSERT(rss_end - rss_warm <= 1024);
+    CU_ASSERT(first_ms >= 0 && last_ms >= 0);
+    CU_ASSERT(last_ms <= first_ms + first_ms / 5 + 50);
+    CU_ASSERT_EQUAL(zkh_wait_until(no_lock_nodes, f.base, 10000), 0);
+    fx_end(&f);
+    zkit_client_close(c);
+    free(path);
+}
+
+static void test_churn_create_free(void)
+{
+    churn("churn-create-free", churn_create_free, env_long("ZKIT_CHURN_CREATE", 1000000),
+          env_long("ZKIT_CHURN_BUDGET_S", 300));
+}
+
+static void test_churn_cycle(void)
+{
+    churn("churn-cycle", churn_cycle, env_long("ZKIT_CHURN_CYCLE", 100000),
+          env_long("ZKIT_CHURN_BUDGET_S", 300));
+}
+
+/* ---- registration ---------------------------------------------------------------------------- */
+
+static const zkh_test_t tests[] = {
+    { "1-3 ms timeouts: no holder, no node after ZKIT_ETIMEDOUT", test_short_timeouts },
+    { "every kind freed idle after close", test_free_idle_after_close },
+    { "every kind freed after close woke its blocked acquirer",
+      test_free_after_close_woke_waiters },
+    { "every kind freed held after close; leases after close and free",
+      test_free_held_after_close },
+    { "a lease returned after its semaphore is freed", test_lease_outlives_semaphore },
+    { "churn: create/free of a mutex", test_churn_create_free },
+    { "churn: create/acquire/release/free", test_churn_cycle },
+    { NULL, NULL }
+};
+
+int main(void)
+{
+    return lk_main("lock_lifecycle", tests, NULL);
+}
