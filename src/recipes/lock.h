@@ -33,7 +33,8 @@ typedef struct zkit__holder {
     char *node;                 /* un-namespaced; NULL for a multi-lock */
     int64_t czxid;
     int64_t session;            /* the session that created the node */
-    int lost;
+    int lost;                   /* EXPIRED or LOST: no longer held */
+    int told_lost;              /* LOST was reported for it */
 } zkit__holder_t;
 
 /* What an acquisition hands over when it succeeds. */

@@ -50,6 +50,20 @@ static int any_live_holder(const zkit_lock_t *lock)
     return 0;
 }
 
+/* Marks every holding with a node LOST; 1 if one of them had not been told so (an EXPIRED
+ * holding hears LOST too once the session is really gone). */
+static int tell_all_lost(zkit_lock_t *lock)
+{
+    int untold = 0;
+    for (zkit__holder_t *h = lock->holders; h; h = h->next)
+        if (h->node) {
+            untold |= !h->told_lost;
+            h->lost = 1;
+            h->told_lost = 1;
+        }
+    return untold;
+}
+
 static void mark_all_lost(zkit_lock_t *lock)
 {
     for (zkit__holder_t *h = lock->holders; h; h = h->next)
@@ -71,7 +85,7 @@ void zkit__lockstate_node_lost(zkit_lock_t *lock, const char *node)
     pthread_mutex_lock(&lock->mu);
     h = zkit__lockstate_live_holder(lock, node);
     if (h)
-        h->lost = 1;
+        h->lost = h->told_lost = 1;
     pthread_mutex_unlock(&lock->mu);
     if (h)
         zkit__lockstate_report(lock, ZKIT_LOCK_LOST);
@@ -215,17 +229,20 @@ void zkit__lockstate_connection(zkit_lock_t *lock, zkit_conn_state_t state)
         }
         report = 1;
     } else if (state == ZKIT_CONN_LOST) {
-        report = any_live_holder(lock);
-        mark_all_lost(lock);
+        report = tell_all_lost(lock);
         lock->disconnected = 0;
         lock_state = ZKIT_LOCK_LOST;
     } else if (state == ZKIT_CONN_RECONNECTED || state == ZKIT_CONN_READ_ONLY) {
         int64_t session = zkit_client_session_id(lock->client);
+        int gone = 0;
         report = lock->disconnected && any_live_holder(lock);
         for (zkit__holder_t *h = lock->holders; h; h = h->next)
-            if (h->session != session && h->node)
-                h->lost = 1;
+            if (h->session != session && h->node && !h->told_lost) {
+                h->lost = h->told_lost = 1;
+                gone = 1;
+            }
         lock_state = any_live_holder(lock) ? ZKIT_LOCK_HELD : ZKIT_LOCK_LOST;
+        report = report || gone;
         lock->disconnected = 0;
         lock->valid_until = INT64_MAX;
     }
