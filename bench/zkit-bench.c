@@ -269,6 +269,62 @@ static int zkit_cycles(const options_t *o, lock_ctor_fn ctor, const char *path,
     return rc == 0 ? 0 : -1;
 }
 
+/* A multi-lock over four paths under `path`, none contended. */
+static int multilock4_new(zkit_lock_t **out, zkit_client_t *client, const char *path)
+{
+    char names[4][256];
+    const char *paths[4];
+    for (int i = 0; i < 4; i++) {
+        snprintf(names[i], sizeof names[i], "%s/part-%d", path, i);
+        paths[i] = names[i];
+    }
+    return zkit_multilock_new(out, client, paths, 4);
+}
+
+/* ---- lock objects churned: created and freed, or created, acquired, released, freed ------ */
+
+typedef struct churn {
+    zkit_client_t *client;
+    const char *path;
+    int acquire;
+} churn_t;
+
+static int churn_cycle(void *arg)
+{
+    churn_t *c = arg;
+    zkit_lock_t *lock;
+    int rc = zkit_mutex_new(&lock, c->client, c->path);
+    if (rc == 0 && c->acquire && (rc = zkit_lock_acquire(lock, 30000)) == 0)
+        rc = zkit_lock_release(lock);
+    zkit_lock_free(lock);
+    return rc;
+}
+
+/* The rate of the first and of the last tenth of `cycles` churn cycles, to show whether a
+ * cycle costs the same after many: two rows. */
+static int churn_rows(const options_t *o, int acquire, long cycles, const char *name,
+                      const char *last_name, result_t *first, result_t *last)
+{
+    churn_t c = { demo_connect(o->connect, 15000), ROOT "/churn", acquire };
+    long tenth = cycles / 10;
+    double *ms = calloc((size_t)tenth, sizeof *ms);
+    int rc = !c.client ? ZKIT_ECONNLOSS : !ms ? ZKIT_ENOMEM : 0;
+    options_t one = *o;
+    one.warmup = 0;
+    one.cycles = tenth;
+    if (rc == 0)
+        rc = measure(&one, churn_cycle, &c, ms, name, first);
+    for (long i = 0; rc == 0 && i < cycles - 2 * tenth; i++)
+        rc = churn_cycle(&c);
+    if (rc == 0)
+        rc = measure(&one, churn_cycle, &c, ms, last_name, last);
+    if (rc != 0)
+        fprintf(stderr, "%s: %s\n", name, zkit_strerror(rc));
+    demo_close(c.client);
+    free(ms);
+    return rc == 0 ? 0 : -1;
+}
+
 /* ---- (c) hand-off between processes ----------------------------------------------------- */
 
 /* MAP_SHARED.  `last_*` are written only by the lock holder, so the lock orders them; the
@@ -633,7 +689,8 @@ int main(int argc, char **argv)
     result_t floor_r, mutex_r, sem_r, hand_r, cmutex_r, csem_r;
     zkit_client_t *client;
     int rc = parse_options(argc, argv, &o), mutex_ok = 0, sem_ok = 0, hand_ok;
-    int cmutex_rc = -1, csem_rc = -1, curator_ok, width = NAME_WIDTH;
+    int cmutex_rc = -1, csem_rc = -1, curator_ok, width = NAME_WIDTH, multi_ok, churn_ok;
+    result_t multi_r, churn_r[4];
 
     if (rc != 0)
         return rc > 0 ? 0 : 2;
@@ -654,6 +711,12 @@ int main(int argc, char **argv)
                            &mutex_r) == 0;
     sem_ok = zkit_cycles(&o, zkit_semaphore_mutex_new, ROOT "/semaphore-mutex",
                          "zkit semaphore mutex acquire+release", &sem_r) == 0;
+    multi_ok = zkit_cycles(&o, multilock4_new, ROOT "/multi", "zkit multi-lock, 4 paths",
+                           &multi_r) == 0;
+    churn_ok = churn_rows(&o, 0, 1000000, "churn new+free, first 10% of 1M",
+                          "churn new+free, last 10% of 1M", &churn_r[0], &churn_r[1]) == 0 &&
+               churn_rows(&o, 1, 10 * o.cycles, "churn new+lock cycle+free, first 10%",
+                          "churn new+lock cycle+free, last 10%", &churn_r[2], &churn_r[3]) == 0;
     if (o.curator) {
         cmutex_rc = curator_cycles(&o, "mutex", ROOT "/curator-mutex", CURATOR_MUTEX,
                                    &cmutex_r);
@@ -672,6 +735,9 @@ int main(int argc, char **argv)
     print_row(width, "zkit mutex acquire+release", mutex_ok ? &mutex_r : NULL, &floor_r);
     print_row(width, "zkit semaphore mutex acquire+release", sem_ok ? &sem_r : NULL, &floor_r);
     print_row(width, "zkit mutex hand-off, other process", hand_ok ? &hand_r : NULL, &floor_r);
+    print_row(width, "zkit multi-lock, 4 paths", multi_ok ? &multi_r : NULL, &floor_r);
+    for (int i = 0; i < 4; i++)
+        print_row(width, "churn", churn_ok ? &churn_r[i] : NULL, &floor_r);
     if (o.curator && (cmutex_rc == CURATOR_SKIPPED || csem_rc == CURATOR_SKIPPED)) {
         printf("(Curator not available: skipped)\n");
     } else if (o.curator) {
@@ -686,6 +752,13 @@ int main(int argc, char **argv)
         printf("Curator = Apache Curator's recipes in a JVM of their own (CuratorPeer.java "
                "bench), run after the\nzkit rows against the same server; System.nanoTime "
                "around each acquire()+release().\n");
+        if (mutex_ok && multi_ok)
+            printf("zkit multi-lock over 4 paths / one mutex cycle: p50 %.2fx\n",
+                   multi_r.p50_ms / mutex_r.p50_ms);
+        if (churn_ok)
+            printf("churn, last tenth / first tenth: new+free %.2fx, with a lock cycle %.2fx "
+                   "(rates)\n", churn_r[1].rate / churn_r[0].rate,
+                   churn_r[3].rate / churn_r[2].rate);
         if (mutex_ok && cmutex_rc == 0)
             printf("zkit mutex / Curator InterProcessMutex: throughput %.2fx, p50 %.2fx\n",
                    mutex_r.rate / cmutex_r.rate, mutex_r.p50_ms / cmutex_r.p50_ms);
@@ -693,5 +766,5 @@ int main(int argc, char **argv)
     /* Curator missing here is no failure of the benchmark; Curator failing is. */
     curator_ok = !o.curator || cmutex_rc == CURATOR_SKIPPED || csem_rc == CURATOR_SKIPPED ||
                  (cmutex_rc == 0 && csem_rc == 0);
-    return mutex_ok && sem_ok && hand_ok && curator_ok ? 0 : 1;
+    return mutex_ok && sem_ok && hand_ok && multi_ok && churn_ok && curator_ok ? 0 : 1;
 }
