@@ -1134,7 +1134,7 @@ ZKIT_EXTERN void zkit_client_close(zkit_client_t *c)
     while (c->active_calls > 0)
         pthread_cond_wait(&c->cond, &c->mu);
     pthread_mutex_unlock(&c->mu);
-    /* libzookeeper's lines from other clients no longer go to this client's sink. */
+    /* libzookeeper's lines (from other clients) go to another client's sink from here. */
     zk_log_unregister(c);
     zkit__client_unref(c);
 }
