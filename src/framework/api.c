@@ -177,12 +177,13 @@ static zkit__op_t *build_simple(zkit_client_t *c, zkit__op_type_t type, const ch
 static int submit_with(zkit__op_t *op, zkit__delivery_t delivery, zkit_completion_fn done,
                        void *arg)
 {
+    int rc;
     op->delivery = delivery;
     op->done = done;
     op->arg = arg;
-    zkit__op_submit(op);
+    rc = zkit__op_submit(op);
     zkit__op_unref(op);
-    return 0;
+    return rc;
 }
 
 static int submit_async(zkit__op_t *op, zkit_completion_fn done, void *arg)

@@ -447,10 +447,12 @@ int64_t zkit__client_session(zkit_client_t *c)
 /* ---- the event thread ------------------------------------------------------------------- */
 
 /* Queues a task for the event thread (c->mu held). */
-static int post_task_locked(zkit_client_t *c, zkit__task_t *t, zkit__task_fn fn, void *arg)
+static int post_task_locked(zkit_client_t *c, zkit__task_t *t, zkit__task_fn fn, void *arg,
+                            int allocated)
 {
     if (c->event_thread_done)
         return ZKIT_ECLOSED;
+    t->allocated = allocated;
     t->next = NULL;
     t->fn = fn;
     t->arg = arg;
@@ -466,9 +468,8 @@ int zkit__run_on_event_thread(zkit_client_t *c, void (*fn)(void *arg), void *arg
     int rc;
     if (!t)
         return ZKIT_ENOMEM;
-    t->allocated = 1;
     pthread_mutex_lock(&c->mu);
-    rc = post_task_locked(c, t, fn, arg);
+    rc = post_task_locked(c, t, fn, arg, 1);
     pthread_mutex_unlock(&c->mu);
     if (rc != 0)
         free(t);
@@ -480,9 +481,7 @@ int zkit__run_on_event_thread_task(zkit_client_t *c, zkit__task_t *task, void (*
 {
     int rc;
     pthread_mutex_lock(&c->mu);
-    rc = post_task_locked(c, task, fn, arg);
-    if (rc == 0)
-        task->allocated = 0;
+    rc = post_task_locked(c, task, fn, arg, 0);
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -623,7 +622,7 @@ static void change_state(zkit_client_t *c, zkit_conn_state_t state)
         slot->client = c;
         slot->state = state;
         slot->skip = 0;
-        if (post_task_locked(c, &slot->task, deliver_state, slot) == 0)
+        if (post_task_locked(c, &slot->task, deliver_state, slot, 0) == 0)
             c->state_count++;
         return;
     }
@@ -1135,7 +1134,7 @@ ZKIT_EXTERN void zkit_client_close(zkit_client_t *c)
     while (c->active_calls > 0)
         pthread_cond_wait(&c->cond, &c->mu);
     pthread_mutex_unlock(&c->mu);
-    /* libzookeeper's lines from other clients no longer go to this client's sink. */
+    /* libzookeeper's lines (from other clients) go to another client's sink from here. */
     zk_log_unregister(c);
     zkit__client_unref(c);
 }

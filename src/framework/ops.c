@@ -130,7 +130,7 @@ static void deliver_queued(void *arg)
 static void op_finish(zkit__op_t *op, int error)
 {
     zkit_client_t *c = op->client;
-    int in_submit;
+    int in_submit, undelivered, rc;
     pthread_mutex_lock(&c->mu);
     if (op->finished) {
         pthread_mutex_unlock(&c->mu);
@@ -141,18 +141,32 @@ static void op_finish(zkit__op_t *op, int error)
     in_submit = op->in_submit;
     pthread_cond_broadcast(&op->cond);
     pthread_mutex_unlock(&c->mu);
-    if (op->delivery == ZKIT__DELIVER_EVENT_THREAD) {
-        op_ref(op);
-        if (zkit__run_on_event_thread_task(c, &op->task, deliver_queued, op) != 0)
-            deliver_queued(op); /* the event thread has ended: report in place */
-    } else if (in_submit) {
-        /* Reporting inside the submitting call would surprise a caller holding its own lock. */
-        op_ref(op);
-        if (zkit__schedule(c, 0, deliver_queued, op) != 0)
-            deliver_queued(op);
-    } else {
+    if (op->delivery == ZKIT__DELIVER_INLINE && !in_submit) {
         deliver_now(op);
+        return;
     }
+    /* Reporting inside the submitting call would surprise a caller holding its own lock, so
+     * an inline op finishing there reports from a timer. */
+    op_ref(op);
+    if (op->delivery == ZKIT__DELIVER_EVENT_THREAD)
+        rc = zkit__run_on_event_thread_task(c, &op->task, deliver_queued, op);
+    else
+        rc = zkit__schedule(c, 0, deliver_queued, op);
+    if (rc == 0)
+        return;
+    if (rc == ZKIT_ECLOSED) {
+        /* The client closed under the submitting call: that call returns the error and the
+         * completion never runs, as for a request refused up front. */
+        pthread_mutex_lock(&c->mu);
+        undelivered = op->in_submit;
+        op->undelivered = undelivered;
+        pthread_mutex_unlock(&c->mu);
+        if (undelivered) {
+            zkit__op_unref(op);
+            return;
+        }
+    }
+    deliver_queued(op); /* out of memory, or closed after the submitting call: in place */
 }
 
 /* ---- retries -------------------------------------------------------------------------------- */
@@ -825,9 +839,10 @@ int zkit__op_protect(zkit__op_t *op)
     return op->protected_prefix[0] ? 0 : ZKIT_ENOMEM;
 }
 
-void zkit__op_submit(zkit__op_t *op)
+int zkit__op_submit(zkit__op_t *op)
 {
     zkit_client_t *c = op->client;
+    int undelivered;
     op->start_ms = zkit__monotonic_ms();
     pthread_mutex_lock(&c->mu);
     op->in_submit = 1;
@@ -835,7 +850,11 @@ void zkit__op_submit(zkit__op_t *op)
     attempt_issue(op);
     pthread_mutex_lock(&c->mu);
     op->in_submit = 0;
+    undelivered = op->undelivered;
     pthread_mutex_unlock(&c->mu);
+    if (!undelivered)
+        return 0;
+    return op->error ? op->error : ZKIT_ECLOSED;
 }
 
 int zkit__op_run_blocking(zkit__op_t *op)
@@ -846,7 +865,7 @@ int zkit__op_run_blocking(zkit__op_t *op)
     pthread_mutex_lock(&c->mu);
     c->active_calls++;
     pthread_mutex_unlock(&c->mu);
-    zkit__op_submit(op);
+    (void)zkit__op_submit(op); /* the result is read from the op once it finished */
     pthread_mutex_lock(&c->mu);
     while (!op->finished)
         pthread_cond_wait(&op->cond, &c->mu);
@@ -885,7 +904,8 @@ void zkit__delete_in_background(zkit_client_t *c, const char *full_path)
     op->delivery = ZKIT__DELIVER_INLINE;
     op->done = background_done;
     op->arg = label;
-    zkit__op_submit(op);
+    if (zkit__op_submit(op) != 0)
+        free(label);
     zkit__op_unref(op);
 }
 
@@ -911,7 +931,8 @@ static void sweep_orphans(zkit_client_t *c, const char *full_path, const char *p
     op->delivery = ZKIT__DELIVER_INLINE;
     op->done = sweep_listed;
     op->arg = arg;
-    zkit__op_submit(op);
+    if (zkit__op_submit(op) != 0)
+        free(arg);
     zkit__op_unref(op);
 }
 

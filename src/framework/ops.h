@@ -80,6 +80,7 @@ struct zkit__op {
     void *watchdog;                 /* and its argument, freed by whoever unschedules it */
     int attempt_pending;
     int in_submit;                  /* finishing now would run the callback in the caller */
+    int undelivered;                /* finished in submit on a closed client: submit reports */
     int finished;
 
     int error;                      /* the result */
@@ -106,8 +107,10 @@ void zkit__op_unref(zkit__op_t *op);
 /* Turns a create into a protected one: a fresh "_c_<uuid>-" before the last component. */
 int zkit__op_protect(zkit__op_t *op);
 
-/* Starts the operation.  After this the op finishes exactly once through its delivery. */
-void zkit__op_submit(zkit__op_t *op);
+/* Starts the operation.  Returns 0, and the op finishes exactly once through its delivery;
+ * or, when the client closed under this call so that the result could not be reported
+ * outside it, the op's error (ZKIT_ECLOSED), and its completion never runs. */
+int zkit__op_submit(zkit__op_t *op);
 
 /* Fills a zkit_result_t that borrows from the op (un-namespacing the created path). */
 void zkit__op_result(const zkit__op_t *op, zkit_result_t *out);
