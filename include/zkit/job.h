@@ -10,8 +10,9 @@
  * newer, and on success advances the record with a versioned write.  The others see the lock
  * held or the record advanced and skip the slot.
  *
- * Each job has its own thread; the callback runs on it, with the lock held.  The client must
- * stay open until zkit_job_stop() has returned.  A program that cron starts on every host
+ * Each job has its own thread; the callback runs on it, with the lock held.  Closing the client
+ * ends a running job's ZooKeeper calls with ZKIT_ECLOSED; zkit_job_stop() may come before or
+ * after zkit_client_close().  A program that cron starts on every host
  * makes the same attempt once, on its own thread, with zkit_job_run_slot_once().  See
  * docs/jobs.md.
  */

@@ -510,6 +510,7 @@ static void job_free(zkit_job_t *job)
     free(job->lock_path);
     pthread_mutex_destroy(&job->mu);
     pthread_cond_destroy(&job->cond);
+    zkit__client_unref(job->client);
     free(job);
 }
 
@@ -522,7 +523,8 @@ static int job_new(zkit_job_t **out, zkit_client_t *client, const zkit_job_optio
         return ZKIT_ENOMEM;
     pthread_mutex_init(&job->mu, NULL);
     pthread_cond_init(&job->cond, NULL);
-    job->client = client;
+    job->client = client; /* referenced: a job may be stopped after its client is closed */
+    zkit__client_ref(client);
     job->opts = *o;
     job->schedule = *schedule;
     job->last_handled = ZKIT__SLOT_NONE;
