@@ -626,8 +626,10 @@ static void on_run_done(run_t *run, int error, void *arg)
     a->run = NULL;
     cancelled = a->cancelled;
     pthread_mutex_unlock(&sem->mu);
-    if (error == 0 && cancelled)
+    if (error == 0 && cancelled) { /* the lease came as it was cancelled: give it back */
+        zkit__delete_node(sem->client, run->node);
         error = ZKIT_ECANCELED;
+    }
     if (error == 0 && !leases_intact(a, run->stat.ephemeral_owner)) {
         /* An earlier lease went (its session expired, or its node was deleted) while this
          * one was taken: never report it held.  Give everything back and start over. */
@@ -636,13 +638,11 @@ static void on_run_done(run_t *run, int error, void *arg)
         if (a->restarts++ >= MAX_RESTARTS || a->deadline_ms == 0 ||
             (a->deadline_ms > 0 && zkit__monotonic_ms() >= a->deadline_ms)) {
             sem_acq_end(a, ZKIT_ELOCKLOST);
-            run_unref(run);
             return;
         }
         zkit__client_log(sem->client, ZKIT_LOG_INFO,
                          "semaphore %s: a lease was lost while taking more; starting over",
                          sem->path);
-        run_unref(run);
         next_lease(a);
         return;
     }
@@ -661,7 +661,6 @@ static void on_run_done(run_t *run, int error, void *arg)
         free(run->node); /* the lease owns the node now */
         run->node = NULL;
     }
-    run_unref(run);
     if (error != 0 || a->got == a->count)
         sem_acq_end(a, error);
     else
