@@ -522,6 +522,21 @@ int zkit__get_data_watch_inline(zkit_client_t *c, const char *path,
     return submit_inline(op, done, arg);
 }
 
+int zkit__get_children_watch_inline(zkit_client_t *c, const char *path,
+                                    const zkit_watcher_t *watcher, void (*hold)(void *arg),
+                                    void (*release)(void *arg), zkit_completion_fn done,
+                                    void *arg)
+{
+    int rc;
+    zkit__op_t *op = build_simple(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", &rc);
+    if (!op)
+        return rc;
+    op->watch_opts.hold = hold;
+    op->watch_opts.release = release;
+    op->watch_opts.inline_fire = 1;
+    return submit_inline(op, done, arg);
+}
+
 int zkit__get_children_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
                               zkit_completion_fn done, void *arg)
 {

@@ -25,6 +25,11 @@ int zkit__get_data_inline(zkit_client_t *c, const char *path, const zkit_watcher
 int zkit__get_data_watch_inline(zkit_client_t *c, const char *path,
                                 const zkit_watcher_t *watcher, void (*hold)(void *arg),
                                 void (*release)(void *arg), zkit_completion_fn done, void *arg);
+/* The same for get-children: the semaphore's wait for room. */
+int zkit__get_children_watch_inline(zkit_client_t *c, const char *path,
+                                    const zkit_watcher_t *watcher, void (*hold)(void *arg),
+                                    void (*release)(void *arg), zkit_completion_fn done,
+                                    void *arg);
 int zkit__get_children_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
                               zkit_completion_fn done, void *arg);
 

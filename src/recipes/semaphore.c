@@ -208,6 +208,16 @@ static int deadline_passed(const run_t *run)
 
 static void on_listed(zkit_client_t *c, const zkit_result_t *res, void *arg);
 
+static void watch_hold(void *arg)
+{
+    run_ref(arg);
+}
+
+static void watch_release(void *arg)
+{
+    run_unref(arg);
+}
+
 /* Lists the leases, with the children watch when waiting (run->mu held). */
 static int list_leases(run_t *run, int watch)
 {
@@ -221,8 +231,13 @@ static int list_leases(run_t *run, int watch)
                                &run->watcher);
         run->watching = 1;
     }
-    rc = zkit__get_children_inline(run->sem->client, run->sem->leases_dir,
-                                   watch ? &run->watcher : NULL, on_listed, r);
+    /* The watch holds the run for as long as it is registered, so an event can never reach
+     * a freed run (a watch armed by a reply that comes after the run ended included). */
+    rc = watch ? zkit__get_children_watch_inline(run->sem->client, run->sem->leases_dir,
+                                                 &run->watcher, watch_hold, watch_release,
+                                                 on_listed, r)
+               : zkit__get_children_inline(run->sem->client, run->sem->leases_dir, NULL,
+                                           on_listed, r);
     if (rc != 0) {
         run->watching = run->watching && !watch;
         reply_close(r);
