@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: installs what is missing, builds in ./build,
-# and runs `make check` (every suite starts and stops its own throwaway ZooKeeper servers).
+# and runs three lanes there, one after the other (every suite starts and stops its own
+# throwaway ZooKeeper servers):
+#   make check        the plain build
+#   make check-asan   everything rebuilt with AddressSanitizer + UndefinedBehaviorSanitizer
+#   make check-tsan   the threaded suites rebuilt with ThreadSanitizer
+# Every lane runs even when an earlier one failed; the logs of failing suites are printed
+# after their lane, a summary with each lane's time at the end, and the exit status is 1 if
+# any lane failed.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -13,13 +20,48 @@ cd build
 if [ ! -f Makefile ] || [ ../configure -nt Makefile ]; then
     ../configure --quiet
 fi
-make -j"$(nproc)" >/dev/null
-if ! make check; then
-    echo "---- failing suites ----"
-    for log in $(find tests -name '*.log' ! -name test-suite.log); do
-        if grep -q '^FAIL\|^ERROR' "${log%.log}.trs" 2>/dev/null; then
-            echo "== $log"; tail -n 60 "$log"
+jobs=$(nproc)
+
+# For every suite that failed under DIR (a build tree): its sanitizer reports, which
+# tests/sanitize-run.sh appends to the log, or else the last lines of its log.
+print_failures() {
+    local dir=$1 log
+    echo "---- failing suites in ${dir#"$PWD"/} ----"
+    while IFS= read -r log; do
+        if grep -q '^:test-result: \(FAIL\|ERROR\)' "${log%.log}.trs" 2>/dev/null; then
+            echo "== $log"
+            if grep -q '^==== sanitizer report' "$log"; then
+                sed -n '/^==== sanitizer report/,$p' "$log" | head -n 400
+            else
+                tail -n 60 "$log"
+            fi
         fi
-    done
-    exit 1
-fi
+    done < <(find "$dir/tests" -name '*.log' ! -name test-suite.log 2>/dev/null | sort)
+}
+
+# Within a lane the build uses every core and the suites run one at a time: several suites
+# stop, freeze and partition their servers and time what follows, which a loaded machine
+# would blur.
+failed=0
+summary=()
+run_lane() {
+    local target=$1 dir=$2 start result
+    echo "==== make $target"
+    start=$SECONDS
+    if make -j"$jobs" "$target-build" && make -j1 "$target"; then
+        result=passed
+    else
+        result=FAILED
+        failed=1
+        print_failures "$dir"
+    fi
+    summary+=("$(printf '%-16s %s in %dm%02ds' "make $target" "$result" \
+        $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)))")
+}
+run_lane check "$PWD"
+run_lane check-asan "$PWD/sanitize-asan"
+run_lane check-tsan "$PWD/sanitize-tsan"
+
+echo "==== summary"
+printf '%s\n' "${summary[@]}"
+exit "$failed"

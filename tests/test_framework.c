@@ -1006,7 +1006,7 @@ static void test_unreachable_server(void)
 typedef struct garbage_server {
     int fd;
     int port;
-    volatile int stop;
+    int stop;                   /* atomic: set by the test thread */
     int accepted;
     pthread_t thread;
 } garbage_server_t;
@@ -1018,7 +1018,7 @@ static void *garbage_main(void *arg)
                                 "zookeeper server, go away\r\n";
     garbage_server_t *g = arg;
     int conns[64], nconns = 0;
-    while (!g->stop) {
+    while (!__atomic_load_n(&g->stop, __ATOMIC_ACQUIRE)) {
         struct pollfd p = { g->fd, POLLIN, 0 };
         if (poll(&p, 1, 50) == 1) {
             int fd = accept(g->fd, NULL, NULL);
@@ -1059,7 +1059,7 @@ static int garbage_start(garbage_server_t *g)
 
 static void garbage_stop(garbage_server_t *g)
 {
-    g->stop = 1;
+    __atomic_store_n(&g->stop, 1, __ATOMIC_RELEASE);
     pthread_join(g->thread, NULL);
     close(g->fd);
 }
