@@ -909,10 +909,6 @@ void zkit__delete_in_background(zkit_client_t *c, const char *full_path)
     zkit__op_unref(op);
 }
 
-typedef struct sweep {
-    char *prefix;
-} sweep_t;
-
 static void sweep_listed(zkit_client_t *c, const zkit_result_t *r, void *arg);
 
 static void sweep_orphans(zkit_client_t *c, const char *full_path, const char *prefix)

@@ -83,6 +83,10 @@ typedef enum run_state { RUN_LOCKING, RUN_LISTING, RUN_WAITING, RUN_DONE } run_s
 
 typedef struct run run_t;
 typedef void (*run_done_fn)(run_t *run, int error, void *arg);
+/* The run must wait for others (for the internal mutex, or for room).  Called with run->mu
+ * held: the run cannot end meanwhile, so what `arg` names is still there.  It must not take
+ * this run's mutex again (a multi-lock gives back only the parts after this one). */
+typedef void (*run_waiting_fn)(void *arg);
 
 struct run {
     pthread_mutex_t mu;
@@ -101,6 +105,8 @@ struct run {
     zkit_watcher_t watcher;
     uint64_t deadline_timer;
     run_done_fn done;
+    run_waiting_fn waiting;     /* NULL: not told */
+    int told_waiting;
     void *arg;
 };
 
@@ -258,12 +264,17 @@ static void decide(run_t *run, const zkit_result_t *res)
     } else if (deadline_passed(run)) {
         run_finish(run, ZKIT_ETIMEDOUT);
     } else {
-        int rc;
+        int rc, tell;
         run->state = RUN_WAITING;
-        if ((rc = list_leases(run, 1)) != 0)
+        if ((rc = list_leases(run, 1)) != 0) {
             run_finish(run, rc);
-        else
-            pthread_mutex_unlock(&run->mu);
+            return;
+        }
+        tell = run->waiting && !run->told_waiting;
+        run->told_waiting = 1;
+        if (tell)
+            run->waiting(run->arg);
+        pthread_mutex_unlock(&run->mu);
     }
 }
 
@@ -362,6 +373,20 @@ static void on_locked(zkit__req_t *req, int error, void *arg)
     run_unref(run); /* the internal request's reference */
 }
 
+/* The internal mutex must wait for another taker. */
+static void on_lock_waiting(zkit__req_t *req, void *arg)
+{
+    run_t *run = arg;
+    int tell;
+    (void)req;
+    pthread_mutex_lock(&run->mu);
+    tell = run->waiting && !run->told_waiting && run->state == RUN_LOCKING;
+    run->told_waiting = 1;
+    if (tell)
+        run->waiting(run->arg);
+    pthread_mutex_unlock(&run->mu);
+}
+
 static void on_leases_changed(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
 {
     run_t *run = arg;
@@ -395,7 +420,7 @@ static void on_run_deadline(void *arg)
 }
 
 static int run_start(run_t **out, zkit_semaphore_t *sem, int64_t deadline_ms, run_done_fn done,
-                     void *arg)
+                     run_waiting_fn waiting, void *arg)
 {
     run_t *run = calloc(1, sizeof(*run));
     zkit__req_t proto;
@@ -408,12 +433,14 @@ static int run_start(run_t **out, zkit_semaphore_t *sem, int64_t deadline_ms, ru
     sem_ref(sem);
     run->deadline_ms = deadline_ms;
     run->done = done;
+    run->waiting = waiting;
     run->arg = arg;
     run->watcher.fn = on_leases_changed;
     run->watcher.arg = run;
     run->state = RUN_LOCKING;
     memset(&proto, 0, sizeof(proto));
     proto.internal_done = on_locked;
+    proto.internal_waiting = waiting ? on_lock_waiting : NULL;
     proto.internal_arg = run;
     /* The run's mutex is held while it starts, so nothing it starts can end it before it is
      * complete. */
@@ -682,6 +709,14 @@ static void on_run_done(run_t *run, int error, void *arg)
         next_lease(a);
 }
 
+/* A semaphore mutex's lease must wait: its lock request is told (a multi-lock gives back the
+ * parts after it). */
+static void on_run_waiting(void *arg)
+{
+    sem_acq_t *a = arg;
+    zkit__req_waiting(a->arg);
+}
+
 static void next_lease(sem_acq_t *a)
 {
     zkit_semaphore_t *sem = a->sem;
@@ -699,7 +734,8 @@ static void next_lease(sem_acq_t *a)
     }
     /* Under sem->mu, so that a cancel finds the run; the run ends at the earliest after its
      * start returns (its mutex is held while it starts). */
-    rc = run_start(&run, sem, a->deadline_ms, on_run_done, a);
+    rc = run_start(&run, sem, a->deadline_ms, on_run_done,
+                   a->mode == ACQ_INTERNAL ? on_run_waiting : NULL, a);
     if (rc == 0)
         a->run = run;
     pthread_mutex_unlock(&sem->mu);
