@@ -604,6 +604,63 @@ static void test_multi_nodes_on_the_server(void)
     free(p3);
 }
 
+/* A semaphore mutex first in a multi-lock: while its lease waits for room, no node of ours
+ * stays on the later path; once room comes, both are held. */
+static void test_multi_gives_back_behind_semaphore_mutex(void)
+{
+    fixture_t f;
+    zkit_client_t *a, *b;
+    zkit_lock_t *parts[2], *multi, *b_first;
+    bg_t w;
+    char *p1, *p2, *leases;
+    int64_t sa;
+    int owned_max = 0;
+    fx_begin(&f, "multi-semmutex");
+    p1 = lk_join(f.base, "s1");
+    p2 = lk_join(f.base, "s2");
+    leases = lk_join(p1, "leases");
+    a = lk_client(10000);
+    b = lk_client(10000);
+    CU_ASSERT_FATAL(a != NULL && b != NULL);
+    sa = zkit_client_session_id(a);
+    CU_ASSERT_FATAL(zkit_semaphore_mutex_new(&parts[0], a, p1) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&parts[1], a, p2) == 0);
+    CU_ASSERT_FATAL(zkit_multilock_new_from(&multi, parts, 2) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_mutex_new(&b_first, b, p1) == 0);
+
+    CU_ASSERT_FATAL(zkit_lock_acquire(b_first, 5000) == 0);
+    bg_start(&w, multi, 30000, 1);
+    CU_ASSERT_EQUAL(wait_owned_nodes(leases, sa, 1, 5000), 0); /* our lease waits for room */
+    CU_ASSERT_EQUAL(wait_owned_nodes(p2, sa, 0, 5000), 0);
+    for (int64_t due = zkh_now_ms() + 500; zkh_now_ms() < due;) { /* and none comes back */
+        int n = owned_nodes(p2, sa);
+        if (n > owned_max)
+            owned_max = n;
+        zkh_sleep_ms(10);
+    }
+    CU_ASSERT_EQUAL(owned_max, 0);
+    CU_ASSERT_EQUAL(bg_acquired(&w), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(b_first), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &w, 5000), 0);
+    CU_ASSERT_EQUAL(w.rc, 0);
+    if (w.rc == 0) {
+        CU_ASSERT_EQUAL(owned_nodes(leases, sa), 1);
+        CU_ASSERT_EQUAL(owned_nodes(p2, sa), 1);
+    }
+    CU_ASSERT_EQUAL(bg_finish(&w, 5000), 0);
+    CU_ASSERT_EQUAL(w.release_rc, 0);
+    fx_end(&f);
+    zkit_lock_free(multi);
+    zkit_lock_free(parts[0]);
+    zkit_lock_free(parts[1]);
+    zkit_lock_free(b_first);
+    zkit_client_close(a);
+    zkit_client_close(b);
+    free(p1);
+    free(p2);
+    free(leases);
+}
+
 /* ---- registration ---------------------------------------------------------------------------- */
 
 static const zkh_test_t tests[] = {
@@ -616,6 +673,7 @@ static const zkh_test_t tests[] = {
     { "semaphore partitioned past its session while waiting for a second lease",
       test_semaphore_partition_past_session },
     { "give-back rule: overlapping path sets, no deadlock", test_give_back_no_deadlock },
+    { "give-back rule behind a semaphore mutex", test_multi_gives_back_behind_semaphore_mutex },
     { NULL, NULL }
 };
 
