@@ -445,12 +445,24 @@ static int run_start(run_t **out, zkit_semaphore_t *sem, int64_t deadline_ms, ru
     /* The run's mutex is held while it starts, so nothing it starts can end it before it is
      * complete. */
     pthread_mutex_lock(&run->mu);
-    if (deadline_ms > 0) {
+    {
+        /* Every run has a timer: at its deadline; at the client's close for a run without
+         * one (timers run at once then), so a wait for room ends with ZKIT_ECLOSED; one
+         * connection timeout for a try-once, so it never waits out a whole retry policy. */
+        int64_t due = deadline_ms > 0   ? deadline_ms
+                      : deadline_ms < 0 ? INT64_MAX
+                                        : zkit__monotonic_ms() +
+                                              zkit__client_connection_timeout(sem->client);
         run_ref(run);
-        run->deadline_timer = zkit__schedule_cancellable(sem->client, deadline_ms,
-                                                         on_run_deadline, run);
-        if (!run->deadline_timer)
-            run_unref(run); /* the engine's own deadline still bounds the mutex wait */
+        run->deadline_timer = zkit__schedule_cancellable(sem->client, due, on_run_deadline,
+                                                         run);
+        if (!run->deadline_timer) {
+            run_unref(run);
+            pthread_mutex_unlock(&run->mu);
+            run->refs -= 2;
+            run_unref(run);
+            return zkit__client_is_closing(sem->client) ? ZKIT_ECLOSED : ZKIT_ENOMEM;
+        }
     }
     rc = zkit__req_start(&run->lock_req, sem->mutex, pthread_self(), timeout, &proto);
     if (rc != 0) {
