@@ -546,9 +546,13 @@ static void churn(const char *name, churn_fn fn, long n, long budget_s)
     CU_ASSERT_EQUAL(done, n);
     CU_ASSERT_EQUAL(failures, 0);
     CU_ASSERT(rss_warm > 0 && rss_end > 0);
-    CU_ASSERT(rss_end - rss_warm <= 1024);
     CU_ASSERT(first_ms >= 0 && last_ms >= 0);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    /* Instrumented builds keep freed memory in quarantine and slow every call: memory and
+     * time are measured in the plain build; the sanitizer lanes check what the cycles touch. */
+    CU_ASSERT(rss_end - rss_warm <= 1024);
     CU_ASSERT(last_ms <= first_ms + first_ms / 5 + 50);
+#endif
     CU_ASSERT_EQUAL(zkh_wait_until(no_lock_nodes, f.base, 10000), 0);
     fx_end(&f);
     zkit_client_close(c);
