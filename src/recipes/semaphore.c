@@ -104,6 +104,9 @@ struct run {
     int watching;               /* the children watch is armed */
     zkit_watcher_t watcher;
     uint64_t deadline_timer;
+    char *data;                 /* the lease's node data, copied when the run starts */
+    size_t len;
+    int has_data;
     run_done_fn done;
     run_waiting_fn waiting;     /* NULL: not told */
     int told_waiting;
@@ -126,6 +129,7 @@ static void run_unref(run_t *run)
         return;
     zkit__req_unref(run->lock_req);
     free(run->node);
+    free(run->data);
     pthread_mutex_destroy(&run->mu);
     sem_unref(run->sem);
     free(run);
@@ -339,10 +343,8 @@ static void create_and_list(run_t *run)
     opts.flags = ZKIT_CREATE_PARENTS | ZKIT_CREATE_PROTECTED;
     run->state = RUN_LISTING;
     if (path && (r = reply_new(run)) != NULL) {
-        pthread_mutex_lock(&sem->mu);
-        rc = zkit__create_inline(sem->client, path, sem->has_data ? sem->data : NULL, sem->len,
+        rc = zkit__create_inline(sem->client, path, run->has_data ? run->data : NULL, run->len,
                                  &opts, on_created, r);
-        pthread_mutex_unlock(&sem->mu);
         if (rc != 0)
             reply_close(r);
         else
@@ -419,6 +421,7 @@ static void on_run_deadline(void *arg)
     run_unref(run);
 }
 
+/* Starts a run; called with sem->mu held. */
 static int run_start(run_t **out, zkit_semaphore_t *sem, int64_t deadline_ms, run_done_fn done,
                      run_waiting_fn waiting, void *arg)
 {
@@ -427,6 +430,17 @@ static int run_start(run_t **out, zkit_semaphore_t *sem, int64_t deadline_ms, ru
     int rc, timeout = deadline_ms < 0 ? -1 : deadline_ms == 0 ? 0 : zkit__remaining_ms(deadline_ms);
     if (!run)
         return ZKIT_ENOMEM;
+    /* The data is copied now (the caller holds sem->mu), so that the run never takes sem->mu
+     * while holding its own mutex: the order is sem->mu, then a run's. */
+    run->has_data = sem->has_data;
+    run->len = sem->len;
+    run->data = malloc(sem->len + 1);
+    if (run->data && sem->len)
+        memcpy(run->data, sem->data, sem->len);
+    if (!run->data) {
+        free(run);
+        return ZKIT_ENOMEM;
+    }
     pthread_mutex_init(&run->mu, NULL);
     run->refs = 3; /* the machine's, the caller's, the internal request's */
     run->sem = sem;
