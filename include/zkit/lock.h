@@ -76,10 +76,15 @@ ZKIT_EXTERN zkit_lock_t *zkit_rwlock_read(zkit_rwlock_t *rw);
 ZKIT_EXTERN zkit_lock_t *zkit_rwlock_write(zkit_rwlock_t *rw);
 /* Frees both halves (releasing them if held, with a warning).  NULL allowed. */
 ZKIT_EXTERN void zkit_rwlock_free(zkit_rwlock_t *rw);
-/* Multi-lock over mutexes at `paths` (duplicates rejected with ZKIT_EINVAL). */
+/* Multi-lock over mutexes at `paths` (duplicates rejected with ZKIT_EINVAL; at most 64).
+ * All or nothing, under one deadline, in sorted path order: the parts are requested back to
+ * back; at the first one that must wait, the later ones are given back before waiting (so no
+ * deadlock with processes naming the same paths in another order); a part lost while
+ * waiting for another makes it give everything back and start over, never report held. */
 ZKIT_EXTERN int zkit_multilock_new(zkit_lock_t **out, zkit_client_t *client,
                                    const char *const *paths, size_t count);
-/* Multi-lock over existing locks (borrowed: they must outlive the multi-lock). */
+/* Multi-lock over existing locks of one client, of any kind but multi-lock (borrowed: they
+ * must outlive the multi-lock). */
 ZKIT_EXTERN int zkit_multilock_new_from(zkit_lock_t **out, zkit_lock_t *const *locks,
                                         size_t count);
 
