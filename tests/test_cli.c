@@ -632,7 +632,7 @@ static void test_usage_errors(void)
  * validity is then less than the kill grace, so the command is terminated at once. */
 static void test_frozen_server_kills_command(void)
 {
-    char path[64], base[300], err[300], pidfile[300];
+    char path[64], base[300], err[300], pidfile[320];
     const char *cs = zkh_connect_string(zk);
     int64_t frozen_at;
     int status;
@@ -708,7 +708,7 @@ static void test_partition_command_gone_before_rival(void)
  */
 static void test_reconnect_in_time_keeps_command(void)
 {
-    char path[64], base[300], err[300], pidfile[300];
+    char path[64], base[300], err[300], pidfile[320];
     zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
     pid_t holder;
     CU_ASSERT_PTR_NOT_NULL_FATAL(proxy);
@@ -735,7 +735,7 @@ static void test_reconnect_in_time_keeps_command(void)
 /* --kill-on-suspend: terminated at the first sign of trouble, not at the deadline. */
 static void test_kill_on_suspend(void)
 {
-    char path[64], base[300], err[300], pidfile[300];
+    char path[64], base[300], err[300], pidfile[320];
     zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
     pid_t holder;
     CU_ASSERT_PTR_NOT_NULL_FATAL(proxy);
@@ -1155,6 +1155,114 @@ static void test_once_per_lost_lock(void)
 
 /* ---- suite ------------------------------------------------------------------------------- */
 
+/* ---- the command's whole process group ----------------------------------------------------- */
+
+/* "$1.bg": what the command leaves behind, logging to "$1.log" around a 1.5 s run. */
+static const char background_snippet[] =
+    "( echo enter-bg >> \"$1.log\"; sleep 1.5; echo exit-bg >> \"$1.log\" ) & "
+    "echo $! > \"$1.bg\"; : > \"$1.ready\"; exit 0";
+
+/* COMMAND exits at once, leaving a process in its group: the lock is kept until that process
+ * ends, so a rival enters only after it. */
+static void test_background_child_keeps_lock(void)
+{
+    char path[64], base[300], err[300], log[320], rival_snippet[400];
+    const char *cs = zkh_connect_string(zk);
+    pid_t holder;
+    char *text;
+    zkh_unique_path(path, sizeof(path), "cli-bg");
+    scratch(base, sizeof(base), "bg");
+    scratch(err, sizeof(err), "bg.err");
+    snprintf(log, sizeof(log), "%s.log", base);
+    holder = start_holder(cs, path, background_snippet, base, err, NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    CU_ASSERT_EQUAL(wait_text(log, "enter-bg", 5000), 0);
+    snprintf(rival_snippet, sizeof(rival_snippet), "echo enter-rival >> '%s'", log);
+    {
+        const char *args[] = { "--connect", cs, "-w", "20", path, "--", "sh", "-c",
+                               rival_snippet, NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, err, args), 0);
+    }
+    CU_ASSERT_EQUAL(wait_status(holder, TOOL_WAIT_MS), 0);
+    text = slurp(log);
+    CU_ASSERT_PTR_NOT_NULL(text);
+    if (text) {
+        if (strcmp(text, "enter-bg\nexit-bg\nenter-rival\n") != 0)
+            fprintf(stderr, "background child: log is\n%s", text);
+        CU_ASSERT_STRING_EQUAL(text, "enter-bg\nexit-bg\nenter-rival\n");
+    }
+    free(text);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+static int pid_gone_pred(void *arg)
+{
+    long pid = *(long *)arg;
+    char statpath[64], buf[512], *close_paren, state = 'X';
+    FILE *f;
+    size_t n;
+    snprintf(statpath, sizeof(statpath), "/proc/%ld/stat", pid);
+    if (!(f = fopen(statpath, "r")))
+        return 1;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    close_paren = strrchr(buf, ')');
+    if (close_paren)
+        sscanf(close_paren + 1, " %c", &state);
+    return state == 'Z' || state == 'X';
+}
+
+/* --kill-group-on-exit: what COMMAND leaves behind is ended, and zkit-lock exits with
+ * COMMAND's status. */
+static void test_kill_group_on_exit(void)
+{
+    char path[64], base[300], err[300], bgfile[320], log[320], *text;
+    const char *cs = zkh_connect_string(zk);
+    long bg;
+    pid_t holder;
+    zkh_unique_path(path, sizeof(path), "cli-bgkill");
+    scratch(base, sizeof(base), "bgkill");
+    scratch(err, sizeof(err), "bgkill.err");
+    snprintf(bgfile, sizeof(bgfile), "%s.bg", base);
+    snprintf(log, sizeof(log), "%s.log", base);
+    holder = start_holder(cs, path, background_snippet, base, err, "--kill-group-on-exit",
+                          NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    CU_ASSERT_EQUAL(wait_status(holder, 10000), 0);
+    text = slurp(bgfile);
+    bg = text ? strtol(text, NULL, 10) : 0;
+    free(text);
+    CU_ASSERT_FATAL(bg > 1);
+    CU_ASSERT_EQUAL(zkh_wait_until(pid_gone_pred, &bg, 2000), 0);
+    CU_ASSERT_EQUAL(contains(log, "exit-bg"), 0);
+    CU_ASSERT_EQUAL(wait_children(path, 0, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/* zkit-lock killed with SIGKILL while holding: its watchdog ends the command's whole group
+ * at once, long before the session (10 s) can expire and a rival can enter. */
+static void test_sigkill_ends_command(void)
+{
+    char path[64], base[300], err[300], pidfile[320];
+    const char *cs = zkh_connect_string(zk);
+    int64_t killed_at;
+    pid_t holder;
+    zkh_unique_path(path, sizeof(path), "cli-sigkill");
+    scratch(base, sizeof(base), "sigkill");
+    scratch(err, sizeof(err), "sigkill.err");
+    snprintf(pidfile, sizeof(pidfile), "%s.pid", base);
+    holder = start_holder(cs, path, hold_snippet, base, err, NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    CU_ASSERT(live_in_group(recorded_group(pidfile)));
+    killed_at = zkh_now_ms();
+    kill(holder, SIGKILL);
+    CU_ASSERT_EQUAL(wait_status(holder, 5000), 128 + SIGKILL);
+    CU_ASSERT_EQUAL(zkh_wait_until(group_gone_pred, pidfile, 2000), 0);
+    CU_ASSERT(zkh_now_ms() - killed_at < 2000);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
 static int suite_cleanup(void)
 {
     nftw(scratch_dir, kill_recorded, 8, FTW_PHYS);
@@ -1178,6 +1286,9 @@ static const zkh_test_t tests[] = {
     { "--read / --write", test_read_write },
     { "several paths", test_multi_path },
     { "credentials and namespace", test_auth_and_namespace },
+    { "a background child keeps the lock", test_background_child_keeps_lock },
+    { "--kill-group-on-exit", test_kill_group_on_exit },
+    { "SIGKILL of zkit-lock ends the command's group", test_sigkill_ends_command },
     { "--once-per: one run per slot", test_once_per_slot },
     { "--once-per: a failed run is not recorded", test_once_per_failure_not_recorded },
     { "--once-per: a lost lock kills the command", test_once_per_lost_lock },

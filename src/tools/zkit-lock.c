@@ -106,6 +106,8 @@ static const char usage_text[] =
     "      --kill-grace SECONDS   SIGTERM this long before the lock's validity ends while\n"
     "                             disconnected; SIGKILL at the end (default 5)\n"
     "      --kill-on-suspend      terminate COMMAND as soon as the connection drops\n"
+    "      --kill-group-on-exit   when COMMAND exits, terminate what it left running in its\n"
+    "                             process group (default: keep the lock until all of it ends)\n"
     "  -E, --conflict-exit-code N exit status when the lock is not acquired (default 1)\n"
     "      --once-per SECONDS     run COMMAND for the current slot of SECONDS (whole\n"
     "                             seconds) unless it is done or running elsewhere\n"
@@ -138,6 +140,7 @@ enum {
     OPT_AUTH_FILE,
     OPT_KILL_GRACE,
     OPT_KILL_ON_SUSPEND,
+    OPT_KILL_GROUP_ON_EXIT,
     OPT_ONCE_PER,
     OPT_SKIP_EXIT_CODE,
     OPT_LIST
@@ -156,6 +159,7 @@ static const struct option long_options[] = {
     { "auth-file", required_argument, NULL, OPT_AUTH_FILE },
     { "kill-grace", required_argument, NULL, OPT_KILL_GRACE },
     { "kill-on-suspend", no_argument, NULL, OPT_KILL_ON_SUSPEND },
+    { "kill-group-on-exit", no_argument, NULL, OPT_KILL_GROUP_ON_EXIT },
     { "conflict-exit-code", required_argument, NULL, 'E' },
     { "once-per", required_argument, NULL, OPT_ONCE_PER },
     { "skip-exit-code", required_argument, NULL, OPT_SKIP_EXIT_CODE },
@@ -272,6 +276,7 @@ static int apply_option(zkl_options_t *o, int c, const char *arg, int *kind_give
     case OPT_AUTH_FILE: o->auth_file = arg; return 0;
     case OPT_KILL_GRACE: return seconds_option("--kill-grace", arg, 0, &o->kill_grace_ms);
     case OPT_KILL_ON_SUSPEND: o->kill_on_suspend = 1; return 0;
+    case OPT_KILL_GROUP_ON_EXIT: o->kill_group_on_exit = 1; return 0;
     case 'E':
         if (parse_int(arg, 0, 255, &o->conflict_code) != 0)
             return usage_error("--conflict-exit-code: '%s' is not a status from 0 to 255", arg);

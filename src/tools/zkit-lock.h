@@ -52,6 +52,7 @@ typedef struct zkl_options {
     char *credential;          /* "user:password", from the file or $ZKIT_AUTH; NULL = none */
     int64_t kill_grace_ms;
     int kill_on_suspend;
+    int kill_group_on_exit;    /* end what COMMAND leaves in its group rather than wait for it */
     int conflict_code;
     const char *wait_option;   /* -n, -w or -E when given: they do not go with --once-per */
     int64_t once_per_s;        /* --once-per: slot length; 0 = the plain lock mode */

@@ -8,6 +8,17 @@
  * alone, so duplicate or reordered events cannot mislead us.  While the deadline is finite
  * (disconnected), SIGTERM is due kill_grace before it and SIGKILL at it; a reconnection in
  * time cancels whatever has not been sent yet.
+ *
+ * The lock outlives no process of the command's group:
+ *  - when COMMAND (the group leader) exits, what it started may still run: the lock is kept
+ *    until every process of the group is gone (or, with --kill-group-on-exit, they are ended
+ *    first).  zkit-lock is their subreaper, so processes orphaned in the group stay our
+ *    children and are reaped here rather than lingering as zombies;
+ *  - if zkit-lock itself dies, SIGKILL included, a watchdog process (in a session of its
+ *    own, deaf to every signal it can ignore) sees its pipe from us reach end of file and
+ *    kills the whole group at once: the kernel closes our end as we die, long before the
+ *    session can expire.  On a normal exit we tell it so first.
+ * A process that leaves the group (setsid, setpgid) is out of reach of both.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -29,6 +41,13 @@ extern char **environ;
  * for a TERM trap before SIGKILL. */
 #define LOST_GRACE_MS 100
 
+/* With --kill-group-on-exit: SIGTERM to what is left, SIGKILL this long after. */
+#define LEFTOVER_GRACE_MS 1000
+
+/* While waiting for the rest of the group, how often we look even without a SIGCHLD (a
+ * process may have joined the group without being our descendant). */
+#define GROUP_POLL_MS 200
+
 typedef struct guard {
     const zkl_run_t *run;
     pid_t pid;                 /* the command, leader of its own process group */
@@ -39,6 +58,9 @@ typedef struct guard {
     char why[160];             /* why the command was signalled, for the final message */
     int exited;
     int status;
+    int watchdog;              /* write end of the watchdog's pipe, or -1 */
+    int left_over_seen;        /* the leader exited while others of its group ran */
+    int64_t leftover_kill_at;  /* --kill-group-on-exit: SIGKILL to what is left, then */
 } guard_t;
 
 /* ---- starting the command ----------------------------------------------------------------- */
@@ -284,6 +306,86 @@ static int spawn(guard_t *g, const char *path, char **env)
     return error == ENOENT ? ZKL_EXIT_NOT_FOUND : ZKL_EXIT_CANNOT_EXEC;
 }
 
+/* ---- the watchdog ----------------------------------------------------------------------- */
+
+/* In the watchdog (a child of a threaded process: async-signal-safe calls only). */
+static void watchdog_main(int fd)
+{
+    pid_t group = 0;
+    char byte;
+    ssize_t n;
+    struct sigaction ign;
+    memset(&ign, 0, sizeof(ign));
+    ign.sa_handler = SIG_IGN;
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP && sig != SIGCHLD)
+            sigaction(sig, &ign, NULL);
+    setsid();
+    for (unsigned other = 3; other < 1024; other++)
+        if ((int)other != fd)
+            close((int)other);
+    do {
+        n = read(fd, &group, sizeof(group));
+    } while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)sizeof(group) || group <= 1)
+        _exit(0); /* zkit-lock ended before starting a command */
+    do {
+        n = read(fd, &byte, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1) /* end of file without the word: zkit-lock died */
+        kill(-group, SIGKILL);
+    _exit(0);
+}
+
+/* Starts the watchdog; -1 (and a warning) when it cannot be had. */
+static int watchdog_start(void)
+{
+    int fds[2];
+    pid_t pid;
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return -1;
+    pid = fork();
+    if (pid == 0)
+        watchdog_main(fds[0]);
+    close(fds[0]);
+    if (pid < 0) {
+        close(fds[1]);
+        zkl_error("warning: no watchdog (%s): if zkit-lock is killed, COMMAND is not",
+                  strerror(errno));
+        return -1;
+    }
+    return fds[1];
+}
+
+static void watchdog_arm(const guard_t *g)
+{
+    ssize_t n;
+    if (g->watchdog < 0)
+        return;
+    n = write(g->watchdog, &g->pid, sizeof(g->pid));
+    (void)n; /* a watchdog that is gone cannot be told */
+}
+
+/* The group is gone (or was ended on purpose): the watchdog leaves without killing. */
+static void watchdog_disarm(guard_t *g)
+{
+    ssize_t n;
+    if (g->watchdog < 0)
+        return;
+    n = write(g->watchdog, "x", 1);
+    (void)n;
+    close(g->watchdog);
+    g->watchdog = -1;
+}
+
+/* Whether any process of the command's group is still there (zombies reaped first). */
+static int group_alive(const guard_t *g)
+{
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ; /* orphans of the group, reparented to us as their subreaper */
+    return kill(-g->pid, 0) == 0 || errno == EPERM;
+}
+
 /* ---- signalling the command ------------------------------------------------------------ */
 
 static void signal_group(const guard_t *g, int sig)
@@ -440,6 +542,37 @@ static void on_event(guard_t *g, int ev)
     }
 }
 
+/*
+ * The leader has exited and others of its group still run: the lock is kept until they end.
+ * Signalled because of the lock, they get SIGKILL at once; with --kill-group-on-exit, SIGTERM
+ * and SIGKILL a moment later.  Returns when to look again.
+ */
+static int64_t await_group(guard_t *g, int64_t next)
+{
+    int64_t now = zkl_now_ms();
+    if (!g->left_over_seen) {
+        g->left_over_seen = 1;
+        g->leftover_kill_at = INT64_MAX;
+        if (g->signalled) {
+            kill(-g->pid, SIGKILL);
+        } else if (g->run->opts->kill_group_on_exit) {
+            zkl_info("COMMAND exited; terminating what it left in its process group");
+            signal_group(g, SIGTERM);
+            g->leftover_kill_at = now + LEFTOVER_GRACE_MS;
+        } else {
+            zkl_info("COMMAND exited; keeping the lock until the rest of its process group "
+                     "ends");
+        }
+    }
+    if (now >= g->leftover_kill_at) {
+        signal_group(g, SIGKILL);
+        g->leftover_kill_at = INT64_MAX;
+    }
+    if (g->leftover_kill_at < next)
+        next = g->leftover_kill_at;
+    return next < now + GROUP_POLL_MS ? next : now + GROUP_POLL_MS;
+}
+
 static int supervise(guard_t *g)
 {
     reassess(g, 0); /* the lock may have changed state between acquiring and starting */
@@ -447,13 +580,16 @@ static int supervise(guard_t *g)
         int64_t next = g->term_at < g->kill_at ? g->term_at : g->kill_at;
         int ev;
         reap(g); /* every time round: SIGCHLDs may merge */
-        if (g->exited)
+        if (g->exited && !group_alive(g))
             break;
+        if (g->exited)
+            next = await_group(g, next);
         ev = zkl_events_wait(next);
         if (ev != ZKL_EV_TIMEOUT)
             on_event(g, ev);
         run_timers(g);
     }
+    watchdog_disarm(g);
     if (g->tty >= 0)
         tcsetpgrp(g->tty, getpgrp());
     if (!g->signalled)
@@ -479,10 +615,16 @@ int zkl_run_command(const zkl_run_t *run)
         return ZKL_EXIT_INTERNAL;
     }
     zkl_events_catch_stop();
+    /* Orphans of the command's group become our children, so we can see them end. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    g.watchdog = watchdog_start();
     status = spawn(&g, run->program, env);
     free_environment(env);
-    if (status != 0)
+    if (status != 0) {
+        watchdog_disarm(&g);
         return status;
+    }
+    watchdog_arm(&g);
     zkl_info("started the command as process %ld", (long)g.pid);
     return supervise(&g);
 }
