@@ -742,6 +742,97 @@ static void test_max_run_cancels(void)
     single_end(&s);
 }
 
+/* ---- never a late run ------------------------------------------------------------------------ */
+
+#define LATE_PERIOD_S 4
+
+typedef struct late_probe {
+    pthread_mutex_t mu;
+    int runs;
+    int64_t worst_late_ms;     /* the latest start after a slot's scheduled time */
+    int64_t last_scheduled_s;
+} late_probe_t;
+
+static int late_run(zkit_job_run_t *run, void *arg)
+{
+    late_probe_t *p = arg;
+    int64_t scheduled_s = zkit_job_run_scheduled_time(run);
+    int64_t late = zkh_wall_ms() - scheduled_s * 1000;
+    pthread_mutex_lock(&p->mu);
+    p->runs++;
+    if (late > p->worst_late_ms)
+        p->worst_late_ms = late;
+    p->last_scheduled_s = scheduled_s;
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+}
+
+typedef struct ran_after {
+    late_probe_t *p;
+    int64_t after_s;
+} ran_after_t;
+
+static int ran_after_pred(void *arg)
+{
+    ran_after_t *r = arg;
+    int done;
+    pthread_mutex_lock(&r->p->mu);
+    done = r->p->last_scheduled_s > r->after_s;
+    pthread_mutex_unlock(&r->p->mu);
+    return done;
+}
+
+/* SKIP_MISSED: the server is stopped just before a slot starts and comes back only after the
+ * slot's on-time window (start + jitter + 2 s): that slot never runs late, and the next one
+ * runs on time. */
+static void test_server_down_across_slot_start(void)
+{
+    zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
+    late_probe_t p;
+    ran_after_t after;
+    zkit_client_t *c;
+    zkit_job_t *job = NULL;
+    char path[64], err[256];
+    int64_t period_ms = LATE_PERIOD_S * 1000, slot_start;
+    memset(&p, 0, sizeof(p));
+    pthread_mutex_init(&p.mu, NULL);
+    zkh_unique_path(path, sizeof(path), "job-late");
+    c = connect_client(zkh_connect_string(cluster), 30000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    o.path = path;
+    o.period_s = LATE_PERIOD_S;
+    o.missed = ZKIT_JOB_SKIP_MISSED;
+    o.fn = late_run;
+    o.arg = &p;
+    if (zkit_job_start(&job, c, &o, err, sizeof(err)) != 0)
+        fprintf(stderr, "zkit_job_start: %s\n", err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(job);
+    /* Stop the server 500 ms before the next slot starts ... */
+    slot_start = (zkh_wall_ms() / period_ms + 1) * period_ms;
+    if (slot_start - zkh_wall_ms() < 1000)
+        slot_start += period_ms;
+    zkh_sleep_ms((int)(slot_start - 500 - zkh_wall_ms()));
+    CU_ASSERT_EQUAL(zkh_stop(cluster, 0), 0);
+    /* ... and bring it back 3 s after that start, past the 2 s on-time window. */
+    zkh_sleep_ms((int)(slot_start + 3000 - zkh_wall_ms()));
+    CU_ASSERT_EQUAL(zkh_restart(cluster, 0), 0);
+    /* The next slot runs, on time. */
+    after.p = &p;
+    after.after_s = slot_start / 1000;
+    CU_ASSERT_EQUAL(zkh_wait_until(ran_after_pred, &after, 3 * (int)period_ms + 5000), 0);
+    zkit_job_stop(job);
+    pthread_mutex_lock(&p.mu);
+    if (p.worst_late_ms > 2000)
+        fprintf(stderr, "late run: %lld ms after its slot's start\n",
+                (long long)p.worst_late_ms);
+    CU_ASSERT(p.worst_late_ms <= 2000);
+    CU_ASSERT(p.runs >= 1);
+    pthread_mutex_unlock(&p.mu);
+    zkit_client_close(c);
+    remove_job_tree(path);
+    pthread_mutex_destroy(&p.mu);
+}
+
 /* ---- one attempt without a thread ----------------------------------------------------------- */
 
 /* Succeeds, if it runs holding the lock that zkit_job_run_lock() hands out. */
@@ -928,6 +1019,7 @@ static const zkh_test_t tests[] = {
       test_lost_lock_cancels_and_is_not_recorded },
     { "max_run_ms cancels the run", test_max_run_cancels },
     { "one attempt without a thread", test_run_slot_once },
+    { "server down across a slot start: never a late run", test_server_down_across_slot_start },
     { "three instances run every slot exactly once", test_fleet_runs_each_slot_once },
     { "killed mid-run, SKIP_MISSED: slot skipped, later slots run", test_kill_mid_run_skip },
     { "killed mid-run, RUN_LATEST_MISSED: slot re-run once", test_kill_mid_run_run_latest },

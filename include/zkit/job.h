@@ -116,7 +116,9 @@ ZKIT_EXTERN void zkit_job_stop(zkit_job_t *job);
 typedef enum zkit_job_outcome {
     ZKIT_JOB_RAN = 1,   /* the callback ran: see result, recorded and lost */
     ZKIT_JOB_DONE = 2,  /* the record already covers the slot: nothing ran */
-    ZKIT_JOB_BUSY = 3   /* another host (or job object) holds the lock: nothing ran */
+    ZKIT_JOB_BUSY = 3,  /* another host (or job object) holds the lock: nothing ran */
+    ZKIT_JOB_LATE = 4   /* the job's thread reached the slot after its window (the server was
+                         * unreachable meanwhile): nothing ran, never a late run */
 } zkit_job_outcome_t;
 
 typedef struct zkit_job_attempt {

@@ -327,11 +327,13 @@ static int take_lock(zkit_job_t *job, char *err, size_t errlen)
 
 /*
  * One attempt at a slot, for the job's thread and for zkit_job_run_slot_once().  The peeks
- * come first so that hosts arriving after the winner only read.  Returns 0 with *a filled in,
- * or the error (described in err) that kept the lock or the record from being read.
+ * come first so that hosts arriving after the winner only read.  The slot's window is looked
+ * at again last, right before the callback: the reads and the lock before it may have waited
+ * out a server outage.  Returns 0 with *a filled in, or the error (described in err) that kept
+ * the lock or the record from being read.
  */
-static int attempt_slot(zkit_job_t *job, int64_t slot, int64_t start_s, zkit_job_attempt_t *a,
-                        char *err, size_t errlen)
+static int attempt_slot(zkit_job_t *job, int64_t slot, int64_t start_s, int64_t window_end_ms,
+                        zkit_job_attempt_t *a, char *err, size_t errlen)
 {
     job_record_t rec;
     int rc;
@@ -351,7 +353,12 @@ static int attempt_slot(zkit_job_t *job, int64_t slot, int64_t start_s, zkit_job
                 zkit_strerror(rc));
     else if (record_covers(&rec, slot))
         a->outcome = ZKIT_JOB_DONE;
-    else
+    else if (wall_ms() >= window_end_ms) {
+        a->outcome = ZKIT_JOB_LATE;
+        zkit__client_log(job->client, ZKIT_LOG_WARN,
+                         "job %s: slot %" PRId64 " reached after its window; skipped", job->path,
+                         slot);
+    } else
         run_slot(job, &rec, a);
     zkit_lock_release(job->lock); /* a loss was already reported, by the lock and above */
     return rc;
@@ -368,7 +375,7 @@ static void handle_slot(zkit_job_t *job, int64_t slot, int64_t start_s, int64_t 
         int rc;
         if (wall_ms() >= window_end_ms)
             return;
-        rc = attempt_slot(job, slot, start_s, &a, err, sizeof(err));
+        rc = attempt_slot(job, slot, start_s, window_end_ms, &a, err, sizeof(err));
         if (rc != 0)
             zkit__client_log(job->client, ZKIT_LOG_WARN, "job %s: %s", job->path, err);
         else if (a.outcome != ZKIT_JOB_BUSY)
@@ -609,7 +616,7 @@ ZKIT_EXTERN int zkit_job_run_slot_once(zkit_client_t *client, const zkit_job_opt
         set_err(err, errlen, "%s", zkit_strerror(rc));
         return rc;
     }
-    rc = attempt_slot(job, slot, start_s, attempt, err, errlen);
+    rc = attempt_slot(job, slot, start_s, INT64_MAX, attempt, err, errlen);
     job_free(job);
     return rc;
 }
