@@ -591,6 +591,8 @@ static void test_usage_errors(void)
         { { "--connect", cs, "--auth-file", badauth, "/cli-usage", "--", "true", NULL }, 64 },
         { { "--connect", "127.0.0.1:1", "--session-timeout", "1", "/cli-usage", "--", "true",
             NULL }, 69 },
+        { { "--connect", cs, "--session-timeout", "1073742", "/cli-usage", "--", "true",
+            NULL }, 64 },
         { { "--connect", cs, "--once-per", "0", "/cli-usage", "--", "true", NULL }, 64 },
         { { "--connect", cs, "--once-per", "1.5", "/cli-usage", "--", "true", NULL }, 64 },
         { { "--connect", cs, "--once-per", "2", "-n", "/cli-usage", "--", "true", NULL }, 64 },

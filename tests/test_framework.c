@@ -922,6 +922,13 @@ static void test_bad_input(void)
     zkit_client_close(c);
 }
 
+static void count_lines(zkit_log_level_t level, const char *message, void *arg)
+{
+    (void)level;
+    (void)message;
+    ++*(int *)arg;
+}
+
 static void test_bad_client_options(void)
 {
     zkit_client_options_t o;
@@ -958,6 +965,20 @@ static void test_bad_client_options(void)
     o.version = ZKIT_CLIENT_OPTIONS_VERSION;
     o.session_timeout_ms = 0;
     CU_ASSERT_EQUAL(zkit_client_new(&c, &o), ZKIT_EINVAL);
+    /* Above what libzookeeper can handle (it doubles the timeout in an int): refused, and
+     * said through the options' own log function. */
+    {
+        int lines = 0;
+        zkit_log_fn fn = o.log_fn;
+        void *arg = o.log_arg;
+        o.log_fn = count_lines;
+        o.log_arg = &lines;
+        o.session_timeout_ms = 1073742000;
+        CU_ASSERT_EQUAL(zkit_client_new(&c, &o), ZKIT_EINVAL);
+        CU_ASSERT_EQUAL(lines, 1);
+        o.log_fn = fn;
+        o.log_arg = arg;
+    }
     o.session_timeout_ms = 10000;
     o.connection_timeout_ms = -5;
     CU_ASSERT_EQUAL(zkit_client_new(&c, &o), ZKIT_EINVAL);

@@ -73,38 +73,64 @@ ZKIT_EXTERN void zkit_client_options_init(zkit_client_options_t *opts)
         *opts = defaults;
 }
 
+/* The longest session timeout libzookeeper handles: it doubles the value in an int. */
+#define ZKIT__MAX_SESSION_TIMEOUT_MS (INT_MAX / 2)
+
+/* A bad option, told through the log function the options name when they name one (there is
+ * no client, and so no logger, yet). */
+static void options_error(const zkit_client_options_t *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void options_error(const zkit_client_options_t *o, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    if (o && o->version == ZKIT_CLIENT_OPTIONS_VERSION && o->log_fn)
+        o->log_fn(ZKIT_LOG_ERROR, text, o->log_arg);
+    else
+        zkit__log_default(ZKIT_LOG_ERROR, "%s", text);
+}
+
 static int validate_options(const zkit_client_options_t *o)
 {
     if (!o || o->version != ZKIT_CLIENT_OPTIONS_VERSION) {
-        zkit__log_default(ZKIT_LOG_ERROR, "client options: NULL or wrong version");
+        options_error(o, "client options: NULL or wrong version");
         return ZKIT_EINVAL;
     }
     if (!o->connect_string || !o->connect_string[0]) {
-        zkit__log_default(ZKIT_LOG_ERROR, "client options: connect_string is required");
+        options_error(o, "client options: connect_string is required");
         return ZKIT_EINVAL;
     }
     if (o->session_timeout_ms <= 0 || o->connection_timeout_ms <= 0) {
-        zkit__log_default(ZKIT_LOG_ERROR, "client options: timeouts must be positive");
+        options_error(o, "client options: timeouts must be positive");
+        return ZKIT_EINVAL;
+    }
+    if (o->session_timeout_ms > ZKIT__MAX_SESSION_TIMEOUT_MS) {
+        options_error(o, "client options: session timeout %d ms is above the %d ms the "
+                         "ZooKeeper C client can handle", o->session_timeout_ms,
+                      ZKIT__MAX_SESSION_TIMEOUT_MS);
         return ZKIT_EINVAL;
     }
     if ((o->auth_count && !o->auth) || (o->default_acl_count && !o->default_acl)) {
-        zkit__log_default(ZKIT_LOG_ERROR, "client options: NULL array with a non-zero count");
+        options_error(o, "client options: NULL array with a non-zero count");
         return ZKIT_EINVAL;
     }
     for (size_t i = 0; i < o->auth_count; i++) {
         if (!o->auth[i].scheme || !o->auth[i].credential) {
-            zkit__log_default(ZKIT_LOG_ERROR, "client options: auth entry %zu incomplete", i);
+            options_error(o, "client options: auth entry %zu incomplete", i);
             return ZKIT_EINVAL;
         }
     }
     for (size_t i = 0; i < o->default_acl_count; i++) {
         if (!o->default_acl[i].scheme || !o->default_acl[i].id) {
-            zkit__log_default(ZKIT_LOG_ERROR, "client options: ACL entry %zu incomplete", i);
+            options_error(o, "client options: ACL entry %zu incomplete", i);
             return ZKIT_EINVAL;
         }
     }
     if (o->namespace_name && zkit__namespace_validate(o->namespace_name) != 0) {
-        zkit__log_default(ZKIT_LOG_ERROR, "client options: bad namespace '%s'",
+        options_error(o, "client options: bad namespace '%s'",
                           o->namespace_name);
         return ZKIT_EBADPATH;
     }
