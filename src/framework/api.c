@@ -508,12 +508,15 @@ int zkit__get_data_inline(zkit_client_t *c, const char *path, const zkit_watcher
     return start_read(c, ZKIT__OP_GET, path, watcher, "get_data", ZKIT__DELIVER_INLINE, done, arg);
 }
 
-int zkit__get_data_watch_inline(zkit_client_t *c, const char *path,
-                                const zkit_watcher_t *watcher, void (*hold)(void *arg),
-                                void (*release)(void *arg), zkit_completion_fn done, void *arg)
+/* A read whose watch holds its argument for the registration's life and fires where the
+ * event arrives: the lock engine's and the semaphore's waits. */
+static int start_held_watch_read(zkit_client_t *c, zkit__op_type_t type, const char *path,
+                                 const char *what, const zkit_watcher_t *watcher,
+                                 void (*hold)(void *arg), void (*release)(void *arg),
+                                 zkit_completion_fn done, void *arg)
 {
     int rc;
-    zkit__op_t *op = build_simple(c, ZKIT__OP_GET, path, watcher, "get_data", &rc);
+    zkit__op_t *op = build_simple(c, type, path, watcher, what, &rc);
     if (!op)
         return rc;
     op->watch_opts.hold = hold;
@@ -522,19 +525,21 @@ int zkit__get_data_watch_inline(zkit_client_t *c, const char *path,
     return submit_inline(op, done, arg);
 }
 
+int zkit__get_data_watch_inline(zkit_client_t *c, const char *path,
+                                const zkit_watcher_t *watcher, void (*hold)(void *arg),
+                                void (*release)(void *arg), zkit_completion_fn done, void *arg)
+{
+    return start_held_watch_read(c, ZKIT__OP_GET, path, "get_data", watcher, hold, release,
+                                 done, arg);
+}
+
 int zkit__get_children_watch_inline(zkit_client_t *c, const char *path,
                                     const zkit_watcher_t *watcher, void (*hold)(void *arg),
                                     void (*release)(void *arg), zkit_completion_fn done,
                                     void *arg)
 {
-    int rc;
-    zkit__op_t *op = build_simple(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", &rc);
-    if (!op)
-        return rc;
-    op->watch_opts.hold = hold;
-    op->watch_opts.release = release;
-    op->watch_opts.inline_fire = 1;
-    return submit_inline(op, done, arg);
+    return start_held_watch_read(c, ZKIT__OP_CHILDREN, path, "get_children", watcher, hold,
+                                 release, done, arg);
 }
 
 int zkit__get_children_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,

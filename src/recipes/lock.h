@@ -19,6 +19,7 @@
 #define ZKIT_RECIPES_LOCK_H
 
 #include <pthread.h>
+#include <sys/queue.h>
 #include "zkit/lock.h"
 #include "recipes/engine.h"
 #include "framework/async.h"
@@ -55,12 +56,14 @@ typedef struct zkit__lock_ops {
     /* Starts the kind's machine for `req`; it ends with zkit__req_complete, never inside this
      * call.  Called with no lock held. */
     int (*start)(zkit__req_t *req, const char *fixed_name);
-    /* Ends the machine of `req` early with ZKIT_ECANCELED (non-blocking, any thread). */
-    void (*cancel)(zkit__req_t *req);
-    /* Drops what req->machine holds, when the request is freed.  NULL: nothing. */
-    void (*machine_free)(zkit__req_t *req);
-    /* A connection state change while `req` is in progress (event thread).  NULL: none. */
-    void (*connection_event)(zkit__req_t *req, zkit_conn_state_t state);
+    /* The machine a start stored in req->machine (under lock->mu): a reference taken and
+     * dropped around every use from outside it, and dropped when the request is freed. */
+    void (*machine_ref)(void *machine);
+    void (*machine_unref)(void *machine);
+    /* Ends a machine early with ZKIT_ECANCELED (non-blocking, any thread). */
+    void (*cancel)(void *machine);
+    /* A connection state change while the machine runs (event thread).  NULL: none. */
+    void (*connection_event)(void *machine, zkit_conn_state_t state);
     /* Gives back a holding taken off the holder list (non-blocking). */
     int (*release)(zkit_lock_t *lock, zkit__holder_t *h, pthread_t owner);
     /* The caller's holding for queries: 0, ZKIT_ENOTHELD or ZKIT_ELOCKLOST. */
@@ -83,7 +86,7 @@ typedef void (*zkit__req_done_fn)(zkit__req_t *req, int error, void *arg);
 typedef void (*zkit__req_waiting_fn)(zkit__req_t *req, void *arg);
 
 struct zkit__req {
-    zkit__req_t *prev, *next;   /* in lock->pending */
+    LIST_ENTRY(zkit__req) link; /* in lock->pending while it runs */
     int refs;
     zkit_lock_t *lock;
     pthread_t owner;
@@ -114,7 +117,7 @@ struct zkit_lock {
     size_t len;
     int has_data;
     zkit__holder_t *holders;
-    zkit__req_t *pending;
+    LIST_HEAD(, zkit__req) pending;
     zkit_lock_state_fn state_fn;
     void *state_arg;
     zkit_revocation_fn revoke_fn;   /* NULL: not revocable */
@@ -123,7 +126,8 @@ struct zkit_lock {
     int disconnected;           /* holders are UNCERTAIN */
     int64_t valid_until;        /* INT64_MAX while connected */
     uint64_t disconnect_epoch;  /* tells a stale expiry timer from a current one */
-    int used_event_thread;      /* something of this lock may be queued on the event thread */
+    int used_event_thread;      /* something of this lock may be queued on the event thread
+                                 * (atomic: set from any thread) */
     struct zkit__expiry *expiry;    /* reserved expiry check (lockstate.c) */
 };
 

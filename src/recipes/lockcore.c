@@ -112,21 +112,10 @@ void zkit__req_unref(zkit__req_t *req)
 {
     if (!req || __atomic_sub_fetch(&req->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
-    if (req->machine && req->lock->ops->machine_free)
-        req->lock->ops->machine_free(req);
+    if (req->machine)
+        req->lock->ops->machine_unref(req->machine);
     lock_unref(req->lock);
     free(req);
-}
-
-static void pending_unlink(zkit_lock_t *lock, zkit__req_t *req)
-{
-    if (req->prev)
-        req->prev->next = req->next;
-    else if (lock->pending == req)
-        lock->pending = req->next;
-    if (req->next)
-        req->next->prev = req->prev;
-    req->prev = req->next = NULL;
 }
 
 static void free_holder(zkit__holder_t *h)
@@ -189,13 +178,13 @@ void zkit__req_complete(zkit__req_t *req, int error, const zkit__holding_t *hold
             zkit__delete_node(lock->client, holding->node);
         return;
     }
-    pending_unlink(lock, req);
+    LIST_REMOVE(req, link);
     if (error == 0 && (error = add_holder(lock, req->owner, holding)) != 0 && holding->node)
         zkit__delete_node(lock->client, holding->node);
     req->error = error;
     req->done = 1;
     if (req->user_done)
-        lock->used_event_thread = 1;
+        __atomic_store_n(&lock->used_event_thread, 1, __ATOMIC_RELAXED);
     pthread_cond_broadcast(&lock->cond);
     pthread_mutex_unlock(&lock->mu);
     tell(req);
@@ -246,7 +235,7 @@ static int reenter_request(zkit__req_t *req)
     req->done = 1;
     req->error = 0;
     if (req->user_done) {
-        lock->used_event_thread = 1;
+        __atomic_store_n(&lock->used_event_thread, 1, __ATOMIC_RELAXED);
         if (zkit__run_on_event_thread_task(lock->client, &req->task, deliver_async, req) != 0) {
             undo_reenter(lock, req->owner);
             return ZKIT_ECLOSED;
@@ -286,17 +275,14 @@ int zkit__req_start(zkit__req_t **out, zkit_lock_t *lock, pthread_t owner, int t
             return 0;
     } else if (!lock->ops->check || (rc = lock->ops->check(lock, owner, &fixed_name)) == 0) {
         pthread_mutex_lock(&lock->mu);
-        req->next = lock->pending;
-        if (lock->pending)
-            lock->pending->prev = req;
-        lock->pending = req;
+        LIST_INSERT_HEAD(&lock->pending, req, link);
         pthread_mutex_unlock(&lock->mu);
         rc = lock->ops->start(req, fixed_name);
         free(fixed_name);
         if (rc == 0)
             return 0;
         pthread_mutex_lock(&lock->mu);
-        pending_unlink(lock, req);
+        LIST_REMOVE(req, link);
         pthread_mutex_unlock(&lock->mu);
     }
     /* Not started: no completion will run. */
@@ -308,14 +294,27 @@ int zkit__req_start(zkit__req_t **out, zkit_lock_t *lock, pthread_t owner, int t
     return rc;
 }
 
+/* The request's machine with a reference, or NULL when the request has ended (or its start
+ * has not stored it yet: a start stores it under lock->mu before anything can end it). */
+static void *running_machine(zkit__req_t *req)
+{
+    void *machine = NULL;
+    pthread_mutex_lock(&req->lock->mu);
+    if (!req->done && req->machine) {
+        machine = req->machine;
+        req->lock->ops->machine_ref(machine);
+    }
+    pthread_mutex_unlock(&req->lock->mu);
+    return machine;
+}
+
 void zkit__req_cancel(zkit__req_t *req)
 {
-    int done;
-    pthread_mutex_lock(&req->lock->mu);
-    done = req->done;
-    pthread_mutex_unlock(&req->lock->mu);
-    if (!done)
-        req->lock->ops->cancel(req);
+    void *machine = running_machine(req);
+    if (machine) {
+        req->lock->ops->cancel(machine);
+        req->lock->ops->machine_unref(machine);
+    }
 }
 
 /* Calls fn on every request in progress, outside lock->mu (fn may end the request, which
@@ -325,14 +324,16 @@ static void each_pending(zkit_lock_t *lock, void (*fn)(zkit__req_t *req, void *a
     zkit__req_t *list[16], **all = list, *r;
     size_t n = 0, cap = sizeof(list) / sizeof(list[0]);
     pthread_mutex_lock(&lock->mu);
-    for (r = lock->pending; r; r = r->next)
+    LIST_FOREACH(r, &lock->pending, link)
         n++;
     if (n > cap && !(all = malloc(n * sizeof(*all)))) {
         all = list;
         n = cap; /* no memory: the first ones now; a caller that must reach all loops */
     }
     n = 0;
-    for (r = lock->pending; r && (all != list || n < cap); r = r->next) {
+    LIST_FOREACH(r, &lock->pending, link) {
+        if (all == list && n == cap)
+            break;
         req_ref(r);
         all[n++] = r;
     }
@@ -359,12 +360,11 @@ int zkit__lock_cancel_all(zkit_lock_t *lock)
 
 static void forward_connection_event(zkit__req_t *req, void *arg)
 {
-    int done;
-    pthread_mutex_lock(&req->lock->mu);
-    done = req->done;
-    pthread_mutex_unlock(&req->lock->mu);
-    if (!done)
-        req->lock->ops->connection_event(req, *(zkit_conn_state_t *)arg);
+    void *machine = running_machine(req);
+    if (machine) {
+        req->lock->ops->connection_event(machine, *(zkit_conn_state_t *)arg);
+        req->lock->ops->machine_unref(machine);
+    }
 }
 
 /* Event thread: a connection state change reaches the acquisitions and the holders. */
@@ -489,7 +489,7 @@ void zkit__lock_destroy(zkit_lock_t *lock)
         return;
     /* Acquisitions in progress end first (their completions run, with ZKIT_ECANCELED). */
     pthread_mutex_lock(&lock->mu);
-    while (lock->pending) {
+    while (!LIST_EMPTY(&lock->pending)) {
         pthread_mutex_unlock(&lock->mu);
         if (!warned++)
             zkit__client_log(lock->client, ZKIT_LOG_WARN,
@@ -497,7 +497,7 @@ void zkit__lock_destroy(zkit_lock_t *lock)
                              lock->path);
         zkit__lock_cancel_all(lock);
         pthread_mutex_lock(&lock->mu);
-        if (lock->pending) /* a kind whose cancel ends later: every end broadcasts */
+        if (!LIST_EMPTY(&lock->pending)) /* a cancel that ends later: every end broadcasts */
             pthread_cond_wait(&lock->cond, &lock->mu);
     }
     while (lock->holders) {

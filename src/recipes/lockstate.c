@@ -286,7 +286,7 @@ void zkit__lockstate_quiesce(zkit_lock_t *lock)
 {
     zkit_client_t *c = lock->client;
     barrier_t b;
-    if (!lock->used_event_thread || zkit__is_event_thread(c))
+    if (!__atomic_load_n(&lock->used_event_thread, __ATOMIC_RELAXED) || zkit__is_event_thread(c))
         return;
     pthread_mutex_init(&b.mu, NULL);
     pthread_cond_init(&b.cond, NULL);

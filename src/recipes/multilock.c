@@ -373,24 +373,19 @@ static int multi_start(zkit__req_t *req, const char *fixed_name)
     return 0;
 }
 
-static void multi_cancel(zkit__req_t *req)
+static void multi_cancel(void *machine)
 {
-    mrun_t *run = NULL;
-    pthread_mutex_lock(&req->lock->mu);
-    if (!req->done && req->machine) {
-        run = req->machine;
-        mrun_ref(run);
-    }
-    pthread_mutex_unlock(&req->lock->mu);
-    if (run) {
-        ended_with(run, ZKIT_ECANCELED);
-        mrun_unref(run);
-    }
+    ended_with(machine, ZKIT_ECANCELED);
 }
 
-static void multi_machine_free(zkit__req_t *req)
+static void multi_ref(void *machine)
 {
-    mrun_unref(req->machine);
+    mrun_ref(machine);
+}
+
+static void multi_unref(void *machine)
+{
+    mrun_unref(machine);
 }
 
 static int multi_release(zkit_lock_t *lock, zkit__holder_t *h, pthread_t owner)
@@ -510,8 +505,9 @@ const zkit__lock_ops_t zkit__multilock_ops = {
     .name = "multi-lock",
     .thread_owned = 1,
     .start = multi_start,
+    .machine_ref = multi_ref,
+    .machine_unref = multi_unref,
     .cancel = multi_cancel,
-    .machine_free = multi_machine_free,
     .release = multi_release,
     .query = multi_query,
     .participants_dir = multi_participants_dir,

@@ -67,40 +67,25 @@ static int engine_start(zkit__req_t *req, const char *fixed_name)
     return rc;
 }
 
-/* The request's acquisition with a reference, or NULL when the request has ended. */
-static zkit__acq_t *machine_of(zkit__req_t *req)
+/* The engine's calls, as the table's operations on a machine. */
+static void engine_ref(void *machine)
 {
-    zkit__acq_t *acq = NULL;
-    pthread_mutex_lock(&req->lock->mu);
-    if (!req->done && req->machine) {
-        acq = req->machine;
-        zkit__acq_ref(acq);
-    }
-    pthread_mutex_unlock(&req->lock->mu);
-    return acq;
+    zkit__acq_ref(machine);
 }
 
-static void engine_cancel(zkit__req_t *req)
+static void engine_unref(void *machine)
 {
-    zkit__acq_t *acq = machine_of(req);
-    if (acq) {
-        zkit__acq_cancel(acq);
-        zkit__acq_unref(acq);
-    }
+    zkit__acq_unref(machine);
 }
 
-static void engine_connection_event(zkit__req_t *req, zkit_conn_state_t state)
+static void engine_cancel(void *machine)
 {
-    zkit__acq_t *acq = machine_of(req);
-    if (acq) {
-        zkit__acq_connection_event(acq, state);
-        zkit__acq_unref(acq);
-    }
+    zkit__acq_cancel(machine);
 }
 
-static void engine_machine_free(zkit__req_t *req)
+static void engine_connection_event(void *machine, zkit_conn_state_t state)
 {
-    zkit__acq_unref(req->machine);
+    zkit__acq_connection_event(machine, state);
 }
 
 int zkit__node_release(zkit_lock_t *lock, zkit__holder_t *h, pthread_t owner)
@@ -193,9 +178,10 @@ static int read_check(zkit_lock_t *lock, pthread_t owner, char **fixed_name)
         .unwatched = !owned,                                                                   \
         .check = check_fn,                                                                     \
         .start = engine_start,                                                                 \
+        .machine_ref = engine_ref,                                                             \
+        .machine_unref = engine_unref,                                                         \
         .cancel = engine_cancel,                                                               \
         .connection_event = engine_connection_event,                                           \
-        .machine_free = engine_machine_free,                                                   \
         .release = zkit__node_release,                                                         \
         .query = zkit__lock_query_holder,                                                      \
         .participants_dir = own_dir,                                                           \

@@ -16,7 +16,7 @@
 #include "recipes/lock.h"
 
 typedef struct ticket {
-    struct ticket *prev, *next;
+    LIST_ENTRY(ticket) link;
     zkit_lock_t *lock;              /* NULL once the lock is freed */
     zkit_client_t *client;
     char *node;
@@ -29,7 +29,7 @@ typedef struct ticket {
 /* Tickets live only while a watch read is in flight, so the list stays short; it is doubly
  * linked so that a reply takes its ticket off in constant time. */
 static pthread_mutex_t tickets_mu = PTHREAD_MUTEX_INITIALIZER;
-static ticket_t *tickets;
+static LIST_HEAD(, ticket) tickets = LIST_HEAD_INITIALIZER(tickets);
 
 static ticket_t *ticket_new(zkit_lock_t *lock, const char *node)
 {
@@ -42,10 +42,7 @@ static ticket_t *ticket_new(zkit_lock_t *lock, const char *node)
     t->client = lock->client;
     t->watch_arg = lock;
     pthread_mutex_lock(&tickets_mu);
-    t->next = tickets;
-    if (tickets)
-        tickets->prev = t;
-    tickets = t;
+    LIST_INSERT_HEAD(&tickets, t, link);
     pthread_mutex_unlock(&tickets_mu);
     return t;
 }
@@ -56,12 +53,7 @@ static zkit_lock_t *ticket_take(ticket_t *t)
 {
     zkit_lock_t *lock;
     pthread_mutex_lock(&tickets_mu);
-    if (t->prev)
-        t->prev->next = t->next;
-    else
-        tickets = t->next;
-    if (t->next)
-        t->next->prev = t->prev;
+    LIST_REMOVE(t, link);
     lock = t->lock;
     pthread_mutex_unlock(&tickets_mu);
     return lock;
@@ -76,7 +68,8 @@ static void ticket_free(ticket_t *t)
 void zkit__own_node_detach(zkit_lock_t *lock)
 {
     pthread_mutex_lock(&tickets_mu);
-    for (ticket_t *t = tickets; t; t = t->next)
+    ticket_t *t;
+    LIST_FOREACH(t, &tickets, link)
         if (t->lock == lock)
             t->lock = NULL;
     pthread_mutex_unlock(&tickets_mu);
@@ -87,7 +80,8 @@ void zkit__own_node_detach(zkit_lock_t *lock)
 static void tickets_release(const zkit_lock_t *lock, const char *node)
 {
     pthread_mutex_lock(&tickets_mu);
-    for (ticket_t *t = tickets; t; t = t->next)
+    ticket_t *t;
+    LIST_FOREACH(t, &tickets, link)
         if (t->lock == lock && strcmp(t->node, node) == 0)
             t->released = 1;
     pthread_mutex_unlock(&tickets_mu);
@@ -163,8 +157,6 @@ ZKIT_EXTERN int zkit_lock_revoke(zkit_client_t *client, const char *node_path)
 
 /* ---- the own-node watch -------------------------------------------------------------------- */
 
-static void watch_node(zkit_lock_t *lock, const char *node);
-
 /*
  * Our node's data changed while held (a revoker writes there).  The change used up the
  * server's watch, so the data is read again with a new one, which both sees the request and
@@ -176,7 +168,7 @@ static void own_node_changed(zkit_lock_t *lock, const char *path)
 {
     pthread_mutex_lock(&lock->mu);
     if (zkit__lockstate_live_holder(lock, path))
-        watch_node(lock, path);
+        zkit__own_node_watch(lock, path);
     pthread_mutex_unlock(&lock->mu);
 }
 
@@ -245,21 +237,16 @@ static void own_node_checked(zkit_client_t *c, const zkit_result_t *res, void *a
  * reports the node gone.  When no ticket can be had, the watch is still set: deletion is
  * still heard, only a revocation request in the first read is not.
  */
-static void watch_node(zkit_lock_t *lock, const char *node)
+void zkit__own_node_watch(zkit_lock_t *lock, const char *node)
 {
     zkit_watcher_t w = { on_own_node_event, lock };
     ticket_t *t = ticket_new(lock, node);
-    lock->used_event_thread = 1;
+    __atomic_store_n(&lock->used_event_thread, 1, __ATOMIC_RELAXED);
     if (zkit__get_data_inline(lock->client, node, &w, t ? own_node_checked : ignore_result,
                               t) != 0 && t) {
         ticket_take(t);
         ticket_free(t);
     }
-}
-
-void zkit__own_node_watch(zkit_lock_t *lock, const char *node)
-{
-    watch_node(lock, node);
 }
 
 /* The watch is cancelled before our own delete (a cancelled watch never reaches its

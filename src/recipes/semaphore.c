@@ -46,7 +46,8 @@ struct zkit_semaphore {
     int has_data;
     zkit_lease_state_fn state_fn;
     void *state_arg;
-    sem_acq_t *acqs;            /* acquisitions in progress */
+    LIST_HEAD(, sem_acq) acqs;  /* acquisitions in progress */
+    uint64_t connection_changes; /* numbers the changes told to runs */
 };
 
 struct zkit_lease {
@@ -421,6 +422,15 @@ static void on_run_deadline(void *arg)
     run_unref(run);
 }
 
+/* A run that could not start: neither its machine nor its internal request will end it, and
+ * the caller gets nothing, so their three references go. */
+static void run_unstart(run_t *run)
+{
+    run_unref(run);
+    run_unref(run);
+    run_unref(run);
+}
+
 /* Starts a run; called with sem->mu held. */
 static int run_start(run_t **out, zkit_semaphore_t *sem, int64_t deadline_ms, run_done_fn done,
                      run_waiting_fn waiting, void *arg)
@@ -471,10 +481,9 @@ static int run_start(run_t **out, zkit_semaphore_t *sem, int64_t deadline_ms, ru
         run->deadline_timer = zkit__schedule_cancellable(sem->client, due, on_run_deadline,
                                                          run);
         if (!run->deadline_timer) {
-            run_unref(run);
             pthread_mutex_unlock(&run->mu);
-            run->refs -= 2;
-            run_unref(run);
+            run_unref(run); /* the timer's */
+            run_unstart(run);
             return zkit__client_is_closing(sem->client) ? ZKIT_ECLOSED : ZKIT_ENOMEM;
         }
     }
@@ -484,9 +493,8 @@ static int run_start(run_t **out, zkit_semaphore_t *sem, int64_t deadline_ms, ru
         run->state = RUN_DONE;
         pthread_mutex_unlock(&run->mu);
         if (timer && zkit__unschedule(sem->client, timer))
-            run_unref(run);
-        run->refs -= 2; /* neither the machine nor the internal request will end it */
-        run_unref(run);
+            run_unref(run); /* the timer's */
+        run_unstart(run);
         return rc;
     }
     pthread_mutex_unlock(&run->mu);
@@ -582,7 +590,8 @@ typedef enum acq_mode { ACQ_BLOCKING, ACQ_ASYNC, ACQ_INTERNAL } acq_mode_t;
 typedef void (*sem_acq_internal_fn)(sem_acq_t *a, int error, void *arg);
 
 struct sem_acq {
-    sem_acq_t *prev, *next;     /* in sem->acqs, under sem->mu */
+    LIST_ENTRY(sem_acq) link;   /* in sem->acqs, under sem->mu */
+    uint64_t told_change;       /* the last connection change its run was told of */
     int refs;
     zkit_semaphore_t *sem;
     int count;
@@ -604,6 +613,11 @@ struct sem_acq {
 };
 
 static void give_back(sem_acq_t *a);
+
+static void sem_acq_ref(sem_acq_t *a)
+{
+    __atomic_add_fetch(&a->refs, 1, __ATOMIC_ACQ_REL);
+}
 
 static void sem_acq_unref(sem_acq_t *a)
 {
@@ -651,13 +665,7 @@ static void sem_acq_end(sem_acq_t *a, int error)
     pthread_mutex_lock(&sem->mu);
     a->error = error;
     a->done = 1;
-    if (a->prev)
-        a->prev->next = a->next;
-    else if (sem->acqs == a)
-        sem->acqs = a->next;
-    if (a->next)
-        a->next->prev = a->prev;
-    a->prev = a->next = NULL;
+    LIST_REMOVE(a, link);
     pthread_cond_broadcast(&sem->cond);
     pthread_mutex_unlock(&sem->mu);
     if (a->mode == ACQ_ASYNC) {
@@ -789,10 +797,7 @@ static int sem_acq_start(sem_acq_t **out, zkit_semaphore_t *sem, int count, int 
     a->deadline_ms = timeout_ms < 0 ? -1 : timeout_ms == 0 ? 0
                                                          : zkit__monotonic_ms() + timeout_ms;
     pthread_mutex_lock(&sem->mu);
-    a->next = sem->acqs;
-    if (sem->acqs)
-        sem->acqs->prev = a;
-    sem->acqs = a;
+    LIST_INSERT_HEAD(&sem->acqs, a, link);
     pthread_mutex_unlock(&sem->mu);
     *out = a;
     return 0;
@@ -816,24 +821,36 @@ static void sem_acq_cancel(sem_acq_t *a)
 
 /* ---- the semaphore's connection listener --------------------------------------------------- */
 
+/* Event thread: every run in progress hears the change, one at a time and outside sem->mu (a
+ * run that ends takes it).  Each acquisition is marked with the change's number, so none is
+ * told twice or missed, without a list to allocate. */
 static void on_connection_state(zkit_client_t *c, zkit_conn_state_t state, void *arg)
 {
     zkit_semaphore_t *sem = arg;
-    run_t *runs[16];
-    size_t n = 0;
+    uint64_t change;
     (void)c;
     if (state != ZKIT_CONN_LOST && state != ZKIT_CONN_RECONNECTED)
         return;
     pthread_mutex_lock(&sem->mu);
-    for (sem_acq_t *a = sem->acqs; a && n < sizeof(runs) / sizeof(runs[0]); a = a->next)
-        if (a->run) {
-            run_ref(a->run);
-            runs[n++] = a->run;
-        }
+    change = ++sem->connection_changes;
     pthread_mutex_unlock(&sem->mu);
-    for (size_t i = 0; i < n; i++) {
-        run_connection_event(runs[i], state);
-        run_unref(runs[i]);
+    for (;;) {
+        sem_acq_t *a;
+        run_t *run = NULL;
+        pthread_mutex_lock(&sem->mu);
+        LIST_FOREACH(a, &sem->acqs, link)
+            if (a->run && a->told_change != change)
+                break;
+        if (a) {
+            a->told_change = change;
+            run = a->run;
+            run_ref(run);
+        }
+        pthread_mutex_unlock(&sem->mu);
+        if (!run)
+            return;
+        run_connection_event(run, state);
+        run_unref(run);
     }
 }
 
@@ -879,12 +896,6 @@ ZKIT_EXTERN int zkit_semaphore_new(zkit_semaphore_t **out, zkit_client_t *client
     return 0;
 }
 
-static void cancel_acq(sem_acq_t *a, void *arg)
-{
-    (void)arg;
-    sem_acq_cancel(a);
-}
-
 ZKIT_EXTERN int zkit_semaphore_cancel(zkit_semaphore_t *sem)
 {
     sem_acq_t *a;
@@ -893,14 +904,15 @@ ZKIT_EXTERN int zkit_semaphore_cancel(zkit_semaphore_t *sem)
     /* Cancel each acquisition once; one that starts a new run after this sees its flag. */
     for (;;) {
         pthread_mutex_lock(&sem->mu);
-        for (a = sem->acqs; a && a->cancelled; a = a->next)
-            ;
+        LIST_FOREACH(a, &sem->acqs, link)
+            if (!a->cancelled)
+                break;
         if (a)
-            a->refs++;
+            sem_acq_ref(a);
         pthread_mutex_unlock(&sem->mu);
         if (!a)
             break;
-        cancel_acq(a, NULL);
+        sem_acq_cancel(a);
         sem_acq_unref(a);
     }
     return 0;
@@ -912,7 +924,7 @@ ZKIT_EXTERN void zkit_semaphore_free(zkit_semaphore_t *sem)
         return;
     zkit_semaphore_cancel(sem);
     pthread_mutex_lock(&sem->mu);
-    while (sem->acqs)
+    while (!LIST_EMPTY(&sem->acqs))
         pthread_cond_wait(&sem->cond, &sem->mu);
     pthread_mutex_unlock(&sem->mu);
     zkit__listener_remove(sem->client, sem->listener);
@@ -972,7 +984,7 @@ ZKIT_EXTERN int zkit_semaphore_acquire_async(zkit_semaphore_t *sem, int count, i
         return rc;
     a->user_done = done;
     a->arg = arg;
-    a->refs--; /* no caller's reference: the delivery holds the machine's */
+    sem_acq_unref(a); /* no caller's reference: the delivery holds the machine's */
     next_lease(a);
     return 0;
 }
@@ -1074,24 +1086,19 @@ static int semmutex_start(zkit__req_t *req, const char *fixed_name)
     return 0;
 }
 
-static void semmutex_cancel(zkit__req_t *req)
+static void semmutex_ref(void *machine)
 {
-    sem_acq_t *a = NULL;
-    pthread_mutex_lock(&req->lock->mu);
-    if (!req->done && req->machine) {
-        a = req->machine;
-        __atomic_add_fetch(&a->refs, 1, __ATOMIC_ACQ_REL);
-    }
-    pthread_mutex_unlock(&req->lock->mu);
-    if (a) {
-        sem_acq_cancel(a);
-        sem_acq_unref(a);
-    }
+    sem_acq_ref(machine);
 }
 
-static void semmutex_machine_free(zkit__req_t *req)
+static void semmutex_unref(void *machine)
 {
-    sem_acq_unref(req->machine);
+    sem_acq_unref(machine);
+}
+
+static void semmutex_cancel(void *machine)
+{
+    sem_acq_cancel(machine);
 }
 
 static char *semmutex_dir(const zkit_lock_t *lock, const char **token)
@@ -1126,8 +1133,9 @@ const zkit__lock_ops_t zkit__semaphore_mutex_ops = {
     .name = "semaphore mutex",
     .thread_owned = 0,
     .start = semmutex_start,
+    .machine_ref = semmutex_ref,
+    .machine_unref = semmutex_unref,
     .cancel = semmutex_cancel,
-    .machine_free = semmutex_machine_free,
     .release = zkit__node_release,
     .query = zkit__lock_query_holder,
     .participants_dir = semmutex_dir,
