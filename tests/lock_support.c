@@ -340,6 +340,41 @@ int bg_finish(bg_t *b, int timeout_ms)
     return 0;
 }
 
+static void *sem_bg_main(void *arg)
+{
+    sem_bg_t *b = arg;
+    int rc = zkit_semaphore_acquire(b->sem, b->count, b->timeout_ms, b->leases);
+    pthread_mutex_lock(&bg_mu);
+    b->rc = rc;
+    b->done = 1;
+    pthread_mutex_unlock(&bg_mu);
+    return NULL;
+}
+
+void sem_bg_start(sem_bg_t *b, zkit_semaphore_t *sem, int count, int timeout_ms)
+{
+    memset(b, 0, sizeof(*b));
+    b->sem = sem;
+    b->count = count;
+    b->timeout_ms = timeout_ms;
+    CU_ASSERT_FATAL(pthread_create(&b->thread, NULL, sem_bg_main, b) == 0);
+}
+
+int sem_bg_done(void *arg)
+{
+    return zkh_read_locked(&bg_mu, &((sem_bg_t *)arg)->done);
+}
+
+int sem_bg_join(sem_bg_t *b, int timeout_ms)
+{
+    if (zkh_wait_until(sem_bg_done, b, timeout_ms) != 0) {
+        pthread_detach(b->thread);
+        return -1;
+    }
+    pthread_join(b->thread, NULL);
+    return 0;
+}
+
 /* ---- lock state reports ------------------------------------------------------------------- */
 
 void states_init(states_t *r)

@@ -109,6 +109,23 @@ int bg_done(void *b);
 /* Lets a holding thread go, waits (bounded) for it to end and joins it; 0 when it ended. */
 int bg_finish(bg_t *b, int timeout_ms);
 
+/* A counting-semaphore acquire on a thread of its own. */
+typedef struct sem_bg {
+    zkit_semaphore_t *sem;
+    int count;
+    int timeout_ms;
+    pthread_t thread;
+    zkit_lease_t *leases[4];
+    int done;         /* the acquire returned (rc and leases valid) */
+    int rc;
+} sem_bg_t;
+
+void sem_bg_start(sem_bg_t *b, zkit_semaphore_t *sem, int count, int timeout_ms);
+/* zkh_wait_until predicate: the acquire returned. */
+int sem_bg_done(void *b);
+/* Waits (bounded) for the thread and joins it: 0, or -1 (then it is detached). */
+int sem_bg_join(sem_bg_t *b, int timeout_ms);
+
 /* ---- lock state reports ------------------------------------------------------------------- */
 
 #define MAX_STATES 32

@@ -269,49 +269,6 @@ static void test_async_cancel_multi(void)
     async_cancel_kind(K_MULTI);
 }
 
-/* A counting-semaphore acquire on a thread of its own. */
-typedef struct sem_bg {
-    zkit_semaphore_t *sem;
-    int count;
-    int timeout_ms;
-    pthread_t thread;
-    zkit_lease_t *leases[4];
-    atomic_int done;
-    int rc;
-} sem_bg_t;
-
-static void *sem_bg_main(void *arg)
-{
-    sem_bg_t *b = arg;
-    b->rc = zkit_semaphore_acquire(b->sem, b->count, b->timeout_ms, b->leases);
-    atomic_store(&b->done, 1);
-    return NULL;
-}
-
-static void sem_bg_start(sem_bg_t *b, zkit_semaphore_t *sem, int count, int timeout_ms)
-{
-    memset(b, 0, sizeof(*b));
-    b->sem = sem;
-    b->count = count;
-    b->timeout_ms = timeout_ms;
-    CU_ASSERT_FATAL(pthread_create(&b->thread, NULL, sem_bg_main, b) == 0);
-}
-
-static int sem_bg_done(void *arg)
-{
-    return atomic_load(&((sem_bg_t *)arg)->done);
-}
-
-static int sem_bg_join(sem_bg_t *b, int timeout_ms)
-{
-    if (zkh_wait_until(sem_bg_done, b, timeout_ms) != 0) {
-        pthread_detach(b->thread);
-        return -1;
-    }
-    pthread_join(b->thread, NULL);
-    return 0;
-}
-
 static void test_async_cancel_semaphore(void)
 {
     fixture_t f;
