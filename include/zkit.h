@@ -8,6 +8,7 @@
 #include "zkit/retry.h"
 #include "zkit/client.h"
 #include "zkit/ops.h"
+#include "zkit/txn.h"
 #include "zkit/lock.h"
 #include "zkit/job.h"
 

@@ -52,7 +52,8 @@ enum zkit_error {
     ZKIT_EUNSUPPORTED = -20,    /* the server does not support the request (e.g. TTL disabled) */
     ZKIT_ESTATE = -21,          /* the object is in a state that forbids the call */
     ZKIT_ENOTHELD = -22,        /* release of a lock that is not held */
-    ZKIT_ESYSTEM = -23          /* a system call failed: see errno */
+    ZKIT_ESYSTEM = -23,         /* a system call failed: see errno */
+    ZKIT_EFOREIGN = -24         /* a lock path holds a child of no known layout */
 };
 
 /* A short English description of an error code; never NULL, static storage. */

@@ -29,6 +29,7 @@
 #include <stdint.h>
 #include "zkit/common.h"
 #include "zkit/client.h"
+#include "zkit/txn.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -150,6 +151,15 @@ ZKIT_EXTERN void zkit_participants_free(zkit_participant_t *list, size_t count);
  * thread (a callback included): each ends with ZKIT_ECANCELED (its completion runs once, as
  * always), and no node of it stays.  Holdings are not touched.  0 or ZKIT_EINVAL. */
 ZKIT_EXTERN int zkit_lock_cancel(zkit_lock_t *lock);
+/*
+ * Guards a transaction with the caller's holding of `lock` (zkit/txn.h): appends a check of
+ * every node the holding rests on (the lock node; every part's node for a multi-lock), so the
+ * transaction commits only while the lock is held.  A commit refused by such a check returns
+ * ZKIT_ELOCKLOST and applies nothing.  ZKIT_ENOTHELD if the calling thread (the process, for
+ * the semaphore mutex and the multi-lock) does not hold `lock`, ZKIT_ELOCKLOST if its holding
+ * is already known lost, ZKIT_EINVAL if the transaction belongs to another client.
+ */
+ZKIT_EXTERN int zkit_lock_guard_txn(zkit_txn_t *txn, const zkit_lock_t *lock);
 /* Frees the lock; if held, releases it first and logs a warning; acquisitions in progress end
  * with ZKIT_ECANCELED first.  NULL allowed.  A lock object may be freed before or after its
  * client is closed (zkit_client_close() does not free lock objects; the client's memory lives
@@ -193,6 +203,8 @@ ZKIT_EXTERN int64_t zkit_lease_fencing_token(const zkit_lease_t *lease);
 ZKIT_EXTERN int zkit_lease_is_held(const zkit_lease_t *lease);
 /* The lease's validity deadline (as zkit_lock_valid_until): 0, ZKIT_EINVAL or ZKIT_ELOCKLOST. */
 ZKIT_EXTERN int zkit_lease_valid_until(int64_t *deadline_ms, const zkit_lease_t *lease);
+/* As zkit_lock_guard_txn(), with the lease's node. */
+ZKIT_EXTERN int zkit_lease_guard_txn(zkit_txn_t *txn, const zkit_lease_t *lease);
 /* Frees the semaphore; acquisitions in progress end with ZKIT_ECANCELED first.  Leases taken
  * from it stay valid and are released as usual, before or after this call and before or after
  * the client is closed.  NULL allowed. */

@@ -41,6 +41,7 @@ ZKIT_EXTERN const char *zkit_strerror(int error)
     case ZKIT_ESTATE: return "invalid state for this call";
     case ZKIT_ENOTHELD: return "lock not held";
     case ZKIT_ESYSTEM: return "system call failed";
+    case ZKIT_EFOREIGN: return "lock path holds a node of no known layout";
     default: return "unknown error";
     }
 }
