@@ -1116,6 +1116,58 @@ static void test_once_per_failure_not_recorded(void)
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
+/* Sets PATH/last to `text` (creating PATH first if need be), as a hand or a bug might. */
+static void once_put_record(zhandle_t *zh, const char *path, const char *text)
+{
+    char node[128];
+    int rc;
+    snprintf(node, sizeof(node), "%s/last", path);
+    zoo_create(zh, path, NULL, -1, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    rc = zoo_create(zh, node, text, (int)strlen(text), &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    if (rc == ZNODEEXISTS)
+        rc = zoo_set(zh, node, text, (int)strlen(text), -1);
+    CU_ASSERT_EQUAL(rc, ZOK);
+}
+
+/*
+ * PATH/last holds no slot id: the command does not run, zkit-lock exits 65 naming the node
+ * and what it holds, and the record is left alone.  Set to an older slot, the next
+ * invocation runs the command and records the slot.
+ */
+static void test_once_per_bad_record(void)
+{
+    static const char *const bad[] = { "99999999999999999999", "abc" };
+    char path[64], log[300], err[300], needle[200];
+    zhandle_t *zh = zkh_raw_connect(zk);
+    int64_t slot;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(zh);
+    zkh_unique_path(path, sizeof(path), "cli-once-bad");
+    scratch(log, sizeof(log), "once-bad.log");
+    scratch(err, sizeof(err), "once-bad.err");
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        once_put_record(zh, path, bad[i]);
+        CU_ASSERT_EQUAL(once_run("3600", NULL, NULL, path, once_snippet, log, err), 65);
+        snprintf(needle, sizeof(needle), "the record %s/last holds '%s', not a slot id", path,
+                 bad[i]);
+        CU_ASSERT(contains(err, needle));
+        if (!contains(err, needle)) {
+            char *text = slurp(err);
+            fprintf(stderr, "once-per bad record: expected '%s' in: %s\n", needle,
+                    text ? text : "");
+            free(text);
+        }
+        check_log(log, 0, path);
+    }
+    CU_ASSERT_EQUAL(once_record(zh, path), 0); /* atoll("abc"): still the bad text */
+    once_put_record(zh, path, "0");
+    slot = zkh_wall_ms() / 3600000;
+    CU_ASSERT_EQUAL(once_run("3600", NULL, NULL, path, once_snippet, log, err), 0);
+    check_log(log, 1, path);
+    CU_ASSERT_EQUAL(once_record(zh, path), slot);
+    zookeeper_close(zh);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
 /* Deletes every node under `dir`, as an administrator (or a revocation) would. */
 static void delete_children(zhandle_t *zh, const char *dir)
 {
@@ -1294,6 +1346,7 @@ static const zkh_test_t tests[] = {
     { "--once-per: one run per slot", test_once_per_slot },
     { "--once-per: a failed run is not recorded", test_once_per_failure_not_recorded },
     { "--once-per: a lost lock kills the command", test_once_per_lost_lock },
+    { "--once-per: a record that is no slot id stops it, status 65", test_once_per_bad_record },
     { NULL, NULL }
 };
 

@@ -909,6 +909,194 @@ static void test_run_slot_once(void)
     remove_job_tree(path);
 }
 
+/* ---- a record that holds no slot id ------------------------------------------------------ */
+
+/* Library messages of one client, kept for the test thread to search. */
+typedef struct log_capture {
+    pthread_mutex_t mu;
+    char text[8192];
+    size_t len;
+} log_capture_t;
+
+static void capture_log(zkit_log_level_t level, const char *message, void *arg)
+{
+    log_capture_t *cap = arg;
+    pthread_mutex_lock(&cap->mu);
+    cap->len += (size_t)snprintf(cap->text + cap->len, sizeof(cap->text) - cap->len, "%d %s\n",
+                                 (int)level, message);
+    if (cap->len >= sizeof(cap->text))
+        cap->len = sizeof(cap->text) - 1;
+    pthread_mutex_unlock(&cap->mu);
+}
+
+/* How many captured lines contain `needle`. */
+static int captured(log_capture_t *cap, const char *needle)
+{
+    int n = 0;
+    pthread_mutex_lock(&cap->mu);
+    for (const char *p = cap->text; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    pthread_mutex_unlock(&cap->mu);
+    return n;
+}
+
+static zkit_client_t *capturing_client(log_capture_t *cap)
+{
+    zkit_client_options_t o = ZKIT_CLIENT_OPTIONS_INIT;
+    zkit_client_t *c = NULL;
+    memset(cap, 0, sizeof(*cap));
+    pthread_mutex_init(&cap->mu, NULL);
+    o.connect_string = zkh_connect_string(cluster);
+    o.session_timeout_ms = 10000;
+    o.log_fn = capture_log;
+    o.log_arg = cap;
+    o.log_level = ZKIT_LOG_WARN;
+    if (zkit_client_new(&c, &o) != 0)
+        return NULL;
+    if (zkit_client_block_until_connected(c, 10000) != 0) {
+        zkit_client_close(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* Writes `text` into PATH/last, creating it (and PATH) if needed. */
+static void put_record(const char *path, const char *text)
+{
+    zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
+    char record[128];
+    int rc;
+    snprintf(record, sizeof(record), "%s/last", path);
+    co.flags = ZKIT_CREATE_PARENTS;
+    rc = zkit_create(NULL, NULL, admin, record, text, strlen(text), &co);
+    if (rc == ZKIT_ENODEEXISTS)
+        rc = zkit_set_data(NULL, admin, record, text, strlen(text), -1);
+    CU_ASSERT_EQUAL(rc, 0);
+}
+
+/* The record's raw text, compared with `text`. */
+static int record_is(const char *path, const char *text)
+{
+    char record[128], *data = NULL;
+    size_t len = 0;
+    int same;
+    snprintf(record, sizeof(record), "%s/last", path);
+    if (zkit_get_data(&data, &len, NULL, admin, record, NULL) != 0)
+        return 0;
+    same = len == strlen(text) && memcmp(data, text, len) == 0;
+    zkit_free(data);
+    return same;
+}
+
+/*
+ * A record that is not a slot id (a number beyond int64_t, text, a stray space) stops the
+ * attempt with ZKIT_EFOREIGN and a message naming the node and what it holds, logged as an
+ * error: the callback does not run and the record stays as it is, whatever the slot.  Put
+ * right, the slot runs; an empty record counts as none.
+ */
+static void test_bad_record_is_an_error(void)
+{
+    static const char *const bad[] = { "99999999999999999999", "abc", "1000 ", "-", "+7",
+                                       "-9223372036854775808" };
+    zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
+    zkit_job_attempt_t a;
+    log_capture_t cap;
+    zkit_client_t *c = capturing_client(&cap);
+    char path[64], err[256], needle[160];
+    int64_t recorded;
+    int calls = 0;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    zkh_unique_path(path, sizeof(path), "job-badrec");
+    o.path = path;
+    o.period_s = 60;
+    o.fn = counting_run;
+    o.arg = &calls;
+    o.min_hold_ms = 0;
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        put_record(path, bad[i]);
+        err[0] = '\0';
+        CU_ASSERT_EQUAL(zkit_job_run_slot_once(c, &o, 60017, &a, err, sizeof(err)),
+                        ZKIT_EFOREIGN);
+        snprintf(needle, sizeof(needle), "the record %s/last holds '%s', not a slot id", path,
+                 bad[i]);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err, needle));
+        if (!strstr(err, needle))
+            fprintf(stderr, "expected '%s', got '%s'\n", needle, err);
+        CU_ASSERT_EQUAL(captured(&cap, needle), 1);
+        CU_ASSERT_EQUAL(calls, 0);
+        CU_ASSERT(record_is(path, bad[i]));
+    }
+    CU_ASSERT_EQUAL(captured(&cap, "slot 1000 is not run"), (int)(sizeof(bad) / sizeof(bad[0])));
+    CU_ASSERT_EQUAL(captured(&cap, "0 job "), (int)(sizeof(bad) / sizeof(bad[0]))); /* errors */
+
+    put_record(path, "999");
+    CU_ASSERT(zkit_job_run_slot_once(c, &o, 60017, &a, err, sizeof(err)) == 0 &&
+              a.outcome == ZKIT_JOB_RAN && a.recorded && calls == 1);
+    CU_ASSERT(read_record(path, &recorded) == 0 && recorded == 1000);
+    put_record(path, "");
+    CU_ASSERT(zkit_job_run_slot_once(c, &o, 60017, &a, err, sizeof(err)) == 0 &&
+              a.outcome == ZKIT_JOB_RAN && a.recorded && calls == 2);
+    CU_ASSERT(read_record(path, &recorded) == 0 && recorded == 1000);
+    zkit_client_close(c);
+    pthread_mutex_destroy(&cap.mu);
+    remove_job_tree(path);
+}
+
+typedef struct log_wait {
+    log_capture_t *cap;
+    const char *needle;
+} log_wait_t;
+
+static int logged_pred(void *arg)
+{
+    log_wait_t *w = arg;
+    return captured(w->cap, w->needle) > 0;
+}
+
+/*
+ * A job's thread meets a bad record: the slot does not run, the error is logged once however
+ * often the thread looks again, and once the record is put right the slot runs, in its
+ * window (RUN_LATEST_MISSED, a 1 h slot).
+ */
+static void test_bad_record_stops_the_job(void)
+{
+    zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
+    log_capture_t cap;
+    zkit_client_t *c = capturing_client(&cap);
+    zkit_job_t *job = NULL;
+    probe_t p;
+    log_wait_t w;
+    char path[64], err[256], needle[160];
+    int64_t slot = zkh_wall_ms() / 1000 / SINGLE_PERIOD_S, recorded;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    probe_init(&p);
+    zkh_unique_path(path, sizeof(path), "job-badrec-thread");
+    put_record(path, "abc");
+    o.path = path;
+    o.period_s = SINGLE_PERIOD_S;
+    o.missed = ZKIT_JOB_RUN_LATEST_MISSED;
+    o.fn = slow_run;
+    o.arg = &p;
+    o.min_hold_ms = 0;
+    CU_ASSERT_EQUAL_FATAL(zkit_job_start(&job, c, &o, err, sizeof(err)), 0);
+    snprintf(needle, sizeof(needle), "the record %s/last holds 'abc', not a slot id", path);
+    w = (log_wait_t){ &cap, needle };
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_pred, &w, 10000), 0);
+    CU_ASSERT_EQUAL(probe_read(&p, &p.calls), 0);
+    put_record(path, "0");
+    CU_ASSERT_EQUAL(zkh_wait_until(probe_finished, &p, 10000), 0);
+    CU_ASSERT_EQUAL(p.slot, slot);
+    CU_ASSERT(wait_record_at_least(path, slot, 5000));
+    zkit_job_stop(job);
+    CU_ASSERT(read_record(path, &recorded) == 0 && recorded == slot);
+    CU_ASSERT_EQUAL(captured(&cap, needle), 1);
+    CU_ASSERT_EQUAL(probe_read(&p, &p.calls), 1);
+    zkit_client_close(c);
+    pthread_mutex_destroy(&cap.mu);
+    pthread_mutex_destroy(&p.mu);
+    remove_job_tree(path);
+}
+
 /* ---- bad options ---------------------------------------------------------------------------- */
 
 static int never_called(zkit_job_run_t *run, void *arg)
@@ -1019,6 +1207,8 @@ static const zkh_test_t tests[] = {
       test_lost_lock_cancels_and_is_not_recorded },
     { "max_run_ms cancels the run", test_max_run_cancels },
     { "one attempt without a thread", test_run_slot_once },
+    { "a record that is no slot id is an error, never a skip", test_bad_record_is_an_error },
+    { "a bad record stops a job's slot until it is put right", test_bad_record_stops_the_job },
     { "server down across a slot start: never a late run", test_server_down_across_slot_start },
     { "three instances run every slot exactly once", test_fleet_runs_each_slot_once },
     { "killed mid-run, SKIP_MISSED: slot skipped, later slots run", test_kill_mid_run_skip },

@@ -12,6 +12,7 @@
  * hosts from running at the same time, and min_hold_ms keeps it held long enough that a host
  * whose clock lags finds it taken rather than slipping in right behind a quick run.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
@@ -50,6 +51,7 @@ struct zkit_job {
     pthread_t thread;
     uint64_t rng;              /* jitter; used by the job thread only */
     int64_t last_handled;      /* the newest slot this host has dealt with; job thread only */
+    int64_t bad_record_slot;   /* the slot a bad record was last logged for; attempts only */
 
     pthread_mutex_t mu;        /* guards the two flags; cond wakes the thread on stop */
     pthread_cond_t cond;       /* default clock: CLOCK_REALTIME, the clock slots are cut from */
@@ -172,22 +174,52 @@ static void hold_until(int64_t deadline_mono_ms)
 
 /* ---- the record ------------------------------------------------------------------------------ */
 
+/* A slot id as the record holds it: decimal digits with an optional minus sign, within
+ * int64_t and not ZKIT__SLOT_NONE.  Anything else (a number too large, text, spaces) is not
+ * a slot id. */
 static int parse_slot(const char *text, size_t len, int64_t *slot)
 {
-    char *end;
+    char buf[24];
+    size_t i = 0;
     long long v;
-    if (len == 0 || len > 24)
+    if (len == 0 || len >= sizeof(buf))
         return -1;
-    v = strtoll(text, &end, 10);
-    if (end != text + len)
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    if (buf[0] == '-')
+        i = 1;
+    if (i == len)
+        return -1;
+    for (; i < len; i++)
+        if (buf[i] < '0' || buf[i] > '9')
+            return -1;
+    errno = 0;
+    v = strtoll(buf, NULL, 10);
+    if (errno == ERANGE || (int64_t)v == ZKIT__SLOT_NONE)
         return -1;
     *slot = (int64_t)v;
     return 0;
 }
 
-static int read_record(zkit_job_t *job, job_record_t *rec)
+/* The record's text for a message: printable ASCII, at most 32 bytes of it. */
+static void quote_record(char *out, size_t outlen, const char *data, size_t len)
 {
-    char *data = NULL;
+    size_t n = 0, i;
+    for (i = 0; i < len && i < 32 && n + 1 < outlen; i++)
+        out[n++] = data[i] >= 0x20 && data[i] < 0x7f ? data[i] : '?';
+    out[n] = '\0';
+    if (i < len && n + 4 < outlen)
+        strcpy(out + n, "...");
+}
+
+/*
+ * Reads the record.  A missing node, or one with no data (made by hand), records no slot.  A
+ * record that holds anything but a slot id is ZKIT_EFOREIGN, described in err: whatever it
+ * was meant to say, guessing could run a slot twice or skip every slot from then on.
+ */
+static int read_record(zkit_job_t *job, job_record_t *rec, char *err, size_t errlen)
+{
+    char *data = NULL, shown[40];
     size_t len = 0;
     zkit_stat_t st;
     int rc = zkit_get_data(&data, &len, &st, job->client, job->record_path, NULL);
@@ -200,12 +232,14 @@ static int read_record(zkit_job_t *job, job_record_t *rec)
         return rc;
     rec->exists = 1;
     rec->version = st.version;
-    if (parse_slot(data, len, &rec->last) != 0)
-        zkit__client_log(job->client, ZKIT_LOG_WARN,
-                         "job %s: record %s does not hold a slot id; treating it as empty",
-                         job->path, job->record_path);
+    if (len > 0 && parse_slot(data, len, &rec->last) != 0) {
+        quote_record(shown, sizeof(shown), data, len);
+        set_err(err, errlen, "the record %s holds '%s', not a slot id", job->record_path,
+                shown);
+        rc = ZKIT_EFOREIGN;
+    }
     zkit_free(data);
-    return 0;
+    return rc;
 }
 
 static int record_covers(const job_record_t *rec, int64_t slot)
@@ -290,11 +324,28 @@ static void run_slot(zkit_job_t *job, const job_record_t *rec, zkit_job_attempt_
 }
 
 /* A cheap look at the record before touching the lock, so hosts that lost the race stop
- * polling as soon as the winner has recorded the slot. */
-static int slot_recorded(zkit_job_t *job, int64_t slot)
+ * polling as soon as the winner has recorded the slot: 1 when it covers the slot, 0 when not
+ * or unreadable now (the locked read finds out), ZKIT_EFOREIGN (described in err) when it
+ * holds no slot id. */
+static int slot_recorded(zkit_job_t *job, int64_t slot, char *err, size_t errlen)
 {
     job_record_t rec;
-    return read_record(job, &rec) == 0 && record_covers(&rec, slot);
+    int rc = read_record(job, &rec, err, errlen);
+    if (rc == ZKIT_EFOREIGN)
+        return rc;
+    return rc == 0 && record_covers(&rec, slot);
+}
+
+/* A record that holds no slot id stops every attempt at the slot, and is logged as an error
+ * once per slot: a job's thread looks again every second, in case it is put right. */
+static int refuse_bad_record(zkit_job_t *job, int64_t slot, const char *err)
+{
+    if (job->bad_record_slot != slot)
+        zkit__client_log(job->client, ZKIT_LOG_ERROR,
+                         "job %s: %s; slot %" PRId64 " is not run until it is set right "
+                         "(or deleted)", job->path, err, slot);
+    job->bad_record_slot = slot;
+    return ZKIT_EFOREIGN;
 }
 
 /* Whether someone is in the lock's queue.  A try costs two writes (our node's create and
@@ -341,14 +392,18 @@ static int attempt_slot(zkit_job_t *job, int64_t slot, int64_t start_s, int64_t 
     a->slot = slot;
     a->scheduled_s = start_s;
     a->outcome = ZKIT_JOB_DONE;
-    if (slot_recorded(job, slot))
+    if ((rc = slot_recorded(job, slot, err, errlen)) == ZKIT_EFOREIGN)
+        return refuse_bad_record(job, slot, err);
+    if (rc)
         return 0;
     a->outcome = ZKIT_JOB_BUSY;
     if (lock_busy(job))
         return 0;
     if ((rc = take_lock(job, err, errlen)) != 0)
         return rc == ZKIT_ETIMEDOUT ? 0 : rc; /* timed out: another host is running it */
-    if ((rc = read_record(job, &rec)) != 0)
+    if ((rc = read_record(job, &rec, err, errlen)) == ZKIT_EFOREIGN)
+        refuse_bad_record(job, slot, err);
+    else if (rc != 0)
         set_err(err, errlen, "cannot read the record %s: %s", job->record_path,
                 zkit_strerror(rc));
     else if (record_covers(&rec, slot))
@@ -376,9 +431,9 @@ static void handle_slot(zkit_job_t *job, int64_t slot, int64_t start_s, int64_t 
         if (wall_ms() >= window_end_ms)
             return;
         rc = attempt_slot(job, slot, start_s, window_end_ms, &a, err, sizeof(err));
-        if (rc != 0)
+        if (rc != 0 && rc != ZKIT_EFOREIGN) /* that one is logged once per slot */
             zkit__client_log(job->client, ZKIT_LOG_WARN, "job %s: %s", job->path, err);
-        else if (a.outcome != ZKIT_JOB_BUSY)
+        else if (rc == 0 && a.outcome != ZKIT_JOB_BUSY)
             return;
         at = wall_ms() + JOB_POLL_MS;
     }
@@ -535,6 +590,7 @@ static int job_new(zkit_job_t **out, zkit_client_t *client, const zkit_job_optio
     job->opts = *o;
     job->schedule = *schedule;
     job->last_handled = ZKIT__SLOT_NONE;
+    job->bad_record_slot = ZKIT__SLOT_NONE;
     job->rng = ((uint64_t)wall_ms() << 20) ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)job;
     job->rng |= 1; /* xorshift must not start at zero */
     if ((job->path = strdup(o->path)) && (!o->cron || (job->cron = strdup(o->cron))) &&
