@@ -34,6 +34,7 @@
 
 #include <CUnit/CUnit.h>
 
+#include "framework/client.h" /* zkit__test_session_credentials */
 #include "harness.h"
 #include "zkit.h"
 
@@ -911,9 +912,11 @@ static void test_run_slot_once(void)
 
 /* ---- a record that holds no slot id ------------------------------------------------------ */
 
-/* Library messages of one client, kept for the test thread to search. */
+/* Library messages of one client, kept for the test thread to search; cond is signalled for
+ * every line. */
 typedef struct log_capture {
     pthread_mutex_t mu;
+    pthread_cond_t cond;
     char text[8192];
     size_t len;
 } log_capture_t;
@@ -926,6 +929,7 @@ static void capture_log(zkit_log_level_t level, const char *message, void *arg)
                                  (int)level, message);
     if (cap->len >= sizeof(cap->text))
         cap->len = sizeof(cap->text) - 1;
+    pthread_cond_broadcast(&cap->cond);
     pthread_mutex_unlock(&cap->mu);
 }
 
@@ -946,6 +950,7 @@ static zkit_client_t *capturing_client(log_capture_t *cap)
     zkit_client_t *c = NULL;
     memset(cap, 0, sizeof(*cap));
     pthread_mutex_init(&cap->mu, NULL);
+    pthread_cond_init(&cap->cond, NULL);
     o.connect_string = zkh_connect_string(cluster);
     o.session_timeout_ms = 10000;
     o.log_fn = capture_log;
@@ -1039,6 +1044,7 @@ static void test_bad_record_is_an_error(void)
     CU_ASSERT(read_record(path, &recorded) == 0 && recorded == 1000);
     zkit_client_close(c);
     pthread_mutex_destroy(&cap.mu);
+    pthread_cond_destroy(&cap.cond);
     remove_job_tree(path);
 }
 
@@ -1093,7 +1099,163 @@ static void test_bad_record_stops_the_job(void)
     CU_ASSERT_EQUAL(probe_read(&p, &p.calls), 1);
     zkit_client_close(c);
     pthread_mutex_destroy(&cap.mu);
+    pthread_cond_destroy(&cap.cond);
     pthread_mutex_destroy(&p.mu);
+    remove_job_tree(path);
+}
+
+/* ---- the record write is guarded by the lock ----------------------------------------------- */
+
+/*
+ * Holds the client's event thread, from inside a completion, until `needle` shows in the
+ * client's log (or 10 s pass): while it is held the client cannot hear that its lock is gone,
+ * so the job goes on believing it holds the lock, as a paused process does.
+ */
+typedef struct blocker {
+    log_capture_t *cap;
+    const char *needle;
+    pthread_mutex_t mu;
+    int entered, released_by_log;
+} blocker_t;
+
+static void block_event_thread(zkit_client_t *client, const zkit_result_t *result, void *arg)
+{
+    blocker_t *b = arg;
+    struct timespec due;
+    int seen;
+    (void)client;
+    (void)result;
+    pthread_mutex_lock(&b->mu);
+    b->entered = 1;
+    pthread_mutex_unlock(&b->mu);
+    clock_gettime(CLOCK_REALTIME, &due);
+    due.tv_sec += 10;
+    pthread_mutex_lock(&b->cap->mu);
+    while (!(seen = strstr(b->cap->text, b->needle) != NULL) &&
+           pthread_cond_timedwait(&b->cap->cond, &b->cap->mu, &due) == 0)
+        ;
+    pthread_mutex_unlock(&b->cap->mu);
+    pthread_mutex_lock(&b->mu);
+    b->released_by_log = seen;
+    pthread_mutex_unlock(&b->mu);
+}
+
+static int blocker_entered(void *arg)
+{
+    blocker_t *b = arg;
+    return zkh_read_locked(&b->mu, &b->entered);
+}
+
+typedef struct losing {
+    zkit_client_t *client;
+    blocker_t blocker;
+    int expire;               /* expire the session rather than delete the lock node */
+    int calls, setup_rc;
+} losing_t;
+
+/* Loses its lock behind the client's back (the event thread held), then reports success. */
+static int losing_run(zkit_job_run_t *run, void *arg)
+{
+    losing_t *l = arg;
+    char *node = NULL, passwd[16];
+    int64_t session;
+    l->calls++;
+    if (l->expire) {
+        l->setup_rc = zkit__test_session_credentials(l->client, &session, passwd);
+        if (l->setup_rc == 0)
+            l->setup_rc = zkh_expire_session(cluster, session, passwd);
+        return 0;
+    }
+    l->setup_rc = zkit_exists_async(l->client, "/", NULL, block_event_thread, &l->blocker);
+    if (l->setup_rc == 0)
+        l->setup_rc = zkh_wait_until(blocker_entered, &l->blocker, 5000);
+    if (l->setup_rc == 0)
+        l->setup_rc = zkit_lock_node(zkit_job_run_lock(run), &node);
+    if (l->setup_rc == 0)
+        l->setup_rc = zkit_delete(admin, node, -1, 0); /* someone else deletes our node */
+    zkit_free(node);
+    return 0;
+}
+
+/*
+ * The run reports success, but its lock node was deleted by someone else while the client
+ * could not hear of it: the guarded record write is refused at the server, the record is not
+ * advanced (neither created nor moved on), and the attempt says lost, not recorded.
+ */
+static void test_record_write_refused_after_lock_lost(void)
+{
+    zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
+    zkit_job_attempt_t a;
+    log_capture_t cap;
+    losing_t l;
+    char path[64], err[256], needle[160];
+    int64_t recorded;
+    memset(&l, 0, sizeof(l));
+    l.client = capturing_client(&cap);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l.client);
+    pthread_mutex_init(&l.blocker.mu, NULL);
+    zkh_unique_path(path, sizeof(path), "job-guard");
+    o.path = path;
+    o.period_s = 60;
+    o.fn = losing_run;
+    o.arg = &l;
+    o.min_hold_ms = 0;
+    snprintf(needle, sizeof(needle), "job %s: the lock was lost before slot 1000 could be "
+             "recorded", path);
+    l.blocker.cap = &cap;
+    l.blocker.needle = needle;
+    for (int round = 0; round < 2; round++) {
+        /* First with no record (a create), then over an older slot (a versioned set). */
+        if (round == 1)
+            put_record(path, "999");
+        l.blocker.entered = l.blocker.released_by_log = 0;
+        CU_ASSERT_EQUAL(zkit_job_run_slot_once(l.client, &o, 60017, &a, err, sizeof(err)), 0);
+        CU_ASSERT_EQUAL(l.setup_rc, 0);
+        CU_ASSERT(a.outcome == ZKIT_JOB_RAN && a.result == 0);
+        CU_ASSERT_EQUAL(a.lost, 1);
+        CU_ASSERT_EQUAL(a.recorded, 0);
+        if (round == 0) {
+            CU_ASSERT_EQUAL(read_record(path, &recorded), ZKIT_ENONODE);
+        } else {
+            CU_ASSERT(record_is(path, "999"));
+        }
+        /* The refusal came from the guard, while the client still believed in its lock. */
+        CU_ASSERT_EQUAL(zkh_read_locked(&l.blocker.mu, &l.blocker.released_by_log), 1);
+    }
+    CU_ASSERT_EQUAL(l.calls, 2);
+    zkit_client_close(l.client);
+    pthread_mutex_destroy(&cap.mu);
+    pthread_cond_destroy(&cap.cond);
+    pthread_mutex_destroy(&l.blocker.mu);
+    remove_job_tree(path);
+}
+
+/* The session expires during the run (its lock node goes with it): whichever way the job
+ * learns of it, the record is not advanced and the attempt says lost. */
+static void test_record_not_written_after_session_expired(void)
+{
+    zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
+    zkit_job_attempt_t a;
+    losing_t l;
+    char path[64], err[256];
+    memset(&l, 0, sizeof(l));
+    l.client = connect_client(zkh_connect_string(cluster), 4000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l.client);
+    l.expire = 1;
+    zkh_unique_path(path, sizeof(path), "job-guard-expired");
+    put_record(path, "999");
+    o.path = path;
+    o.period_s = 60;
+    o.fn = losing_run;
+    o.arg = &l;
+    o.min_hold_ms = 0;
+    CU_ASSERT_EQUAL(zkit_job_run_slot_once(l.client, &o, 60017, &a, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(l.setup_rc, 0);
+    CU_ASSERT(a.outcome == ZKIT_JOB_RAN && a.result == 0);
+    CU_ASSERT_EQUAL(a.lost, 1);
+    CU_ASSERT_EQUAL(a.recorded, 0);
+    CU_ASSERT(record_is(path, "999"));
+    zkit_client_close(l.client);
     remove_job_tree(path);
 }
 
@@ -1209,6 +1371,9 @@ static const zkh_test_t tests[] = {
     { "one attempt without a thread", test_run_slot_once },
     { "a record that is no slot id is an error, never a skip", test_bad_record_is_an_error },
     { "a bad record stops a job's slot until it is put right", test_bad_record_stops_the_job },
+    { "a lost lock's record write is refused by its guard",
+      test_record_write_refused_after_lock_lost },
+    { "an expired session's run is not recorded", test_record_not_written_after_session_expired },
     { "server down across a slot start: never a late run", test_server_down_across_slot_start },
     { "three instances run every slot exactly once", test_fleet_runs_each_slot_once },
     { "killed mid-run, SKIP_MISSED: slot skipped, later slots run", test_kill_mid_run_skip },

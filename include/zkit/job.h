@@ -7,8 +7,11 @@
  * or the firings of a 5-field cron expression.  At each slot's start (plus a random jitter) the
  * hosts try, without waiting, to take a mutex at `<path>/lock`; the winner reads the record
  * `<path>/last` (the last completed slot id, as decimal text), runs the callback if the slot is
- * newer, and on success advances the record with a versioned write.  The others see the lock
- * held or the record advanced and skip the slot.
+ * newer, and on success advances the record with a versioned write guarded by the lock (a
+ * transaction that also checks its lock node: a host that lost the lock never writes it).
+ * The others see the lock held or the record advanced and skip the slot.  A record that holds
+ * anything but a slot id stops the slot with ZKIT_EFOREIGN (logged, naming the node) until it
+ * is put right.
  *
  * Each job has its own thread; the callback runs on it, with the lock held.  Closing the client
  * ends a running job's ZooKeeper calls with ZKIT_ECLOSED; zkit_job_stop() may come before or
@@ -127,7 +130,8 @@ typedef struct zkit_job_attempt {
     int64_t scheduled_s;   /* its start, as zkit_job_run_scheduled_time() */
     int result;            /* RAN: what the callback returned */
     int recorded;          /* RAN: the slot is now recorded as complete */
-    int lost;              /* RAN: the lock was lost during the run (never recorded then) */
+    int lost;              /* RAN: the lock was lost during the run, or found lost by the
+                            * guarded record write, which it refused: never recorded then */
 } zkit_job_attempt_t;
 
 /*
@@ -136,8 +140,8 @@ typedef struct zkit_job_attempt {
  * attempt a job's thread makes at each poll: a look at the record and at the lock's queue,
  * the mutex at <path>/lock tried without waiting, the record read again under it, the
  * callback run if the record does not cover the slot, the slot recorded (a write against the
- * version read) if the callback returned 0 and the lock was ours throughout, and the lock
- * kept until min_hold_ms after the run started.
+ * version read, guarded by the lock) if the callback returned 0 and the lock was ours
+ * throughout, and the lock kept until min_hold_ms after the run started.
  *
  * The slot is the one of opts' schedule that contains `at_s` (Unix seconds): pass the time
  * the program was started for, so that a slow connection cannot move it to the next slot.
@@ -145,8 +149,10 @@ typedef struct zkit_job_attempt {
  * the calling thread, which holds the lock during it.
  *
  * Returns 0 with *attempt filled in, or an error with a message in `err` (may be NULL):
- * ZKIT_EINVAL / ZKIT_EBADPATH for bad options (as zkit_job_start), or the error that kept the
- * lock or the record from being read (ZKIT_ECONNLOSS, ZKIT_ENOAUTH...): nothing ran then.
+ * ZKIT_EINVAL / ZKIT_EBADPATH for bad options (as zkit_job_start), ZKIT_EFOREIGN when the
+ * record holds something other than a slot id (the message names the node and quotes it; also
+ * logged as an error), or the error that kept the lock or the record from being read
+ * (ZKIT_ECONNLOSS, ZKIT_ENOAUTH...): nothing ran then.
  */
 ZKIT_EXTERN int zkit_job_run_slot_once(zkit_client_t *client, const zkit_job_options_t *opts,
                                        int64_t at_s, zkit_job_attempt_t *attempt, char *err,
@@ -167,8 +173,10 @@ ZKIT_EXTERN int zkit_job_run_cancelled(const zkit_job_run_t *run);
 /* The lock's fencing token (see zkit_lock_fencing_token): pass it to what the job writes. */
 ZKIT_EXTERN int64_t zkit_job_run_fencing_token(const zkit_job_run_t *run);
 /*
- * The lock the run holds, for zkit_lock_node() or zkit_lock_valid_until() called from the
- * callback's own thread (the lock is held on its behalf).  Borrowed: do not release or free it.
+ * The lock the run holds, for zkit_lock_node(), zkit_lock_valid_until() or
+ * zkit_lock_guard_txn() called from the callback's own thread (the lock is held on its
+ * behalf): a run that writes to ZooKeeper guards its writes with it, so that they apply only
+ * while the lock is still its own.  Borrowed: do not release or free it.
  */
 ZKIT_EXTERN zkit_lock_t *zkit_job_run_lock(const zkit_job_run_t *run);
 

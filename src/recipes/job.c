@@ -5,12 +5,15 @@
  * worth contending for (the missed-slot policy), sleeps until the slot's start plus jitter,
  * and then polls with attempts: peek at the record and at the lock's queue, try the mutex
  * without waiting, and if the record still says the slot is not done, run the callback under
- * the lock and advance the record with a versioned write.  zkit_job_run_slot_once() makes one
- * such attempt for a caller without a thread (a program cron starts), through the same code
- * on a job object that has no thread.  A slot is recorded at most once because the
- * record is read and written under the lock, against the version read; the lock keeps two
- * hosts from running at the same time, and min_hold_ms keeps it held long enough that a host
- * whose clock lags finds it taken rather than slipping in right behind a quick run.
+ * the lock and advance the record with a versioned write guarded by the lock.
+ * zkit_job_run_slot_once() makes one such attempt for a caller without a thread (a program
+ * cron starts), through the same code on a job object that has no thread.  A slot is recorded
+ * at most once because the record is read under the lock and written against the version
+ * read, in a transaction that also checks our lock node, so a host that lost its lock (a
+ * paused process, an expired session) cannot write it late; the lock keeps two hosts from
+ * running at the same time, and min_hold_ms keeps it held long enough that a host whose clock
+ * lags finds it taken rather than slipping in right behind a quick run.  A record that holds
+ * no slot id is an error (ZKIT_EFOREIGN), never read as "none" or "all".
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -26,6 +29,7 @@
 #include "zkit/job.h"
 #include "zkit/lock.h"
 #include "zkit/ops.h"
+#include "zkit/txn.h"
 #include "framework/async.h"
 #include "framework/paths.h"
 #include "recipes/schedule.h"
@@ -247,20 +251,34 @@ static int record_covers(const job_record_t *rec, int64_t slot)
     return rec->last != ZKIT__SLOT_NONE && rec->last >= slot;
 }
 
-/* Advances the record to `slot`, only from the version read under the lock: a mismatch means
- * another host moved it meanwhile, and its word stands.  Returns whether it was written. */
+/*
+ * Advances the record to `slot` in one transaction guarded by the lock: it applies only if our
+ * lock node still exists, and only over the version read under the lock (or as a create where
+ * there was none).  So a host whose lock is gone, however late it hears of it, never writes;
+ * and a version mismatch means another host moved the record meanwhile, and its word stands.
+ * Returns 0 when written, else the error: ZKIT_ELOCKLOST when the guard refused it.
+ */
 static int write_record(zkit_job_t *job, const job_record_t *rec, int64_t slot)
 {
+    zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
+    zkit_txn_t *txn = NULL;
     char text[32];
     int len = snprintf(text, sizeof(text), "%" PRId64, slot), rc;
-    if (rec->exists) {
-        rc = zkit_set_data(NULL, job->client, job->record_path, text, (size_t)len, rec->version);
-    } else {
-        zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
-        co.flags = ZKIT_CREATE_PARENTS;
-        rc = zkit_create(NULL, NULL, job->client, job->record_path, text, (size_t)len, &co);
+    if ((rc = zkit_txn_new(&txn, job->client)) == 0 &&
+        (rc = zkit_lock_guard_txn(txn, job->lock)) == 0) {
+        /* The lock's node is under <path>, so <path> exists: no parents to create. */
+        rc = rec->exists ? zkit_txn_set_data(txn, job->record_path, text, (size_t)len,
+                                             rec->version)
+                         : zkit_txn_create(txn, job->record_path, text, (size_t)len, &co);
+        if (rc == 0)
+            rc = zkit_txn_commit(NULL, txn);
     }
-    if (rc == ZKIT_EBADVERSION || rc == ZKIT_ENODEEXISTS)
+    zkit_txn_free(txn);
+    if (rc == ZKIT_ELOCKLOST)
+        zkit__client_log(job->client, ZKIT_LOG_WARN,
+                         "job %s: the lock was lost before slot %" PRId64 " could be recorded; "
+                         "the record was not written", job->path, slot);
+    else if (rc == ZKIT_EBADVERSION || rc == ZKIT_ENODEEXISTS)
         zkit__client_log(job->client, ZKIT_LOG_WARN,
                          "job %s: the record changed while slot %" PRId64 " ran; left as it is",
                          job->path, slot);
@@ -268,7 +286,7 @@ static int write_record(zkit_job_t *job, const job_record_t *rec, int64_t slot)
         zkit__client_log(job->client, ZKIT_LOG_ERROR,
                          "job %s: slot %" PRId64 " ran but could not be recorded (%s); it may "
                          "run again", job->path, slot, zkit_strerror(rc));
-    return rc == 0;
+    return rc;
 }
 
 /* ---- one slot ------------------------------------------------------------------------------------ */
@@ -318,8 +336,11 @@ static void run_slot(zkit_job_t *job, const job_record_t *rec, zkit_job_attempt_
     else if (a->result != 0)
         zkit__client_log(job->client, ZKIT_LOG_WARN, "job %s: slot %" PRId64 " failed (%d)",
                          job->path, a->slot, a->result);
-    else
-        a->recorded = write_record(job, rec, a->slot);
+    else {
+        int rc = write_record(job, rec, a->slot);
+        a->recorded = rc == 0;
+        a->lost = rc == ZKIT_ELOCKLOST; /* lost before the write: the guard refused it */
+    }
     hold_until(started + job->opts.min_hold_ms);
 }
 
