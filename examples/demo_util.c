@@ -221,13 +221,19 @@ void demo_failure(long *failed, const char *fmt, ...)
 
 zkit_client_t *demo_connect(const char *connect_string, int timeout_ms)
 {
+    return demo_connect_session(connect_string, timeout_ms, 30000);
+}
+
+zkit_client_t *demo_connect_session(const char *connect_string, int timeout_ms,
+                                    int session_timeout_ms)
+{
     zkit_client_options_t opts;
     zkit_client_t *client = NULL;
     int rc;
 
     zkit_client_options_init(&opts);
     opts.connect_string = connect_string;
-    opts.session_timeout_ms = 30000;
+    opts.session_timeout_ms = session_timeout_ms;
     opts.connection_timeout_ms = timeout_ms;
     rc = zkit_client_new(&client, &opts);
     if (rc == 0)
@@ -515,6 +521,19 @@ void demo_kill_all(pid_t *pids, int n)
             waitpid(pids[i], NULL, 0);
         pids[i] = 0;
     }
+}
+
+int demo_worker_stopped(pid_t pid)
+{
+    siginfo_t info;
+
+    /* WNOWAIT: an exit stays for demo_reap to collect. */
+    memset(&info, 0, sizeof info);
+    if (waitid(P_PID, (id_t)pid, &info, WEXITED | WSTOPPED | WNOHANG | WNOWAIT) != 0)
+        return -1;
+    if (info.si_pid == 0)
+        return 0;
+    return info.si_code == CLD_STOPPED ? 1 : -1;
 }
 
 int demo_start_workers(demo_gate_t *gate, pid_t *pids, int n, demo_worker_fn fn, void *arg,

@@ -125,6 +125,9 @@ void demo_failure(long *failed, const char *fmt, ...) __attribute__((format(prin
 /* Opens a client and waits up to `timeout_ms` for the connection; logs warnings only.
  * Returns NULL (after printing why) on failure. */
 zkit_client_t *demo_connect(const char *connect_string, int timeout_ms);
+/* The same with the session timeout to ask for (demo_connect asks for 30 s). */
+zkit_client_t *demo_connect_session(const char *connect_string, int timeout_ms,
+                                    int session_timeout_ms);
 
 /* Closes a client (NULL allowed) after its pending lock releases have reached the server:
  * a release only sends its delete, and close abandons requests still in flight. */
@@ -195,6 +198,10 @@ int demo_reap(pid_t *pids, int n, int timeout_ms);
 
 /* Kills and reaps every pid still running (for error paths). */
 void demo_kill_all(pid_t *pids, int n);
+
+/* What a worker process is doing, seen by its parent without reaping it: 1 stopped (SIGSTOP),
+ * 0 running, -1 gone (exited or killed; still to be reaped by demo_reap). */
+int demo_worker_stopped(pid_t pid);
 
 /* The whole start: forks `n` workers behind `gate`, waits (30 s at most) until every one is
  * ready, opens the gate and stamps *start_ns.  -1 if a fork failed or a worker did not get

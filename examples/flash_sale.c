@@ -1,21 +1,37 @@
 /*
  * flash_sale.c - the flash sale from every distributed-lock article.
  *
- * A stock of items lives outside ZooKeeper, in a file standing in for a database row.  Many
- * purchase requests, from several processes each running several threads, do the classic
- * read-check-write: read the stock, think for a moment (the "business logic"), and if any is
- * left write stock-1 back and append an order.  Without a lock, requests that read the same
- * stock overwrite each other's decrement and more orders are taken than there are items.  With
- * a zkit mutex around the read-check-write, every order matches exactly one item.
+ * A stock of items lives outside the lock.  Many purchase requests, from several processes
+ * each running several threads, do the classic read-check-write: read the stock, think for a
+ * moment (the "business logic"), and if any is left write stock-1 back and append an order.
+ * Without a lock, requests that read the same stock overwrite each other's decrement and more
+ * orders are taken than there are items.  With a zkit mutex around the read-check-write,
+ * every order matches exactly one item.
  *
- * Each order line records the lock's fencing token; in lock mode the tokens must rise line by
+ * Where the stock lives (--store):
+ *   file  a file standing in for a database row: a write is a plain write;
+ *   zk    a znode next to the lock: the decrement is a ZooKeeper transaction guarded by the
+ *         lock (zkit_lock_guard_txn: it checks our lock node, and sets the stock against the
+ *         version read), so it commits only while the lock is ours.
+ *
+ * --freeze stops one buyer process (SIGSTOP) while it holds the lock, between reading the
+ * stock and writing it back, for longer than its session timeout: its session expires, its
+ * lock node goes, and another buyer takes the lock.  Once another buyer holds the lock and
+ * has sold a few items, the frozen buyer is resumed (SIGCONT) and carries on where it
+ * stopped.  With the file it writes its stale stock over the newer one: items are sold twice.
+ * With the guarded transaction its write is refused with ZKIT_ELOCKLOST and nothing is
+ * applied; it tries the purchase again under a new holding.
+ *
+ * Each order line records the lock's fencing token; with a lock the tokens must rise line by
  * line, which shows the holders really took turns in lock order.
  *
- * Exit status: lock mode 0 iff nothing was oversold, no update was lost and every request
- * completed; --no-lock mode 0 whenever the run completed (overselling is the point there).
+ * Exit status: with a lock, 0 iff nothing was oversold, no update was lost and every request
+ * completed (and with --freeze --store zk, the frozen buyer's write was refused); --no-lock,
+ * and --freeze with the file, 0 whenever the run completed (overselling is the point there).
  */
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,18 +42,39 @@
 #include "demo_util.h"
 
 #define STOCK_WIDTH 20 /* fixed-width record: a rewrite never leaves a shorter, torn number */
+#define MAX_PROCESSES 256
+#define BUY_TRIES 3    /* a purchase whose guarded write was refused is tried this often */
+
+enum { STORE_FILE, STORE_ZK };
 
 typedef struct options {
     demo_workload_t run;
     const char *path;
     long requests, stock;
+    int store;
+    int freeze;
+    long freeze_session_ms;
 } options_t;
+
+/* The frozen buyer's story, told by the parent. */
+enum { FREEZE_NONE, FREEZE_STOPPING, FREEZE_RESUMED };
 
 /* Lives in MAP_SHARED memory: written by every worker process, read by the parent. */
 typedef struct shared {
     long next_request;   /* the next request number to serve (atomic) */
     long failed;         /* requests that could not complete (atomic) */
-    int64_t end_ns[256]; /* per process: when its last request finished */
+    long sold;           /* orders taken (atomic) */
+    long refused;        /* guarded writes refused with ZKIT_ELOCKLOST (atomic) */
+    long lost_holds;     /* holdings found lost at release (atomic) */
+    int holder;          /* pid of the process whose buyer holds the lock, 0 when none (atomic) */
+    int written;         /* the holder's pid once it has written the stock (atomic) */
+    int freeze_state;    /* FREEZE_* (atomic) */
+    long frozen_stock;   /* the stock the frozen buyer had read */
+    long sold_at_freeze;
+    int frozen_session_ms;
+    long stale_written;  /* file: the stock the resumed buyer wrote; -1 none */
+    int stale_rc;        /* zk: what the resumed buyer's commit returned */
+    int64_t end_ns[MAX_PROCESSES]; /* per process: when its last request finished */
     double wait_ms[];    /* per request: time spent waiting for the lock */
 } shared_t;
 
@@ -48,15 +85,21 @@ typedef struct sale {
     shared_t *sh;
     size_t sh_size;
     demo_gate_t gate;
-    demo_workdir_t files; /* file[STOCK_FILE], file[ORDERS_FILE] */
+    demo_workdir_t files;     /* file[STOCK_FILE] (file store), file[ORDERS_FILE] */
+    char stock_node[512];     /* zk store: <path>-stock */
+    zkit_client_t *admin;     /* zk store: the parent's client, for the stock node */
 } sale_t;
 
 typedef struct worker {
     sale_t *sale;
+    zkit_client_t *client;
     zkit_lock_t *lock; /* one mutex per process, shared by its threads */
     int process;
     int thread;
 } worker_t;
+
+/* What one try at a purchase came to. */
+enum { BUY_DONE, BUY_REFUSED, BUY_FAILED };
 
 static void usage(FILE *out)
 {
@@ -67,13 +110,20 @@ static void usage(FILE *out)
             "  --threads N           threads per process (default 4)\n"
             "  --requests N          purchase requests in all (default 500)\n"
             "  --stock N             items in stock (default 300)\n"
+            "  --store file|zk       where the stock lives: a file (default), or a znode\n"
+            "                        written by transactions guarded by the lock\n"
+            "  --freeze              stop one buyer (SIGSTOP) while it holds the lock, past\n"
+            "                        its session timeout; resume it (SIGCONT) once another\n"
+            "                        buyer holds the lock\n"
+            "  --freeze-session-ms N the frozen buyer's session timeout (default 2000)\n"
             "  --hold-us N|MIN-MAX   time spent between reading and writing the stock\n"
             "                        (default 200-1000, uniformly random)\n"
             "  --no-lock             skip the lock, to watch the stock being oversold\n"
-            "  --path PATH           lock path (default /flash-sale/item-1)\n"
+            "  --path PATH           lock path (default /flash-sale/item-1; the zk store is\n"
+            "                        PATH-stock)\n"
             "  --dir DIR             where the stock and orders files go (default: a new\n"
             "                        temporary directory, removed afterwards)\n"
-            "  --keep                keep the files\n"
+            "  --keep                keep the files (and the stock node)\n"
             DEMO_USAGE_LIMITS);
 }
 
@@ -85,8 +135,33 @@ static int apply_option(int opt, const char *arg, void *opts)
     case 'r': return demo_parse_long(arg, 0, 10000000, "--requests", &o->requests);
     case 's': return demo_parse_long(arg, 0, LONG_MAX / 2, "--stock", &o->stock);
     case 'P': o->path = arg; return 0;
-    default: return demo_workload_option(&o->run, opt, arg, 256);
+    case 'S':
+        if (strcmp(arg, "file") == 0 || strcmp(arg, "zk") == 0) {
+            o->store = arg[0] == 'z' ? STORE_ZK : STORE_FILE;
+            return 0;
+        }
+        fprintf(stderr, "--store: expected file or zk, got '%s'\n", arg);
+        return -1;
+    case 'F': o->freeze = 1; return 0;
+    case 'f':
+        return demo_parse_long(arg, 1, 600000, "--freeze-session-ms", &o->freeze_session_ms);
+    default: return demo_workload_option(&o->run, opt, arg, MAX_PROCESSES);
     }
+}
+
+/* Options that do not go together; -1 after saying why. */
+static int check_options(const options_t *o)
+{
+    if (o->run.no_lock && (o->store == STORE_ZK || o->freeze)) {
+        fprintf(stderr, "--no-lock goes with neither --store zk nor --freeze: both need the "
+                "lock\n");
+        return -1;
+    }
+    if (o->freeze && o->run.processes < 2) {
+        fprintf(stderr, "--freeze needs at least 2 processes: one is frozen\n");
+        return -1;
+    }
+    return 0;
 }
 
 /* 0 to run, 1 after --help, -1 on a bad command line. */
@@ -97,16 +172,22 @@ static int parse_options(int argc, char **argv, options_t *o)
         { "requests", required_argument, NULL, 'r' },
         { "stock", required_argument, NULL, 's' },
         { "path", required_argument, NULL, 'P' },
+        { "store", required_argument, NULL, 'S' },
+        { "freeze", no_argument, NULL, 'F' },
+        { "freeze-session-ms", required_argument, NULL, 'f' },
         DEMO_WORKLOAD_LONGOPTS_LAST,
         { NULL, 0, NULL, 0 }
     };
+    int rc;
 
-    *o = (options_t){ .path = "/flash-sale/item-1", .requests = 500, .stock = 300 };
+    *o = (options_t){ .path = "/flash-sale/item-1", .requests = 500, .stock = 300,
+                      .store = STORE_FILE, .freeze_session_ms = 2000 };
     demo_workload_init(&o->run, 4, 200, 1000);
-    return demo_parse_options(argc, argv, longopts, usage, apply_option, o);
+    rc = demo_parse_options(argc, argv, longopts, usage, apply_option, o);
+    return rc == 0 ? check_options(o) : rc;
 }
 
-/* ---- the "database": two files --------------------------------------------------------- */
+/* ---- the stock in a file, and the orders -------------------------------------------------- */
 
 static int write_stock(int fd, long stock)
 {
@@ -123,6 +204,17 @@ static int read_stock(int fd, long *stock)
         return -1;
     rec[n] = '\0';
     return sscanf(rec, "%ld", stock) == 1 ? 0 : -1;
+}
+
+static int read_stock_file(const sale_t *s, long *stock)
+{
+    int fd = open(s->files.file[STOCK_FILE], O_RDONLY), rc;
+
+    if (fd < 0)
+        return -1;
+    rc = read_stock(fd, stock);
+    close(fd);
+    return rc;
 }
 
 static int create_files(sale_t *s)
@@ -165,53 +257,255 @@ static int append_order(const sale_t *s, long request, long stock_before, int64_
 
     if (fd >= 0)
         close(fd);
+    if (ok)
+        __atomic_fetch_add(&s->sh->sold, 1, __ATOMIC_RELAXED);
     return ok ? 0 : -1;
 }
 
-/* The read-check-write that must not interleave with another request's. */
-static int buy(const worker_t *w, long request, int64_t token, unsigned *seed)
+/* ---- the stock in a znode ------------------------------------------------------------------- */
+
+/* The stock node's value and version; -1 if unreadable (printed). */
+static int read_stock_node(zkit_client_t *client, const char *node, long *stock, int *version)
+{
+    char *data = NULL, *end;
+    size_t len = 0;
+    zkit_stat_t st;
+    int rc = zkit_get_data(&data, &len, &st, client, node, NULL);
+
+    if (rc != 0) {
+        fprintf(stderr, "%s: %s\n", node, zkit_strerror(rc));
+        return -1;
+    }
+    *stock = strtol(data, &end, 10);
+    rc = end == data || *end ? -1 : 0;
+    if (rc != 0)
+        fprintf(stderr, "%s: holds '%s', not a number\n", node, data);
+    zkit_free(data);
+    if (version)
+        *version = st.version;
+    return rc;
+}
+
+static int create_stock_node(sale_t *s)
+{
+    zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
+    char text[32];
+    int len = snprintf(text, sizeof text, "%ld", s->opt.stock), rc;
+
+    snprintf(s->stock_node, sizeof s->stock_node, "%s-stock", s->opt.path);
+    s->admin = demo_connect(s->opt.run.connect, 15000);
+    if (!s->admin)
+        return -1;
+    co.flags = ZKIT_CREATE_PARENTS;
+    rc = zkit_create(NULL, NULL, s->admin, s->stock_node, text, (size_t)len, &co);
+    if (rc == ZKIT_ENODEEXISTS)
+        rc = zkit_set_data(NULL, s->admin, s->stock_node, text, (size_t)len, -1);
+    if (rc != 0) {
+        fprintf(stderr, "%s: %s\n", s->stock_node, zkit_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+/* The current stock, wherever it lives. */
+static int current_stock(const sale_t *s, long *stock)
+{
+    if (s->opt.store == STORE_ZK)
+        return read_stock_node(s->admin, s->stock_node, stock, NULL);
+    return read_stock_file(s, stock);
+}
+
+/* ---- the frozen buyer ------------------------------------------------------------------------ */
+
+/* The sale is well under way when the buyer freezes, so that there is stock left to resell. */
+static long freeze_after(const options_t *o)
+{
+    return o->stock / 6;
+}
+
+/* Others must sell this many while it is frozen, so that its stale write shows. */
+static long sales_while_frozen(const options_t *o)
+{
+    return o->stock / 15 > 0 ? o->stock / 15 : 1;
+}
+
+/*
+ * In process 0, holding the lock with `stock` read and the write not yet made: the first
+ * time, once the sale is under way, the whole process stops here (SIGSTOP), as a process
+ * does in a long GC pause, a swap storm or a frozen virtual machine.  Returns 1 once it has
+ * been resumed, 0 when this was not the moment.
+ */
+static int maybe_freeze(const worker_t *w, long stock)
+{
+    shared_t *sh = w->sale->sh;
+    int expected = FREEZE_NONE;
+
+    if (!w->sale->opt.freeze || w->process != 0 || stock <= 0 ||
+        __atomic_load_n(&sh->sold, __ATOMIC_RELAXED) < freeze_after(&w->sale->opt))
+        return 0;
+    if (!__atomic_compare_exchange_n(&sh->freeze_state, &expected, FREEZE_STOPPING, 0,
+                                     __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        return 0;
+    sh->frozen_stock = stock;
+    sh->sold_at_freeze = __atomic_load_n(&sh->sold, __ATOMIC_SEQ_CST);
+    sh->frozen_session_ms = zkit_client_negotiated_timeout(w->client);
+    /* raise(), not kill(getpid()): directed at this thread, the stop takes it at once; a
+     * process-directed signal may be taken by another thread while this one writes on. */
+    raise(SIGSTOP);
+    return 1;
+}
+
+/* ---- one purchase ---------------------------------------------------------------------------- */
+
+/* Who holds the lock, for the parent choosing when to resume a frozen buyer.  Cleared once
+ * the release has returned, and only if no other process has marked itself since. */
+static void mark_holder(const worker_t *w, int holding)
+{
+    int me = (int)getpid(), expected = me;
+
+    if (holding) {
+        __atomic_store_n(&w->sale->sh->holder, me, __ATOMIC_SEQ_CST);
+        return;
+    }
+    __atomic_compare_exchange_n(&w->sale->sh->written, &expected, 0, 0, __ATOMIC_SEQ_CST,
+                                __ATOMIC_SEQ_CST);
+    expected = me;
+    __atomic_compare_exchange_n(&w->sale->sh->holder, &expected, 0, 0, __ATOMIC_SEQ_CST,
+                                __ATOMIC_SEQ_CST);
+}
+
+static void mark_written(const worker_t *w)
+{
+    __atomic_store_n(&w->sale->sh->written, (int)getpid(), __ATOMIC_SEQ_CST);
+}
+
+static void think(const worker_t *w, unsigned *seed)
+{
+    const options_t *o = &w->sale->opt;
+    demo_sleep_us(demo_random_between(seed, o->run.hold_lo_us, o->run.hold_hi_us));
+}
+
+/* The read-check-write that must not interleave with another request's, on the file. */
+static int buy_from_file(const worker_t *w, long request, int64_t token, unsigned *seed)
 {
     const sale_t *s = w->sale;
     long stock;
-    int fd = open(s->files.file[STOCK_FILE], O_RDWR), rc = -1;
+    int fd = open(s->files.file[STOCK_FILE], O_RDWR), rc = BUY_FAILED;
 
     if (fd < 0)
-        return -1;
+        return BUY_FAILED;
     if (read_stock(fd, &stock) == 0) {
-        demo_sleep_us(demo_random_between(seed, s->opt.run.hold_lo_us, s->opt.run.hold_hi_us));
-        rc = 0;
-        if (stock > 0)
+        int froze;
+        think(w, seed);
+        froze = maybe_freeze(w, stock);
+        rc = BUY_DONE;
+        if (stock > 0) {
             rc = (write_stock(fd, stock - 1) == 0 &&
-                  append_order(s, request, stock, token, w) == 0) ? 0 : -1;
+                  append_order(s, request, stock, token, w) == 0) ? BUY_DONE : BUY_FAILED;
+            mark_written(w);
+            if (froze)
+                s->sh->stale_written = stock - 1;
+        }
     }
     close(fd);
     return rc;
 }
 
+/* The decrement as a transaction guarded by the lock: it commits only if our lock node is
+ * still there, and only over the version read. */
+static int prepare_decrement(zkit_txn_t **txn, const worker_t *w, long stock, int version)
+{
+    char text[32];
+    int len = snprintf(text, sizeof text, "%ld", stock - 1), rc;
+
+    if ((rc = zkit_txn_new(txn, w->client)) == 0 &&
+        (rc = zkit_lock_guard_txn(*txn, w->lock)) == 0)
+        rc = zkit_txn_set_data(*txn, w->sale->stock_node, text, (size_t)len, version);
+    return rc;
+}
+
+/* The same read-check-write on the stock node. */
+static int buy_from_node(const worker_t *w, long request, int64_t token, unsigned *seed)
+{
+    const sale_t *s = w->sale;
+    zkit_txn_t *txn = NULL;
+    long stock;
+    int version, rc = 0, froze;
+
+    if (read_stock_node(w->client, s->stock_node, &stock, &version) != 0)
+        return BUY_FAILED;
+    /* Prepared before thinking: a buyer frozen from here on resumes straight into commit. */
+    if (stock > 0)
+        rc = prepare_decrement(&txn, w, stock, version);
+    think(w, seed);
+    froze = maybe_freeze(w, stock);
+    if (stock > 0 && rc == 0)
+        rc = zkit_txn_commit(NULL, txn);
+    zkit_txn_free(txn);
+    if (froze)
+        s->sh->stale_rc = rc;
+    if (rc == ZKIT_ELOCKLOST) {
+        __atomic_fetch_add(&s->sh->refused, 1, __ATOMIC_RELAXED);
+        return BUY_REFUSED;
+    }
+    if (rc != 0) {
+        fprintf(stderr, "request %ld: the guarded decrement failed: %s\n", request,
+                zkit_strerror(rc));
+        return BUY_FAILED;
+    }
+    if (stock > 0 && append_order(s, request, stock, token, w) != 0)
+        return BUY_FAILED;
+    mark_written(w);
+    return BUY_DONE;
+}
+
 /* ---- the workers ----------------------------------------------------------------------- */
 
-static void serve_request(worker_t *w, long request, unsigned *seed)
+/* One try: lock, buy, unlock.  BUY_* */
+static int try_request(worker_t *w, long request, unsigned *seed, int64_t t0)
 {
     sale_t *s = w->sale;
-    int64_t t0 = demo_now_ns(), token = 0;
-    int rc = 0;
+    int64_t token = 0;
+    int rc, bought;
 
     if (w->lock) {
         rc = zkit_lock_acquire(w->lock, (int)s->opt.run.timeout_ms);
         if (rc != 0) {
-            demo_failure(&s->sh->failed, "request %ld: acquire failed: %s", request,
-                         zkit_strerror(rc));
-            return;
+            fprintf(stderr, "request %ld: acquire failed: %s\n", request, zkit_strerror(rc));
+            return BUY_FAILED;
         }
         zkit_lock_fencing_token(w->lock, &token);
+        mark_holder(w, 1);
     }
     s->sh->wait_ms[request] = demo_ms_since(t0);
-    if (buy(w, request, token, seed) != 0)
-        demo_failure(&s->sh->failed, "request %ld: stock file access failed", request);
-    /* ELOCKLOST here means another holder may have overlapped with us: count it. */
-    if (w->lock && (rc = zkit_lock_release(w->lock)) != 0)
-        demo_failure(&s->sh->failed, "request %ld: release failed: %s", request,
-                     zkit_strerror(rc));
+    bought = s->opt.store == STORE_ZK ? buy_from_node(w, request, token, seed)
+                                      : buy_from_file(w, request, token, seed);
+    if (bought == BUY_FAILED && s->opt.store == STORE_FILE)
+        fprintf(stderr, "request %ld: stock file access failed\n", request);
+    if (w->lock) {
+        /* ELOCKLOST: another holder may have overlapped with us; counted, and told. */
+        rc = zkit_lock_release(w->lock);
+        mark_holder(w, 0);
+        if (rc == ZKIT_ELOCKLOST)
+            __atomic_fetch_add(&s->sh->lost_holds, 1, __ATOMIC_RELAXED);
+        else if (rc != 0)
+            demo_failure(&s->sh->failed, "request %ld: release failed: %s", request,
+                         zkit_strerror(rc));
+    }
+    return bought;
+}
+
+static void serve_request(worker_t *w, long request, unsigned *seed)
+{
+    int64_t t0 = demo_now_ns();
+    int tries = 0, rc;
+
+    /* A refused write applied nothing: the purchase is simply made again. */
+    while ((rc = try_request(w, request, seed, t0)) == BUY_REFUSED && ++tries < BUY_TRIES)
+        ;
+    if (rc != BUY_DONE)
+        demo_failure(&w->sale->sh->failed, "request %ld: not served (%s)", request,
+                     rc == BUY_REFUSED ? "refused every time" : "see above");
 }
 
 /* demo_job_fn: `arg` is the process's worker_t. */
@@ -223,43 +517,126 @@ static void request_job(void *arg, int thread, long request, unsigned *seed)
     serve_request(&w, request, seed);
 }
 
-static int run_threads(sale_t *s, int process, zkit_lock_t *lock)
+static int run_threads(sale_t *s, worker_t *proc)
 {
-    worker_t proc = { s, lock, process, 0 };
     int rc = demo_run_jobs((int)s->opt.run.threads, &s->sh->next_request, s->opt.requests,
-                           request_job, &proc);
+                           request_job, proc);
 
     if (rc != 0)
-        fprintf(stderr, "process %d: pthread_create failed\n", process);
-    s->sh->end_ns[process] = demo_now_ns();
+        fprintf(stderr, "process %d: pthread_create failed\n", proc->process);
+    s->sh->end_ns[proc->process] = demo_now_ns();
     return rc;
 }
 
 static int process_main(int process, void *arg)
 {
     sale_t *s = arg;
-    zkit_client_t *client = NULL;
-    zkit_lock_t *lock = NULL;
-    int rc;
+    worker_t proc = { s, NULL, NULL, process, 0 };
+    int rc, session_ms = s->opt.freeze && process == 0 ? (int)s->opt.freeze_session_ms : 30000;
 
     if (!s->opt.run.no_lock) {
-        client = demo_connect(s->opt.run.connect, 15000);
-        if (!client)
+        proc.client = demo_connect_session(s->opt.run.connect, 15000, session_ms);
+        if (!proc.client)
             return 1;
-        rc = zkit_mutex_new(&lock, client, s->opt.path);
+        rc = zkit_mutex_new(&proc.lock, proc.client, s->opt.path);
         if (rc != 0) {
             fprintf(stderr, "process %d: zkit_mutex_new(%s): %s\n", process, s->opt.path,
                     zkit_strerror(rc));
-            zkit_client_close(client);
+            zkit_client_close(proc.client);
             return 1;
         }
     }
     demo_gate_ready(&s->gate);
     demo_gate_wait(&s->gate);
-    rc = run_threads(s, process, lock);
-    zkit_lock_free(lock);
-    demo_close(client);
+    rc = run_threads(s, &proc);
+    zkit_lock_free(proc.lock);
+    demo_close(proc.client);
     return rc;
+}
+
+/* ---- the parent: freezing and resuming ----------------------------------------------------- */
+
+typedef struct freeze_report {
+    int stopped, resumed;
+    double frozen_s;
+    long stock_at_resume;   /* what the store said just before the resume */
+    long sold_meanwhile;
+    int holder_at_resume;   /* the pid holding then */
+} freeze_report_t;
+
+/* Whether every process but the frozen one has finished. */
+static int others_done(const sale_t *s)
+{
+    long i;
+
+    for (i = 1; i < s->opt.run.processes; i++)
+        if (s->sh->end_ns[i] == 0)
+            return 0;
+    return 1;
+}
+
+/* Waits (bounded) until process 0 has stopped itself while holding the lock, then until
+ * others have sold a few items and another buyer holds the lock, having just written the
+ * stock, and resumes it. */
+static void freeze_and_resume(const sale_t *s, pid_t victim, freeze_report_t *f)
+{
+    shared_t *sh = s->sh;
+    int64_t t0 = demo_now_ns(), stopped_ns = 0;
+    int64_t give_up = t0 + (int64_t)(60000 + s->opt.freeze_session_ms * 3) * 1000000;
+    int state;
+
+    memset(f, 0, sizeof *f);
+    while ((state = demo_worker_stopped(victim)) == 0 && demo_now_ns() < give_up)
+        demo_sleep_us(1000);
+    if (state != 1) {
+        fprintf(stderr, "the buyer to freeze never stopped\n");
+        return;
+    }
+    f->stopped = 1;
+    stopped_ns = demo_now_ns();
+    while (demo_now_ns() < give_up && !others_done(s)) {
+        int holder = __atomic_load_n(&sh->holder, __ATOMIC_SEQ_CST);
+        int written = __atomic_load_n(&sh->written, __ATOMIC_SEQ_CST);
+        long sold = __atomic_load_n(&sh->sold, __ATOMIC_SEQ_CST) - sh->sold_at_freeze;
+
+        if (holder != 0 && holder != (int)victim && written == holder &&
+            sold >= sales_while_frozen(&s->opt)) {
+            f->holder_at_resume = holder;
+            break;
+        }
+        demo_sleep_us(50);
+    }
+    f->sold_meanwhile = __atomic_load_n(&sh->sold, __ATOMIC_SEQ_CST) - sh->sold_at_freeze;
+    if (current_stock(s, &f->stock_at_resume) != 0)
+        f->stock_at_resume = -1;
+    f->frozen_s = (double)(demo_now_ns() - stopped_ns) / 1e9;
+    kill(victim, SIGCONT);
+    __atomic_store_n(&sh->freeze_state, FREEZE_RESUMED, __ATOMIC_SEQ_CST);
+    f->resumed = f->holder_at_resume != 0;
+    if (!f->resumed)
+        fprintf(stderr, "no other buyer took the lock while one was frozen: resumed anyway\n");
+}
+
+static void print_freeze(const sale_t *s, const freeze_report_t *f)
+{
+    const shared_t *sh = s->sh;
+
+    if (!f->stopped)
+        return;
+    printf("  frozen buyer       process 0 stopped (SIGSTOP) holding the lock, having read "
+           "stock %ld; session timeout %d ms\n", sh->frozen_stock, sh->frozen_session_ms);
+    printf("  resumed            after %.2f s (SIGCONT), while another buyer held the lock; "
+           "%ld sold meanwhile, stock then %ld\n", f->frozen_s, f->sold_meanwhile,
+           f->stock_at_resume);
+    if (s->opt.store == STORE_ZK)
+        printf("  stale write        %s: %s\n",
+               sh->stale_rc == ZKIT_ELOCKLOST ? "REFUSED" : "NOT REFUSED",
+               sh->stale_rc == ZKIT_ELOCKLOST ?
+               "ZKIT_ELOCKLOST, nothing applied (its lock node was gone); it bought again" :
+               sh->stale_rc == 0 ? "committed" : zkit_strerror(sh->stale_rc));
+    else if (sh->stale_written >= 0)
+        printf("  stale write        stock %ld written over %ld: nothing stopped it\n",
+               sh->stale_written, f->stock_at_resume);
 }
 
 /* ---- the parent's report --------------------------------------------------------------- */
@@ -272,11 +649,10 @@ typedef struct tally {
 
 static int read_tally(const sale_t *s, tally_t *t)
 {
-    const char *orders = s->files.file[ORDERS_FILE], *stock = s->files.file[STOCK_FILE];
+    const char *orders = s->files.file[ORDERS_FILE];
     FILE *f = fopen(orders, "r");
     char line[256];
     long long prev = -1;
-    int fd;
 
     memset(t, 0, sizeof *t);
     if (!f) {
@@ -293,66 +669,123 @@ static int read_tally(const sale_t *s, tally_t *t)
         prev = token;
     }
     fclose(f);
-    fd = open(stock, O_RDONLY);
-    if (fd < 0 || read_stock(fd, &t->stock_left) != 0) {
-        fprintf(stderr, "%s: unreadable\n", stock);
-        if (fd >= 0)
-            close(fd);
+    if (current_stock(s, &t->stock_left) != 0) {
+        fprintf(stderr, "the stock is unreadable\n");
         return -1;
     }
-    close(fd);
     return 0;
 }
 
-static int report(const sale_t *s, int64_t start_ns, int worker_failures)
+/* The last line, for a run with a lock.  Returns whether the run kept its promise. */
+static int print_result(const sale_t *s, const tally_t *t, long oversold, long lost,
+                        long failed, const freeze_report_t *f)
+{
+    const options_t *o = &s->opt;
+    long expected = o->requests < o->stock ? o->requests : o->stock;
+    int ok = oversold == 0 && lost == 0 && failed == 0 && t->token_inversions == 0;
+
+    if (o->store == STORE_ZK) {
+        ok = ok && t->orders == expected;
+        if (o->freeze)
+            ok = ok && f->stopped && f->resumed && s->sh->stale_rc == ZKIT_ELOCKLOST;
+        if (ok && o->freeze)
+            printf("  result             OK: exactly %ld sold; the frozen buyer's stale write "
+                   "was refused with ZKIT_ELOCKLOST\n", t->orders);
+        else
+            printf("  result             %s\n", ok ? "OK: every order matches an item" :
+                   "FAILED");
+        return ok;
+    }
+    if (o->freeze) {
+        if (oversold > 0)
+            printf("  result             OVERSOLD by %ld: the frozen buyer woke up still "
+                   "believing it held the lock and wrote stale stock; a file cannot tell "
+                   "(see --store zk)\n", oversold);
+        else
+            printf("  result             not oversold this time (the stale write did no "
+                   "harm)\n");
+        return f->stopped && f->resumed && failed == 0;
+    }
+    ok = ok && s->sh->lost_holds == 0;
+    printf("  result             %s\n", ok ? "OK: every order matches an item" : "FAILED");
+    return ok;
+}
+
+static int report(const sale_t *s, int64_t start_ns, int worker_failures,
+                  const freeze_report_t *f)
 {
     const options_t *o = &s->opt;
     tally_t t;
-    long oversold, lost, failed = s->sh->failed;
-    int ok;
+    long oversold, lost, failed = s->sh->failed + worker_failures;
 
     if (read_tally(s, &t) != 0)
         return 1;
     oversold = t.orders > o->stock ? t.orders - o->stock : 0;
-    /* Every order should have taken one item out of the file; the rest were overwritten. */
+    /* Every order should have taken one item out of the stock; the rest were overwritten. */
     lost = t.orders - (o->stock - t.stock_left);
 
+    if (o->freeze)
+        print_freeze(s, f);
     printf("  items sold         %ld\n", t.orders);
     printf("  stock left         %ld\n", t.stock_left);
     printf("  oversold           %ld   (orders beyond the %ld in stock)\n", oversold, o->stock);
     printf("  lost updates       %ld   (decrements overwritten by a concurrent request)\n", lost);
-    printf("  failed requests    %ld\n", failed + worker_failures);
-    if (!o->run.no_lock)
+    printf("  failed requests    %ld\n", failed);
+    if (o->store == STORE_ZK)
+        printf("  refused writes     %ld   (guarded commits refused with ZKIT_ELOCKLOST)\n",
+               s->sh->refused);
+    if (!o->run.no_lock) {
+        printf("  lost holdings      %ld   (locks found lost at release)\n", s->sh->lost_holds);
         printf("  fencing tokens     %s\n", t.token_inversions == 0 ?
-               "rise with every order (holders took turns)" : "OUT OF ORDER");
+               "rise with every order (holders took turns)" :
+               "OUT OF ORDER: an order was taken under an older holding than the one "
+               "before it");
+    }
     demo_print_throughput("requests", o->requests,
                           demo_span_ns(s->sh->end_ns, o->run.processes, start_ns));
     if (!o->run.no_lock)
         demo_print_lock_wait(s->sh->wait_ms, (size_t)o->requests, "");
 
-    ok = oversold == 0 && lost == 0 && failed == 0 && worker_failures == 0 &&
-         t.token_inversions == 0;
     if (o->run.no_lock) {
         printf("  result             %s\n", oversold || lost ?
                "OVERSOLD without a lock, as expected" : "no race observed this time");
         return worker_failures ? 1 : 0;
     }
-    printf("  result             %s\n", ok ? "OK: every order matches an item" : "FAILED");
-    return ok ? 0 : 1;
+    return print_result(s, &t, oversold, lost, failed, f) ? 0 : 1;
 }
 
 /* ---- main ------------------------------------------------------------------------------ */
 
 static int run(sale_t *s)
 {
-    pid_t pids[256];
+    pid_t pids[MAX_PROCESSES];
+    freeze_report_t f;
     int64_t start_ns;
     int n = (int)s->opt.run.processes;
 
+    memset(&f, 0, sizeof f);
     if (demo_start_workers(&s->gate, pids, n, process_main, s,
                            "workers did not get ready (see errors above)", &start_ns) != 0)
         return 1;
-    return report(s, start_ns, demo_reap(pids, n, (int)s->opt.run.deadline_s * 1000));
+    if (s->opt.freeze)
+        freeze_and_resume(s, pids[0], &f);
+    return report(s, start_ns, demo_reap(pids, n, (int)s->opt.run.deadline_s * 1000), &f);
+}
+
+static void print_header(const sale_t *s)
+{
+    const options_t *o = &s->opt;
+
+    printf("flash sale: %ld items, %ld requests from %ld processes x %ld threads, "
+           "hold %ld-%ld us, %s, stock in %s%s\n", o->stock, o->requests, o->run.processes,
+           o->run.threads, o->run.hold_lo_us, o->run.hold_hi_us,
+           o->run.no_lock ? "NO LOCK" : "zkit mutex",
+           o->store == STORE_ZK ? "a znode (guarded transactions)" : "a file",
+           o->freeze ? ", one buyer FROZEN" : "");
+    if (!o->run.no_lock)
+        printf("  lock               %s on %s\n", o->path, o->run.connect);
+    if (o->store == STORE_ZK)
+        printf("  stock node         %s\n", s->stock_node);
 }
 
 int main(int argc, char **argv)
@@ -366,15 +799,17 @@ int main(int argc, char **argv)
         return rc > 0 ? 0 : 2;
     s.sh_size = sizeof(shared_t) + (size_t)s.opt.requests * sizeof(double);
     s.sh = demo_shared_alloc(s.sh_size);
-    if (!s.sh || create_files(&s) != 0)
+    if (!s.sh || create_files(&s) != 0 ||
+        (s.opt.store == STORE_ZK && create_stock_node(&s) != 0)) {
+        demo_close(s.admin);
         return 1;
-    printf("flash sale: %ld items, %ld requests from %ld processes x %ld threads, "
-           "hold %ld-%ld us, %s\n", s.opt.stock, s.opt.requests, s.opt.run.processes,
-           s.opt.run.threads, s.opt.run.hold_lo_us, s.opt.run.hold_hi_us,
-           s.opt.run.no_lock ? "NO LOCK" : "zkit mutex");
-    if (!s.opt.run.no_lock)
-        printf("  lock               %s on %s\n", s.opt.path, s.opt.run.connect);
+    }
+    s.sh->stale_written = -1;
+    print_header(&s);
     rc = run(&s);
+    if (s.admin && !s.opt.run.keep)
+        zkit_delete(s.admin, s.stock_node, -1, 0);
+    demo_close(s.admin);
     demo_workdir_finish(&s.files, "  files kept in      ");
     demo_shared_free(s.sh, s.sh_size);
     return rc;

@@ -72,6 +72,8 @@ clientPort=$port
 clientPortAddress=127.0.0.1
 # Demos open one session per process and tests many: no per-address cap.
 maxClientCnxns=0
+# The flash sale's frozen buyer asks for a short session, so that it expires quickly.
+minSessionTimeout=1000
 4lw.commands.whitelist=ruok,srvr,mntr,stat,cons
 admin.enableServer=false
 EOF
