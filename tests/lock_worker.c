@@ -21,6 +21,15 @@
  * hold: connects with the given session timeout, acquires (forever), prints
  *   "ACQUIRED <node> <negotiated session timeout ms>", then waits for EOF on stdin, releases
  *   and exits 0.  Used to be killed with SIGKILL while holding.
+ *
+ *   lock_worker CONNECT guard PATH NODE SESSION_TIMEOUT_MS
+ *
+ * guard: connects with the given session timeout, acquires a mutex at PATH, reads NODE and
+ *   prepares a transaction guarded by the lock (zkit_lock_guard_txn) that sets NODE to
+ *   "stale <pid>" against the version read; prints "ARMED <node> <negotiated timeout ms>",
+ *   waits for one line on stdin, commits at once and prints "COMMIT <rc>" (the zkit error
+ *   number); then releases (whatever that says) and exits 0.  Used to be frozen (SIGSTOP)
+ *   while armed, past its session timeout, and resumed into the commit.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -301,6 +310,50 @@ static int run_hold(int argc, char **argv)
     return 0;
 }
 
+static int run_guard(int argc, char **argv)
+{
+    /* CONNECT guard PATH NODE SESSION_TIMEOUT_MS */
+    char *node = NULL, *data = NULL, line[64], stale[64];
+    zkit_client_t *c;
+    zkit_lock_t *lock;
+    zkit_txn_t *txn;
+    zkit_stat_t st;
+    size_t len;
+    int rc;
+    if (argc != 6) {
+        fprintf(stderr, "%s: guard needs PATH NODE SESSION_TIMEOUT_MS\n", prog);
+        return 1;
+    }
+    c = connect_client(argv[1], atoi(argv[5]));
+    if ((rc = zkit_mutex_new(&lock, c, argv[3])) != 0)
+        die("zkit_mutex_new", rc);
+    if ((rc = zkit_lock_acquire(lock, ACQUIRE_TIMEOUT_MS)) != 0)
+        die("acquire", rc);
+    if ((rc = zkit_lock_node(lock, &node)) != 0)
+        die("zkit_lock_node", rc);
+    if ((rc = zkit_get_data(&data, &len, &st, c, argv[4], NULL)) != 0)
+        die("reading NODE", rc);
+    zkit_free(data);
+    snprintf(stale, sizeof(stale), "stale %d", (int)getpid());
+    if ((rc = zkit_txn_new(&txn, c)) != 0 || (rc = zkit_lock_guard_txn(txn, lock)) != 0 ||
+        (rc = zkit_txn_set_data(txn, argv[4], stale, strlen(stale), st.version)) != 0)
+        die("preparing the guarded transaction", rc);
+    printf("ARMED %s %d\n", node, zkit_client_negotiated_timeout(c));
+    fflush(stdout);
+    zkit_free(node);
+    if (!fgets(line, sizeof(line), stdin))
+        die("no commit signal", ZKIT_ECANCELED);
+    rc = zkit_txn_commit(NULL, txn);
+    printf("COMMIT %d\n", rc);
+    fflush(stdout);
+    zkit_txn_free(txn);
+    zkit_lock_release(lock);
+    zkit_lock_free(lock);
+    flush(c);
+    zkit_client_close(c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -308,7 +361,10 @@ int main(int argc, char **argv)
         return run_loop(argc, argv);
     if (argc >= 3 && strcmp(argv[2], "hold") == 0)
         return run_hold(argc, argv);
+    if (argc >= 3 && strcmp(argv[2], "guard") == 0)
+        return run_guard(argc, argv);
     fprintf(stderr, "usage: %s CONNECT loop KIND PATHS ITERATIONS COUNTERS LOG [LEASES]\n"
-                    "       %s CONNECT hold KIND PATHS SESSION_TIMEOUT_MS\n", prog, prog);
+                    "       %s CONNECT hold KIND PATHS SESSION_TIMEOUT_MS\n"
+                    "       %s CONNECT guard PATH NODE SESSION_TIMEOUT_MS\n", prog, prog, prog);
     return 1;
 }

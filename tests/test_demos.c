@@ -5,7 +5,12 @@
  *   - flash_sale with the lock sells exactly the stock: oversold 0, no lost update;
  *   - flash_sale --no-lock runs to completion and reports its (expected) overselling;
  *   - transfer keeps the total constant in every audit and at the end;
- *   - after each run no lock node is left on the server and no worker process survives.
+ *   - after each run no lock node is left on the server and no worker process survives;
+ *   - flash_sale --freeze: a buyer frozen (SIGSTOP) past its session timeout while holding
+ *     the lock, resumed (SIGCONT) while another holds it, oversells a file-backed stock, and
+ *     with the stock in a znode under guarded transactions exactly the stock is sold;
+ *   - 20 rounds of a guarded commit racing its frozen-then-resumed holder (tests/lock_worker
+ *     in "guard" mode): refused with ZKIT_ELOCKLOST every time, never applied.
  *
  * The binaries come from DEMO_BINDIR (set by Makefile.am), or $ZKIT_DEMO_BINDIR.  Each run is
  * bounded: the demo and its workers form one process group, killed on timeout.
@@ -21,12 +26,22 @@
 #include <unistd.h>
 
 #include <CUnit/CUnit.h>
+#include <poll.h>
 
 #include "harness.h"
+#include "zkit.h"
 
 #ifndef DEMO_BINDIR
 #define DEMO_BINDIR "examples"
 #endif
+#ifndef LOCK_WORKER
+#define LOCK_WORKER "tests/lock_worker"
+#endif
+
+/* The frozen buyer's and the guard worker's session: the smallest the harness server (tick
+ * 500 ms) grants, so that a frozen process's session expires in about a second. */
+#define FROZEN_SESSION_MS "1000"
+#define GUARD_ROUNDS 20
 
 #define RUN_TIMEOUT_MS 120000
 #define MAX_OUTPUT 65536
@@ -210,6 +225,242 @@ static void test_transfer(void)
     assert_no_lock_nodes(root);
 }
 
+/* ---- a frozen holder --------------------------------------------------------------------- */
+
+/* The file-backed sale under the fault: the resumed buyer's stale write oversells. */
+static void test_flash_sale_frozen_file(void)
+{
+    char root[128], path[160];
+    static run_t r;
+    zkh_unique_path(root, sizeof root, "flash-frozen-file");
+    snprintf(path, sizeof path, "%s/item-1", root);
+    {
+        const char *args[] = { "--processes", "3", "--threads", "3", "--hold-us", "100-400",
+                               "--path", path, "--freeze", "--freeze-session-ms",
+                               FROZEN_SESSION_MS, "--timeout-ms", "30000", NULL };
+        run_demo(&r, "flash_sale", args, 0);
+    }
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "frozen buyer       process 0 stopped (SIGSTOP)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "nothing stopped it"));
+    CU_ASSERT(field(&r, "oversold", -1) >= 1);
+    CU_ASSERT(field(&r, "items sold", -1) > 300);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "result             OVERSOLD by"));
+    CU_ASSERT_EQUAL(field(&r, "failed requests", -1), 0);
+    assert_no_lock_nodes(root);
+}
+
+/* The guarded sale under the same fault: exactly the stock is sold, the stale write refused. */
+static void test_flash_sale_frozen_guarded(void)
+{
+    char root[128], path[160];
+    static run_t r;
+    zkh_unique_path(root, sizeof root, "flash-frozen-zk");
+    snprintf(path, sizeof path, "%s/item-1", root);
+    {
+        const char *args[] = { "--processes", "3", "--threads", "3", "--hold-us", "100-400",
+                               "--path", path, "--store", "zk", "--freeze",
+                               "--freeze-session-ms", FROZEN_SESSION_MS, "--timeout-ms",
+                               "30000", NULL };
+        run_demo(&r, "flash_sale", args, 0);
+    }
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "frozen buyer       process 0 stopped (SIGSTOP)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "stale write        REFUSED: ZKIT_ELOCKLOST"));
+    CU_ASSERT_EQUAL(field(&r, "items sold", -1), 300);
+    CU_ASSERT_EQUAL(field(&r, "stock left", -1), 0);
+    CU_ASSERT_EQUAL(field(&r, "oversold", -1), 0);
+    CU_ASSERT_EQUAL(field(&r, "lost updates", -1), 0);
+    CU_ASSERT_EQUAL(field(&r, "failed requests", -1), 0);
+    CU_ASSERT(field(&r, "refused writes", -1) >= 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "result             OK: exactly 300 sold"));
+    assert_no_lock_nodes(root);
+}
+
+/* A lock_worker in guard mode, with pipes to its stdin and from its stdout. */
+typedef struct guard_worker {
+    pid_t pid;
+    int in, out;
+    char buf[512];
+    size_t len;
+} guard_worker_t;
+
+static int start_guard_worker(guard_worker_t *w, const char *path, const char *node)
+{
+    int to[2], from[2];
+    memset(w, 0, sizeof *w);
+    if (pipe(to) != 0 || pipe(from) != 0)
+        return -1;
+    fflush(NULL);
+    w->pid = fork();
+    if (w->pid == 0) {
+        dup2(to[0], STDIN_FILENO);
+        dup2(from[1], STDOUT_FILENO);
+        close(to[0]);
+        close(to[1]);
+        close(from[0]);
+        close(from[1]);
+        execl(LOCK_WORKER, LOCK_WORKER, zkh_connect_string(zk), "guard", path, node,
+              FROZEN_SESSION_MS, (char *)NULL);
+        perror(LOCK_WORKER);
+        _exit(127);
+    }
+    close(to[0]);
+    close(from[1]);
+    w->in = to[1];
+    w->out = from[0];
+    return w->pid > 0 ? 0 : -1;
+}
+
+/* The worker's next line starting with `word`, within timeout_ms; the rest of it in `rest`. */
+static int read_worker_line(guard_worker_t *w, const char *word, char *rest, size_t restlen,
+                            int timeout_ms)
+{
+    int64_t due = zkh_now_ms() + timeout_ms;
+    for (;;) {
+        char *nl = memchr(w->buf, '\n', w->len);
+        if (nl) {
+            size_t n = (size_t)(nl - w->buf) + 1;
+            int match = strncmp(w->buf, word, strlen(word)) == 0;
+            *nl = '\0';
+            if (match)
+                snprintf(rest, restlen, "%s", w->buf + strlen(word));
+            memmove(w->buf, w->buf + n, w->len - n);
+            w->len -= n;
+            if (match)
+                return 0;
+            continue;
+        }
+        {
+            struct pollfd p = { w->out, POLLIN, 0 };
+            int64_t left = due - zkh_now_ms();
+            ssize_t got;
+            if (left <= 0 || poll(&p, 1, (int)left) <= 0 || w->len + 1 >= sizeof w->buf)
+                return -1;
+            got = read(w->out, w->buf + w->len, sizeof w->buf - 1 - w->len);
+            if (got <= 0)
+                return -1;
+            w->len += (size_t)got;
+        }
+    }
+}
+
+static int worker_stopped(pid_t pid)
+{
+    siginfo_t info;
+    memset(&info, 0, sizeof info);
+    return waitid(P_PID, (id_t)pid, &info, WSTOPPED | WNOHANG | WNOWAIT) == 0 &&
+           info.si_pid == pid && info.si_code == CLD_STOPPED;
+}
+
+static int stopped_pred(void *arg)
+{
+    return worker_stopped(*(pid_t *)arg);
+}
+
+/* A guarded set of `node` to `text` under `lock` (held): the commit's result. */
+static int guarded_set(zkit_client_t *c, zkit_lock_t *lock, const char *node, const char *text)
+{
+    zkit_txn_t *txn = NULL;
+    zkit_stat_t st;
+    char *data = NULL;
+    size_t len;
+    int rc = zkit_get_data(&data, &len, &st, c, node, NULL);
+    zkit_free(data);
+    if (rc == 0 && (rc = zkit_txn_new(&txn, c)) == 0 &&
+        (rc = zkit_lock_guard_txn(txn, lock)) == 0 &&
+        (rc = zkit_txn_set_data(txn, node, text, strlen(text), st.version)) == 0)
+        rc = zkit_txn_commit(NULL, txn);
+    zkit_txn_free(txn);
+    return rc;
+}
+
+/* What `node` holds, compared with `text`. */
+static int node_holds(zkit_client_t *c, const char *node, const char *text)
+{
+    char *data = NULL;
+    size_t len = 0;
+    int same = zkit_get_data(&data, &len, NULL, c, node, NULL) == 0 && len == strlen(text) &&
+               memcmp(data, text, len) == 0;
+    zkit_free(data);
+    return same;
+}
+
+/*
+ * One round: the worker holds the lock with its guarded commit prepared and is frozen
+ * (SIGSTOP); once its session has expired we take the lock and commit our own guarded write;
+ * then the worker is told to commit and resumed (SIGCONT), so that its commit races its own
+ * client finding out that the session is gone.  Its commit must be refused with
+ * ZKIT_ELOCKLOST, and the node must hold our write.  Returns the worker's commit result.
+ */
+static int guard_round(zkit_client_t *c, const char *path, const char *node, int round)
+{
+    guard_worker_t w;
+    zkit_lock_t *lock = NULL;
+    char rest[256], fresh[32];
+    int status, rc = 1, worker_rc = 1;
+    snprintf(fresh, sizeof fresh, "fresh %d", round);
+    CU_ASSERT_EQUAL_FATAL(start_guard_worker(&w, path, node), 0);
+    CU_ASSERT_EQUAL(read_worker_line(&w, "ARMED ", rest, sizeof rest, 15000), 0);
+    CU_ASSERT_EQUAL(kill(w.pid, SIGSTOP), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(stopped_pred, &w.pid, 5000), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_mutex_new(&lock, c, path), 0);
+    /* Granted only once the frozen worker's session has expired and its node is gone. */
+    rc = zkit_lock_acquire(lock, 20000);
+    CU_ASSERT_EQUAL(rc, 0);
+    if (rc == 0) {
+        CU_ASSERT_EQUAL(guarded_set(c, lock, node, fresh), 0);
+        CU_ASSERT(worker_stopped(w.pid)); /* frozen throughout */
+    }
+    CU_ASSERT_EQUAL(write(w.in, "go\n", 3), 3);
+    CU_ASSERT_EQUAL(kill(w.pid, SIGCONT), 0);
+    if (read_worker_line(&w, "COMMIT ", rest, sizeof rest, 20000) == 0)
+        worker_rc = atoi(rest);
+    CU_ASSERT(node_holds(c, node, fresh));
+    if (rc == 0)
+        CU_ASSERT_EQUAL(zkit_lock_release(lock), 0);
+    zkit_lock_free(lock);
+    close(w.in);
+    close(w.out);
+    if (wait_bounded(w.pid, &status, 10000) != 0) {
+        kill(w.pid, SIGKILL);
+        waitpid(w.pid, &status, 0);
+    }
+    CU_ASSERT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    return worker_rc;
+}
+
+static void test_guarded_commit_refused_after_freeze(void)
+{
+    zkit_client_options_t o = ZKIT_CLIENT_OPTIONS_INIT;
+    zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
+    zkit_client_t *c = NULL;
+    char root[128], path[160], node[160];
+    int refused = 0, round;
+    int64_t start = zkh_now_ms();
+    zkh_unique_path(root, sizeof root, "guard-race");
+    snprintf(path, sizeof path, "%s/lock", root);
+    snprintf(node, sizeof node, "%s/data", root);
+    o.connect_string = zkh_connect_string(zk);
+    o.session_timeout_ms = 10000;
+    o.log_level = ZKIT_LOG_ERROR;
+    CU_ASSERT_EQUAL_FATAL(zkit_client_new(&c, &o), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_client_block_until_connected(c, 10000), 0);
+    co.flags = ZKIT_CREATE_PARENTS;
+    CU_ASSERT_EQUAL_FATAL(zkit_create(NULL, NULL, c, node, "initial", 7, &co), 0);
+    for (round = 0; round < GUARD_ROUNDS; round++) {
+        int rc = guard_round(c, path, node, round);
+        if (rc != ZKIT_ELOCKLOST)
+            fprintf(stderr, "demos: round %d: the frozen holder's commit returned %d (%s)\n",
+                    round, rc, zkit_strerror(rc));
+        refused += rc == ZKIT_ELOCKLOST;
+    }
+    CU_ASSERT_EQUAL(refused, GUARD_ROUNDS);
+    if (getenv("ZKIT_TEST_VERBOSE"))
+        printf("    demos: %d/%d stale commits refused in %lld ms\n", refused, GUARD_ROUNDS,
+               (long long)(zkh_now_ms() - start));
+    zkit_client_close(c);
+    assert_no_lock_nodes(root);
+}
+
 /* A bad option must fail fast with the usage status, not hang or touch the server. */
 static void test_bad_option(void)
 {
@@ -224,6 +475,10 @@ static const zkh_test_t tests[] = {
     { "flash sale without the lock runs", test_flash_sale_no_lock },
     { "transfers keep the total", test_transfer },
     { "bad options fail fast", test_bad_option },
+    { "frozen buyer, stock in a file: oversold", test_flash_sale_frozen_file },
+    { "frozen buyer, guarded stock: exactly 300 sold", test_flash_sale_frozen_guarded },
+    { "a frozen holder's guarded commit is refused, 20 rounds",
+      test_guarded_commit_refused_after_freeze },
     { NULL, NULL }
 };
 
