@@ -7,9 +7,12 @@
 # 2. builds out of tree in ./build (BUILD_DIR overrides): autoreconf when needed, configure,
 #    make;
 # 3. starts a throwaway ZooKeeper (scripts/zk-server.sh), always stopped on exit;
-# 4. runs the flash sale with the lock and then without it, the bank transfers under
-#    multi-locks with a live auditor, and a shell loop serialised by the zkit-lock tool;
-#    with --bench, the benchmark too.
+# 4. runs the flash sale with the lock and then without it; then with one buyer frozen
+#    (SIGSTOP) past its session timeout while it holds the lock, first with the stock in a
+#    file (the resumed buyer oversells) and then in a znode written by transactions guarded
+#    by the lock (its stale write is refused); the bank transfers under multi-locks with a
+#    live auditor, and a shell loop serialised by the zkit-lock tool; with --bench, the
+#    benchmark too.
 #
 # Exits non-zero if the build fails or any locked demo sees a broken invariant.
 set -u
@@ -27,7 +30,7 @@ demo_out=
 for arg in "$@"; do
     case $arg in
     --bench) run_bench=1 ;;
-    -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "demo.sh: unknown argument $arg (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -144,6 +147,23 @@ flash_sale() {
         "$build/examples/flash_sale" --connect "$ZK" --no-lock
 }
 
+# One buyer process is stopped (SIGSTOP) while it holds the lock, between reading the stock
+# and writing it back, until its 1 s session has expired and another buyer holds the lock;
+# then it is resumed (SIGCONT) and writes.
+flash_sale_frozen() {
+    section "Flash sale with a buyer frozen while it holds the lock (stock in a file)"
+    note "A paused process (GC, swap, a frozen VM) wakes up still believing it holds the lock."
+    echo
+    demo "frozen buyer, stock in a file: its stale write oversold (expected)" \
+        "$build/examples/flash_sale" --connect "$ZK" --freeze --freeze-session-ms 1000
+    section "The same fault, stock in a znode under transactions guarded by the lock"
+    note "The decrement commits only if the buyer's lock node still exists (zkit_lock_guard_txn)."
+    echo
+    demo "frozen buyer, guarded stock: exactly 300 sold, stale write refused" \
+        "$build/examples/flash_sale" --connect "$ZK" --store zk --freeze \
+        --freeze-session-ms 1000
+}
+
 transfer() {
     section "Bank transfers: two-account multi-locks, an auditor locking all accounts"
     demo "transfers with multi-locks: the total never changed" \
@@ -204,6 +224,7 @@ ZK=$(cat "$zkdir/connect")
 note "a throwaway standalone server on $ZK (stopped when this script exits)"
 
 flash_sale
+flash_sale_frozen
 transfer
 shell_loop
 [ "$run_bench" = 1 ] && bench
