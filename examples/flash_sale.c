@@ -625,9 +625,9 @@ static void print_freeze(const sale_t *s, const freeze_report_t *f)
         return;
     printf("  frozen buyer       process 0 stopped (SIGSTOP) holding the lock, having read "
            "stock %ld; session timeout %d ms\n", sh->frozen_stock, sh->frozen_session_ms);
-    printf("  resumed            after %.2f s (SIGCONT), while another buyer held the lock; "
-           "%ld sold meanwhile, stock then %ld\n", f->frozen_s, f->sold_meanwhile,
-           f->stock_at_resume);
+    printf("  resumed            after %.2f s (SIGCONT), %s; %ld sold meanwhile, stock "
+           "then %ld\n", f->frozen_s, f->holder_at_resume ? "while another buyer held the lock"
+           : "NOT while another buyer held the lock", f->sold_meanwhile, f->stock_at_resume);
     if (s->opt.store == STORE_ZK)
         printf("  stale write        %s: %s\n",
                sh->stale_rc == ZKIT_ELOCKLOST ? "REFUSED" : "NOT REFUSED",
