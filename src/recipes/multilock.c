@@ -431,6 +431,40 @@ static int multi_query(const zkit_lock_t *lock, pthread_t owner, char **node, in
     return rc;
 }
 
+int zkit__multilock_nodes(const zkit_lock_t *lock, char ***nodes, size_t *count)
+{
+    zkit_lock_t *l = (zkit_lock_t *)lock;
+    multi_t *m = lock->kind_data;
+    pthread_t owner;
+    char **list;
+    int held, rc = 0;
+    *nodes = NULL;
+    *count = 0;
+    pthread_mutex_lock(&l->mu);
+    held = l->holders != NULL;
+    if (held)
+        owner = l->holders->thread;
+    pthread_mutex_unlock(&l->mu);
+    if (!held)
+        return ZKIT_ENOTHELD;
+    if (!(list = calloc(m->count, sizeof(*list))))
+        return ZKIT_ENOMEM;
+    for (size_t i = 0; i < m->count && rc == 0; i++) {
+        rc = m->parts[i]->ops->query(m->parts[i], owner, &list[i], NULL, NULL);
+        if (rc == 0 && !list[i])
+            rc = ZKIT_ENOTHELD;
+    }
+    if (rc != 0) {
+        for (size_t i = 0; i < m->count; i++)
+            free(list[i]);
+        free(list);
+        return rc;
+    }
+    *nodes = list;
+    *count = m->count;
+    return 0;
+}
+
 static char *multi_participants_dir(const zkit_lock_t *lock, const char **token)
 {
     multi_t *m = lock->kind_data;
