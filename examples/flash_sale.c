@@ -73,7 +73,8 @@ typedef struct shared {
     long sold_at_freeze;
     int frozen_session_ms;
     long stale_written;  /* file: the stock the resumed buyer wrote; -1 none */
-    int stale_rc;        /* zk: what the resumed buyer's commit returned */
+    int stale_first_rc;  /* zk: what the resumed buyer's first commit returned */
+    int stale_rc;        /* zk: and its last */
     int64_t end_ns[MAX_PROCESSES]; /* per process: when its last request finished */
     double wait_ms[];    /* per request: time spent waiting for the lock */
 } shared_t;
@@ -424,13 +425,35 @@ static int prepare_decrement(zkit_txn_t **txn, const worker_t *w, long stock, in
     return rc;
 }
 
+/* A commit's outcome is unknown after these: the request left, its reply did not come. */
+static int reply_lost(int rc)
+{
+    return rc == ZKIT_ECONNLOSS || rc == ZKIT_ETIMEDOUT || rc == ZKIT_ESESSIONEXPIRED;
+}
+
+/*
+ * Commits the decrement.  A commit whose reply was lost may or may not have been applied
+ * (docs/framework.md); this one is safe to commit again, since the guard and the version
+ * make a second application impossible, so it is, until an answer comes (at most twice more).
+ * *first gets the first commit's result.
+ */
+static int commit_decrement(zkit_txn_t *txn, int *first)
+{
+    int rc = zkit_txn_commit(NULL, txn), again;
+
+    *first = rc;
+    for (again = 0; again < 2 && reply_lost(rc); again++)
+        rc = zkit_txn_commit(NULL, txn);
+    return rc;
+}
+
 /* The same read-check-write on the stock node. */
 static int buy_from_node(const worker_t *w, long request, int64_t token, unsigned *seed)
 {
     const sale_t *s = w->sale;
     zkit_txn_t *txn = NULL;
     long stock;
-    int version, rc = 0, froze;
+    int version, rc = 0, first = 0, froze;
 
     if (read_stock_node(w->client, s->stock_node, &stock, &version) != 0)
         return BUY_FAILED;
@@ -440,10 +463,12 @@ static int buy_from_node(const worker_t *w, long request, int64_t token, unsigne
     think(w, seed);
     froze = maybe_freeze(w, stock);
     if (stock > 0 && rc == 0)
-        rc = zkit_txn_commit(NULL, txn);
+        rc = commit_decrement(txn, &first);
     zkit_txn_free(txn);
-    if (froze)
+    if (froze) {
+        s->sh->stale_first_rc = first;
         s->sh->stale_rc = rc;
+    }
     if (rc == ZKIT_ELOCKLOST) {
         __atomic_fetch_add(&s->sh->refused, 1, __ATOMIC_RELAXED);
         return BUY_REFUSED;
@@ -628,11 +653,12 @@ static void print_freeze(const sale_t *s, const freeze_report_t *f)
     printf("  resumed            after %.2f s (SIGCONT), %s; %ld sold meanwhile, stock "
            "then %ld\n", f->frozen_s, f->holder_at_resume ? "while another buyer held the lock"
            : "NOT while another buyer held the lock", f->sold_meanwhile, f->stock_at_resume);
-    if (s->opt.store == STORE_ZK)
-        printf("  stale write        %s: %s\n",
-               sh->stale_rc == ZKIT_ELOCKLOST ? "REFUSED" : "NOT REFUSED",
-               sh->stale_rc == ZKIT_ELOCKLOST ?
-               "ZKIT_ELOCKLOST, nothing applied (its lock node was gone); it bought again" :
+    if (s->opt.store == STORE_ZK && sh->stale_rc == ZKIT_ELOCKLOST)
+        printf("  stale write        REFUSED: ZKIT_ELOCKLOST, nothing applied (its lock node "
+               "was gone)%s; it bought again\n", sh->stale_first_rc == ZKIT_ELOCKLOST ? "" :
+               " when committed again after a lost reply");
+    else if (s->opt.store == STORE_ZK)
+        printf("  stale write        NOT REFUSED: %s\n",
                sh->stale_rc == 0 ? "committed" : zkit_strerror(sh->stale_rc));
     else if (sh->stale_written >= 0)
         printf("  stale write        stock %ld written over %ld: nothing stopped it\n",

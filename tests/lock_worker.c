@@ -27,9 +27,12 @@
  * guard: connects with the given session timeout, acquires a mutex at PATH, reads NODE and
  *   prepares a transaction guarded by the lock (zkit_lock_guard_txn) that sets NODE to
  *   "stale <pid>" against the version read; prints "ARMED <node> <negotiated timeout ms>",
- *   waits for one line on stdin, commits at once and prints "COMMIT <rc>" (the zkit error
- *   number); then releases (whatever that says) and exits 0.  Used to be frozen (SIGSTOP)
- *   while armed, past its session timeout, and resumed into the commit.
+ *   waits for one line on stdin and commits at once.  A commit whose reply was lost has an
+ *   unknown outcome (docs/framework.md), and this transaction is safe to commit again (the
+ *   guard and the version): it is, up to twice more, until an answer comes.  Prints
+ *   "COMMIT <first rc> <final rc>" (zkit error numbers), releases (whatever that says) and
+ *   exits 0.  Used to be frozen (SIGSTOP) while armed, past its session timeout, and resumed
+ *   into the commit.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -310,6 +313,12 @@ static int run_hold(int argc, char **argv)
     return 0;
 }
 
+/* A commit's outcome is unknown after these: the request left, its reply did not come. */
+static int reply_lost(int rc)
+{
+    return rc == ZKIT_ECONNLOSS || rc == ZKIT_ETIMEDOUT || rc == ZKIT_ESESSIONEXPIRED;
+}
+
 static int run_guard(int argc, char **argv)
 {
     /* CONNECT guard PATH NODE SESSION_TIMEOUT_MS */
@@ -319,7 +328,7 @@ static int run_guard(int argc, char **argv)
     zkit_txn_t *txn;
     zkit_stat_t st;
     size_t len;
-    int rc;
+    int rc, first;
     if (argc != 6) {
         fprintf(stderr, "%s: guard needs PATH NODE SESSION_TIMEOUT_MS\n", prog);
         return 1;
@@ -343,8 +352,10 @@ static int run_guard(int argc, char **argv)
     zkit_free(node);
     if (!fgets(line, sizeof(line), stdin))
         die("no commit signal", ZKIT_ECANCELED);
-    rc = zkit_txn_commit(NULL, txn);
-    printf("COMMIT %d\n", rc);
+    first = rc = zkit_txn_commit(NULL, txn);
+    for (int again = 0; again < 2 && reply_lost(rc); again++)
+        rc = zkit_txn_commit(NULL, txn);
+    printf("COMMIT %d %d\n", first, rc);
     fflush(stdout);
     zkit_txn_free(txn);
     zkit_lock_release(lock);
