@@ -1115,7 +1115,7 @@ typedef struct blocker {
     log_capture_t *cap;
     const char *needle;
     pthread_mutex_t mu;
-    int entered, released_by_log;
+    int entered, released_by_log, done;
 } blocker_t;
 
 static void block_event_thread(zkit_client_t *client, const zkit_result_t *result, void *arg)
@@ -1137,7 +1137,14 @@ static void block_event_thread(zkit_client_t *client, const zkit_result_t *resul
     pthread_mutex_unlock(&b->cap->mu);
     pthread_mutex_lock(&b->mu);
     b->released_by_log = seen;
+    b->done = 1;
     pthread_mutex_unlock(&b->mu);
+}
+
+static int blocker_done(void *arg)
+{
+    blocker_t *b = arg;
+    return zkh_read_locked(&b->mu, &b->done);
 }
 
 static int blocker_entered(void *arg)
@@ -1208,7 +1215,9 @@ static void test_record_write_refused_after_lock_lost(void)
         /* First with no record (a create), then over an older slot (a versioned set). */
         if (round == 1)
             put_record(path, "999");
-        l.blocker.entered = l.blocker.released_by_log = 0;
+        pthread_mutex_lock(&l.blocker.mu);
+        l.blocker.entered = l.blocker.released_by_log = l.blocker.done = 0;
+        pthread_mutex_unlock(&l.blocker.mu);
         CU_ASSERT_EQUAL(zkit_job_run_slot_once(l.client, &o, 60017, &a, err, sizeof(err)), 0);
         CU_ASSERT_EQUAL(l.setup_rc, 0);
         CU_ASSERT(a.outcome == ZKIT_JOB_RAN && a.result == 0);
@@ -1220,6 +1229,7 @@ static void test_record_write_refused_after_lock_lost(void)
             CU_ASSERT(record_is(path, "999"));
         }
         /* The refusal came from the guard, while the client still believed in its lock. */
+        CU_ASSERT_EQUAL(zkh_wait_until(blocker_done, &l.blocker, 15000), 0);
         CU_ASSERT_EQUAL(zkh_read_locked(&l.blocker.mu, &l.blocker.released_by_log), 1);
     }
     CU_ASSERT_EQUAL(l.calls, 2);
