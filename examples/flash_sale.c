@@ -88,7 +88,8 @@ typedef struct sale {
     demo_gate_t gate;
     demo_workdir_t files;     /* file[STOCK_FILE] (file store), file[ORDERS_FILE] */
     char stock_node[512];     /* zk store: <path>-stock */
-    zkit_client_t *admin;     /* zk store: the parent's client, for the stock node */
+    zkit_client_t *admin;     /* zk store: the parent's client, for the stock node; open
+                                 only while no worker is being forked */
 } sale_t;
 
 typedef struct worker {
@@ -287,25 +288,27 @@ static int read_stock_node(zkit_client_t *client, const char *node, long *stock,
     return rc;
 }
 
+/* The stock node, set to the stock.  Its client is closed again: workers are forked from a
+ * process without threads. */
 static int create_stock_node(sale_t *s)
 {
     zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
+    zkit_client_t *client;
     char text[32];
     int len = snprintf(text, sizeof text, "%ld", s->opt.stock), rc;
 
     snprintf(s->stock_node, sizeof s->stock_node, "%s-stock", s->opt.path);
-    s->admin = demo_connect(s->opt.run.connect, 15000);
-    if (!s->admin)
+    client = demo_connect(s->opt.run.connect, 15000);
+    if (!client)
         return -1;
     co.flags = ZKIT_CREATE_PARENTS;
-    rc = zkit_create(NULL, NULL, s->admin, s->stock_node, text, (size_t)len, &co);
+    rc = zkit_create(NULL, NULL, client, s->stock_node, text, (size_t)len, &co);
     if (rc == ZKIT_ENODEEXISTS)
-        rc = zkit_set_data(NULL, s->admin, s->stock_node, text, (size_t)len, -1);
-    if (rc != 0) {
+        rc = zkit_set_data(NULL, client, s->stock_node, text, (size_t)len, -1);
+    if (rc != 0)
         fprintf(stderr, "%s: %s\n", s->stock_node, zkit_strerror(rc));
-        return -1;
-    }
-    return 0;
+    demo_close(client);
+    return rc == 0 ? 0 : -1;
 }
 
 /* The current stock, wherever it lives. */
@@ -464,6 +467,8 @@ static int buy_from_node(const worker_t *w, long request, int64_t token, unsigne
     froze = maybe_freeze(w, stock);
     if (stock > 0 && rc == 0)
         rc = commit_decrement(txn, &first);
+    else
+        first = rc; /* nothing to write, or refused while preparing it */
     zkit_txn_free(txn);
     if (froze) {
         s->sh->stale_first_rc = first;
@@ -658,8 +663,9 @@ static void print_freeze(const sale_t *s, const freeze_report_t *f)
                "was gone)%s; it bought again\n", sh->stale_first_rc == ZKIT_ELOCKLOST ? "" :
                " when committed again after a lost reply");
     else if (s->opt.store == STORE_ZK)
-        printf("  stale write        NOT REFUSED: %s\n",
-               sh->stale_rc == 0 ? "committed" : zkit_strerror(sh->stale_rc));
+        printf("  stale write        NOT REFUSED: %s\n", sh->stale_rc == 0 ? "committed" :
+               sh->stale_rc == 1 ? "the frozen buyer never committed" :
+               zkit_strerror(sh->stale_rc));
     else if (sh->stale_written >= 0)
         printf("  stale write        stock %ld written over %ld: nothing stopped it\n",
                sh->stale_written, f->stock_at_resume);
@@ -793,6 +799,10 @@ static int run(sale_t *s)
     if (demo_start_workers(&s->gate, pids, n, process_main, s,
                            "workers did not get ready (see errors above)", &start_ns) != 0)
         return 1;
+    if (s->opt.store == STORE_ZK && !(s->admin = demo_connect(s->opt.run.connect, 15000))) {
+        demo_kill_all(pids, n);
+        return 1;
+    }
     if (s->opt.freeze)
         freeze_and_resume(s, pids[0], &f);
     return report(s, start_ns, demo_reap(pids, n, (int)s->opt.run.deadline_s * 1000), &f);
@@ -826,11 +836,10 @@ int main(int argc, char **argv)
     s.sh_size = sizeof(shared_t) + (size_t)s.opt.requests * sizeof(double);
     s.sh = demo_shared_alloc(s.sh_size);
     if (!s.sh || create_files(&s) != 0 ||
-        (s.opt.store == STORE_ZK && create_stock_node(&s) != 0)) {
-        demo_close(s.admin);
+        (s.opt.store == STORE_ZK && create_stock_node(&s) != 0))
         return 1;
-    }
     s.sh->stale_written = -1;
+    s.sh->stale_rc = s.sh->stale_first_rc = 1; /* not a zkit result: no commit yet */
     print_header(&s);
     rc = run(&s);
     if (s.admin && !s.opt.run.keep)
