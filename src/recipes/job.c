@@ -258,6 +258,30 @@ static int record_covers(const job_record_t *rec, int64_t slot)
  * and a version mismatch means another host moved the record meanwhile, and its word stands.
  * Returns 0 when written, else the error: ZKIT_ELOCKLOST when the guard refused it.
  */
+static int reply_lost(int rc)
+{
+    return rc == ZKIT_ECONNLOSS || rc == ZKIT_ETIMEDOUT || rc == ZKIT_ESESSIONEXPIRED;
+}
+
+/*
+ * Commits the record's transaction.  A commit whose reply was lost may or may not have been
+ * applied; this transaction cannot apply twice (a versioned set or a create), so it is
+ * committed again, at most twice more.  If a commit after a lost reply is refused, the first
+ * may have been the one applied: the record says, and 0 is returned when it holds our slot.
+ */
+static int commit_record(zkit_job_t *job, zkit_txn_t *txn, int64_t slot)
+{
+    int rc = zkit_txn_commit(NULL, txn), again = 0;
+    job_record_t now;
+    while (reply_lost(rc) && again++ < 2) {
+        rc = zkit_txn_commit(NULL, txn);
+        if (rc != 0 && !reply_lost(rc) && read_record(job, &now, NULL, 0) == 0 &&
+            now.last == slot)
+            return 0;
+    }
+    return rc;
+}
+
 static int write_record(zkit_job_t *job, const job_record_t *rec, int64_t slot)
 {
     zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
@@ -271,7 +295,7 @@ static int write_record(zkit_job_t *job, const job_record_t *rec, int64_t slot)
                                              rec->version)
                          : zkit_txn_create(txn, job->record_path, text, (size_t)len, &co);
         if (rc == 0)
-            rc = zkit_txn_commit(NULL, txn);
+            rc = commit_record(job, txn, slot);
     }
     zkit_txn_free(txn);
     if (rc == ZKIT_ELOCKLOST)
