@@ -287,6 +287,13 @@ static void test_bad_input(void)
     o.flags = 0;
     o.ttl_ms = 1000; /* a TTL without a TTL mode */
     CU_ASSERT_EQUAL(zkit_txn_create(txn, "/a", NULL, 0, &o), ZKIT_EINVAL);
+    /* libzookeeper's multi can carry neither (see docs/framework.md). */
+    o.mode = ZKIT_PERSISTENT_WITH_TTL;
+    CU_ASSERT_EQUAL(zkit_txn_create(txn, "/a", NULL, 0, &o), ZKIT_EUNSUPPORTED);
+    o.ttl_ms = 0;
+    o.mode = ZKIT_CONTAINER;
+    CU_ASSERT_EQUAL(zkit_txn_create(txn, "/a", NULL, 0, &o), ZKIT_EUNSUPPORTED);
+    o.mode = ZKIT_PERSISTENT;
     CU_ASSERT_EQUAL(zkit_txn_delete(txn, "//a", -1), ZKIT_EBADPATH);
     CU_ASSERT_EQUAL(zkit_txn_set_data(txn, "/a", NULL, 2, -1), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_txn_check(txn, "", -1), ZKIT_EBADPATH);

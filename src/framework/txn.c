@@ -31,7 +31,6 @@ typedef struct txn_op {
     size_t len;
     int version;
     int zk_mode;
-    int64_t ttl_ms;
     struct ACL_vector acl;
     int acl_allocated;
     int guard;
@@ -250,6 +249,13 @@ ZKIT_EXTERN int zkit_txn_create(zkit_txn_t *txn, const char *path, const void *d
                   "creates are not single operations; not allowed in a transaction", path);
         return ZKIT_EINVAL;
     }
+    if (o->mode == ZKIT_CONTAINER || o->ttl_ms > 0) {
+        /* libzookeeper's multi sends every create as a plain one: the server refuses a TTL
+         * and the client cannot read the reply to a container. */
+        zkit__log(&c->log, ZKIT_LOG_ERROR, "txn_create %s: container and TTL nodes cannot be "
+                  "created in a transaction", path);
+        return ZKIT_EUNSUPPORTED;
+    }
     if (!data && len) {
         zkit__log(&c->log, ZKIT_LOG_ERROR, "txn_create %s: NULL data with a length", path);
         return ZKIT_EINVAL;
@@ -261,7 +267,6 @@ ZKIT_EXTERN int zkit_txn_create(zkit_txn_t *txn, const char *path, const void *d
     if (!(op = txn_append(txn, ZKIT_TXN_CREATE, path, len, &rc)))
         return rc;
     op->zk_mode = zkit__create_zk_mode(o->mode);
-    op->ttl_ms = o->ttl_ms;
     if ((rc = copy_data(op, data, len)) != 0 || (rc = copy_acl(op, c, path, o)) != 0)
         return fail_op(op, rc);
     return txn_commit_op(txn, op, len);
@@ -390,7 +395,6 @@ static int multi_issue(zkit__op_t *zop, zhandle_t *zh, void_completion_t done, c
         case ZKIT_TXN_CREATE:
             zoo_create_op_init(z, op->path, op->data, (int)op->len, &op->acl, op->zk_mode,
                                s->paths[i], (int)(strlen(op->path) + SEQUENCE_DIGITS + 1));
-            z->create_op.ttl = op->ttl_ms;
             break;
         case ZKIT_TXN_DELETE:
             zoo_delete_op_init(z, op->path, op->version);
