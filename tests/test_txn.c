@@ -97,6 +97,12 @@ static void test_each_operation(void)
 
     eph.mode = ZKIT_EPHEMERAL;
     seq.mode = ZKIT_PERSISTENT_SEQUENTIAL;
+    /* An empty transaction commits, with no result to read. */
+    CU_ASSERT_FATAL(zkit_txn_new(&txn, c) == 0);
+    CU_ASSERT_EQUAL(zkit_txn_commit(&failed, txn), 0);
+    CU_ASSERT_EQUAL(failed, -1);
+    CU_ASSERT_EQUAL(zkit_txn_result(&r, txn, 0), ZKIT_EINVAL);
+    zkit_txn_free(txn);
     CU_ASSERT_FATAL(zkit_txn_new(&txn, c) == 0);
     CU_ASSERT_EQUAL(zkit_txn_result(&r, txn, 0), ZKIT_ESTATE);
     CU_ASSERT_EQUAL(zkit_txn_create(txn, a, "A", 1, NULL), 0);
