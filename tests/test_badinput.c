@@ -202,6 +202,7 @@ static int o_connect_null(void) { return try_options(options(NULL)); }
 static int o_connect_empty(void) { return try_options(options("")); }
 static int o_connect_garbage(void) { return try_options(options("garbage")); }
 static int o_connect_port(void) { return try_options(options("127.0.0.1:99999")); }
+static int o_connect_no_host(void) { return try_options(options("/app")); }
 static int o_connect_chroot(void)
 {
     char text[128];
@@ -929,6 +930,7 @@ static const bad_case_t lib_cases[] = {
     { "connect_string \"\"", o_connect_empty, ZKIT_EINVAL, LOG },
     { "connect_string \"garbage\"", o_connect_garbage, ZKIT_EINVAL, LOG },
     { "connect_string with port 99999", o_connect_port, ZKIT_EINVAL, LOG },
+    { "connect_string \"/app\" (no host)", o_connect_no_host, ZKIT_EINVAL, LOG },
     { "connect_string with chroot \"/a//b\"", o_connect_chroot, ZKIT_EINVAL, LOG },
     { "session_timeout_ms 0", o_session_zero, ZKIT_EINVAL, LOG },
     { "session_timeout_ms -1", o_session_negative, ZKIT_EINVAL, LOG },
@@ -1267,6 +1269,7 @@ static void test_tool(void)
         { { "--connect", "", "/bi", "--", "true", NULL }, 69, "cannot connect to ''", NULL },
         { { "--connect", "garbage", "/bi", "--", "true", NULL }, 69, "cannot connect", NULL },
         { { "--connect", "127.0.0.1:99999", "/bi", "--", "true", NULL }, 69, "cannot connect", NULL },
+        { { "--connect", "/", "/bi", "--", "true", NULL }, 69, "invalid or unresolvable", NULL },
         { { "--connect", garbage_cs, "--session-timeout", "1", "/bi", "--", "true", NULL }, 69,
           "cannot connect", NULL },
         { { "--connect", silent_cs, "--session-timeout", "1", "/bi", "--", "true", NULL }, 69,

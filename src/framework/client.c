@@ -94,14 +94,17 @@ static void options_error(const zkit_client_options_t *o, const char *fmt, ...)
 }
 
 /*
- * 1 when every "host:port" of the connect string (before any chroot) has a port from 1 to
- * 65535.  libzookeeper hands the port text to getaddrinfo, which takes 99999 as 34463: the
- * client would quietly connect somewhere else.
+ * 1 when the connect string names hosts before any chroot, each "host:port" with a port from
+ * 1 to 65535.  libzookeeper accepts a string of no hosts ("/app") and then never connects, and
+ * hands the port text to getaddrinfo, which takes 99999 as 34463: the client would quietly
+ * connect somewhere else.
  */
 static int connect_ports_valid(const char *connect)
 {
     size_t hosts_len = strcspn(connect, "/");
     const char *p = connect, *end = connect + hosts_len;
+    if (hosts_len == 0)
+        return 0;
     while (p < end) {
         const char *comma = memchr(p, ',', (size_t)(end - p));
         const char *stop = comma ? comma : end, *colon = NULL;
@@ -136,8 +139,8 @@ static int validate_options(const zkit_client_options_t *o)
         return ZKIT_EINVAL;
     }
     if (!connect_ports_valid(o->connect_string)) {
-        options_error(o, "client options: connect string '%s': a port is not in 1..65535",
-                      o->connect_string);
+        options_error(o, "client options: connect string '%s': no host, or a port not in "
+                         "1..65535", o->connect_string);
         return ZKIT_EINVAL;
     }
     if (o->session_timeout_ms <= 0 || o->connection_timeout_ms <= 0) {
