@@ -666,8 +666,8 @@ static int l_semmutex_release_unheld(void)
     zkit_lock_free(l);
     return rc;
 }
-/* A second client, closed under its objects. */
-static zkit_client_t *closed_client(void)
+/* A second client, for the entries that close it under their objects. */
+static zkit_client_t *second_client(void)
 {
     zkit_client_options_t o = options(cs());
     zkit_client_t *c = NULL;
@@ -677,7 +677,7 @@ static zkit_client_t *closed_client(void)
 }
 static int l_acquire_closed(void)
 {
-    zkit_client_t *c = closed_client();
+    zkit_client_t *c = second_client();
     zkit_lock_t *l = NULL;
     int rc = c ? zkit_mutex_new(&l, c, at("/closed")) : -1000;
     zkit_client_close(c);
@@ -688,7 +688,7 @@ static int l_acquire_closed(void)
 }
 static int l_sem_acquire_closed(void)
 {
-    zkit_client_t *c = closed_client();
+    zkit_client_t *c = second_client();
     zkit_semaphore_t *s = NULL;
     zkit_lease_t *lease = NULL;
     int rc = c ? zkit_semaphore_new(&s, c, at("/closedsem"), 2) : -1000;
