@@ -102,7 +102,7 @@ static const char *cs(void)
 /* ---- fake servers ----------------------------------------------------------------------- */
 
 static int garbage_fd = -1, silent_fd = -1;
-static volatile int garbage_stop;
+static int garbage_stop; /* atomic */
 static pthread_t garbage_thread;
 
 static int listen_on(char *addr, size_t len)
@@ -127,7 +127,7 @@ static void *garbage_main(void *arg)
 {
     static const char junk[] = "HTTP/1.0 400 Bad Request\r\n\r\n\xff\xff\xff\xff garbage";
     (void)arg;
-    while (!garbage_stop) {
+    while (!__atomic_load_n(&garbage_stop, __ATOMIC_ACQUIRE)) {
         struct pollfd p = { garbage_fd, POLLIN, 0 };
         if (poll(&p, 1, 100) > 0) {
             int c = accept(garbage_fd, NULL, NULL);
@@ -1346,7 +1346,7 @@ static int cleanup(void)
     zkit_client_close(cl);
     cl = NULL;
     if (garbage_fd >= 0) {
-        garbage_stop = 1;
+        __atomic_store_n(&garbage_stop, 1, __ATOMIC_RELEASE);
         pthread_join(garbage_thread, NULL);
         close(garbage_fd);
         garbage_fd = -1;
