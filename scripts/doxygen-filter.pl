@@ -101,12 +101,13 @@ sub convert {
 }
 
 # The comments are plain text: characters that start Doxygen commands or HTML tags are
-# escaped ("@daily", "<uuid>", "\n"), except inside `code spans`, which Doxygen prints as is.
+# escaped (@daily, <path>, \n), except inside `code spans` and "quoted strings", which
+# Doxygen prints as they are.
 sub plain {
     my ($body) = @_;
-    my @parts = split /(`[^`\n]*`)/, $body;
+    my @parts = split /(`[^`\n]*`|"[^"\n]*")/, $body;
     for (@parts) {
-        next if /^`/;
+        next if /^[`"]/;
         s/([\\@<>&\$%])/\\$1/g;
     }
     return lists(join '', @parts);

@@ -6,7 +6,9 @@
 # generic names would clash with other packages' pages, so only names of zkit's own remain:
 #   - zkit_* and ZKIT_* pages (functions, types, macros, enumerators), and
 #   - the header pages, renamed zkit_<header>.3 (zkit_lock.h.3; zkit.h.3 as it is),
-# with every link pointing at a kept page.
+# with every link pointing at a kept page.  Two defects of Doxygen's man output are mended:
+# a text line it starts with a quote (' is a control character to groff) is escaped, and a
+# page of an undescribed structure gets a NAME line with a description, as whatis needs.
 set -eu
 cd "$1"
 for f in *.3; do
@@ -28,4 +30,12 @@ for f in *.3; do
     else
         rm -f "$f"
     fi
+done
+for f in *.3; do
+    grep -q '^\.so ' "$f" && continue
+    header=$(sed -n 's/^\\fC#include <\(.*\)>\\fP$/\1/p' "$f" | sed 's/\\&//g' | head -n 1)
+    sed -e "s/^'/\\\\\&'/" \
+        -e "/^\\.SH NAME\$/{n;/\\\\-/!s|\$| \\\\- a structure of <${header:-zkit.h}>|;}" \
+        "$f" >"$f.tmp"
+    mv "$f.tmp" "$f"
 done
