@@ -10,7 +10,7 @@
 #      built with `pkg-config zkit` against the unpacked packages and run against a throwaway
 #      ZooKeeper, and the packaged zkit-lock running a command under a lock.  The system's
 #      /usr is never touched.
-# The .deb, .changes and .buildinfo files are left in OUTDIR (default ./debs).
+# The .deb, .changes and .buildinfo files and the build log are left in OUTDIR (default ./debs).
 # Needs: dpkg-dev, debhelper and the Build-Depends of debian/control (apt-get build-dep .).
 # Environment: DEB_BUILD_OPTIONS as for dpkg-buildpackage (default parallel=2; nocheck skips
 # the unit suites of the package build).
@@ -39,6 +39,7 @@ start=$SECONDS
 }
 echo "built in $((SECONDS - start)) s:"
 mv "$scratch"/*.deb "$scratch"/*.changes "$scratch"/*.buildinfo "$out"/
+cp "$scratch/build.log" "$out/zkit_${version}_build.log"
 changes=$out/zkit_${version}_$(dpkg-architecture -qDEB_HOST_ARCH).changes
 (cd "$out" && ls -1 ./*"_${version}_"*.deb)
 

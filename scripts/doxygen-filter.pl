@@ -65,9 +65,9 @@ while (pos($text) < length $text) {
         $line_has_code = 1;
         next if $preproc;
         if ($ch eq '{') {
-            my $s = $stmt;
-            my $kind = ($s =~ /\b(?:struct|union|enum)\b/ || $s =~ /=\s*$/
-                        || $s =~ /extern\s*"C"/ || $s !~ /\)/) ? 'decl' : 'code';
+            # A function body (or a statement's block) follows a ")"; a struct, union or enum
+            # body, an initializer or extern "C" does not.
+            my $kind = $stmt =~ /\)\s*$/ ? 'code' : 'decl';
             push @braces, $kind;
             $stmt = '';
         } elsif ($ch eq '}') {
