@@ -123,7 +123,7 @@ static int check_add(zkit_txn_t *txn, const char *path, const char *what)
     return 0;
 }
 
-/* A new operation at the end (not yet counted: txn_commit_op counts it). */
+/* A new operation at the end, not yet counted (txn_count_op counts it once complete). */
 static txn_op_t *txn_append(zkit_txn_t *txn, zkit_txn_op_kind_t kind, const char *path,
                             size_t len, int *rc)
 {
@@ -176,7 +176,7 @@ static void op_free(txn_op_t *op)
 
 /* Counts the operation appended last; results of an earlier commit no longer describe the
  * transaction. */
-static int txn_commit_op(zkit_txn_t *txn, txn_op_t *op, size_t len)
+static int txn_count_op(zkit_txn_t *txn, txn_op_t *op, size_t len)
 {
     txn->bytes += strlen(op->path) + len + OP_OVERHEAD;
     if (op->kind != ZKIT_TXN_CHECK)
@@ -269,7 +269,7 @@ ZKIT_EXTERN int zkit_txn_create(zkit_txn_t *txn, const char *path, const void *d
     op->zk_mode = zkit__create_zk_mode(o->mode);
     if ((rc = copy_data(op, data, len)) != 0 || (rc = copy_acl(op, c, path, o)) != 0)
         return fail_op(op, rc);
-    return txn_commit_op(txn, op, len);
+    return txn_count_op(txn, op, len);
 }
 
 ZKIT_EXTERN int zkit_txn_delete(zkit_txn_t *txn, const char *path, int version)
@@ -281,7 +281,7 @@ ZKIT_EXTERN int zkit_txn_delete(zkit_txn_t *txn, const char *path, int version)
     if (!(op = txn_append(txn, ZKIT_TXN_DELETE, path, 0, &rc)))
         return rc;
     op->version = version;
-    return txn_commit_op(txn, op, 0);
+    return txn_count_op(txn, op, 0);
 }
 
 ZKIT_EXTERN int zkit_txn_set_data(zkit_txn_t *txn, const char *path, const void *data,
@@ -301,7 +301,7 @@ ZKIT_EXTERN int zkit_txn_set_data(zkit_txn_t *txn, const char *path, const void 
     op->version = version;
     if ((rc = copy_data(op, data, len)) != 0)
         return fail_op(op, rc);
-    return txn_commit_op(txn, op, len);
+    return txn_count_op(txn, op, len);
 }
 
 static int add_check(zkit_txn_t *txn, const char *path, int version, int guard,
@@ -315,7 +315,7 @@ static int add_check(zkit_txn_t *txn, const char *path, int version, int guard,
         return rc;
     op->version = version;
     op->guard = guard;
-    return txn_commit_op(txn, op, 0);
+    return txn_count_op(txn, op, 0);
 }
 
 ZKIT_EXTERN int zkit_txn_check(zkit_txn_t *txn, const char *path, int version)
