@@ -97,6 +97,12 @@ static void test_each_operation(void)
 
     eph.mode = ZKIT_EPHEMERAL;
     seq.mode = ZKIT_PERSISTENT_SEQUENTIAL;
+    /* An empty transaction commits, with no result to read. */
+    CU_ASSERT_FATAL(zkit_txn_new(&txn, c) == 0);
+    CU_ASSERT_EQUAL(zkit_txn_commit(&failed, txn), 0);
+    CU_ASSERT_EQUAL(failed, -1);
+    CU_ASSERT_EQUAL(zkit_txn_result(&r, txn, 0), ZKIT_EINVAL);
+    zkit_txn_free(txn);
     CU_ASSERT_FATAL(zkit_txn_new(&txn, c) == 0);
     CU_ASSERT_EQUAL(zkit_txn_result(&r, txn, 0), ZKIT_ESTATE);
     CU_ASSERT_EQUAL(zkit_txn_create(txn, a, "A", 1, NULL), 0);
@@ -287,6 +293,13 @@ static void test_bad_input(void)
     o.flags = 0;
     o.ttl_ms = 1000; /* a TTL without a TTL mode */
     CU_ASSERT_EQUAL(zkit_txn_create(txn, "/a", NULL, 0, &o), ZKIT_EINVAL);
+    /* libzookeeper's multi can carry neither (see docs/framework.md). */
+    o.mode = ZKIT_PERSISTENT_WITH_TTL;
+    CU_ASSERT_EQUAL(zkit_txn_create(txn, "/a", NULL, 0, &o), ZKIT_EUNSUPPORTED);
+    o.ttl_ms = 0;
+    o.mode = ZKIT_CONTAINER;
+    CU_ASSERT_EQUAL(zkit_txn_create(txn, "/a", NULL, 0, &o), ZKIT_EUNSUPPORTED);
+    o.mode = ZKIT_PERSISTENT;
     CU_ASSERT_EQUAL(zkit_txn_delete(txn, "//a", -1), ZKIT_EBADPATH);
     CU_ASSERT_EQUAL(zkit_txn_set_data(txn, "/a", NULL, 2, -1), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_txn_check(txn, "", -1), ZKIT_EBADPATH);
@@ -690,6 +703,48 @@ static void test_guard_multilock(void)
     guard_case(MULTI, "guard-multi-exp", 1);
 }
 
+/* The asynchronous commit of a guarded transaction hears ZKIT_ELOCKLOST too; a read half
+ * guards like a write half. */
+static void test_guard_async_and_read_half(void)
+{
+    fixture_t f;
+    zkit_client_t *c, *other;
+    zkit_rwlock_t *rw;
+    zkit_txn_t *txn;
+    async_rec_t rec;
+    char *path, *node = NULL, *target;
+    fx_begin(&f, "guard-async");
+    async_rec_init(&rec);
+    c = lk_client(SESSION_MS);
+    other = lk_client(SESSION_MS);
+    CU_ASSERT_FATAL(c != NULL && other != NULL);
+    make_base(c, f.base);
+    path = lk_join(f.base, "rw");
+    target = lk_join(f.base, "target");
+    CU_ASSERT_FATAL(zkit_rwlock_new(&rw, c, path) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(zkit_rwlock_read(rw), 10000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_node(zkit_rwlock_read(rw), &node) == 0);
+    CU_ASSERT_FATAL(zkit_txn_new(&txn, c) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_guard_txn(txn, zkit_rwlock_write(rw)), ZKIT_ENOTHELD);
+    CU_ASSERT_EQUAL(zkit_lock_guard_txn(txn, zkit_rwlock_read(rw)), 0);
+    CU_ASSERT_EQUAL(zkit_txn_create(txn, target, NULL, 0, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_delete(other, node, -1, 0), 0);
+    CU_ASSERT_EQUAL(zkit_txn_commit_async(txn, on_commit, &rec), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(one_call, &rec, 10000), 0);
+    CU_ASSERT_EQUAL(rec.error, ZKIT_ELOCKLOST);
+    CU_ASSERT_FALSE(exists(c, target));
+    zkit_lock_release(zkit_rwlock_read(rw));
+    zkit_txn_free(txn);
+    zkit_rwlock_free(rw);
+    fx_end(&f);
+    zkit_client_close(c);
+    zkit_client_close(other);
+    async_rec_destroy(&rec);
+    zkit_free(node);
+    free(path);
+    free(target);
+}
+
 /* A thread-owned lock guards only for the thread that holds it. */
 typedef struct other_thread {
     zkit_lock_t *lock;
@@ -760,6 +815,7 @@ static const zkh_test_t tests[] = {
     { "guard: lease", test_guard_lease },
     { "guard: multi-lock", test_guard_multilock },
     { "guard: thread-owned and process-owned", test_guard_thread_owned },
+    { "guard: asynchronous commit, read half", test_guard_async_and_read_half },
     { NULL, NULL }
 };
 

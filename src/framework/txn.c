@@ -31,7 +31,6 @@ typedef struct txn_op {
     size_t len;
     int version;
     int zk_mode;
-    int64_t ttl_ms;
     struct ACL_vector acl;
     int acl_allocated;
     int guard;
@@ -124,7 +123,7 @@ static int check_add(zkit_txn_t *txn, const char *path, const char *what)
     return 0;
 }
 
-/* A new operation at the end (not yet counted: txn_commit_op counts it). */
+/* A new operation at the end, not yet counted (txn_count_op counts it once complete). */
 static txn_op_t *txn_append(zkit_txn_t *txn, zkit_txn_op_kind_t kind, const char *path,
                             size_t len, int *rc)
 {
@@ -177,7 +176,7 @@ static void op_free(txn_op_t *op)
 
 /* Counts the operation appended last; results of an earlier commit no longer describe the
  * transaction. */
-static int txn_commit_op(zkit_txn_t *txn, txn_op_t *op, size_t len)
+static int txn_count_op(zkit_txn_t *txn, txn_op_t *op, size_t len)
 {
     txn->bytes += strlen(op->path) + len + OP_OVERHEAD;
     if (op->kind != ZKIT_TXN_CHECK)
@@ -250,6 +249,13 @@ ZKIT_EXTERN int zkit_txn_create(zkit_txn_t *txn, const char *path, const void *d
                   "creates are not single operations; not allowed in a transaction", path);
         return ZKIT_EINVAL;
     }
+    if (o->mode == ZKIT_CONTAINER || o->ttl_ms > 0) {
+        /* libzookeeper's multi sends every create as a plain one: the server refuses a TTL
+         * and the client cannot read the reply to a container. */
+        zkit__log(&c->log, ZKIT_LOG_ERROR, "txn_create %s: container and TTL nodes cannot be "
+                  "created in a transaction", path);
+        return ZKIT_EUNSUPPORTED;
+    }
     if (!data && len) {
         zkit__log(&c->log, ZKIT_LOG_ERROR, "txn_create %s: NULL data with a length", path);
         return ZKIT_EINVAL;
@@ -261,10 +267,9 @@ ZKIT_EXTERN int zkit_txn_create(zkit_txn_t *txn, const char *path, const void *d
     if (!(op = txn_append(txn, ZKIT_TXN_CREATE, path, len, &rc)))
         return rc;
     op->zk_mode = zkit__create_zk_mode(o->mode);
-    op->ttl_ms = o->ttl_ms;
     if ((rc = copy_data(op, data, len)) != 0 || (rc = copy_acl(op, c, path, o)) != 0)
         return fail_op(op, rc);
-    return txn_commit_op(txn, op, len);
+    return txn_count_op(txn, op, len);
 }
 
 ZKIT_EXTERN int zkit_txn_delete(zkit_txn_t *txn, const char *path, int version)
@@ -276,7 +281,7 @@ ZKIT_EXTERN int zkit_txn_delete(zkit_txn_t *txn, const char *path, int version)
     if (!(op = txn_append(txn, ZKIT_TXN_DELETE, path, 0, &rc)))
         return rc;
     op->version = version;
-    return txn_commit_op(txn, op, 0);
+    return txn_count_op(txn, op, 0);
 }
 
 ZKIT_EXTERN int zkit_txn_set_data(zkit_txn_t *txn, const char *path, const void *data,
@@ -296,7 +301,7 @@ ZKIT_EXTERN int zkit_txn_set_data(zkit_txn_t *txn, const char *path, const void 
     op->version = version;
     if ((rc = copy_data(op, data, len)) != 0)
         return fail_op(op, rc);
-    return txn_commit_op(txn, op, len);
+    return txn_count_op(txn, op, len);
 }
 
 static int add_check(zkit_txn_t *txn, const char *path, int version, int guard,
@@ -310,7 +315,7 @@ static int add_check(zkit_txn_t *txn, const char *path, int version, int guard,
         return rc;
     op->version = version;
     op->guard = guard;
-    return txn_commit_op(txn, op, 0);
+    return txn_count_op(txn, op, 0);
 }
 
 ZKIT_EXTERN int zkit_txn_check(zkit_txn_t *txn, const char *path, int version)
@@ -390,7 +395,6 @@ static int multi_issue(zkit__op_t *zop, zhandle_t *zh, void_completion_t done, c
         case ZKIT_TXN_CREATE:
             zoo_create_op_init(z, op->path, op->data, (int)op->len, &op->acl, op->zk_mode,
                                s->paths[i], (int)(strlen(op->path) + SEQUENCE_DIGITS + 1));
-            z->create_op.ttl = op->ttl_ms;
             break;
         case ZKIT_TXN_DELETE:
             zoo_delete_op_init(z, op->path, op->version);

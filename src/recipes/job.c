@@ -33,6 +33,7 @@
 #include "framework/async.h"
 #include "framework/paths.h"
 #include "recipes/schedule.h"
+#include "recipes/jobrecord.h"
 
 /* How often a host looks again at a slot it could not settle (lock busy, run failed). */
 #define JOB_POLL_MS 1000
@@ -178,28 +179,18 @@ static void hold_until(int64_t deadline_mono_ms)
 
 /* ---- the record ------------------------------------------------------------------------------ */
 
-/* A slot id as the record holds it: decimal digits with an optional minus sign, within
- * int64_t and not ZKIT__SLOT_NONE.  Anything else (a number too large, text, spaces) is not
- * a slot id. */
+/* A slot id as the record holds it: one decimal number within int64_t, as strtoll reads it
+ * (tests/fuzz/fuzz_job_record.c has the reference).  Anything else (a number too large, text,
+ * a trailing space) is not a slot id. */
 static int parse_slot(const char *text, size_t len, int64_t *slot)
 {
-    char buf[24];
-    size_t i = 0;
+    char *end;
     long long v;
-    if (len == 0 || len >= sizeof(buf))
+    if (len == 0 || len > 24)
         return -1;
-    memcpy(buf, text, len);
-    buf[len] = '\0';
-    if (buf[0] == '-')
-        i = 1;
-    if (i == len)
-        return -1;
-    for (; i < len; i++)
-        if (buf[i] < '0' || buf[i] > '9')
-            return -1;
     errno = 0;
-    v = strtoll(buf, NULL, 10);
-    if (errno == ERANGE || (int64_t)v == ZKIT__SLOT_NONE)
+    v = strtoll(text, &end, 10);
+    if (end != text + len || errno == ERANGE) /* strtoll clamps: a wrong slot, not an error */
         return -1;
     *slot = (int64_t)v;
     return 0;
@@ -236,7 +227,8 @@ static int read_record(zkit_job_t *job, job_record_t *rec, char *err, size_t err
         return rc;
     rec->exists = 1;
     rec->version = st.version;
-    if (len > 0 && parse_slot(data, len, &rec->last) != 0) {
+    /* INT64_MIN parses, but it is what "no slot" is inside: not a slot id either. */
+    if (len > 0 && (parse_slot(data, len, &rec->last) != 0 || rec->last == ZKIT__SLOT_NONE)) {
         quote_record(shown, sizeof(shown), data, len);
         set_err(err, errlen, "the record %s holds '%s', not a slot id", job->record_path,
                 shown);
@@ -772,4 +764,9 @@ ZKIT_EXTERN int64_t zkit_job_run_fencing_token(const zkit_job_run_t *run)
 ZKIT_EXTERN zkit_lock_t *zkit_job_run_lock(const zkit_job_run_t *run)
 {
     return run ? run->job->lock : NULL;
+}
+
+int zkit__job_parse_slot(const char *text, size_t len, int64_t *slot)
+{
+    return parse_slot(text, len, slot);
 }

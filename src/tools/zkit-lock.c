@@ -128,8 +128,8 @@ static const char usage_text[] =
     "when the lock was not acquired in time; with --once-per, the skip code (default 0)\n"
     "when the slot was done or taken; 64 usage error; 65 PATH/last (--once-per) holds no\n"
     "slot id; 69 ZooKeeper unreachable; 70 internal error; 75 lock lost while COMMAND ran\n"
-    "(COMMAND was terminated); 77 permission denied by an ACL; 126 COMMAND not\n"
-    "executable; 127 COMMAND not found.\n";
+    "(COMMAND was terminated); 77 permission denied by an ACL; 78 the chroot of --connect\n"
+    "does not exist; 126 COMMAND not executable; 127 COMMAND not found.\n";
 
 enum {
     OPT_CONNECT = 256,
