@@ -696,6 +696,13 @@ static void attempt_issue(zkit__op_t *op)
     } else {
         rc = zh ? issue_step(op, zh, a, generation) : ZCONNECTIONLOSS;
     }
+    if (zh && rc != ZOK) {
+        /* Not sent, so ours alone: off the list while we still hold the handle, or a handle
+         * closed right after (a session lost meanwhile) would abandon and free it too. */
+        pthread_mutex_lock(&c->mu);
+        attempt_unlink(c, a);
+        pthread_mutex_unlock(&c->mu);
+    }
     if (zh)
         zkit__conn_put(c);
     if (rc != ZOK) {
