@@ -2,7 +2,7 @@
 # install-deps.sh - install what zkit needs to build and to run its tests on
 # Debian/Ubuntu: the toolchain, the ZooKeeper C client and CUnit, the Java
 # ZooKeeper server the tests start, Curator and a JDK for the Java test peer,
-# and tzdata for the local-time schedule tests.
+# kazoo for the Python test peer, and tzdata for the local-time schedule tests.
 #
 # Silent when everything is already there, so it can run before every build.
 # Uses sudo only when not root (and only if sudo exists).
@@ -21,6 +21,7 @@ packages=(
     default-jre-headless
     libcurator-recipes-java
     default-jdk-headless
+    python3-kazoo
     tzdata
 )
 
