@@ -23,6 +23,8 @@
 
 #include "lock_support.h"
 #include "fw_support.h"
+#include "recipes/engine.h"
+#include "recipes/nodename.h"
 
 #ifndef KAZOO_PEER
 #define KAZOO_PEER "tests/kazoo-peer.py"
@@ -544,6 +546,57 @@ static void test_node_roles(void)
     CU_ASSERT_EQUAL(zkit_lock_node_role(NULL), ZKIT_NODE_FOREIGN);
 }
 
+/* Curator-layout and kazoo nodes merge by sequence under every kind's order, and a child of
+ * neither layout goes behind them in a listing. */
+static void test_sort_merges_layouts(void)
+{
+    static const char *const mutex_in[] = {
+        "f00dfeedf00dfeedf00dfeedf00dfeed__lock__0000000003",
+        "_c_11111111-2222-4333-8444-555555555555-lock-0000000004",
+        "0123456789abcdef0123456789abcdef__lock__0000000001",
+        "_c_aaaaaaaa-2222-4333-8444-555555555555-lock-0000000002",
+    };
+    static const int mutex_order[] = { 2, 3, 0, 1 };
+    static const char *const rw_in[] = {
+        "_c_11111111-2222-4333-8444-555555555555-__WRIT__0000000006",
+        "abcdefabcdefabcdefabcdefabcdefab__rlock__0000000005",
+        "_c_aaaaaaaa-2222-4333-8444-555555555555-__READ__0000000002",
+        "00000000000000000000000000000000__lock__0000000003",
+    };
+    static const int rw_order[] = { 2, 3, 1, 0 };
+    char *names[5];
+    const char *wait_for = NULL;
+    for (int i = 0; i < 4; i++)
+        names[i] = (char *)mutex_in[i];
+    zkit__lock_sort(names, 4, zkit__mutex_driver.token);
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT_PTR_EQUAL(names[i], mutex_in[mutex_order[i]]);
+    for (int i = 0; i < 4; i++)
+        names[i] = (char *)rw_in[i];
+    zkit__lock_sort(names, 4, zkit__read_driver.token);
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT_PTR_EQUAL(names[i], rw_in[rw_order[i]]);
+    /* The kazoo reader waits for the kazoo writer (its "__lock__" node) ahead of it... */
+    CU_ASSERT_EQUAL(zkit__lock_decide(&zkit__read_driver, names, 4, 2, &wait_for), 0);
+    CU_ASSERT_PTR_EQUAL(wait_for, rw_in[3]);
+    /* ...and the Curator reader before it holds; the last writer waits for the one before. */
+    CU_ASSERT_EQUAL(zkit__lock_decide(&zkit__read_driver, names, 4, 0, &wait_for), 1);
+    CU_ASSERT_EQUAL(zkit__lock_decide(&zkit__write_driver, names, 4, 3, &wait_for), 0);
+    CU_ASSERT_PTR_EQUAL(wait_for, rw_in[1]);
+    /* Foreign children: found, and put last in a listing. */
+    names[4] = (char *)"config";
+    CU_ASSERT_PTR_EQUAL(zkit__node_first_foreign(names, 4), NULL);
+    {
+        char *mixed[] = { (char *)"config", names[0], (char *)"zz", names[1] };
+        CU_ASSERT_STRING_EQUAL(zkit__node_first_foreign(mixed, 4), "config");
+        zkit__node_foreign_last(mixed, 4);
+        CU_ASSERT_PTR_EQUAL(mixed[0], names[0]);
+        CU_ASSERT_PTR_EQUAL(mixed[1], names[1]);
+        CU_ASSERT_STRING_EQUAL(mixed[2], "config");
+        CU_ASSERT_STRING_EQUAL(mixed[3], "zz");
+    }
+}
+
 /* ---- registration --------------------------------------------------------------------------- */
 
 /* Is kazoo importable by the peer's interpreter?  77 (the suite is skipped) when not. */
@@ -573,6 +626,7 @@ static int probe_peer(void)
 
 static const zkh_test_t tests[] = {
     { "node roles of each layout", test_node_roles },
+    { "Curator and kazoo nodes merge by sequence", test_sort_merges_layouts },
     { "mutex: Python holds, C waits", test_mutex_python_blocks_c },
     { "mutex: C holds, Python waits", test_mutex_c_blocks_python },
     { "Python writer blocks C reader", test_python_writer_blocks_c_reader },
