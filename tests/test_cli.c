@@ -1388,12 +1388,13 @@ static void test_list_foreign_child(void)
  * listed as a semaphore: "not a semaphore" (65). */
 static void test_list_wrong_kind(void)
 {
-    char path[64], lock_path[64], base[300], out[300], err[300];
+    char path[64], lock_path[64], base[300], base2[300], out[300], err[300];
     const char *cs = zkh_connect_string(zk);
     pid_t holder;
     zkh_unique_path(path, sizeof(path), "cli-list-sem");
     zkh_unique_path(lock_path, sizeof(lock_path), "cli-list-mutex");
     scratch(base, sizeof(base), "wrongkind");
+    scratch(base2, sizeof(base2), "wrongkind2"); /* a fresh ready file for the second holder */
     scratch(out, sizeof(out), "wrongkind.out");
     scratch(err, sizeof(err), "wrongkind.err");
     holder = start_holder(cs, path, hold_snippet, base, NULL, "--semaphore", "2", NULL);
@@ -1404,7 +1405,7 @@ static void test_list_wrong_kind(void)
     }
     CU_ASSERT(contains(err, "--semaphore"));
     CU_ASSERT_EQUAL(stop_holder(holder), 143);
-    holder = start_holder(cs, lock_path, hold_snippet, base, NULL, NULL);
+    holder = start_holder(cs, lock_path, hold_snippet, base2, NULL, NULL);
     CU_ASSERT_FATAL(holder > 0);
     {
         const char *args[] = { "--semaphore", "2", "--list", lock_path, NULL };
