@@ -45,16 +45,13 @@ static int is_curator(const char *name)
  * `token` at the end of `name`, or NULL. */
 static const char *kazoo_seq_after(const char *name, size_t len, const char *token)
 {
-    size_t tlen = strlen(token), digits = 0;
+    size_t tlen = strlen(token), digits = 0, seq;
     while (digits < len && is_digit(name[len - 1 - digits]))
         digits++;
-    if (digits < SEQ_LEN)
+    /* Exactly ten digits: the token must come right before them (or before their sign). */
+    if (digits != SEQ_LEN)
         return NULL;
-    /* Exactly ten digits belong to the sequence; a digit before them would be a longer run,
-     * which the pattern's token could not precede. */
-    if (digits > SEQ_LEN)
-        return NULL;
-    size_t seq = len - SEQ_LEN;
+    seq = len - SEQ_LEN;
     if (seq > 0 && name[seq - 1] == '-')
         seq--;
     if (seq < tlen || strncmp(name + seq - tlen, token, tlen) != 0)
@@ -107,9 +104,9 @@ void zkit__node_foreign_last(char **names, size_t count)
     /* Stable: each known child moves down over the foreign ones before it. */
     size_t kept = 0;
     for (size_t i = 0; i < count; i++) {
-        if (zkit_lock_node_role(names[i]) == ZKIT_NODE_FOREIGN)
-            continue;
         char *known = names[i];
+        if (zkit_lock_node_role(known) == ZKIT_NODE_FOREIGN)
+            continue;
         memmove(names + kept + 1, names + kept, (i - kept) * sizeof(*names));
         names[kept++] = known;
     }
