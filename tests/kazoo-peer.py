@@ -35,6 +35,11 @@ order: "NODE <node name>" for every contender in kazoo's order, then "END".
 Contenders are listed as kazoo's Lock.contenders() orders them (its pattern, its sort key),
 with node names instead of node data.
 
+A kazoo lock object creates its path once (ensure_path) and fails with NoNodeError when the
+path is gone later; zkit (as Curator) creates lock paths as containers, which the server
+deletes once they are empty.  So each acquisition here is made with a fresh lock object, and
+made again on NoNodeError, as docs/recipes.md advises kazoo users sharing paths with zkit.
+
 kazoo 2.8 (Debian 12's python3-kazoo) has a read-lock bug: a ReadLock waits for the last
 writer in the queue, even one queued behind it, which then waits for the reader: both wait
 forever (fixed in kazoo 2.9.0, python-zk/kazoo#650).  On kazoo < 2.9 the peer's ReadLock
@@ -53,7 +58,7 @@ EXIT_OK, EXIT_ERROR, EXIT_TIMEOUT, EXIT_SKIP = 0, 1, 2, 77
 try:
     import kazoo
     from kazoo.client import KazooClient
-    from kazoo.exceptions import LockTimeout
+    from kazoo.exceptions import LockTimeout, NoNodeError
     from kazoo.recipe.lock import Lock, ReadLock, WriteLock
 except ImportError as e:
     print("kazoo-peer: kazoo not importable (%s): install python3-kazoo" % e, file=sys.stderr)
@@ -121,6 +126,23 @@ def make_lock(client, kind, path):
     return read_lock(client, path, ident, extra_lock_patterns=extra)
 
 
+# How often one acquisition is made again after its path vanished under it.
+PATH_RETRIES = 20
+
+
+def acquire_fresh(client, kind, path, **kwargs):
+    """A new lock object, acquired (kwargs for acquire): the lock, or None when not acquired.
+    A NoNodeError (the path, a container, was reaped between two uses) makes it again."""
+    for attempt in range(PATH_RETRIES):
+        lock = make_lock(client, kind, path)
+        try:
+            return lock if lock.acquire(**kwargs) else None
+        except NoNodeError:
+            if attempt == PATH_RETRIES - 1:
+                raise
+    return None
+
+
 def contenders(lock):
     """Node names in the order of kazoo's Lock.contenders() (same pattern, same key)."""
     names = lock._exclude_names | {lock._NODE_NAME}
@@ -129,15 +151,16 @@ def contenders(lock):
     return [m.string for m in sorted(matches, key=lambda m: m.groups())]
 
 
-def hold(lock, timeout_ms):
+def hold(client, kind, path, timeout_ms):
     try:
         if timeout_ms == 0:
-            got = lock.acquire(blocking=False)
+            lock = acquire_fresh(client, kind, path, blocking=False)
         else:
-            got = lock.acquire(timeout=None if timeout_ms < 0 else timeout_ms / 1000.0)
+            lock = acquire_fresh(client, kind, path,
+                                 timeout=None if timeout_ms < 0 else timeout_ms / 1000.0)
     except LockTimeout:
-        got = False
-    if not got:
+        lock = None
+    if lock is None:
         out("TIMEOUT")
         return EXIT_TIMEOUT
     out("ACQUIRED " + lock.path + "/" + lock.node)
@@ -170,13 +193,13 @@ def read_counter(path):
     return int(text) if text else 0
 
 
-def loop(lock, kind, iterations, counter, log):
+def loop(client, kind, path, iterations, counter, log):
     tag = {"read": "R ", "write": "W "}.get(kind, "")
     pid = os.getpid()
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         for _ in range(iterations):
-            lock.acquire()
+            lock = acquire_fresh(client, kind, path)
             try:
                 append(fd, "ENTER %s%d %d\n" % (tag, pid, time.monotonic_ns()))
                 value = read_counter(counter)
@@ -207,11 +230,11 @@ def main(argv):
     client = KazooClient(hosts=connect, timeout=10.0)
     client.start(timeout=15)
     try:
-        lock = make_lock(client, kind, path)
         if mode == "hold":
-            return hold(lock, int(argv[5]))
+            return hold(client, kind, path, int(argv[5]))
         if mode == "loop":
-            return loop(lock, kind, int(argv[5]), argv[6], argv[7])
+            return loop(client, kind, path, int(argv[5]), argv[6], argv[7])
+        lock = make_lock(client, kind, path)
         client.ensure_path(path)
         out("\n".join(["NODE " + n for n in contenders(lock)] + ["END"]))
         return EXIT_OK
