@@ -1417,6 +1417,26 @@ static void test_list_wrong_kind(void)
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, lock_path), 0);
 }
 
+/* --once-per with a foreign child in PATH/lock: status 65 naming it, never a silent skip. */
+static void test_once_per_foreign_child(void)
+{
+    char path[64], lock[128], junk[160], err[300];
+    zkh_unique_path(path, sizeof(path), "cli-once-foreign");
+    snprintf(lock, sizeof(lock), "%s/lock", path);
+    snprintf(junk, sizeof(junk), "%s/junk", lock);
+    scratch(err, sizeof(err), "once-foreign.err");
+    CU_ASSERT_FATAL(raw_create(path, 0) == 0 && raw_create(lock, 0) == 0 &&
+                    raw_create(junk, 0) == 0);
+    {
+        const char *args[] = { "--connect", zkh_connect_string(zk), "--once-per", "60", path,
+                               "--", "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, err, args), 65);
+    }
+    CU_ASSERT(contains(err, "\"junk\""));
+    CU_ASSERT_EQUAL(children(lock), 1); /* no node of ours stays */
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
 /* ---- edge answers ------------------------------------------------------------------------- */
 
 /* A chroot that does not exist: a clear message and status 78, in the lock mode and with
@@ -1498,6 +1518,7 @@ static const zkh_test_t tests[] = {
     { "--list: missing path", test_list_missing_path },
     { "--list: a foreign child", test_list_foreign_child },
     { "--list: the wrong kind", test_list_wrong_kind },
+    { "--once-per: a foreign child fails loudly", test_once_per_foreign_child },
     { "a chroot that does not exist", test_missing_chroot },
     { "library lines go through the tool's handler", test_library_lines_through_handler },
     { NULL, NULL }
