@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "recipes/engine.h"
+#include "recipes/nodename.h"
 #include "framework/async.h"
 #include "framework/paths.h"
 
@@ -131,6 +132,11 @@ static const char *strip_token(const char *name, const char *token)
 
 static const char *sort_key(const char *name, const char *token)
 {
+    /* kazoo orders its nodes by their sequence, and so do we: every Curator-layout node's key
+     * is its sequence too (or its whole name, past every sequence), so both queues merge. */
+    const char *seq = zkit__node_kazoo_seq(name);
+    if (seq)
+        return seq;
     /* Both halves of a read-write lock share one queue: as Curator's
      * SortingLockInternalsDriver does, strip the read token and then the write token whichever
      * half sorts, so that the other half's nodes sort by their sequence too. */
@@ -176,7 +182,7 @@ int zkit__lock_decide(const zkit__driver_t *driver, char *const *sorted, size_t 
     }
     /* A reader waits for the nearest writer ahead of it; other readers do not block it. */
     for (size_t i = index; i-- > 0;) {
-        if (strstr(sorted[i], ZKIT__WRITE_TOKEN)) {
+        if (zkit__node_is_writer(sorted[i])) {
             *wait_for = sorted[i];
             return 0;
         }
@@ -475,8 +481,15 @@ static int restart(zkit__acq_t *acq, int why)
 /* Looks at a listing and moves on (acq->mu held; released by the caller or by finish). */
 static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
 {
-    const char *wait_for;
+    const char *wait_for, *foreign = zkit__node_first_foreign(names, count);
     long index;
+    if (foreign) { /* it has no place in the queue: guessing one could let two hold */
+        zkit__client_log(acq->client, ZKIT_LOG_ERROR,
+                         "lock %s: child \"%s\" has no lock node layout zkit knows "
+                         "(Curator's or kazoo's); refusing to order it", acq->dir, foreign);
+        finish(acq, ZKIT_EFOREIGN);
+        return -1;
+    }
     zkit__lock_sort(names, count, acq->driver->token);
     index = zkit__lock_index(names, count, acq->node_name);
     if (index < 0) {

@@ -184,6 +184,8 @@ int zkl_exit_for_error(int error, const zkl_options_t *o)
     case ZKIT_EBADPATH:
     case ZKIT_EINVAL:
         return ZKL_EXIT_USAGE;
+    case ZKIT_EFOREIGN:
+        return ZKL_EXIT_NOT_A_LOCK;
     default:
         return ZKL_EXIT_INTERNAL;
     }
