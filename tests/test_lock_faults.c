@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <CUnit/CUnit.h>
 
@@ -423,6 +426,371 @@ static void test_node_deleted_by_other(void)
     free(spath);
 }
 
+/* ---- the hand-off on the delete event: only where the delete proves it ---------------------- */
+
+/* "ENTER|EXIT ID NS" into `log` (check_log's format), one write on an O_APPEND descriptor. */
+static void log_mark(const char *log, const char *what, int id)
+{
+    struct timespec ts;
+    char line[96];
+    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644), n;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    n = snprintf(line, sizeof line, "%s %d %lld\n", what, id,
+                 (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+    if (fd >= 0) {
+        if (write(fd, line, (size_t)n) != n)
+            perror("log_mark");
+        close(fd);
+    }
+}
+
+/* An acquirer on a thread of its own that marks ENTER once acquire returns, holds until let
+ * go (at most 60 s), marks EXIT and releases. */
+typedef struct logged {
+    zkit_lock_t *lock;
+    const char *log;
+    int id;
+    int timeout_ms;
+    pthread_t thread;
+    int acquired;   /* atomics */
+    int done;
+    int let_go;
+    int rc;
+    int release_rc;
+} logged_t;
+
+static void *logged_main(void *arg)
+{
+    logged_t *l = arg;
+    int rc = zkit_lock_acquire(l->lock, l->timeout_ms);
+    int64_t until = zkh_now_ms() + 60000;
+    __atomic_store_n(&l->rc, rc, __ATOMIC_RELEASE);
+    if (rc == 0) {
+        log_mark(l->log, "ENTER", l->id);
+        __atomic_store_n(&l->acquired, 1, __ATOMIC_RELEASE);
+        while (!__atomic_load_n(&l->let_go, __ATOMIC_ACQUIRE) && zkh_now_ms() < until) {
+            struct timespec nap = { 0, 1000000 };
+            nanosleep(&nap, NULL);
+        }
+        log_mark(l->log, "EXIT", l->id);
+        __atomic_store_n(&l->release_rc, zkit_lock_release(l->lock), __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&l->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void logged_start(logged_t *l, zkit_lock_t *lock, const char *log, int id,
+                         int timeout_ms)
+{
+    memset(l, 0, sizeof(*l));
+    l->lock = lock;
+    l->log = log;
+    l->id = id;
+    l->timeout_ms = timeout_ms;
+    CU_ASSERT_FATAL(pthread_create(&l->thread, NULL, logged_main, l) == 0);
+}
+
+static int logged_acquired(void *arg)
+{
+    return __atomic_load_n(&((logged_t *)arg)->acquired, __ATOMIC_ACQUIRE);
+}
+
+static int logged_done(void *arg)
+{
+    return __atomic_load_n(&((logged_t *)arg)->done, __ATOMIC_ACQUIRE);
+}
+
+/* Lets it go and joins it: 0 when it ended in time. */
+static int logged_finish(logged_t *l, int timeout_ms)
+{
+    __atomic_store_n(&l->let_go, 1, __ATOMIC_RELEASE);
+    if (zkh_wait_until(logged_done, l, timeout_ms) != 0)
+        return -1;
+    pthread_join(l->thread, NULL);
+    return 0;
+}
+
+/* The log holds `enters` ENTERs, each left, and no two holders at once. */
+static void assert_log_clean(const char *what, const char *log, int enters)
+{
+    verdict_t v;
+    check_log(log, 1, &v);
+    if (v.violations || v.unbalanced || v.enters != enters)
+        report_verdict(what, &v);
+    CU_ASSERT_EQUAL(v.enters, enters);
+    CU_ASSERT_EQUAL(v.exits, enters);
+    CU_ASSERT_EQUAL(v.violations, 0);
+    CU_ASSERT_EQUAL(v.unbalanced, 0);
+}
+
+/* The name of the participant at `index` in lock order, as a full path (malloc'ed), or NULL. */
+static char *participant_path(zkit_lock_t *lock, const char *dir, size_t index)
+{
+    zkit_participant_t *list = NULL;
+    size_t count = 0;
+    char *path = NULL;
+    if (zkit_lock_participants(&list, &count, lock) == 0 && index < count)
+        path = lk_join(dir, list[index].name);
+    zkit_participants_free(list, count);
+    return path;
+}
+
+/* H holds; A waits behind it and gives up; W, behind A, was watching A: A's delete proves
+ * nothing (A never held), so W must list again and wait for H. */
+static void test_handoff_after_quitter(void)
+{
+    fixture_t f;
+    zkit_client_t *c[3];
+    zkit_lock_t *l[3];
+    bg_t a;
+    logged_t w;
+    char dir[256], *log, *path;
+    fx_begin(&f, "handoff-quitter");
+    scratch_dir(dir, sizeof dir);
+    CU_ASSERT_FATAL(dir[0] != '\0');
+    log = lk_join(dir, "log");
+    path = lk_join(f.base, "lock");
+    for (int i = 0; i < 3; i++) {
+        c[i] = lk_client(10000);
+        CU_ASSERT_FATAL(c[i] != NULL);
+        CU_ASSERT_FATAL(zkit_mutex_new(&l[i], c[i], path) == 0);
+    }
+    CU_ASSERT_FATAL(zkit_lock_acquire(l[0], 5000) == 0);
+    log_mark(log, "ENTER", 1);
+    bg_start(&a, l[1], 1500, 0);
+    CU_ASSERT_EQUAL(wait_participants(l[0], 2, 5000), 0);
+    logged_start(&w, l[2], log, 3, 30000);
+    CU_ASSERT_EQUAL(wait_participants(l[0], 3, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_done, &a, 10000), 0);
+    CU_ASSERT_EQUAL(a.rc, ZKIT_ETIMEDOUT);
+    CU_ASSERT_EQUAL(bg_finish(&a, 5000), 0);
+    CU_ASSERT_EQUAL(wait_participants(l[0], 2, 5000), 0);
+    /* W waits for H now: its watches on H's node and on its own are armed, beside H's watch
+     * on its own node. */
+    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, f.watches0 + 3, 5000), 0);
+    CU_ASSERT_EQUAL(logged_acquired(&w), 0);
+    log_mark(log, "EXIT", 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(l[0]), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &w, 10000), 0);
+    CU_ASSERT_EQUAL(logged_finish(&w, 10000), 0);
+    CU_ASSERT_EQUAL(w.rc, 0);
+    CU_ASSERT_EQUAL(w.release_rc, 0);
+    assert_log_clean("handoff-quitter", log, 2);
+    fx_end(&f);
+    for (int i = 0; i < 3; i++) {
+        zkit_lock_free(l[i]);
+        zkit_client_close(c[i]);
+    }
+    scratch_remove(dir);
+    free(log);
+    free(path);
+}
+
+/* What the holder's state callback leaves in the log: EXIT at its first word that is not
+ * HELD (UNCERTAIN, EXPIRED, LOST), when a careful holder stops. */
+typedef struct stop_mark {
+    const char *log;
+    int id;
+    int stopped; /* atomic */
+} stop_mark_t;
+
+static void mark_stop(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
+{
+    stop_mark_t *m = arg;
+    (void)lock;
+    if (state != ZKIT_LOCK_HELD && !__atomic_exchange_n(&m->stopped, 1, __ATOMIC_ACQ_REL))
+        log_mark(m->log, "EXIT", m->id);
+}
+
+/* The holder is partitioned away until its session expires; the waiter watching it takes
+ * the lock on the deletion the expiry brings, and only after the holder stopped. */
+static void test_handoff_holder_expires(void)
+{
+    fixture_t f;
+    zkit_client_t *hc, *wc;
+    zkit_lock_t *h, *wl;
+    zkh_proxy_t *proxy;
+    logged_t w;
+    stop_mark_t stop;
+    char dir[256], *log, *path;
+    fx_begin(&f, "handoff-expiry");
+    scratch_dir(dir, sizeof dir);
+    CU_ASSERT_FATAL(dir[0] != '\0');
+    log = lk_join(dir, "log");
+    path = lk_join(f.base, "lock");
+    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(proxy != NULL);
+    hc = lk_client_to(zkh_proxy_address(proxy), 4000);
+    wc = lk_client(10000);
+    CU_ASSERT_FATAL(hc != NULL && wc != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&h, hc, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&wl, wc, path) == 0);
+    stop = (stop_mark_t){ log, 1, 0 };
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(h, mark_stop, &stop), 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(h, 5000) == 0);
+    log_mark(log, "ENTER", 1);
+    logged_start(&w, wl, log, 2, 30000);
+    CU_ASSERT_EQUAL(wait_participants(wl, 2, 5000), 0);
+    zkh_proxy_block(proxy);
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &w, 20000), 0);
+    CU_ASSERT_EQUAL(logged_finish(&w, 10000), 0);
+    CU_ASSERT_EQUAL(w.rc, 0);
+    CU_ASSERT_EQUAL(w.release_rc, 0);
+    zkh_proxy_unblock(proxy);
+    CU_ASSERT_EQUAL(zkit_client_block_until_connected(hc, 15000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(h), ZKIT_ELOCKLOST);
+    assert_log_clean("handoff-expiry", log, 2);
+    fx_end(&f);
+    zkit_lock_free(h);
+    zkit_lock_free(wl);
+    zkit_client_close(hc);
+    zkit_client_close(wc);
+    zkh_proxy_stop(proxy);
+    scratch_remove(dir);
+    free(log);
+    free(path);
+}
+
+/*
+ * W waits first in line behind H, X behind W.  W is partitioned; meanwhile somebody deletes
+ * W's node and H releases, so X takes the lock.  When W reconnects, the client re-registers
+ * W's watches and the server answers with a deletion event for both H's node and W's own,
+ * in no particular order: W must not take H's as a hand-off; it lists, finds its node gone
+ * and queues again behind X.
+ */
+static void test_handoff_reconnect(void)
+{
+    fixture_t f;
+    zkit_client_t *hc, *wc, *xc;
+    zkit_lock_t *h, *wl, *xl;
+    zkh_proxy_t *proxy;
+    fw_state_log_t conn;
+    logged_t w, x;
+    zhandle_t *zh;
+    char dir[256], *log, *path, *wnode;
+    int listener = 0;
+    fx_begin(&f, "handoff-reconnect");
+    fw_state_log_init(&conn);
+    scratch_dir(dir, sizeof dir);
+    CU_ASSERT_FATAL(dir[0] != '\0');
+    log = lk_join(dir, "log");
+    path = lk_join(f.base, "lock");
+    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(proxy != NULL);
+    hc = lk_client(10000);
+    wc = lk_client_to(zkh_proxy_address(proxy), 10000);
+    xc = lk_client(10000);
+    CU_ASSERT_FATAL(hc != NULL && wc != NULL && xc != NULL);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(wc, fw_state_listener, &conn, &listener), 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&h, hc, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&wl, wc, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&xl, xc, path) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(h, 5000) == 0);
+    log_mark(log, "ENTER", 1);
+    logged_start(&w, wl, log, 2, 60000);
+    CU_ASSERT_EQUAL(wait_participants(h, 2, 5000), 0);
+    logged_start(&x, xl, log, 3, 60000);
+    CU_ASSERT_EQUAL(wait_participants(h, 3, 5000), 0);
+    wnode = participant_path(h, path, 1);
+    CU_ASSERT_FATAL(wnode != NULL);
+
+    /* W hears nothing from here until the proxy resets its connection. */
+    zkh_proxy_block(proxy);
+    zh = zkh_raw_connect(zk);
+    CU_ASSERT_FATAL(zh != NULL);
+    CU_ASSERT_EQUAL(zoo_delete(zh, wnode, -1), ZOK);
+    zookeeper_close(zh);
+    CU_ASSERT_EQUAL(wait_participants(h, 2, 5000), 0);
+    log_mark(log, "EXIT", 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(h), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &x, 10000), 0);
+    zkh_proxy_unblock(proxy);
+    CU_ASSERT(fw_state_wait(&conn, 0, ZKIT_CONN_RECONNECTED, 20000) >= 0);
+    /* W queues again behind X, and waits. */
+    CU_ASSERT_EQUAL(wait_participants(h, 2, 10000), 0);
+    CU_ASSERT_EQUAL(logged_acquired(&w), 0);
+    CU_ASSERT_EQUAL(logged_finish(&x, 10000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &w, 10000), 0);
+    CU_ASSERT_EQUAL(logged_finish(&w, 10000), 0);
+    CU_ASSERT_EQUAL(x.rc, 0);
+    CU_ASSERT_EQUAL(w.rc, 0);
+    CU_ASSERT_EQUAL(w.release_rc, 0);
+    assert_log_clean("handoff-reconnect", log, 3);
+    fx_end(&f);
+    zkit_lock_free(h);
+    zkit_lock_free(wl);
+    zkit_lock_free(xl);
+    zkit_client_remove_listener(wc, listener);
+    zkit_client_close(hc);
+    zkit_client_close(wc);
+    zkit_client_close(xc);
+    fw_state_log_destroy(&conn);
+    zkh_proxy_stop(proxy);
+    scratch_remove(dir);
+    free(wnode);
+    free(log);
+    free(path);
+}
+
+/* W waits first in line; somebody deletes W's node, then H releases.  W hears its own
+ * node's deletion first and queues again; H's deletion is no hand-off for it. */
+static void test_handoff_own_node_deleted(void)
+{
+    fixture_t f;
+    zkit_client_t *hc, *wc, *xc;
+    zkit_lock_t *h, *wl, *xl;
+    logged_t w, x;
+    zhandle_t *zh;
+    char dir[256], *log, *path, *wnode;
+    fx_begin(&f, "handoff-own-deleted");
+    scratch_dir(dir, sizeof dir);
+    CU_ASSERT_FATAL(dir[0] != '\0');
+    log = lk_join(dir, "log");
+    path = lk_join(f.base, "lock");
+    hc = lk_client(10000);
+    wc = lk_client(10000);
+    xc = lk_client(10000);
+    CU_ASSERT_FATAL(hc != NULL && wc != NULL && xc != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&h, hc, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&wl, wc, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&xl, xc, path) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(h, 5000) == 0);
+    log_mark(log, "ENTER", 1);
+    logged_start(&w, wl, log, 2, 60000);
+    CU_ASSERT_EQUAL(wait_participants(h, 2, 5000), 0);
+    logged_start(&x, xl, log, 3, 60000);
+    CU_ASSERT_EQUAL(wait_participants(h, 3, 5000), 0);
+    wnode = participant_path(h, path, 1);
+    CU_ASSERT_FATAL(wnode != NULL);
+    /* W's node goes first, then H's: W hears them in that order. */
+    zh = zkh_raw_connect(zk);
+    CU_ASSERT_FATAL(zh != NULL);
+    CU_ASSERT_EQUAL(zoo_delete(zh, wnode, -1), ZOK);
+    log_mark(log, "EXIT", 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(h), 0);
+    zookeeper_close(zh);
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &x, 10000), 0);
+    CU_ASSERT_EQUAL(wait_participants(h, 2, 10000), 0);
+    CU_ASSERT_EQUAL(logged_acquired(&w), 0);
+    CU_ASSERT_EQUAL(logged_finish(&x, 10000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &w, 10000), 0);
+    CU_ASSERT_EQUAL(logged_finish(&w, 10000), 0);
+    CU_ASSERT_EQUAL(w.rc, 0);
+    CU_ASSERT_EQUAL(x.rc, 0);
+    assert_log_clean("handoff-own-deleted", log, 3);
+    fx_end(&f);
+    zkit_lock_free(h);
+    zkit_lock_free(wl);
+    zkit_lock_free(xl);
+    zkit_client_close(hc);
+    zkit_client_close(wc);
+    zkit_client_close(xc);
+    scratch_remove(dir);
+    free(wnode);
+    free(log);
+    free(path);
+}
+
 /* ---- registration --------------------------------------------------------------------------- */
 
 static const zkh_test_t tests[] = {
@@ -432,6 +800,10 @@ static const zkh_test_t tests[] = {
     { "partition: EXPIRED before the rival acquires", test_partition_expires_before_rival },
     { "short partition: UNCERTAIN then HELD", test_short_partition_keeps_lock },
     { "server restart: UNCERTAIN then HELD", test_server_restart_keeps_lock },
+    { "hand-off: behind a waiter that gave up, list again", test_handoff_after_quitter },
+    { "hand-off: the holder's session expires", test_handoff_holder_expires },
+    { "hand-off: a reconnect while waiting", test_handoff_reconnect },
+    { "hand-off: our own node deleted while first in line", test_handoff_own_node_deleted },
     { NULL, NULL }
 };
 
