@@ -428,15 +428,16 @@ static void test_node_deleted_by_other(void)
 
 /* ---- the hand-off on the delete event: only where the delete proves it ---------------------- */
 
-/* "ENTER|EXIT ID NS" into `log` (check_log's format), one write on an O_APPEND descriptor. */
-static void log_mark(const char *log, const char *what, int id)
+/* "ENTER|EXIT [CLASS] ID NS" into `log` (check_log's format), one write on an O_APPEND
+ * descriptor. */
+static void log_mark_class(const char *log, const char *what, const char *cls, int id)
 {
     struct timespec ts;
     char line[96];
     int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644), n;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    n = snprintf(line, sizeof line, "%s %d %lld\n", what, id,
-                 (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+    n = snprintf(line, sizeof line, "%s %s%s%d %lld\n", what, cls ? cls : "", cls ? " " : "",
+                 id, (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
     if (fd >= 0) {
         if (write(fd, line, (size_t)n) != n)
             perror("log_mark");
@@ -444,11 +445,17 @@ static void log_mark(const char *log, const char *what, int id)
     }
 }
 
+static void log_mark(const char *log, const char *what, int id)
+{
+    log_mark_class(log, what, NULL, id);
+}
+
 /* An acquirer on a thread of its own that marks ENTER once acquire returns, holds until let
  * go (at most 60 s), marks EXIT and releases. */
 typedef struct logged {
     zkit_lock_t *lock;
     const char *log;
+    const char *cls;    /* "R", "W" or NULL */
     int id;
     int timeout_ms;
     pthread_t thread;
@@ -466,28 +473,35 @@ static void *logged_main(void *arg)
     int64_t until = zkh_now_ms() + 60000;
     __atomic_store_n(&l->rc, rc, __ATOMIC_RELEASE);
     if (rc == 0) {
-        log_mark(l->log, "ENTER", l->id);
+        log_mark_class(l->log, "ENTER", l->cls, l->id);
         __atomic_store_n(&l->acquired, 1, __ATOMIC_RELEASE);
         while (!__atomic_load_n(&l->let_go, __ATOMIC_ACQUIRE) && zkh_now_ms() < until) {
             struct timespec nap = { 0, 1000000 };
             nanosleep(&nap, NULL);
         }
-        log_mark(l->log, "EXIT", l->id);
+        log_mark_class(l->log, "EXIT", l->cls, l->id);
         __atomic_store_n(&l->release_rc, zkit_lock_release(l->lock), __ATOMIC_RELEASE);
     }
     __atomic_store_n(&l->done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
-static void logged_start(logged_t *l, zkit_lock_t *lock, const char *log, int id,
-                         int timeout_ms)
+static void logged_start_class(logged_t *l, zkit_lock_t *lock, const char *log,
+                               const char *cls, int id, int timeout_ms)
 {
     memset(l, 0, sizeof(*l));
     l->lock = lock;
     l->log = log;
+    l->cls = cls;
     l->id = id;
     l->timeout_ms = timeout_ms;
     CU_ASSERT_FATAL(pthread_create(&l->thread, NULL, logged_main, l) == 0);
+}
+
+static void logged_start(logged_t *l, zkit_lock_t *lock, const char *log, int id,
+                         int timeout_ms)
+{
+    logged_start_class(l, lock, log, NULL, id, timeout_ms);
 }
 
 static int logged_acquired(void *arg)
@@ -791,6 +805,121 @@ static void test_handoff_own_node_deleted(void)
     free(path);
 }
 
+/*
+ * The read-write lock: R1 reads; W1 (giving up soon), W2 and R2 queue behind it.  W2 watches
+ * W1 and R2 watches W2, and neither deletion alone would free them: W1 never held, and R2
+ * saw two writers ahead.  Once W1 is gone W2 lists again and watches R1 (a reader first in
+ * line: its deletion frees W2); R3, queued then, watches W2, the only writer ahead of it (its
+ * deletion frees R3), while R2 still lists again after W2 goes.
+ */
+static void test_handoff_rwlock(void)
+{
+    fixture_t f;
+    zkit_client_t *c[5];
+    zkit_rwlock_t *rw[5];
+    logged_t w2, r2, r3;
+    bg_t w1;
+    char dir[256], *log, *path;
+    fx_begin(&f, "handoff-rw");
+    scratch_dir(dir, sizeof dir);
+    CU_ASSERT_FATAL(dir[0] != '\0');
+    log = lk_join(dir, "log");
+    path = lk_join(f.base, "rw");
+    for (int i = 0; i < 5; i++) {
+        c[i] = lk_client(10000);
+        CU_ASSERT_FATAL(c[i] != NULL);
+        CU_ASSERT_FATAL(zkit_rwlock_new(&rw[i], c[i], path) == 0);
+    }
+    CU_ASSERT_FATAL(zkit_lock_acquire(zkit_rwlock_read(rw[0]), 5000) == 0);
+    log_mark_class(log, "ENTER", "R", 1);
+    bg_start(&w1, zkit_rwlock_write(rw[1]), 1500, 0);
+    CU_ASSERT_EQUAL(wait_children(path, 2, 5000), 0);
+    logged_start_class(&w2, zkit_rwlock_write(rw[2]), log, "W", 3, 30000);
+    CU_ASSERT_EQUAL(wait_children(path, 3, 5000), 0);
+    logged_start_class(&r2, zkit_rwlock_read(rw[3]), log, "R", 4, 30000);
+    CU_ASSERT_EQUAL(wait_children(path, 4, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_done, &w1, 10000), 0);
+    CU_ASSERT_EQUAL(w1.rc, ZKIT_ETIMEDOUT);
+    CU_ASSERT_EQUAL(bg_finish(&w1, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(path, 3, 5000), 0);
+    logged_start_class(&r3, zkit_rwlock_read(rw[4]), log, "R", 5, 30000);
+    CU_ASSERT_EQUAL(wait_children(path, 4, 5000), 0);
+    /* Watches now: R1 on its node; W2 on R1's and its own; R2 on W2's; R3 on W2's and its
+     * own. */
+    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, f.watches0 + 6, 5000), 0);
+    CU_ASSERT_EQUAL(logged_acquired(&w2) || logged_acquired(&r2) || logged_acquired(&r3), 0);
+    log_mark_class(log, "EXIT", "R", 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_read(rw[0])), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &w2, 10000), 0);
+    /* W2 on its own node as a holder; R2 and R3 as before. */
+    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, f.watches0 + 4, 5000), 0);
+    CU_ASSERT_EQUAL(logged_acquired(&r2) || logged_acquired(&r3), 0);
+    CU_ASSERT_EQUAL(logged_finish(&w2, 10000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &r2, 10000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &r3, 10000), 0);
+    CU_ASSERT_EQUAL(logged_finish(&r2, 10000), 0);
+    CU_ASSERT_EQUAL(logged_finish(&r3, 10000), 0);
+    CU_ASSERT_EQUAL(w2.rc, 0);
+    CU_ASSERT_EQUAL(r2.rc, 0);
+    CU_ASSERT_EQUAL(r3.rc, 0);
+    assert_log_clean("handoff-rw", log, 4);
+    fx_end(&f);
+    for (int i = 0; i < 5; i++) {
+        zkit_rwlock_free(rw[i]);
+        zkit_client_close(c[i]);
+    }
+    scratch_remove(dir);
+    free(log);
+    free(path);
+}
+
+/* The semaphore mutex (its internal lock on the engine): two contenders hand it on. */
+static void test_handoff_semaphore_mutex(void)
+{
+    fixture_t f;
+    zkit_client_t *c[3];
+    zkit_lock_t *l[3];
+    logged_t w[2];
+    char dir[256], *log, *path, *locks;
+    fx_begin(&f, "handoff-smutex");
+    scratch_dir(dir, sizeof dir);
+    CU_ASSERT_FATAL(dir[0] != '\0');
+    log = lk_join(dir, "log");
+    path = lk_join(f.base, "smutex");
+    locks = lk_join(path, "locks");
+    for (int i = 0; i < 3; i++) {
+        c[i] = lk_client(10000);
+        CU_ASSERT_FATAL(c[i] != NULL);
+        CU_ASSERT_FATAL(zkit_semaphore_mutex_new(&l[i], c[i], path) == 0);
+    }
+    CU_ASSERT_FATAL(zkit_lock_acquire(l[0], 5000) == 0);
+    log_mark(log, "ENTER", 1);
+    for (int i = 0; i < 2; i++)
+        logged_start(&w[i], l[i + 1], log, i + 2, 30000);
+    /* One waits for the lease holding the internal mutex, the other for that mutex. */
+    CU_ASSERT_EQUAL(wait_children(locks, 2, 5000), 0);
+    CU_ASSERT_EQUAL(logged_acquired(&w[0]) || logged_acquired(&w[1]), 0);
+    log_mark(log, "EXIT", 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(l[0]), 0);
+    for (int n = 0; n < 2; n++) {
+        /* whoever holds now goes; the other follows */
+        int i = zkh_wait_until(logged_acquired, &w[0], 10000) == 0 && !w[0].let_go ? 0 : 1;
+        CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &w[i], 10000), 0);
+        CU_ASSERT_EQUAL(logged_finish(&w[i], 10000), 0);
+        CU_ASSERT_EQUAL(w[i].rc, 0);
+    }
+    assert_log_clean("handoff-smutex", log, 3);
+    fx_end(&f);
+    for (int i = 0; i < 3; i++) {
+        zkit_lock_free(l[i]);
+        zkit_client_close(c[i]);
+    }
+    scratch_remove(dir);
+    free(log);
+    free(locks);
+    free(path);
+}
+
 /* ---- registration --------------------------------------------------------------------------- */
 
 static const zkh_test_t tests[] = {
@@ -804,6 +933,8 @@ static const zkh_test_t tests[] = {
     { "hand-off: the holder's session expires", test_handoff_holder_expires },
     { "hand-off: a reconnect while waiting", test_handoff_reconnect },
     { "hand-off: our own node deleted while first in line", test_handoff_own_node_deleted },
+    { "hand-off: read-write lock, readers and writers", test_handoff_rwlock },
+    { "hand-off: semaphore mutex", test_handoff_semaphore_mutex },
     { NULL, NULL }
 };
 
