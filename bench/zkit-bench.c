@@ -198,6 +198,9 @@ static zhandle_t *raw_connect(const char *connect, raw_conn_t *c)
     zh = zookeeper_init(connect, raw_watcher, 30000, NULL, c, 0);
     if (!zh)
         return NULL;
+    /* As zkit's client does: by default libzookeeper resolves the connect string again on
+     * every pass of its IO loop, a cost no lock needs to pay. */
+    zoo_set_servers_resolution_delay(zh, 60000);
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += 15;
     pthread_mutex_lock(&c->mu);
