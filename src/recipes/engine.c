@@ -482,10 +482,10 @@ static int submit_own_watch(zkit__acq_t *acq, acq_reply_t *r)
  *  - write lock: it was the first node and a read node.  A first node that is a write node
  *    does not prove it: its holder may downgrade, creating a read node with the write node's
  *    sequence (level with it, ahead of us) before it deletes its write node.
- * A watched node that gave up waiting is never the first node nor a writer whose removal
- * frees a reader early, so it always leads to a new listing.  The rest of the argument (our
- * own node still there, the event not synthesized after a reconnect) is checked when the
- * event comes (acq_watch_fired).
+ * A first node holds; a predecessor that may have been a waiter that gave up never
+ * qualifies, except a reader's only writer ahead, whose absence frees the reader either way.
+ * The rest of the argument (our own node still there, the event not synthesized after a
+ * reconnect) is checked when the event comes (acq_watch_fired).
  */
 static int handoff_on_delete(const zkit__driver_t *driver, char *const *sorted, size_t index,
                              size_t watched)
