@@ -397,6 +397,7 @@ static void on_listed(zkit_client_t *c, const zkit_result_t *res, void *arg);
 static void on_early_listed(zkit_client_t *c, const zkit_result_t *res, void *arg);
 static void on_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg);
 static void on_own_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg);
+static int handoff_proven(zkit__acq_t *acq, zkit_event_t event);
 
 /* Issues an async call for the current round; on a submit error, finishes (mu released). */
 typedef int (*submit_fn)(zkit__acq_t *acq, acq_reply_t *r);
@@ -701,9 +702,16 @@ static void on_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg)
         return;
     if (res->error == ZKIT_ENONODE) {
         /* Gone already, and get-data left no watch: look again now.  (An event that beats
-         * this reply finds state WATCHING and relists itself.) */
+         * this reply finds state WATCHING and relists itself.)  Its absence proves as much as
+         * its deletion event would: our own node's watch was armed by the request just
+         * before, so a deletion of our node would have been heard before this reply. */
         free(acq->watched);
         acq->watched = NULL;
+        if (handoff_proven(acq, ZKIT_EVENT_DELETED)) {
+            finish(acq, 0);
+            reply_close(r);
+            return;
+        }
         acq->state = ACQ_LISTING;
         if (step(acq, submit_list) == 0)
             acq_unlock(acq);
@@ -766,8 +774,8 @@ static void acq_own_watch_fired(zkit_client_t *c, zkit_event_t event, const char
 }
 
 /*
- * The hand-off on the delete event alone (see handoff_on_delete for why the listing proves
- * it) also needs: our own node still there when the watched node went, and the event a real
+ * The hand-off on the delete event alone, or on the watch's get-data finding the node gone
+ * (see handoff_on_delete for why the listing proves it), also needs: our own node still there when the watched node went, and the event a real
  * deletion rather than one synthesized by a reconnect.  Both hold when the watch on our own
  * node is armed and no session event has come since it was sent: the watches of one
  * connection fire in the order of the changes, so a deletion of our node would have fired
