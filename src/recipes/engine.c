@@ -775,12 +775,13 @@ static void acq_own_watch_fired(zkit_client_t *c, zkit_event_t event, const char
 
 /*
  * The hand-off on the delete event alone, or on the watch's get-data finding the node gone
- * (see handoff_on_delete for why the listing proves it), also needs: our own node still there when the watched node went, and the event a real
- * deletion rather than one synthesized by a reconnect.  Both hold when the watch on our own
- * node is armed and no session event has come since it was sent: the watches of one
- * connection fire in the order of the changes, so a deletion of our node would have fired
- * first (acq_own_watch_fired clears own_watch); and re-registered watches only fire after
- * the reconnect's session event has moved the epoch on.
+ * (see handoff_on_delete for why the listing proves it), also needs: our own node still
+ * there when the watched node went, and the event a real deletion rather than one
+ * synthesized by a reconnect.  Both hold when the watch on our own node is armed and no
+ * session event has come since it was sent: the watches of one connection fire in the order
+ * of the changes, so a deletion of our node would have fired first (acq_own_watch_fired
+ * clears own_watch); and re-registered watches only fire after the reconnect's session event
+ * has moved the epoch on.
  */
 static int handoff_proven(zkit__acq_t *acq, zkit_event_t event)
 {
