@@ -735,15 +735,15 @@ static void test_handoff_rwlock(void)
     CU_ASSERT_EQUAL(wait_children(path, 3, 5000), 0);
     logged_start_class(&r3, zkit_rwlock_read(rw[4]), log, "R", 5, 30000);
     CU_ASSERT_EQUAL(wait_children(path, 4, 5000), 0);
-    /* Watches now: R1 on its node; W2 on R1's and its own; R2 on W2's; R3 on W2's and its
-     * own. */
-    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, f.watches0 + 6, 5000), 0);
+    /* Watches now: R1 on its node; W2, R2 and R3 on their own nodes; W2 on R1's; R2 and R3
+     * on W2's. */
+    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, f.watches0 + 7, 5000), 0);
     CU_ASSERT_EQUAL(logged_acquired(&w2) || logged_acquired(&r2) || logged_acquired(&r3), 0);
     log_mark_class(log, "EXIT", "R", 1);
     CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_read(rw[0])), 0);
     CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &w2, 10000), 0);
     /* W2 on its own node as a holder; R2 and R3 as before. */
-    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, f.watches0 + 4, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, f.watches0 + 5, 5000), 0);
     CU_ASSERT_EQUAL(logged_acquired(&r2) || logged_acquired(&r3), 0);
     CU_ASSERT_EQUAL(logged_finish(&w2, 10000), 0);
     CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &r2, 10000), 0);

@@ -68,11 +68,13 @@ struct zkit__acq {
     int handoff;                    /* the watched node's deletion alone makes us hold */
     int own_watch;                  /* OWN_NONE, OWN_SENT, OWN_ARMED: our own node's watch */
     uint64_t own_epoch;             /* the client's connection epoch when it was sent */
+    char *ahead;                    /* the node before the one we watch, watched too, or NULL */
     struct client_acqs *reg;        /* listed for the close of its client (see below) */
     struct zkit__acq *reg_prev, *reg_next;
     uint64_t deadline_timer;        /* cancelled when the acquisition ends first */
     zkit_watcher_t watcher;
     zkit_watcher_t own_watcher;
+    zkit_watcher_t ahead_watcher;
 };
 
 enum { OWN_NONE, OWN_SENT, OWN_ARMED };
@@ -120,6 +122,7 @@ void zkit__acq_unref(zkit__acq_t *acq)
     free(acq->fixed_name);
     free(acq->node);
     free(acq->watched);
+    free(acq->ahead);
     pthread_mutex_destroy(&acq->mu);
     free(acq);
 }
@@ -212,10 +215,21 @@ static void own_unwatch(zkit__acq_t *acq)
     acq->own_watch = OWN_NONE;
 }
 
+/* Drops the watch on the node two ahead of us (acq->mu held). */
+static void ahead_unwatch(zkit__acq_t *acq)
+{
+    if (acq->ahead) {
+        zkit__watch_cancel(acq->client, acq->ahead, ZKIT_WATCH_DATA, &acq->ahead_watcher);
+        free(acq->ahead);
+        acq->ahead = NULL;
+    }
+}
+
 /* Called with acq->mu held: drops the watches and our node. */
 static void clean_up(zkit__acq_t *acq)
 {
     own_unwatch(acq);
+    ahead_unwatch(acq);
     if (acq->watched) {
         zkit__watch_cancel(acq->client, acq->watched, ZKIT_WATCH_DATA, &acq->watcher);
         free(acq->watched);
@@ -333,6 +347,7 @@ static void finish(zkit__acq_t *acq, int error)
         clean_up(acq);
     else {
         own_unwatch(acq);
+        ahead_unwatch(acq);
         if (acq->watched) {
             /* A watch may still be armed here (a relisting after RECONNECTED found us
              * first): cancel it, or it would fire into this acquisition once freed. */
@@ -398,6 +413,7 @@ static void on_early_listed(zkit_client_t *c, const zkit_result_t *res, void *ar
 static void on_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg);
 static void on_own_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg);
 static int handoff_proven(zkit__acq_t *acq, zkit_event_t event);
+static void on_ahead_set(zkit_client_t *c, const zkit_result_t *res, void *arg);
 
 /* Issues an async call for the current round; on a submit error, finishes (mu released). */
 typedef int (*submit_fn)(zkit__acq_t *acq, acq_reply_t *r);
@@ -465,6 +481,12 @@ static int submit_watch(zkit__acq_t *acq, acq_reply_t *r)
                                        watch_release, on_watch_set, r);
 }
 
+static int submit_ahead_watch(zkit__acq_t *acq, acq_reply_t *r)
+{
+    return zkit__get_data_watch_inline(acq->client, acq->ahead, &acq->ahead_watcher,
+                                       watch_hold, watch_release, on_ahead_set, r);
+}
+
 static int submit_own_watch(zkit__acq_t *acq, acq_reply_t *r)
 {
     return zkit__get_data_watch_inline(acq->client, acq->node, &acq->own_watcher, watch_hold,
@@ -502,11 +524,10 @@ static int handoff_on_delete(const zkit__driver_t *driver, char *const *sorted, 
     return driver != &zkit__write_driver || !strstr(sorted[0], ZKIT__WRITE_TOKEN);
 }
 
-/* Arms the watch on our own node before the predecessor's, when a hand-off may rely on it
- * (acq->mu held; released on error).  Sent first on the same connection, its reply comes
- * before the predecessor watch's reply, and a deletion of our node after it is heard before
- * any later deletion.  A watch sent in an earlier connection epoch is sent again: after a
- * reconnect only a fresh one is known to be armed in order. */
+/* Arms the watch on our own node, which a hand-off relies on (acq->mu held; released on
+ * error).  Once its reply has come, a deletion of our node is heard before any later
+ * deletion on the connection.  A watch sent in an earlier connection epoch is sent again:
+ * after a reconnect only a fresh one is known to be armed in order. */
 static int own_watch_arm(zkit__acq_t *acq)
 {
     uint64_t epoch = zkit__client_connection_epoch(acq->client);
@@ -516,6 +537,34 @@ static int own_watch_arm(zkit__acq_t *acq)
     acq->own_watch = OWN_SENT;
     acq->own_epoch = epoch;
     return step(acq, submit_own_watch);
+}
+
+/*
+ * Looking ahead (acq->mu held; released on error).  A waiter of a mutex or a write lock whose
+ * predecessor is not first also watches the node before its predecessor.  That node's
+ * deletion usually means the predecessor is taking the lock: we list again then, while it
+ * holds, and learn that our predecessor is now first, so that its release hands the lock on
+ * by the delete event alone.  The listing moves earlier rather than adding one, and the
+ * watch only ever leads to a listing, so it decides nothing by itself.
+ */
+static int ahead_arm(zkit__acq_t *acq, char *const *sorted, size_t watched)
+{
+    char *path;
+    if (acq->handoff || acq->driver->reader || watched == 0) {
+        ahead_unwatch(acq);
+        return 0;
+    }
+    if (!(path = zkit__path_join(acq->dir, sorted[watched - 1]))) {
+        finish(acq, ZKIT_ENOMEM);
+        return -1;
+    }
+    if (acq->ahead && strcmp(acq->ahead, path) == 0) { /* still armed: keep it */
+        free(path);
+        return 0;
+    }
+    ahead_unwatch(acq);
+    acq->ahead = path;
+    return step(acq, submit_ahead_watch);
 }
 
 /* Create and list, back to back (acq->mu held; released on error). */
@@ -552,8 +601,10 @@ static int restart(zkit__acq_t *acq, int why)
 static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
 {
     const char *wait_for;
+    char *path;
     long index;
     size_t watched;
+    int keep;
     zkit__lock_sort(names, count, acq->driver->token);
     index = zkit__lock_index(names, count, acq->node_name);
     if (index < 0) {
@@ -573,21 +624,32 @@ static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
         finish(acq, ZKIT_ETIMEDOUT);
         return -1;
     }
-    if (acq->watched) /* relisting while watching: drop the old watch first */
-        zkit__watch_cancel(acq->client, acq->watched, ZKIT_WATCH_DATA, &acq->watcher);
-    free(acq->watched);
-    acq->watched = zkit__path_join(acq->dir, wait_for);
-    if (!acq->watched) {
+    if (!(path = zkit__path_join(acq->dir, wait_for))) {
         finish(acq, ZKIT_ENOMEM);
         return -1;
+    }
+    /* Relisting while watching: a watch still armed on the same node is kept (it survives
+     * reconnects); another one is dropped first. */
+    keep = acq->watched && strcmp(acq->watched, path) == 0;
+    if (keep) {
+        free(path);
+    } else {
+        if (acq->watched)
+            zkit__watch_cancel(acq->client, acq->watched, ZKIT_WATCH_DATA, &acq->watcher);
+        free(acq->watched);
+        acq->watched = path;
     }
     watched = (size_t)zkit__lock_index(names, count, wait_for);
     acq->handoff = handoff_on_delete(acq->driver, names, (size_t)index, watched);
     acq->state = ACQ_WATCHING;
     acq->waiting_due = acq->waiting != NULL;
-    if (acq->handoff && own_watch_arm(acq) != 0)
+    /* Armed with the first wait, so that it is in place for a hand-off that a later listing
+     * (looking ahead) makes possible. */
+    if (own_watch_arm(acq) != 0)
         return -1;
-    return step(acq, submit_watch);
+    if (ahead_arm(acq, names, watched) != 0)
+        return -1;
+    return keep ? 0 : step(acq, submit_watch);
 }
 
 static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
@@ -773,6 +835,51 @@ static void acq_own_watch_fired(zkit_client_t *c, zkit_event_t event, const char
         acq_unlock(acq);
 }
 
+/* The node two ahead went (or changed): list again while the predecessor's watch stays
+ * armed (acq->mu held; released here). */
+static void look_ahead(zkit__acq_t *acq)
+{
+    if (acq->state != ACQ_WATCHING) {
+        acq_unlock(acq);
+        return;
+    }
+    acq->state = ACQ_LISTING;
+    if (step(acq, submit_list) == 0)
+        acq_unlock(acq);
+}
+
+static void on_ahead_set(zkit_client_t *c, const zkit_result_t *res, void *arg)
+{
+    acq_reply_t *r = arg;
+    zkit__acq_t *acq = reply_open(r);
+    (void)c;
+    if (!acq)
+        return;
+    if (res->error == ZKIT_ENONODE && acq->ahead) { /* gone already; no watch was left */
+        free(acq->ahead);
+        acq->ahead = NULL;
+        look_ahead(acq);
+    } else {
+        acq_unlock(acq);
+    }
+    reply_close(r);
+}
+
+static void acq_ahead_fired(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
+{
+    zkit__acq_t *acq = arg;
+    (void)c;
+    (void)event;
+    pthread_mutex_lock(&acq->mu);
+    if (acq->state == ACQ_DONE || !acq->ahead || strcmp(path, acq->ahead) != 0) {
+        acq_unlock(acq);
+        return;
+    }
+    free(acq->ahead);
+    acq->ahead = NULL;
+    look_ahead(acq);
+}
+
 /*
  * The hand-off on the delete event alone, or on the watch's get-data finding the node gone
  * (see handoff_on_delete for why the listing proves it), also needs: our own node still
@@ -794,6 +901,13 @@ static void acq_watch_fired(zkit_client_t *c, zkit_event_t event, const char *pa
     zkit__acq_t *acq = arg;
     (void)c;
     pthread_mutex_lock(&acq->mu);
+    if (acq->state == ACQ_LISTING && acq->watched && strcmp(path, acq->watched) == 0) {
+        /* A listing is under way (looking ahead): it decides; the watch is used up. */
+        free(acq->watched);
+        acq->watched = NULL;
+        acq_unlock(acq);
+        return;
+    }
     if (acq->state != ACQ_WATCHING || !acq->watched || strcmp(path, acq->watched) != 0) {
         acq_unlock(acq);
         return;
@@ -845,6 +959,8 @@ static zkit__acq_t *acq_alloc(const zkit__acq_params_t *p)
     acq->watcher.arg = acq;
     acq->own_watcher.fn = acq_own_watch_fired;
     acq->own_watcher.arg = acq;
+    acq->ahead_watcher.fn = acq_ahead_fired;
+    acq->ahead_watcher.arg = acq;
     if (!acq->dir || !acq->data || (p->fixed_name && !acq->fixed_name)) {
         zkit__acq_unref(acq);
         return NULL;
@@ -905,6 +1021,8 @@ void zkit__acq_connection_event(zkit__acq_t *acq, zkit_conn_state_t state)
     if (state == ZKIT_CONN_LOST) {
         /* The handle and its watches are gone; so is our node. */
         acq->own_watch = OWN_NONE;
+        free(acq->ahead);
+        acq->ahead = NULL;
         free(acq->node);
         acq->node = NULL;
         free(acq->watched);
