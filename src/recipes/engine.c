@@ -11,6 +11,8 @@
  *   Deadline, error or cancel: cancel the watch, delete our node (guaranteed), report.
  *   Hand-off on the delete event: when the watched node's deletion alone proves that nothing
  *   is left ahead of us (see handoff_on_delete), its event ends the wait without a listing.
+ *   Looking ahead (ahead_arm): deeper in a queue the node before the watched one is watched
+ *   too, and its deletion brings the listing forward, so that the next delete qualifies.
  *
  * All transitions happen under acq->mu in callbacks that never block.  The mutex also makes
  * "register the watch, then wait" atomic with respect to the watch event, so no wake-up is
