@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <CUnit/CUnit.h>
@@ -769,6 +770,235 @@ static void test_cli_leader(void)
     free(path);
 }
 
+/* ---- Apache Curator participants on the same paths ------------------------------------------- */
+
+#ifndef CURATOR_PEER
+#define CURATOR_PEER "tests/curator-peer.sh"
+#endif
+#ifndef PEER_BUILD_DIR
+#define PEER_BUILD_DIR "tests"
+#endif
+#define PEER_START_MS 30000 /* a JVM start (and a compile on the first run) */
+
+/* ENTER / EXIT lines of zkit participants in the log the Curator peers append to. */
+static void log_line(const char *log, const char *what)
+{
+    char line[128];
+    struct timespec ts;
+    FILE *fp;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    snprintf(line, sizeof(line), "%s %ld %lld\n", what, (long)getpid(),
+             (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+    if ((fp = fopen(log, "a"))) {
+        fputs(line, fp);
+        fclose(fp);
+    }
+}
+
+/* A Curator peer in mode latch or selector: 0 when it said STARTED, 77 when the peer cannot
+ * run here (no Java or Curator jars), -1 otherwise. */
+static int jpeer_start(proc_t *p, const char *mode, const char *path, const char *id,
+                       const char *log)
+{
+    char *argv[] = { (char *)CURATOR_PEER, (char *)PEER_BUILD_DIR, (char *)zkh_connect_string(zk),
+                     (char *)mode, (char *)path, (char *)id, (char *)log, NULL };
+    char line[256] = "";
+    if (proc_spawn(p, argv) != 0)
+        return -1;
+    if (proc_read_line(p, line, sizeof(line), PEER_START_MS) == 0 && strcmp(line, "STARTED") == 0)
+        return 0;
+    return exit_code(proc_wait(p, 10000)) == 77 ? 77 : -1;
+}
+
+/* Reads lines until `want` (other lines are skipped): 0, or -1 after timeout_ms. */
+static int jpeer_expect(proc_t *p, const char *want, int timeout_ms)
+{
+    char line[256];
+    int64_t end = zkh_now_ms() + timeout_ms;
+    while (zkh_now_ms() < end) {
+        if (proc_read_line(p, line, sizeof(line), (int)(end - zkh_now_ms())) != 0)
+            break;
+        if (strcmp(line, want) == 0)
+            return 0;
+    }
+    fprintf(stderr, "curator peer: no '%s'\n", want);
+    return -1;
+}
+
+/* Asks a peer who leads: 1 when it names `id`. */
+static int jpeer_sees_leader(proc_t *p, const char *id)
+{
+    char want[64];
+    snprintf(want, sizeof(want), "LEADERID %s", id);
+    proc_write(p, "leader\n");
+    return jpeer_expect(p, want, 10000) == 0;
+}
+
+static void latch_log_listener(zkit_latch_t *latch, int is_leader, void *arg)
+{
+    (void)latch;
+    log_line(arg, is_leader ? "ENTER" : "EXIT");
+}
+
+static void test_curator_latch(void)
+{
+    fixture_t f;
+    proc_t j1, j2;
+    zkit_client_t *c;
+    zkit_latch_t *latch;
+    char *path, dir[256], log[300];
+    verdict_t v;
+    int rc;
+    fx_begin(&f, "curator-latch");
+    path = lk_join(f.base, "latch");
+    scratch_dir(dir, sizeof(dir));
+    snprintf(log, sizeof(log), "%s/log", dir);
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    /* Curator leads first; zkit queues behind it, then another Curator participant. */
+    rc = jpeer_start(&j1, "latch", path, "j1", log);
+    if (rc == 77) {
+        fprintf(stderr, "leader: the Curator peer is not available; interop skipped\n");
+        goto out;
+    }
+    CU_ASSERT_FATAL(rc == 0);
+    CU_ASSERT_FATAL(jpeer_expect(&j1, "LEADER", 10000) == 0);
+    CU_ASSERT_FATAL(zkit_latch_new(&latch, c, path, "c1") == 0);
+    CU_ASSERT_EQUAL(zkit_latch_set_listener(latch, latch_log_listener, log), 0);
+    CU_ASSERT_FATAL(zkit_latch_start(latch) == 0);
+    CU_ASSERT_EQUAL(wait_latch_count(c, path, 2, 5000), 0);
+    CU_ASSERT_FATAL(jpeer_start(&j2, "latch", path, "j2", log) == 0);
+    CU_ASSERT_EQUAL(wait_latch_count(c, path, 3, 10000), 0);
+    CU_ASSERT_EQUAL(zkit_latch_await(latch, 200), ZKIT_ETIMEDOUT);
+    CU_ASSERT(leader_is(c, path, "j1"));
+    CU_ASSERT(jpeer_sees_leader(&j1, "j1"));
+    CU_ASSERT(jpeer_sees_leader(&j2, "j1"));
+    /* Curator's leader leaves: zkit leads, and both Curator and zkit say so. */
+    proc_write(&j1, "close\n");
+    CU_ASSERT_EQUAL(jpeer_expect(&j1, "CLOSED", 10000), 0);
+    CU_ASSERT_EQUAL(exit_code(proc_wait(&j1, 10000)), 0);
+    CU_ASSERT_EQUAL(zkit_latch_await(latch, 10000), 0);
+    CU_ASSERT(leader_is(c, path, "c1"));
+    CU_ASSERT(jpeer_sees_leader(&j2, "c1"));
+    proc_write(&j2, "has\n");
+    CU_ASSERT_EQUAL(jpeer_expect(&j2, "HAS false", 10000), 0);
+    /* zkit leaves: the second Curator participant leads. */
+    log_line(log, "EXIT");
+    CU_ASSERT_EQUAL(zkit_latch_close(latch), 0);
+    CU_ASSERT_EQUAL(jpeer_expect(&j2, "LEADER", 10000), 0);
+    CU_ASSERT(leader_is(c, path, "j2"));
+    CU_ASSERT(jpeer_sees_leader(&j2, "j2"));
+    proc_write(&j2, "close\n");
+    CU_ASSERT_EQUAL(jpeer_expect(&j2, "CLOSED", 10000), 0);
+    CU_ASSERT_EQUAL(exit_code(proc_wait(&j2, 10000)), 0);
+    check_log(log, 1, &v);
+    report_verdict("curator latch", &v);
+    CU_ASSERT_EQUAL(v.enters, 3);
+    CU_ASSERT_EQUAL(v.exits, 3);
+    CU_ASSERT_EQUAL(v.violations, 0);
+    CU_ASSERT_EQUAL(v.unbalanced, 0);
+    zkit_latch_free(latch);
+out:
+    fx_end(&f);
+    zkit_client_close(c);
+    scratch_remove(dir);
+    free(path);
+}
+
+/* The selector's callback for the Curator test: logs, then leads until told to stop or
+ * `hold_ms` has passed. */
+typedef struct jsel {
+    const char *log;
+    pthread_mutex_t mu;
+    int led;
+} jsel_t;
+
+static void jsel_lead(zkit_selector_t *sel, void *arg)
+{
+    jsel_t *j = arg;
+    log_line(j->log, "ENTER");
+    zkit_selector_wait_stop(sel, 300);
+    log_line(j->log, "EXIT");
+    pthread_mutex_lock(&j->mu);
+    j->led++;
+    pthread_mutex_unlock(&j->mu);
+}
+
+static int jsel_led(void *arg)
+{
+    jsel_t *j = arg;
+    int n;
+    pthread_mutex_lock(&j->mu);
+    n = j->led;
+    pthread_mutex_unlock(&j->mu);
+    return n > 0;
+}
+
+static void test_curator_selector(void)
+{
+    fixture_t f;
+    proc_t js;
+    zkit_client_t *c;
+    zkit_selector_t *sel;
+    jsel_t j;
+    char *path, dir[256], log[300];
+    verdict_t v;
+    int rc;
+    fx_begin(&f, "curator-selector");
+    path = lk_join(f.base, "sel");
+    scratch_dir(dir, sizeof(dir));
+    snprintf(log, sizeof(log), "%s/log", dir);
+    memset(&j, 0, sizeof(j));
+    pthread_mutex_init(&j.mu, NULL);
+    j.log = log;
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    rc = jpeer_start(&js, "selector", path, "js", log);
+    if (rc == 77) {
+        fprintf(stderr, "leader: the Curator peer is not available; interop skipped\n");
+        goto out;
+    }
+    CU_ASSERT_FATAL(rc == 0);
+    CU_ASSERT_FATAL(jpeer_expect(&js, "LEADER", 10000) == 0);
+    CU_ASSERT_FATAL(zkit_selector_new(&sel, c, path, "cs", jsel_lead, &j) == 0);
+    CU_ASSERT_EQUAL(zkit_selector_set_auto_requeue(sel, 1), 0);
+    CU_ASSERT_FATAL(zkit_selector_start(sel) == 0);
+    CU_ASSERT_EQUAL(wait_children(path, 2, 5000), 0);
+    {
+        char *who = NULL;
+        CU_ASSERT(zkit_selector_leader(&who, c, path) == 0 && strcmp(who, "js") == 0);
+        zkit_free(who);
+    }
+    CU_ASSERT(jpeer_sees_leader(&js, "js"));
+    CU_ASSERT_EQUAL(jsel_led(&j), 0);
+    /* Curator yields: zkit leads for 300 ms, Curator (requeued) sees it, then leads again. */
+    proc_write(&js, "yield\n");
+    CU_ASSERT_EQUAL(jpeer_expect(&js, "YIELDED", 10000), 0);
+    CU_ASSERT_EQUAL(jpeer_expect(&js, "LEADER", 10000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(jsel_led, &j, 5000), 0);
+    CU_ASSERT(jpeer_sees_leader(&js, "js"));
+    proc_write(&js, "yield\n");
+    CU_ASSERT_EQUAL(jpeer_expect(&js, "YIELDED", 10000), 0);
+    CU_ASSERT_EQUAL(jpeer_expect(&js, "LEADER", 10000), 0);
+    CU_ASSERT_EQUAL(zkit_selector_close(sel), 0);
+    proc_write(&js, "yield\n");
+    CU_ASSERT_EQUAL(jpeer_expect(&js, "YIELDED", 10000), 0);
+    CU_ASSERT_EQUAL(exit_code(proc_wait(&js, 10000)), 0);
+    check_log(log, 1, &v);
+    report_verdict("curator selector", &v);
+    CU_ASSERT(v.enters >= 5);
+    CU_ASSERT_EQUAL(v.enters, v.exits);
+    CU_ASSERT_EQUAL(v.violations, 0);
+    CU_ASSERT_EQUAL(v.unbalanced, 0);
+    zkit_selector_free(sel);
+out:
+    fx_end(&f);
+    zkit_client_close(c);
+    scratch_remove(dir);
+    pthread_mutex_destroy(&j.mu);
+    free(path);
+}
+
 /* ---- registration ------------------------------------------------------------------------------ */
 
 static const zkh_test_t tests[] = {
@@ -780,6 +1010,8 @@ static const zkh_test_t tests[] = {
     { "selector: requeue, one leader at a time", test_selector_requeue },
     { "selector: told to stop on loss before a new leader", test_selector_stops_on_loss },
     { "zkit-lock --leader", test_cli_leader },
+    { "Curator LeaderLatch and zkit latch on one path", test_curator_latch },
+    { "Curator LeaderSelector and zkit selector on one path", test_curator_selector },
     { NULL, NULL }
 };
 

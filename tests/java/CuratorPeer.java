@@ -9,6 +9,8 @@
  *   CuratorPeer CONNECT order KIND PATH
  *   CuratorPeer CONNECT revoke NODE_PATH...
  *   CuratorPeer CONNECT bench KIND PATH CYCLES WARMUP
+ *   CuratorPeer CONNECT latch PATH ID LOG_FILE
+ *   CuratorPeer CONNECT selector PATH ID LOG_FILE
  *
  * KIND: mutex (InterProcessMutex), read / write (InterProcessReadWriteLock halves),
  *       semaphore (InterProcessSemaphoreMutex).
@@ -46,6 +48,18 @@
  *        (the rate over all timed cycles, the percentiles nearest-rank, as bench/zkit-bench
  *        computes its own figures). Run by bench/zkit-bench.
  *
+ * latch: a LeaderLatch at PATH with participant id ID, started at once ("STARTED").  Its
+ *        listener prints "LEADER" (after appending "ENTER <pid> <nanoTime>" to LOG_FILE) and
+ *        "NOTLEADER" (after appending "EXIT ...").  Commands on stdin, one a line:
+ *          leader  -> "LEADERID <getLeader().getId()>" ("LEADERID -" when there is none)
+ *          has     -> "HAS true" / "HAS false" (hasLeadership())
+ *          close   -> EXIT appended if leader, close(), "CLOSED", exit 0
+ *          EOF     -> the same without printing
+ * selector: a LeaderSelector at PATH with id ID and autoRequeue, started at once
+ *        ("STARTED").  takeLeadership appends ENTER, prints "LEADER", waits for the command
+ *        "yield" (or an interrupt: the connection was SUSPENDED or LOST), appends EXIT,
+ *        prints "YIELDED" and returns.  Commands: leader (as for latch), yield, EOF (close).
+ *
  * Participants: mutex, read, write: getParticipantNodes() of that lock, i.e. the children
  * of PATH sorted by Curator's sorter; the read half lists only __READ__ nodes and the write
  * half only __WRIT__ nodes (Curator filters by its lock name). semaphore: the children of
@@ -75,6 +89,11 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
+import org.apache.curator.framework.recipes.leader.LeaderLatchListener;
+import org.apache.curator.framework.recipes.leader.LeaderSelector;
+import org.apache.curator.framework.recipes.leader.LeaderSelectorListenerAdapter;
+import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
@@ -247,6 +266,8 @@ public class CuratorPeer {
                 + "       CuratorPeer CONNECT order KIND PATH\n"
                 + "       CuratorPeer CONNECT revoke NODE_PATH...\n"
                 + "       CuratorPeer CONNECT bench KIND PATH CYCLES WARMUP\n"
+                + "       CuratorPeer CONNECT latch PATH ID LOG_FILE\n"
+                + "       CuratorPeer CONNECT selector PATH ID LOG_FILE\n"
                 + "KIND: mutex | read | write | semaphore (bench: mutex | semaphore)");
     }
 
@@ -268,7 +289,8 @@ public class CuratorPeer {
             String mode = args[1];
             /* revoke takes node paths only; the other modes KIND PATH and their own args. */
             boolean revocable = mode.equals("hold") && args.length == 6 && args[5].equals("revocable");
-            boolean ok = mode.equals("revoke")
+            boolean leader = mode.equals("latch") || mode.equals("selector");
+            boolean ok = mode.equals("revoke") || (leader && args.length == 5)
                     || (mode.equals("hold") && (args.length == 5 || revocable))
                     || (mode.equals("loop") && args.length == 7)
                     || (mode.equals("order") && args.length == 4)
@@ -278,10 +300,10 @@ public class CuratorPeer {
                 System.exit(EXIT_ERROR);
             }
             boolean revoke = mode.equals("revoke");
-            String kind = revoke ? null : args[2];
-            String path = revoke ? null : args[3];
-            int firstPath = revoke ? 2 : 3;
-            int endPaths = revoke ? args.length : 4;
+            String kind = revoke || leader ? null : args[2];
+            String path = revoke ? null : leader ? args[2] : args[3];
+            int firstPath = revoke || leader ? 2 : 3;
+            int endPaths = revoke ? args.length : leader ? 3 : 4;
             for (int i = firstPath; i < endPaths; i++) {
                 if (!args[i].startsWith("/")) {
                     throw new IllegalArgumentException("paths must be absolute: " + args[i]);
@@ -302,6 +324,10 @@ public class CuratorPeer {
                 }
                 out("REVOKED");
                 rc = EXIT_OK;
+            } else if (leader) {
+                Path log = Paths.get(args[4]);
+                rc = mode.equals("latch") ? latch(client, path, args[3], log)
+                                          : selector(client, path, args[3], log);
             } else {
                 rc = run(new Peer(client, kind, path), mode, args, revocable);
             }
@@ -467,6 +493,126 @@ public class CuratorPeer {
                 out(sb.toString());
             } else {
                 err("unknown command '" + cmd + "' (release, participants)");
+            }
+        }
+    }
+
+    /* ---- leadership ---- */
+
+    static String entry(String what) {
+        return what + " " + ProcessHandle.current().pid() + " " + System.nanoTime() + "\n";
+    }
+
+    /** stdin, one line at a time, on a daemon thread; null at EOF. */
+    static BlockingQueue<Command> stdinCommands() {
+        BlockingQueue<Command> commands = new LinkedBlockingQueue<>();
+        Thread reader = new Thread(() -> {
+            BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            try {
+                String line;
+                while ((line = in.readLine()) != null) {
+                    commands.add(new Command(line.trim()));
+                }
+            } catch (IOException e) {
+                err("reading stdin: " + e);
+            }
+            commands.add(Command.EOF);
+        });
+        reader.setDaemon(true);
+        reader.start();
+        return commands;
+    }
+
+    static String leaderLine(Participant p) {
+        return "LEADERID " + (p != null && p.isLeader() ? p.getId() : "-");
+    }
+
+    static int latch(CuratorFramework client, String path, String id, Path log) throws Exception {
+        LeaderLatch latch = new LeaderLatch(client, path, id);
+        Object mu = new Object();
+        latch.addListener(new LeaderLatchListener() {
+            @Override
+            public void isLeader() {
+                synchronized (mu) {
+                    try {
+                        append(log, entry("ENTER"));
+                    } catch (IOException e) {
+                        err("log: " + e);
+                    }
+                    out("LEADER");
+                }
+            }
+
+            @Override
+            public void notLeader() {
+                synchronized (mu) {
+                    try {
+                        append(log, entry("EXIT"));
+                    } catch (IOException e) {
+                        err("log: " + e);
+                    }
+                    out("NOTLEADER");
+                }
+            }
+        });
+        BlockingQueue<Command> commands = stdinCommands();
+        latch.start();
+        out("STARTED");
+        for (;;) {
+            Command command = commands.take();
+            if (command == Command.EOF || command.line.equals("close")) {
+                synchronized (mu) {
+                    if (latch.hasLeadership()) {
+                        append(log, entry("EXIT"));
+                    }
+                    /* SILENT: the listener is not called by close */
+                    latch.close(LeaderLatch.CloseMode.SILENT);
+                }
+                if (command != Command.EOF) {
+                    out("CLOSED");
+                }
+                return EXIT_OK;
+            } else if (command.line.equals("leader")) {
+                out(leaderLine(latch.getLeader()));
+            } else if (command.line.equals("has")) {
+                out("HAS " + latch.hasLeadership());
+            } else if (!command.line.isEmpty()) {
+                err("unknown command '" + command.line + "' (leader, has, close)");
+            }
+        }
+    }
+
+    static int selector(CuratorFramework client, String path, String id, Path log) throws Exception {
+        BlockingQueue<String> yields = new LinkedBlockingQueue<>();
+        LeaderSelector selector = new LeaderSelector(client, path, new LeaderSelectorListenerAdapter() {
+            @Override
+            public void takeLeadership(CuratorFramework c) throws Exception {
+                append(log, entry("ENTER"));
+                out("LEADER");
+                try {
+                    yields.take();
+                } finally {
+                    append(log, entry("EXIT"));
+                    out("YIELDED");
+                }
+            }
+        });
+        selector.setId(id);
+        selector.autoRequeue();
+        BlockingQueue<Command> commands = stdinCommands();
+        selector.start();
+        out("STARTED");
+        for (;;) {
+            Command command = commands.take();
+            if (command == Command.EOF) {
+                selector.close();
+                return EXIT_OK;
+            } else if (command.line.equals("leader")) {
+                out(leaderLine(selector.getLeader()));
+            } else if (command.line.equals("yield")) {
+                yields.add("yield");
+            } else if (!command.line.isEmpty()) {
+                err("unknown command '" + command.line + "' (leader, yield)");
             }
         }
     }
