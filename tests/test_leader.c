@@ -763,6 +763,31 @@ static void test_cli_leader(void)
     part_start(&a, NULL, 10000, path, "here");
     CU_ASSERT_EQUAL(zkit_latch_await(a.latch, 5000), 0);
     CU_ASSERT_EQUAL(run_cli(zkh_connect_string(zk), path, "-n", "exit 0"), 1);
+    /* --list shows the election order (by the sequence after "latch-"), leader first. */
+    {
+        part_t b;
+        char cmd[512], line[512];
+        int lines = 0, ok_first = 0, ok_second = 0;
+        FILE *pp;
+        part_start(&b, NULL, 10000, path, "second");
+        CU_ASSERT_EQUAL(wait_latch_count(a.client, path, 2, 5000), 0);
+        snprintf(cmd, sizeof(cmd), "%s --connect %s --list %s", ZKIT_LOCK_BIN,
+                 zkh_connect_string(zk), path);
+        pp = popen(cmd, "r");
+        CU_ASSERT_FATAL(pp != NULL);
+        while (fgets(line, sizeof(line), pp)) {
+            lines++;
+            if (lines == 1)
+                ok_first = strncmp(line, "holder", 6) == 0 && strstr(line, "here") != NULL;
+            if (lines == 2)
+                ok_second = strncmp(line, "waiting", 7) == 0 && strstr(line, "second") != NULL;
+        }
+        CU_ASSERT_EQUAL(pclose(pp), 0);
+        CU_ASSERT_EQUAL(lines, 2);
+        CU_ASSERT(ok_first && ok_second);
+        part_close(&b);
+        part_free(&b);
+    }
     part_close(&a);
     scratch_remove(dir);
     fx_end(&f);

@@ -116,12 +116,28 @@ static int has_rw_nodes(const zkit_participant_t *parts, size_t count)
     return 0;
 }
 
+/* Leader latch nodes sort by their own token: recognise them by name too. */
+static int has_latch_nodes(const zkit_participant_t *parts, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (strstr(parts[i].name, "-latch-"))
+            return 1;
+    }
+    return 0;
+}
+
 static int list_lock(zkit_client_t *client, const zkl_options_t *o)
 {
     zkit_participant_t *parts = NULL;
     entry_t *list = NULL;
     size_t count = 0;
-    int rc = participants(client, o->list_path, o->kind != ZKL_MUTEX, &parts, &count);
+    int rc = o->kind == ZKL_LEADER
+                 ? zkit_latch_participants(&parts, &count, client, o->list_path)
+                 : participants(client, o->list_path, o->kind != ZKL_MUTEX, &parts, &count);
+    if (rc == 0 && o->kind == ZKL_MUTEX && has_latch_nodes(parts, count)) {
+        zkit_participants_free(parts, count);
+        rc = zkit_latch_participants(&parts, &count, client, o->list_path);
+    }
     /* Read-write nodes sort differently: recognise them by name, without --read/--write. */
     if (rc == 0 && o->kind == ZKL_MUTEX && has_rw_nodes(parts, count)) {
         zkit_participants_free(parts, count);
