@@ -102,6 +102,16 @@ static int check_create_options(zkit_client_t *c, const zkit_create_options_t *o
     return 0;
 }
 
+int zkit__create_options_check(zkit_client_t *c, const zkit_create_options_t *o)
+{
+    return check_create_options(c, o);
+}
+
+int zkit__create_zk_mode(zkit_create_mode_t mode)
+{
+    return zk_mode_of(mode);
+}
+
 static int set_acl(zkit__op_t *op, const char *path, const zkit_create_options_t *o)
 {
     struct ACL_vector *v = &op->acl;
