@@ -553,6 +553,67 @@ static void test_latch_partition(void)
     free(path);
 }
 
+/* ---- transactions guarded by leadership -------------------------------------------------------- */
+
+/* Whether `path` exists, as the server sees it. */
+static int exists(const char *path)
+{
+    zhandle_t *zh = zkh_raw_connect(zk);
+    struct Stat st;
+    int rc;
+    if (!zh)
+        return -1;
+    rc = zoo_exists(zh, path, 0, &st);
+    zookeeper_close(zh);
+    return rc == ZOK ? 1 : rc == ZNONODE ? 0 : -1;
+}
+
+static void test_latch_guard_txn(void)
+{
+    fixture_t f;
+    part_t a, b;
+    zkit_txn_t *txn, *foreign;
+    char *path, *d1, *d2;
+    long failed = 0;
+    fx_begin(&f, "latch-guard");
+    inside_reset();
+    path = lk_join(f.base, "latch");
+    d1 = lk_join(f.base, "d1");
+    d2 = lk_join(f.base, "d2");
+    part_start(&a, NULL, 10000, path, "a");
+    CU_ASSERT_EQUAL(zkit_latch_await(a.latch, 5000), 0);
+    part_start(&b, NULL, 10000, path, "b");
+    CU_ASSERT_FATAL(wait_latch_count(a.client, path, 2, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_txn_new(&txn, a.client) == 0);
+    CU_ASSERT_FATAL(zkit_txn_new(&foreign, b.client) == 0);
+    CU_ASSERT_EQUAL(zkit_latch_guard_txn(foreign, a.latch), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_latch_guard_txn(foreign, b.latch), ZKIT_ENOTHELD);
+    CU_ASSERT_EQUAL(zkit_latch_guard_txn(NULL, a.latch), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_latch_guard_txn(txn, a.latch), 0);
+    CU_ASSERT_EQUAL(zkit_txn_create(txn, d1, "x", 1, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_txn_commit(&failed, txn), 0);
+    CU_ASSERT_EQUAL(exists(d1), 1);
+    /* The guard names a's node: once a has given leadership up, it refuses the commit. */
+    zkit_txn_free(txn);
+    CU_ASSERT_FATAL(zkit_txn_new(&txn, a.client) == 0);
+    CU_ASSERT_EQUAL(zkit_latch_guard_txn(txn, a.latch), 0);
+    CU_ASSERT_EQUAL(zkit_txn_create(txn, d2, "x", 1, NULL), 0);
+    part_close(&a);
+    CU_ASSERT_EQUAL(zkit_latch_await(b.latch, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_txn_commit(&failed, txn), ZKIT_ELOCKLOST);
+    CU_ASSERT_EQUAL(exists(d2), 0);
+    CU_ASSERT_EQUAL(zkit_latch_guard_txn(txn, a.latch), ZKIT_ENOTHELD);
+    zkit_txn_free(txn);
+    zkit_txn_free(foreign);
+    part_close(&b);
+    fx_end(&f);
+    part_free(&a);
+    part_free(&b);
+    free(path);
+    free(d1);
+    free(d2);
+}
+
 /* ---- selector ---------------------------------------------------------------------------------- */
 
 typedef struct sel_rec {
@@ -566,7 +627,7 @@ typedef struct sel_rec {
     int leader_seen_ok;     /* zkit_selector_leader named us while we led */
     int stopped_by_flag;
     int64_t entered_at, exited_at;
-    int token_ok;
+    int guard_ok;           /* a transaction guarded by the leadership committed */
 } sel_rec_t;
 
 static void lead(zkit_selector_t *sel, void *arg)
@@ -587,6 +648,18 @@ static void lead(zkit_selector_t *sel, void *arg)
         pthread_mutex_unlock(&r->mu);
     }
     zkit_free(who);
+    {
+        zkit_txn_t *txn;
+        long failed;
+        if (zkit_txn_new(&txn, r->client) == 0) {
+            if (zkit_selector_guard_txn(txn, sel) == 0 && zkit_txn_commit(&failed, txn) == 0) {
+                pthread_mutex_lock(&r->mu);
+                r->guard_ok++;
+                pthread_mutex_unlock(&r->mu);
+            }
+            zkit_txn_free(txn);
+        }
+    }
     rc = zkit_selector_wait_stop(sel, r->hold_ms);
     pthread_mutex_lock(&r->mu);
     r->led++;
@@ -673,10 +746,18 @@ static void test_selector_requeue(void)
         CU_ASSERT_EQUAL(sel_led(&once), 2);
     }
     CU_ASSERT_EQUAL(zkit_selector_has_leadership(once.sel), 0);
+    {
+        zkit_txn_t *txn;
+        CU_ASSERT_FATAL(zkit_txn_new(&txn, once.client) == 0);
+        CU_ASSERT_EQUAL(zkit_selector_guard_txn(txn, once.sel), ZKIT_ENOTHELD);
+        CU_ASSERT_EQUAL(zkit_selector_guard_txn(txn, r[0].sel), ZKIT_EINVAL);
+        zkit_txn_free(txn);
+    }
     sel_free(&r[0]);
     sel_free(&r[1]);
     sel_free(&once);
     CU_ASSERT(r[0].leader_seen_ok >= 2 && r[1].leader_seen_ok >= 2 && once.leader_seen_ok == 2);
+    CU_ASSERT(r[0].guard_ok >= 2 && r[1].guard_ok >= 2 && once.guard_ok == 2);
     CU_ASSERT_EQUAL(inside_max(), 1);
     fx_end(&f);
     free(path);
@@ -1032,6 +1113,7 @@ static const zkh_test_t tests[] = {
     { "latch: a blocking await ends on close", test_latch_blocking_await_and_close },
     { "latch: the leader's session expires", test_latch_leader_session_expiry },
     { "latch: partition, EXPIRED before a new leader", test_latch_partition },
+    { "latch: transactions guarded by leadership", test_latch_guard_txn },
     { "selector: requeue, one leader at a time", test_selector_requeue },
     { "selector: told to stop on loss before a new leader", test_selector_stops_on_loss },
     { "zkit-lock --leader", test_cli_leader },

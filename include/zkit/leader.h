@@ -99,6 +99,13 @@ ZKIT_EXTERN int zkit_latch_valid_until(int64_t *deadline_ms, const zkit_latch_t 
 /* Our node's path (without namespace), to be zkit_free()d.  ZKIT_ENOTHELD while our node is
  * not known yet (joining, or not leader: only the leader's node is kept at hand), ZKIT_EINVAL. */
 ZKIT_EXTERN int zkit_latch_node(char **path, const zkit_latch_t *latch);
+/* Guards a transaction with the leadership (zkit/txn.h): a check of the leader's node, so the
+ * transaction commits only while this participant leads (the node goes with a lost session or
+ * a deletion, and is never re-created under the same sequential name); a commit refused by it
+ * returns ZKIT_ELOCKLOST and applies nothing.  0, ZKIT_ENOTHELD (not leader), ZKIT_ELOCKLOST
+ * (lost or expired), ZKIT_EINVAL (NULL, or a transaction of another client), ZKIT_ESTATE (a
+ * commit of the transaction in flight), ZKIT_ENOMEM. */
+ZKIT_EXTERN int zkit_latch_guard_txn(zkit_txn_t *txn, const zkit_latch_t *latch);
 /* Leaves the election: a pending join is cancelled, leadership is given up (our node deleted,
  * guaranteed), asynchronous awaits end with ZKIT_ECANCELED and blocking ones with ZKIT_ESTATE.
  * The listener is not called.  0, ZKIT_EINVAL, ZKIT_ESTATE (not started or closed already). */
@@ -172,6 +179,9 @@ ZKIT_EXTERN int zkit_selector_has_leadership(const zkit_selector_t *sel);
 /* As for the latch: 0, ZKIT_EINVAL, ZKIT_ENOTHELD or ZKIT_ELOCKLOST. */
 ZKIT_EXTERN int zkit_selector_fencing_token(int64_t *token, const zkit_selector_t *sel);
 ZKIT_EXTERN int zkit_selector_valid_until(int64_t *deadline_ms, const zkit_selector_t *sel);
+/* As zkit_latch_guard_txn() with the selector's mutex node: 0, ZKIT_ENOTHELD (its callback
+ * is not running), ZKIT_ELOCKLOST, ZKIT_EINVAL, ZKIT_ESTATE or ZKIT_ENOMEM. */
+ZKIT_EXTERN int zkit_selector_guard_txn(zkit_txn_t *txn, const zkit_selector_t *sel);
 /* Stops: a queued acquisition is cancelled, a running callback is told to stop and waited
  * for, the thread ends.  0, ZKIT_EINVAL, ZKIT_EDEADLK (called from the selector's own
  * callback). */

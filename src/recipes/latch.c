@@ -16,6 +16,7 @@
 
 #include "zkit/leader.h"
 #include "recipes/lock.h"
+#include "framework/txn.h"
 
 /* After an error that is neither a cancel nor a close, joining is tried again this late. */
 #define REJOIN_DELAY_MS 1000
@@ -497,6 +498,23 @@ ZKIT_EXTERN int zkit_latch_node(char **path, const zkit_latch_t *latch)
         return ZKIT_EINVAL;
     *path = NULL;
     return query(latch, path, NULL, NULL);
+}
+
+ZKIT_EXTERN int zkit_latch_guard_txn(zkit_txn_t *txn, const zkit_latch_t *latch)
+{
+    char *node = NULL;
+    int rc;
+    if (!txn || !latch)
+        return ZKIT_EINVAL;
+    if (zkit__txn_client(txn) != latch->client) {
+        zkit__client_log(latch->client, ZKIT_LOG_ERROR, "leader latch %s: guard for a "
+                         "transaction of another client", latch->lock->path);
+        return ZKIT_EINVAL;
+    }
+    if ((rc = query(latch, &node, NULL, NULL)) == 0)
+        rc = zkit__txn_add_guard(txn, node);
+    free(node);
+    return rc;
 }
 
 ZKIT_EXTERN int zkit_latch_close(zkit_latch_t *latch)

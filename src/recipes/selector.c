@@ -15,6 +15,7 @@
 
 #include "zkit/leader.h"
 #include "recipes/lock.h"
+#include "framework/txn.h"
 
 /* After an acquisition error (neither a cancel nor a close), queuing again waits this long. */
 #define REQUEUE_DELAY_MS 1000
@@ -263,7 +264,7 @@ ZKIT_EXTERN int zkit_selector_wait_stop(zkit_selector_t *sel, int timeout_ms)
 }
 
 /* The leader's holding for queries (held by the selector's thread). */
-static int query(const zkit_selector_t *sel, int64_t *token, int64_t *valid_until)
+static int query(const zkit_selector_t *sel, char **node, int64_t *token, int64_t *valid_until)
 {
     zkit_selector_t *s = (zkit_selector_t *)sel;
     int leading;
@@ -272,26 +273,43 @@ static int query(const zkit_selector_t *sel, int64_t *token, int64_t *valid_unti
     pthread_mutex_unlock(&s->mu);
     if (!leading)
         return ZKIT_ENOTHELD;
-    return zkit__lock_query_holder(s->mutex, s->thread, NULL, token, valid_until);
+    return zkit__lock_query_holder(s->mutex, s->thread, node, token, valid_until);
 }
 
 ZKIT_EXTERN int zkit_selector_has_leadership(const zkit_selector_t *sel)
 {
-    return sel && !zkit_selector_should_stop(sel) && query(sel, NULL, NULL) == 0;
+    return sel && !zkit_selector_should_stop(sel) && query(sel, NULL, NULL, NULL) == 0;
 }
 
 ZKIT_EXTERN int zkit_selector_fencing_token(int64_t *token, const zkit_selector_t *sel)
 {
     if (!token || !sel)
         return ZKIT_EINVAL;
-    return query(sel, token, NULL);
+    return query(sel, NULL, token, NULL);
 }
 
 ZKIT_EXTERN int zkit_selector_valid_until(int64_t *deadline_ms, const zkit_selector_t *sel)
 {
     if (!deadline_ms || !sel)
         return ZKIT_EINVAL;
-    return query(sel, NULL, deadline_ms);
+    return query(sel, NULL, NULL, deadline_ms);
+}
+
+ZKIT_EXTERN int zkit_selector_guard_txn(zkit_txn_t *txn, const zkit_selector_t *sel)
+{
+    char *node = NULL;
+    int rc;
+    if (!txn || !sel)
+        return ZKIT_EINVAL;
+    if (zkit__txn_client(txn) != sel->client) {
+        zkit__client_log(sel->client, ZKIT_LOG_ERROR, "leader selector %s: guard for a "
+                         "transaction of another client", sel->mutex->path);
+        return ZKIT_EINVAL;
+    }
+    if ((rc = query(sel, &node, NULL, NULL)) == 0)
+        rc = zkit__txn_add_guard(txn, node);
+    free(node);
+    return rc;
 }
 
 ZKIT_EXTERN int zkit_selector_close(zkit_selector_t *sel)
