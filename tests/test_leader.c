@@ -802,6 +802,68 @@ static void test_selector_stops_on_loss(void)
     free(path);
 }
 
+/* ---- the client closes under a latch and a selector ------------------------------------------ */
+
+static void test_client_closed_under_leaders(void)
+{
+    fixture_t f;
+    part_t a, b, c;
+    sel_rec_t s;
+    awaited_t w;
+    await_bg_t bw;
+    pthread_t t;
+    char *path, *spath;
+    fx_begin(&f, "client-close");
+    inside_reset();
+    path = lk_join(f.base, "latch");
+    spath = lk_join(f.base, "sel");
+    part_start(&a, NULL, 10000, path, "a");
+    CU_ASSERT_EQUAL(zkit_latch_await(a.latch, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(part_elected, &a, 5000), 0);
+    part_start(&b, NULL, 10000, path, "b");
+    part_start(&c, NULL, 10000, path, "c");
+    CU_ASSERT_FATAL(wait_latch_count(a.client, path, 3, 5000) == 0);
+    sel_start(&s, NULL, 10000, spath, "s", -1, 1);
+    CU_ASSERT_FATAL(zkh_wait_until(entered, &s, 5000) == 0);
+    /* c waits, blocking in a thread and asynchronously. */
+    awaited_init(&w);
+    CU_ASSERT_EQUAL(zkit_latch_await_async(c.latch, -1, on_awaited, &w), 0);
+    memset(&bw, 0, sizeof(bw));
+    pthread_mutex_init(&bw.mu, NULL);
+    bw.latch = c.latch;
+    CU_ASSERT_FATAL(pthread_create(&t, NULL, await_thread, &bw) == 0);
+
+    /* The leader's client closes: the latch's listener and the selector's callback hear it. */
+    zkit_client_close(a.client);
+    CU_ASSERT_EQUAL(zkh_wait_until(part_deposed, &a, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_latch_has_leadership(a.latch), 0);
+    CU_ASSERT_EQUAL(zkit_latch_await(b.latch, 10000), 0);
+    zkit_client_close(s.client);
+    CU_ASSERT_EQUAL(zkh_wait_until(led_once, &s, 5000), 0);
+    CU_ASSERT_EQUAL(s.stopped_by_flag, 1);
+    CU_ASSERT_EQUAL(zkit_selector_should_stop(s.sel), 1);
+    /* The waiting participant's client closes: both awaits end with ZKIT_ECLOSED. */
+    zkit_client_close(c.client);
+    CU_ASSERT_EQUAL(zkh_wait_until(await_bg_done, &bw, 5000), 0);
+    pthread_join(t, NULL);
+    CU_ASSERT_EQUAL(bw.rc, ZKIT_ECLOSED);
+    CU_ASSERT_EQUAL(zkh_wait_until(awaited_called, &w, 5000), 0);
+    CU_ASSERT_EQUAL(w.error, ZKIT_ECLOSED);
+    CU_ASSERT_EQUAL(w.calls, 1);
+    CU_ASSERT_EQUAL(zkit_latch_await(c.latch, 100), ZKIT_ECLOSED);
+    /* No order between a's telling and b's election: closing the client gives the
+     * leadership up, as zkit_latch_close() does. */
+    part_close(&b);
+    fx_end(&f);
+    /* Everything is freed after its client closed. */
+    zkit_latch_free(a.latch);
+    zkit_latch_free(c.latch);
+    zkit_selector_free(s.sel);
+    part_free(&b);
+    free(path);
+    free(spath);
+}
+
 /* ---- zkit-lock --leader ------------------------------------------------------------------------ */
 
 static int run_cli(const char *connect, const char *path, const char *wait_opt, const char *script)
@@ -1116,6 +1178,7 @@ static const zkh_test_t tests[] = {
     { "latch: transactions guarded by leadership", test_latch_guard_txn },
     { "selector: requeue, one leader at a time", test_selector_requeue },
     { "selector: told to stop on loss before a new leader", test_selector_stops_on_loss },
+    { "the client closes under a latch and a selector", test_client_closed_under_leaders },
     { "zkit-lock --leader", test_cli_leader },
     { "Curator LeaderLatch and zkit latch on one path", test_curator_latch },
     { "Curator LeaderSelector and zkit selector on one path", test_curator_selector },

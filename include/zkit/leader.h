@@ -49,8 +49,8 @@ typedef struct zkit_selector zkit_selector_t;
 /* ---- leader latch (LeaderLatch) ---- */
 
 /* Told when this participant becomes leader (is_leader 1) and when it stops being leader
- * (is_leader 0: the holding was EXPIRED or LOST; not called by zkit_latch_close()).  Event
- * thread. */
+ * (is_leader 0: the holding was EXPIRED or LOST, or the client closed while it led; not
+ * called by zkit_latch_close()).  Event thread. */
 typedef void (*zkit_latch_listener_fn)(zkit_latch_t *latch, int is_leader, void *arg);
 /* Every state change of the leader's holding (as zkit_lock_state_fn), before the listener
  * hears is_leader 0 for EXPIRED and LOST.  Event thread. */
@@ -169,7 +169,8 @@ ZKIT_EXTERN int zkit_selector_start(zkit_selector_t *sel);
 /* Queues once more if neither queued nor leading (Curator's requeue()).  0, ZKIT_EINVAL,
  * ZKIT_ESTATE (not started, or closed). */
 ZKIT_EXTERN int zkit_selector_requeue(zkit_selector_t *sel);
-/* For the leadership callback: 1 once it must stop (holding EXPIRED or LOST, or closing). */
+/* For the leadership callback: 1 once it must stop (holding EXPIRED or LOST, the selector
+ * closing, or its client closing: the session ends with it). */
 ZKIT_EXTERN int zkit_selector_should_stop(const zkit_selector_t *sel);
 /* For the leadership callback: sleeps until told to stop or `timeout_ms` passes.  0 (told to
  * stop), ZKIT_ETIMEDOUT, ZKIT_EINVAL, ZKIT_ESTATE (not called while leading). */

@@ -38,6 +38,8 @@ struct zkit_selector {
     int acquired_error;         /* its result, once !acquiring */
     int leading;                /* the callback runs with the mutex held */
     int stop;                   /* the running leadership must stop */
+    uint64_t close_timer;       /* fires when the client closes (timers run at once then) */
+    int close_timer_done;       /* it ran */
 };
 
 static void timed_wait(zkit_selector_t *sel, int64_t due_ms)
@@ -75,6 +77,18 @@ static void on_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
     pthread_mutex_unlock(&sel->mu);
     if (fn)
         fn(sel, state, fn_arg);
+}
+
+/* Supervisor: the client is closing; the session, and so the leadership, ends with it (no
+ * lock state follows a close). */
+static void client_closed(void *arg)
+{
+    zkit_selector_t *sel = arg;
+    pthread_mutex_lock(&sel->mu);
+    sel->stop = 1;
+    sel->close_timer_done = 1;
+    pthread_cond_broadcast(&sel->cond);
+    pthread_mutex_unlock(&sel->mu);
 }
 
 /* One leadership: holds sel->mu on entry and exit. */
@@ -200,10 +214,15 @@ ZKIT_EXTERN int zkit_selector_start(zkit_selector_t *sel)
     pthread_mutex_lock(&sel->mu);
     if (sel->started || sel->closed)
         rc = ZKIT_ESTATE;
+    else if (!(sel->close_timer = zkit__schedule_cancellable(sel->client, INT64_MAX,
+                                                             client_closed, sel)))
+        rc = zkit__client_is_closing(sel->client) ? ZKIT_ECLOSED : ZKIT_ENOMEM;
     else if (pthread_create(&sel->thread, NULL, selector_thread, sel) != 0) {
         zkit__client_log(sel->client, ZKIT_LOG_ERROR, "leader selector %s: no thread",
                          sel->mutex->path);
         rc = ZKIT_ESYSTEM;
+        if (zkit__unschedule(sel->client, sel->close_timer))
+            sel->close_timer = 0;
     } else {
         sel->started = 1;
         sel->queued = 1;
@@ -235,7 +254,7 @@ ZKIT_EXTERN int zkit_selector_should_stop(const zkit_selector_t *sel)
     if (!s)
         return 1;
     pthread_mutex_lock(&s->mu);
-    stop = s->stop || s->closed;
+    stop = s->stop || s->closed || zkit__client_is_closing(s->client);
     pthread_mutex_unlock(&s->mu);
     return stop;
 }
@@ -252,13 +271,14 @@ ZKIT_EXTERN int zkit_selector_wait_stop(zkit_selector_t *sel, int timeout_ms)
         pthread_mutex_unlock(&sel->mu);
         return ZKIT_ESTATE;
     }
-    while (!sel->stop && !sel->closed && (due < 0 || zkit__monotonic_ms() < due)) {
+    while (!sel->stop && !sel->closed && !zkit__client_is_closing(sel->client) &&
+           (due < 0 || zkit__monotonic_ms() < due)) {
         if (due < 0)
             pthread_cond_wait(&sel->cond, &sel->mu);
         else
             timed_wait(sel, due);
     }
-    rc = sel->stop || sel->closed ? 0 : ZKIT_ETIMEDOUT;
+    rc = sel->stop || sel->closed || zkit__client_is_closing(sel->client) ? 0 : ZKIT_ETIMEDOUT;
     pthread_mutex_unlock(&sel->mu);
     return rc;
 }
@@ -314,6 +334,7 @@ ZKIT_EXTERN int zkit_selector_guard_txn(zkit_txn_t *txn, const zkit_selector_t *
 
 ZKIT_EXTERN int zkit_selector_close(zkit_selector_t *sel)
 {
+    uint64_t timer;
     int started;
     if (!sel)
         return ZKIT_EINVAL;
@@ -333,6 +354,17 @@ ZKIT_EXTERN int zkit_selector_close(zkit_selector_t *sel)
     zkit_lock_cancel(sel->mutex);
     if (started)
         pthread_join(sel->thread, NULL);
+    /* The close timer uses the selector: it must be gone or have run before the selector is. */
+    pthread_mutex_lock(&sel->mu);
+    timer = sel->close_timer;
+    sel->close_timer = 0;
+    pthread_mutex_unlock(&sel->mu);
+    if (timer && !zkit__unschedule(sel->client, timer)) {
+        pthread_mutex_lock(&sel->mu);
+        while (!sel->close_timer_done)
+            pthread_cond_wait(&sel->cond, &sel->mu);
+        pthread_mutex_unlock(&sel->mu);
+    }
     return 0;
 }
 
