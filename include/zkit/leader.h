@@ -185,9 +185,10 @@ ZKIT_EXTERN int zkit_selector_valid_until(int64_t *deadline_ms, const zkit_selec
 ZKIT_EXTERN int zkit_selector_guard_txn(zkit_txn_t *txn, const zkit_selector_t *sel);
 /* Stops: a queued acquisition is cancelled, a running callback is told to stop and waited
  * for, the thread ends.  0, ZKIT_EINVAL, ZKIT_EDEADLK (called from the selector's own
- * callback). */
+ * callback or from the client's event thread, where it would wait for itself; logged). */
 ZKIT_EXTERN int zkit_selector_close(zkit_selector_t *sel);
-/* Closes and frees.  NULL allowed. */
+/* Closes and frees.  NULL allowed.  Not from the selector's callback or the event thread (it
+ * would wait for itself: nothing is freed then, and an error is logged). */
 ZKIT_EXTERN void zkit_selector_free(zkit_selector_t *sel);
 
 #ifdef __cplusplus

@@ -340,10 +340,13 @@ ZKIT_EXTERN int zkit_selector_close(zkit_selector_t *sel)
         return ZKIT_EINVAL;
     pthread_mutex_lock(&sel->mu);
     started = sel->started;
-    if (started && pthread_equal(sel->thread, pthread_self())) {
+    /* The thread may wait for the event thread (its acquisition's end): neither it nor the
+     * event thread may wait for the thread. */
+    if (started && (pthread_equal(sel->thread, pthread_self()) ||
+                    zkit__is_event_thread(sel->client))) {
         pthread_mutex_unlock(&sel->mu);
-        zkit__client_log(sel->client, ZKIT_LOG_ERROR,
-                         "leader selector %s: closed from its own callback", sel->mutex->path);
+        zkit__client_log(sel->client, ZKIT_LOG_ERROR, "leader selector %s: closed from its own "
+                         "callback or the event thread", sel->mutex->path);
         return ZKIT_EDEADLK;
     }
     sel->closed = 1;
@@ -372,7 +375,8 @@ ZKIT_EXTERN void zkit_selector_free(zkit_selector_t *sel)
 {
     if (!sel)
         return;
-    zkit_selector_close(sel);
+    if (zkit_selector_close(sel) == ZKIT_EDEADLK)
+        return;
     zkit_lock_free(sel->mutex);
     pthread_mutex_destroy(&sel->mu);
     pthread_cond_destroy(&sel->cond);
