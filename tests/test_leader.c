@@ -614,6 +614,56 @@ static void test_latch_guard_txn(void)
     free(d2);
 }
 
+/* ---- latch: a short outage keeps the leader ------------------------------------------------------ */
+
+static void test_latch_short_outage(void)
+{
+    fixture_t f;
+    part_t a, b;
+    zkh_proxy_t *proxy;
+    char *path;
+    int64_t until = 0;
+    int until_rc = -1, leading = 0;
+    fx_begin(&f, "latch-outage");
+    inside_reset();
+    path = lk_join(f.base, "latch");
+    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(proxy != NULL);
+    part_start(&a, zkh_proxy_address(proxy), 4000, path, "a");
+    CU_ASSERT_EQUAL(zkit_latch_await(a.latch, 5000), 0);
+    part_start(&b, NULL, 10000, path, "b");
+    CU_ASSERT_FATAL(wait_latch_count(b.client, path, 2, 5000) == 0);
+    zkh_proxy_block(proxy);
+    CU_ASSERT_EQUAL(wait_state(&a.st, ZKIT_LOCK_UNCERTAIN, 10000), 0);
+    if (states_first(&a.st, ZKIT_LOCK_EXPIRED) < 0) {
+        until_rc = zkit_latch_valid_until(&until, a.latch);
+        leading = zkit_latch_has_leadership(a.latch);
+    }
+    zkh_proxy_unblock(proxy);
+    CU_ASSERT_EQUAL(wait_state(&a.st, ZKIT_LOCK_HELD, 10000), 0);
+    /* Uncertain, the leader still led until a finite deadline; back in time, it leads on. */
+    if (until_rc == 0) {
+        CU_ASSERT(until < INT64_MAX);
+        CU_ASSERT(leading);
+    }
+    CU_ASSERT_EQUAL(zkit_latch_has_leadership(a.latch), 1);
+    CU_ASSERT_EQUAL(zkit_latch_valid_until(&until, a.latch), 0);
+    CU_ASSERT_EQUAL(until, INT64_MAX);
+    CU_ASSERT_EQUAL(a.elected, 1);
+    CU_ASSERT_EQUAL(a.deposed, 0);
+    CU_ASSERT_EQUAL(b.elected, 0);
+    CU_ASSERT(leader_is(b.client, path, "a"));
+    part_close(&a);
+    CU_ASSERT_EQUAL(zkit_latch_await(b.latch, 5000), 0);
+    part_close(&b);
+    CU_ASSERT_EQUAL(inside_max(), 1);
+    fx_end(&f);
+    part_free(&a);
+    part_free(&b);
+    zkh_proxy_stop(proxy);
+    free(path);
+}
+
 /* ---- selector ---------------------------------------------------------------------------------- */
 
 typedef struct sel_rec {
@@ -722,6 +772,37 @@ static void sel_free(sel_rec_t *r)
     pthread_mutex_destroy(&r->mu);
 }
 
+/* A latch await's completion, on the event thread of the selector's client, tries to close
+ * the selector there. */
+typedef struct close_try {
+    zkit_selector_t *sel;
+    int rc;
+    int done;
+    pthread_mutex_t mu;
+} close_try_t;
+
+static void close_on_event_thread(zkit_latch_t *latch, int error, void *arg)
+{
+    close_try_t *t = arg;
+    int rc = zkit_selector_close(t->sel);
+    (void)latch;
+    (void)error;
+    pthread_mutex_lock(&t->mu);
+    t->rc = rc;
+    t->done = 1;
+    pthread_mutex_unlock(&t->mu);
+}
+
+static int close_tried(void *arg)
+{
+    close_try_t *t = arg;
+    int d;
+    pthread_mutex_lock(&t->mu);
+    d = t->done;
+    pthread_mutex_unlock(&t->mu);
+    return d;
+}
+
 static void test_selector_requeue(void)
 {
     fixture_t f;
@@ -746,6 +827,21 @@ static void test_selector_requeue(void)
         CU_ASSERT_EQUAL(sel_led(&once), 2);
     }
     CU_ASSERT_EQUAL(zkit_selector_has_leadership(once.sel), 0);
+    {
+        zkit_latch_t *latch;
+        char *lpath = lk_join(f.base, "latch");
+        close_try_t t;
+        memset(&t, 0, sizeof(t));
+        pthread_mutex_init(&t.mu, NULL);
+        t.sel = once.sel;
+        CU_ASSERT_FATAL(zkit_latch_new(&latch, once.client, lpath, "x") == 0);
+        CU_ASSERT_FATAL(zkit_latch_start(latch) == 0);
+        CU_ASSERT_EQUAL(zkit_latch_await_async(latch, 5000, close_on_event_thread, &t), 0);
+        CU_ASSERT_EQUAL(zkh_wait_until(close_tried, &t, 5000), 0);
+        CU_ASSERT_EQUAL(t.rc, ZKIT_EDEADLK);
+        zkit_latch_free(latch);
+        free(lpath);
+    }
     {
         zkit_txn_t *txn;
         CU_ASSERT_FATAL(zkit_txn_new(&txn, once.client) == 0);
@@ -1175,6 +1271,7 @@ static const zkh_test_t tests[] = {
     { "latch: a blocking await ends on close", test_latch_blocking_await_and_close },
     { "latch: the leader's session expires", test_latch_leader_session_expiry },
     { "latch: partition, EXPIRED before a new leader", test_latch_partition },
+    { "latch: a short outage, UNCERTAIN then HELD", test_latch_short_outage },
     { "latch: transactions guarded by leadership", test_latch_guard_txn },
     { "selector: requeue, one leader at a time", test_selector_requeue },
     { "selector: told to stop on loss before a new leader", test_selector_stops_on_loss },
