@@ -1169,23 +1169,51 @@ out:
     free(path);
 }
 
-/* The selector's callback for the Curator test: logs, then leads until told to stop or
- * `hold_ms` has passed. */
+/* The selector's callback for the Curator test: logs, then leads until the test lets it go
+ * (at most 10 s) or it is told to stop. */
 typedef struct jsel {
     const char *log;
     pthread_mutex_t mu;
+    pthread_cond_t cond;
+    int leading;
+    int let_go;
     int led;
 } jsel_t;
 
 static void jsel_lead(zkit_selector_t *sel, void *arg)
 {
     jsel_t *j = arg;
+    int64_t end = zkh_now_ms() + 10000;
     log_line(j->log, "ENTER");
-    zkit_selector_wait_stop(sel, 300);
+    pthread_mutex_lock(&j->mu);
+    j->leading = 1;
+    while (!j->let_go && !zkit_selector_should_stop(sel) && zkh_now_ms() < end) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L; /* also looks at should_stop every 50 ms */
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&j->cond, &j->mu, &ts);
+    }
+    j->let_go = 0;
+    j->leading = 0;
+    pthread_mutex_unlock(&j->mu);
     log_line(j->log, "EXIT");
     pthread_mutex_lock(&j->mu);
     j->led++;
     pthread_mutex_unlock(&j->mu);
+}
+
+static int jsel_leading(void *arg)
+{
+    jsel_t *j = arg;
+    int n;
+    pthread_mutex_lock(&j->mu);
+    n = j->leading;
+    pthread_mutex_unlock(&j->mu);
+    return n;
 }
 
 static int jsel_led(void *arg)
@@ -1196,6 +1224,14 @@ static int jsel_led(void *arg)
     n = j->led;
     pthread_mutex_unlock(&j->mu);
     return n > 0;
+}
+
+static int selector_leader_is(zkit_client_t *c, const char *path, const char *id)
+{
+    char *who = NULL;
+    int same = zkit_selector_leader(&who, c, path) == 0 && strcmp(who, id) == 0;
+    zkit_free(who);
+    return same;
 }
 
 static void test_curator_selector(void)
@@ -1214,6 +1250,7 @@ static void test_curator_selector(void)
     snprintf(log, sizeof(log), "%s/log", dir);
     memset(&j, 0, sizeof(j));
     pthread_mutex_init(&j.mu, NULL);
+    pthread_cond_init(&j.cond, NULL);
     j.log = log;
     c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
@@ -1228,30 +1265,35 @@ static void test_curator_selector(void)
     CU_ASSERT_EQUAL(zkit_selector_set_auto_requeue(sel, 1), 0);
     CU_ASSERT_FATAL(zkit_selector_start(sel) == 0);
     CU_ASSERT_EQUAL(wait_children(path, 2, 5000), 0);
-    {
-        char *who = NULL;
-        CU_ASSERT(zkit_selector_leader(&who, c, path) == 0 && strcmp(who, "js") == 0);
-        zkit_free(who);
-    }
+    /* Curator leads: both sides say so, zkit waits. */
+    CU_ASSERT(selector_leader_is(c, path, "js"));
     CU_ASSERT(jpeer_sees_leader(&js, "js"));
-    CU_ASSERT_EQUAL(jsel_led(&j), 0);
-    /* Curator yields: zkit leads for 300 ms, Curator (requeued) sees it, then leads again. */
+    CU_ASSERT_EQUAL(jsel_leading(&j), 0);
+    /* Curator yields: zkit leads and both sides say so (Curator has queued again). */
     proc_write(&js, "yield\n");
     CU_ASSERT_EQUAL(jpeer_expect(&js, "YIELDED", 10000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(jsel_leading, &j, 10000), 0);
+    CU_ASSERT_EQUAL(wait_children(path, 2, 5000), 0);
+    CU_ASSERT(selector_leader_is(c, path, "cs"));
+    CU_ASSERT(jpeer_sees_leader(&js, "cs"));
+    CU_ASSERT_EQUAL(zkit_selector_has_leadership(sel), 1);
+    /* zkit lets go: Curator leads again. */
+    pthread_mutex_lock(&j.mu);
+    j.let_go = 1;
+    pthread_cond_broadcast(&j.cond);
+    pthread_mutex_unlock(&j.mu);
     CU_ASSERT_EQUAL(jpeer_expect(&js, "LEADER", 10000), 0);
     CU_ASSERT_EQUAL(zkh_wait_until(jsel_led, &j, 5000), 0);
+    CU_ASSERT(selector_leader_is(c, path, "js"));
     CU_ASSERT(jpeer_sees_leader(&js, "js"));
-    proc_write(&js, "yield\n");
-    CU_ASSERT_EQUAL(jpeer_expect(&js, "YIELDED", 10000), 0);
-    CU_ASSERT_EQUAL(jpeer_expect(&js, "LEADER", 10000), 0);
     CU_ASSERT_EQUAL(zkit_selector_close(sel), 0);
-    proc_write(&js, "yield\n");
-    CU_ASSERT_EQUAL(jpeer_expect(&js, "YIELDED", 10000), 0);
+    proc_write(&js, "close\n");
+    CU_ASSERT_EQUAL(jpeer_expect(&js, "CLOSED", 10000), 0);
     CU_ASSERT_EQUAL(exit_code(proc_wait(&js, 10000)), 0);
     check_log(log, 1, &v);
     report_verdict("curator selector", &v);
-    CU_ASSERT(v.enters >= 5);
-    CU_ASSERT_EQUAL(v.enters, v.exits);
+    CU_ASSERT_EQUAL(v.enters, 3);
+    CU_ASSERT_EQUAL(v.exits, 3);
     CU_ASSERT_EQUAL(v.violations, 0);
     CU_ASSERT_EQUAL(v.unbalanced, 0);
     zkit_selector_free(sel);
@@ -1260,6 +1302,7 @@ out:
     zkit_client_close(c);
     scratch_remove(dir);
     pthread_mutex_destroy(&j.mu);
+    pthread_cond_destroy(&j.cond);
     free(path);
 }
 

@@ -57,8 +57,10 @@
  *          EOF     -> the same without printing
  * selector: a LeaderSelector at PATH with id ID and autoRequeue, started at once
  *        ("STARTED").  takeLeadership appends ENTER, prints "LEADER", waits for the command
- *        "yield" (or an interrupt: the connection was SUSPENDED or LOST), appends EXIT,
- *        prints "YIELDED" and returns.  Commands: leader (as for latch), yield, EOF (close).
+ *        "yield" (or an interrupt: the connection was SUSPENDED or LOST, or close), appends
+ *        EXIT, prints "YIELDED" and returns.  Commands: leader (as for latch), yield, close
+ *        (close() and wait for a running takeLeadership to end, "CLOSED", exit 0), EOF (the
+ *        same without printing).
  *
  * Participants: mutex, read, write: getParticipantNodes() of that lock, i.e. the children
  * of PATH sorted by Curator's sorter; the read half lists only __READ__ nodes and the write
@@ -584,9 +586,14 @@ public class CuratorPeer {
 
     static int selector(CuratorFramework client, String path, String id, Path log) throws Exception {
         BlockingQueue<String> yields = new LinkedBlockingQueue<>();
+        Object mu = new Object();
+        boolean[] leading = { false };
         LeaderSelector selector = new LeaderSelector(client, path, new LeaderSelectorListenerAdapter() {
             @Override
             public void takeLeadership(CuratorFramework c) throws Exception {
+                synchronized (mu) {
+                    leading[0] = true;
+                }
                 append(log, entry("ENTER"));
                 out("LEADER");
                 try {
@@ -594,6 +601,10 @@ public class CuratorPeer {
                 } finally {
                     append(log, entry("EXIT"));
                     out("YIELDED");
+                    synchronized (mu) {
+                        leading[0] = false;
+                        mu.notifyAll();
+                    }
                 }
             }
         });
@@ -604,8 +615,18 @@ public class CuratorPeer {
         out("STARTED");
         for (;;) {
             Command command = commands.take();
-            if (command == Command.EOF) {
+            if (command == Command.EOF || command.line.equals("close")) {
+                /* close() interrupts a running takeLeadership; wait for it to have logged. */
                 selector.close();
+                long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                synchronized (mu) {
+                    while (leading[0] && System.nanoTime() < end) {
+                        mu.wait(100);
+                    }
+                }
+                if (command != Command.EOF) {
+                    out("CLOSED");
+                }
                 return EXIT_OK;
             } else if (command.line.equals("leader")) {
                 out(leaderLine(selector.getLeader()));
