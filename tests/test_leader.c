@@ -502,6 +502,66 @@ static void test_latch_leader_session_expiry(void)
     free(path);
 }
 
+typedef struct session_change {
+    zkit_client_t *client;
+    int64_t old;
+} session_change_t;
+
+static int session_changed(void *arg)
+{
+    session_change_t *sc = arg;
+    int64_t now = zkit_client_session_id(sc->client);
+    return now != 0 && now != sc->old;
+}
+
+/* A waiting participant's session expires: its old node is gone with the session, and it never
+ * counts a node of the old session as its own; it joins again at the end of the queue. */
+static void test_latch_waiter_session_expiry(void)
+{
+    fixture_t f;
+    part_t l, a, c;
+    char *path, passwd[16];
+    int64_t session = 0;
+    fx_begin(&f, "latch-waiter-expiry");
+    inside_reset();
+    path = lk_join(f.base, "latch");
+    part_start(&l, NULL, 10000, path, "l");
+    CU_ASSERT_EQUAL(zkit_latch_await(l.latch, 5000), 0);
+    part_start(&a, NULL, 4000, path, "a");
+    CU_ASSERT_FATAL(wait_latch_count(l.client, path, 2, 5000) == 0);
+    part_start(&c, NULL, 10000, path, "c");
+    CU_ASSERT_FATAL(wait_latch_count(l.client, path, 3, 5000) == 0);
+    CU_ASSERT_FATAL(zkit__test_session_credentials(a.client, &session, passwd) == 0);
+    CU_ASSERT_FATAL(zkh_expire_session(zk, session, passwd) == 0);
+    /* a's new node comes after c's: c is next. */
+    {
+        session_change_t sc = { a.client, session };
+        CU_ASSERT_EQUAL(zkh_wait_until(session_changed, &sc, 15000), 0);
+    }
+    CU_ASSERT_EQUAL(wait_latch_count(l.client, path, 3, 10000), 0);
+    {
+        zkit_participant_t *list;
+        size_t n;
+        CU_ASSERT_EQUAL_FATAL(zkit_latch_participants(&list, &n, l.client, path), 0);
+        CU_ASSERT(n == 3 && list[0].data_len == 1 && list[0].data[0] == 'l' &&
+                  list[1].data[0] == 'c' && list[2].data[0] == 'a');
+        zkit_participants_free(list, n);
+    }
+    part_close(&l);
+    CU_ASSERT_EQUAL(zkit_latch_await(c.latch, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_latch_has_leadership(a.latch), 0);
+    CU_ASSERT_EQUAL(states_count(&a.st), 0); /* it never led */
+    part_close(&c);
+    CU_ASSERT_EQUAL(zkit_latch_await(a.latch, 5000), 0);
+    part_close(&a);
+    CU_ASSERT_EQUAL(inside_max(), 1);
+    fx_end(&f);
+    part_free(&l);
+    part_free(&a);
+    part_free(&c);
+    free(path);
+}
+
 /* ---- latch: a partition of the leader ---------------------------------------------------------- */
 
 static void test_latch_partition(void)
@@ -754,6 +814,11 @@ static int led_once(void *arg)
     return sel_led(arg) >= 1;
 }
 
+static int led_twice(void *arg)
+{
+    return sel_led(arg) >= 2;
+}
+
 static int entered(void *arg)
 {
     sel_rec_t *r = arg;
@@ -820,12 +885,8 @@ static void test_selector_requeue(void)
     CU_ASSERT_EQUAL(zkh_wait_until(both_led_twice, r, 15000), 0);
     CU_ASSERT_EQUAL(sel_led(&once), 1);
     CU_ASSERT_EQUAL(zkit_selector_requeue(once.sel), 0);
-    {
-        int before = sel_led(&once);
-        for (int64_t end = zkh_now_ms() + 10000; sel_led(&once) == before && zkh_now_ms() < end;)
-            zkh_sleep_ms(10);
-        CU_ASSERT_EQUAL(sel_led(&once), 2);
-    }
+    CU_ASSERT_EQUAL(zkh_wait_until(led_twice, &once, 10000), 0);
+    CU_ASSERT_EQUAL(sel_led(&once), 2);
     CU_ASSERT_EQUAL(zkit_selector_has_leadership(once.sel), 0);
     {
         zkit_latch_t *latch;
@@ -1313,6 +1374,7 @@ static const zkh_test_t tests[] = {
     { "latch: awaits, timeouts, cancel, errors", test_latch_awaits },
     { "latch: a blocking await ends on close", test_latch_blocking_await_and_close },
     { "latch: the leader's session expires", test_latch_leader_session_expiry },
+    { "latch: a waiting participant's session expires", test_latch_waiter_session_expiry },
     { "latch: partition, EXPIRED before a new leader", test_latch_partition },
     { "latch: a short outage, UNCERTAIN then HELD", test_latch_short_outage },
     { "latch: transactions guarded by leadership", test_latch_guard_txn },

@@ -75,7 +75,8 @@ ZKIT_EXTERN int zkit_latch_set_state_callback(zkit_latch_t *latch, zkit_latch_st
  * ZKIT_EINVAL, ZKIT_ESTATE (started already, or closed: a latch is started once, as
  * Curator's), ZKIT_ECLOSED (the client is closing) or ZKIT_ENOMEM. */
 ZKIT_EXTERN int zkit_latch_start(zkit_latch_t *latch);
-/* Waits until this participant is leader.  0 (leader when it returned), ZKIT_ETIMEDOUT,
+/* Waits until this participant is leader (the listener has heard is_leader 1 by then).
+ * 0 (leader when it returned), ZKIT_ETIMEDOUT,
  * ZKIT_ESTATE (not started, or closed while waiting), ZKIT_ECLOSED (the client closed),
  * ZKIT_EINVAL, or ZKIT_EDEADLK when called on the event thread with a non-zero timeout (the
  * election advances there). */

@@ -232,9 +232,10 @@ static void on_elected(zkit_lock_t *lock, int error, void *arg)
         release_all(lock); /* elected as it closed */
     if (error == 0 && !closed) {
         zkit__client_log(latch->client, ZKIT_LOG_INFO, "leader latch %s: leader", lock->path);
-        finish_all(latch, 0, 0);
+        /* The listener first: an await that returns has been preceded by it. */
         if (fn)
             fn(latch, 1, fn_arg);
+        finish_all(latch, 0, 0);
     }
     latch_unref(latch); /* the join's */
 }
