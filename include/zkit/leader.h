@@ -147,7 +147,8 @@ ZKIT_EXTERN int zkit_selector_leader(char **id, zkit_client_t *client, const cha
 
 /* Runs on the selector's thread while this participant leads; leadership ends when it
  * returns.  It must return soon after zkit_selector_should_stop() says so (the holding was
- * EXPIRED or LOST, or the selector is closing). */
+ * EXPIRED or LOST, or the selector or its client is closing); until it returns it counts as
+ * leader, so a callback that ignores the flag outlives its leadership. */
 typedef void (*zkit_selector_fn)(zkit_selector_t *sel, void *arg);
 /* Every state change of the leader's holding (as zkit_lock_state_fn).  Event thread. */
 typedef void (*zkit_selector_state_fn)(zkit_selector_t *sel, zkit_lock_state_t state,
@@ -162,21 +163,25 @@ ZKIT_EXTERN int zkit_selector_new(zkit_selector_t **out, zkit_client_t *client,
 /* Before start: whether to queue again each time leadership ends (Curator's autoRequeue;
  * default off: lead once).  0, ZKIT_EINVAL or ZKIT_ESTATE once started. */
 ZKIT_EXTERN int zkit_selector_set_auto_requeue(zkit_selector_t *sel, int on);
+/* The state callback (NULL clears), at any time.  0 or ZKIT_EINVAL. */
 ZKIT_EXTERN int zkit_selector_set_state_callback(zkit_selector_t *sel, zkit_selector_state_fn fn,
                                                  void *arg);
 /* Starts the selector's thread and queues for leadership.  0, ZKIT_EINVAL, ZKIT_ESTATE
- * (started already), ZKIT_ESYSTEM (no thread) or ZKIT_ECLOSED. */
+ * (started already, or closed), ZKIT_ESYSTEM (no thread, logged), ZKIT_ENOMEM or
+ * ZKIT_ECLOSED (the client is closing). */
 ZKIT_EXTERN int zkit_selector_start(zkit_selector_t *sel);
 /* Queues once more if neither queued nor leading (Curator's requeue()).  0, ZKIT_EINVAL,
  * ZKIT_ESTATE (not started, or closed). */
 ZKIT_EXTERN int zkit_selector_requeue(zkit_selector_t *sel);
 /* For the leadership callback: 1 once it must stop (holding EXPIRED or LOST, the selector
- * closing, or its client closing: the session ends with it). */
+ * closing, or its client closing: the session ends with it).  1 for NULL. */
 ZKIT_EXTERN int zkit_selector_should_stop(const zkit_selector_t *sel);
-/* For the leadership callback: sleeps until told to stop or `timeout_ms` passes.  0 (told to
- * stop), ZKIT_ETIMEDOUT, ZKIT_EINVAL, ZKIT_ESTATE (not called while leading). */
+/* For the leadership callback: sleeps until told to stop or `timeout_ms` passes (negative:
+ * until told).  0 (told to stop), ZKIT_ETIMEDOUT, ZKIT_EINVAL, ZKIT_ESTATE (not called from
+ * the selector's running callback). */
 ZKIT_EXTERN int zkit_selector_wait_stop(zkit_selector_t *sel, int timeout_ms);
-/* Whether the callback runs now with a holding not EXPIRED or LOST. */
+/* Whether the callback runs now with a holding not EXPIRED or LOST, and has not been told to
+ * stop.  0 for NULL. */
 ZKIT_EXTERN int zkit_selector_has_leadership(const zkit_selector_t *sel);
 /* As for the latch: 0, ZKIT_EINVAL, ZKIT_ENOTHELD or ZKIT_ELOCKLOST. */
 ZKIT_EXTERN int zkit_selector_fencing_token(int64_t *token, const zkit_selector_t *sel);
