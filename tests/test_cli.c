@@ -1265,6 +1265,54 @@ static void test_sigkill_ends_command(void)
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
+/* ---- edge answers ------------------------------------------------------------------------- */
+
+/* A chroot that does not exist: a clear message and status 78, in the lock mode and with
+ * --once-per; nothing is created on the server. */
+static void test_missing_chroot(void)
+{
+    char connect[200], err[300], *text;
+    const char *lock_args[] = { "--connect", connect, "/cli-chroot", "--", "true", NULL };
+    const char *once_args[] = { "--connect", connect, "--once-per", "60", "/cli-chroot", "--",
+                                "true", NULL };
+    snprintf(connect, sizeof(connect), "%s/cli-no-such-chroot", zkh_connect_string(zk));
+    scratch(err, sizeof(err), "chroot.err");
+    CU_ASSERT_EQUAL(run_tool(NULL, err, lock_args), 78);
+    CU_ASSERT_EQUAL(run_tool(NULL, err, once_args), 78);
+    text = slurp(err);
+    CU_ASSERT(text && strstr(text, "chroot '/cli-no-such-chroot' of --connect does not exist"));
+    CU_ASSERT(text && !strstr(text, "internal error"));
+    free(text);
+    CU_ASSERT_EQUAL(children("/cli-no-such-chroot"), 0);
+}
+
+/* Every line of stderr is zkit-lock's own, the library's included: they reach stderr only
+ * through the tool's handler, which --quiet silences (its own error line stays). */
+static void test_library_lines_through_handler(void)
+{
+    static const char *const connects[] = { "", "garbage", "127.0.0.1:99999", "a:1/x//y" };
+    for (size_t i = 0; i < sizeof(connects) / sizeof(connects[0]); i++) {
+        char err[300], qerr[300], *text, *quiet;
+        const char *args[] = { "--connect", connects[i], "/cli-edge", "--", "true", NULL };
+        const char *qargs[] = { "-q", "--connect", connects[i], "/cli-edge", "--", "true",
+                                NULL };
+        snprintf(err, sizeof(err), "%s/edge-%zu.err", scratch_dir, i);
+        snprintf(qerr, sizeof(qerr), "%s/edge-%zu-q.err", scratch_dir, i);
+        CU_ASSERT_EQUAL(run_tool(NULL, err, args), 69);
+        CU_ASSERT_EQUAL(run_tool(NULL, qerr, qargs), 69);
+        text = slurp(err);
+        quiet = slurp(qerr);
+        CU_ASSERT(text && strstr(text, "zkit-lock: zkit: ") != NULL); /* the library's line */
+        CU_ASSERT(text && strstr(text, "zkit-lock: cannot connect to") != NULL);
+        for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : "")
+            CU_ASSERT(strncmp(p, "zkit-lock: ", 11) == 0);
+        CU_ASSERT_EQUAL(line_count(quiet), 1);
+        CU_ASSERT(quiet && strncmp(quiet, "zkit-lock: cannot connect to", 28) == 0);
+        free(text);
+        free(quiet);
+    }
+}
+
 static int suite_cleanup(void)
 {
     nftw(scratch_dir, kill_recorded, 8, FTW_PHYS);
@@ -1294,6 +1342,8 @@ static const zkh_test_t tests[] = {
     { "--once-per: one run per slot", test_once_per_slot },
     { "--once-per: a failed run is not recorded", test_once_per_failure_not_recorded },
     { "--once-per: a lost lock kills the command", test_once_per_lost_lock },
+    { "a chroot that does not exist", test_missing_chroot },
+    { "library lines go through the tool's handler", test_library_lines_through_handler },
     { NULL, NULL }
 };
 

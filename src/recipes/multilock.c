@@ -570,9 +570,13 @@ ZKIT_EXTERN int zkit_multilock_new(zkit_lock_t **out, zkit_client_t *client,
     zkit_lock_t **parts;
     size_t made = 0;
     int rc = 0;
-    if (!out || !client || !paths || count == 0)
+    if (!out || !client || !paths)
         return ZKIT_EINVAL;
     *out = NULL;
+    if (count == 0) {
+        zkit__client_log(client, ZKIT_LOG_ERROR, "multi-lock: no path");
+        return ZKIT_EINVAL;
+    }
     if (!(parts = calloc(count, sizeof(*parts))))
         return ZKIT_ENOMEM;
     for (; made < count && rc == 0; made++)
@@ -596,10 +600,17 @@ ZKIT_EXTERN int zkit_multilock_new_from(zkit_lock_t **out, zkit_lock_t *const *l
     if (!out || !locks || count == 0)
         return ZKIT_EINVAL;
     *out = NULL;
-    for (size_t i = 0; i < count; i++)
-        if (!locks[i] || locks[i]->client != locks[0]->client ||
-            locks[i]->ops == &zkit__multilock_ops)
+    for (size_t i = 0; i < count; i++) {
+        if (!locks[i])
             return ZKIT_EINVAL;
+        if (locks[i]->client != locks[0]->client || locks[i]->ops == &zkit__multilock_ops) {
+            zkit__client_log(locks[i]->client, ZKIT_LOG_ERROR, "multi-lock: lock %s %s",
+                             locks[i]->path, locks[i]->ops == &zkit__multilock_ops
+                                                 ? "is a multi-lock"
+                                                 : "belongs to another client");
+            return ZKIT_EINVAL;
+        }
+    }
     if (!(parts = malloc(count * sizeof(*parts))))
         return ZKIT_ENOMEM;
     memcpy(parts, locks, count * sizeof(*parts));

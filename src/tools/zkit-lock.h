@@ -24,6 +24,7 @@ enum {
     ZKL_EXIT_INTERNAL = 70,    /* anything else that should not happen */
     ZKL_EXIT_LOCK_LOST = 75,   /* the lock was lost (or could no longer be guaranteed) */
     ZKL_EXIT_NOPERM = 77,      /* an ACL denied the lock's nodes to our credentials */
+    ZKL_EXIT_CONFIG = 78,      /* the chroot of --connect does not exist on the server */
     ZKL_EXIT_CANNOT_EXEC = 126,
     ZKL_EXIT_NOT_FOUND = 127
 };
