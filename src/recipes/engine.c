@@ -31,6 +31,7 @@
 const zkit__driver_t zkit__mutex_driver = { "lock-", 0 };
 const zkit__driver_t zkit__read_driver = { "__READ__", 1 };
 const zkit__driver_t zkit__write_driver = { ZKIT__WRITE_TOKEN, 0 };
+const zkit__driver_t zkit__latch_driver = { "latch-", 0 };
 
 /* How often one acquisition may start over after losing its node. */
 #define MAX_RESTARTS 5

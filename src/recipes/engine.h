@@ -24,6 +24,7 @@ typedef struct zkit__driver {
 extern const zkit__driver_t zkit__mutex_driver;
 extern const zkit__driver_t zkit__read_driver;
 extern const zkit__driver_t zkit__write_driver;
+extern const zkit__driver_t zkit__latch_driver;   /* LeaderLatch: "latch-", lowest leads */
 
 #define ZKIT__WRITE_TOKEN "__WRIT__"
 

@@ -35,7 +35,8 @@ typedef enum zkl_kind {
     ZKL_MUTEX = 0,
     ZKL_READ,
     ZKL_WRITE,
-    ZKL_SEMAPHORE
+    ZKL_SEMAPHORE,
+    ZKL_LEADER
 } zkl_kind_t;
 
 typedef enum zkl_verbosity {

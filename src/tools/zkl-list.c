@@ -172,6 +172,16 @@ static int look_at_path(zkit_client_t *client, const zkl_options_t *o)
     return 0;
 }
 
+/* Leader latch nodes sort by their own token: recognise them by name too. */
+static int has_latch_nodes(const zkit_participant_t *parts, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (strstr(parts[i].name, "-latch-"))
+            return 1;
+    }
+    return 0;
+}
+
 /* After the lines: a word on foreign children, and the status they call for. */
 static int tell_foreign(const char *path, const entry_t *list, size_t count)
 {
@@ -197,7 +207,13 @@ static int list_lock(zkit_client_t *client, const zkl_options_t *o)
     int status = look_at_path(client, o), rc;
     if (status > 0)
         return status;
-    rc = participants(client, o->list_path, o->kind != ZKL_MUTEX, &parts, &count);
+    rc = o->kind == ZKL_LEADER
+             ? zkit_latch_participants(&parts, &count, client, o->list_path)
+             : participants(client, o->list_path, o->kind != ZKL_MUTEX, &parts, &count);
+    if (rc == 0 && o->kind == ZKL_MUTEX && has_latch_nodes(parts, count)) {
+        zkit_participants_free(parts, count);
+        rc = zkit_latch_participants(&parts, &count, client, o->list_path);
+    }
     /* Read-write nodes sort differently: recognise them by name, without --read/--write. */
     if (rc == 0 && o->kind == ZKL_MUTEX && has_rw_nodes(parts, count)) {
         zkit_participants_free(parts, count);

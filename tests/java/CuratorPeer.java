@@ -10,6 +10,8 @@
  *   CuratorPeer CONNECT revoke NODE_PATH...
  *   CuratorPeer CONNECT bench KIND PATH CYCLES WARMUP
  *   CuratorPeer CONNECT contend mutex PATH CLIENTS ACQUISITIONS
+ *   CuratorPeer CONNECT latch PATH ID LOG_FILE
+ *   CuratorPeer CONNECT selector PATH ID LOG_FILE
  *
  * KIND: mutex (InterProcessMutex), read / write (InterProcessReadWriteLock halves),
  *       semaphore (InterProcessSemaphoreMutex).
@@ -52,6 +54,20 @@
  *        next holder (another client) measures from it to its return from acquire(). Prints
  *        "BENCH <acquisitions per second> <hand-off p50 ms> <hand-off p99 ms>" as bench does.
  *
+ * latch: a LeaderLatch at PATH with participant id ID, started at once ("STARTED").  Its
+ *        listener prints "LEADER" (after appending "ENTER <pid> <nanoTime>" to LOG_FILE) and
+ *        "NOTLEADER" (after appending "EXIT ...").  Commands on stdin, one a line:
+ *          leader  -> "LEADERID <getLeader().getId()>" ("LEADERID -" when there is none)
+ *          has     -> "HAS true" / "HAS false" (hasLeadership())
+ *          close   -> EXIT appended if leader, close(), "CLOSED", exit 0
+ *          EOF     -> the same without printing
+ * selector: a LeaderSelector at PATH with id ID and autoRequeue, started at once
+ *        ("STARTED").  takeLeadership appends ENTER, prints "LEADER", waits for the command
+ *        "yield" (or an interrupt: the connection was SUSPENDED or LOST, or close), appends
+ *        EXIT, prints "YIELDED" and returns.  Commands: leader (as for latch), yield, close
+ *        (close() and wait for a running takeLeadership to end, "CLOSED", exit 0), EOF (the
+ *        same without printing).
+ *
  * Participants: mutex, read, write: getParticipantNodes() of that lock, i.e. the children
  * of PATH sorted by Curator's sorter; the read half lists only __READ__ nodes and the write
  * half only __WRIT__ nodes (Curator filters by its lock name). semaphore: the children of
@@ -81,6 +97,11 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
+import org.apache.curator.framework.recipes.leader.LeaderLatchListener;
+import org.apache.curator.framework.recipes.leader.LeaderSelector;
+import org.apache.curator.framework.recipes.leader.LeaderSelectorListenerAdapter;
+import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
@@ -254,6 +275,8 @@ public class CuratorPeer {
                 + "       CuratorPeer CONNECT revoke NODE_PATH...\n"
                 + "       CuratorPeer CONNECT bench KIND PATH CYCLES WARMUP\n"
                 + "       CuratorPeer CONNECT contend mutex PATH CLIENTS ACQUISITIONS\n"
+                + "       CuratorPeer CONNECT latch PATH ID LOG_FILE\n"
+                + "       CuratorPeer CONNECT selector PATH ID LOG_FILE\n"
                 + "KIND: mutex | read | write | semaphore (bench: mutex | semaphore)");
     }
 
@@ -275,7 +298,8 @@ public class CuratorPeer {
             String mode = args[1];
             /* revoke takes node paths only; the other modes KIND PATH and their own args. */
             boolean revocable = mode.equals("hold") && args.length == 6 && args[5].equals("revocable");
-            boolean ok = mode.equals("revoke")
+            boolean leader = mode.equals("latch") || mode.equals("selector");
+            boolean ok = mode.equals("revoke") || (leader && args.length == 5)
                     || (mode.equals("hold") && (args.length == 5 || revocable))
                     || (mode.equals("loop") && args.length == 7)
                     || (mode.equals("order") && args.length == 4)
@@ -286,10 +310,10 @@ public class CuratorPeer {
                 System.exit(EXIT_ERROR);
             }
             boolean revoke = mode.equals("revoke");
-            String kind = revoke ? null : args[2];
-            String path = revoke ? null : args[3];
-            int firstPath = revoke ? 2 : 3;
-            int endPaths = revoke ? args.length : 4;
+            String kind = revoke || leader ? null : args[2];
+            String path = revoke ? null : leader ? args[2] : args[3];
+            int firstPath = revoke || leader ? 2 : 3;
+            int endPaths = revoke ? args.length : leader ? 3 : 4;
             for (int i = firstPath; i < endPaths; i++) {
                 if (!args[i].startsWith("/")) {
                     throw new IllegalArgumentException("paths must be absolute: " + args[i]);
@@ -310,6 +334,10 @@ public class CuratorPeer {
                 }
                 out("REVOKED");
                 rc = EXIT_OK;
+            } else if (leader) {
+                Path log = Paths.get(args[4]);
+                rc = mode.equals("latch") ? latch(client, path, args[3], log)
+                                          : selector(client, path, args[3], log);
             } else {
                 rc = run(new Peer(client, kind, path), mode, args, revocable);
             }
@@ -478,6 +506,145 @@ public class CuratorPeer {
                 out(sb.toString());
             } else {
                 err("unknown command '" + cmd + "' (release, participants)");
+            }
+        }
+    }
+
+    /* ---- leadership ---- */
+
+    static String entry(String what) {
+        return what + " " + ProcessHandle.current().pid() + " " + System.nanoTime() + "\n";
+    }
+
+    /** stdin, one line at a time, on a daemon thread; null at EOF. */
+    static BlockingQueue<Command> stdinCommands() {
+        BlockingQueue<Command> commands = new LinkedBlockingQueue<>();
+        Thread reader = new Thread(() -> {
+            BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            try {
+                String line;
+                while ((line = in.readLine()) != null) {
+                    commands.add(new Command(line.trim()));
+                }
+            } catch (IOException e) {
+                err("reading stdin: " + e);
+            }
+            commands.add(Command.EOF);
+        });
+        reader.setDaemon(true);
+        reader.start();
+        return commands;
+    }
+
+    static String leaderLine(Participant p) {
+        return "LEADERID " + (p != null && p.isLeader() ? p.getId() : "-");
+    }
+
+    static int latch(CuratorFramework client, String path, String id, Path log) throws Exception {
+        LeaderLatch latch = new LeaderLatch(client, path, id);
+        Object mu = new Object();
+        latch.addListener(new LeaderLatchListener() {
+            @Override
+            public void isLeader() {
+                synchronized (mu) {
+                    try {
+                        append(log, entry("ENTER"));
+                    } catch (IOException e) {
+                        err("log: " + e);
+                    }
+                    out("LEADER");
+                }
+            }
+
+            @Override
+            public void notLeader() {
+                synchronized (mu) {
+                    try {
+                        append(log, entry("EXIT"));
+                    } catch (IOException e) {
+                        err("log: " + e);
+                    }
+                    out("NOTLEADER");
+                }
+            }
+        });
+        BlockingQueue<Command> commands = stdinCommands();
+        latch.start();
+        out("STARTED");
+        for (;;) {
+            Command command = commands.take();
+            if (command == Command.EOF || command.line.equals("close")) {
+                synchronized (mu) {
+                    if (latch.hasLeadership()) {
+                        append(log, entry("EXIT"));
+                    }
+                    /* SILENT: the listener is not called by close */
+                    latch.close(LeaderLatch.CloseMode.SILENT);
+                }
+                if (command != Command.EOF) {
+                    out("CLOSED");
+                }
+                return EXIT_OK;
+            } else if (command.line.equals("leader")) {
+                out(leaderLine(latch.getLeader()));
+            } else if (command.line.equals("has")) {
+                out("HAS " + latch.hasLeadership());
+            } else if (!command.line.isEmpty()) {
+                err("unknown command '" + command.line + "' (leader, has, close)");
+            }
+        }
+    }
+
+    static int selector(CuratorFramework client, String path, String id, Path log) throws Exception {
+        BlockingQueue<String> yields = new LinkedBlockingQueue<>();
+        Object mu = new Object();
+        boolean[] leading = { false };
+        LeaderSelector selector = new LeaderSelector(client, path, new LeaderSelectorListenerAdapter() {
+            @Override
+            public void takeLeadership(CuratorFramework c) throws Exception {
+                synchronized (mu) {
+                    leading[0] = true;
+                }
+                append(log, entry("ENTER"));
+                out("LEADER");
+                try {
+                    yields.take();
+                } finally {
+                    append(log, entry("EXIT"));
+                    out("YIELDED");
+                    synchronized (mu) {
+                        leading[0] = false;
+                        mu.notifyAll();
+                    }
+                }
+            }
+        });
+        selector.setId(id);
+        selector.autoRequeue();
+        BlockingQueue<Command> commands = stdinCommands();
+        selector.start();
+        out("STARTED");
+        for (;;) {
+            Command command = commands.take();
+            if (command == Command.EOF || command.line.equals("close")) {
+                /* close() interrupts a running takeLeadership; wait for it to have logged. */
+                selector.close();
+                long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                synchronized (mu) {
+                    while (leading[0] && System.nanoTime() < end) {
+                        mu.wait(100);
+                    }
+                }
+                if (command != Command.EOF) {
+                    out("CLOSED");
+                }
+                return EXIT_OK;
+            } else if (command.line.equals("leader")) {
+                out(leaderLine(selector.getLeader()));
+            } else if (command.line.equals("yield")) {
+                yields.add("yield");
+            } else if (!command.line.isEmpty()) {
+                err("unknown command '" + command.line + "' (leader, yield)");
             }
         }
     }
