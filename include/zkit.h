@@ -11,5 +11,6 @@
 #include "zkit/txn.h"
 #include "zkit/lock.h"
 #include "zkit/job.h"
+#include "zkit/leader.h"
 
 #endif

@@ -405,8 +405,15 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
     handle_ctx_t *hc = ctx;
     (void)zh;
     (void)path;
-    if (type == ZOO_SESSION_EVENT && hc)
+    if (type == ZOO_SESSION_EVENT && hc) {
+        __atomic_add_fetch(&hc->client->session_events_seen, 1, __ATOMIC_ACQ_REL);
         record_session_event(hc->client, hc->generation, state);
+    }
+}
+
+uint64_t zkit__client_connection_epoch(zkit_client_t *c)
+{
+    return __atomic_load_n(&c->session_events_seen, __ATOMIC_ACQUIRE);
 }
 
 zkit_client_t *zkit__client_from_handle(zhandle_t *zh)

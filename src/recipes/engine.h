@@ -24,11 +24,12 @@ typedef struct zkit__driver {
 extern const zkit__driver_t zkit__mutex_driver;
 extern const zkit__driver_t zkit__read_driver;
 extern const zkit__driver_t zkit__write_driver;
+extern const zkit__driver_t zkit__latch_driver;   /* LeaderLatch: "latch-", lowest leads */
 
 #define ZKIT__WRITE_TOKEN "__WRIT__"
 
-/* Sorts child names in lock order: by the text after the last occurrence of `token` (the whole
- * name when absent), byte order, stable. */
+/* Sorts child names in lock order: kazoo's nodes by their sequence, the others by the text
+ * after the last occurrence of `token` (the whole name when absent); byte order, stable. */
 void zkit__lock_sort(char **names, size_t count, const char *token);
 
 /* Index of the child `name` in `names`, or -1. */

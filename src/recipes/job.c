@@ -33,6 +33,7 @@
 #include "framework/async.h"
 #include "framework/paths.h"
 #include "recipes/schedule.h"
+#include "recipes/nodename.h"
 #include "recipes/jobrecord.h"
 
 /* How often a host looks again at a slot it could not settle (lock busy, run failed). */
@@ -386,15 +387,18 @@ static int refuse_bad_record(zkit_job_t *job, int64_t slot, const char *err)
 }
 
 /* Whether someone is in the lock's queue.  A try costs two writes (our node's create and
- * delete), so while another host runs a long job the others only read. */
+ * delete), so while another host runs a long job the others only read.  A child of no known
+ * layout is no one: the try then fails loudly (ZKIT_EFOREIGN) rather than skip every slot. */
 static int lock_busy(zkit_job_t *job)
 {
     char **names = NULL;
     size_t n = 0;
+    int busy;
     if (zkit_get_children(&names, &n, NULL, job->client, job->lock_path, NULL) != 0)
         return 0; /* no directory yet, or no answer: let the try find out */
+    busy = n > 0 && !zkit__node_first_foreign(names, n);
     zkit_free_strings(names, n);
-    return n > 0;
+    return busy;
 }
 
 /* Takes the lock without waiting: 0 (held), ZKIT_ETIMEDOUT (someone else holds it) or an

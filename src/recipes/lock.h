@@ -10,6 +10,7 @@
  *   mutex.c       the reentrant mutex and both halves of the read-write lock (the engine)
  *   semaphore.c   the counting semaphore, its leases and the semaphore mutex
  *   multilock.c   the multi-lock over other locks
+ *   mutex.c       also a leader latch's participation (latch.c builds the latch on it)
  *
  * Layers, each using only those below it: lock.c (the public interface) -> the kinds ->
  * lockcore.c (requests, holders, release) -> ownnode.c (the own-node watch, revocation) ->
@@ -200,6 +201,7 @@ extern const zkit__lock_ops_t zkit__write_ops;
 extern const zkit__lock_ops_t zkit__semaphore_mutex_ops;
 extern const zkit__lock_ops_t zkit__lease_ops;
 extern const zkit__lock_ops_t zkit__multilock_ops;
+extern const zkit__lock_ops_t zkit__latch_ops;
 
 extern const zkit__lock_ops_t zkit__internal_mutex_ops;
 /* The nodes a multi-lock's holding rests on, one per part in lock order (the process's

@@ -195,6 +195,22 @@ const zkit__lock_ops_t zkit__write_ops = ENGINE_KIND("write lock", 1, write_chec
  * thread must still queue), and not watched (it is held for one step only). */
 const zkit__lock_ops_t zkit__internal_mutex_ops = ENGINE_KIND("semaphore mutex", 0, NULL);
 
+/* A leader latch's participation (Curator's LeaderLatch): held by the process, not by a
+ * thread (leadership is the process's), and watched, so that a deletion of the leader's node
+ * by someone else is reported LOST. */
+const zkit__lock_ops_t zkit__latch_ops = {
+    .name = "leader latch",
+    .start = engine_start,
+    .machine_ref = engine_ref,
+    .machine_unref = engine_unref,
+    .cancel = engine_cancel,
+    .connection_event = engine_connection_event,
+    .release = zkit__node_release,
+    .query = zkit__lock_query_holder,
+    .participants_dir = own_dir,
+    .data_set = set_own_data,
+};
+
 /* ---- constructors ------------------------------------------------------------------------ */
 
 ZKIT_EXTERN int zkit_mutex_new(zkit_lock_t **out, zkit_client_t *client, const char *path)

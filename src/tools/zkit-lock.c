@@ -100,6 +100,8 @@ static const char usage_text[] =
     "      --read                 take the read half of a read-write lock\n"
     "      --write                take the write half of a read-write lock\n"
     "      --semaphore N          take one of N leases of a counting semaphore (one PATH)\n"
+    "      --leader               run COMMAND while leader of the latch at PATH (one PATH;\n"
+    "                             Curator's LeaderLatch; id: host:pid)\n"
     "      --session-timeout SECONDS  ZooKeeper session timeout (default 10)\n"
     "      --auth-file FILE       digest credentials user:password, read from FILE (else\n"
     "                             from $ZKIT_AUTH); never given on the command line\n"
@@ -126,10 +128,11 @@ static const char usage_text[] =
     "\n"
     "Exit status: COMMAND's (128+N if killed by signal N); the conflict code (default 1)\n"
     "when the lock was not acquired in time; with --once-per, the skip code (default 0)\n"
-    "when the slot was done or taken; 64 usage error; 65 PATH/last (--once-per) holds no\n"
-    "slot id; 69 ZooKeeper unreachable; 70 internal error; 75 lock lost while COMMAND ran\n"
-    "(COMMAND was terminated); 77 permission denied by an ACL; 78 the chroot of --connect\n"
-    "does not exist; 126 COMMAND not executable; 127 COMMAND not found.\n";
+    "when the slot was done or taken; 64 usage error; 65 the path holds a node of no lock\n"
+    "layout (--list: not a lock; --once-per: PATH/last holds no slot id); 66 --list: no\n"
+    "such path; 69 ZooKeeper unreachable; 70 internal error; 75 lock lost while COMMAND\n"
+    "ran (COMMAND was terminated); 77 permission denied by an ACL; 78 the chroot of\n"
+    "--connect does not exist; 126 COMMAND not executable; 127 COMMAND not found.\n";
 
 enum {
     OPT_CONNECT = 256,
@@ -144,7 +147,8 @@ enum {
     OPT_KILL_GROUP_ON_EXIT,
     OPT_ONCE_PER,
     OPT_SKIP_EXIT_CODE,
-    OPT_LIST
+    OPT_LIST,
+    OPT_LEADER
 };
 
 static const struct option long_options[] = {
@@ -156,6 +160,7 @@ static const struct option long_options[] = {
     { "read", no_argument, NULL, OPT_READ },
     { "write", no_argument, NULL, OPT_WRITE },
     { "semaphore", required_argument, NULL, OPT_SEMAPHORE },
+    { "leader", no_argument, NULL, OPT_LEADER },
     { "session-timeout", required_argument, NULL, OPT_SESSION_TIMEOUT },
     { "auth-file", required_argument, NULL, OPT_AUTH_FILE },
     { "kill-grace", required_argument, NULL, OPT_KILL_GRACE },
@@ -217,7 +222,7 @@ static int parse_int(const char *text, long min, long max, int *out)
 static int set_kind(zkl_options_t *o, zkl_kind_t kind, int *kind_given)
 {
     if (*kind_given && o->kind != kind)
-        return usage_error("--read, --write and --semaphore exclude each other");
+        return usage_error("--read, --write, --semaphore and --leader exclude each other");
     o->kind = kind;
     *kind_given = 1;
     return 0;
@@ -265,6 +270,7 @@ static int apply_option(zkl_options_t *o, int c, const char *arg, int *kind_give
         return 0;
     case OPT_READ: return set_kind(o, ZKL_READ, kind_given);
     case OPT_WRITE: return set_kind(o, ZKL_WRITE, kind_given);
+    case OPT_LEADER: return set_kind(o, ZKL_LEADER, kind_given);
     case OPT_SEMAPHORE:
         if (parse_int(arg, 1, INT_MAX, &o->max_leases) != 0)
             return usage_error("--semaphore: '%s' is not a positive number of leases", arg);
@@ -390,6 +396,8 @@ static int check_lock_mode(const zkl_options_t *o)
         return usage_error("no command after '--'");
     if (o->kind == ZKL_SEMAPHORE && o->path_count > 1)
         return usage_error("--semaphore takes exactly one PATH");
+    if (o->kind == ZKL_LEADER && o->path_count > 1)
+        return usage_error("--leader takes exactly one PATH");
     for (size_t i = 0; i < o->path_count; i++) {
         if ((rc = check_path(o->paths[i])) != 0)
             return rc;
@@ -410,7 +418,7 @@ static int check_once_mode(const zkl_options_t *o)
     if (o->path_count != 1)
         return usage_error("--once-per takes exactly one PATH");
     if (o->kind != ZKL_MUTEX)
-        return usage_error("--read, --write and --semaphore do not apply to --once-per");
+        return usage_error("--read, --write, --semaphore and --leader do not apply to --once-per");
     if (o->wait_option && strcmp(o->wait_option, "-E") == 0)
         return usage_error("-E does not apply to --once-per: see --skip-exit-code");
     if (o->wait_option)

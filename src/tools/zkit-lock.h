@@ -20,7 +20,9 @@
 /* Exit statuses (documented in --help and zkit-lock(1); 64-78 follow sysexits.h). */
 enum {
     ZKL_EXIT_USAGE = 64,       /* bad option, no command, bad path, unreadable auth file */
-    ZKL_EXIT_DATAERR = 65,     /* a node of ours holds what we cannot read (PATH/last) */
+    ZKL_EXIT_NOT_A_LOCK = 65,  /* a child of the path has no lock layout (--list: all do), or
+                                * PATH/last (--once-per) holds no slot id */
+    ZKL_EXIT_NO_PATH = 66,     /* --list: the path does not exist */
     ZKL_EXIT_UNAVAILABLE = 69, /* cannot connect to ZooKeeper, or lost it while waiting */
     ZKL_EXIT_INTERNAL = 70,    /* anything else that should not happen */
     ZKL_EXIT_LOCK_LOST = 75,   /* the lock was lost (or could no longer be guaranteed) */
@@ -34,7 +36,8 @@ typedef enum zkl_kind {
     ZKL_MUTEX = 0,
     ZKL_READ,
     ZKL_WRITE,
-    ZKL_SEMAPHORE
+    ZKL_SEMAPHORE,
+    ZKL_LEADER
 } zkl_kind_t;
 
 typedef enum zkl_verbosity {

@@ -185,7 +185,7 @@ int zkl_exit_for_error(int error, const zkl_options_t *o)
     case ZKIT_EINVAL:
         return ZKL_EXIT_USAGE;
     case ZKIT_EFOREIGN:
-        return ZKL_EXIT_DATAERR;
+        return ZKL_EXIT_NOT_A_LOCK;
     default:
         return ZKL_EXIT_INTERNAL;
     }
@@ -209,6 +209,17 @@ static int new_half(zkl_locks_t *ls, size_t i, const char *path)
     return rc;
 }
 
+/* --leader: the participant id is host:pid, so that zkit_latch_leader() names the process. */
+static int new_leader(zkl_locks_t *ls, const char *path)
+{
+    char host[256], id[300];
+    if (gethostname(host, sizeof(host)) != 0)
+        strcpy(host, "localhost");
+    host[sizeof(host) - 1] = '\0';
+    snprintf(id, sizeof(id), "%s:%ld", host, (long)getpid());
+    return zkit_latch_lock_new(&ls->locks[0], ls->client, path, id);
+}
+
 static int new_locks(zkl_locks_t *ls, const zkl_options_t *o)
 {
     int rc = 0;
@@ -217,8 +228,9 @@ static int new_locks(zkl_locks_t *ls, const zkl_options_t *o)
     if (!ls->locks || !ls->rws)
         return ZKIT_ENOMEM;
     for (size_t i = 0; i < ls->count && rc == 0; i++) {
-        rc = ls->kind == ZKL_MUTEX ? zkit_mutex_new(&ls->locks[i], ls->client, o->paths[i])
-                                   : new_half(ls, i, o->paths[i]);
+        rc = ls->kind == ZKL_MUTEX    ? zkit_mutex_new(&ls->locks[i], ls->client, o->paths[i])
+             : ls->kind == ZKL_LEADER ? new_leader(ls, o->paths[i])
+                                      : new_half(ls, i, o->paths[i]);
         if (rc == 0)
             rc = zkit_lock_set_state_callback(ls->locks[i], zkl_locks_on_state, ls);
     }

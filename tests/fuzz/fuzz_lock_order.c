@@ -6,8 +6,10 @@
  * Input: the first byte picks the driver (mutex, read or write half), the rest is the
  * children's names, one per line.  Checks that sorting keeps every name (a permutation), that
  * it is idempotent, that Curator's rule orders names
- * that end in the driver's token and a 10-digit sequence, that every name is found by
- * zkit__lock_index, and that zkit__lock_decide names a child ahead of the one deciding.
+ * that end in the driver's token and a 10-digit sequence, that kazoo's names
+ * ("...__lock__<seq>", "...__rlock__<seq>") take their place among them by that sequence,
+ * that every name is found by zkit__lock_index, and that zkit__lock_decide names a child
+ * ahead of the one deciding.
  */
 #include <assert.h>
 #include <stdint.h>
@@ -42,6 +44,28 @@ static long long curator_sequence(const char *name, const char *token)
         v = v * 10 + (*p - '0');
     }
     return v;
+}
+
+/* The 10-digit sequence of a kazoo node ("__lock__" or "__rlock__" right before exactly ten
+ * final digits); else -1. */
+static long long kazoo_sequence(const char *name)
+{
+    static const char *const tokens[] = { "__lock__", "__rlock__" };
+    size_t len = strlen(name), digits = 0;
+    long long v = 0;
+    while (digits < len && name[len - 1 - digits] >= '0' && name[len - 1 - digits] <= '9')
+        digits++;
+    if (digits != 10)
+        return -1;
+    for (size_t t = 0; t < 2; t++) {
+        size_t tl = strlen(tokens[t]);
+        if (len >= 10 + tl && strncmp(name + len - 10 - tl, tokens[t], tl) == 0) {
+            for (const char *p = name + len - 10; *p; p++)
+                v = v * 10 + (*p - '0');
+            return v;
+        }
+    }
+    return -1;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -85,6 +109,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t j = i + 1; j < count; j++) {
             long long si = curator_sequence(names[i], driver->token);
             long long sj = curator_sequence(names[j], driver->token);
+            if (si < 0)
+                si = kazoo_sequence(names[i]);
+            if (sj < 0)
+                sj = kazoo_sequence(names[j]);
             if (si >= 0 && sj >= 0)
                 assert(si <= sj);
         }

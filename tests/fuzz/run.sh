@@ -31,7 +31,7 @@ flags=(-g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize
        -I"$src/include" -I"$src/src" -DTHREADED -D_GNU_SOURCE -DZKIT_BUILDING -w)
 lib_sources=(src/framework/errors.c src/framework/log.c src/framework/retry.c
              src/framework/paths.c src/framework/client.c src/framework/ops.c
-             src/framework/watches.c src/framework/api.c src/recipes/engine.c
+             src/framework/watches.c src/framework/api.c src/recipes/engine.c src/recipes/nodename.c
              src/recipes/lockstate.c src/recipes/ownnode.c src/recipes/lockcore.c
              src/recipes/mutex.c src/recipes/semaphore.c src/recipes/multilock.c
              src/recipes/lock.c src/recipes/schedule.c src/recipes/job.c)

@@ -9,6 +9,9 @@
  *   CuratorPeer CONNECT order KIND PATH
  *   CuratorPeer CONNECT revoke NODE_PATH...
  *   CuratorPeer CONNECT bench KIND PATH CYCLES WARMUP
+ *   CuratorPeer CONNECT contend mutex PATH CLIENTS ACQUISITIONS
+ *   CuratorPeer CONNECT latch PATH ID LOG_FILE
+ *   CuratorPeer CONNECT selector PATH ID LOG_FILE
  *
  * KIND: mutex (InterProcessMutex), read / write (InterProcessReadWriteLock halves),
  *       semaphore (InterProcessSemaphoreMutex).
@@ -45,6 +48,25 @@
  *        with System.nanoTime; prints one line "BENCH <cycles per second> <p50 ms> <p99 ms>"
  *        (the rate over all timed cycles, the percentiles nearest-rank, as bench/zkit-bench
  *        computes its own figures). Run by bench/zkit-bench.
+ * contend: CLIENTS sessions of their own in this JVM, a thread each, loop on one
+ *        InterProcessMutex: ACQUISITIONS / 2 unmeasured acquisitions in all (the JIT), then
+ *        ACQUISITIONS timed ones. Each holder stamps System.nanoTime just before release; the
+ *        next holder (another client) measures from it to its return from acquire(). Prints
+ *        "BENCH <acquisitions per second> <hand-off p50 ms> <hand-off p99 ms>" as bench does.
+ *
+ * latch: a LeaderLatch at PATH with participant id ID, started at once ("STARTED").  Its
+ *        listener prints "LEADER" (after appending "ENTER <pid> <nanoTime>" to LOG_FILE) and
+ *        "NOTLEADER" (after appending "EXIT ...").  Commands on stdin, one a line:
+ *          leader  -> "LEADERID <getLeader().getId()>" ("LEADERID -" when there is none)
+ *          has     -> "HAS true" / "HAS false" (hasLeadership())
+ *          close   -> EXIT appended if leader, close(), "CLOSED", exit 0
+ *          EOF     -> the same without printing
+ * selector: a LeaderSelector at PATH with id ID and autoRequeue, started at once
+ *        ("STARTED").  takeLeadership appends ENTER, prints "LEADER", waits for the command
+ *        "yield" (or an interrupt: the connection was SUSPENDED or LOST, or close), appends
+ *        EXIT, prints "YIELDED" and returns.  Commands: leader (as for latch), yield, close
+ *        (close() and wait for a running takeLeadership to end, "CLOSED", exit 0), EOF (the
+ *        same without printing).
  *
  * Participants: mutex, read, write: getParticipantNodes() of that lock, i.e. the children
  * of PATH sorted by Curator's sorter; the read half lists only __READ__ nodes and the write
@@ -75,6 +97,11 @@ import java.util.concurrent.TimeUnit;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.leader.LeaderLatch;
+import org.apache.curator.framework.recipes.leader.LeaderLatchListener;
+import org.apache.curator.framework.recipes.leader.LeaderSelector;
+import org.apache.curator.framework.recipes.leader.LeaderSelectorListenerAdapter;
+import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
@@ -247,6 +274,9 @@ public class CuratorPeer {
                 + "       CuratorPeer CONNECT order KIND PATH\n"
                 + "       CuratorPeer CONNECT revoke NODE_PATH...\n"
                 + "       CuratorPeer CONNECT bench KIND PATH CYCLES WARMUP\n"
+                + "       CuratorPeer CONNECT contend mutex PATH CLIENTS ACQUISITIONS\n"
+                + "       CuratorPeer CONNECT latch PATH ID LOG_FILE\n"
+                + "       CuratorPeer CONNECT selector PATH ID LOG_FILE\n"
                 + "KIND: mutex | read | write | semaphore (bench: mutex | semaphore)");
     }
 
@@ -268,20 +298,22 @@ public class CuratorPeer {
             String mode = args[1];
             /* revoke takes node paths only; the other modes KIND PATH and their own args. */
             boolean revocable = mode.equals("hold") && args.length == 6 && args[5].equals("revocable");
-            boolean ok = mode.equals("revoke")
+            boolean leader = mode.equals("latch") || mode.equals("selector");
+            boolean ok = mode.equals("revoke") || (leader && args.length == 5)
                     || (mode.equals("hold") && (args.length == 5 || revocable))
                     || (mode.equals("loop") && args.length == 7)
                     || (mode.equals("order") && args.length == 4)
-                    || (mode.equals("bench") && args.length == 6);
+                    || (mode.equals("bench") && args.length == 6)
+                    || (mode.equals("contend") && args.length == 6);
             if (!ok) {
                 usage();
                 System.exit(EXIT_ERROR);
             }
             boolean revoke = mode.equals("revoke");
-            String kind = revoke ? null : args[2];
-            String path = revoke ? null : args[3];
-            int firstPath = revoke ? 2 : 3;
-            int endPaths = revoke ? args.length : 4;
+            String kind = revoke || leader ? null : args[2];
+            String path = revoke ? null : leader ? args[2] : args[3];
+            int firstPath = revoke || leader ? 2 : 3;
+            int endPaths = revoke ? args.length : leader ? 3 : 4;
             for (int i = firstPath; i < endPaths; i++) {
                 if (!args[i].startsWith("/")) {
                     throw new IllegalArgumentException("paths must be absolute: " + args[i]);
@@ -302,6 +334,10 @@ public class CuratorPeer {
                 }
                 out("REVOKED");
                 rc = EXIT_OK;
+            } else if (leader) {
+                Path log = Paths.get(args[4]);
+                rc = mode.equals("latch") ? latch(client, path, args[3], log)
+                                          : selector(client, path, args[3], log);
             } else {
                 rc = run(new Peer(client, kind, path), mode, args, revocable);
             }
@@ -329,6 +365,9 @@ public class CuratorPeer {
             return loop(peer, Integer.parseInt(args[4]), Paths.get(args[5]), Paths.get(args[6]));
         case "bench":
             return bench(peer, Integer.parseInt(args[4]), Integer.parseInt(args[5]));
+        case "contend":
+            return contend(args[0], peer.path, Integer.parseInt(args[4]),
+                    Integer.parseInt(args[5]));
         default:
             return order(peer);
         }
@@ -471,6 +510,145 @@ public class CuratorPeer {
         }
     }
 
+    /* ---- leadership ---- */
+
+    static String entry(String what) {
+        return what + " " + ProcessHandle.current().pid() + " " + System.nanoTime() + "\n";
+    }
+
+    /** stdin, one line at a time, on a daemon thread; null at EOF. */
+    static BlockingQueue<Command> stdinCommands() {
+        BlockingQueue<Command> commands = new LinkedBlockingQueue<>();
+        Thread reader = new Thread(() -> {
+            BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            try {
+                String line;
+                while ((line = in.readLine()) != null) {
+                    commands.add(new Command(line.trim()));
+                }
+            } catch (IOException e) {
+                err("reading stdin: " + e);
+            }
+            commands.add(Command.EOF);
+        });
+        reader.setDaemon(true);
+        reader.start();
+        return commands;
+    }
+
+    static String leaderLine(Participant p) {
+        return "LEADERID " + (p != null && p.isLeader() ? p.getId() : "-");
+    }
+
+    static int latch(CuratorFramework client, String path, String id, Path log) throws Exception {
+        LeaderLatch latch = new LeaderLatch(client, path, id);
+        Object mu = new Object();
+        latch.addListener(new LeaderLatchListener() {
+            @Override
+            public void isLeader() {
+                synchronized (mu) {
+                    try {
+                        append(log, entry("ENTER"));
+                    } catch (IOException e) {
+                        err("log: " + e);
+                    }
+                    out("LEADER");
+                }
+            }
+
+            @Override
+            public void notLeader() {
+                synchronized (mu) {
+                    try {
+                        append(log, entry("EXIT"));
+                    } catch (IOException e) {
+                        err("log: " + e);
+                    }
+                    out("NOTLEADER");
+                }
+            }
+        });
+        BlockingQueue<Command> commands = stdinCommands();
+        latch.start();
+        out("STARTED");
+        for (;;) {
+            Command command = commands.take();
+            if (command == Command.EOF || command.line.equals("close")) {
+                synchronized (mu) {
+                    if (latch.hasLeadership()) {
+                        append(log, entry("EXIT"));
+                    }
+                    /* SILENT: the listener is not called by close */
+                    latch.close(LeaderLatch.CloseMode.SILENT);
+                }
+                if (command != Command.EOF) {
+                    out("CLOSED");
+                }
+                return EXIT_OK;
+            } else if (command.line.equals("leader")) {
+                out(leaderLine(latch.getLeader()));
+            } else if (command.line.equals("has")) {
+                out("HAS " + latch.hasLeadership());
+            } else if (!command.line.isEmpty()) {
+                err("unknown command '" + command.line + "' (leader, has, close)");
+            }
+        }
+    }
+
+    static int selector(CuratorFramework client, String path, String id, Path log) throws Exception {
+        BlockingQueue<String> yields = new LinkedBlockingQueue<>();
+        Object mu = new Object();
+        boolean[] leading = { false };
+        LeaderSelector selector = new LeaderSelector(client, path, new LeaderSelectorListenerAdapter() {
+            @Override
+            public void takeLeadership(CuratorFramework c) throws Exception {
+                synchronized (mu) {
+                    leading[0] = true;
+                }
+                append(log, entry("ENTER"));
+                out("LEADER");
+                try {
+                    yields.take();
+                } finally {
+                    append(log, entry("EXIT"));
+                    out("YIELDED");
+                    synchronized (mu) {
+                        leading[0] = false;
+                        mu.notifyAll();
+                    }
+                }
+            }
+        });
+        selector.setId(id);
+        selector.autoRequeue();
+        BlockingQueue<Command> commands = stdinCommands();
+        selector.start();
+        out("STARTED");
+        for (;;) {
+            Command command = commands.take();
+            if (command == Command.EOF || command.line.equals("close")) {
+                /* close() interrupts a running takeLeadership; wait for it to have logged. */
+                selector.close();
+                long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                synchronized (mu) {
+                    while (leading[0] && System.nanoTime() < end) {
+                        mu.wait(100);
+                    }
+                }
+                if (command != Command.EOF) {
+                    out("CLOSED");
+                }
+                return EXIT_OK;
+            } else if (command.line.equals("leader")) {
+                out(leaderLine(selector.getLeader()));
+            } else if (command.line.equals("yield")) {
+                yields.add("yield");
+            } else if (!command.line.isEmpty()) {
+                err("unknown command '" + command.line + "' (leader, yield)");
+            }
+        }
+    }
+
     static int order(Peer peer) throws Exception {
         StringBuilder sb = new StringBuilder();
         for (String n : peer.participants()) {
@@ -529,6 +707,108 @@ public class CuratorPeer {
         Arrays.sort(ms);
         double rate = elapsed > 0 ? cycles / (elapsed / 1e9) : 0.0;
         out(String.format(Locale.ROOT, "BENCH %.3f %.6f %.6f", rate, percentile(ms, 50),
+                percentile(ms, 99)));
+        return EXIT_OK;
+    }
+
+    /** What the contending threads share; last* are written by the holder only. */
+    static final class Contention {
+        volatile long lastRelease;
+        volatile int lastHolder = -1;
+        final double[] ms;
+        final java.util.concurrent.atomic.AtomicInteger count =
+                new java.util.concurrent.atomic.AtomicInteger();
+        volatile boolean measuring;
+
+        Contention(int capacity) {
+            ms = new double[capacity];
+        }
+
+        void held(int me) {
+            long now = System.nanoTime();
+            int prev = lastHolder;
+            if (measuring && prev >= 0 && prev != me) {
+                int i = count.getAndIncrement();
+                if (i < ms.length) {
+                    ms[i] = (now - lastRelease) / 1e6;
+                }
+            }
+            lastHolder = me;
+            lastRelease = System.nanoTime();
+        }
+    }
+
+    static int contend(String connect, String path, int clients, int total) throws Exception {
+        if (clients < 1 || total < clients) {
+            throw new IllegalArgumentException("contend: CLIENTS >= 1, ACQUISITIONS >= CLIENTS");
+        }
+        final int per = (total + clients - 1) / clients;
+        final int warm = Math.max(1, per / 2);
+        final Contention c = new Contention(per * clients);
+        final CuratorFramework[] cs = new CuratorFramework[clients];
+        final java.util.concurrent.CyclicBarrier barrier =
+                new java.util.concurrent.CyclicBarrier(clients);
+        final long[] span = new long[2];
+        final java.util.concurrent.atomic.AtomicReference<Exception> failure =
+                new java.util.concurrent.atomic.AtomicReference<>();
+        Thread[] ts = new Thread[clients];
+        for (int i = 0; i < clients; i++) {
+            cs[i] = CuratorFrameworkFactory.builder().connectString(connect)
+                    .sessionTimeoutMs(10000).retryPolicy(new ExponentialBackoffRetry(100, 3))
+                    .build();
+            cs[i].start();
+            cs[i].blockUntilConnected(30, TimeUnit.SECONDS);
+        }
+        for (int i = 0; i < clients; i++) {
+            final int me = i;
+            ts[i] = new Thread(() -> {
+                InterProcessMutex m = new InterProcessMutex(cs[me], path);
+                try {
+                    for (int phase = 0; phase < 2; phase++) {
+                        if (barrier.await() == 0) {
+                            c.measuring = phase == 1;
+                            c.lastHolder = -1;
+                            if (phase == 1) {
+                                span[0] = System.nanoTime();
+                            }
+                        }
+                        barrier.await();
+                        for (int j = 0; j < (phase == 0 ? warm : per); j++) {
+                            m.acquire();
+                            c.held(me);
+                            m.release();
+                        }
+                        barrier.await();
+                        if (phase == 1) {
+                            synchronized (span) {
+                                span[1] = Math.max(span[1], System.nanoTime());
+                            }
+                        }
+                    }
+                } catch (Exception e) {
+                    failure.compareAndSet(null, e);
+                    barrier.reset();
+                }
+            });
+            ts[i].start();
+        }
+        for (Thread t : ts) {
+            t.join();
+        }
+        for (CuratorFramework f : cs) {
+            f.close();
+        }
+        if (failure.get() != null) {
+            throw failure.get();
+        }
+        int n = Math.min(c.count.get(), c.ms.length);
+        if (n == 0) {
+            throw new IllegalStateException("contend: no hand-off measured");
+        }
+        double[] ms = Arrays.copyOf(c.ms, n);
+        Arrays.sort(ms);
+        out(String.format(Locale.ROOT, "BENCH %.3f %.6f %.6f",
+                (double) per * clients / ((span[1] - span[0]) / 1e9), percentile(ms, 50),
                 percentile(ms, 99)));
         return EXIT_OK;
     }

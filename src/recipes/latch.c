@@ -1,0 +1,621 @@
+/*
+ * latch.c - the leader latch (Curator's LeaderLatch), built on a lock of kind "leader latch"
+ * (mutex.c): joining the election is one engine acquisition without a deadline, and being
+ * elected is holding that lock.  So the leader hears UNCERTAIN / HELD / EXPIRED / LOST with the
+ * validity deadline of any held lock, and has a fencing token.
+ *
+ * What the latch adds to the lock: it stays in the election (after EXPIRED or LOST it gives
+ * the dead holding back and joins again, as Curator's reset()), it tells a listener, and it
+ * has awaits.  An await is a record with a timer: the timer ends it at its deadline, and also
+ * when the client closes (timers run at once then), so a blocking await needs no polling; an
+ * asynchronous await is told on the event thread.  Everything runs on completions, timers
+ * and the event thread; no thread of its own.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "zkit/leader.h"
+#include "recipes/lock.h"
+#include "framework/txn.h"
+
+/* After an error that is neither a cancel nor a close, joining is tried again this late. */
+#define REJOIN_DELAY_MS 1000
+
+typedef struct awaiter {
+    LIST_ENTRY(awaiter) link;   /* in latch->awaiters until finished */
+    int refs;                   /* the list's, the timer's, a blocking caller's */
+    zkit_latch_t *latch;        /* referenced */
+    zkit_latch_await_fn done;   /* NULL: a blocking await */
+    void *arg;
+    int finished;               /* under latch->mu */
+    int error;
+    uint64_t timer;             /* under latch->mu; 0 once finished or running */
+    uint64_t stop_timer;        /* the timer to unschedule, for the finisher */
+    zkit__task_t task;
+} awaiter_t;
+
+struct zkit_latch {
+    int refs;                   /* the user's, one per awaiter, join and rejoin timer */
+    zkit_client_t *client;      /* the lock's */
+    zkit_lock_t *lock;
+    pthread_mutex_t mu;         /* taken before lock->mu, never after */
+    pthread_cond_t cond;
+    int started;
+    int closed;
+    int leader;                 /* elected, not told EXPIRED or LOST */
+    zkit__req_t *join;          /* the join in progress */
+    uint64_t rejoin_timer;
+    uint64_t close_timer;       /* fires when the client closes (timers run at once then) */
+    zkit__task_t close_task;
+    zkit_latch_listener_fn listener;
+    void *listener_arg;
+    zkit_latch_state_fn state_fn;
+    void *state_arg;
+    LIST_HEAD(, awaiter) awaiters;
+};
+
+static void latch_ref(zkit_latch_t *latch)
+{
+    __atomic_add_fetch(&latch->refs, 1, __ATOMIC_ACQ_REL);
+}
+
+static void latch_unref(zkit_latch_t *latch)
+{
+    if (__atomic_sub_fetch(&latch->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    pthread_mutex_destroy(&latch->mu);
+    pthread_cond_destroy(&latch->cond);
+    free(latch);
+}
+
+/* ---- awaits ---------------------------------------------------------------------------------- */
+
+static void awaiter_unref(awaiter_t *w)
+{
+    if (__atomic_sub_fetch(&w->refs, 1, __ATOMIC_ACQ_REL) != 0)
+        return;
+    latch_unref(w->latch);
+    free(w);
+}
+
+/* Ends an await (latch->mu held); 1 if it was still running.  The caller delivers it with
+ * deliver() after unlocking. */
+static int finish_locked(awaiter_t *w, int error)
+{
+    if (w->finished)
+        return 0;
+    w->finished = 1;
+    w->error = error;
+    w->stop_timer = w->timer;
+    w->timer = 0;
+    LIST_REMOVE(w, link);
+    pthread_cond_broadcast(&w->latch->cond);
+    return 1;
+}
+
+static void deliver_on_event_thread(void *arg)
+{
+    awaiter_t *w = arg;
+    w->done(w->latch, w->error, w->arg);
+    awaiter_unref(w); /* the list's */
+}
+
+/* After finish_locked (no lock held): stops the timer and tells an asynchronous waiter. */
+static void deliver(awaiter_t *w)
+{
+    if (w->stop_timer && zkit__unschedule(w->latch->client, w->stop_timer))
+        awaiter_unref(w); /* the timer's */
+    if (!w->done) {
+        awaiter_unref(w); /* the list's; the blocking caller was woken */
+        return;
+    }
+    if (zkit__run_on_event_thread_task(w->latch->client, &w->task, deliver_on_event_thread, w))
+        deliver_on_event_thread(w); /* the event thread has ended (closed): tell here */
+}
+
+static void await_timer(void *arg)
+{
+    awaiter_t *w = arg;
+    zkit_latch_t *latch = w->latch;
+    int ended;
+    pthread_mutex_lock(&latch->mu);
+    w->timer = 0; /* running: nothing to unschedule */
+    ended = finish_locked(w, zkit__client_is_closing(latch->client) ? ZKIT_ECLOSED
+                                                                     : ZKIT_ETIMEDOUT);
+    pthread_mutex_unlock(&latch->mu);
+    if (ended)
+        deliver(w);
+    awaiter_unref(w); /* the timer's */
+}
+
+/* Ends every await with `error` (blocking ones with `blocking_error`). */
+static void finish_all(zkit_latch_t *latch, int error, int blocking_error)
+{
+    awaiter_t *w;
+    for (;;) {
+        pthread_mutex_lock(&latch->mu);
+        w = LIST_FIRST(&latch->awaiters);
+        if (w)
+            finish_locked(w, w->done ? error : blocking_error);
+        pthread_mutex_unlock(&latch->mu);
+        if (!w)
+            return;
+        deliver(w);
+    }
+}
+
+/* A new await, listed and timed (latch->mu held).  NULL when out of memory or closed. */
+static awaiter_t *await_add(zkit_latch_t *latch, int timeout_ms, zkit_latch_await_fn done,
+                            void *arg, int *rc)
+{
+    awaiter_t *w = calloc(1, sizeof(*w));
+    int64_t due = timeout_ms < 0 ? INT64_MAX : zkit__monotonic_ms() + timeout_ms;
+    *rc = ZKIT_ENOMEM;
+    if (!w)
+        return NULL;
+    w->refs = 2; /* the list's and the timer's */
+    w->latch = latch;
+    w->done = done;
+    w->arg = arg;
+    if (!(w->timer = zkit__schedule_cancellable(latch->client, due, await_timer, w))) {
+        *rc = zkit__client_is_closing(latch->client) ? ZKIT_ECLOSED : ZKIT_ENOMEM;
+        free(w);
+        return NULL;
+    }
+    latch_ref(latch);
+    LIST_INSERT_HEAD(&latch->awaiters, w, link);
+    *rc = 0;
+    return w;
+}
+
+/* ---- joining the election ------------------------------------------------------------------ */
+
+static int join(zkit_latch_t *latch);
+
+static void rejoin_timer(void *arg)
+{
+    zkit_latch_t *latch = arg;
+    int closed;
+    pthread_mutex_lock(&latch->mu);
+    latch->rejoin_timer = 0;
+    closed = latch->closed;
+    pthread_mutex_unlock(&latch->mu);
+    if (!closed && !zkit__client_is_closing(latch->client))
+        join(latch);
+    latch_unref(latch);
+}
+
+/* Gives back every holding of the lock (a lost one included: its node is deleted). */
+static void release_all(zkit_lock_t *lock)
+{
+    for (;;) {
+        int held;
+        pthread_mutex_lock(&lock->mu);
+        held = lock->holders != NULL;
+        pthread_mutex_unlock(&lock->mu);
+        if (!held)
+            return;
+        zkit__lock_release_as(lock, pthread_self());
+    }
+}
+
+/* Event thread: the join ended. */
+static void on_elected(zkit_lock_t *lock, int error, void *arg)
+{
+    zkit_latch_t *latch = arg;
+    zkit_latch_listener_fn fn = NULL;
+    void *fn_arg = NULL;
+    zkit__req_t *req;
+    int closed;
+    pthread_mutex_lock(&latch->mu);
+    req = latch->join;
+    latch->join = NULL;
+    closed = latch->closed;
+    if (error == 0 && !closed) {
+        latch->leader = 1;
+        fn = latch->listener;
+        fn_arg = latch->listener_arg;
+    } else if (error != 0 && error != ZKIT_ECANCELED && error != ZKIT_ECLOSED && !closed &&
+               !latch->rejoin_timer) {
+        zkit__client_log(latch->client, ZKIT_LOG_WARN, "leader latch %s: joining failed (%s); "
+                         "trying again in %d ms", lock->path, zkit_strerror(error),
+                         REJOIN_DELAY_MS);
+        latch_ref(latch);
+        latch->rejoin_timer = zkit__schedule_cancellable(
+            latch->client, zkit__monotonic_ms() + REJOIN_DELAY_MS, rejoin_timer, latch);
+        if (!latch->rejoin_timer)
+            latch_unref(latch);
+    }
+    pthread_mutex_unlock(&latch->mu);
+    zkit__req_unref(req);
+    if (error == 0 && closed)
+        release_all(lock); /* elected as it closed */
+    if (error == 0 && !closed) {
+        zkit__client_log(latch->client, ZKIT_LOG_INFO, "leader latch %s: leader", lock->path);
+        /* The listener first: an await that returns has been preceded by it. */
+        if (fn)
+            fn(latch, 1, fn_arg);
+        finish_all(latch, 0, 0);
+    }
+    latch_unref(latch); /* the join's */
+}
+
+static int join(zkit_latch_t *latch)
+{
+    zkit__req_t proto, *req;
+    int rc;
+    memset(&proto, 0, sizeof(proto));
+    proto.user_done = on_elected;
+    proto.user_arg = latch;
+    latch_ref(latch);
+    pthread_mutex_lock(&latch->mu);
+    /* Under latch->mu: the end takes it too, so latch->join is set before it looks. */
+    rc = zkit__req_start(&req, latch->lock, pthread_self(), -1, &proto);
+    if (rc == 0)
+        latch->join = req;
+    pthread_mutex_unlock(&latch->mu);
+    if (rc != 0) {
+        zkit__client_log(latch->client, ZKIT_LOG_ERROR, "leader latch %s: cannot join: %s",
+                         latch->lock->path, zkit_strerror(rc));
+        latch_unref(latch);
+    }
+    return rc;
+}
+
+/* Event thread: a state of the leader's holding. */
+static void on_lock_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
+{
+    zkit_latch_t *latch = arg;
+    zkit_latch_listener_fn fn;
+    zkit_latch_state_fn state_fn;
+    void *fn_arg, *state_arg;
+    int was_leader, closed;
+    pthread_mutex_lock(&latch->mu);
+    state_fn = latch->state_fn;
+    state_arg = latch->state_arg;
+    pthread_mutex_unlock(&latch->mu);
+    if (state_fn)
+        state_fn(latch, state, state_arg);
+    if (state != ZKIT_LOCK_EXPIRED && state != ZKIT_LOCK_LOST)
+        return;
+    pthread_mutex_lock(&latch->mu);
+    was_leader = latch->leader;
+    latch->leader = 0;
+    closed = latch->closed;
+    fn = latch->listener;
+    fn_arg = latch->listener_arg;
+    pthread_mutex_unlock(&latch->mu);
+    /* The listener hears it before our node is deleted: no successor can be elected through
+     * our delete while we still think we lead. */
+    if (was_leader && fn)
+        fn(latch, 0, fn_arg);
+    release_all(lock);
+    if (!closed && !zkit__client_is_closing(latch->client))
+        join(latch);
+}
+
+/* Event thread: the client closed under a leader; its session ends with it. */
+static void tell_client_closed(void *arg)
+{
+    zkit_latch_t *latch = arg;
+    zkit_latch_listener_fn fn = NULL;
+    void *fn_arg = NULL;
+    pthread_mutex_lock(&latch->mu);
+    if (!latch->closed) {
+        fn = latch->listener;
+        fn_arg = latch->listener_arg;
+    }
+    pthread_mutex_unlock(&latch->mu);
+    if (fn)
+        fn(latch, 0, fn_arg);
+    latch_unref(latch); /* the timer's */
+}
+
+/* Supervisor: the client is closing (the lock reports nothing then: no connection state
+ * follows a close), so a leader is told here that it no longer leads. */
+static void client_closed(void *arg)
+{
+    zkit_latch_t *latch = arg;
+    int was_leader;
+    pthread_mutex_lock(&latch->mu);
+    latch->close_timer = 0;
+    was_leader = latch->leader && !latch->closed;
+    latch->leader = 0;
+    pthread_mutex_unlock(&latch->mu);
+    if (was_leader && zkit__run_on_event_thread_task(latch->client, &latch->close_task,
+                                                     tell_client_closed, latch) == 0)
+        return;
+    latch_unref(latch);
+}
+
+/* ---- the public interface --------------------------------------------------------------------- */
+
+static int new_latch_lock(zkit_lock_t **out, zkit_client_t *client, const char *path,
+                          const char *id)
+{
+    int rc = zkit__lock_init(out, client, path, &zkit__latch_ops, &zkit__latch_driver);
+    if (rc == 0 && (rc = zkit_lock_set_data(*out, id ? id : "", id ? strlen(id) : 0)) != 0) {
+        zkit__lock_destroy(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+ZKIT_EXTERN int zkit_latch_lock_new(zkit_lock_t **out, zkit_client_t *client, const char *path,
+                                    const char *id)
+{
+    if (!out)
+        return ZKIT_EINVAL;
+    *out = NULL;
+    return new_latch_lock(out, client, path, id);
+}
+
+ZKIT_EXTERN int zkit_latch_new(zkit_latch_t **out, zkit_client_t *client, const char *path,
+                               const char *id)
+{
+    zkit_latch_t *latch;
+    int rc;
+    if (!out || !client)
+        return ZKIT_EINVAL;
+    *out = NULL;
+    if (!(latch = calloc(1, sizeof(*latch))))
+        return ZKIT_ENOMEM;
+    if ((rc = new_latch_lock(&latch->lock, client, path, id)) != 0) {
+        free(latch);
+        return rc;
+    }
+    latch->refs = 1;
+    latch->client = client;
+    pthread_mutex_init(&latch->mu, NULL);
+    pthread_cond_init(&latch->cond, NULL);
+    LIST_INIT(&latch->awaiters);
+    zkit_lock_set_state_callback(latch->lock, on_lock_state, latch);
+    *out = latch;
+    return 0;
+}
+
+ZKIT_EXTERN zkit_lock_t *zkit_latch_lock(zkit_latch_t *latch)
+{
+    return latch ? latch->lock : NULL;
+}
+
+static int set_before_start(zkit_latch_t *latch, int listener, void *fn, void *arg)
+{
+    int rc = 0;
+    if (!latch)
+        return ZKIT_EINVAL;
+    pthread_mutex_lock(&latch->mu);
+    if (latch->started)
+        rc = ZKIT_ESTATE;
+    else if (listener) {
+        latch->listener = (zkit_latch_listener_fn)fn;
+        latch->listener_arg = arg;
+    } else {
+        latch->state_fn = (zkit_latch_state_fn)fn;
+        latch->state_arg = arg;
+    }
+    pthread_mutex_unlock(&latch->mu);
+    return rc;
+}
+
+ZKIT_EXTERN int zkit_latch_set_listener(zkit_latch_t *latch, zkit_latch_listener_fn fn,
+                                        void *arg)
+{
+    return set_before_start(latch, 1, (void *)fn, arg);
+}
+
+ZKIT_EXTERN int zkit_latch_set_state_callback(zkit_latch_t *latch, zkit_latch_state_fn fn,
+                                              void *arg)
+{
+    return set_before_start(latch, 0, (void *)fn, arg);
+}
+
+ZKIT_EXTERN int zkit_latch_start(zkit_latch_t *latch)
+{
+    int rc;
+    if (!latch)
+        return ZKIT_EINVAL;
+    pthread_mutex_lock(&latch->mu);
+    rc = latch->started ? ZKIT_ESTATE : 0;
+    latch->started = 1;
+    if (rc == 0) {
+        latch_ref(latch);
+        latch->close_timer =
+            zkit__schedule_cancellable(latch->client, INT64_MAX, client_closed, latch);
+        if (!latch->close_timer) {
+            latch_unref(latch);
+            latch->started = 0;
+            rc = zkit__client_is_closing(latch->client) ? ZKIT_ECLOSED : ZKIT_ENOMEM;
+        }
+    }
+    pthread_mutex_unlock(&latch->mu);
+    if (rc != 0)
+        return rc;
+    if ((rc = join(latch)) != 0) {
+        uint64_t timer;
+        pthread_mutex_lock(&latch->mu);
+        latch->started = 0;
+        timer = latch->close_timer;
+        latch->close_timer = 0;
+        pthread_mutex_unlock(&latch->mu);
+        if (timer && zkit__unschedule(latch->client, timer))
+            latch_unref(latch);
+    }
+    return rc;
+}
+
+/* Whether the await may start (latch->mu held): 0, or the error to return. */
+static int await_check(const zkit_latch_t *latch)
+{
+    return !latch->started || latch->closed ? ZKIT_ESTATE : 0;
+}
+
+ZKIT_EXTERN int zkit_latch_await(zkit_latch_t *latch, int timeout_ms)
+{
+    awaiter_t *w;
+    int rc;
+    if (!latch)
+        return ZKIT_EINVAL;
+    pthread_mutex_lock(&latch->mu);
+    if ((rc = await_check(latch)) != 0 || latch->leader) {
+        pthread_mutex_unlock(&latch->mu);
+        return rc;
+    }
+    if (timeout_ms == 0 || zkit__is_event_thread(latch->client)) {
+        pthread_mutex_unlock(&latch->mu);
+        if (timeout_ms == 0)
+            return ZKIT_ETIMEDOUT;
+        zkit__client_log(latch->client, ZKIT_LOG_ERROR, "leader latch %s: a blocking await on "
+                         "the event thread would wait for itself", latch->lock->path);
+        return ZKIT_EDEADLK;
+    }
+    if (!(w = await_add(latch, timeout_ms, NULL, NULL, &rc))) {
+        pthread_mutex_unlock(&latch->mu);
+        return rc;
+    }
+    __atomic_add_fetch(&w->refs, 1, __ATOMIC_ACQ_REL); /* ours */
+    while (!w->finished)
+        pthread_cond_wait(&latch->cond, &latch->mu);
+    rc = w->error;
+    pthread_mutex_unlock(&latch->mu);
+    awaiter_unref(w);
+    return rc;
+}
+
+ZKIT_EXTERN int zkit_latch_await_async(zkit_latch_t *latch, int timeout_ms,
+                                       zkit_latch_await_fn done, void *arg)
+{
+    awaiter_t *w;
+    int rc, now = 0;
+    if (!latch || !done)
+        return ZKIT_EINVAL;
+    pthread_mutex_lock(&latch->mu);
+    if ((rc = await_check(latch)) == 0 && (w = await_add(latch, timeout_ms, done, arg, &rc)) &&
+        (latch->leader || timeout_ms == 0))
+        now = finish_locked(w, latch->leader ? 0 : ZKIT_ETIMEDOUT);
+    pthread_mutex_unlock(&latch->mu);
+    if (now)
+        deliver(w);
+    return rc;
+}
+
+ZKIT_EXTERN int zkit_latch_cancel_awaits(zkit_latch_t *latch)
+{
+    if (!latch)
+        return ZKIT_EINVAL;
+    finish_all(latch, ZKIT_ECANCELED, ZKIT_ECANCELED);
+    return 0;
+}
+
+ZKIT_EXTERN int zkit_latch_has_leadership(const zkit_latch_t *latch)
+{
+    zkit_latch_t *l = (zkit_latch_t *)latch;
+    int leader;
+    if (!l)
+        return 0;
+    pthread_mutex_lock(&l->mu);
+    leader = l->leader;
+    pthread_mutex_unlock(&l->mu);
+    return leader && zkit__lock_query_holder(l->lock, pthread_self(), NULL, NULL, NULL) == 0;
+}
+
+/* The leader's holding for queries: 0, ZKIT_ENOTHELD or ZKIT_ELOCKLOST. */
+static int query(const zkit_latch_t *latch, char **node, int64_t *token, int64_t *valid_until)
+{
+    zkit_latch_t *l = (zkit_latch_t *)latch;
+    int leader;
+    pthread_mutex_lock(&l->mu);
+    leader = l->leader;
+    pthread_mutex_unlock(&l->mu);
+    if (!leader)
+        return ZKIT_ENOTHELD;
+    return zkit__lock_query_holder(l->lock, pthread_self(), node, token, valid_until);
+}
+
+ZKIT_EXTERN int zkit_latch_fencing_token(int64_t *token, const zkit_latch_t *latch)
+{
+    if (!token || !latch)
+        return ZKIT_EINVAL;
+    return query(latch, NULL, token, NULL);
+}
+
+ZKIT_EXTERN int zkit_latch_valid_until(int64_t *deadline_ms, const zkit_latch_t *latch)
+{
+    if (!deadline_ms || !latch)
+        return ZKIT_EINVAL;
+    return query(latch, NULL, NULL, deadline_ms);
+}
+
+ZKIT_EXTERN int zkit_latch_node(char **path, const zkit_latch_t *latch)
+{
+    if (!path || !latch)
+        return ZKIT_EINVAL;
+    *path = NULL;
+    return query(latch, path, NULL, NULL);
+}
+
+ZKIT_EXTERN int zkit_latch_guard_txn(zkit_txn_t *txn, const zkit_latch_t *latch)
+{
+    char *node = NULL;
+    int rc;
+    if (!txn || !latch)
+        return ZKIT_EINVAL;
+    if (zkit__txn_client(txn) != latch->client) {
+        zkit__client_log(latch->client, ZKIT_LOG_ERROR, "leader latch %s: guard for a "
+                         "transaction of another client", latch->lock->path);
+        return ZKIT_EINVAL;
+    }
+    if ((rc = query(latch, &node, NULL, NULL)) == 0)
+        rc = zkit__txn_add_guard(txn, node);
+    free(node);
+    return rc;
+}
+
+ZKIT_EXTERN int zkit_latch_close(zkit_latch_t *latch)
+{
+    zkit__req_t *req;
+    uint64_t timer, close_timer;
+    if (!latch)
+        return ZKIT_EINVAL;
+    pthread_mutex_lock(&latch->mu);
+    if (!latch->started || latch->closed) {
+        pthread_mutex_unlock(&latch->mu);
+        return ZKIT_ESTATE;
+    }
+    latch->closed = 1;
+    latch->leader = 0;
+    req = latch->join;
+    latch->join = NULL;
+    timer = latch->rejoin_timer;
+    latch->rejoin_timer = 0;
+    close_timer = latch->close_timer;
+    latch->close_timer = 0;
+    pthread_mutex_unlock(&latch->mu);
+    if (timer && zkit__unschedule(latch->client, timer))
+        latch_unref(latch);
+    if (close_timer && zkit__unschedule(latch->client, close_timer))
+        latch_unref(latch);
+    if (req) {
+        zkit__req_cancel(req); /* its end (on the event thread) sees the latch closed */
+        zkit__req_unref(req);
+    }
+    finish_all(latch, ZKIT_ECANCELED, ZKIT_ESTATE);
+    release_all(latch->lock);
+    zkit__client_log(latch->client, ZKIT_LOG_INFO, "leader latch %s: closed", latch->lock->path);
+    return 0;
+}
+
+ZKIT_EXTERN void zkit_latch_free(zkit_latch_t *latch)
+{
+    int started;
+    if (!latch)
+        return;
+    pthread_mutex_lock(&latch->mu);
+    started = latch->started && !latch->closed;
+    pthread_mutex_unlock(&latch->mu);
+    if (started)
+        zkit_latch_close(latch);
+    /* Ends what is still pending and waits for the event thread's deliveries to this lock. */
+    zkit__lock_destroy(latch->lock);
+    latch_unref(latch);
+}
