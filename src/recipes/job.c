@@ -58,6 +58,7 @@ struct zkit_job {
     uint64_t rng;              /* jitter; used by the job thread only */
     int64_t last_handled;      /* the newest slot this host has dealt with; job thread only */
     int64_t bad_record_slot;   /* the slot a bad record was last logged for; attempts only */
+    int error_logged;          /* the last attempt's error is logged already; attempts only */
 
     pthread_mutex_t mu;        /* guards the two flags; cond wakes the thread on stop */
     pthread_cond_t cond;       /* default clock: CLOCK_REALTIME, the clock slots are cut from */
@@ -378,6 +379,7 @@ static int slot_recorded(zkit_job_t *job, int64_t slot, char *err, size_t errlen
  * once per slot: a job's thread looks again every second, in case it is put right. */
 static int refuse_bad_record(zkit_job_t *job, int64_t slot, const char *err)
 {
+    job->error_logged = 1;
     if (job->bad_record_slot != slot)
         zkit__client_log(job->client, ZKIT_LOG_ERROR,
                          "job %s: %s; slot %" PRId64 " is not run until it is set right "
@@ -430,6 +432,7 @@ static int attempt_slot(zkit_job_t *job, int64_t slot, int64_t start_s, int64_t 
     job_record_t rec;
     int rc;
     memset(a, 0, sizeof(*a));
+    job->error_logged = 0;
     a->slot = slot;
     a->scheduled_s = start_s;
     a->outcome = ZKIT_JOB_DONE;
@@ -472,7 +475,7 @@ static void handle_slot(zkit_job_t *job, int64_t slot, int64_t start_s, int64_t 
         if (wall_ms() >= window_end_ms)
             return;
         rc = attempt_slot(job, slot, start_s, window_end_ms, &a, err, sizeof(err));
-        if (rc != 0 && rc != ZKIT_EFOREIGN) /* that one is logged once per slot */
+        if (rc != 0 && !job->error_logged) /* a bad record is logged once per slot */
             zkit__client_log(job->client, ZKIT_LOG_WARN, "job %s: %s", job->path, err);
         else if (rc == 0 && a.outcome != ZKIT_JOB_BUSY)
             return;
