@@ -409,29 +409,46 @@ static int conflicts(char entering, char active, int active_leases)
     }
 }
 
-/* The overlap and token rules on one path, over its edges in time order. */
+/* The largest token of the holders of each class that have stopped. */
+typedef struct stopped {
+    int64_t token[4];
+    int by[4];
+} stopped_t;
+
+static int class_slot(char cls)
+{
+    return cls == 'R' ? 0 : cls == 'S' ? 1 : cls == 'W' ? 2 : 3;
+}
+
+/*
+ * The overlap and token rules on one path, over its edges in time order.  A token must be
+ * above those of the holders that stopped before it entered and that it excludes: readers
+ * among themselves and leases among themselves hold together, so between two of them the
+ * order of entry says nothing (each entered when its turn came, maybe a little late).
+ */
 static void check_path(checker_t *ck, int path, edge_t *e, size_t n)
 {
     int *active = malloc((n + 1) * sizeof(int));
     size_t nactive = 0;
-    int64_t max_exited = 0;
-    int max_exited_by = -1;
+    stopped_t st;
     char a[1024], b[1024];
     if (!active)
         exit(2);
+    memset(&st, 0, sizeof(st));
     qsort(e, n, sizeof(edge_t), edge_order);
     for (size_t i = 0; i < n; i++) {
         holder_t *h = &ck->h[e[i].holder];
         if (e[i].exit) {
+            int slot = class_slot(h->cls);
             for (size_t k = 0; k < nactive; k++) {
                 if (active[k] == e[i].holder) {
                     active[k] = active[--nactive];
                     break;
                 }
             }
-            if (e[i].token > max_exited) {
-                max_exited = e[i].token;
-                max_exited_by = e[i].holder;
+            if (e[i].token > st.token[slot]) {
+                st.token[slot] = e[i].token;
+                st.by[slot] = e[i].holder;
             }
             continue;
         }
@@ -450,12 +467,16 @@ static void check_path(checker_t *ck, int path, edge_t *e, size_t n)
             if (h->cls == 'S')
                 break; /* one report per lease beyond the capacity */
         }
-        if (e[i].token > 0 && e[i].token <= max_exited) {
+        for (int slot = 0; slot < 4 && e[i].token > 0; slot++) {
+            if (slot == class_slot(h->cls) && slot < 2)
+                continue; /* reader after reader, lease after lease */
+            if (st.token[slot] == 0 || e[i].token > st.token[slot])
+                continue;
             describe(ck, h, a, sizeof(a));
-            describe(ck, &ck->h[max_exited_by], b, sizeof(b));
+            describe(ck, &ck->h[st.by[slot]], b, sizeof(b));
             violation(ck, "token order on %s: %s has token %" PRId64 ", not above %" PRId64
                       " of %s, which stopped before it entered", ck->paths[path], a,
-                      e[i].token, max_exited, b);
+                      e[i].token, st.token[slot], b);
         }
         active[nactive++] = e[i].holder;
     }

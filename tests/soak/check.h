@@ -29,8 +29,9 @@
  *    (a holder without an X line holds forever, and is a violation of its own);
  *  - a holder whose validity deadline became finite and was not lifted (D none, or S HELD,
  *    before the deadline) stopped by that deadline;
- *  - per path, a holder's token is larger than that of every holder that stopped before it
- *    entered, and no two holders share a token;
+ *  - per path, a holder's token is larger than that of every holder it excludes that stopped
+ *    before it entered (readers among themselves, and leases among themselves, hold together,
+ *    so their order of entry says nothing), and no two holders share a token;
  *  - a timer job's slot is never run again once a run of it completed;
  *  - every Z count is 0;
  *  - each worker's RSS grows by at most SOAK_RSS_LIMIT_KB between the end of the warm-up

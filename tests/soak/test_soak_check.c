@@ -148,6 +148,19 @@ static void test_token_order(void)
                     2); /* the same token twice, and not above the previous one */
 }
 
+/* Readers (and leases) may enter in another order than their nodes were made; a writer not. */
+static void test_token_order_of_shared_holders(void)
+{
+    CU_ASSERT_EQUAL(violations_of("E 1000000 a read /rw 10 -1\nX 2000000 a done -\n"
+                                  "E 3000000 b read /rw 9 -1\nX 4000000 b done -\n", NULL), 0);
+    CU_ASSERT_EQUAL(violations_of("E 1000000 a sem3 /s 10 -1\nX 2000000 a done -\n"
+                                  "E 3000000 b cli-sem3 /s 9 -1\nX 4000000 b done -\n", NULL), 0);
+    CU_ASSERT_EQUAL(violations_of("E 1000000 a read /rw 10 -1\nX 2000000 a done -\n"
+                                  "E 3000000 b write /rw 9 -1\nX 4000000 b done -\n", NULL), 1);
+    CU_ASSERT_EQUAL(violations_of("E 1000000 a write /rw 10 -1\nX 2000000 a done -\n"
+                                  "E 3000000 b read /rw 9 -1\nX 4000000 b done -\n", NULL), 1);
+}
+
 static void test_stop_after_deadline(void)
 {
     /* deadline 20 ms, not lifted: stopping at 25 ms is late */
@@ -193,6 +206,7 @@ static const zkh_test_t tests[] = {
     ZKH_TEST(test_fourth_lease),
     ZKH_TEST(test_multi_lock_part_overlap),
     ZKH_TEST(test_token_order),
+    ZKH_TEST(test_token_order_of_shared_holders),
     ZKH_TEST(test_stop_after_deadline),
     ZKH_TEST(test_job_slot_run_twice),
     ZKH_TEST(test_never_stopped),

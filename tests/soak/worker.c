@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -634,14 +635,17 @@ int soak_worker_main(int argc, char **argv)
         fprintf(stderr, "usage: zkit-soak --worker ID CONNECT LOG CREDS SEED ZKIT_LOCK DIR\n");
         return 64;
     }
+    struct rlimit core = { RLIM_INFINITY, RLIM_INFINITY };
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* a crash of the worker or of a zkit-lock it runs leaves its core in the run directory */
+    setrlimit(RLIMIT_CORE, &core);
     worker_id = atoi(argv[2]);
     connect_string = argv[3];
     creds_path = argv[5];
     seed = strtoull(argv[6], NULL, 10) ^ ((uint64_t)(worker_id + 1) * 0x9e3779b97f4a7c15ULL);
     zkit_lock_bin = argv[7];
     run_dir = argv[8];
-    if (readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1) < 0 ||
+    if (chdir(run_dir) != 0 || readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1) < 0 ||
         soak_log_open(argv[4]) != 0)
         return 1;
     setvbuf(stdout, NULL, _IOLBF, 0);

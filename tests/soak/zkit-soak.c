@@ -238,8 +238,20 @@ static int expect_all(const char *word)
     return 0;
 }
 
+/* The stacks of a worker that does not answer, into DIR/pN.stack, for the report. */
+static void dump_stacks(int w, const char *dir)
+{
+    char cmd[4400];
+    snprintf(cmd, sizeof(cmd), "gdb -p %d -batch -ex 'thread apply all bt' >'%s/p%d.stack' 2>&1",
+             (int)workers[w].pid, dir, w);
+    if (system(cmd) != 0)
+        fprintf(stderr, "soak: no stacks of p%d (gdb)\n", w);
+    else
+        fprintf(stderr, "soak: stacks of p%d in %s/p%d.stack\n", w, dir, w);
+}
+
 /* Waits for every worker to exit, bounded; returns how many failed. */
-static int reap_all(int timeout_ms)
+static int reap_all(int timeout_ms, const char *dir)
 {
     int64_t end = zkh_now_ms() + timeout_ms;
     int failed = 0;
@@ -250,6 +262,7 @@ static int reap_all(int timeout_ms)
             zkh_sleep_ms(20);
         if (got != workers[w].pid) {
             fprintf(stderr, "soak: worker p%d did not exit; killed\n", w);
+            dump_stacks(w, dir);
             kill(workers[w].pid, SIGKILL);
             waitpid(workers[w].pid, &status, 0);
             failed++;
@@ -353,7 +366,7 @@ static int run(int duration_s, uint64_t seed, const char *dir)
     zkh_sleep_ms(2 * SOAK_SESSION_TIMEOUT_MS);
     end_checks();
     tell_all("exit");
-    failed = reap_all(30000);
+    failed = reap_all(30000, dir);
     soak_log('Z', "failed-workers %d", failed);
     zkh_shutdown(cluster);
     cluster = NULL;
