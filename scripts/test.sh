@@ -5,6 +5,7 @@
 #   make check        the plain build
 #   make check-asan   everything rebuilt with AddressSanitizer + UndefinedBehaviorSanitizer
 #   make check-tsan   the threaded suites rebuilt with ThreadSanitizer
+# then a 2-minute randomized fault soak on a 3-node ensemble (make soak, docs/reliability.md).
 # Every lane runs even when an earlier one failed; the logs of failing suites are printed
 # after their lane, a summary with each lane's time at the end, and the exit status is 1 if
 # any lane failed.
@@ -61,6 +62,7 @@ run_lane() {
 run_lane check "$PWD"
 run_lane check-asan "$PWD/sanitize-asan"
 run_lane check-tsan "$PWD/sanitize-tsan"
+run_lane soak "$PWD"
 
 echo "==== summary"
 printf '%s\n' "${summary[@]}"

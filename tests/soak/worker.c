@@ -318,7 +318,9 @@ static void hold_once(soak_thread_t *t)
     char holder[64], what[768];
     const char *why;
     int rc;
-    int64_t hold_ms = soak_rand_range(&t->rng, 5, 60);
+    /* mostly short holds; one in twenty long enough for a fault to find it holding */
+    int64_t hold_ms = soak_rand_range(&t->rng, 0, 19) == 0 ? soak_rand_range(&t->rng, 300, 1500)
+                                                            : soak_rand_range(&t->rng, 5, 60);
     if ((rc = acquire(t)) != 0) {
         soak_log('A', "p%d %s %s", worker_id, kind_names[t->kind], zkit_strerror(rc));
         soak_sleep_ms(soak_rand_range(&t->rng, 20, 100));
