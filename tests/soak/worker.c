@@ -9,6 +9,9 @@
  * locks, answer "IDLE" on stdout; the client stays open), "exit" (close the client, exit 0).
  * CREDS is rewritten with "SESSION_ID PASSWD_HEX" on every new session, for the forced expiry.
  *
+ * A zkit-lock command's end is the time it wrote last into its FIFO ("X T", on its normal end
+ * and on SIGTERM), or, when it was killed without a word (SIGKILL), the moment the FIFO closed.
+ *
  * A holder stops (logs X, then releases) when its hold time is over, when it is told the lock
  * is lost or expired, or when its validity deadline (zkit_lock_valid_until) is less than
  * STOP_MARGIN_MS away.
@@ -115,6 +118,16 @@ void soak_sleep_ms(int64_t ms)
     struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
     while (ms > 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
+}
+
+/* A zkit error as one word for the log ("timed-out"). */
+static const char *error_word(int rc, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", zkit_strerror(rc));
+    for (char *c = buf; *c; c++)
+        if (*c == ' ')
+            *c = '-';
+    return buf;
 }
 
 /* ---- one holder at a time per thread ---- */
@@ -322,7 +335,8 @@ static void hold_once(soak_thread_t *t)
     int64_t hold_ms = soak_rand_range(&t->rng, 0, 19) == 0 ? soak_rand_range(&t->rng, 300, 1500)
                                                             : soak_rand_range(&t->rng, 5, 60);
     if ((rc = acquire(t)) != 0) {
-        soak_log('A', "p%d %s %s", worker_id, kind_names[t->kind], zkit_strerror(rc));
+        soak_log('A', "p%d %s %s", worker_id, kind_names[t->kind],
+                 error_word(rc, what, sizeof(what)));
         soak_sleep_ms(soak_rand_range(&t->rng, 20, 100));
         return;
     }
@@ -339,7 +353,8 @@ static void hold_once(soak_thread_t *t)
     pthread_mutex_unlock(&t->mu);
     rc = release(t);
     if (rc != 0 && rc != ZKIT_ELOCKLOST)
-        soak_log('A', "p%d %s-release %s", worker_id, kind_names[t->kind], zkit_strerror(rc));
+        soak_log('A', "p%d %s-release %s", worker_id, kind_names[t->kind],
+                 error_word(rc, what, sizeof(what)));
     soak_sleep_ms(soak_rand_range(&t->rng, 5, 50));
 }
 
@@ -419,7 +434,13 @@ static void cli_once(soak_thread_t *t, const char *dir)
             continue;
         }
         if (n == 0 && entered) {
-            soak_log('X', "%s done -", holder);
+            /* the command's own last word, else now: the moment its end was seen */
+            char *last = strstr(buf, "\nX ");
+            long long tns;
+            if (last && sscanf(last + 3, "%lld", &tns) == 1)
+                soak_log_at('X', tns, "%s done -", holder);
+            else
+                soak_log('X', "%s killed -", holder);
             entered = 2;
         }
         if (exited || entered == 2)
@@ -434,6 +455,33 @@ static void cli_once(soak_thread_t *t, const char *dir)
                  WIFEXITED(status) ? "exit-" : "signal-",
                  WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
     soak_sleep_ms(soak_rand_range(&t->rng, 50, 300));
+}
+
+static int cli_fifo = -1;
+
+/* "X T\n" into the FIFO: the command's end, as it happens (async-signal-safe). */
+static void cli_say_end(void)
+{
+    char line[32], digits[24];
+    int n = 0, k = 0;
+    uint64_t t = (uint64_t)soak_now_ns();
+    do
+        digits[k++] = (char)('0' + t % 10);
+    while ((t /= 10) > 0);
+    line[n++] = 'X';
+    line[n++] = ' ';
+    while (k > 0)
+        line[n++] = digits[--k];
+    line[n++] = '\n';
+    if (write(cli_fifo, line, (size_t)n) != n)
+        _exit(70);
+}
+
+static void cli_on_term(int sig)
+{
+    cli_say_end();
+    signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 int soak_cli_command_main(int argc, char **argv)
@@ -453,8 +501,13 @@ int soak_cli_command_main(int argc, char **argv)
     n = snprintf(line, sizeof(line), "%" PRId64 " %s\n", t, tokens);
     if (write(fd, line, (size_t)n) != n)
         return 70;
+    cli_fifo = fd;
+    signal(SIGTERM, cli_on_term);
+    signal(SIGINT, cli_on_term);
+    signal(SIGHUP, cli_on_term);
     soak_sleep_ms(atoi(argv[3]));
-    return 0; /* the FIFO closes as the process ends, however it ends */
+    cli_say_end();
+    return 0; /* the FIFO closes as the process ends, however it ends (SIGKILL: seen here) */
 }
 
 /* ---- the timer job ---- */
