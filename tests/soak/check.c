@@ -93,6 +93,13 @@ static char *dup(const char *s)
     return d;
 }
 
+/* qsort, for an empty array too (whose pointer may be NULL). */
+static void sort(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+    if (n > 1)
+        qsort(base, n, size, cmp);
+}
+
 static void violation(checker_t *ck, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void violation(checker_t *ck, const char *fmt, ...)
@@ -312,6 +319,8 @@ static int find_holder(checker_t *ck, const char *id)
 {
     holder_t key, *h;
     key.id = (char *)id;
+    if (ck->nh == 0)
+        return -1;
     h = bsearch(&key, ck->h, ck->nh, sizeof(holder_t), by_id);
     return h ? (int)(h - ck->h) : -1;
 }
@@ -327,7 +336,7 @@ static int note_order(const void *a, const void *b)
 /* Sorts the holders by id, attaches every note to its holder and applies the X lines. */
 static void resolve(checker_t *ck)
 {
-    qsort(ck->h, ck->nh, sizeof(holder_t), by_id);
+    sort(ck->h, ck->nh, sizeof(holder_t), by_id);
     for (size_t i = 1; i < ck->nh; i++)
         if (strcmp(ck->h[i - 1].id, ck->h[i].id) == 0)
             violation(ck, "holder %s entered twice", ck->h[i].id);
@@ -348,7 +357,7 @@ static void resolve(checker_t *ck)
             count(ck, "stopped", n->state);
         }
     }
-    qsort(ck->notes, ck->nnotes, sizeof(note_t), note_order);
+    sort(ck->notes, ck->nnotes, sizeof(note_t), note_order);
 }
 
 static double ms(int64_t ns)
@@ -435,7 +444,7 @@ static void check_path(checker_t *ck, int path, edge_t *e, size_t n)
     if (!active)
         exit(2);
     memset(&st, 0, sizeof(st));
-    qsort(e, n, sizeof(edge_t), edge_order);
+    sort(e, n, sizeof(edge_t), edge_order);
     for (size_t i = 0; i < n; i++) {
         holder_t *h = &ck->h[e[i].holder];
         if (e[i].exit) {
@@ -505,7 +514,7 @@ static void check_paths(checker_t *ck)
                 e[n++] = (edge_t){ h->exit, 1, (int)i, h->token[k] };
             }
         }
-        qsort(e, n, sizeof(edge_t), by_token);
+        sort(e, n, sizeof(edge_t), by_token);
         for (size_t i = 1; i < n; i++)
             if (!e[i].exit && e[i].token > 0)
                 for (size_t k = i; k-- > 0 && e[k].token == e[i].token;)
@@ -647,7 +656,7 @@ static int read_dir(checker_t *ck, const char *dir)
         names[n++] = dup(ent->d_name);
     }
     closedir(d);
-    qsort(names, n, sizeof(char *), by_name);
+    sort(names, n, sizeof(char *), by_name);
     for (size_t i = 0; i < n; i++) {
         if (rc == 0 && read_file(ck, dir, names[i]) != 0)
             rc = -1;

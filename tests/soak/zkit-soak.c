@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +37,7 @@
 typedef struct worker {
     pid_t pid;
     FILE *in;            /* commands */
-    FILE *out;           /* READY / IDLE */
+    int out;             /* READY / IDLE, read with a deadline */
     zkh_proxy_t *proxy[3];
     char creds[4096];
 } worker_t;
@@ -199,6 +200,7 @@ static int start_worker(int w, const char *dir, uint64_t seed)
         int fd;
         snprintf(err, sizeof(err), "%s/p%d.err", dir, w);
         fd = open(err, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        signal(SIGPIPE, SIG_DFL);
         dup2(in[0], 0);
         dup2(out[1], 1);
         if (fd >= 0)
@@ -210,10 +212,10 @@ static int start_worker(int w, const char *dir, uint64_t seed)
     close(in[0]);
     close(out[1]);
     wk->in = fdopen(in[1], "w");
-    wk->out = fdopen(out[0], "r");
+    wk->out = out[0];
     fcntl(in[1], F_SETFD, FD_CLOEXEC);
     fcntl(out[0], F_SETFD, FD_CLOEXEC);
-    return wk->pid > 0 && wk->in && wk->out ? 0 : -1;
+    return wk->pid > 0 && wk->in ? 0 : -1;
 }
 
 static void tell_all(const char *cmd)
@@ -222,20 +224,6 @@ static void tell_all(const char *cmd)
         fprintf(workers[w].in, "%s\n", cmd);
         fflush(workers[w].in);
     }
-}
-
-/* Reads `word` from every worker; a worker that ends first fails it.  The workers bound
- * their own steps (acquisitions 4 s, the job's stop its connection timeout). */
-static int expect_all(const char *word)
-{
-    char line[128];
-    for (int w = 0; w < SOAK_PROCS; w++) {
-        if (!fgets(line, sizeof(line), workers[w].out) || strncmp(line, word, strlen(word)) != 0) {
-            fprintf(stderr, "soak: worker p%d did not answer %s\n", w, word);
-            return -1;
-        }
-    }
-    return 0;
 }
 
 /* The stacks of a worker that does not answer, into DIR/pN.stack, for the report. */
@@ -248,6 +236,42 @@ static void dump_stacks(int w, const char *dir)
         fprintf(stderr, "soak: no stacks of p%d (gdb)\n", w);
     else
         fprintf(stderr, "soak: stacks of p%d in %s/p%d.stack\n", w, dir, w);
+}
+
+/* One line from worker w within timeout_ms: 0, or -1 (EOF, error or timeout). */
+static int read_line(int w, char *line, size_t len, int timeout_ms)
+{
+    int64_t end = zkh_now_ms() + timeout_ms;
+    size_t n = 0;
+    while (n + 1 < len) {
+        struct pollfd p = { workers[w].out, POLLIN, 0 };
+        int64_t left = end - zkh_now_ms();
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0 || read(workers[w].out, line + n, 1) != 1)
+            return -1;
+        if (line[n++] == '\n')
+            break;
+    }
+    line[n] = '\0';
+    return 0;
+}
+
+/* Reads `word` from every worker, each within timeout_ms (the workers bound their own steps:
+ * acquisitions 4 s, zkit-lock commands 4 s and their hold, the job's stop its connection
+ * timeout).  Returns how many did not answer; the stacks of a hung one are kept. */
+static int expect_all(const char *word, int timeout_ms, const char *dir)
+{
+    char line[128];
+    int missing = 0;
+    for (int w = 0; w < SOAK_PROCS; w++) {
+        if (read_line(w, line, sizeof(line), timeout_ms) != 0 ||
+            strncmp(line, word, strlen(word)) != 0) {
+            fprintf(stderr, "soak: worker p%d did not answer %s\n", w, word);
+            if (dir && kill(workers[w].pid, 0) == 0)
+                dump_stacks(w, dir);
+            missing++;
+        }
+    }
+    return missing;
 }
 
 /* Waits for every worker to exit, bounded; returns how many failed. */
@@ -272,8 +296,7 @@ static int reap_all(int timeout_ms, const char *dir)
         }
         if (workers[w].in)
             fclose(workers[w].in);
-        if (workers[w].out)
-            fclose(workers[w].out);
+        close(workers[w].out);
         for (int i = 0; i < 3; i++)
             zkh_proxy_stop(workers[w].proxy[i]);
     }
@@ -342,7 +365,7 @@ static int run(int duration_s, uint64_t seed, const char *dir)
             fprintf(stderr, "soak: cannot start worker p%d\n", w);
             return -1;
         }
-    if (expect_all("READY") != 0)
+    if (expect_all("READY", 60000, NULL) != 0)
         return -1;
     tell_all("go");
     soak_log('P', "soak go");
@@ -361,8 +384,7 @@ static int run(int duration_s, uint64_t seed, const char *dir)
     printf("soak: %d faults in %.1f s; stopping the workers\n", faults,
            (double)(zkh_now_ms() - start) / 1000.0);
     tell_all("stop");
-    if (expect_all("IDLE") != 0)
-        return -1;
+    soak_log('Z', "workers-not-idle %d", expect_all("IDLE", 60000, dir));
     zkh_sleep_ms(2 * SOAK_SESSION_TIMEOUT_MS);
     end_checks();
     tell_all("exit");
@@ -416,6 +438,7 @@ int main(int argc, char **argv)
         }
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGPIPE, SIG_IGN); /* a worker that died is seen by its exit status */
     if (!dir[0]) {
         const char *tmp = getenv("TMPDIR");
         snprintf(dir, sizeof(dir), "%s/zkit-soak-XXXXXX", tmp && *tmp ? tmp : "/tmp");
