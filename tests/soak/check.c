@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,7 +84,7 @@ static void *grow(void *p, size_t *cap, size_t need, size_t size)
     return q;
 }
 
-static char *dup(const char *s)
+static char *xstrdup(const char *s)
 {
     char *d = strdup(s);
     if (!d) {
@@ -140,7 +141,7 @@ static int path_index(checker_t *ck, const char *p)
         if (strcmp(ck->paths[i], p) == 0)
             return (int)i;
     ck->paths = grow(ck->paths, &ck->cappaths, ck->npaths + 1, sizeof(char *));
-    ck->paths[ck->npaths] = dup(p);
+    ck->paths[ck->npaths] = xstrdup(p);
     return (int)ck->npaths++;
 }
 
@@ -188,7 +189,7 @@ static int parse_enter(checker_t *ck, char *rest, int64_t t)
     ck->h = grow(ck->h, &ck->caph, ck->nh + 1, sizeof(holder_t));
     h = &ck->h[ck->nh++];
     memset(h, 0, sizeof(*h));
-    h->id = dup(id);
+    h->id = xstrdup(id);
     strcpy(h->kind, kind);
     h->cls = kind_class(kind);
     h->enter = t;
@@ -214,7 +215,7 @@ static int parse_note(checker_t *ck, char type, char *rest, int64_t t)
     ck->notes = grow(ck->notes, &ck->capnotes, ck->nnotes + 1, sizeof(note_t));
     n = &ck->notes[ck->nnotes++];
     memset(n, 0, sizeof(*n));
-    n->id = dup(id);
+    n->id = xstrdup(id);
     n->t = t;
     n->type = type;
     n->deadline_ms = -1;
@@ -228,6 +229,20 @@ static int parse_note(checker_t *ck, char type, char *rest, int64_t t)
         n->deadline_ms = strcmp(result, "ok") == 0; /* reused as the ok flag */
     if (type == 'S')
         count(ck, "told", word);
+    return 0;
+}
+
+/* A zkit-lock status that is a finding in itself: a crash signal, or an internal error. */
+static int crashed(const char *err)
+{
+    static const int signals[] = { SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL };
+    if (strcmp(err, "exit-70") == 0)
+        return 1;
+    if (strncmp(err, "signal-", 7) != 0)
+        return 0;
+    for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]); i++)
+        if (atoi(err + 7) == signals[i])
+            return 1;
     return 0;
 }
 
@@ -250,6 +265,8 @@ static int parse_line(checker_t *ck, char *line)
             return -1;
         count(ck, "not acquired", b);
         count(ck, "not acquired:", err);
+        if (crashed(err))
+            violation(ck, "%s (%s) crashed or failed inside: %s", a, b, err);
         return 0;
     }
     case 'R':
@@ -653,7 +670,7 @@ static int read_dir(checker_t *ck, const char *dir)
         if (!is_log(ent->d_name))
             continue;
         names = grow(names, &cap, n + 1, sizeof(char *));
-        names[n++] = dup(ent->d_name);
+        names[n++] = xstrdup(ent->d_name);
     }
     closedir(d);
     sort(names, n, sizeof(char *), by_name);

@@ -14,7 +14,8 @@
  *   S T HOLDER STATE                   the holder was told STATE (UNCERTAIN, HELD, EXPIRED, LOST)
  *   D T HOLDER DEADLINE_MS|none        the holder saw its validity deadline (zkit_lock_valid_until)
  *                                      become finite, or be lifted (none)
- *   A T PROC KIND ERROR                an acquisition failed with ERROR (a zkit error name)
+ *   A T PROC KIND ERROR                an acquisition failed with ERROR (a zkit error, its
+ *                                      words joined by '-'; for zkit-lock exit-N or signal-N)
  *   R T PROC RSS_KB                    a worker's resident set size
  *   P T PROC PHASE                     run phases: go (the start), stop (the faults ended)
  *   F T FAULT TARGET DURATION_MS       a fault was injected
@@ -34,6 +35,8 @@
  *    so their order of entry says nothing), and no two holders share a token;
  *  - a timer job's slot is never run again once a run of it completed;
  *  - every Z count is 0;
+ *  - no zkit-lock crashed (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL) or exited 70 (internal
+ *    error), from the A lines of the zkit-lock commands;
  *  - each worker's RSS grows by at most SOAK_RSS_LIMIT_KB between the end of the warm-up
  *    (the first quarter of the run) and the end of the faults.
  */

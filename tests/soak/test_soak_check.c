@@ -191,6 +191,13 @@ static void test_end_counts_and_bad_lines(void)
     CU_ASSERT_EQUAL(violations_of("X 1000000 ghost done -\n", NULL), 1);
 }
 
+static void test_zkit_lock_crash(void)
+{
+    CU_ASSERT_EQUAL(violations_of("A 1 p0 cli-multi signal-11\nA 2 p0 cli-mutex exit-70\n"
+                                  "A 3 p0 cli-mutex exit-1\nA 4 p0 cli-read exit-69\n"
+                                  "A 5 p0 mutex timed-out\n", NULL), 2);
+}
+
 static void test_rss_growth(void)
 {
     CU_ASSERT_EQUAL(violations_of("P 0 p0 go\nR 30000000000 p0 5000\nR 90000000000 p0 50000\n"
@@ -211,6 +218,7 @@ static const zkh_test_t tests[] = {
     ZKH_TEST(test_job_slot_run_twice),
     ZKH_TEST(test_never_stopped),
     ZKH_TEST(test_end_counts_and_bad_lines),
+    ZKH_TEST(test_zkit_lock_crash),
     ZKH_TEST(test_rss_growth),
     { NULL, NULL }
 };
