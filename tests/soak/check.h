@@ -27,7 +27,11 @@
  *  - per path, holders never overlap beyond the kind's capacity: an exclusive kind alone, a
  *    reader beside readers only, a writer alone, at most 3 leases of the counting semaphore;
  *    a holder counts as holding from its E line to its X line, whatever it was told between
- *    (a holder without an X line holds forever, and is a violation of its own);
+ *    (a holder without an X line holds forever, and is a violation of its own); except that
+ *    a holder whose worker's session was closed by force (an F session-expiry line) while it
+ *    held may overlap the next holders until it stops, if it stops within
+ *    SOAK_FORCED_STOP_MS of the fault and their tokens are larger (printed as a NOTE):
+ *    such a session ends on the server at once, so no client can keep the next holder out;
  *  - a holder whose validity deadline became finite and was not lifted (D none, or S HELD,
  *    before the deadline) stopped by that deadline;
  *  - per path, a holder's token is larger than that of every holder it excludes that stopped
@@ -50,6 +54,9 @@
 #define SOAK_SEM_CAPACITY 3
 #endif
 #define SOAK_RSS_LIMIT_KB 8192
+/* How soon a holder whose session was closed by force must have stopped: one session timeout
+ * after the fault (it hears of it at its next contact with the server). */
+#define SOAK_FORCED_STOP_MS 4000
 
 typedef struct soak_verdict {
     long holders;     /* E lines */

@@ -191,6 +191,30 @@ static void test_end_counts_and_bad_lines(void)
     CU_ASSERT_EQUAL(violations_of("X 1000000 ghost done -\n", NULL), 1);
 }
 
+/* A forced session close lets the next holder in at once: a note if the victim stops in time
+ * and the tokens are ordered; a violation otherwise, and for any other process. */
+static void test_forced_session_close(void)
+{
+    const char *fault = "F 3000000 session-expiry p0 1\n";
+    char log[512];
+    snprintf(log, sizeof(log), "%sE 1000000 p0.t0.0 mutex /m 10 -1\nS 4000000 p0.t0.0 LOST\n"
+             "X 5000000 p0.t0.0 lost -\n", fault);
+    CU_ASSERT_EQUAL(violations_of(log, "E 3500000 p1.t0.0 mutex /m 11 -1\n"
+                                       "X 6000000 p1.t0.0 done -\n"), 0);
+    CU_ASSERT_EQUAL(violations_of(log, "E 3500000 p1.t0.0 mutex /m 9 -1\n"
+                                       "X 6000000 p1.t0.0 done -\n"), 1);
+    CU_ASSERT_EQUAL(violations_of(log, "E 1500000 p1.t0.0 mutex /m 11 -1\n"
+                                       "X 6000000 p1.t0.0 done -\n"), 1); /* before the fault */
+    snprintf(log, sizeof(log), "%sE 1000000 p0.t0.0 mutex /m 10 -1\nX 9000000000 p0.t0.0 done -\n",
+             fault);
+    CU_ASSERT_EQUAL(violations_of(log, "E 3500000 p1.t0.0 mutex /m 11 -1\n"
+                                       "X 6000000 p1.t0.0 done -\n"), 1); /* stopped too late */
+    snprintf(log, sizeof(log), "%sE 1000000 p2.t0.0 mutex /m 10 -1\nX 5000000 p2.t0.0 lost -\n",
+             fault);
+    CU_ASSERT_EQUAL(violations_of(log, "E 3500000 p1.t0.0 mutex /m 11 -1\n"
+                                       "X 6000000 p1.t0.0 done -\n"), 1); /* not the victim */
+}
+
 static void test_zkit_lock_crash(void)
 {
     CU_ASSERT_EQUAL(violations_of("A 1 p0 cli-multi signal-11\nA 2 p0 cli-mutex exit-70\n"
@@ -218,6 +242,7 @@ static const zkh_test_t tests[] = {
     ZKH_TEST(test_job_slot_run_twice),
     ZKH_TEST(test_never_stopped),
     ZKH_TEST(test_end_counts_and_bad_lines),
+    ZKH_TEST(test_forced_session_close),
     ZKH_TEST(test_zkit_lock_crash),
     ZKH_TEST(test_rss_growth),
     { NULL, NULL }
