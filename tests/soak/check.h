@@ -17,7 +17,8 @@
  *   A T PROC KIND ERROR                an acquisition failed with ERROR (a zkit error, its
  *                                      words joined by '-'; for zkit-lock exit-N or signal-N)
  *   R T PROC RSS_KB                    a worker's resident set size
- *   P T PROC PHASE                     run phases: go (the start), stop (the faults ended)
+ *   P T PROC PHASE                     run phases: go (the start), stop (the faults ended),
+ *                                      no-rss (a sanitizer build: the RSS rule is not applied)
  *   F T FAULT TARGET DURATION_MS       a fault was injected
  *   Z T NAME VALUE                     an end-of-run count that must be 0 (lock znodes left,
  *                                      watches left, workers that failed, ...)

@@ -226,6 +226,8 @@ static void test_rss_growth(void)
 {
     CU_ASSERT_EQUAL(violations_of("P 0 p0 go\nR 30000000000 p0 5000\nR 90000000000 p0 50000\n"
                                   "P 100000000000 soak stop\n", NULL), 1);
+    CU_ASSERT_EQUAL(violations_of("P 0 p0 go\nR 30000000000 p0 5000\nR 90000000000 p0 50000\n"
+                                  "P 1 soak no-rss\nP 100000000000 soak stop\n", NULL), 0);
 }
 
 static const zkh_test_t tests[] = {

@@ -39,7 +39,7 @@ typedef struct worker {
     FILE *in;            /* commands */
     int out;             /* READY / IDLE, read with a deadline */
     zkh_proxy_t *proxy[3];
-    char creds[4096];
+    char creds[4400];
 } worker_t;
 
 typedef enum fault {
@@ -369,6 +369,9 @@ static int run(int duration_s, uint64_t seed, const char *dir)
         return -1;
     tell_all("go");
     soak_log('P', "soak go");
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    soak_log('P', "soak no-rss"); /* the sanitizer keeps freed memory: RSS says nothing */
+#endif
     start = zkh_now_ms();
     end = start + (int64_t)duration_s * 1000;
     while (zkh_now_ms() < end) {
