@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,7 @@ static const char *creds_path;
 static const char *connect_string;
 static const char *zkit_lock_bin;
 static char self_exe[4096];
-static volatile int stopping;
+static atomic_int stopping; /* set by the main thread, read by the holders */
 
 /* ---- shared helpers (declared in soak.h) ---- */
 
@@ -588,7 +589,7 @@ static const char *run_dir;
 static void *thread_main(void *arg)
 {
     soak_thread_t *t = arg;
-    while (!stopping) {
+    while (!atomic_load(&stopping)) {
         if (t->kind == K_CLI)
             cli_once(t, run_dir);
         else
@@ -730,7 +731,7 @@ int soak_worker_main(int argc, char **argv)
         pthread_create(&threads[i].thread, NULL, thread_main, &threads[i]);
     if (!(got = next_command(cmd, sizeof(cmd))) || strcmp(got, "stop") != 0)
         return 1;
-    stopping = 1;
+    atomic_store(&stopping, 1);
     for (int i = 0; i < SOAK_THREADS; i++)
         pthread_join(threads[i].thread, NULL);
     zkit_job_stop(job);
