@@ -10,7 +10,12 @@
  *       its own acquisition (only when the lock passes to another process);
  *   (d) with --curator-peer: the same uncontended cycles with Apache Curator's
  *       InterProcessMutex and InterProcessSemaphoreMutex, run by tests/curator-peer.sh
- *       (`bench` mode of tests/java/CuratorPeer.java) in a JVM of its own, after the zkit rows.
+ *       (`bench` mode of tests/java/CuratorPeer.java) in a JVM of its own, after the zkit rows;
+ *   (e) with --contend K,...: only contention in one process, K clients (each its own
+ *       session) on one mutex, for each K: the raw re-listing chain on K bare zhandles
+ *       (create, list, watch the predecessor, list again on its delete), zkit's mutex and,
+ *       with --curator-peer, Curator's InterProcessMutex (K clients in one JVM), interleaved
+ *       --rounds times; hand-off as in (c), rate over all acquisitions.
  *
  * Every zkit and Curator figure is shown with its ratio to the floor.  Run it against a
  * throwaway server: bench/run.sh starts one.
@@ -46,6 +51,9 @@ typedef struct options {
     const char *curator;  /* tests/curator-peer.sh, or NULL: no Curator rows */
     const char *peer_dir; /* its BUILD_DIR */
     long curator_warmup;  /* -1: max(500, cycles / 2) */
+    const char *contend;  /* "2,4,16,64": only the contention rows (e) */
+    long acquisitions;    /* (e): per figure, over all clients */
+    long rounds;          /* (e): each figure this many times, interleaved */
 } options_t;
 
 /* One row of the table. */
@@ -70,7 +78,11 @@ static void usage(FILE *out)
             "                        tests/curator-peer.sh (needs --peer-build-dir)\n"
             "  --peer-build-dir DIR  where curator-peer.sh compiles the Java peer\n"
             "  --curator-warmup N    unmeasured Curator cycles first, to warm the JVM's JIT\n"
-            "                        (default max(500, cycles / 2))\n");
+            "                        (default max(500, cycles / 2))\n"
+            "  --contend K,...       only contention in one process: K clients on one mutex,\n"
+            "                        raw re-listing chain, zkit and Curator, per K\n"
+            "  --acquisitions N      (--contend) per figure, over all clients (default 2000)\n"
+            "  --rounds N            (--contend) each figure N times, interleaved (default 3)\n");
 }
 
 static int apply_option(int opt, const char *arg, void *opts)
@@ -86,6 +98,9 @@ static int apply_option(int opt, const char *arg, void *opts)
     case 'C': o->curator = arg; return 0;
     case 'B': o->peer_dir = arg; return 0;
     case 'W': return demo_parse_long(arg, 0, 10000000, "--curator-warmup", &o->curator_warmup);
+    case 'K': o->contend = arg; return 0;
+    case 'A': return demo_parse_long(arg, 10, 10000000, "--acquisitions", &o->acquisitions);
+    case 'R': return demo_parse_long(arg, 1, 100, "--rounds", &o->rounds);
     default: return -1; /* not in the table */
     }
 }
@@ -98,12 +113,15 @@ static int parse_options(int argc, char **argv, options_t *o)
         { "handoffs", required_argument, NULL, 'h' },
         { "curator-peer", required_argument, NULL, 'C' },
         { "peer-build-dir", required_argument, NULL, 'B' },
-        { "curator-warmup", required_argument, NULL, 'W' }, DEMO_LONGOPT_HELP,
+        { "curator-warmup", required_argument, NULL, 'W' },
+        { "contend", required_argument, NULL, 'K' },
+        { "acquisitions", required_argument, NULL, 'A' },
+        { "rounds", required_argument, NULL, 'R' }, DEMO_LONGOPT_HELP,
         { NULL, 0, NULL, 0 }
     };
     int rc;
 
-    *o = (options_t){ demo_default_connect(), 2000, 200, 4, 300, NULL, NULL, -1 };
+    *o = (options_t){ demo_default_connect(), 2000, 200, 4, 300, NULL, NULL, -1, NULL, 2000, 3 };
     rc = demo_parse_options(argc, argv, longopts, usage, apply_option, o);
     if (rc == 0 && o->curator && !o->peer_dir) {
         fprintf(stderr, "zkit-bench: --curator-peer needs --peer-build-dir\n");
@@ -180,6 +198,9 @@ static zhandle_t *raw_connect(const char *connect, raw_conn_t *c)
     zh = zookeeper_init(connect, raw_watcher, 30000, NULL, c, 0);
     if (!zh)
         return NULL;
+    /* As zkit's client does: by default libzookeeper resolves the connect string again on
+     * every pass of its IO loop, a cost no lock needs to pay. */
+    zoo_set_servers_resolution_delay(zh, 60000);
     clock_gettime(CLOCK_REALTIME, &deadline);
     deadline.tv_sec += 15;
     pthread_mutex_lock(&c->mu);
@@ -587,12 +608,13 @@ static void forward_output(const char *out)
 /* `curator-peer.sh BUILD_DIR CONNECT bench KIND PATH CYCLES WARMUP` (the peer prints
  * "BENCH <per sec> <p50 ms> <p99 ms>"): 0 with the row in *out, CURATOR_SKIPPED when the
  * peer cannot run here, -1 when it failed (said on stderr). */
-static int curator_cycles(const options_t *o, const char *kind, const char *path,
-                          const char *name, result_t *out)
+/* One run of the peer in `mode` (bench, contend) with its two numbers; its BENCH line. */
+static int curator_run(const options_t *o, const char *mode, const char *kind, const char *path,
+                       long a1, long a2, const char *name, result_t *out)
 {
     char cycles[32], warmup[32], *text;
     char *argv[] = { (char *)o->curator, (char *)o->peer_dir, (char *)o->connect,
-                     (char *)"bench", (char *)kind, (char *)path, cycles, warmup, NULL };
+                     (char *)mode, (char *)kind, (char *)path, cycles, warmup, NULL };
     /* A JVM start (and the peer's compile on a fresh build dir), then the cycles: generous. */
     int64_t deadline = demo_now_ns() +
                        (300 + (o->cycles + o->curator_warmup) / 10) * (int64_t)1000000000;
@@ -601,8 +623,8 @@ static int curator_cycles(const options_t *o, const char *kind, const char *path
     int fd = -1, status = 0, rc = -1, ended;
     pid_t pid;
 
-    snprintf(cycles, sizeof cycles, "%ld", o->cycles);
-    snprintf(warmup, sizeof warmup, "%ld", o->curator_warmup);
+    snprintf(cycles, sizeof cycles, "%ld", a1);
+    snprintf(warmup, sizeof warmup, "%ld", a2);
     text = malloc(cap);
     if (!env || !text || (pid = spawn_piped(argv, env, &fd)) < 0) {
         fprintf(stderr, "%s: cannot run %s\n", name, o->curator);
@@ -632,7 +654,7 @@ static int curator_cycles(const options_t *o, const char *kind, const char *path
         double rate, p50, p99;
         if (line && (line == text || line[-1] == '\n') &&
             sscanf(line, "BENCH %lf %lf %lf", &rate, &p50, &p99) == 3 && rate > 0) {
-            *out = (result_t){ name, rate, p50, p99, o->cycles };
+            *out = (result_t){ name, rate, p50, p99, a1 };
             rc = 0;
         } else {
             fprintf(stderr, "%s: no BENCH line from %s\n", name, o->curator);
@@ -649,6 +671,355 @@ static int curator_cycles(const options_t *o, const char *kind, const char *path
     curator_env_free(env);
     free(text);
     return rc;
+}
+
+static int curator_cycles(const options_t *o, const char *kind, const char *path,
+                          const char *name, result_t *out)
+{
+    return curator_run(o, "bench", kind, path, o->cycles, o->curator_warmup, name, out);
+}
+
+/* ---- (e) contention in one process: K clients, each its own session ---------------------- */
+
+#define MAX_CONTEND 256
+
+/* What the K threads of one figure share.  `last_*` are written only by the holder. */
+typedef struct contend {
+    const options_t *opt;
+    int k;
+    long per_client;
+    pthread_barrier_t start;
+    int64_t start_ns;
+    int64_t last_release_ns;
+    int last_holder;
+    long count;               /* hand-offs recorded (atomic) */
+    long failed;              /* atomic */
+    double *ms;
+    long capacity;
+    int64_t end_ns[MAX_CONTEND];
+} contend_t;
+
+typedef struct contender {
+    contend_t *c;
+    int me;
+    int ready;                /* connected and on the barrier's side */
+} contender_t;
+
+/* The holder's part of a hand-off: record the gap since the previous holder's release (when
+ * it was somebody else), then stamp our own release. */
+static void contend_held(contend_t *c, int me)
+{
+    int64_t now = demo_now_ns();
+    int prev = __atomic_load_n(&c->last_holder, __ATOMIC_ACQUIRE);
+    if (prev >= 0 && prev != me) {
+        long i = __atomic_fetch_add(&c->count, 1, __ATOMIC_RELAXED);
+        if (i < c->capacity)
+            c->ms[i] = (double)(now - __atomic_load_n(&c->last_release_ns,
+                                                      __ATOMIC_ACQUIRE)) / 1e6;
+    }
+    __atomic_store_n(&c->last_holder, me, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->last_release_ns, demo_now_ns(), __ATOMIC_RELEASE);
+}
+
+/* Everyone connected waits here; the last one in sets the start. */
+static void contend_go(contend_t *c)
+{
+    if (pthread_barrier_wait(&c->start) == PTHREAD_BARRIER_SERIAL_THREAD)
+        __atomic_store_n(&c->start_ns, demo_now_ns(), __ATOMIC_RELEASE);
+}
+
+static void *zkit_contender(void *arg)
+{
+    contender_t *t = arg;
+    contend_t *c = t->c;
+    zkit_client_t *client = demo_connect(c->opt->connect, 30000);
+    zkit_lock_t *lock = NULL;
+    int ok = client && zkit_mutex_new(&lock, client, ROOT "/contend") == 0;
+    if (!ok)
+        demo_failure(&c->failed, "contend: zkit client %d cannot start", t->me);
+    contend_go(c);
+    for (long i = 0; ok && i < c->per_client; i++) {
+        int rc = zkit_lock_acquire(lock, 120000);
+        if (rc != 0) {
+            demo_failure(&c->failed, "contend: acquire: %s", zkit_strerror(rc));
+            break;
+        }
+        contend_held(c, t->me);
+        if ((rc = zkit_lock_release(lock)) != 0)
+            demo_failure(&c->failed, "contend: release: %s", zkit_strerror(rc));
+    }
+    c->end_ns[t->me] = demo_now_ns();
+    /* Closing waits for every client to be done: a closing session's deletes would otherwise
+     * race the others' last hand-offs. */
+    pthread_barrier_wait(&c->start);
+    zkit_lock_free(lock);
+    if (client)
+        demo_close(client);
+    return NULL;
+}
+
+/* The raw re-listing chain: what any lock that lists after each delete costs, on a bare
+ * zhandle, driven like zkit's engine from libzookeeper's completion thread: create and list
+ * back to back; first -> held; else get-data with a watch on the one before us (no watch is
+ * left on a node already gone) and, on its event, list again.  The acquiring thread only
+ * waits for the verdict, as a blocking zkit acquire does. */
+typedef struct chain {
+    zhandle_t *zh;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char created[512];
+    int held;
+    int err;
+} chain_t;
+
+static void chain_list(chain_t *ch);
+
+static void chain_verdict(chain_t *ch, int held, int err)
+{
+    pthread_mutex_lock(&ch->mu);
+    ch->held = held;
+    ch->err = err;
+    pthread_cond_signal(&ch->cv);
+    pthread_mutex_unlock(&ch->mu);
+}
+
+static void chain_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    (void)zh;
+    (void)state;
+    (void)path;
+    if (type != ZOO_SESSION_EVENT)
+        chain_list(ctx);
+}
+
+static void chain_pred_read(int rc, const char *value, int len, const struct Stat *st,
+                            const void *data)
+{
+    (void)value;
+    (void)len;
+    (void)st;
+    if (rc == ZNONODE)
+        chain_list((chain_t *)data);
+    else if (rc != ZOK)
+        chain_verdict((chain_t *)data, 0, rc);
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void chain_listed(int rc, const struct String_vector *kids, const void *data)
+{
+    chain_t *ch = (chain_t *)data;
+    const char *mine = strrchr(ch->created, '/');
+    char **names, pred[600];
+    int index = -1;
+    if (rc != ZOK || !mine) {
+        chain_verdict(ch, 0, rc != ZOK ? rc : ZSYSTEMERROR);
+        return;
+    }
+    mine++;
+    names = malloc(((size_t)kids->count + 1) * sizeof(char *));
+    memcpy(names, kids->data, (size_t)kids->count * sizeof(char *));
+    qsort(names, (size_t)kids->count, sizeof(char *), name_cmp);
+    for (int i = 0; i < kids->count; i++)
+        if (strcmp(names[i], mine) == 0)
+            index = i;
+    if (index > 0)
+        snprintf(pred, sizeof pred, RAW_PARENT "/chain/%s", names[index - 1]);
+    free(names);
+    if (index <= 0) {
+        chain_verdict(ch, index == 0, index == 0 ? ZOK : ZNONODE);
+        return;
+    }
+    rc = zoo_awget(ch->zh, pred, chain_watcher, ch, chain_pred_read, ch);
+    if (rc != ZOK)
+        chain_verdict(ch, 0, rc);
+}
+
+static void chain_list(chain_t *ch)
+{
+    int rc = zoo_aget_children(ch->zh, RAW_PARENT "/chain", 0, chain_listed, ch);
+    if (rc != ZOK)
+        chain_verdict(ch, 0, rc);
+}
+
+static void chain_created(int rc, const char *value, const void *data)
+{
+    chain_t *ch = (chain_t *)data;
+    if (rc == ZOK)
+        snprintf(ch->created, sizeof ch->created, "%s", value);
+}
+
+static int chain_acquire(chain_t *ch)
+{
+    int rc;
+    pthread_mutex_lock(&ch->mu);
+    ch->held = 0;
+    ch->err = 0;
+    ch->created[0] = '\0';
+    pthread_mutex_unlock(&ch->mu);
+    /* One session's requests are answered in order: the create's reply comes first. */
+    rc = zoo_acreate(ch->zh, RAW_PARENT "/chain/lock-", "", 0, &ZOO_OPEN_ACL_UNSAFE,
+                     ZOO_EPHEMERAL_SEQUENTIAL, chain_created, ch);
+    if (rc != ZOK)
+        return rc;
+    chain_list(ch);
+    pthread_mutex_lock(&ch->mu);
+    while (!ch->held && !ch->err)
+        pthread_cond_wait(&ch->cv, &ch->mu);
+    rc = ch->held ? ZOK : ch->err;
+    pthread_mutex_unlock(&ch->mu);
+    return rc;
+}
+
+static void *chain_contender(void *arg)
+{
+    contender_t *t = arg;
+    contend_t *c = t->c;
+    raw_conn_t conn;
+    chain_t ch = { NULL, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, "", 0, 0 };
+    if (!(ch.zh = raw_connect(c->opt->connect, &conn)))
+        demo_failure(&c->failed, "contend: raw handle %d cannot connect", t->me);
+    contend_go(c);
+    for (long i = 0; ch.zh && i < c->per_client; i++) {
+        int rc = chain_acquire(&ch);
+        if (rc != ZOK) {
+            demo_failure(&c->failed, "contend: raw chain: %s", zerror(rc));
+            break;
+        }
+        contend_held(c, t->me);
+        if ((rc = zoo_delete(ch.zh, ch.created, -1)) != ZOK)
+            demo_failure(&c->failed, "contend: raw delete: %s", zerror(rc));
+    }
+    c->end_ns[t->me] = demo_now_ns();
+    pthread_barrier_wait(&c->start);
+    if (ch.zh)
+        zookeeper_close(ch.zh);
+    return NULL;
+}
+
+/* One figure: K threads running `body`; the row from their hand-offs. */
+static int contend_run(const options_t *o, int k, void *(*body)(void *), const char *name,
+                       result_t *out)
+{
+    contend_t *c = calloc(1, sizeof(*c));
+    contender_t t[MAX_CONTEND];
+    pthread_t th[MAX_CONTEND];
+    int started = 0, rc = -1;
+    long count;
+    if (!c)
+        return -1;
+    c->opt = o;
+    c->k = k;
+    c->per_client = (o->acquisitions + k - 1) / k;
+    c->capacity = c->per_client * k;
+    c->last_holder = -1;
+    c->ms = calloc((size_t)c->capacity, sizeof(double));
+    if (!c->ms || pthread_barrier_init(&c->start, NULL, (unsigned)k) != 0) {
+        free(c->ms);
+        free(c);
+        return -1;
+    }
+    for (int i = 0; i < k; i++) {
+        t[i] = (contender_t){ c, i, 0 };
+        if (pthread_create(&th[i], NULL, body, &t[i]) != 0)
+            break;
+        started++;
+    }
+    if (started != k) { /* the barrier cannot open: nothing sane to do but stop */
+        fprintf(stderr, "contend: cannot start %d threads\n", k);
+        exit(1);
+    }
+    for (int i = 0; i < k; i++)
+        pthread_join(th[i], NULL);
+    count = c->count < c->capacity ? c->count : c->capacity;
+    if (c->failed == 0 && count > 0) {
+        int64_t span = demo_span_ns(c->end_ns, k, c->start_ns);
+        *out = summarize(name, c->ms, count, span);
+        out->rate = demo_rate(c->per_client * k, span);
+        rc = 0;
+    }
+    pthread_barrier_destroy(&c->start);
+    free(c->ms);
+    free(c);
+    return rc;
+}
+
+static int contend_rows(const options_t *o)
+{
+    int ks[16], n = 0, width = NAME_WIDTH, curator = o->curator != NULL;
+    const char *p = o->contend;
+    raw_conn_t conn;
+    zhandle_t *zh;
+    printf("contention in one process: %ld acquisitions per figure, %ld rounds interleaved\n\n",
+           o->acquisitions, o->rounds);
+    while (*p && n < 16) {
+        char *end;
+        long k = strtol(p, &end, 10);
+        if (end == p || k < 1 || k > MAX_CONTEND) {
+            fprintf(stderr, "zkit-bench: --contend: K between 1 and %d, comma-separated\n",
+                    MAX_CONTEND);
+            return 2;
+        }
+        ks[n++] = (int)k;
+        p = *end == ',' ? end + 1 : end;
+    }
+    if (!(zh = raw_connect(o->connect, &conn)))
+        return 1;
+    zoo_create(zh, ROOT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    zoo_create(zh, RAW_PARENT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    zoo_create(zh, RAW_PARENT "/chain", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    printf("%-*s %9s %9s %9s   %12s %12s %12s\n", width, "measurement", "per sec", "p50 ms",
+           "p99 ms", "rate/chain", "p50/chain", "rate/Curator");
+    for (int i = 0; i < n; i++) {
+        for (long r = 0; r < o->rounds; r++) {
+            result_t chain, zk, cur;
+            char cname[64], zname[64], kname[64];
+            int chain_ok, zk_ok, cur_ok = 0;
+            snprintf(cname, sizeof cname, "raw chain, %d handles", ks[i]);
+            snprintf(zname, sizeof zname, "zkit mutex, %d clients", ks[i]);
+            snprintf(kname, sizeof kname, "Curator mutex, %d clients", ks[i]);
+            chain_ok = contend_run(o, ks[i], chain_contender, cname, &chain) == 0;
+            zk_ok = contend_run(o, ks[i], zkit_contender, zname, &zk) == 0;
+            if (curator) {
+                int rc = curator_run(o, "contend", "mutex", ROOT "/curator-contend", ks[i],
+                                     o->acquisitions, kname, &cur);
+                cur_ok = rc == 0;
+                if (rc == CURATOR_SKIPPED)
+                    curator = 0;
+            }
+            if (chain_ok)
+                printf("%-*s %9.0f %9.3f %9.3f\n", width, cname, chain.rate, chain.p50_ms,
+                       chain.p99_ms);
+            else
+                printf("%-*s %9s\n", width, cname, "FAILED");
+            if (zk_ok) {
+                printf("%-*s %9.0f %9.3f %9.3f", width, zname, zk.rate, zk.p50_ms, zk.p99_ms);
+                if (chain_ok)
+                    printf("   %11.2fx %11.2fx", zk.rate / chain.rate, zk.p50_ms / chain.p50_ms);
+                else
+                    printf("   %12s %12s", "", "");
+                if (cur_ok)
+                    printf(" %11.2fx", zk.rate / cur.rate);
+                putchar('\n');
+            } else {
+                printf("%-*s %9s\n", width, zname, "FAILED");
+            }
+            if (cur_ok)
+                printf("%-*s %9.0f %9.3f %9.3f\n", width, kname, cur.rate, cur.p50_ms,
+                       cur.p99_ms);
+            fflush(stdout);
+        }
+    }
+    zoo_delete(zh, RAW_PARENT "/chain", -1);
+    zoo_delete(zh, RAW_PARENT, -1);
+    zookeeper_close(zh);
+    printf("\nhand-off = the previous holder's stamp just before release to the next holder's "
+           "return from acquire\n(another client); rate over all acquisitions.  rate/chain "
+           "and p50/chain from the same round.\n");
+    return 0;
 }
 
 /* ---- main -------------------------------------------------------------------------------- */
@@ -694,6 +1065,8 @@ int main(int argc, char **argv)
 
     if (rc != 0)
         return rc > 0 ? 0 : 2;
+    if (o.contend)
+        return contend_rows(&o);
     printf("zkit-bench against %s: %ld cycles per figure after %ld warm-up; hand-off between "
            "%ld processes x %ld acquisitions\n", o.connect, o.cycles, o.warmup, o.procs,
            o.handoffs);

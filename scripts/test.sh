@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: installs what is missing, builds in ./build,
-# and runs three lanes there, one after the other (every suite starts and stops its own
+# and runs six lanes there, one after the other (every suite starts and stops its own
 # throwaway ZooKeeper servers):
 #   make check        the plain build
 #   make check-asan   everything rebuilt with AddressSanitizer + UndefinedBehaviorSanitizer
 #   make check-tsan   the threaded suites rebuilt with ThreadSanitizer
-# then a 2-minute randomized fault soak on a 3-node ensemble (make soak, docs/reliability.md).
+#   make soak         a 2-minute randomized fault soak on a 3-node ensemble (docs/reliability.md)
+#   make fuzz         the libFuzzer targets of tests/fuzz, FUZZ_SECONDS (10) each, under clang
+#   make doc, make install and make installcheck into a scratch DESTDIR
 # Every lane runs even when an earlier one failed; the logs of failing suites are printed
 # after their lane, a summary with each lane's time at the end, and the exit status is 1 if
 # any lane failed.
@@ -63,6 +65,42 @@ run_lane check "$PWD"
 run_lane check-asan "$PWD/sanitize-asan"
 run_lane check-tsan "$PWD/sanitize-tsan"
 run_lane soak "$PWD"
+
+# The parsers under libFuzzer: a crash or sanitizer report fails the lane; skipped (and said
+# so) only when clang or its fuzzer runtime is missing (tests/fuzz/run.sh exits 77).
+fuzz_lane() {
+    local start=$SECONDS result rc=0
+    echo "==== make fuzz"
+    make fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-10}" || rc=$?
+    if ((rc == 0)); then
+        result=passed
+    elif [[ -f fuzz/skipped ]]; then
+        result="SKIPPED (no clang)"
+    else
+        result=FAILED
+        failed=1
+    fi
+    summary+=("$(printf '%-16s %s in %dm%02ds' "make fuzz" "$result" \
+        $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)))")
+}
+fuzz_lane
+
+# The API reference (make doc fails on any Doxygen warning) and the installation: make install
+# into a scratch DESTDIR, then make installcheck there (tests/install-check.sh).
+doc_and_install() {
+    local start=$SECONDS stage result=passed
+    echo "==== make doc, make install, make installcheck"
+    stage=$(mktemp -d)
+    if ! { make doc && make -j"$jobs" install DESTDIR="$stage" >/dev/null &&
+           make installcheck DESTDIR="$stage"; }; then
+        result=FAILED
+        failed=1
+    fi
+    rm -rf "$stage"
+    summary+=("$(printf '%-16s %s in %dm%02ds' "make installcheck" "$result" \
+        $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)))")
+}
+doc_and_install
 
 echo "==== summary"
 printf '%s\n' "${summary[@]}"

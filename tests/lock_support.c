@@ -849,3 +849,99 @@ void loops_one_path(const char *name, const loop_side_t *sides, int n, int itera
     scratch_remove(dir);
     fx_end(&f);
 }
+
+/* ---- acquirers that log ENTER/EXIT ----------------------------------------------------------- */
+
+/* "ENTER|EXIT [CLASS] ID NS" into `log` (check_log's format), one write on an O_APPEND
+ * descriptor. */
+void log_mark_class(const char *log, const char *what, const char *cls, int id)
+{
+    struct timespec ts;
+    char line[96];
+    int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644), n;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    n = snprintf(line, sizeof line, "%s %s%s%d %lld\n", what, cls ? cls : "", cls ? " " : "",
+                 id, (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec);
+    if (fd >= 0) {
+        if (write(fd, line, (size_t)n) != n)
+            perror("log_mark");
+        close(fd);
+    }
+}
+
+void log_mark(const char *log, const char *what, int id)
+{
+    log_mark_class(log, what, NULL, id);
+}
+
+
+static void *logged_main(void *arg)
+{
+    logged_t *l = arg;
+    int rc = zkit_lock_acquire(l->lock, l->timeout_ms);
+    int64_t until = zkh_now_ms() + 60000;
+    __atomic_store_n(&l->rc, rc, __ATOMIC_RELEASE);
+    if (rc == 0) {
+        log_mark_class(l->log, "ENTER", l->cls, l->id);
+        __atomic_store_n(&l->acquired, 1, __ATOMIC_RELEASE);
+        while (!__atomic_load_n(&l->let_go, __ATOMIC_ACQUIRE) && zkh_now_ms() < until) {
+            struct timespec nap = { 0, 1000000 };
+            nanosleep(&nap, NULL);
+        }
+        log_mark_class(l->log, "EXIT", l->cls, l->id);
+        __atomic_store_n(&l->release_rc, zkit_lock_release(l->lock), __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&l->done, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+void logged_start_class(logged_t *l, zkit_lock_t *lock, const char *log,
+                               const char *cls, int id, int timeout_ms)
+{
+    memset(l, 0, sizeof(*l));
+    l->lock = lock;
+    l->log = log;
+    l->cls = cls;
+    l->id = id;
+    l->timeout_ms = timeout_ms;
+    CU_ASSERT_FATAL(pthread_create(&l->thread, NULL, logged_main, l) == 0);
+}
+
+void logged_start(logged_t *l, zkit_lock_t *lock, const char *log, int id,
+                         int timeout_ms)
+{
+    logged_start_class(l, lock, log, NULL, id, timeout_ms);
+}
+
+int logged_acquired(void *arg)
+{
+    return __atomic_load_n(&((logged_t *)arg)->acquired, __ATOMIC_ACQUIRE);
+}
+
+int logged_done(void *arg)
+{
+    return __atomic_load_n(&((logged_t *)arg)->done, __ATOMIC_ACQUIRE);
+}
+
+/* Lets it go and joins it: 0 when it ended in time. */
+int logged_finish(logged_t *l, int timeout_ms)
+{
+    __atomic_store_n(&l->let_go, 1, __ATOMIC_RELEASE);
+    if (zkh_wait_until(logged_done, l, timeout_ms) != 0)
+        return -1;
+    pthread_join(l->thread, NULL);
+    return 0;
+}
+
+/* The log holds `enters` ENTERs, each left, and no two holders at once. */
+void assert_log_clean(const char *what, const char *log, int enters)
+{
+    verdict_t v;
+    check_log(log, 1, &v);
+    if (v.violations || v.unbalanced || v.enters != enters)
+        report_verdict(what, &v);
+    CU_ASSERT_EQUAL(v.enters, enters);
+    CU_ASSERT_EQUAL(v.exits, enters);
+    CU_ASSERT_EQUAL(v.violations, 0);
+    CU_ASSERT_EQUAL(v.unbalanced, 0);
+}

@@ -236,4 +236,39 @@ typedef struct loop_side {
 void loops_one_path(const char *name, const loop_side_t *sides, int n, int iterations,
                     long expected, int done_timeout_ms, loop_spawn_fn spawn_java);
 
+/* ---- acquirers that log ENTER/EXIT -------------------------------------------------------- */
+
+/* "ENTER|EXIT [CLASS] ID NS" into `log` (check_log's format; NS is CLOCK_MONOTONIC), one write
+ * on an O_APPEND descriptor.  cls NULL: none. */
+void log_mark_class(const char *log, const char *what, const char *cls, int id);
+void log_mark(const char *log, const char *what, int id);
+
+/* An acquirer on a thread of its own that marks ENTER once acquire returns 0, holds until let
+ * go (at most 60 s), marks EXIT and releases. */
+typedef struct logged {
+    zkit_lock_t *lock;
+    const char *log;
+    const char *cls;    /* "R", "W" or NULL */
+    int id;
+    int timeout_ms;
+    pthread_t thread;
+    int acquired;       /* atomics */
+    int done;
+    int let_go;
+    int rc;
+    int release_rc;
+} logged_t;
+
+/* Starts one (a failure to start ends the test). */
+void logged_start_class(logged_t *l, zkit_lock_t *lock, const char *log, const char *cls,
+                        int id, int timeout_ms);
+void logged_start(logged_t *l, zkit_lock_t *lock, const char *log, int id, int timeout_ms);
+/* zkh_wait_until predicates: it holds (ENTER written); its thread is finished. */
+int logged_acquired(void *arg);
+int logged_done(void *arg);
+/* Lets it go and joins it: 0 when it ended within timeout_ms. */
+int logged_finish(logged_t *l, int timeout_ms);
+/* Asserts that the log (capacity 1) holds `enters` ENTERs, each left, never two holders. */
+void assert_log_clean(const char *what, const char *log, int enters);
+
 #endif

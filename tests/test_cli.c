@@ -1265,6 +1265,226 @@ static void test_sigkill_ends_command(void)
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
+/* ---- --list: foreign children, missing paths, paths that are not locks --------------------- */
+
+/* zkit-lock --list with `args` (NULL-terminated, after --connect): its status; its stdout
+ * and stderr in `out` and `err` (freshly made scratch files). */
+static int run_list(const char *out, const char *err, const char *const *args)
+{
+    const char *argv[MAX_ARGS + 2];
+    int n = 0;
+    unlink(out);
+    unlink(err);
+    argv[n++] = tool;
+    argv[n++] = "--connect";
+    argv[n++] = zkh_connect_string(zk);
+    for (int i = 0; args[i] && n <= MAX_ARGS; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    return wait_status(spawn_argv(tool, argv, out, err, 0), TOOL_WAIT_MS);
+}
+
+/* Whether every line of `text` starts with `word` and a blank, and there are `lines`. */
+static int all_lines_are(const char *text, const char *word, int lines)
+{
+    size_t wlen = strlen(word);
+    int n = 0;
+    for (const char *p = text; p && *p; n++) {
+        const char *nl = strchr(p, '\n');
+        if (strncmp(p, word, wlen) != 0 || p[wlen] != ' ')
+            return 0;
+        p = nl ? nl + 1 : p + strlen(p);
+    }
+    return text && n == lines;
+}
+
+/* A node made with the raw client (for names zkit would never create). */
+static int raw_create(const char *path, int mode)
+{
+    zhandle_t *zh = zkh_raw_connect(zk);
+    int rc;
+    if (!zh)
+        return -1;
+    rc = zoo_create(zh, path, "x", 1, &ZOO_OPEN_ACL_UNSAFE, mode, NULL, 0);
+    zookeeper_close(zh);
+    return rc == ZOK ? 0 : -1;
+}
+
+/* /zookeeper has only the server's own children: listed as foreign, and "not a lock". */
+static void test_list_not_a_lock(void)
+{
+    char out[300], err[300], *text;
+    const char *args[] = { "--list", "/zookeeper", NULL };
+    scratch(out, sizeof(out), "nolock.out");
+    scratch(err, sizeof(err), "nolock.err");
+    CU_ASSERT_EQUAL(run_list(out, err, args), 65);
+    text = slurp(out);
+    CU_ASSERT(text && line_count(text) >= 1 && all_lines_are(text, "foreign", line_count(text)));
+    CU_ASSERT(text && strstr(text, "quota") != NULL);
+    /* No absurd age from the zero ctime of the server's own nodes. */
+    CU_ASSERT(text && strstr(text, "s  quota") == NULL);
+    free(text);
+    CU_ASSERT(contains(err, "not a lock"));
+}
+
+/* A missing path: a message and status 66, nothing on stdout; with --semaphore too. */
+static void test_list_missing_path(void)
+{
+    char out[300], err[300], path[64], *text;
+    zkh_unique_path(path, sizeof(path), "cli-list-missing");
+    scratch(out, sizeof(out), "missing.out");
+    scratch(err, sizeof(err), "missing.err");
+    {
+        const char *args[] = { "--list", path, NULL };
+        CU_ASSERT_EQUAL(run_list(out, err, args), 66);
+    }
+    text = slurp(out);
+    CU_ASSERT(!text || text[0] == '\0');
+    free(text);
+    CU_ASSERT(contains(err, "no such path"));
+    {
+        const char *args[] = { "--semaphore", "2", "--list", path, NULL };
+        CU_ASSERT_EQUAL(run_list(out, err, args), 66);
+    }
+    CU_ASSERT(contains(err, "no such path"));
+    CU_ASSERT_EQUAL(children(path), 0); /* listing created nothing */
+}
+
+/* A lock path with a foreign child: the holder first, the child last as "foreign", status 0
+ * with a word on stderr; taking the lock there fails with 65 and names the child. */
+static void test_list_foreign_child(void)
+{
+    char path[64], base[300], out[300], err[300], junk[128], *text;
+    const char *cs = zkh_connect_string(zk);
+    pid_t holder;
+    zkh_unique_path(path, sizeof(path), "cli-list-foreign");
+    scratch(base, sizeof(base), "foreign");
+    scratch(out, sizeof(out), "foreign.out");
+    scratch(err, sizeof(err), "foreign.err");
+    holder = start_holder(cs, path, hold_snippet, base, NULL, NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    snprintf(junk, sizeof(junk), "%s/junk", path);
+    CU_ASSERT_FATAL(raw_create(junk, 0) == 0);
+    {
+        const char *args[] = { "--list", path, NULL };
+        CU_ASSERT_EQUAL(run_list(out, err, args), 0);
+    }
+    text = slurp(out);
+    CU_ASSERT_EQUAL(line_count(text), 2);
+    CU_ASSERT(text && strncmp(text, "holder ", 7) == 0 && strstr(text, "-lock-"));
+    CU_ASSERT(text && strstr(text, "\nforeign ") && strstr(text, "  junk  "));
+    free(text);
+    CU_ASSERT(contains(err, "foreign"));
+    {
+        const char *args[] = { "-n", path, "--", "true", NULL };
+        CU_ASSERT_EQUAL(run_list(out, err, args), 65);
+    }
+    CU_ASSERT(contains(err, "\"junk\""));
+    CU_ASSERT_EQUAL(stop_holder(holder), 143);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/* A semaphore's path listed as a lock: told to add --semaphore (usage, 64); a lock's path
+ * listed as a semaphore: "not a semaphore" (65). */
+static void test_list_wrong_kind(void)
+{
+    char path[64], lock_path[64], base[300], base2[300], out[300], err[300];
+    const char *cs = zkh_connect_string(zk);
+    pid_t holder;
+    zkh_unique_path(path, sizeof(path), "cli-list-sem");
+    zkh_unique_path(lock_path, sizeof(lock_path), "cli-list-mutex");
+    scratch(base, sizeof(base), "wrongkind");
+    scratch(base2, sizeof(base2), "wrongkind2"); /* a fresh ready file for the second holder */
+    scratch(out, sizeof(out), "wrongkind.out");
+    scratch(err, sizeof(err), "wrongkind.err");
+    holder = start_holder(cs, path, hold_snippet, base, NULL, "--semaphore", "2", NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    {
+        const char *args[] = { "--list", path, NULL };
+        CU_ASSERT_EQUAL(run_list(out, err, args), 64);
+    }
+    CU_ASSERT(contains(err, "--semaphore"));
+    CU_ASSERT_EQUAL(stop_holder(holder), 143);
+    holder = start_holder(cs, lock_path, hold_snippet, base2, NULL, NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    {
+        const char *args[] = { "--semaphore", "2", "--list", lock_path, NULL };
+        CU_ASSERT_EQUAL(run_list(out, err, args), 65);
+    }
+    CU_ASSERT(contains(err, "not a semaphore"));
+    CU_ASSERT_EQUAL(stop_holder(holder), 143);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, lock_path), 0);
+}
+
+/* --once-per with a foreign child in PATH/lock: status 65 naming it, never a silent skip. */
+static void test_once_per_foreign_child(void)
+{
+    char path[64], lock[128], junk[160], err[300];
+    zkh_unique_path(path, sizeof(path), "cli-once-foreign");
+    snprintf(lock, sizeof(lock), "%s/lock", path);
+    snprintf(junk, sizeof(junk), "%s/junk", lock);
+    scratch(err, sizeof(err), "once-foreign.err");
+    CU_ASSERT_FATAL(raw_create(path, 0) == 0 && raw_create(lock, 0) == 0 &&
+                    raw_create(junk, 0) == 0);
+    {
+        const char *args[] = { "--connect", zkh_connect_string(zk), "--once-per", "60", path,
+                               "--", "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, err, args), 65);
+    }
+    CU_ASSERT(contains(err, "\"junk\""));
+    CU_ASSERT_EQUAL(children(lock), 1); /* no node of ours stays */
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/* ---- edge answers ------------------------------------------------------------------------- */
+
+/* A chroot that does not exist: a clear message and status 78, in the lock mode and with
+ * --once-per; nothing is created on the server. */
+static void test_missing_chroot(void)
+{
+    char connect[200], err[300], *text;
+    const char *lock_args[] = { "--connect", connect, "/cli-chroot", "--", "true", NULL };
+    const char *once_args[] = { "--connect", connect, "--once-per", "60", "/cli-chroot", "--",
+                                "true", NULL };
+    snprintf(connect, sizeof(connect), "%s/cli-no-such-chroot", zkh_connect_string(zk));
+    scratch(err, sizeof(err), "chroot.err");
+    CU_ASSERT_EQUAL(run_tool(NULL, err, lock_args), 78);
+    CU_ASSERT_EQUAL(run_tool(NULL, err, once_args), 78);
+    text = slurp(err);
+    CU_ASSERT(text && strstr(text, "chroot '/cli-no-such-chroot' of --connect does not exist"));
+    CU_ASSERT(text && !strstr(text, "internal error"));
+    free(text);
+    CU_ASSERT_EQUAL(children("/cli-no-such-chroot"), 0);
+}
+
+/* Every line of stderr is zkit-lock's own, the library's included: they reach stderr only
+ * through the tool's handler, which --quiet silences (its own error line stays). */
+static void test_library_lines_through_handler(void)
+{
+    static const char *const connects[] = { "", "garbage", "127.0.0.1:99999", "a:1/x//y" };
+    for (size_t i = 0; i < sizeof(connects) / sizeof(connects[0]); i++) {
+        char err[300], qerr[300], *text, *quiet;
+        const char *args[] = { "--connect", connects[i], "/cli-edge", "--", "true", NULL };
+        const char *qargs[] = { "-q", "--connect", connects[i], "/cli-edge", "--", "true",
+                                NULL };
+        snprintf(err, sizeof(err), "%s/edge-%zu.err", scratch_dir, i);
+        snprintf(qerr, sizeof(qerr), "%s/edge-%zu-q.err", scratch_dir, i);
+        CU_ASSERT_EQUAL(run_tool(NULL, err, args), 69);
+        CU_ASSERT_EQUAL(run_tool(NULL, qerr, qargs), 69);
+        text = slurp(err);
+        quiet = slurp(qerr);
+        CU_ASSERT(text && strstr(text, "zkit-lock: zkit: ") != NULL); /* the library's line */
+        CU_ASSERT(text && strstr(text, "zkit-lock: cannot connect to") != NULL);
+        for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : "")
+            CU_ASSERT(strncmp(p, "zkit-lock: ", 11) == 0);
+        CU_ASSERT_EQUAL(line_count(quiet), 1);
+        CU_ASSERT(quiet && strncmp(quiet, "zkit-lock: cannot connect to", 28) == 0);
+        free(text);
+        free(quiet);
+    }
+}
+
 static int suite_cleanup(void)
 {
     nftw(scratch_dir, kill_recorded, 8, FTW_PHYS);
@@ -1294,6 +1514,13 @@ static const zkh_test_t tests[] = {
     { "--once-per: one run per slot", test_once_per_slot },
     { "--once-per: a failed run is not recorded", test_once_per_failure_not_recorded },
     { "--once-per: a lost lock kills the command", test_once_per_lost_lock },
+    { "--list: not a lock", test_list_not_a_lock },
+    { "--list: missing path", test_list_missing_path },
+    { "--list: a foreign child", test_list_foreign_child },
+    { "--list: the wrong kind", test_list_wrong_kind },
+    { "--once-per: a foreign child fails loudly", test_once_per_foreign_child },
+    { "a chroot that does not exist", test_missing_chroot },
+    { "library lines go through the tool's handler", test_library_lines_through_handler },
     { NULL, NULL }
 };
 

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "recipes/jobrecord.h"
 #include "recipes/schedule.h"
 #include "zkit/common.h"
 #include "harness.h"
@@ -442,6 +443,41 @@ static void test_cron_local_dst(void)
 }
 
 /* Registered by test_unit.c. */
+/* The record <path>/last holds a slot id as decimal text; anything else, a number beyond
+ * int64_t included (strtoll would clamp it to a slot far in the future, skipping every slot),
+ * is not a slot. */
+static void test_job_record_text(void)
+{
+    static const struct {
+        const char *text;
+        int ok;
+        int64_t slot;
+    } cases[] = {
+        { "0", 1, 0 },
+        { "1710498453", 1, 1710498453 },
+        { "-5", 1, -5 },
+        { "9223372036854775807", 1, INT64_MAX },
+        { "-9223372036854775808", 1, INT64_MIN },
+        { "9223372036854775808", 0, 0 },
+        { "-9223372036854775809", 0, 0 },
+        { "99999999999999999999", 0, 0 },
+        { "", 0, 0 },
+        { "12x", 0, 0 },
+        { "x12", 0, 0 },
+        { "-", 0, 0 },
+        { "1234567890123456789012345", 0, 0 },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int64_t slot = 42;
+        int rc = zkit__job_parse_slot(cases[i].text, strlen(cases[i].text), &slot);
+        CU_ASSERT_EQUAL(rc == 0, cases[i].ok);
+        if (cases[i].ok)
+            CU_ASSERT_EQUAL(slot, cases[i].slot);
+        if ((rc == 0) != cases[i].ok)
+            fprintf(stderr, "job record '%s': rc %d\n", cases[i].text, rc);
+    }
+}
+
 const zkh_test_t cron_tests[] = {
     { "expression table", test_cron_table },
     { "error messages", test_cron_messages },
@@ -452,5 +488,6 @@ const zkh_test_t cron_tests[] = {
     { "period slots", test_period_slots },
     { "cron slots", test_cron_slots },
     { "local time across DST (Europe/Berlin)", test_cron_local_dst },
+    { "job record text", test_job_record_text },
     { NULL, NULL }
 };

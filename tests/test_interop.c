@@ -11,7 +11,8 @@
  * semaphore mutex (and readers sharing across implementations); both sides list a mixed
  * queue in the same order; revocation both ways (zkit_lock_revoke asks a revocable Curator
  * holder, Curator's Revoker asks a revocable zkit holder); a Java and a C process
- * incrementing one counter under one lock end with the exact total and never overlap.
+ * incrementing one counter under one lock end with the exact total and never overlap; a
+ * mixed queue where Curator waiters give up ahead of and behind C waiters takes turns.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -683,6 +684,86 @@ static void test_mixed_loop_semaphore(void)
     mixed_loop("ix-loop-sem", sides, 2, 2 * LOOP_ITERATIONS);
 }
 
+/* ---- Curator waiters giving up in a mixed queue --------------------------------------------- */
+
+#define GIVE_UP_MS "12000" /* long enough for the queue behind to form (JVM starts) */
+
+/* Starts a Curator waiter that gives up after GIVE_UP_MS, and waits until its node is in. */
+static int peer_quitter(proc_t *p, const char *path, int children)
+{
+    if (peer_spawn(p, "hold", "mutex", path, GIVE_UP_MS, NULL, NULL) != 0)
+        return -1;
+    return wait_children(path, children, PEER_START_MS);
+}
+
+/*
+ * The queue: C holds; a Curator waiter (gives up); a zkit waiter Z1; a Curator waiter (gives
+ * up); a zkit waiter Z2; a Curator looping waiter.  Z1 first watches a Curator waiter whose
+ * deletion proves nothing, then the holder; Z2 the Curator waiter behind Z1, then Z1; the
+ * last Curator waiter watches Z2.  Everyone must take turns, one at a time.
+ */
+static void test_curator_quitters(void)
+{
+    fixture_t f;
+    zkit_client_t *c[3];
+    zkit_lock_t *l[3];
+    proc_t q1, q2, cw;
+    logged_t z1, z2;
+    char dir[256], line[256], *log, *path, *counter;
+    fx_begin(&f, "ix-quitters");
+    scratch_dir(dir, sizeof dir);
+    CU_ASSERT_FATAL(dir[0] != '\0');
+    log = lk_join(dir, "log");
+    counter = lk_join(dir, "counter");
+    path = lk_join(f.base, "lock");
+    for (int i = 0; i < 3; i++) {
+        c[i] = lk_client(10000);
+        CU_ASSERT_FATAL(c[i] != NULL);
+        CU_ASSERT_FATAL(zkit_mutex_new(&l[i], c[i], path) == 0);
+    }
+    CU_ASSERT_FATAL(zkit_lock_acquire(l[0], 5000) == 0);
+    log_mark(log, "ENTER", 1);
+    CU_ASSERT_FATAL(peer_quitter(&q1, path, 2) == 0);
+    logged_start(&z1, l[1], log, 2, 60000);
+    CU_ASSERT_EQUAL(wait_children(path, 3, 5000), 0);
+    CU_ASSERT_FATAL(peer_quitter(&q2, path, 4) == 0);
+    logged_start(&z2, l[2], log, 3, 60000);
+    CU_ASSERT_EQUAL(wait_children(path, 5, 5000), 0);
+    CU_ASSERT_FATAL(peer_spawn(&cw, "loop", "mutex", path, "1", counter, log) == 0);
+    CU_ASSERT_EQUAL(wait_children(path, 6, PEER_START_MS), 0);
+    /* Both Curator waiters give up; nobody else gets in while C holds. */
+    CU_ASSERT_EQUAL(proc_read_line(&q1, line, sizeof line, 30000), 0);
+    CU_ASSERT_STRING_EQUAL(line, "TIMEOUT");
+    CU_ASSERT_EQUAL(exit_code(proc_wait(&q1, 10000)), 2);
+    CU_ASSERT_EQUAL(proc_read_line(&q2, line, sizeof line, 30000), 0);
+    CU_ASSERT_STRING_EQUAL(line, "TIMEOUT");
+    CU_ASSERT_EQUAL(exit_code(proc_wait(&q2, 10000)), 2);
+    CU_ASSERT_EQUAL(wait_children(path, 4, 5000), 0);
+    CU_ASSERT_EQUAL(logged_acquired(&z1) || logged_acquired(&z2), 0);
+    log_mark(log, "EXIT", 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(l[0]), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &z1, 10000), 0);
+    CU_ASSERT_EQUAL(logged_acquired(&z2), 0);
+    CU_ASSERT_EQUAL(logged_finish(&z1, 10000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &z2, 10000), 0);
+    CU_ASSERT_EQUAL(logged_finish(&z2, 10000), 0);
+    CU_ASSERT_EQUAL(proc_read_line(&cw, line, sizeof line, 30000), 0);
+    CU_ASSERT_STRING_EQUAL(line, "DONE");
+    CU_ASSERT_EQUAL(exit_code(proc_wait(&cw, 10000)), 0);
+    CU_ASSERT_EQUAL(z1.rc, 0);
+    CU_ASSERT_EQUAL(z2.rc, 0);
+    assert_log_clean("ix-quitters", log, 4);
+    fx_end(&f);
+    for (int i = 0; i < 3; i++) {
+        zkit_lock_free(l[i]);
+        zkit_client_close(c[i]);
+    }
+    scratch_remove(dir);
+    free(log);
+    free(counter);
+    free(path);
+}
+
 /* ---- registration --------------------------------------------------------------------------- */
 
 /* Is the Curator peer usable at all (java, javac, the jars)?  This also compiles it.  77 (the
@@ -728,6 +809,7 @@ static const zkh_test_t tests[] = {
     { "mixed loop: mutex, Java + C", test_mixed_loop_mutex },
     { "mixed loop: read-write, Java + C", test_mixed_loop_rwlock },
     { "mixed loop: semaphore mutex, Java + C", test_mixed_loop_semaphore },
+    { "mixed queue: Curator waiters give up ahead of and behind C", test_curator_quitters },
     { NULL, NULL }
 };
 

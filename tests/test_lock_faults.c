@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <CUnit/CUnit.h>
 
@@ -423,6 +426,391 @@ static void test_node_deleted_by_other(void)
     free(spath);
 }
 
+/* ---- the hand-off on the delete event: only where the delete proves it ---------------------- */
+
+/* The name of the participant at `index` in lock order, as a full path (malloc'ed), or NULL. */
+static char *participant_path(zkit_lock_t *lock, const char *dir, size_t index)
+{
+    zkit_participant_t *list = NULL;
+    size_t count = 0;
+    char *path = NULL;
+    if (zkit_lock_participants(&list, &count, lock) == 0 && index < count)
+        path = lk_join(dir, list[index].name);
+    zkit_participants_free(list, count);
+    return path;
+}
+
+/* H holds; A waits behind it and gives up; W, behind A, was watching A: A's delete proves
+ * nothing (A never held), so W must list again and wait for H. */
+static void test_handoff_after_quitter(void)
+{
+    fixture_t f;
+    zkit_client_t *c[3];
+    zkit_lock_t *l[3];
+    bg_t a;
+    logged_t w;
+    char dir[256], *log, *path;
+    fx_begin(&f, "handoff-quitter");
+    scratch_dir(dir, sizeof dir);
+    CU_ASSERT_FATAL(dir[0] != '\0');
+    log = lk_join(dir, "log");
+    path = lk_join(f.base, "lock");
+    for (int i = 0; i < 3; i++) {
+        c[i] = lk_client(10000);
+        CU_ASSERT_FATAL(c[i] != NULL);
+        CU_ASSERT_FATAL(zkit_mutex_new(&l[i], c[i], path) == 0);
+    }
+    CU_ASSERT_FATAL(zkit_lock_acquire(l[0], 5000) == 0);
+    log_mark(log, "ENTER", 1);
+    bg_start(&a, l[1], 1500, 0);
+    CU_ASSERT_EQUAL(wait_participants(l[0], 2, 5000), 0);
+    logged_start(&w, l[2], log, 3, 30000);
+    CU_ASSERT_EQUAL(wait_participants(l[0], 3, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_done, &a, 10000), 0);
+    CU_ASSERT_EQUAL(a.rc, ZKIT_ETIMEDOUT);
+    CU_ASSERT_EQUAL(bg_finish(&a, 5000), 0);
+    CU_ASSERT_EQUAL(wait_participants(l[0], 2, 5000), 0);
+    /* W waits for H now: its watches on H's node and on its own are armed, beside H's watch
+     * on its own node. */
+    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, f.watches0 + 3, 5000), 0);
+    CU_ASSERT_EQUAL(logged_acquired(&w), 0);
+    log_mark(log, "EXIT", 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(l[0]), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &w, 10000), 0);
+    CU_ASSERT_EQUAL(logged_finish(&w, 10000), 0);
+    CU_ASSERT_EQUAL(w.rc, 0);
+    CU_ASSERT_EQUAL(w.release_rc, 0);
+    assert_log_clean("handoff-quitter", log, 2);
+    fx_end(&f);
+    for (int i = 0; i < 3; i++) {
+        zkit_lock_free(l[i]);
+        zkit_client_close(c[i]);
+    }
+    scratch_remove(dir);
+    free(log);
+    free(path);
+}
+
+/* What the holder's state callback leaves in the log: EXIT at its first word that is not
+ * HELD (UNCERTAIN, EXPIRED, LOST), when a careful holder stops. */
+typedef struct stop_mark {
+    const char *log;
+    int id;
+    int stopped; /* atomic */
+} stop_mark_t;
+
+static void mark_stop(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
+{
+    stop_mark_t *m = arg;
+    (void)lock;
+    if (state != ZKIT_LOCK_HELD && !__atomic_exchange_n(&m->stopped, 1, __ATOMIC_ACQ_REL))
+        log_mark(m->log, "EXIT", m->id);
+}
+
+/* The holder is partitioned away until its session expires; the waiter watching it takes
+ * the lock on the deletion the expiry brings, and only after the holder stopped. */
+static void test_handoff_holder_expires(void)
+{
+    fixture_t f;
+    zkit_client_t *hc, *wc;
+    zkit_lock_t *h, *wl;
+    zkh_proxy_t *proxy;
+    logged_t w;
+    stop_mark_t stop;
+    char dir[256], *log, *path;
+    fx_begin(&f, "handoff-expiry");
+    scratch_dir(dir, sizeof dir);
+    CU_ASSERT_FATAL(dir[0] != '\0');
+    log = lk_join(dir, "log");
+    path = lk_join(f.base, "lock");
+    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(proxy != NULL);
+    hc = lk_client_to(zkh_proxy_address(proxy), 4000);
+    wc = lk_client(10000);
+    CU_ASSERT_FATAL(hc != NULL && wc != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&h, hc, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&wl, wc, path) == 0);
+    stop = (stop_mark_t){ log, 1, 0 };
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(h, mark_stop, &stop), 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(h, 5000) == 0);
+    log_mark(log, "ENTER", 1);
+    logged_start(&w, wl, log, 2, 30000);
+    CU_ASSERT_EQUAL(wait_participants(wl, 2, 5000), 0);
+    zkh_proxy_block(proxy);
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &w, 20000), 0);
+    CU_ASSERT_EQUAL(logged_finish(&w, 10000), 0);
+    CU_ASSERT_EQUAL(w.rc, 0);
+    CU_ASSERT_EQUAL(w.release_rc, 0);
+    zkh_proxy_unblock(proxy);
+    CU_ASSERT_EQUAL(zkit_client_block_until_connected(hc, 15000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(h), ZKIT_ELOCKLOST);
+    assert_log_clean("handoff-expiry", log, 2);
+    fx_end(&f);
+    zkit_lock_free(h);
+    zkit_lock_free(wl);
+    zkit_client_close(hc);
+    zkit_client_close(wc);
+    zkh_proxy_stop(proxy);
+    scratch_remove(dir);
+    free(log);
+    free(path);
+}
+
+/*
+ * W waits first in line behind H, X behind W.  W is partitioned; meanwhile somebody deletes
+ * W's node and H releases, so X takes the lock.  When W reconnects, the client re-registers
+ * W's watches and the server answers with a deletion event for both H's node and W's own,
+ * in no particular order: W must not take H's as a hand-off; it lists, finds its node gone
+ * and queues again behind X.
+ */
+static void test_handoff_reconnect(void)
+{
+    fixture_t f;
+    zkit_client_t *hc, *wc, *xc;
+    zkit_lock_t *h, *wl, *xl;
+    zkh_proxy_t *proxy;
+    fw_state_log_t conn;
+    logged_t w, x;
+    zhandle_t *zh;
+    char dir[256], *log, *path, *wnode;
+    int listener = 0;
+    fx_begin(&f, "handoff-reconnect");
+    fw_state_log_init(&conn);
+    scratch_dir(dir, sizeof dir);
+    CU_ASSERT_FATAL(dir[0] != '\0');
+    log = lk_join(dir, "log");
+    path = lk_join(f.base, "lock");
+    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(proxy != NULL);
+    hc = lk_client(10000);
+    wc = lk_client_to(zkh_proxy_address(proxy), 10000);
+    xc = lk_client(10000);
+    CU_ASSERT_FATAL(hc != NULL && wc != NULL && xc != NULL);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(wc, fw_state_listener, &conn, &listener), 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&h, hc, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&wl, wc, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&xl, xc, path) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(h, 5000) == 0);
+    log_mark(log, "ENTER", 1);
+    logged_start(&w, wl, log, 2, 60000);
+    CU_ASSERT_EQUAL(wait_participants(h, 2, 5000), 0);
+    logged_start(&x, xl, log, 3, 60000);
+    CU_ASSERT_EQUAL(wait_participants(h, 3, 5000), 0);
+    wnode = participant_path(h, path, 1);
+    CU_ASSERT_FATAL(wnode != NULL);
+
+    /* W hears nothing from here until the proxy resets its connection. */
+    zkh_proxy_block(proxy);
+    zh = zkh_raw_connect(zk);
+    CU_ASSERT_FATAL(zh != NULL);
+    CU_ASSERT_EQUAL(zoo_delete(zh, wnode, -1), ZOK);
+    zookeeper_close(zh);
+    CU_ASSERT_EQUAL(wait_participants(h, 2, 5000), 0);
+    log_mark(log, "EXIT", 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(h), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &x, 10000), 0);
+    zkh_proxy_unblock(proxy);
+    CU_ASSERT(fw_state_wait(&conn, 0, ZKIT_CONN_RECONNECTED, 20000) >= 0);
+    /* W queues again behind X, and waits. */
+    CU_ASSERT_EQUAL(wait_participants(h, 2, 10000), 0);
+    CU_ASSERT_EQUAL(logged_acquired(&w), 0);
+    CU_ASSERT_EQUAL(logged_finish(&x, 10000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &w, 10000), 0);
+    CU_ASSERT_EQUAL(logged_finish(&w, 10000), 0);
+    CU_ASSERT_EQUAL(x.rc, 0);
+    CU_ASSERT_EQUAL(w.rc, 0);
+    CU_ASSERT_EQUAL(w.release_rc, 0);
+    assert_log_clean("handoff-reconnect", log, 3);
+    fx_end(&f);
+    zkit_lock_free(h);
+    zkit_lock_free(wl);
+    zkit_lock_free(xl);
+    zkit_client_remove_listener(wc, listener);
+    zkit_client_close(hc);
+    zkit_client_close(wc);
+    zkit_client_close(xc);
+    fw_state_log_destroy(&conn);
+    zkh_proxy_stop(proxy);
+    scratch_remove(dir);
+    free(wnode);
+    free(log);
+    free(path);
+}
+
+/* W waits first in line; somebody deletes W's node, then H releases.  W hears its own
+ * node's deletion first and queues again; H's deletion is no hand-off for it. */
+static void test_handoff_own_node_deleted(void)
+{
+    fixture_t f;
+    zkit_client_t *hc, *wc, *xc;
+    zkit_lock_t *h, *wl, *xl;
+    logged_t w, x;
+    zhandle_t *zh;
+    char dir[256], *log, *path, *wnode;
+    fx_begin(&f, "handoff-own-deleted");
+    scratch_dir(dir, sizeof dir);
+    CU_ASSERT_FATAL(dir[0] != '\0');
+    log = lk_join(dir, "log");
+    path = lk_join(f.base, "lock");
+    hc = lk_client(10000);
+    wc = lk_client(10000);
+    xc = lk_client(10000);
+    CU_ASSERT_FATAL(hc != NULL && wc != NULL && xc != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&h, hc, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&wl, wc, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&xl, xc, path) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(h, 5000) == 0);
+    log_mark(log, "ENTER", 1);
+    logged_start(&w, wl, log, 2, 60000);
+    CU_ASSERT_EQUAL(wait_participants(h, 2, 5000), 0);
+    logged_start(&x, xl, log, 3, 60000);
+    CU_ASSERT_EQUAL(wait_participants(h, 3, 5000), 0);
+    wnode = participant_path(h, path, 1);
+    CU_ASSERT_FATAL(wnode != NULL);
+    /* W's node goes first, then H's: W hears them in that order. */
+    zh = zkh_raw_connect(zk);
+    CU_ASSERT_FATAL(zh != NULL);
+    CU_ASSERT_EQUAL(zoo_delete(zh, wnode, -1), ZOK);
+    log_mark(log, "EXIT", 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(h), 0);
+    zookeeper_close(zh);
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &x, 10000), 0);
+    CU_ASSERT_EQUAL(wait_participants(h, 2, 10000), 0);
+    CU_ASSERT_EQUAL(logged_acquired(&w), 0);
+    CU_ASSERT_EQUAL(logged_finish(&x, 10000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &w, 10000), 0);
+    CU_ASSERT_EQUAL(logged_finish(&w, 10000), 0);
+    CU_ASSERT_EQUAL(w.rc, 0);
+    CU_ASSERT_EQUAL(x.rc, 0);
+    assert_log_clean("handoff-own-deleted", log, 3);
+    fx_end(&f);
+    zkit_lock_free(h);
+    zkit_lock_free(wl);
+    zkit_lock_free(xl);
+    zkit_client_close(hc);
+    zkit_client_close(wc);
+    zkit_client_close(xc);
+    scratch_remove(dir);
+    free(wnode);
+    free(log);
+    free(path);
+}
+
+/*
+ * The read-write lock: R1 reads; W1 (giving up soon), W2 and R2 queue behind it.  W2 watches
+ * W1 and R2 watches W2, and neither deletion alone would free them: W1 never held, and R2
+ * saw two writers ahead.  Once W1 is gone W2 lists again and watches R1 (a reader first in
+ * line: its deletion frees W2); R3, queued then, watches W2, the only writer ahead of it (its
+ * deletion frees R3), while R2 still lists again after W2 goes.
+ */
+static void test_handoff_rwlock(void)
+{
+    fixture_t f;
+    zkit_client_t *c[5];
+    zkit_rwlock_t *rw[5];
+    logged_t w2, r2, r3;
+    bg_t w1;
+    char dir[256], *log, *path;
+    fx_begin(&f, "handoff-rw");
+    scratch_dir(dir, sizeof dir);
+    CU_ASSERT_FATAL(dir[0] != '\0');
+    log = lk_join(dir, "log");
+    path = lk_join(f.base, "rw");
+    for (int i = 0; i < 5; i++) {
+        c[i] = lk_client(10000);
+        CU_ASSERT_FATAL(c[i] != NULL);
+        CU_ASSERT_FATAL(zkit_rwlock_new(&rw[i], c[i], path) == 0);
+    }
+    CU_ASSERT_FATAL(zkit_lock_acquire(zkit_rwlock_read(rw[0]), 5000) == 0);
+    log_mark_class(log, "ENTER", "R", 1);
+    bg_start(&w1, zkit_rwlock_write(rw[1]), 1500, 0);
+    CU_ASSERT_EQUAL(wait_children(path, 2, 5000), 0);
+    logged_start_class(&w2, zkit_rwlock_write(rw[2]), log, "W", 3, 30000);
+    CU_ASSERT_EQUAL(wait_children(path, 3, 5000), 0);
+    logged_start_class(&r2, zkit_rwlock_read(rw[3]), log, "R", 4, 30000);
+    CU_ASSERT_EQUAL(wait_children(path, 4, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_done, &w1, 10000), 0);
+    CU_ASSERT_EQUAL(w1.rc, ZKIT_ETIMEDOUT);
+    CU_ASSERT_EQUAL(bg_finish(&w1, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(path, 3, 5000), 0);
+    logged_start_class(&r3, zkit_rwlock_read(rw[4]), log, "R", 5, 30000);
+    CU_ASSERT_EQUAL(wait_children(path, 4, 5000), 0);
+    /* Watches now: R1 on its node; W2, R2 and R3 on their own nodes; W2 on R1's; R2 and R3
+     * on W2's. */
+    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, f.watches0 + 7, 5000), 0);
+    CU_ASSERT_EQUAL(logged_acquired(&w2) || logged_acquired(&r2) || logged_acquired(&r3), 0);
+    log_mark_class(log, "EXIT", "R", 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_read(rw[0])), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &w2, 10000), 0);
+    /* W2 on its own node as a holder; R2 and R3 as before. */
+    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, f.watches0 + 5, 5000), 0);
+    CU_ASSERT_EQUAL(logged_acquired(&r2) || logged_acquired(&r3), 0);
+    CU_ASSERT_EQUAL(logged_finish(&w2, 10000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &r2, 10000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &r3, 10000), 0);
+    CU_ASSERT_EQUAL(logged_finish(&r2, 10000), 0);
+    CU_ASSERT_EQUAL(logged_finish(&r3, 10000), 0);
+    CU_ASSERT_EQUAL(w2.rc, 0);
+    CU_ASSERT_EQUAL(r2.rc, 0);
+    CU_ASSERT_EQUAL(r3.rc, 0);
+    assert_log_clean("handoff-rw", log, 4);
+    fx_end(&f);
+    for (int i = 0; i < 5; i++) {
+        zkit_rwlock_free(rw[i]);
+        zkit_client_close(c[i]);
+    }
+    scratch_remove(dir);
+    free(log);
+    free(path);
+}
+
+/* The semaphore mutex (its internal lock on the engine): two contenders hand it on. */
+static void test_handoff_semaphore_mutex(void)
+{
+    fixture_t f;
+    zkit_client_t *c[3];
+    zkit_lock_t *l[3];
+    logged_t w[2];
+    char dir[256], *log, *path, *locks;
+    fx_begin(&f, "handoff-smutex");
+    scratch_dir(dir, sizeof dir);
+    CU_ASSERT_FATAL(dir[0] != '\0');
+    log = lk_join(dir, "log");
+    path = lk_join(f.base, "smutex");
+    locks = lk_join(path, "locks");
+    for (int i = 0; i < 3; i++) {
+        c[i] = lk_client(10000);
+        CU_ASSERT_FATAL(c[i] != NULL);
+        CU_ASSERT_FATAL(zkit_semaphore_mutex_new(&l[i], c[i], path) == 0);
+    }
+    CU_ASSERT_FATAL(zkit_lock_acquire(l[0], 5000) == 0);
+    log_mark(log, "ENTER", 1);
+    for (int i = 0; i < 2; i++)
+        logged_start(&w[i], l[i + 1], log, i + 2, 30000);
+    /* One waits for the lease holding the internal mutex, the other for that mutex. */
+    CU_ASSERT_EQUAL(wait_children(locks, 2, 5000), 0);
+    CU_ASSERT_EQUAL(logged_acquired(&w[0]) || logged_acquired(&w[1]), 0);
+    log_mark(log, "EXIT", 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(l[0]), 0);
+    for (int n = 0; n < 2; n++) {
+        /* whoever holds now goes; the other follows */
+        int i = zkh_wait_until(logged_acquired, &w[0], 10000) == 0 && !w[0].let_go ? 0 : 1;
+        CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &w[i], 10000), 0);
+        CU_ASSERT_EQUAL(logged_finish(&w[i], 10000), 0);
+        CU_ASSERT_EQUAL(w[i].rc, 0);
+    }
+    assert_log_clean("handoff-smutex", log, 3);
+    fx_end(&f);
+    for (int i = 0; i < 3; i++) {
+        zkit_lock_free(l[i]);
+        zkit_client_close(c[i]);
+    }
+    scratch_remove(dir);
+    free(log);
+    free(locks);
+    free(path);
+}
+
 /* ---- registration --------------------------------------------------------------------------- */
 
 static const zkh_test_t tests[] = {
@@ -432,6 +820,12 @@ static const zkh_test_t tests[] = {
     { "partition: EXPIRED before the rival acquires", test_partition_expires_before_rival },
     { "short partition: UNCERTAIN then HELD", test_short_partition_keeps_lock },
     { "server restart: UNCERTAIN then HELD", test_server_restart_keeps_lock },
+    { "hand-off: behind a waiter that gave up, list again", test_handoff_after_quitter },
+    { "hand-off: the holder's session expires", test_handoff_holder_expires },
+    { "hand-off: a reconnect while waiting", test_handoff_reconnect },
+    { "hand-off: our own node deleted while first in line", test_handoff_own_node_deleted },
+    { "hand-off: read-write lock, readers and writers", test_handoff_rwlock },
+    { "hand-off: semaphore mutex", test_handoff_semaphore_mutex },
     { NULL, NULL }
 };
 

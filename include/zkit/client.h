@@ -101,8 +101,10 @@ ZKIT_EXTERN void zkit_client_options_init(zkit_client_options_t *opts);
 /*
  * Creates a client and starts connecting in the background (it does not wait for the
  * connection: see zkit_client_block_until_connected()).  The options are copied.
- * Returns 0, ZKIT_EINVAL (bad options or connect string), ZKIT_EBADPATH (bad namespace),
- * ZKIT_ENOMEM or ZKIT_ESYSTEM.
+ * Returns 0, ZKIT_EINVAL (bad options or connect string, a port outside 1..65535 included),
+ * ZKIT_EBADPATH (bad namespace), ZKIT_ENOMEM or ZKIT_ESYSTEM.  A chroot in the connect string
+ * ("host:2181/app") must exist on the server: nothing is created above it, so creates under a
+ * missing chroot fail with ZKIT_ENONODE.  A namespace is created on demand.
  */
 ZKIT_EXTERN int zkit_client_new(zkit_client_t **out, const zkit_client_options_t *opts);
 
@@ -145,7 +147,8 @@ ZKIT_EXTERN const char *zkit_client_namespace(const zkit_client_t *client);
 ZKIT_EXTERN int zkit_client_add_listener(zkit_client_t *client, zkit_state_listener_fn fn,
                                          void *arg, int *id);
 /* Removes a listener.  Once this returns the listener is not running and will not run again
- * (unless called from the listener itself, which is allowed). */
+ * (unless called from the listener itself, which is allowed).  0, ZKIT_EINVAL or ZKIT_ENONODE
+ * (no listener has that id). */
 ZKIT_EXTERN int zkit_client_remove_listener(zkit_client_t *client, int id);
 
 #ifdef __cplusplus

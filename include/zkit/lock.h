@@ -64,6 +64,21 @@ typedef struct zkit_participant {
     size_t data_len;
 } zkit_participant_t;
 
+/*
+ * What a child of a lock path is, told from its name alone.  zkit orders Curator's layout
+ * (its own: "_c_<uuid>-<token><seq>") and kazoo's ("<hex>__lock__<seq>", "<hex>__rlock__<seq>");
+ * any other child is foreign, and an acquisition on a path holding one fails with
+ * ZKIT_EFOREIGN (docs/recipes.md, "Sharing locks").
+ */
+typedef enum zkit_node_role {
+    ZKIT_NODE_FOREIGN = 0,  /* of no layout zkit knows (NULL too) */
+    ZKIT_NODE_CONTENDER,    /* a Curator-layout node that is neither read nor write ("lock-") */
+    ZKIT_NODE_READER,       /* Curator "__READ__", kazoo "__rlock__" */
+    ZKIT_NODE_WRITER        /* Curator "__WRIT__", kazoo "__lock__" (its Lock and WriteLock) */
+} zkit_node_role_t;
+
+ZKIT_EXTERN zkit_node_role_t zkit_lock_node_role(const char *name);
+
 /* ---- constructors (paths are validated; the lock is not acquired) ---- */
 
 /* Reentrant mutex (Curator's InterProcessMutex): reentrant per thread, released by its holder. */
@@ -143,7 +158,8 @@ ZKIT_EXTERN int zkit_lock_fencing_token(const zkit_lock_t *lock, int64_t *token)
 /* The validity deadline of the held lock on CLOCK_MONOTONIC in ms; INT64_MAX while connected.
  * ZKIT_ENOTHELD when not held, ZKIT_ELOCKLOST when lost or expired. */
 ZKIT_EXTERN int zkit_lock_valid_until(const zkit_lock_t *lock, int64_t *deadline_ms);
-/* Participants in lock order; free with zkit_participants_free(). */
+/* Participants in lock order, then the children of no known layout (zkit_lock_node_role()
+ * says ZKIT_NODE_FOREIGN), which have no place in it; free with zkit_participants_free(). */
 ZKIT_EXTERN int zkit_lock_participants(zkit_participant_t **list, size_t *count,
                                        zkit_lock_t *lock);
 ZKIT_EXTERN void zkit_participants_free(zkit_participant_t *list, size_t count);

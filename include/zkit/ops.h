@@ -2,8 +2,9 @@
  * zkit/ops.h - ZooKeeper operations through the client: namespaced, validated, retried.
  *
  * Paths are absolute ("/a/b"), without a trailing slash, empty, "." or ".." components, NUL or
- * control characters; the client's namespace is added on the way in and removed on the way
- * out.  Every operation runs through the client's retry policy.  Blocking calls never wait
+ * control characters (else ZKIT_EBADPATH), and short enough for one request (a path or data
+ * that would exceed the server's 1 MiB packet gives ZKIT_ETOOBIG); the client's namespace is
+ * added on the way in and removed on the way out.  Every operation runs through the client's retry policy.  Blocking calls never wait
  * without bound: each attempt waits at most the connection timeout for a connection and the
  * negotiated session timeout for its reply.  Asynchronous calls return at once and complete
  * on the client's event thread.
@@ -55,7 +56,7 @@ typedef struct zkit_create_options {
     unsigned version;        /* ZKIT_CREATE_OPTIONS_VERSION */
     zkit_create_mode_t mode;
     unsigned flags;          /* ZKIT_CREATE_* */
-    int64_t ttl_ms;          /* for the TTL modes, > 0 */
+    int64_t ttl_ms;          /* for the TTL modes, > 0; else 0 (ZKIT_EINVAL otherwise) */
     const zkit_acl_t *acl;   /* NULL = the client's provider or default ACL */
     size_t acl_count;
 } zkit_create_options_t;

@@ -5,15 +5,16 @@
  * operation is applied, or none is and the result names the operation that failed.  Paths
  * follow the rules of zkit/ops.h (the client's namespace is added on the way in and removed
  * on the way out); a create follows the same rules as zkit_create() for its mode, ACL and
- * TTL (ZKIT_CREATE_PARENTS and ZKIT_CREATE_PROTECTED are refused in a transaction: they are
- * not single operations).
+ * TTL (ZKIT_CREATE_PARENTS and ZKIT_CREATE_PROTECTED are refused in a transaction with
+ * ZKIT_EINVAL: they are not single operations; container and TTL modes with
+ * ZKIT_EUNSUPPORTED: libzookeeper's multi cannot carry them).
  *
  * zkit_lock_guard_txn() (zkit/lock.h) adds checks of a held lock's node(s), so that the
  * transaction commits only while the lock is still held.
  *
  * A transaction object is used by one thread at a time.  After a commit its results can be
- * read until the next commit or until it is freed; a committed transaction may be committed
- * again (every operation is sent again).
+ * read until the next commit, the next operation added, or the free; a committed transaction
+ * may be committed again (every operation is sent again).
  */
 #ifndef ZKIT_TXN_H
 #define ZKIT_TXN_H
@@ -50,11 +51,15 @@ typedef struct zkit_txn_result {
 /* Completion of an asynchronous commit: on the client's event thread, exactly once. */
 typedef void (*zkit_txn_done_fn)(zkit_txn_t *txn, int error, void *arg);
 
-/* A new, empty transaction on `client`. */
+/* A new, empty transaction on `client` (which it keeps referenced: the transaction may be freed
+ * before or after the client is closed).  0, ZKIT_EINVAL, ZKIT_ECLOSED, ZKIT_ENOMEM. */
 ZKIT_EXTERN int zkit_txn_new(zkit_txn_t **out, zkit_client_t *client);
 
-/* Operations, appended in order.  Each validates its arguments at once (ZKIT_EBADPATH,
- * ZKIT_EINVAL) and copies them; nothing reaches the server before commit. */
+/* Operations, appended in order.  Each validates its arguments at once (ZKIT_EINVAL for a NULL
+ * transaction or bad options, ZKIT_EBADPATH, ZKIT_EUNSUPPORTED, ZKIT_ETOOBIG once the whole
+ * request would exceed the server's packet limit, ZKIT_ESTATE during an asynchronous commit,
+ * ZKIT_ENOMEM) and copies them; nothing reaches the server before commit.  A refused
+ * operation leaves the transaction as it was. */
 ZKIT_EXTERN int zkit_txn_create(zkit_txn_t *txn, const char *path, const void *data, size_t len,
                                 const zkit_create_options_t *opts);
 ZKIT_EXTERN int zkit_txn_delete(zkit_txn_t *txn, const char *path, int version);
@@ -73,7 +78,13 @@ ZKIT_EXTERN size_t zkit_txn_count(const zkit_txn_t *txn);
  * ZKIT_ELOCKLOST.  See docs/framework.md for when a commit whose reply was lost is retried.
  */
 ZKIT_EXTERN int zkit_txn_commit(long *failed, zkit_txn_t *txn);
-/* Commits asynchronously; `done` runs on the event thread (never inside this call). */
+/* (zkit_txn_commit also returns ZKIT_EINVAL for NULL, ZKIT_ESTATE while an asynchronous commit
+ * is in flight, ZKIT_ECLOSED, ZKIT_ENOMEM; a lost reply to a transaction with writes returns
+ * ZKIT_ECONNLOSS and the like with `*failed` -1, and its outcome is unknown.) */
+/* Commits asynchronously; `done` runs on the event thread (never inside this call), exactly
+ * once, with the error zkit_txn_commit() would return (ZKIT_ECLOSED when the client closes
+ * first); zkit_txn_result() works from inside it.  Returns 0, or ZKIT_EINVAL, ZKIT_ESTATE (a
+ * commit in flight), ZKIT_ECLOSED, ZKIT_ENOMEM: then `done` never runs. */
 ZKIT_EXTERN int zkit_txn_commit_async(zkit_txn_t *txn, zkit_txn_done_fn done, void *arg);
 
 /* The result of operation `index` of the last commit: 0, ZKIT_EINVAL for an index out of

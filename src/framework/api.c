@@ -25,6 +25,12 @@ static int check_client_path(zkit_client_t *c, const char *path, const char *wha
         zkit__log(&c->log, ZKIT_LOG_ERROR, "%s: invalid path '%s'", what, path ? path : "(null)");
         return ZKIT_EBADPATH;
     }
+    /* A request the server cannot read makes it drop the connection, which a retry repeats. */
+    if (strlen(path) + PACKET_OVERHEAD > MAX_PACKET) {
+        zkit__log(&c->log, ZKIT_LOG_ERROR, "%s: a path of %zu bytes exceeds the server's limit",
+                  what, strlen(path));
+        return ZKIT_ETOOBIG;
+    }
     if (zkit__client_is_closing(c)) {
         /* Expected while a daemon shuts down (cleanup racing the close): not an error. */
         zkit__log(&c->log, ZKIT_LOG_DEBUG, "%s: client is closing", what);
@@ -89,7 +95,7 @@ static int check_create_options(zkit_client_t *c, const zkit_create_options_t *o
         return ZKIT_EINVAL;
     }
     ttl_mode = o->mode == ZKIT_PERSISTENT_WITH_TTL || o->mode == ZKIT_PERSISTENT_SEQUENTIAL_WITH_TTL;
-    if (ttl_mode != (o->ttl_ms > 0)) {
+    if (ttl_mode != (o->ttl_ms > 0) || o->ttl_ms < 0) {
         zkit__log(&c->log, ZKIT_LOG_ERROR, "create: a TTL needs a TTL mode and the reverse");
         return ZKIT_EINVAL;
     }
@@ -100,6 +106,16 @@ static int check_create_options(zkit_client_t *c, const zkit_create_options_t *o
         }
     }
     return 0;
+}
+
+int zkit__create_options_check(zkit_client_t *c, const zkit_create_options_t *o)
+{
+    return check_create_options(c, o);
+}
+
+int zkit__create_zk_mode(zkit_create_mode_t mode)
+{
+    return zk_mode_of(mode);
 }
 
 static int set_acl(zkit__op_t *op, const char *path, const zkit_create_options_t *o)

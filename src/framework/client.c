@@ -93,6 +93,41 @@ static void options_error(const zkit_client_options_t *o, const char *fmt, ...)
         zkit__log_default(ZKIT_LOG_ERROR, "%s", text);
 }
 
+/*
+ * 1 when the connect string names hosts before any chroot, each "host:port" with a port from
+ * 1 to 65535.  libzookeeper accepts a string of no hosts ("/app") and then never connects, and
+ * hands the port text to getaddrinfo, which takes 99999 as 34463: the client would quietly
+ * connect somewhere else.
+ */
+static int connect_ports_valid(const char *connect)
+{
+    size_t hosts_len = strcspn(connect, "/");
+    const char *p = connect, *end = connect + hosts_len;
+    if (hosts_len == 0)
+        return 0;
+    while (p < end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *stop = comma ? comma : end, *colon = NULL;
+        long port = 0;
+        for (const char *q = p; q < stop; q++)
+            if (*q == ':')
+                colon = q;
+        if (colon) {
+            const char *d = colon + 1;
+            if (d == stop)
+                return 0;
+            for (; d < stop; d++) {
+                if (*d < '0' || *d > '9' || (port = port * 10 + (*d - '0')) > 65535)
+                    return 0;
+            }
+            if (port == 0)
+                return 0;
+        }
+        p = stop + 1;
+    }
+    return 1;
+}
+
 static int validate_options(const zkit_client_options_t *o)
 {
     if (!o || o->version != ZKIT_CLIENT_OPTIONS_VERSION) {
@@ -101,6 +136,11 @@ static int validate_options(const zkit_client_options_t *o)
     }
     if (!o->connect_string || !o->connect_string[0]) {
         options_error(o, "client options: connect_string is required");
+        return ZKIT_EINVAL;
+    }
+    if (!connect_ports_valid(o->connect_string)) {
+        options_error(o, "client options: connect string '%s': no host, or a port not in "
+                         "1..65535", o->connect_string);
         return ZKIT_EINVAL;
     }
     if (o->session_timeout_ms <= 0 || o->connection_timeout_ms <= 0) {
@@ -365,8 +405,15 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
     handle_ctx_t *hc = ctx;
     (void)zh;
     (void)path;
-    if (type == ZOO_SESSION_EVENT && hc)
+    if (type == ZOO_SESSION_EVENT && hc) {
+        __atomic_add_fetch(&hc->client->session_events_seen, 1, __ATOMIC_ACQ_REL);
         record_session_event(hc->client, hc->generation, state);
+    }
+}
+
+uint64_t zkit__client_connection_epoch(zkit_client_t *c)
+{
+    return __atomic_load_n(&c->session_events_seen, __ATOMIC_ACQUIRE);
 }
 
 zkit_client_t *zkit__client_from_handle(zhandle_t *zh)

@@ -112,6 +112,9 @@ struct zkit_client {
     /* References: the user's (dropped by zkit_client_close) and one per internal user such
      * as a lock object (zkit__client_ref).  The memory goes with the last; atomic. */
     int refs;
+    /* Session events seen by the global watcher, on libzookeeper's completion thread, where
+     * they come before any watch event of the connection they announce; atomic. */
+    uint64_t session_events_seen;
 
     pthread_mutex_t mu;             /* guards everything below */
     pthread_cond_t cond;            /* state changes: connected, refs, closing */

@@ -28,6 +28,12 @@ void zkit__call_exit(zkit_client_t *c);
 int zkit__client_connection_timeout(zkit_client_t *c);
 /* When the client noticed the current disconnect (monotonic ms); now if connected. */
 int64_t zkit__client_disconnected_since(zkit_client_t *c);
+/* Counts the session events (disconnects, reconnects, expiry) libzookeeper has delivered so
+ * far; they are delivered on its completion thread before any watch event of the connection
+ * that follows, so a watch event seen with the count unchanged since a request was sent came
+ * on the connection that request went out on, and is not one of the events the library
+ * synthesizes when it re-registers watches after a reconnect.  Lock-free. */
+uint64_t zkit__client_connection_epoch(zkit_client_t *c);
 
 /* The client's logger, for the recipes' messages; it works on a closed client too. */
 void zkit__client_log(zkit_client_t *c, zkit_log_level_t level, const char *fmt, ...)

@@ -35,6 +35,7 @@ typedef struct attempt {
     zkit__op_t *op;
     uint64_t seq;
     zkit__watch_t *watch;
+    void *shot;                 /* a transaction's result storage for this attempt */
 } attempt_t;
 
 static void attempt_issue(zkit__op_t *op);
@@ -318,6 +319,8 @@ static void attempt_free(attempt_t *a)
     pthread_mutex_lock(&c->mu);
     attempt_unlink(c, a);
     pthread_mutex_unlock(&c->mu);
+    if (a->shot)
+        a->op->multi->free_shot(a->shot);
     zkit__op_unref(a->op);
     free(a);
 }
@@ -528,6 +531,16 @@ static void on_strings_stat(int rc, const struct String_vector *names, const str
     attempt_free(a);
 }
 
+static void on_multi(int rc, const void *data)
+{
+    attempt_t *a = (attempt_t *)data;
+    if (completion_begin(a, rc, 0)) {
+        a->op->multi->collect(a->op, rc, a->shot);
+        attempt_result(a->op, rc);
+    }
+    attempt_free(a);
+}
+
 static void on_ignored(int rc, const char *value, const struct Stat *stat, const void *data)
 {
     (void)rc;
@@ -584,6 +597,10 @@ static int issue_main(zkit__op_t *op, zhandle_t *zh, attempt_t *a, uint64_t gene
         return zoo_adelete(zh, op->path, op->version, on_void, a);
     case ZKIT__OP_SET:
         return zoo_aset(zh, op->path, op->data, (int)op->len, op->version, on_stat, a);
+    case ZKIT__OP_MULTI:
+        if (op->parent_rounds > 0)
+            issue_parents(op, zh);
+        return op->multi->issue(op, zh, on_multi, a, &a->shot);
     default:
         break;
     }
@@ -669,7 +686,16 @@ static void attempt_issue(zkit__op_t *op)
         attempt_link(c, a, generation);
         pthread_mutex_unlock(&c->mu);
     }
-    rc = zh ? issue_step(op, zh, a, generation) : ZCONNECTIONLOSS;
+    if (zh && op->type == ZKIT__OP_MULTI) {
+        /* Set before sending: the reply may be handled before zoo_amulti returns. */
+        int was_sent = op->multi_sent;
+        op->multi_sent = 1;
+        rc = issue_step(op, zh, a, generation);
+        if (rc != ZOK)
+            op->multi_sent = was_sent;
+    } else {
+        rc = zh ? issue_step(op, zh, a, generation) : ZCONNECTIONLOSS;
+    }
     if (zh)
         zkit__conn_put(c);
     if (rc != ZOK) {
@@ -687,8 +713,8 @@ static void apply_faults(zkit__op_t *op, int *rc)
 {
     zkit__faults_t *f = &op->client->faults;
     pthread_mutex_lock(&op->client->mu);
-    if (op->type == ZKIT__OP_CREATE && op->step == ZKIT__STEP_MAIN && *rc == ZOK &&
-        f->lose_create_replies != 0) {
+    if ((op->type == ZKIT__OP_CREATE || op->type == ZKIT__OP_MULTI) &&
+        op->step == ZKIT__STEP_MAIN && *rc == ZOK && f->lose_create_replies != 0) {
         if (f->lose_create_replies > 0)
             f->lose_create_replies--;
         *rc = ZCONNECTIONLOSS;
@@ -773,6 +799,15 @@ static void attempt_result(zkit__op_t *op, int rc)
         op_finish(op, ZKIT_ECLOSED);
         return;
     }
+    if (zkit_retry_is_retryable(error) && op->type == ZKIT__OP_MULTI && op->multi_sent &&
+        !op->multi_resend_safe) {
+        /* The server may have applied it: sending it again could apply it twice. */
+        zkit__log(&op->client->log, ZKIT_LOG_WARN,
+                  "transaction starting at %s: %s after sending; its outcome is unknown",
+                  op->path, zkit_strerror(error));
+        op_finish(op, error);
+        return;
+    }
     if (zkit_retry_is_retryable(error)) {
         if (op->type == ZKIT__OP_CREATE && op->protected_prefix[0] && op->step == ZKIT__STEP_MAIN)
             op->may_have_created = 1;
@@ -801,6 +836,10 @@ static void attempt_result(zkit__op_t *op, int rc)
     }
     if (op->type == ZKIT__OP_CREATE && rc == ZNONODE) {
         after_create_nonode(op);
+        return;
+    }
+    if (op->type == ZKIT__OP_MULTI && rc == ZNONODE && op->multi->nonode_at_create(op)) {
+        after_create_nonode(op); /* nothing was applied: sending again is safe */
         return;
     }
     if (op->type == ZKIT__OP_DELETE && rc == ZNONODE && (op->flags & ZKIT_DELETE_GUARANTEED))

@@ -20,7 +20,8 @@ typedef enum zkit__op_type {
     ZKIT__OP_EXISTS,
     ZKIT__OP_GET,
     ZKIT__OP_SET,
-    ZKIT__OP_CHILDREN
+    ZKIT__OP_CHILDREN,
+    ZKIT__OP_MULTI              /* a transaction: see zkit__multi_t */
 } zkit__op_type_t;
 
 /* Where a create stands in protected-mode recovery. */
@@ -37,6 +38,24 @@ typedef enum zkit__delivery {
 } zkit__delivery_t;
 
 typedef struct zkit__op zkit__op_t;
+
+/* What a transaction (txn.c) gives the machine for a ZKIT__OP_MULTI: a table of static
+ * functions, since an attempt given up on by the watchdog may still be answered after the
+ * transaction is gone.  Each attempt has its own result storage (its "shot"); only the
+ * attempt that decides the op hands its results on, and only before the op finishes. */
+typedef struct zkit__multi {
+    /* Sends one attempt: zoo_amulti(zh, ..., done, data) with storage it allocates in *shot
+     * (freed by free_shot).  Returns what zoo_amulti returned. */
+    int (*issue)(zkit__op_t *op, zhandle_t *zh, void_completion_t done, const void *data,
+                 void **shot);
+    /* The deciding attempt's reply (rc as the completion got it): copy the results out. */
+    void (*collect)(zkit__op_t *op, int rc, void *shot);
+    /* Frees an attempt's storage; touches nothing else (the transaction may be gone). */
+    void (*free_shot)(void *shot);
+    /* Whether the ZNONODE just collected was a create that missing namespace ancestors may
+     * explain (then they are created and the request sent again: nothing was applied). */
+    int (*nonode_at_create)(zkit__op_t *op);
+} zkit__multi_t;
 
 /* An internal flag beside ZKIT_CREATE_* / ZKIT_DELETE_*: background work that retries with
  * its own backoff, forever while the client lives, instead of the client's policy. */
@@ -71,6 +90,10 @@ struct zkit__op {
     char protected_prefix[48];      /* "_c_<uuid>-" when protected */
     int may_have_created;           /* a protected create attempt failed after sending */
     int parent_rounds;              /* NONODE -> create parents -> retry, bounded */
+    const zkit__multi_t *multi;     /* ZKIT__OP_MULTI */
+    void *multi_arg;                /* the transaction, alive until the op finishes */
+    int multi_resend_safe;          /* nothing in it writes: may be sent again after a loss */
+    int multi_sent;                 /* an attempt was handed to libzookeeper */
 
     int retry_count;
     int64_t start_ms;
@@ -125,6 +148,10 @@ void zkit__ops_abandon(zkit_client_t *c, uint64_t generation);
 
 /* Starts a background guaranteed delete of a full path (retried while the client lives). */
 void zkit__delete_in_background(zkit_client_t *c, const char *full_path);
+
+/* api.c: a create's options checked as zkit_create() checks them, and its ZooKeeper mode. */
+int zkit__create_options_check(zkit_client_t *c, const zkit_create_options_t *o);
+int zkit__create_zk_mode(zkit_create_mode_t mode);
 
 /* ---- watch registrations (watches.c) ---- */
 

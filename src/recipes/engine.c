@@ -9,6 +9,10 @@
  *              means "look again now"); the watch event -> LIST -> DECIDE ...
  *   Our node missing from a listing, or the session lost: start again with a new node.
  *   Deadline, error or cancel: cancel the watch, delete our node (guaranteed), report.
+ *   Hand-off on the delete event: when the watched node's deletion alone proves that nothing
+ *   is left ahead of us (see handoff_on_delete), its event ends the wait without a listing.
+ *   Looking ahead (ahead_arm): deeper in a queue the node before the watched one is watched
+ *   too, and its deletion brings the listing forward, so that the next delete qualifies.
  *
  * All transitions happen under acq->mu in callbacks that never block.  The mutex also makes
  * "register the watch, then wait" atomic with respect to the watch event, so no wake-up is
@@ -20,6 +24,7 @@
 #include <string.h>
 
 #include "recipes/engine.h"
+#include "recipes/nodename.h"
 #include "framework/async.h"
 #include "framework/paths.h"
 
@@ -63,11 +68,19 @@ struct zkit__acq {
     size_t early_count;
     int early_listing_pending;
     char *watched;                  /* the path we watch, or NULL */
+    int handoff;                    /* the watched node's deletion alone makes us hold */
+    int own_watch;                  /* OWN_NONE, OWN_SENT, OWN_ARMED: our own node's watch */
+    uint64_t own_epoch;             /* the client's connection epoch when it was sent */
+    char *ahead;                    /* the node before the one we watch, watched too, or NULL */
     struct client_acqs *reg;        /* listed for the close of its client (see below) */
     struct zkit__acq *reg_prev, *reg_next;
     uint64_t deadline_timer;        /* cancelled when the acquisition ends first */
     zkit_watcher_t watcher;
+    zkit_watcher_t own_watcher;
+    zkit_watcher_t ahead_watcher;
 };
+
+enum { OWN_NONE, OWN_SENT, OWN_ARMED };
 
 /* A reply carries the acquisition and the round it belongs to. */
 typedef struct acq_reply {
@@ -112,6 +125,7 @@ void zkit__acq_unref(zkit__acq_t *acq)
     free(acq->fixed_name);
     free(acq->node);
     free(acq->watched);
+    free(acq->ahead);
     pthread_mutex_destroy(&acq->mu);
     free(acq);
 }
@@ -131,6 +145,11 @@ static const char *strip_token(const char *name, const char *token)
 
 static const char *sort_key(const char *name, const char *token)
 {
+    /* kazoo orders its nodes by their sequence, and so do we: every Curator-layout node's key
+     * is its sequence too (or its whole name, past every sequence), so both queues merge. */
+    const char *seq = zkit__node_kazoo_seq(name);
+    if (seq)
+        return seq;
     /* Both halves of a read-write lock share one queue: as Curator's
      * SortingLockInternalsDriver does, strip the read token and then the write token whichever
      * half sorts, so that the other half's nodes sort by their sequence too. */
@@ -176,7 +195,7 @@ int zkit__lock_decide(const zkit__driver_t *driver, char *const *sorted, size_t 
     }
     /* A reader waits for the nearest writer ahead of it; other readers do not block it. */
     for (size_t i = index; i-- > 0;) {
-        if (strstr(sorted[i], ZKIT__WRITE_TOKEN)) {
+        if (zkit__node_is_writer(sorted[i])) {
             *wait_for = sorted[i];
             return 0;
         }
@@ -195,9 +214,30 @@ static void ignore_result(zkit_client_t *c, const zkit_result_t *r, void *arg)
 
 static void acq_watch_fired(zkit_client_t *c, zkit_event_t event, const char *path, void *arg);
 
-/* Called with acq->mu held: drops the watch and our node. */
+/* Forgets the watch on our own node (acq->mu held), locally: it is on our node, and the
+ * delete that ends our node, whenever it comes, consumes the server's watch. */
+static void own_unwatch(zkit__acq_t *acq)
+{
+    if (acq->own_watch != OWN_NONE && acq->node)
+        zkit__watch_cancel_local(acq->client, acq->node, ZKIT_WATCH_DATA, &acq->own_watcher);
+    acq->own_watch = OWN_NONE;
+}
+
+/* Drops the watch on the node two ahead of us (acq->mu held). */
+static void ahead_unwatch(zkit__acq_t *acq)
+{
+    if (acq->ahead) {
+        zkit__watch_cancel(acq->client, acq->ahead, ZKIT_WATCH_DATA, &acq->ahead_watcher);
+        free(acq->ahead);
+        acq->ahead = NULL;
+    }
+}
+
+/* Called with acq->mu held: drops the watches and our node. */
 static void clean_up(zkit__acq_t *acq)
 {
+    own_unwatch(acq);
+    ahead_unwatch(acq);
     if (acq->watched) {
         zkit__watch_cancel(acq->client, acq->watched, ZKIT_WATCH_DATA, &acq->watcher);
         free(acq->watched);
@@ -313,12 +353,16 @@ static void finish(zkit__acq_t *acq, int error)
     listed = registry_remove(acq);
     if (error != 0)
         clean_up(acq);
-    else if (acq->watched) {
-        /* A watch may still be armed here (a relisting after RECONNECTED found us first):
-         * cancel it, or it would fire into this acquisition once freed. */
-        zkit__watch_cancel(acq->client, acq->watched, ZKIT_WATCH_DATA, &acq->watcher);
-        free(acq->watched);
-        acq->watched = NULL;
+    else {
+        own_unwatch(acq);
+        ahead_unwatch(acq);
+        if (acq->watched) {
+            /* A watch may still be armed here (a relisting after RECONNECTED found us
+             * first): cancel it, or it would fire into this acquisition once freed. */
+            zkit__watch_cancel(acq->client, acq->watched, ZKIT_WATCH_DATA, &acq->watcher);
+            free(acq->watched);
+            acq->watched = NULL;
+        }
     }
     deadline_timer = acq->deadline_timer;
     acq->deadline_timer = 0;
@@ -375,6 +419,9 @@ static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg);
 static void on_listed(zkit_client_t *c, const zkit_result_t *res, void *arg);
 static void on_early_listed(zkit_client_t *c, const zkit_result_t *res, void *arg);
 static void on_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg);
+static void on_own_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg);
+static int handoff_proven(zkit__acq_t *acq, zkit_event_t event);
+static void on_ahead_set(zkit_client_t *c, const zkit_result_t *res, void *arg);
 
 /* Issues an async call for the current round; on a submit error, finishes (mu released). */
 typedef int (*submit_fn)(zkit__acq_t *acq, acq_reply_t *r);
@@ -442,6 +489,92 @@ static int submit_watch(zkit__acq_t *acq, acq_reply_t *r)
                                        watch_release, on_watch_set, r);
 }
 
+static int submit_ahead_watch(zkit__acq_t *acq, acq_reply_t *r)
+{
+    return zkit__get_data_watch_inline(acq->client, acq->ahead, &acq->ahead_watcher,
+                                       watch_hold, watch_release, on_ahead_set, r);
+}
+
+static int submit_own_watch(zkit__acq_t *acq, acq_reply_t *r)
+{
+    return zkit__get_data_watch_inline(acq->client, acq->node, &acq->own_watcher, watch_hold,
+                                       watch_release, on_own_watch_set, r);
+}
+
+/*
+ * Whether the deletion of the node we are about to watch (`sorted[index]` is ours) will by
+ * itself prove that nothing is ahead of us any more.  The listing was taken after our create,
+ * and a node created after it sorts behind us: sequence numbers under one parent only grow,
+ * and the parent stays while our node is in it.  So what blocked us is what the listing
+ * shows, and once the watched node goes:
+ *  - mutex: it was the first node (the holder); nothing is left ahead;
+ *  - read lock: it was the only writer ahead (Curator's or kazoo's, zkit__node_is_writer);
+ *    readers never block us, nor does a downgrade node (a read node);
+ *  - write lock: it was the first node and a read node.  A first node that is a write node
+ *    does not prove it: its holder may downgrade, creating a read node with the write node's
+ *    sequence (level with it, ahead of us) before it deletes its write node.
+ * A first node holds; a predecessor that may have been a waiter that gave up never
+ * qualifies, except a reader's only writer ahead, whose absence frees the reader either way.
+ * The rest of the argument (our own node still there, the event not synthesized after a
+ * reconnect) is checked when the event comes (acq_watch_fired).
+ */
+static int handoff_on_delete(const zkit__driver_t *driver, char *const *sorted, size_t index,
+                             size_t watched)
+{
+    if (driver->reader) {
+        for (size_t i = 0; i < index; i++)
+            if (i != watched && zkit__node_is_writer(sorted[i]))
+                return 0;
+        return 1;
+    }
+    if (watched != 0)
+        return 0;
+    return driver != &zkit__write_driver || !zkit__node_is_writer(sorted[0]);
+}
+
+/* Arms the watch on our own node, which a hand-off relies on (acq->mu held; released on
+ * error).  Once its reply has come, a deletion of our node is heard before any later
+ * deletion on the connection.  A watch sent in an earlier connection epoch is sent again:
+ * after a reconnect only a fresh one is known to be armed in order. */
+static int own_watch_arm(zkit__acq_t *acq)
+{
+    uint64_t epoch = zkit__client_connection_epoch(acq->client);
+    if (acq->own_watch != OWN_NONE && acq->own_epoch == epoch)
+        return 0;
+    own_unwatch(acq);
+    acq->own_watch = OWN_SENT;
+    acq->own_epoch = epoch;
+    return step(acq, submit_own_watch);
+}
+
+/*
+ * Looking ahead (acq->mu held; released on error).  A waiter of a mutex or a write lock whose
+ * predecessor is not first also watches the node before its predecessor.  That node's
+ * deletion usually means the predecessor is taking the lock: we list again then, while it
+ * holds, and learn that our predecessor is now first, so that its release hands the lock on
+ * by the delete event alone.  The listing moves earlier rather than adding one, and the
+ * watch only ever leads to a listing, so it decides nothing by itself.
+ */
+static int ahead_arm(zkit__acq_t *acq, char *const *sorted, size_t watched)
+{
+    char *path;
+    if (acq->handoff || acq->driver->reader || watched == 0) {
+        ahead_unwatch(acq);
+        return 0;
+    }
+    if (!(path = zkit__path_join(acq->dir, sorted[watched - 1]))) {
+        finish(acq, ZKIT_ENOMEM);
+        return -1;
+    }
+    if (acq->ahead && strcmp(acq->ahead, path) == 0) { /* still armed: keep it */
+        free(path);
+        return 0;
+    }
+    ahead_unwatch(acq);
+    acq->ahead = path;
+    return step(acq, submit_ahead_watch);
+}
+
 /* Create and list, back to back (acq->mu held; released on error). */
 static void begin_round(zkit__acq_t *acq)
 {
@@ -475,8 +608,18 @@ static int restart(zkit__acq_t *acq, int why)
 /* Looks at a listing and moves on (acq->mu held; released by the caller or by finish). */
 static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
 {
-    const char *wait_for;
+    const char *wait_for, *foreign = zkit__node_first_foreign(names, count);
+    char *path;
     long index;
+    size_t watched;
+    int keep;
+    if (foreign) { /* it has no place in the queue: guessing one could let two hold */
+        zkit__client_log(acq->client, ZKIT_LOG_ERROR,
+                         "lock %s: child \"%s\" has no lock node layout zkit knows "
+                         "(Curator's or kazoo's); refusing to order it", acq->dir, foreign);
+        finish(acq, ZKIT_EFOREIGN);
+        return -1;
+    }
     zkit__lock_sort(names, count, acq->driver->token);
     index = zkit__lock_index(names, count, acq->node_name);
     if (index < 0) {
@@ -496,17 +639,32 @@ static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
         finish(acq, ZKIT_ETIMEDOUT);
         return -1;
     }
-    if (acq->watched) /* relisting while watching: drop the old watch first */
-        zkit__watch_cancel(acq->client, acq->watched, ZKIT_WATCH_DATA, &acq->watcher);
-    free(acq->watched);
-    acq->watched = zkit__path_join(acq->dir, wait_for);
-    if (!acq->watched) {
+    if (!(path = zkit__path_join(acq->dir, wait_for))) {
         finish(acq, ZKIT_ENOMEM);
         return -1;
     }
+    /* Relisting while watching: a watch still armed on the same node is kept (it survives
+     * reconnects); another one is dropped first. */
+    keep = acq->watched && strcmp(acq->watched, path) == 0;
+    if (keep) {
+        free(path);
+    } else {
+        if (acq->watched)
+            zkit__watch_cancel(acq->client, acq->watched, ZKIT_WATCH_DATA, &acq->watcher);
+        free(acq->watched);
+        acq->watched = path;
+    }
+    watched = (size_t)zkit__lock_index(names, count, wait_for);
+    acq->handoff = handoff_on_delete(acq->driver, names, (size_t)index, watched);
     acq->state = ACQ_WATCHING;
     acq->waiting_due = acq->waiting != NULL;
-    return step(acq, submit_watch);
+    /* Armed with the first wait, so that it is in place for a hand-off that a later listing
+     * (looking ahead) makes possible. */
+    if (own_watch_arm(acq) != 0)
+        return -1;
+    if (ahead_arm(acq, names, watched) != 0)
+        return -1;
+    return keep ? 0 : step(acq, submit_watch);
 }
 
 static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
@@ -621,9 +779,16 @@ static void on_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg)
         return;
     if (res->error == ZKIT_ENONODE) {
         /* Gone already, and get-data left no watch: look again now.  (An event that beats
-         * this reply finds state WATCHING and relists itself.) */
+         * this reply finds state WATCHING and relists itself.)  Its absence proves as much as
+         * its deletion event would: our own node's watch was armed by the request just
+         * before, so a deletion of our node would have been heard before this reply. */
         free(acq->watched);
         acq->watched = NULL;
+        if (handoff_proven(acq, ZKIT_EVENT_DELETED)) {
+            finish(acq, 0);
+            reply_close(r);
+            return;
+        }
         acq->state = ACQ_LISTING;
         if (step(acq, submit_list) == 0)
             acq_unlock(acq);
@@ -635,18 +800,139 @@ static void on_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg)
     reply_close(r);
 }
 
-static void acq_watch_fired(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
+/* The reply to the get-data that armed the watch on our own node. */
+static void on_own_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg)
+{
+    acq_reply_t *r = arg;
+    zkit__acq_t *acq = reply_open(r);
+    (void)c;
+    if (!acq)
+        return;
+    if (acq->own_watch == OWN_SENT && res->error == 0) {
+        acq->own_watch = OWN_ARMED;
+    } else if (acq->own_watch == OWN_SENT) {
+        acq->own_watch = OWN_NONE; /* no watch left: no hand-off without a listing */
+        acq->handoff = 0;
+    }
+    /* NONODE: our node is gone; the next listing (at the watched node's event, or at once
+     * if that already came) starts again. */
+    acq_unlock(acq);
+    reply_close(r);
+}
+
+/* Our own node changed or went while we wait: the watch is used up.  A deletion comes before
+ * any later one on the connection, so a hand-off can no longer follow; a listing decides
+ * (and finds our node gone). */
+static void acq_own_watch_fired(zkit_client_t *c, zkit_event_t event, const char *path,
+                                void *arg)
+{
+    zkit__acq_t *acq = arg;
+    (void)c;
+    (void)path;
+    pthread_mutex_lock(&acq->mu);
+    if (acq->state == ACQ_DONE || acq->own_watch == OWN_NONE) {
+        acq_unlock(acq);
+        return;
+    }
+    acq->own_watch = OWN_NONE;
+    acq->handoff = 0;
+    if (event != ZKIT_EVENT_DELETED || acq->state != ACQ_WATCHING) {
+        acq_unlock(acq);
+        return;
+    }
+    if (acq->watched) {
+        zkit__watch_cancel(acq->client, acq->watched, ZKIT_WATCH_DATA, &acq->watcher);
+        free(acq->watched);
+        acq->watched = NULL;
+    }
+    acq->state = ACQ_LISTING;
+    if (step(acq, submit_list) == 0)
+        acq_unlock(acq);
+}
+
+/* The node two ahead went (or changed): list again while the predecessor's watch stays
+ * armed (acq->mu held; released here). */
+static void look_ahead(zkit__acq_t *acq)
+{
+    if (acq->state != ACQ_WATCHING) {
+        acq_unlock(acq);
+        return;
+    }
+    acq->state = ACQ_LISTING;
+    if (step(acq, submit_list) == 0)
+        acq_unlock(acq);
+}
+
+static void on_ahead_set(zkit_client_t *c, const zkit_result_t *res, void *arg)
+{
+    acq_reply_t *r = arg;
+    zkit__acq_t *acq = reply_open(r);
+    (void)c;
+    if (!acq)
+        return;
+    if (res->error == ZKIT_ENONODE && acq->ahead) { /* gone already; no watch was left */
+        free(acq->ahead);
+        acq->ahead = NULL;
+        look_ahead(acq);
+    } else {
+        acq_unlock(acq);
+    }
+    reply_close(r);
+}
+
+static void acq_ahead_fired(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
 {
     zkit__acq_t *acq = arg;
     (void)c;
     (void)event;
     pthread_mutex_lock(&acq->mu);
+    if (acq->state == ACQ_DONE || !acq->ahead || strcmp(path, acq->ahead) != 0) {
+        acq_unlock(acq);
+        return;
+    }
+    free(acq->ahead);
+    acq->ahead = NULL;
+    look_ahead(acq);
+}
+
+/*
+ * The hand-off on the delete event alone, or on the watch's get-data finding the node gone
+ * (see handoff_on_delete for why the listing proves it), also needs: our own node still
+ * there when the watched node went, and the event a real deletion rather than one
+ * synthesized by a reconnect.  Both hold when the watch on our own node is armed and no
+ * session event has come since it was sent: the watches of one connection fire in the order
+ * of the changes, so a deletion of our node would have fired first (acq_own_watch_fired
+ * clears own_watch); and re-registered watches only fire after the reconnect's session event
+ * has moved the epoch on.
+ */
+static int handoff_proven(zkit__acq_t *acq, zkit_event_t event)
+{
+    return event == ZKIT_EVENT_DELETED && acq->handoff && acq->own_watch == OWN_ARMED &&
+           acq->own_epoch == zkit__client_connection_epoch(acq->client);
+}
+
+static void acq_watch_fired(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
+{
+    zkit__acq_t *acq = arg;
+    (void)c;
+    pthread_mutex_lock(&acq->mu);
+    if (acq->state == ACQ_LISTING && acq->watched && strcmp(path, acq->watched) == 0) {
+        /* A listing is under way (looking ahead): it decides; the watch is used up. */
+        free(acq->watched);
+        acq->watched = NULL;
+        acq_unlock(acq);
+        return;
+    }
     if (acq->state != ACQ_WATCHING || !acq->watched || strcmp(path, acq->watched) != 0) {
         acq_unlock(acq);
         return;
     }
     free(acq->watched);
     acq->watched = NULL;
+    if (handoff_proven(acq, event)) {
+        finish(acq, 0);
+        return;
+    }
     acq->state = ACQ_LISTING;
     if (step(acq, submit_list) == 0)
         acq_unlock(acq);
@@ -686,6 +972,10 @@ static zkit__acq_t *acq_alloc(const zkit__acq_params_t *p)
     acq->len = p->len;
     acq->watcher.fn = acq_watch_fired;
     acq->watcher.arg = acq;
+    acq->own_watcher.fn = acq_own_watch_fired;
+    acq->own_watcher.arg = acq;
+    acq->ahead_watcher.fn = acq_ahead_fired;
+    acq->ahead_watcher.arg = acq;
     if (!acq->dir || !acq->data || (p->fixed_name && !acq->fixed_name)) {
         zkit__acq_unref(acq);
         return NULL;
@@ -745,6 +1035,9 @@ void zkit__acq_connection_event(zkit__acq_t *acq, zkit_conn_state_t state)
     }
     if (state == ZKIT_CONN_LOST) {
         /* The handle and its watches are gone; so is our node. */
+        acq->own_watch = OWN_NONE;
+        free(acq->ahead);
+        acq->ahead = NULL;
         free(acq->node);
         acq->node = NULL;
         free(acq->watched);

@@ -27,8 +27,8 @@ extern const zkit__driver_t zkit__write_driver;
 
 #define ZKIT__WRITE_TOKEN "__WRIT__"
 
-/* Sorts child names in lock order: by the text after the last occurrence of `token` (the whole
- * name when absent), byte order, stable. */
+/* Sorts child names in lock order: kazoo's nodes by their sequence, the others by the text
+ * after the last occurrence of `token` (the whole name when absent); byte order, stable. */
 void zkit__lock_sort(char **names, size_t count, const char *token);
 
 /* Index of the child `name` in `names`, or -1. */

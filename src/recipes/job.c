@@ -12,6 +12,7 @@
  * hosts from running at the same time, and min_hold_ms keeps it held long enough that a host
  * whose clock lags finds it taken rather than slipping in right behind a quick run.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
@@ -28,6 +29,8 @@
 #include "framework/async.h"
 #include "framework/paths.h"
 #include "recipes/schedule.h"
+#include "recipes/nodename.h"
+#include "recipes/jobrecord.h"
 
 /* How often a host looks again at a slot it could not settle (lock busy, run failed). */
 #define JOB_POLL_MS 1000
@@ -178,8 +181,9 @@ static int parse_slot(const char *text, size_t len, int64_t *slot)
     long long v;
     if (len == 0 || len > 24)
         return -1;
+    errno = 0;
     v = strtoll(text, &end, 10);
-    if (end != text + len)
+    if (end != text + len || errno == ERANGE) /* strtoll clamps: a wrong slot, not an error */
         return -1;
     *slot = (int64_t)v;
     return 0;
@@ -298,15 +302,18 @@ static int slot_recorded(zkit_job_t *job, int64_t slot)
 }
 
 /* Whether someone is in the lock's queue.  A try costs two writes (our node's create and
- * delete), so while another host runs a long job the others only read. */
+ * delete), so while another host runs a long job the others only read.  A child of no known
+ * layout is no one: the try then fails loudly (ZKIT_EFOREIGN) rather than skip every slot. */
 static int lock_busy(zkit_job_t *job)
 {
     char **names = NULL;
     size_t n = 0;
+    int busy;
     if (zkit_get_children(&names, &n, NULL, job->client, job->lock_path, NULL) != 0)
         return 0; /* no directory yet, or no answer: let the try find out */
+    busy = n > 0 && !zkit__node_first_foreign(names, n);
     zkit_free_strings(names, n);
-    return n > 0;
+    return busy;
 }
 
 /* Takes the lock without waiting: 0 (held), ZKIT_ETIMEDOUT (someone else holds it) or an
@@ -671,4 +678,9 @@ ZKIT_EXTERN int64_t zkit_job_run_fencing_token(const zkit_job_run_t *run)
 ZKIT_EXTERN zkit_lock_t *zkit_job_run_lock(const zkit_job_run_t *run)
 {
     return run ? run->job->lock : NULL;
+}
+
+int zkit__job_parse_slot(const char *text, size_t len, int64_t *slot)
+{
+    return parse_slot(text, len, slot);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "recipes/lock.h"
+#include "recipes/nodename.h"
 #include "framework/paths.h"
 
 ZKIT_EXTERN int zkit_lock_acquire(zkit_lock_t *lock, int timeout_ms)
@@ -169,6 +170,7 @@ ZKIT_EXTERN int zkit_lock_participants(zkit_participant_t **list, size_t *count,
         rc = 0;
     if (rc == 0 && n > 0) {
         zkit__lock_sort(names, n, token);
+        zkit__node_foreign_last(names, n);
         if (!(*list = calloc(n, sizeof(**list))))
             rc = ZKIT_ENOMEM;
     }

@@ -202,6 +202,10 @@ extern const zkit__lock_ops_t zkit__lease_ops;
 extern const zkit__lock_ops_t zkit__multilock_ops;
 
 extern const zkit__lock_ops_t zkit__internal_mutex_ops;
+/* The nodes a multi-lock's holding rests on, one per part in lock order (the process's
+ * holding, whichever thread took it): 0, ZKIT_ENOTHELD, ZKIT_ELOCKLOST or ZKIT_ENOMEM.  Free
+ * each node and the array. */
+int zkit__multilock_nodes(const zkit_lock_t *lock, char ***nodes, size_t *count);
 /* The engine kinds' release: stop watching our node and delete it. */
 int zkit__node_release(zkit_lock_t *lock, zkit__holder_t *h, pthread_t owner);
 

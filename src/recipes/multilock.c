@@ -442,6 +442,40 @@ static int multi_query(const zkit_lock_t *lock, pthread_t owner, char **node, in
     return rc;
 }
 
+int zkit__multilock_nodes(const zkit_lock_t *lock, char ***nodes, size_t *count)
+{
+    zkit_lock_t *l = (zkit_lock_t *)lock;
+    multi_t *m = lock->kind_data;
+    pthread_t owner;
+    char **list;
+    int held, rc = 0;
+    *nodes = NULL;
+    *count = 0;
+    pthread_mutex_lock(&l->mu);
+    held = l->holders != NULL;
+    if (held)
+        owner = l->holders->thread;
+    pthread_mutex_unlock(&l->mu);
+    if (!held)
+        return ZKIT_ENOTHELD;
+    if (!(list = calloc(m->count, sizeof(*list))))
+        return ZKIT_ENOMEM;
+    for (size_t i = 0; i < m->count && rc == 0; i++) {
+        rc = m->parts[i]->ops->query(m->parts[i], owner, &list[i], NULL, NULL);
+        if (rc == 0 && !list[i])
+            rc = ZKIT_ENOTHELD;
+    }
+    if (rc != 0) {
+        for (size_t i = 0; i < m->count; i++)
+            free(list[i]);
+        free(list);
+        return rc;
+    }
+    *nodes = list;
+    *count = m->count;
+    return 0;
+}
+
 static char *multi_participants_dir(const zkit_lock_t *lock, const char **token)
 {
     multi_t *m = lock->kind_data;
@@ -581,9 +615,13 @@ ZKIT_EXTERN int zkit_multilock_new(zkit_lock_t **out, zkit_client_t *client,
     zkit_lock_t **parts;
     size_t made = 0;
     int rc = 0;
-    if (!out || !client || !paths || count == 0)
+    if (!out || !client || !paths)
         return ZKIT_EINVAL;
     *out = NULL;
+    if (count == 0) {
+        zkit__client_log(client, ZKIT_LOG_ERROR, "multi-lock: no path");
+        return ZKIT_EINVAL;
+    }
     if (!(parts = calloc(count, sizeof(*parts))))
         return ZKIT_ENOMEM;
     for (; made < count && rc == 0; made++)
@@ -607,10 +645,17 @@ ZKIT_EXTERN int zkit_multilock_new_from(zkit_lock_t **out, zkit_lock_t *const *l
     if (!out || !locks || count == 0)
         return ZKIT_EINVAL;
     *out = NULL;
-    for (size_t i = 0; i < count; i++)
-        if (!locks[i] || locks[i]->client != locks[0]->client ||
-            locks[i]->ops == &zkit__multilock_ops)
+    for (size_t i = 0; i < count; i++) {
+        if (!locks[i])
             return ZKIT_EINVAL;
+        if (locks[i]->client != locks[0]->client || locks[i]->ops == &zkit__multilock_ops) {
+            zkit__client_log(locks[i]->client, ZKIT_LOG_ERROR, "multi-lock: lock %s %s",
+                             locks[i]->path, locks[i]->ops == &zkit__multilock_ops
+                                                 ? "is a multi-lock"
+                                                 : "belongs to another client");
+            return ZKIT_EINVAL;
+        }
+    }
     if (!(parts = malloc(count * sizeof(*parts))))
         return ZKIT_ENOMEM;
     memcpy(parts, locks, count * sizeof(*parts));

@@ -1033,6 +1033,13 @@ ZKIT_EXTERN int zkit_lease_valid_until(int64_t *deadline_ms, const zkit_lease_t 
     return zkit__lock_query_holder(lease->lock, pthread_self(), NULL, NULL, deadline_ms);
 }
 
+ZKIT_EXTERN int zkit_lease_guard_txn(zkit_txn_t *txn, const zkit_lease_t *lease)
+{
+    if (!lease)
+        return ZKIT_EINVAL;
+    return zkit_lock_guard_txn(txn, lease->lock); /* its holding is the lease node's */
+}
+
 /* ---- the lease kind ------------------------------------------------------------------------- */
 
 static char *leases_dir_of(const zkit_lock_t *lock, const char **token)

@@ -126,9 +126,11 @@ static const char usage_text[] =
     "\n"
     "Exit status: COMMAND's (128+N if killed by signal N); the conflict code (default 1)\n"
     "when the lock was not acquired in time; with --once-per, the skip code (default 0)\n"
-    "when the slot was done or taken; 64 usage error; 69 ZooKeeper unreachable; 70 internal\n"
-    "error; 75 lock lost while COMMAND ran (COMMAND was terminated);\n"
-    "77 permission denied by an ACL; 126 COMMAND not executable; 127 COMMAND not found.\n";
+    "when the slot was done or taken; 64 usage error; 65 the path holds a node of no lock\n"
+    "layout (--list: not a lock); 66 --list: no such path; 69 ZooKeeper unreachable;\n"
+    "70 internal error; 75 lock lost while COMMAND ran (COMMAND was terminated);\n"
+    "77 permission denied by an ACL; 78 the chroot of --connect does not exist;\n"
+    "126 COMMAND not executable; 127 COMMAND not found.\n";
 
 enum {
     OPT_CONNECT = 256,

@@ -20,10 +20,13 @@
 /* Exit statuses (documented in --help and zkit-lock(1); 64-78 follow sysexits.h). */
 enum {
     ZKL_EXIT_USAGE = 64,       /* bad option, no command, bad path, unreadable auth file */
+    ZKL_EXIT_NOT_A_LOCK = 65,  /* a child of the path has no lock layout (--list: all do) */
+    ZKL_EXIT_NO_PATH = 66,     /* --list: the path does not exist */
     ZKL_EXIT_UNAVAILABLE = 69, /* cannot connect to ZooKeeper, or lost it while waiting */
     ZKL_EXIT_INTERNAL = 70,    /* anything else that should not happen */
     ZKL_EXIT_LOCK_LOST = 75,   /* the lock was lost (or could no longer be guaranteed) */
     ZKL_EXIT_NOPERM = 77,      /* an ACL denied the lock's nodes to our credentials */
+    ZKL_EXIT_CONFIG = 78,      /* the chroot of --connect does not exist on the server */
     ZKL_EXIT_CANNOT_EXEC = 126,
     ZKL_EXIT_NOT_FOUND = 127
 };

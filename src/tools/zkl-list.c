@@ -2,7 +2,11 @@
  * zkl-list.c - `zkit-lock --list PATH`: who holds the lock and who waits, in lock order.
  *
  * One line per participant: "holder" or "waiting", the age of its node (from the node's
- * ctime, so it shares the server's clock, not ours), the node name and its data.
+ * ctime, so it shares the server's clock, not ours), the node name and its data.  Children
+ * of no lock layout (zkit_lock_node_role) come last as "foreign": they have no place in the
+ * queue, and zkit refuses to lock such a path.  A missing path, and a path that is not a
+ * lock at all, end with a message and statuses of their own (ZKL_EXIT_NO_PATH,
+ * ZKL_EXIT_NOT_A_LOCK).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,16 +46,21 @@ static void print_data(const char *data, size_t len)
         fputs("...", stdout);
 }
 
-/* Curator's rule: a reader holds when no writer is ahead of it; anything else only when
- * first.  Mutex nodes ("lock-") are therefore holders only at the front. */
+static int is_foreign(const char *name)
+{
+    return zkit_lock_node_role(name) == ZKIT_NODE_FOREIGN;
+}
+
+/* Curator's and kazoo's rule: a reader holds when no writer is ahead of it; anything else
+ * only when first.  Mutex nodes are therefore holders only at the front. */
 static int is_holder(const entry_t *list, size_t index, size_t max_holders)
 {
     if (max_holders > 0)
         return index < max_holders; /* semaphore leases */
-    if (!strstr(list[index].name, "__READ__"))
+    if (zkit_lock_node_role(list[index].name) != ZKIT_NODE_READER)
         return index == 0;
     for (size_t i = 0; i < index; i++) {
-        if (strstr(list[i].name, "__WRIT__"))
+        if (zkit_lock_node_role(list[i].name) == ZKIT_NODE_WRITER)
             return 0;
     }
     return 1;
@@ -73,23 +82,36 @@ static void print_age(zkit_client_t *client, const char *dir, const char *name)
     zkit_stat_t st;
     if (path && zkit_exists(&st, client, path, NULL) == 0) {
         int64_t age = wall_clock_ms() - st.ctime;
-        printf("%9.1fs", (age > 0 ? age : 0) / 1000.0);
+        if (st.ctime > 0)
+            printf("%9.1fs", (age > 0 ? age : 0) / 1000.0);
+        else
+            printf("%10s", "-"); /* created with the server's data tree (/zookeeper) */
     } else {
         printf("%10s", "gone"); /* released between the listing and this look-up */
     }
     free(path);
 }
 
+/* The known participants first (the caller put them there), then the foreign children. */
 static void print_entries(zkit_client_t *client, const char *dir, const entry_t *list,
                           size_t count, size_t max_holders)
 {
     for (size_t i = 0; i < count; i++) {
-        printf("%-7s ", is_holder(list, i, max_holders) ? "holder" : "waiting");
+        const char *what = is_foreign(list[i].name)               ? "foreign"
+                           : is_holder(list, i, max_holders)      ? "holder"
+                                                                  : "waiting";
+        printf("%-7s ", what);
         print_age(client, dir, list[i].name);
         printf("  %s  ", list[i].name);
         print_data(list[i].data, list[i].data_len);
         putchar('\n');
     }
+}
+
+static int zkl_list_failed(const zkl_options_t *o, int rc)
+{
+    zkl_error("cannot list %s: %s", o->list_path, zkit_strerror(rc));
+    return zkl_exit_for_error(rc, o);
 }
 
 /* The participants in the order of a mutex (rw = 0) or of a read-write lock (rw = 1). */
@@ -107,12 +129,63 @@ static int participants(zkit_client_t *client, const char *path, int rw,
     return rc;
 }
 
+/* Readers, or Curator's writers: kazoo's "__lock__" nodes alone may be a mutex's, and they
+ * sort by their sequence under either order. */
 static int has_rw_nodes(const zkit_participant_t *parts, size_t count)
 {
     for (size_t i = 0; i < count; i++) {
-        if (strstr(parts[i].name, "__READ__") || strstr(parts[i].name, "__WRIT__"))
+        zkit_node_role_t role = zkit_lock_node_role(parts[i].name);
+        if (role == ZKIT_NODE_READER ||
+            (role == ZKIT_NODE_WRITER && strstr(parts[i].name, "__WRIT__")))
             return 1;
     }
+    return 0;
+}
+
+/* What kind of node the listed path is, before its participants are listed: 0 (a lock,
+ * perhaps an empty one, or a path of foreign children only: list it), or an exit status
+ * after a message. */
+static int look_at_path(zkit_client_t *client, const zkl_options_t *o)
+{
+    const char *path = o->list_path;
+    char **names = NULL;
+    size_t count = 0, semaphore_parts = 0;
+    int rc = zkit_get_children(&names, &count, NULL, client, path, NULL);
+    if (rc == ZKIT_ENONODE) {
+        zkl_error("%s: no such path (nothing has locked it, or it was reaped)", path);
+        return ZKL_EXIT_NO_PATH;
+    }
+    if (rc != 0)
+        return zkl_list_failed(o, rc);
+    for (size_t i = 0; i < count; i++)
+        semaphore_parts += strcmp(names[i], "leases") == 0 || strcmp(names[i], "locks") == 0;
+    zkit_free_strings(names, count);
+    if (o->kind == ZKL_SEMAPHORE && count > 0 && semaphore_parts == 0) {
+        zkl_error("%s: not a semaphore (no \"leases\" or \"locks\" child)", path);
+        return ZKL_EXIT_NOT_A_LOCK;
+    }
+    if (o->kind != ZKL_SEMAPHORE && count > 0 && semaphore_parts == count) {
+        zkl_error("%s is a semaphore (children \"leases\", \"locks\"): add --semaphore N",
+                  path);
+        return ZKL_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* After the lines: a word on foreign children, and the status they call for. */
+static int tell_foreign(const char *path, const entry_t *list, size_t count)
+{
+    size_t foreign = 0;
+    for (size_t i = 0; i < count; i++)
+        foreign += is_foreign(list[i].name);
+    if (foreign == 0)
+        return 0;
+    if (foreign == count) {
+        zkl_error("%s: not a lock (no child has a lock node's name)", path);
+        return ZKL_EXIT_NOT_A_LOCK;
+    }
+    zkl_note("%s: %zu child%s of no lock layout (\"foreign\"): zkit refuses to lock this path",
+             path, foreign, foreign == 1 ? "" : "ren");
     return 0;
 }
 
@@ -121,7 +194,10 @@ static int list_lock(zkit_client_t *client, const zkl_options_t *o)
     zkit_participant_t *parts = NULL;
     entry_t *list = NULL;
     size_t count = 0;
-    int rc = participants(client, o->list_path, o->kind != ZKL_MUTEX, &parts, &count);
+    int status = look_at_path(client, o), rc;
+    if (status > 0)
+        return status;
+    rc = participants(client, o->list_path, o->kind != ZKL_MUTEX, &parts, &count);
     /* Read-write nodes sort differently: recognise them by name, without --read/--write. */
     if (rc == 0 && o->kind == ZKL_MUTEX && has_rw_nodes(parts, count)) {
         zkit_participants_free(parts, count);
@@ -134,11 +210,15 @@ static int list_lock(zkit_client_t *client, const zkl_options_t *o)
         list[i].data = parts[i].data ? parts[i].data : "";
         list[i].data_len = parts[i].data ? parts[i].data_len : 0;
     }
-    if (rc == 0)
+    if (rc == 0) {
         print_entries(client, o->list_path, list, count, 0);
+        status = tell_foreign(o->list_path, list, count);
+    }
     free(list);
     zkit_participants_free(parts, rc == 0 ? count : 0);
-    return rc == ZKIT_ENONODE ? 0 : rc;
+    if (rc == ZKIT_ENONODE) /* gone since we looked */
+        return look_at_path(client, o);
+    return rc != 0 ? zkl_list_failed(o, rc) : status;
 }
 
 /* ---- semaphore leases: no participants call, so list <path>/leases ourselves ---- */
@@ -152,9 +232,14 @@ static const char *lease_key(const char *name)
     return key == name ? name : key;
 }
 
+/* Foreign children last, behind the leases. */
 static int compare_leases(const void *a, const void *b)
 {
-    return strcmp(lease_key(((const entry_t *)a)->name), lease_key(((const entry_t *)b)->name));
+    const char *x = ((const entry_t *)a)->name, *y = ((const entry_t *)b)->name;
+    int fx = is_foreign(x), fy = is_foreign(y);
+    if (fx != fy)
+        return fx - fy;
+    return fx ? strcmp(x, y) : strcmp(lease_key(x), lease_key(y));
 }
 
 static void fill_lease(zkit_client_t *client, const char *dir, entry_t *e, char **data)
@@ -174,7 +259,12 @@ static int list_semaphore(zkit_client_t *client, const zkl_options_t *o)
     char *dir = join_path(o->list_path, "leases"), **names = NULL, **datas = NULL;
     entry_t *list = NULL;
     size_t count = 0;
-    int rc = dir ? zkit_get_children(&names, &count, NULL, client, dir, NULL) : ZKIT_ENOMEM;
+    int status = look_at_path(client, o), rc;
+    if (status > 0) {
+        free(dir);
+        return status;
+    }
+    rc = dir ? zkit_get_children(&names, &count, NULL, client, dir, NULL) : ZKIT_ENOMEM;
     if (rc == 0 && count > 0 && (!(list = calloc(count, sizeof(*list))) ||
                                  !(datas = calloc(count, sizeof(*datas)))))
         rc = ZKIT_ENOMEM;
@@ -184,27 +274,27 @@ static int list_semaphore(zkit_client_t *client, const zkl_options_t *o)
         qsort(list, count, sizeof(*list), compare_leases);
     for (size_t i = 0; rc == 0 && i < count; i++)
         fill_lease(client, dir, &list[i], &datas[i]);
-    if (rc == 0)
+    if (rc == 0) {
         print_entries(client, dir, list, count, (size_t)o->max_leases);
+        status = tell_foreign(dir, list, count);
+    }
     for (size_t i = 0; datas && i < count; i++)
         zkit_free(datas[i]);
     free(datas);
     free(list);
     zkit_free_strings(names, count);
     free(dir);
-    return rc == ZKIT_ENONODE ? 0 : rc;
+    if (rc == ZKIT_ENONODE) /* no lease was ever taken, or the path went */
+        return look_at_path(client, o);
+    return rc != 0 ? zkl_list_failed(o, rc) : status;
 }
 
 int zkl_list(zkit_client_t *client, const zkl_options_t *o)
 {
-    int rc = o->kind == ZKL_SEMAPHORE ? list_semaphore(client, o) : list_lock(client, o);
+    int status = o->kind == ZKL_SEMAPHORE ? list_semaphore(client, o) : list_lock(client, o);
     if (fflush(stdout) != 0) {
         zkl_error("cannot write the list: output error");
         return ZKL_EXIT_INTERNAL;
     }
-    if (rc != 0) {
-        zkl_error("cannot list %s: %s", o->list_path, zkit_strerror(rc));
-        return zkl_exit_for_error(rc, o);
-    }
-    return 0;
+    return status;
 }

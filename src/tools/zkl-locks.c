@@ -156,9 +156,23 @@ void zkl_close_abandoning(zkit_client_t *client)
     zkit_client_close(client);
 }
 
+/* A node missing under a lock path that is created with its parents: only a chroot in the
+ * connect string can be missing (ZooKeeper creates nothing above a chroot). */
+static int missing_chroot(const zkl_options_t *o)
+{
+    const char *chroot = strchr(o->connect, '/');
+    if (!chroot || !chroot[1])
+        return ZKL_EXIT_INTERNAL;
+    zkl_error("the chroot '%s' of --connect does not exist on the server: create it first",
+              chroot);
+    return ZKL_EXIT_CONFIG;
+}
+
 int zkl_exit_for_error(int error, const zkl_options_t *o)
 {
     switch (error) {
+    case ZKIT_ENONODE:
+        return missing_chroot(o);
     case ZKIT_ETIMEDOUT:
         return o->conflict_code;
     case ZKIT_ECONNLOSS:
@@ -170,6 +184,8 @@ int zkl_exit_for_error(int error, const zkl_options_t *o)
     case ZKIT_EBADPATH:
     case ZKIT_EINVAL:
         return ZKL_EXIT_USAGE;
+    case ZKIT_EFOREIGN:
+        return ZKL_EXIT_NOT_A_LOCK;
     default:
         return ZKL_EXIT_INTERNAL;
     }

@@ -9,6 +9,7 @@
  *   CuratorPeer CONNECT order KIND PATH
  *   CuratorPeer CONNECT revoke NODE_PATH...
  *   CuratorPeer CONNECT bench KIND PATH CYCLES WARMUP
+ *   CuratorPeer CONNECT contend mutex PATH CLIENTS ACQUISITIONS
  *
  * KIND: mutex (InterProcessMutex), read / write (InterProcessReadWriteLock halves),
  *       semaphore (InterProcessSemaphoreMutex).
@@ -45,6 +46,11 @@
  *        with System.nanoTime; prints one line "BENCH <cycles per second> <p50 ms> <p99 ms>"
  *        (the rate over all timed cycles, the percentiles nearest-rank, as bench/zkit-bench
  *        computes its own figures). Run by bench/zkit-bench.
+ * contend: CLIENTS sessions of their own in this JVM, a thread each, loop on one
+ *        InterProcessMutex: ACQUISITIONS / 2 unmeasured acquisitions in all (the JIT), then
+ *        ACQUISITIONS timed ones. Each holder stamps System.nanoTime just before release; the
+ *        next holder (another client) measures from it to its return from acquire(). Prints
+ *        "BENCH <acquisitions per second> <hand-off p50 ms> <hand-off p99 ms>" as bench does.
  *
  * Participants: mutex, read, write: getParticipantNodes() of that lock, i.e. the children
  * of PATH sorted by Curator's sorter; the read half lists only __READ__ nodes and the write
@@ -247,6 +253,7 @@ public class CuratorPeer {
                 + "       CuratorPeer CONNECT order KIND PATH\n"
                 + "       CuratorPeer CONNECT revoke NODE_PATH...\n"
                 + "       CuratorPeer CONNECT bench KIND PATH CYCLES WARMUP\n"
+                + "       CuratorPeer CONNECT contend mutex PATH CLIENTS ACQUISITIONS\n"
                 + "KIND: mutex | read | write | semaphore (bench: mutex | semaphore)");
     }
 
@@ -272,7 +279,8 @@ public class CuratorPeer {
                     || (mode.equals("hold") && (args.length == 5 || revocable))
                     || (mode.equals("loop") && args.length == 7)
                     || (mode.equals("order") && args.length == 4)
-                    || (mode.equals("bench") && args.length == 6);
+                    || (mode.equals("bench") && args.length == 6)
+                    || (mode.equals("contend") && args.length == 6);
             if (!ok) {
                 usage();
                 System.exit(EXIT_ERROR);
@@ -329,6 +337,9 @@ public class CuratorPeer {
             return loop(peer, Integer.parseInt(args[4]), Paths.get(args[5]), Paths.get(args[6]));
         case "bench":
             return bench(peer, Integer.parseInt(args[4]), Integer.parseInt(args[5]));
+        case "contend":
+            return contend(args[0], peer.path, Integer.parseInt(args[4]),
+                    Integer.parseInt(args[5]));
         default:
             return order(peer);
         }
@@ -529,6 +540,108 @@ public class CuratorPeer {
         Arrays.sort(ms);
         double rate = elapsed > 0 ? cycles / (elapsed / 1e9) : 0.0;
         out(String.format(Locale.ROOT, "BENCH %.3f %.6f %.6f", rate, percentile(ms, 50),
+                percentile(ms, 99)));
+        return EXIT_OK;
+    }
+
+    /** What the contending threads share; last* are written by the holder only. */
+    static final class Contention {
+        volatile long lastRelease;
+        volatile int lastHolder = -1;
+        final double[] ms;
+        final java.util.concurrent.atomic.AtomicInteger count =
+                new java.util.concurrent.atomic.AtomicInteger();
+        volatile boolean measuring;
+
+        Contention(int capacity) {
+            ms = new double[capacity];
+        }
+
+        void held(int me) {
+            long now = System.nanoTime();
+            int prev = lastHolder;
+            if (measuring && prev >= 0 && prev != me) {
+                int i = count.getAndIncrement();
+                if (i < ms.length) {
+                    ms[i] = (now - lastRelease) / 1e6;
+                }
+            }
+            lastHolder = me;
+            lastRelease = System.nanoTime();
+        }
+    }
+
+    static int contend(String connect, String path, int clients, int total) throws Exception {
+        if (clients < 1 || total < clients) {
+            throw new IllegalArgumentException("contend: CLIENTS >= 1, ACQUISITIONS >= CLIENTS");
+        }
+        final int per = (total + clients - 1) / clients;
+        final int warm = Math.max(1, per / 2);
+        final Contention c = new Contention(per * clients);
+        final CuratorFramework[] cs = new CuratorFramework[clients];
+        final java.util.concurrent.CyclicBarrier barrier =
+                new java.util.concurrent.CyclicBarrier(clients);
+        final long[] span = new long[2];
+        final java.util.concurrent.atomic.AtomicReference<Exception> failure =
+                new java.util.concurrent.atomic.AtomicReference<>();
+        Thread[] ts = new Thread[clients];
+        for (int i = 0; i < clients; i++) {
+            cs[i] = CuratorFrameworkFactory.builder().connectString(connect)
+                    .sessionTimeoutMs(10000).retryPolicy(new ExponentialBackoffRetry(100, 3))
+                    .build();
+            cs[i].start();
+            cs[i].blockUntilConnected(30, TimeUnit.SECONDS);
+        }
+        for (int i = 0; i < clients; i++) {
+            final int me = i;
+            ts[i] = new Thread(() -> {
+                InterProcessMutex m = new InterProcessMutex(cs[me], path);
+                try {
+                    for (int phase = 0; phase < 2; phase++) {
+                        if (barrier.await() == 0) {
+                            c.measuring = phase == 1;
+                            c.lastHolder = -1;
+                            if (phase == 1) {
+                                span[0] = System.nanoTime();
+                            }
+                        }
+                        barrier.await();
+                        for (int j = 0; j < (phase == 0 ? warm : per); j++) {
+                            m.acquire();
+                            c.held(me);
+                            m.release();
+                        }
+                        barrier.await();
+                        if (phase == 1) {
+                            synchronized (span) {
+                                span[1] = Math.max(span[1], System.nanoTime());
+                            }
+                        }
+                    }
+                } catch (Exception e) {
+                    failure.compareAndSet(null, e);
+                    barrier.reset();
+                }
+            });
+            ts[i].start();
+        }
+        for (Thread t : ts) {
+            t.join();
+        }
+        for (CuratorFramework f : cs) {
+            f.close();
+        }
+        if (failure.get() != null) {
+            throw failure.get();
+        }
+        int n = Math.min(c.count.get(), c.ms.length);
+        if (n == 0) {
+            throw new IllegalStateException("contend: no hand-off measured");
+        }
+        double[] ms = Arrays.copyOf(c.ms, n);
+        Arrays.sort(ms);
+        out(String.format(Locale.ROOT, "BENCH %.3f %.6f %.6f",
+                (double) per * clients / ((span[1] - span[0]) / 1e9), percentile(ms, 50),
                 percentile(ms, 99)));
         return EXIT_OK;
     }

@@ -1,0 +1,138 @@
+/*
+ * fuzz_lock_order.c - libFuzzer target: the lock engine's ordering of child names, on names
+ * any client may have made (Curator's "_c_<uuid>-lock-0000000001", read-write tokens, other
+ * clients' odd names, names with the token several times or not at all).
+ *
+ * Input: the first byte picks the driver (mutex, read or write half), the rest is the
+ * children's names, one per line.  Checks that sorting keeps every name (a permutation), that
+ * it is idempotent, that Curator's rule orders names
+ * that end in the driver's token and a 10-digit sequence, that kazoo's names
+ * ("...__lock__<seq>", "...__rlock__<seq>") take their place among them by that sequence,
+ * that every name is found by zkit__lock_index, and that zkit__lock_decide names a child
+ * ahead of the one deciding.
+ */
+#include <assert.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zkit/common.h"
+#include "recipes/engine.h"
+
+#define MAX_NAMES 64
+
+static int by_bytes(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The 10-digit sequence after the last `token`, when the name ends so; else -1. */
+static long long curator_sequence(const char *name, const char *token)
+{
+    const char *p = NULL, *q = name;
+    long long v = 0;
+    while ((q = strstr(q, token)) != NULL)
+        p = q++;
+    if (!p)
+        return -1;
+    p += strlen(token);
+    if (strlen(p) != 10)
+        return -1;
+    for (; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -1;
+        v = v * 10 + (*p - '0');
+    }
+    return v;
+}
+
+/* The 10-digit sequence of a kazoo node ("__lock__" or "__rlock__" right before exactly ten
+ * final digits); else -1. */
+static long long kazoo_sequence(const char *name)
+{
+    static const char *const tokens[] = { "__lock__", "__rlock__" };
+    size_t len = strlen(name), digits = 0;
+    long long v = 0;
+    while (digits < len && name[len - 1 - digits] >= '0' && name[len - 1 - digits] <= '9')
+        digits++;
+    if (digits != 10)
+        return -1;
+    for (size_t t = 0; t < 2; t++) {
+        size_t tl = strlen(tokens[t]);
+        if (len >= 10 + tl && strncmp(name + len - 10 - tl, tokens[t], tl) == 0) {
+            for (const char *p = name + len - 10; *p; p++)
+                v = v * 10 + (*p - '0');
+            return v;
+        }
+    }
+    return -1;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static const zkit__driver_t *drivers[] = { &zkit__mutex_driver, &zkit__read_driver,
+                                               &zkit__write_driver };
+    const zkit__driver_t *driver;
+    char *text, *names[MAX_NAMES], *again[MAX_NAMES], *a[MAX_NAMES], *b[MAX_NAMES];
+    size_t count = 0;
+    if (size < 1)
+        return 0;
+    driver = drivers[data[0] % 3];
+    text = malloc(size);
+    memcpy(text, data + 1, size - 1);
+    text[size - 1] = '\0';
+    for (char *line = text, *next; line && count < MAX_NAMES; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        names[count++] = line;
+    }
+    memcpy(again, names, sizeof(names));
+    zkit__lock_sort(names, count, driver->token);
+
+    /* A permutation. */
+    memcpy(a, names, sizeof(a));
+    memcpy(b, again, sizeof(b));
+    qsort(a, count, sizeof(char *), by_bytes);
+    qsort(b, count, sizeof(char *), by_bytes);
+    for (size_t i = 0; i < count; i++)
+        assert(strcmp(a[i], b[i]) == 0);
+
+    /* Idempotent: a sorted list stays as it is. */
+    memcpy(a, names, sizeof(a));
+    zkit__lock_sort(a, count, driver->token);
+    for (size_t i = 0; i < count; i++)
+        assert(a[i] == names[i]);
+
+    /* Curator's rule for names of its own making: by the sequence after the token. */
+    for (size_t i = 0; i + 1 < count; i++) {
+        for (size_t j = i + 1; j < count; j++) {
+            long long si = curator_sequence(names[i], driver->token);
+            long long sj = curator_sequence(names[j], driver->token);
+            if (si < 0)
+                si = kazoo_sequence(names[i]);
+            if (sj < 0)
+                sj = kazoo_sequence(names[j]);
+            if (si >= 0 && sj >= 0)
+                assert(si <= sj);
+        }
+    }
+
+    for (size_t i = 0; i < count; i++) {
+        const char *wait_for = NULL;
+        long at = zkit__lock_index(names, count, names[i]);
+        int holds;
+        assert(at >= 0 && (size_t)at <= i && strcmp(names[at], names[i]) == 0);
+        holds = zkit__lock_decide(driver, names, count, (size_t)at, &wait_for);
+        if (holds) {
+            assert(wait_for == NULL);
+        } else {
+            long w;
+            assert(wait_for != NULL);
+            w = zkit__lock_index(names, count, wait_for);
+            assert(w >= 0 && w < at);
+        }
+    }
+    free(text);
+    return 0;
+}

@@ -1,0 +1,250 @@
+#!/usr/bin/python3
+"""kazoo-peer.py: a tiny kazoo lock client driven by the zkit C test-suite (tests/test_kazoo.c),
+so that zkit's locks can be checked for mutual exclusion against kazoo's own recipes.
+
+Usage (run with the Python that has kazoo: Debian's python3-kazoo is for /usr/bin/python3):
+
+  kazoo-peer.py probe
+  kazoo-peer.py CONNECT hold  KIND PATH TIMEOUT_MS
+  kazoo-peer.py CONNECT loop  KIND PATH ITERATIONS COUNTER_FILE LOG_FILE
+  kazoo-peer.py CONNECT order KIND PATH
+
+KIND: mutex (kazoo Lock), read (ReadLock), write (WriteLock), each with the settings that
+make kazoo see zkit's (Curator-layout) nodes, as docs/recipes.md gives them:
+  Lock(client, path, extra_lock_patterns=["-lock-"])
+  ReadLock(client, path, extra_lock_patterns=["__WRIT__"])
+  WriteLock(client, path, extra_lock_patterns=["__READ__", "__WRIT__"])
+
+stdout: one line per event, flushed at once; stderr: errors.  Exit codes: 0 ok, 1 error,
+2 timeout, 77 kazoo is not installed (probe, or any mode).
+
+probe: exit 0 when kazoo can be imported (prints "KAZOO <version>").
+hold:  acquire (TIMEOUT_MS < 0 = wait forever, 0 = try once), print "ACQUIRED <our node>"
+       (full path) or "TIMEOUT" (exit 2).  Then commands on stdin, one a line:
+         release       -> release, print "RELEASED", exit 0
+         participants  -> "PARTICIPANT <node name>" per contender in kazoo's order, then "END"
+         EOF           -> release silently, exit 0
+loop:  ITERATIONS times: acquire (forever), append "ENTER <pid> <ns>" to LOG_FILE, read the
+       integer in COUNTER_FILE (missing or empty = 0), sleep 1-3 ms, write it back plus one
+       (deliberately not atomic), append "EXIT <pid> <ns>", release.  For read / write the
+       lines are "ENTER R ..." / "ENTER W ..." and readers never write the counter.  <ns> is
+       time.monotonic_ns(), CLOCK_MONOTONIC as the C side's.  Each line is one write(2) on an
+       O_APPEND descriptor.  Prints "DONE" at the end.
+order: "NODE <node name>" for every contender in kazoo's order, then "END".
+
+Contenders are listed as kazoo's Lock.contenders() orders them (its pattern, its sort key),
+with node names instead of node data.
+
+A kazoo lock object creates its path once (ensure_path) and fails with NoNodeError when the
+path is gone later; zkit (as Curator) creates lock paths as containers, which the server
+deletes once they are empty.  So each acquisition here is made with a fresh lock object, and
+made again on NoNodeError, as docs/recipes.md advises kazoo users sharing paths with zkit.
+
+kazoo 2.8 (Debian 12's python3-kazoo) has a read-lock bug: a ReadLock waits for the last
+writer in the queue, even one queued behind it, which then waits for the reader: both wait
+forever (fixed in kazoo 2.9.0, python-zk/kazoo#650).  On kazoo < 2.9 the peer's ReadLock
+carries 2.9's predecessor rule, so that the tests see zkit's behaviour, not that deadlock;
+node names, patterns and order are the same in both versions.
+"""
+
+import os
+import random
+import re
+import sys
+import time
+
+EXIT_OK, EXIT_ERROR, EXIT_TIMEOUT, EXIT_SKIP = 0, 1, 2, 77
+
+try:
+    import kazoo
+    from kazoo.client import KazooClient
+    from kazoo.exceptions import LockTimeout, NoNodeError
+    from kazoo.recipe.lock import Lock, ReadLock, WriteLock
+except ImportError as e:
+    print("kazoo-peer: kazoo not importable (%s): install python3-kazoo" % e, file=sys.stderr)
+    sys.exit(EXIT_SKIP)
+
+try:
+    from kazoo.version import __version__ as KAZOO_VERSION
+except ImportError:
+    KAZOO_VERSION = "0"
+
+# The patterns that make kazoo count zkit's nodes as contenders (see the module's doc).
+EXTRA_PATTERNS = {
+    "mutex": ["-lock-"],
+    "read": ["__WRIT__"],
+    "write": ["__READ__", "__WRIT__"],
+}
+
+
+def version_tuple(text):
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
+
+
+class FixedReadLock(ReadLock):
+    """kazoo 2.9's predecessor rule for a reader: the nearest contender with a smaller
+    sequence (kazoo < 2.9 takes the last contender, even one behind us)."""
+
+    def _get_predecessor(self, node):
+        from kazoo.retry import ForceRetryError
+        node_sequence = node[len(self.prefix):]
+        children = self.client.get_children(self.path)
+        found_self = False
+        contender_matches = []
+        for child in children:
+            match = self._contenders_re.search(child)
+            if match is not None:
+                if match.group(1) < node_sequence:
+                    contender_matches.append(match)
+            if child == node:
+                found_self = match
+        if found_self is False:
+            raise ForceRetryError()
+        if not contender_matches:
+            return None
+        return sorted(contender_matches, key=lambda m: m.groups())[-1].string
+
+
+def out(line):
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def err(line):
+    sys.stderr.write("kazoo-peer: " + line + "\n")
+    sys.stderr.flush()
+
+
+def make_lock(client, kind, path):
+    extra = EXTRA_PATTERNS[kind]
+    ident = "host=%s pid=%d kazoo" % (os.uname()[1], os.getpid())
+    if kind == "mutex":
+        return Lock(client, path, ident, extra_lock_patterns=extra)
+    if kind == "write":
+        return WriteLock(client, path, ident, extra_lock_patterns=extra)
+    read_lock = ReadLock if version_tuple(KAZOO_VERSION) >= (2, 9) else FixedReadLock
+    return read_lock(client, path, ident, extra_lock_patterns=extra)
+
+
+# How often one acquisition is made again after its path vanished under it.
+PATH_RETRIES = 20
+
+
+def acquire_fresh(client, kind, path, **kwargs):
+    """A new lock object, acquired (kwargs for acquire): the lock, or None when not acquired.
+    A NoNodeError (the path, a container, was reaped between two uses) makes it again."""
+    for attempt in range(PATH_RETRIES):
+        lock = make_lock(client, kind, path)
+        try:
+            return lock if lock.acquire(**kwargs) else None
+        except NoNodeError:
+            if attempt == PATH_RETRIES - 1:
+                raise
+    return None
+
+
+def contenders(lock):
+    """Node names in the order of kazoo's Lock.contenders() (same pattern, same key)."""
+    names = lock._exclude_names | {lock._NODE_NAME}
+    pattern = re.compile(r"(?:{patterns})(-?\d{{10}})$".format(patterns="|".join(names)))
+    matches = [m for m in (pattern.search(c) for c in lock.client.get_children(lock.path)) if m]
+    return [m.string for m in sorted(matches, key=lambda m: m.groups())]
+
+
+def hold(client, kind, path, timeout_ms):
+    try:
+        if timeout_ms == 0:
+            lock = acquire_fresh(client, kind, path, blocking=False)
+        else:
+            lock = acquire_fresh(client, kind, path,
+                                 timeout=None if timeout_ms < 0 else timeout_ms / 1000.0)
+    except LockTimeout:
+        lock = None
+    if lock is None:
+        out("TIMEOUT")
+        return EXIT_TIMEOUT
+    out("ACQUIRED " + lock.path + "/" + lock.node)
+    for line in sys.stdin:
+        cmd = line.strip()
+        if not cmd:
+            continue
+        if cmd == "release":
+            lock.release()
+            out("RELEASED")
+            return EXIT_OK
+        if cmd == "participants":
+            out("\n".join(["PARTICIPANT " + n for n in contenders(lock)] + ["END"]))
+        else:
+            err("unknown command '%s' (release, participants)" % cmd)
+    lock.release()
+    return EXIT_OK
+
+
+def append(fd, line):
+    os.write(fd, line.encode("ascii"))
+
+
+def read_counter(path):
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except FileNotFoundError:
+        return 0
+    return int(text) if text else 0
+
+
+def loop(client, kind, path, iterations, counter, log):
+    tag = {"read": "R ", "write": "W "}.get(kind, "")
+    pid = os.getpid()
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        for _ in range(iterations):
+            lock = acquire_fresh(client, kind, path)
+            try:
+                append(fd, "ENTER %s%d %d\n" % (tag, pid, time.monotonic_ns()))
+                value = read_counter(counter)
+                time.sleep(random.randint(1, 3) / 1000.0)
+                if kind != "read":
+                    with open(counter, "w") as f:
+                        f.write("%d\n" % (value + 1))
+                append(fd, "EXIT %s%d %d\n" % (tag, pid, time.monotonic_ns()))
+            finally:
+                lock.release()
+    finally:
+        os.close(fd)
+    out("DONE")
+    return EXIT_OK
+
+
+def main(argv):
+    if len(argv) == 2 and argv[1] == "probe":
+        out("KAZOO " + KAZOO_VERSION)
+        return EXIT_OK
+    if len(argv) < 5 or argv[3] not in EXTRA_PATTERNS or \
+            not ((argv[2] == "hold" and len(argv) == 6) or
+                 (argv[2] == "loop" and len(argv) == 8) or
+                 (argv[2] == "order" and len(argv) == 5)):
+        err("usage: kazoo-peer.py CONNECT hold|loop|order KIND PATH ... (see its header)")
+        return EXIT_ERROR
+    connect, mode, kind, path = argv[1], argv[2], argv[3], argv[4]
+    client = KazooClient(hosts=connect, timeout=10.0)
+    client.start(timeout=15)
+    try:
+        if mode == "hold":
+            return hold(client, kind, path, int(argv[5]))
+        if mode == "loop":
+            return loop(client, kind, path, int(argv[5]), argv[6], argv[7])
+        lock = make_lock(client, kind, path)
+        client.ensure_path(path)
+        out("\n".join(["NODE " + n for n in contenders(lock)] + ["END"]))
+        return EXIT_OK
+    finally:
+        client.stop()
+        client.close()
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv))
+    except KeyboardInterrupt:
+        sys.exit(EXIT_ERROR)
