@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: installs what is missing, builds in ./build,
-# and runs five lanes there, one after the other (every suite starts and stops its own
+# and runs six lanes there, one after the other (every suite starts and stops its own
 # throwaway ZooKeeper servers):
 #   make check        the plain build
 #   make check-asan   everything rebuilt with AddressSanitizer + UndefinedBehaviorSanitizer
 #   make check-tsan   the threaded suites rebuilt with ThreadSanitizer
+#   make soak         a 2-minute randomized fault soak on a 3-node ensemble (docs/reliability.md)
 #   make fuzz         the libFuzzer targets of tests/fuzz, FUZZ_SECONDS (10) each, under clang
 #   make doc, make install and make installcheck into a scratch DESTDIR
 # Every lane runs even when an earlier one failed; the logs of failing suites are printed
@@ -63,6 +64,7 @@ run_lane() {
 run_lane check "$PWD"
 run_lane check-asan "$PWD/sanitize-asan"
 run_lane check-tsan "$PWD/sanitize-tsan"
+run_lane soak "$PWD"
 
 # The parsers under libFuzzer: a crash or sanitizer report fails the lane; skipped (and said
 # so) only when clang or its fuzzer runtime is missing (tests/fuzz/run.sh exits 77).

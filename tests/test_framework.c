@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1638,6 +1639,95 @@ static void test_closed_client(void)
     zkit__client_unref(c);
 }
 
+/* ---- a watch's release that takes the client's lock, at close ---------------------------- */
+
+/* A registration's release may take the client's lock: a freed semaphore's last run, held by
+ * the children watch of its wait, ends its internal lock, which removes a listener.  The close
+ * drops the armed registrations of its handle and must not hold that lock while releasing
+ * them (it did, and the close never returned). */
+typedef struct release_probe {
+    zkit_client_t *client;
+    int listener;
+    atomic_int released;
+    atomic_int listed;
+    atomic_int closed;
+} release_probe_t;
+
+static void probe_hold(void *arg)
+{
+    (void)arg;
+}
+
+static void probe_release(void *arg)
+{
+    release_probe_t *p = arg;
+    zkit_client_remove_listener(p->client, p->listener);
+    atomic_store(&p->released, 1);
+}
+
+static void probe_watch(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
+{
+    (void)c, (void)event, (void)path, (void)arg;
+}
+
+static void probe_listed(zkit_client_t *c, const zkit_result_t *res, void *arg)
+{
+    (void)c, (void)res;
+    atomic_store(&((release_probe_t *)arg)->listed, 1);
+}
+
+static void probe_listener(zkit_client_t *c, zkit_conn_state_t state, void *arg)
+{
+    (void)c, (void)state, (void)arg;
+}
+
+static int probe_listed_yet(void *arg)
+{
+    return atomic_load(&((release_probe_t *)arg)->listed);
+}
+
+static int probe_closed(void *arg)
+{
+    return atomic_load(&((release_probe_t *)arg)->closed);
+}
+
+static void *probe_close(void *arg)
+{
+    release_probe_t *p = arg;
+    zkit_client_close(p->client);
+    atomic_store(&p->closed, 1);
+    return NULL;
+}
+
+static void test_watch_release_at_close(void)
+{
+    release_probe_t *p = calloc(1, sizeof(*p));
+    zkit_watcher_t watcher = { probe_watch, NULL };
+    char path[64];
+    pthread_t closer;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    zkh_unique_path(path, sizeof(path), "fwrelease");
+    p->client = fw_connect(zkh_connect_string(zk), NULL, 10000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p->client);
+    CU_ASSERT_EQUAL_FATAL(zkit_create(NULL, NULL, p->client, path, NULL, 0, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_client_add_listener(p->client, probe_listener, NULL,
+                                                   &p->listener), 0);
+    watcher.arg = p;
+    CU_ASSERT_EQUAL_FATAL(zkit__get_children_watch_inline(p->client, path, &watcher, probe_hold,
+                                                          probe_release, probe_listed, p), 0);
+    CU_ASSERT_FATAL(zkh_wait_until(probe_listed_yet, p, 10000) == 0);
+    CU_ASSERT_FATAL(pthread_create(&closer, NULL, probe_close, p) == 0);
+    CU_ASSERT(zkh_wait_until(probe_closed, p, 10000) == 0);
+    if (probe_closed(p)) {
+        pthread_join(closer, NULL);
+        CU_ASSERT(atomic_load(&p->released));
+        free(p);
+    } else {
+        pthread_detach(closer); /* hung: left to the process's end */
+    }
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
 /* ---- registration ---------------------------------------------------------------------- */
 
 static const zkh_test_t tests[] = {
@@ -1663,6 +1753,7 @@ static const zkh_test_t tests[] = {
     { "listener removed inside a callback", test_listener_remove_in_callback },
     { "event-thread tasks in caller storage", test_event_thread_tasks },
     { "closed client kept by a reference", test_closed_client },
+    { "a watch's release taking the client's lock at close", test_watch_release_at_close },
     { NULL, NULL }
 };
 

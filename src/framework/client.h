@@ -187,7 +187,8 @@ void zkit__test_fault_set(zkit_client_t *c, int lose_create_replies, int fail_pr
 /* Called when the handle of `generation` is closed: completes what it left (ops.c). */
 void zkit__ops_abandon(zkit_client_t *c, uint64_t generation);
 
-/* Called by ops.c when the handle of `generation` is closed: frees its watch contexts. */
+/* Called by ops.c when the handle of `generation` is closed: frees its watch contexts (c->mu
+ * held; released while their release functions run, held again on return). */
 void zkit__watches_drop_generation(zkit_client_t *c, uint64_t generation);
 
 #endif

@@ -168,17 +168,29 @@ void zkit__watch_fire(zhandle_t *zh, int type, int state, const char *path, void
         zkit__watch_discard(w);
 }
 
-/* Called with c->mu held when a handle is closed: its armed watches will never fire. */
+/* Called with c->mu held when a handle is closed: its armed watches will never fire.  A
+ * registration's release may end an object that takes c->mu (a freed semaphore's last run
+ * ends its internal lock, which removes a listener), so they are freed with c->mu released;
+ * it is held again on return. */
 void zkit__watches_drop_generation(zkit_client_t *c, uint64_t generation)
 {
-    zkit__watch_t *w = c->watches, *next;
+    zkit__watch_t *w = c->watches, *next, *dropped = NULL;
     for (; w; w = next) {
         next = w->next;
         if (w->generation <= generation && !w->fired) {
             unlink_watch(c, w);
-            free_watch(w);
+            w->next = dropped;
+            dropped = w;
         }
     }
+    if (!dropped)
+        return;
+    pthread_mutex_unlock(&c->mu);
+    for (w = dropped; w; w = next) {
+        next = w->next;
+        free_watch(w);
+    }
+    pthread_mutex_lock(&c->mu);
 }
 
 /* Collects (and unlinks) the armed, unfired registrations matching a removal request; marks

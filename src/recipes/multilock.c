@@ -53,7 +53,9 @@ struct mrun {
     pthread_mutex_t mu;
     int refs;
     zkit__req_t *req;           /* the multi-lock's own request */
-    multi_t *m;
+    zkit_lock_t **locks;        /* the parts, sorted: a copy, for the multi-lock may be freed
+                                 * while a part's request still ends (a cancel, a deadline) */
+    size_t count;
     pthread_t owner;
     int64_t deadline_ms;        /* -1 forever, 0 try once */
     int restarts;
@@ -70,9 +72,10 @@ static void mrun_unref(mrun_t *run)
 {
     if (!run || __atomic_sub_fetch(&run->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
-    for (size_t i = 0; i < run->m->count; i++)
+    for (size_t i = 0; i < run->count; i++)
         zkit__req_unref(run->parts[i].req);
     free(run->parts);
+    free(run->locks);
     pthread_mutex_destroy(&run->mu);
     free(run);
 }
@@ -97,7 +100,7 @@ static void ended_with(mrun_t *run, int error);
 static size_t first_missing(const mrun_t *run)
 {
     size_t f = 0;
-    while (f < run->m->count && run->parts[f].state == PART_HELD)
+    while (f < run->count && run->parts[f].state == PART_HELD)
         f++;
     return f;
 }
@@ -105,7 +108,7 @@ static size_t first_missing(const mrun_t *run)
 /* Decides what the parts need now (run->mu held).  Returns 1 when everything is held. */
 static int plan(mrun_t *run, todo_t *t)
 {
-    size_t f = first_missing(run), count = run->m->count;
+    size_t f = first_missing(run), count = run->count;
     if (f == count)
         return 1;
     if (run->parts[f].state == PART_IDLE) {
@@ -134,7 +137,7 @@ static int plan(mrun_t *run, todo_t *t)
 /* Gives back every part (run->mu held): for the end of the run, or a new start. */
 static void plan_give_back_all(mrun_t *run, todo_t *t)
 {
-    for (size_t i = 0; i < run->m->count; i++) {
+    for (size_t i = 0; i < run->count; i++) {
         if (run->parts[i].state == PART_PENDING) {
             run->parts[i].state = PART_GIVING_BACK;
             t->cancel[t->n_cancel++] = i;
@@ -149,21 +152,25 @@ static void start_part(mrun_t *run, size_t i)
 {
     part_t *p = &run->parts[i];
     zkit__req_t proto, *req = NULL, *old;
-    (void)req;
-    int rc;
+    int rc, given_back;
     memset(&proto, 0, sizeof(proto));
     proto.internal_done = on_part_done;
     proto.internal_waiting = on_part_waiting;
     proto.internal_arg = p;
     mrun_ref(run); /* the part request's, dropped in on_part_done */
-    rc = zkit__req_start(&req, run->m->parts[i], run->owner, remaining(run), &proto);
+    rc = zkit__req_start(&req, run->locks[i], run->owner, remaining(run), &proto);
     pthread_mutex_lock(&run->mu);
     old = p->req; /* the part's previous request, ended before this one started */
     p->req = rc == 0 ? req : NULL;
     if (rc != 0)
         p->state = PART_IDLE;
+    /* Given back while it was being started (the run ended, or started over, on another
+     * thread): that cancel found the previous request, so this one is cancelled here. */
+    given_back = rc == 0 && p->state == PART_GIVING_BACK;
     pthread_mutex_unlock(&run->mu);
     zkit__req_unref(old);
+    if (given_back)
+        zkit__req_cancel(req);
     if (rc != 0) {
         mrun_unref(run);
         ended_with(run, rc);
@@ -172,7 +179,7 @@ static void start_part(mrun_t *run, size_t i)
 
 static void act(mrun_t *run, todo_t *t)
 {
-    zkit_lock_t **parts = run->m->parts;
+    zkit_lock_t **parts = run->locks;
     for (size_t k = 0; k < t->n_release; k++)
         zkit__lock_release_as(parts[t->release[k]], run->owner);
     for (size_t k = 0; k < t->n_cancel; k++) {
@@ -214,8 +221,8 @@ static void ended_with(mrun_t *run, int error)
 static int parts_intact(mrun_t *run, int64_t session)
 {
     int intact = 1;
-    for (size_t i = 0; i < run->m->count && intact; i++) {
-        zkit_lock_t *lock = run->m->parts[i];
+    for (size_t i = 0; i < run->count && intact; i++) {
+        zkit_lock_t *lock = run->locks[i];
         zkit__holder_t *h;
         pthread_mutex_lock(&run->mu);
         if (run->parts[i].state != PART_HELD) {
@@ -236,7 +243,7 @@ static int parts_intact(mrun_t *run, int64_t session)
 /* The session of the part just taken (its holder's). */
 static int64_t part_session(mrun_t *run, size_t i)
 {
-    zkit_lock_t *lock = run->m->parts[i];
+    zkit_lock_t *lock = run->locks[i];
     int64_t session = 0;
     pthread_mutex_lock(&lock->mu);
     for (zkit__holder_t *h = lock->holders; h; h = h->next)
@@ -271,9 +278,9 @@ static void start_over(mrun_t *run)
     }
     plan_give_back_all(run, &t);
     pthread_mutex_unlock(&run->mu);
-    zkit__client_log(run->m->parts[0]->client, ZKIT_LOG_INFO,
+    zkit__client_log(run->locks[0]->client, ZKIT_LOG_INFO,
                      "multi-lock %s: a lock was lost while waiting for another; starting over",
-                     run->m->parts[0]->path);
+                     run->locks[0]->path);
     act(run, &t);
     /* The parts given back are requested again as they become idle (on_part_done). */
     memset(&t, 0, sizeof(t));
@@ -345,14 +352,18 @@ static int multi_start(zkit__req_t *req, const char *fixed_name)
     mrun_t *run = calloc(1, sizeof(*run));
     todo_t t;
     (void)fixed_name;
-    if (!run || !(run->parts = calloc(m->count, sizeof(*run->parts)))) {
+    if (!run || !(run->parts = calloc(m->count, sizeof(*run->parts))) ||
+        !(run->locks = malloc(m->count * sizeof(*run->locks)))) {
+        if (run)
+            free(run->parts);
         free(run);
         return ZKIT_ENOMEM;
     }
     pthread_mutex_init(&run->mu, NULL);
     run->refs = 2; /* the request's (req->machine), the start's */
     run->req = req;
-    run->m = m;
+    memcpy(run->locks, m->parts, m->count * sizeof(*run->locks));
+    run->count = m->count;
     run->owner = req->owner;
     run->deadline_ms = req->timeout_ms < 0    ? -1
                        : req->timeout_ms == 0 ? 0

@@ -1,0 +1,257 @@
+/*
+ * test_soak_check.c - the soak's checker must be able to fail: synthetic logs, clean and
+ * broken in each way the checker knows, and the number of violations it finds in each.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+
+#include "harness.h"
+#include "soak/check.h"
+
+/* Times in the logs are ns; these helpers write ms. */
+#define MS 1000000LL
+
+/* Writes `text` as the one log of a fresh directory (a second log `more`, if any), runs the
+ * checker and returns its violations (-1 when it could not read the logs). */
+static long violations_of(const char *text, const char *more)
+{
+    char dir[] = "/tmp/zkit-soak-check-XXXXXX", path[64], cmd[96];
+    soak_verdict_t v;
+    FILE *f, *out = fopen("/dev/null", "w");
+    int rc;
+    if (!mkdtemp(dir) || !out)
+        return -1;
+    snprintf(path, sizeof(path), "%s/p0.log", dir);
+    if (!(f = fopen(path, "w")))
+        return -1;
+    fputs(text, f);
+    fclose(f);
+    if (more) {
+        snprintf(path, sizeof(path), "%s/p1.log", dir);
+        if (!(f = fopen(path, "w")))
+            return -1;
+        fputs(more, f);
+        fclose(f);
+    }
+    rc = soak_check_dir(&v, dir, getenv("ZKIT_TEST_VERBOSE") ? stdout : out);
+    fclose(out);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        return -1;
+    return rc == 0 ? v.violations : -1;
+}
+
+static const char clean[] =
+    "E 1000000 a mutex /m 10 -1\n"
+    "X 2000000 a done -\n"
+    "E 3000000 b mutex /m 11 -1\n"
+    "X 4000000 b done -\n"
+    "E 1000000 r1 read /rw 20 -1\n"
+    "E 1500000 r2 read /rw 21 -1\n"
+    "X 3000000 r1 done -\n"
+    "X 3500000 r2 done -\n"
+    "E 4000000 w1 write /rw 22 -1\n"
+    "X 5000000 w1 done -\n"
+    "E 1000000 s1 sem3 /sem 30 -1\n"
+    "E 1100000 s2 sem3 /sem 31 -1\n"
+    "E 1200000 s3 sem3 /sem 32 -1\n"
+    "X 2000000 s1 done -\n"
+    "E 2000000 s4 sem3 /sem 33 -1\n"
+    "X 2500000 s2 done -\n"
+    "X 2500000 s3 done -\n"
+    "X 2500000 s4 done -\n"
+    "E 5000000 m1 multi /m,/n 12,40 -1\n"
+    "X 6000000 m1 done -\n"
+    "E 1000000 j1 job /job/lock 50 7\n"
+    "X 2000000 j1 lost -\n"
+    "E 3000000 j2 job /job/lock 51 7\n"
+    "X 4000000 j2 done ok\n"
+    "E 10000000 d1 mutex /d 60 -1\n"
+    "D 11000000 d1 20\n"
+    "S 11000000 d1 UNCERTAIN\n"
+    "S 12000000 d1 HELD\n"
+    "D 12000000 d1 none\n"
+    "X 30000000 d1 done -\n"
+    "E 40000000 d2 mutex /d 61 -1\n"
+    "D 41000000 d2 50\n"
+    "S 45000000 d2 EXPIRED\n"
+    "X 49000000 d2 deadline -\n"
+    "A 1000 p0 mutex connection-loss\n"
+    "R 1000 p0 5000\n"
+    "P 1000 p0 go\n"
+    "R 90000000000 p0 5100\n"
+    "P 100000000000 soak stop\n"
+    "F 2000 leader-kill-restart server0 1200\n"
+    "Z 2000 lock-znodes 0\n"
+    "Z 2000 watches-mntr 0\n";
+
+static void test_clean_log_passes(void)
+{
+    CU_ASSERT_EQUAL(violations_of(clean, NULL), 0);
+}
+
+static void test_mutex_overlap(void)
+{
+    CU_ASSERT_EQUAL(violations_of("E 1000000 a mutex /m 10 -1\nX 3000000 a done -\n",
+                                  "E 2000000 b mutex /m 11 -1\nX 4000000 b done -\n"), 1);
+}
+
+/* The checker must not accept a hand-over at the same instant in the wrong order. */
+static void test_exit_at_the_same_instant_is_not_overlap(void)
+{
+    CU_ASSERT_EQUAL(violations_of("E 1000000 a mutex /m 10 -1\nX 2000000 a done -\n"
+                                  "E 2000000 b mutex /m 11 -1\nX 4000000 b done -\n", NULL), 0);
+    CU_ASSERT_EQUAL(violations_of("E 1000000 a mutex /m 10 -1\nX 2000001 a done -\n"
+                                  "E 2000000 b mutex /m 11 -1\nX 4000000 b done -\n", NULL), 1);
+}
+
+static void test_lost_holder_holds_until_it_stops(void)
+{
+    CU_ASSERT_EQUAL(violations_of("E 1000000 a mutex /m 10 -1\nS 2000000 a LOST\n"
+                                  "X 5000000 a lost -\n",
+                                  "E 3000000 b mutex /m 11 -1\nX 6000000 b done -\n"), 1);
+}
+
+static void test_reader_beside_writer(void)
+{
+    CU_ASSERT_EQUAL(violations_of("E 1000000 w write /rw 10 -1\nX 3000000 w done -\n"
+                                  "E 2000000 r read /rw 11 -1\nX 4000000 r done -\n", NULL), 1);
+    CU_ASSERT_EQUAL(violations_of("E 1000000 r read /rw 10 -1\nX 3000000 r done -\n"
+                                  "E 2000000 w cli-write /rw 11 -1\nX 4000000 w done -\n",
+                                  NULL), 1);
+}
+
+static void test_fourth_lease(void)
+{
+    CU_ASSERT_EQUAL(violations_of("E 1000000 s1 sem3 /s 1 -1\nE 1100000 s2 sem3 /s 2 -1\n"
+                                  "E 1200000 s3 cli-sem3 /s 3 -1\nE 1300000 s4 sem3 /s 4 -1\n"
+                                  "X 2000000 s1 done -\nX 2000000 s2 done -\n"
+                                  "X 2000000 s3 done -\nX 2000000 s4 done -\n", NULL), 1);
+}
+
+static void test_multi_lock_part_overlap(void)
+{
+    CU_ASSERT_EQUAL(violations_of("E 1000000 m multi /a,/b 10,11 -1\nX 3000000 m done -\n",
+                                  "E 2000000 b cli-mutex /b 12 -1\nX 4000000 b done -\n"), 1);
+}
+
+static void test_token_order(void)
+{
+    CU_ASSERT_EQUAL(violations_of("E 1000000 a mutex /m 10 -1\nX 2000000 a done -\n"
+                                  "E 3000000 b mutex /m 9 -1\nX 4000000 b done -\n", NULL), 1);
+    CU_ASSERT_EQUAL(violations_of("E 1000000 a semmutex /m 10 -1\nX 2000000 a done -\n"
+                                  "E 3000000 b semmutex /m 10 -1\nX 4000000 b done -\n", NULL),
+                    2); /* the same token twice, and not above the previous one */
+}
+
+/* Readers (and leases) may enter in another order than their nodes were made; a writer not. */
+static void test_token_order_of_shared_holders(void)
+{
+    CU_ASSERT_EQUAL(violations_of("E 1000000 a read /rw 10 -1\nX 2000000 a done -\n"
+                                  "E 3000000 b read /rw 9 -1\nX 4000000 b done -\n", NULL), 0);
+    CU_ASSERT_EQUAL(violations_of("E 1000000 a sem3 /s 10 -1\nX 2000000 a done -\n"
+                                  "E 3000000 b cli-sem3 /s 9 -1\nX 4000000 b done -\n", NULL), 0);
+    CU_ASSERT_EQUAL(violations_of("E 1000000 a read /rw 10 -1\nX 2000000 a done -\n"
+                                  "E 3000000 b write /rw 9 -1\nX 4000000 b done -\n", NULL), 1);
+    CU_ASSERT_EQUAL(violations_of("E 1000000 a write /rw 10 -1\nX 2000000 a done -\n"
+                                  "E 3000000 b read /rw 9 -1\nX 4000000 b done -\n", NULL), 1);
+}
+
+static void test_stop_after_deadline(void)
+{
+    /* deadline 20 ms, not lifted: stopping at 25 ms is late */
+    CU_ASSERT_EQUAL(violations_of("E 10000000 a mutex /m 10 -1\nD 11000000 a 20\n"
+                                  "S 11000000 a UNCERTAIN\nX 25000000 a done -\n", NULL), 1);
+    /* HELD after the deadline does not lift it */
+    CU_ASSERT_EQUAL(violations_of("E 10000000 a mutex /m 10 -1\nD 11000000 a 20\n"
+                                  "S 21000000 a HELD\nX 25000000 a done -\n", NULL), 1);
+}
+
+static void test_job_slot_run_twice(void)
+{
+    CU_ASSERT_EQUAL(violations_of("E 1000000 j1 job /j 10 5\nX 2000000 j1 done ok\n",
+                                  "E 3000000 j2 job /j 11 5\nX 4000000 j2 done ok\n"), 1);
+}
+
+static void test_never_stopped(void)
+{
+    /* the holder that never stops also overlaps the next one */
+    CU_ASSERT_EQUAL(violations_of("E 1000000 a mutex /m 10 -1\n"
+                                  "E 3000000 b mutex /m 11 -1\nX 4000000 b done -\n", NULL), 2);
+}
+
+static void test_end_counts_and_bad_lines(void)
+{
+    CU_ASSERT_EQUAL(violations_of("Z 1 lock-znodes 2\nZ 1 watches-mntr 0\n", NULL), 1);
+    CU_ASSERT_EQUAL(violations_of("E 1000000 a nosuchkind /m 10 -1\n", NULL), 1);
+    CU_ASSERT_EQUAL(violations_of("X 1000000 ghost done -\n", NULL), 1);
+}
+
+/* A forced session close lets the next holder in at once: a note if the victim stops in time
+ * and the tokens are ordered; a violation otherwise, and for any other process. */
+static void test_forced_session_close(void)
+{
+    const char *fault = "F 3000000 session-expiry p0 1\n";
+    char log[512];
+    snprintf(log, sizeof(log), "%sE 1000000 p0.t0.0 mutex /m 10 -1\nS 4000000 p0.t0.0 LOST\n"
+             "X 5000000 p0.t0.0 lost -\n", fault);
+    CU_ASSERT_EQUAL(violations_of(log, "E 3500000 p1.t0.0 mutex /m 11 -1\n"
+                                       "X 6000000 p1.t0.0 done -\n"), 0);
+    CU_ASSERT_EQUAL(violations_of(log, "E 3500000 p1.t0.0 mutex /m 9 -1\n"
+                                       "X 6000000 p1.t0.0 done -\n"), 1);
+    CU_ASSERT_EQUAL(violations_of(log, "E 1500000 p1.t0.0 mutex /m 11 -1\n"
+                                       "X 6000000 p1.t0.0 done -\n"), 1); /* before the fault */
+    snprintf(log, sizeof(log), "%sE 1000000 p0.t0.0 mutex /m 10 -1\nX 9000000000 p0.t0.0 done -\n",
+             fault);
+    CU_ASSERT_EQUAL(violations_of(log, "E 3500000 p1.t0.0 mutex /m 11 -1\n"
+                                       "X 6000000 p1.t0.0 done -\n"), 1); /* stopped too late */
+    snprintf(log, sizeof(log), "%sE 1000000 p2.t0.0 mutex /m 10 -1\nX 5000000 p2.t0.0 lost -\n",
+             fault);
+    CU_ASSERT_EQUAL(violations_of(log, "E 3500000 p1.t0.0 mutex /m 11 -1\n"
+                                       "X 6000000 p1.t0.0 done -\n"), 1); /* not the victim */
+}
+
+static void test_zkit_lock_crash(void)
+{
+    CU_ASSERT_EQUAL(violations_of("A 1 p0 cli-multi signal-11\nA 2 p0 cli-mutex exit-70\n"
+                                  "A 3 p0 cli-mutex exit-1\nA 4 p0 cli-read exit-69\n"
+                                  "A 5 p0 mutex timed-out\n", NULL), 2);
+}
+
+static void test_rss_growth(void)
+{
+    CU_ASSERT_EQUAL(violations_of("P 0 p0 go\nR 30000000000 p0 5000\nR 90000000000 p0 50000\n"
+                                  "P 100000000000 soak stop\n", NULL), 1);
+    CU_ASSERT_EQUAL(violations_of("P 0 p0 go\nR 30000000000 p0 5000\nR 90000000000 p0 50000\n"
+                                  "P 1 soak no-rss\nP 100000000000 soak stop\n", NULL), 0);
+}
+
+static const zkh_test_t tests[] = {
+    ZKH_TEST(test_clean_log_passes),
+    ZKH_TEST(test_mutex_overlap),
+    ZKH_TEST(test_exit_at_the_same_instant_is_not_overlap),
+    ZKH_TEST(test_lost_holder_holds_until_it_stops),
+    ZKH_TEST(test_reader_beside_writer),
+    ZKH_TEST(test_fourth_lease),
+    ZKH_TEST(test_multi_lock_part_overlap),
+    ZKH_TEST(test_token_order),
+    ZKH_TEST(test_token_order_of_shared_holders),
+    ZKH_TEST(test_stop_after_deadline),
+    ZKH_TEST(test_job_slot_run_twice),
+    ZKH_TEST(test_never_stopped),
+    ZKH_TEST(test_end_counts_and_bad_lines),
+    ZKH_TEST(test_forced_session_close),
+    ZKH_TEST(test_zkit_lock_crash),
+    ZKH_TEST(test_rss_growth),
+    { NULL, NULL }
+};
+
+int main(void)
+{
+    const zkh_suite_t suite = { .name = "soak_check", .tests = tests };
+    return zkh_main(&suite);
+}
