@@ -29,12 +29,10 @@ echo 'int LLVMFuzzerTestOneInput(const char *d, long n) { (void)d; (void)n; retu
 
 flags=(-g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
        -I"$src/include" -I"$src/src" -DTHREADED -D_GNU_SOURCE -DZKIT_BUILDING -w)
-lib_sources=(src/framework/errors.c src/framework/log.c src/framework/retry.c
-             src/framework/paths.c src/framework/client.c src/framework/ops.c
-             src/framework/watches.c src/framework/api.c src/recipes/engine.c src/recipes/nodename.c
-             src/recipes/lockstate.c src/recipes/ownnode.c src/recipes/lockcore.c
-             src/recipes/mutex.c src/recipes/semaphore.c src/recipes/multilock.c
-             src/recipes/lock.c src/recipes/schedule.c src/recipes/job.c)
+# The library's sources as Makefile.am lists them, so that this build never lags behind it.
+mapfile -t lib_sources < <(sed -n '/^libzkit_core_la_SOURCES *=/,/[^\\]$/p' "$src/Makefile.am" |
+                           tr ' \t\\' '\n\n\n' | grep '\.c$')
+((${#lib_sources[@]} > 0)) || { echo "fuzz: no library sources found in Makefile.am" >&2; exit 1; }
 tool_sources=(src/tools/zkl-events.c src/tools/zkl-locks.c src/tools/zkl-child.c
               src/tools/zkl-list.c)
 
