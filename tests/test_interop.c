@@ -21,7 +21,7 @@
 
 #include <CUnit/CUnit.h>
 
-#include "lock_support.h"
+#include "peer_support.h"
 
 #ifndef CURATOR_PEER
 #define CURATOR_PEER "tests/curator-peer.sh"
@@ -32,113 +32,7 @@
 
 #define PEER_START_MS 30000 /* a JVM start (and a compile on the first run) */
 
-/* A Curator peer: curator-peer.sh BUILD_DIR CONNECT args... */
-static int peer_spawn(proc_t *p, const char *mode, const char *kind, const char *path,
-                      const char *a4, const char *a5, const char *a6)
-{
-    char *argv[12];
-    int n = 0;
-    argv[n++] = (char *)CURATOR_PEER;
-    argv[n++] = (char *)PEER_BUILD_DIR;
-    argv[n++] = (char *)zkh_connect_string(zk);
-    argv[n++] = (char *)mode;
-    argv[n++] = (char *)kind;
-    argv[n++] = (char *)path;
-    if (a4)
-        argv[n++] = (char *)a4;
-    if (a5)
-        argv[n++] = (char *)a5;
-    if (a6)
-        argv[n++] = (char *)a6;
-    argv[n] = NULL;
-    return proc_spawn(p, argv);
-}
-
-/* Starts a holding peer and waits for "ACQUIRED <node>" (node copied out). */
-static int peer_hold(proc_t *p, const char *kind, const char *path, char *node, size_t size)
-{
-    char line[512];
-    if (peer_spawn(p, "hold", kind, path, "20000", NULL, NULL) != 0)
-        return -1;
-    if (proc_read_line(p, line, sizeof(line), PEER_START_MS) != 0 ||
-        strncmp(line, "ACQUIRED ", 9) != 0) {
-        fprintf(stderr, "peer hold %s %s: no ACQUIRED (got '%s')\n", kind, path, line);
-        return -1;
-    }
-    snprintf(node, size, "%.*s", (int)(size - 1), line + 9);
-    return 0;
-}
-
-/* Tells a holding peer to release; 0 when it said RELEASED and exited 0. */
-static int peer_release(proc_t *p)
-{
-    char line[256] = "";
-    int ok;
-    proc_write(p, "release\n");
-    ok = proc_read_line(p, line, sizeof(line), 10000) == 0 && strcmp(line, "RELEASED") == 0;
-    return exit_code(proc_wait(p, 10000)) == 0 && ok ? 0 : -1;
-}
-
-/* The lines a peer prints between a command and "END" (prefix stripped). */
-typedef struct names {
-    int n;
-    char name[16][128];
-} names_t;
-
-static int read_names(proc_t *p, const char *prefix, names_t *out)
-{
-    char line[512];
-    size_t plen = strlen(prefix);
-    out->n = 0;
-    for (;;) {
-        if (proc_read_line(p, line, sizeof(line), PEER_START_MS) != 0)
-            return -1;
-        if (strcmp(line, "END") == 0)
-            return 0;
-        if (strncmp(line, prefix, plen) == 0 && out->n < 16)
-            snprintf(out->name[out->n++], sizeof(out->name[0]), "%s", line + plen);
-    }
-}
-
-/* Curator's order of one kind's participants (the `order` command). */
-static int peer_order(const char *kind, const char *path, names_t *out)
-{
-    proc_t p;
-    int rc;
-    if (peer_spawn(&p, "order", kind, path, NULL, NULL, NULL) != 0)
-        return -1;
-    rc = read_names(&p, "NODE ", out);
-    return exit_code(proc_wait(&p, 10000)) == 0 ? rc : -1;
-}
-
 /* ---- C-side helpers ------------------------------------------------------------------------- */
-
-/* A C lock of a kind: "mutex", "read", "write", "semaphore". */
-typedef struct clock_ {
-    zkit_lock_t *lock;
-    zkit_rwlock_t *rw;
-} clock_t_;
-
-static int c_lock_new(clock_t_ *l, zkit_client_t *c, const char *kind, const char *path)
-{
-    memset(l, 0, sizeof(*l));
-    if (strcmp(kind, "mutex") == 0)
-        return zkit_mutex_new(&l->lock, c, path);
-    if (strcmp(kind, "semaphore") == 0)
-        return zkit_semaphore_mutex_new(&l->lock, c, path);
-    if (zkit_rwlock_new(&l->rw, c, path) != 0)
-        return -1;
-    l->lock = kind[0] == 'r' ? zkit_rwlock_read(l->rw) : zkit_rwlock_write(l->rw);
-    return 0;
-}
-
-static void c_lock_free(clock_t_ *l)
-{
-    if (l->rw)
-        zkit_rwlock_free(l->rw);
-    else
-        zkit_lock_free(l->lock);
-}
 
 /* The directory whose children a kind's participants are. */
 static char *participants_dir(const char *kind, const char *path)
@@ -153,7 +47,7 @@ static void java_blocks_c(const char *name, const char *java_kind, const char *c
 {
     fixture_t f;
     zkit_client_t *c;
-    clock_t_ l;
+    kind_lock_t l;
     proc_t peer;
     bg_t b;
     names_t jnames;
@@ -164,7 +58,7 @@ static void java_blocks_c(const char *name, const char *java_kind, const char *c
     path = lk_join(f.base, "lock");
     c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
-    CU_ASSERT_FATAL(c_lock_new(&l, c, c_kind, path) == 0);
+    CU_ASSERT_FATAL(kind_lock_new(&l, c, c_kind, path) == 0);
     CU_ASSERT_FATAL(peer_hold(&peer, java_kind, path, node, sizeof(node)) == 0);
     CU_ASSERT(strncmp(node, path, strlen(path)) == 0);
     /* A try fails at once; a waiting acquire waits. */
@@ -199,7 +93,7 @@ static void java_blocks_c(const char *name, const char *java_kind, const char *c
     CU_ASSERT_EQUAL(bg_finish(&b, 5000), 0);
     CU_ASSERT_EQUAL(b.release_rc, 0);
     fx_end(&f);
-    c_lock_free(&l);
+    kind_lock_free(&l);
     zkit_client_close(c);
     free(path);
 }
@@ -210,7 +104,7 @@ static void c_blocks_java(const char *name, const char *c_kind, const char *java
 {
     fixture_t f;
     zkit_client_t *c;
-    clock_t_ l;
+    kind_lock_t l;
     proc_t peer;
     char *path, *dir, line[512] = "";
     fx_begin(&f, name);
@@ -218,7 +112,7 @@ static void c_blocks_java(const char *name, const char *c_kind, const char *java
     dir = participants_dir(c_kind, path);
     c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
-    CU_ASSERT_FATAL(c_lock_new(&l, c, c_kind, path) == 0);
+    CU_ASSERT_FATAL(kind_lock_new(&l, c, c_kind, path) == 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(l.lock, 5000) == 0);
     /* Java's try-once times out. */
     CU_ASSERT_FATAL(peer_spawn(&peer, "hold", java_kind, path, "0", NULL, NULL) == 0);
@@ -238,7 +132,7 @@ static void c_blocks_java(const char *name, const char *c_kind, const char *java
     CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 10000), 0);
     CU_ASSERT_EQUAL(zkit_lock_release(l.lock), 0);
     fx_end(&f);
-    c_lock_free(&l);
+    kind_lock_free(&l);
     zkit_client_close(c);
     free(dir);
     free(path);
@@ -289,14 +183,14 @@ static void test_readers_share(void)
 {
     fixture_t f;
     zkit_client_t *c;
-    clock_t_ l;
+    kind_lock_t l;
     proc_t peer;
     char *path, node[400], line[512] = "";
     fx_begin(&f, "ix-readers");
     path = lk_join(f.base, "lock");
     c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
-    CU_ASSERT_FATAL(c_lock_new(&l, c, "read", path) == 0);
+    CU_ASSERT_FATAL(kind_lock_new(&l, c, "read", path) == 0);
     CU_ASSERT_FATAL(peer_hold(&peer, "read", path, node, sizeof(node)) == 0);
     CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 0), 0);
     CU_ASSERT_EQUAL(peer_release(&peer), 0);
@@ -307,7 +201,7 @@ static void test_readers_share(void)
     CU_ASSERT_EQUAL(peer_release(&peer), 0);
     CU_ASSERT_EQUAL(zkit_lock_release(l.lock), 0);
     fx_end(&f);
-    c_lock_free(&l);
+    kind_lock_free(&l);
     zkit_client_close(c);
     free(path);
 }
@@ -547,7 +441,7 @@ static void c_revokes_java(const char *name, const char *kind)
 {
     fixture_t f;
     zkit_client_t *c;
-    clock_t_ l;
+    kind_lock_t l;
     proc_t peer;
     bg_t b;
     char *path, node[512], line[512] = "";
@@ -555,7 +449,7 @@ static void c_revokes_java(const char *name, const char *kind)
     path = lk_join(f.base, "lock");
     c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
-    CU_ASSERT_FATAL(c_lock_new(&l, c, kind, path) == 0);
+    CU_ASSERT_FATAL(kind_lock_new(&l, c, kind, path) == 0);
     CU_ASSERT_FATAL(peer_spawn(&peer, "hold", kind, path, "20000", "revocable", NULL) == 0);
     CU_ASSERT_FATAL(proc_read_line(&peer, line, sizeof(line), PEER_START_MS) == 0 &&
                     strncmp(line, "ACQUIRED ", 9) == 0);
@@ -575,7 +469,7 @@ static void c_revokes_java(const char *name, const char *kind)
     CU_ASSERT_EQUAL(b.release_rc, 0);
     CU_ASSERT_EQUAL(zkit_lock_revoke(c, node), ZKIT_ENONODE);
     fx_end(&f);
-    c_lock_free(&l);
+    kind_lock_free(&l);
     zkit_client_close(c);
     free(path);
 }
@@ -587,7 +481,7 @@ static void java_revokes_c(const char *name, const char *kind, int release_in_ca
 {
     fixture_t f;
     zkit_client_t *c;
-    clock_t_ l;
+    kind_lock_t l;
     proc_t peer;
     revoke_rec_t rec;
     char *path, *dir, *node = NULL, line[512] = "";
@@ -599,7 +493,7 @@ static void java_revokes_c(const char *name, const char *kind, int release_in_ca
     rec.release_here = release_in_callback;
     c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
-    CU_ASSERT_FATAL(c_lock_new(&l, c, kind, path) == 0);
+    CU_ASSERT_FATAL(kind_lock_new(&l, c, kind, path) == 0);
     CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(l.lock, on_revoke, &rec), 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(l.lock, 5000) == 0);
     CU_ASSERT_FATAL(zkit_lock_node(l.lock, &node) == 0);
@@ -622,7 +516,7 @@ static void java_revokes_c(const char *name, const char *kind, int release_in_ca
     CU_ASSERT_EQUAL(revoke_called(&rec), 1);
     CU_ASSERT_EQUAL(rec.calls, 1);
     fx_end(&f);
-    c_lock_free(&l);
+    kind_lock_free(&l);
     zkit_client_close(c);
     pthread_mutex_destroy(&rec.mu);
     zkit_free(node);
@@ -653,12 +547,6 @@ static void test_java_revokes_c_semaphore(void)
 /* ---- mixed loops: one counter, Java and C processes ----------------------------------------- */
 
 #define LOOP_ITERATIONS 25
-
-/* A Curator peer's `loop`: ITERATIONS increments of the counter under the lock, logged. */
-static int peer_loop(proc_t *p, const loop_spec_t *spec, const char *iterations, const char *log)
-{
-    return peer_spawn(p, "loop", spec->kind, spec->paths, iterations, spec->counters, log);
-}
 
 /* Java and C loop processes on one path, one counter, one log. */
 static void mixed_loop(const char *name, const loop_side_t *sides, int nsides, long expected)
@@ -815,5 +703,6 @@ static const zkh_test_t tests[] = {
 
 int main(void)
 {
+    peer_use(CURATOR_PEER, PEER_BUILD_DIR, PEER_START_MS);
     return lk_main("interop", tests, probe_peer);
 }

@@ -21,7 +21,7 @@
 
 #include <CUnit/CUnit.h>
 
-#include "lock_support.h"
+#include "peer_support.h"
 #include "fw_support.h"
 #include "recipes/engine.h"
 #include "recipes/nodename.h"
@@ -39,110 +39,7 @@ static const char *python(void)
     return p && *p ? p : DEFAULT_PYTHON;
 }
 
-/* A kazoo peer: PYTHON kazoo-peer.py CONNECT mode kind path args... */
-static int peer_spawn(proc_t *p, const char *mode, const char *kind, const char *path,
-                      const char *a4, const char *a5, const char *a6)
-{
-    char *argv[12];
-    int n = 0;
-    argv[n++] = (char *)python();
-    argv[n++] = (char *)KAZOO_PEER;
-    argv[n++] = (char *)zkh_connect_string(zk);
-    argv[n++] = (char *)mode;
-    argv[n++] = (char *)kind;
-    argv[n++] = (char *)path;
-    if (a4)
-        argv[n++] = (char *)a4;
-    if (a5)
-        argv[n++] = (char *)a5;
-    if (a6)
-        argv[n++] = (char *)a6;
-    argv[n] = NULL;
-    return proc_spawn(p, argv);
-}
-
-/* Starts a holding peer and waits for "ACQUIRED <node>" (node copied out). */
-static int peer_hold(proc_t *p, const char *kind, const char *path, char *node, size_t size)
-{
-    char line[512] = "";
-    if (peer_spawn(p, "hold", kind, path, "20000", NULL, NULL) != 0)
-        return -1;
-    if (proc_read_line(p, line, sizeof(line), PEER_START_MS) != 0 ||
-        strncmp(line, "ACQUIRED ", 9) != 0) {
-        fprintf(stderr, "peer hold %s %s: no ACQUIRED (got '%s')\n", kind, path, line);
-        return -1;
-    }
-    snprintf(node, size, "%.*s", (int)(size - 1), line + 9);
-    return 0;
-}
-
-/* Tells a holding peer to release; 0 when it said RELEASED and exited 0. */
-static int peer_release(proc_t *p)
-{
-    char line[256] = "";
-    int ok;
-    proc_write(p, "release\n");
-    ok = proc_read_line(p, line, sizeof(line), 10000) == 0 && strcmp(line, "RELEASED") == 0;
-    return exit_code(proc_wait(p, 10000)) == 0 && ok ? 0 : -1;
-}
-
-/* The lines a peer prints between a command and "END" (prefix stripped). */
-typedef struct names {
-    int n;
-    char name[16][128];
-} names_t;
-
-static int read_names(proc_t *p, const char *prefix, names_t *out)
-{
-    char line[512];
-    size_t plen = strlen(prefix);
-    out->n = 0;
-    for (;;) {
-        if (proc_read_line(p, line, sizeof(line), PEER_START_MS) != 0)
-            return -1;
-        if (strcmp(line, "END") == 0)
-            return 0;
-        if (strncmp(line, prefix, plen) == 0 && out->n < 16)
-            snprintf(out->name[out->n++], sizeof(out->name[0]), "%s", line + plen);
-    }
-}
-
-/* kazoo's order of the contenders one kind sees (the `order` command). */
-static int peer_order(const char *kind, const char *path, names_t *out)
-{
-    proc_t p;
-    int rc;
-    if (peer_spawn(&p, "order", kind, path, NULL, NULL, NULL) != 0)
-        return -1;
-    rc = read_names(&p, "NODE ", out);
-    return exit_code(proc_wait(&p, 10000)) == 0 ? rc : -1;
-}
-
 /* ---- C-side helpers ------------------------------------------------------------------------- */
-
-typedef struct clock_ {
-    zkit_lock_t *lock;
-    zkit_rwlock_t *rw;
-} clock_t_;
-
-static int c_lock_new(clock_t_ *l, zkit_client_t *c, const char *kind, const char *path)
-{
-    memset(l, 0, sizeof(*l));
-    if (strcmp(kind, "mutex") == 0)
-        return zkit_mutex_new(&l->lock, c, path);
-    if (zkit_rwlock_new(&l->rw, c, path) != 0)
-        return -1;
-    l->lock = kind[0] == 'r' ? zkit_rwlock_read(l->rw) : zkit_rwlock_write(l->rw);
-    return 0;
-}
-
-static void c_lock_free(clock_t_ *l)
-{
-    if (l->rw)
-        zkit_rwlock_free(l->rw);
-    else
-        zkit_lock_free(l->lock);
-}
 
 static int list_equal(const names_t *k, const zkit_participant_t *list, size_t n)
 {
@@ -172,7 +69,7 @@ static void python_blocks_c(const char *name, const char *py_kind, const char *c
 {
     fixture_t f;
     zkit_client_t *c;
-    clock_t_ l;
+    kind_lock_t l;
     proc_t peer;
     bg_t b;
     names_t knames;
@@ -183,7 +80,7 @@ static void python_blocks_c(const char *name, const char *py_kind, const char *c
     path = lk_join(f.base, "lock");
     c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
-    CU_ASSERT_FATAL(c_lock_new(&l, c, c_kind, path) == 0);
+    CU_ASSERT_FATAL(kind_lock_new(&l, c, c_kind, path) == 0);
     CU_ASSERT_FATAL(peer_hold(&peer, py_kind, path, node, sizeof(node)) == 0);
     CU_ASSERT(strncmp(node, path, strlen(path)) == 0);
     /* A try fails at once; a waiting acquire waits. */
@@ -209,7 +106,7 @@ static void python_blocks_c(const char *name, const char *py_kind, const char *c
     CU_ASSERT_EQUAL(bg_finish(&b, 5000), 0);
     CU_ASSERT_EQUAL(b.release_rc, 0);
     fx_end(&f);
-    c_lock_free(&l);
+    kind_lock_free(&l);
     zkit_client_close(c);
     free(path);
 }
@@ -220,14 +117,14 @@ static void c_blocks_python(const char *name, const char *c_kind, const char *py
 {
     fixture_t f;
     zkit_client_t *c;
-    clock_t_ l;
+    kind_lock_t l;
     proc_t peer;
     char *path, line[512] = "";
     fx_begin(&f, name);
     path = lk_join(f.base, "lock");
     c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
-    CU_ASSERT_FATAL(c_lock_new(&l, c, c_kind, path) == 0);
+    CU_ASSERT_FATAL(kind_lock_new(&l, c, c_kind, path) == 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(l.lock, 5000) == 0);
     /* Python's try fails. */
     CU_ASSERT_FATAL(peer_spawn(&peer, "hold", py_kind, path, "0", NULL, NULL) == 0);
@@ -247,7 +144,7 @@ static void c_blocks_python(const char *name, const char *c_kind, const char *py
     CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 10000), 0);
     CU_ASSERT_EQUAL(zkit_lock_release(l.lock), 0);
     fx_end(&f);
-    c_lock_free(&l);
+    kind_lock_free(&l);
     zkit_client_close(c);
     free(path);
 }
@@ -297,14 +194,14 @@ static void test_readers_share(void)
 {
     fixture_t f;
     zkit_client_t *c;
-    clock_t_ l;
+    kind_lock_t l;
     proc_t peer;
     char *path, node[400], line[512] = "";
     fx_begin(&f, "kz-readers");
     path = lk_join(f.base, "lock");
     c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
-    CU_ASSERT_FATAL(c_lock_new(&l, c, "read", path) == 0);
+    CU_ASSERT_FATAL(kind_lock_new(&l, c, "read", path) == 0);
     CU_ASSERT_FATAL(peer_hold(&peer, "read", path, node, sizeof(node)) == 0);
     CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 0), 0);
     CU_ASSERT_EQUAL(peer_release(&peer), 0);
@@ -315,7 +212,7 @@ static void test_readers_share(void)
     CU_ASSERT_EQUAL(peer_release(&peer), 0);
     CU_ASSERT_EQUAL(zkit_lock_release(l.lock), 0);
     fx_end(&f);
-    c_lock_free(&l);
+    kind_lock_free(&l);
     zkit_client_close(c);
     free(path);
 }
@@ -334,7 +231,7 @@ static void mixed_queue(const char *name, const char *const kinds[4], const char
 {
     fixture_t f;
     zkit_client_t *c;
-    clock_t_ c1, c2;
+    kind_lock_t c1, c2;
     proc_t holder, pwait;
     bg_t b1, b2;
     names_t korder;
@@ -345,8 +242,8 @@ static void mixed_queue(const char *name, const char *const kinds[4], const char
     path = lk_join(f.base, "lock");
     c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
-    CU_ASSERT_FATAL(c_lock_new(&c1, c, kinds[1], path) == 0);
-    CU_ASSERT_FATAL(c_lock_new(&c2, c, kinds[3], path) == 0);
+    CU_ASSERT_FATAL(kind_lock_new(&c1, c, kinds[1], path) == 0);
+    CU_ASSERT_FATAL(kind_lock_new(&c2, c, kinds[3], path) == 0);
     CU_ASSERT_FATAL(peer_hold(&holder, kinds[0], path, node, sizeof(node)) == 0);
     bg_start(&b1, c1.lock, 20000, 1);
     CU_ASSERT_EQUAL(wait_children(path, 2, 5000), 0);
@@ -383,8 +280,8 @@ static void mixed_queue(const char *name, const char *const kinds[4], const char
     CU_ASSERT_EQUAL(b1.rc, 0);
     CU_ASSERT_EQUAL(b2.rc, 0);
     fx_end(&f);
-    c_lock_free(&c1);
-    c_lock_free(&c2);
+    kind_lock_free(&c1);
+    kind_lock_free(&c2);
     zkit_client_close(c);
     free(path);
 }
@@ -406,11 +303,6 @@ static void test_rw_order(void)
 /* ---- mixed loops: one counter, Python and C processes --------------------------------------- */
 
 #define LOOP_ITERATIONS 25
-
-static int peer_loop(proc_t *p, const loop_spec_t *spec, const char *iterations, const char *log)
-{
-    return peer_spawn(p, "loop", spec->kind, spec->paths, iterations, spec->counters, log);
-}
 
 static void mixed_loop(const char *name, const loop_side_t *sides, int nsides, long expected)
 {
@@ -453,7 +345,7 @@ static void foreign_child(const char *name, const char *kind, const char *child)
     zkit_client_options_t opts;
     zkit_retry_t *retry = zkit_retry_n_times(3, 100);
     zkit_client_t *c = NULL;
-    clock_t_ l;
+    kind_lock_t l;
     log_rec_t rec;
     zkit_participant_t *list = NULL;
     size_t n = 0;
@@ -474,7 +366,7 @@ static void foreign_child(const char *name, const char *kind, const char *child)
         co.flags = ZKIT_CREATE_PARENTS;
         CU_ASSERT_FATAL(zkit_create(NULL, NULL, c, foreign, "x", 1, &co) == 0);
     }
-    CU_ASSERT_FATAL(c_lock_new(&l, c, kind, path) == 0);
+    CU_ASSERT_FATAL(kind_lock_new(&l, c, kind, path) == 0);
     /* Loudly refused, whether trying once or waiting. */
     CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 0), ZKIT_EFOREIGN);
     CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 5000), ZKIT_EFOREIGN);
@@ -495,7 +387,7 @@ static void foreign_child(const char *name, const char *kind, const char *child)
     CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 5000), 0);
     CU_ASSERT_EQUAL(zkit_lock_release(l.lock), 0);
     fx_end(&f);
-    c_lock_free(&l);
+    kind_lock_free(&l);
     zkit_client_close(c);
     zkit_retry_free(retry);
     pthread_mutex_destroy(&rec.mu);
@@ -647,5 +539,6 @@ static const zkh_test_t tests[] = {
 
 int main(void)
 {
+    peer_use(python(), KAZOO_PEER, PEER_START_MS);
     return lk_main("kazoo", tests, probe_peer);
 }

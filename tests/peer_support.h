@@ -1,0 +1,56 @@
+/*
+ * peer_support.h - a lock implementation in another language, run as a child process that
+ * speaks one line protocol, so that zkit's locks can be checked against it on the same paths.
+ *
+ * A peer is started as LAUNCHER SCRIPT CONNECT MODE KIND PATH [ARGS...]:
+ *   hold KIND PATH TIMEOUT_MS   prints "ACQUIRED <node>" once held (or a failure line), then
+ *                               "participants" lists PARTICIPANT lines and END, "release"
+ *                               prints RELEASED and exits 0;
+ *   order KIND PATH             prints NODE lines in the peer's order, then END;
+ *   loop KIND PATHS N COUNTERS LOG  increments counters N times under the lock, logging
+ *                               ENTER/EXIT lines as tests/lock_worker does.
+ * tests/curator-peer.sh (Curator) and tests/kazoo-peer.py (kazoo) are the two peers.
+ */
+#ifndef ZKIT_TESTS_PEER_SUPPORT_H
+#define ZKIT_TESTS_PEER_SUPPORT_H
+
+#include "lock_support.h"
+
+/* The suite's peer: LAUNCHER SCRIPT starts it; its first line may take `start_ms`. */
+void peer_use(const char *launcher, const char *script, int start_ms);
+int peer_start_ms(void);
+
+/* Starts the peer in `mode` on KIND PATH with up to three more arguments (NULL ends them). */
+int peer_spawn(proc_t *p, const char *mode, const char *kind, const char *path, const char *a4,
+               const char *a5, const char *a6);
+
+/* Starts a holding peer and waits for "ACQUIRED <node>" (node copied out). */
+int peer_hold(proc_t *p, const char *kind, const char *path, char *node, size_t size);
+
+/* Tells a holding peer to release; 0 when it said RELEASED and exited 0. */
+int peer_release(proc_t *p);
+
+/* The lines a peer prints between a command and "END" (prefix stripped). */
+typedef struct names {
+    int n;
+    char name[16][128];
+} names_t;
+
+int read_names(proc_t *p, const char *prefix, names_t *out);
+
+/* The peer's order of one kind's contenders (the `order` command). */
+int peer_order(const char *kind, const char *path, names_t *out);
+
+/* The peer's `loop` (a loop_spawn_fn for loops_one_path). */
+int peer_loop(proc_t *p, const loop_spec_t *spec, const char *iterations, const char *log);
+
+/* A zkit lock of a kind the peers name: "mutex", "read", "write", "semaphore". */
+typedef struct kind_lock {
+    zkit_lock_t *lock;
+    zkit_rwlock_t *rw;
+} kind_lock_t;
+
+int kind_lock_new(kind_lock_t *l, zkit_client_t *c, const char *kind, const char *path);
+void kind_lock_free(kind_lock_t *l);
+
+#endif
