@@ -118,17 +118,17 @@ int zkit__create_zk_mode(zkit_create_mode_t mode)
     return zk_mode_of(mode);
 }
 
-static int set_acl(zkit__op_t *op, const char *path, const zkit_create_options_t *o)
+int zkit__create_acl(struct ACL_vector *v, int *allocated, zkit_client_t *c, const char *path,
+                     const zkit_create_options_t *o)
 {
-    struct ACL_vector *v = &op->acl;
     if (!o->acl_count) {
-        zkit__client_acl(op->client, path, v, &op->acl_allocated);
+        zkit__client_acl(c, path, v, allocated);
         return 0;
     }
     v->data = calloc(o->acl_count, sizeof(struct ACL));
     if (!v->data)
         return ZKIT_ENOMEM;
-    op->acl_allocated = 1;
+    *allocated = 1;
     for (size_t i = 0; i < o->acl_count; i++) {
         v->data[i].perms = o->acl[i].perms;
         v->data[i].id.scheme = strdup(o->acl[i].scheme);
@@ -164,7 +164,7 @@ static zkit__op_t *build_create(zkit_client_t *c, const char *path, const void *
     op->zk_mode = zk_mode_of(o->mode);
     op->ttl_ms = o->ttl_ms;
     op->flags = o->flags;
-    if ((*rc = set_data(op, data, len)) != 0 || (*rc = set_acl(op, path, o)) != 0 ||
+    if ((*rc = set_data(op, data, len)) != 0 || (*rc = zkit__create_acl(&op->acl, &op->acl_allocated, c, path, o)) != 0 ||
         ((o->flags & ZKIT_CREATE_PROTECTED) && (*rc = zkit__op_protect(op)) != 0)) {
         zkit__op_unref(op);
         return NULL;

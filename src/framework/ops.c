@@ -413,21 +413,26 @@ static void arm_watchdog(zkit__op_t *op, uint64_t seq)
         watchdog_cancel(op, id, w);
 }
 
+void zkit__stat_from_zk(zkit_stat_t *out, const struct Stat *s)
+{
+    out->czxid = s->czxid;
+    out->mzxid = s->mzxid;
+    out->pzxid = s->pzxid;
+    out->ctime = s->ctime;
+    out->mtime = s->mtime;
+    out->version = s->version;
+    out->cversion = s->cversion;
+    out->aversion = s->aversion;
+    out->ephemeral_owner = s->ephemeralOwner;
+    out->data_length = s->dataLength;
+    out->num_children = s->numChildren;
+}
+
 static void copy_stat(zkit__op_t *op, const struct Stat *s)
 {
     if (!s)
         return;
-    op->stat.czxid = s->czxid;
-    op->stat.mzxid = s->mzxid;
-    op->stat.pzxid = s->pzxid;
-    op->stat.ctime = s->ctime;
-    op->stat.mtime = s->mtime;
-    op->stat.version = s->version;
-    op->stat.cversion = s->cversion;
-    op->stat.aversion = s->aversion;
-    op->stat.ephemeral_owner = s->ephemeralOwner;
-    op->stat.data_length = s->dataLength;
-    op->stat.num_children = s->numChildren;
+    zkit__stat_from_zk(&op->stat, s);
     op->has_stat = 1;
 }
 

@@ -149,9 +149,18 @@ void zkit__ops_abandon(zkit_client_t *c, uint64_t generation);
 /* Starts a background guaranteed delete of a full path (retried while the client lives). */
 void zkit__delete_in_background(zkit_client_t *c, const char *full_path);
 
+/* ops.c: a ZooKeeper Stat in zkit's form. */
+void zkit__stat_from_zk(zkit_stat_t *out, const struct Stat *s);
+
 /* api.c: a create's options checked as zkit_create() checks them, and its ZooKeeper mode. */
 int zkit__create_options_check(zkit_client_t *c, const zkit_create_options_t *o);
 int zkit__create_zk_mode(zkit_create_mode_t mode);
+
+/* Fills `v` with the ACL a create under `path` carries: the options' own list (copied, and
+ * `*allocated` set) or else the client's ACL provider's.  ZKIT_ENOMEM leaves a partial list
+ * that the caller frees as it frees a complete one. */
+int zkit__create_acl(struct ACL_vector *v, int *allocated, zkit_client_t *c, const char *path,
+                     const zkit_create_options_t *o);
 
 /* ---- watch registrations (watches.c) ---- */
 

@@ -204,29 +204,6 @@ static int copy_data(txn_op_t *op, const void *data, size_t len)
     return 0;
 }
 
-static int copy_acl(txn_op_t *op, zkit_client_t *c, const char *path,
-                    const zkit_create_options_t *o)
-{
-    struct ACL_vector *v = &op->acl;
-    if (!o->acl_count) {
-        zkit__client_acl(c, path, v, &op->acl_allocated);
-        return 0;
-    }
-    v->data = calloc(o->acl_count, sizeof(struct ACL));
-    if (!v->data)
-        return ZKIT_ENOMEM;
-    op->acl_allocated = 1;
-    for (size_t i = 0; i < o->acl_count; i++) {
-        v->data[i].perms = o->acl[i].perms;
-        v->data[i].id.scheme = strdup(o->acl[i].scheme);
-        v->data[i].id.id = strdup(o->acl[i].id);
-        v->count = (int32_t)(i + 1);
-        if (!v->data[i].id.scheme || !v->data[i].id.id)
-            return ZKIT_ENOMEM;
-    }
-    return 0;
-}
-
 ZKIT_EXTERN int zkit_txn_create(zkit_txn_t *txn, const char *path, const void *data, size_t len,
                                 const zkit_create_options_t *opts)
 {
@@ -267,7 +244,8 @@ ZKIT_EXTERN int zkit_txn_create(zkit_txn_t *txn, const char *path, const void *d
     if (!(op = txn_append(txn, ZKIT_TXN_CREATE, path, len, &rc)))
         return rc;
     op->zk_mode = zkit__create_zk_mode(o->mode);
-    if ((rc = copy_data(op, data, len)) != 0 || (rc = copy_acl(op, c, path, o)) != 0)
+    if ((rc = copy_data(op, data, len)) != 0 ||
+        (rc = zkit__create_acl(&op->acl, &op->acl_allocated, c, path, o)) != 0)
         return fail_op(op, rc);
     return txn_count_op(txn, op, len);
 }
@@ -413,17 +391,7 @@ static int multi_issue(zkit__op_t *zop, zhandle_t *zh, void_completion_t done, c
 
 static void copy_stat(txn_op_t *op, const struct Stat *s)
 {
-    op->stat.czxid = s->czxid;
-    op->stat.mzxid = s->mzxid;
-    op->stat.pzxid = s->pzxid;
-    op->stat.ctime = s->ctime;
-    op->stat.mtime = s->mtime;
-    op->stat.version = s->version;
-    op->stat.cversion = s->cversion;
-    op->stat.aversion = s->aversion;
-    op->stat.ephemeral_owner = s->ephemeralOwner;
-    op->stat.data_length = s->dataLength;
-    op->stat.num_children = s->numChildren;
+    zkit__stat_from_zk(&op->stat, s);
     op->has_stat = 1;
 }
 
