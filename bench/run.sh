@@ -9,6 +9,11 @@
 # passed too, for rows timing Apache Curator's locks (the peer's script skips them itself
 # when javac or the Curator jars are missing). The peer is compiled into $PEER_BUILD_DIR,
 # by default the tests directory of the build tree holding the binary (as `make check` does).
+#
+# Targets, in order: a standalone server, then a 3-node ensemble with the clients on a
+# follower (BENCH_TARGETS="standalone" or "ensemble" for one).  Every figure is also written
+# to $BENCH_OUT (default ./bench-out) as results.json (JSON lines) and results.csv; with
+# gnuplot installed and contention rows measured, bench/plot.sh draws handoff.png there.
 set -u
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -29,14 +34,44 @@ if command -v java >/dev/null 2>&1; then
              --peer-build-dir "${PEER_BUILD_DIR:-$tree/tests}")
 fi
 
-zkdir=$(mktemp -d "${TMPDIR:-/tmp}/zkit-bench-zk.XXXXXX") || exit 1
-rmdir "$zkdir"
-trap '"$root/scripts/zk-server.sh" stop "$zkdir"' EXIT
+out=${BENCH_OUT:-$PWD/bench-out}
+mkdir -p "$out" || exit 1
+: >"$out/results.json"
+: >"$out/results.csv"
+
+# One target: a throwaway server or ensemble, the benchmark against it, then it is stopped.
+run_target() {
+    local target=$1 zkdir connect rc
+    shift
+    zkdir=$(mktemp -d "${TMPDIR:-/tmp}/zkit-bench-zk.XXXXXX") || return 1
+    rmdir "$zkdir"
+    trap '"$root/scripts/zk-server.sh" stop "$zkdir"' EXIT
+    if [ "$target" = ensemble ]; then
+        "$root/scripts/zk-server.sh" start-ensemble "$zkdir" || return 1
+        connect=$(cat "$zkdir/follower")
+        echo "ZooKeeper 3-node ensemble $(cat "$zkdir/connect"), clients on the follower $connect"
+    else
+        "$root/scripts/zk-server.sh" start "$zkdir" || return 1
+        connect=$(cat "$zkdir/connect")
+        echo "ZooKeeper $connect (standalone, data in $zkdir)"
+    fi
+    "$bench" --connect "$connect" --label "$target" --json "$out/results.json" \
+        --csv "$out/results.csv" ${curator[@]+"${curator[@]}"} "$@"
+    rc=$?
+    "$root/scripts/zk-server.sh" stop "$zkdir"
+    trap - EXIT
+    return $rc
+}
+
 trap 'exit 130' INT TERM
-"$root/scripts/zk-server.sh" start "$zkdir" || exit 1
-echo "ZooKeeper $(cat "$zkdir/connect") (standalone, data in $zkdir)"
 start=$SECONDS
-"$bench" --connect "$(cat "$zkdir/connect")" ${curator[@]+"${curator[@]}"} "$@"
-rc=$?
-echo "(benchmark took $((SECONDS - start)) s)"
-exit $rc
+status=0
+for target in ${BENCH_TARGETS:-standalone ensemble}; do
+    run_target "$target" "$@" || status=1
+    echo
+done
+echo "(benchmark took $((SECONDS - start)) s; figures in $out/results.json and results.csv)"
+if command -v gnuplot >/dev/null 2>&1 && grep -q ',contend,' "$out/results.csv"; then
+    "$root/bench/plot.sh" "$out/results.csv" "$out/handoff.png" && echo "plot: $out/handoff.png"
+fi
+exit $status

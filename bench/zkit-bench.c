@@ -36,6 +36,8 @@
 #include <zkit.h>
 
 #include "demo_util.h"
+#include "records.h"
+#include "server_stats.h"
 
 #define ROOT "/zkit-bench"
 #define RAW_PARENT ROOT "/raw"
@@ -54,6 +56,9 @@ typedef struct options {
     const char *contend;  /* "2,4,16,64": only the contention rows (e) */
     long acquisitions;    /* (e): per figure, over all clients */
     long rounds;          /* (e): each figure this many times, interleaved */
+    const char *json;     /* JSON lines appended here, or NULL */
+    const char *csv;      /* CSV appended here, or NULL */
+    const char *label;    /* the target, in every JSON and CSV record */
 } options_t;
 
 /* One row of the table. */
@@ -63,6 +68,7 @@ typedef struct result {
     double p50_ms;
     double p99_ms;
     long samples;
+    double requests;  /* server requests per acquisition (mntr), or -1: not measured */
 } result_t;
 
 static void usage(FILE *out)
@@ -82,7 +88,11 @@ static void usage(FILE *out)
             "  --contend K,...       only contention in one process: K clients on one mutex,\n"
             "                        raw re-listing chain, zkit and Curator, per K\n"
             "  --acquisitions N      (--contend) per figure, over all clients (default 2000)\n"
-            "  --rounds N            (--contend) each figure N times, interleaved (default 3)\n");
+            "  --rounds N            (--contend) each figure N times, interleaved (default 3)\n"
+            "  --json FILE           also append each figure as a JSON line to FILE (- stdout)\n"
+            "  --csv FILE            also append each figure as a CSV row to FILE (- stdout)\n"
+            "  --label TEXT          the target named in JSON and CSV records (default\n"
+            "                        \"standalone\")\n");
 }
 
 static int apply_option(int opt, const char *arg, void *opts)
@@ -101,6 +111,9 @@ static int apply_option(int opt, const char *arg, void *opts)
     case 'K': o->contend = arg; return 0;
     case 'A': return demo_parse_long(arg, 10, 10000000, "--acquisitions", &o->acquisitions);
     case 'R': return demo_parse_long(arg, 1, 100, "--rounds", &o->rounds);
+    case 'J': o->json = arg; return 0;
+    case 'V': o->csv = arg; return 0;
+    case 'L': o->label = arg; return 0;
     default: return -1; /* not in the table */
     }
 }
@@ -116,12 +129,15 @@ static int parse_options(int argc, char **argv, options_t *o)
         { "curator-warmup", required_argument, NULL, 'W' },
         { "contend", required_argument, NULL, 'K' },
         { "acquisitions", required_argument, NULL, 'A' },
-        { "rounds", required_argument, NULL, 'R' }, DEMO_LONGOPT_HELP,
+        { "rounds", required_argument, NULL, 'R' },
+        { "json", required_argument, NULL, 'J' },    { "csv", required_argument, NULL, 'V' },
+        { "label", required_argument, NULL, 'L' },   DEMO_LONGOPT_HELP,
         { NULL, 0, NULL, 0 }
     };
     int rc;
 
-    *o = (options_t){ demo_default_connect(), 2000, 200, 4, 300, NULL, NULL, -1, NULL, 2000, 3 };
+    *o = (options_t){ demo_default_connect(), 2000, 200, 4, 300, NULL, NULL, -1, NULL, 2000, 3,
+                      NULL, NULL, "standalone" };
     rc = demo_parse_options(argc, argv, longopts, usage, apply_option, o);
     if (rc == 0 && o->curator && !o->peer_dir) {
         fprintf(stderr, "zkit-bench: --curator-peer needs --peer-build-dir\n");
@@ -136,7 +152,7 @@ static int parse_options(int argc, char **argv, options_t *o)
 static result_t summarize(const char *name, double *ms, long n, int64_t elapsed_ns)
 {
     demo_latency_t l = demo_latency(ms, (size_t)n);
-    result_t r = { name, demo_rate(n, elapsed_ns), l.p50, l.p99, n };
+    result_t r = { name, demo_rate(n, elapsed_ns), l.p50, l.p99, n, -1 };
     return r;
 }
 
@@ -654,7 +670,7 @@ static int curator_run(const options_t *o, const char *mode, const char *kind, c
         double rate, p50, p99;
         if (line && (line == text || line[-1] == '\n') &&
             sscanf(line, "BENCH %lf %lf %lf", &rate, &p50, &p99) == 3 && rate > 0) {
-            *out = (result_t){ name, rate, p50, p99, a1 };
+            *out = (result_t){ name, rate, p50, p99, a1, -1 };
             rc = 0;
         } else {
             fprintf(stderr, "%s: no BENCH line from %s\n", name, o->curator);
@@ -900,6 +916,14 @@ static void *chain_contender(void *arg)
     return NULL;
 }
 
+/* Server requests per acquisition between two mntr readings, or -1 without both. */
+static double requests_per(long long before, long long after, long acquisitions)
+{
+    return before >= 0 && after >= before && acquisitions > 0
+               ? (double)(after - before) / (double)acquisitions
+               : -1;
+}
+
 /* One figure: K threads running `body`; the row from their hand-offs. */
 static int contend_run(const options_t *o, int k, void *(*body)(void *), const char *name,
                        result_t *out)
@@ -909,6 +933,7 @@ static int contend_run(const options_t *o, int k, void *(*body)(void *), const c
     pthread_t th[MAX_CONTEND];
     int started = 0, rc = -1;
     long count;
+    long long before, after;
     if (!c)
         return -1;
     c->opt = o;
@@ -922,6 +947,7 @@ static int contend_run(const options_t *o, int k, void *(*body)(void *), const c
         free(c);
         return -1;
     }
+    before = server_packets_received(o->connect);
     for (int i = 0; i < k; i++) {
         t[i] = (contender_t){ c, i, 0 };
         if (pthread_create(&th[i], NULL, body, &t[i]) != 0)
@@ -934,17 +960,36 @@ static int contend_run(const options_t *o, int k, void *(*body)(void *), const c
     }
     for (int i = 0; i < k; i++)
         pthread_join(th[i], NULL);
+    after = server_packets_received(o->connect);
     count = c->count < c->capacity ? c->count : c->capacity;
     if (c->failed == 0 && count > 0) {
         int64_t span = demo_span_ns(c->end_ns, k, c->start_ns);
         *out = summarize(name, c->ms, count, span);
         out->rate = demo_rate(c->per_client * k, span);
+        out->requests = requests_per(before, after, c->per_client * k);
         rc = 0;
     }
     pthread_barrier_destroy(&c->start);
     free(c->ms);
     free(c);
     return rc;
+}
+
+/* A contention row's figures, without its ratios or newline. */
+static void print_figure(int width, const result_t *r)
+{
+    printf("%-*s %9.0f %9.3f %9.3f", width, r->name, r->rate, r->p50_ms, r->p99_ms);
+    if (r->requests >= 0)
+        printf(" %8.2f", r->requests);
+    else
+        printf(" %8s", "-");
+}
+
+static void contend_record(const result_t *r, int k, long round)
+{
+    record_t rec = { "contend", r->name, k, round + 1, r->rate, r->p50_ms, r->p99_ms,
+                     r->samples, r->requests };
+    records_write(&rec);
 }
 
 static int contend_rows(const options_t *o)
@@ -971,8 +1016,8 @@ static int contend_rows(const options_t *o)
     zoo_create(zh, ROOT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
     zoo_create(zh, RAW_PARENT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
     zoo_create(zh, RAW_PARENT "/chain", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-    printf("%-*s %9s %9s %9s   %12s %12s %12s\n", width, "measurement", "per sec", "p50 ms",
-           "p99 ms", "rate/chain", "p50/chain", "rate/Curator");
+    printf("%-*s %9s %9s %9s %8s   %12s %12s %12s\n", width, "measurement", "per sec",
+           "p50 ms", "p99 ms", "req/acq", "rate/chain", "p50/chain", "rate/Curator");
     for (int i = 0; i < n; i++) {
         for (long r = 0; r < o->rounds; r++) {
             result_t chain, zk, cur;
@@ -984,19 +1029,26 @@ static int contend_rows(const options_t *o)
             chain_ok = contend_run(o, ks[i], chain_contender, cname, &chain) == 0;
             zk_ok = contend_run(o, ks[i], zkit_contender, zname, &zk) == 0;
             if (curator) {
+                long long before = server_packets_received(o->connect);
                 int rc = curator_run(o, "contend", "mutex", ROOT "/curator-contend", ks[i],
                                      o->acquisitions, kname, &cur);
                 cur_ok = rc == 0;
+                if (cur_ok)
+                    cur.requests = requests_per(before, server_packets_received(o->connect),
+                                                o->acquisitions);
                 if (rc == CURATOR_SKIPPED)
                     curator = 0;
             }
-            if (chain_ok)
-                printf("%-*s %9.0f %9.3f %9.3f\n", width, cname, chain.rate, chain.p50_ms,
-                       chain.p99_ms);
-            else
+            if (chain_ok) {
+                print_figure(width, &chain);
+                putchar('\n');
+                contend_record(&chain, ks[i], r);
+            } else {
                 printf("%-*s %9s\n", width, cname, "FAILED");
+            }
             if (zk_ok) {
-                printf("%-*s %9.0f %9.3f %9.3f", width, zname, zk.rate, zk.p50_ms, zk.p99_ms);
+                print_figure(width, &zk);
+                contend_record(&zk, ks[i], r);
                 if (chain_ok)
                     printf("   %11.2fx %11.2fx", zk.rate / chain.rate, zk.p50_ms / chain.p50_ms);
                 else
@@ -1007,9 +1059,11 @@ static int contend_rows(const options_t *o)
             } else {
                 printf("%-*s %9s\n", width, zname, "FAILED");
             }
-            if (cur_ok)
-                printf("%-*s %9.0f %9.3f %9.3f\n", width, kname, cur.rate, cur.p50_ms,
-                       cur.p99_ms);
+            if (cur_ok) {
+                print_figure(width, &cur);
+                putchar('\n');
+                contend_record(&cur, ks[i], r);
+            }
             fflush(stdout);
         }
     }
@@ -1018,7 +1072,9 @@ static int contend_rows(const options_t *o)
     zookeeper_close(zh);
     printf("\nhand-off = the previous holder's stamp just before release to the next holder's "
            "return from acquire\n(another client); rate over all acquisitions.  rate/chain "
-           "and p50/chain from the same round.\n");
+           "and p50/chain from the same round.\nreq/acq = requests the server counted (mntr "
+           "zk_packets_received) per acquisition, the\nclients' connects, pings and closes "
+           "included.\n");
     return 0;
 }
 
@@ -1042,6 +1098,8 @@ static void print_row(int width, const char *name, const result_t *r, const resu
         return;
     }
     printf("%-*s %9.0f %9.3f %9.3f", width, r->name, r->rate, r->p50_ms, r->p99_ms);
+    records_write(&(record_t){ "single", r->name, 0, 1, r->rate, r->p50_ms, r->p99_ms,
+                               r->samples, -1 });
     if (r == floor_r)
         printf("   %12s %12s\n", "(floor)", "(floor)");
     else
@@ -1065,6 +1123,9 @@ int main(int argc, char **argv)
 
     if (rc != 0)
         return rc > 0 ? 0 : 2;
+    if (records_open(o.json, o.csv, o.label) != 0)
+        return 2;
+    atexit(records_close);
     if (o.contend)
         return contend_rows(&o);
     printf("zkit-bench against %s: %ld cycles per figure after %ld warm-up; hand-off between "

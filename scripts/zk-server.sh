@@ -6,6 +6,12 @@
 #                                    and `srvr` with a mode (it serves requests); write
 #                                    DIR/connect (host:port) and DIR/pid.
 #   scripts/zk-server.sh stop DIR    stop that server (TERM, then KILL) and remove DIR.
+#   scripts/zk-server.sh start-ensemble DIR
+#                                    start a 3-node ensemble, its servers in DIR/s1..s3, and
+#                                    wait until each serves as leader or follower; write
+#                                    DIR/connect (all three), DIR/follower and DIR/leader
+#                                    (host:port of one follower and of the leader).  `stop DIR`
+#                                    stops all three.
 #
 # Callers must `trap '... stop DIR' EXIT`. As a second line of defence `start` leaves a
 # watchdog that stops the server when the process that ran `start` (its parent, or the pid in
@@ -64,7 +70,7 @@ pick_port() {
 }
 
 write_config() {
-    local dir=$1 port=$2
+    local dir=$1 port=$2 quorum=${3:-}
     cat >"$dir/zoo.cfg" <<EOF
 tickTime=2000
 dataDir=$dir/data
@@ -77,6 +83,7 @@ minSessionTimeout=1000
 4lw.commands.whitelist=ruok,srvr,mntr,stat,cons
 admin.enableServer=false
 EOF
+    [ -z "$quorum" ] || printf 'initLimit=10\nsyncLimit=5\n%s\n' "$quorum" >>"$dir/zoo.cfg"
 }
 
 # Is $1 a live JVM whose command line mentions our config file $2?
@@ -91,14 +98,14 @@ is_our_server() {
 # -XX:-UsePerfData: no hsperfdata file in /tmp to outlive a SIGKILL; java.io.tmpdir: native
 # libraries (snappy) unpack into DIR, removed with it.
 launch() {
-    local dir=$1 cp
+    local dir=$1 main=${2:-org.apache.zookeeper.server.ZooKeeperServerMain} cp
     cp=$(classpath) || exit 1
     setsid "$java" -Xmx512m -XX:+UseSerialGC -XX:-UsePerfData -Xlog:disable \
         -Xlog:all=warning:stderr -Djava.io.tmpdir="$dir" \
         -Dzookeeper.root.logger=WARN,CONSOLE -Dzookeeper.log.dir="$dir" \
         -Dzookeeper.admin.enableServer=false \
         -Dznode.container.checkIntervalMs=1000 \
-        -cp "$cp" org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" \
+        -cp "$cp" "$main" "$dir/zoo.cfg" \
         </dev/null >>"$dir/server.log" 2>&1 &
     echo $!
 }
@@ -165,6 +172,70 @@ start() {
     exit 1
 }
 
+# The ensemble's client ports, then each server's quorum and election ports: 9 free ports.
+pick_ports() {
+    local ports=() p
+    while [ ${#ports[@]} -lt 9 ]; do
+        p=$(pick_port) || exit 1
+        [[ " ${ports[*]} " == *" $p "* ]] || ports+=("$p")
+    done
+    echo "${ports[*]}"
+}
+
+# Three QuorumPeerMain JVMs on loopback. A port taken between pick and bind makes a server
+# exit or never serve: everything is stopped and tried again on other ports.
+start_ensemble() {
+    local dir=$1 owner=${ZK_SERVER_OWNER:-$PPID} attempt ports quorum i rc mode
+    local connect follower leader
+    [ -e "$dir/s1" ] && die "$dir/s1 exists: an ensemble may already run there"
+    command -v "$java" >/dev/null || die "$java not found (apt-get install default-jre-headless)"
+    mkdir -p "$dir" || die "cannot create $dir"
+    dir=$(cd "$dir" && pwd)
+    for attempt in 1 2 3; do
+        read -ra ports <<<"$(pick_ports)"
+        quorum=""
+        for i in 1 2 3; do
+            quorum+="server.$i=127.0.0.1:${ports[$((i + 2))]}:${ports[$((i + 5))]}"$'\n'
+        done
+        for i in 1 2 3; do
+            mkdir -p "$dir/s$i/data" || die "cannot create $dir/s$i"
+            echo "$i" >"$dir/s$i/data/myid"
+            write_config "$dir/s$i" "${ports[$((i - 1))]}" "$quorum"
+            launch "$dir/s$i" org.apache.zookeeper.server.quorum.QuorumPeerMain >"$dir/s$i/pid" ||
+                exit 1
+        done
+        rc=0
+        for i in 1 2 3; do
+            wait_ready "$(cat "$dir/s$i/pid")" "${ports[$((i - 1))]}" || rc=1
+        done
+        if [ "$rc" -eq 0 ]; then
+            connect="" follower="" leader=""
+            for i in 1 2 3; do
+                connect+="${connect:+,}127.0.0.1:${ports[$((i - 1))]}"
+                mode=$(four_letter "${ports[$((i - 1))]}" srvr | sed -n 's/^Mode: //p')
+                [ "$mode" = leader ] && leader=127.0.0.1:${ports[$((i - 1))]}
+                [ "$mode" = follower ] && [ -z "$follower" ] &&
+                    follower=127.0.0.1:${ports[$((i - 1))]}
+            done
+            echo "$connect" >"$dir/connect"
+            echo "$follower" >"$dir/follower"
+            echo "$leader" >"$dir/leader"
+            for i in 1 2 3; do
+                start_watchdog "$dir/s$i" "$(cat "$dir/s$i/pid")" "$owner"
+            done
+            return 0
+        fi
+        for i in 1 2 3; do
+            stop_pid "$(cat "$dir/s$i/pid")" "$dir/s$i/zoo.cfg"
+            rm -rf "$dir/s$i"
+        done
+    done
+    echo "zk-server: ensemble did not start; last lines of $dir/s1/server.log:" >&2
+    tail -n 20 "$dir/s1/server.log" >&2 2>/dev/null
+    rm -rf "$dir"
+    exit 1
+}
+
 # TERM first so the server closes its sessions cleanly; KILL after 10 s.
 stop_pid() {
     local pid=$1 cfg=$2 i
@@ -183,9 +254,12 @@ stop_pid() {
 }
 
 stop() {
-    local dir=$1 wd
+    local dir=$1 wd member
     [ -d "$dir" ] || return 0
     dir=$(cd "$dir" && pwd)
+    for member in "$dir"/s[0-9]; do
+        [ -d "$member" ] && stop "$member"
+    done
     if [ -z "${ZK_WATCHDOG_CHILD:-}" ] && [ -r "$dir/watchdog.pid" ]; then
         wd=$(cat "$dir/watchdog.pid")
         kill "$wd" 2>/dev/null
@@ -199,6 +273,7 @@ stop() {
 [ $# -eq 2 ] || usage
 case $1 in
 start) start "$2" ;;
+start-ensemble) start_ensemble "$2" ;;
 stop) stop "$2" ;;
 *) usage ;;
 esac
