@@ -59,6 +59,7 @@ typedef struct options {
     const char *json;     /* JSON lines appended here, or NULL */
     const char *csv;      /* CSV appended here, or NULL */
     const char *label;    /* the target, in every JSON and CSV record */
+    long waiters;         /* (--contend) also this many clients spread over processes */
 } options_t;
 
 /* One row of the table. */
@@ -92,7 +93,9 @@ static void usage(FILE *out)
             "  --json FILE           also append each figure as a JSON line to FILE (- stdout)\n"
             "  --csv FILE            also append each figure as a CSV row to FILE (- stdout)\n"
             "  --label TEXT          the target named in JSON and CSV records (default\n"
-            "                        \"standalone\")\n");
+            "                        \"standalone\")\n"
+            "  --waiters N           (--contend) also N zkit clients queued on one mutex,\n"
+            "                        spread over --procs processes (e.g. 1000)\n");
 }
 
 static int apply_option(int opt, const char *arg, void *opts)
@@ -114,6 +117,7 @@ static int apply_option(int opt, const char *arg, void *opts)
     case 'J': o->json = arg; return 0;
     case 'V': o->csv = arg; return 0;
     case 'L': o->label = arg; return 0;
+    case 'Q': return demo_parse_long(arg, 2, 4096, "--waiters", &o->waiters);
     default: return -1; /* not in the table */
     }
 }
@@ -131,13 +135,14 @@ static int parse_options(int argc, char **argv, options_t *o)
         { "acquisitions", required_argument, NULL, 'A' },
         { "rounds", required_argument, NULL, 'R' },
         { "json", required_argument, NULL, 'J' },    { "csv", required_argument, NULL, 'V' },
-        { "label", required_argument, NULL, 'L' },   DEMO_LONGOPT_HELP,
+        { "label", required_argument, NULL, 'L' },
+        { "waiters", required_argument, NULL, 'Q' }, DEMO_LONGOPT_HELP,
         { NULL, 0, NULL, 0 }
     };
     int rc;
 
     *o = (options_t){ demo_default_connect(), 2000, 200, 4, 300, NULL, NULL, -1, NULL, 2000, 3,
-                      NULL, NULL, "standalone" };
+                      NULL, NULL, "standalone", 0 };
     rc = demo_parse_options(argc, argv, longopts, usage, apply_option, o);
     if (rc == 0 && o->curator && !o->peer_dir) {
         fprintf(stderr, "zkit-bench: --curator-peer needs --peer-build-dir\n");
@@ -154,6 +159,14 @@ static result_t summarize(const char *name, double *ms, long n, int64_t elapsed_
     demo_latency_t l = demo_latency(ms, (size_t)n);
     result_t r = { name, demo_rate(n, elapsed_ns), l.p50, l.p99, n, -1 };
     return r;
+}
+
+/* Server requests per acquisition between two mntr readings, or -1 without both. */
+static double requests_per(long long before, long long after, long acquisitions)
+{
+    return before >= 0 && after >= before && acquisitions > 0
+               ? (double)(after - before) / (double)acquisitions
+               : -1;
 }
 
 /* One cycle of a single-client figure: 0, or its error code (ZooKeeper's or zkit's). */
@@ -457,6 +470,113 @@ static int handoff_run(const options_t *o, result_t *out)
                            "hand-off: workers did not get ready", &t0) == 0 &&
         demo_reap(pids, n, 600000) == 0 && h.sh->failed == 0)
         rc = handoff_result(&h, t0, out);
+    demo_shared_free(h.sh, size);
+    return rc;
+}
+
+/* ---- (c') a deep queue: many clients in each of several processes ------------------------ */
+
+/* One process's share of a deep queue: `clients` threads, each its own session, each taking
+ * the mutex `per_client` times; the process reports ready once all are connected. */
+typedef struct queue_proc {
+    handoff_t *h;
+    int me;                   /* the process's number */
+    int clients;
+    long per_client;
+    pthread_barrier_t connected, go;
+    long failed_connects;     /* atomic */
+} queue_proc_t;
+
+typedef struct queue_client {
+    queue_proc_t *q;
+    int id;                   /* unique over all processes: a hand-off is between two ids */
+} queue_client_t;
+
+static void *queue_client(void *arg)
+{
+    queue_client_t *qc = arg;
+    queue_proc_t *q = qc->q;
+    zkit_client_t *client = demo_connect(q->h->opt->connect, 60000);
+    zkit_lock_t *lock = NULL;
+    if (!client || zkit_mutex_new(&lock, client, ROOT "/queue") != 0)
+        __atomic_fetch_add(&q->failed_connects, 1, __ATOMIC_RELAXED);
+    pthread_barrier_wait(&q->connected);
+    pthread_barrier_wait(&q->go);
+    if (lock && __atomic_load_n(&q->failed_connects, __ATOMIC_RELAXED) == 0)
+        for (long i = 0; i < q->per_client; i++)
+            handoff_step(q->h, qc->id, lock);
+    if (lock)
+        zkit_lock_free(lock);
+    if (client)
+        demo_close(client);
+    return NULL;
+}
+
+static int queue_process(int me, void *arg)
+{
+    queue_proc_t q = *(queue_proc_t *)arg;
+    queue_client_t *qc = calloc((size_t)q.clients, sizeof(*qc));
+    pthread_t *th = calloc((size_t)q.clients, sizeof(*th));
+    int started = 0;
+    q.me = me;
+    if (!qc || !th || pthread_barrier_init(&q.connected, NULL, (unsigned)q.clients + 1) != 0 ||
+        pthread_barrier_init(&q.go, NULL, (unsigned)q.clients + 1) != 0)
+        return 1;
+    for (int i = 0; i < q.clients; i++) {
+        qc[i] = (queue_client_t){ &q, me * q.clients + i };
+        if (pthread_create(&th[i], NULL, queue_client, &qc[i]) != 0)
+            break;
+        started++;
+    }
+    if (started != q.clients) { /* the barriers cannot open */
+        fprintf(stderr, "queue: cannot start %d threads\n", q.clients);
+        _exit(1);
+    }
+    pthread_barrier_wait(&q.connected);
+    if (q.failed_connects == 0)
+        demo_gate_ready(&q.h->gate);
+    demo_gate_wait(&q.h->gate);
+    pthread_barrier_wait(&q.go);
+    for (int i = 0; i < q.clients; i++)
+        pthread_join(th[i], NULL);
+    q.h->sh->end_ns[me] = demo_now_ns();
+    free(qc);
+    free(th);
+    return q.failed_connects == 0 ? 0 : 1;
+}
+
+/* o->waiters clients over o->procs processes on one mutex, each acquiring until the run has
+ * o->acquisitions: hand-off latency with a queue that deep behind the holder. */
+static int queue_run(const options_t *o, const char *name, result_t *out)
+{
+    int procs = (int)(o->procs < o->waiters ? o->procs : o->waiters);
+    int per_proc = (int)((o->waiters + procs - 1) / procs);
+    long per_client = (o->acquisitions + (long)procs * per_proc - 1) / ((long)procs * per_proc);
+    handoff_t h = { o, NULL, (long)procs * per_proc * per_client, { { -1, -1 }, { -1, -1 } } };
+    queue_proc_t q = { .h = &h, .clients = per_proc, .per_client = per_client };
+    size_t size = sizeof(handoff_shared_t) + (size_t)h.capacity * sizeof(double);
+    pid_t pids[MAX_PROCS];
+    long long before;
+    int rc = -1;
+    int64_t t0;
+
+    if (!(h.sh = demo_shared_alloc(size)))
+        return -1;
+    h.sh->last_holder = -1;
+    before = server_packets_received(o->connect);
+    if (demo_start_workers(&h.gate, pids, procs, queue_process, &q,
+                           "queue: workers did not connect", &t0) == 0 &&
+        demo_reap(pids, procs, 600000) == 0 && h.sh->failed == 0) {
+        long count = h.sh->count < h.capacity ? h.sh->count : h.capacity;
+        int64_t span_ns = demo_span_ns(h.sh->end_ns, procs, t0);
+        if (count > 0) {
+            *out = summarize(name, h.sh->ms, count, span_ns);
+            out->rate = demo_rate(h.capacity, span_ns);
+            out->requests = requests_per(before, server_packets_received(o->connect),
+                                         h.capacity);
+            rc = 0;
+        }
+    }
     demo_shared_free(h.sh, size);
     return rc;
 }
@@ -916,14 +1036,6 @@ static void *chain_contender(void *arg)
     return NULL;
 }
 
-/* Server requests per acquisition between two mntr readings, or -1 without both. */
-static double requests_per(long long before, long long after, long acquisitions)
-{
-    return before >= 0 && after >= before && acquisitions > 0
-               ? (double)(after - before) / (double)acquisitions
-               : -1;
-}
-
 /* One figure: K threads running `body`; the row from their hand-offs. */
 static int contend_run(const options_t *o, int k, void *(*body)(void *), const char *name,
                        result_t *out)
@@ -994,8 +1106,10 @@ static void contend_record(const result_t *r, int k, long round)
 
 static int contend_rows(const options_t *o)
 {
-    int ks[16], n = 0, width = NAME_WIDTH, curator = o->curator != NULL;
+    int ks[16], n = 0, width = NAME_WIDTH, curator = o->curator != NULL, queue_ok = 0;
     const char *p = o->contend;
+    char qname[96];
+    result_t queue;
     raw_conn_t conn;
     zhandle_t *zh;
     printf("contention in one process: %ld acquisitions per figure, %ld rounds interleaved\n\n",
@@ -1010,6 +1124,12 @@ static int contend_rows(const options_t *o)
         }
         ks[n++] = (int)k;
         p = *end == ',' ? end + 1 : end;
+    }
+    /* The deep queue forks: before this process has a zhandle and its threads. */
+    if (o->waiters > 0) {
+        snprintf(qname, sizeof qname, "zkit mutex, %ld clients in %ld processes", o->waiters,
+                 o->procs < o->waiters ? o->procs : o->waiters);
+        queue_ok = queue_run(o, qname, &queue) == 0;
     }
     if (!(zh = raw_connect(o->connect, &conn)))
         return 1;
@@ -1066,6 +1186,13 @@ static int contend_rows(const options_t *o)
             }
             fflush(stdout);
         }
+    }
+    if (o->waiters > 0 && queue_ok) {
+        print_figure(width, &queue);
+        putchar('\n');
+        contend_record(&queue, (int)o->waiters, 0);
+    } else if (o->waiters > 0) {
+        printf("%-*s %9s\n", width, qname, "FAILED");
     }
     zoo_delete(zh, RAW_PARENT "/chain", -1);
     zoo_delete(zh, RAW_PARENT, -1);
