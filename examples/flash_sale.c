@@ -40,10 +40,12 @@
 #include <zkit.h>
 
 #include "demo_util.h"
+#include "handoff_floor.h"
 
 #define STOCK_WIDTH 20 /* fixed-width record: a rewrite never leaves a shorter, torn number */
 #define MAX_PROCESSES 256
 #define BUY_TRIES 3    /* a purchase whose guarded write was refused is tried this often */
+#define FLOOR_ROUNDS 200 /* raw hand-offs timed before the sale, for its ideal rate */
 
 enum { STORE_FILE, STORE_ZK };
 
@@ -75,6 +77,7 @@ typedef struct shared {
     long stale_written;  /* file: the stock the resumed buyer wrote; -1 none */
     int stale_first_rc;  /* zk: what the resumed buyer's first commit returned */
     int stale_rc;        /* zk: and its last */
+    int64_t hold_ns;     /* summed over requests: from acquired to release (atomic) */
     int64_t end_ns[MAX_PROCESSES]; /* per process: when its last request finished */
     double wait_ms[];    /* per request: time spent waiting for the lock */
 } shared_t;
@@ -90,6 +93,7 @@ typedef struct sale {
     char stock_node[512];     /* zk store: <path>-stock */
     zkit_client_t *admin;     /* zk store: the parent's client, for the stock node; open
                                  only while no worker is being forked */
+    double floor_ms;          /* the raw re-listing hand-off on this server; <0 unmeasured */
 } sale_t;
 
 typedef struct worker {
@@ -508,8 +512,10 @@ static int try_request(worker_t *w, long request, unsigned *seed, int64_t t0)
         mark_holder(w, 1);
     }
     s->sh->wait_ms[request] = demo_ms_since(t0);
+    t0 = demo_now_ns();
     bought = s->opt.store == STORE_ZK ? buy_from_node(w, request, token, seed)
                                       : buy_from_file(w, request, token, seed);
+    __atomic_fetch_add(&s->sh->hold_ns, demo_now_ns() - t0, __ATOMIC_RELAXED);
     if (bought == BUY_FAILED && s->opt.store == STORE_FILE)
         fprintf(stderr, "request %ld: stock file access failed\n", request);
     if (w->lock) {
@@ -743,12 +749,26 @@ static int print_result(const sale_t *s, const tally_t *t, long oversold, long l
     return ok;
 }
 
+/* One request at a time can be served at best once per (hold + hand-off): the rate this run
+ * would reach if every hand-off took only the raw re-listing chain's. */
+static void print_ideal(const sale_t *s, double rate)
+{
+    double hold_ms = (double)s->sh->hold_ns / 1e6 / (double)s->opt.requests, ideal;
+    if (s->floor_ms < 0)
+        return;
+    ideal = 1000.0 / (hold_ms + s->floor_ms);
+    printf("  ideal              %.1f requests/s = 1 / (mean hold %.3f ms + raw hand-off "
+           "%.3f ms): this run reached %.2fx of it\n", ideal, hold_ms, s->floor_ms,
+           rate / ideal);
+}
+
 static int report(const sale_t *s, int64_t start_ns, int worker_failures,
                   const freeze_report_t *f)
 {
     const options_t *o = &s->opt;
     tally_t t;
     long oversold, lost, failed = s->sh->failed + worker_failures;
+    int64_t span_ns;
 
     if (read_tally(s, &t) != 0)
         return 1;
@@ -773,10 +793,12 @@ static int report(const sale_t *s, int64_t start_ns, int worker_failures,
                "OUT OF ORDER: an order was taken under an older holding than the one "
                "before it");
     }
-    demo_print_throughput("requests", o->requests,
-                          demo_span_ns(s->sh->end_ns, o->run.processes, start_ns));
-    if (!o->run.no_lock)
+    span_ns = demo_span_ns(s->sh->end_ns, o->run.processes, start_ns);
+    demo_print_throughput("requests", o->requests, span_ns);
+    if (!o->run.no_lock) {
         demo_print_lock_wait(s->sh->wait_ms, (size_t)o->requests, "");
+        print_ideal(s, demo_rate(o->requests, span_ns));
+    }
 
     if (o->run.no_lock) {
         printf("  result             %s\n", oversold || lost ?
@@ -824,6 +846,15 @@ static void print_header(const sale_t *s)
         printf("  stock node         %s\n", s->stock_node);
 }
 
+/* The raw hand-off, measured before any worker is forked (its clients are closed by then). */
+static void measure_floor(sale_t *s)
+{
+    char parent[520];
+    snprintf(parent, sizeof parent, "%s-floor", s->opt.path);
+    if (handoff_floor(&s->floor_ms, s->opt.run.connect, parent, FLOOR_ROUNDS) != 0)
+        s->floor_ms = -1;
+}
+
 int main(int argc, char **argv)
 {
     sale_t s;
@@ -841,6 +872,9 @@ int main(int argc, char **argv)
     s.sh->stale_written = -1;
     s.sh->stale_rc = s.sh->stale_first_rc = 1; /* not a zkit result: no commit yet */
     print_header(&s);
+    s.floor_ms = -1;
+    if (!s.opt.run.no_lock)
+        measure_floor(&s);
     rc = run(&s);
     if (s.admin && !s.opt.run.keep)
         zkit_delete(s.admin, s.stock_node, -1, 0);

@@ -155,7 +155,7 @@ if [[ $server == yes ]]; then
     done
     # shellcheck disable=SC2086
     if ! (cd "$scratch/example" &&
-          $cc -o flash_sale flash_sale.c demo_util.c $cflags $libs -lpthread) 2>"$scratch/cc.err"; then
+          $cc -o flash_sale flash_sale.c handoff_floor.c demo_util.c $cflags $libs -lpthread) 2>"$scratch/cc.err"; then
         bad "building the installed flash_sale example: $(cat "$scratch/cc.err")"
     elif out=$(cd "$scratch/example" && timeout 60 ./flash_sale --connect "$zk" --processes 2 \
                  --threads 2 --requests 40 --stock 30 --hold-us 100-300 \
