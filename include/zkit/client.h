@@ -68,7 +68,16 @@ typedef int (*zkit_acl_provider_fn)(const char *path, const zkit_acl_t **acl, si
 typedef void (*zkit_state_listener_fn)(zkit_client_t *client, zkit_conn_state_t state,
                                        void *arg);
 
-#define ZKIT_CLIENT_OPTIONS_VERSION 1
+/* Where callbacks run.  On the event thread (the default), a thread of the client runs them.
+ * On dispatch, no thread is started for them: zkit_client_fd() becomes readable when
+ * callbacks are due and zkit_client_dispatch() runs them on the caller's thread (the
+ * application's event loop; see zkit/adapters/ for libuv, libevent and epoll). */
+typedef enum zkit_delivery {
+    ZKIT_DELIVER_ON_EVENT_THREAD = 0,
+    ZKIT_DELIVER_ON_DISPATCH = 1
+} zkit_delivery_t;
+
+#define ZKIT_CLIENT_OPTIONS_VERSION 2
 
 typedef struct zkit_client_options {
     unsigned version;                /* ZKIT_CLIENT_OPTIONS_VERSION */
@@ -89,11 +98,13 @@ typedef struct zkit_client_options {
     zkit_log_fn log_fn;              /* NULL = warnings and errors to stderr */
     void *log_arg;
     zkit_log_level_t log_level;      /* default ZKIT_LOG_WARN */
+    /* Since version 2. */
+    zkit_delivery_t delivery;        /* default ZKIT_DELIVER_ON_EVENT_THREAD */
 } zkit_client_options_t;
 
 #define ZKIT_CLIENT_OPTIONS_INIT \
     { ZKIT_CLIENT_OPTIONS_VERSION, NULL, 60000, 15000, NULL, NULL, NULL, 0, NULL, 0, NULL, \
-      NULL, 0, NULL, 0, NULL, NULL, ZKIT_LOG_WARN }
+      NULL, 0, NULL, 0, NULL, NULL, ZKIT_LOG_WARN, ZKIT_DELIVER_ON_EVENT_THREAD }
 
 /* Fills `opts` with the defaults. */
 ZKIT_EXTERN void zkit_client_options_init(zkit_client_options_t *opts);
@@ -137,6 +148,34 @@ ZKIT_EXTERN int zkit_client_is_connected(const zkit_client_t *client);
 ZKIT_EXTERN int64_t zkit_client_session_id(const zkit_client_t *client);
 /* The session timeout the server granted, in ms (0 before the first connection). */
 ZKIT_EXTERN int zkit_client_negotiated_timeout(const zkit_client_t *client);
+/*
+ * With delivery = ZKIT_DELIVER_ON_DISPATCH: `*fd` receives a descriptor that is readable
+ * (level-triggered) while callbacks are due; watch it for reading in the application's loop
+ * and call zkit_client_dispatch() when it is.  The descriptor is the client's: do not read,
+ * write or close it.  0, ZKIT_EINVAL, or ZKIT_ESTATE for a client that delivers on its event
+ * thread (*fd is then -1).
+ */
+ZKIT_EXTERN int zkit_client_fd(int *fd, const zkit_client_t *client);
+
+/*
+ * Runs the callbacks that are due, on the calling thread, in the order the event thread would
+ * have run them, and returns; callbacks that become due meanwhile wait for the next call (the
+ * descriptor stays readable), so one call never keeps the loop for long.
+ *
+ * The thread that dispatches is the client's event thread for every rule that names it:
+ * completions, watches, listeners and lock states run there only, a blocking call that would
+ * wait for a callback (a leader latch's blocking await) fails there with ZKIT_EDEADLK, and
+ * objects may be freed there at any time, since no callback of the client runs elsewhere.  It
+ * is the thread that created the client until another thread dispatches.  Blocking calls that
+ * wait only for the server (zkit_lock_acquire, zkit_create...) work from the loop thread, but
+ * block the loop.  zkit_client_close() from the loop thread (not from a callback) runs the
+ * last callbacks (completions ending with ZKIT_ECLOSED) before it returns.
+ *
+ * 0, ZKIT_EINVAL, ZKIT_ESTATE (the client delivers on its event thread), ZKIT_EDEADLK (called
+ * from a callback) or ZKIT_ECLOSED.  Two threads dispatching at once run one after the other.
+ */
+ZKIT_EXTERN int zkit_client_dispatch(zkit_client_t *client);
+
 /* The namespace, without slashes, or NULL. */
 ZKIT_EXTERN const char *zkit_client_namespace(const zkit_client_t *client);
 

@@ -134,6 +134,12 @@ static int validate_options(const zkit_client_options_t *o)
         options_error(o, "client options: NULL or wrong version");
         return ZKIT_EINVAL;
     }
+    if (o->version >= 2 && o->delivery != ZKIT_DELIVER_ON_EVENT_THREAD &&
+        o->delivery != ZKIT_DELIVER_ON_DISPATCH) {
+        options_error(o, "client options: delivery %d is neither ZKIT_DELIVER_ON_EVENT_THREAD "
+                         "nor ZKIT_DELIVER_ON_DISPATCH", (int)o->delivery);
+        return ZKIT_EINVAL;
+    }
     if (!o->connect_string || !o->connect_string[0]) {
         options_error(o, "client options: connect_string is required");
         return ZKIT_EINVAL;
@@ -286,6 +292,9 @@ static int copy_options(zkit_client_t *c, const zkit_client_options_t *o)
     c->acl_provider = o->acl_provider;
     c->acl_provider_arg = o->acl_provider_arg;
     c->can_be_read_only = o->can_be_read_only;
+    /* Fields added in version 2 are read only from callers that know them. */
+    if (o->version >= 2)
+        c->dispatch_mode = o->delivery == ZKIT_DELIVER_ON_DISPATCH;
     return copy_default_data(c, o);
 }
 
@@ -517,92 +526,6 @@ int64_t zkit__client_session(zkit_client_t *c)
     return id;
 }
 
-/* ---- the event thread ------------------------------------------------------------------- */
-
-/* Queues a task for the event thread (c->mu held). */
-static int post_task_locked(zkit_client_t *c, zkit__task_t *t, zkit__task_fn fn, void *arg,
-                            int allocated)
-{
-    if (c->event_thread_done)
-        return ZKIT_ECLOSED;
-    t->allocated = allocated;
-    t->next = NULL;
-    t->fn = fn;
-    t->arg = arg;
-    *c->tasks_tail = t;
-    c->tasks_tail = &t->next;
-    pthread_cond_broadcast(&c->event_cond);
-    return 0;
-}
-
-int zkit__run_on_event_thread(zkit_client_t *c, void (*fn)(void *arg), void *arg)
-{
-    zkit__task_t *t = malloc(sizeof(*t));
-    int rc;
-    if (!t)
-        return ZKIT_ENOMEM;
-    pthread_mutex_lock(&c->mu);
-    rc = post_task_locked(c, t, fn, arg, 1);
-    pthread_mutex_unlock(&c->mu);
-    if (rc != 0)
-        free(t);
-    return rc;
-}
-
-int zkit__run_on_event_thread_task(zkit_client_t *c, zkit__task_t *task, void (*fn)(void *arg),
-                                   void *arg)
-{
-    int rc;
-    pthread_mutex_lock(&c->mu);
-    rc = post_task_locked(c, task, fn, arg, 0);
-    pthread_mutex_unlock(&c->mu);
-    return rc;
-}
-
-/* Runs tasks in order until the client closes and the supervisor has finished (so that the
- * completions it produces while closing are still delivered). */
-static void *event_thread_main(void *arg)
-{
-    zkit_client_t *c = arg;
-    pthread_mutex_lock(&c->mu);
-    for (;;) {
-        zkit__task_t *t = c->tasks;
-        if (!t) {
-            if (c->closing && c->supervisor_done)
-                break;
-            pthread_cond_wait(&c->event_cond, &c->mu);
-            continue;
-        }
-        zkit__task_fn fn = t->fn;
-        void *fn_arg = t->arg;
-        c->tasks = t->next;
-        if (!c->tasks)
-            c->tasks_tail = &c->tasks;
-        /* A caller-owned task is the caller's again from here: fn may free or re-post it. */
-        if (t->allocated)
-            free(t);
-        c->event_thread_busy = 1;
-        pthread_mutex_unlock(&c->mu);
-        fn(fn_arg);
-        pthread_mutex_lock(&c->mu);
-        c->event_thread_busy = 0;
-        pthread_cond_broadcast(&c->event_cond);
-    }
-    __atomic_store_n(&c->event_thread_done, 1, __ATOMIC_RELEASE);
-    pthread_cond_broadcast(&c->event_cond);
-    pthread_mutex_unlock(&c->mu);
-    return NULL;
-}
-
-/* Lock-free because callers hold c->mu.  Once the event thread has ended its id may belong
- * to any new thread, so a closed client answers 0. */
-int zkit__is_event_thread(zkit_client_t *c)
-{
-    if (__atomic_load_n(&c->event_thread_done, __ATOMIC_ACQUIRE))
-        return 0;
-    return pthread_equal(pthread_self(), c->event_thread);
-}
-
 /* ---- listeners ---------------------------------------------------------------------------- */
 
 /* Unlinks and frees a listener (c->mu held, no walk in progress). */
@@ -695,7 +618,7 @@ static void change_state(zkit_client_t *c, zkit_conn_state_t state)
         slot->client = c;
         slot->state = state;
         slot->skip = 0;
-        if (post_task_locked(c, &slot->task, deliver_state, slot, 0) == 0)
+        if (zkit__post_task_locked(c, &slot->task, deliver_state, slot, 0) == 0)
             c->state_count++;
         return;
     }
@@ -1114,6 +1037,7 @@ static void free_client(zkit_client_t *c)
     free(c->ns);
     free(c->ns_root);
     free(c->default_data);
+    zkit__event_delivery_free(c);
     zkit__logger_destroy(&c->log);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cond);
@@ -1134,21 +1058,23 @@ static zkit_client_t *alloc_client(const zkit_client_options_t *opts)
     cond_init_monotonic(&c->supervisor_cond);
     cond_init_monotonic(&c->event_cond);
     c->tasks_tail = &c->tasks;
+    c->wake_fd = -1;
     c->refs = 1;
     return c;
 }
 
 static int start_threads(zkit_client_t *c)
 {
-    if (pthread_create(&c->event_thread, NULL, event_thread_main, c) != 0)
-        return ZKIT_ESYSTEM;
+    int rc = zkit__event_delivery_start(c);
+    if (rc != 0)
+        return rc;
     if (pthread_create(&c->supervisor_thread, NULL, supervisor_main, c) != 0) {
         pthread_mutex_lock(&c->mu);
         __atomic_store_n(&c->closing, 1, __ATOMIC_RELEASE);
         c->supervisor_done = 1;
         pthread_cond_broadcast(&c->event_cond);
         pthread_mutex_unlock(&c->mu);
-        pthread_join(c->event_thread, NULL);
+        zkit__event_delivery_stop(c);
         return ZKIT_ESYSTEM;
     }
     return 0;
@@ -1188,9 +1114,9 @@ ZKIT_EXTERN void zkit_client_close(zkit_client_t *c)
     pthread_t supervisor;
     if (!c)
         return;
-    if (zkit__is_event_thread(c)) {
+    if (zkit__in_callback(c)) {
         zkit__log(&c->log, ZKIT_LOG_ERROR,
-                  "zkit_client_close called from a callback on the client's event thread; "
+                  "zkit_client_close called from a callback of the client; "
                   "ignored (it would wait for itself)");
         return;
     }
@@ -1201,7 +1127,7 @@ ZKIT_EXTERN void zkit_client_close(zkit_client_t *c)
     pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->mu);
     pthread_join(supervisor, NULL);
-    pthread_join(c->event_thread, NULL);
+    zkit__event_delivery_stop(c);
     /* Blocking calls in other threads have been woken with ZKIT_ECLOSED; let them leave. */
     pthread_mutex_lock(&c->mu);
     while (c->active_calls > 0)

@@ -142,8 +142,13 @@ struct zkit_client {
     uint64_t next_timer_id;
 
     zkit__task_t *tasks, **tasks_tail;
+    unsigned tasks_queued;
     int event_thread_busy;
-    pthread_t event_thread;
+    pthread_t event_thread;         /* delivery on the event thread: that thread */
+    int dispatch_mode;              /* delivery in zkit_client_dispatch(): set at creation */
+    int wake_fd;                    /* dispatch mode: readable while tasks wait, else -1 */
+    pthread_t loop_thread;          /* dispatch mode: the thread that dispatches (atomic) */
+    int dispatching;                /* dispatch mode: a dispatch is running (atomic, under mu) */
     pthread_t supervisor_thread;
     int event_thread_done;          /* written under mu with __atomic_store, read atomically */
     int supervisor_done;            /* no timer is accepted once set */
@@ -160,6 +165,18 @@ struct zkit_client {
     void *attempts;                 /* requests in flight (ops.c's list) */
     zkit__faults_t faults;
 };
+
+/* Queues a task (c->mu held): 0, or ZKIT_ECLOSED once delivery has ended (tasks.c). */
+int zkit__post_task_locked(zkit_client_t *c, zkit__task_t *t, zkit__task_fn fn, void *arg,
+                           int allocated);
+/* Starts delivering tasks: the event thread, or the loop's descriptor.  0 or ZKIT_ESYSTEM. */
+int zkit__event_delivery_start(zkit_client_t *c);
+/* At close, once the supervisor has finished: runs what is queued, then refuses tasks. */
+void zkit__event_delivery_stop(zkit_client_t *c);
+/* Frees what delivery holds (the loop's descriptor). */
+void zkit__event_delivery_free(zkit_client_t *c);
+/* Whether the calling thread is running a callback of the client now. */
+int zkit__in_callback(zkit_client_t *c);
 
 /* Borrows the current handle for one zoo_a* call: returns it (and its generation) with a
  * reference held, or NULL when the client has none or is closing.  Pair with conn_put. */

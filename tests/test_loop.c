@@ -1,0 +1,460 @@
+/*
+ * test_loop.c - callbacks delivered through the application's event loop: a client made with
+ * delivery = ZKIT_DELIVER_ON_DISPATCH, attached to epoll, libuv and libevent with the
+ * adapters of include/zkit/adapters/.  For each loop:
+ *
+ *  - an asynchronous acquire of a free mutex completes once, with 0, on the loop's thread;
+ *  - a watch set with zkit_exists fires on the loop's thread when another client creates
+ *    the node;
+ *  - a held lock whose node another client deletes hears LOST on the loop's thread;
+ *  - an asynchronous acquire waiting behind another client's hold, cancelled from the test
+ *    thread, completes exactly once with ZKIT_ECANCELED on the loop's thread and leaves no node;
+ *  - zkit_client_dispatch from inside a callback is refused with ZKIT_EDEADLK;
+ *  - with an acquisition still waiting, the loop detaches and closes the client on its own
+ *    thread: the completion runs once, inside the close, on that thread, with ZKIT_ECLOSED.
+ *
+ * And for a client that delivers on its event thread, zkit_client_fd and zkit_client_dispatch
+ * answer ZKIT_ESTATE.
+ *
+ * Callbacks only record (atomics); the test thread asserts.  Every wait is bounded.  The loop
+ * wakes every 20 ms to see whether it should stop, so stopping needs no thread-safe wakeup of
+ * the loop library.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <CUnit/CUnit.h>
+
+#include "zkit/adapters/epoll.h"
+#ifdef HAVE_LIBUV
+#include "zkit/adapters/libuv.h"
+#endif
+#ifdef HAVE_LIBEVENT
+#include "zkit/adapters/libevent.h"
+#endif
+
+#include "fw_support.h"
+#include "lock_support.h"
+
+#define TICK_MS 20
+
+typedef enum { LOOP_EPOLL, LOOP_LIBUV, LOOP_LIBEVENT } loop_kind_t;
+
+typedef struct loop {
+    loop_kind_t kind;
+    zkit_client_t *client;
+    pthread_t thread;
+    atomic_int running;         /* 1 once attached, -1 if attaching failed */
+    atomic_int stop;
+    atomic_int closed;          /* the loop thread has closed the client */
+} loop_t;
+
+/* ---- the three loops, each on its own thread -------------------------------------------------- */
+
+static void run_epoll(loop_t *lp)
+{
+    struct epoll_event events[4];
+    int epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd < 0 || zkit_epoll_attach(epfd, lp->client, (epoll_data_t){ .ptr = lp }) != 0) {
+        atomic_store(&lp->running, -1);
+        return;
+    }
+    atomic_store(&lp->running, 1);
+    while (!atomic_load(&lp->stop)) {
+        int n = epoll_wait(epfd, events, 4, TICK_MS);
+        for (int i = 0; i < n; i++)
+            if (events[i].data.ptr == lp)
+                zkit_client_dispatch(lp->client);
+    }
+    zkit_epoll_detach(epfd, lp->client);
+    close(epfd);
+}
+
+#ifdef HAVE_LIBUV
+static void uv_tick(uv_timer_t *timer)
+{
+    loop_t *lp = timer->data;
+    if (atomic_load(&lp->stop))
+        uv_stop(timer->loop);
+}
+
+static void run_libuv(loop_t *lp)
+{
+    uv_loop_t loop;
+    uv_timer_t tick;
+    zkit_uv_t adapter;
+    uv_loop_init(&loop);
+    if (zkit_uv_attach(&adapter, &loop, lp->client) != 0) {
+        atomic_store(&lp->running, -1);
+        uv_loop_close(&loop);
+        return;
+    }
+    uv_timer_init(&loop, &tick);
+    tick.data = lp;
+    uv_timer_start(&tick, uv_tick, TICK_MS, TICK_MS);
+    atomic_store(&lp->running, 1);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    zkit_uv_detach(&adapter, NULL);
+    uv_close((uv_handle_t *)&tick, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT); /* runs the closes */
+    uv_loop_close(&loop);
+}
+#endif
+
+#ifdef HAVE_LIBEVENT
+typedef struct event_tick {
+    loop_t *lp;
+    struct event_base *base;
+} event_tick_t;
+
+static void event_tick(evutil_socket_t fd, short what, void *arg)
+{
+    event_tick_t *t = arg;
+    (void)fd;
+    (void)what;
+    if (atomic_load(&t->lp->stop))
+        event_base_loopbreak(t->base);
+}
+
+static void run_libevent(loop_t *lp)
+{
+    struct event_base *base = event_base_new();
+    struct timeval every = { 0, TICK_MS * 1000 };
+    event_tick_t t = { lp, base };
+    struct event *adapter = NULL, *tick;
+    if (!base || zkit_event_attach(&adapter, base, lp->client) != 0) {
+        atomic_store(&lp->running, -1);
+        if (base)
+            event_base_free(base);
+        return;
+    }
+    tick = event_new(base, -1, EV_PERSIST, event_tick, &t);
+    event_add(tick, &every);
+    atomic_store(&lp->running, 1);
+    event_base_dispatch(base);
+    zkit_event_detach(adapter);
+    event_free(tick);
+    event_base_free(base);
+}
+#endif
+
+static void *loop_main(void *arg)
+{
+    loop_t *lp = arg;
+    switch (lp->kind) {
+    case LOOP_EPOLL:
+        run_epoll(lp);
+        break;
+    case LOOP_LIBUV:
+#ifdef HAVE_LIBUV
+        run_libuv(lp);
+#endif
+        break;
+    case LOOP_LIBEVENT:
+#ifdef HAVE_LIBEVENT
+        run_libevent(lp);
+#endif
+        break;
+    }
+    /* Closed on the loop's thread: the last completions run inside the close, here. */
+    zkit_client_close(lp->client);
+    atomic_store(&lp->closed, 1);
+    return NULL;
+}
+
+static int loop_running(void *arg)
+{
+    return atomic_load(&((loop_t *)arg)->running) != 0;
+}
+
+static int loop_closed(void *arg)
+{
+    return atomic_load(&((loop_t *)arg)->closed);
+}
+
+/* A dispatch-mode client attached to a new loop of `kind` on its own thread. */
+static int loop_start(loop_t *lp, loop_kind_t kind)
+{
+    zkit_client_options_t opts;
+    zkit_retry_t *retry = zkit_retry_exponential(100, 5, 1000);
+    memset(lp, 0, sizeof(*lp));
+    lp->kind = kind;
+    fw_options(&opts, zkh_connect_string(zk), NULL, 10000, retry);
+    opts.delivery = ZKIT_DELIVER_ON_DISPATCH;
+    if (zkit_client_new(&lp->client, &opts) != 0) {
+        zkit_retry_free(retry);
+        return -1;
+    }
+    zkit_retry_free(retry);
+    if (pthread_create(&lp->thread, NULL, loop_main, lp) != 0) {
+        zkit_client_close(lp->client);
+        return -1;
+    }
+    if (zkh_wait_until(loop_running, lp, 5000) != 0 || atomic_load(&lp->running) != 1 ||
+        zkit_client_block_until_connected(lp->client, 10000) != 0) {
+        atomic_store(&lp->stop, 1);
+        pthread_join(lp->thread, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+/* Stops the loop, which then closes the client on its thread. */
+static int loop_stop(loop_t *lp)
+{
+    int rc;
+    atomic_store(&lp->stop, 1);
+    rc = zkh_wait_until(loop_closed, lp, 15000);
+    if (rc == 0)
+        pthread_join(lp->thread, NULL);
+    return rc;
+}
+
+/* ---- what callbacks record -------------------------------------------------------------------- */
+
+typedef struct rec {
+    atomic_int calls;
+    atomic_int error;
+    atomic_int on_loop;         /* every call ran on the loop's thread */
+    atomic_int nested_dispatch; /* what zkit_client_dispatch answered inside the callback */
+    loop_t *lp;
+} rec_t;
+
+static void rec_init(rec_t *r, loop_t *lp)
+{
+    memset(r, 0, sizeof(*r));
+    atomic_store(&r->on_loop, 1);
+    r->lp = lp;
+}
+
+static void rec_call(rec_t *r, int error)
+{
+    if (!pthread_equal(pthread_self(), r->lp->thread))
+        atomic_store(&r->on_loop, 0);
+    atomic_store(&r->error, error);
+    atomic_fetch_add(&r->calls, 1);
+}
+
+static int rec_called(void *arg)
+{
+    return atomic_load(&((rec_t *)arg)->calls) > 0;
+}
+
+static void on_acquired(zkit_lock_t *lock, int error, void *arg)
+{
+    rec_t *r = arg;
+    (void)lock;
+    atomic_store(&r->nested_dispatch, zkit_client_dispatch(r->lp->client));
+    rec_call(r, error);
+}
+
+static void on_watch(zkit_client_t *client, zkit_event_t event, const char *path, void *arg)
+{
+    (void)client;
+    (void)path;
+    rec_call(arg, (int)event);
+}
+
+static void on_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
+{
+    (void)lock;
+    if (state == ZKIT_LOCK_LOST)
+        rec_call(arg, (int)state);
+}
+
+static void on_exists(zkit_client_t *client, const zkit_result_t *result, void *arg)
+{
+    (void)client;
+    rec_call(arg, result->error);
+}
+
+/* Every task queued before now has run on the loop: tasks run in order, and this one is last. */
+static int loop_barrier(loop_t *lp)
+{
+    rec_t r;
+    rec_init(&r, lp);
+    if (zkit_exists_async(lp->client, "/", NULL, on_exists, &r) != 0)
+        return -1;
+    return zkh_wait_until(rec_called, &r, 5000);
+}
+
+/* ---- the scenario ------------------------------------------------------------------------------ */
+
+static void lock_cycle(loop_t *lp, const char *base)
+{
+    char *path = lk_join(base, "cycle");
+    zkit_lock_t *m = NULL;
+    rec_t r;
+    rec_init(&r, lp);
+    CU_ASSERT_FATAL(zkit_mutex_new(&m, lp->client, path) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire_async(m, 5000, on_acquired, &r), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &r, 10000), 0);
+    CU_ASSERT_EQUAL(atomic_load(&r.error), 0);
+    CU_ASSERT_EQUAL(atomic_load(&r.on_loop), 1);
+    CU_ASSERT_EQUAL(atomic_load(&r.nested_dispatch), ZKIT_EDEADLK);
+    CU_ASSERT_EQUAL(children_of(path), 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(m), 0);
+    CU_ASSERT_EQUAL(loop_barrier(lp), 0);
+    CU_ASSERT_EQUAL(atomic_load(&r.calls), 1);
+    zkit_lock_free(m);
+    free(path);
+}
+
+static void watch_fires(loop_t *lp, zkit_client_t *other, const char *base)
+{
+    char *path = lk_join(base, "watched");
+    rec_t r;
+    zkit_watcher_t watcher = { on_watch, &r };
+    rec_init(&r, lp);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, lp->client, path, &watcher), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, other, path, "", 0, NULL), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &r, 10000), 0);
+    CU_ASSERT_EQUAL(atomic_load(&r.error), ZKIT_EVENT_CREATED);
+    CU_ASSERT_EQUAL(atomic_load(&r.on_loop), 1);
+    free(path);
+}
+
+static void loss_heard(loop_t *lp, zkit_client_t *other, const char *base)
+{
+    char *path = lk_join(base, "lost");
+    char *node = NULL;
+    zkit_lock_t *m = NULL;
+    rec_t r;
+    rec_init(&r, lp);
+    CU_ASSERT_FATAL(zkit_mutex_new(&m, lp->client, path) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(m, on_state, &r), 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(m, 5000), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_node(m, &node), 0);
+    CU_ASSERT_EQUAL(zkit_delete(other, node, -1, 0), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &r, 10000), 0);
+    CU_ASSERT_EQUAL(atomic_load(&r.error), ZKIT_LOCK_LOST);
+    CU_ASSERT_EQUAL(atomic_load(&r.on_loop), 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(m), ZKIT_ELOCKLOST);
+    zkit_lock_free(m);
+    free(node);
+    free(path);
+}
+
+static void cancel_once(loop_t *lp, zkit_client_t *other, const char *base)
+{
+    char *path = lk_join(base, "cancelled");
+    zkit_lock_t *held = NULL, *m = NULL;
+    rec_t r;
+    rec_init(&r, lp);
+    CU_ASSERT_FATAL(zkit_mutex_new(&held, other, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&m, lp->client, path) == 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(held, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire_async(m, 30000, on_acquired, &r), 0);
+    CU_ASSERT_EQUAL(wait_children(path, 2, 10000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_cancel(m), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &r, 10000), 0);
+    CU_ASSERT_EQUAL(atomic_load(&r.error), ZKIT_ECANCELED);
+    CU_ASSERT_EQUAL(atomic_load(&r.on_loop), 1);
+    CU_ASSERT_EQUAL(wait_children(path, 1, 10000), 0);
+    CU_ASSERT_EQUAL(loop_barrier(lp), 0);
+    CU_ASSERT_EQUAL(atomic_load(&r.calls), 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(held), 0);
+    zkit_lock_free(m);
+    zkit_lock_free(held);
+    free(path);
+}
+
+/* The last test of a loop: the client closes (on the loop's thread) with an acquisition
+ * still waiting; its completion runs there, once, with ZKIT_ECLOSED. */
+static void close_with_pending(loop_t *lp, zkit_client_t *other, const char *base)
+{
+    char *path = lk_join(base, "closing");
+    zkit_lock_t *held = NULL, *m = NULL;
+    rec_t r;
+    rec_init(&r, lp);
+    CU_ASSERT_FATAL(zkit_mutex_new(&held, other, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&m, lp->client, path) == 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(held, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire_async(m, 30000, on_acquired, &r), 0);
+    CU_ASSERT_EQUAL(wait_children(path, 2, 10000), 0);
+    CU_ASSERT_EQUAL(atomic_load(&r.calls), 0);
+    CU_ASSERT_EQUAL_FATAL(loop_stop(lp), 0);
+    CU_ASSERT_EQUAL(atomic_load(&r.calls), 1);
+    CU_ASSERT_EQUAL(atomic_load(&r.error), ZKIT_ECLOSED);
+    CU_ASSERT_EQUAL(atomic_load(&r.on_loop), 1);
+    CU_ASSERT_EQUAL(wait_children(path, 1, 10000), 0); /* the session's end took our node */
+    CU_ASSERT_EQUAL(zkit_lock_acquire(m, 1000), ZKIT_ECLOSED);
+    zkit_lock_free(m);
+    CU_ASSERT_EQUAL(zkit_lock_release(held), 0);
+    zkit_lock_free(held);
+    free(path);
+}
+
+/* Static: a failed fatal assertion leaves the test with the loop still running on it. */
+static loop_t lp;
+
+static void run_scenario(loop_kind_t kind, const char *name)
+{
+    fixture_t f;
+    zkit_client_t *other = lk_client(10000);
+    CU_ASSERT_FATAL(other != NULL);
+    fx_begin(&f, name);
+    CU_ASSERT_EQUAL_FATAL(loop_start(&lp, kind), 0);
+    lock_cycle(&lp, f.base);
+    watch_fires(&lp, other, f.base);
+    loss_heard(&lp, other, f.base);
+    cancel_once(&lp, other, f.base);
+    close_with_pending(&lp, other, f.base);
+    fx_end(&f);
+    zkit_client_close(other);
+}
+
+static void test_epoll(void)
+{
+    run_scenario(LOOP_EPOLL, "loop-epoll");
+}
+
+static void test_libuv(void)
+{
+#ifdef HAVE_LIBUV
+    run_scenario(LOOP_LIBUV, "loop-libuv");
+#else
+    fprintf(stderr, "libuv adapter: not built (no libuv at configure time)\n");
+#endif
+}
+
+static void test_libevent(void)
+{
+#ifdef HAVE_LIBEVENT
+    run_scenario(LOOP_LIBEVENT, "loop-libevent");
+#else
+    fprintf(stderr, "libevent adapter: not built (no libevent at configure time)\n");
+#endif
+}
+
+static void test_thread_delivery_has_no_fd(void)
+{
+    zkit_client_t *c = lk_client(10000);
+    int fd = 0;
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_EQUAL(zkit_client_fd(&fd, c), ZKIT_ESTATE);
+    CU_ASSERT_EQUAL(fd, -1);
+    CU_ASSERT_EQUAL(zkit_client_dispatch(c), ZKIT_ESTATE);
+    CU_ASSERT_EQUAL(zkit_client_fd(NULL, c), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_client_dispatch(NULL), ZKIT_EINVAL);
+    zkit_client_close(c);
+}
+
+static const zkh_test_t tests[] = {
+    { "event thread delivery: no descriptor, no dispatch", test_thread_delivery_has_no_fd },
+    { "epoll: lock cycle, watch, loss, cancel, close", test_epoll },
+    { "libuv: lock cycle, watch, loss, cancel, close", test_libuv },
+    { "libevent: lock cycle, watch, loss, cancel, close", test_libevent },
+    { NULL, NULL }
+};
+
+int main(void)
+{
+    return lk_main("loop", tests, NULL);
+}
