@@ -4,7 +4,8 @@
 # ZooKeeper server the tests start, Curator and a JDK for the Java test peer,
 # kazoo for the Python test peer, tzdata for the local-time schedule tests,
 # clang with its sanitizer and libFuzzer runtimes for the fuzzing lane
-# (make fuzz), and doxygen for the API reference (make doc).
+# (make fuzz), and doxygen for the API reference (make doc),
+# libuv and libevent for the event-loop adapters' tests and examples.
 #
 # Silent when everything is already there, so it can run before every build.
 # Uses sudo only when not root (and only if sudo exists).
@@ -28,6 +29,8 @@ packages=(
     clang
     libclang-rt-dev
     doxygen
+    libuv1-dev
+    libevent-dev
 )
 
 die() {

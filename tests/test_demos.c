@@ -5,6 +5,8 @@
  *   - flash_sale with the lock sells exactly the stock: oversold 0, no lost update;
  *   - flash_sale --no-lock runs to completion and reports its (expected) overselling;
  *   - transfer keeps the total constant in every audit and at the end;
+ *   - two copies of each event-loop example (epoll, libuv, libevent) on one lock lose no
+ *     update of their shared counter;
  *   - after each run no lock node is left on the server and no worker process survives;
  *   - flash_sale --freeze: a buyer frozen (SIGSTOP) past its session timeout while holding
  *     the lock, resumed (SIGCONT) while another holds it, oversells a file-backed stock, and
@@ -84,19 +86,24 @@ static void read_all(int fd, char *buf, size_t cap)
     buf[len] = '\0';
 }
 
-/* Runs DEMO_BINDIR/<prog> with argv (NULL-terminated, without the program name) plus
- * --connect; stdout is captured, stderr passes through to the test log, and the output is
- * shown there too when the exit status is not `expect`. */
-static void run_demo(run_t *r, const char *prog, const char *const *args, int expect)
+/* A demo started and not yet waited for. */
+typedef struct started {
+    const char *prog;
+    pid_t pid;
+    int out_fd;
+} started_t;
+
+/* Starts DEMO_BINDIR/<prog> with argv (NULL-terminated, without the program name) plus
+ * --connect; stdout goes to a temporary file, stderr passes through to the test log. */
+static void start_demo(started_t *s, const char *prog, const char *const *args)
 {
     char path[4096], tmpl[] = "/tmp/zkit-demo-out-XXXXXX";
     const char *argv[32];
-    int fd = mkstemp(tmpl), k = 0, status;
-    pid_t pid;
+    int k = 0;
 
-    r->status = -1;
-    r->out[0] = '\0';
-    CU_ASSERT_FATAL(fd >= 0);
+    s->prog = prog;
+    s->out_fd = mkstemp(tmpl);
+    CU_ASSERT_FATAL(s->out_fd >= 0);
     unlink(tmpl);
     snprintf(path, sizeof path, "%s/%s", bindir, prog);
     argv[k++] = path;
@@ -106,33 +113,50 @@ static void run_demo(run_t *r, const char *prog, const char *const *args, int ex
         argv[k++] = *args++;
     argv[k] = NULL;
     fflush(NULL);
-    pid = fork();
-    if (pid == 0) {
+    s->pid = fork();
+    if (s->pid == 0) {
         /* Own process group: a timeout kills the demo and every worker it forked. */
         setpgid(0, 0);
-        dup2(fd, STDOUT_FILENO);
+        dup2(s->out_fd, STDOUT_FILENO);
         execv(path, (char *const *)argv);
         perror(path);
         _exit(127);
     }
-    CU_ASSERT_FATAL(pid > 0);
-    setpgid(pid, pid);
-    if (wait_bounded(pid, &status, RUN_TIMEOUT_MS) != 0) {
-        fprintf(stderr, "demos: %s did not finish in %d ms; killing it\n", prog, RUN_TIMEOUT_MS);
-        kill(-pid, SIGKILL);
-        waitpid(pid, &status, 0);
+    CU_ASSERT_FATAL(s->pid > 0);
+    setpgid(s->pid, s->pid);
+}
+
+/* Waits (bounded) for a started demo: its exit status and stdout in `r`; the output is shown
+ * in the test log too when the exit status is not `expect`. */
+static void finish_demo(started_t *s, run_t *r, int expect)
+{
+    int status;
+    r->status = -1;
+    r->out[0] = '\0';
+    if (wait_bounded(s->pid, &status, RUN_TIMEOUT_MS) != 0) {
+        fprintf(stderr, "demos: %s did not finish in %d ms; killing it\n", s->prog,
+                RUN_TIMEOUT_MS);
+        kill(-s->pid, SIGKILL);
+        waitpid(s->pid, &status, 0);
     } else if (WIFEXITED(status)) {
         r->status = WEXITSTATUS(status);
     }
     /* Workers are reaped by the demo; anything left in the group is a leak. */
-    CU_ASSERT_EQUAL(kill(-pid, 0) == 0 ? 1 : 0, 0);
-    kill(-pid, SIGKILL);
-    read_all(fd, r->out, sizeof r->out);
-    close(fd);
+    CU_ASSERT_EQUAL(kill(-s->pid, 0) == 0 ? 1 : 0, 0);
+    kill(-s->pid, SIGKILL);
+    read_all(s->out_fd, r->out, sizeof r->out);
+    close(s->out_fd);
     if (r->status != expect)
-        fprintf(stderr, "demos: %s exited with %d, not %d; its output:\n%s\n", prog, r->status,
-                expect, r->out);
+        fprintf(stderr, "demos: %s exited with %d, not %d; its output:\n%s\n", s->prog,
+                r->status, expect, r->out);
     CU_ASSERT_EQUAL(r->status, expect);
+}
+
+static void run_demo(run_t *r, const char *prog, const char *const *args, int expect)
+{
+    started_t s;
+    start_demo(&s, prog, args);
+    finish_demo(&s, r, expect);
 }
 
 /* The first integer after "  <label>" at the start of a line, or `missing`. */
@@ -225,6 +249,47 @@ static void test_transfer(void)
     CU_ASSERT(field(&r, "audits", 0) >= 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "60 done, 0 failed"));
     assert_no_lock_nodes(root);
+}
+
+/* Two copies of an event-loop example on one lock and one counter file: every job's
+ * read-modify-write of the counter is under the lock, so none is lost. */
+static void run_loop_pair(const char *prog)
+{
+    char root[128], path[160], counter[] = "/tmp/zkit-loop-counter-XXXXXX", text[32] = "";
+    static run_t r1, r2;
+    started_t s1, s2;
+    int fd = mkstemp(counter);
+    CU_ASSERT_FATAL(fd >= 0);
+    zkh_unique_path(root, sizeof root, prog);
+    snprintf(path, sizeof path, "%s/lock", root);
+    {
+        const char *args[] = { "--path", path, "--counter", counter, "--jobs", "25", NULL };
+        start_demo(&s1, prog, args);
+        start_demo(&s2, prog, args);
+        finish_demo(&s1, &r1, 0);
+        finish_demo(&s2, &r2, 0);
+    }
+    CU_ASSERT(pread(fd, text, sizeof(text) - 1, 0) > 0);
+    CU_ASSERT_EQUAL(strtol(text, NULL, 10), 50);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r1.out, "job 25 done"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r2.out, "job 25 done"));
+    close(fd);
+    unlink(counter);
+    assert_no_lock_nodes(root);
+}
+
+static void test_loop_examples(void)
+{
+    char path[4096];
+    const char *progs[] = { "loop_epoll", "loop_libuv", "loop_libevent" };
+    for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++) {
+        snprintf(path, sizeof path, "%s/%s", bindir, progs[i]);
+        if (access(path, X_OK) != 0) {
+            fprintf(stderr, "demos: %s not built (its loop library was missing)\n", path);
+            continue;
+        }
+        run_loop_pair(progs[i]);
+    }
 }
 
 /* ---- a frozen holder --------------------------------------------------------------------- */
@@ -486,6 +551,7 @@ static const zkh_test_t tests[] = {
     { "flash sale without the lock runs", test_flash_sale_no_lock },
     { "transfers keep the total", test_transfer },
     { "bad options fail fast", test_bad_option },
+    { "event-loop examples: two daemons lose no update", test_loop_examples },
     { "frozen buyer, stock in a file: oversold", test_flash_sale_frozen_file },
     { "frozen buyer, guarded stock: exactly 300 sold", test_flash_sale_frozen_guarded },
     { "a frozen holder's guarded commit is refused, 20 rounds",
