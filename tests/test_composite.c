@@ -604,6 +604,96 @@ static void test_multi_nodes_on_the_server(void)
     free(p3);
 }
 
+/* The multi-lock as one lock: its parts' nodes and tokens one by one, its own token the
+ * largest and its node the first part's; one state callback per change of the whole (a short
+ * partition that makes both parts UNCERTAIN then HELD is told once each); a deleted part
+ * makes it LOST, once, and the second part's loss adds nothing. */
+static void test_multi_parts_and_states(void)
+{
+    fixture_t f;
+    zkit_client_t *c, *admin;
+    zkit_lock_t *multi, *plain;
+    zkh_proxy_t *proxy;
+    states_t st;
+    char *p1, *p2, *path = NULL, *node = NULL, *first_node = NULL, *nodes[2] = { NULL, NULL };
+    char text[256];
+    const char *paths[2];
+    int64_t token = 0, tokens[2] = { 0, 0 }, multi_token = 0;
+    size_t count = 0;
+    fx_begin(&f, "multi-parts");
+    states_init(&st);
+    p1 = lk_join(f.base, "p1");
+    p2 = lk_join(f.base, "p2");
+    paths[0] = p2; /* given unsorted: parts come in sorted path order */
+    paths[1] = p1;
+    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(proxy != NULL);
+    c = lk_client_to(zkh_proxy_address(proxy), 10000);
+    admin = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL && admin != NULL);
+    CU_ASSERT_FATAL(zkit_multilock_new(&multi, c, paths, 2) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&plain, c, p1) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(multi, states_record, &st), 0);
+
+    CU_ASSERT_EQUAL(zkit_multilock_count(&count, multi), 0);
+    CU_ASSERT_EQUAL(count, 2);
+    CU_ASSERT_EQUAL(zkit_multilock_count(&count, plain), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_multilock_part(&path, &node, &token, multi, 0), ZKIT_ENOTHELD);
+    CU_ASSERT_PTR_NULL(path);
+    CU_ASSERT_PTR_NULL(node);
+    CU_ASSERT_EQUAL(zkit_multilock_part(NULL, NULL, NULL, multi, 2), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_multilock_part(NULL, NULL, NULL, plain, 0), ZKIT_EINVAL);
+
+    CU_ASSERT_FATAL(zkit_lock_acquire(multi, 5000) == 0);
+    for (size_t i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL(zkit_multilock_part(&path, &nodes[i], &tokens[i], multi, i), 0);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(path);
+        CU_ASSERT_STRING_EQUAL(path, i == 0 ? p1 : p2);
+        CU_ASSERT(nodes[i] && strncmp(nodes[i], path, strlen(path)) == 0);
+        CU_ASSERT(tokens[i] > 0);
+        zkit_free(path);
+        path = NULL;
+    }
+    CU_ASSERT_EQUAL(zkit_lock_fencing_token(multi, &multi_token), 0);
+    CU_ASSERT_EQUAL(multi_token, tokens[0] > tokens[1] ? tokens[0] : tokens[1]);
+    CU_ASSERT_EQUAL(zkit_lock_node(multi, &first_node), 0);
+    CU_ASSERT(first_node && nodes[0] && strcmp(first_node, nodes[0]) == 0);
+
+    /* A short partition: both parts go UNCERTAIN and come back; told once each. */
+    zkh_proxy_block(proxy);
+    CU_ASSERT_EQUAL(wait_state(&st, ZKIT_LOCK_UNCERTAIN, 15000), 0);
+    zkh_proxy_unblock(proxy);
+    /* HELD comes only once both parts are held again, so nothing follows it. */
+    CU_ASSERT_EQUAL(wait_state(&st, ZKIT_LOCK_HELD, 15000), 0);
+    states_text(&st, text, sizeof(text));
+    if (strcmp(text, "UNCERTAIN HELD") != 0)
+        states_print(&st, "multi-parts partition");
+    CU_ASSERT_STRING_EQUAL(text, "UNCERTAIN HELD");
+
+    /* One part's node deleted: LOST; the other's too: nothing more. */
+    CU_ASSERT_EQUAL(zkit_delete(admin, nodes[1], -1, 0), 0);
+    CU_ASSERT_EQUAL(wait_state(&st, ZKIT_LOCK_LOST, 10000), 0);
+    CU_ASSERT_EQUAL(zkit_delete(admin, nodes[0], -1, 0), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(no_lock_nodes, f.base, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(multi), ZKIT_ELOCKLOST);
+    states_text(&st, text, sizeof(text));
+    if (strcmp(text, "UNCERTAIN HELD LOST") != 0)
+        states_print(&st, "multi-parts loss");
+    CU_ASSERT_STRING_EQUAL(text, "UNCERTAIN HELD LOST");
+
+    fx_end(&f);
+    zkit_lock_free(multi);
+    zkit_lock_free(plain);
+    zkit_client_close(c);
+    zkit_client_close(admin);
+    zkh_proxy_stop(proxy);
+    zkit_free(nodes[0]);
+    zkit_free(nodes[1]);
+    zkit_free(first_node);
+    free(p1);
+    free(p2);
+}
+
 /* A semaphore mutex first in a multi-lock: while its lease waits for room, no node of ours
  * stays on the later path; once room comes, both are held. */
 static void test_multi_gives_back_behind_semaphore_mutex(void)
@@ -673,6 +763,8 @@ static const zkh_test_t tests[] = {
     { "semaphore partitioned past its session while waiting for a second lease",
       test_semaphore_partition_past_session },
     { "give-back rule: overlapping path sets, no deadlock", test_give_back_no_deadlock },
+    { "multi-lock: parts' nodes and tokens, one state change told once",
+      test_multi_parts_and_states },
     { "give-back rule behind a semaphore mutex", test_multi_gives_back_behind_semaphore_mutex },
     { NULL, NULL }
 };

@@ -103,6 +103,24 @@ ZKIT_EXTERN int zkit_multilock_new(zkit_lock_t **out, zkit_client_t *client,
  * must outlive the multi-lock). */
 ZKIT_EXTERN int zkit_multilock_new_from(zkit_lock_t **out, zkit_lock_t *const *locks,
                                         size_t count);
+/*
+ * A multi-lock is one lock to the calls on zkit_lock_t: zkit_lock_fencing_token() gives the
+ * largest of its parts' tokens, zkit_lock_node() the node of its first part (in sorted path
+ * order), zkit_lock_valid_until() the earliest of their deadlines.  Its state callback runs
+ * once per change of the multi-lock's state as a whole, which is its least sure part's
+ * (LOST over EXPIRED over UNCERTAIN over HELD): a partition that makes both parts of a
+ * two-path lock UNCERTAIN is told once, and HELD only when every part is held again.
+ * (A multi-lock built with zkit_multilock_new_from() leaves its borrowed locks' callbacks to
+ * them.)  Each part's own node and token:
+ */
+/* The number of parts: 0 or ZKIT_EINVAL (not a multi-lock). */
+ZKIT_EXTERN int zkit_multilock_count(size_t *count, const zkit_lock_t *lock);
+/* Part `index` (0 <= index < count, in sorted path order): its lock path, and while the
+ * multi-lock is held its node and fencing token (each output optional; path and node are the
+ * caller's to zkit_free()).  0, ZKIT_EINVAL, ZKIT_ENOTHELD, ZKIT_ELOCKLOST or ZKIT_ENOMEM
+ * (on error every output is NULL or 0). */
+ZKIT_EXTERN int zkit_multilock_part(char **path, char **node, int64_t *token,
+                                    const zkit_lock_t *lock, size_t index);
 
 /* Node data for this lock's future nodes (default: the client's default data). */
 ZKIT_EXTERN int zkit_lock_set_data(zkit_lock_t *lock, const void *data, size_t len);

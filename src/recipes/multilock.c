@@ -30,6 +30,10 @@ typedef struct multi {
     zkit_lock_t **parts;        /* sorted by path */
     size_t count;
     int owns_parts;
+    /* The multi-lock's own state, from its parts' (under the multi-lock's mu): the last state
+     * each part reported since the multi-lock was taken, and the worst of them last told. */
+    zkit_lock_state_t *part_states;
+    zkit_lock_state_t told;
 } multi_t;
 
 typedef enum part_state {
@@ -92,6 +96,7 @@ typedef struct todo {
 } todo_t;
 
 static void on_part_done(zkit__req_t *req, int error, void *arg);
+static void multi_states_reset(zkit_lock_t *lock);
 static void on_part_waiting(zkit__req_t *req, void *arg);
 
 static void ended_with(mrun_t *run, int error);
@@ -211,6 +216,8 @@ static void ended_with(mrun_t *run, int error)
         plan_give_back_all(run, &t);
     pthread_mutex_unlock(&run->mu);
     act(run, &t);
+    if (error == 0)
+        multi_states_reset(req->lock);
     {
         zkit__holding_t none = { NULL, 0, 0 }; /* the multi-lock's holding has no node */
         zkit__req_complete(req, error, error == 0 ? &none : NULL);
@@ -482,10 +489,52 @@ static char *multi_participants_dir(const zkit_lock_t *lock, const char **token)
     return m->parts[0]->ops->participants_dir(m->parts[0], token);
 }
 
+/* Worse states rank higher: the multi-lock is as sure as its least sure part. */
+static int state_rank(zkit_lock_state_t state)
+{
+    switch (state) {
+    case ZKIT_LOCK_HELD: return 0;
+    case ZKIT_LOCK_UNCERTAIN: return 1;
+    case ZKIT_LOCK_EXPIRED: return 2;
+    case ZKIT_LOCK_LOST: return 3;
+    }
+    return 0;
+}
+
+/* A new holding: every part is held, and HELD is what the holder knows. */
+static void multi_states_reset(zkit_lock_t *lock)
+{
+    multi_t *m = lock->kind_data;
+    pthread_mutex_lock(&lock->mu);
+    for (size_t i = 0; i < m->count; i++)
+        m->part_states[i] = ZKIT_LOCK_HELD;
+    m->told = ZKIT_LOCK_HELD;
+    pthread_mutex_unlock(&lock->mu);
+}
+
+/* A part's state changed (event thread).  The multi-lock's holder hears once per change of
+ * the worst state over the parts, and nothing while the multi-lock is not held (a part taken
+ * while the acquisition still waits for another is its machine's business). */
 static void relay_state(zkit_lock_t *part, zkit_lock_state_t state, void *arg)
 {
-    (void)part;
-    zkit__lockstate_report(arg, state);
+    zkit_lock_t *lock = arg;
+    multi_t *m = lock->kind_data;
+    zkit_lock_state_t worst = ZKIT_LOCK_HELD;
+    int tell = 0;
+    pthread_mutex_lock(&lock->mu);
+    if (lock->holders) {
+        for (size_t i = 0; i < m->count; i++) {
+            if (m->parts[i] == part)
+                m->part_states[i] = state;
+            if (state_rank(m->part_states[i]) > state_rank(worst))
+                worst = m->part_states[i];
+        }
+        tell = worst != m->told;
+        m->told = worst;
+    }
+    pthread_mutex_unlock(&lock->mu);
+    if (tell)
+        zkit__lockstate_report(lock, worst);
 }
 
 static void multi_state_callback_set(zkit_lock_t *lock, int on)
@@ -543,6 +592,7 @@ static void multi_destroy(zkit_lock_t *lock)
         for (size_t i = 0; i < m->count; i++)
             zkit_lock_free(m->parts[i]);
     free(m->parts);
+    free(m->part_states);
     free(m);
 }
 
@@ -595,9 +645,12 @@ static int multilock_wrap(zkit_lock_t **out, zkit_client_t *client, zkit_lock_t 
         zkit__client_log(client, ZKIT_LOG_ERROR, "multi-lock: more than 64 locks");
         return ZKIT_EINVAL;
     }
-    if (!(m = calloc(1, sizeof(*m))))
+    if (!(m = calloc(1, sizeof(*m))) || !(m->part_states = calloc(count, sizeof(*m->part_states)))) {
+        free(m);
         return ZKIT_ENOMEM;
+    }
     if ((rc = zkit__lock_init(&lock, client, parts[0]->path, &zkit__multilock_ops, NULL)) != 0) {
+        free(m->part_states);
         free(m);
         return rc;
     }
@@ -661,5 +714,52 @@ ZKIT_EXTERN int zkit_multilock_new_from(zkit_lock_t **out, zkit_lock_t *const *l
     memcpy(parts, locks, count * sizeof(*parts));
     if ((rc = multilock_wrap(out, locks[0]->client, parts, count, 0)) != 0)
         free(parts);
+    return rc;
+}
+
+ZKIT_EXTERN int zkit_multilock_count(size_t *count, const zkit_lock_t *lock)
+{
+    if (count)
+        *count = 0;
+    if (!count || !lock || lock->ops != &zkit__multilock_ops)
+        return ZKIT_EINVAL;
+    *count = ((const multi_t *)lock->kind_data)->count;
+    return 0;
+}
+
+ZKIT_EXTERN int zkit_multilock_part(char **path, char **node, int64_t *token,
+                                    const zkit_lock_t *lock, size_t index)
+{
+    zkit_lock_t *l = (zkit_lock_t *)lock;
+    const multi_t *m;
+    pthread_t owner;
+    int held, rc;
+    if (path)
+        *path = NULL;
+    if (node)
+        *node = NULL;
+    if (token)
+        *token = 0;
+    if (!lock || lock->ops != &zkit__multilock_ops)
+        return ZKIT_EINVAL;
+    m = lock->kind_data;
+    if (index >= m->count) {
+        zkit__client_log(lock->client, ZKIT_LOG_ERROR, "multi-lock %s: no part %zu (it has %zu)",
+                         lock->path, index, m->count);
+        return ZKIT_EINVAL;
+    }
+    if (path && !(*path = strdup(m->parts[index]->path)))
+        return ZKIT_ENOMEM;
+    pthread_mutex_lock(&l->mu);
+    held = l->holders != NULL;
+    if (held)
+        owner = l->holders->thread;
+    pthread_mutex_unlock(&l->mu);
+    rc = held ? m->parts[index]->ops->query(m->parts[index], owner, node, token, NULL)
+              : ZKIT_ENOTHELD;
+    if (rc != 0 && path) {
+        free(*path);
+        *path = NULL;
+    }
     return rc;
 }
