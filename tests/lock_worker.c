@@ -355,6 +355,9 @@ static int run_guard(int argc, char **argv)
     first = rc = zkit_txn_commit(NULL, txn);
     for (int again = 0; again < 2 && reply_lost(rc); again++)
         rc = zkit_txn_commit(NULL, txn);
+    if (rc != ZKIT_ELOCKLOST) /* the test log shows what the server answered */
+        fprintf(stderr, "lock_worker guard: commit ended with %d (%s), ZooKeeper error %d\n", rc,
+                zkit_strerror(rc), zkit_last_zk_error());
     printf("COMMIT %d %d\n", first, rc);
     fflush(stdout);
     zkit_txn_free(txn);

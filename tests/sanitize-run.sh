@@ -34,7 +34,8 @@ asan)
     # abort_on_error: the harness's SIGABRT handler then stops the suite's ZooKeeper servers.
     ASAN_OPTIONS="halt_on_error=1:abort_on_error=1:detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}:$log"
     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:abort_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}:$log"
-    export ASAN_OPTIONS UBSAN_OPTIONS
+    LSAN_OPTIONS="suppressions=$here/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+    export ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS
     ;;
 tsan)
     # die_after_fork=0: suites fork and exec their workers from a threaded process; the
