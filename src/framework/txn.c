@@ -18,6 +18,17 @@
 #include "framework/errors.h"
 #include "framework/paths.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define ZKIT_LEAK_CHECKED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ZKIT_LEAK_CHECKED 1
+#endif
+#endif
+#ifdef ZKIT_LEAK_CHECKED
+#include <sanitizer/lsan_interface.h>
+#endif
+
 /* As api.c: the whole request must fit the server's default jute.maxbuffer. */
 #define MAX_PACKET 0xfffff
 #define PACKET_OVERHEAD 1024
@@ -64,7 +75,8 @@ typedef struct shot {
     zoo_op_t *zops;
     zoo_op_result_t *results;
     struct Stat *stats;
-    char **paths;
+    char **paths;               /* a create's buffer for the path created */
+    char **op_paths;            /* each operation's path, the shot's own copy (see issue) */
 } shot_t;
 
 static const zkit__multi_t multi_hooks;
@@ -325,7 +337,10 @@ static void shot_free(void *arg)
         return;
     for (int i = 0; s->paths && i < s->count; i++)
         free(s->paths[i]);
+    for (int i = 0; s->op_paths && i < s->count; i++)
+        free(s->op_paths[i]);
     free(s->paths);
+    free(s->op_paths);
     free(s->zops);
     free(s->results);
     free(s->stats);
@@ -343,12 +358,20 @@ static shot_t *shot_new(const zkit_txn_t *txn)
     s->results = calloc(n, sizeof(*s->results));
     s->stats = calloc(n, sizeof(*s->stats));
     s->paths = calloc(n, sizeof(*s->paths));
-    if (!s->zops || !s->results || !s->stats || !s->paths) {
+    s->op_paths = calloc(n, sizeof(*s->op_paths));
+    if (!s->zops || !s->results || !s->stats || !s->paths || !s->op_paths) {
         shot_free(s);
         return NULL;
     }
     for (size_t i = 0; i < txn->count; i++) {
         const txn_op_t *op = &txn->ops[i];
+        if (!(s->op_paths[i] = strdup(op->path))) {
+            shot_free(s);
+            return NULL;
+        }
+#ifdef ZKIT_LEAK_CHECKED
+        __lsan_ignore_object(s->op_paths[i]); /* see multi_issue: it may have to be dropped */
+#endif
         if (op->kind != ZKIT_TXN_CREATE)
             continue;
         if (!(s->paths[i] = calloc(1, strlen(op->path) + SEQUENCE_DIGITS + 1))) {
@@ -359,34 +382,51 @@ static shot_t *shot_new(const zkit_txn_t *txn)
     return s;
 }
 
+/*
+ * Sends one attempt.  Two defences against libzookeeper 3.8's zoo_amulti: when one operation
+ * fails to serialize (ZINVALIDSTATE once the session has expired), each later operation
+ * frees a stale request path left on the stack by the one before it, that is, the previous
+ * operation's path, which is ours.  So no multi is given to an expired handle, and each
+ * operation's path is a copy owned by this attempt: if zoo_amulti fails all the same (the
+ * session expiring in between), the copies are dropped unfreed, since any of them may be
+ * gone already.
+ */
 static int multi_issue(zkit__op_t *zop, zhandle_t *zh, void_completion_t done, const void *data,
                        void **out)
 {
     zkit_txn_t *txn = zop->multi_arg;
-    shot_t *s = shot_new(txn);
-    if (!s)
+    int state = zoo_state(zh), rc;
+    shot_t *s;
+    if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE)
+        return ZINVALIDSTATE;
+    if (!(s = shot_new(txn)))
         return ZSYSTEMERROR;
     for (size_t i = 0; i < txn->count; i++) {
         const txn_op_t *op = &txn->ops[i];
+        const char *path = s->op_paths[i];
         zoo_op_t *z = &s->zops[i];
         switch (op->kind) {
         case ZKIT_TXN_CREATE:
-            zoo_create_op_init(z, op->path, op->data, (int)op->len, &op->acl, op->zk_mode,
+            zoo_create_op_init(z, path, op->data, (int)op->len, &op->acl, op->zk_mode,
                                s->paths[i], (int)(strlen(op->path) + SEQUENCE_DIGITS + 1));
             break;
         case ZKIT_TXN_DELETE:
-            zoo_delete_op_init(z, op->path, op->version);
+            zoo_delete_op_init(z, path, op->version);
             break;
         case ZKIT_TXN_SET_DATA:
-            zoo_set_op_init(z, op->path, op->data, (int)op->len, op->version, &s->stats[i]);
+            zoo_set_op_init(z, path, op->data, (int)op->len, op->version, &s->stats[i]);
             break;
         case ZKIT_TXN_CHECK:
-            zoo_check_op_init(z, op->path, op->version);
+            zoo_check_op_init(z, path, op->version);
             break;
         }
     }
     *out = s;
-    return zoo_amulti(zh, s->count, s->zops, s->results, done, data);
+    rc = zoo_amulti(zh, s->count, s->zops, s->results, done, data);
+    if (rc != ZOK)
+        for (int i = 0; i < s->count; i++)
+            s->op_paths[i] = NULL;
+    return rc;
 }
 
 static void copy_stat(txn_op_t *op, const struct Stat *s)
