@@ -276,7 +276,7 @@ static int o_ns_control(void) { return o_ns("a\nb"); }
 /* the client */
 static int c_block_null(void) { return zkit_client_block_until_connected(NULL, 10); }
 static int c_block_negative(void) { return zkit_client_block_until_connected(cl, -1); }
-static int c_listener_null(void) { return zkit_client_add_listener(cl, NULL, NULL, NULL); }
+static int c_listener_null(void) { return zkit_client_add_listener(NULL, cl, NULL, NULL); }
 static int c_remove_unknown(void) { return zkit_client_remove_listener(cl, 987654); }
 
 /* A client of `connect` that connects within 1.5 s (it never does here). */
@@ -589,19 +589,19 @@ static int release(zkit_lock_t *l) { return zkit_lock_release(l); }
 static int node_of(zkit_lock_t *l)
 {
     char *p = NULL;
-    int rc = zkit_lock_node(l, &p);
+    int rc = zkit_lock_node(&p, l);
     zkit_free(p);
     return rc;
 }
 static int token_of(zkit_lock_t *l)
 {
     int64_t t;
-    return zkit_lock_fencing_token(l, &t);
+    return zkit_lock_fencing_token(&t, l);
 }
 static int valid_of(zkit_lock_t *l)
 {
     int64_t t;
-    return zkit_lock_valid_until(l, &t);
+    return zkit_lock_valid_until(&t, l);
 }
 static int big_data_of(zkit_lock_t *l)
 {
@@ -694,7 +694,7 @@ static int l_sem_acquire_closed(void)
     int rc = c ? zkit_semaphore_new(&s, c, at("/closedsem"), 2) : -1000;
     zkit_client_close(c);
     if (rc == 0)
-        rc = zkit_semaphore_acquire(s, 1, 1000, &lease);
+        rc = zkit_semaphore_acquire(&lease, s, 1, 1000);
     zkit_semaphore_free(s);
     return rc;
 }
@@ -723,7 +723,7 @@ static int s_acquire(int count, zkit_lease_t **leases)
     zkit_semaphore_t *s = NULL;
     int rc = zkit_semaphore_new(&s, cl, at("/sem"), 3);
     if (rc == 0)
-        rc = zkit_semaphore_acquire(s, count, 0, leases);
+        rc = zkit_semaphore_acquire(leases, s, count, 0);
     zkit_semaphore_free(s);
     return rc;
 }
@@ -773,7 +773,7 @@ static int r_code(zkit_retry_t *r)
 }
 static int r_exp_negative_base(void) { return r_code(zkit_retry_exponential(-1, 3, 0)); }
 static int r_exp_negative_retries(void) { return r_code(zkit_retry_exponential(100, -1, 0)); }
-static int r_bounded_zero_cap(void) { return r_code(zkit_retry_bounded_exponential(100, 0, 3)); }
+static int r_bounded_zero_cap(void) { return r_code(zkit_retry_bounded_exponential(100, 3, 0)); }
 static int r_n_negative(void) { return r_code(zkit_retry_n_times(-1, 10)); }
 static int r_n_negative_sleep(void) { return r_code(zkit_retry_n_times(3, -10)); }
 static int r_until_negative(void) { return r_code(zkit_retry_until_elapsed(-5, 10)); }
@@ -781,7 +781,7 @@ static int r_custom_null(void) { return r_code(zkit_retry_custom(NULL, NULL)); }
 static int r_allow_null(void)
 {
     int sleep_ms = 0;
-    return zkit_retry_allow(NULL, 0, 0, ZKIT_ECONNLOSS, &sleep_ms) == 0 ? ZKIT_EINVAL : 0;
+    return zkit_retry_allow(&sleep_ms, NULL, 0, 0, ZKIT_ECONNLOSS) == 0 ? ZKIT_EINVAL : 0;
 }
 
 /* jobs */
@@ -894,7 +894,7 @@ static int j_once_bad(void)
     zkit_job_options_t o = job_options();
     zkit_job_attempt_t a;
     o.period_s = 0;
-    return zkit_job_run_slot_once(cl, &o, 0, &a, job_err, sizeof(job_err));
+    return zkit_job_run_slot_once(&a, cl, &o, 0);
 }
 
 typedef struct bad_case {

@@ -817,7 +817,7 @@ static void test_listener_blocking_call(void)
     zkh_proxy_block(proxy);
     fw_options(&o, zkh_proxy_address(proxy), NULL, 10000, NULL);
     CU_ASSERT_EQUAL_FATAL(zkit_client_new(&c, &o), 0);
-    CU_ASSERT_EQUAL(zkit_client_add_listener(c, listener_blocks, &l, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(NULL, c, listener_blocks, &l), 0);
     CU_ASSERT_EQUAL(zkit_client_state(c), ZKIT_CONN_NONE);
     zkh_proxy_unblock(proxy);
 
@@ -869,7 +869,7 @@ static void test_bad_input(void)
     CU_ASSERT_EQUAL(zkit_get_children_async(NULL, "/", NULL, noop_completion, NULL), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_watch_remove(NULL, "/x", ZKIT_WATCH_ANY, &fn_ok), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_client_block_until_connected(NULL, 10), ZKIT_EINVAL);
-    CU_ASSERT_EQUAL(zkit_client_add_listener(NULL, fw_state_listener, NULL, NULL), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(NULL, NULL, fw_state_listener, NULL), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_client_remove_listener(NULL, 1), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_client_state(NULL), ZKIT_CONN_NONE);
     CU_ASSERT_EQUAL(zkit_client_session_id(NULL), 0);
@@ -1103,7 +1103,7 @@ static void test_not_a_zookeeper_server(void)
     o.connection_timeout_ms = 300;
     CU_ASSERT_EQUAL_FATAL(zkit_client_new(&c, &o), 0);
     zkit_retry_free(retry);
-    CU_ASSERT_EQUAL(zkit_client_add_listener(c, fw_state_listener, &log, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(NULL, c, fw_state_listener, &log), 0);
     rc = zkit_client_block_until_connected(c, 2500);
     CU_ASSERT_EQUAL(rc, ZKIT_ETIMEDOUT);
     CU_ASSERT_TRUE(read_count(&g.accepted) >= 1); /* it did talk to the impostor */
@@ -1431,7 +1431,7 @@ static void test_listener_remove_in_callback(void)
     CU_ASSERT_EQUAL_FATAL(zkit_client_new(&c, &o), 0);
     a.self = zkit__listener_add(c, remove_by_handle, &a);
     a.victim = zkit__listener_add(c, count_state, &victim_calls);
-    CU_ASSERT_EQUAL(zkit_client_add_listener(c, remove_by_id, &by_id, &by_id.public_id), 0);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(&by_id.public_id, c, remove_by_id, &by_id), 0);
     slow_handle = zkit__listener_add(c, slow_state, &slow);
     CU_ASSERT_PTR_NOT_NULL(zkit__listener_add(c, count_state, &tail_calls));
     CU_ASSERT_PTR_NOT_NULL_FATAL(a.self);
@@ -1601,7 +1601,7 @@ static void test_closed_client(void)
     zkit__client_ref(c);
     l = zkit__listener_add(c, count_state, &calls);
     unused = zkit__listener_add(c, count_state, &calls);
-    CU_ASSERT_EQUAL(zkit_client_add_listener(c, count_state, &calls, &id), 0);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(&id, c, count_state, &calls), 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(l);
     CU_ASSERT_PTR_NOT_NULL_FATAL(unused);
     zkit_client_close(c);
@@ -1710,8 +1710,8 @@ static void test_watch_release_at_close(void)
     p->client = fw_connect(zkh_connect_string(zk), NULL, 10000);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p->client);
     CU_ASSERT_EQUAL_FATAL(zkit_create(NULL, NULL, p->client, path, NULL, 0, NULL), 0);
-    CU_ASSERT_EQUAL_FATAL(zkit_client_add_listener(p->client, probe_listener, NULL,
-                                                   &p->listener), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_client_add_listener(&p->listener, p->client, probe_listener,
+                                                   NULL), 0);
     watcher.arg = p;
     CU_ASSERT_EQUAL_FATAL(zkit__get_children_watch_inline(p->client, path, &watcher, probe_hold,
                                                           probe_release, probe_listed, p), 0);

@@ -141,11 +141,12 @@ ZKIT_EXTERN int zkit_client_negotiated_timeout(const zkit_client_t *client);
 ZKIT_EXTERN const char *zkit_client_namespace(const zkit_client_t *client);
 
 /*
- * Adds a listener; `*id` (optional) receives a handle for zkit_client_remove_listener().
- * Listeners run on the event thread.
+ * Adds a listener; `*id` (optional: NULL when not wanted) receives a handle for
+ * zkit_client_remove_listener().  Listeners run on the event thread.  0, ZKIT_EINVAL or
+ * ZKIT_ENOMEM.
  */
-ZKIT_EXTERN int zkit_client_add_listener(zkit_client_t *client, zkit_state_listener_fn fn,
-                                         void *arg, int *id);
+ZKIT_EXTERN int zkit_client_add_listener(int *id, zkit_client_t *client,
+                                         zkit_state_listener_fn fn, void *arg);
 /* Removes a listener.  Once this returns the listener is not running and will not run again
  * (unless called from the listener itself, which is allowed).  0, ZKIT_EINVAL or ZKIT_ENONODE
  * (no listener has that id). */

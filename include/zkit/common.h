@@ -65,6 +65,15 @@ ZKIT_EXTERN const char *zkit_strerror(int error);
  */
 ZKIT_EXTERN int zkit_last_zk_error(void);
 
+/*
+ * The detail of the last failure on the calling thread that came with one: which argument or
+ * option was bad and why (e.g. "jitter_ms: must be below the shortest slot (60000 ms)"), or
+ * "" when there is none.  Per thread, in storage of the thread's own that the next failing
+ * call overwrites; never NULL.  A successful call does not clear it: read it right after the
+ * call that failed.
+ */
+ZKIT_EXTERN const char *zkit_error_message(void);
+
 /* Log levels, in increasing verbosity. */
 typedef enum zkit_log_level {
     ZKIT_LOG_ERROR = 0,

@@ -148,15 +148,14 @@ typedef struct zkit_job_attempt {
  * jitter_ms and missed are not used (the caller decides when to call).  The callback runs on
  * the calling thread, which holds the lock during it.
  *
- * Returns 0 with *attempt filled in, or an error with a message in `err` (may be NULL):
+ * Returns 0 with *attempt filled in, or an error with a message for zkit_error_message():
  * ZKIT_EINVAL / ZKIT_EBADPATH for bad options (as zkit_job_start), ZKIT_EFOREIGN when the
  * record holds something other than a slot id (the message names the node and quotes it; also
  * logged as an error), or the error that kept the lock or the record from being read
  * (ZKIT_ECONNLOSS, ZKIT_ENOAUTH...): nothing ran then.
  */
-ZKIT_EXTERN int zkit_job_run_slot_once(zkit_client_t *client, const zkit_job_options_t *opts,
-                                       int64_t at_s, zkit_job_attempt_t *attempt, char *err,
-                                       size_t errlen);
+ZKIT_EXTERN int zkit_job_run_slot_once(zkit_job_attempt_t *attempt, zkit_client_t *client,
+                                       const zkit_job_options_t *opts, int64_t at_s);
 
 /* ---- inside the callback ---- */
 

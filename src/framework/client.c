@@ -776,8 +776,8 @@ void zkit__listener_remove(zkit_client_t *c, zkit__listener_t *l)
     pthread_mutex_unlock(&c->mu);
 }
 
-ZKIT_EXTERN int zkit_client_add_listener(zkit_client_t *c, zkit_state_listener_fn fn, void *arg,
-                                         int *id)
+ZKIT_EXTERN int zkit_client_add_listener(int *id, zkit_client_t *c, zkit_state_listener_fn fn,
+                                         void *arg)
 {
     zkit__listener_t *l;
     if (!c || !fn)

@@ -73,7 +73,7 @@ ZKIT_EXTERN int zkit_lock_is_acquired_in_process(const zkit_lock_t *lock)
     return held;
 }
 
-ZKIT_EXTERN int zkit_lock_node(const zkit_lock_t *lock, char **path)
+ZKIT_EXTERN int zkit_lock_node(char **path, const zkit_lock_t *lock)
 {
     if (!lock || !path)
         return ZKIT_EINVAL;
@@ -81,14 +81,14 @@ ZKIT_EXTERN int zkit_lock_node(const zkit_lock_t *lock, char **path)
     return lock->ops->query(lock, pthread_self(), path, NULL, NULL);
 }
 
-ZKIT_EXTERN int zkit_lock_fencing_token(const zkit_lock_t *lock, int64_t *token)
+ZKIT_EXTERN int zkit_lock_fencing_token(int64_t *token, const zkit_lock_t *lock)
 {
     if (!lock || !token)
         return ZKIT_EINVAL;
     return lock->ops->query(lock, pthread_self(), NULL, token, NULL);
 }
 
-ZKIT_EXTERN int zkit_lock_valid_until(const zkit_lock_t *lock, int64_t *deadline_ms)
+ZKIT_EXTERN int zkit_lock_valid_until(int64_t *deadline_ms, const zkit_lock_t *lock)
 {
     if (!lock || !deadline_ms)
         return ZKIT_EINVAL;
