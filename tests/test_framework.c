@@ -597,14 +597,14 @@ static void test_watch_remove(void)
     CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, before + 1, 5000), 0);
     CU_ASSERT_EQUAL(zkit_watch_remove(c, path, ZKIT_WATCH_DATA, &w_removed), 0);
     CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, before, 5000), 0);
-    CU_ASSERT_EQUAL(zkit_watch_remove(c, path, ZKIT_WATCH_DATA, &w_removed), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkit_watch_remove(c, path, ZKIT_WATCH_DATA, &w_removed), ZKIT_ENOTREGISTERED);
 
     /* Children watches likewise, through ZKIT_WATCH_ANY. */
     CU_ASSERT_EQUAL(zkit_get_children(&names, &count, NULL, c, path, &w_kids), 0);
     zkit_free_strings(names, count);
     target.expected = all_before + 1;
     CU_ASSERT_EQUAL(zkh_wait_until(all_watches_are, &target, 5000), 0);
-    CU_ASSERT_EQUAL(zkit_watch_remove(c, path, ZKIT_WATCH_DATA, &w_kids), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkit_watch_remove(c, path, ZKIT_WATCH_DATA, &w_kids), ZKIT_ENOTREGISTERED);
     CU_ASSERT_EQUAL(zkit_watch_remove(c, path, ZKIT_WATCH_ANY, &w_kids), 0);
     target.expected = all_before;
     CU_ASSERT_EQUAL(zkh_wait_until(all_watches_are, &target, 5000), 0);
@@ -834,6 +834,58 @@ static void test_listener_blocking_call(void)
     zkh_proxy_stop(proxy);
 }
 
+/* A thread blocked in zkit_client_block_until_connected(client, -1). */
+typedef struct forever_wait {
+    zkit_client_t *client;
+    atomic_int done;
+    int rc;
+} forever_wait_t;
+
+static void *forever_wait_main(void *arg)
+{
+    forever_wait_t *w = arg;
+    w->rc = zkit_client_block_until_connected(w->client, -1);
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+static int forever_wait_done(void *arg)
+{
+    return atomic_load(&((forever_wait_t *)arg)->done);
+}
+
+/* A negative timeout waits as long as it takes: still waiting well past the connection
+ * timeout while the server is unreachable, then 0 once it can be reached. */
+static void test_block_until_connected_forever(void)
+{
+    zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    zkit_client_options_t o;
+    forever_wait_t w;
+    pthread_t thread;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(proxy);
+    memset(&w, 0, sizeof(w));
+    zkh_proxy_block(proxy);
+    fw_options(&o, zkh_proxy_address(proxy), NULL, 10000, NULL);
+    o.connection_timeout_ms = 300;
+    CU_ASSERT_EQUAL_FATAL(zkit_client_new(&w.client, &o), 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&thread, NULL, forever_wait_main, &w), 0);
+    /* Several connection timeouts pass without an answer: the wait must not end. */
+    CU_ASSERT_NOT_EQUAL(zkh_wait_until(forever_wait_done, &w, 1500), 0);
+    CU_ASSERT_EQUAL(zkit_client_state(w.client), ZKIT_CONN_NONE);
+    zkh_proxy_unblock(proxy);
+    CU_ASSERT_EQUAL(zkh_wait_until(forever_wait_done, &w, 20000), 0);
+    if (forever_wait_done(&w)) {
+        pthread_join(thread, NULL);
+        CU_ASSERT_EQUAL(w.rc, 0);
+        CU_ASSERT_TRUE(zkit_client_is_connected(w.client));
+        zkit_client_close(w.client);
+    } else {
+        fprintf(stderr, "block_until_connected(-1) still waiting 20 s after the unblock\n");
+    }
+    zkh_proxy_stop(proxy);
+}
+
 /* ---- bad input and unreachable servers ------------------------------------------------- */
 
 static void test_bad_input(void)
@@ -896,7 +948,7 @@ static void test_bad_input(void)
     CU_ASSERT_EQUAL(zkit_delete(c, "/", -1, 0), ZKIT_EINVAL);
 
     /* Other malformed arguments. */
-    CU_ASSERT_EQUAL(zkit_client_block_until_connected(c, -1), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_client_block_until_connected(c, -1), 0); /* connected: at once */
     CU_ASSERT_EQUAL(zkit_exists(NULL, c, "/", &no_fn), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_get_children(NULL, &count, NULL, c, "/", NULL), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_set_data(NULL, c, "/x", NULL, 3, -1), ZKIT_EINVAL);
@@ -905,7 +957,7 @@ static void test_bad_input(void)
                     ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_watch_remove(c, "/x", ZKIT_WATCH_ANY, NULL), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_watch_remove(c, "/x", (zkit_watch_kind_t)7, &fn_ok), ZKIT_EINVAL);
-    CU_ASSERT_EQUAL(zkit_watch_remove(c, "/x", ZKIT_WATCH_ANY, &fn_ok), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkit_watch_remove(c, "/x", ZKIT_WATCH_ANY, &fn_ok), ZKIT_ENOTREGISTERED);
     ttl_without_mode.ttl_ms = 1000;
     CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/x", "", 0, &ttl_without_mode), ZKIT_EINVAL);
     ttl_without_mode.ttl_ms = 0;
@@ -1459,7 +1511,7 @@ static void test_listener_remove_in_callback(void)
     CU_ASSERT_EQUAL(read_count(&a.calls), 1);
     CU_ASSERT_EQUAL(read_count(&by_id.calls), 1);
     CU_ASSERT_EQUAL(read_count(&victim_calls), 0);
-    CU_ASSERT_EQUAL(zkit_client_remove_listener(c, by_id.public_id), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkit_client_remove_listener(c, by_id.public_id), ZKIT_ENOTREGISTERED);
 
     zkit_client_close(c);
     zkh_proxy_stop(proxy);
@@ -1613,7 +1665,7 @@ static void test_closed_client(void)
     CU_ASSERT_FALSE(zkit__is_event_thread(c));
     zkit__listener_remove(c, l);
     CU_ASSERT_EQUAL(zkit_client_remove_listener(c, id), 0);
-    CU_ASSERT_EQUAL(zkit_client_remove_listener(c, id), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkit_client_remove_listener(c, id), ZKIT_ENOTREGISTERED);
     CU_ASSERT_EQUAL(zkit__run_on_event_thread(c, never_runs, NULL), ZKIT_ECLOSED);
     CU_ASSERT_EQUAL(zkit__run_on_event_thread_task(c, &task, never_runs, NULL), ZKIT_ECLOSED);
     CU_ASSERT_EQUAL(zkit__schedule(c, zkit__monotonic_ms(), never_runs, NULL), ZKIT_ECLOSED);
@@ -1743,6 +1795,7 @@ static const zkh_test_t tests[] = {
     { "async operations", test_async },
     { "async pending at close", test_async_pending_at_close },
     { "listener makes blocking calls", test_listener_blocking_call },
+    { "block until connected, negative timeout", test_block_until_connected_forever },
     { "bad input", test_bad_input },
     { "bad client options", test_bad_client_options },
     { "unreachable server", test_unreachable_server },

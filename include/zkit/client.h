@@ -124,8 +124,9 @@ ZKIT_EXTERN int zkit_client_new(zkit_client_t **out, const zkit_client_options_t
 ZKIT_EXTERN void zkit_client_close(zkit_client_t *client);
 
 /*
- * Waits until the client is connected.  timeout_ms >= 0.  Returns 0, ZKIT_ETIMEDOUT,
- * ZKIT_ECLOSED or ZKIT_EINVAL.
+ * Waits until the client is connected, at most timeout_ms (0 only looks; negative waits
+ * forever, as for locks, until connected or closed).  Returns 0, ZKIT_ETIMEDOUT, ZKIT_ECLOSED
+ * or ZKIT_EINVAL (client NULL).
  */
 ZKIT_EXTERN int zkit_client_block_until_connected(zkit_client_t *client, int timeout_ms);
 
@@ -148,8 +149,8 @@ ZKIT_EXTERN const char *zkit_client_namespace(const zkit_client_t *client);
 ZKIT_EXTERN int zkit_client_add_listener(int *id, zkit_client_t *client,
                                          zkit_state_listener_fn fn, void *arg);
 /* Removes a listener.  Once this returns the listener is not running and will not run again
- * (unless called from the listener itself, which is allowed).  0, ZKIT_EINVAL or ZKIT_ENONODE
- * (no listener has that id). */
+ * (unless called from the listener itself, which is allowed).  0, ZKIT_EINVAL or
+ * ZKIT_ENOTREGISTERED (no listener has that id). */
 ZKIT_EXTERN int zkit_client_remove_listener(zkit_client_t *client, int id);
 
 #ifdef __cplusplus

@@ -161,8 +161,8 @@ ZKIT_EXTERN int zkit_get_children_async(zkit_client_t *client, const char *path,
 
 /*
  * Cancels watches set through this client on `path` with the same fn and arg, locally and on
- * the server.  The watch callback does not run after this returns 0.  ZKIT_ENONODE if there
- * was no such watch.
+ * the server.  The watch callback does not run after this returns 0.  ZKIT_ENOTREGISTERED if
+ * there was no such watch.
  */
 ZKIT_EXTERN int zkit_watch_remove(zkit_client_t *client, const char *path,
                                   zkit_watch_kind_t kind, const zkit_watcher_t *watcher);

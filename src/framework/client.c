@@ -87,6 +87,7 @@ static void options_error(const zkit_client_options_t *o, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
+    zkit__error_set("%s", text);
     if (o && o->version == ZKIT_CLIENT_OPTIONS_VERSION && o->log_fn)
         o->log_fn(ZKIT_LOG_ERROR, text, o->log_arg);
     else
@@ -803,7 +804,7 @@ ZKIT_EXTERN int zkit_client_remove_listener(zkit_client_t *c, int id)
         listener_remove_locked(c, l);
     wait_listener_idle(c, id);
     pthread_mutex_unlock(&c->mu);
-    return l ? 0 : ZKIT_ENONODE;
+    return l ? 0 : ZKIT_ENOTREGISTERED;
 }
 
 /* ---- the supervisor ------------------------------------------------------------------------ */
@@ -1272,16 +1273,31 @@ void zkit__client_log(zkit_client_t *c, zkit_log_level_t level, const char *fmt,
     zkit__log(&c->log, level, "%s", buf);
 }
 
+void zkit__client_reject(zkit_client_t *c, const char *fmt, ...)
+{
+    char buf[ZKIT__ERROR_MESSAGE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    zkit__log_reject(&c->log, "%s", buf);
+}
+
 ZKIT_EXTERN int zkit_client_block_until_connected(zkit_client_t *c, int timeout_ms)
 {
     struct timespec ts;
     int rc = 0;
-    if (!c || timeout_ms < 0)
+    if (!c)
         return ZKIT_EINVAL;
-    deadline_to_timespec(zkit__monotonic_ms() + timeout_ms, &ts);
+    if (timeout_ms >= 0)
+        deadline_to_timespec(zkit__monotonic_ms() + timeout_ms, &ts);
     pthread_mutex_lock(&c->mu);
-    while (!c->connected && !c->closing && rc != ETIMEDOUT)
-        rc = pthread_cond_timedwait(&c->cond, &c->mu, &ts);
+    while (!c->connected && !c->closing && rc != ETIMEDOUT) {
+        if (timeout_ms < 0)
+            pthread_cond_wait(&c->cond, &c->mu);
+        else
+            rc = pthread_cond_timedwait(&c->cond, &c->mu, &ts);
+    }
     rc = c->closing ? ZKIT_ECLOSED : c->connected ? 0 : ZKIT_ETIMEDOUT;
     pthread_mutex_unlock(&c->mu);
     return rc;

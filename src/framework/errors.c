@@ -45,6 +45,7 @@ ZKIT_EXTERN const char *zkit_strerror(int error)
     case ZKIT_ENOTHELD: return "lock not held";
     case ZKIT_ESYSTEM: return "system call failed";
     case ZKIT_EFOREIGN: return "lock path holds a node of no known layout";
+    case ZKIT_ENOTREGISTERED: return "no such listener or watch registration";
     default: return "unknown error";
     }
 }

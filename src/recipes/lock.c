@@ -101,7 +101,7 @@ ZKIT_EXTERN int zkit_lock_set_data(zkit_lock_t *lock, const void *data, size_t l
     if (!lock || (!data && len))
         return ZKIT_EINVAL;
     if (len > 0xfffff - 4096) {
-        zkit__client_log(lock->client, ZKIT_LOG_ERROR, "lock %s: node data too large", lock->path);
+        zkit__client_reject(lock->client, "lock %s: node data too large", lock->path);
         return ZKIT_ETOOBIG;
     }
     if (!(copy = malloc(len + 1)))
@@ -203,8 +203,8 @@ ZKIT_EXTERN void zkit_lock_free(zkit_lock_t *lock)
     if (!lock)
         return;
     if (lock->ops->half_of_pair) {
-        zkit__client_log(lock->client, ZKIT_LOG_ERROR,
-                         "zkit_lock_free on a read-write half; use zkit_rwlock_free");
+        zkit__client_reject(lock->client,
+                            "zkit_lock_free on a read-write half; use zkit_rwlock_free");
         return;
     }
     zkit__lock_destroy(lock);

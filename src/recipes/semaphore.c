@@ -866,8 +866,8 @@ ZKIT_EXTERN int zkit_semaphore_new(zkit_semaphore_t **out, zkit_client_t *client
         return ZKIT_EINVAL;
     *out = NULL;
     if (!path || zkit_path_validate(path) != 0 || strcmp(path, "/") == 0) {
-        zkit__client_log(client, ZKIT_LOG_ERROR, "semaphore: invalid path '%s'",
-                         path ? path : "");
+        zkit__client_reject(client, "semaphore: invalid path '%s'",
+                            path ? path : "");
         return ZKIT_EBADPATH;
     }
     if (!(sem = calloc(1, sizeof(*sem))))
@@ -935,9 +935,9 @@ ZKIT_EXTERN void zkit_semaphore_free(zkit_semaphore_t *sem)
 static int check_count(zkit_semaphore_t *sem, int count)
 {
     if (count < 1 || count > sem->max_leases) {
-        zkit__client_log(sem->client, ZKIT_LOG_ERROR,
-                         "semaphore %s: %d leases asked of a semaphore of %d", sem->path, count,
-                         sem->max_leases);
+        zkit__client_reject(sem->client,
+                            "semaphore %s: %d leases asked of a semaphore of %d", sem->path, count,
+                            sem->max_leases);
         return ZKIT_EINVAL;
     }
     return 0;
