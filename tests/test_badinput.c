@@ -1396,6 +1396,15 @@ static void test_error_message(void)
     o.fn = NULL;
     CU_ASSERT_EQUAL(zkit_job_run_slot_once(&(zkit_job_attempt_t){ 0 }, cl, &o, 60), ZKIT_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "fn"));
+    /* A version later than the library's is refused, and said so. */
+    co = options(cs());
+    co.version = ZKIT_CLIENT_OPTIONS_VERSION + 1;
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &co), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "version 2"));
+    o = job_options();
+    o.version = ZKIT_JOB_OPTIONS_VERSION + 1;
+    CU_ASSERT_EQUAL(zkit_job_start(&job, cl, &o, NULL, 0), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "version: 2"));
     CU_ASSERT_EQUAL_FATAL(pthread_create(&thread, NULL, read_error_message, other), 0);
     pthread_join(thread, NULL);
     CU_ASSERT_STRING_EQUAL(other, "");

@@ -68,10 +68,16 @@ typedef int (*zkit_acl_provider_fn)(const char *path, const zkit_acl_t **acl, si
 typedef void (*zkit_state_listener_fn)(zkit_client_t *client, zkit_conn_state_t state,
                                        void *arg);
 
+/*
+ * The version of zkit_client_options_t in this header.  A struct grows only at its end, and the
+ * version with it; the library accepts any version from 1 up to its own (a program built
+ * against older headers keeps working, the fields it lacks taking their defaults) and rejects
+ * 0 and any later version with ZKIT_EINVAL (see zkit_error_message()).
+ */
 #define ZKIT_CLIENT_OPTIONS_VERSION 1
 
 typedef struct zkit_client_options {
-    unsigned version;                /* ZKIT_CLIENT_OPTIONS_VERSION */
+    unsigned version;                /* ZKIT_CLIENT_OPTIONS_VERSION (1 to it accepted) */
     const char *connect_string;      /* "host:port,host:port"; required */
     int session_timeout_ms;          /* requested; the server may clamp it. Default 60000 */
     int connection_timeout_ms;       /* wait for a connection per attempt. Default 15000 */

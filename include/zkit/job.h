@@ -62,10 +62,12 @@ typedef enum zkit_job_missed {
     ZKIT_JOB_RUN_LATEST_MISSED = 1
 } zkit_job_missed_t;
 
+/* The version of zkit_job_options_t in this header; any version from 1 up to the library's is
+ * accepted, 0 or a later one is ZKIT_EINVAL (as ZKIT_CLIENT_OPTIONS_VERSION). */
 #define ZKIT_JOB_OPTIONS_VERSION 1
 
 typedef struct zkit_job_options {
-    unsigned version;          /* ZKIT_JOB_OPTIONS_VERSION */
+    unsigned version;          /* ZKIT_JOB_OPTIONS_VERSION (1 to it accepted) */
     const char *path;          /* required: holds <path>/lock and <path>/last */
     /* The schedule: either a period ... */
     int64_t period_s;          /* > 0: slot n starts at n * period_s + offset_s (Unix time) */

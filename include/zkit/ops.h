@@ -50,10 +50,12 @@ typedef enum zkit_create_mode {
 #define ZKIT_CREATE_PARENTS 1u   /* create missing parents as containers */
 #define ZKIT_CREATE_PROTECTED 2u /* "_c_<uuid>-" name prefix and recovery after a lost reply */
 
+/* The version of zkit_create_options_t in this header; any version from 1 up to the library's
+ * is accepted, 0 or a later one is ZKIT_EINVAL (as ZKIT_CLIENT_OPTIONS_VERSION). */
 #define ZKIT_CREATE_OPTIONS_VERSION 1
 
 typedef struct zkit_create_options {
-    unsigned version;        /* ZKIT_CREATE_OPTIONS_VERSION */
+    unsigned version;        /* ZKIT_CREATE_OPTIONS_VERSION (1 to it accepted) */
     zkit_create_mode_t mode;
     unsigned flags;          /* ZKIT_CREATE_* */
     int64_t ttl_ms;          /* for the TTL modes, > 0; else 0 (ZKIT_EINVAL otherwise) */

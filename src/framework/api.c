@@ -89,9 +89,16 @@ static int zk_mode_of(zkit_create_mode_t mode)
 static int check_create_options(zkit_client_t *c, const zkit_create_options_t *o)
 {
     int ttl_mode;
-    if (o->version != ZKIT_CREATE_OPTIONS_VERSION || zk_mode_of(o->mode) < 0 ||
-        (o->acl_count && !o->acl) || (o->flags & ~(ZKIT_CREATE_PARENTS | ZKIT_CREATE_PROTECTED))) {
-        zkit__log_reject(&c->log, "create: invalid options");
+    /* Any version up to the library's, as for the client options. */
+    if (o->version < 1 || o->version > ZKIT_CREATE_OPTIONS_VERSION) {
+        zkit__log_reject(&c->log, "create: options version %u, expected 1 to %d "
+                         "(ZKIT_CREATE_OPTIONS_VERSION)", o->version,
+                         ZKIT_CREATE_OPTIONS_VERSION);
+        return ZKIT_EINVAL;
+    }
+    if (zk_mode_of(o->mode) < 0 || (o->acl_count && !o->acl) ||
+        (o->flags & ~(ZKIT_CREATE_PARENTS | ZKIT_CREATE_PROTECTED))) {
+        zkit__log_reject(&c->log, "create: invalid mode, flags or ACL");
         return ZKIT_EINVAL;
     }
     ttl_mode = o->mode == ZKIT_PERSISTENT_WITH_TTL || o->mode == ZKIT_PERSISTENT_SEQUENTIAL_WITH_TTL;

@@ -76,6 +76,14 @@ ZKIT_EXTERN void zkit_client_options_init(zkit_client_options_t *opts)
 /* The longest session timeout libzookeeper handles: it doubles the value in an int. */
 #define ZKIT__MAX_SESSION_TIMEOUT_MS (INT_MAX / 2)
 
+/* Options of any version from 1 to the library's are accepted: a program built against older
+ * headers passes a struct without the fields added since, which keep their defaults.  Only
+ * version 1 exists so far. */
+static int options_version_known(unsigned version)
+{
+    return version >= 1 && version <= ZKIT_CLIENT_OPTIONS_VERSION;
+}
+
 /* A bad option, told through the log function the options name when they name one (there is
  * no client, and so no logger, yet). */
 static void options_error(const zkit_client_options_t *o, const char *fmt, ...)
@@ -88,7 +96,7 @@ static void options_error(const zkit_client_options_t *o, const char *fmt, ...)
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
     zkit__error_set("%s", text);
-    if (o && o->version == ZKIT_CLIENT_OPTIONS_VERSION && o->log_fn)
+    if (o && options_version_known(o->version) && o->log_fn)
         o->log_fn(ZKIT_LOG_ERROR, text, o->log_arg);
     else
         zkit__log_default(ZKIT_LOG_ERROR, "%s", text);
@@ -131,8 +139,13 @@ static int connect_ports_valid(const char *connect)
 
 static int validate_options(const zkit_client_options_t *o)
 {
-    if (!o || o->version != ZKIT_CLIENT_OPTIONS_VERSION) {
-        options_error(o, "client options: NULL or wrong version");
+    if (!o) {
+        options_error(o, "client options: NULL");
+        return ZKIT_EINVAL;
+    }
+    if (!options_version_known(o->version)) {
+        options_error(o, "client options: version %u, expected 1 to %d "
+                      "(ZKIT_CLIENT_OPTIONS_VERSION)", o->version, ZKIT_CLIENT_OPTIONS_VERSION);
         return ZKIT_EINVAL;
     }
     if (!o->connect_string || !o->connect_string[0]) {

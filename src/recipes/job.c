@@ -584,9 +584,11 @@ static int check_options(const zkit_job_options_t *o, zkit__schedule_t *s, char 
                          size_t errlen)
 {
     int rc;
-    if (o->version != ZKIT_JOB_OPTIONS_VERSION) {
-        set_err(err, errlen, "version: %u, expected ZKIT_JOB_OPTIONS_VERSION (%d)", o->version,
-                ZKIT_JOB_OPTIONS_VERSION);
+    /* Any version up to the library's: older structs lack only fields added since.  Only
+     * version 1 exists so far. */
+    if (o->version < 1 || o->version > ZKIT_JOB_OPTIONS_VERSION) {
+        set_err(err, errlen, "version: %u, expected 1 to %d (ZKIT_JOB_OPTIONS_VERSION)",
+                o->version, ZKIT_JOB_OPTIONS_VERSION);
         return ZKIT_EINVAL;
     }
     if (!o->path) {
