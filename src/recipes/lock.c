@@ -8,6 +8,7 @@
 
 #include "recipes/lock.h"
 #include "recipes/nodename.h"
+#include "framework/errors.h"
 #include "framework/paths.h"
 
 ZKIT_EXTERN int zkit_lock_acquire(zkit_lock_t *lock, int timeout_ms)
@@ -20,6 +21,10 @@ ZKIT_EXTERN int zkit_lock_acquire(zkit_lock_t *lock, int timeout_ms)
         return rc;
     rc = zkit__lock_acquire_as(lock, timeout_ms, pthread_self());
     zkit__call_exit(lock->client);
+    /* The engine that found the child runs on the event thread: its log line names it. */
+    if (rc == ZKIT_EFOREIGN)
+        zkit__error_set("lock %s: a child of the lock path has no lock node layout zkit knows "
+                        "(Curator's or kazoo's); the log names it", lock->path);
     return rc;
 }
 
