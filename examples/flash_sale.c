@@ -508,7 +508,7 @@ static int try_request(worker_t *w, long request, unsigned *seed, int64_t t0)
             fprintf(stderr, "request %ld: acquire failed: %s\n", request, zkit_strerror(rc));
             return BUY_FAILED;
         }
-        zkit_lock_fencing_token(w->lock, &token);
+        zkit_lock_fencing_token(&token, w->lock);
         mark_holder(w, 1);
     }
     s->sh->wait_ms[request] = demo_ms_since(t0);

@@ -40,7 +40,7 @@ static int lock_cycle(const char *connect, const char *path)
         return fail("zkit_mutex_new", rc);
     }
     if ((rc = zkit_lock_acquire(lock, 15000)) == 0 &&
-        (rc = zkit_lock_fencing_token(lock, &token)) == 0) {
+        (rc = zkit_lock_fencing_token(&token, lock)) == 0) {
         printf("held %s with fencing token %lld\n", path, (long long)token);
         rc = zkit_lock_release(lock);
     }

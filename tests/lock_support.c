@@ -272,7 +272,7 @@ static void *bg_main(void *arg)
     int rc = zkit_lock_acquire(b->lock, b->timeout_ms);
     int64_t at = zkh_now_ms(), token = 0;
     if (rc == 0)
-        zkit_lock_fencing_token(b->lock, &token);
+        zkit_lock_fencing_token(&token, b->lock);
     pthread_mutex_lock(&bg_mu);
     b->rc = rc;
     b->at_ms = at;
@@ -343,7 +343,7 @@ int bg_finish(bg_t *b, int timeout_ms)
 static void *sem_bg_main(void *arg)
 {
     sem_bg_t *b = arg;
-    int rc = zkit_semaphore_acquire(b->sem, b->count, b->timeout_ms, b->leases);
+    int rc = zkit_semaphore_acquire(b->leases, b->sem, b->count, b->timeout_ms);
     pthread_mutex_lock(&bg_mu);
     b->rc = rc;
     b->done = 1;

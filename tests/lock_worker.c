@@ -168,7 +168,7 @@ static void make_target(target_t *t, zkit_client_t *c, const char *kind, char **
 
 static void target_acquire(target_t *t)
 {
-    int rc = t->sem ? zkit_semaphore_acquire(t->sem, t->leases, ACQUIRE_TIMEOUT_MS, t->held)
+    int rc = t->sem ? zkit_semaphore_acquire(t->held, t->sem, t->leases, ACQUIRE_TIMEOUT_MS)
                     : zkit_lock_acquire(t->lock, ACQUIRE_TIMEOUT_MS);
     if (rc != 0)
         die("acquire", rc);
@@ -299,7 +299,7 @@ static int run_hold(int argc, char **argv)
         die("hold does not take a counting semaphore", ZKIT_EINVAL);
     if ((rc = zkit_lock_acquire(t.lock, ACQUIRE_TIMEOUT_MS)) != 0)
         die("acquire", rc);
-    if ((rc = zkit_lock_node(t.lock, &node)) != 0)
+    if ((rc = zkit_lock_node(&node, t.lock)) != 0)
         die("zkit_lock_node", rc);
     printf("ACQUIRED %s %d\n", node, zkit_client_negotiated_timeout(c));
     fflush(stdout);
@@ -338,7 +338,7 @@ static int run_guard(int argc, char **argv)
         die("zkit_mutex_new", rc);
     if ((rc = zkit_lock_acquire(lock, ACQUIRE_TIMEOUT_MS)) != 0)
         die("acquire", rc);
-    if ((rc = zkit_lock_node(lock, &node)) != 0)
+    if ((rc = zkit_lock_node(&node, lock)) != 0)
         die("zkit_lock_node", rc);
     if ((rc = zkit_get_data(&data, &len, &st, c, argv[4], NULL)) != 0)
         die("reading NODE", rc);

@@ -275,8 +275,9 @@ static int o_ns_control(void) { return o_ns("a\nb"); }
 
 /* the client */
 static int c_block_null(void) { return zkit_client_block_until_connected(NULL, 10); }
+/* Negative waits forever: `cl` is connected, so it returns at once. */
 static int c_block_negative(void) { return zkit_client_block_until_connected(cl, -1); }
-static int c_listener_null(void) { return zkit_client_add_listener(cl, NULL, NULL, NULL); }
+static int c_listener_null(void) { return zkit_client_add_listener(NULL, cl, NULL, NULL); }
 static int c_remove_unknown(void) { return zkit_client_remove_listener(cl, 987654); }
 
 /* A client of `connect` that connects within 1.5 s (it never does here). */
@@ -589,19 +590,19 @@ static int release(zkit_lock_t *l) { return zkit_lock_release(l); }
 static int node_of(zkit_lock_t *l)
 {
     char *p = NULL;
-    int rc = zkit_lock_node(l, &p);
+    int rc = zkit_lock_node(&p, l);
     zkit_free(p);
     return rc;
 }
 static int token_of(zkit_lock_t *l)
 {
     int64_t t;
-    return zkit_lock_fencing_token(l, &t);
+    return zkit_lock_fencing_token(&t, l);
 }
 static int valid_of(zkit_lock_t *l)
 {
     int64_t t;
-    return zkit_lock_valid_until(l, &t);
+    return zkit_lock_valid_until(&t, l);
 }
 static int big_data_of(zkit_lock_t *l)
 {
@@ -694,7 +695,7 @@ static int l_sem_acquire_closed(void)
     int rc = c ? zkit_semaphore_new(&s, c, at("/closedsem"), 2) : -1000;
     zkit_client_close(c);
     if (rc == 0)
-        rc = zkit_semaphore_acquire(s, 1, 1000, &lease);
+        rc = zkit_semaphore_acquire(&lease, s, 1, 1000);
     zkit_semaphore_free(s);
     return rc;
 }
@@ -723,7 +724,7 @@ static int s_acquire(int count, zkit_lease_t **leases)
     zkit_semaphore_t *s = NULL;
     int rc = zkit_semaphore_new(&s, cl, at("/sem"), 3);
     if (rc == 0)
-        rc = zkit_semaphore_acquire(s, count, 0, leases);
+        rc = zkit_semaphore_acquire(leases, s, count, 0);
     zkit_semaphore_free(s);
     return rc;
 }
@@ -773,7 +774,7 @@ static int r_code(zkit_retry_t *r)
 }
 static int r_exp_negative_base(void) { return r_code(zkit_retry_exponential(-1, 3, 0)); }
 static int r_exp_negative_retries(void) { return r_code(zkit_retry_exponential(100, -1, 0)); }
-static int r_bounded_zero_cap(void) { return r_code(zkit_retry_bounded_exponential(100, 0, 3)); }
+static int r_bounded_zero_cap(void) { return r_code(zkit_retry_bounded_exponential(100, 3, 0)); }
 static int r_n_negative(void) { return r_code(zkit_retry_n_times(-1, 10)); }
 static int r_n_negative_sleep(void) { return r_code(zkit_retry_n_times(3, -10)); }
 static int r_until_negative(void) { return r_code(zkit_retry_until_elapsed(-5, 10)); }
@@ -781,7 +782,7 @@ static int r_custom_null(void) { return r_code(zkit_retry_custom(NULL, NULL)); }
 static int r_allow_null(void)
 {
     int sleep_ms = 0;
-    return zkit_retry_allow(NULL, 0, 0, ZKIT_ECONNLOSS, &sleep_ms) == 0 ? ZKIT_EINVAL : 0;
+    return zkit_retry_allow(&sleep_ms, NULL, 0, 0, ZKIT_ECONNLOSS) == 0 ? ZKIT_EINVAL : 0;
 }
 
 /* jobs */
@@ -894,7 +895,7 @@ static int j_once_bad(void)
     zkit_job_options_t o = job_options();
     zkit_job_attempt_t a;
     o.period_s = 0;
-    return zkit_job_run_slot_once(cl, &o, 0, &a, job_err, sizeof(job_err));
+    return zkit_job_run_slot_once(&a, cl, &o, 0);
 }
 
 typedef struct bad_case {
@@ -947,9 +948,9 @@ static const bad_case_t lib_cases[] = {
     { "namespace with a newline", o_ns_control, ZKIT_EBADPATH, LOG },
 
     { "zkit_client_block_until_connected(NULL)", c_block_null, ZKIT_EINVAL, 0 },
-    { "zkit_client_block_until_connected timeout -1", c_block_negative, ZKIT_EINVAL, 0 },
+    { "zkit_client_block_until_connected timeout -1, connected", c_block_negative, 0, 0 },
     { "zkit_client_add_listener fn NULL", c_listener_null, ZKIT_EINVAL, 0 },
-    { "zkit_client_remove_listener unknown id", c_remove_unknown, ZKIT_ENONODE, 0 },
+    { "zkit_client_remove_listener unknown id", c_remove_unknown, ZKIT_ENOTREGISTERED, 0 },
     { "a port that sends garbage: block_until_connected 1.5 s", c_garbage_connect, ZKIT_ETIMEDOUT, LOG },
     { "a port that never answers: block_until_connected 1.5 s", c_silent_connect, ZKIT_ETIMEDOUT, 0 },
     { "a port that sends garbage: an operation, no retry", c_garbage_op, ZKIT_ECONNLOSS, 0 },
@@ -993,7 +994,7 @@ static const bad_case_t lib_cases[] = {
     { "zkit_set_data a missing node", n_set_missing, ZKIT_ENONODE, 0 },
     { "zkit_get_children names NULL", n_children_null_out, ZKIT_EINVAL, 0 },
     { "zkit_get_children a missing node", n_children_missing, ZKIT_ENONODE, 0 },
-    { "zkit_watch_remove with no such watch", n_watch_remove_none, ZKIT_ENONODE, 0 },
+    { "zkit_watch_remove with no such watch", n_watch_remove_none, ZKIT_ENOTREGISTERED, 0 },
     { "zkit_watch_remove watcher NULL", n_watch_remove_null, ZKIT_EINVAL, 0 },
     { "zkit_create_async relative path", n_create_async_bad_path, ZKIT_EBADPATH, LOG },
 
@@ -1362,6 +1363,55 @@ static int cleanup(void)
     return 0;
 }
 
+/* ---- zkit_error_message() ---------------------------------------------------------------- */
+
+#define ERROR_PROBE_LEN 512
+
+static void *read_error_message(void *arg)
+{
+    snprintf(arg, ERROR_PROBE_LEN, "%s", zkit_error_message());
+    return NULL;
+}
+
+/* Each rejection leaves its detail, naming the bad input, on the calling thread only. */
+static void test_error_message(void)
+{
+    zkit_job_options_t o = job_options();
+    zkit_client_options_t co = options(cs());
+    zkit_client_t *c = NULL;
+    zkit_job_t *job = NULL;
+    zkit_lock_t *lock = NULL;
+    char other[ERROR_PROBE_LEN] = "unset";
+    pthread_t thread;
+
+    o.jitter_ms = 60000;
+    CU_ASSERT_EQUAL(zkit_job_start(&job, cl, &o, NULL, 0), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "jitter_ms"));
+    CU_ASSERT_EQUAL(zkit_mutex_new(&lock, cl, "/no//good"), ZKIT_EBADPATH);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "/no//good"));
+    co.session_timeout_ms = -5;
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &co), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "timeout"));
+    o = job_options();
+    o.fn = NULL;
+    CU_ASSERT_EQUAL(zkit_job_run_slot_once(&(zkit_job_attempt_t){ 0 }, cl, &o, 60), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "fn"));
+    /* A version later than the library's is refused, and said so. */
+    co = options(cs());
+    co.version = ZKIT_CLIENT_OPTIONS_VERSION + 1;
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &co), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "version 2"));
+    o = job_options();
+    o.version = ZKIT_JOB_OPTIONS_VERSION + 1;
+    CU_ASSERT_EQUAL(zkit_job_start(&job, cl, &o, NULL, 0), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "version: 2"));
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&thread, NULL, read_error_message, other), 0);
+    pthread_join(thread, NULL);
+    CU_ASSERT_STRING_EQUAL(other, "");
+    CU_ASSERT_STRING_EQUAL(zkit_strerror(ZKIT_ENOTREGISTERED),
+                           "no such listener or watch registration");
+}
+
 /* What the entries created, so that the tree check can see that nothing else is left. */
 static void test_remove_nodes(void)
 {
@@ -1372,6 +1422,7 @@ static void test_remove_nodes(void)
 static const zkh_test_t tests[] = {
     { "library entries", test_library },
     { "zkit-lock entries", test_tool },
+    { "zkit_error_message", test_error_message },
     { "remove the nodes made", test_remove_nodes },
     { NULL, NULL }
 };

@@ -78,7 +78,7 @@ static void *holder_main(void *arg)
     holder_t *h = arg;
     int64_t due;
     h->rc = h->lock ? zkit_lock_acquire(h->lock, 60000)
-                    : zkit_semaphore_acquire(h->sem, h->count, 60000, h->leases);
+                    : zkit_semaphore_acquire(h->leases, h->sem, h->count, 60000);
     if (h->rc == 0) {
         atomic_store(&h->holding, 1);
         log_event(h->log, "ENTER", h->cls, 1);
@@ -176,7 +176,7 @@ static void *probe_main(void *arg)
         }
         if (p->sem) {
             zkit_lease_t *lease = NULL;
-            int rc = zkit_semaphore_acquire(p->sem, 1, 0, &lease);
+            int rc = zkit_semaphore_acquire(&lease, p->sem, 1, 0);
             if (rc == 0) {
                 log_event(p->log, "ENTER", p->sem_cls, 99);
                 atomic_fetch_add(&p->taken, 1);
@@ -416,7 +416,7 @@ static void test_semaphore_partition_past_session(void)
     h->log = strdup(log);
     h->cls = "S2";
 
-    CU_ASSERT_FATAL(zkit_semaphore_acquire(b_sem, 1, 5000, &b_lease) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(&b_lease, b_sem, 1, 5000) == 0);
     old_session = zkit_client_session_id(a);
     holder_start(h);
     /* A has its first lease and waits with its second node in the queue (Curator's layout:
@@ -439,12 +439,13 @@ static void test_semaphore_partition_past_session(void)
     if (returned && h->rc == 0) {
         int64_t now_session = zkit_client_session_id(a);
         for (int i = 0; i < 2; i++) {
-            const char *node = zkit_lease_node(h->leases[i]);
-            int64_t owner = node ? node_owner(node) : -1;
+            char *node = NULL;
+            int64_t owner = zkit_lease_node(&node, h->leases[i]) == 0 ? node_owner(node) : -1;
             if (owner != now_session)
                 fprintf(stderr, "sem-expiry: lease %d reported held, its node %s %s\n", i,
                         node ? node : "(none)", owner < 0 ? "does not exist" : "is not ours");
             CU_ASSERT_EQUAL(owner, now_session);
+            zkit_free(node);
         }
         zkh_sleep_ms(1500);
     } else if (returned) {

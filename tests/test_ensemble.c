@@ -41,7 +41,7 @@ static void test_kill_connected_server(void)
     fw_state_log_init(&log);
     c = fw_connect(zkh_connect_string(zk), NULL, 10000);
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    CU_ASSERT_EQUAL(zkit_client_add_listener(c, fw_state_listener, &log, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(NULL, c, fw_state_listener, &log), 0);
     session = zkit_client_session_id(c);
     zkh_unique_path(base, sizeof(base), "ensemble");
     snprintf(ephemeral, sizeof(ephemeral), "%s/eph", base);

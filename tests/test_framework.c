@@ -597,14 +597,14 @@ static void test_watch_remove(void)
     CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, before + 1, 5000), 0);
     CU_ASSERT_EQUAL(zkit_watch_remove(c, path, ZKIT_WATCH_DATA, &w_removed), 0);
     CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, before, 5000), 0);
-    CU_ASSERT_EQUAL(zkit_watch_remove(c, path, ZKIT_WATCH_DATA, &w_removed), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkit_watch_remove(c, path, ZKIT_WATCH_DATA, &w_removed), ZKIT_ENOTREGISTERED);
 
     /* Children watches likewise, through ZKIT_WATCH_ANY. */
     CU_ASSERT_EQUAL(zkit_get_children(&names, &count, NULL, c, path, &w_kids), 0);
     zkit_free_strings(names, count);
     target.expected = all_before + 1;
     CU_ASSERT_EQUAL(zkh_wait_until(all_watches_are, &target, 5000), 0);
-    CU_ASSERT_EQUAL(zkit_watch_remove(c, path, ZKIT_WATCH_DATA, &w_kids), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkit_watch_remove(c, path, ZKIT_WATCH_DATA, &w_kids), ZKIT_ENOTREGISTERED);
     CU_ASSERT_EQUAL(zkit_watch_remove(c, path, ZKIT_WATCH_ANY, &w_kids), 0);
     target.expected = all_before;
     CU_ASSERT_EQUAL(zkh_wait_until(all_watches_are, &target, 5000), 0);
@@ -817,7 +817,7 @@ static void test_listener_blocking_call(void)
     zkh_proxy_block(proxy);
     fw_options(&o, zkh_proxy_address(proxy), NULL, 10000, NULL);
     CU_ASSERT_EQUAL_FATAL(zkit_client_new(&c, &o), 0);
-    CU_ASSERT_EQUAL(zkit_client_add_listener(c, listener_blocks, &l, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(NULL, c, listener_blocks, &l), 0);
     CU_ASSERT_EQUAL(zkit_client_state(c), ZKIT_CONN_NONE);
     zkh_proxy_unblock(proxy);
 
@@ -831,6 +831,58 @@ static void test_listener_blocking_call(void)
 
     CU_ASSERT_EQUAL(zkit_delete(c, l.path, -1, 0), 0);
     zkit_client_close(c);
+    zkh_proxy_stop(proxy);
+}
+
+/* A thread blocked in zkit_client_block_until_connected(client, -1). */
+typedef struct forever_wait {
+    zkit_client_t *client;
+    atomic_int done;
+    int rc;
+} forever_wait_t;
+
+static void *forever_wait_main(void *arg)
+{
+    forever_wait_t *w = arg;
+    w->rc = zkit_client_block_until_connected(w->client, -1);
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+static int forever_wait_done(void *arg)
+{
+    return atomic_load(&((forever_wait_t *)arg)->done);
+}
+
+/* A negative timeout waits as long as it takes: still waiting well past the connection
+ * timeout while the server is unreachable, then 0 once it can be reached. */
+static void test_block_until_connected_forever(void)
+{
+    zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    zkit_client_options_t o;
+    forever_wait_t w;
+    pthread_t thread;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(proxy);
+    memset(&w, 0, sizeof(w));
+    zkh_proxy_block(proxy);
+    fw_options(&o, zkh_proxy_address(proxy), NULL, 10000, NULL);
+    o.connection_timeout_ms = 300;
+    CU_ASSERT_EQUAL_FATAL(zkit_client_new(&w.client, &o), 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&thread, NULL, forever_wait_main, &w), 0);
+    /* Several connection timeouts pass without an answer: the wait must not end. */
+    CU_ASSERT_NOT_EQUAL(zkh_wait_until(forever_wait_done, &w, 1500), 0);
+    CU_ASSERT_EQUAL(zkit_client_state(w.client), ZKIT_CONN_NONE);
+    zkh_proxy_unblock(proxy);
+    CU_ASSERT_EQUAL(zkh_wait_until(forever_wait_done, &w, 20000), 0);
+    if (forever_wait_done(&w)) {
+        pthread_join(thread, NULL);
+        CU_ASSERT_EQUAL(w.rc, 0);
+        CU_ASSERT_TRUE(zkit_client_is_connected(w.client));
+        zkit_client_close(w.client);
+    } else {
+        fprintf(stderr, "block_until_connected(-1) still waiting 20 s after the unblock\n");
+    }
     zkh_proxy_stop(proxy);
 }
 
@@ -869,7 +921,7 @@ static void test_bad_input(void)
     CU_ASSERT_EQUAL(zkit_get_children_async(NULL, "/", NULL, noop_completion, NULL), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_watch_remove(NULL, "/x", ZKIT_WATCH_ANY, &fn_ok), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_client_block_until_connected(NULL, 10), ZKIT_EINVAL);
-    CU_ASSERT_EQUAL(zkit_client_add_listener(NULL, fw_state_listener, NULL, NULL), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(NULL, NULL, fw_state_listener, NULL), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_client_remove_listener(NULL, 1), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_client_state(NULL), ZKIT_CONN_NONE);
     CU_ASSERT_EQUAL(zkit_client_session_id(NULL), 0);
@@ -896,7 +948,7 @@ static void test_bad_input(void)
     CU_ASSERT_EQUAL(zkit_delete(c, "/", -1, 0), ZKIT_EINVAL);
 
     /* Other malformed arguments. */
-    CU_ASSERT_EQUAL(zkit_client_block_until_connected(c, -1), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_client_block_until_connected(c, -1), 0); /* connected: at once */
     CU_ASSERT_EQUAL(zkit_exists(NULL, c, "/", &no_fn), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_get_children(NULL, &count, NULL, c, "/", NULL), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_set_data(NULL, c, "/x", NULL, 3, -1), ZKIT_EINVAL);
@@ -905,7 +957,7 @@ static void test_bad_input(void)
                     ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_watch_remove(c, "/x", ZKIT_WATCH_ANY, NULL), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_watch_remove(c, "/x", (zkit_watch_kind_t)7, &fn_ok), ZKIT_EINVAL);
-    CU_ASSERT_EQUAL(zkit_watch_remove(c, "/x", ZKIT_WATCH_ANY, &fn_ok), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkit_watch_remove(c, "/x", ZKIT_WATCH_ANY, &fn_ok), ZKIT_ENOTREGISTERED);
     ttl_without_mode.ttl_ms = 1000;
     CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/x", "", 0, &ttl_without_mode), ZKIT_EINVAL);
     ttl_without_mode.ttl_ms = 0;
@@ -1103,7 +1155,7 @@ static void test_not_a_zookeeper_server(void)
     o.connection_timeout_ms = 300;
     CU_ASSERT_EQUAL_FATAL(zkit_client_new(&c, &o), 0);
     zkit_retry_free(retry);
-    CU_ASSERT_EQUAL(zkit_client_add_listener(c, fw_state_listener, &log, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(NULL, c, fw_state_listener, &log), 0);
     rc = zkit_client_block_until_connected(c, 2500);
     CU_ASSERT_EQUAL(rc, ZKIT_ETIMEDOUT);
     CU_ASSERT_TRUE(read_count(&g.accepted) >= 1); /* it did talk to the impostor */
@@ -1431,7 +1483,7 @@ static void test_listener_remove_in_callback(void)
     CU_ASSERT_EQUAL_FATAL(zkit_client_new(&c, &o), 0);
     a.self = zkit__listener_add(c, remove_by_handle, &a);
     a.victim = zkit__listener_add(c, count_state, &victim_calls);
-    CU_ASSERT_EQUAL(zkit_client_add_listener(c, remove_by_id, &by_id, &by_id.public_id), 0);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(&by_id.public_id, c, remove_by_id, &by_id), 0);
     slow_handle = zkit__listener_add(c, slow_state, &slow);
     CU_ASSERT_PTR_NOT_NULL(zkit__listener_add(c, count_state, &tail_calls));
     CU_ASSERT_PTR_NOT_NULL_FATAL(a.self);
@@ -1459,7 +1511,7 @@ static void test_listener_remove_in_callback(void)
     CU_ASSERT_EQUAL(read_count(&a.calls), 1);
     CU_ASSERT_EQUAL(read_count(&by_id.calls), 1);
     CU_ASSERT_EQUAL(read_count(&victim_calls), 0);
-    CU_ASSERT_EQUAL(zkit_client_remove_listener(c, by_id.public_id), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkit_client_remove_listener(c, by_id.public_id), ZKIT_ENOTREGISTERED);
 
     zkit_client_close(c);
     zkh_proxy_stop(proxy);
@@ -1601,7 +1653,7 @@ static void test_closed_client(void)
     zkit__client_ref(c);
     l = zkit__listener_add(c, count_state, &calls);
     unused = zkit__listener_add(c, count_state, &calls);
-    CU_ASSERT_EQUAL(zkit_client_add_listener(c, count_state, &calls, &id), 0);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(&id, c, count_state, &calls), 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(l);
     CU_ASSERT_PTR_NOT_NULL_FATAL(unused);
     zkit_client_close(c);
@@ -1613,7 +1665,7 @@ static void test_closed_client(void)
     CU_ASSERT_FALSE(zkit__is_event_thread(c));
     zkit__listener_remove(c, l);
     CU_ASSERT_EQUAL(zkit_client_remove_listener(c, id), 0);
-    CU_ASSERT_EQUAL(zkit_client_remove_listener(c, id), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkit_client_remove_listener(c, id), ZKIT_ENOTREGISTERED);
     CU_ASSERT_EQUAL(zkit__run_on_event_thread(c, never_runs, NULL), ZKIT_ECLOSED);
     CU_ASSERT_EQUAL(zkit__run_on_event_thread_task(c, &task, never_runs, NULL), ZKIT_ECLOSED);
     CU_ASSERT_EQUAL(zkit__schedule(c, zkit__monotonic_ms(), never_runs, NULL), ZKIT_ECLOSED);
@@ -1710,8 +1762,8 @@ static void test_watch_release_at_close(void)
     p->client = fw_connect(zkh_connect_string(zk), NULL, 10000);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p->client);
     CU_ASSERT_EQUAL_FATAL(zkit_create(NULL, NULL, p->client, path, NULL, 0, NULL), 0);
-    CU_ASSERT_EQUAL_FATAL(zkit_client_add_listener(p->client, probe_listener, NULL,
-                                                   &p->listener), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_client_add_listener(&p->listener, p->client, probe_listener,
+                                                   NULL), 0);
     watcher.arg = p;
     CU_ASSERT_EQUAL_FATAL(zkit__get_children_watch_inline(p->client, path, &watcher, probe_hold,
                                                           probe_release, probe_listed, p), 0);
@@ -1743,6 +1795,7 @@ static const zkh_test_t tests[] = {
     { "async operations", test_async },
     { "async pending at close", test_async_pending_at_close },
     { "listener makes blocking calls", test_listener_blocking_call },
+    { "block until connected, negative timeout", test_block_until_connected_forever },
     { "bad input", test_bad_input },
     { "bad client options", test_bad_client_options },
     { "unreachable server", test_unreachable_server },

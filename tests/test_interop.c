@@ -496,7 +496,7 @@ static void java_revokes_c(const char *name, const char *kind, int release_in_ca
     CU_ASSERT_FATAL(kind_lock_new(&l, c, kind, path) == 0);
     CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(l.lock, on_revoke, &rec), 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(l.lock, 5000) == 0);
-    CU_ASSERT_FATAL(zkit_lock_node(l.lock, &node) == 0);
+    CU_ASSERT_FATAL(zkit_lock_node(&node, l.lock) == 0);
     CU_ASSERT_FATAL(peer_spawn(&peer, "hold", kind, path, "20000", NULL, NULL) == 0);
     CU_ASSERT_EQUAL(wait_children(dir, 2, PEER_START_MS), 0);
     CU_ASSERT_EQUAL(peer_revoke(node), 0);

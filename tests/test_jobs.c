@@ -855,10 +855,9 @@ static int failing_run(zkit_job_run_t *run, void *arg)
 /* One attempt at the slot of `at_s`; 0 or the error. */
 static int attempt(const zkit_job_options_t *o, int64_t at_s, zkit_job_attempt_t *a)
 {
-    char err[256];
-    int rc = zkit_job_run_slot_once(admin, o, at_s, a, err, sizeof(err));
+    int rc = zkit_job_run_slot_once(a, admin, o, at_s);
     if (rc != 0)
-        fprintf(stderr, "zkit_job_run_slot_once: %s\n", err);
+        fprintf(stderr, "zkit_job_run_slot_once: %s\n", zkit_error_message());
     return rc;
 }
 
@@ -872,7 +871,7 @@ static void test_run_slot_once(void)
     zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
     zkit_job_attempt_t a;
     zkit_lock_t *other = NULL;
-    char path[64], lock_path[96], err[256];
+    char path[64], lock_path[96];
     int64_t recorded = 0;
     int calls = 0;
     zkh_unique_path(path, sizeof(path), "job-once");
@@ -904,9 +903,10 @@ static void test_run_slot_once(void)
     CU_ASSERT(read_record(path, &recorded) == 0 && recorded == 1001 && calls == 3);
 
     o.fn = NULL;
-    CU_ASSERT_EQUAL(zkit_job_run_slot_once(admin, &o, 60077, &a, err, sizeof(err)), ZKIT_EINVAL);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err, "fn"));
-    CU_ASSERT_EQUAL(zkit_job_run_slot_once(admin, NULL, 60077, &a, NULL, 0), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_job_run_slot_once(&a, admin, &o, 60077), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "fn"));
+    CU_ASSERT_EQUAL(zkit_job_run_slot_once(&a, admin, NULL, 60077), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "options"));
     remove_job_tree(path);
 }
 
@@ -1007,7 +1007,7 @@ static void test_bad_record_is_an_error(void)
     zkit_job_attempt_t a;
     log_capture_t cap;
     zkit_client_t *c = capturing_client(&cap);
-    char path[64], err[256], needle[160];
+    char path[64], needle[160];
     int64_t recorded;
     int calls = 0;
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
@@ -1019,14 +1019,12 @@ static void test_bad_record_is_an_error(void)
     o.min_hold_ms = 0;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         put_record(path, bad[i]);
-        err[0] = '\0';
-        CU_ASSERT_EQUAL(zkit_job_run_slot_once(c, &o, 60017, &a, err, sizeof(err)),
-                        ZKIT_EFOREIGN);
+        CU_ASSERT_EQUAL(zkit_job_run_slot_once(&a, c, &o, 60017), ZKIT_EFOREIGN);
         snprintf(needle, sizeof(needle), "the record %s/last holds '%s', not a slot id", path,
                  bad[i]);
-        CU_ASSERT_PTR_NOT_NULL(strstr(err, needle));
-        if (!strstr(err, needle))
-            fprintf(stderr, "expected '%s', got '%s'\n", needle, err);
+        CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), needle));
+        if (!strstr(zkit_error_message(), needle))
+            fprintf(stderr, "expected '%s', got '%s'\n", needle, zkit_error_message());
         CU_ASSERT_EQUAL(captured(&cap, needle), 1);
         CU_ASSERT_EQUAL(calls, 0);
         CU_ASSERT(record_is(path, bad[i]));
@@ -1035,11 +1033,11 @@ static void test_bad_record_is_an_error(void)
     CU_ASSERT_EQUAL(captured(&cap, "0 job "), (int)(sizeof(bad) / sizeof(bad[0]))); /* errors */
 
     put_record(path, "999");
-    CU_ASSERT(zkit_job_run_slot_once(c, &o, 60017, &a, err, sizeof(err)) == 0 &&
+    CU_ASSERT(zkit_job_run_slot_once(&a, c, &o, 60017) == 0 &&
               a.outcome == ZKIT_JOB_RAN && a.recorded && calls == 1);
     CU_ASSERT(read_record(path, &recorded) == 0 && recorded == 1000);
     put_record(path, "");
-    CU_ASSERT(zkit_job_run_slot_once(c, &o, 60017, &a, err, sizeof(err)) == 0 &&
+    CU_ASSERT(zkit_job_run_slot_once(&a, c, &o, 60017) == 0 &&
               a.outcome == ZKIT_JOB_RAN && a.recorded && calls == 2);
     CU_ASSERT(read_record(path, &recorded) == 0 && recorded == 1000);
     zkit_client_close(c);
@@ -1177,7 +1175,7 @@ static int losing_run(zkit_job_run_t *run, void *arg)
     if (l->setup_rc == 0)
         l->setup_rc = zkh_wait_until(blocker_entered, &l->blocker, 5000);
     if (l->setup_rc == 0)
-        l->setup_rc = zkit_lock_node(zkit_job_run_lock(run), &node);
+        l->setup_rc = zkit_lock_node(&node, zkit_job_run_lock(run));
     if (l->setup_rc == 0)
         l->setup_rc = zkit_delete(admin, node, -1, 0); /* someone else deletes our node */
     zkit_free(node);
@@ -1195,7 +1193,7 @@ static void test_record_write_refused_after_lock_lost(void)
     zkit_job_attempt_t a;
     log_capture_t cap;
     losing_t l;
-    char path[64], err[256], needle[160];
+    char path[64], needle[160];
     int64_t recorded;
     memset(&l, 0, sizeof(l));
     l.client = capturing_client(&cap);
@@ -1218,7 +1216,7 @@ static void test_record_write_refused_after_lock_lost(void)
         pthread_mutex_lock(&l.blocker.mu);
         l.blocker.entered = l.blocker.released_by_log = l.blocker.done = 0;
         pthread_mutex_unlock(&l.blocker.mu);
-        CU_ASSERT_EQUAL(zkit_job_run_slot_once(l.client, &o, 60017, &a, err, sizeof(err)), 0);
+        CU_ASSERT_EQUAL(zkit_job_run_slot_once(&a, l.client, &o, 60017), 0);
         CU_ASSERT_EQUAL(l.setup_rc, 0);
         CU_ASSERT(a.outcome == ZKIT_JOB_RAN && a.result == 0);
         CU_ASSERT_EQUAL(a.lost, 1);
@@ -1247,7 +1245,7 @@ static void test_record_not_written_after_session_expired(void)
     zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
     zkit_job_attempt_t a;
     losing_t l;
-    char path[64], err[256];
+    char path[64];
     memset(&l, 0, sizeof(l));
     l.client = connect_client(zkh_connect_string(cluster), 4000);
     CU_ASSERT_PTR_NOT_NULL_FATAL(l.client);
@@ -1259,7 +1257,7 @@ static void test_record_not_written_after_session_expired(void)
     o.fn = losing_run;
     o.arg = &l;
     o.min_hold_ms = 0;
-    CU_ASSERT_EQUAL(zkit_job_run_slot_once(l.client, &o, 60017, &a, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL(zkit_job_run_slot_once(&a, l.client, &o, 60017), 0);
     CU_ASSERT_EQUAL(l.setup_rc, 0);
     CU_ASSERT(a.outcome == ZKIT_JOB_RAN && a.result == 0);
     CU_ASSERT_EQUAL(a.lost, 1);

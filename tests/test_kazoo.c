@@ -370,6 +370,7 @@ static void foreign_child(const char *name, const char *kind, const char *child)
     /* Loudly refused, whether trying once or waiting. */
     CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 0), ZKIT_EFOREIGN);
     CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 5000), ZKIT_EFOREIGN);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "no lock node layout"));
     CU_ASSERT_EQUAL(zkit_lock_is_held(l.lock), 0);
     pthread_mutex_lock(&rec.mu);
     CU_ASSERT(rec.line[0] != '\0');

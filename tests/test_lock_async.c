@@ -308,7 +308,7 @@ static void test_async_cancel_semaphore(void)
 
     /* One lease held elsewhere: two asked for, the first taken, waiting for the second;
      * cancelled, it gives the first back. */
-    CU_ASSERT_FATAL(zkit_semaphore_acquire(theirs, 1, 5000, &their_lease) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(&their_lease, theirs, 1, 5000) == 0);
     rec_init(&r);
     CU_ASSERT_EQUAL(zkit_semaphore_acquire_async(sem, 2, 30000, on_leases_done, &r), 0);
     CU_ASSERT_EQUAL(wait_children(leases, 3, 5000), 0);
@@ -331,7 +331,7 @@ static void test_async_cancel_semaphore(void)
 
     /* Still usable. */
     CU_ASSERT_EQUAL(zkit_lease_release(their_lease), 0);
-    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem, 2, 5000, lease), 0);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(lease, sem, 2, 5000), 0);
     CU_ASSERT_EQUAL(zkit_lease_release(lease[0]), 0);
     CU_ASSERT_EQUAL(zkit_lease_release(lease[1]), 0);
     CU_ASSERT_EQUAL(atomic_load(&r.calls), 1);
@@ -376,7 +376,7 @@ static void lease_partition(const char *name, int session_ms, int past_deadline)
     session = zkit_client_session_id(c);
     CU_ASSERT_FATAL(zkit_semaphore_new(&sem, c, path, 2) == 0);
     CU_ASSERT_EQUAL(zkit_semaphore_set_state_callback(sem, lease_states_record, &st), 0);
-    CU_ASSERT_FATAL(zkit_semaphore_acquire(sem, 1, 5000, &lease) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(&lease, sem, 1, 5000) == 0);
     CU_ASSERT_EQUAL(zkit_lease_is_held(lease), 1);
     CU_ASSERT_EQUAL(zkit_lease_valid_until(&deadline, lease), 0);
     CU_ASSERT_EQUAL(deadline, INT64_MAX);
@@ -403,7 +403,10 @@ static void lease_partition(const char *name, int session_ms, int past_deadline)
             CU_ASSERT_EQUAL(zkit_lease_is_held(lease), 1);
             CU_ASSERT_EQUAL(zkit_lease_valid_until(&deadline, lease), 0);
             CU_ASSERT_EQUAL(deadline, INT64_MAX);
-            CU_ASSERT_EQUAL(node_owner(zkit_lease_node(lease)), session);
+            char *node = NULL;
+            CU_ASSERT_EQUAL(zkit_lease_node(&node, lease), 0);
+            CU_ASSERT_EQUAL(node ? node_owner(node) : -1, session);
+            zkit_free(node);
             CU_ASSERT_EQUAL(zkit_lease_release(lease), 0);
         }
     } else {
@@ -456,7 +459,7 @@ static void test_lease_session_expiry(void)
     CU_ASSERT_FATAL(c != NULL);
     CU_ASSERT_FATAL(zkit_semaphore_new(&sem, c, path, 1) == 0);
     CU_ASSERT_EQUAL(zkit_semaphore_set_state_callback(sem, lease_states_record, &st), 0);
-    CU_ASSERT_FATAL(zkit_semaphore_acquire(sem, 1, 5000, &lease) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(&lease, sem, 1, 5000) == 0);
     CU_ASSERT_FATAL(zkit__test_session_credentials(c, &session, passwd) == 0);
     CU_ASSERT_FATAL(zkh_expire_session(zk, session, passwd) == 0);
     CU_ASSERT_EQUAL(wait_state(&st, ZKIT_LOCK_LOST, 15000), 0);
@@ -465,7 +468,7 @@ static void test_lease_session_expiry(void)
     CU_ASSERT_EQUAL(zkit_lease_valid_until(&deadline, lease), ZKIT_ELOCKLOST);
     CU_ASSERT_EQUAL(zkit_lease_release(lease), ZKIT_ELOCKLOST);
     /* The semaphore lives on in the new session. */
-    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem, 1, 10000, &lease), 0);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(&lease, sem, 1, 10000), 0);
     CU_ASSERT_EQUAL(zkit_lease_release(lease), 0);
     fx_end(&f);
     zkit_semaphore_free(sem);
@@ -578,7 +581,7 @@ static void close_everything_once(int iteration, zkit_client_t *h)
     CU_ASSERT_FATAL(zkit_lock_acquire(zkit_rwlock_write(hrw), 5000) == 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(hs, 5000) == 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(hp1, 5000) == 0);
-    CU_ASSERT_FATAL(zkit_semaphore_acquire(hsem, 1, 5000, &hlease) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(&hlease, hsem, 1, 5000) == 0);
 
     /* A timer job with its callback running (waited for in every tenth round; otherwise it
      * may be anywhere in its cycle). */

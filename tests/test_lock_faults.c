@@ -59,16 +59,16 @@ static void test_session_expiry_while_holding(void)
     CU_ASSERT_FATAL(zkit_mutex_new(&other, other_c, path) == 0);
     CU_ASSERT_EQUAL(zkit_lock_set_state_callback(lock, states_record, &st), 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0);
-    CU_ASSERT_EQUAL(zkit_lock_node(lock, &node), 0);
-    CU_ASSERT_EQUAL(zkit_lock_valid_until(lock, &deadline), 0);
+    CU_ASSERT_EQUAL(zkit_lock_node(&node, lock), 0);
+    CU_ASSERT_EQUAL(zkit_lock_valid_until(&deadline, lock), 0);
     CU_ASSERT_EQUAL(deadline, INT64_MAX);
 
     CU_ASSERT_FATAL(zkit__test_session_credentials(c, &session, passwd) == 0);
     CU_ASSERT_FATAL(zkh_expire_session(zk, session, passwd) == 0);
     CU_ASSERT_EQUAL(wait_state(&st, ZKIT_LOCK_LOST, 15000), 0);
     CU_ASSERT_EQUAL(zkit_lock_is_held(lock), 0);
-    CU_ASSERT_EQUAL(zkit_lock_fencing_token(lock, &token), ZKIT_ELOCKLOST);
-    CU_ASSERT_EQUAL(zkit_lock_valid_until(lock, &deadline), ZKIT_ELOCKLOST);
+    CU_ASSERT_EQUAL(zkit_lock_fencing_token(&token, lock), ZKIT_ELOCKLOST);
+    CU_ASSERT_EQUAL(zkit_lock_valid_until(&deadline, lock), ZKIT_ELOCKLOST);
     /* Somebody else gets it; our old node went with the session. */
     CU_ASSERT_EQUAL(zkit_lock_acquire(other, 10000), 0);
     CU_ASSERT_EQUAL(raw_exists(node), 0);
@@ -133,17 +133,17 @@ static void outage_then_back(const char *name, outage_fn cut, outage_fn heal, in
     c = lk_client_to(zkh_proxy_address(proxy), 10000);
     CU_ASSERT_FATAL(c != NULL);
     session = zkit_client_session_id(c);
-    CU_ASSERT_EQUAL(zkit_client_add_listener(c, fw_state_listener, &conn, &listener), 0);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(&listener, c, fw_state_listener, &conn), 0);
     CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
     CU_ASSERT_EQUAL(zkit_lock_set_state_callback(lock, states_record, &st), 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0);
-    CU_ASSERT_EQUAL(zkit_lock_node(lock, &node), 0);
+    CU_ASSERT_EQUAL(zkit_lock_node(&node, lock), 0);
 
     t_cut = zkh_now_ms();
     cut(proxy, &st);
     CU_ASSERT_EQUAL(wait_state(&st, ZKIT_LOCK_UNCERTAIN, 15000), 0);
     uncertain_at = states_first(&st, ZKIT_LOCK_UNCERTAIN);
-    deadline_rc = zkit_lock_valid_until(lock, &deadline);
+    deadline_rc = zkit_lock_valid_until(&deadline, lock);
     heal(proxy, &st);
     back = fw_state_wait(&conn, 0, ZKIT_CONN_RECONNECTED, 20000);
     CU_ASSERT(back >= 0);
@@ -166,10 +166,10 @@ static void outage_then_back(const char *name, outage_fn cut, outage_fn heal, in
         CU_ASSERT_STRING_EQUAL(text, "UNCERTAIN HELD");
         CU_ASSERT(states_first(&st, ZKIT_LOCK_HELD) >= back_at);
         CU_ASSERT_EQUAL(zkit_lock_is_held(lock), 1);
-        CU_ASSERT_EQUAL(zkit_lock_node(lock, &node2), 0);
+        CU_ASSERT_EQUAL(zkit_lock_node(&node2, lock), 0);
         CU_ASSERT(node && node2 && strcmp(node, node2) == 0);
         CU_ASSERT_EQUAL(raw_exists(node), 1);
-        CU_ASSERT_EQUAL(zkit_lock_valid_until(lock, &deadline), 0);
+        CU_ASSERT_EQUAL(zkit_lock_valid_until(&deadline, lock), 0);
         CU_ASSERT_EQUAL(deadline, INT64_MAX);
         CU_ASSERT_EQUAL(zkit_lock_release(lock), 0);
     } else if (back_at > deadline + 50) {
@@ -318,7 +318,7 @@ static void test_partition_expires_before_rival(void)
     CU_ASSERT_FATAL(zkit_mutex_new(&rival_lock, rival_c, path) == 0);
     CU_ASSERT_EQUAL(zkit_lock_set_state_callback(holder, states_record, &st), 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(holder, 5000) == 0);
-    CU_ASSERT_EQUAL(zkit_lock_node(holder, &node), 0);
+    CU_ASSERT_EQUAL(zkit_lock_node(&node, holder), 0);
     bg_start(&r, rival_lock, 30000, 0);
     CU_ASSERT_EQUAL(wait_participants(rival_lock, 2, 5000), 0);
 
@@ -326,7 +326,7 @@ static void test_partition_expires_before_rival(void)
     zkh_proxy_block(proxy);
     CU_ASSERT_EQUAL(wait_state(&st, ZKIT_LOCK_UNCERTAIN, 10000), 0);
     if (states_first(&st, ZKIT_LOCK_EXPIRED) < 0)
-        deadline_rc = zkit_lock_valid_until(holder, &deadline);
+        deadline_rc = zkit_lock_valid_until(&deadline, holder);
     CU_ASSERT_EQUAL(bg_finish(&r, 20000), 0);
     CU_ASSERT_EQUAL(r.rc, 0);
     CU_ASSERT_EQUAL(r.release_rc, 0);
@@ -388,8 +388,8 @@ static void test_node_deleted_by_other(void)
     CU_ASSERT_EQUAL(zkit_lock_set_state_callback(smutex, states_record, &st2), 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(smutex, 5000) == 0);
-    CU_ASSERT_EQUAL(zkit_lock_node(lock, &node), 0);
-    CU_ASSERT_EQUAL(zkit_lock_node(smutex, &snode), 0);
+    CU_ASSERT_EQUAL(zkit_lock_node(&node, lock), 0);
+    CU_ASSERT_EQUAL(zkit_lock_node(&snode, smutex), 0);
     zh = zkh_raw_connect(zk);
     CU_ASSERT_FATAL(zh != NULL);
     CU_ASSERT_EQUAL(zoo_delete(zh, node, -1), ZOK);
@@ -586,7 +586,7 @@ static void test_handoff_reconnect(void)
     wc = lk_client_to(zkh_proxy_address(proxy), 10000);
     xc = lk_client(10000);
     CU_ASSERT_FATAL(hc != NULL && wc != NULL && xc != NULL);
-    CU_ASSERT_EQUAL(zkit_client_add_listener(wc, fw_state_listener, &conn, &listener), 0);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(&listener, wc, fw_state_listener, &conn), 0);
     CU_ASSERT_FATAL(zkit_mutex_new(&h, hc, path) == 0);
     CU_ASSERT_FATAL(zkit_mutex_new(&wl, wc, path) == 0);
     CU_ASSERT_FATAL(zkit_mutex_new(&xl, xc, path) == 0);

@@ -287,7 +287,7 @@ static void test_free_after_close_woke_waiters(void)
     CU_ASSERT_FATAL(zkit_lock_acquire(h.smutex, 5000) == 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(h.sub[0], 5000) == 0); /* f1 */
     CU_ASSERT_FATAL(zkit_lock_acquire(h.multi, 5000) == 0);  /* ma and mb */
-    CU_ASSERT_FATAL(zkit_semaphore_acquire(h.sem, 2, 5000, held) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(held, h.sem, 2, 5000) == 0);
     bg_start(&b[0], k.mutex, -1, 0);
     bg_start(&b[1], zkit_rwlock_read(k.rw), -1, 0);
     bg_start(&b[2], zkit_rwlock_write(k.rw), 60000, 0);
@@ -365,7 +365,7 @@ static void test_free_held_after_close(void)
     CU_ASSERT_FATAL(zkit_lock_acquire(k.smutex, 5000) == 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(k.multi, 5000) == 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(k.from, 5000) == 0);
-    CU_ASSERT_FATAL(zkit_semaphore_acquire(k.sem, 2, 5000, lease) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(lease, k.sem, 2, 5000) == 0);
 
     zkit_client_close(c);
     /* One lease returned after close, before its semaphore is freed ... */
@@ -404,7 +404,7 @@ static void test_lease_outlives_semaphore(void)
     c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
     CU_ASSERT_FATAL(zkit_semaphore_new(&sem, c, path, 2) == 0);
-    CU_ASSERT_FATAL(zkit_semaphore_acquire(sem, 2, 5000, lease) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(lease, sem, 2, 5000) == 0);
     zkit_semaphore_free(sem);
     CU_ASSERT_EQUAL(zkit_lease_release(lease[0]), 0);
     CU_ASSERT_EQUAL(wait_children(leases, 1, 5000), 0);

@@ -308,12 +308,12 @@ static void test_reentrancy(void)
     c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
     CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
-    CU_ASSERT_EQUAL(zkit_lock_node(lock, &node), ZKIT_ENOTHELD);
+    CU_ASSERT_EQUAL(zkit_lock_node(&node, lock), ZKIT_ENOTHELD);
     for (int i = 0; i < 100; i++)
         ok &= zkit_lock_acquire(lock, 5000) == 0;
     CU_ASSERT(ok);
     CU_ASSERT_EQUAL(participant_count(lock), 1);
-    CU_ASSERT_EQUAL_FATAL(zkit_lock_node(lock, &node), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_node(&node, lock), 0);
     CU_ASSERT(strncmp(node, path, strlen(path)) == 0 && node[strlen(path)] == '/');
     CU_ASSERT(protected_name_ok(strrchr(node, '/') + 1, "lock-"));
     for (int i = 0; i < 99; i++)
@@ -321,7 +321,7 @@ static void test_reentrancy(void)
     CU_ASSERT(ok);
     CU_ASSERT_EQUAL(zkit_lock_is_held(lock), 1);
     CU_ASSERT(node_exists(c, node));
-    CU_ASSERT_EQUAL(zkit_lock_node(lock, &node2), 0);
+    CU_ASSERT_EQUAL(zkit_lock_node(&node2, lock), 0);
     CU_ASSERT(node2 && strcmp(node, node2) == 0);
     zkit_free(node2);
     CU_ASSERT_EQUAL(zkit_lock_release(lock), 0);
@@ -351,7 +351,7 @@ static void test_wrong_thread_and_double_release(void)
     CU_ASSERT_FATAL(c != NULL);
     CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0);
-    CU_ASSERT_EQUAL(zkit_lock_node(lock, &node), 0);
+    CU_ASSERT_EQUAL(zkit_lock_node(&node, lock), 0);
     /* Another thread neither holds nor may release it; the lock stays held. */
     CU_ASSERT_EQUAL(release_on_other_thread(lock, &held_there), ZKIT_ENOTOWNER);
     CU_ASSERT_EQUAL(held_there, 0);
@@ -396,7 +396,7 @@ static void test_free_while_held(void)
     CU_ASSERT_FATAL(zkit_mutex_new(&other, other_c, path) == 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0); /* reentered: freed all the same */
-    CU_ASSERT_EQUAL(zkit_lock_node(lock, &node), 0);
+    CU_ASSERT_EQUAL(zkit_lock_node(&node, lock), 0);
     zkit_lock_free(lock);
     CU_ASSERT(node && !node_exists(c, node));
     /* Somebody else gets it now. */
@@ -406,7 +406,7 @@ static void test_free_while_held(void)
     CU_ASSERT_FATAL(zkit_rwlock_new(&rw, c, rwpath) == 0);
     CU_ASSERT_EQUAL(zkit_lock_acquire(zkit_rwlock_write(rw), 5000), 0);
     CU_ASSERT_EQUAL(zkit_lock_acquire(zkit_rwlock_read(rw), 5000), 0);
-    CU_ASSERT_EQUAL(zkit_lock_node(zkit_rwlock_read(rw), &rnode), 0);
+    CU_ASSERT_EQUAL(zkit_lock_node(&rnode, zkit_rwlock_read(rw)), 0);
     zkit_rwlock_free(rw);
     CU_ASSERT(rnode && !node_exists(c, rnode));
     CU_ASSERT_EQUAL(children_of(rwpath), 0);
@@ -549,9 +549,9 @@ static void test_bad_input(void)
     CU_ASSERT_EQUAL(zkit_lock_release(NULL), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_lock_is_held(NULL), 0);
     CU_ASSERT_EQUAL(zkit_lock_is_acquired_in_process(NULL), 0);
-    CU_ASSERT_EQUAL(zkit_lock_node(NULL, &node), ZKIT_EINVAL);
-    CU_ASSERT_EQUAL(zkit_lock_fencing_token(NULL, &token), ZKIT_EINVAL);
-    CU_ASSERT_EQUAL(zkit_lock_valid_until(NULL, &token), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_lock_node(&node, NULL), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_lock_fencing_token(&token, NULL), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_lock_valid_until(&token, NULL), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_lock_participants(&list, &n, NULL), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_lock_set_data(NULL, "x", 1), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_lock_set_state_callback(NULL, NULL, NULL), ZKIT_EINVAL);
@@ -650,10 +650,10 @@ static void test_bad_input(void)
 
     /* Counting semaphore: lease counts outside 1..max. */
     CU_ASSERT_FATAL(zkit_semaphore_new(&sem, c, p2, 2) == 0);
-    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem, 3, 0, leases), ZKIT_EINVAL);
-    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem, 0, 0, leases), ZKIT_EINVAL);
-    CU_ASSERT_EQUAL(zkit_semaphore_acquire(NULL, 1, 0, leases), ZKIT_EINVAL);
-    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem, 1, 0, NULL), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(leases, sem, 3, 0), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(leases, sem, 0, 0), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(leases, NULL, 1, 0), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(NULL, sem, 1, 0), ZKIT_EINVAL);
     zkit_semaphore_free(sem);
 
     fx_end(&f);
@@ -709,8 +709,8 @@ static void test_rw_upgrade_and_downgrade(void)
     t0 = zkh_now_ms();
     CU_ASSERT_EQUAL(zkit_lock_acquire(zkit_rwlock_read(rw), 5000), 0);
     CU_ASSERT(zkh_now_ms() - t0 < 1000);
-    CU_ASSERT_EQUAL(zkit_lock_node(zkit_rwlock_write(rw), &wnode), 0);
-    CU_ASSERT_EQUAL(zkit_lock_node(zkit_rwlock_read(rw), &rnode), 0);
+    CU_ASSERT_EQUAL(zkit_lock_node(&wnode, zkit_rwlock_write(rw)), 0);
+    CU_ASSERT_EQUAL(zkit_lock_node(&rnode, zkit_rwlock_read(rw)), 0);
     if (wnode && rnode) {
         const char *wn = strrchr(wnode, '/') + 1, *rn = strrchr(rnode, '/') + 1;
         CU_ASSERT(protected_name_ok(wn, "__WRIT__"));
@@ -755,8 +755,8 @@ static void test_fencing_tokens(void)
     zkit_lock_t *lock[2], *smutex[2];
     zkit_semaphore_t *sem;
     zkit_lease_t *lease[2];
-    char *path, *spath, *sempath;
-    int64_t last = 0;
+    char *path, *spath, *sempath, *lease_node = NULL;
+    int64_t last = 0, lease_token[2] = { 0, 0 };
     int increasing = 1, match = 1;
     fx_begin(&f, "fencing");
     path = lk_join(f.base, "lock");
@@ -768,7 +768,7 @@ static void test_fencing_tokens(void)
         CU_ASSERT_FATAL(zkit_mutex_new(&lock[i], c[i], path) == 0);
         CU_ASSERT_FATAL(zkit_semaphore_mutex_new(&smutex[i], c[i], spath) == 0);
     }
-    CU_ASSERT_EQUAL(zkit_lock_fencing_token(lock[0], &last), ZKIT_ENOTHELD);
+    CU_ASSERT_EQUAL(zkit_lock_fencing_token(&last, lock[0]), ZKIT_ENOTHELD);
     last = 0;
     for (int round = 0; round < 6; round++) {
         zkit_lock_t *l = round % 2 ? smutex[round / 2 % 2] : lock[round / 2 % 2];
@@ -777,11 +777,11 @@ static void test_fencing_tokens(void)
         zkit_stat_t st;
         zkit_client_t *cl = c[round / 2 % 2];
         CU_ASSERT_FATAL(zkit_lock_acquire(l, 5000) == 0);
-        CU_ASSERT_EQUAL(zkit_lock_fencing_token(l, &token), 0);
+        CU_ASSERT_EQUAL(zkit_lock_fencing_token(&token, l), 0);
         increasing &= token > last;
         last = token;
         /* The token is our node's czxid. */
-        CU_ASSERT_EQUAL(zkit_lock_node(l, &node), 0);
+        CU_ASSERT_EQUAL(zkit_lock_node(&node, l), 0);
         match &= node && zkit_exists(&st, cl, node, NULL) == 0 && st.czxid == token &&
                  st.ephemeral_owner == zkit_client_session_id(cl);
         zkit_free(node);
@@ -791,11 +791,17 @@ static void test_fencing_tokens(void)
     CU_ASSERT(match);
     /* Leases carry tokens too. */
     CU_ASSERT_FATAL(zkit_semaphore_new(&sem, c[0], sempath, 2) == 0);
-    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem, 2, 5000, lease), 0);
-    CU_ASSERT(zkit_lease_fencing_token(lease[0]) > last);
-    CU_ASSERT(zkit_lease_fencing_token(lease[1]) > zkit_lease_fencing_token(lease[0]));
-    CU_ASSERT(zkit_lease_node(lease[0]) != NULL &&
-              protected_name_ok(strrchr(zkit_lease_node(lease[0]), '/') + 1, "lease-"));
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(lease, sem, 2, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lease_fencing_token(&lease_token[0], lease[0]), 0);
+    CU_ASSERT_EQUAL(zkit_lease_fencing_token(&lease_token[1], lease[1]), 0);
+    CU_ASSERT(lease_token[0] > last);
+    CU_ASSERT(lease_token[1] > lease_token[0]);
+    CU_ASSERT_EQUAL(zkit_lease_node(&lease_node, lease[0]), 0);
+    CU_ASSERT(lease_node != NULL &&
+              protected_name_ok(strrchr(lease_node, '/') + 1, "lease-"));
+    zkit_free(lease_node);
+    CU_ASSERT_EQUAL(zkit_lease_node(NULL, lease[0]), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_lease_fencing_token(&lease_token[0], NULL), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_lease_release(lease[0]), 0);
     CU_ASSERT_EQUAL(zkit_lease_release(lease[1]), 0);
     zkit_semaphore_free(sem);
@@ -829,23 +835,23 @@ static void test_semaphore_capacity(void)
         CU_ASSERT_FATAL(zkit_semaphore_new(&sem[i], c[i], path, 3) == 0);
     }
     /* Two leases at once, then one more: full. */
-    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem[0], 2, 5000, lease[0]), 0);
-    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem[1], 1, 5000, lease[1]), 0);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(lease[0], sem[0], 2, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(lease[1], sem[1], 1, 5000), 0);
     CU_ASSERT_EQUAL(children_of(leases_dir), 3);
     t0 = zkh_now_ms();
-    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem[2], 1, 0, lease[2]), ZKIT_ETIMEDOUT);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(lease[2], sem[2], 1, 0), ZKIT_ETIMEDOUT);
     CU_ASSERT(zkh_now_ms() - t0 < 1000);
-    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem[2], 1, 300, lease[2]), ZKIT_ETIMEDOUT);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(lease[2], sem[2], 1, 300), ZKIT_ETIMEDOUT);
     CU_ASSERT_EQUAL(children_of(leases_dir), 3);
     /* Returning one lease lets one in; two at once stays all or nothing. */
     CU_ASSERT_EQUAL(zkit_lease_release(lease[1][0]), 0);
-    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem[3], 2, 300, lease[3]), ZKIT_ETIMEDOUT);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(lease[3], sem[3], 2, 300), ZKIT_ETIMEDOUT);
     CU_ASSERT_EQUAL(children_of(leases_dir), 2);
-    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem[2], 1, 5000, lease[2]), 0);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(lease[2], sem[2], 1, 5000), 0);
     CU_ASSERT_EQUAL(children_of(leases_dir), 3);
     CU_ASSERT_EQUAL(zkit_lease_release(lease[0][0]), 0);
     CU_ASSERT_EQUAL(zkit_lease_release(lease[0][1]), 0);
-    CU_ASSERT_EQUAL(zkit_semaphore_acquire(sem[3], 2, 5000, lease[3]), 0);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(lease[3], sem[3], 2, 5000), 0);
     CU_ASSERT_EQUAL(children_of(leases_dir), 3);
     CU_ASSERT_EQUAL(zkit_lease_release(lease[2][0]), 0);
     CU_ASSERT_EQUAL(zkit_lease_release(lease[3][0]), 0);
@@ -899,9 +905,9 @@ static void test_multilock_all_or_nothing(void)
     CU_ASSERT_EQUAL(zkit_lock_is_held(multi), 1);
     CU_ASSERT_EQUAL(zkit_lock_acquire(x_probe, 0), ZKIT_ETIMEDOUT);
     CU_ASSERT_EQUAL(zkit_lock_acquire(y2, 0), ZKIT_ETIMEDOUT);
-    CU_ASSERT_EQUAL(zkit_lock_fencing_token(multi, &token), 0);
+    CU_ASSERT_EQUAL(zkit_lock_fencing_token(&token, multi), 0);
     CU_ASSERT(token > 0);
-    CU_ASSERT_EQUAL(zkit_lock_node(multi, &node), 0);
+    CU_ASSERT_EQUAL(zkit_lock_node(&node, multi), 0);
     zkit_free(node);
     CU_ASSERT_EQUAL(zkit_lock_release(multi), 0);
     CU_ASSERT_EQUAL(zkit_lock_is_held(multi), 0);
@@ -1109,7 +1115,7 @@ static void test_revocation(void)
     CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(waiter, on_revoke, &wrec), 0);
     CU_ASSERT_EQUAL(zkit_lock_set_state_callback(holder, states_record, &states), 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(holder, 5000) == 0);
-    CU_ASSERT_FATAL(zkit_lock_node(holder, &node) == 0);
+    CU_ASSERT_FATAL(zkit_lock_node(&node, holder) == 0);
     bg_start(&b, waiter, 20000, 1);
     CU_ASSERT_EQUAL(wait_participants(holder, 2, 5000), 0);
     CU_ASSERT_FATAL(zkit_lock_participants(&list, &n, holder) == 0 && n == 2);
@@ -1154,7 +1160,7 @@ static void test_revocation(void)
     CU_ASSERT_FATAL(zkit_lock_acquire(holder, 5000) == 0);
     zkit_free(node);
     node = NULL;
-    CU_ASSERT_FATAL(zkit_lock_node(holder, &node) == 0);
+    CU_ASSERT_FATAL(zkit_lock_node(&node, holder) == 0);
     CU_ASSERT_EQUAL(zkit_lock_revoke(c2, node), 0);
     CU_ASSERT_EQUAL(wait_revoke_calls(&rec, 2, 5000), 0);
     zkit_lock_free(holder);
@@ -1200,7 +1206,7 @@ static void test_revocation_kinds(void)
         memset(&rec[i], 0, sizeof(rec[i]));
         CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(half[i], on_revoke, &rec[i]), 0);
         CU_ASSERT_FATAL(zkit_lock_acquire(half[i], 5000) == 0);
-        CU_ASSERT_FATAL(zkit_lock_node(half[i], &node) == 0);
+        CU_ASSERT_FATAL(zkit_lock_node(&node, half[i]) == 0);
         CU_ASSERT_EQUAL(zkit_lock_revoke(c2, node), 0);
         CU_ASSERT_EQUAL(wait_revoke_calls(&rec[i], 1, 5000), 0);
         CU_ASSERT(rec[i].lock == half[i]);
@@ -1217,7 +1223,7 @@ static void test_revocation_kinds(void)
     srec.release_here = 1;
     CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(smutex, on_revoke, &srec), 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(smutex, 5000) == 0);
-    CU_ASSERT_FATAL(zkit_lock_node(smutex, &node) == 0);
+    CU_ASSERT_FATAL(zkit_lock_node(&node, smutex) == 0);
     CU_ASSERT(strstr(node, "/leases/") != NULL);
     CU_ASSERT_EQUAL(zkit_lock_revoke(c2, node), 0);
     CU_ASSERT_EQUAL(wait_revoke_calls(&srec, 1, 5000), 0);
@@ -1253,10 +1259,10 @@ static void test_revocation_kinds(void)
     node = NULL;
     CU_ASSERT_FATAL(zkit_lock_acquire(multi, 5000) == 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(smutex, 5000) == 0);
-    CU_ASSERT_FATAL(zkit_lock_node(multi, &node) == 0);
+    CU_ASSERT_FATAL(zkit_lock_node(&node, multi) == 0);
     CU_ASSERT_EQUAL(zkit_lock_revoke(c2, node), 0);
     zkit_free(node);
-    CU_ASSERT_FATAL(zkit_lock_node(smutex, &node) == 0);
+    CU_ASSERT_FATAL(zkit_lock_node(&node, smutex) == 0);
     CU_ASSERT_EQUAL(zkit_lock_revoke(c2, node), 0);
     CU_ASSERT_EQUAL(wait_revoke_calls(&srec, 2, 5000), 0);
     CU_ASSERT_EQUAL(srec.release_rc, 0);
@@ -1306,8 +1312,8 @@ static void test_revocation_ignored(void)
     CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(marker, on_revoke, &mrec), 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(plain, 5000) == 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(marker, 5000) == 0);
-    CU_ASSERT_FATAL(zkit_lock_node(plain, &node) == 0);
-    CU_ASSERT_FATAL(zkit_lock_node(marker, &mnode) == 0);
+    CU_ASSERT_FATAL(zkit_lock_node(&node, plain) == 0);
+    CU_ASSERT_FATAL(zkit_lock_node(&mnode, marker) == 0);
 
     /* Both nodes asked, the plain one first.  The server notifies c in that order, and c
      * handles the changes, their reads and any callback in that order, so once the marker's

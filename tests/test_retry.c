@@ -57,7 +57,7 @@ static int expected_sleep(int base, int k, uint32_t random, int max_sleep)
 /* Asks on behalf of a connection loss, the common case. */
 static int ask(const zkit_retry_t *policy, int count, int64_t elapsed, int *sleep)
 {
-    return zkit_retry_allow(policy, count, elapsed, ZKIT_ECONNLOSS, sleep);
+    return zkit_retry_allow(sleep, policy, count, elapsed, ZKIT_ECONNLOSS);
 }
 
 /* ---- exponential ----------------------------------------------------------------------- */
@@ -258,7 +258,7 @@ static void test_exponential_ignores_elapsed_time(void)
 static void test_bounded_exponential_caps_sleep_at_max(void)
 {
     uint32_t max = UINT32_MAX;
-    zkit_retry_t *policy = zkit_retry_bounded_exponential(100, 5000, CURATOR_MAX_RETRIES);
+    zkit_retry_t *policy = zkit_retry_bounded_exponential(100, CURATOR_MAX_RETRIES, 5000);
     int k, sleep;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(policy);
@@ -277,7 +277,7 @@ static void test_bounded_exponential_caps_sleep_at_max(void)
 
 static void test_bounded_exponential_takes_max_retries_last(void)
 {
-    zkit_retry_t *policy = zkit_retry_bounded_exponential(10, 50, 2);
+    zkit_retry_t *policy = zkit_retry_bounded_exponential(10, 2, 50);
     int sleep;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(policy);
@@ -290,7 +290,7 @@ static void test_bounded_exponential_takes_max_retries_last(void)
 static void test_bounded_exponential_max_below_base_wins(void)
 {
     uint32_t zero = 0;
-    zkit_retry_t *policy = zkit_retry_bounded_exponential(1000, 10, 3);
+    zkit_retry_t *policy = zkit_retry_bounded_exponential(1000, 3, 10);
     int sleep;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(policy);
@@ -385,8 +385,8 @@ static void test_forever_always_retries(void)
     CU_ASSERT_EQUAL(sleep, 75);
     CU_ASSERT_EQUAL(ask(policy, INT_MAX, INT64_MAX, &sleep), 1);
     CU_ASSERT_EQUAL(sleep, 75);
-    CU_ASSERT_EQUAL(zkit_retry_allow(policy, 5, 0, ZKIT_ESESSIONEXPIRED, &sleep), 1);
-    CU_ASSERT_EQUAL(zkit_retry_allow(policy, 5, 0, ZKIT_ETIMEDOUT, &sleep), 1);
+    CU_ASSERT_EQUAL(zkit_retry_allow(&sleep, policy, 5, 0, ZKIT_ESESSIONEXPIRED), 1);
+    CU_ASSERT_EQUAL(zkit_retry_allow(&sleep, policy, 5, 0, ZKIT_ETIMEDOUT), 1);
     zkit_retry_free(policy);
 }
 
@@ -398,7 +398,7 @@ static void test_session_failure_refuses_session_expiry(void)
     int sleep = -1;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(policy);
-    CU_ASSERT_EQUAL(zkit_retry_allow(policy, 0, 0, ZKIT_ESESSIONEXPIRED, &sleep), 0);
+    CU_ASSERT_EQUAL(zkit_retry_allow(&sleep, policy, 0, 0, ZKIT_ESESSIONEXPIRED), 0);
     CU_ASSERT_EQUAL(sleep, 0);
     zkit_retry_free(policy);
 }
@@ -409,11 +409,11 @@ static void test_session_failure_defers_other_errors_to_inner(void)
     int sleep;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(policy);
-    CU_ASSERT_EQUAL(zkit_retry_allow(policy, 0, 0, ZKIT_ECONNLOSS, &sleep), 1);
+    CU_ASSERT_EQUAL(zkit_retry_allow(&sleep, policy, 0, 0, ZKIT_ECONNLOSS), 1);
     CU_ASSERT_EQUAL(sleep, 20);
-    CU_ASSERT_EQUAL(zkit_retry_allow(policy, 1, 0, ZKIT_ETIMEDOUT, &sleep), 1);
+    CU_ASSERT_EQUAL(zkit_retry_allow(&sleep, policy, 1, 0, ZKIT_ETIMEDOUT), 1);
     CU_ASSERT_EQUAL(sleep, 20);
-    CU_ASSERT_EQUAL(zkit_retry_allow(policy, 2, 0, ZKIT_ECONNLOSS, &sleep), 0);
+    CU_ASSERT_EQUAL(zkit_retry_allow(&sleep, policy, 2, 0, ZKIT_ECONNLOSS), 0);
     zkit_retry_free(policy);
 }
 
@@ -425,7 +425,7 @@ static void test_session_failure_passes_random_source_to_inner(void)
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(policy);
     zkit_retry_set_random(policy, constant_random, &max);
-    CU_ASSERT_EQUAL(zkit_retry_allow(policy, 4, 0, ZKIT_ECONNLOSS, &sleep), 1);
+    CU_ASSERT_EQUAL(zkit_retry_allow(&sleep, policy, 4, 0, ZKIT_ECONNLOSS), 1);
     CU_ASSERT_EQUAL(sleep, 3 * 31);
     zkit_retry_free(policy);
 }
@@ -463,7 +463,7 @@ static void test_custom_receives_arguments_and_chooses_sleep(void)
     int sleep;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(policy);
-    CU_ASSERT_EQUAL(zkit_retry_allow(policy, 12, INT64_C(9876543210), ZKIT_ETIMEDOUT, &sleep),
+    CU_ASSERT_EQUAL(zkit_retry_allow(&sleep, policy, 12, INT64_C(9876543210), ZKIT_ETIMEDOUT),
                     1);
     CU_ASSERT_EQUAL(sleep, 321);
     CU_ASSERT_EQUAL(record.calls, 1);
@@ -506,7 +506,7 @@ static void test_custom_not_consulted_for_non_retryable_error(void)
     int sleep;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(policy);
-    CU_ASSERT_EQUAL(zkit_retry_allow(policy, 0, 0, ZKIT_ENONODE, &sleep), 0);
+    CU_ASSERT_EQUAL(zkit_retry_allow(&sleep, policy, 0, 0, ZKIT_ENONODE), 0);
     CU_ASSERT_EQUAL(record.calls, 0);
     zkit_retry_free(policy);
 }
@@ -541,7 +541,7 @@ static void test_non_retryable_errors_refused_by_every_policy(void)
         for (e = 0; e < sizeof(errors) / sizeof(errors[0]); e++) {
             int sleep = -1;
 
-            CU_ASSERT_EQUAL(zkit_retry_allow(policies[p], 0, 0, errors[e], &sleep), 0);
+            CU_ASSERT_EQUAL(zkit_retry_allow(&sleep, policies[p], 0, 0, errors[e]), 0);
             CU_ASSERT_EQUAL(sleep, 0);
         }
         zkit_retry_free(policies[p]);
@@ -554,11 +554,11 @@ static void test_bad_allow_arguments_refused(void)
     int sleep = -1;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(policy);
-    CU_ASSERT_EQUAL(zkit_retry_allow(NULL, 0, 0, ZKIT_ECONNLOSS, &sleep), 0);
+    CU_ASSERT_EQUAL(zkit_retry_allow(&sleep, NULL, 0, 0, ZKIT_ECONNLOSS), 0);
     CU_ASSERT_EQUAL(sleep, 0);
-    CU_ASSERT_EQUAL(zkit_retry_allow(policy, 0, 0, ZKIT_ECONNLOSS, NULL), 0);
-    CU_ASSERT_EQUAL(zkit_retry_allow(policy, -1, 0, ZKIT_ECONNLOSS, &sleep), 0);
-    CU_ASSERT_EQUAL(zkit_retry_allow(policy, INT_MIN, 0, ZKIT_ECONNLOSS, &sleep), 0);
+    CU_ASSERT_EQUAL(zkit_retry_allow(NULL, policy, 0, 0, ZKIT_ECONNLOSS), 0);
+    CU_ASSERT_EQUAL(zkit_retry_allow(&sleep, policy, -1, 0, ZKIT_ECONNLOSS), 0);
+    CU_ASSERT_EQUAL(zkit_retry_allow(&sleep, policy, INT_MIN, 0, ZKIT_ECONNLOSS), 0);
     zkit_retry_free(policy);
 }
 
@@ -567,10 +567,10 @@ static void test_bad_constructor_arguments_give_null(void)
     CU_ASSERT_PTR_NULL(zkit_retry_exponential(0, 3, 0));
     CU_ASSERT_PTR_NULL(zkit_retry_exponential(-1, 3, 0));
     CU_ASSERT_PTR_NULL(zkit_retry_exponential(100, -1, 0));
-    CU_ASSERT_PTR_NULL(zkit_retry_bounded_exponential(0, 1000, 3));
-    CU_ASSERT_PTR_NULL(zkit_retry_bounded_exponential(100, 0, 3));
-    CU_ASSERT_PTR_NULL(zkit_retry_bounded_exponential(100, -1, 3));
-    CU_ASSERT_PTR_NULL(zkit_retry_bounded_exponential(100, 1000, -1));
+    CU_ASSERT_PTR_NULL(zkit_retry_bounded_exponential(0, 3, 1000));
+    CU_ASSERT_PTR_NULL(zkit_retry_bounded_exponential(100, 3, 0));
+    CU_ASSERT_PTR_NULL(zkit_retry_bounded_exponential(100, 3, -1));
+    CU_ASSERT_PTR_NULL(zkit_retry_bounded_exponential(100, -1, 1000));
     CU_ASSERT_PTR_NULL(zkit_retry_n_times(-1, 10));
     CU_ASSERT_PTR_NULL(zkit_retry_n_times(3, -1));
     CU_ASSERT_PTR_NULL(zkit_retry_one_time(-1));
@@ -588,7 +588,7 @@ static void test_free_accepts_null(void)
     zkit_retry_free(NULL);
     zkit_retry_set_random(NULL, constant_random, NULL);
     /* A NULL policy refuses every retry and says the sleep is 0. */
-    CU_ASSERT_EQUAL(zkit_retry_allow(NULL, 0, 0, ZKIT_ECONNLOSS, &sleep_ms), 0);
+    CU_ASSERT_EQUAL(zkit_retry_allow(&sleep_ms, NULL, 0, 0, ZKIT_ECONNLOSS), 0);
     CU_ASSERT_EQUAL(sleep_ms, 0);
 }
 
@@ -606,8 +606,8 @@ static void assert_same_answers(const zkit_retry_t *a, const zkit_retry_t *b)
         for (t = 0; t < sizeof(elapsed) / sizeof(elapsed[0]); t++) {
             for (e = 0; e < sizeof(errors) / sizeof(errors[0]); e++) {
                 int sleep_a = -1, sleep_b = -2;
-                int ok_a = zkit_retry_allow(a, k, elapsed[t], errors[e], &sleep_a);
-                int ok_b = zkit_retry_allow(b, k, elapsed[t], errors[e], &sleep_b);
+                int ok_a = zkit_retry_allow(&sleep_a, a, k, elapsed[t], errors[e]);
+                int ok_b = zkit_retry_allow(&sleep_b, b, k, elapsed[t], errors[e]);
 
                 CU_ASSERT_EQUAL(ok_a, ok_b);
                 CU_ASSERT_EQUAL(sleep_a, sleep_b);
@@ -622,7 +622,7 @@ static void test_copy_answers_like_original(void)
     uint32_t value = 0x9E3779B9u;
     zkit_retry_t *policies[] = {
         zkit_retry_exponential(10, 40, 0),
-        zkit_retry_bounded_exponential(10, 700, 12),
+        zkit_retry_bounded_exponential(10, 12, 700),
         zkit_retry_n_times(4, 15),
         zkit_retry_one_time(5),
         zkit_retry_until_elapsed(1000, 25),
@@ -659,10 +659,10 @@ static void test_copy_outlives_original_including_wrapped_inner(void)
     copy = zkit_retry_copy(policy);
     zkit_retry_free(policy); /* a shallow copy would now read freed memory */
     CU_ASSERT_PTR_NOT_NULL_FATAL(copy);
-    CU_ASSERT_EQUAL(zkit_retry_allow(copy, 2, 0, ZKIT_ECONNLOSS, &sleep), 1);
+    CU_ASSERT_EQUAL(zkit_retry_allow(&sleep, copy, 2, 0, ZKIT_ECONNLOSS), 1);
     CU_ASSERT_EQUAL(sleep, 2 * 7);
-    CU_ASSERT_EQUAL(zkit_retry_allow(copy, 3, 0, ZKIT_ECONNLOSS, &sleep), 0);
-    CU_ASSERT_EQUAL(zkit_retry_allow(copy, 0, 0, ZKIT_ESESSIONEXPIRED, &sleep), 0);
+    CU_ASSERT_EQUAL(zkit_retry_allow(&sleep, copy, 3, 0, ZKIT_ECONNLOSS), 0);
+    CU_ASSERT_EQUAL(zkit_retry_allow(&sleep, copy, 0, 0, ZKIT_ESESSIONEXPIRED), 0);
     zkit_retry_free(copy);
 }
 

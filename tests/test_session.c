@@ -46,7 +46,7 @@ static int watched_connect(watched_client_t *w, int session_timeout_ms, const zk
     zkit_retry_free(retry);
     if (!w->client)
         return -1;
-    rc = zkit_client_add_listener(w->client, fw_state_listener, &w->log, NULL);
+    rc = zkit_client_add_listener(NULL, w->client, fw_state_listener, &w->log);
     return rc == 0 && zkit_client_state(w->client) == ZKIT_CONN_CONNECTED ? 0 : -1;
 }
 

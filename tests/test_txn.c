@@ -544,7 +544,7 @@ static int guarded_acquire(guarded_t *g)
 {
     if (g->sem) {
         zkit_lease_t *leases[1];
-        int rc = zkit_semaphore_acquire(g->sem, 1, 10000, leases);
+        int rc = zkit_semaphore_acquire(leases, g->sem, 1, 10000);
         g->lease = rc == 0 ? leases[0] : NULL;
         return rc;
     }
@@ -723,7 +723,7 @@ static void test_guard_async_and_read_half(void)
     target = lk_join(f.base, "target");
     CU_ASSERT_FATAL(zkit_rwlock_new(&rw, c, path) == 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(zkit_rwlock_read(rw), 10000) == 0);
-    CU_ASSERT_FATAL(zkit_lock_node(zkit_rwlock_read(rw), &node) == 0);
+    CU_ASSERT_FATAL(zkit_lock_node(&node, zkit_rwlock_read(rw)) == 0);
     CU_ASSERT_FATAL(zkit_txn_new(&txn, c) == 0);
     CU_ASSERT_EQUAL(zkit_lock_guard_txn(txn, zkit_rwlock_write(rw)), ZKIT_ENOTHELD);
     CU_ASSERT_EQUAL(zkit_lock_guard_txn(txn, zkit_rwlock_read(rw)), 0);

@@ -77,10 +77,16 @@ typedef enum zkit_delivery {
     ZKIT_DELIVER_ON_DISPATCH = 1
 } zkit_delivery_t;
 
+/*
+ * The version of zkit_client_options_t in this header.  A struct grows only at its end, and the
+ * version with it; the library accepts any version from 1 up to its own (a program built
+ * against older headers keeps working, the fields it lacks taking their defaults) and rejects
+ * 0 and any later version with ZKIT_EINVAL (see zkit_error_message()).
+ */
 #define ZKIT_CLIENT_OPTIONS_VERSION 2
 
 typedef struct zkit_client_options {
-    unsigned version;                /* ZKIT_CLIENT_OPTIONS_VERSION */
+    unsigned version;                /* ZKIT_CLIENT_OPTIONS_VERSION (1 to it accepted) */
     const char *connect_string;      /* "host:port,host:port"; required */
     int session_timeout_ms;          /* requested; the server may clamp it. Default 60000 */
     int connection_timeout_ms;       /* wait for a connection per attempt. Default 15000 */
@@ -135,8 +141,9 @@ ZKIT_EXTERN int zkit_client_new(zkit_client_t **out, const zkit_client_options_t
 ZKIT_EXTERN void zkit_client_close(zkit_client_t *client);
 
 /*
- * Waits until the client is connected.  timeout_ms >= 0.  Returns 0, ZKIT_ETIMEDOUT,
- * ZKIT_ECLOSED or ZKIT_EINVAL.
+ * Waits until the client is connected, at most timeout_ms (0 only looks; negative waits
+ * forever, as for locks, until connected or closed).  Returns 0, ZKIT_ETIMEDOUT, ZKIT_ECLOSED
+ * or ZKIT_EINVAL (client NULL).
  */
 ZKIT_EXTERN int zkit_client_block_until_connected(zkit_client_t *client, int timeout_ms);
 
@@ -180,14 +187,15 @@ ZKIT_EXTERN int zkit_client_dispatch(zkit_client_t *client);
 ZKIT_EXTERN const char *zkit_client_namespace(const zkit_client_t *client);
 
 /*
- * Adds a listener; `*id` (optional) receives a handle for zkit_client_remove_listener().
- * Listeners run on the event thread.
+ * Adds a listener; `*id` (optional: NULL when not wanted) receives a handle for
+ * zkit_client_remove_listener().  Listeners run on the event thread.  0, ZKIT_EINVAL or
+ * ZKIT_ENOMEM.
  */
-ZKIT_EXTERN int zkit_client_add_listener(zkit_client_t *client, zkit_state_listener_fn fn,
-                                         void *arg, int *id);
+ZKIT_EXTERN int zkit_client_add_listener(int *id, zkit_client_t *client,
+                                         zkit_state_listener_fn fn, void *arg);
 /* Removes a listener.  Once this returns the listener is not running and will not run again
- * (unless called from the listener itself, which is allowed).  0, ZKIT_EINVAL or ZKIT_ENONODE
- * (no listener has that id). */
+ * (unless called from the listener itself, which is allowed).  0, ZKIT_EINVAL or
+ * ZKIT_ENOTREGISTERED (no listener has that id). */
 ZKIT_EXTERN int zkit_client_remove_listener(zkit_client_t *client, int id);
 
 #ifdef __cplusplus

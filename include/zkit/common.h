@@ -53,7 +53,8 @@ enum zkit_error {
     ZKIT_ESTATE = -21,          /* the object is in a state that forbids the call */
     ZKIT_ENOTHELD = -22,        /* release of a lock that is not held */
     ZKIT_ESYSTEM = -23,         /* a system call failed: see errno */
-    ZKIT_EFOREIGN = -24         /* a lock path holds a child of no known layout */
+    ZKIT_EFOREIGN = -24,        /* a lock path holds a child of no known layout */
+    ZKIT_ENOTREGISTERED = -25   /* no such listener or watch registration (nothing removed) */
 };
 
 /* A short English description of an error code; never NULL, static storage. */
@@ -64,6 +65,15 @@ ZKIT_EXTERN const char *zkit_strerror(int error);
  * calling thread, or 0.  Per thread, so concurrent calls do not overwrite each other.
  */
 ZKIT_EXTERN int zkit_last_zk_error(void);
+
+/*
+ * The detail of the last failure on the calling thread that came with one: which argument or
+ * option was bad and why (e.g. "jitter_ms: must be below the shortest slot (60000 ms)"), or
+ * "" when there is none.  Per thread, in storage of the thread's own that the next failing
+ * call overwrites; never NULL.  A successful call does not clear it: read it right after the
+ * call that failed.
+ */
+ZKIT_EXTERN const char *zkit_error_message(void);
 
 /* Log levels, in increasing verbosity. */
 typedef enum zkit_log_level {

@@ -62,10 +62,12 @@ typedef enum zkit_job_missed {
     ZKIT_JOB_RUN_LATEST_MISSED = 1
 } zkit_job_missed_t;
 
+/* The version of zkit_job_options_t in this header; any version from 1 up to the library's is
+ * accepted, 0 or a later one is ZKIT_EINVAL (as ZKIT_CLIENT_OPTIONS_VERSION). */
 #define ZKIT_JOB_OPTIONS_VERSION 1
 
 typedef struct zkit_job_options {
-    unsigned version;          /* ZKIT_JOB_OPTIONS_VERSION */
+    unsigned version;          /* ZKIT_JOB_OPTIONS_VERSION (1 to it accepted) */
     const char *path;          /* required: holds <path>/lock and <path>/last */
     /* The schedule: either a period ... */
     int64_t period_s;          /* > 0: slot n starts at n * period_s + offset_s (Unix time) */
@@ -97,9 +99,9 @@ ZKIT_EXTERN void zkit_job_options_init(zkit_job_options_t *opts);
 
 /*
  * Validates the options, starts the job's thread and returns at once.  The options are copied.
- * Returns 0, ZKIT_EINVAL (with a message in `err` naming the bad option; for a bad cron
- * expression, the field and the offending text), ZKIT_EBADPATH, ZKIT_ENOMEM or ZKIT_ESYSTEM.
- * `err` may be NULL.
+ * Returns 0, ZKIT_EINVAL (with a message in `err` and in zkit_error_message() naming the bad
+ * option; for a bad cron expression, the field and the offending text), ZKIT_EBADPATH,
+ * ZKIT_ENOMEM or ZKIT_ESYSTEM.  `err` may be NULL.
  */
 ZKIT_EXTERN int zkit_job_start(zkit_job_t **out, zkit_client_t *client,
                                const zkit_job_options_t *opts, char *err, size_t errlen);
@@ -148,15 +150,14 @@ typedef struct zkit_job_attempt {
  * jitter_ms and missed are not used (the caller decides when to call).  The callback runs on
  * the calling thread, which holds the lock during it.
  *
- * Returns 0 with *attempt filled in, or an error with a message in `err` (may be NULL):
+ * Returns 0 with *attempt filled in, or an error with a message for zkit_error_message():
  * ZKIT_EINVAL / ZKIT_EBADPATH for bad options (as zkit_job_start), ZKIT_EFOREIGN when the
  * record holds something other than a slot id (the message names the node and quotes it; also
  * logged as an error), or the error that kept the lock or the record from being read
  * (ZKIT_ECONNLOSS, ZKIT_ENOAUTH...): nothing ran then.
  */
-ZKIT_EXTERN int zkit_job_run_slot_once(zkit_client_t *client, const zkit_job_options_t *opts,
-                                       int64_t at_s, zkit_job_attempt_t *attempt, char *err,
-                                       size_t errlen);
+ZKIT_EXTERN int zkit_job_run_slot_once(zkit_job_attempt_t *attempt, zkit_client_t *client,
+                                       const zkit_job_options_t *opts, int64_t at_s);
 
 /* ---- inside the callback ---- */
 

@@ -169,13 +169,16 @@ ZKIT_EXTERN int zkit_lock_release(zkit_lock_t *lock);
 ZKIT_EXTERN int zkit_lock_is_held(const zkit_lock_t *lock);
 /* Whether any thread of this process holds it. */
 ZKIT_EXTERN int zkit_lock_is_acquired_in_process(const zkit_lock_t *lock);
-/* Our node's path (without namespace); `*path` to be zkit_free()d.  ZKIT_ENOTHELD if none. */
-ZKIT_EXTERN int zkit_lock_node(const zkit_lock_t *lock, char **path);
-/* The fencing token: our node's czxid, increasing across the ensemble.  ZKIT_ENOTHELD. */
-ZKIT_EXTERN int zkit_lock_fencing_token(const zkit_lock_t *lock, int64_t *token);
-/* The validity deadline of the held lock on CLOCK_MONOTONIC in ms; INT64_MAX while connected.
- * ZKIT_ENOTHELD when not held, ZKIT_ELOCKLOST when lost or expired. */
-ZKIT_EXTERN int zkit_lock_valid_until(const zkit_lock_t *lock, int64_t *deadline_ms);
+/* Sets `*path` to our node's path (without namespace), the caller's to free with zkit_free()
+ * (or free()).  0, ZKIT_EINVAL, ZKIT_ENOMEM or ZKIT_ENOTHELD if none. */
+ZKIT_EXTERN int zkit_lock_node(char **path, const zkit_lock_t *lock);
+/* Sets `*token` to the fencing token: our node's czxid, increasing across the ensemble.
+ * 0, ZKIT_EINVAL or ZKIT_ENOTHELD. */
+ZKIT_EXTERN int zkit_lock_fencing_token(int64_t *token, const zkit_lock_t *lock);
+/* Sets `*deadline_ms` to the validity deadline of the held lock on CLOCK_MONOTONIC in ms;
+ * INT64_MAX while connected.  ZKIT_ENOTHELD when not held, ZKIT_ELOCKLOST when lost or
+ * expired. */
+ZKIT_EXTERN int zkit_lock_valid_until(int64_t *deadline_ms, const zkit_lock_t *lock);
 /* Participants in lock order, then the children of no known layout (zkit_lock_node_role()
  * says ZKIT_NODE_FOREIGN), which have no place in it; free with zkit_participants_free(). */
 ZKIT_EXTERN int zkit_lock_participants(zkit_participant_t **list, size_t *count,
@@ -205,9 +208,10 @@ ZKIT_EXTERN void zkit_lock_free(zkit_lock_t *lock);
 
 ZKIT_EXTERN int zkit_semaphore_new(zkit_semaphore_t **out, zkit_client_t *client,
                                    const char *path, int max_leases);
-/* Acquires `count` leases under one deadline; all or nothing.  `leases` receives them. */
-ZKIT_EXTERN int zkit_semaphore_acquire(zkit_semaphore_t *sem, int count, int timeout_ms,
-                                       zkit_lease_t **leases);
+/* Acquires `count` leases under one deadline; all or nothing.  `leases` (an array of at least
+ * `count`) receives them. */
+ZKIT_EXTERN int zkit_semaphore_acquire(zkit_lease_t **leases, zkit_semaphore_t *sem, int count,
+                                       int timeout_ms);
 
 /* Completion of zkit_semaphore_acquire_async(), on the event thread: error 0 with `count`
  * leases in `leases` (the array is borrowed for the call; the leases are the caller's, each
@@ -230,9 +234,11 @@ ZKIT_EXTERN int zkit_semaphore_set_state_callback(zkit_semaphore_t *sem, zkit_le
                                                   void *arg);
 /* Returns a lease (from any thread) and frees it.  ZKIT_ELOCKLOST if it had been lost. */
 ZKIT_EXTERN int zkit_lease_release(zkit_lease_t *lease);
-/* The lease's node path (borrowed, valid until release) and fencing token. */
-ZKIT_EXTERN const char *zkit_lease_node(const zkit_lease_t *lease);
-ZKIT_EXTERN int64_t zkit_lease_fencing_token(const zkit_lease_t *lease);
+/* Sets `*path` to the lease's node path (without namespace), the caller's to free with
+ * zkit_free() (or free()), as zkit_lock_node().  0, ZKIT_EINVAL or ZKIT_ENOMEM. */
+ZKIT_EXTERN int zkit_lease_node(char **path, const zkit_lease_t *lease);
+/* Sets `*token` to the lease's fencing token (its node's czxid).  0 or ZKIT_EINVAL. */
+ZKIT_EXTERN int zkit_lease_fencing_token(int64_t *token, const zkit_lease_t *lease);
 /* Whether the lease is still held (not EXPIRED or LOST). */
 ZKIT_EXTERN int zkit_lease_is_held(const zkit_lease_t *lease);
 /* The lease's validity deadline (as zkit_lock_valid_until): 0, ZKIT_EINVAL or ZKIT_ELOCKLOST. */

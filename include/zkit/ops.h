@@ -50,10 +50,12 @@ typedef enum zkit_create_mode {
 #define ZKIT_CREATE_PARENTS 1u   /* create missing parents as containers */
 #define ZKIT_CREATE_PROTECTED 2u /* "_c_<uuid>-" name prefix and recovery after a lost reply */
 
+/* The version of zkit_create_options_t in this header; any version from 1 up to the library's
+ * is accepted, 0 or a later one is ZKIT_EINVAL (as ZKIT_CLIENT_OPTIONS_VERSION). */
 #define ZKIT_CREATE_OPTIONS_VERSION 1
 
 typedef struct zkit_create_options {
-    unsigned version;        /* ZKIT_CREATE_OPTIONS_VERSION */
+    unsigned version;        /* ZKIT_CREATE_OPTIONS_VERSION (1 to it accepted) */
     zkit_create_mode_t mode;
     unsigned flags;          /* ZKIT_CREATE_* */
     int64_t ttl_ms;          /* for the TTL modes, > 0; else 0 (ZKIT_EINVAL otherwise) */
@@ -161,8 +163,8 @@ ZKIT_EXTERN int zkit_get_children_async(zkit_client_t *client, const char *path,
 
 /*
  * Cancels watches set through this client on `path` with the same fn and arg, locally and on
- * the server.  The watch callback does not run after this returns 0.  ZKIT_ENONODE if there
- * was no such watch.
+ * the server.  The watch callback does not run after this returns 0.  ZKIT_ENOTREGISTERED if
+ * there was no such watch.
  */
 ZKIT_EXTERN int zkit_watch_remove(zkit_client_t *client, const char *path,
                                   zkit_watch_kind_t kind, const zkit_watcher_t *watcher);

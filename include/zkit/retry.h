@@ -29,9 +29,9 @@ typedef int (*zkit_retry_fn)(int retry_count, int64_t elapsed_ms, int error, int
  * max_retries times (capped at 29).  max_sleep_ms <= 0 means no cap on one sleep. */
 ZKIT_EXTERN zkit_retry_t *zkit_retry_exponential(int base_sleep_ms, int max_retries,
                                                  int max_sleep_ms);
-/* The same with a required cap on one sleep. */
-ZKIT_EXTERN zkit_retry_t *zkit_retry_bounded_exponential(int base_sleep_ms, int max_sleep_ms,
-                                                         int max_retries);
+/* The same (same argument order) with a required cap on one sleep: max_sleep_ms > 0. */
+ZKIT_EXTERN zkit_retry_t *zkit_retry_bounded_exponential(int base_sleep_ms, int max_retries,
+                                                         int max_sleep_ms);
 /* n retries, each after sleep_ms. */
 ZKIT_EXTERN zkit_retry_t *zkit_retry_n_times(int n, int sleep_ms);
 /* One retry after sleep_ms. */
@@ -51,12 +51,12 @@ ZKIT_EXTERN zkit_retry_t *zkit_retry_copy(const zkit_retry_t *policy);
 ZKIT_EXTERN void zkit_retry_free(zkit_retry_t *policy);
 
 /*
- * Asks the policy.  Returns 1 and sets *sleep_ms to retry, 0 to give up.  Only retryable
- * errors (ZKIT_ECONNLOSS, ZKIT_ETIMEDOUT, ZKIT_ESESSIONEXPIRED) are ever retried; any other
- * error gives 0 without consulting the policy.  Bad arguments give 0.
+ * Asks the policy.  Returns 1 and sets *sleep_ms to retry, 0 (with *sleep_ms 0) to give up.
+ * Only retryable errors (ZKIT_ECONNLOSS, ZKIT_ETIMEDOUT, ZKIT_ESESSIONEXPIRED) are ever
+ * retried; any other error gives 0 without consulting the policy.  Bad arguments give 0.
  */
-ZKIT_EXTERN int zkit_retry_allow(const zkit_retry_t *policy, int retry_count, int64_t elapsed_ms,
-                                 int error, int *sleep_ms);
+ZKIT_EXTERN int zkit_retry_allow(int *sleep_ms, const zkit_retry_t *policy, int retry_count,
+                                 int64_t elapsed_ms, int error);
 
 /* Whether an error is one a retry may cure. */
 ZKIT_EXTERN int zkit_retry_is_retryable(int error);

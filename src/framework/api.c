@@ -18,17 +18,17 @@
 static int check_client_path(zkit_client_t *c, const char *path, const char *what)
 {
     if (!c) {
-        zkit__log_default(ZKIT_LOG_ERROR, "%s: NULL client", what);
+        zkit__log_reject(NULL, "%s: NULL client", what);
         return ZKIT_EINVAL;
     }
     if (zkit__path_validate(path) != 0) {
-        zkit__log(&c->log, ZKIT_LOG_ERROR, "%s: invalid path '%s'", what, path ? path : "(null)");
+        zkit__log_reject(&c->log, "%s: invalid path '%s'", what, path ? path : "(null)");
         return ZKIT_EBADPATH;
     }
     /* A request the server cannot read makes it drop the connection, which a retry repeats. */
     if (strlen(path) + PACKET_OVERHEAD > MAX_PACKET) {
-        zkit__log(&c->log, ZKIT_LOG_ERROR, "%s: a path of %zu bytes exceeds the server's limit",
-                  what, strlen(path));
+        zkit__log_reject(&c->log, "%s: a path of %zu bytes exceeds the server's limit",
+                         what, strlen(path));
         return ZKIT_ETOOBIG;
     }
     if (zkit__client_is_closing(c)) {
@@ -42,8 +42,8 @@ static int check_client_path(zkit_client_t *c, const char *path, const char *wha
 static int check_size(zkit_client_t *c, const char *path, size_t len, const char *what)
 {
     if (len + strlen(path) + PACKET_OVERHEAD > MAX_PACKET) {
-        zkit__log(&c->log, ZKIT_LOG_ERROR, "%s %s: %zu bytes exceed the server's limit", what,
-                  path, len);
+        zkit__log_reject(&c->log, "%s %s: %zu bytes exceed the server's limit", what,
+                         path, len);
         return ZKIT_ETOOBIG;
     }
     return 0;
@@ -89,19 +89,26 @@ static int zk_mode_of(zkit_create_mode_t mode)
 static int check_create_options(zkit_client_t *c, const zkit_create_options_t *o)
 {
     int ttl_mode;
-    if (o->version != ZKIT_CREATE_OPTIONS_VERSION || zk_mode_of(o->mode) < 0 ||
-        (o->acl_count && !o->acl) || (o->flags & ~(ZKIT_CREATE_PARENTS | ZKIT_CREATE_PROTECTED))) {
-        zkit__log(&c->log, ZKIT_LOG_ERROR, "create: invalid options");
+    /* Any version up to the library's, as for the client options. */
+    if (o->version < 1 || o->version > ZKIT_CREATE_OPTIONS_VERSION) {
+        zkit__log_reject(&c->log, "create: options version %u, expected 1 to %d "
+                         "(ZKIT_CREATE_OPTIONS_VERSION)", o->version,
+                         ZKIT_CREATE_OPTIONS_VERSION);
+        return ZKIT_EINVAL;
+    }
+    if (zk_mode_of(o->mode) < 0 || (o->acl_count && !o->acl) ||
+        (o->flags & ~(ZKIT_CREATE_PARENTS | ZKIT_CREATE_PROTECTED))) {
+        zkit__log_reject(&c->log, "create: invalid mode, flags or ACL");
         return ZKIT_EINVAL;
     }
     ttl_mode = o->mode == ZKIT_PERSISTENT_WITH_TTL || o->mode == ZKIT_PERSISTENT_SEQUENTIAL_WITH_TTL;
     if (ttl_mode != (o->ttl_ms > 0) || o->ttl_ms < 0) {
-        zkit__log(&c->log, ZKIT_LOG_ERROR, "create: a TTL needs a TTL mode and the reverse");
+        zkit__log_reject(&c->log, "create: a TTL needs a TTL mode and the reverse");
         return ZKIT_EINVAL;
     }
     for (size_t i = 0; i < o->acl_count; i++) {
         if (!o->acl[i].scheme || !o->acl[i].id) {
-            zkit__log(&c->log, ZKIT_LOG_ERROR, "create: ACL entry %zu incomplete", i);
+            zkit__log_reject(&c->log, "create: ACL entry %zu incomplete", i);
             return ZKIT_EINVAL;
         }
     }
@@ -149,7 +156,7 @@ static zkit__op_t *build_create(zkit_client_t *c, const char *path, const void *
     if ((*rc = check_client_path(c, path, "create")) != 0)
         return NULL;
     if (strcmp(path, "/") == 0) {
-        zkit__log(&c->log, ZKIT_LOG_ERROR, "create: cannot create the root");
+        zkit__log_reject(&c->log, "create: cannot create the root");
         *rc = ZKIT_EBADPATH;
         return NULL;
     }
@@ -179,7 +186,7 @@ static zkit__op_t *build_simple(zkit_client_t *c, zkit__op_type_t type, const ch
     if ((*rc = check_client_path(c, path, what)) != 0)
         return NULL;
     if (watcher && !watcher->fn) {
-        zkit__log(&c->log, ZKIT_LOG_ERROR, "%s: watcher without a function", what);
+        zkit__log_reject(&c->log, "%s: watcher without a function", what);
         *rc = ZKIT_EINVAL;
         return NULL;
     }
@@ -268,7 +275,7 @@ static zkit__op_t *build_delete(zkit_client_t *c, const char *path, int version,
     if (!op)
         return NULL;
     if (strcmp(path, "/") == 0 || (flags & ~(ZKIT_DELETE_GUARANTEED | ZKIT_DELETE_CHILDREN))) {
-        zkit__log(&c->log, ZKIT_LOG_ERROR, "delete %s: invalid path or flags", path);
+        zkit__log_reject(&c->log, "delete %s: invalid path or flags", path);
         zkit__op_unref(op);
         *rc = ZKIT_EINVAL;
         return NULL;
@@ -317,7 +324,7 @@ ZKIT_EXTERN int zkit_delete_async(zkit_client_t *c, const char *path, int versio
     int rc;
     zkit__op_t *op;
     if (flags & ZKIT_DELETE_CHILDREN) {
-        zkit__log_default(ZKIT_LOG_ERROR, "delete_async: ZKIT_DELETE_CHILDREN needs zkit_delete");
+        zkit__log_reject(NULL, "delete_async: ZKIT_DELETE_CHILDREN needs zkit_delete");
         return ZKIT_EINVAL;
     }
     op = build_delete(c, path, version, flags, &rc);
@@ -392,7 +399,7 @@ static zkit__op_t *build_set(zkit_client_t *c, const char *path, const void *dat
 {
     zkit__op_t *op;
     if (!data && len) {
-        zkit__log_default(ZKIT_LOG_ERROR, "set_data: NULL data with a length");
+        zkit__log_reject(NULL, "set_data: NULL data with a length");
         *rc = ZKIT_EINVAL;
         return NULL;
     }
@@ -438,7 +445,7 @@ ZKIT_EXTERN int zkit_get_children(char ***names, size_t *count, zkit_stat_t *sta
     if (count)
         *count = 0;
     if (!names || !count) {
-        zkit__log_default(ZKIT_LOG_ERROR, "get_children: NULL output");
+        zkit__log_reject(NULL, "get_children: NULL output");
         return ZKIT_EINVAL;
     }
     if (!(op = run_read(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", stat, &rc)))
@@ -471,7 +478,7 @@ ZKIT_EXTERN int zkit_watch_remove(zkit_client_t *c, const char *path, zkit_watch
     if ((rc = check_client_path(c, path, "watch_remove")) != 0)
         return rc;
     if (!watcher || !watcher->fn || kind < ZKIT_WATCH_DATA || kind > ZKIT_WATCH_ANY) {
-        zkit__log(&c->log, ZKIT_LOG_ERROR, "watch_remove: invalid watcher or kind");
+        zkit__log_reject(&c->log, "watch_remove: invalid watcher or kind");
         return ZKIT_EINVAL;
     }
     if (!(full = zkit__path_fix(c->ns, path)))

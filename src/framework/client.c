@@ -76,6 +76,14 @@ ZKIT_EXTERN void zkit_client_options_init(zkit_client_options_t *opts)
 /* The longest session timeout libzookeeper handles: it doubles the value in an int. */
 #define ZKIT__MAX_SESSION_TIMEOUT_MS (INT_MAX / 2)
 
+/* Options of any version from 1 to the library's are accepted: a program built against older
+ * headers passes a struct without the fields added since, which keep their defaults.
+ * Version 2 added `delivery`: a version 1 caller's callbacks run on the event thread. */
+static int options_version_known(unsigned version)
+{
+    return version >= 1 && version <= ZKIT_CLIENT_OPTIONS_VERSION;
+}
+
 /* A bad option, told through the log function the options name when they name one (there is
  * no client, and so no logger, yet). */
 static void options_error(const zkit_client_options_t *o, const char *fmt, ...)
@@ -87,7 +95,8 @@ static void options_error(const zkit_client_options_t *o, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    if (o && o->version == ZKIT_CLIENT_OPTIONS_VERSION && o->log_fn)
+    zkit__error_set("%s", text);
+    if (o && options_version_known(o->version) && o->log_fn)
         o->log_fn(ZKIT_LOG_ERROR, text, o->log_arg);
     else
         zkit__log_default(ZKIT_LOG_ERROR, "%s", text);
@@ -130,8 +139,13 @@ static int connect_ports_valid(const char *connect)
 
 static int validate_options(const zkit_client_options_t *o)
 {
-    if (!o || o->version != ZKIT_CLIENT_OPTIONS_VERSION) {
-        options_error(o, "client options: NULL or wrong version");
+    if (!o) {
+        options_error(o, "client options: NULL");
+        return ZKIT_EINVAL;
+    }
+    if (!options_version_known(o->version)) {
+        options_error(o, "client options: version %u, expected 1 to %d "
+                      "(ZKIT_CLIENT_OPTIONS_VERSION)", o->version, ZKIT_CLIENT_OPTIONS_VERSION);
         return ZKIT_EINVAL;
     }
     if (o->version >= 2 && o->delivery != ZKIT_DELIVER_ON_EVENT_THREAD &&
@@ -699,8 +713,8 @@ void zkit__listener_remove(zkit_client_t *c, zkit__listener_t *l)
     pthread_mutex_unlock(&c->mu);
 }
 
-ZKIT_EXTERN int zkit_client_add_listener(zkit_client_t *c, zkit_state_listener_fn fn, void *arg,
-                                         int *id)
+ZKIT_EXTERN int zkit_client_add_listener(int *id, zkit_client_t *c, zkit_state_listener_fn fn,
+                                         void *arg)
 {
     zkit__listener_t *l;
     if (!c || !fn)
@@ -726,7 +740,7 @@ ZKIT_EXTERN int zkit_client_remove_listener(zkit_client_t *c, int id)
         listener_remove_locked(c, l);
     wait_listener_idle(c, id);
     pthread_mutex_unlock(&c->mu);
-    return l ? 0 : ZKIT_ENONODE;
+    return l ? 0 : ZKIT_ENOTREGISTERED;
 }
 
 /* ---- the supervisor ------------------------------------------------------------------------ */
@@ -1198,16 +1212,31 @@ void zkit__client_log(zkit_client_t *c, zkit_log_level_t level, const char *fmt,
     zkit__log(&c->log, level, "%s", buf);
 }
 
+void zkit__client_reject(zkit_client_t *c, const char *fmt, ...)
+{
+    char buf[ZKIT__ERROR_MESSAGE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    zkit__log_reject(&c->log, "%s", buf);
+}
+
 ZKIT_EXTERN int zkit_client_block_until_connected(zkit_client_t *c, int timeout_ms)
 {
     struct timespec ts;
     int rc = 0;
-    if (!c || timeout_ms < 0)
+    if (!c)
         return ZKIT_EINVAL;
-    deadline_to_timespec(zkit__monotonic_ms() + timeout_ms, &ts);
+    if (timeout_ms >= 0)
+        deadline_to_timespec(zkit__monotonic_ms() + timeout_ms, &ts);
     pthread_mutex_lock(&c->mu);
-    while (!c->connected && !c->closing && rc != ETIMEDOUT)
-        rc = pthread_cond_timedwait(&c->cond, &c->mu, &ts);
+    while (!c->connected && !c->closing && rc != ETIMEDOUT) {
+        if (timeout_ms < 0)
+            pthread_cond_wait(&c->cond, &c->mu);
+        else
+            rc = pthread_cond_timedwait(&c->cond, &c->mu, &ts);
+    }
     rc = c->closing ? ZKIT_ECLOSED : c->connected ? 0 : ZKIT_ETIMEDOUT;
     pthread_mutex_unlock(&c->mu);
     return rc;

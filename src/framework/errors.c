@@ -1,6 +1,8 @@
 /*
  * errors.c - error messages, the library version and the ZooKeeper-to-zkit code mapping.
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <zookeeper/zookeeper.h>
 
 #include "zkit/common.h"
@@ -8,6 +10,7 @@
 
 /* Per thread so that two threads failing at once each see their own cause. */
 static __thread int last_zk_error;
+static _Thread_local char error_message[ZKIT__ERROR_MESSAGE_MAX];
 
 ZKIT_EXTERN const char *zkit_version(void)
 {
@@ -42,6 +45,7 @@ ZKIT_EXTERN const char *zkit_strerror(int error)
     case ZKIT_ENOTHELD: return "lock not held";
     case ZKIT_ESYSTEM: return "system call failed";
     case ZKIT_EFOREIGN: return "lock path holds a node of no known layout";
+    case ZKIT_ENOTREGISTERED: return "no such listener or watch registration";
     default: return "unknown error";
     }
 }
@@ -54,6 +58,19 @@ ZKIT_EXTERN int zkit_last_zk_error(void)
 void zkit__set_last_zk_error(int zk_rc)
 {
     last_zk_error = zk_rc;
+}
+
+ZKIT_EXTERN const char *zkit_error_message(void)
+{
+    return error_message;
+}
+
+void zkit__error_set(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(error_message, sizeof(error_message), fmt, ap);
+    va_end(ap);
 }
 
 /* The mapping itself, kept free of side effects. */

@@ -18,4 +18,10 @@ void zkit__set_last_zk_error(int zk_rc);
  */
 int zkit__error_from_zk(int zk_rc);
 
+/* The longest detail zkit_error_message() gives, its terminating NUL included. */
+#define ZKIT__ERROR_MESSAGE_MAX 512
+
+/* Sets the calling thread's zkit_error_message() (truncated to fit).  "" clears it. */
+void zkit__error_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif

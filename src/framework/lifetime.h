@@ -38,5 +38,9 @@ uint64_t zkit__client_connection_epoch(zkit_client_t *c);
 /* The client's logger, for the recipes' messages; it works on a closed client too. */
 void zkit__client_log(zkit_client_t *c, zkit_log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Logs an error and makes it the calling thread's zkit_error_message(): for a public call
+ * about to reject its input. */
+void zkit__client_reject(zkit_client_t *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 #endif

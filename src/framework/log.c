@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "framework/log.h"
+#include "framework/errors.h"
 
 /* At most this many libzookeeper lines per window; the rest are counted and summarised. */
 #define ZK_LINES_PER_WINDOW 10
@@ -76,6 +77,20 @@ void zkit__log_default(zkit_log_level_t level, const char *fmt, ...)
     vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
     stderr_sink(level, buf, NULL);
+}
+
+void zkit__log_reject(zkit__logger_t *lg, const char *fmt, ...)
+{
+    char buf[ZKIT__ERROR_MESSAGE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    zkit__error_set("%s", buf);
+    if (lg)
+        zkit__log(lg, ZKIT_LOG_ERROR, "%s", buf);
+    else
+        zkit__log_default(ZKIT_LOG_ERROR, "%s", buf);
 }
 
 static zkit_log_level_t zk_line_level(const char *line)

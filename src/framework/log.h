@@ -35,4 +35,9 @@ void zkit__log_zk_line(zkit__logger_t *lg, const char *line);
 void zkit__log_default(zkit_log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* A public call rejecting its input: logs an error (through `lg`, or to the default sink when
+ * NULL) and makes the text the calling thread's zkit_error_message(). */
+void zkit__log_reject(zkit__logger_t *lg, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 #endif

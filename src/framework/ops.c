@@ -229,8 +229,8 @@ static void retry_or_give_up(zkit__op_t *op, int error)
         sleep_ms = background_sleep(op->retry_count);
         allowed = zkit_retry_is_retryable(error);
     } else {
-        allowed = zkit_retry_allow(op->client->retry, op->retry_count, now - op->start_ms, error,
-                                   &sleep_ms);
+        allowed = zkit_retry_allow(&sleep_ms, op->client->retry, op->retry_count,
+                                   now - op->start_ms, error);
     }
     if (!allowed || (closing = zkit__client_is_closing(op->client))) {
         give_up(op, closing ? ZKIT_ECLOSED : error);

@@ -104,8 +104,8 @@ ZKIT_EXTERN zkit_retry_t *zkit_retry_exponential(int base_sleep_ms, int max_retr
     return policy;
 }
 
-ZKIT_EXTERN zkit_retry_t *zkit_retry_bounded_exponential(int base_sleep_ms, int max_sleep_ms,
-                                                         int max_retries)
+ZKIT_EXTERN zkit_retry_t *zkit_retry_bounded_exponential(int base_sleep_ms, int max_retries,
+                                                         int max_sleep_ms)
 {
     if (max_sleep_ms <= 0)
         return NULL;
@@ -294,8 +294,8 @@ static int policy_allow(const zkit_retry_t *policy, int retry_count, int64_t ela
     return 0;
 }
 
-ZKIT_EXTERN int zkit_retry_allow(const zkit_retry_t *policy, int retry_count, int64_t elapsed_ms,
-                                 int error, int *sleep_ms)
+ZKIT_EXTERN int zkit_retry_allow(int *sleep_ms, const zkit_retry_t *policy, int retry_count,
+                                 int64_t elapsed_ms, int error)
 {
     if (sleep_ms == NULL)
         return 0;

@@ -87,7 +87,7 @@ ZKIT_EXTERN int zkit_txn_new(zkit_txn_t **out, zkit_client_t *client)
 {
     zkit_txn_t *txn;
     if (!out || !client) {
-        zkit__log_default(ZKIT_LOG_ERROR, "txn_new: NULL argument");
+        zkit__log_reject(NULL, "txn_new: NULL argument");
         return ZKIT_EINVAL;
     }
     *out = NULL;
@@ -119,7 +119,7 @@ static int txn_busy(zkit_txn_t *txn)
 static int check_add(zkit_txn_t *txn, const char *path, const char *what)
 {
     if (!txn) {
-        zkit__log_default(ZKIT_LOG_ERROR, "%s: NULL transaction", what);
+        zkit__log_reject(NULL, "%s: NULL transaction", what);
         return ZKIT_EINVAL;
     }
     if (zkit__path_validate(path) != 0) {
@@ -228,25 +228,25 @@ ZKIT_EXTERN int zkit_txn_create(zkit_txn_t *txn, const char *path, const void *d
         return rc;
     c = txn->client;
     if (strcmp(path, "/") == 0) {
-        zkit__log(&c->log, ZKIT_LOG_ERROR, "txn_create: cannot create the root");
+        zkit__log_reject(&c->log, "txn_create: cannot create the root");
         return ZKIT_EBADPATH;
     }
     if ((rc = zkit__create_options_check(c, o)) != 0)
         return rc;
     if (o->flags & (ZKIT_CREATE_PARENTS | ZKIT_CREATE_PROTECTED)) {
-        zkit__log(&c->log, ZKIT_LOG_ERROR, "txn_create %s: container parents and protected "
-                  "creates are not single operations; not allowed in a transaction", path);
+        zkit__log_reject(&c->log, "txn_create %s: container parents and protected "
+                         "creates are not single operations; not allowed in a transaction", path);
         return ZKIT_EINVAL;
     }
     if (o->mode == ZKIT_CONTAINER || o->ttl_ms > 0) {
         /* libzookeeper's multi sends every create as a plain one: the server refuses a TTL
          * and the client cannot read the reply to a container. */
-        zkit__log(&c->log, ZKIT_LOG_ERROR, "txn_create %s: container and TTL nodes cannot be "
-                  "created in a transaction", path);
+        zkit__log_reject(&c->log, "txn_create %s: container and TTL nodes cannot be "
+                         "created in a transaction", path);
         return ZKIT_EUNSUPPORTED;
     }
     if (!data && len) {
-        zkit__log(&c->log, ZKIT_LOG_ERROR, "txn_create %s: NULL data with a length", path);
+        zkit__log_reject(&c->log, "txn_create %s: NULL data with a length", path);
         return ZKIT_EINVAL;
     }
     if (!data) {
@@ -535,7 +535,7 @@ static int finish_commit(zkit_txn_t *txn, int error)
 static int begin_commit(zkit_txn_t *txn, const char *what)
 {
     if (!txn) {
-        zkit__log_default(ZKIT_LOG_ERROR, "%s: NULL transaction", what);
+        zkit__log_reject(NULL, "%s: NULL transaction", what);
         return ZKIT_EINVAL;
     }
     pthread_mutex_lock(&txn->mu);
@@ -639,7 +639,7 @@ ZKIT_EXTERN int zkit_txn_result(zkit_txn_result_t *out, const zkit_txn_t *txn, s
 {
     const txn_op_t *op;
     if (!out || !txn) {
-        zkit__log_default(ZKIT_LOG_ERROR, "txn_result: NULL argument");
+        zkit__log_reject(NULL, "txn_result: NULL argument");
         return ZKIT_EINVAL;
     }
     memset(out, 0, sizeof(*out));

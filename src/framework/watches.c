@@ -332,7 +332,7 @@ int zkit__watch_remove_full(zkit_client_t *c, const char *full_path, int kind,
         remove_from_zookeeper(c, armed);
         free_watch(armed);
     }
-    return matched ? 0 : ZKIT_ENONODE;
+    return matched ? 0 : ZKIT_ENOTREGISTERED;
 }
 
 /* Completion of a background removal: the server has forgotten the watch, so libzookeeper

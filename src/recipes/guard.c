@@ -29,13 +29,13 @@ ZKIT_EXTERN int zkit_lock_guard_txn(zkit_txn_t *txn, const zkit_lock_t *lock)
     int rc;
     if (!txn || !lock) {
         if (lock)
-            zkit__client_log(lock->client, ZKIT_LOG_ERROR, "lock_guard_txn: NULL transaction");
+            zkit__client_reject(lock->client, "lock_guard_txn: NULL transaction");
         return ZKIT_EINVAL;
     }
     if (zkit__txn_client(txn) != lock->client) {
-        zkit__client_log(lock->client, ZKIT_LOG_ERROR,
-                         "lock_guard_txn %s: the transaction belongs to another client",
-                         lock->path);
+        zkit__client_reject(lock->client,
+                            "lock_guard_txn %s: the transaction belongs to another client",
+                            lock->path);
         return ZKIT_EINVAL;
     }
     if (lock->ops == &zkit__multilock_ops) {

@@ -31,6 +31,7 @@
 #include "zkit/ops.h"
 #include "zkit/txn.h"
 #include "framework/async.h"
+#include "framework/errors.h"
 #include "framework/paths.h"
 #include "recipes/schedule.h"
 #include "recipes/nodename.h"
@@ -343,7 +344,7 @@ static void run_slot(zkit_job_t *job, const job_record_t *rec, zkit_job_attempt_
     run.slot = a->slot;
     run.scheduled_s = a->scheduled_s;
     run.deadline_ms = job->opts.max_run_ms > 0 ? started + job->opts.max_run_ms : INT64_MAX;
-    zkit_lock_fencing_token(job->lock, &run.token);
+    zkit_lock_fencing_token(&run.token, job->lock);
     a->outcome = ZKIT_JOB_RAN;
     a->result = job->opts.fn(&run, job->opts.arg);
     a->lost = lock_was_lost(job);
@@ -583,9 +584,11 @@ static int check_options(const zkit_job_options_t *o, zkit__schedule_t *s, char 
                          size_t errlen)
 {
     int rc;
-    if (o->version != ZKIT_JOB_OPTIONS_VERSION) {
-        set_err(err, errlen, "version: %u, expected ZKIT_JOB_OPTIONS_VERSION (%d)", o->version,
-                ZKIT_JOB_OPTIONS_VERSION);
+    /* Any version up to the library's: older structs lack only fields added since.  Only
+     * version 1 exists so far. */
+    if (o->version < 1 || o->version > ZKIT_JOB_OPTIONS_VERSION) {
+        set_err(err, errlen, "version: %u, expected 1 to %d (ZKIT_JOB_OPTIONS_VERSION)",
+                o->version, ZKIT_JOB_OPTIONS_VERSION);
         return ZKIT_EINVAL;
     }
     if (!o->path) {
@@ -653,13 +656,12 @@ static int job_new(zkit_job_t **out, zkit_client_t *client, const zkit_job_optio
     return 0;
 }
 
-ZKIT_EXTERN int zkit_job_start(zkit_job_t **out, zkit_client_t *client,
-                               const zkit_job_options_t *opts, char *err, size_t errlen)
+static int start_job(zkit_job_t **out, zkit_client_t *client, const zkit_job_options_t *opts,
+                     char *err, size_t errlen)
 {
     zkit__schedule_t schedule;
     zkit_job_t *job;
     int rc;
-    set_err(err, errlen, "%s", "");
     if (!out || !client || !opts) {
         set_err(err, errlen, "%s: required", !out ? "out" : !client ? "client" : "options");
         if (out)
@@ -682,6 +684,18 @@ ZKIT_EXTERN int zkit_job_start(zkit_job_t **out, zkit_client_t *client,
     return 0;
 }
 
+/* The message goes both to `err` and to zkit_error_message(). */
+ZKIT_EXTERN int zkit_job_start(zkit_job_t **out, zkit_client_t *client,
+                               const zkit_job_options_t *opts, char *err, size_t errlen)
+{
+    char msg[ZKIT__ERROR_MESSAGE_MAX] = "";
+    int rc = start_job(out, client, opts, msg, sizeof(msg));
+    if (rc != 0)
+        zkit__error_set("%s", msg);
+    set_err(err, errlen, "%s", msg);
+    return rc;
+}
+
 /* The slot the schedule puts `at_s` in, or ZKIT_EINVAL (with a message) when there is none. */
 static int slot_containing(const zkit__schedule_t *schedule, int64_t at_s, int64_t *slot,
                            int64_t *start_s, char *err, size_t errlen)
@@ -695,29 +709,31 @@ static int slot_containing(const zkit__schedule_t *schedule, int64_t at_s, int64
 
 /* A job object without a thread carries the attempt: the same code, paths and lock as a job's
  * thread uses, freed when the attempt is over. */
-ZKIT_EXTERN int zkit_job_run_slot_once(zkit_client_t *client, const zkit_job_options_t *opts,
-                                       int64_t at_s, zkit_job_attempt_t *attempt, char *err,
-                                       size_t errlen)
+ZKIT_EXTERN int zkit_job_run_slot_once(zkit_job_attempt_t *attempt, zkit_client_t *client,
+                                       const zkit_job_options_t *opts, int64_t at_s)
 {
     zkit__schedule_t schedule;
     zkit_job_t *job;
     int64_t slot, start_s;
+    char err[ZKIT__ERROR_MESSAGE_MAX] = "";
+    const size_t errlen = sizeof(err);
     int rc;
-    set_err(err, errlen, "%s", "");
     if (!client || !opts || !attempt) {
-        set_err(err, errlen, "%s: required", !client ? "client" : !opts ? "options" : "attempt");
+        zkit__error_set("%s: required", !client ? "client" : !opts ? "options" : "attempt");
         return ZKIT_EINVAL;
     }
     memset(attempt, 0, sizeof(*attempt));
-    if ((rc = check_options(opts, &schedule, err, errlen)) != 0 ||
-        (rc = slot_containing(&schedule, at_s, &slot, &start_s, err, errlen)) != 0)
-        return rc;
-    if ((rc = job_new(&job, client, opts, &schedule)) != 0) {
-        set_err(err, errlen, "%s", zkit_strerror(rc));
-        return rc;
+    if ((rc = check_options(opts, &schedule, err, errlen)) == 0 &&
+        (rc = slot_containing(&schedule, at_s, &slot, &start_s, err, errlen)) == 0) {
+        if ((rc = job_new(&job, client, opts, &schedule)) != 0) {
+            set_err(err, errlen, "%s", zkit_strerror(rc));
+        } else {
+            rc = attempt_slot(job, slot, start_s, INT64_MAX, attempt, err, errlen);
+            job_free(job);
+        }
     }
-    rc = attempt_slot(job, slot, start_s, INT64_MAX, attempt, err, errlen);
-    job_free(job);
+    if (rc != 0)
+        zkit__error_set("%s", err[0] ? err : zkit_strerror(rc));
     return rc;
 }
 

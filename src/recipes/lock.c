@@ -8,6 +8,7 @@
 
 #include "recipes/lock.h"
 #include "recipes/nodename.h"
+#include "framework/errors.h"
 #include "framework/paths.h"
 
 ZKIT_EXTERN int zkit_lock_acquire(zkit_lock_t *lock, int timeout_ms)
@@ -20,6 +21,10 @@ ZKIT_EXTERN int zkit_lock_acquire(zkit_lock_t *lock, int timeout_ms)
         return rc;
     rc = zkit__lock_acquire_as(lock, timeout_ms, pthread_self());
     zkit__call_exit(lock->client);
+    /* The engine that found the child runs on the event thread: its log line names it. */
+    if (rc == ZKIT_EFOREIGN)
+        zkit__error_set("lock %s: a child of the lock path has no lock node layout zkit knows "
+                        "(Curator's or kazoo's); the log names it", lock->path);
     return rc;
 }
 
@@ -73,7 +78,7 @@ ZKIT_EXTERN int zkit_lock_is_acquired_in_process(const zkit_lock_t *lock)
     return held;
 }
 
-ZKIT_EXTERN int zkit_lock_node(const zkit_lock_t *lock, char **path)
+ZKIT_EXTERN int zkit_lock_node(char **path, const zkit_lock_t *lock)
 {
     if (!lock || !path)
         return ZKIT_EINVAL;
@@ -81,14 +86,14 @@ ZKIT_EXTERN int zkit_lock_node(const zkit_lock_t *lock, char **path)
     return lock->ops->query(lock, pthread_self(), path, NULL, NULL);
 }
 
-ZKIT_EXTERN int zkit_lock_fencing_token(const zkit_lock_t *lock, int64_t *token)
+ZKIT_EXTERN int zkit_lock_fencing_token(int64_t *token, const zkit_lock_t *lock)
 {
     if (!lock || !token)
         return ZKIT_EINVAL;
     return lock->ops->query(lock, pthread_self(), NULL, token, NULL);
 }
 
-ZKIT_EXTERN int zkit_lock_valid_until(const zkit_lock_t *lock, int64_t *deadline_ms)
+ZKIT_EXTERN int zkit_lock_valid_until(int64_t *deadline_ms, const zkit_lock_t *lock)
 {
     if (!lock || !deadline_ms)
         return ZKIT_EINVAL;
@@ -101,7 +106,7 @@ ZKIT_EXTERN int zkit_lock_set_data(zkit_lock_t *lock, const void *data, size_t l
     if (!lock || (!data && len))
         return ZKIT_EINVAL;
     if (len > 0xfffff - 4096) {
-        zkit__client_log(lock->client, ZKIT_LOG_ERROR, "lock %s: node data too large", lock->path);
+        zkit__client_reject(lock->client, "lock %s: node data too large", lock->path);
         return ZKIT_ETOOBIG;
     }
     if (!(copy = malloc(len + 1)))
@@ -203,8 +208,8 @@ ZKIT_EXTERN void zkit_lock_free(zkit_lock_t *lock)
     if (!lock)
         return;
     if (lock->ops->half_of_pair) {
-        zkit__client_log(lock->client, ZKIT_LOG_ERROR,
-                         "zkit_lock_free on a read-write half; use zkit_rwlock_free");
+        zkit__client_reject(lock->client,
+                            "zkit_lock_free on a read-write half; use zkit_rwlock_free");
         return;
     }
     zkit__lock_destroy(lock);

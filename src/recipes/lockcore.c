@@ -78,7 +78,7 @@ int zkit__lock_init(zkit_lock_t **out, zkit_client_t *client, const char *path,
         return ZKIT_EINVAL;
     *out = NULL;
     if (!path || zkit_path_validate(path) != 0 || strcmp(path, "/") == 0) {
-        zkit__client_log(client, ZKIT_LOG_ERROR, "lock: invalid path '%s'", path ? path : "");
+        zkit__client_reject(client, "lock: invalid path '%s'", path ? path : "");
         return ZKIT_EBADPATH;
     }
     if (!(lock = calloc(1, sizeof(*lock))) || !(lock->path = strdup(path))) {
@@ -435,9 +435,9 @@ int zkit__lock_release_as(zkit_lock_t *lock, pthread_t owner)
     h = unhold(lock, owner, &rc);
     pthread_mutex_unlock(&lock->mu);
     if (rc == ZKIT_ENOTOWNER || rc == ZKIT_ENOTHELD)
-        zkit__client_log(lock->client, ZKIT_LOG_ERROR, "lock %s: release %s", lock->path,
-                         rc == ZKIT_ENOTOWNER ? "by a thread that does not hold it"
-                                              : "of a lock that is not held");
+        zkit__client_reject(lock->client, "lock %s: release %s", lock->path,
+                            rc == ZKIT_ENOTOWNER ? "by a thread that does not hold it"
+                                                 : "of a lock that is not held");
     if (!h)
         return rc;
     given = lock->ops->release(lock, h, owner);

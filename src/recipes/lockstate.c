@@ -35,8 +35,10 @@ void zkit__lockstate_report(zkit_lock_t *lock, zkit_lock_state_t state)
     fn = lock->state_fn;
     arg = lock->state_arg;
     pthread_mutex_unlock(&lock->mu);
-    zkit__client_log(lock->client, state == ZKIT_LOCK_HELD ? ZKIT_LOG_INFO : ZKIT_LOG_WARN,
-                     "lock %s: %s", lock->path, zkit_lock_state_name(state));
+    /* INFO whatever the state: the application hears it through its callback, which is where
+     * it acts; the log only keeps the record. */
+    zkit__client_log(lock->client, ZKIT_LOG_INFO, "lock %s: %s", lock->path,
+                     zkit_lock_state_name(state));
     if (fn)
         fn(lock, state, arg);
 }

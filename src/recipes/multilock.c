@@ -638,11 +638,11 @@ static int multilock_wrap(zkit_lock_t **out, zkit_client_t *client, zkit_lock_t 
     int rc;
     qsort(parts, count, sizeof(*parts), by_path);
     if (has_duplicates(parts, count)) {
-        zkit__client_log(client, ZKIT_LOG_ERROR, "multi-lock: the same path twice");
+        zkit__client_reject(client, "multi-lock: the same path twice");
         return ZKIT_EINVAL;
     }
     if (count > 64) {
-        zkit__client_log(client, ZKIT_LOG_ERROR, "multi-lock: more than 64 locks");
+        zkit__client_reject(client, "multi-lock: more than 64 locks");
         return ZKIT_EINVAL;
     }
     if (!(m = calloc(1, sizeof(*m))) || !(m->part_states = calloc(count, sizeof(*m->part_states)))) {
@@ -672,7 +672,7 @@ ZKIT_EXTERN int zkit_multilock_new(zkit_lock_t **out, zkit_client_t *client,
         return ZKIT_EINVAL;
     *out = NULL;
     if (count == 0) {
-        zkit__client_log(client, ZKIT_LOG_ERROR, "multi-lock: no path");
+        zkit__client_reject(client, "multi-lock: no path");
         return ZKIT_EINVAL;
     }
     if (!(parts = calloc(count, sizeof(*parts))))
@@ -702,10 +702,10 @@ ZKIT_EXTERN int zkit_multilock_new_from(zkit_lock_t **out, zkit_lock_t *const *l
         if (!locks[i])
             return ZKIT_EINVAL;
         if (locks[i]->client != locks[0]->client || locks[i]->ops == &zkit__multilock_ops) {
-            zkit__client_log(locks[i]->client, ZKIT_LOG_ERROR, "multi-lock: lock %s %s",
-                             locks[i]->path, locks[i]->ops == &zkit__multilock_ops
-                                                 ? "is a multi-lock"
-                                                 : "belongs to another client");
+            zkit__client_reject(locks[i]->client, "multi-lock: lock %s %s",
+                                locks[i]->path, locks[i]->ops == &zkit__multilock_ops
+                                                    ? "is a multi-lock"
+                                                    : "belongs to another client");
             return ZKIT_EINVAL;
         }
     }

@@ -146,9 +146,9 @@ static int write_check(zkit_lock_t *lock, pthread_t owner, char **fixed_name)
     reading = holder_of(read, owner) != NULL;
     pthread_mutex_unlock(&read->mu);
     if (reading) {
-        zkit__client_log(lock->client, ZKIT_LOG_ERROR,
-                         "lock %s: a read holder cannot take the write lock (deadlock)",
-                         lock->path);
+        zkit__client_reject(lock->client,
+                            "lock %s: a read holder cannot take the write lock (deadlock)",
+                            lock->path);
         return ZKIT_EDEADLK;
     }
     return 0;

@@ -866,8 +866,8 @@ ZKIT_EXTERN int zkit_semaphore_new(zkit_semaphore_t **out, zkit_client_t *client
         return ZKIT_EINVAL;
     *out = NULL;
     if (!path || zkit_path_validate(path) != 0 || strcmp(path, "/") == 0) {
-        zkit__client_log(client, ZKIT_LOG_ERROR, "semaphore: invalid path '%s'",
-                         path ? path : "");
+        zkit__client_reject(client, "semaphore: invalid path '%s'",
+                            path ? path : "");
         return ZKIT_EBADPATH;
     }
     if (!(sem = calloc(1, sizeof(*sem))))
@@ -935,16 +935,16 @@ ZKIT_EXTERN void zkit_semaphore_free(zkit_semaphore_t *sem)
 static int check_count(zkit_semaphore_t *sem, int count)
 {
     if (count < 1 || count > sem->max_leases) {
-        zkit__client_log(sem->client, ZKIT_LOG_ERROR,
-                         "semaphore %s: %d leases asked of a semaphore of %d", sem->path, count,
-                         sem->max_leases);
+        zkit__client_reject(sem->client,
+                            "semaphore %s: %d leases asked of a semaphore of %d", sem->path, count,
+                            sem->max_leases);
         return ZKIT_EINVAL;
     }
     return 0;
 }
 
-ZKIT_EXTERN int zkit_semaphore_acquire(zkit_semaphore_t *sem, int count, int timeout_ms,
-                                       zkit_lease_t **leases)
+ZKIT_EXTERN int zkit_semaphore_acquire(zkit_lease_t **leases, zkit_semaphore_t *sem, int count,
+                                       int timeout_ms)
 {
     sem_acq_t *a;
     int rc;
@@ -1011,14 +1011,24 @@ ZKIT_EXTERN int zkit_lease_release(zkit_lease_t *lease)
     return rc;
 }
 
-ZKIT_EXTERN const char *zkit_lease_node(const zkit_lease_t *lease)
+ZKIT_EXTERN int zkit_lease_node(char **path, const zkit_lease_t *lease)
 {
-    return lease ? lease->node : NULL;
+    if (!path)
+        return ZKIT_EINVAL;
+    *path = NULL;
+    if (!lease)
+        return ZKIT_EINVAL;
+    if (!(*path = strdup(lease->node)))
+        return ZKIT_ENOMEM;
+    return 0;
 }
 
-ZKIT_EXTERN int64_t zkit_lease_fencing_token(const zkit_lease_t *lease)
+ZKIT_EXTERN int zkit_lease_fencing_token(int64_t *token, const zkit_lease_t *lease)
 {
-    return lease ? lease->czxid : 0;
+    if (!token || !lease)
+        return ZKIT_EINVAL;
+    *token = lease->czxid;
+    return 0;
 }
 
 ZKIT_EXTERN int zkit_lease_is_held(const zkit_lease_t *lease)

@@ -673,7 +673,6 @@ static int once_and_run(zkit_client_t *client, const zkl_options_t *o, const cha
     once_run_t r = { client, o, program, NULL, 0 };
     zkit_job_attempt_t attempt;
     size_t size = strlen(o->paths[0]) + sizeof("/lock");
-    char err[256];
     int status, rc;
     if (!(r.lock_path = malloc(size))) {
         zkit_client_close(client);
@@ -685,9 +684,9 @@ static int once_and_run(zkit_client_t *client, const zkl_options_t *o, const cha
     jo.fn = run_for_slot;
     jo.arg = &r;
     jo.lock_state_fn = zkl_locks_on_state; /* the command's guard hears of the lock at once */
-    rc = zkit_job_run_slot_once(client, &jo, started_s, &attempt, err, sizeof(err));
+    rc = zkit_job_run_slot_once(&attempt, client, &jo, started_s);
     if (rc != 0) {
-        zkl_error("%s: %s", o->paths[0], err);
+        zkl_error("%s: %s", o->paths[0], zkit_error_message());
         status = zkl_exit_for_error(rc, o);
     } else {
         status = once_status(&attempt, &r);

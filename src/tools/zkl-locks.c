@@ -131,7 +131,7 @@ int zkl_connect(zkit_client_t **out, const zkl_options_t *o)
     free(data);
     if (rc != 0)
         return client_status(rc, o);
-    zkit_client_add_listener(client, on_connection_state, NULL, NULL);
+    zkit_client_add_listener(NULL, client, on_connection_state, NULL);
     /* Bounded: an unreachable server must not make us wait forever. */
     while (!zkit_client_is_connected(client)) {
         int ev = zkl_events_wait(deadline);
@@ -296,7 +296,7 @@ static void on_acquired(zkit_lock_t *lock, int error, void *arg)
 static void *semaphore_thread(void *arg)
 {
     zkl_locks_t *ls = arg;
-    ls->error = zkit_semaphore_acquire(ls->sem, 1, ls->sem_timeout_ms, &ls->lease);
+    ls->error = zkit_semaphore_acquire(&ls->lease, ls->sem, 1, ls->sem_timeout_ms);
     zkl_events_post(ZKL_EV_ACQUIRED);
     return NULL;
 }
@@ -356,7 +356,7 @@ int zkl_locks_deadline(zkl_locks_t *ls, int64_t *deadline_ms)
     /* Every path must still be ours; the soonest deadline bounds them all. */
     for (size_t i = 0; i < ls->count; i++) {
         int64_t d;
-        if (zkit_lock_valid_until(ls->locks[i], &d) != 0)
+        if (zkit_lock_valid_until(&d, ls->locks[i]) != 0)
             return ZKIT_ELOCKLOST;
         if (d < soonest)
             soonest = d;
@@ -377,11 +377,18 @@ static int confirm_node(zkl_locks_t *ls, const char *node)
 int zkl_locks_confirm(zkl_locks_t *ls)
 {
     int rc = 0;
-    if (ls->kind == ZKL_SEMAPHORE)
-        return ls->lease_lost ? ZKIT_ELOCKLOST : confirm_node(ls, zkit_lease_node(ls->lease));
+    if (ls->kind == ZKL_SEMAPHORE) {
+        char *node = NULL;
+        if (ls->lease_lost)
+            return ZKIT_ELOCKLOST;
+        rc = zkit_lease_node(&node, ls->lease);
+        rc = rc == 0 ? confirm_node(ls, node) : ZKIT_ELOCKLOST;
+        zkit_free(node);
+        return rc;
+    }
     for (size_t i = 0; i < ls->count && rc == 0; i++) {
         char *node = NULL;
-        rc = zkit_lock_node(ls->locks[i], &node);
+        rc = zkit_lock_node(&node, ls->locks[i]);
         rc = rc == 0 ? confirm_node(ls, node) : ZKIT_ELOCKLOST;
         zkit_free(node);
     }
@@ -406,9 +413,9 @@ static int describe_one(const zkit_lock_t *lock, char **nodes, char **tokens)
 {
     char *node = NULL, number[32];
     int64_t token;
-    int rc = zkit_lock_node(lock, &node);
+    int rc = zkit_lock_node(&node, lock);
     if (rc == 0)
-        rc = zkit_lock_fencing_token(lock, &token);
+        rc = zkit_lock_fencing_token(&token, lock);
     if (rc == 0) {
         snprintf(number, sizeof(number), "%" PRId64, token);
         rc = append_word(nodes, node);
@@ -424,11 +431,17 @@ int zkl_locks_describe(const zkl_locks_t *ls, char **nodes, char **tokens)
     int rc = 0;
     *nodes = *tokens = NULL;
     if (ls->kind == ZKL_SEMAPHORE) {
-        char number[32];
-        snprintf(number, sizeof(number), "%" PRId64, zkit_lease_fencing_token(ls->lease));
-        rc = append_word(nodes, zkit_lease_node(ls->lease));
+        char number[32], *node = NULL;
+        int64_t token = 0;
+        rc = zkit_lease_node(&node, ls->lease);
+        if (rc == 0)
+            rc = zkit_lease_fencing_token(&token, ls->lease);
+        snprintf(number, sizeof(number), "%" PRId64, token);
+        if (rc == 0)
+            rc = append_word(nodes, node);
         if (rc == 0)
             rc = append_word(tokens, number);
+        zkit_free(node);
     }
     for (size_t i = 0; ls->kind != ZKL_SEMAPHORE && i < ls->count && rc == 0; i++)
         rc = describe_one(ls->locks[i], nodes, tokens);

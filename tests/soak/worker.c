@@ -239,7 +239,7 @@ static void free_locks(soak_thread_t *t)
 static int acquire(soak_thread_t *t)
 {
     if (t->sem)
-        return zkit_semaphore_acquire(t->sem, 1, ACQUIRE_TIMEOUT_MS, &t->lease);
+        return zkit_semaphore_acquire(&t->lease, t->sem, 1, ACQUIRE_TIMEOUT_MS);
     return zkit_lock_acquire(t->lock, ACQUIRE_TIMEOUT_MS);
 }
 
@@ -247,7 +247,7 @@ static int valid_until(soak_thread_t *t, int64_t *deadline)
 {
     if (t->sem)
         return zkit_lease_valid_until(deadline, t->lease);
-    return zkit_lock_valid_until(t->lock, deadline);
+    return zkit_lock_valid_until(deadline, t->lock);
 }
 
 static int release(soak_thread_t *t)
@@ -269,7 +269,7 @@ static void describe_hold(soak_thread_t *t, char *buf, size_t len)
         char paths[512] = "", tokens[256] = "";
         for (int i = 0; i < t->nparts; i++) {
             int64_t one = 0;
-            if (zkit_lock_fencing_token(t->parts[i], &one) != 0)
+            if (zkit_lock_fencing_token(&one, t->parts[i]) != 0)
                 one = 0;
             snprintf(paths + strlen(paths), sizeof(paths) - strlen(paths), "%s%s",
                      i ? "," : "", t->part_paths[i]);
@@ -280,10 +280,12 @@ static void describe_hold(soak_thread_t *t, char *buf, size_t len)
         return;
     }
     case K_SEM3:
-        snprintf(buf, len, "%s %" PRId64, SOAK_SEM, zkit_lease_fencing_token(t->lease));
+        if (zkit_lease_fencing_token(&token, t->lease) != 0)
+            token = 0;
+        snprintf(buf, len, "%s %" PRId64, SOAK_SEM, token);
         return;
     default:
-        if (zkit_lock_fencing_token(t->lock, &token) != 0)
+        if (zkit_lock_fencing_token(&token, t->lock) != 0)
             token = 0;
         snprintf(buf, len, "%s %" PRId64,
                  t->kind == K_MUTEX ? SOAK_MUTEX
@@ -531,7 +533,7 @@ static void job_lock_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg
 
 static int job_valid(void *arg, int64_t *deadline)
 {
-    return zkit_lock_valid_until(zkit_job_run_lock(arg), deadline);
+    return zkit_lock_valid_until(deadline, zkit_job_run_lock(arg));
 }
 
 static int job_cancelled(void *arg)
@@ -639,7 +641,7 @@ static zkit_client_t *connect_client(void)
     o.log_level = ZKIT_LOG_ERROR;
     rc = zkit_client_new(&c, &o);
     zkit_retry_free(retry);
-    if (rc == 0 && (rc = zkit_client_add_listener(c, conn_state, NULL, NULL)) == 0)
+    if (rc == 0 && (rc = zkit_client_add_listener(NULL, c, conn_state, NULL)) == 0)
         rc = zkit_client_block_until_connected(c, 30000);
     if (rc != 0) {
         fprintf(stderr, "soak worker %d: connecting: %s\n", worker_id, zkit_strerror(rc));
