@@ -57,7 +57,7 @@ static void on_acquired(zkit_lock_t *lock, int error, void *arg)
         d->failed = 1;
         return;
     }
-    zkit_lock_fencing_token(lock, &token);
+    zkit_lock_fencing_token(&token, lock);
     if (bump_counter(d->counter_file) != 0) {
         perror(d->counter_file);
         d->failed = 1;
@@ -149,7 +149,7 @@ int loop_daemon_new(loop_daemon_t **out, int argc, char **argv, const char *prog
     opts.session_timeout_ms = 10000;
     opts.delivery = ZKIT_DELIVER_ON_DISPATCH; /* callbacks on our loop, not a zkit thread */
     if ((rc = zkit_client_new(&d->client, &opts)) != 0 ||
-        (rc = zkit_client_add_listener(d->client, on_connection, d, NULL)) != 0 ||
+        (rc = zkit_client_add_listener(NULL, d->client, on_connection, d)) != 0 ||
         (rc = zkit_mutex_new(&d->lock, d->client, path)) != 0 ||
         (rc = zkit_lock_set_state_callback(d->lock, on_lock_state, d)) != 0) {
         fprintf(stderr, "%s: %s\n", program, zkit_strerror(rc));

@@ -655,9 +655,9 @@ static void test_multi_parts_and_states(void)
         zkit_free(path);
         path = NULL;
     }
-    CU_ASSERT_EQUAL(zkit_lock_fencing_token(multi, &multi_token), 0);
+    CU_ASSERT_EQUAL(zkit_lock_fencing_token(&multi_token, multi), 0);
     CU_ASSERT_EQUAL(multi_token, tokens[0] > tokens[1] ? tokens[0] : tokens[1]);
-    CU_ASSERT_EQUAL(zkit_lock_node(multi, &first_node), 0);
+    CU_ASSERT_EQUAL(zkit_lock_node(&first_node, multi), 0);
     CU_ASSERT(first_node && nodes[0] && strcmp(first_node, nodes[0]) == 0);
 
     /* A short partition: both parts go UNCERTAIN and come back; told once each. */

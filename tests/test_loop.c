@@ -330,7 +330,7 @@ static void loss_heard(loop_t *lp, zkit_client_t *other, const char *base)
     CU_ASSERT_FATAL(zkit_mutex_new(&m, lp->client, path) == 0);
     CU_ASSERT_EQUAL(zkit_lock_set_state_callback(m, on_state, &r), 0);
     CU_ASSERT_EQUAL(zkit_lock_acquire(m, 5000), 0);
-    CU_ASSERT_EQUAL_FATAL(zkit_lock_node(m, &node), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_node(&node, m), 0);
     CU_ASSERT_EQUAL(zkit_delete(other, node, -1, 0), 0);
     CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &r, 10000), 0);
     CU_ASSERT_EQUAL(atomic_load(&r.error), ZKIT_LOCK_LOST);
@@ -446,8 +446,27 @@ static void test_thread_delivery_has_no_fd(void)
     zkit_client_close(c);
 }
 
+/* A program built against version 1 of the options has no `delivery` field: whatever lies
+ * beyond its struct is not read, and its callbacks run on the event thread. */
+static void test_version_1_options_deliver_on_event_thread(void)
+{
+    zkit_client_options_t opts;
+    zkit_client_t *c = NULL;
+    int fd = 0;
+    fw_options(&opts, zkh_connect_string(zk), NULL, 10000, NULL);
+    opts.version = 1;
+    opts.delivery = (zkit_delivery_t)77; /* not there for such a program */
+    CU_ASSERT_EQUAL_FATAL(zkit_client_new(&c, &opts), 0);
+    CU_ASSERT_EQUAL(zkit_client_fd(&fd, c), ZKIT_ESTATE);
+    CU_ASSERT_EQUAL(zkit_client_block_until_connected(c, 10000), 0);
+    zkit_client_close(c);
+    opts.version = ZKIT_CLIENT_OPTIONS_VERSION; /* a program that knows the field: refused */
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &opts), ZKIT_EINVAL);
+}
+
 static const zkh_test_t tests[] = {
     { "event thread delivery: no descriptor, no dispatch", test_thread_delivery_has_no_fd },
+    { "version 1 options: event thread delivery", test_version_1_options_deliver_on_event_thread },
     { "epoll: lock cycle, watch, loss, cancel, close", test_epoll },
     { "libuv: lock cycle, watch, loss, cancel, close", test_libuv },
     { "libevent: lock cycle, watch, loss, cancel, close", test_libevent },
