@@ -9,6 +9,8 @@
  *  - a held lock whose node another client deletes hears LOST on the loop's thread;
  *  - an asynchronous acquire waiting behind another client's hold, cancelled from the test
  *    thread, completes exactly once with ZKIT_ECANCELED on the loop's thread and leaves no node;
+ *  - a lock freed on the loop's thread while its acquisition waits hears ZKIT_ECANCELED
+ *    before the free returns;
  *  - zkit_client_dispatch from inside a callback is refused with ZKIT_EDEADLK;
  *  - with an acquisition still waiting, the loop detaches and closes the client on its own
  *    thread: the completion runs once, inside the close, on that thread, with ZKIT_ECLOSED.
@@ -53,7 +55,26 @@ typedef struct loop {
     atomic_int running;         /* 1 once attached, -1 if attaching failed */
     atomic_int stop;
     atomic_int closed;          /* the loop thread has closed the client */
+    _Atomic(zkit_lock_t *) free_me; /* a lock the loop thread is to free, between events */
+    atomic_int freed;           /* it has */
+    atomic_int calls_at_free;   /* what rec_of_free_me had heard when the free returned */
+    struct rec *rec_of_free_me;
 } loop_t;
+
+static int rec_calls(struct rec *r);
+
+/* Between events, on the loop's thread (not in a callback): frees the lock asked for.
+ * Returns whether the loop should stop. */
+static int loop_tick(loop_t *lp)
+{
+    zkit_lock_t *lock = atomic_exchange(&lp->free_me, NULL);
+    if (lock) {
+        zkit_lock_free(lock);
+        atomic_store(&lp->calls_at_free, rec_calls(lp->rec_of_free_me));
+        atomic_store(&lp->freed, 1);
+    }
+    return atomic_load(&lp->stop);
+}
 
 /* ---- the three loops, each on its own thread -------------------------------------------------- */
 
@@ -66,7 +87,7 @@ static void run_epoll(loop_t *lp)
         return;
     }
     atomic_store(&lp->running, 1);
-    while (!atomic_load(&lp->stop)) {
+    while (!loop_tick(lp)) {
         int n = epoll_wait(epfd, events, 4, TICK_MS);
         for (int i = 0; i < n; i++)
             if (events[i].data.ptr == lp)
@@ -80,7 +101,7 @@ static void run_epoll(loop_t *lp)
 static void uv_tick(uv_timer_t *timer)
 {
     loop_t *lp = timer->data;
-    if (atomic_load(&lp->stop))
+    if (loop_tick(lp))
         uv_stop(timer->loop);
 }
 
@@ -118,7 +139,7 @@ static void event_tick(evutil_socket_t fd, short what, void *arg)
     event_tick_t *t = arg;
     (void)fd;
     (void)what;
-    if (atomic_load(&t->lp->stop))
+    if (loop_tick(t->lp))
         event_base_loopbreak(t->base);
 }
 
@@ -246,6 +267,16 @@ static int rec_called(void *arg)
     return atomic_load(&((rec_t *)arg)->calls) > 0;
 }
 
+static int rec_calls(struct rec *r)
+{
+    return atomic_load(&r->calls);
+}
+
+static int loop_freed(void *arg)
+{
+    return atomic_load(&((loop_t *)arg)->freed);
+}
+
 static void on_acquired(zkit_lock_t *lock, int error, void *arg)
 {
     rec_t *r = arg;
@@ -365,6 +396,34 @@ static void cancel_once(loop_t *lp, zkit_client_t *other, const char *base)
     free(path);
 }
 
+/* Freeing a lock on the loop's thread (between events) while its acquisition waits: the
+ * acquisition's completion (ZKIT_ECANCELED) runs before the free returns, on that thread. */
+static void free_on_loop(loop_t *lp, zkit_client_t *other, const char *base)
+{
+    char *path = lk_join(base, "freed");
+    zkit_lock_t *held = NULL, *m = NULL;
+    rec_t r;
+    rec_init(&r, lp);
+    CU_ASSERT_FATAL(zkit_mutex_new(&held, other, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&m, lp->client, path) == 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(held, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire_async(m, 30000, on_acquired, &r), 0);
+    CU_ASSERT_EQUAL(wait_children(path, 2, 10000), 0);
+    lp->rec_of_free_me = &r;
+    atomic_store(&lp->freed, 0);
+    atomic_store(&lp->free_me, m);
+    CU_ASSERT_EQUAL_FATAL(zkh_wait_until(loop_freed, lp, 10000), 0);
+    CU_ASSERT_EQUAL(atomic_load(&lp->calls_at_free), 1);
+    CU_ASSERT_EQUAL(atomic_load(&r.error), ZKIT_ECANCELED);
+    CU_ASSERT_EQUAL(atomic_load(&r.on_loop), 1);
+    CU_ASSERT_EQUAL(wait_children(path, 1, 10000), 0);
+    CU_ASSERT_EQUAL(loop_barrier(lp), 0);
+    CU_ASSERT_EQUAL(atomic_load(&r.calls), 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(held), 0);
+    zkit_lock_free(held);
+    free(path);
+}
+
 /* The last test of a loop: the client closes (on the loop's thread) with an acquisition
  * still waiting; its completion runs there, once, with ZKIT_ECLOSED. */
 static void close_with_pending(loop_t *lp, zkit_client_t *other, const char *base)
@@ -405,6 +464,7 @@ static void run_scenario(loop_kind_t kind, const char *name)
     watch_fires(&lp, other, f.base);
     loss_heard(&lp, other, f.base);
     cancel_once(&lp, other, f.base);
+    free_on_loop(&lp, other, f.base);
     close_with_pending(&lp, other, f.base);
     fx_end(&f);
     zkit_client_close(other);

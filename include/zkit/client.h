@@ -172,7 +172,9 @@ ZKIT_EXTERN int zkit_client_fd(int *fd, const zkit_client_t *client);
  * The thread that dispatches is the client's event thread for every rule that names it:
  * completions, watches, listeners and lock states run there only, a blocking call that would
  * wait for a callback (a leader latch's blocking await) fails there with ZKIT_EDEADLK, and
- * objects may be freed there at any time, since no callback of the client runs elsewhere.  It
+ * objects may be freed there at any time: outside a callback, freeing a lock runs the
+ * callbacks queued so far (such as its acquisition ending with ZKIT_ECANCELED) before it
+ * returns.  Freed on another thread, a lock waits for the loop to dispatch them.  It
  * is the thread that created the client until another thread dispatches.  Blocking calls that
  * wait only for the server (zkit_lock_acquire, zkit_create...) work from the loop thread, but
  * block the loop.  zkit_client_close() from the loop thread (not from a callback) runs the

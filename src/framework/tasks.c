@@ -189,6 +189,23 @@ static void end_dispatch_locked(zkit_client_t *c)
     pthread_cond_broadcast(&c->event_cond);
 }
 
+int zkit__dispatch_inline(zkit_client_t *c)
+{
+    unsigned batch;
+    if (!c->dispatch_mode || zkit__in_callback(c) || !zkit__is_event_thread(c))
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    if (!c->event_thread_done) {
+        begin_dispatch_locked(c);
+        /* The descriptor is not drained: the loop's next dispatch finds what is left. */
+        for (batch = c->tasks_queued; batch > 0 && c->tasks; batch--)
+            run_first_task_locked(c);
+        end_dispatch_locked(c);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return 1;
+}
+
 void zkit__event_delivery_stop(zkit_client_t *c)
 {
     if (!c->dispatch_mode) {

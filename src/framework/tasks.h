@@ -33,4 +33,9 @@ int zkit__run_on_event_thread_task(zkit_client_t *c, zkit__task_t *task, void (*
 /* Whether the calling thread is the client's event thread (0 once the client is closed). */
 int zkit__is_event_thread(zkit_client_t *c);
 
+/* On the loop thread of a client that delivers on dispatch, outside a callback: runs the
+ * callbacks queued so far, here, and returns 1 (what a barrier on the event thread would
+ * wait for).  0 anywhere else, doing nothing. */
+int zkit__dispatch_inline(zkit_client_t *c);
+
 #endif

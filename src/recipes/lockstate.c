@@ -288,7 +288,11 @@ void zkit__lockstate_quiesce(zkit_lock_t *lock)
 {
     zkit_client_t *c = lock->client;
     barrier_t b;
-    if (!__atomic_load_n(&lock->used_event_thread, __ATOMIC_RELAXED) || zkit__is_event_thread(c))
+    if (!__atomic_load_n(&lock->used_event_thread, __ATOMIC_RELAXED))
+        return;
+    /* The loop thread of a client that delivers on dispatch runs the lock's last callbacks
+     * itself: nobody else would while it is here. */
+    if (zkit__dispatch_inline(c) || zkit__is_event_thread(c))
         return;
     pthread_mutex_init(&b.mu, NULL);
     pthread_cond_init(&b.cond, NULL);
