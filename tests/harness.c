@@ -1402,34 +1402,58 @@ zhandle_t *zkh_raw_connect(zkh_cluster_t *c)
     return zh;
 }
 
-/* Shut down the socket of this process that goes from 127.0.0.1:local_port
- * to 127.0.0.1:peer_port, if there is one.  Both names are checked right
- * before shutdown() so that a recycled fd number is not hit. */
+/* The inode of the TCP socket from 127.0.0.1:local_port to 127.0.0.1:peer_port, from
+ * /proc/net/tcp (addresses as the kernel prints a big-endian word, ports in host order), or 0
+ * if there is none. */
+static unsigned long loopback_socket_inode(int local_port, int peer_port)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    char line[512];
+    unsigned long inode = 0;
+    if (f == NULL)
+        return 0;
+    while (inode == 0 && fgets(line, sizeof line, f) != NULL) {
+        unsigned la, lp, ra, rp;
+        unsigned long ino;
+        if (sscanf(line, " %*u: %x:%x %x:%x %*x %*x:%*x %*x:%*x %*x %*u %*u %lu", &la, &lp, &ra,
+                   &rp, &ino) == 5 &&
+            la == htonl(INADDR_LOOPBACK) && ra == htonl(INADDR_LOOPBACK) &&
+            (int)lp == local_port && (int)rp == peer_port)
+            inode = ino;
+    }
+    fclose(f);
+    return inode;
+}
+
+/* Shut down the socket of this process that goes from 127.0.0.1:local_port to
+ * 127.0.0.1:peer_port, if there is one.  The socket is found by its inode, through the names
+ * of /proc/self/fd, so that no descriptor of another thread (libzookeeper's, which may be
+ * closing it) is touched unless it is the one to shut down. */
 static int kick_local_socket(int local_port, int peer_port)
 {
-    DIR *d = opendir("/proc/self/fd");
-    if (d == NULL)
-        return 0;
+    unsigned long inode = loopback_socket_inode(local_port, peer_port);
+    char want[64];
+    DIR *d;
     int kicked = 0;
     struct dirent *e;
+    if (inode == 0 || (d = opendir("/proc/self/fd")) == NULL)
+        return 0;
+    snprintf(want, sizeof want, "socket:[%lu]", inode);
     while ((e = readdir(d)) != NULL) {
+        char link[64], target[64];
+        ssize_t n;
         char *end;
         long fd = strtol(e->d_name, &end, 10);
         if (*end != '\0' || end == e->d_name || fd == dirfd(d))
             continue;
-        struct stat st;
-        if (fstat((int)fd, &st) != 0 || !S_ISSOCK(st.st_mode))
+        snprintf(link, sizeof link, "/proc/self/fd/%ld", fd);
+        if ((n = readlink(link, target, sizeof target - 1)) <= 0)
             continue;
-        struct sockaddr_in la, pa;
-        socklen_t ll = sizeof la, pl = sizeof pa;
-        if (getsockname((int)fd, (struct sockaddr *)&la, &ll) != 0 || la.sin_family != AF_INET ||
-            ntohs(la.sin_port) != local_port || la.sin_addr.s_addr != htonl(INADDR_LOOPBACK))
-            continue;
-        if (getpeername((int)fd, (struct sockaddr *)&pa, &pl) != 0 || pa.sin_family != AF_INET ||
-            ntohs(pa.sin_port) != peer_port)
-            continue;
-        shutdown((int)fd, SHUT_RDWR);
-        kicked++;
+        target[n] = '\0';
+        if (strcmp(target, want) == 0) {
+            shutdown((int)fd, SHUT_RDWR);
+            kicked++;
+        }
     }
     closedir(d);
     return kicked;
