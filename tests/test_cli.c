@@ -533,6 +533,48 @@ static void test_exit_status_and_environment(void)
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
+/*
+ * -c STRING runs under /bin/sh -c while the lock is held (a second zkit-lock -n, run from the
+ * string itself, finds it taken), with the lock's environment; zkit-lock exits with its
+ * status.  -c together with a command after '--' is a usage error.
+ */
+static void test_shell_command(void)
+{
+    char path[64], file[300], err[300], script[1200], prefix[160], *text;
+    const char *cs = zkh_connect_string(zk);
+    int64_t elapsed;
+    zkh_unique_path(path, sizeof(path), "cli-shell");
+    scratch(file, sizeof(file), "shell.out");
+    scratch(err, sizeof(err), "shell.err");
+    snprintf(script, sizeof(script),
+             "'%s' --connect '%s' -q -n '%s' -- true; "
+             "echo \"$? $ZKIT_LOCK_PATH|$ZKIT_FENCING_TOKEN\" > '%s'; exit 7",
+             tool, cs, path, file);
+    {
+        const char *args[] = { "--connect", cs, "-c", script, path, NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 7);
+    }
+    text = slurp(file);
+    snprintf(prefix, sizeof(prefix), "1 %s|", path); /* the inner -n: already locked */
+    CU_ASSERT(text && strncmp(text, prefix, strlen(prefix)) == 0);
+    CU_ASSERT(text && token_of(text) > 0);
+    free(text);
+    {
+        const char *args[] = { "--connect", cs, "--command", "exit 3", path, NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 3);
+    }
+    {
+        const char *args[] = { "--connect", cs, "-c", "true", path, "--", "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(&elapsed, err, args), 64);
+        CU_ASSERT(elapsed < 5000);
+    }
+    text = slurp(err);
+    CU_ASSERT_EQUAL(line_count(text), 1);
+    CU_ASSERT(text && strstr(text, "-c and a command after '--' exclude each other"));
+    free(text);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
 /* ---- signals ----------------------------------------------------------------------------- */
 
 static void test_signal_forwarding(void)
@@ -603,6 +645,8 @@ static void test_usage_errors(void)
         { { "--connect", cs, "--once-per", "2", "/cli-usage", "/cli-usage2", "--", "true",
             NULL }, 64 },
         { { "--connect", cs, "--skip-exit-code", "3", "/cli-usage", "--", "true", NULL }, 64 },
+        { { "--connect", cs, "-c", "true", "/cli-usage", "--", "true", NULL }, 64 },
+        { { "--connect", cs, "-c", "true", "--list", "/cli-usage", NULL }, 64 },
         { { "--connect", cs, "--once-per", "2", "--skip-exit-code", "256", "/cli-usage", "--",
             "true", NULL }, 64 },
     };
@@ -1550,6 +1594,7 @@ static const zkh_test_t tests[] = {
     { "-n on a held lock", test_nonblock_conflict },
     { "-w times out", test_wait_timeout },
     { "exit status and environment", test_exit_status_and_environment },
+    { "-c runs a shell command", test_shell_command },
     { "signals are passed on", test_signal_forwarding },
     { "usage errors", test_usage_errors },
     { "frozen server kills the command", test_frozen_server_kills_command },

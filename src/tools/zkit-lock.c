@@ -3,6 +3,7 @@
  * but safe when the lock is lost: the command is killed before anyone else can hold it.
  *
  *   zkit-lock [options] PATH [PATH...] -- COMMAND [ARGS...]
+ *   zkit-lock [options] -c 'SHELL COMMAND' PATH [PATH...]
  *   zkit-lock [options] --once-per SECONDS PATH -- COMMAND [ARGS...]
  *   zkit-lock [options] --list PATH
  *
@@ -76,6 +77,7 @@ void zkl_error(const char *fmt, ...)
 
 static const char usage_text[] =
     "Usage: zkit-lock [options] PATH [PATH...] -- COMMAND [ARGS...]\n"
+    "       zkit-lock [options] -c 'SHELL COMMAND' PATH [PATH...]\n"
     "       zkit-lock [options] --once-per SECONDS PATH -- COMMAND [ARGS...]\n"
     "       zkit-lock [options] --list PATH\n"
     "\n"
@@ -91,6 +93,8 @@ static const char usage_text[] =
     "The lock is kept at least 1 s after COMMAND starts.\n"
     "\n"
     "Options:\n"
+    "  -c, --command STRING       run STRING with /bin/sh -c instead of a COMMAND after\n"
+    "                             '--' (like flock -c); not with a COMMAND too\n"
     "      --connect HOSTS        ZooKeeper servers, host:port,... (default $ZKIT_CONNECT,\n"
     "                             else " DEFAULT_CONNECT ")\n"
     "      --namespace NS         prefix every path with /NS\n"
@@ -170,6 +174,7 @@ static const struct option long_options[] = {
     { "once-per", required_argument, NULL, OPT_ONCE_PER },
     { "skip-exit-code", required_argument, NULL, OPT_SKIP_EXIT_CODE },
     { "list", required_argument, NULL, OPT_LIST },
+    { "command", required_argument, NULL, 'c' },
     { "verbose", no_argument, NULL, 'v' },
     { "quiet", no_argument, NULL, 'q' },
     { "help", no_argument, NULL, 'h' },
@@ -179,7 +184,7 @@ static const struct option long_options[] = {
 
 /* "+": stop at the first non-option, so that PATHs are collected in order and nothing after
  * "--" is ever taken for an option; ":": we word the errors ourselves, on one line. */
-static const char short_options[] = "+:w:nE:vqhV";
+static const char short_options[] = "+:c:w:nE:vqhV";
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -295,6 +300,7 @@ static int apply_option(zkl_options_t *o, int c, const char *arg, int *kind_give
     case OPT_ONCE_PER:
     case OPT_SKIP_EXIT_CODE: return apply_once_option(o, c, arg);
     case OPT_LIST: o->list_path = arg; return 0;
+    case 'c': o->shell_command = arg; return 0;
     case 'v': o->verbosity = ZKL_VERBOSE; return 0;
     case 'q': o->verbosity = ZKL_QUIET; return 0;
     default: return ZKL_EXIT_INTERNAL;
@@ -485,6 +491,21 @@ static void default_options(zkl_options_t *o, char **paths)
     o->paths = paths;
 }
 
+/* -c STRING: the command becomes /bin/sh -c STRING, as flock(1) runs it. */
+static int use_shell_command(zkl_options_t *o)
+{
+    if (!o->shell_command)
+        return 0;
+    if (o->command)
+        return usage_error("-c and a command after '--' exclude each other: give one of them");
+    o->shell_argv[0] = (char *)"/bin/sh";
+    o->shell_argv[1] = (char *)"-c";
+    o->shell_argv[2] = (char *)o->shell_command;
+    o->shell_argv[3] = NULL;
+    o->command = o->shell_argv;
+    return 0;
+}
+
 /* Returns -1 to go on with valid options, or the exit status. */
 static int parse_options(zkl_options_t *o, int argc, char **argv)
 {
@@ -495,7 +516,9 @@ static int parse_options(zkl_options_t *o, int argc, char **argv)
     if ((rc = scan_arguments(o, argc, argv)) >= 0)
         return rc;
     zkl_set_verbosity(o->verbosity);
-    rc = check_mode(o);
+    rc = use_shell_command(o);
+    if (rc == 0)
+        rc = check_mode(o);
     if (o->skip_code < 0)
         o->skip_code = 0;
     if (rc == 0)

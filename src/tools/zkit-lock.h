@@ -66,7 +66,9 @@ typedef struct zkl_options {
     const char *list_path;
     char **paths;              /* borrowed from argv */
     size_t path_count;
-    char **command;            /* NULL-terminated, borrowed from argv */
+    char **command;            /* NULL-terminated, borrowed from argv, or shell_argv */
+    const char *shell_command; /* -c STRING: run by /bin/sh -c instead of a command */
+    char *shell_argv[4];       /* /bin/sh -c STRING */
 } zkl_options_t;
 
 /* Messages on stderr, one line each, prefixed "zkit-lock: ".  zkl_info only with --verbose;
