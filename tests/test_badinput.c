@@ -1220,7 +1220,7 @@ static void test_tool(void)
     const tool_case_t cases[] = {
         { { NULL }, 64, "no lock PATH", NULL },
         { { "--connect", c, NULL }, 64, "no lock PATH", NULL },
-        { { "--connect", c, "/bi", NULL }, 64, "no command", NULL },
+        { { "--connect", c, "--once-per", "60", "/bi", NULL }, 64, "needs a command", NULL },
         { { "--connect", c, "/bi", "--", NULL }, 64, "no command after", NULL },
         { { "--frobnicate", "/bi", "--", "true", NULL }, 64, "unknown option", NULL },
         { { "-x", "/bi", "--", "true", NULL }, 64, "unknown option", NULL },

@@ -575,6 +575,99 @@ static void test_shell_command(void)
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
+/* ---- holding without a command ---------------------------------------------------------- */
+
+/* zkit-lock PATH with no command; its stdout goes to `out`. */
+static pid_t start_hold(const char *connect, const char *path, const char *out, const char *err,
+                        const char *option, const char *value)
+{
+    const char *argv[] = { tool, "--connect", connect, path, option, value, NULL };
+    unlink(out);
+    return spawn_argv(tool, argv, out, err, 0);
+}
+
+/* Waits for the "held NODE token N" line: 0 with the node and token, else -1. */
+static int wait_held(const char *out, char *node, size_t node_len, long long *token)
+{
+    char format[32], *text;
+    int ok;
+    if (wait_text(out, "\n", 15000) != 0)
+        return -1;
+    text = slurp(out);
+    snprintf(format, sizeof(format), "held %%%zus token %%lld", node_len - 1);
+    ok = text && line_count(text) == 1 && sscanf(text, format, node, token) == 2;
+    free(text);
+    return ok ? 0 : -1;
+}
+
+/*
+ * No command: the lock is held until SIGTERM or SIGINT, with "held NODE token N" on stdout
+ * once acquired.  Meanwhile nobody else gets it; on the signal it is released and zkit-lock
+ * exits 0.
+ */
+static void test_hold_without_command(void)
+{
+    static const int signals[] = { SIGTERM, SIGINT };
+    char path[64], out[300], node[256], prefix[128];
+    const char *cs = zkh_connect_string(zk);
+    zkh_unique_path(path, sizeof(path), "cli-hold");
+    scratch(out, sizeof(out), "hold.out");
+    snprintf(prefix, sizeof(prefix), "%s/_c_", path);
+    for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]); i++) {
+        long long token = 0;
+        int64_t elapsed;
+        pid_t holder = start_hold(cs, path, out, NULL, NULL, NULL);
+        CU_ASSERT_FATAL(holder > 0);
+        CU_ASSERT_EQUAL_FATAL(wait_held(out, node, sizeof(node), &token), 0);
+        CU_ASSERT_EQUAL(strncmp(node, prefix, strlen(prefix)), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(node, "-lock-"));
+        CU_ASSERT(token > 0);
+        CU_ASSERT_EQUAL(children(path), 1);
+        {
+            const char *args[] = { "--connect", cs, "-n", path, "--", "true", NULL };
+            CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 1);
+        }
+        {
+            const char *args[] = { "--connect", cs, "-w", "0.5", path, "--", "true", NULL };
+            CU_ASSERT_EQUAL(run_tool(&elapsed, NULL, args), 1);
+            CU_ASSERT(elapsed >= 500);
+        }
+        kill(holder, signals[i]);
+        CU_ASSERT_EQUAL(wait_status(holder, 10000), 0);
+        CU_ASSERT_EQUAL(wait_children(path, 0, 10000), 0);
+        {
+            const char *args[] = { "--connect", cs, "-n", path, "--", "true", NULL };
+            CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 0);
+        }
+    }
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/* Held without a command, the lock is lost when the server hangs past its validity: exit 75
+ * with a message, as for a command. */
+static void test_hold_lost(void)
+{
+    char path[64], out[300], err[300], node[256];
+    const char *cs = zkh_connect_string(zk);
+    long long token = 0;
+    int64_t frozen_at;
+    pid_t holder;
+    zkh_unique_path(path, sizeof(path), "cli-hold-lost");
+    scratch(out, sizeof(out), "hold-lost.out");
+    scratch(err, sizeof(err), "hold-lost.err");
+    holder = start_hold(cs, path, out, err, "--session-timeout", "2");
+    CU_ASSERT_FATAL(holder > 0);
+    CU_ASSERT_EQUAL_FATAL(wait_held(out, node, sizeof(node), &token), 0);
+    CU_ASSERT_EQUAL_FATAL(zkh_freeze(zk, 0), 0);
+    frozen_at = zkh_now_ms();
+    CU_ASSERT_EQUAL(wait_status(holder, 10000), 75);
+    CU_ASSERT(zkh_now_ms() - frozen_at < 4000);
+    CU_ASSERT(contains(err, "expired while disconnected"));
+    CU_ASSERT_EQUAL(zkh_thaw(zk, 0), 0);
+    CU_ASSERT_EQUAL(wait_children(path, 0, 15000), 0);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
 /* ---- signals ----------------------------------------------------------------------------- */
 
 static void test_signal_forwarding(void)
@@ -622,7 +715,7 @@ static void test_usage_errors(void)
     const char *cs = zkh_connect_string(zk);
     char badauth[300];
     const usage_case_t cases[] = {
-        { { "--connect", cs, "/cli-usage", NULL }, 64 },
+        { { "--connect", cs, "--once-per", "2", "/cli-usage", NULL }, 64 },
         { { "--connect", cs, "/cli-usage", "--", NULL }, 64 },
         { { "--connect", cs, "--frobnicate", "/cli-usage", "--", "true", NULL }, 64 },
         { { "--connect", cs, "-w", "soon", "/cli-usage", "--", "true", NULL }, 64 },
@@ -1595,6 +1688,8 @@ static const zkh_test_t tests[] = {
     { "-w times out", test_wait_timeout },
     { "exit status and environment", test_exit_status_and_environment },
     { "-c runs a shell command", test_shell_command },
+    { "no command: held until a signal", test_hold_without_command },
+    { "no command: a lost lock ends with 75", test_hold_lost },
     { "signals are passed on", test_signal_forwarding },
     { "usage errors", test_usage_errors },
     { "frozen server kills the command", test_frozen_server_kills_command },

@@ -4,16 +4,18 @@
  *
  *   zkit-lock [options] PATH [PATH...] -- COMMAND [ARGS...]
  *   zkit-lock [options] -c 'SHELL COMMAND' PATH [PATH...]
+ *   zkit-lock [options] PATH [PATH...]              (holds until SIGINT or SIGTERM)
  *   zkit-lock [options] --once-per SECONDS PATH -- COMMAND [ARGS...]
  *   zkit-lock [options] --list PATH
  *
- * This file: messages, options, and the main flows (connect, acquire, run, release; or one
- * attempt at the current slot of a zkit_job for --once-per).
+ * This file: messages, options, and the main flows (connect, acquire, run or hold, release;
+ * or one attempt at the current slot of a zkit_job for --once-per).
  */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,12 +80,17 @@ void zkl_error(const char *fmt, ...)
 static const char usage_text[] =
     "Usage: zkit-lock [options] PATH [PATH...] -- COMMAND [ARGS...]\n"
     "       zkit-lock [options] -c 'SHELL COMMAND' PATH [PATH...]\n"
+    "       zkit-lock [options] PATH [PATH...]\n"
     "       zkit-lock [options] --once-per SECONDS PATH -- COMMAND [ARGS...]\n"
     "       zkit-lock [options] --list PATH\n"
     "\n"
     "Run COMMAND while holding a ZooKeeper lock on PATH (a Curator-compatible reentrant\n"
     "mutex; several PATHs are locked together).  If the lock is lost or can no longer be\n"
     "guaranteed, COMMAND's process group is terminated before anyone else can get the lock.\n"
+    "\n"
+    "Without a COMMAND the lock is held until SIGINT, SIGTERM, SIGHUP or SIGQUIT (then\n"
+    "released; exit 0), and one line \"held NODE token TOKEN\" is printed on stdout once\n"
+    "it is acquired; exit 75 if the lock is lost meanwhile.\n"
     "\n"
     "With --once-per (cron tables: every host runs the same line), COMMAND runs on one\n"
     "host per time slot.  Slot n is [n*SECONDS, (n+1)*SECONDS) in Unix time, the one\n"
@@ -135,7 +142,7 @@ static const char usage_text[] =
     "when the slot was done or taken; 64 usage error; 65 the path holds a node of no lock\n"
     "layout (--list: not a lock; --once-per: PATH/last holds no slot id); 66 --list: no\n"
     "such path; 69 ZooKeeper unreachable; 70 internal error; 75 lock lost while COMMAND\n"
-    "ran (COMMAND was terminated); 77 permission denied by an ACL; 78 the chroot of\n"
+    "ran or was held without COMMAND (COMMAND was terminated); 77 permission denied by an ACL; 78 the chroot of\n"
     "--connect does not exist; 126 COMMAND not executable; 127 COMMAND not found.\n";
 
 enum {
@@ -395,10 +402,7 @@ static int check_lock_mode(const zkl_options_t *o)
     int rc;
     if (o->path_count == 0)
         return usage_error("no lock PATH given");
-    if (!o->command)
-        return usage_error("no command: put it after '--', as in: zkit-lock %s -- COMMAND",
-                           o->paths[0]);
-    if (!o->command[0])
+    if (o->command && !o->command[0])
         return usage_error("no command after '--'");
     if (o->kind == ZKL_SEMAPHORE && o->path_count > 1)
         return usage_error("--semaphore takes exactly one PATH");
@@ -421,6 +425,8 @@ static int check_once_mode(const zkl_options_t *o)
     int rc = check_lock_mode(o);
     if (rc != 0)
         return rc;
+    if (!o->command)
+        return usage_error("--once-per needs a command: put it after '--' or give -c");
     if (o->path_count != 1)
         return usage_error("--once-per takes exactly one PATH");
     if (o->kind != ZKL_MUTEX)
@@ -597,13 +603,67 @@ static int run_held(zkl_locks_t *ls, const zkl_options_t *o, const char *paths,
     return status;
 }
 
+/* Whether the signal ends holding without a command (SIGUSR1 and SIGUSR2 do not). */
+static int ends_holding(int sig)
+{
+    return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
+}
+
+/* Why the lock held without a command is gone, or NULL while it is still ours. */
+static const char *hold_lost(zkl_locks_t *ls, int event, int64_t *deadline)
+{
+    if (event == ZKL_EV_LOCK_BASE + ZKIT_LOCK_LOST)
+        return "the lock was lost (session expired or lock node deleted)";
+    if (event == ZKL_EV_LOCK_BASE + ZKIT_LOCK_EXPIRED)
+        return "the lock expired while disconnected from ZooKeeper";
+    if (zkl_locks_deadline(ls, deadline) != 0)
+        return "the lock was lost (session expired or lock node deleted)";
+    if (*deadline <= zkl_now_ms())
+        return "the lock expired while disconnected from ZooKeeper";
+    return NULL;
+}
+
+/* No command: tells what is held on stdout, then holds it (left held) until a signal ends
+ * holding: 0, or ZKL_EXIT_LOCK_LOST once the lock is lost or its validity runs out. */
+static int hold_until_signal(zkl_locks_t *ls, const char *paths)
+{
+    char *nodes = NULL, *tokens = NULL;
+    int64_t deadline;
+    const char *why = NULL;
+    int ev = 0;
+    if (zkl_locks_describe(ls, &nodes, &tokens) != 0 || zkl_locks_deadline(ls, &deadline) != 0) {
+        zkl_error("%s: the lock was lost as soon as it was acquired", paths);
+        return ZKL_EXIT_LOCK_LOST;
+    }
+    zkl_info("acquired %s (node %s, fencing token %s); holding until signalled", paths, nodes,
+             tokens);
+    /* Flushed at once: a script reading the line learns the lock is held. */
+    printf("held %s token %s\n", nodes, tokens);
+    fflush(stdout);
+    free(nodes);
+    free(tokens);
+    while ((why = hold_lost(ls, ev, &deadline)) == NULL) {
+        ev = zkl_events_wait(deadline);
+        if (ends_holding(ev)) {
+            zkl_info("%s: releasing on signal %d", paths, ev);
+            return 0;
+        }
+        if (ev >= ZKL_EV_CONN_BASE && ev < ZKL_EV_LOCK_BASE)
+            zkl_locks_connection_event(ls, (zkit_conn_state_t)(ev - ZKL_EV_CONN_BASE));
+    }
+    zkl_error("%s: %s", paths, why);
+    return ZKL_EXIT_LOCK_LOST;
+}
+
+/* Runs the command, or holds without one; then releases. */
 static int run_locked(zkl_locks_t *ls, const zkl_options_t *o, const char *paths,
                       const char *program)
 {
-    int status = run_held(ls, o, paths, program);
+    int status = o->command ? run_held(ls, o, paths, program) : hold_until_signal(ls, paths);
     int rc = zkl_locks_release(ls);
     if (rc == ZKIT_ELOCKLOST && status != ZKL_EXIT_LOCK_LOST) {
-        zkl_error("%s: the lock was lost while the command ran", paths);
+        zkl_error("%s: the lock was lost while %s", paths,
+                  o->command ? "the command ran" : "held");
         status = ZKL_EXIT_LOCK_LOST;
     } else if (rc != 0 && rc != ZKIT_ELOCKLOST) {
         zkl_note("%s: release: %s (the session's end removes the node)", paths,
@@ -739,7 +799,7 @@ int main(int argc, char **argv)
     zkl_note_inherited_fds(); /* before anything of ours is open */
     status = parse_options(&o, argc, argv);
     /* A command that cannot run fails before anything is locked. */
-    if (status < 0 && !o.list_path && !(program = zkl_resolve_command(o.command[0], &missing)))
+    if (status < 0 && o.command && !(program = zkl_resolve_command(o.command[0], &missing)))
         status = missing ? missing : ZKL_EXIT_INTERNAL;
     if (status < 0 && !(paths = join_paths(&o)))
         status = ZKL_EXIT_INTERNAL;
