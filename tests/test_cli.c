@@ -858,6 +858,7 @@ static void test_reconnect_in_time_keeps_command(void)
     holder = start_holder(zkh_proxy_address(proxy), path, hold_snippet, base, err,
                           "--session-timeout", "6", "--kill-grace", "0.1", "--verbose", NULL);
     CU_ASSERT_FATAL(holder > 0);
+    CU_ASSERT(contains(err, "kill grace 100 ms (--kill-grace)")); /* given: kept as it is */
     zkh_proxy_block(proxy);
     CU_ASSERT_EQUAL(wait_text(err, "disconnected: the lock is valid", 10000), 0);
     zkh_proxy_unblock(proxy);
@@ -866,6 +867,48 @@ static void test_reconnect_in_time_keeps_command(void)
     CU_ASSERT(group_alive(pidfile));
     CU_ASSERT(!contains(err, "SIGTERM"));
     CU_ASSERT_EQUAL(stop_holder(holder), 143);
+    zkh_proxy_stop(proxy);
+    CU_ASSERT_EQUAL(wait_children(path, 0, 15000), 0);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/*
+ * Without --kill-grace the grace is a share of the lock's validity after a disconnect, so
+ * that the command keeps running for most of it: session timeout 6 s, the client notices
+ * after 4 s and the lock is valid 1.4 s more; the grace is 0.5 s, so SIGTERM comes 0.9 s after
+ * the disconnection is noticed (a grace longer than the validity would send it at once), and
+ * SIGKILL, if need be, at the deadline.
+ */
+static void test_default_kill_grace(void)
+{
+    char path[64], base[300], err[300], log[300], pidfile[320], *text, *line;
+    zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    long long grace = 0, validity = 0;
+    int64_t noticed;
+    pid_t holder;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(proxy);
+    zkh_unique_path(path, sizeof(path), "cli-grace");
+    scratch(base, sizeof(base), "grace");
+    scratch(err, sizeof(err), "grace.err");
+    scratch(log, sizeof(log), "grace.log");
+    scratch(pidfile, sizeof(pidfile), "grace.pid");
+    holder = start_holder(zkh_proxy_address(proxy), path, hold_trap_snippet, base, err,
+                          "--session-timeout", "6", "--verbose", NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    text = slurp(err);
+    line = text ? strstr(text, "kill grace ") : NULL;
+    CU_ASSERT(line && sscanf(line, "kill grace %lld ms, of the %lld ms", &grace, &validity) == 2);
+    CU_ASSERT(grace >= 500 && grace < validity && validity <= 2000);
+    free(text);
+    zkh_proxy_block(proxy);
+    CU_ASSERT_EQUAL(wait_text(err, "disconnected: the lock is valid", 10000), 0);
+    noticed = zkh_now_ms();
+    CU_ASSERT_EQUAL(wait_text(log, "TERM", 10000), 0);
+    /* validity - grace = 0.9 s after the notice; our own notice may come a little late. */
+    CU_ASSERT(zkh_now_ms() - noticed >= 400);
+    CU_ASSERT_EQUAL(wait_status(holder, 15000), 75);
+    CU_ASSERT(!group_alive(pidfile));
+    CU_ASSERT(contains(err, "command terminated"));
     zkh_proxy_stop(proxy);
     CU_ASSERT_EQUAL(wait_children(path, 0, 15000), 0);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
@@ -1695,6 +1738,7 @@ static const zkh_test_t tests[] = {
     { "frozen server kills the command", test_frozen_server_kills_command },
     { "partition: command gone before the rival", test_partition_command_gone_before_rival },
     { "reconnect in time keeps the command", test_reconnect_in_time_keeps_command },
+    { "the default kill grace is a share of the validity", test_default_kill_grace },
     { "--kill-on-suspend", test_kill_on_suspend },
     { "--list", test_list },
     { "--semaphore", test_semaphore },

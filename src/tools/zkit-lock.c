@@ -26,7 +26,6 @@
 
 #define DEFAULT_CONNECT "127.0.0.1:2181"
 #define DEFAULT_SESSION_TIMEOUT_MS 10000
-#define DEFAULT_KILL_GRACE_MS 5000
 
 /* ---- messages ---------------------------------------------------------------------------- */
 
@@ -117,7 +116,8 @@ static const char usage_text[] =
     "      --auth-file FILE       digest credentials user:password, read from FILE (else\n"
     "                             from $ZKIT_AUTH); never given on the command line\n"
     "      --kill-grace SECONDS   SIGTERM this long before the lock's validity ends while\n"
-    "                             disconnected; SIGKILL at the end (default 5)\n"
+    "                             disconnected; SIGKILL at the end (default: a quarter of\n"
+    "                             that validity, at least 0.5 s: 0.58 s with a 10 s session)\n"
     "      --kill-on-suspend      terminate COMMAND as soon as the connection drops\n"
     "      --kill-group-on-exit   when COMMAND exits, terminate what it left running in its\n"
     "                             process group (default: keep the lock until all of it ends)\n"
@@ -490,7 +490,7 @@ static void default_options(zkl_options_t *o, char **paths)
     o->timeout_ms = -1;
     o->kind = ZKL_MUTEX;
     o->session_timeout_ms = DEFAULT_SESSION_TIMEOUT_MS;
-    o->kill_grace_ms = DEFAULT_KILL_GRACE_MS;
+    o->kill_grace_ms = -1;
     o->conflict_code = 1;
     o->skip_code = -1;
     o->verbosity = ZKL_NORMAL;
@@ -789,6 +789,19 @@ static int64_t unix_seconds(void)
     return (int64_t)ts.tv_sec;
 }
 
+/* Once connected: the kill grace, unless given, from the lock's validity after a disconnect. */
+static void settle_kill_grace(zkl_options_t *o, zkit_client_t *client)
+{
+    int64_t validity = zkl_validity_after_disconnect_ms(client);
+    int given = o->kill_grace_ms >= 0;
+    if (!given)
+        o->kill_grace_ms = zkl_default_kill_grace_ms(validity);
+    if (o->command && !o->list_path)
+        zkl_info("kill grace %lld ms%s, of the %lld ms the lock stays valid after a disconnect",
+                 (long long)o->kill_grace_ms, given ? " (--kill-grace)" : "",
+                 (long long)validity);
+}
+
 int main(int argc, char **argv)
 {
     zkl_options_t o;
@@ -808,6 +821,7 @@ int main(int argc, char **argv)
         status = ZKL_EXIT_INTERNAL;
     }
     if (status < 0 && (status = zkl_connect(&client, &o)) == 0) {
+        settle_kill_grace(&o, client);
         if (o.list_path) {
             status = zkl_list(client, &o);
             zkit_client_close(client);

@@ -55,7 +55,7 @@ typedef struct zkl_options {
     int session_timeout_ms;
     const char *auth_file;
     char *credential;          /* "user:password", from the file or $ZKIT_AUTH; NULL = none */
-    int64_t kill_grace_ms;
+    int64_t kill_grace_ms;     /* -1 until given: then a share of the validity (connected) */
     int kill_on_suspend;
     int kill_group_on_exit;    /* end what COMMAND leaves in its group rather than wait for it */
     int conflict_code;
@@ -111,6 +111,13 @@ typedef struct zkl_locks zkl_locks_t;
 /* Connects, waiting at most the session timeout; returns 0 or an exit status.  Signals that
  * arrive meanwhile end the wait with 128 + the signal. */
 int zkl_connect(zkit_client_t **out, const zkl_options_t *o);
+/* How long a lock stays valid after the client notices a disconnection: the rule of
+ * zkit_lock_valid_until(), from the negotiated session timeout (connected client). */
+int64_t zkl_validity_after_disconnect_ms(zkit_client_t *client);
+/* The --kill-grace used when none is given: a quarter of that validity, so that SIGTERM
+ * comes well before the deadline, but at least 0.5 s (all of it, when shorter) for a TERM
+ * trap to run. */
+int64_t zkl_default_kill_grace_ms(int64_t validity_ms);
 /* Closes the client under a pending acquisition (we were interrupted): the library's
  * complaints about the work it cuts short are expected and not shown (but with --verbose). */
 void zkl_close_abandoning(zkit_client_t *client);

@@ -322,16 +322,30 @@ int zkl_locks_acquired(const zkl_locks_t *ls)
 /* ---- while held --------------------------------------------------------------------------- */
 
 /*
- * The lease's validity after a disconnect, by the locks' own rule: the client notices silence
- * after two thirds of the session timeout, and the server cannot expire the session sooner
- * than one full timeout after it last heard from us, so a third is left from the disconnect;
- * a tenth of the timeout (at least 200 ms) is kept back for delays and clock rates.
+ * The locks' own rule (src/recipes/lockstate.c): the client notices silence after two thirds
+ * of the session timeout, and the server cannot expire the session sooner than one full
+ * timeout after it last heard from us, so a third is left from the disconnect; a tenth of the
+ * timeout (at least 200 ms) is kept back for delays and clock rates.
  */
+int64_t zkl_validity_after_disconnect_ms(zkit_client_t *client)
+{
+    int64_t timeout = zkit_client_negotiated_timeout(client);
+    int64_t margin = timeout / 10 > 200 ? timeout / 10 : 200;
+    return timeout / 3 - margin > 0 ? timeout / 3 - margin : 0;
+}
+
+#define KILL_GRACE_FLOOR_MS 500
+
+int64_t zkl_default_kill_grace_ms(int64_t validity_ms)
+{
+    int64_t floor = validity_ms < KILL_GRACE_FLOOR_MS ? validity_ms : KILL_GRACE_FLOOR_MS;
+    return validity_ms / 4 > floor ? validity_ms / 4 : floor;
+}
+
+/* The lease has no lock-state callback: its validity follows the connection by that rule. */
 static int64_t lease_deadline_after_disconnect(const zkl_locks_t *ls)
 {
-    int64_t timeout = zkit_client_negotiated_timeout(ls->client);
-    int64_t margin = timeout / 10 > 200 ? timeout / 10 : 200;
-    return zkl_now_ms() + timeout / 3 - margin;
+    return zkl_now_ms() + zkl_validity_after_disconnect_ms(ls->client);
 }
 
 void zkl_locks_connection_event(zkl_locks_t *ls, zkit_conn_state_t state)
