@@ -1574,13 +1574,73 @@ static void test_list_missing_path(void)
     text = slurp(out);
     CU_ASSERT(!text || text[0] == '\0');
     free(text);
-    CU_ASSERT(contains(err, "no such path"));
+    CU_ASSERT(contains(err, "no such lock path"));
+    CU_ASSERT_EQUAL(line_count(text = slurp(err)), 1);
+    free(text);
     {
         const char *args[] = { "--semaphore", "2", "--list", path, NULL };
         CU_ASSERT_EQUAL(run_list(out, err, args), 66);
     }
-    CU_ASSERT(contains(err, "no such path"));
+    CU_ASSERT(contains(err, "no such lock path"));
+    {
+        const char *args[] = { "--list", "-v", path, NULL };
+        CU_ASSERT_EQUAL(run_list(out, err, args), 66);
+    }
+    CU_ASSERT(contains(err, "no such lock path"));
     CU_ASSERT_EQUAL(children(path), 0); /* listing created nothing */
+}
+
+/*
+ * --list -v (and -v in any place, or --list=PATH): the holder's line also gives its role, its
+ * session and the fencing token the holder was given; a waiter's line its own.
+ */
+static void test_list_verbose(void)
+{
+    char path[64], out[300], hold_out[300], err[300], node[256], list_opt[80];
+    const char *cs = zkh_connect_string(zk), *name;
+    const char *want = "  role=mutex session=0x";
+    long long token = 0;
+    pid_t holder, waiter;
+    zkh_unique_path(path, sizeof(path), "cli-list-verbose");
+    scratch(out, sizeof(out), "listv.out");
+    scratch(hold_out, sizeof(hold_out), "listv-hold.out");
+    scratch(err, sizeof(err), "listv.err");
+    snprintf(list_opt, sizeof(list_opt), "--list=%s", path);
+    holder = start_hold(cs, path, hold_out, NULL, NULL, NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    CU_ASSERT_EQUAL_FATAL(wait_held(hold_out, node, sizeof(node), &token), 0);
+    waiter = spawn_tool(NULL, "--connect", cs, "-w", "20", path, "--", "true", NULL);
+    CU_ASSERT_EQUAL(wait_children(path, 2, 10000), 0);
+    name = strrchr(node, '/') + 1;
+    {
+        const char *const forms[][4] = {
+            { "--list", "-v", path, NULL },
+            { "-v", "--list", path, NULL },
+            { "--list", path, "-v", NULL },
+            { "--verbose", list_opt, NULL, NULL },
+        };
+        for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+            char token_text[40], *text, *second;
+            CU_ASSERT_EQUAL(run_list(out, err, forms[i]), 0);
+            text = slurp(out);
+            second = text ? strchr(text, '\n') : NULL;
+            snprintf(token_text, sizeof(token_text), " token=%lld  ", token);
+            CU_ASSERT_EQUAL(line_count(text), 2);
+            CU_ASSERT(text && strncmp(text, "holder ", 7) == 0 && strstr(text, name) &&
+                      strstr(text, name) < second);
+            CU_ASSERT(text && strstr(text, want) && strstr(text, want) < second);
+            CU_ASSERT(text && strstr(text, token_text) && strstr(text, token_text) < second);
+            CU_ASSERT(second && strncmp(second + 1, "waiting ", 8) == 0 &&
+                      strstr(second, want) && strstr(second, " token="));
+            if (line_count(text) != 2)
+                fprintf(stderr, "list -v form %zu printed: %s\n", i, text ? text : "(nothing)");
+            free(text);
+        }
+    }
+    kill(holder, SIGTERM);
+    CU_ASSERT_EQUAL(wait_status(holder, 10000), 0);
+    CU_ASSERT_EQUAL(wait_status(waiter, 10000), 0);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
 /* A lock path with a foreign child: the holder first, the child last as "foreign", status 0
@@ -1754,6 +1814,7 @@ static const zkh_test_t tests[] = {
     { "--once-per: a record that is no slot id stops it, status 65", test_once_per_bad_record },
     { "--list: not a lock", test_list_not_a_lock },
     { "--list: missing path", test_list_missing_path },
+    { "--list -v: role, session and token", test_list_verbose },
     { "--list: a foreign child", test_list_foreign_child },
     { "--list: the wrong kind", test_list_wrong_kind },
     { "--once-per: a foreign child fails loudly", test_once_per_foreign_child },

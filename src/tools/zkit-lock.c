@@ -126,7 +126,8 @@ static const char usage_text[] =
     "                             seconds) unless it is done or running elsewhere\n"
     "      --skip-exit-code N     with --once-per: exit status when COMMAND did not run\n"
     "                             (default 0; the reason is told with --verbose)\n"
-    "      --list PATH            print the lock's participants in lock order, holders first\n"
+    "      --list PATH            print the lock's participants in lock order, holders first;\n"
+    "                             with -v also each node's role, session and fencing token\n"
     "  -v, --verbose              tell what happens, with the client library's log\n"
     "  -q, --quiet                no message when the lock is not acquired\n"
     "  -h, --help                 this help\n"
@@ -141,7 +142,7 @@ static const char usage_text[] =
     "when the lock was not acquired in time; with --once-per, the skip code (default 0)\n"
     "when the slot was done or taken; 64 usage error; 65 the path holds a node of no lock\n"
     "layout (--list: not a lock; --once-per: PATH/last holds no slot id); 66 --list: no\n"
-    "such path; 69 ZooKeeper unreachable; 70 internal error; 75 lock lost while COMMAND\n"
+    "such lock path; 69 ZooKeeper unreachable; 70 internal error; 75 lock lost while COMMAND\n"
     "ran or was held without COMMAND (COMMAND was terminated); 77 permission denied by an ACL; 78 the chroot of\n"
     "--connect does not exist; 126 COMMAND not executable; 127 COMMAND not found.\n";
 
@@ -180,7 +181,8 @@ static const struct option long_options[] = {
     { "conflict-exit-code", required_argument, NULL, 'E' },
     { "once-per", required_argument, NULL, OPT_ONCE_PER },
     { "skip-exit-code", required_argument, NULL, OPT_SKIP_EXIT_CODE },
-    { "list", required_argument, NULL, OPT_LIST },
+    /* Optional, so that "--list -v PATH" takes -v as an option and PATH as the path. */
+    { "list", optional_argument, NULL, OPT_LIST },
     { "command", required_argument, NULL, 'c' },
     { "verbose", no_argument, NULL, 'v' },
     { "quiet", no_argument, NULL, 'q' },
@@ -306,7 +308,11 @@ static int apply_option(zkl_options_t *o, int c, const char *arg, int *kind_give
         return 0;
     case OPT_ONCE_PER:
     case OPT_SKIP_EXIT_CODE: return apply_once_option(o, c, arg);
-    case OPT_LIST: o->list_path = arg; return 0;
+    case OPT_LIST:
+        o->list_mode = 1;
+        if (arg)
+            o->list_path = arg;
+        return 0;
     case 'c': o->shell_command = arg; return 0;
     case 'v': o->verbosity = ZKL_VERBOSE; return 0;
     case 'q': o->verbosity = ZKL_QUIET; return 0;
@@ -388,9 +394,13 @@ static int check_namespace(const char *ns)
     return 0;
 }
 
-static int check_list_mode(const zkl_options_t *o)
+static int check_list_mode(zkl_options_t *o)
 {
-    if (o->path_count > 0 || o->command)
+    if (!o->list_path && o->path_count == 1 && !o->command) {
+        o->list_path = o->paths[0];
+        o->path_count = 0;
+    }
+    if (!o->list_path || o->path_count > 0 || o->command)
         return usage_error("--list takes one PATH and no command");
     if (o->once_per_s)
         return usage_error("--list and --once-per exclude each other");
@@ -439,11 +449,11 @@ static int check_once_mode(const zkl_options_t *o)
     return 0;
 }
 
-static int check_mode(const zkl_options_t *o)
+static int check_mode(zkl_options_t *o)
 {
     if (o->skip_code >= 0 && !o->once_per_s)
         return usage_error("--skip-exit-code goes with --once-per");
-    if (o->list_path)
+    if (o->list_mode)
         return check_list_mode(o);
     return o->once_per_s ? check_once_mode(o) : check_lock_mode(o);
 }

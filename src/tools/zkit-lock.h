@@ -63,6 +63,7 @@ typedef struct zkl_options {
     int64_t once_per_s;        /* --once-per: slot length; 0 = the plain lock mode */
     int skip_code;             /* --skip-exit-code; -1 until given */
     zkl_verbosity_t verbosity;
+    int list_mode;             /* --list given: list_path is its value or the one PATH */
     const char *list_path;
     char **paths;              /* borrowed from argv */
     size_t path_count;
