@@ -1778,6 +1778,65 @@ static void test_library_lines_through_handler(void)
     }
 }
 
+/* Whether every line of the file starts with "zkit-lock: ". */
+static int all_lines_ours(const char *file)
+{
+    char *text = slurp(file);
+    int ours = text != NULL;
+    for (const char *p = text; ours && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : "")
+        ours = strncmp(p, "zkit-lock: ", 11) == 0;
+    free(text);
+    return ours;
+}
+
+/*
+ * -v shows the tool's lines and zkit's (INFO: the connection states) but none of
+ * libzookeeper's; -vv shows libzookeeper's too.  Against the server, and against a refused
+ * port, where libzookeeper has errors of its own to tell.
+ */
+static void test_verbosity_levels(void)
+{
+    char path[64], err[300], err2[300], refused[300], refused2[300];
+    const char *cs = zkh_connect_string(zk);
+    zkh_unique_path(path, sizeof(path), "cli-verbosity");
+    scratch(err, sizeof(err), "verbosity-v.err");
+    scratch(err2, sizeof(err2), "verbosity-vv.err");
+    scratch(refused, sizeof(refused), "verbosity-refused-v.err");
+    scratch(refused2, sizeof(refused2), "verbosity-refused-vv.err");
+    {
+        const char *args[] = { "--connect", cs, "-v", path, "--", "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, err, args), 0);
+    }
+    CU_ASSERT(contains(err, "zkit-lock: connected to "));
+    CU_ASSERT(contains(err, "zkit-lock: zkit: connection state CONNECTED"));
+    CU_ASSERT(!contains(err, "libzookeeper"));
+    CU_ASSERT(all_lines_ours(err));
+    {
+        const char *args[] = { "--connect", cs, "-vv", path, "--", "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, err2, args), 0);
+    }
+    CU_ASSERT(contains(err2, "zkit-lock: connected to "));
+    CU_ASSERT(contains(err2, "zkit-lock: zkit: connection state CONNECTED"));
+    CU_ASSERT(contains(err2, "zkit-lock: zkit: libzookeeper: "));
+    CU_ASSERT(all_lines_ours(err2));
+    {
+        const char *args[] = { "--connect", "127.0.0.1:1", "--session-timeout", "1", "-v", path,
+                               "--", "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, refused, args), 69);
+    }
+    CU_ASSERT(contains(refused, "zkit-lock: cannot connect"));
+    CU_ASSERT(!contains(refused, "libzookeeper"));
+    {
+        const char *args[] = { "--connect", "127.0.0.1:1", "--session-timeout", "1", "-v", "-v",
+                               path, "--", "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, refused2, args), 69);
+    }
+    CU_ASSERT(contains(refused2, "zkit-lock: cannot connect"));
+    CU_ASSERT(contains(refused2, "zkit-lock: zkit: libzookeeper: "));
+    CU_ASSERT(all_lines_ours(refused2));
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
 static int suite_cleanup(void)
 {
     nftw(scratch_dir, kill_recorded, 8, FTW_PHYS);
@@ -1820,6 +1879,7 @@ static const zkh_test_t tests[] = {
     { "--once-per: a foreign child fails loudly", test_once_per_foreign_child },
     { "a chroot that does not exist", test_missing_chroot },
     { "library lines go through the tool's handler", test_library_lines_through_handler },
+    { "-v: zkit's lines; -vv: libzookeeper's too", test_verbosity_levels },
     { NULL, NULL }
 };
 

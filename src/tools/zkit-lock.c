@@ -128,7 +128,8 @@ static const char usage_text[] =
     "                             (default 0; the reason is told with --verbose)\n"
     "      --list PATH            print the lock's participants in lock order, holders first;\n"
     "                             with -v also each node's role, session and fencing token\n"
-    "  -v, --verbose              tell what happens, with the client library's log\n"
+    "  -v, --verbose              tell what happens, with zkit's log (warnings, info);\n"
+    "                             twice (-vv) also with libzookeeper's own log\n"
     "  -q, --quiet                no message when the lock is not acquired\n"
     "  -h, --help                 this help\n"
     "  -V, --version              the version\n"
@@ -314,7 +315,7 @@ static int apply_option(zkl_options_t *o, int c, const char *arg, int *kind_give
             o->list_path = arg;
         return 0;
     case 'c': o->shell_command = arg; return 0;
-    case 'v': o->verbosity = ZKL_VERBOSE; return 0;
+    case 'v': o->verbosity = o->verbosity >= ZKL_VERBOSE ? ZKL_DEBUG : ZKL_VERBOSE; return 0;
     case 'q': o->verbosity = ZKL_QUIET; return 0;
     default: return ZKL_EXIT_INTERNAL;
     }

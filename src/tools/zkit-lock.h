@@ -43,7 +43,8 @@ typedef enum zkl_kind {
 typedef enum zkl_verbosity {
     ZKL_QUIET = 0,
     ZKL_NORMAL = 1,
-    ZKL_VERBOSE = 2
+    ZKL_VERBOSE = 2,           /* -v: our lines and zkit's, not libzookeeper's */
+    ZKL_DEBUG = 3              /* -vv: libzookeeper's too */
 } zkl_verbosity_t;
 
 typedef struct zkl_options {
@@ -72,7 +73,7 @@ typedef struct zkl_options {
     char *shell_argv[4];       /* /bin/sh -c STRING */
 } zkl_options_t;
 
-/* Messages on stderr, one line each, prefixed "zkit-lock: ".  zkl_info only with --verbose;
+/* Messages on stderr, one line each, prefixed "zkit-lock: ".  zkl_info only with -v or -vv;
  * zkl_note unless --quiet; zkl_error always. */
 void zkl_set_verbosity(zkl_verbosity_t v);
 void zkl_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

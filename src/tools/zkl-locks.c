@@ -39,18 +39,26 @@ struct zkl_locks {
 /*
  * The library logs through here from any thread.  libzookeeper's own lines (connection
  * refused, reconnecting...) are noise for a command-line user, who gets one clear message
- * from us instead; --verbose shows everything.
+ * from us instead: -v shows zkit's lines down to INFO, and only -vv libzookeeper's too.
  */
 static zkl_verbosity_t log_verbosity = ZKL_NORMAL;
 static volatile int log_closing; /* see zkl_close_abandoning */
+
+/* libzookeeper's lines, and the library's count of those it held back. */
+static int from_libzookeeper(const char *message)
+{
+    return strncmp(message, "libzookeeper:", 13) == 0 ||
+           strstr(message, "libzookeeper log lines suppressed") != NULL;
+}
 
 static void log_sink(zkit_log_level_t level, const char *message, void *arg)
 {
     (void)arg;
     if (log_verbosity == ZKL_QUIET || (log_closing && log_verbosity < ZKL_VERBOSE))
         return;
-    if (log_verbosity < ZKL_VERBOSE &&
-        (level > ZKIT_LOG_ERROR || strncmp(message, "libzookeeper:", 13) == 0))
+    if (from_libzookeeper(message) && log_verbosity < ZKL_DEBUG)
+        return;
+    if (log_verbosity < ZKL_VERBOSE && level > ZKIT_LOG_ERROR)
         return;
     zkl_error("zkit: %s", message);
 }
@@ -114,7 +122,7 @@ static int new_client(zkit_client_t **out, const zkl_options_t *o, const char *d
     co.default_data = data;
     co.default_data_len = strlen(data);
     co.log_fn = log_sink;
-    co.log_level = o->verbosity == ZKL_VERBOSE ? ZKIT_LOG_INFO : ZKIT_LOG_ERROR;
+    co.log_level = o->verbosity >= ZKL_VERBOSE ? ZKIT_LOG_INFO : ZKIT_LOG_ERROR;
     log_verbosity = o->verbosity;
     return zkit_client_new(out, &co); /* copies everything, credentials included */
 }
