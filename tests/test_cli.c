@@ -23,6 +23,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -725,7 +727,11 @@ static void test_usage_errors(void)
             "true", NULL }, 64 },
         { { "--connect", cs, "--auth-file", badauth, "/cli-usage", "--", "true", NULL }, 64 },
         { { "--connect", "127.0.0.1:1", "--session-timeout", "1", "/cli-usage", "--", "true",
-            NULL }, 69 },
+            NULL }, 68 },
+        { { "--connect", cs, "--connect-timeout", "0", "/cli-usage", "--", "true", NULL }, 64 },
+        { { "--connect", cs, "--connect-timeout", "soon", "/cli-usage", "--", "true", NULL }, 64 },
+        { { "--connect", cs, "--connect-timeout", "0.1us", "/cli-usage", "--", "true", NULL },
+          64 },
         { { "--connect", cs, "--session-timeout", "1073742", "/cli-usage", "--", "true",
             NULL }, 64 },
         { { "--connect", cs, "--once-per", "0", "/cli-usage", "--", "true", NULL }, 64 },
@@ -1778,6 +1784,69 @@ static void test_library_lines_through_handler(void)
     }
 }
 
+/* A loopback port that accepts connections (the kernel completes them) and never answers:
+ * a ZooKeeper that is not there.  Its socket, or -1; the address in `addr`. */
+static int silent_port(char *addr, size_t len)
+{
+    struct sockaddr_in sa;
+    socklen_t sa_len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 16) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &sa_len) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    snprintf(addr, len, "127.0.0.1:%d", ntohs(sa.sin_port));
+    return fd;
+}
+
+/*
+ * --connect-timeout bounds the first connection apart from the session timeout and the
+ * acquire timeout: a server that never answers ends it after the connect timeout (seconds,
+ * or "ms"), with status 68 and a message, not after the 30 s session timeout and not with
+ * the conflict code; against a live server it changes nothing.
+ */
+static void test_connect_timeout(void)
+{
+    char path[64], addr[64], err[300], err2[300], *text;
+    const char *cs = zkh_connect_string(zk);
+    int64_t elapsed;
+    int fd = silent_port(addr, sizeof(addr));
+    CU_ASSERT_FATAL(fd >= 0);
+    zkh_unique_path(path, sizeof(path), "cli-connect-timeout");
+    scratch(err, sizeof(err), "connect-timeout.err");
+    scratch(err2, sizeof(err2), "connect-timeout-ms.err");
+    {
+        const char *args[] = { "--connect", addr, "--session-timeout", "30", "-w", "30", "-E",
+                               "42", "--connect-timeout", "0.5", path, "--", "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(&elapsed, err, args), 68);
+        CU_ASSERT(elapsed >= 500 && elapsed < 5000);
+    }
+    text = slurp(err);
+    CU_ASSERT_EQUAL(line_count(text), 1);
+    CU_ASSERT(text && strstr(text, "zkit-lock: cannot connect to ZooKeeper at '") &&
+              strstr(text, "within the 0.5 s connect timeout"));
+    free(text);
+    {
+        const char *args[] = { "--connect", addr, "--session-timeout", "30",
+                               "--connect-timeout", "300ms", path, NULL };
+        CU_ASSERT_EQUAL(run_tool(&elapsed, err2, args), 68);
+        CU_ASSERT(elapsed >= 300 && elapsed < 5000);
+    }
+    CU_ASSERT(contains(err2, "within the 0.3 s connect timeout"));
+    {
+        const char *args[] = { "--connect", cs, "--connect-timeout", "10s", "-n", path, "--",
+                               "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 0);
+    }
+    close(fd);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
 /* Whether every line of the file starts with "zkit-lock: ". */
 static int all_lines_ours(const char *file)
 {
@@ -1822,14 +1891,14 @@ static void test_verbosity_levels(void)
     {
         const char *args[] = { "--connect", "127.0.0.1:1", "--session-timeout", "1", "-v", path,
                                "--", "true", NULL };
-        CU_ASSERT_EQUAL(run_tool(NULL, refused, args), 69);
+        CU_ASSERT_EQUAL(run_tool(NULL, refused, args), 68);
     }
     CU_ASSERT(contains(refused, "zkit-lock: cannot connect"));
     CU_ASSERT(!contains(refused, "libzookeeper"));
     {
         const char *args[] = { "--connect", "127.0.0.1:1", "--session-timeout", "1", "-v", "-v",
                                path, "--", "true", NULL };
-        CU_ASSERT_EQUAL(run_tool(NULL, refused2, args), 69);
+        CU_ASSERT_EQUAL(run_tool(NULL, refused2, args), 68);
     }
     CU_ASSERT(contains(refused2, "zkit-lock: cannot connect"));
     CU_ASSERT(contains(refused2, "zkit-lock: zkit: libzookeeper: "));
@@ -1880,6 +1949,7 @@ static const zkh_test_t tests[] = {
     { "a chroot that does not exist", test_missing_chroot },
     { "library lines go through the tool's handler", test_library_lines_through_handler },
     { "-v: zkit's lines; -vv: libzookeeper's too", test_verbosity_levels },
+    { "--connect-timeout: status 68 after its own time", test_connect_timeout },
     { NULL, NULL }
 };
 

@@ -113,6 +113,9 @@ static const char usage_text[] =
     "      --leader               run COMMAND while leader of the latch at PATH (one PATH;\n"
     "                             Curator's LeaderLatch; id: host:pid)\n"
     "      --session-timeout SECONDS  ZooKeeper session timeout (default 10)\n"
+    "      --connect-timeout SECONDS  give up connecting to ZooKeeper after SECONDS\n"
+    "                             (fractions ok, or a number with \"ms\"; default: the\n"
+    "                             session timeout), with status 68\n"
     "      --auth-file FILE       digest credentials user:password, read from FILE (else\n"
     "                             from $ZKIT_AUTH); never given on the command line\n"
     "      --kill-grace SECONDS   SIGTERM this long before the lock's validity ends while\n"
@@ -139,13 +142,15 @@ static const char usage_text[] =
     "SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are passed on to COMMAND's process\n"
     "group.\n"
     "\n"
-    "Exit status: COMMAND's (128+N if killed by signal N); the conflict code (default 1)\n"
-    "when the lock was not acquired in time; with --once-per, the skip code (default 0)\n"
-    "when the slot was done or taken; 64 usage error; 65 the path holds a node of no lock\n"
-    "layout (--list: not a lock; --once-per: PATH/last holds no slot id); 66 --list: no\n"
-    "such lock path; 69 ZooKeeper unreachable; 70 internal error; 75 lock lost while COMMAND\n"
-    "ran or was held without COMMAND (COMMAND was terminated); 77 permission denied by an ACL; 78 the chroot of\n"
-    "--connect does not exist; 126 COMMAND not executable; 127 COMMAND not found.\n";
+    "Exit status: COMMAND's (128+N if killed by signal N); without COMMAND, 0 once released\n"
+    "on a signal; the conflict code (default 1) when the lock was not acquired in time;\n"
+    "with --once-per, the skip code (default 0) when the slot was done or taken; 64 usage\n"
+    "error; 65 the path holds a node of no lock layout (--list: not a lock; --once-per:\n"
+    "PATH/last holds no slot id); 66 --list: no such lock path; 68 no connection to\n"
+    "ZooKeeper within the connect timeout; 69 bad connect string, or ZooKeeper lost while\n"
+    "waiting for the lock; 70 internal error; 75 lock lost while COMMAND ran (COMMAND was\n"
+    "terminated) or while held without COMMAND; 77 permission denied by an ACL; 78 the\n"
+    "chroot of --connect does not exist; 126 COMMAND not executable; 127 COMMAND not found.\n";
 
 enum {
     OPT_CONNECT = 256,
@@ -154,6 +159,7 @@ enum {
     OPT_WRITE,
     OPT_SEMAPHORE,
     OPT_SESSION_TIMEOUT,
+    OPT_CONNECT_TIMEOUT,
     OPT_AUTH_FILE,
     OPT_KILL_GRACE,
     OPT_KILL_ON_SUSPEND,
@@ -175,6 +181,7 @@ static const struct option long_options[] = {
     { "semaphore", required_argument, NULL, OPT_SEMAPHORE },
     { "leader", no_argument, NULL, OPT_LEADER },
     { "session-timeout", required_argument, NULL, OPT_SESSION_TIMEOUT },
+    { "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
     { "auth-file", required_argument, NULL, OPT_AUTH_FILE },
     { "kill-grace", required_argument, NULL, OPT_KILL_GRACE },
     { "kill-on-suspend", no_argument, NULL, OPT_KILL_ON_SUSPEND },
@@ -243,6 +250,26 @@ static int set_kind(zkl_options_t *o, zkl_kind_t kind, int *kind_given)
     return 0;
 }
 
+/* --connect-timeout: seconds, or milliseconds with an "ms" suffix ("s" allowed too); at
+ * least 1 ms, at most INT_MAX ms. */
+static int connect_timeout_option(const char *text, int *out)
+{
+    char *end;
+    double v, scale = 1000.0;
+    int ok;
+    errno = 0;
+    v = strtod(text, &end);
+    if (end != text && strcmp(end, "ms") == 0)
+        scale = 1.0;
+    ok = end != text && (!*end || strcmp(end, "s") == 0 || strcmp(end, "ms") == 0) && !errno &&
+         v > 0 && v * scale + 0.5 >= 1.0 && v * scale <= INT_MAX;
+    if (!ok)
+        return usage_error("--connect-timeout: '%s' is not a valid time (seconds, or a number "
+                           "of milliseconds with \"ms\")", text);
+    *out = (int)(v * scale + 0.5);
+    return 0;
+}
+
 /* Seconds options: `what` names the option in messages; `positive` rejects 0. */
 static int seconds_option(const char *what, const char *text, int positive, int64_t *ms)
 {
@@ -298,6 +325,7 @@ static int apply_option(zkl_options_t *o, int c, const char *arg, int *kind_give
                                "client can handle", arg, INT_MAX / 2 / 1000);
         o->session_timeout_ms = (int)ms;
         return 0;
+    case OPT_CONNECT_TIMEOUT: return connect_timeout_option(arg, &o->connect_timeout_ms);
     case OPT_AUTH_FILE: o->auth_file = arg; return 0;
     case OPT_KILL_GRACE: return seconds_option("--kill-grace", arg, 0, &o->kill_grace_ms);
     case OPT_KILL_ON_SUSPEND: o->kill_on_suspend = 1; return 0;
@@ -501,6 +529,7 @@ static void default_options(zkl_options_t *o, char **paths)
     o->timeout_ms = -1;
     o->kind = ZKL_MUTEX;
     o->session_timeout_ms = DEFAULT_SESSION_TIMEOUT_MS;
+    o->connect_timeout_ms = -1;
     o->kill_grace_ms = -1;
     o->conflict_code = 1;
     o->skip_code = -1;

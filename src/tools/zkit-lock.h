@@ -23,7 +23,9 @@ enum {
     ZKL_EXIT_NOT_A_LOCK = 65,  /* a child of the path has no lock layout (--list: all do), or
                                 * PATH/last (--once-per) holds no slot id */
     ZKL_EXIT_NO_PATH = 66,     /* --list: the path does not exist */
-    ZKL_EXIT_UNAVAILABLE = 69, /* cannot connect to ZooKeeper, or lost it while waiting */
+    ZKL_EXIT_NO_CONNECTION = 68, /* no connection to ZooKeeper within the connect timeout */
+    ZKL_EXIT_UNAVAILABLE = 69, /* a connect string that does not parse or resolve, or
+                                * ZooKeeper lost while waiting for the lock */
     ZKL_EXIT_INTERNAL = 70,    /* anything else that should not happen */
     ZKL_EXIT_LOCK_LOST = 75,   /* the lock was lost (or could no longer be guaranteed) */
     ZKL_EXIT_NOPERM = 77,      /* an ACL denied the lock's nodes to our credentials */
@@ -54,6 +56,7 @@ typedef struct zkl_options {
     zkl_kind_t kind;
     int max_leases;            /* --semaphore N */
     int session_timeout_ms;
+    int connect_timeout_ms;    /* the first connection's deadline; -1 = the session timeout */
     const char *auth_file;
     char *credential;          /* "user:password", from the file or $ZKIT_AUTH; NULL = none */
     int64_t kill_grace_ms;     /* -1 until given: then a share of the validity (connected) */
@@ -110,8 +113,9 @@ int zkl_events_forwarded(int sig);
 
 typedef struct zkl_locks zkl_locks_t;
 
-/* Connects, waiting at most the session timeout; returns 0 or an exit status.  Signals that
- * arrive meanwhile end the wait with 128 + the signal. */
+/* Connects, waiting at most the connect timeout; returns 0 or an exit status
+ * (ZKL_EXIT_NO_CONNECTION when the time is up).  Signals that arrive meanwhile end the wait
+ * with 128 + the signal. */
 int zkl_connect(zkit_client_t **out, const zkl_options_t *o);
 /* How long a lock stays valid after the client notices a disconnection: the rule of
  * zkit_lock_valid_until(), from the negotiated session timeout (connected client). */

@@ -131,7 +131,8 @@ int zkl_connect(zkit_client_t **out, const zkl_options_t *o)
 {
     zkit_client_t *client = NULL;
     char *data = node_data();
-    int64_t deadline = zkl_now_ms() + o->session_timeout_ms;
+    int timeout_ms = o->connect_timeout_ms > 0 ? o->connect_timeout_ms : o->session_timeout_ms;
+    int64_t deadline = zkl_now_ms() + timeout_ms;
     int rc;
     if (!data)
         return ZKL_EXIT_INTERNAL;
@@ -147,9 +148,9 @@ int zkl_connect(zkit_client_t **out, const zkl_options_t *o)
             zkit_client_close(client);
             if (ev != ZKL_EV_TIMEOUT)
                 return 128 + ev;
-            zkl_error("cannot connect to ZooKeeper at '%s' within %.1f s", o->connect,
-                      o->session_timeout_ms / 1000.0);
-            return ZKL_EXIT_UNAVAILABLE;
+            zkl_error("cannot connect to ZooKeeper at '%s' within the %g s connect timeout",
+                      o->connect, timeout_ms / 1000.0);
+            return ZKL_EXIT_NO_CONNECTION;
         }
     }
     zkl_info("connected to %s (session 0x%" PRIx64 ", timeout %d ms)", o->connect,
