@@ -4,7 +4,7 @@
  *
  *   zkit-lock [options] PATH [PATH...] -- COMMAND [ARGS...]
  *   zkit-lock [options] -c 'SHELL COMMAND' PATH [PATH...]
- *   zkit-lock [options] PATH [PATH...]              (holds until SIGINT or SIGTERM)
+ *   zkit-lock [options] PATH [PATH...]              (no command: holds until signalled)
  *   zkit-lock [options] --once-per SECONDS PATH -- COMMAND [ARGS...]
  *   zkit-lock [options] --list PATH
  *
