@@ -23,6 +23,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -533,6 +535,141 @@ static void test_exit_status_and_environment(void)
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
+/*
+ * -c STRING runs under /bin/sh -c while the lock is held (a second zkit-lock -n, run from the
+ * string itself, finds it taken), with the lock's environment; zkit-lock exits with its
+ * status.  -c together with a command after '--' is a usage error.
+ */
+static void test_shell_command(void)
+{
+    char path[64], file[300], err[300], script[1200], prefix[160], *text;
+    const char *cs = zkh_connect_string(zk);
+    int64_t elapsed;
+    zkh_unique_path(path, sizeof(path), "cli-shell");
+    scratch(file, sizeof(file), "shell.out");
+    scratch(err, sizeof(err), "shell.err");
+    snprintf(script, sizeof(script),
+             "'%s' --connect '%s' -q -n '%s' -- true; "
+             "echo \"$? $ZKIT_LOCK_PATH|$ZKIT_FENCING_TOKEN\" > '%s'; exit 7",
+             tool, cs, path, file);
+    {
+        const char *args[] = { "--connect", cs, "-c", script, path, NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 7);
+    }
+    text = slurp(file);
+    snprintf(prefix, sizeof(prefix), "1 %s|", path); /* the inner -n: already locked */
+    CU_ASSERT(text && strncmp(text, prefix, strlen(prefix)) == 0);
+    CU_ASSERT(text && token_of(text) > 0);
+    free(text);
+    {
+        const char *args[] = { "--connect", cs, "--command", "exit 3", path, NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 3);
+    }
+    {
+        const char *args[] = { "--connect", cs, "-c", "true", path, "--", "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(&elapsed, err, args), 64);
+        CU_ASSERT(elapsed < 5000);
+    }
+    text = slurp(err);
+    CU_ASSERT_EQUAL(line_count(text), 1);
+    CU_ASSERT(text && strstr(text, "-c and a command after '--' exclude each other"));
+    free(text);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/* ---- holding without a command ---------------------------------------------------------- */
+
+/* zkit-lock PATH with no command; its stdout goes to `out`. */
+static pid_t start_hold(const char *connect, const char *path, const char *out, const char *err,
+                        const char *option, const char *value)
+{
+    const char *argv[] = { tool, "--connect", connect, path, option, value, NULL };
+    unlink(out);
+    return spawn_argv(tool, argv, out, err, 0);
+}
+
+/* Waits for the "held NODE token N" line: 0 with the node and token, else -1. */
+static int wait_held(const char *out, char *node, size_t node_len, long long *token)
+{
+    char format[32], *text;
+    int ok;
+    if (wait_text(out, "\n", 15000) != 0)
+        return -1;
+    text = slurp(out);
+    snprintf(format, sizeof(format), "held %%%zus token %%lld", node_len - 1);
+    ok = text && line_count(text) == 1 && sscanf(text, format, node, token) == 2;
+    free(text);
+    return ok ? 0 : -1;
+}
+
+/*
+ * No command: the lock is held until SIGTERM or SIGINT, with "held NODE token N" on stdout
+ * once acquired.  Meanwhile nobody else gets it; on the signal it is released and zkit-lock
+ * exits 0.
+ */
+static void test_hold_without_command(void)
+{
+    static const int signals[] = { SIGTERM, SIGINT };
+    char path[64], out[300], node[256], prefix[128];
+    const char *cs = zkh_connect_string(zk);
+    zkh_unique_path(path, sizeof(path), "cli-hold");
+    scratch(out, sizeof(out), "hold.out");
+    snprintf(prefix, sizeof(prefix), "%s/_c_", path);
+    for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]); i++) {
+        long long token = 0;
+        int64_t elapsed;
+        pid_t holder = start_hold(cs, path, out, NULL, NULL, NULL);
+        CU_ASSERT_FATAL(holder > 0);
+        CU_ASSERT_EQUAL_FATAL(wait_held(out, node, sizeof(node), &token), 0);
+        CU_ASSERT_EQUAL(strncmp(node, prefix, strlen(prefix)), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(node, "-lock-"));
+        CU_ASSERT(token > 0);
+        CU_ASSERT_EQUAL(children(path), 1);
+        {
+            const char *args[] = { "--connect", cs, "-n", path, "--", "true", NULL };
+            CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 1);
+        }
+        {
+            const char *args[] = { "--connect", cs, "-w", "0.5", path, "--", "true", NULL };
+            CU_ASSERT_EQUAL(run_tool(&elapsed, NULL, args), 1);
+            CU_ASSERT(elapsed >= 500);
+        }
+        kill(holder, signals[i]);
+        CU_ASSERT_EQUAL(wait_status(holder, 10000), 0);
+        CU_ASSERT_EQUAL(wait_children(path, 0, 10000), 0);
+        {
+            const char *args[] = { "--connect", cs, "-n", path, "--", "true", NULL };
+            CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 0);
+        }
+    }
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/* Held without a command, the lock is lost when the server hangs past its validity: exit 75
+ * with a message, as for a command. */
+static void test_hold_lost(void)
+{
+    char path[64], out[300], err[300], node[256];
+    const char *cs = zkh_connect_string(zk);
+    long long token = 0;
+    int64_t frozen_at;
+    pid_t holder;
+    zkh_unique_path(path, sizeof(path), "cli-hold-lost");
+    scratch(out, sizeof(out), "hold-lost.out");
+    scratch(err, sizeof(err), "hold-lost.err");
+    holder = start_hold(cs, path, out, err, "--session-timeout", "2");
+    CU_ASSERT_FATAL(holder > 0);
+    CU_ASSERT_EQUAL_FATAL(wait_held(out, node, sizeof(node), &token), 0);
+    CU_ASSERT_EQUAL_FATAL(zkh_freeze(zk, 0), 0);
+    frozen_at = zkh_now_ms();
+    CU_ASSERT_EQUAL(wait_status(holder, 10000), 75);
+    CU_ASSERT(zkh_now_ms() - frozen_at < 4000);
+    CU_ASSERT(contains(err, "expired while disconnected"));
+    CU_ASSERT_EQUAL(zkh_thaw(zk, 0), 0);
+    CU_ASSERT_EQUAL(wait_children(path, 0, 15000), 0);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
 /* ---- signals ----------------------------------------------------------------------------- */
 
 static void test_signal_forwarding(void)
@@ -580,7 +717,7 @@ static void test_usage_errors(void)
     const char *cs = zkh_connect_string(zk);
     char badauth[300];
     const usage_case_t cases[] = {
-        { { "--connect", cs, "/cli-usage", NULL }, 64 },
+        { { "--connect", cs, "--once-per", "2", "/cli-usage", NULL }, 64 },
         { { "--connect", cs, "/cli-usage", "--", NULL }, 64 },
         { { "--connect", cs, "--frobnicate", "/cli-usage", "--", "true", NULL }, 64 },
         { { "--connect", cs, "-w", "soon", "/cli-usage", "--", "true", NULL }, 64 },
@@ -590,7 +727,11 @@ static void test_usage_errors(void)
             "true", NULL }, 64 },
         { { "--connect", cs, "--auth-file", badauth, "/cli-usage", "--", "true", NULL }, 64 },
         { { "--connect", "127.0.0.1:1", "--session-timeout", "1", "/cli-usage", "--", "true",
-            NULL }, 69 },
+            NULL }, 68 },
+        { { "--connect", cs, "--connect-timeout", "0", "/cli-usage", "--", "true", NULL }, 64 },
+        { { "--connect", cs, "--connect-timeout", "soon", "/cli-usage", "--", "true", NULL }, 64 },
+        { { "--connect", cs, "--connect-timeout", "0.1us", "/cli-usage", "--", "true", NULL },
+          64 },
         { { "--connect", cs, "--session-timeout", "1073742", "/cli-usage", "--", "true",
             NULL }, 64 },
         { { "--connect", cs, "--once-per", "0", "/cli-usage", "--", "true", NULL }, 64 },
@@ -603,6 +744,8 @@ static void test_usage_errors(void)
         { { "--connect", cs, "--once-per", "2", "/cli-usage", "/cli-usage2", "--", "true",
             NULL }, 64 },
         { { "--connect", cs, "--skip-exit-code", "3", "/cli-usage", "--", "true", NULL }, 64 },
+        { { "--connect", cs, "-c", "true", "/cli-usage", "--", "true", NULL }, 64 },
+        { { "--connect", cs, "-c", "true", "--list", "/cli-usage", NULL }, 64 },
         { { "--connect", cs, "--once-per", "2", "--skip-exit-code", "256", "/cli-usage", "--",
             "true", NULL }, 64 },
     };
@@ -721,6 +864,7 @@ static void test_reconnect_in_time_keeps_command(void)
     holder = start_holder(zkh_proxy_address(proxy), path, hold_snippet, base, err,
                           "--session-timeout", "6", "--kill-grace", "0.1", "--verbose", NULL);
     CU_ASSERT_FATAL(holder > 0);
+    CU_ASSERT(contains(err, "kill grace 100 ms (--kill-grace)")); /* given: kept as it is */
     zkh_proxy_block(proxy);
     CU_ASSERT_EQUAL(wait_text(err, "disconnected: the lock is valid", 10000), 0);
     zkh_proxy_unblock(proxy);
@@ -729,6 +873,48 @@ static void test_reconnect_in_time_keeps_command(void)
     CU_ASSERT(group_alive(pidfile));
     CU_ASSERT(!contains(err, "SIGTERM"));
     CU_ASSERT_EQUAL(stop_holder(holder), 143);
+    zkh_proxy_stop(proxy);
+    CU_ASSERT_EQUAL(wait_children(path, 0, 15000), 0);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/*
+ * Without --kill-grace the grace is a share of the lock's validity after a disconnect, so
+ * that the command keeps running for most of it: session timeout 6 s, the client notices
+ * after 4 s and the lock is valid 1.4 s more; the grace is 0.5 s, so SIGTERM comes 0.9 s after
+ * the disconnection is noticed (a grace longer than the validity would send it at once), and
+ * SIGKILL, if need be, at the deadline.
+ */
+static void test_default_kill_grace(void)
+{
+    char path[64], base[300], err[300], log[300], pidfile[320], *text, *line;
+    zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    long long grace = 0, validity = 0;
+    int64_t noticed;
+    pid_t holder;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(proxy);
+    zkh_unique_path(path, sizeof(path), "cli-grace");
+    scratch(base, sizeof(base), "grace");
+    scratch(err, sizeof(err), "grace.err");
+    scratch(log, sizeof(log), "grace.log");
+    scratch(pidfile, sizeof(pidfile), "grace.pid");
+    holder = start_holder(zkh_proxy_address(proxy), path, hold_trap_snippet, base, err,
+                          "--session-timeout", "6", "--verbose", NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    text = slurp(err);
+    line = text ? strstr(text, "kill grace ") : NULL;
+    CU_ASSERT(line && sscanf(line, "kill grace %lld ms, of the %lld ms", &grace, &validity) == 2);
+    CU_ASSERT(grace >= 500 && grace < validity && validity <= 2000);
+    free(text);
+    zkh_proxy_block(proxy);
+    CU_ASSERT_EQUAL(wait_text(err, "disconnected: the lock is valid", 10000), 0);
+    noticed = zkh_now_ms();
+    CU_ASSERT_EQUAL(wait_text(log, "TERM", 10000), 0);
+    /* validity - grace = 0.9 s after the notice; our own notice may come a little late. */
+    CU_ASSERT(zkh_now_ms() - noticed >= 400);
+    CU_ASSERT_EQUAL(wait_status(holder, 15000), 75);
+    CU_ASSERT(!group_alive(pidfile));
+    CU_ASSERT(contains(err, "command terminated"));
     zkh_proxy_stop(proxy);
     CU_ASSERT_EQUAL(wait_children(path, 0, 15000), 0);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
@@ -1394,13 +1580,73 @@ static void test_list_missing_path(void)
     text = slurp(out);
     CU_ASSERT(!text || text[0] == '\0');
     free(text);
-    CU_ASSERT(contains(err, "no such path"));
+    CU_ASSERT(contains(err, "no such lock path"));
+    CU_ASSERT_EQUAL(line_count(text = slurp(err)), 1);
+    free(text);
     {
         const char *args[] = { "--semaphore", "2", "--list", path, NULL };
         CU_ASSERT_EQUAL(run_list(out, err, args), 66);
     }
-    CU_ASSERT(contains(err, "no such path"));
+    CU_ASSERT(contains(err, "no such lock path"));
+    {
+        const char *args[] = { "--list", "-v", path, NULL };
+        CU_ASSERT_EQUAL(run_list(out, err, args), 66);
+    }
+    CU_ASSERT(contains(err, "no such lock path"));
     CU_ASSERT_EQUAL(children(path), 0); /* listing created nothing */
+}
+
+/*
+ * --list -v (and -v in any place, or --list=PATH): the holder's line also gives its role, its
+ * session and the fencing token the holder was given; a waiter's line its own.
+ */
+static void test_list_verbose(void)
+{
+    char path[64], out[300], hold_out[300], err[300], node[256], list_opt[80];
+    const char *cs = zkh_connect_string(zk), *name;
+    const char *want = "  role=mutex session=0x";
+    long long token = 0;
+    pid_t holder, waiter;
+    zkh_unique_path(path, sizeof(path), "cli-list-verbose");
+    scratch(out, sizeof(out), "listv.out");
+    scratch(hold_out, sizeof(hold_out), "listv-hold.out");
+    scratch(err, sizeof(err), "listv.err");
+    snprintf(list_opt, sizeof(list_opt), "--list=%s", path);
+    holder = start_hold(cs, path, hold_out, NULL, NULL, NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    CU_ASSERT_EQUAL_FATAL(wait_held(hold_out, node, sizeof(node), &token), 0);
+    waiter = spawn_tool(NULL, "--connect", cs, "-w", "20", path, "--", "true", NULL);
+    CU_ASSERT_EQUAL(wait_children(path, 2, 10000), 0);
+    name = strrchr(node, '/') + 1;
+    {
+        const char *const forms[][4] = {
+            { "--list", "-v", path, NULL },
+            { "-v", "--list", path, NULL },
+            { "--list", path, "-v", NULL },
+            { "--verbose", list_opt, NULL, NULL },
+        };
+        for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+            char token_text[40], *text, *second;
+            CU_ASSERT_EQUAL(run_list(out, err, forms[i]), 0);
+            text = slurp(out);
+            second = text ? strchr(text, '\n') : NULL;
+            snprintf(token_text, sizeof(token_text), " token=%lld  ", token);
+            CU_ASSERT_EQUAL(line_count(text), 2);
+            CU_ASSERT(text && strncmp(text, "holder ", 7) == 0 && strstr(text, name) &&
+                      strstr(text, name) < second);
+            CU_ASSERT(text && strstr(text, want) && strstr(text, want) < second);
+            CU_ASSERT(text && strstr(text, token_text) && strstr(text, token_text) < second);
+            CU_ASSERT(second && strncmp(second + 1, "waiting ", 8) == 0 &&
+                      strstr(second, want) && strstr(second, " token="));
+            if (line_count(text) != 2)
+                fprintf(stderr, "list -v form %zu printed: %s\n", i, text ? text : "(nothing)");
+            free(text);
+        }
+    }
+    kill(holder, SIGTERM);
+    CU_ASSERT_EQUAL(wait_status(holder, 10000), 0);
+    CU_ASSERT_EQUAL(wait_status(waiter, 10000), 0);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
 /* A lock path with a foreign child: the holder first, the child last as "foreign", status 0
@@ -1538,6 +1784,128 @@ static void test_library_lines_through_handler(void)
     }
 }
 
+/* A loopback port that accepts connections (the kernel completes them) and never answers:
+ * a ZooKeeper that is not there.  Its socket, or -1; the address in `addr`. */
+static int silent_port(char *addr, size_t len)
+{
+    struct sockaddr_in sa;
+    socklen_t sa_len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 16) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &sa_len) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    snprintf(addr, len, "127.0.0.1:%d", ntohs(sa.sin_port));
+    return fd;
+}
+
+/*
+ * --connect-timeout bounds the first connection apart from the session timeout and the
+ * acquire timeout: a server that never answers ends it after the connect timeout (seconds,
+ * or "ms"), with status 68 and a message, not after the 30 s session timeout and not with
+ * the conflict code; against a live server it changes nothing.
+ */
+static void test_connect_timeout(void)
+{
+    char path[64], addr[64], err[300], err2[300], *text;
+    const char *cs = zkh_connect_string(zk);
+    int64_t elapsed;
+    int fd = silent_port(addr, sizeof(addr));
+    CU_ASSERT_FATAL(fd >= 0);
+    zkh_unique_path(path, sizeof(path), "cli-connect-timeout");
+    scratch(err, sizeof(err), "connect-timeout.err");
+    scratch(err2, sizeof(err2), "connect-timeout-ms.err");
+    {
+        const char *args[] = { "--connect", addr, "--session-timeout", "30", "-w", "30", "-E",
+                               "42", "--connect-timeout", "0.5", path, "--", "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(&elapsed, err, args), 68);
+        CU_ASSERT(elapsed >= 500 && elapsed < 5000);
+    }
+    text = slurp(err);
+    CU_ASSERT_EQUAL(line_count(text), 1);
+    CU_ASSERT(text && strstr(text, "zkit-lock: cannot connect to ZooKeeper at '") &&
+              strstr(text, "within the 0.5 s connect timeout"));
+    free(text);
+    {
+        const char *args[] = { "--connect", addr, "--session-timeout", "30",
+                               "--connect-timeout", "300ms", path, NULL };
+        CU_ASSERT_EQUAL(run_tool(&elapsed, err2, args), 68);
+        CU_ASSERT(elapsed >= 300 && elapsed < 5000);
+    }
+    CU_ASSERT(contains(err2, "within the 0.3 s connect timeout"));
+    {
+        const char *args[] = { "--connect", cs, "--connect-timeout", "10s", "-n", path, "--",
+                               "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 0);
+    }
+    close(fd);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/* Whether every line of the file starts with "zkit-lock: ". */
+static int all_lines_ours(const char *file)
+{
+    char *text = slurp(file);
+    int ours = text != NULL;
+    for (const char *p = text; ours && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : "")
+        ours = strncmp(p, "zkit-lock: ", 11) == 0;
+    free(text);
+    return ours;
+}
+
+/*
+ * -v shows the tool's lines and zkit's (INFO: the connection states) but none of
+ * libzookeeper's; -vv shows libzookeeper's too.  Against the server, and against a refused
+ * port, where libzookeeper has errors of its own to tell.
+ */
+static void test_verbosity_levels(void)
+{
+    char path[64], err[300], err2[300], refused[300], refused2[300];
+    const char *cs = zkh_connect_string(zk);
+    zkh_unique_path(path, sizeof(path), "cli-verbosity");
+    scratch(err, sizeof(err), "verbosity-v.err");
+    scratch(err2, sizeof(err2), "verbosity-vv.err");
+    scratch(refused, sizeof(refused), "verbosity-refused-v.err");
+    scratch(refused2, sizeof(refused2), "verbosity-refused-vv.err");
+    {
+        const char *args[] = { "--connect", cs, "-v", path, "--", "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, err, args), 0);
+    }
+    CU_ASSERT(contains(err, "zkit-lock: connected to "));
+    CU_ASSERT(contains(err, "zkit-lock: zkit: connection state CONNECTED"));
+    CU_ASSERT(!contains(err, "libzookeeper"));
+    CU_ASSERT(all_lines_ours(err));
+    {
+        const char *args[] = { "--connect", cs, "-vv", path, "--", "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, err2, args), 0);
+    }
+    CU_ASSERT(contains(err2, "zkit-lock: connected to "));
+    CU_ASSERT(contains(err2, "zkit-lock: zkit: connection state CONNECTED"));
+    CU_ASSERT(contains(err2, "zkit-lock: zkit: libzookeeper: "));
+    CU_ASSERT(all_lines_ours(err2));
+    {
+        const char *args[] = { "--connect", "127.0.0.1:1", "--session-timeout", "1", "-v", path,
+                               "--", "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, refused, args), 68);
+    }
+    CU_ASSERT(contains(refused, "zkit-lock: cannot connect"));
+    CU_ASSERT(!contains(refused, "libzookeeper"));
+    {
+        const char *args[] = { "--connect", "127.0.0.1:1", "--session-timeout", "1", "-v", "-v",
+                               path, "--", "true", NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, refused2, args), 68);
+    }
+    CU_ASSERT(contains(refused2, "zkit-lock: cannot connect"));
+    CU_ASSERT(contains(refused2, "zkit-lock: zkit: libzookeeper: "));
+    CU_ASSERT(all_lines_ours(refused2));
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
 static int suite_cleanup(void)
 {
     nftw(scratch_dir, kill_recorded, 8, FTW_PHYS);
@@ -1550,11 +1918,15 @@ static const zkh_test_t tests[] = {
     { "-n on a held lock", test_nonblock_conflict },
     { "-w times out", test_wait_timeout },
     { "exit status and environment", test_exit_status_and_environment },
+    { "-c runs a shell command", test_shell_command },
+    { "no command: held until a signal", test_hold_without_command },
+    { "no command: a lost lock ends with 75", test_hold_lost },
     { "signals are passed on", test_signal_forwarding },
     { "usage errors", test_usage_errors },
     { "frozen server kills the command", test_frozen_server_kills_command },
     { "partition: command gone before the rival", test_partition_command_gone_before_rival },
     { "reconnect in time keeps the command", test_reconnect_in_time_keeps_command },
+    { "the default kill grace is a share of the validity", test_default_kill_grace },
     { "--kill-on-suspend", test_kill_on_suspend },
     { "--list", test_list },
     { "--semaphore", test_semaphore },
@@ -1570,11 +1942,14 @@ static const zkh_test_t tests[] = {
     { "--once-per: a record that is no slot id stops it, status 65", test_once_per_bad_record },
     { "--list: not a lock", test_list_not_a_lock },
     { "--list: missing path", test_list_missing_path },
+    { "--list -v: role, session and token", test_list_verbose },
     { "--list: a foreign child", test_list_foreign_child },
     { "--list: the wrong kind", test_list_wrong_kind },
     { "--once-per: a foreign child fails loudly", test_once_per_foreign_child },
     { "a chroot that does not exist", test_missing_chroot },
     { "library lines go through the tool's handler", test_library_lines_through_handler },
+    { "-v: zkit's lines; -vv: libzookeeper's too", test_verbosity_levels },
+    { "--connect-timeout: status 68 after its own time", test_connect_timeout },
     { NULL, NULL }
 };
 

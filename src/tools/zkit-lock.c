@@ -3,16 +3,19 @@
  * but safe when the lock is lost: the command is killed before anyone else can hold it.
  *
  *   zkit-lock [options] PATH [PATH...] -- COMMAND [ARGS...]
+ *   zkit-lock [options] -c 'SHELL COMMAND' PATH [PATH...]
+ *   zkit-lock [options] PATH [PATH...]              (no command: holds until signalled)
  *   zkit-lock [options] --once-per SECONDS PATH -- COMMAND [ARGS...]
  *   zkit-lock [options] --list PATH
  *
- * This file: messages, options, and the main flows (connect, acquire, run, release; or one
- * attempt at the current slot of a zkit_job for --once-per).
+ * This file: messages, options, and the main flows (connect, acquire, run or hold, release;
+ * or one attempt at the current slot of a zkit_job for --once-per).
  */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +26,6 @@
 
 #define DEFAULT_CONNECT "127.0.0.1:2181"
 #define DEFAULT_SESSION_TIMEOUT_MS 10000
-#define DEFAULT_KILL_GRACE_MS 5000
 
 /* ---- messages ---------------------------------------------------------------------------- */
 
@@ -76,12 +78,18 @@ void zkl_error(const char *fmt, ...)
 
 static const char usage_text[] =
     "Usage: zkit-lock [options] PATH [PATH...] -- COMMAND [ARGS...]\n"
+    "       zkit-lock [options] -c 'SHELL COMMAND' PATH [PATH...]\n"
+    "       zkit-lock [options] PATH [PATH...]\n"
     "       zkit-lock [options] --once-per SECONDS PATH -- COMMAND [ARGS...]\n"
     "       zkit-lock [options] --list PATH\n"
     "\n"
     "Run COMMAND while holding a ZooKeeper lock on PATH (a Curator-compatible reentrant\n"
     "mutex; several PATHs are locked together).  If the lock is lost or can no longer be\n"
     "guaranteed, COMMAND's process group is terminated before anyone else can get the lock.\n"
+    "\n"
+    "Without a COMMAND the lock is held until SIGINT, SIGTERM, SIGHUP or SIGQUIT (then\n"
+    "released; exit 0), and one line \"held NODE token TOKEN\" is printed on stdout once\n"
+    "it is acquired; exit 75 if the lock is lost meanwhile.\n"
     "\n"
     "With --once-per (cron tables: every host runs the same line), COMMAND runs on one\n"
     "host per time slot.  Slot n is [n*SECONDS, (n+1)*SECONDS) in Unix time, the one\n"
@@ -91,6 +99,8 @@ static const char usage_text[] =
     "The lock is kept at least 1 s after COMMAND starts.\n"
     "\n"
     "Options:\n"
+    "  -c, --command STRING       run STRING with /bin/sh -c instead of a COMMAND after\n"
+    "                             '--' (like flock -c); not with a COMMAND too\n"
     "      --connect HOSTS        ZooKeeper servers, host:port,... (default $ZKIT_CONNECT,\n"
     "                             else " DEFAULT_CONNECT ")\n"
     "      --namespace NS         prefix every path with /NS\n"
@@ -103,10 +113,14 @@ static const char usage_text[] =
     "      --leader               run COMMAND while leader of the latch at PATH (one PATH;\n"
     "                             Curator's LeaderLatch; id: host:pid)\n"
     "      --session-timeout SECONDS  ZooKeeper session timeout (default 10)\n"
+    "      --connect-timeout SECONDS  give up connecting to ZooKeeper after SECONDS\n"
+    "                             (fractions ok, or a number with \"ms\"; default: the\n"
+    "                             session timeout), with status 68\n"
     "      --auth-file FILE       digest credentials user:password, read from FILE (else\n"
     "                             from $ZKIT_AUTH); never given on the command line\n"
     "      --kill-grace SECONDS   SIGTERM this long before the lock's validity ends while\n"
-    "                             disconnected; SIGKILL at the end (default 5)\n"
+    "                             disconnected; SIGKILL at the end (default: a quarter of\n"
+    "                             that validity, at least 0.5 s: 0.58 s with a 10 s session)\n"
     "      --kill-on-suspend      terminate COMMAND as soon as the connection drops\n"
     "      --kill-group-on-exit   when COMMAND exits, terminate what it left running in its\n"
     "                             process group (default: keep the lock until all of it ends)\n"
@@ -115,8 +129,10 @@ static const char usage_text[] =
     "                             seconds) unless it is done or running elsewhere\n"
     "      --skip-exit-code N     with --once-per: exit status when COMMAND did not run\n"
     "                             (default 0; the reason is told with --verbose)\n"
-    "      --list PATH            print the lock's participants in lock order, holders first\n"
-    "  -v, --verbose              tell what happens, with the client library's log\n"
+    "      --list PATH            print the lock's participants in lock order, holders first;\n"
+    "                             with -v also each node's role, session and fencing token\n"
+    "  -v, --verbose              tell what happens, with zkit's log (warnings, info);\n"
+    "                             twice (-vv) also with libzookeeper's own log\n"
     "  -q, --quiet                no message when the lock is not acquired\n"
     "  -h, --help                 this help\n"
     "  -V, --version              the version\n"
@@ -126,13 +142,15 @@ static const char usage_text[] =
     "SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are passed on to COMMAND's process\n"
     "group.\n"
     "\n"
-    "Exit status: COMMAND's (128+N if killed by signal N); the conflict code (default 1)\n"
-    "when the lock was not acquired in time; with --once-per, the skip code (default 0)\n"
-    "when the slot was done or taken; 64 usage error; 65 the path holds a node of no lock\n"
-    "layout (--list: not a lock; --once-per: PATH/last holds no slot id); 66 --list: no\n"
-    "such path; 69 ZooKeeper unreachable; 70 internal error; 75 lock lost while COMMAND\n"
-    "ran (COMMAND was terminated); 77 permission denied by an ACL; 78 the chroot of\n"
-    "--connect does not exist; 126 COMMAND not executable; 127 COMMAND not found.\n";
+    "Exit status: COMMAND's (128+N if killed by signal N); without COMMAND, 0 once released\n"
+    "on a signal; the conflict code (default 1) when the lock was not acquired in time;\n"
+    "with --once-per, the skip code (default 0) when the slot was done or taken; 64 usage\n"
+    "error; 65 the path holds a node of no lock layout (--list: not a lock; --once-per:\n"
+    "PATH/last holds no slot id); 66 --list: no such lock path; 68 no connection to\n"
+    "ZooKeeper within the connect timeout; 69 bad connect string, or ZooKeeper lost while\n"
+    "waiting for the lock; 70 internal error; 75 lock lost while COMMAND ran (COMMAND was\n"
+    "terminated) or while held without COMMAND; 77 permission denied by an ACL; 78 the\n"
+    "chroot of --connect does not exist; 126 COMMAND not executable; 127 COMMAND not found.\n";
 
 enum {
     OPT_CONNECT = 256,
@@ -141,6 +159,7 @@ enum {
     OPT_WRITE,
     OPT_SEMAPHORE,
     OPT_SESSION_TIMEOUT,
+    OPT_CONNECT_TIMEOUT,
     OPT_AUTH_FILE,
     OPT_KILL_GRACE,
     OPT_KILL_ON_SUSPEND,
@@ -162,6 +181,7 @@ static const struct option long_options[] = {
     { "semaphore", required_argument, NULL, OPT_SEMAPHORE },
     { "leader", no_argument, NULL, OPT_LEADER },
     { "session-timeout", required_argument, NULL, OPT_SESSION_TIMEOUT },
+    { "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
     { "auth-file", required_argument, NULL, OPT_AUTH_FILE },
     { "kill-grace", required_argument, NULL, OPT_KILL_GRACE },
     { "kill-on-suspend", no_argument, NULL, OPT_KILL_ON_SUSPEND },
@@ -169,7 +189,9 @@ static const struct option long_options[] = {
     { "conflict-exit-code", required_argument, NULL, 'E' },
     { "once-per", required_argument, NULL, OPT_ONCE_PER },
     { "skip-exit-code", required_argument, NULL, OPT_SKIP_EXIT_CODE },
-    { "list", required_argument, NULL, OPT_LIST },
+    /* Optional, so that "--list -v PATH" takes -v as an option and PATH as the path. */
+    { "list", optional_argument, NULL, OPT_LIST },
+    { "command", required_argument, NULL, 'c' },
     { "verbose", no_argument, NULL, 'v' },
     { "quiet", no_argument, NULL, 'q' },
     { "help", no_argument, NULL, 'h' },
@@ -179,7 +201,7 @@ static const struct option long_options[] = {
 
 /* "+": stop at the first non-option, so that PATHs are collected in order and nothing after
  * "--" is ever taken for an option; ":": we word the errors ourselves, on one line. */
-static const char short_options[] = "+:w:nE:vqhV";
+static const char short_options[] = "+:c:w:nE:vqhV";
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -225,6 +247,26 @@ static int set_kind(zkl_options_t *o, zkl_kind_t kind, int *kind_given)
         return usage_error("--read, --write, --semaphore and --leader exclude each other");
     o->kind = kind;
     *kind_given = 1;
+    return 0;
+}
+
+/* --connect-timeout: seconds, or milliseconds with an "ms" suffix ("s" allowed too); at
+ * least 1 ms, at most INT_MAX ms. */
+static int connect_timeout_option(const char *text, int *out)
+{
+    char *end;
+    double v, scale = 1000.0;
+    int ok;
+    errno = 0;
+    v = strtod(text, &end);
+    if (end != text && strcmp(end, "ms") == 0)
+        scale = 1.0;
+    ok = end != text && (!*end || strcmp(end, "s") == 0 || strcmp(end, "ms") == 0) && !errno &&
+         v > 0 && v * scale + 0.5 >= 1.0 && v * scale <= INT_MAX;
+    if (!ok)
+        return usage_error("--connect-timeout: '%s' is not a valid time (seconds, or a number "
+                           "of milliseconds with \"ms\")", text);
+    *out = (int)(v * scale + 0.5);
     return 0;
 }
 
@@ -283,6 +325,7 @@ static int apply_option(zkl_options_t *o, int c, const char *arg, int *kind_give
                                "client can handle", arg, INT_MAX / 2 / 1000);
         o->session_timeout_ms = (int)ms;
         return 0;
+    case OPT_CONNECT_TIMEOUT: return connect_timeout_option(arg, &o->connect_timeout_ms);
     case OPT_AUTH_FILE: o->auth_file = arg; return 0;
     case OPT_KILL_GRACE: return seconds_option("--kill-grace", arg, 0, &o->kill_grace_ms);
     case OPT_KILL_ON_SUSPEND: o->kill_on_suspend = 1; return 0;
@@ -294,8 +337,13 @@ static int apply_option(zkl_options_t *o, int c, const char *arg, int *kind_give
         return 0;
     case OPT_ONCE_PER:
     case OPT_SKIP_EXIT_CODE: return apply_once_option(o, c, arg);
-    case OPT_LIST: o->list_path = arg; return 0;
-    case 'v': o->verbosity = ZKL_VERBOSE; return 0;
+    case OPT_LIST:
+        o->list_mode = 1;
+        if (arg)
+            o->list_path = arg;
+        return 0;
+    case 'c': o->shell_command = arg; return 0;
+    case 'v': o->verbosity = o->verbosity >= ZKL_VERBOSE ? ZKL_DEBUG : ZKL_VERBOSE; return 0;
     case 'q': o->verbosity = ZKL_QUIET; return 0;
     default: return ZKL_EXIT_INTERNAL;
     }
@@ -375,9 +423,13 @@ static int check_namespace(const char *ns)
     return 0;
 }
 
-static int check_list_mode(const zkl_options_t *o)
+static int check_list_mode(zkl_options_t *o)
 {
-    if (o->path_count > 0 || o->command)
+    if (!o->list_path && o->path_count == 1 && !o->command) {
+        o->list_path = o->paths[0];
+        o->path_count = 0;
+    }
+    if (!o->list_path || o->path_count > 0 || o->command)
         return usage_error("--list takes one PATH and no command");
     if (o->once_per_s)
         return usage_error("--list and --once-per exclude each other");
@@ -389,10 +441,7 @@ static int check_lock_mode(const zkl_options_t *o)
     int rc;
     if (o->path_count == 0)
         return usage_error("no lock PATH given");
-    if (!o->command)
-        return usage_error("no command: put it after '--', as in: zkit-lock %s -- COMMAND",
-                           o->paths[0]);
-    if (!o->command[0])
+    if (o->command && !o->command[0])
         return usage_error("no command after '--'");
     if (o->kind == ZKL_SEMAPHORE && o->path_count > 1)
         return usage_error("--semaphore takes exactly one PATH");
@@ -415,6 +464,8 @@ static int check_once_mode(const zkl_options_t *o)
     int rc = check_lock_mode(o);
     if (rc != 0)
         return rc;
+    if (!o->command)
+        return usage_error("--once-per needs a command: put it after '--' or give -c");
     if (o->path_count != 1)
         return usage_error("--once-per takes exactly one PATH");
     if (o->kind != ZKL_MUTEX)
@@ -427,11 +478,11 @@ static int check_once_mode(const zkl_options_t *o)
     return 0;
 }
 
-static int check_mode(const zkl_options_t *o)
+static int check_mode(zkl_options_t *o)
 {
     if (o->skip_code >= 0 && !o->once_per_s)
         return usage_error("--skip-exit-code goes with --once-per");
-    if (o->list_path)
+    if (o->list_mode)
         return check_list_mode(o);
     return o->once_per_s ? check_once_mode(o) : check_lock_mode(o);
 }
@@ -478,11 +529,27 @@ static void default_options(zkl_options_t *o, char **paths)
     o->timeout_ms = -1;
     o->kind = ZKL_MUTEX;
     o->session_timeout_ms = DEFAULT_SESSION_TIMEOUT_MS;
-    o->kill_grace_ms = DEFAULT_KILL_GRACE_MS;
+    o->connect_timeout_ms = -1;
+    o->kill_grace_ms = -1;
     o->conflict_code = 1;
     o->skip_code = -1;
     o->verbosity = ZKL_NORMAL;
     o->paths = paths;
+}
+
+/* -c STRING: the command becomes /bin/sh -c STRING, as flock(1) runs it. */
+static int use_shell_command(zkl_options_t *o)
+{
+    if (!o->shell_command)
+        return 0;
+    if (o->command)
+        return usage_error("-c and a command after '--' exclude each other: give one of them");
+    o->shell_argv[0] = (char *)"/bin/sh";
+    o->shell_argv[1] = (char *)"-c";
+    o->shell_argv[2] = (char *)o->shell_command;
+    o->shell_argv[3] = NULL;
+    o->command = o->shell_argv;
+    return 0;
 }
 
 /* Returns -1 to go on with valid options, or the exit status. */
@@ -495,7 +562,9 @@ static int parse_options(zkl_options_t *o, int argc, char **argv)
     if ((rc = scan_arguments(o, argc, argv)) >= 0)
         return rc;
     zkl_set_verbosity(o->verbosity);
-    rc = check_mode(o);
+    rc = use_shell_command(o);
+    if (rc == 0)
+        rc = check_mode(o);
     if (o->skip_code < 0)
         o->skip_code = 0;
     if (rc == 0)
@@ -574,13 +643,67 @@ static int run_held(zkl_locks_t *ls, const zkl_options_t *o, const char *paths,
     return status;
 }
 
+/* Whether the signal ends holding without a command (SIGUSR1 and SIGUSR2 do not). */
+static int ends_holding(int sig)
+{
+    return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT;
+}
+
+/* Why the lock held without a command is gone, or NULL while it is still ours. */
+static const char *hold_lost(zkl_locks_t *ls, int event, int64_t *deadline)
+{
+    if (event == ZKL_EV_LOCK_BASE + ZKIT_LOCK_LOST)
+        return "the lock was lost (session expired or lock node deleted)";
+    if (event == ZKL_EV_LOCK_BASE + ZKIT_LOCK_EXPIRED)
+        return "the lock expired while disconnected from ZooKeeper";
+    if (zkl_locks_deadline(ls, deadline) != 0)
+        return "the lock was lost (session expired or lock node deleted)";
+    if (*deadline <= zkl_now_ms())
+        return "the lock expired while disconnected from ZooKeeper";
+    return NULL;
+}
+
+/* No command: tells what is held on stdout, then holds it (left held) until a signal ends
+ * holding: 0, or ZKL_EXIT_LOCK_LOST once the lock is lost or its validity runs out. */
+static int hold_until_signal(zkl_locks_t *ls, const char *paths)
+{
+    char *nodes = NULL, *tokens = NULL;
+    int64_t deadline;
+    const char *why = NULL;
+    int ev = 0;
+    if (zkl_locks_describe(ls, &nodes, &tokens) != 0 || zkl_locks_deadline(ls, &deadline) != 0) {
+        zkl_error("%s: the lock was lost as soon as it was acquired", paths);
+        return ZKL_EXIT_LOCK_LOST;
+    }
+    zkl_info("acquired %s (node %s, fencing token %s); holding until signalled", paths, nodes,
+             tokens);
+    /* Flushed at once: a script reading the line learns the lock is held. */
+    printf("held %s token %s\n", nodes, tokens);
+    fflush(stdout);
+    free(nodes);
+    free(tokens);
+    while ((why = hold_lost(ls, ev, &deadline)) == NULL) {
+        ev = zkl_events_wait(deadline);
+        if (ends_holding(ev)) {
+            zkl_info("%s: releasing on signal %d", paths, ev);
+            return 0;
+        }
+        if (ev >= ZKL_EV_CONN_BASE && ev < ZKL_EV_LOCK_BASE)
+            zkl_locks_connection_event(ls, (zkit_conn_state_t)(ev - ZKL_EV_CONN_BASE));
+    }
+    zkl_error("%s: %s", paths, why);
+    return ZKL_EXIT_LOCK_LOST;
+}
+
+/* Runs the command, or holds without one; then releases. */
 static int run_locked(zkl_locks_t *ls, const zkl_options_t *o, const char *paths,
                       const char *program)
 {
-    int status = run_held(ls, o, paths, program);
+    int status = o->command ? run_held(ls, o, paths, program) : hold_until_signal(ls, paths);
     int rc = zkl_locks_release(ls);
     if (rc == ZKIT_ELOCKLOST && status != ZKL_EXIT_LOCK_LOST) {
-        zkl_error("%s: the lock was lost while the command ran", paths);
+        zkl_error("%s: the lock was lost while %s", paths,
+                  o->command ? "the command ran" : "held");
         status = ZKL_EXIT_LOCK_LOST;
     } else if (rc != 0 && rc != ZKIT_ELOCKLOST) {
         zkl_note("%s: release: %s (the session's end removes the node)", paths,
@@ -705,6 +828,19 @@ static int64_t unix_seconds(void)
     return (int64_t)ts.tv_sec;
 }
 
+/* Once connected: the kill grace, unless given, from the lock's validity after a disconnect. */
+static void settle_kill_grace(zkl_options_t *o, zkit_client_t *client)
+{
+    int64_t validity = zkl_validity_after_disconnect_ms(client);
+    int given = o->kill_grace_ms >= 0;
+    if (!given)
+        o->kill_grace_ms = zkl_default_kill_grace_ms(validity);
+    if (o->command && !o->list_path)
+        zkl_info("kill grace %lld ms%s, of the %lld ms the lock stays valid after a disconnect",
+                 (long long)o->kill_grace_ms, given ? " (--kill-grace)" : "",
+                 (long long)validity);
+}
+
 int main(int argc, char **argv)
 {
     zkl_options_t o;
@@ -715,7 +851,7 @@ int main(int argc, char **argv)
     zkl_note_inherited_fds(); /* before anything of ours is open */
     status = parse_options(&o, argc, argv);
     /* A command that cannot run fails before anything is locked. */
-    if (status < 0 && !o.list_path && !(program = zkl_resolve_command(o.command[0], &missing)))
+    if (status < 0 && o.command && !(program = zkl_resolve_command(o.command[0], &missing)))
         status = missing ? missing : ZKL_EXIT_INTERNAL;
     if (status < 0 && !(paths = join_paths(&o)))
         status = ZKL_EXIT_INTERNAL;
@@ -724,6 +860,7 @@ int main(int argc, char **argv)
         status = ZKL_EXIT_INTERNAL;
     }
     if (status < 0 && (status = zkl_connect(&client, &o)) == 0) {
+        settle_kill_grace(&o, client);
         if (o.list_path) {
             status = zkl_list(client, &o);
             zkit_client_close(client);

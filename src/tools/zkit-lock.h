@@ -23,7 +23,9 @@ enum {
     ZKL_EXIT_NOT_A_LOCK = 65,  /* a child of the path has no lock layout (--list: all do), or
                                 * PATH/last (--once-per) holds no slot id */
     ZKL_EXIT_NO_PATH = 66,     /* --list: the path does not exist */
-    ZKL_EXIT_UNAVAILABLE = 69, /* cannot connect to ZooKeeper, or lost it while waiting */
+    ZKL_EXIT_NO_CONNECTION = 68, /* no connection to ZooKeeper within the connect timeout */
+    ZKL_EXIT_UNAVAILABLE = 69, /* a connect string that does not parse or resolve, or
+                                * ZooKeeper lost while waiting for the lock */
     ZKL_EXIT_INTERNAL = 70,    /* anything else that should not happen */
     ZKL_EXIT_LOCK_LOST = 75,   /* the lock was lost (or could no longer be guaranteed) */
     ZKL_EXIT_NOPERM = 77,      /* an ACL denied the lock's nodes to our credentials */
@@ -43,7 +45,8 @@ typedef enum zkl_kind {
 typedef enum zkl_verbosity {
     ZKL_QUIET = 0,
     ZKL_NORMAL = 1,
-    ZKL_VERBOSE = 2
+    ZKL_VERBOSE = 2,           /* -v: our lines and zkit's, not libzookeeper's */
+    ZKL_DEBUG = 3              /* -vv: libzookeeper's too */
 } zkl_verbosity_t;
 
 typedef struct zkl_options {
@@ -53,9 +56,10 @@ typedef struct zkl_options {
     zkl_kind_t kind;
     int max_leases;            /* --semaphore N */
     int session_timeout_ms;
+    int connect_timeout_ms;    /* the first connection's deadline; -1 = the session timeout */
     const char *auth_file;
     char *credential;          /* "user:password", from the file or $ZKIT_AUTH; NULL = none */
-    int64_t kill_grace_ms;
+    int64_t kill_grace_ms;     /* -1 until given: then a share of the validity (connected) */
     int kill_on_suspend;
     int kill_group_on_exit;    /* end what COMMAND leaves in its group rather than wait for it */
     int conflict_code;
@@ -63,13 +67,16 @@ typedef struct zkl_options {
     int64_t once_per_s;        /* --once-per: slot length; 0 = the plain lock mode */
     int skip_code;             /* --skip-exit-code; -1 until given */
     zkl_verbosity_t verbosity;
+    int list_mode;             /* --list given: list_path is its value or the one PATH */
     const char *list_path;
     char **paths;              /* borrowed from argv */
     size_t path_count;
-    char **command;            /* NULL-terminated, borrowed from argv */
+    char **command;            /* NULL-terminated, borrowed from argv, or shell_argv */
+    const char *shell_command; /* -c STRING: run by /bin/sh -c instead of a command */
+    char *shell_argv[4];       /* /bin/sh -c STRING */
 } zkl_options_t;
 
-/* Messages on stderr, one line each, prefixed "zkit-lock: ".  zkl_info only with --verbose;
+/* Messages on stderr, one line each, prefixed "zkit-lock: ".  zkl_info only with -v or -vv;
  * zkl_note unless --quiet; zkl_error always. */
 void zkl_set_verbosity(zkl_verbosity_t v);
 void zkl_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -106,9 +113,17 @@ int zkl_events_forwarded(int sig);
 
 typedef struct zkl_locks zkl_locks_t;
 
-/* Connects, waiting at most the session timeout; returns 0 or an exit status.  Signals that
- * arrive meanwhile end the wait with 128 + the signal. */
+/* Connects, waiting at most the connect timeout; returns 0 or an exit status
+ * (ZKL_EXIT_NO_CONNECTION when the time is up).  Signals that arrive meanwhile end the wait
+ * with 128 + the signal. */
 int zkl_connect(zkit_client_t **out, const zkl_options_t *o);
+/* How long a lock stays valid after the client notices a disconnection: the rule of
+ * zkit_lock_valid_until(), from the negotiated session timeout (connected client). */
+int64_t zkl_validity_after_disconnect_ms(zkit_client_t *client);
+/* The --kill-grace used when none is given: a quarter of that validity, so that SIGTERM
+ * comes well before the deadline, but at least 0.5 s (all of it, when shorter) for a TERM
+ * trap to run. */
+int64_t zkl_default_kill_grace_ms(int64_t validity_ms);
 /* Closes the client under a pending acquisition (we were interrupted): the library's
  * complaints about the work it cuts short are expected and not shown (but with --verbose). */
 void zkl_close_abandoning(zkit_client_t *client);

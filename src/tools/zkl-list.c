@@ -2,12 +2,15 @@
  * zkl-list.c - `zkit-lock --list PATH`: who holds the lock and who waits, in lock order.
  *
  * One line per participant: "holder" or "waiting", the age of its node (from the node's
- * ctime, so it shares the server's clock, not ours), the node name and its data.  Children
+ * ctime, so it shares the server's clock, not ours), the node name and its data; with
+ * --verbose, between name and data, the node's role, the session that owns it and its
+ * fencing token (its czxid, as ZKIT_FENCING_TOKEN gives it to the holder).  Children
  * of no lock layout (zkit_lock_node_role) come last as "foreign": they have no place in the
  * queue, and zkit refuses to lock such a path.  A missing path, and a path that is not a
  * lock at all, end with a message and statuses of their own (ZKL_EXIT_NO_PATH,
  * ZKL_EXIT_NOT_A_LOCK).
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,33 +79,72 @@ static char *join_path(const char *dir, const char *name)
     return path;
 }
 
-static void print_age(zkit_client_t *client, const char *dir, const char *name)
+/* The node's stat: 1, or 0 when it was released between the listing and this look-up. */
+static int node_stat(zkit_client_t *client, const char *dir, const char *name, zkit_stat_t *st)
 {
     char *path = join_path(dir, name);
-    zkit_stat_t st;
-    if (path && zkit_exists(&st, client, path, NULL) == 0) {
-        int64_t age = wall_clock_ms() - st.ctime;
-        if (st.ctime > 0)
-            printf("%9.1fs", (age > 0 ? age : 0) / 1000.0);
-        else
-            printf("%10s", "-"); /* created with the server's data tree (/zookeeper) */
-    } else {
-        printf("%10s", "gone"); /* released between the listing and this look-up */
-    }
+    int found = path && zkit_exists(st, client, path, NULL) == 0;
     free(path);
+    return found;
 }
 
-/* The known participants first (the caller put them there), then the foreign children. */
+static void print_age(const zkit_stat_t *st, int found)
+{
+    int64_t age = found ? wall_clock_ms() - st->ctime : 0;
+    if (!found)
+        printf("%10s", "gone");
+    else if (st->ctime > 0)
+        printf("%9.1fs", (age > 0 ? age : 0) / 1000.0);
+    else
+        printf("%10s", "-"); /* created with the server's data tree (/zookeeper) */
+}
+
+/* What the node is, in a word: its kind of participant, or "foreign". */
+static const char *role_word(const char *name, int lease)
+{
+    if (is_foreign(name))
+        return "foreign";
+    if (lease)
+        return "lease";
+    if (strstr(name, "-latch-"))
+        return "latch";
+    switch (zkit_lock_node_role(name)) {
+    case ZKIT_NODE_READER: return "read";
+    case ZKIT_NODE_WRITER: return "write";
+    default: return "mutex";
+    }
+}
+
+/* --verbose: "role=R session=0xS token=T  " ("-" for what is not known). */
+static void print_details(const char *name, int lease, const zkit_stat_t *st, int found)
+{
+    printf("role=%s ", role_word(name, lease));
+    if (found && st->ephemeral_owner != 0)
+        printf("session=0x%" PRIx64 " ", (uint64_t)st->ephemeral_owner);
+    else
+        printf("session=- "); /* persistent (a foreign child), or gone */
+    if (found)
+        printf("token=%" PRId64 "  ", st->czxid);
+    else
+        printf("token=-  ");
+}
+
+/* The known participants first (the caller put them there), then the foreign children.
+ * `max_holders` > 0: semaphore leases. */
 static void print_entries(zkit_client_t *client, const char *dir, const entry_t *list,
-                          size_t count, size_t max_holders)
+                          size_t count, size_t max_holders, int verbose)
 {
     for (size_t i = 0; i < count; i++) {
         const char *what = is_foreign(list[i].name)               ? "foreign"
                            : is_holder(list, i, max_holders)      ? "holder"
                                                                   : "waiting";
+        zkit_stat_t st;
+        int found = node_stat(client, dir, list[i].name, &st);
         printf("%-7s ", what);
-        print_age(client, dir, list[i].name);
+        print_age(&st, found);
         printf("  %s  ", list[i].name);
+        if (verbose)
+            print_details(list[i].name, max_holders > 0, &st, found);
         print_data(list[i].data, list[i].data_len);
         putchar('\n');
     }
@@ -152,7 +194,7 @@ static int look_at_path(zkit_client_t *client, const zkl_options_t *o)
     size_t count = 0, semaphore_parts = 0;
     int rc = zkit_get_children(&names, &count, NULL, client, path, NULL);
     if (rc == ZKIT_ENONODE) {
-        zkl_error("%s: no such path (nothing has locked it, or it was reaped)", path);
+        zkl_error("%s: no such lock path (nothing has locked it, or it was reaped)", path);
         return ZKL_EXIT_NO_PATH;
     }
     if (rc != 0)
@@ -227,7 +269,7 @@ static int list_lock(zkit_client_t *client, const zkl_options_t *o)
         list[i].data_len = parts[i].data ? parts[i].data_len : 0;
     }
     if (rc == 0) {
-        print_entries(client, o->list_path, list, count, 0);
+        print_entries(client, o->list_path, list, count, 0, o->verbosity >= ZKL_VERBOSE);
         status = tell_foreign(o->list_path, list, count);
     }
     free(list);
@@ -291,7 +333,8 @@ static int list_semaphore(zkit_client_t *client, const zkl_options_t *o)
     for (size_t i = 0; rc == 0 && i < count; i++)
         fill_lease(client, dir, &list[i], &datas[i]);
     if (rc == 0) {
-        print_entries(client, dir, list, count, (size_t)o->max_leases);
+        print_entries(client, dir, list, count, (size_t)o->max_leases,
+                      o->verbosity >= ZKL_VERBOSE);
         status = tell_foreign(dir, list, count);
     }
     for (size_t i = 0; datas && i < count; i++)

@@ -39,18 +39,26 @@ struct zkl_locks {
 /*
  * The library logs through here from any thread.  libzookeeper's own lines (connection
  * refused, reconnecting...) are noise for a command-line user, who gets one clear message
- * from us instead; --verbose shows everything.
+ * from us instead: -v shows zkit's lines down to INFO, and only -vv libzookeeper's too.
  */
 static zkl_verbosity_t log_verbosity = ZKL_NORMAL;
 static volatile int log_closing; /* see zkl_close_abandoning */
+
+/* libzookeeper's lines, and the library's count of those it held back. */
+static int from_libzookeeper(const char *message)
+{
+    return strncmp(message, "libzookeeper:", 13) == 0 ||
+           strstr(message, "libzookeeper log lines suppressed") != NULL;
+}
 
 static void log_sink(zkit_log_level_t level, const char *message, void *arg)
 {
     (void)arg;
     if (log_verbosity == ZKL_QUIET || (log_closing && log_verbosity < ZKL_VERBOSE))
         return;
-    if (log_verbosity < ZKL_VERBOSE &&
-        (level > ZKIT_LOG_ERROR || strncmp(message, "libzookeeper:", 13) == 0))
+    if (from_libzookeeper(message) && log_verbosity < ZKL_DEBUG)
+        return;
+    if (log_verbosity < ZKL_VERBOSE && level > ZKIT_LOG_ERROR)
         return;
     zkl_error("zkit: %s", message);
 }
@@ -114,7 +122,7 @@ static int new_client(zkit_client_t **out, const zkl_options_t *o, const char *d
     co.default_data = data;
     co.default_data_len = strlen(data);
     co.log_fn = log_sink;
-    co.log_level = o->verbosity == ZKL_VERBOSE ? ZKIT_LOG_INFO : ZKIT_LOG_ERROR;
+    co.log_level = o->verbosity >= ZKL_VERBOSE ? ZKIT_LOG_INFO : ZKIT_LOG_ERROR;
     log_verbosity = o->verbosity;
     return zkit_client_new(out, &co); /* copies everything, credentials included */
 }
@@ -123,7 +131,8 @@ int zkl_connect(zkit_client_t **out, const zkl_options_t *o)
 {
     zkit_client_t *client = NULL;
     char *data = node_data();
-    int64_t deadline = zkl_now_ms() + o->session_timeout_ms;
+    int timeout_ms = o->connect_timeout_ms > 0 ? o->connect_timeout_ms : o->session_timeout_ms;
+    int64_t deadline = zkl_now_ms() + timeout_ms;
     int rc;
     if (!data)
         return ZKL_EXIT_INTERNAL;
@@ -139,9 +148,9 @@ int zkl_connect(zkit_client_t **out, const zkl_options_t *o)
             zkit_client_close(client);
             if (ev != ZKL_EV_TIMEOUT)
                 return 128 + ev;
-            zkl_error("cannot connect to ZooKeeper at '%s' within %.1f s", o->connect,
-                      o->session_timeout_ms / 1000.0);
-            return ZKL_EXIT_UNAVAILABLE;
+            zkl_error("cannot connect to ZooKeeper at '%s' within the %g s connect timeout",
+                      o->connect, timeout_ms / 1000.0);
+            return ZKL_EXIT_NO_CONNECTION;
         }
     }
     zkl_info("connected to %s (session 0x%" PRIx64 ", timeout %d ms)", o->connect,
@@ -322,16 +331,30 @@ int zkl_locks_acquired(const zkl_locks_t *ls)
 /* ---- while held --------------------------------------------------------------------------- */
 
 /*
- * The lease's validity after a disconnect, by the locks' own rule: the client notices silence
- * after two thirds of the session timeout, and the server cannot expire the session sooner
- * than one full timeout after it last heard from us, so a third is left from the disconnect;
- * a tenth of the timeout (at least 200 ms) is kept back for delays and clock rates.
+ * The locks' own rule (src/recipes/lockstate.c): the client notices silence after two thirds
+ * of the session timeout, and the server cannot expire the session sooner than one full
+ * timeout after it last heard from us, so a third is left from the disconnect; a tenth of the
+ * timeout (at least 200 ms) is kept back for delays and clock rates.
  */
+int64_t zkl_validity_after_disconnect_ms(zkit_client_t *client)
+{
+    int64_t timeout = zkit_client_negotiated_timeout(client);
+    int64_t margin = timeout / 10 > 200 ? timeout / 10 : 200;
+    return timeout / 3 - margin > 0 ? timeout / 3 - margin : 0;
+}
+
+#define KILL_GRACE_FLOOR_MS 500
+
+int64_t zkl_default_kill_grace_ms(int64_t validity_ms)
+{
+    int64_t floor = validity_ms < KILL_GRACE_FLOOR_MS ? validity_ms : KILL_GRACE_FLOOR_MS;
+    return validity_ms / 4 > floor ? validity_ms / 4 : floor;
+}
+
+/* The lease has no lock-state callback: its validity follows the connection by that rule. */
 static int64_t lease_deadline_after_disconnect(const zkl_locks_t *ls)
 {
-    int64_t timeout = zkit_client_negotiated_timeout(ls->client);
-    int64_t margin = timeout / 10 > 200 ? timeout / 10 : 200;
-    return zkl_now_ms() + timeout / 3 - margin;
+    return zkl_now_ms() + zkl_validity_after_disconnect_ms(ls->client);
 }
 
 void zkl_locks_connection_event(zkl_locks_t *ls, zkit_conn_state_t state)

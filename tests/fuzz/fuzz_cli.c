@@ -6,7 +6,8 @@
  * Input: the first byte picks what the rest is: the arguments (split at 0x00 bytes), the
  * contents of an auth file, or the value of $ZKIT_AUTH.  Checks that options accepted as
  * valid satisfy every rule the rest of the tool relies on (a mode with a valid PATH and a
- * command, numbers within their ranges), and that accepted credentials are one line of
+ * command, or none to hold the lock; numbers within their ranges), and that accepted
+ * credentials are one line of
  * "user:password" with a user.
  */
 #include <assert.h>
@@ -45,22 +46,28 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 static void check_valid(const zkl_options_t *o)
 {
-    if (o->list_path) {
+    if (o->list_mode) {
+        assert(o->list_path);
         assert(zkit_path_validate(o->list_path) == 0 && strcmp(o->list_path, "/") != 0);
         assert(o->path_count == 0 && !o->command);
     } else {
-        assert(o->path_count >= 1 && o->command && o->command[0]);
+        /* No command: the lock is held until a signal. */
+        assert(o->path_count >= 1 && (!o->command || o->command[0]));
         for (size_t i = 0; i < o->path_count; i++)
             assert(zkit_path_validate(o->paths[i]) == 0 && strcmp(o->paths[i], "/") != 0);
     }
+    if (o->shell_command)
+        assert(o->command == o->shell_argv && o->shell_argv[2] == o->shell_command);
     if (o->once_per_s)
-        assert(o->once_per_s >= 1 && o->path_count == 1 && o->kind == ZKL_MUTEX);
+        assert(o->once_per_s >= 1 && o->path_count == 1 && o->kind == ZKL_MUTEX && o->command);
     assert(o->timeout_ms >= -1);
     assert(o->session_timeout_ms > 0 && o->session_timeout_ms <= INT_MAX / 2);
-    assert(o->kill_grace_ms >= 0);
+    assert(o->connect_timeout_ms == -1 || o->connect_timeout_ms > 0);
+    assert(o->kill_grace_ms >= -1); /* -1: set from the validity once connected */
     assert(o->conflict_code >= 0 && o->conflict_code <= 255);
     assert(o->skip_code >= 0 && o->skip_code <= 255);
-    assert(o->kind != ZKL_SEMAPHORE || (o->max_leases >= 1 && o->path_count == 1));
+    assert(o->kind != ZKL_SEMAPHORE ||
+           (o->max_leases >= 1 && o->path_count == (o->list_mode ? 0 : 1)));
     assert(o->connect != NULL);
     if (o->credential) {
         const char *colon = strchr(o->credential, ':');
