@@ -791,11 +791,10 @@ static int job_cb(zkit_job_run_t *run, void *arg)
     (void)run, (void)arg;
     return 0;
 }
-static char job_err[256];
 static int job(zkit_job_options_t o)
 {
     zkit_job_t *j = NULL;
-    int rc = zkit_job_start(&j, cl, &o, job_err, sizeof(job_err));
+    int rc = zkit_job_start(&j, cl, &o);
     zkit_job_stop(j);
     return rc;
 }
@@ -810,7 +809,7 @@ static zkit_job_options_t job_options(void)
 static int j_null(void)
 {
     zkit_job_t *j = NULL;
-    return zkit_job_start(&j, cl, NULL, NULL, 0);
+    return zkit_job_start(&j, cl, NULL);
 }
 static int j_version(void)
 {
@@ -1389,7 +1388,7 @@ static void test_error_message(void)
     pthread_t thread;
 
     o.jitter_ms = 60000;
-    CU_ASSERT_EQUAL(zkit_job_start(&job, cl, &o, NULL, 0), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_job_start(&job, cl, &o), ZKIT_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "jitter_ms"));
     CU_ASSERT_EQUAL(zkit_mutex_new(&lock, cl, "/no//good"), ZKIT_EBADPATH);
     CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "/no//good"));
@@ -1411,7 +1410,7 @@ static void test_error_message(void)
     }
     o = job_options();
     o.version = ZKIT_JOB_OPTIONS_VERSION + 1;
-    CU_ASSERT_EQUAL(zkit_job_start(&job, cl, &o, NULL, 0), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_job_start(&job, cl, &o), ZKIT_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "version: 2"));
     CU_ASSERT_EQUAL_FATAL(pthread_create(&thread, NULL, read_error_message, other), 0);
     pthread_join(thread, NULL);

@@ -200,7 +200,7 @@ static void check_fleet_log(const run_log_t *log, const char *path, int64_t t0, 
 
 static void test_fleet_runs_each_slot_once(void)
 {
-    char path[64], err[256];
+    char path[64];
     run_log_t log;
     instance_t in[3];
     zkit_client_t *c[3] = { NULL, NULL, NULL };
@@ -221,7 +221,7 @@ static void test_fleet_runs_each_slot_once(void)
         o.jitter_ms = i == 2 ? 600 : 0;
         c[i] = connect_client(zkh_connect_string(cluster), 10000);
         CU_ASSERT_PTR_NOT_NULL(c[i]);
-        if (!c[i] || zkit_job_start(&job[i], c[i], &o, err, sizeof(err)) != 0)
+        if (!c[i] || zkit_job_start(&job[i], c[i], &o) != 0)
             break;
     }
     CU_ASSERT(job[0] && job[1] && job[2]);
@@ -293,7 +293,6 @@ static int instance_main(int argc, char **argv)
     zkit_job_t *job;
     sigset_t set;
     struct timespec limit = { 120, 0 };
-    char err[256];
     if (argc != 7)
         return 2;
     /* Blocked before any thread exists, so only sigtimedwait below receives it. */
@@ -309,8 +308,8 @@ static int instance_main(int argc, char **argv)
     o.missed = (zkit_job_missed_t)atoi(argv[4]);
     o.fn = child_run;
     o.arg = &ctx;
-    if (zkit_job_start(&job, ctx.client, &o, err, sizeof(err)) != 0) {
-        fprintf(stderr, "instance: %s\n", err);
+    if (zkit_job_start(&job, ctx.client, &o) != 0) {
+        fprintf(stderr, "instance: %s\n", zkit_error_message());
         zkit_client_close(ctx.client);
         return 4;
     }
@@ -656,7 +655,6 @@ static void single_start(single_t *s, const char *name, zkit_job_fn fn, int slee
                          int max_run_ms)
 {
     zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
-    char err[256];
     probe_init(&s->p);
     s->p.sleep_ms = sleep_ms;
     zkh_unique_path(s->path, sizeof(s->path), name);
@@ -667,8 +665,8 @@ static void single_start(single_t *s, const char *name, zkit_job_fn fn, int slee
     o.arg = &s->p;
     o.max_run_ms = max_run_ms;
     s->job = NULL;
-    if (zkit_job_start(&s->job, admin, &o, err, sizeof(err)) != 0)
-        fprintf(stderr, "single_start: %s\n", err);
+    if (zkit_job_start(&s->job, admin, &o) != 0)
+        fprintf(stderr, "single_start: %s\n", zkit_error_message());
     CU_ASSERT_PTR_NOT_NULL_FATAL(s->job); /* nothing was started otherwise */
 }
 
@@ -793,7 +791,7 @@ static void test_server_down_across_slot_start(void)
     ran_after_t after;
     zkit_client_t *c;
     zkit_job_t *job = NULL;
-    char path[64], err[256];
+    char path[64];
     int64_t period_ms = LATE_PERIOD_S * 1000, slot_start;
     memset(&p, 0, sizeof(p));
     pthread_mutex_init(&p.mu, NULL);
@@ -805,8 +803,8 @@ static void test_server_down_across_slot_start(void)
     o.missed = ZKIT_JOB_SKIP_MISSED;
     o.fn = late_run;
     o.arg = &p;
-    if (zkit_job_start(&job, c, &o, err, sizeof(err)) != 0)
-        fprintf(stderr, "zkit_job_start: %s\n", err);
+    if (zkit_job_start(&job, c, &o) != 0)
+        fprintf(stderr, "zkit_job_start: %s\n", zkit_error_message());
     CU_ASSERT_PTR_NOT_NULL_FATAL(job);
     /* Stop the server 500 ms before the next slot starts ... */
     slot_start = (zkh_wall_ms() / period_ms + 1) * period_ms;
@@ -1070,7 +1068,7 @@ static void test_bad_record_stops_the_job(void)
     zkit_job_t *job = NULL;
     probe_t p;
     log_wait_t w;
-    char path[64], err[256], needle[160];
+    char path[64], needle[160];
     int64_t slot = zkh_wall_ms() / 1000 / SINGLE_PERIOD_S, recorded;
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     probe_init(&p);
@@ -1082,7 +1080,7 @@ static void test_bad_record_stops_the_job(void)
     o.fn = slow_run;
     o.arg = &p;
     o.min_hold_ms = 0;
-    CU_ASSERT_EQUAL_FATAL(zkit_job_start(&job, c, &o, err, sizeof(err)), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_job_start(&job, c, &o), 0);
     snprintf(needle, sizeof(needle), "the record %s/last holds 'abc', not a slot id", path);
     w = (log_wait_t){ &cap, needle };
     CU_ASSERT_EQUAL(zkh_wait_until(logged_pred, &w, 10000), 0);
@@ -1280,8 +1278,9 @@ static int never_called(zkit_job_run_t *run, void *arg)
 static void expect_refused(const zkit_job_options_t *o, int rc, const char *needle)
 {
     zkit_job_t *job = (zkit_job_t *)o; /* any non-NULL value: must be reset to NULL */
-    char err[256] = "";
-    CU_ASSERT_EQUAL(zkit_job_start(&job, admin, o, err, sizeof(err)), rc);
+    const char *err;
+    CU_ASSERT_EQUAL(zkit_job_start(&job, admin, o), rc);
+    err = zkit_error_message();
     CU_ASSERT_PTR_NULL(job);
     CU_ASSERT_PTR_NOT_NULL(strstr(err, needle));
     if (!strstr(err, needle))
@@ -1314,7 +1313,6 @@ static void test_bad_options(void)
 {
     zkit_job_options_t base = ZKIT_JOB_OPTIONS_INIT, o;
     zkit_job_t *job = NULL;
-    char err[256];
     base.path = "/job-bad";
     base.period_s = 60;
     base.fn = never_called;
@@ -1337,9 +1335,9 @@ static void test_bad_options(void)
     REFUSED_WITH(path, NULL, ZKIT_EINVAL, "path");
     REFUSED_WITH(path, "no-slash", ZKIT_EBADPATH, "path");
 
-    CU_ASSERT_EQUAL(zkit_job_start(NULL, admin, &base, err, sizeof(err)), ZKIT_EINVAL);
-    CU_ASSERT_EQUAL(zkit_job_start(&job, NULL, &base, NULL, 0), ZKIT_EINVAL);
-    CU_ASSERT_EQUAL(zkit_job_start(&job, admin, NULL, err, sizeof(err)), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_job_start(NULL, admin, &base), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_job_start(&job, NULL, &base), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_job_start(&job, admin, NULL), ZKIT_EINVAL);
     zkit_job_stop(NULL);
 
     /* A valid cron job starts, and stops at once (its next firing is far away). */
@@ -1347,8 +1345,7 @@ static void test_bad_options(void)
     o.period_s = 0;
     o.cron = "0 3 * * MON-FRI";
     o.utc = 0;
-    CU_ASSERT_EQUAL(zkit_job_start(&job, admin, &o, err, sizeof(err)), 0);
-    CU_ASSERT_STRING_EQUAL(err, "");
+    CU_ASSERT_EQUAL(zkit_job_start(&job, admin, &o), 0);
     zkit_job_stop(job);
     CU_ASSERT_EQUAL(zkh_delete_tree(cluster, "/job-bad"), 0);
 }

@@ -553,7 +553,6 @@ static void close_everything_once(int iteration, zkit_client_t *h)
     done_rec_t ra[6]; /* async: mutex, read, write, semaphore mutex, multi-lock, semaphore */
     zkit_lock_t *async_lock[5];
     pthread_t gate;
-    char err[256];
     int64_t sc;
     int wait_job = iteration % 10 == 0;
     fx_begin(&f, "close-all");
@@ -592,7 +591,7 @@ static void close_everything_once(int iteration, zkit_client_t *h)
     jo.fn = job_fn;
     jo.min_hold_ms = 0;
     jo.missed = ZKIT_JOB_RUN_LATEST_MISSED;
-    CU_ASSERT_FATAL(zkit_job_start(&job, c, &jo, err, sizeof(err)) == 0);
+    CU_ASSERT_FATAL(zkit_job_start(&job, c, &jo) == 0);
     if (wait_job)
         CU_ASSERT_EQUAL(zkh_wait_until(job_running, NULL, 5000), 0);
 

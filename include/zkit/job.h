@@ -99,12 +99,12 @@ ZKIT_EXTERN void zkit_job_options_init(zkit_job_options_t *opts);
 
 /*
  * Validates the options, starts the job's thread and returns at once.  The options are copied.
- * Returns 0, ZKIT_EINVAL (with a message in `err` and in zkit_error_message() naming the bad
- * option; for a bad cron expression, the field and the offending text), ZKIT_EBADPATH,
- * ZKIT_ENOMEM or ZKIT_ESYSTEM.  `err` may be NULL.
+ * Returns 0, ZKIT_EINVAL (with a message in zkit_error_message() naming the bad option; for
+ * a bad cron expression, the field and the offending text), ZKIT_EBADPATH, ZKIT_ENOMEM or
+ * ZKIT_ESYSTEM.
  */
 ZKIT_EXTERN int zkit_job_start(zkit_job_t **out, zkit_client_t *client,
-                               const zkit_job_options_t *opts, char *err, size_t errlen);
+                               const zkit_job_options_t *opts);
 
 /*
  * Stops the job and frees it.  A running callback is asked to stop (its run is cancelled) and

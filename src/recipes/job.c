@@ -684,15 +684,14 @@ static int start_job(zkit_job_t **out, zkit_client_t *client, const zkit_job_opt
     return 0;
 }
 
-/* The message goes both to `err` and to zkit_error_message(). */
+/* The message goes to zkit_error_message(). */
 ZKIT_EXTERN int zkit_job_start(zkit_job_t **out, zkit_client_t *client,
-                               const zkit_job_options_t *opts, char *err, size_t errlen)
+                               const zkit_job_options_t *opts)
 {
     char msg[ZKIT__ERROR_MESSAGE_MAX] = "";
     int rc = start_job(out, client, opts, msg, sizeof(msg));
     if (rc != 0)
         zkit__error_set("%s", msg);
-    set_err(err, errlen, "%s", msg);
     return rc;
 }
 

@@ -567,7 +567,6 @@ static zkit_job_t *start_job(zkit_client_t *c)
 {
     zkit_job_options_t o;
     zkit_job_t *job;
-    char err[256];
     int rc;
     zkit_job_options_init(&o);
     o.path = SOAK_JOB;
@@ -576,9 +575,9 @@ static zkit_job_t *start_job(zkit_client_t *c)
     o.min_hold_ms = 300;
     o.jitter_ms = 200;
     o.lock_state_fn = job_lock_state;
-    if ((rc = zkit_job_start(&job, c, &o, err, sizeof(err))) != 0) {
+    if ((rc = zkit_job_start(&job, c, &o)) != 0) {
         fprintf(stderr, "soak worker %d: zkit_job_start: %s: %s\n", worker_id,
-                zkit_strerror(rc), err);
+                zkit_strerror(rc), zkit_error_message());
         exit(1);
     }
     return job;
