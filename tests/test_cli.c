@@ -645,6 +645,49 @@ static void test_hold_without_command(void)
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
+/*
+ * --semaphore N refuses a limit other than the holders' (each zkit-lock lease records its
+ * limit in its node, "leases=N", as consul does): exit 76 with a message, nothing taken.  The
+ * same limit takes a free lease, and once nobody holds any limit goes.
+ */
+static void test_semaphore_limit_conflict(void)
+{
+    char path[64], out[300], err[300], node[256], leases[96], *text;
+    long long token = 0;
+    const char *cs = zkh_connect_string(zk);
+    pid_t holder;
+    zkh_unique_path(path, sizeof(path), "cli-sem-limit");
+    scratch(out, sizeof(out), "semhold.out");
+    scratch(err, sizeof(err), "semlimit.err");
+    snprintf(leases, sizeof(leases), "%s/leases", path);
+    holder = start_hold(cs, path, out, NULL, "--semaphore", "2");
+    CU_ASSERT_FATAL(holder > 0);
+    CU_ASSERT_EQUAL_FATAL(wait_held(out, node, sizeof(node), &token), 0);
+    {
+        const char *args[] = { "--connect", cs, "--semaphore", "3", "-n", path, "--", "true",
+                               NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, err, args), 76);
+    }
+    text = slurp(err);
+    CU_ASSERT(text && strstr(text, "limit of 2 leases"));
+    free(text);
+    CU_ASSERT_EQUAL(children(leases), 1);
+    {
+        const char *args[] = { "--connect", cs, "--semaphore", "2", "-n", path, "--", "true",
+                               NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 0);
+    }
+    kill(holder, SIGTERM);
+    CU_ASSERT_EQUAL(wait_status(holder, 10000), 0);
+    CU_ASSERT_EQUAL(wait_children(leases, 0, 10000), 0);
+    {
+        const char *args[] = { "--connect", cs, "--semaphore", "3", "-n", path, "--", "true",
+                               NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 0);
+    }
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
 /* Held without a command, the lock is lost when the server hangs past its validity: exit 75
  * with a message, as for a command. */
 static void test_hold_lost(void)
@@ -1920,6 +1963,7 @@ static const zkh_test_t tests[] = {
     { "exit status and environment", test_exit_status_and_environment },
     { "-c runs a shell command", test_shell_command },
     { "no command: held until a signal", test_hold_without_command },
+    { "--semaphore N: a limit other than the holders' is refused", test_semaphore_limit_conflict },
     { "no command: a lost lock ends with 75", test_hold_lost },
     { "signals are passed on", test_signal_forwarding },
     { "usage errors", test_usage_errors },

@@ -149,7 +149,8 @@ static const char usage_text[] =
     "PATH/last holds no slot id); 66 --list: no such lock path; 68 no connection to\n"
     "ZooKeeper within the connect timeout; 69 bad connect string, or ZooKeeper lost while\n"
     "waiting for the lock; 70 internal error; 75 lock lost while COMMAND ran (COMMAND was\n"
-    "terminated) or while held without COMMAND; 77 permission denied by an ACL; 78 the\n"
+    "terminated) or while held without COMMAND; 76 --semaphore N: the holders' leases say\n"
+    "another limit; 77 permission denied by an ACL; 78 the\n"
     "chroot of --connect does not exist; 126 COMMAND not executable; 127 COMMAND not found.\n";
 
 enum {
@@ -717,8 +718,12 @@ static int lock_and_run(zkit_client_t *client, const zkl_options_t *o, const cha
                         const char *program)
 {
     zkl_locks_t *ls = NULL;
-    int pending = 0, status, rc = zkl_locks_new(&ls, client, o);
-    if (rc != 0) {
+    int pending = 0, status, rc;
+    if (o->kind == ZKL_SEMAPHORE && (status = zkl_semaphore_limit_check(client, o)) != 0) {
+        zkit_client_close(client);
+        return status;
+    }
+    if ((rc = zkl_locks_new(&ls, client, o)) != 0) {
         zkl_error("%s: cannot create the lock: %s", paths, zkit_strerror(rc));
         zkit_client_close(client);
         return zkl_exit_for_error(rc, o);

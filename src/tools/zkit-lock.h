@@ -28,6 +28,7 @@ enum {
                                 * ZooKeeper lost while waiting for the lock */
     ZKL_EXIT_INTERNAL = 70,    /* anything else that should not happen */
     ZKL_EXIT_LOCK_LOST = 75,   /* the lock was lost (or could no longer be guaranteed) */
+    ZKL_EXIT_LIMIT_CONFLICT = 76, /* --semaphore N: the holders' leases say another limit */
     ZKL_EXIT_NOPERM = 77,      /* an ACL denied the lock's nodes to our credentials */
     ZKL_EXIT_CONFIG = 78,      /* the chroot of --connect does not exist on the server */
     ZKL_EXIT_CANNOT_EXEC = 126,
@@ -127,6 +128,10 @@ int64_t zkl_default_kill_grace_ms(int64_t validity_ms);
 /* Closes the client under a pending acquisition (we were interrupted): the library's
  * complaints about the work it cuts short are expected and not shown (but with --verbose). */
 void zkl_close_abandoning(zkit_client_t *client);
+/* --semaphore N: 0 when no lease under the path records a limit other than N (our leases
+ * record theirs, "leases=N" in the node data, as consul's do), else ZKL_EXIT_LIMIT_CONFLICT
+ * with a message, or the exit status of the error that kept the leases from being read. */
+int zkl_semaphore_limit_check(zkit_client_t *client, const zkl_options_t *o);
 /* Creates the lock objects for the options' paths and kind (nothing is acquired). */
 int zkl_locks_new(zkl_locks_t **out, zkit_client_t *client, const zkl_options_t *o);
 /* Wraps a mutex that someone else made, acquired and will release and free (a zkit_job's,

@@ -70,16 +70,20 @@ static void on_connection_state(zkit_client_t *client, zkit_conn_state_t state, 
     zkl_events_post(ZKL_EV_CONN_BASE + (int)state);
 }
 
-/* Node data that tells a --list reader who holds or waits: "host=NAME pid=N". */
-static char *node_data(void)
+/* Node data that tells a --list reader who holds or waits: "host=NAME pid=N", and for a
+ * semaphore's lease the limit it was taken under, " leases=N". */
+static char *node_data(const zkl_options_t *o)
 {
-    char host[256] = "unknown", *text = malloc(320);
+    char host[256] = "unknown", *text = malloc(352);
     if (!text)
         return NULL;
     if (gethostname(host, sizeof(host)) != 0)
         strcpy(host, "unknown");
     host[sizeof(host) - 1] = '\0';
-    snprintf(text, 320, "host=%s pid=%ld", host, (long)getpid());
+    if (o->kind == ZKL_SEMAPHORE)
+        snprintf(text, 352, "host=%s pid=%ld leases=%d", host, (long)getpid(), o->max_leases);
+    else
+        snprintf(text, 352, "host=%s pid=%ld", host, (long)getpid());
     return text;
 }
 
@@ -130,7 +134,7 @@ static int new_client(zkit_client_t **out, const zkl_options_t *o, const char *d
 int zkl_connect(zkit_client_t **out, const zkl_options_t *o)
 {
     zkit_client_t *client = NULL;
-    char *data = node_data();
+    char *data = node_data(o);
     int timeout_ms = o->connect_timeout_ms > 0 ? o->connect_timeout_ms : o->session_timeout_ms;
     int64_t deadline = zkl_now_ms() + timeout_ms;
     int rc;
@@ -201,6 +205,59 @@ int zkl_exit_for_error(int error, const zkl_options_t *o)
 }
 
 /* ---- creating the lock objects ---------------------------------------------------------- */
+
+/* The limit a lease node's data records ("leases=N"), or 0 (a lease of another program). */
+static int recorded_limit(zkit_client_t *client, const char *node)
+{
+    char *data = NULL, *at;
+    size_t len;
+    int limit = 0;
+    if (zkit_get_data(&data, &len, NULL, client, node, NULL) != 0)
+        return 0;
+    for (at = data; (at = strstr(at, "leases=")) != NULL; at++)
+        if (at == data || at[-1] == ' ') {
+            limit = atoi(at + strlen("leases="));
+            break;
+        }
+    zkit_free(data);
+    return limit;
+}
+
+int zkl_semaphore_limit_check(zkit_client_t *client, const zkl_options_t *o)
+{
+    char *dir = malloc(strlen(o->paths[0]) + sizeof("/leases")), **names = NULL;
+    size_t count = 0;
+    int rc, status = 0;
+    if (!dir)
+        return ZKL_EXIT_INTERNAL;
+    sprintf(dir, "%s/leases", o->paths[0]);
+    rc = zkit_get_children(&names, &count, NULL, client, dir, NULL);
+    if (rc == ZKIT_ENONODE)
+        rc = 0; /* nobody has taken a lease yet */
+    for (size_t i = 0; rc == 0 && status == 0 && i < count; i++) {
+        char *node = malloc(strlen(dir) + strlen(names[i]) + 2);
+        int limit;
+        if (!node) {
+            status = ZKL_EXIT_INTERNAL;
+            break;
+        }
+        sprintf(node, "%s/%s", dir, names[i]);
+        limit = recorded_limit(client, node);
+        if (limit > 0 && limit != o->max_leases) {
+            zkl_error("%s: held with a limit of %d leases (%s), not %d: refusing a second limit",
+                      o->paths[0], limit, names[i], o->max_leases);
+            status = ZKL_EXIT_LIMIT_CONFLICT;
+        }
+        free(node);
+    }
+    if (rc != 0) {
+        zkl_error("%s: cannot read the semaphore's leases: %s", o->paths[0], zkit_strerror(rc));
+        status = zkl_exit_for_error(rc, o);
+    }
+    zkit_free_strings(names, count);
+    free(dir);
+    return status;
+}
 
 void zkl_locks_on_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
 {
