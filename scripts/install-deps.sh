@@ -5,7 +5,8 @@
 # kazoo for the Python test peer, tzdata for the local-time schedule tests,
 # clang with its sanitizer and libFuzzer runtimes for the fuzzing lane
 # (make fuzz), and doxygen for the API reference (make doc),
-# libuv and libevent for the event-loop adapters' tests and examples.
+# libuv and libevent for the event-loop adapters' tests and examples, and debhelper and
+# lintian for the package build (scripts/build-debs.sh).
 #
 # Silent when everything is already there, so it can run before every build.
 # Uses sudo only when not root (and only if sudo exists).
@@ -31,6 +32,8 @@ packages=(
     doxygen
     libuv1-dev
     libevent-dev
+    debhelper
+    lintian
 )
 
 die() {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: installs what is missing, builds in ./build,
-# and runs six lanes there, one after the other (every suite starts and stops its own
+# and runs seven lanes there, one after the other (every suite starts and stops its own
 # throwaway ZooKeeper servers):
 #   make check        the plain build
 #   make check-asan   everything rebuilt with AddressSanitizer + UndefinedBehaviorSanitizer
@@ -8,6 +8,8 @@
 #   make soak         a 2-minute randomized fault soak on a 3-node ensemble (docs/reliability.md)
 #   make fuzz         the libFuzzer targets of tests/fuzz, FUZZ_SECONDS (10) each, under clang
 #   make doc, make install and make installcheck into a scratch DESTDIR
+#   scripts/build-debs.sh: the Debian packages built (nocheck: the lanes above ran the suites),
+#                     lintian, and the packages unpacked into a scratch root and checked
 # Every lane runs even when an earlier one failed; the logs of failing suites are printed
 # after their lane, a summary with each lane's time at the end, and the exit status is 1 if
 # any lane failed.
@@ -101,6 +103,23 @@ doc_and_install() {
         $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)))")
 }
 doc_and_install
+
+# The Debian packages: dpkg-buildpackage in a scratch copy, lintian, then install-check.sh on
+# the packages unpacked with dpkg -x (programs built with pkg-config against them, run
+# against a throwaway ZooKeeper).  The suites already ran above: the build skips them.
+debs_lane() {
+    local start=$SECONDS result=passed out
+    echo "==== scripts/build-debs.sh"
+    out=$(mktemp -d)
+    if ! DEB_BUILD_OPTIONS="nocheck parallel=$jobs" "$top/scripts/build-debs.sh" "$out"; then
+        result=FAILED
+        failed=1
+    fi
+    rm -rf "$out"
+    summary+=("$(printf '%-16s %s in %dm%02ds' "build-debs" "$result" \
+        $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)))")
+}
+debs_lane
 
 echo "==== summary"
 printf '%s\n' "${summary[@]}"

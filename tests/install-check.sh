@@ -14,8 +14,8 @@
 #   2. tests/install_hello.c built with `pkg-config --cflags --libs zkit` (shared) and with
 #      `pkg-config --static` against libzkit.a, run, and checked to load the right library;
 #   3. unless --no-server: a throwaway ZooKeeper (scripts/zk-server.sh), then a lock cycle by
-#      install_hello, the installed flash_sale example built from its installed sources and
-#      run, and the installed zkit-lock running a command under a lock.
+#      install_hello, the installed flash_sale and loop_epoll examples built from their
+#      installed sources and run, and the installed zkit-lock running a command under a lock.
 # Prints one line per step; exit status 0 when all passed, 1 otherwise.
 set -uo pipefail
 
@@ -163,6 +163,19 @@ if [[ $server == yes ]]; then
         ok "installed example flash_sale built with pkg-config and sold out correctly"
     else
         bad "installed example flash_sale failed: $(tail -n 20 <<<"$out")"
+    fi
+
+    # The epoll daemon, through the installed zkit/adapters/epoll.h.
+    # shellcheck disable=SC2086
+    if ! (cd "$scratch/example" &&
+          $cc -o loop_epoll loop_epoll.c loop_daemon.c $cflags $libs) 2>"$scratch/cc.err"; then
+        bad "building the installed loop_epoll example: $(cat "$scratch/cc.err")"
+    elif out=$(cd "$scratch/example" && ZK=$zk timeout 60 ./loop_epoll --path /install-check/loop \
+                 --counter "$scratch/loop-counter" --jobs 3 2>&1) &&
+         [[ $out == *"job 3 done"* && $(cat "$scratch/loop-counter") == 3 ]]; then
+        ok "installed example loop_epoll built with pkg-config and ran its jobs on epoll"
+    else
+        bad "installed example loop_epoll failed: $(tail -n 20 <<<"$out")"
     fi
 
     if out=$(timeout 60 "$bin/zkit-lock" --connect "$zk" -w 20 /install-check/tool -- \
