@@ -372,82 +372,77 @@ static void loss_heard(loop_t *lp, zkit_client_t *other, const char *base)
     free(path);
 }
 
+/* A lock another client holds, and ours waiting for it asynchronously (its node second). */
+typedef struct waiting {
+    char *path;
+    zkit_lock_t *held, *mine;
+    rec_t r;
+} waiting_t;
+
+static void waiting_start(waiting_t *w, loop_t *lp, zkit_client_t *other, const char *base,
+                          const char *name)
+{
+    w->path = lk_join(base, name);
+    w->held = w->mine = NULL;
+    rec_init(&w->r, lp);
+    CU_ASSERT_FATAL(zkit_mutex_new(&w->held, other, w->path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&w->mine, lp->client, w->path) == 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(w->held, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire_async(w->mine, 30000, on_acquired, &w->r), 0);
+    CU_ASSERT_EQUAL(wait_children(w->path, 2, 10000), 0);
+}
+
+/* Ours ended once with `error`, on the loop's thread, and left no node; then the holder
+ * releases and everything is freed (ours unless the test freed it already). */
+static void waiting_end(waiting_t *w, int error, int mine_freed)
+{
+    CU_ASSERT_EQUAL(atomic_load(&w->r.calls), 1);
+    CU_ASSERT_EQUAL(atomic_load(&w->r.error), error);
+    CU_ASSERT_EQUAL(atomic_load(&w->r.on_loop), 1);
+    CU_ASSERT_EQUAL(wait_children(w->path, 1, 10000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(w->held), 0);
+    if (!mine_freed)
+        zkit_lock_free(w->mine);
+    zkit_lock_free(w->held);
+    free(w->path);
+}
+
 static void cancel_once(loop_t *lp, zkit_client_t *other, const char *base)
 {
-    char *path = lk_join(base, "cancelled");
-    zkit_lock_t *held = NULL, *m = NULL;
-    rec_t r;
-    rec_init(&r, lp);
-    CU_ASSERT_FATAL(zkit_mutex_new(&held, other, path) == 0);
-    CU_ASSERT_FATAL(zkit_mutex_new(&m, lp->client, path) == 0);
-    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(held, 5000), 0);
-    CU_ASSERT_EQUAL(zkit_lock_acquire_async(m, 30000, on_acquired, &r), 0);
-    CU_ASSERT_EQUAL(wait_children(path, 2, 10000), 0);
-    CU_ASSERT_EQUAL(zkit_lock_cancel(m), 0);
-    CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &r, 10000), 0);
-    CU_ASSERT_EQUAL(atomic_load(&r.error), ZKIT_ECANCELED);
-    CU_ASSERT_EQUAL(atomic_load(&r.on_loop), 1);
-    CU_ASSERT_EQUAL(wait_children(path, 1, 10000), 0);
-    CU_ASSERT_EQUAL(loop_barrier(lp), 0);
-    CU_ASSERT_EQUAL(atomic_load(&r.calls), 1);
-    CU_ASSERT_EQUAL(zkit_lock_release(held), 0);
-    zkit_lock_free(m);
-    zkit_lock_free(held);
-    free(path);
+    waiting_t w;
+    waiting_start(&w, lp, other, base, "cancelled");
+    CU_ASSERT_EQUAL(zkit_lock_cancel(w.mine), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &w.r, 10000), 0);
+    CU_ASSERT_EQUAL(loop_barrier(lp), 0); /* a second completion would have run by now */
+    waiting_end(&w, ZKIT_ECANCELED, 0);
 }
 
 /* Freeing a lock on the loop's thread (between events) while its acquisition waits: the
  * acquisition's completion (ZKIT_ECANCELED) runs before the free returns, on that thread. */
 static void free_on_loop(loop_t *lp, zkit_client_t *other, const char *base)
 {
-    char *path = lk_join(base, "freed");
-    zkit_lock_t *held = NULL, *m = NULL;
-    rec_t r;
-    rec_init(&r, lp);
-    CU_ASSERT_FATAL(zkit_mutex_new(&held, other, path) == 0);
-    CU_ASSERT_FATAL(zkit_mutex_new(&m, lp->client, path) == 0);
-    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(held, 5000), 0);
-    CU_ASSERT_EQUAL(zkit_lock_acquire_async(m, 30000, on_acquired, &r), 0);
-    CU_ASSERT_EQUAL(wait_children(path, 2, 10000), 0);
-    lp->rec_of_free_me = &r;
+    waiting_t w;
+    waiting_start(&w, lp, other, base, "freed");
+    lp->rec_of_free_me = &w.r;
     atomic_store(&lp->freed, 0);
-    atomic_store(&lp->free_me, m);
+    atomic_store(&lp->free_me, w.mine);
     CU_ASSERT_EQUAL_FATAL(zkh_wait_until(loop_freed, lp, 10000), 0);
     CU_ASSERT_EQUAL(atomic_load(&lp->calls_at_free), 1);
-    CU_ASSERT_EQUAL(atomic_load(&r.error), ZKIT_ECANCELED);
-    CU_ASSERT_EQUAL(atomic_load(&r.on_loop), 1);
-    CU_ASSERT_EQUAL(wait_children(path, 1, 10000), 0);
     CU_ASSERT_EQUAL(loop_barrier(lp), 0);
-    CU_ASSERT_EQUAL(atomic_load(&r.calls), 1);
-    CU_ASSERT_EQUAL(zkit_lock_release(held), 0);
-    zkit_lock_free(held);
-    free(path);
+    waiting_end(&w, ZKIT_ECANCELED, 1);
 }
 
 /* The last test of a loop: the client closes (on the loop's thread) with an acquisition
- * still waiting; its completion runs there, once, with ZKIT_ECLOSED. */
+ * still waiting; its completion runs there, once, with ZKIT_ECLOSED, and the session's end
+ * takes our node. */
 static void close_with_pending(loop_t *lp, zkit_client_t *other, const char *base)
 {
-    char *path = lk_join(base, "closing");
-    zkit_lock_t *held = NULL, *m = NULL;
-    rec_t r;
-    rec_init(&r, lp);
-    CU_ASSERT_FATAL(zkit_mutex_new(&held, other, path) == 0);
-    CU_ASSERT_FATAL(zkit_mutex_new(&m, lp->client, path) == 0);
-    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(held, 5000), 0);
-    CU_ASSERT_EQUAL(zkit_lock_acquire_async(m, 30000, on_acquired, &r), 0);
-    CU_ASSERT_EQUAL(wait_children(path, 2, 10000), 0);
-    CU_ASSERT_EQUAL(atomic_load(&r.calls), 0);
+    waiting_t w;
+    waiting_start(&w, lp, other, base, "closing");
+    CU_ASSERT_EQUAL(atomic_load(&w.r.calls), 0);
     CU_ASSERT_EQUAL_FATAL(loop_stop(lp), 0);
-    CU_ASSERT_EQUAL(atomic_load(&r.calls), 1);
-    CU_ASSERT_EQUAL(atomic_load(&r.error), ZKIT_ECLOSED);
-    CU_ASSERT_EQUAL(atomic_load(&r.on_loop), 1);
-    CU_ASSERT_EQUAL(wait_children(path, 1, 10000), 0); /* the session's end took our node */
-    CU_ASSERT_EQUAL(zkit_lock_acquire(m, 1000), ZKIT_ECLOSED);
-    zkit_lock_free(m);
-    CU_ASSERT_EQUAL(zkit_lock_release(held), 0);
-    zkit_lock_free(held);
-    free(path);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(w.mine, 1000), ZKIT_ECLOSED);
+    waiting_end(&w, ZKIT_ECLOSED, 0);
 }
 
 /* Static: a failed fatal assertion leaves the test with the loop still running on it. */
