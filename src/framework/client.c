@@ -1214,12 +1214,10 @@ void zkit__client_log(zkit_client_t *c, zkit_log_level_t level, const char *fmt,
 
 void zkit__client_reject(zkit_client_t *c, const char *fmt, ...)
 {
-    char buf[ZKIT__ERROR_MESSAGE_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
+    zkit__log_vreject(&c->log, fmt, ap);
     va_end(ap);
-    zkit__log_reject(&c->log, "%s", buf);
 }
 
 ZKIT_EXTERN int zkit_client_block_until_connected(zkit_client_t *c, int timeout_ms)

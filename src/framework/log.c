@@ -81,11 +81,16 @@ void zkit__log_default(zkit_log_level_t level, const char *fmt, ...)
 
 void zkit__log_reject(zkit__logger_t *lg, const char *fmt, ...)
 {
-    char buf[ZKIT__ERROR_MESSAGE_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof(buf), fmt, ap);
+    zkit__log_vreject(lg, fmt, ap);
     va_end(ap);
+}
+
+void zkit__log_vreject(zkit__logger_t *lg, const char *fmt, va_list ap)
+{
+    char buf[ZKIT__ERROR_MESSAGE_MAX];
+    vsnprintf(buf, sizeof(buf), fmt, ap);
     zkit__error_set("%s", buf);
     if (lg)
         zkit__log(lg, ZKIT_LOG_ERROR, "%s", buf);

@@ -39,5 +39,7 @@ void zkit__log_default(zkit_log_level_t level, const char *fmt, ...)
  * NULL) and makes the text the calling thread's zkit_error_message(). */
 void zkit__log_reject(zkit__logger_t *lg, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+void zkit__log_vreject(zkit__logger_t *lg, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 
 #endif
