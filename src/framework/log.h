@@ -9,6 +9,7 @@
 #define ZKIT_FRAMEWORK_LOG_H
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include "zkit/common.h"
 
