@@ -60,6 +60,7 @@ typedef struct options {
     const char *csv;      /* CSV appended here, or NULL */
     const char *label;    /* the target, in every JSON and CSV record */
     long waiters;         /* (--contend) also this many clients spread over processes */
+    long recipe_clients;  /* (--contend) also the other recipes with this many clients */
 } options_t;
 
 /* One row of the table. */
@@ -95,7 +96,10 @@ static void usage(FILE *out)
             "  --label TEXT          the target named in JSON and CSV records (default\n"
             "                        \"standalone\")\n"
             "  --waiters N           (--contend) also N zkit clients queued on one mutex,\n"
-            "                        spread over --procs processes (e.g. 1000)\n");
+            "                        spread over --procs processes (e.g. 1000)\n"
+            "  --recipe-clients N    (--contend) also N clients on a semaphore of 4 leases, a\n"
+            "                        read-write lock with 90%% readers and a multi-lock over 4\n"
+            "                        paths (acquire latency, not hand-off; e.g. 16)\n");
 }
 
 static int apply_option(int opt, const char *arg, void *opts)
@@ -118,6 +122,7 @@ static int apply_option(int opt, const char *arg, void *opts)
     case 'V': o->csv = arg; return 0;
     case 'L': o->label = arg; return 0;
     case 'Q': return demo_parse_long(arg, 2, 4096, "--waiters", &o->waiters);
+    case 'P': return demo_parse_long(arg, 2, 256, "--recipe-clients", &o->recipe_clients);
     default: return -1; /* not in the table */
     }
 }
@@ -136,13 +141,14 @@ static int parse_options(int argc, char **argv, options_t *o)
         { "rounds", required_argument, NULL, 'R' },
         { "json", required_argument, NULL, 'J' },    { "csv", required_argument, NULL, 'V' },
         { "label", required_argument, NULL, 'L' },
-        { "waiters", required_argument, NULL, 'Q' }, DEMO_LONGOPT_HELP,
+        { "waiters", required_argument, NULL, 'Q' },
+        { "recipe-clients", required_argument, NULL, 'P' }, DEMO_LONGOPT_HELP,
         { NULL, 0, NULL, 0 }
     };
     int rc;
 
     *o = (options_t){ demo_default_connect(), 2000, 200, 4, 300, NULL, NULL, -1, NULL, 2000, 3,
-                      NULL, NULL, "standalone", 0 };
+                      NULL, NULL, "standalone", 0, 0 };
     rc = demo_parse_options(argc, argv, longopts, usage, apply_option, o);
     if (rc == 0 && o->curator && !o->peer_dir) {
         fprintf(stderr, "zkit-bench: --curator-peer needs --peer-build-dir\n");
@@ -894,6 +900,88 @@ static void *zkit_contender(void *arg)
     return NULL;
 }
 
+/* ---- the other recipes under contention: acquire latency and rate ---------------------- */
+
+typedef enum recipe { RECIPE_SEMAPHORE, RECIPE_RWLOCK, RECIPE_MULTI } recipe_t;
+
+/* One client's objects for a recipe. */
+typedef struct recipe_objects {
+    zkit_semaphore_t *sem;
+    zkit_rwlock_t *rw;
+    zkit_lock_t *multi;
+} recipe_objects_t;
+
+static recipe_t contended_recipe; /* set before each figure; read by its threads */
+
+static int recipe_objects_new(recipe_objects_t *r, zkit_client_t *client)
+{
+    memset(r, 0, sizeof(*r));
+    switch (contended_recipe) {
+    case RECIPE_SEMAPHORE: return zkit_semaphore_new(&r->sem, client, ROOT "/recipe-sem", 4);
+    case RECIPE_RWLOCK: return zkit_rwlock_new(&r->rw, client, ROOT "/recipe-rw");
+    case RECIPE_MULTI: return multilock4_new(&r->multi, client, ROOT "/recipe-multi");
+    }
+    return ZKIT_EINVAL;
+}
+
+static void recipe_objects_free(recipe_objects_t *r)
+{
+    zkit_semaphore_free(r->sem);
+    zkit_rwlock_free(r->rw);
+    zkit_lock_free(r->multi);
+}
+
+/* Acquisition `n` of the figure (over all clients) and its release; the acquire's latency in
+ * *ms.  The read-write lock writes on every tenth. */
+static int recipe_cycle(recipe_objects_t *r, long n, double *ms)
+{
+    int64_t t0 = demo_now_ns();
+    zkit_lease_t *lease = NULL;
+    zkit_lock_t *lock = NULL;
+    int rc;
+    if (r->sem) {
+        rc = zkit_semaphore_acquire(&lease, r->sem, 1, 120000);
+    } else {
+        lock = r->rw ? (n % 10 == 0 ? zkit_rwlock_write(r->rw) : zkit_rwlock_read(r->rw))
+                     : r->multi;
+        rc = zkit_lock_acquire(lock, 120000);
+    }
+    *ms = (double)(demo_now_ns() - t0) / 1e6;
+    if (rc != 0)
+        return rc;
+    return lease ? zkit_lease_release(lease) : zkit_lock_release(lock);
+}
+
+static void *recipe_contender(void *arg)
+{
+    contender_t *t = arg;
+    contend_t *c = t->c;
+    zkit_client_t *client = demo_connect(c->opt->connect, 30000);
+    recipe_objects_t objs;
+    int ok = client && recipe_objects_new(&objs, client) == 0;
+    if (!ok)
+        demo_failure(&c->failed, "recipes: zkit client %d cannot start", t->me);
+    contend_go(c);
+    for (long i = 0; ok && i < c->per_client; i++) {
+        long n = __atomic_fetch_add(&c->count, 1, __ATOMIC_RELAXED);
+        double ms = 0;
+        int rc = recipe_cycle(&objs, n, &ms);
+        if (n < c->capacity)
+            c->ms[n] = ms;
+        if (rc != 0) {
+            demo_failure(&c->failed, "recipes: %s", zkit_strerror(rc));
+            break;
+        }
+    }
+    c->end_ns[t->me] = demo_now_ns();
+    pthread_barrier_wait(&c->start);
+    if (ok)
+        recipe_objects_free(&objs);
+    if (client)
+        demo_close(client);
+    return NULL;
+}
+
 /* The raw re-listing chain: what any lock that lists after each delete costs, on a bare
  * zhandle, driven like zkit's engine from libzookeeper's completion thread: create and list
  * back to back; first -> held; else get-data with a watch on the one before us (no watch is
@@ -1183,6 +1271,29 @@ static int contend_rows(const options_t *o)
                 print_figure(width, &cur);
                 putchar('\n');
                 contend_record(&cur, ks[i], r);
+            }
+            fflush(stdout);
+        }
+    }
+    if (o->recipe_clients > 0) {
+        static const struct { recipe_t kind; const char *name; } recipes[] = {
+            { RECIPE_SEMAPHORE, "zkit semaphore, 4 leases, %ld clients" },
+            { RECIPE_RWLOCK, "zkit rwlock, 90%% readers, %ld clients" },
+            { RECIPE_MULTI, "zkit multi-lock, 4 paths, %ld clients" },
+        };
+        printf("\nthe other recipes, %ld clients each; p50 and p99 are acquire latencies:\n",
+               o->recipe_clients);
+        for (size_t i = 0; i < sizeof(recipes) / sizeof(recipes[0]); i++) {
+            char rname[96];
+            result_t rr;
+            snprintf(rname, sizeof rname, recipes[i].name, o->recipe_clients);
+            contended_recipe = recipes[i].kind;
+            if (contend_run(o, (int)o->recipe_clients, recipe_contender, rname, &rr) == 0) {
+                print_figure(width, &rr);
+                putchar('\n');
+                contend_record(&rr, (int)o->recipe_clients, 0);
+            } else {
+                printf("%-*s %9s\n", width, rname, "FAILED");
             }
             fflush(stdout);
         }
