@@ -38,7 +38,9 @@
  *  - per path, a holder's token is larger than that of every holder it excludes that stopped
  *    before it entered (readers among themselves, and leases among themselves, hold together,
  *    so their order of entry says nothing), and no two holders share a token;
- *  - a timer job's slot is never run again once a run of it completed;
+ *  - a timer job's slot is never run again once a run of it completed, unless that run's lock
+ *    was told UNCERTAIN, EXPIRED or LOST (or its session was closed by force) before the
+ *    slot started again: its record may not have been written (docs/jobs.md);
  *  - every Z count is 0;
  *  - no zkit-lock crashed (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL) or exited 70 (internal
  *    error), from the A lines of the zkit-lock commands;
