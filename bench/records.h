@@ -8,8 +8,9 @@
 /* One figure.  `clients` is 0 where it does not apply; `requests_per_acquisition` is
  * negative when it was not measured. */
 typedef struct record {
-    const char *section; /* "single" (one client, and the hand-off between processes) or
-                          * "contend" (K clients in one process) */
+    const char *section; /* "single" (one client, and the hand-off between processes),
+                          * "contend" (K clients in one process on a mutex: hand-offs) or
+                          * "recipes" (K clients on another recipe: acquire latencies) */
     const char *name;
     int clients;
     long round;

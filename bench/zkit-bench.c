@@ -1289,9 +1289,11 @@ static int contend_rows(const options_t *o)
             snprintf(rname, sizeof rname, recipes[i].name, o->recipe_clients);
             contended_recipe = recipes[i].kind;
             if (contend_run(o, (int)o->recipe_clients, recipe_contender, rname, &rr) == 0) {
+                record_t rec = { "recipes", rr.name, (int)o->recipe_clients, 1, rr.rate,
+                                 rr.p50_ms, rr.p99_ms, rr.samples, rr.requests };
                 print_figure(width, &rr);
                 putchar('\n');
-                contend_record(&rr, (int)o->recipe_clients, 0);
+                records_write(&rec);
             } else {
                 printf("%-*s %9s\n", width, rname, "FAILED");
             }
