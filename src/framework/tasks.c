@@ -25,9 +25,6 @@
 #include "framework/client.h"
 #include "framework/errors.h"
 
-/* One dispatch runs at most the tasks queued when it began, so that callbacks that post more
- * work cannot keep the loop from its other descriptors; the descriptor stays readable. */
-
 static void wake_loop(zkit_client_t *c)
 {
     uint64_t one = 1;
@@ -108,6 +105,15 @@ static void run_first_task_locked(zkit_client_t *c)
     pthread_mutex_lock(&c->mu);
     c->event_thread_busy = 0;
     pthread_cond_broadcast(&c->event_cond);
+}
+
+/* Runs at most the tasks queued now (c->mu held), so that callbacks that post more work
+ * cannot keep the loop from its other descriptors: what is left waits for the next dispatch
+ * (the descriptor stays readable). */
+static void run_queued_batch_locked(zkit_client_t *c)
+{
+    for (unsigned batch = c->tasks_queued; batch > 0 && c->tasks; batch--)
+        run_first_task_locked(c);
 }
 
 /* No task is accepted from here (c->mu held): posts answer ZKIT_ECLOSED. */
@@ -191,15 +197,13 @@ static void end_dispatch_locked(zkit_client_t *c)
 
 int zkit__dispatch_inline(zkit_client_t *c)
 {
-    unsigned batch;
     if (!c->dispatch_mode || zkit__in_callback(c) || !zkit__is_event_thread(c))
         return 0;
     pthread_mutex_lock(&c->mu);
     if (!c->event_thread_done) {
         begin_dispatch_locked(c);
         /* The descriptor is not drained: the loop's next dispatch finds what is left. */
-        for (batch = c->tasks_queued; batch > 0 && c->tasks; batch--)
-            run_first_task_locked(c);
+        run_queued_batch_locked(c);
         end_dispatch_locked(c);
     }
     pthread_mutex_unlock(&c->mu);
@@ -246,7 +250,6 @@ ZKIT_EXTERN int zkit_client_fd(int *fd, const zkit_client_t *client)
 
 ZKIT_EXTERN int zkit_client_dispatch(zkit_client_t *c)
 {
-    unsigned batch;
     if (!c)
         return ZKIT_EINVAL;
     if (!c->dispatch_mode) {
@@ -267,8 +270,7 @@ ZKIT_EXTERN int zkit_client_dispatch(zkit_client_t *c)
         return ZKIT_ECLOSED;
     }
     drain_wakeups(c);
-    for (batch = c->tasks_queued; batch > 0 && c->tasks; batch--)
-        run_first_task_locked(c);
+    run_queued_batch_locked(c);
     if (c->tasks)
         wake_loop(c);
     end_dispatch_locked(c);

@@ -128,6 +128,8 @@ int64_t zkl_default_kill_grace_ms(int64_t validity_ms);
 /* Closes the client under a pending acquisition (we were interrupted): the library's
  * complaints about the work it cuts short are expected and not shown (but with --verbose). */
 void zkl_close_abandoning(zkit_client_t *client);
+/* "dir/name", with the root's slash not doubled; malloc'd (NULL when out of memory). */
+char *zkl_join_path(const char *dir, const char *name);
 /* --semaphore N: 0 when no lease under the path records a limit other than N (our leases
  * record theirs, "leases=N" in the node data, as consul's do), else ZKL_EXIT_LIMIT_CONFLICT
  * with a message, or the exit status of the error that kept the leases from being read. */

@@ -69,8 +69,7 @@ static int is_holder(const entry_t *list, size_t index, size_t max_holders)
     return 1;
 }
 
-/* "dir/name", with the root's slash not doubled; malloc'd. */
-static char *join_path(const char *dir, const char *name)
+char *zkl_join_path(const char *dir, const char *name)
 {
     size_t n = strlen(dir) + strlen(name) + 2;
     char *path = malloc(n);
@@ -82,7 +81,7 @@ static char *join_path(const char *dir, const char *name)
 /* The node's stat: 1, or 0 when it was released between the listing and this look-up. */
 static int node_stat(zkit_client_t *client, const char *dir, const char *name, zkit_stat_t *st)
 {
-    char *path = join_path(dir, name);
+    char *path = zkl_join_path(dir, name);
     int found = path && zkit_exists(st, client, path, NULL) == 0;
     free(path);
     return found;
@@ -302,7 +301,7 @@ static int compare_leases(const void *a, const void *b)
 
 static void fill_lease(zkit_client_t *client, const char *dir, entry_t *e, char **data)
 {
-    char *path = join_path(dir, e->name);
+    char *path = zkl_join_path(dir, e->name);
     size_t len = 0;
     e->data = "";
     if (path && zkit_get_data(data, &len, NULL, client, path, NULL) == 0) {
@@ -314,7 +313,7 @@ static void fill_lease(zkit_client_t *client, const char *dir, entry_t *e, char 
 
 static int list_semaphore(zkit_client_t *client, const zkl_options_t *o)
 {
-    char *dir = join_path(o->list_path, "leases"), **names = NULL, **datas = NULL;
+    char *dir = zkl_join_path(o->list_path, "leases"), **names = NULL, **datas = NULL;
     entry_t *list = NULL;
     size_t count = 0;
     int status = look_at_path(client, o), rc;

@@ -225,23 +225,21 @@ static int recorded_limit(zkit_client_t *client, const char *node)
 
 int zkl_semaphore_limit_check(zkit_client_t *client, const zkl_options_t *o)
 {
-    char *dir = malloc(strlen(o->paths[0]) + sizeof("/leases")), **names = NULL;
+    char *dir = zkl_join_path(o->paths[0], "leases"), **names = NULL;
     size_t count = 0;
     int rc, status = 0;
     if (!dir)
         return ZKL_EXIT_INTERNAL;
-    sprintf(dir, "%s/leases", o->paths[0]);
     rc = zkit_get_children(&names, &count, NULL, client, dir, NULL);
     if (rc == ZKIT_ENONODE)
         rc = 0; /* nobody has taken a lease yet */
     for (size_t i = 0; rc == 0 && status == 0 && i < count; i++) {
-        char *node = malloc(strlen(dir) + strlen(names[i]) + 2);
+        char *node = zkl_join_path(dir, names[i]);
         int limit;
         if (!node) {
             status = ZKL_EXIT_INTERNAL;
             break;
         }
-        sprintf(node, "%s/%s", dir, names[i]);
         limit = recorded_limit(client, node);
         if (limit > 0 && limit != o->max_leases) {
             zkl_error("%s: held with a limit of %d leases (%s), not %d: refusing a second limit",
