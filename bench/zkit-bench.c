@@ -4,7 +4,11 @@
  *   (a) the floor: libzookeeper_mt alone, one handle, synchronous cycles of
  *       create(EPHEMERAL_SEQUENTIAL) + get-children + delete: the three requests an
  *       uncontended lock needs at minimum;
- *   (b) zkit uncontended acquire+release cycles: the reentrant mutex and the semaphore mutex;
+ *   (a2) the pipelined limit: the same requests sent as zkit sends them (create and list back
+ *       to back, the delete not waited for), for one path and for a multi-lock's four, with
+ *       and without the get-data watch a holder keeps on its own node;
+ *   (b) zkit uncontended acquire+release cycles: the mutex, the semaphore mutex, the
+ *       multi-lock over four paths, and lock objects churned;
  *   (c) hand-off: several processes contend for one mutex; each stamps CLOCK_MONOTONIC into
  *       shared memory just before releasing, and the next holder measures from that stamp to
  *       its own acquisition (only when the lock passes to another process);
@@ -289,6 +293,145 @@ static int raw_floor(const options_t *o, result_t *out)
         fprintf(stderr, "floor: %s\n", zerror(rc));
     zoo_delete(zh, RAW_PARENT, -1);
     zookeeper_close(zh);
+    free(ms);
+    return rc == ZOK ? 0 : -1;
+}
+
+/*
+ * The pipelined limit: the requests of an uncontended lock cycle as zkit sends them, on a bare
+ * zhandle.  For each of `paths` lock directories the create(EPHEMERAL_SEQUENTIAL) and the
+ * get-children go out back to back and the cycle waits for all their replies; then, with
+ * `own_watch`, a get-data watch on each node created (the watch a holder keeps on its own
+ * node to hear its loss, not waited for); then the deletes, not waited for (a session's
+ * requests are applied in order, so the next cycle's creates queue behind them).  One path
+ * is the mutex's limit, four the multi-lock's.
+ */
+#define PIPE_MAX_PATHS 4
+
+typedef struct pipe_cycle pipe_cycle_t;
+
+typedef struct pipe_slot {
+    pipe_cycle_t *p;
+    int index;
+} pipe_slot_t;
+
+struct pipe_cycle {
+    zhandle_t *zh;
+    int paths;
+    int own_watch;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int pending;
+    int error;
+    char created[PIPE_MAX_PATHS][256];
+    char dirs[PIPE_MAX_PATHS][64];
+    pipe_slot_t slots[PIPE_MAX_PATHS]; /* outlive a failed cycle's callbacks */
+};
+
+static void pipe_reply(pipe_cycle_t *p, int rc)
+{
+    pthread_mutex_lock(&p->mu);
+    if (rc != ZOK && p->error == ZOK)
+        p->error = rc;
+    p->pending--;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void pipe_created(int rc, const char *path, const void *data)
+{
+    const pipe_slot_t *slot = data;
+    if (rc == ZOK)
+        snprintf(slot->p->created[slot->index], sizeof slot->p->created[0], "%s", path);
+    pipe_reply(slot->p, rc);
+}
+
+static void pipe_listed(int rc, const struct String_vector *kids, const void *data)
+{
+    (void)kids;
+    pipe_reply((pipe_cycle_t *)data, rc);
+}
+
+static void pipe_ignore_data(int rc, const char *value, int len, const struct Stat *stat,
+                             const void *data)
+{
+    (void)rc, (void)value, (void)len, (void)stat, (void)data;
+}
+
+static void pipe_ignore(int rc, const void *data)
+{
+    (void)rc, (void)data;
+}
+
+static void pipe_watch(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    (void)zh, (void)type, (void)state, (void)path, (void)ctx;
+}
+
+static int pipe_cycle(void *ctx)
+{
+    pipe_cycle_t *p = ctx;
+    char prefix[PIPE_MAX_PATHS][80];
+    int rc = ZOK;
+
+    pthread_mutex_lock(&p->mu);
+    p->pending = 2 * p->paths;
+    p->error = ZOK;
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->paths && rc == ZOK; i++) {
+        p->slots[i] = (pipe_slot_t){ p, i };
+        snprintf(prefix[i], sizeof prefix[i], "%s/lock-", p->dirs[i]);
+        rc = zoo_acreate(p->zh, prefix[i], "", 0, &ZOO_OPEN_ACL_UNSAFE,
+                         ZOO_EPHEMERAL_SEQUENTIAL, pipe_created, &p->slots[i]);
+        if (rc == ZOK)
+            rc = zoo_aget_children(p->zh, p->dirs[i], 0, pipe_listed, p);
+    }
+    if (rc != ZOK)
+        return rc; /* the handle is unusable; the caller closes it */
+    pthread_mutex_lock(&p->mu);
+    while (p->pending > 0)
+        pthread_cond_wait(&p->cv, &p->mu);
+    rc = p->error;
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->paths && rc == ZOK && p->own_watch; i++)
+        rc = zoo_awget(p->zh, p->created[i], pipe_watch, NULL, pipe_ignore_data, NULL);
+    for (int i = 0; i < p->paths && rc == ZOK; i++)
+        rc = zoo_adelete(p->zh, p->created[i], -1, pipe_ignore, NULL);
+    return rc;
+}
+
+static int pipelined_limit(const options_t *o, int paths, int own_watch, const char *name,
+                           result_t *out)
+{
+    raw_conn_t conn;
+    pipe_cycle_t p = { .paths = paths, .own_watch = own_watch };
+    double *ms = calloc((size_t)o->cycles, sizeof *ms);
+    int rc;
+
+    p.zh = raw_connect(o->connect, &conn);
+    if (!p.zh || !ms) {
+        fprintf(stderr, "%s: cannot connect to %s\n", name, o->connect);
+        free(ms);
+        if (p.zh)
+            zookeeper_close(p.zh);
+        return -1;
+    }
+    pthread_mutex_init(&p.mu, NULL);
+    pthread_cond_init(&p.cv, NULL);
+    zoo_create(p.zh, ROOT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    for (int i = 0; i < paths; i++) {
+        snprintf(p.dirs[i], sizeof p.dirs[i], "%s/pipelined-%d", ROOT, i);
+        zoo_create(p.zh, p.dirs[i], "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    }
+    rc = measure(o, pipe_cycle, &p, ms, name, out);
+    if (rc != ZOK)
+        fprintf(stderr, "%s: %s\n", name, zerror(rc));
+    /* A synchronous call returns after every request sent before it: the last deletes. */
+    for (int i = 0; i < paths; i++)
+        zoo_delete(p.zh, p.dirs[i], -1);
+    zookeeper_close(p.zh);
+    pthread_mutex_destroy(&p.mu);
+    pthread_cond_destroy(&p.cv);
     free(ms);
     return rc == ZOK ? 0 : -1;
 }
@@ -1359,7 +1502,14 @@ int main(int argc, char **argv)
     zkit_client_t *client;
     int rc = parse_options(argc, argv, &o), mutex_ok = 0, sem_ok = 0, hand_ok;
     int cmutex_rc = -1, csem_rc = -1, curator_ok, width = NAME_WIDTH, multi_ok, churn_ok;
-    result_t multi_r, churn_r[4];
+    result_t multi_r, churn_r[4], pipe_r[4];
+    int pipe_ok[4];
+    static const struct { int paths, own_watch; const char *name; } pipes[4] = {
+        { 1, 0, "raw pipelined limit, 1 path" },
+        { 1, 1, "raw pipelined, 1 path + own-node watch" },
+        { 4, 0, "raw pipelined limit, 4 paths" },
+        { 4, 1, "raw pipelined, 4 paths + own-node watches" },
+    };
 
     if (rc != 0)
         return rc > 0 ? 0 : 2;
@@ -1381,6 +1531,9 @@ int main(int argc, char **argv)
     hand_ok = handoff_run(&o, &hand_r) == 0;
     if (raw_floor(&o, &floor_r) != 0)
         return 1;
+    for (int i = 0; i < 4; i++)
+        pipe_ok[i] = pipelined_limit(&o, pipes[i].paths, pipes[i].own_watch, pipes[i].name,
+                                     &pipe_r[i]) == 0;
     mutex_ok = zkit_cycles(&o, zkit_mutex_new, ROOT "/mutex", "zkit mutex acquire+release",
                            &mutex_r) == 0;
     sem_ok = zkit_cycles(&o, zkit_semaphore_mutex_new, ROOT "/semaphore-mutex",
@@ -1406,6 +1559,8 @@ int main(int argc, char **argv)
     }
     print_header(width);
     print_row(width, floor_r.name, &floor_r, &floor_r);
+    for (int i = 0; i < 4; i++)
+        print_row(width, pipes[i].name, pipe_ok[i] ? &pipe_r[i] : NULL, &floor_r);
     print_row(width, "zkit mutex acquire+release", mutex_ok ? &mutex_r : NULL, &floor_r);
     print_row(width, "zkit semaphore mutex acquire+release", sem_ok ? &sem_r : NULL, &floor_r);
     print_row(width, "zkit mutex hand-off, other process", hand_ok ? &hand_r : NULL, &floor_r);
@@ -1422,21 +1577,30 @@ int main(int argc, char **argv)
            "bare zhandle.\nhand-off = from the holder's last instant before release to the "
            "next process's return from\nacquire; its rate counts every acquisition of the "
            "contended lock.\n");
-    if (o.curator && cmutex_rc != CURATOR_SKIPPED && csem_rc != CURATOR_SKIPPED) {
+    printf("pipelined = create + get-children back to back per path, then (own-node watch) "
+           "a get-data watch\non each node created and the deletes, neither waited for.\n");
+    if (o.curator && cmutex_rc != CURATOR_SKIPPED && csem_rc != CURATOR_SKIPPED)
         printf("Curator = Apache Curator's recipes in a JVM of their own (CuratorPeer.java "
                "bench), run after the\nzkit rows against the same server; System.nanoTime "
                "around each acquire()+release().\n");
-        if (mutex_ok && multi_ok)
-            printf("zkit multi-lock over 4 paths / one mutex cycle: p50 %.2fx\n",
-                   multi_r.p50_ms / mutex_r.p50_ms);
-        if (churn_ok)
-            printf("churn, last tenth / first tenth: new+free %.2fx, with a lock cycle %.2fx "
-                   "(rates)\n", churn_r[1].rate / churn_r[0].rate,
-                   churn_r[3].rate / churn_r[2].rate);
-        if (mutex_ok && cmutex_rc == 0)
-            printf("zkit mutex / Curator InterProcessMutex: throughput %.2fx, p50 %.2fx\n",
-                   mutex_r.rate / cmutex_r.rate, mutex_r.p50_ms / cmutex_r.p50_ms);
-    }
+    if (mutex_ok && pipe_ok[0] && pipe_ok[1])
+        printf("zkit mutex / pipelined limit: throughput %.2fx (%.2fx with its own-node "
+               "watch)\n", mutex_r.rate / pipe_r[0].rate, mutex_r.rate / pipe_r[1].rate);
+    if (mutex_ok && multi_ok)
+        printf("zkit multi-lock over 4 paths / one mutex cycle: p50 %.2fx\n",
+               multi_r.p50_ms / mutex_r.p50_ms);
+    if (pipe_ok[1] && pipe_ok[3])
+        printf("the same requests raw, 4 paths / 1 path (own-node watches): p50 %.2fx\n",
+               pipe_r[3].p50_ms / pipe_r[1].p50_ms);
+    if (multi_ok && pipe_ok[3])
+        printf("zkit multi-lock / raw pipelined 4 paths + own-node watches: throughput %.2fx\n",
+               multi_r.rate / pipe_r[3].rate);
+    if (churn_ok)
+        printf("churn, last tenth / first tenth: new+free %.2fx, with a lock cycle %.2fx "
+               "(rates)\n", churn_r[1].rate / churn_r[0].rate, churn_r[3].rate / churn_r[2].rate);
+    if (o.curator && mutex_ok && cmutex_rc == 0)
+        printf("zkit mutex / Curator InterProcessMutex: throughput %.2fx, p50 %.2fx\n",
+               mutex_r.rate / cmutex_r.rate, mutex_r.p50_ms / cmutex_r.p50_ms);
     /* Curator missing here is no failure of the benchmark; Curator failing is. */
     curator_ok = !o.curator || cmutex_rc == CURATOR_SKIPPED || csem_rc == CURATOR_SKIPPED ||
                  (cmutex_rc == 0 && csem_rc == 0);
