@@ -1176,6 +1176,117 @@ static void test_revocation(void)
     free(path);
 }
 
+/* The server's count of requests received (mntr zk_packets_received), or -1. */
+static long packets_received(void)
+{
+    char out[8192];
+    const char *line;
+    if (zkh_four_letter(zk, 0, "mntr", out, sizeof out) < 0 ||
+        !(line = strstr(out, "zk_packets_received")))
+        return -1;
+    return strtol(line + strlen("zk_packets_received"), NULL, 10);
+}
+
+/* Whether the server lists a data watch on `needle` (wchp: a watched path per line). */
+typedef struct watched_path {
+    const char *needle;
+} watched_path_t;
+
+static int watch_listed(void *arg)
+{
+    watched_path_t *w = arg;
+    char out[16384];
+    return zkh_four_letter(zk, 0, "wchp", out, sizeof out) >= 0 && strstr(out, w->needle);
+}
+
+/*
+ * An uncontended holding is watched through the watch its acquisition's listing left on the
+ * lock's directory, so the watch costs no request: a lock cycle is a create, a listing and a
+ * delete.  Its loss is still heard: the directory's next change (a waiter arrives) moves the
+ * watch onto our node, whose deletion is then LOST; a revocation callback set after the
+ * acquisition watches the node at once.
+ */
+static void test_held_watch_through_directory(void)
+{
+    fixture_t f;
+    zkit_client_t *c, *c2;
+    zkit_lock_t *lock, *waiter;
+    states_t st;
+    revoke_rec_t rec;
+    bg_t b;
+    zhandle_t *zh;
+    char *path, *node = NULL, *node_line;
+    watched_path_t on_node;
+    long before, after;
+    fx_begin(&f, "dirwatch");
+    states_init(&st);
+    memset(&rec, 0, sizeof(rec));
+    path = lk_join(f.base, "lock");
+    c = lk_client(10000);
+    c2 = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL && c2 != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&waiter, c2, path) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(lock, states_record, &st), 0);
+
+    /* 200 cycles: three requests each (a watch of its own would make it four). */
+    CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0); /* the directory made */
+    CU_ASSERT_EQUAL(zkit_lock_release(lock), 0);
+    before = packets_received();
+    for (int i = 0; i < 200; i++) {
+        CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0);
+        CU_ASSERT_EQUAL(zkit_lock_release(lock), 0);
+    }
+    (void)node_exists(c, path); /* answered after the deletes, which are then counted */
+    after = packets_received();
+    CU_ASSERT(before > 0 && after > before);
+    CU_ASSERT(after - before <= 3 * 200 + 20);
+
+    /* Held: the server lists no watch on our node (wchp lists data watches only, so the
+     * directory's children watch does not show). */
+    CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_node(&node, lock) == 0);
+    node_line = malloc(strlen(node) + 2);
+    CU_ASSERT_FATAL(node_line != NULL);
+    sprintf(node_line, "%s\n", node);
+    on_node.needle = node_line;
+    CU_ASSERT(!watch_listed(&on_node));
+
+    /* A waiter arrives: the directory's watch fires and our node is watched instead. */
+    bg_start(&b, waiter, 20000, 1);
+    CU_ASSERT_EQUAL(zkh_wait_until(watch_listed, &on_node, 5000), 0);
+    CU_ASSERT_EQUAL(bg_acquired(&b), 0);
+
+    /* Our node deleted by someone else: LOST, and the waiter gets in. */
+    zh = zkh_raw_connect(zk);
+    CU_ASSERT_FATAL(zh != NULL);
+    CU_ASSERT_EQUAL(zoo_delete(zh, node, -1), ZOK);
+    zookeeper_close(zh);
+    CU_ASSERT_EQUAL(wait_state(&st, ZKIT_LOCK_LOST, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &b, 10000), 0);
+    CU_ASSERT_EQUAL(b.rc, 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(lock), ZKIT_ELOCKLOST);
+    CU_ASSERT_EQUAL(bg_finish(&b, 5000), 0);
+
+    /* Held uncontended again, then made revocable: a revocation request is heard. */
+    CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0);
+    zkit_free(node);
+    node = NULL;
+    CU_ASSERT_FATAL(zkit_lock_node(&node, lock) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_revocation_callback(lock, on_revoke, &rec), 0);
+    CU_ASSERT_EQUAL(zkit_lock_revoke(c2, node), 0);
+    CU_ASSERT_EQUAL(wait_revoke_calls(&rec, 1, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(lock), 0);
+    fx_end(&f);
+    zkit_free(node);
+    free(node_line);
+    zkit_lock_free(lock);
+    zkit_lock_free(waiter);
+    zkit_client_close(c);
+    zkit_client_close(c2);
+    free(path);
+}
+
 /* Revocation of the other kinds: both read-write halves (engine locks, released by their
  * thread), the semaphore mutex (its lease node; released from the callback, which any thread
  * may do) and a multi-lock (asked through its locks, reported as itself). */
@@ -1375,6 +1486,7 @@ static const zkh_test_t tests[] = {
     { "revocation: asked, released by the holder", test_revocation },
     { "revocation: read-write, semaphore mutex, multi-lock", test_revocation_kinds },
     { "revocation: a lock not revocable ignores it", test_revocation_ignored },
+    { "held watch: the directory's, then the node's", test_held_watch_through_directory },
     { NULL, NULL }
 };
 

@@ -76,6 +76,13 @@ struct zkit__acq {
     struct client_acqs *reg;        /* listed for the close of its client (see below) */
     struct zkit__acq *reg_prev, *reg_next;
     uint64_t deadline_timer;        /* cancelled when the acquisition ends first */
+    int watch_dir;                  /* first listings watch the directory's children */
+    int waited;                     /* a wait for another node began */
+    int dir_stands_in;              /* held on a listing that armed the directory watch */
+    int dir_fired;                  /* a directory watch of this acquisition fired */
+    void (*dir_fn)(void *arg);      /* told when it fires (zkit__acq_watch_dir) */
+    void *dir_arg;
+    zkit_watcher_t dir_watcher;
     zkit_watcher_t watcher;
     zkit_watcher_t own_watcher;
     zkit_watcher_t ahead_watcher;
@@ -467,8 +474,14 @@ static int submit_list(zkit__acq_t *acq, acq_reply_t *r)
     return zkit__get_children_inline(acq->client, acq->dir, NULL, on_listed, r);
 }
 
+static void watch_hold(void *arg);
+static void watch_release(void *arg);
+
 static int submit_early_list(zkit__acq_t *acq, acq_reply_t *r)
 {
+    if (acq->watch_dir)
+        return zkit__get_children_watch_inline(acq->client, acq->dir, &acq->dir_watcher,
+                                               watch_hold, watch_release, on_early_listed, r);
     return zkit__get_children_inline(acq->client, acq->dir, NULL, on_early_listed, r);
 }
 
@@ -633,6 +646,9 @@ static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
      * for a write holder, it holds at once. */
     if (acq->fixed_name ||
         zkit__lock_decide(acq->driver, names, count, (size_t)index, &wait_for)) {
+        /* This listing came after our create and armed the directory watch: any change
+         * since, our node's deletion included, fires that watch. */
+        acq->dir_stands_in = early && acq->watch_dir;
         finish(acq, 0);
         return -1;
     }
@@ -658,6 +674,7 @@ static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
     watched = (size_t)zkit__lock_index(names, count, wait_for);
     acq->handoff = handoff_on_delete(acq->driver, names, (size_t)index, watched);
     acq->state = ACQ_WATCHING;
+    acq->waited = 1;
     acq->waiting_due = acq->waiting != NULL;
     /* Armed with the first wait, so that it is in place for a hand-off that a later listing
      * (looking ahead) makes possible. */
@@ -952,6 +969,62 @@ static void on_deadline(void *arg)
 
 /* ---- public (internal) calls ---------------------------------------------------------------- */
 
+/* A directory watch of this acquisition fired (completion thread).  Whoever asked to be told
+ * (zkit__acq_watch_dir) is told once; a watch armed by an earlier listing firing counts too,
+ * which only ever means watching our node after all. */
+static void acq_dir_fired(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
+{
+    zkit__acq_t *acq = arg;
+    void (*fn)(void *arg);
+    void *fn_arg;
+    (void)c;
+    (void)event;
+    (void)path;
+    pthread_mutex_lock(&acq->mu);
+    acq->dir_fired = 1;
+    fn = acq->dir_fn;
+    fn_arg = acq->dir_arg;
+    acq->dir_fn = NULL;
+    acq->dir_arg = NULL;
+    pthread_mutex_unlock(&acq->mu);
+    if (fn)
+        fn(fn_arg);
+}
+
+int zkit__acq_waited(const zkit__acq_t *acq)
+{
+    zkit__acq_t *a = (zkit__acq_t *)acq;
+    int waited;
+    pthread_mutex_lock(&a->mu);
+    waited = a->waited;
+    pthread_mutex_unlock(&a->mu);
+    return waited;
+}
+
+int zkit__acq_watch_dir(zkit__acq_t *acq, void (*fn)(void *arg), void *arg)
+{
+    int rc = ZKIT_ESTATE;
+    pthread_mutex_lock(&acq->mu);
+    if (acq->dir_stands_in && !acq->dir_fired && !acq->dir_fn) {
+        acq->dir_fn = fn;
+        acq->dir_arg = arg;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&acq->mu);
+    return rc;
+}
+
+void *zkit__acq_unwatch_dir(zkit__acq_t *acq)
+{
+    void *arg;
+    pthread_mutex_lock(&acq->mu);
+    arg = acq->dir_fn ? acq->dir_arg : NULL;
+    acq->dir_fn = NULL;
+    acq->dir_arg = NULL;
+    pthread_mutex_unlock(&acq->mu);
+    return arg;
+}
+
 static zkit__acq_t *acq_alloc(const zkit__acq_params_t *p)
 {
     zkit__acq_t *acq = calloc(1, sizeof(*acq));
@@ -977,6 +1050,9 @@ static zkit__acq_t *acq_alloc(const zkit__acq_params_t *p)
     acq->own_watcher.arg = acq;
     acq->ahead_watcher.fn = acq_ahead_fired;
     acq->ahead_watcher.arg = acq;
+    acq->watch_dir = p->watch_dir;
+    acq->dir_watcher.fn = acq_dir_fired;
+    acq->dir_watcher.arg = acq;
     if (!acq->dir || !acq->data || (p->fixed_name && !acq->fixed_name)) {
         zkit__acq_unref(acq);
         return NULL;

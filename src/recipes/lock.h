@@ -37,6 +37,8 @@ typedef struct zkit__holder {
     int64_t session;            /* the session that created the node */
     int lost;                   /* EXPIRED or LOST: no longer held */
     int told_lost;              /* LOST was reported for it */
+    zkit__acq_t *dir_acq;       /* referenced while its directory watch stands in for the
+                                 * own-node watch (ownnode.c) */
 } zkit__holder_t;
 
 /* What an acquisition hands over when it succeeds. */
@@ -44,6 +46,7 @@ typedef struct zkit__holding {
     const char *node;           /* NULL for a lock without a node of its own (multi-lock) */
     int64_t czxid;
     int64_t session;
+    zkit__acq_t *acq;           /* engine kinds: the acquisition (zkit__acq_watch_dir) */
 } zkit__holding_t;
 
 typedef struct zkit__lock_ops {
@@ -127,6 +130,7 @@ struct zkit_lock {
     int disconnected;           /* holders are UNCERTAIN */
     int64_t valid_until;        /* INT64_MAX while connected */
     uint64_t disconnect_epoch;  /* tells a stale expiry timer from a current one */
+    int contended;              /* the last acquisition had to wait (atomic) */
     int used_event_thread;      /* something of this lock may be queued on the event thread
                                  * (atomic: set from any thread) */
     struct zkit__expiry *expiry;    /* reserved expiry check (lockstate.c) */
@@ -186,6 +190,12 @@ void zkit__lockstate_quiesce(zkit_lock_t *lock);
 
 /* Watches our node while held (lock->mu held). */
 void zkit__own_node_watch(zkit_lock_t *lock, const char *node);
+/* Watches a new holding's node (lock->mu held): through the directory watch of the
+ * acquisition that took it while that watch can stand in (zkit__acq_watch_dir), else as
+ * zkit__own_node_watch. */
+void zkit__own_node_watch_holding(zkit_lock_t *lock, zkit__holder_t *h, zkit__acq_t *acq);
+/* Drops what zkit__own_node_watch_holding left with a holder being freed. */
+void zkit__own_node_forget(zkit__holder_t *h);
 /* Stops watching before our own delete (lock->mu not held). */
 void zkit__own_node_unwatch(zkit_lock_t *lock, const char *node);
 /* Detaches everything in flight from a lock being freed. */

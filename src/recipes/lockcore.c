@@ -120,6 +120,7 @@ void zkit__req_unref(zkit__req_t *req)
 
 static void free_holder(zkit__holder_t *h)
 {
+    zkit__own_node_forget(h);
     free(h->node);
     free(h);
 }
@@ -142,7 +143,7 @@ static int add_holder(zkit_lock_t *lock, pthread_t owner, const zkit__holding_t 
     h->next = lock->holders;
     lock->holders = h;
     if (h->node && !lock->ops->unwatched)
-        zkit__own_node_watch(lock, h->node);
+        zkit__own_node_watch_holding(lock, h, holding->acq);
     return 0;
 }
 

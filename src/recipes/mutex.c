@@ -30,7 +30,9 @@ static void on_acquired(zkit__acq_t *acq, int error, void *arg)
         holding.node = zkit__acq_node(acq);
         holding.czxid = zkit__acq_stat(acq)->czxid;
         holding.session = zkit__acq_stat(acq)->ephemeral_owner;
+        holding.acq = acq;
     }
+    __atomic_store_n(&req->lock->contended, zkit__acq_waited(acq), __ATOMIC_RELAXED);
     zkit__req_complete(req, error, error == 0 ? &holding : NULL);
 }
 
@@ -53,11 +55,19 @@ static int engine_start(zkit__req_t *req, const char *fixed_name)
     p.fixed_name = fixed_name;
     p.timeout_ms = req->timeout_ms;
     p.done = on_acquired;
+    /* The first listing's watch on the directory stands in for the watch on our node while we
+     * hold, which saves a request per uncontended acquisition.  Not when revocation needs the
+     * node's data watched, and not while the lock is contended: there, waiters' first listings
+     * would only earn a notification each, and the holder's watch fires at the next arrival. */
+    p.watch_dir = !lock->ops->unwatched &&
+                  !__atomic_load_n(&lock->contended, __ATOMIC_RELAXED);
     p.waiting = req->internal_waiting ? on_waiting : NULL;
     p.arg = req;
     /* Under lock->mu: the machine's end takes it too, so req->machine is set before anyone
      * can look for it. */
     pthread_mutex_lock(&lock->mu);
+    if (lock->revoke_fn)
+        p.watch_dir = 0;
     p.data = lock->has_data ? lock->data : NULL;
     p.len = lock->has_data ? lock->len : 0;
     rc = zkit__acq_start(&acq, &p);

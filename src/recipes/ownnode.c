@@ -102,11 +102,18 @@ static int ticket_stale(const ticket_t *t)
 static const char REVOKE_MESSAGE[] = "__REVOKE__";
 #define REVOKE_MESSAGE_LEN (sizeof(REVOKE_MESSAGE) - 1)
 
+static void watch_node_instead(zkit_lock_t *lock, zkit__holder_t *h);
+
+/* A revocation request is written into the node's data, which a directory watch does not
+ * see: holdings watched that way are watched on their node from now on. */
 void zkit__revocation_set(zkit_lock_t *lock, zkit_revocation_fn fn, void *arg)
 {
     pthread_mutex_lock(&lock->mu);
     lock->revoke_fn = fn;
     lock->revoke_arg = fn ? arg : NULL;
+    for (zkit__holder_t *h = lock->holders; fn && h; h = h->next)
+        if (h->dir_acq && !h->lost)
+            watch_node_instead(lock, h);
     pthread_mutex_unlock(&lock->mu);
 }
 
@@ -247,6 +254,83 @@ void zkit__own_node_watch(zkit_lock_t *lock, const char *node)
         ticket_take(t);
         ticket_free(t);
     }
+}
+
+/* ---- the directory watch standing in for the own-node watch ------------------------------ */
+
+/*
+ * An uncontended acquisition's listing armed a watch on the lock directory's children after
+ * our create.  Our node is one of those children, so until that watch fires it cannot have
+ * been deleted, and no request of ours is needed to hear it.  When the watch fires (an
+ * arrival, a departure, our own node's deletion), the holding is watched on its node from
+ * then on: the get-data finds the node gone (LOST) or arms the node's watch.
+ */
+
+/* Drops the holding's directory watch and watches its node instead (lock->mu held). */
+static void watch_node_instead(zkit_lock_t *lock, zkit__holder_t *h)
+{
+    ticket_t *t = zkit__acq_unwatch_dir(h->dir_acq);
+    if (t) {
+        ticket_take(t);
+        ticket_free(t);
+    }
+    zkit__acq_unref(h->dir_acq);
+    h->dir_acq = NULL;
+    zkit__own_node_watch(lock, h->node);
+}
+
+/* Event thread: the directory watch of the ticket's holding fired. */
+static void dir_changed_on_event_thread(void *arg)
+{
+    ticket_t *t = arg;
+    zkit_lock_t *lock = ticket_take(t);
+    if (lock) {
+        pthread_mutex_lock(&lock->mu);
+        zkit__holder_t *h = zkit__lockstate_live_holder(lock, t->node);
+        if (h && h->dir_acq)
+            watch_node_instead(lock, h);
+        pthread_mutex_unlock(&lock->mu);
+    }
+    ticket_free(t);
+}
+
+/* libzookeeper's completion thread: on to the event thread, where the lock may be used. */
+static void dir_changed(void *arg)
+{
+    ticket_t *t = arg;
+    if (zkit__run_on_event_thread_task(t->client, &t->task, dir_changed_on_event_thread, t) != 0) {
+        ticket_take(t); /* the client closed: nothing is held any more */
+        ticket_free(t);
+    }
+}
+
+void zkit__own_node_watch_holding(zkit_lock_t *lock, zkit__holder_t *h, zkit__acq_t *acq)
+{
+    ticket_t *t;
+    if (acq && !lock->revoke_fn && (t = ticket_new(lock, h->node)) != NULL) {
+        if (zkit__acq_watch_dir(acq, dir_changed, t) == 0) {
+            zkit__acq_ref(acq);
+            h->dir_acq = acq;
+            __atomic_store_n(&lock->used_event_thread, 1, __ATOMIC_RELAXED);
+            return;
+        }
+        ticket_take(t);
+        ticket_free(t);
+    }
+    zkit__own_node_watch(lock, h->node);
+}
+
+void zkit__own_node_forget(zkit__holder_t *h)
+{
+    ticket_t *t;
+    if (!h->dir_acq)
+        return;
+    if ((t = zkit__acq_unwatch_dir(h->dir_acq)) != NULL) {
+        ticket_take(t);
+        ticket_free(t);
+    }
+    zkit__acq_unref(h->dir_acq);
+    h->dir_acq = NULL;
 }
 
 /* The watch is cancelled before our own delete (a cancelled watch never reaches its

@@ -557,7 +557,8 @@ static void lease_free(zkit_lease_t *lease)
 static int lease_new(zkit_lease_t **out, zkit_semaphore_t *sem, const run_t *run)
 {
     zkit_lease_t *lease = calloc(1, sizeof(*lease));
-    zkit__holding_t holding = { run->node, run->stat.czxid, run->stat.ephemeral_owner };
+    zkit__holding_t holding = { .node = run->node, .czxid = run->stat.czxid,
+                                .session = run->stat.ephemeral_owner };
     int rc;
     if (!lease || !(lease->node = strdup(run->node))) {
         free(lease);
