@@ -19,7 +19,11 @@
  *       session) on one mutex, for each K: the raw re-listing chain on K bare zhandles
  *       (create, list, watch the predecessor, list again on its delete), zkit's mutex and,
  *       with --curator-peer, Curator's InterProcessMutex (K clients in one JVM), interleaved
- *       --rounds times; hand-off as in (c), rate over all acquisitions.
+ *       --rounds times; hand-off as in (c), rate over all acquisitions.  With
+ *       --recipe-clients N: N clients on a semaphore of 4 leases, a read-write lock (90%
+ *       readers) and a multi-lock over 4 paths, zkit's and (with --curator-peer) Curator's
+ *       InterProcessSemaphoreV2, InterProcessReadWriteLock and InterProcessMultiLock,
+ *       interleaved in the same rounds; acquire latency, after the same warm-up on both sides.
  *
  * Every zkit and Curator figure is shown with its ratio to the floor.  Run it against a
  * throwaway server: bench/run.sh starts one.
@@ -75,6 +79,7 @@ typedef struct result {
     double p99_ms;
     long samples;
     double requests;  /* server requests per acquisition (mntr), or -1: not measured */
+    long acquisitions; /* Curator contend: all it made, unmeasured ones included; else 0 */
 } result_t;
 
 static void usage(FILE *out)
@@ -103,7 +108,8 @@ static void usage(FILE *out)
             "                        spread over --procs processes (e.g. 1000)\n"
             "  --recipe-clients N    (--contend) also N clients on a semaphore of 4 leases, a\n"
             "                        read-write lock with 90%% readers and a multi-lock over 4\n"
-            "                        paths (acquire latency, not hand-off; e.g. 16)\n");
+            "                        paths (acquire latency, not hand-off; e.g. 16), zkit and\n"
+            "                        Curator, interleaved --rounds times\n");
 }
 
 static int apply_option(int opt, const char *arg, void *opts)
@@ -167,7 +173,7 @@ static int parse_options(int argc, char **argv, options_t *o)
 static result_t summarize(const char *name, double *ms, long n, int64_t elapsed_ns)
 {
     demo_latency_t l = demo_latency(ms, (size_t)n);
-    result_t r = { name, demo_rate(n, elapsed_ns), l.p50, l.p99, n, -1 };
+    result_t r = { name, demo_rate(n, elapsed_ns), l.p50, l.p99, n, -1, 0 };
     return r;
 }
 
@@ -890,10 +896,10 @@ static void forward_output(const char *out)
     }
 }
 
-/* `curator-peer.sh BUILD_DIR CONNECT bench KIND PATH CYCLES WARMUP` (the peer prints
- * "BENCH <per sec> <p50 ms> <p99 ms>"): 0 with the row in *out, CURATOR_SKIPPED when the
- * peer cannot run here, -1 when it failed (said on stderr). */
-/* One run of the peer in `mode` (bench, contend) with its two numbers; its BENCH line. */
+/* `curator-peer.sh BUILD_DIR CONNECT MODE KIND PATH A1 A2`, MODE bench (A1 cycles after A2
+ * warm-up ones) or contend (A1 clients, A2 acquisitions).  The peer prints "BENCH <per sec>
+ * <p50 ms> <p99 ms>", contend adding "<samples> <acquisitions made>": 0 with the row in *out,
+ * CURATOR_SKIPPED when the peer cannot run here, -1 when it failed (said on stderr). */
 static int curator_run(const options_t *o, const char *mode, const char *kind, const char *path,
                        long a1, long a2, const char *name, result_t *out)
 {
@@ -937,9 +943,11 @@ static int curator_run(const options_t *o, const char *mode, const char *kind, c
     } else if (ended && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         const char *line = strstr(text, "BENCH ");
         double rate, p50, p99;
+        long samples = a1, made = 0;
         if (line && (line == text || line[-1] == '\n') &&
-            sscanf(line, "BENCH %lf %lf %lf", &rate, &p50, &p99) == 3 && rate > 0) {
-            *out = (result_t){ name, rate, p50, p99, a1, -1 };
+            sscanf(line, "BENCH %lf %lf %lf %ld %ld", &rate, &p50, &p99, &samples, &made) >= 3 &&
+            rate > 0) {
+            *out = (result_t){ name, rate, p50, p99, samples, -1, made };
             rc = 0;
         } else {
             fprintf(stderr, "%s: no BENCH line from %s\n", name, o->curator);
@@ -964,6 +972,20 @@ static int curator_cycles(const options_t *o, const char *kind, const char *path
     return curator_run(o, "bench", kind, path, o->cycles, o->curator_warmup, name, out);
 }
 
+/* Curator's `clients` sessions in one JVM on `kind` (the peer's contend mode), with the
+ * server's requests per acquisition: counted over the whole run, so divided by every
+ * acquisition it made, its unmeasured warm-up ones included. */
+static int curator_contend(const options_t *o, const char *kind, const char *path, int clients,
+                           const char *name, result_t *out)
+{
+    long long before = server_packets_received(o->connect);
+    int rc = curator_run(o, "contend", kind, path, clients, o->acquisitions, name, out);
+    if (rc == 0)
+        out->requests = requests_per(before, server_packets_received(o->connect),
+                                     out->acquisitions);
+    return rc;
+}
+
 /* ---- (e) contention in one process: K clients, each its own session ---------------------- */
 
 #define MAX_CONTEND 256
@@ -973,6 +995,8 @@ typedef struct contend {
     const options_t *opt;
     int k;
     long per_client;
+    long warmup_per_client;   /* unmeasured acquisitions each first (the recipe rows) */
+    long warmup_count;        /* warm-up acquisitions started (atomic) */
     pthread_barrier_t start;
     int64_t start_ns;
     int64_t last_release_ns;
@@ -1095,17 +1119,30 @@ static int recipe_cycle(recipe_objects_t *r, long n, double *ms)
     return lease ? zkit_lease_release(lease) : zkit_lock_release(lock);
 }
 
+/* The warm-up (every client, then all wait for each other) and the timed acquisitions, as the
+ * Curator peer's contend mode runs its own: the comparison is of warmed clients on both sides.
+ * The read-write lock's writer rule counts the warm-up's acquisitions on their own. */
 static void *recipe_contender(void *arg)
 {
     contender_t *t = arg;
     contend_t *c = t->c;
     zkit_client_t *client = demo_connect(c->opt->connect, 30000);
     recipe_objects_t objs;
-    int ok = client && recipe_objects_new(&objs, client) == 0;
+    int ok = client && recipe_objects_new(&objs, client) == 0, running = ok;
     if (!ok)
         demo_failure(&c->failed, "recipes: zkit client %d cannot start", t->me);
     contend_go(c);
-    for (long i = 0; ok && i < c->per_client; i++) {
+    for (long i = 0; running && i < c->warmup_per_client; i++) {
+        double ms;
+        int rc = recipe_cycle(&objs, __atomic_fetch_add(&c->warmup_count, 1, __ATOMIC_RELAXED),
+                              &ms);
+        if (rc != 0) {
+            demo_failure(&c->failed, "recipes: warm-up: %s", zkit_strerror(rc));
+            running = 0;
+        }
+    }
+    contend_go(c); /* the timed part starts when every client is done warming up */
+    for (long i = 0; running && i < c->per_client; i++) {
         long n = __atomic_fetch_add(&c->count, 1, __ATOMIC_RELAXED);
         double ms = 0;
         int rc = recipe_cycle(&objs, n, &ms);
@@ -1267,9 +1304,11 @@ static void *chain_contender(void *arg)
     return NULL;
 }
 
-/* One figure: K threads running `body`; the row from their hand-offs. */
-static int contend_run(const options_t *o, int k, void *(*body)(void *), const char *name,
-                       result_t *out)
+/* One figure: K threads running `body`, each first making `warmup` unmeasured acquisitions
+ * if the body does (recipe_contender); the row from their hand-offs or acquire latencies.  The
+ * server's requests are counted over the whole figure, so per acquisition of either kind. */
+static int contend_run(const options_t *o, int k, long warmup, void *(*body)(void *),
+                       const char *name, result_t *out)
 {
     contend_t *c = calloc(1, sizeof(*c));
     contender_t t[MAX_CONTEND];
@@ -1282,6 +1321,7 @@ static int contend_run(const options_t *o, int k, void *(*body)(void *), const c
     c->opt = o;
     c->k = k;
     c->per_client = (o->acquisitions + k - 1) / k;
+    c->warmup_per_client = warmup;
     c->capacity = c->per_client * k;
     c->last_holder = -1;
     c->ms = calloc((size_t)c->capacity, sizeof(double));
@@ -1309,7 +1349,7 @@ static int contend_run(const options_t *o, int k, void *(*body)(void *), const c
         int64_t span = demo_span_ns(c->end_ns, k, c->start_ns);
         *out = summarize(name, c->ms, count, span);
         out->rate = demo_rate(c->per_client * k, span);
-        out->requests = requests_per(before, after, c->per_client * k);
+        out->requests = requests_per(before, after, (c->per_client + warmup) * k);
         rc = 0;
     }
     pthread_barrier_destroy(&c->start);
@@ -1333,6 +1373,73 @@ static void contend_record(const result_t *r, int k, long round)
     record_t rec = { "contend", r->name, k, round + 1, r->rate, r->p50_ms, r->p99_ms,
                      r->samples, r->requests };
     records_write(&rec);
+}
+
+static void recipe_record(const result_t *r, int k, long round)
+{
+    record_t rec = { "recipes", r->name, k, round + 1, r->rate, r->p50_ms, r->p99_ms,
+                     r->samples, r->requests };
+    records_write(&rec);
+}
+
+/* The other recipes, o->recipe_clients clients each, o->rounds rounds: in each, every recipe's
+ * zkit figure and then Curator's (a JVM of its own, when *curator), so both meet the server in
+ * the same state.  Both warm up alike: each client makes half its share unmeasured first, all
+ * wait for each other, then the timed acquisitions (the peer's contend mode does the same).
+ * *curator is cleared when the peer cannot run here. */
+static void recipe_rows(const options_t *o, int width, int *curator)
+{
+    static const struct {
+        recipe_t kind;
+        const char *zkit_name, *curator_name, *curator_kind, *curator_path;
+    } recipes[] = {
+        { RECIPE_SEMAPHORE, "zkit semaphore, 4 leases, %d clients",
+          "Curator semaphore, 4 leases, %d clients", "semaphore", ROOT "/curator-recipe-sem" },
+        { RECIPE_RWLOCK, "zkit rwlock, 90%% readers, %d clients",
+          "Curator rwlock, 90%% readers, %d clients", "rwlock", ROOT "/curator-recipe-rw" },
+        { RECIPE_MULTI, "zkit multi-lock, 4 paths, %d clients",
+          "Curator multi-lock, 4 paths, %d clients", "multi", ROOT "/curator-recipe-multi" },
+    };
+    int k = (int)o->recipe_clients;
+    long per_client = (o->acquisitions + k - 1) / k;
+    long warmup = per_client / 2 > 1 ? per_client / 2 : 1;
+
+    printf("\nthe other recipes, %d clients each, %ld unmeasured acquisitions per client first; "
+           "p50 and p99\nare acquire latencies:\n", k, warmup);
+    for (long r = 0; r < o->rounds; r++) {
+        for (size_t i = 0; i < sizeof(recipes) / sizeof(recipes[0]); i++) {
+            char zname[96], cname[96];
+            result_t zk, cur;
+            int zk_ok, cur_rc = CURATOR_SKIPPED;
+            snprintf(zname, sizeof zname, recipes[i].zkit_name, k);
+            snprintf(cname, sizeof cname, recipes[i].curator_name, k);
+            contended_recipe = recipes[i].kind;
+            zk_ok = contend_run(o, k, warmup, recipe_contender, zname, &zk) == 0;
+            if (*curator) {
+                cur_rc = curator_contend(o, recipes[i].curator_kind, recipes[i].curator_path,
+                                         k, cname, &cur);
+                if (cur_rc == CURATOR_SKIPPED)
+                    *curator = 0;
+            }
+            if (zk_ok) {
+                print_figure(width, &zk);
+                if (cur_rc == 0)
+                    printf("   %12s %12s %11.2fx", "", "", zk.rate / cur.rate);
+                putchar('\n');
+                recipe_record(&zk, k, r);
+            } else {
+                printf("%-*s %9s\n", width, zname, "FAILED");
+            }
+            if (cur_rc == 0) {
+                print_figure(width, &cur);
+                putchar('\n');
+                recipe_record(&cur, k, r);
+            } else if (cur_rc != CURATOR_SKIPPED) {
+                printf("%-*s %9s\n", width, cname, "FAILED");
+            }
+            fflush(stdout);
+        }
+    }
 }
 
 static int contend_rows(const options_t *o)
@@ -1377,16 +1484,12 @@ static int contend_rows(const options_t *o)
             snprintf(cname, sizeof cname, "raw chain, %d handles", ks[i]);
             snprintf(zname, sizeof zname, "zkit mutex, %d clients", ks[i]);
             snprintf(kname, sizeof kname, "Curator mutex, %d clients", ks[i]);
-            chain_ok = contend_run(o, ks[i], chain_contender, cname, &chain) == 0;
-            zk_ok = contend_run(o, ks[i], zkit_contender, zname, &zk) == 0;
+            chain_ok = contend_run(o, ks[i], 0, chain_contender, cname, &chain) == 0;
+            zk_ok = contend_run(o, ks[i], 0, zkit_contender, zname, &zk) == 0;
             if (curator) {
-                long long before = server_packets_received(o->connect);
-                int rc = curator_run(o, "contend", "mutex", ROOT "/curator-contend", ks[i],
-                                     o->acquisitions, kname, &cur);
+                int rc = curator_contend(o, "mutex", ROOT "/curator-contend", ks[i], kname,
+                                         &cur);
                 cur_ok = rc == 0;
-                if (cur_ok)
-                    cur.requests = requests_per(before, server_packets_received(o->connect),
-                                                o->acquisitions);
                 if (rc == CURATOR_SKIPPED)
                     curator = 0;
             }
@@ -1418,31 +1521,8 @@ static int contend_rows(const options_t *o)
             fflush(stdout);
         }
     }
-    if (o->recipe_clients > 0) {
-        static const struct { recipe_t kind; const char *name; } recipes[] = {
-            { RECIPE_SEMAPHORE, "zkit semaphore, 4 leases, %ld clients" },
-            { RECIPE_RWLOCK, "zkit rwlock, 90%% readers, %ld clients" },
-            { RECIPE_MULTI, "zkit multi-lock, 4 paths, %ld clients" },
-        };
-        printf("\nthe other recipes, %ld clients each; p50 and p99 are acquire latencies:\n",
-               o->recipe_clients);
-        for (size_t i = 0; i < sizeof(recipes) / sizeof(recipes[0]); i++) {
-            char rname[96];
-            result_t rr;
-            snprintf(rname, sizeof rname, recipes[i].name, o->recipe_clients);
-            contended_recipe = recipes[i].kind;
-            if (contend_run(o, (int)o->recipe_clients, recipe_contender, rname, &rr) == 0) {
-                record_t rec = { "recipes", rr.name, (int)o->recipe_clients, 1, rr.rate,
-                                 rr.p50_ms, rr.p99_ms, rr.samples, rr.requests };
-                print_figure(width, &rr);
-                putchar('\n');
-                records_write(&rec);
-            } else {
-                printf("%-*s %9s\n", width, rname, "FAILED");
-            }
-            fflush(stdout);
-        }
-    }
+    if (o->recipe_clients > 0)
+        recipe_rows(o, width, &curator);
     if (o->waiters > 0 && queue_ok) {
         print_figure(width, &queue);
         putchar('\n');
@@ -1454,10 +1534,11 @@ static int contend_rows(const options_t *o)
     zoo_delete(zh, RAW_PARENT, -1);
     zookeeper_close(zh);
     printf("\nhand-off = the previous holder's stamp just before release to the next holder's "
-           "return from acquire\n(another client); rate over all acquisitions.  rate/chain "
-           "and p50/chain from the same round.\nreq/acq = requests the server counted (mntr "
+           "return from acquire\n(another client); rate over all timed acquisitions.  "
+           "rate/chain, p50/chain and rate/Curator from\nthe same round; Curator's clients "
+           "in a JVM per figure.\nreq/acq = requests the server counted (mntr "
            "zk_packets_received) per acquisition, the\nclients' connects, pings and closes "
-           "included.\n");
+           "and the unmeasured acquisitions included.\n");
     return 0;
 }
 

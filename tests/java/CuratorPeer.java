@@ -9,12 +9,12 @@
  *   CuratorPeer CONNECT order KIND PATH
  *   CuratorPeer CONNECT revoke NODE_PATH...
  *   CuratorPeer CONNECT bench KIND PATH CYCLES WARMUP
- *   CuratorPeer CONNECT contend mutex PATH CLIENTS ACQUISITIONS
+ *   CuratorPeer CONNECT contend mutex|semaphore|rwlock|multi PATH CLIENTS ACQUISITIONS
  *   CuratorPeer CONNECT latch PATH ID LOG_FILE
  *   CuratorPeer CONNECT selector PATH ID LOG_FILE
  *
  * KIND: mutex (InterProcessMutex), read / write (InterProcessReadWriteLock halves),
- *       semaphore (InterProcessSemaphoreMutex).
+ *       semaphore (InterProcessSemaphoreMutex); contend has kinds of its own (below).
  *
  * stdout: one line per event, flushed at once. stderr: errors (and nothing else, logging is
  * silenced with slf4j-nop). Exit codes: 0 ok, 1 error, 2 timeout.
@@ -48,11 +48,18 @@
  *        with System.nanoTime; prints one line "BENCH <cycles per second> <p50 ms> <p99 ms>"
  *        (the rate over all timed cycles, the percentiles nearest-rank, as bench/zkit-bench
  *        computes its own figures). Run by bench/zkit-bench.
- * contend: CLIENTS sessions of their own in this JVM, a thread each, loop on one
- *        InterProcessMutex: ACQUISITIONS / 2 unmeasured acquisitions in all (the JIT), then
- *        ACQUISITIONS timed ones. Each holder stamps System.nanoTime just before release; the
- *        next holder (another client) measures from it to its return from acquire(). Prints
- *        "BENCH <acquisitions per second> <hand-off p50 ms> <hand-off p99 ms>" as bench does.
+ * contend: CLIENTS sessions of their own in this JVM, a thread each, loop on one lock:
+ *        ACQUISITIONS / 2 unmeasured acquisitions in all (the JIT), then ACQUISITIONS timed
+ *        ones, each released at once. mutex: an InterProcessMutex; each holder stamps
+ *        System.nanoTime just before release, the next holder (another client) measures from
+ *        it to its return from acquire() (hand-off). The others, as bench/zkit-bench's recipe
+ *        rows, time acquire() alone: semaphore, one lease of an InterProcessSemaphoreV2 of 4
+ *        (returnLease); rwlock, an InterProcessReadWriteLock whose write half takes every
+ *        tenth acquisition (counted over all clients) and its read half the others; multi, an
+ *        InterProcessMultiLock of InterProcessMutexes at PATH/part-0 ... PATH/part-3. Prints
+ *        "BENCH <acquisitions per second> <p50 ms> <p99 ms> <samples> <acquisitions>", the
+ *        last being all this run made, the unmeasured ones included (for requests counted by
+ *        the server over the whole run).
  *
  * latch: a LeaderLatch at PATH with participant id ID, started at once ("STARTED").  Its
  *        listener prints "LEADER" (after appending "ENTER <pid> <nanoTime>" to LOG_FILE) and
@@ -91,9 +98,12 @@ import java.util.Collection;
 import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CyclicBarrier;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
@@ -103,6 +113,7 @@ import org.apache.curator.framework.recipes.leader.LeaderSelector;
 import org.apache.curator.framework.recipes.leader.LeaderSelectorListenerAdapter;
 import org.apache.curator.framework.recipes.leader.Participant;
 import org.apache.curator.framework.recipes.locks.InterProcessLock;
+import org.apache.curator.framework.recipes.locks.InterProcessMultiLock;
 import org.apache.curator.framework.recipes.locks.InterProcessMutex;
 import org.apache.curator.framework.recipes.locks.InterProcessReadWriteLock;
 import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreMutex;
@@ -274,10 +285,12 @@ public class CuratorPeer {
                 + "       CuratorPeer CONNECT order KIND PATH\n"
                 + "       CuratorPeer CONNECT revoke NODE_PATH...\n"
                 + "       CuratorPeer CONNECT bench KIND PATH CYCLES WARMUP\n"
-                + "       CuratorPeer CONNECT contend mutex PATH CLIENTS ACQUISITIONS\n"
+                + "       CuratorPeer CONNECT contend mutex|semaphore|rwlock|multi PATH CLIENTS"
+                + " ACQUISITIONS\n"
                 + "       CuratorPeer CONNECT latch PATH ID LOG_FILE\n"
                 + "       CuratorPeer CONNECT selector PATH ID LOG_FILE\n"
-                + "KIND: mutex | read | write | semaphore (bench: mutex | semaphore)");
+                + "KIND: mutex | read | write | semaphore (bench: mutex | semaphore;"
+                + " contend: see above)");
     }
 
     /* ---- main ---- */
@@ -318,6 +331,11 @@ public class CuratorPeer {
                 if (!args[i].startsWith("/")) {
                     throw new IllegalArgumentException("paths must be absolute: " + args[i]);
                 }
+            }
+            if (mode.equals("contend")) {
+                /* Sessions of its own, one per contending client. */
+                System.exit(contend(connect, kind, path, Integer.parseInt(args[4]),
+                        Integer.parseInt(args[5])));
             }
             client = CuratorFrameworkFactory.builder()
                     .connectString(connect)
@@ -365,9 +383,6 @@ public class CuratorPeer {
             return loop(peer, Integer.parseInt(args[4]), Paths.get(args[5]), Paths.get(args[6]));
         case "bench":
             return bench(peer, Integer.parseInt(args[4]), Integer.parseInt(args[5]));
-        case "contend":
-            return contend(args[0], peer.path, Integer.parseInt(args[4]),
-                    Integer.parseInt(args[5]));
         default:
             return order(peer);
         }
@@ -716,8 +731,8 @@ public class CuratorPeer {
         volatile long lastRelease;
         volatile int lastHolder = -1;
         final double[] ms;
-        final java.util.concurrent.atomic.AtomicInteger count =
-                new java.util.concurrent.atomic.AtomicInteger();
+        /* Hand-offs recorded (mutex), or acquisitions started in this phase (recipes). */
+        final AtomicInteger count = new AtomicInteger();
         volatile boolean measuring;
 
         Contention(int capacity) {
@@ -738,45 +753,148 @@ public class CuratorPeer {
         }
     }
 
-    static int contend(String connect, String path, int clients, int total) throws Exception {
+    /** One contending client's lock: what acquisition n (counted over all clients within
+     *  the phase) takes, and its release. */
+    interface Contended {
+        void acquire(long n) throws Exception;
+
+        void release() throws Exception;
+    }
+
+    /** Paths of the multi-lock's parts, as bench/zkit-bench lays out its own. */
+    static List<String> multiLockPaths(String path) {
+        List<String> paths = new ArrayList<>();
+        for (int i = 0; i < 4; i++) {
+            paths.add(ZKPaths.makePath(path, "part-" + i));
+        }
+        return paths;
+    }
+
+    /** The lock of one client for contend KIND; zkit-bench's recipe rows do the same. */
+    static Contended contended(String kind, CuratorFramework client, String path) {
+        switch (kind) {
+        case "mutex": {
+            InterProcessMutex m = new InterProcessMutex(client, path);
+            return new Contended() {
+                public void acquire(long n) throws Exception {
+                    m.acquire();
+                }
+
+                public void release() throws Exception {
+                    m.release();
+                }
+            };
+        }
+        case "semaphore": {
+            InterProcessSemaphoreV2 s = new InterProcessSemaphoreV2(client, path, 4);
+            return new Contended() {
+                Lease lease;
+
+                public void acquire(long n) throws Exception {
+                    lease = s.acquire();
+                }
+
+                public void release() throws Exception {
+                    s.returnLease(lease);
+                    lease = null;
+                }
+            };
+        }
+        case "rwlock": {
+            InterProcessReadWriteLock rw = new InterProcessReadWriteLock(client, path);
+            return new Contended() {
+                InterProcessMutex held;
+
+                /* A writer on every tenth acquisition, as zkit-bench's rwlock row. */
+                public void acquire(long n) throws Exception {
+                    InterProcessMutex half = n % 10 == 0 ? rw.writeLock() : rw.readLock();
+                    half.acquire();
+                    held = half;
+                }
+
+                public void release() throws Exception {
+                    held.release();
+                    held = null;
+                }
+            };
+        }
+        case "multi": {
+            InterProcessMultiLock m = new InterProcessMultiLock(client, multiLockPaths(path));
+            return new Contended() {
+                public void acquire(long n) throws Exception {
+                    m.acquire();
+                }
+
+                public void release() throws Exception {
+                    m.release();
+                }
+            };
+        }
+        default:
+            throw new IllegalArgumentException("contend: unknown KIND '" + kind
+                    + "' (mutex, semaphore, rwlock, multi)");
+        }
+    }
+
+    static int contend(String connect, String kind, String path, int clients, int total)
+            throws Exception {
         if (clients < 1 || total < clients) {
             throw new IllegalArgumentException("contend: CLIENTS >= 1, ACQUISITIONS >= CLIENTS");
         }
+        final boolean handoff = kind.equals("mutex");
         final int per = (total + clients - 1) / clients;
         final int warm = Math.max(1, per / 2);
         final Contention c = new Contention(per * clients);
         final CuratorFramework[] cs = new CuratorFramework[clients];
-        final java.util.concurrent.CyclicBarrier barrier =
-                new java.util.concurrent.CyclicBarrier(clients);
+        final Contended[] locks = new Contended[clients];
+        final CyclicBarrier barrier = new CyclicBarrier(clients);
         final long[] span = new long[2];
-        final java.util.concurrent.atomic.AtomicReference<Exception> failure =
-                new java.util.concurrent.atomic.AtomicReference<>();
+        final AtomicReference<Exception> failure = new AtomicReference<>();
         Thread[] ts = new Thread[clients];
+        /* SIGTERM / SIGINT: close the sessions so their nodes go at once. */
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            for (CuratorFramework f : cs) {
+                if (f != null) {
+                    f.close();
+                }
+            }
+        }));
         for (int i = 0; i < clients; i++) {
             cs[i] = CuratorFrameworkFactory.builder().connectString(connect)
                     .sessionTimeoutMs(10000).retryPolicy(new ExponentialBackoffRetry(100, 3))
                     .build();
             cs[i].start();
             cs[i].blockUntilConnected(30, TimeUnit.SECONDS);
+            locks[i] = contended(kind, cs[i], path);
         }
         for (int i = 0; i < clients; i++) {
             final int me = i;
             ts[i] = new Thread(() -> {
-                InterProcessMutex m = new InterProcessMutex(cs[me], path);
+                Contended lock = locks[me];
                 try {
                     for (int phase = 0; phase < 2; phase++) {
                         if (barrier.await() == 0) {
                             c.measuring = phase == 1;
                             c.lastHolder = -1;
+                            c.count.set(0);
                             if (phase == 1) {
                                 span[0] = System.nanoTime();
                             }
                         }
                         barrier.await();
                         for (int j = 0; j < (phase == 0 ? warm : per); j++) {
-                            m.acquire();
-                            c.held(me);
-                            m.release();
+                            if (handoff) {
+                                lock.acquire(j);
+                                c.held(me);
+                            } else {
+                                int n = c.count.getAndIncrement();
+                                long t0 = System.nanoTime();
+                                lock.acquire(n);
+                                if (c.measuring && n < c.ms.length) {
+                                    c.ms[n] = (System.nanoTime() - t0) / 1e6;
+                                }
+                            }
+                            lock.release();
                         }
                         barrier.await();
                         if (phase == 1) {
@@ -803,13 +921,13 @@ public class CuratorPeer {
         }
         int n = Math.min(c.count.get(), c.ms.length);
         if (n == 0) {
-            throw new IllegalStateException("contend: no hand-off measured");
+            throw new IllegalStateException("contend: nothing measured");
         }
         double[] ms = Arrays.copyOf(c.ms, n);
         Arrays.sort(ms);
-        out(String.format(Locale.ROOT, "BENCH %.3f %.6f %.6f",
+        out(String.format(Locale.ROOT, "BENCH %.3f %.6f %.6f %d %d",
                 (double) per * clients / ((span[1] - span[0]) / 1e9), percentile(ms, 50),
-                percentile(ms, 99)));
+                percentile(ms, 99), n, (long) (warm + per) * clients));
         return EXIT_OK;
     }
 
