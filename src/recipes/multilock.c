@@ -64,6 +64,8 @@ struct mrun {
     int64_t deadline_ms;        /* -1 forever, 0 try once */
     int restarts;
     int ended;
+    int first_part_alone;       /* contended: the first part is requested alone */
+    int waited;                 /* a part had to wait (lock->contended at the end) */
     part_t *parts;
 };
 
@@ -117,8 +119,12 @@ static int plan(mrun_t *run, todo_t *t)
     if (f == count)
         return 1;
     if (run->parts[f].state == PART_IDLE) {
-        /* Request every idle part from here on, back to back. */
-        for (size_t i = f; i < count; i++)
+        /* Request every idle part from here on, back to back; but while the lock is
+         * contended, the first part alone until it is held: the others would mostly be
+         * created only to be given back (a create, a listing and a delete each) when the
+         * first part must wait. */
+        size_t end = run->first_part_alone && f == 0 ? 1 : count;
+        for (size_t i = f; i < end; i++)
             if (run->parts[i].state == PART_IDLE && t->n_start < 64) {
                 run->parts[i].state = PART_PENDING;
                 run->parts[i].waiting = 0;
@@ -214,6 +220,7 @@ static void ended_with(mrun_t *run, int error)
     req = run->req;
     if (error != 0)
         plan_give_back_all(run, &t);
+    __atomic_store_n(&req->lock->contended, run->waited, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&run->mu);
     act(run, &t);
     if (error == 0)
@@ -344,6 +351,7 @@ static void on_part_waiting(zkit__req_t *req, void *arg)
     (void)req;
     if (p->state == PART_PENDING && !run->ended) {
         p->waiting = 1;
+        run->waited = 1;
         plan(run, &t);
     }
     pthread_mutex_unlock(&run->mu);
@@ -372,6 +380,7 @@ static int multi_start(zkit__req_t *req, const char *fixed_name)
     memcpy(run->locks, m->parts, m->count * sizeof(*run->locks));
     run->count = m->count;
     run->owner = req->owner;
+    run->first_part_alone = m->count > 1 && __atomic_load_n(&lock->contended, __ATOMIC_RELAXED);
     run->deadline_ms = req->timeout_ms < 0    ? -1
                        : req->timeout_ms == 0 ? 0
                                               : zkit__monotonic_ms() + req->timeout_ms;
