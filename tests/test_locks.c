@@ -1203,8 +1203,9 @@ static int watch_listed(void *arg)
  * An uncontended holding is watched through the watch its acquisition's listing left on the
  * lock's directory, so the watch costs no request: a lock cycle is a create, a listing and a
  * delete.  Its loss is still heard: the directory's next change (a waiter arrives) moves the
- * watch onto our node, whose deletion is then LOST; a revocation callback set after the
- * acquisition watches the node at once.
+ * watch onto our node, whose deletion is then LOST.  A holding taken after a wait rests on the
+ * watch its acquisition armed on its own node; its deletion is LOST too.  A revocation
+ * callback set after the acquisition watches the node's data at once.
  */
 static void test_held_watch_through_directory(void)
 {
@@ -1215,11 +1216,15 @@ static void test_held_watch_through_directory(void)
     revoke_rec_t rec;
     bg_t b;
     zhandle_t *zh;
-    char *path, *node = NULL, *node_line;
+    char *path, *node = NULL, *node_line, *wnode = NULL;
     watched_path_t on_node;
+    zkit_participant_t *list = NULL;
+    size_t n = 0;
+    states_t wst;
     long before, after;
     fx_begin(&f, "dirwatch");
     states_init(&st);
+    states_init(&wst);
     memset(&rec, 0, sizeof(rec));
     path = lk_join(f.base, "lock");
     c = lk_client(10000);
@@ -1228,6 +1233,7 @@ static void test_held_watch_through_directory(void)
     CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
     CU_ASSERT_FATAL(zkit_mutex_new(&waiter, c2, path) == 0);
     CU_ASSERT_EQUAL(zkit_lock_set_state_callback(lock, states_record, &st), 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(waiter, states_record, &wst), 0);
 
     /* 200 cycles: three requests each (a watch of its own would make it four). */
     CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0); /* the directory made */
@@ -1266,7 +1272,19 @@ static void test_held_watch_through_directory(void)
     CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &b, 10000), 0);
     CU_ASSERT_EQUAL(b.rc, 0);
     CU_ASSERT_EQUAL(zkit_lock_release(lock), ZKIT_ELOCKLOST);
+
+    /* The waiter holds on the watch it armed on its own node while it waited: its node
+     * deleted is LOST too. */
+    CU_ASSERT_FATAL(zkit_lock_participants(&list, &n, waiter) == 0 && n == 1);
+    wnode = lk_join(path, list[0].name);
+    zkit_participants_free(list, n);
+    zh = zkh_raw_connect(zk);
+    CU_ASSERT_FATAL(zh != NULL);
+    CU_ASSERT_EQUAL(zoo_delete(zh, wnode, -1), ZOK);
+    zookeeper_close(zh);
+    CU_ASSERT_EQUAL(wait_state(&wst, ZKIT_LOCK_LOST, 5000), 0);
     CU_ASSERT_EQUAL(bg_finish(&b, 5000), 0);
+    CU_ASSERT_EQUAL(b.release_rc, ZKIT_ELOCKLOST);
 
     /* Held uncontended again, then made revocable: a revocation request is heard. */
     CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0);
@@ -1280,6 +1298,7 @@ static void test_held_watch_through_directory(void)
     fx_end(&f);
     zkit_free(node);
     free(node_line);
+    free(wnode);
     zkit_lock_free(lock);
     zkit_lock_free(waiter);
     zkit_client_close(c);

@@ -77,11 +77,12 @@ struct zkit__acq {
     struct zkit__acq *reg_prev, *reg_next;
     uint64_t deadline_timer;        /* cancelled when the acquisition ends first */
     int watch_dir;                  /* first listings watch the directory's children */
+    int keep_own_watch;             /* our node's watch outlives the wait (success only) */
     int waited;                     /* a wait for another node began */
-    int dir_stands_in;              /* held on a listing that armed the directory watch */
+    int holding_watch;              /* HOLDING_*: what stands in for a watch on our node */
     int dir_fired;                  /* a directory watch of this acquisition fired */
-    void (*dir_fn)(void *arg);      /* told when it fires (zkit__acq_watch_dir) */
-    void *dir_arg;
+    void (*holding_fn)(void *arg);  /* told when it fires (zkit__acq_watch_holding) */
+    void *holding_arg;
     zkit_watcher_t dir_watcher;
     zkit_watcher_t watcher;
     zkit_watcher_t own_watcher;
@@ -89,6 +90,7 @@ struct zkit__acq {
 };
 
 enum { OWN_NONE, OWN_SENT, OWN_ARMED };
+enum { HOLDING_NONE, HOLDING_DIR, HOLDING_OWN };
 
 /* A reply carries the acquisition and the round it belongs to. */
 typedef struct acq_reply {
@@ -166,9 +168,23 @@ static const char *sort_key(const char *name, const char *token)
     return strip_token(name, token);
 }
 
-void zkit__lock_sort(char **names, size_t count, const char *token)
+/* One child with its sort key, computed once, and its place in the listing. */
+typedef struct sort_item {
+    const char *key;
+    size_t index;
+    char *name;
+} sort_item_t;
+
+static int compare_items(const void *a, const void *b)
 {
-    /* Insertion sort: stable, and lock directories hold few children. */
+    const sort_item_t *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c != 0 ? c : (x->index > y->index) - (x->index < y->index); /* stable */
+}
+
+/* Insertion sort in place, keys recomputed: only when no memory is left for the items. */
+static void sort_in_place(char **names, size_t count, const char *token)
+{
     for (size_t i = 1; i < count; i++) {
         char *item = names[i];
         const char *key = sort_key(item, token);
@@ -179,6 +195,24 @@ void zkit__lock_sort(char **names, size_t count, const char *token)
         }
         names[j] = item;
     }
+}
+
+void zkit__lock_sort(char **names, size_t count, const char *token)
+{
+    /* Every waiter sorts every listing of its queue, so the sort must stay cheap when a
+     * thousand wait: each key is computed once, and the sort is O(n log n). */
+    sort_item_t small[32], *items = count <= 32 ? small : malloc(count * sizeof(*items));
+    if (!items) {
+        sort_in_place(names, count, token);
+        return;
+    }
+    for (size_t i = 0; i < count; i++)
+        items[i] = (sort_item_t){ sort_key(names[i], token), i, names[i] };
+    qsort(items, count, sizeof(*items), compare_items);
+    for (size_t i = 0; i < count; i++)
+        names[i] = items[i].name;
+    if (items != small)
+        free(items);
 }
 
 long zkit__lock_index(char *const *names, size_t count, const char *name)
@@ -362,7 +396,13 @@ static void finish(zkit__acq_t *acq, int error)
     if (error != 0)
         clean_up(acq);
     else {
-        own_unwatch(acq);
+        /* Our node's watch, armed while we waited, stays for the holder (it is on our node:
+         * our release's delete uses it up). */
+        if (acq->keep_own_watch && acq->own_watch == OWN_ARMED &&
+            acq->holding_watch == HOLDING_NONE)
+            acq->holding_watch = HOLDING_OWN;
+        else
+            own_unwatch(acq);
         ahead_unwatch(acq);
         if (acq->watched) {
             /* A watch may still be armed here (a relisting after RECONNECTED found us
@@ -648,7 +688,8 @@ static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
         zkit__lock_decide(acq->driver, names, count, (size_t)index, &wait_for)) {
         /* This listing came after our create and armed the directory watch: any change
          * since, our node's deletion included, fires that watch. */
-        acq->dir_stands_in = early && acq->watch_dir;
+        if (early && acq->watch_dir)
+            acq->holding_watch = HOLDING_DIR;
         finish(acq, 0);
         return -1;
     }
@@ -838,6 +879,8 @@ static void on_own_watch_set(zkit_client_t *c, const zkit_result_t *res, void *a
     reply_close(r);
 }
 
+static void holding_watch_fired(zkit__acq_t *acq);
+
 /* Our own node changed or went while we wait: the watch is used up.  A deletion comes before
  * any later one on the connection, so a hand-off can no longer follow; a listing decides
  * (and finds our node gone). */
@@ -848,6 +891,11 @@ static void acq_own_watch_fired(zkit_client_t *c, zkit_event_t event, const char
     (void)c;
     (void)path;
     pthread_mutex_lock(&acq->mu);
+    if (acq->state == ACQ_DONE && acq->holding_watch == HOLDING_OWN) {
+        acq->own_watch = OWN_NONE;
+        holding_watch_fired(acq); /* releases acq->mu */
+        return;
+    }
     if (acq->state == ACQ_DONE || acq->own_watch == OWN_NONE) {
         acq_unlock(acq);
         return;
@@ -969,26 +1017,35 @@ static void on_deadline(void *arg)
 
 /* ---- public (internal) calls ---------------------------------------------------------------- */
 
-/* A directory watch of this acquisition fired (completion thread).  Whoever asked to be told
- * (zkit__acq_watch_dir) is told once; a watch armed by an earlier listing firing counts too,
- * which only ever means watching our node after all. */
+/* The watch standing in for the holder's fired (acq->mu held; released here): whoever asked
+ * to be told (zkit__acq_watch_holding) is told, once. */
+static void holding_watch_fired(zkit__acq_t *acq)
+{
+    void (*fn)(void *arg) = acq->holding_fn;
+    void *fn_arg = acq->holding_arg;
+    acq->holding_watch = HOLDING_NONE;
+    acq->holding_fn = NULL;
+    acq->holding_arg = NULL;
+    pthread_mutex_unlock(&acq->mu);
+    if (fn)
+        fn(fn_arg);
+}
+
+/* A directory watch of this acquisition fired (completion thread).  A watch armed by an
+ * earlier listing firing counts too, which only ever means watching our node after all. */
 static void acq_dir_fired(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
 {
     zkit__acq_t *acq = arg;
-    void (*fn)(void *arg);
-    void *fn_arg;
     (void)c;
     (void)event;
     (void)path;
     pthread_mutex_lock(&acq->mu);
     acq->dir_fired = 1;
-    fn = acq->dir_fn;
-    fn_arg = acq->dir_arg;
-    acq->dir_fn = NULL;
-    acq->dir_arg = NULL;
-    pthread_mutex_unlock(&acq->mu);
-    if (fn)
-        fn(fn_arg);
+    if (acq->holding_watch != HOLDING_DIR) {
+        pthread_mutex_unlock(&acq->mu);
+        return;
+    }
+    holding_watch_fired(acq);
 }
 
 int zkit__acq_waited(const zkit__acq_t *acq)
@@ -1001,26 +1058,28 @@ int zkit__acq_waited(const zkit__acq_t *acq)
     return waited;
 }
 
-int zkit__acq_watch_dir(zkit__acq_t *acq, void (*fn)(void *arg), void *arg)
+int zkit__acq_watch_holding(zkit__acq_t *acq, void (*fn)(void *arg), void *arg)
 {
     int rc = ZKIT_ESTATE;
     pthread_mutex_lock(&acq->mu);
-    if (acq->dir_stands_in && !acq->dir_fired && !acq->dir_fn) {
-        acq->dir_fn = fn;
-        acq->dir_arg = arg;
+    if (acq->holding_watch == HOLDING_DIR && acq->dir_fired)
+        acq->holding_watch = HOLDING_NONE;
+    if (acq->holding_watch != HOLDING_NONE && !acq->holding_fn) {
+        acq->holding_fn = fn;
+        acq->holding_arg = arg;
         rc = 0;
     }
     pthread_mutex_unlock(&acq->mu);
     return rc;
 }
 
-void *zkit__acq_unwatch_dir(zkit__acq_t *acq)
+void *zkit__acq_unwatch_holding(zkit__acq_t *acq)
 {
     void *arg;
     pthread_mutex_lock(&acq->mu);
-    arg = acq->dir_fn ? acq->dir_arg : NULL;
-    acq->dir_fn = NULL;
-    acq->dir_arg = NULL;
+    arg = acq->holding_fn ? acq->holding_arg : NULL;
+    acq->holding_fn = NULL;
+    acq->holding_arg = NULL;
     pthread_mutex_unlock(&acq->mu);
     return arg;
 }
@@ -1051,6 +1110,7 @@ static zkit__acq_t *acq_alloc(const zkit__acq_params_t *p)
     acq->ahead_watcher.fn = acq_ahead_fired;
     acq->ahead_watcher.arg = acq;
     acq->watch_dir = p->watch_dir;
+    acq->keep_own_watch = p->keep_own_watch;
     acq->dir_watcher.fn = acq_dir_fired;
     acq->dir_watcher.arg = acq;
     if (!acq->dir || !acq->data || (p->fixed_name && !acq->fixed_name)) {

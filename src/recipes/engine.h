@@ -57,7 +57,9 @@ typedef struct zkit__acq_params {
     const char *fixed_name;          /* downgrade: create exactly this plain ephemeral child */
     int timeout_ms;                  /* < 0 forever, 0 try once */
     int watch_dir;                   /* the first listing also watches the directory's
-                                      * children (see zkit__acq_watch_dir) */
+                                      * children (see zkit__acq_watch_holding) */
+    int keep_own_watch;              /* the watch on our node armed while waiting is kept
+                                      * after success (see zkit__acq_watch_holding) */
     zkit__acq_done_fn done;
     zkit__acq_waiting_fn waiting;    /* NULL: not told */
     void *arg;
@@ -77,17 +79,18 @@ const zkit_stat_t *zkit__acq_stat(const zkit__acq_t *acq);
 int zkit__acq_waited(const zkit__acq_t *acq);
 
 /*
- * After success: when the listing that found us holding was the one that armed the watch on
- * the directory's children (params.watch_dir) and that watch has not fired, asks to be told,
- * once, when it fires.  Our node is a child of the directory, so its deletion fires the watch:
- * until then it stands in for a watch on our node, at no request of its own.  `fn` runs on
- * libzookeeper's completion thread and must not block.  0 when registered; ZKIT_ESTATE when
- * the watch cannot stand in (not armed by that listing, or fired already): watch the node.
+ * After success: asks to be told, once, when a watch the acquisition already has, and that
+ * our node's deletion fires, fires: the watch on the directory's children left by the listing
+ * that found us holding (params.watch_dir: our node is one of those children), or the watch
+ * on our own node armed while we waited (params.keep_own_watch).  Until then it stands in for
+ * a watch on our node, at no request of its own.  `fn` runs on libzookeeper's completion
+ * thread and must not block.  0 when registered; ZKIT_ESTATE when no such watch is armed (or
+ * it fired already): watch the node.
  */
-int zkit__acq_watch_dir(zkit__acq_t *acq, void (*fn)(void *arg), void *arg);
-/* Takes back what zkit__acq_watch_dir registered: its `arg` when it has not fired, else
+int zkit__acq_watch_holding(zkit__acq_t *acq, void (*fn)(void *arg), void *arg);
+/* Takes back what zkit__acq_watch_holding registered: its `arg` when it has not fired, else
  * NULL. */
-void *zkit__acq_unwatch_dir(zkit__acq_t *acq);
+void *zkit__acq_unwatch_holding(zkit__acq_t *acq);
 
 /* The client reconnected (relist: watches may have missed a change) or lost its session
  * (start again with a new node).  Non-blocking. */

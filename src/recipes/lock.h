@@ -37,8 +37,8 @@ typedef struct zkit__holder {
     int64_t session;            /* the session that created the node */
     int lost;                   /* EXPIRED or LOST: no longer held */
     int told_lost;              /* LOST was reported for it */
-    zkit__acq_t *dir_acq;       /* referenced while its directory watch stands in for the
-                                 * own-node watch (ownnode.c) */
+    zkit__acq_t *holding_acq;   /* referenced while a watch of the acquisition stands in
+                                 * for the own-node watch (ownnode.c) */
 } zkit__holder_t;
 
 /* What an acquisition hands over when it succeeds. */
@@ -46,7 +46,7 @@ typedef struct zkit__holding {
     const char *node;           /* NULL for a lock without a node of its own (multi-lock) */
     int64_t czxid;
     int64_t session;
-    zkit__acq_t *acq;           /* engine kinds: the acquisition (zkit__acq_watch_dir) */
+    zkit__acq_t *acq;           /* engine kinds: the acquisition (zkit__acq_watch_holding) */
 } zkit__holding_t;
 
 typedef struct zkit__lock_ops {
@@ -191,7 +191,7 @@ void zkit__lockstate_quiesce(zkit_lock_t *lock);
 /* Watches our node while held (lock->mu held). */
 void zkit__own_node_watch(zkit_lock_t *lock, const char *node);
 /* Watches a new holding's node (lock->mu held): through the directory watch of the
- * acquisition that took it while that watch can stand in (zkit__acq_watch_dir), else as
+ * acquisition that took it while that watch can stand in (zkit__acq_watch_holding), else as
  * zkit__own_node_watch. */
 void zkit__own_node_watch_holding(zkit_lock_t *lock, zkit__holder_t *h, zkit__acq_t *acq);
 /* Drops what zkit__own_node_watch_holding left with a holder being freed. */

@@ -104,15 +104,15 @@ static const char REVOKE_MESSAGE[] = "__REVOKE__";
 
 static void watch_node_instead(zkit_lock_t *lock, zkit__holder_t *h);
 
-/* A revocation request is written into the node's data, which a directory watch does not
- * see: holdings watched that way are watched on their node from now on. */
+/* A revocation request is written into the node's data, which a watch standing in for the
+ * node's may not read: such holdings are watched on their node from now on. */
 void zkit__revocation_set(zkit_lock_t *lock, zkit_revocation_fn fn, void *arg)
 {
     pthread_mutex_lock(&lock->mu);
     lock->revoke_fn = fn;
     lock->revoke_arg = fn ? arg : NULL;
     for (zkit__holder_t *h = lock->holders; fn && h; h = h->next)
-        if (h->dir_acq && !h->lost)
+        if (h->holding_acq && !h->lost)
             watch_node_instead(lock, h);
     pthread_mutex_unlock(&lock->mu);
 }
@@ -256,38 +256,41 @@ void zkit__own_node_watch(zkit_lock_t *lock, const char *node)
     }
 }
 
-/* ---- the directory watch standing in for the own-node watch ------------------------------ */
+/* ---- a watch of the acquisition standing in for the own-node watch ------------------------ */
 
 /*
- * An uncontended acquisition's listing armed a watch on the lock directory's children after
- * our create.  Our node is one of those children, so until that watch fires it cannot have
- * been deleted, and no request of ours is needed to hear it.  When the watch fires (an
- * arrival, a departure, our own node's deletion), the holding is watched on its node from
- * then on: the get-data finds the node gone (LOST) or arms the node's watch.
+ * The acquisition that took a holding may already have a watch that our node's deletion
+ * fires: the watch an uncontended acquisition's listing left on the lock directory's children
+ * after our create (our node is one of them), or the watch on our own node that a waiter arms
+ * for its hand-off.  Until that watch fires, our node cannot have been deleted, so no request
+ * of ours is needed to hear it.  When it fires (an arrival or a departure in the directory, a
+ * change or the deletion of our node), the holding is watched on its node from then on: the
+ * get-data finds the node gone (LOST) or arms the node's watch.  A revocable lock watches its
+ * node's data from the start, since a revocation request is written there.
  */
 
-/* Drops the holding's directory watch and watches its node instead (lock->mu held). */
+/* Drops the watch standing in and watches the holding's node instead (lock->mu held). */
 static void watch_node_instead(zkit_lock_t *lock, zkit__holder_t *h)
 {
-    ticket_t *t = zkit__acq_unwatch_dir(h->dir_acq);
+    ticket_t *t = zkit__acq_unwatch_holding(h->holding_acq);
     if (t) {
         ticket_take(t);
         ticket_free(t);
     }
-    zkit__acq_unref(h->dir_acq);
-    h->dir_acq = NULL;
+    zkit__acq_unref(h->holding_acq);
+    h->holding_acq = NULL;
     zkit__own_node_watch(lock, h->node);
 }
 
-/* Event thread: the directory watch of the ticket's holding fired. */
-static void dir_changed_on_event_thread(void *arg)
+/* Event thread: the watch standing in for the ticket's holding fired. */
+static void holding_watch_fired_on_event_thread(void *arg)
 {
     ticket_t *t = arg;
     zkit_lock_t *lock = ticket_take(t);
     if (lock) {
         pthread_mutex_lock(&lock->mu);
         zkit__holder_t *h = zkit__lockstate_live_holder(lock, t->node);
-        if (h && h->dir_acq)
+        if (h && h->holding_acq)
             watch_node_instead(lock, h);
         pthread_mutex_unlock(&lock->mu);
     }
@@ -295,10 +298,11 @@ static void dir_changed_on_event_thread(void *arg)
 }
 
 /* libzookeeper's completion thread: on to the event thread, where the lock may be used. */
-static void dir_changed(void *arg)
+static void holding_watch_fired(void *arg)
 {
     ticket_t *t = arg;
-    if (zkit__run_on_event_thread_task(t->client, &t->task, dir_changed_on_event_thread, t) != 0) {
+    if (zkit__run_on_event_thread_task(t->client, &t->task, holding_watch_fired_on_event_thread,
+                                       t) != 0) {
         ticket_take(t); /* the client closed: nothing is held any more */
         ticket_free(t);
     }
@@ -308,9 +312,9 @@ void zkit__own_node_watch_holding(zkit_lock_t *lock, zkit__holder_t *h, zkit__ac
 {
     ticket_t *t;
     if (acq && !lock->revoke_fn && (t = ticket_new(lock, h->node)) != NULL) {
-        if (zkit__acq_watch_dir(acq, dir_changed, t) == 0) {
+        if (zkit__acq_watch_holding(acq, holding_watch_fired, t) == 0) {
             zkit__acq_ref(acq);
-            h->dir_acq = acq;
+            h->holding_acq = acq;
             __atomic_store_n(&lock->used_event_thread, 1, __ATOMIC_RELAXED);
             return;
         }
@@ -323,14 +327,14 @@ void zkit__own_node_watch_holding(zkit_lock_t *lock, zkit__holder_t *h, zkit__ac
 void zkit__own_node_forget(zkit__holder_t *h)
 {
     ticket_t *t;
-    if (!h->dir_acq)
+    if (!h->holding_acq)
         return;
-    if ((t = zkit__acq_unwatch_dir(h->dir_acq)) != NULL) {
+    if ((t = zkit__acq_unwatch_holding(h->holding_acq)) != NULL) {
         ticket_take(t);
         ticket_free(t);
     }
-    zkit__acq_unref(h->dir_acq);
-    h->dir_acq = NULL;
+    zkit__acq_unref(h->holding_acq);
+    h->holding_acq = NULL;
 }
 
 /* The watch is cancelled before our own delete (a cancelled watch never reaches its
