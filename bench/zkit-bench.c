@@ -5,8 +5,9 @@
  *       create(EPHEMERAL_SEQUENTIAL) + get-children + delete: the three requests an
  *       uncontended lock needs at minimum;
  *   (a2) the pipelined limit: the same requests sent as zkit sends them (create and list back
- *       to back, the delete not waited for), for one path and for a multi-lock's four, with
- *       and without the get-data watch a holder keeps on its own node;
+ *       to back, the delete not waited for), for one path and for a multi-lock's four; one
+ *       path with a get-data watch on the node (a holder's watch as zkit sent it before), and
+ *       four paths with a transaction each way (a multi-lock's floor with transactions);
  *   (b) zkit uncontended acquire+release cycles: the mutex, the semaphore mutex, the
  *       multi-lock over four paths, and lock objects churned;
  *   (c) hand-off: several processes contend for one mutex; each stamps CLOCK_MONOTONIC into
@@ -306,13 +307,17 @@ static int raw_floor(const options_t *o, result_t *out)
 /*
  * The pipelined limit: the requests of an uncontended lock cycle as zkit sends them, on a bare
  * zhandle.  For each of `paths` lock directories the create(EPHEMERAL_SEQUENTIAL) and the
- * get-children go out back to back and the cycle waits for all their replies; then, with
- * `own_watch`, a get-data watch on each node created (the watch a holder keeps on its own
- * node to hear its loss, not waited for); then the deletes, not waited for (a session's
- * requests are applied in order, so the next cycle's creates queue behind them).  One path
- * is the mutex's limit, four the multi-lock's.
+ * get-children (with a watch on the directory's children, which stands in for a holder's
+ * watch on its node) go out back to back and the cycle waits for all their replies; then the
+ * deletes, not waited for (a session's requests are applied in order, so the next cycle's
+ * creates queue behind them).  With PIPE_NODE_WATCH a get-data watch on each node goes before
+ * the deletes instead (a holder's own-node watch, as zkit sent it before); with PIPE_TXN the
+ * creates go in one transaction (multi) and so do the deletes.  One path is the mutex's limit,
+ * four the multi-lock's.
  */
 #define PIPE_MAX_PATHS 4
+#define PIPE_NODE_WATCH 1
+#define PIPE_TXN 2
 
 typedef struct pipe_cycle pipe_cycle_t;
 
@@ -324,22 +329,28 @@ typedef struct pipe_slot {
 struct pipe_cycle {
     zhandle_t *zh;
     int paths;
-    int own_watch;
+    int flags;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int pending;
     int error;
     char created[PIPE_MAX_PATHS][256];
     char dirs[PIPE_MAX_PATHS][64];
-    pipe_slot_t slots[PIPE_MAX_PATHS]; /* outlive a failed cycle's callbacks */
+    char prefixes[PIPE_MAX_PATHS][80];
+    pipe_slot_t slots[PIPE_MAX_PATHS]; /* these outlive a failed cycle's callbacks */
+    zoo_op_t ops[PIPE_MAX_PATHS];
+    zoo_op_result_t results[PIPE_MAX_PATHS];
+    zoo_op_t delete_ops[PIPE_MAX_PATHS];
+    zoo_op_result_t delete_results[PIPE_MAX_PATHS];
+    char deleting[PIPE_MAX_PATHS][256];
 };
 
-static void pipe_reply(pipe_cycle_t *p, int rc)
+static void pipe_reply(pipe_cycle_t *p, int rc, int replies)
 {
     pthread_mutex_lock(&p->mu);
     if (rc != ZOK && p->error == ZOK)
         p->error = rc;
-    p->pending--;
+    p->pending -= replies;
     pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&p->mu);
 }
@@ -349,13 +360,20 @@ static void pipe_created(int rc, const char *path, const void *data)
     const pipe_slot_t *slot = data;
     if (rc == ZOK)
         snprintf(slot->p->created[slot->index], sizeof slot->p->created[0], "%s", path);
-    pipe_reply(slot->p, rc);
+    pipe_reply(slot->p, rc, 1);
+}
+
+/* A transaction's creates: libzookeeper wrote each path into created[]. */
+static void pipe_committed(int rc, const void *data)
+{
+    pipe_cycle_t *p = (pipe_cycle_t *)data;
+    pipe_reply(p, rc, p->paths);
 }
 
 static void pipe_listed(int rc, const struct String_vector *kids, const void *data)
 {
     (void)kids;
-    pipe_reply((pipe_cycle_t *)data, rc);
+    pipe_reply((pipe_cycle_t *)data, rc, 1);
 }
 
 static void pipe_ignore_data(int rc, const char *value, int len, const struct Stat *stat,
@@ -374,24 +392,49 @@ static void pipe_watch(zhandle_t *zh, int type, int state, const char *path, voi
     (void)zh, (void)type, (void)state, (void)path, (void)ctx;
 }
 
+static int pipe_send_creates(pipe_cycle_t *p)
+{
+    int rc = ZOK;
+    if (p->flags & PIPE_TXN) {
+        for (int i = 0; i < p->paths; i++)
+            zoo_create_op_init(&p->ops[i], p->prefixes[i], "", 0, &ZOO_OPEN_ACL_UNSAFE,
+                               ZOO_EPHEMERAL_SEQUENTIAL, p->created[i], sizeof p->created[i]);
+        return zoo_amulti(p->zh, p->paths, p->ops, p->results, pipe_committed, p);
+    }
+    for (int i = 0; i < p->paths && rc == ZOK; i++)
+        rc = zoo_acreate(p->zh, p->prefixes[i], "", 0, &ZOO_OPEN_ACL_UNSAFE,
+                         ZOO_EPHEMERAL_SEQUENTIAL, pipe_created, &p->slots[i]);
+    return rc;
+}
+
+static int pipe_send_deletes(pipe_cycle_t *p)
+{
+    int rc = ZOK;
+    if (p->flags & PIPE_TXN) {
+        for (int i = 0; i < p->paths; i++) {
+            memcpy(p->deleting[i], p->created[i], sizeof p->deleting[i]);
+            zoo_delete_op_init(&p->delete_ops[i], p->deleting[i], -1);
+        }
+        return zoo_amulti(p->zh, p->paths, p->delete_ops, p->delete_results, pipe_ignore, NULL);
+    }
+    for (int i = 0; i < p->paths && rc == ZOK; i++)
+        rc = zoo_adelete(p->zh, p->created[i], -1, pipe_ignore, NULL);
+    return rc;
+}
+
 static int pipe_cycle(void *ctx)
 {
     pipe_cycle_t *p = ctx;
-    char prefix[PIPE_MAX_PATHS][80];
-    int rc = ZOK;
+    int node_watch = p->flags & PIPE_NODE_WATCH, rc;
 
     pthread_mutex_lock(&p->mu);
     p->pending = 2 * p->paths;
     p->error = ZOK;
     pthread_mutex_unlock(&p->mu);
-    for (int i = 0; i < p->paths && rc == ZOK; i++) {
-        p->slots[i] = (pipe_slot_t){ p, i };
-        snprintf(prefix[i], sizeof prefix[i], "%s/lock-", p->dirs[i]);
-        rc = zoo_acreate(p->zh, prefix[i], "", 0, &ZOO_OPEN_ACL_UNSAFE,
-                         ZOO_EPHEMERAL_SEQUENTIAL, pipe_created, &p->slots[i]);
-        if (rc == ZOK)
-            rc = zoo_aget_children(p->zh, p->dirs[i], 0, pipe_listed, p);
-    }
+    rc = pipe_send_creates(p);
+    for (int i = 0; i < p->paths && rc == ZOK; i++)
+        rc = node_watch ? zoo_aget_children(p->zh, p->dirs[i], 0, pipe_listed, p)
+                        : zoo_awget_children(p->zh, p->dirs[i], pipe_watch, NULL, pipe_listed, p);
     if (rc != ZOK)
         return rc; /* the handle is unusable; the caller closes it */
     pthread_mutex_lock(&p->mu);
@@ -399,18 +442,16 @@ static int pipe_cycle(void *ctx)
         pthread_cond_wait(&p->cv, &p->mu);
     rc = p->error;
     pthread_mutex_unlock(&p->mu);
-    for (int i = 0; i < p->paths && rc == ZOK && p->own_watch; i++)
+    for (int i = 0; i < p->paths && rc == ZOK && node_watch; i++)
         rc = zoo_awget(p->zh, p->created[i], pipe_watch, NULL, pipe_ignore_data, NULL);
-    for (int i = 0; i < p->paths && rc == ZOK; i++)
-        rc = zoo_adelete(p->zh, p->created[i], -1, pipe_ignore, NULL);
-    return rc;
+    return rc == ZOK ? pipe_send_deletes(p) : rc;
 }
 
-static int pipelined_limit(const options_t *o, int paths, int own_watch, const char *name,
+static int pipelined_limit(const options_t *o, int paths, int flags, const char *name,
                            result_t *out)
 {
     raw_conn_t conn;
-    pipe_cycle_t p = { .paths = paths, .own_watch = own_watch };
+    pipe_cycle_t p = { .paths = paths, .flags = flags };
     double *ms = calloc((size_t)o->cycles, sizeof *ms);
     int rc;
 
@@ -427,6 +468,8 @@ static int pipelined_limit(const options_t *o, int paths, int own_watch, const c
     zoo_create(p.zh, ROOT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
     for (int i = 0; i < paths; i++) {
         snprintf(p.dirs[i], sizeof p.dirs[i], "%s/pipelined-%d", ROOT, i);
+        snprintf(p.prefixes[i], sizeof p.prefixes[i], "%s/lock-", p.dirs[i]);
+        p.slots[i] = (pipe_slot_t){ &p, i };
         zoo_create(p.zh, p.dirs[i], "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
     }
     rc = measure(o, pipe_cycle, &p, ms, name, out);
@@ -1585,11 +1628,11 @@ int main(int argc, char **argv)
     int cmutex_rc = -1, csem_rc = -1, curator_ok, width = NAME_WIDTH, multi_ok, churn_ok;
     result_t multi_r, churn_r[4], pipe_r[4];
     int pipe_ok[4];
-    static const struct { int paths, own_watch; const char *name; } pipes[4] = {
+    static const struct { int paths, flags; const char *name; } pipes[4] = {
         { 1, 0, "raw pipelined limit, 1 path" },
-        { 1, 1, "raw pipelined, 1 path + own-node watch" },
+        { 1, PIPE_NODE_WATCH, "raw pipelined, 1 path, get-data watch" },
         { 4, 0, "raw pipelined limit, 4 paths" },
-        { 4, 1, "raw pipelined, 4 paths + own-node watches" },
+        { 4, PIPE_TXN, "raw 4 paths, a transaction each way" },
     };
 
     if (rc != 0)
@@ -1613,7 +1656,7 @@ int main(int argc, char **argv)
     if (raw_floor(&o, &floor_r) != 0)
         return 1;
     for (int i = 0; i < 4; i++)
-        pipe_ok[i] = pipelined_limit(&o, pipes[i].paths, pipes[i].own_watch, pipes[i].name,
+        pipe_ok[i] = pipelined_limit(&o, pipes[i].paths, pipes[i].flags, pipes[i].name,
                                      &pipe_r[i]) == 0;
     mutex_ok = zkit_cycles(&o, zkit_mutex_new, ROOT "/mutex", "zkit mutex acquire+release",
                            &mutex_r) == 0;
@@ -1658,24 +1701,24 @@ int main(int argc, char **argv)
            "bare zhandle.\nhand-off = from the holder's last instant before release to the "
            "next process's return from\nacquire; its rate counts every acquisition of the "
            "contended lock.\n");
-    printf("pipelined = create + get-children back to back per path, then (own-node watch) "
-           "a get-data watch\non each node created and the deletes, neither waited for.\n");
+    printf("pipelined = create + get-children (watching the directory) back to back per path, "
+           "the\ndeletes not waited for; get-data watch: a watch on each node instead; "
+           "transaction: the\ncreates in one multi, the deletes in another.\n");
     if (o.curator && cmutex_rc != CURATOR_SKIPPED && csem_rc != CURATOR_SKIPPED)
         printf("Curator = Apache Curator's recipes in a JVM of their own (CuratorPeer.java "
                "bench), run after the\nzkit rows against the same server; System.nanoTime "
                "around each acquire()+release().\n");
-    if (mutex_ok && pipe_ok[0] && pipe_ok[1])
-        printf("zkit mutex / pipelined limit: throughput %.2fx (%.2fx with its own-node "
-               "watch)\n", mutex_r.rate / pipe_r[0].rate, mutex_r.rate / pipe_r[1].rate);
+    if (mutex_ok && pipe_ok[0])
+        printf("zkit mutex / pipelined limit: throughput %.2fx\n", mutex_r.rate / pipe_r[0].rate);
     if (mutex_ok && multi_ok)
         printf("zkit multi-lock over 4 paths / one mutex cycle: p50 %.2fx\n",
                multi_r.p50_ms / mutex_r.p50_ms);
-    if (pipe_ok[1] && pipe_ok[3])
-        printf("the same requests raw, 4 paths / 1 path (own-node watches): p50 %.2fx\n",
-               pipe_r[3].p50_ms / pipe_r[1].p50_ms);
-    if (multi_ok && pipe_ok[3])
-        printf("zkit multi-lock / raw pipelined 4 paths + own-node watches: throughput %.2fx\n",
-               multi_r.rate / pipe_r[3].rate);
+    if (multi_ok && pipe_ok[2])
+        printf("zkit multi-lock / raw pipelined 4 paths: throughput %.2fx\n",
+               multi_r.rate / pipe_r[2].rate);
+    if (pipe_ok[0] && pipe_ok[2] && pipe_ok[3])
+        printf("raw, 4 paths / 1 path: p50 %.2fx pipelined, %.2fx with a transaction each way\n",
+               pipe_r[2].p50_ms / pipe_r[0].p50_ms, pipe_r[3].p50_ms / pipe_r[0].p50_ms);
     if (churn_ok)
         printf("churn, last tenth / first tenth: new+free %.2fx, with a lock cycle %.2fx "
                "(rates)\n", churn_r[1].rate / churn_r[0].rate, churn_r[3].rate / churn_r[2].rate);
