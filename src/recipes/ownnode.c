@@ -272,13 +272,7 @@ void zkit__own_node_watch(zkit_lock_t *lock, const char *node)
 /* Drops the watch standing in and watches the holding's node instead (lock->mu held). */
 static void watch_node_instead(zkit_lock_t *lock, zkit__holder_t *h)
 {
-    ticket_t *t = zkit__acq_unwatch_holding(h->holding_acq);
-    if (t) {
-        ticket_take(t);
-        ticket_free(t);
-    }
-    zkit__acq_unref(h->holding_acq);
-    h->holding_acq = NULL;
+    zkit__own_node_forget(h);
     zkit__own_node_watch(lock, h->node);
 }
 
