@@ -311,12 +311,21 @@ static int lock_znodes_left(void)
     size_t n = 0;
     int left = 0;
     char **list = zkh_list_tree(cluster, SOAK_ROOT, &n);
+    zhandle_t *zh = n ? zkh_raw_connect(cluster) : NULL;
     for (size_t i = 0; i < n; i++) {
+        struct Stat st;
         if (strcmp(list[i], SOAK_JOB) == 0 || strcmp(list[i], SOAK_JOB_RECORD) == 0)
             continue;
-        fprintf(stderr, "soak: left behind: %s\n", list[i]);
+        /* The owner's session id, as the p*.session files give it, tells whose node it is. */
+        memset(&st, 0, sizeof(st));
+        if (zh)
+            zoo_exists(zh, list[i], 0, &st);
+        fprintf(stderr, "soak: left behind: %s (ephemeral owner %" PRId64 ")\n", list[i],
+                (int64_t)st.ephemeralOwner);
         left++;
     }
+    if (zh)
+        zookeeper_close(zh);
     zkh_free_list(list, n);
     return left;
 }
