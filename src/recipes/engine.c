@@ -688,7 +688,7 @@ static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
         zkit__lock_decide(acq->driver, names, count, (size_t)index, &wait_for)) {
         /* This listing came after our create and armed the directory watch: any change
          * since, our node's deletion included, fires that watch. */
-        if (early && acq->watch_dir)
+        if (early && acq->watch_dir && !acq->dir_fired)
             acq->holding_watch = HOLDING_DIR;
         finish(acq, 0);
         return -1;
@@ -1062,8 +1062,6 @@ int zkit__acq_watch_holding(zkit__acq_t *acq, void (*fn)(void *arg), void *arg)
 {
     int rc = ZKIT_ESTATE;
     pthread_mutex_lock(&acq->mu);
-    if (acq->holding_watch == HOLDING_DIR && acq->dir_fired)
-        acq->holding_watch = HOLDING_NONE;
     if (acq->holding_watch != HOLDING_NONE && !acq->holding_fn) {
         acq->holding_fn = fn;
         acq->holding_arg = arg;

@@ -55,22 +55,19 @@ static int engine_start(zkit__req_t *req, const char *fixed_name)
     p.fixed_name = fixed_name;
     p.timeout_ms = req->timeout_ms;
     p.done = on_acquired;
+    p.waiting = req->internal_waiting ? on_waiting : NULL;
+    p.arg = req;
+    /* Under lock->mu: the machine's end takes it too, so req->machine is set before anyone
+     * can look for it. */
+    pthread_mutex_lock(&lock->mu);
     /* A watch the acquisition has anyway stands in for the holder's watch on its node, which
      * saves a request per acquisition (ownnode.c): the first listing's watch on the directory
      * while the lock is not contended (contended, waiters' first listings would only earn a
      * notification each, and a holder's directory watch fires at the next arrival), or the
      * watch on our node armed while we waited.  Not when revocation needs the node's data
      * read. */
-    p.watch_dir = !lock->ops->unwatched &&
-                  !__atomic_load_n(&lock->contended, __ATOMIC_RELAXED);
-    p.keep_own_watch = !lock->ops->unwatched;
-    p.waiting = req->internal_waiting ? on_waiting : NULL;
-    p.arg = req;
-    /* Under lock->mu: the machine's end takes it too, so req->machine is set before anyone
-     * can look for it. */
-    pthread_mutex_lock(&lock->mu);
-    if (lock->revoke_fn)
-        p.watch_dir = p.keep_own_watch = 0;
+    p.keep_own_watch = !lock->ops->unwatched && !lock->revoke_fn;
+    p.watch_dir = p.keep_own_watch && !__atomic_load_n(&lock->contended, __ATOMIC_RELAXED);
     p.data = lock->has_data ? lock->data : NULL;
     p.len = lock->has_data ? lock->len : 0;
     rc = zkit__acq_start(&acq, &p);
