@@ -179,6 +179,28 @@ int wait_participants(zkit_lock_t *lock, size_t expected, int timeout_ms)
 
 /* ---- who owns which node ------------------------------------------------------------------ */
 
+long server_packets_received(void)
+{
+    char out[8192];
+    const char *line;
+    if (zkh_four_letter(zk, 0, "mntr", out, sizeof out) < 0 ||
+        !(line = strstr(out, "zk_packets_received")))
+        return -1;
+    return strtol(line + strlen("zk_packets_received"), NULL, 10);
+}
+
+int64_t node_czxid(const char *path)
+{
+    zhandle_t *zh = zkh_raw_connect(zk);
+    struct Stat st;
+    int rc;
+    if (!zh)
+        return -1;
+    rc = zoo_exists(zh, path, 0, &st);
+    zookeeper_close(zh);
+    return rc == ZOK ? st.czxid : -1;
+}
+
 int64_t node_owner(const char *path)
 {
     zhandle_t *zh = zkh_raw_connect(zk);

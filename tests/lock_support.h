@@ -69,6 +69,12 @@ int wait_participants(zkit_lock_t *lock, size_t expected, int timeout_ms);
 
 /* ---- who owns which node (composite-lock and lifecycle suites) ----------------------------- */
 
+/* The server's count of requests received (mntr zk_packets_received), or -1. */
+long server_packets_received(void);
+
+/* The czxid of a node (read with a raw handle of its own), or -1 when it is not there. */
+int64_t node_czxid(const char *path);
+
 /* The ephemeral owner (session id) of the node at `path`: > 0, 0 when the node is not
  * ephemeral, -1 when it does not exist or cannot be read. */
 int64_t node_owner(const char *path);

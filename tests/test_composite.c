@@ -30,6 +30,7 @@
 #include <CUnit/CUnit.h>
 
 #include "lock_support.h"
+#include "framework/client.h" /* test hooks: zkit__test_fault_set */
 
 #define SESSION_MS 4000
 
@@ -752,6 +753,204 @@ static void test_multi_gives_back_behind_semaphore_mutex(void)
     free(leases);
 }
 
+/* ---- the multi-lock's transactions ---------------------------------------------------------- */
+
+/* Whether every part's fencing token is its node's czxid on the server; with `shared`, also
+ * one czxid for all (their nodes came from one transaction). */
+static int tokens_are_czxids(zkit_lock_t *multi, size_t count, int shared)
+{
+    int64_t first = 0;
+    int ok = 1;
+    for (size_t i = 0; i < count && ok; i++) {
+        char *node = NULL;
+        int64_t token = 0, czxid = -1;
+        if (zkit_multilock_part(NULL, &node, &token, multi, i) == 0)
+            czxid = node_czxid(node);
+        ok = czxid > 0 && token == czxid && (!shared || i == 0 || czxid == first);
+        if (!ok)
+            fprintf(stderr, "part %zu: node %s, token %lld, czxid %lld, first part's %lld\n", i,
+                    node ? node : "(none)", (long long)token, (long long)czxid,
+                    (long long)first);
+        if (i == 0)
+            first = czxid;
+        zkit_free(node);
+    }
+    return ok;
+}
+
+/* Uncontended, the parts' creates go in one transaction and their deletes in another: 7
+ * requests a cycle over 4 paths (the transactions, one exists for the nodes' Stat, 4
+ * listings; one by one: 12).  Their tokens are their nodes' czxids; a lost reply is settled
+ * by the parts' protected names; a part taken after a wait is still told its czxid. */
+static void test_multi_transaction_each_way(void)
+{
+    static const char *const names[4] = { "a", "b", "c", "d" };
+    static const char *const new_names[4] = { "new-a", "new-b", "new-c", "new-d" };
+    zkit_create_options_t persistent = ZKIT_CREATE_OPTIONS_INIT;
+    fixture_t f;
+    zkit_client_t *a, *b;
+    zkit_lock_t *multi, *fresh, *b_second;
+    char *p[4], *q[4];
+    const char *paths[4], *new_paths[4];
+    long before, after;
+    int64_t sa;
+    bg_t w;
+    int cycles = 50;
+    fx_begin(&f, "multi-txn");
+    for (int i = 0; i < 4; i++) {
+        paths[i] = p[i] = lk_join(f.base, names[i]);
+        new_paths[i] = q[i] = lk_join(f.base, new_names[i]);
+    }
+    a = lk_client(10000);
+    b = lk_client(10000);
+    CU_ASSERT_FATAL(a != NULL && b != NULL);
+    sa = zkit_client_session_id(a);
+    CU_ASSERT_FATAL(zkit_multilock_new(&multi, a, paths, 4) == 0);
+    CU_ASSERT_FATAL(zkit_multilock_new(&fresh, a, new_paths, 4) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&b_second, b, p[1]) == 0);
+
+    /* Paths that do not exist yet: the transaction fails and the parts go one by one. */
+    CU_ASSERT_EQUAL(zkit_lock_acquire(fresh, 5000), 0);
+    CU_ASSERT(tokens_are_czxids(fresh, 4, 0));
+    CU_ASSERT_EQUAL(zkit_lock_release(fresh), 0);
+
+    /* Persistent paths, which the server does not reap between cycles as it does empty
+     * containers: every acquisition below goes through one transaction. */
+    persistent.flags = ZKIT_CREATE_PARENTS;
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT_FATAL(zkit_create(NULL, NULL, a, p[i], NULL, 0, &persistent) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(multi, 5000), 0);
+    CU_ASSERT(tokens_are_czxids(multi, 4, 1));
+    CU_ASSERT_EQUAL(zkit_lock_release(multi), 0);
+
+    before = server_packets_received();
+    for (int i = 0; i < cycles; i++) {
+        CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(multi, 5000), 0);
+        CU_ASSERT_EQUAL_FATAL(zkit_lock_release(multi), 0);
+    }
+    after = server_packets_received();
+    fprintf(stderr, "multi-txn: %ld requests in %d cycles over 4 paths\n", after - before,
+            cycles);
+    CU_ASSERT(before >= 0 && after - before <= cycles * 7 + 50);
+    CU_ASSERT_EQUAL(zkh_wait_until(no_lock_nodes, f.base, 5000), 0);
+
+    /* The transaction's reply lost: each part finds its node by its protected name. */
+    zkit__test_fault_set(a, 1, 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(multi, 5000), 0);
+    zkit__test_fault_set(a, 0, 0);
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT_EQUAL(owned_nodes(p[i], sa), 1);
+    CU_ASSERT(tokens_are_czxids(multi, 4, 1));
+    CU_ASSERT_EQUAL(zkit_lock_release(multi), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(no_lock_nodes, f.base, 5000), 0);
+
+    /* The nodes' Stat not read after the transaction (the first node not found): each part
+     * reads its own before the multi-lock is held. */
+    zkit__test_fault_exists_not_found(a, 1);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(multi, 5000), 0);
+    zkit__test_fault_exists_not_found(a, 0);
+    CU_ASSERT(tokens_are_czxids(multi, 4, 1));
+    CU_ASSERT_EQUAL(zkit_lock_release(multi), 0);
+
+    /* Waiting at the second path: the parts after it are given back, then taken in one
+     * transaction once B lets go. */
+    CU_ASSERT_FATAL(zkit_lock_acquire(b_second, 5000) == 0);
+    bg_start(&w, multi, 30000, 1);
+    CU_ASSERT_EQUAL(wait_owned_nodes(p[1], sa, 1, 5000), 0);
+    CU_ASSERT_EQUAL(wait_owned_nodes(p[2], sa, 0, 5000), 0);
+    CU_ASSERT_EQUAL(wait_owned_nodes(p[3], sa, 0, 5000), 0);
+    CU_ASSERT_EQUAL(bg_acquired(&w), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(b_second), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &w, 5000), 0);
+    CU_ASSERT_EQUAL(w.rc, 0);
+    if (w.rc == 0)
+        CU_ASSERT(tokens_are_czxids(multi, 4, 0));
+    CU_ASSERT_EQUAL(bg_finish(&w, 5000), 0);
+    CU_ASSERT_EQUAL(w.release_rc, 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(no_lock_nodes, f.base, 5000), 0);
+    fx_end(&f);
+    zkit_lock_free(multi);
+    zkit_lock_free(fresh);
+    zkit_lock_free(b_second);
+    zkit_client_close(a);
+    zkit_client_close(b);
+    for (int i = 0; i < 4; i++) {
+        free(p[i]);
+        free(q[i]);
+    }
+}
+
+/* Contended multi-locks over the same paths, from clients of their own: one holder at a
+ * time, and each holder's tokens are its nodes' czxids, whichever way they were learnt (the
+ * listing's proof, the wait's own-node watch, or a get-data when neither could tell). */
+typedef struct contender {
+    zkit_lock_t *multi;
+    atomic_int *holders;
+    int rounds;
+    int overlaps, bad_tokens, failures;
+} contender_t;
+
+static void *contender_main(void *arg)
+{
+    contender_t *c = arg;
+    for (int i = 0; i < c->rounds; i++) {
+        if (zkit_lock_acquire(c->multi, 30000) != 0) {
+            c->failures++;
+            continue;
+        }
+        if (atomic_fetch_add(c->holders, 1) != 0)
+            c->overlaps++;
+        if (!tokens_are_czxids(c->multi, 3, 0))
+            c->bad_tokens++;
+        atomic_fetch_sub(c->holders, 1);
+        if (zkit_lock_release(c->multi) != 0)
+            c->failures++;
+    }
+    return NULL;
+}
+
+static void test_multi_contended_tokens(void)
+{
+    enum { CONTENDERS = 3 };
+    static const char *const names[3] = { "x", "y", "z" };
+    fixture_t f;
+    zkit_client_t *clients[CONTENDERS];
+    contender_t cs[CONTENDERS];
+    pthread_t threads[CONTENDERS];
+    atomic_int holders = 0;
+    char *p[3];
+    const char *paths[3];
+    fx_begin(&f, "multi-contended");
+    for (int i = 0; i < 3; i++)
+        paths[i] = p[i] = lk_join(f.base, names[i]);
+    for (int i = 0; i < CONTENDERS; i++) {
+        memset(&cs[i], 0, sizeof(cs[i]));
+        clients[i] = lk_client(10000);
+        CU_ASSERT_FATAL(clients[i] != NULL);
+        /* each names the paths in its own order */
+        const char *mine[3] = { paths[i % 3], paths[(i + 1) % 3], paths[(i + 2) % 3] };
+        CU_ASSERT_FATAL(zkit_multilock_new(&cs[i].multi, clients[i], mine, 3) == 0);
+        cs[i].holders = &holders;
+        cs[i].rounds = 15;
+    }
+    for (int i = 0; i < CONTENDERS; i++)
+        CU_ASSERT_FATAL(pthread_create(&threads[i], NULL, contender_main, &cs[i]) == 0);
+    for (int i = 0; i < CONTENDERS; i++) {
+        pthread_join(threads[i], NULL);
+        CU_ASSERT_EQUAL(cs[i].overlaps, 0);
+        CU_ASSERT_EQUAL(cs[i].bad_tokens, 0);
+        CU_ASSERT_EQUAL(cs[i].failures, 0);
+    }
+    CU_ASSERT_EQUAL(zkh_wait_until(no_lock_nodes, f.base, 5000), 0);
+    fx_end(&f);
+    for (int i = 0; i < CONTENDERS; i++) {
+        zkit_lock_free(cs[i].multi);
+        zkit_client_close(clients[i]);
+    }
+    for (int i = 0; i < 3; i++)
+        free(p[i]);
+}
+
 /* ---- registration ---------------------------------------------------------------------------- */
 
 static const zkh_test_t tests[] = {
@@ -767,6 +966,10 @@ static const zkh_test_t tests[] = {
     { "multi-lock: parts' nodes and tokens, one state change told once",
       test_multi_parts_and_states },
     { "give-back rule behind a semaphore mutex", test_multi_gives_back_behind_semaphore_mutex },
+    { "multi-lock: one transaction each way, tokens without a Stat, a lost reply",
+      test_multi_transaction_each_way },
+    { "multi-lock contended: one holder, every token its node's czxid",
+      test_multi_contended_tokens },
     { NULL, NULL }
 };
 

@@ -1176,17 +1176,6 @@ static void test_revocation(void)
     free(path);
 }
 
-/* The server's count of requests received (mntr zk_packets_received), or -1. */
-static long packets_received(void)
-{
-    char out[8192];
-    const char *line;
-    if (zkh_four_letter(zk, 0, "mntr", out, sizeof out) < 0 ||
-        !(line = strstr(out, "zk_packets_received")))
-        return -1;
-    return strtol(line + strlen("zk_packets_received"), NULL, 10);
-}
-
 /* Whether the server lists a data watch on `needle` (wchp: a watched path per line). */
 typedef struct watched_path {
     const char *needle;
@@ -1238,13 +1227,13 @@ static void test_held_watch_through_directory(void)
     /* 200 cycles: three requests each (a watch of its own would make it four). */
     CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0); /* the directory made */
     CU_ASSERT_EQUAL(zkit_lock_release(lock), 0);
-    before = packets_received();
+    before = server_packets_received();
     for (int i = 0; i < 200; i++) {
         CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0);
         CU_ASSERT_EQUAL(zkit_lock_release(lock), 0);
     }
     (void)node_exists(c, path); /* answered after the deletes, which are then counted */
-    after = packets_received();
+    after = server_packets_received();
     CU_ASSERT(before > 0 && after > before);
     /* 800 and more with a watch request per cycle.  The slack is for what the server may do
      * meanwhile: reap the empty directory (a container) between a release and the next

@@ -7,6 +7,7 @@
 
 #include "framework/requests.h"
 #include "framework/ops.h"
+#include "framework/batch.h"
 #include "framework/errors.h"
 #include "framework/paths.h"
 
@@ -504,9 +505,17 @@ ZKIT_EXTERN void zkit_free_strings(char **strings, size_t count)
 
 /* ---- requests for the recipes' state machines (requests.h) ------------------------------- */
 
+/* Held while this thread has a batch open (batch.h), so that a multi-lock's parts go out
+ * together. */
 static int submit_inline(zkit__op_t *op, zkit_completion_fn done, void *arg)
 {
-    return submit_with(op, ZKIT__DELIVER_INLINE, done, arg);
+    int rc;
+    op->delivery = ZKIT__DELIVER_INLINE;
+    op->done = done;
+    op->arg = arg;
+    rc = zkit__batch_submit(op);
+    zkit__op_unref(op);
+    return rc;
 }
 
 int zkit__create_inline(zkit_client_t *c, const char *path, const void *data, size_t len,

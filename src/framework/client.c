@@ -1299,3 +1299,10 @@ void zkit__test_fault_set(zkit_client_t *c, int lose_create_replies, int fail_pr
     c->faults.fail_protected_lookups = fail_protected_lookups;
     pthread_mutex_unlock(&c->mu);
 }
+
+void zkit__test_fault_exists_not_found(zkit_client_t *c, int count)
+{
+    pthread_mutex_lock(&c->mu);
+    c->faults.exists_not_found = count;
+    pthread_mutex_unlock(&c->mu);
+}

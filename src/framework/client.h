@@ -89,6 +89,7 @@ typedef struct zkit__watch {
 typedef struct zkit__faults {
     int lose_create_replies;  /* creates applied by the server report CONNECTIONLOSS */
     int fail_protected_lookups;
+    int exists_not_found;     /* exists requests of nodes that are there report NONODE */
 } zkit__faults_t;
 
 struct zkit_client {
@@ -200,6 +201,7 @@ void zkit__acl_vector_free(struct ACL_vector *v);
 /* Test hooks: the session's credentials (to expire it from a second handle), and faults. */
 int zkit__test_session_credentials(zkit_client_t *c, int64_t *id, char passwd[16]);
 void zkit__test_fault_set(zkit_client_t *c, int lose_create_replies, int fail_protected_lookups);
+void zkit__test_fault_exists_not_found(zkit_client_t *c, int count);
 
 /* Called when the handle of `generation` is closed: completes what it left (ops.c). */
 void zkit__ops_abandon(zkit_client_t *c, uint64_t generation);

@@ -59,7 +59,7 @@ zkit__op_t *zkit__op_new(zkit_client_t *c, zkit__op_type_t type)
     return op;
 }
 
-static void op_ref(zkit__op_t *op)
+void zkit__op_ref(zkit__op_t *op)
 {
     __atomic_add_fetch(&op->refs, 1, __ATOMIC_ACQ_REL);
 }
@@ -148,7 +148,7 @@ static void op_finish(zkit__op_t *op, int error)
     }
     /* Reporting inside the submitting call would surprise a caller holding its own lock, so
      * an inline op finishing there reports from a timer. */
-    op_ref(op);
+    zkit__op_ref(op);
     if (op->delivery == ZKIT__DELIVER_EVENT_THREAD)
         rc = zkit__run_on_event_thread_task(c, &op->task, deliver_queued, op);
     else
@@ -159,7 +159,7 @@ static void op_finish(zkit__op_t *op, int error)
         /* The client closed under the submitting call: that call returns the error and the
          * completion never runs, as for a request refused up front. */
         pthread_mutex_lock(&c->mu);
-        undelivered = op->in_submit;
+        undelivered = op->in_submit && !op->deliver_always;
         op->undelivered = undelivered;
         pthread_mutex_unlock(&c->mu);
         if (undelivered) {
@@ -185,7 +185,7 @@ static void attempt_timer(void *arg)
 static void schedule_attempt(zkit__op_t *op, int64_t due_ms, int wake_on_connect)
 {
     int rc;
-    op_ref(op);
+    zkit__op_ref(op);
     rc = wake_on_connect ? zkit__schedule_on_connect(op->client, due_ms, attempt_timer, op)
                          : zkit__schedule(op->client, due_ms, attempt_timer, op);
     if (rc != 0) {
@@ -252,7 +252,7 @@ static attempt_t *attempt_new(zkit__op_t *op)
     attempt_t *a = calloc(1, sizeof(*a));
     if (!a)
         return NULL;
-    op_ref(op);
+    zkit__op_ref(op);
     a->op = op;
     pthread_mutex_lock(&op->client->mu);
     a->seq = ++op->attempt_seq;
@@ -392,7 +392,7 @@ static void arm_watchdog(zkit__op_t *op, uint64_t seq)
     uint64_t id;
     if (!w)
         return; /* libzookeeper still bounds the attempt in the normal case */
-    op_ref(op);
+    zkit__op_ref(op);
     w->op = op;
     w->seq = seq;
     id = zkit__schedule_cancellable(c, zkit__monotonic_ms() + timeout + c->connection_timeout_ms,
@@ -734,6 +734,10 @@ static void apply_faults(zkit__op_t *op, int *rc)
         if (f->fail_protected_lookups > 0)
             f->fail_protected_lookups--;
         *rc = ZCONNECTIONLOSS;
+    } else if (op->type == ZKIT__OP_EXISTS && *rc == ZOK && f->exists_not_found != 0) {
+        if (f->exists_not_found > 0)
+            f->exists_not_found--;
+        *rc = ZNONODE;
     }
     pthread_mutex_unlock(&op->client->mu);
 }
@@ -906,6 +910,20 @@ int zkit__op_submit(zkit__op_t *op)
     if (!undelivered)
         return 0;
     return op->error ? op->error : ZKIT_ECLOSED;
+}
+
+int zkit__op_submit_after_loss(zkit__op_t *op)
+{
+    if (op->type == ZKIT__OP_CREATE && op->protected_prefix[0]) {
+        op->may_have_created = 1;
+        op->step = ZKIT__STEP_LOOKUP;
+    }
+    return zkit__op_submit(op);
+}
+
+void zkit__op_complete(zkit__op_t *op, int error)
+{
+    op_finish(op, error);
 }
 
 int zkit__op_run_blocking(zkit__op_t *op)

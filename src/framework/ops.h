@@ -104,6 +104,7 @@ struct zkit__op {
     int attempt_pending;
     int in_submit;                  /* finishing now would run the callback in the caller */
     int undelivered;                /* finished in submit on a closed client: submit reports */
+    int deliver_always;             /* never "undelivered": its submitter was already told 0 */
     int finished;
 
     int error;                      /* the result */
@@ -125,6 +126,7 @@ struct zkit__op {
 
 /* A new operation with one reference held by the caller.  NULL on ENOMEM. */
 zkit__op_t *zkit__op_new(zkit_client_t *c, zkit__op_type_t type);
+void zkit__op_ref(zkit__op_t *op);
 void zkit__op_unref(zkit__op_t *op);
 
 /* Turns a create into a protected one: a fresh "_c_<uuid>-" before the last component. */
@@ -134,6 +136,15 @@ int zkit__op_protect(zkit__op_t *op);
  * or, when the client closed under this call so that the result could not be reported
  * outside it, the op's error (ZKIT_ECLOSED), and its completion never runs. */
 int zkit__op_submit(zkit__op_t *op);
+
+/* Submits a protected create whose earlier sending may have created its node (a transaction
+ * carrying it lost its reply): it looks for its node first, as after a lost reply of its own.
+ * Other ops are submitted as they are. */
+int zkit__op_submit_after_loss(zkit__op_t *op);
+
+/* Ends an op that was never submitted with `error`, through its delivery (not inside the
+ * call for an event-thread delivery; an inline one reports in the call). */
+void zkit__op_complete(zkit__op_t *op, int error);
 
 /* Fills a zkit_result_t that borrows from the op (un-namespacing the created path). */
 void zkit__op_result(const zkit__op_t *op, zkit_result_t *out);

@@ -135,9 +135,10 @@ static int check_add(zkit_txn_t *txn, const char *path, const char *what)
     return 0;
 }
 
-/* A new operation at the end, not yet counted (txn_count_op counts it once complete). */
-static txn_op_t *txn_append(zkit_txn_t *txn, zkit_txn_op_kind_t kind, const char *path,
-                            size_t len, int *rc)
+/* A new operation at the end, not yet counted (txn_count_op counts it once complete), on a
+ * full (namespaced) path that it takes over. */
+static txn_op_t *txn_append_full(zkit_txn_t *txn, zkit_txn_op_kind_t kind, char *path,
+                                 size_t len, int *rc)
 {
     size_t bytes = txn->bytes + strlen(path) + len + OP_OVERHEAD;
     txn_op_t *op;
@@ -146,6 +147,7 @@ static txn_op_t *txn_append(zkit_txn_t *txn, zkit_txn_op_kind_t kind, const char
                   "transaction: operation %zu on %s makes the request exceed the server's "
                   "limit", txn->count, path);
         *rc = ZKIT_ETOOBIG;
+        free(path);
         return NULL;
     }
     if (txn->count == txn->cap) {
@@ -153,6 +155,7 @@ static txn_op_t *txn_append(zkit_txn_t *txn, zkit_txn_op_kind_t kind, const char
         txn_op_t *grown = realloc(txn->ops, cap * sizeof(*grown));
         if (!grown) {
             *rc = ZKIT_ENOMEM;
+            free(path);
             return NULL;
         }
         txn->ops = grown;
@@ -162,11 +165,20 @@ static txn_op_t *txn_append(zkit_txn_t *txn, zkit_txn_op_kind_t kind, const char
     memset(op, 0, sizeof(*op));
     op->kind = kind;
     op->version = -1;
-    if (!(op->path = zkit__path_fix(txn->client->ns, path))) {
+    op->path = path;
+    return op;
+}
+
+/* The same on a public (un-namespaced) path. */
+static txn_op_t *txn_append(zkit_txn_t *txn, zkit_txn_op_kind_t kind, const char *path,
+                            size_t len, int *rc)
+{
+    char *full = zkit__path_fix(txn->client->ns, path);
+    if (!full) {
         *rc = ZKIT_ENOMEM;
         return NULL;
     }
-    return op;
+    return txn_append_full(txn, kind, full, len, rc);
 }
 
 static void op_clear_result(txn_op_t *op)
@@ -316,6 +328,54 @@ ZKIT_EXTERN int zkit_txn_check(zkit_txn_t *txn, const char *path, int version)
 int zkit__txn_add_guard(zkit_txn_t *txn, const char *path)
 {
     return add_check(txn, path, -1, 1, "guard");
+}
+
+/* A deep copy of an ACL list (`to` is freed as a complete one on failure too). */
+static int acl_copy(struct ACL_vector *to, const struct ACL_vector *from)
+{
+    to->count = 0;
+    if (!(to->data = calloc(from->count > 0 ? (size_t)from->count : 1, sizeof(struct ACL))))
+        return ZKIT_ENOMEM;
+    for (int32_t i = 0; i < from->count; i++) {
+        to->data[i].perms = from->data[i].perms;
+        to->data[i].id.scheme = strdup(from->data[i].id.scheme);
+        to->data[i].id.id = strdup(from->data[i].id.id);
+        to->count = i + 1;
+        if (!to->data[i].id.scheme || !to->data[i].id.id)
+            return ZKIT_ENOMEM;
+    }
+    return 0;
+}
+
+int zkit__txn_add_op(zkit_txn_t *txn, const zkit__op_t *zop)
+{
+    char *path;
+    txn_op_t *op;
+    int rc;
+    if (zop->type != ZKIT__OP_CREATE && zop->type != ZKIT__OP_DELETE)
+        return ZKIT_EINVAL;
+    if (txn_busy(txn))
+        return ZKIT_ESTATE;
+    if (!(path = strdup(zop->path)))
+        return ZKIT_ENOMEM;
+    if (zop->type == ZKIT__OP_DELETE) {
+        if (!(op = txn_append_full(txn, ZKIT_TXN_DELETE, path, 0, &rc)))
+            return rc;
+        op->version = zop->version;
+        return txn_count_op(txn, op, 0);
+    }
+    if (!(op = txn_append_full(txn, ZKIT_TXN_CREATE, path, zop->len, &rc)))
+        return rc;
+    op->zk_mode = zop->zk_mode;
+    op->acl_allocated = 1;
+    if ((rc = copy_data(op, zop->data, zop->len)) != 0 || (rc = acl_copy(&op->acl, &zop->acl)) != 0)
+        return fail_op(op, rc);
+    return txn_count_op(txn, op, zop->len);
+}
+
+const char *zkit__txn_created_full_path(const zkit_txn_t *txn, size_t index)
+{
+    return txn->has_results && index < txn->count ? txn->ops[index].result_path : NULL;
 }
 
 zkit_client_t *zkit__txn_client(const zkit_txn_t *txn)
@@ -613,7 +673,8 @@ static void async_done(zkit_client_t *c, const zkit_result_t *r, void *arg)
         txn_really_free(txn);
 }
 
-ZKIT_EXTERN int zkit_txn_commit_async(zkit_txn_t *txn, zkit_txn_done_fn done, void *arg)
+static int commit_delivered(zkit_txn_t *txn, zkit__delivery_t delivery, zkit_txn_done_fn done,
+                            void *arg)
 {
     zkit__op_t *zop;
     int rc;
@@ -625,7 +686,7 @@ ZKIT_EXTERN int zkit_txn_commit_async(zkit_txn_t *txn, zkit_txn_done_fn done, vo
     }
     txn->done = done;
     txn->done_arg = arg;
-    zop->delivery = ZKIT__DELIVER_EVENT_THREAD;
+    zop->delivery = delivery;
     zop->done = async_done;
     zop->arg = txn;
     rc = zkit__op_submit(zop);
@@ -633,6 +694,16 @@ ZKIT_EXTERN int zkit_txn_commit_async(zkit_txn_t *txn, zkit_txn_done_fn done, vo
     if (rc != 0)
         end_commit(txn); /* refused: the completion never runs */
     return rc;
+}
+
+ZKIT_EXTERN int zkit_txn_commit_async(zkit_txn_t *txn, zkit_txn_done_fn done, void *arg)
+{
+    return commit_delivered(txn, ZKIT__DELIVER_EVENT_THREAD, done, arg);
+}
+
+int zkit__txn_commit_inline(zkit_txn_t *txn, zkit_txn_done_fn done, void *arg)
+{
+    return commit_delivered(txn, ZKIT__DELIVER_INLINE, done, arg);
 }
 
 ZKIT_EXTERN int zkit_txn_result(zkit_txn_result_t *out, const zkit_txn_t *txn, size_t index)

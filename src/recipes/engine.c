@@ -40,6 +40,7 @@ typedef enum acq_state {
     ACQ_CREATING,
     ACQ_LISTING,
     ACQ_WATCHING,
+    ACQ_CONFIRMING,                 /* held; our node's czxid and owner are being read */
     ACQ_DONE
 } acq_state_t;
 
@@ -64,7 +65,7 @@ struct zkit__acq {
     int restarts;
     char *node;                     /* our node, un-namespaced */
     const char *node_name;          /* its last component */
-    zkit_stat_t stat;
+    zkit_stat_t stat;               /* czxid 0: not known yet */
     char **early_children;          /* the pipelined listing, if it beat the create reply */
     size_t early_count;
     int early_listing_pending;
@@ -469,6 +470,8 @@ static void on_early_listed(zkit_client_t *c, const zkit_result_t *res, void *ar
 static void on_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg);
 static void on_own_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg);
 static int handoff_proven(zkit__acq_t *acq, zkit_event_t event);
+static void finish_held(zkit__acq_t *acq);
+static int restart(zkit__acq_t *acq, int why);
 static void on_ahead_set(zkit_client_t *c, const zkit_result_t *res, void *arg);
 
 /* Issues an async call for the current round; on a submit error, finishes (mu released). */
@@ -629,6 +632,46 @@ static int ahead_arm(zkit__acq_t *acq, char *const *sorted, size_t watched)
     return step(acq, submit_ahead_watch);
 }
 
+static void on_confirmed(zkit_client_t *c, const zkit_result_t *res, void *arg);
+
+static int submit_confirm(zkit__acq_t *acq, acq_reply_t *r)
+{
+    return zkit__get_data_inline(acq->client, acq->node, NULL, on_confirmed, r);
+}
+
+/* We hold (acq->mu held; released here).  The holder needs our node's czxid and owner: when
+ * its create did not tell them (a transaction whose Stat could not be read), one get-data
+ * reads them before the acquisition ends. */
+static void finish_held(zkit__acq_t *acq)
+{
+    if (acq->stat.czxid != 0) {
+        finish(acq, 0);
+        return;
+    }
+    acq->state = ACQ_CONFIRMING;
+    if (step(acq, submit_confirm) == 0)
+        acq_unlock(acq);
+}
+
+static void on_confirmed(zkit_client_t *c, const zkit_result_t *res, void *arg)
+{
+    acq_reply_t *r = arg;
+    zkit__acq_t *acq = reply_open(r);
+    (void)c;
+    if (!acq)
+        return;
+    if (res->error == ZKIT_ENONODE) {
+        if (restart(acq, ZKIT_ELOCKLOST) == 0)
+            acq_unlock(acq);
+    } else if (res->error != 0 || !res->stat) {
+        finish(acq, res->error ? res->error : ZKIT_ESTATE);
+    } else {
+        acq->stat = *res->stat;
+        finish(acq, 0);
+    }
+    reply_close(r);
+}
+
 /* Create and list, back to back (acq->mu held; released on error). */
 static void begin_round(zkit__acq_t *acq)
 {
@@ -690,7 +733,7 @@ static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
          * since, our node's deletion included, fires that watch. */
         if (early && acq->watch_dir && !acq->dir_fired)
             acq->holding_watch = HOLDING_DIR;
-        finish(acq, 0);
+        finish_held(acq);
         return -1;
     }
     if (acq->deadline_ms == 0 || deadline_passed(acq)) {
@@ -743,8 +786,11 @@ static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
     }
     acq->node = strdup(res->path);
     acq->node_name = acq->node ? zkit__path_basename(acq->node) : NULL;
+    /* A create sent in a transaction (a multi-lock's parts) may come without a Stat. */
     if (res->stat)
         acq->stat = *res->stat;
+    else
+        memset(&acq->stat, 0, sizeof(acq->stat));
     if (!acq->node) {
         finish(acq, ZKIT_ENOMEM);
     } else if (acq->early_listing_pending) {
@@ -844,7 +890,7 @@ static void on_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg)
         free(acq->watched);
         acq->watched = NULL;
         if (handoff_proven(acq, ZKIT_EVENT_DELETED)) {
-            finish(acq, 0);
+            finish_held(acq);
             reply_close(r);
             return;
         }
@@ -867,6 +913,8 @@ static void on_own_watch_set(zkit_client_t *c, const zkit_result_t *res, void *a
     (void)c;
     if (!acq)
         return;
+    if (res->error == 0 && res->stat && acq->stat.czxid == 0)
+        acq->stat = *res->stat; /* our node's, created in a transaction that told none */
     if (acq->own_watch == OWN_SENT && res->error == 0) {
         acq->own_watch = OWN_ARMED;
     } else if (acq->own_watch == OWN_SENT) {
@@ -996,7 +1044,7 @@ static void acq_watch_fired(zkit_client_t *c, zkit_event_t event, const char *pa
     free(acq->watched);
     acq->watched = NULL;
     if (handoff_proven(acq, event)) {
-        finish(acq, 0);
+        finish_held(acq);
         return;
     }
     acq->state = ACQ_LISTING;

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "recipes/lock.h"
+#include "framework/batch.h"
 
 /* How often one acquisition may start over after losing a part. */
 #define MAX_RESTARTS 5
@@ -201,8 +202,16 @@ static void act(mrun_t *run, todo_t *t)
         if (req)
             zkit__req_cancel(req);
     }
-    for (size_t k = 0; k < t->n_start; k++)
-        start_part(run, t->start[k]);
+    if (t->n_start > 1) {
+        /* Their creates go as one transaction, their listings right behind it. */
+        zkit__batch_t batch;
+        zkit__batch_begin(&batch, run->locks[0]->client);
+        for (size_t k = 0; k < t->n_start; k++)
+            start_part(run, t->start[k]);
+        zkit__batch_end(&batch);
+    } else if (t->n_start == 1) {
+        start_part(run, t->start[0]);
+    }
 }
 
 /* Ends the multi-lock's request once (everything given back on error). */
@@ -418,13 +427,16 @@ static void multi_unref(void *machine)
 static int multi_release(zkit_lock_t *lock, zkit__holder_t *h, pthread_t owner)
 {
     multi_t *m = lock->kind_data;
+    zkit__batch_t batch;
     int first = 0;
     (void)h;
+    zkit__batch_begin(&batch, lock->client); /* the parts' deletes as one transaction */
     for (size_t i = m->count; i-- > 0;) {
         int rc = zkit__lock_release_as(m->parts[i], owner);
         if (rc != 0 && first == 0)
             first = rc;
     }
+    zkit__batch_end(&batch);
     return first;
 }
 
