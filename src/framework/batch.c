@@ -109,20 +109,20 @@ static void members_told(group_t *g, const zkit_stat_t *stat)
 {
     for (size_t i = 0; i < g->count; i++) {
         zkit__op_t *op = g->members[i];
-        int error = 0;
         if (op->type == ZKIT__OP_CREATE) {
             const char *made = zkit__txn_created_full_path(g->txn, i);
             free(op->result_path);
-            op->result_path = made ? strdup(made) : NULL;
-            if (!op->result_path)
-                error = ZKIT_ENOMEM;
+            if (!made || !(op->result_path = strdup(made))) {
+                (void)zkit__op_submit_after_loss(op); /* out of memory: find it by its name */
+                continue;
+            }
             op->has_stat = stat != NULL;
             if (stat) {
                 op->stat = *stat;
                 op->stat.data_length = (int32_t)op->len;
             }
         }
-        zkit__op_complete(op, error);
+        zkit__op_complete(op, 0);
     }
 }
 
