@@ -189,28 +189,28 @@ long server_packets_received(void)
     return strtol(line + strlen("zk_packets_received"), NULL, 10);
 }
 
-int64_t node_czxid(const char *path)
+/* The node's Stat, read with a raw handle of its own: 0, or -1 when it cannot be read. */
+static int node_stat(const char *path, struct Stat *st)
 {
     zhandle_t *zh = zkh_raw_connect(zk);
-    struct Stat st;
     int rc;
     if (!zh)
         return -1;
-    rc = zoo_exists(zh, path, 0, &st);
+    rc = zoo_exists(zh, path, 0, st);
     zookeeper_close(zh);
-    return rc == ZOK ? st.czxid : -1;
+    return rc == ZOK ? 0 : -1;
+}
+
+int64_t node_czxid(const char *path)
+{
+    struct Stat st;
+    return node_stat(path, &st) == 0 ? st.czxid : -1;
 }
 
 int64_t node_owner(const char *path)
 {
-    zhandle_t *zh = zkh_raw_connect(zk);
     struct Stat st;
-    int rc;
-    if (!zh)
-        return -1;
-    rc = zoo_exists(zh, path, 0, &st);
-    zookeeper_close(zh);
-    return rc == ZOK ? st.ephemeralOwner : -1;
+    return node_stat(path, &st) == 0 ? st.ephemeralOwner : -1;
 }
 
 int owned_nodes(const char *path, int64_t session)

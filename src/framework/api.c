@@ -198,6 +198,8 @@ static zkit__op_t *build_simple(zkit_client_t *c, zkit__op_type_t type, const ch
     return op;
 }
 
+/* Public asynchronous calls are sent at once; the recipes' requests (requests.h) are held
+ * while their thread has a batch open (batch.h), so that a multi-lock's parts go together. */
 static int submit_with(zkit__op_t *op, zkit__delivery_t delivery, zkit_completion_fn done,
                        void *arg)
 {
@@ -205,7 +207,7 @@ static int submit_with(zkit__op_t *op, zkit__delivery_t delivery, zkit_completio
     op->delivery = delivery;
     op->done = done;
     op->arg = arg;
-    rc = zkit__op_submit(op);
+    rc = delivery == ZKIT__DELIVER_INLINE ? zkit__batch_submit(op) : zkit__op_submit(op);
     zkit__op_unref(op);
     return rc;
 }
@@ -505,17 +507,9 @@ ZKIT_EXTERN void zkit_free_strings(char **strings, size_t count)
 
 /* ---- requests for the recipes' state machines (requests.h) ------------------------------- */
 
-/* Held while this thread has a batch open (batch.h), so that a multi-lock's parts go out
- * together. */
 static int submit_inline(zkit__op_t *op, zkit_completion_fn done, void *arg)
 {
-    int rc;
-    op->delivery = ZKIT__DELIVER_INLINE;
-    op->done = done;
-    op->arg = arg;
-    rc = zkit__batch_submit(op);
-    zkit__op_unref(op);
-    return rc;
+    return submit_with(op, ZKIT__DELIVER_INLINE, done, arg);
 }
 
 int zkit__create_inline(zkit_client_t *c, const char *path, const void *data, size_t len,
