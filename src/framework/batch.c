@@ -7,12 +7,16 @@
  * in its name; a guaranteed delete of a node already deleted succeeds.  Any other request is
  * held only to keep its place in the order.
  */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "framework/batch.h"
 #include "framework/errors.h"
 #include "framework/txn.h"
+#include "framework/paths.h"
 
 /* The batch this thread has open, innermost first. */
 static __thread zkit__batch_t *open_batch;
@@ -22,6 +26,12 @@ typedef struct group {
     zkit_txn_t *txn;
     zkit__op_t **members;       /* one reference each, in transaction order */
     size_t count;
+    pthread_mutex_t mu;         /* the two completions below may come on different threads */
+    int pending;                /* completions to come: the transaction's, the guess's */
+    int error;                  /* the transaction's */
+    char *guess;                /* the first node's guessed path (see guess_first_path) */
+    int guess_found;
+    zkit_stat_t guess_stat;
 } group_t;
 
 void zkit__batch_begin(zkit__batch_t *batch, zkit_client_t *client)
@@ -51,10 +61,12 @@ int zkit__batch_submit(zkit__op_t *op)
     return 0;
 }
 
+/* Lock nodes: protected ephemeral-sequential creates, whose Stats a transaction makes alike
+ * (see members_succeeded). */
 static int joins_creates(const zkit__op_t *op)
 {
-    return op->type == ZKIT__OP_CREATE && op->protected_prefix[0] && op->ttl_ms == 0 &&
-           op->zk_mode != ZOO_CONTAINER;
+    return op->type == ZKIT__OP_CREATE && op->protected_prefix[0] &&
+           op->zk_mode == ZOO_EPHEMERAL_SEQUENTIAL;
 }
 
 static int joins_deletes(const zkit__op_t *op)
@@ -67,26 +79,32 @@ static void group_free(group_t *g)
     for (size_t i = 0; i < g->count; i++)
         zkit__op_unref(g->members[i]);
     free(g->members);
+    free(g->guess);
     zkit_txn_free(g->txn);
+    pthread_mutex_destroy(&g->mu);
     free(g);
 }
 
-/* The held requests that `joins` picks, as a transaction; NULL when fewer than two (or out of
- * memory, or the client is closing): then they are sent alone. */
-static group_t *group_new(const zkit__batch_t *b, int (*joins)(const zkit__op_t *))
+/* What a held request goes with. */
+enum { ALONE, WITH_CREATES, WITH_DELETES };
+
+/* The held requests of `role`, as a transaction; NULL when fewer than two (or out of memory,
+ * or the client is closing): then they are sent alone. */
+static group_t *group_new(const zkit__batch_t *b, const unsigned char *roles, int role)
 {
     group_t *g;
     size_t n = 0;
     for (size_t i = 0; i < b->count; i++)
-        n += joins(b->held[i]) ? 1 : 0;
+        n += roles[i] == role ? 1 : 0;
     if (n < 2 || !(g = calloc(1, sizeof(*g))))
         return NULL;
+    pthread_mutex_init(&g->mu, NULL);
     if (!(g->members = calloc(n, sizeof(*g->members))) || zkit_txn_new(&g->txn, b->client) != 0) {
         group_free(g);
         return NULL;
     }
     for (size_t i = 0; i < b->count; i++) {
-        if (!joins(b->held[i]))
+        if (roles[i] != role)
             continue;
         if (zkit__txn_add_op(g->txn, b->held[i]) != 0) {
             group_free(g);
@@ -100,12 +118,13 @@ static group_t *group_new(const zkit__batch_t *b, int (*joins)(const zkit__op_t 
 
 /*
  * The transaction was applied.  libzookeeper's multi returns no Stat for a create, and a
- * lock's holder needs its node's czxid (the fencing token) and owner.  Every node one
- * transaction creates has the same Stat but for its data length: one zxid (czxid, mzxid and
- * pzxid), one time, one owner, versions 0, no children.  So one exists on the first node
- * gives them all, instead of one request per node.
+ * lock's holder needs its node's czxid (the fencing token) and owner.  The nodes one
+ * transaction creates were made by one zxid, at one time, by one session: so the first node's
+ * Stat, read once, gives each node its Stat as created (versions 0, no children, its own data
+ * length), instead of one request per node.  Only the creation fields are taken from it: the
+ * node may have changed since (its data rewritten by a revoker).
  */
-static void members_told(group_t *g, const zkit_stat_t *stat)
+static void members_succeeded(group_t *g, const zkit_stat_t *first)
 {
     for (size_t i = 0; i < g->count; i++) {
         zkit__op_t *op = g->members[i];
@@ -116,9 +135,12 @@ static void members_told(group_t *g, const zkit_stat_t *stat)
                 (void)zkit__op_submit_after_loss(op); /* out of memory: find it by its name */
                 continue;
             }
-            op->has_stat = stat != NULL;
-            if (stat) {
-                op->stat = *stat;
+            op->has_stat = first != NULL;
+            if (first) {
+                memset(&op->stat, 0, sizeof(op->stat));
+                op->stat.czxid = op->stat.mzxid = op->stat.pzxid = first->czxid;
+                op->stat.ctime = op->stat.mtime = first->ctime;
+                op->stat.ephemeral_owner = first->ephemeral_owner;
                 op->stat.data_length = (int32_t)op->len;
             }
         }
@@ -132,7 +154,7 @@ static void first_node_stat(zkit_client_t *c, const zkit_result_t *r, void *arg)
     (void)c;
     /* Not found (the session ended since, or someone deleted it): the creates are reported
      * without a Stat, and each lock looks at its own node. */
-    members_told(g, r->error == 0 ? r->stat : NULL);
+    members_succeeded(g, r->error == 0 ? r->stat : NULL);
     group_free(g);
 }
 
@@ -177,49 +199,162 @@ static void members_alone(group_t *g, int error)
     }
 }
 
+/*
+ * Guessing the first node's name, to read the Stat in the transaction's round trip.  A
+ * sequential node's suffix is its parent's count of creates so far, so under the directory
+ * where this client's last create transaction made its first node, the next create gets that
+ * node's sequence plus one, unless somebody else created a node there since.  An exists of the
+ * guessed path goes right behind the transaction.  A wrong guess costs the round trip it was
+ * to save, never a wrong Stat: the guessed path carries this create's own uuid, so a node
+ * found there is the one this transaction made.
+ */
+static char *guess_first_path(const group_t *g)
+{
+    const zkit__op_t *first = g->members[0];
+    zkit_client_t *c = first->client;
+    char *parent, *guess = NULL;
+    if (first->type != ZKIT__OP_CREATE || first->zk_mode != ZOO_EPHEMERAL_SEQUENTIAL ||
+        !(parent = zkit__path_parent(first->path)))
+        return NULL;
+    pthread_mutex_lock(&c->mu);
+    if (c->last_batch_parent && strcmp(c->last_batch_parent, parent) == 0 &&
+        c->last_batch_sequence < INT32_MAX && (guess = malloc(strlen(first->path) + 12)))
+        sprintf(guess, "%s%010d", first->path, (int)c->last_batch_sequence + 1);
+    pthread_mutex_unlock(&c->mu);
+    free(parent);
+    return guess;
+}
+
+static void remember_first_sequence(const group_t *g)
+{
+    const char *made = zkit__txn_created_full_path(g->txn, 0);
+    zkit_client_t *c = g->members[0]->client;
+    char *parent;
+    size_t len;
+    if (!made || (len = strlen(made)) < 10 || !(parent = zkit__path_parent(made)))
+        return;
+    pthread_mutex_lock(&c->mu);
+    free(c->last_batch_parent);
+    c->last_batch_parent = parent;
+    c->last_batch_sequence = (int32_t)strtol(made + len - 10, NULL, 10);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Both completions came: the transaction's outcome decides for every member. */
+static void group_settle(group_t *g)
+{
+    const char *first = zkit__txn_created_full_path(g->txn, 0);
+    if (g->error != 0) {
+        members_alone(g, g->error);
+    } else if (g->members[0]->type == ZKIT__OP_CREATE) {
+        remember_first_sequence(g);
+        if (g->guess_found && first && strcmp(first, g->guess) == 0)
+            members_succeeded(g, &g->guess_stat);
+        else if (read_first_node_stat(g))
+            return; /* first_node_stat finishes */
+        else
+            members_succeeded(g, NULL);
+    } else {
+        members_succeeded(g, NULL);
+    }
+    group_free(g);
+}
+
+/* One of the group's completions came: the last one settles it. */
+static void group_arrived(group_t *g)
+{
+    int last;
+    pthread_mutex_lock(&g->mu);
+    last = --g->pending == 0;
+    pthread_mutex_unlock(&g->mu);
+    if (last)
+        group_settle(g);
+}
+
 static void group_done(zkit_txn_t *txn, int error, void *arg)
 {
     group_t *g = arg;
     (void)txn;
-    if (error == 0 && read_first_node_stat(g))
-        return;
-    if (error == 0)
-        members_told(g, NULL);
-    else
-        members_alone(g, error);
-    group_free(g);
+    pthread_mutex_lock(&g->mu);
+    g->error = error;
+    pthread_mutex_unlock(&g->mu);
+    group_arrived(g);
+}
+
+static void guess_read(zkit_client_t *c, const zkit_result_t *r, void *arg)
+{
+    group_t *g = arg;
+    (void)c;
+    pthread_mutex_lock(&g->mu);
+    g->guess_found = r->error == 0 && r->stat;
+    if (g->guess_found)
+        g->guess_stat = *r->stat;
+    pthread_mutex_unlock(&g->mu);
+    group_arrived(g);
+}
+
+/* Sends the exists of the guessed path; false when it could not be sent. */
+static int send_guess(group_t *g)
+{
+    zkit__op_t *op = zkit__op_new(g->members[0]->client, ZKIT__OP_EXISTS);
+    if (!op || !(op->path = strdup(g->guess))) {
+        zkit__op_unref(op);
+        return 0;
+    }
+    op->delivery = ZKIT__DELIVER_INLINE;
+    op->deliver_always = 1;
+    op->done = guess_read;
+    op->arg = g;
+    (void)zkit__op_submit(op);
+    zkit__op_unref(op);
+    return 1;
 }
 
 static void group_send(group_t *g)
 {
-    int rc = zkit__txn_commit_inline(g->txn, group_done, g);
+    int rc;
+    g->guess = guess_first_path(g);
+    /* Counted before sending: the transaction may finish before the guess is sent. */
+    g->pending = g->guess ? 2 : 1;
+    rc = zkit__txn_commit_inline(g->txn, group_done, g);
     if (rc != 0) { /* refused before sending: the completion never runs */
         members_alone(g, rc);
         group_free(g);
+        return;
     }
+    if (g->guess && !send_guess(g))
+        group_arrived(g); /* as a guess not found */
 }
 
 void zkit__batch_end(zkit__batch_t *batch)
 {
-    group_t *creates, *deletes;
-    int creates_sent = 0, deletes_sent = 0;
+    unsigned char *roles = calloc(batch->count ? batch->count : 1, 1);
+    group_t *groups[3] = { NULL, NULL, NULL };
+    int sent[3] = { 0, 0, 0 };
     /* Stop holding first: what is sent below, and what finishes inside it, goes out. */
     open_batch = batch->outer;
-    creates = group_new(batch, joins_creates);
-    deletes = group_new(batch, joins_deletes);
-    for (size_t i = 0; i < batch->count; i++) {
-        zkit__op_t *op = batch->held[i];
-        if (creates && joins_creates(op)) {
-            if (!creates_sent++)
-                group_send(creates); /* at the place of the first; it may be gone after */
-        } else if (deletes && joins_deletes(op)) {
-            if (!deletes_sent++)
-                group_send(deletes);
-        } else {
-            (void)zkit__op_submit(op); /* deliver_always: it reports even on a closed client */
-        }
-        zkit__op_unref(op);
+    /* Decided before anything is sent: a request sent may change (a protected create that
+     * starts over takes a new name) on another thread. */
+    for (size_t i = 0; roles && i < batch->count; i++) {
+        const zkit__op_t *op = batch->held[i];
+        roles[i] = joins_creates(op) ? WITH_CREATES : joins_deletes(op) ? WITH_DELETES : ALONE;
     }
+    if (roles) {
+        groups[WITH_CREATES] = group_new(batch, roles, WITH_CREATES);
+        groups[WITH_DELETES] = group_new(batch, roles, WITH_DELETES);
+    }
+    for (size_t i = 0; i < batch->count; i++) {
+        int role = roles ? roles[i] : ALONE;
+        if (role != ALONE && groups[role]) {
+            if (!sent[role]++)
+                group_send(groups[role]); /* at the place of the first; it may be gone after */
+        } else {
+            (void)zkit__op_submit(batch->held[i]); /* deliver_always: it reports even when
+                                                    * the client has closed */
+        }
+        zkit__op_unref(batch->held[i]);
+    }
+    free(roles);
     free(batch->held);
     batch->held = NULL;
     batch->count = batch->cap = 0;

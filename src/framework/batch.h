@@ -4,8 +4,9 @@
  * A multi-lock takes or gives back several locks at once, and each lock's node is a write the
  * server logs on its own.  Between zkit__batch_begin() and zkit__batch_end(), the requests the
  * calling thread makes through requests.h on that client are held; at the end they are sent
- * in the order they came, except that two or more protected creates go as one transaction
- * where the first of them was, and two or more deletes as another.
+ * in the order they came, except that two or more lock nodes' creates (protected,
+ * ephemeral-sequential) go as one transaction where the first of them was, and two or more
+ * guaranteed deletes as another.
  *
  * Every held request finishes exactly once, as if it had been sent alone:
  *  - the transaction applied: each create reports the path it made and its Stat (read with
@@ -17,7 +18,9 @@
  *    looking for its protected node first, as after a lost reply of its own; each delete is
  *    sent again (a guaranteed delete of a node already gone succeeds).
  * Nothing held waits for anything: the batch ends before the caller does anything that could
- * wait for a held request's reply, and blocking calls are never held.
+ * wait for a held request's reply, and blocking calls are never held.  When the client has
+ * closed, completions may run inside zkit__batch_end(), so its caller must hold no lock that
+ * a completion of a held request takes.
  */
 #ifndef ZKIT_FRAMEWORK_BATCH_H
 #define ZKIT_FRAMEWORK_BATCH_H

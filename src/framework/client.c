@@ -1050,6 +1050,7 @@ static void free_client(zkit_client_t *c)
     free(c->connect_string);
     free(c->ns);
     free(c->ns_root);
+    free(c->last_batch_parent);
     free(c->default_data);
     zkit__event_delivery_free(c);
     zkit__logger_destroy(&c->log);

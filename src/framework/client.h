@@ -164,6 +164,8 @@ struct zkit_client {
     zkit__watch_t *watches;         /* every armed registration */
     zkit_watcher_t running_watch;   /* the watch callback running on the event thread */
     void *attempts;                 /* requests in flight (ops.c's list) */
+    char *last_batch_parent;        /* batch.c: where its last create transaction began, */
+    int32_t last_batch_sequence;    /* and the sequence that first node got */
     zkit__faults_t faults;
 };
 

@@ -157,7 +157,8 @@ static void op_finish(zkit__op_t *op, int error)
         return;
     if (rc == ZKIT_ECLOSED) {
         /* The client closed under the submitting call: that call returns the error and the
-         * completion never runs, as for a request refused up front. */
+         * completion never runs, as for a request refused up front; unless its submitter was
+         * told 0 already (a request held by a batch): then it reports here, in place. */
         pthread_mutex_lock(&c->mu);
         undelivered = op->in_submit && !op->deliver_always;
         op->undelivered = undelivered;

@@ -641,16 +641,20 @@ static int submit_confirm(zkit__acq_t *acq, acq_reply_t *r)
 
 /* We hold (acq->mu held; released here).  The holder needs our node's czxid and owner: when
  * its create did not tell them (a transaction whose Stat could not be read), one get-data
- * reads them before the acquisition ends. */
+ * reads them before the acquisition ends.  A node of a session the client has already left
+ * (lost while its Stat was read) is about to vanish: start again with a new node. */
 static void finish_held(zkit__acq_t *acq)
 {
-    if (acq->stat.czxid != 0) {
+    if (acq->stat.czxid == 0) {
+        acq->state = ACQ_CONFIRMING;
+        if (step(acq, submit_confirm) == 0)
+            acq_unlock(acq);
+    } else if (acq->stat.ephemeral_owner != zkit_client_session_id(acq->client)) {
+        if (restart(acq, ZKIT_ELOCKLOST) == 0)
+            acq_unlock(acq);
+    } else {
         finish(acq, 0);
-        return;
     }
-    acq->state = ACQ_CONFIRMING;
-    if (step(acq, submit_confirm) == 0)
-        acq_unlock(acq);
 }
 
 static void on_confirmed(zkit_client_t *c, const zkit_result_t *res, void *arg)
@@ -667,7 +671,7 @@ static void on_confirmed(zkit_client_t *c, const zkit_result_t *res, void *arg)
         finish(acq, res->error ? res->error : ZKIT_ESTATE);
     } else {
         acq->stat = *res->stat;
-        finish(acq, 0);
+        finish_held(acq);
     }
     reply_close(r);
 }

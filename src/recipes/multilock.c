@@ -424,19 +424,40 @@ static void multi_unref(void *machine)
     mrun_unref(machine);
 }
 
+/* Whether no part's holding of `owner` was lost.  A lost part's node may be gone already, and
+ * a transaction deleting it would fail as a whole, sending the other deletes a round trip
+ * late, after requests the caller makes once the release has returned. */
+static int no_part_lost(const multi_t *m, pthread_t owner)
+{
+    int intact = 1;
+    for (size_t i = 0; i < m->count && intact; i++) {
+        zkit_lock_t *part = m->parts[i];
+        pthread_mutex_lock(&part->mu);
+        for (zkit__holder_t *h = part->holders; h; h = h->next)
+            if (!part->ops->thread_owned || pthread_equal(h->thread, owner)) {
+                intact = !h->lost;
+                break;
+            }
+        pthread_mutex_unlock(&part->mu);
+    }
+    return intact;
+}
+
 static int multi_release(zkit_lock_t *lock, zkit__holder_t *h, pthread_t owner)
 {
     multi_t *m = lock->kind_data;
     zkit__batch_t batch;
-    int first = 0;
+    int first = 0, together = no_part_lost(m, owner);
     (void)h;
-    zkit__batch_begin(&batch, lock->client); /* the parts' deletes as one transaction */
+    if (together)
+        zkit__batch_begin(&batch, lock->client); /* the parts' deletes as one transaction */
     for (size_t i = m->count; i-- > 0;) {
         int rc = zkit__lock_release_as(m->parts[i], owner);
         if (rc != 0 && first == 0)
             first = rc;
     }
-    zkit__batch_end(&batch);
+    if (together)
+        zkit__batch_end(&batch);
     return first;
 }
 
