@@ -184,21 +184,27 @@ static int waits_in_new_session(void *arg)
  * reconnecting, and its requests, retried in the new session, create a node there and wait
  * behind the holder before the lock hears LOST (its event thread is held up).  That late LOST
  * is about the old session: the node made in the new one must not be forgotten (it would stay
- * for the session's life, first in the queue, and the acquisition would wait behind it). */
-static void test_late_lost_keeps_new_node(void)
+ * for the session's life, first in the queue, and the acquisition would wait behind it).
+ * With `semaphore`, the acquisition is a counting semaphore's, waiting for its internal mutex
+ * (<path>/locks), which the rival holds. */
+static void late_lost_case(const char *name, int semaphore)
 {
     fixture_t f;
     zkit_client_t *c, *rival_c;
-    zkit_lock_t *lock, *rival;
+    zkit_lock_t *lock = NULL, *rival;
+    zkit_semaphore_t *sem = NULL;
     zkh_proxy_t *proxy;
     gate_t gate;
     fw_state_log_t after; /* a listener after the lock's: the lock has heard what it hears */
     waiting_in_t w;
     bg_t b;
-    char *path, *rival_node = NULL, passwd[16];
+    sem_bg_t sb;
+    char *path, *queue, *rival_node = NULL, passwd[16];
     int64_t session = 0;
-    fx_begin(&f, "late-lost");
+    int acquired;
+    fx_begin(&f, name);
     path = lk_join(f.base, "lock");
+    queue = semaphore ? lk_join(path, "locks") : strdup(path);
     memset(&gate, 0, sizeof(gate));
     pthread_mutex_init(&gate.mu, NULL);
     fw_cond_init(&gate.cond);
@@ -210,15 +216,19 @@ static void test_late_lost_keeps_new_node(void)
     CU_ASSERT_FATAL(c != NULL);
     CU_ASSERT_FATAL(zkit__test_session_credentials(c, &session, passwd) == 0);
     CU_ASSERT_EQUAL(zkit_client_add_listener(NULL, c, gate_listener, &gate), 0);
-    CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
+    CU_ASSERT_FATAL((semaphore ? zkit_semaphore_new(&sem, c, path, 1)
+                               : zkit_mutex_new(&lock, c, path)) == 0);
     CU_ASSERT_EQUAL(zkit_client_add_listener(NULL, c, fw_state_listener, &after), 0);
-    CU_ASSERT_FATAL(zkit_mutex_new(&rival, rival_c, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&rival, rival_c, queue) == 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(rival, 5000) == 0);
     CU_ASSERT_FATAL(zkit_lock_node(&rival_node, rival) == 0);
 
     /* The create and the listing go into the cut; the session ends meanwhile. */
     zkh_proxy_block(proxy);
-    bg_start(&b, lock, 30000, 1);
+    if (semaphore)
+        sem_bg_start(&sb, sem, 1, 30000);
+    else
+        bg_start(&b, lock, 30000, 1);
     CU_ASSERT_EQUAL(zkh_expire_session(zk, session, passwd), 0);
     zkh_proxy_unblock(proxy);
     CU_ASSERT_EQUAL(zkh_wait_until(gate_lost, &gate, 15000), 0);
@@ -233,17 +243,28 @@ static void test_late_lost_keeps_new_node(void)
     gate_open(&gate);
     CU_ASSERT(fw_state_wait(&after, 0, ZKIT_CONN_LOST, 10000) >= 0);
     CU_ASSERT_EQUAL(zkit_lock_release(rival), 0);
-    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &b, 10000), 0);
-    CU_ASSERT_EQUAL(b.rc, 0);
-    CU_ASSERT_EQUAL(bg_finish(&b, 35000), 0);
-    CU_ASSERT_EQUAL(b.release_rc, 0);
+    acquired = zkh_wait_until(semaphore ? sem_bg_done : bg_acquired, semaphore ? (void *)&sb
+                                                                               : (void *)&b,
+                              10000) == 0;
+    CU_ASSERT(acquired);
+    if (semaphore) {
+        CU_ASSERT_EQUAL(sem_bg_join(&sb, 35000), 0);
+        CU_ASSERT_EQUAL(sb.rc, 0);
+        if (sb.rc == 0)
+            CU_ASSERT_EQUAL(zkit_lease_release(sb.leases[0]), 0);
+    } else {
+        CU_ASSERT_EQUAL(b.rc, 0);
+        CU_ASSERT_EQUAL(bg_finish(&b, 35000), 0);
+        CU_ASSERT_EQUAL(b.release_rc, 0);
+    }
     if (wait_owned_nodes(f.base, w.session, 0, 5000) != 0)
-        fprintf(stderr, "late-lost: session 0x%llx still owns %d node(s) under %s\n",
+        fprintf(stderr, "%s: session 0x%llx still owns %d node(s) under %s\n", name,
                 (unsigned long long)w.session, owned_nodes(f.base, w.session), f.base);
     CU_ASSERT_EQUAL(owned_nodes(f.base, w.session), 0);
     zkit_free(rival_node);
     fx_end(&f);
     zkit_lock_free(lock);
+    zkit_semaphore_free(sem);
     zkit_lock_free(rival);
     zkit_client_close(c);
     zkit_client_close(rival_c);
@@ -251,7 +272,18 @@ static void test_late_lost_keeps_new_node(void)
     fw_state_log_destroy(&after);
     pthread_mutex_destroy(&gate.mu);
     pthread_cond_destroy(&gate.cond);
+    free(queue);
     free(path);
+}
+
+static void test_late_lost_keeps_new_node(void)
+{
+    late_lost_case("late-lost", 0);
+}
+
+static void test_late_lost_semaphore(void)
+{
+    late_lost_case("late-lost-sem", 1);
 }
 
 /* ---- connection loss within the session: UNCERTAIN, then HELD again ------------------------- */
@@ -968,6 +1000,7 @@ static const zkh_test_t tests[] = {
     { "session expiry while holding: LOST", test_session_expiry_while_holding },
     { "session lost while acquiring, heard late: the new node stays known",
       test_late_lost_keeps_new_node },
+    { "the same for a semaphore's internal mutex", test_late_lost_semaphore },
     { "our node deleted by somebody else: LOST", test_node_deleted_by_other },
     { "holder process killed: a waiter takes over", test_holder_killed },
     { "partition: EXPIRED before the rival acquires", test_partition_expires_before_rival },
