@@ -316,12 +316,13 @@ static int lock_znodes_left(void)
         struct Stat st;
         if (strcmp(list[i], SOAK_JOB) == 0 || strcmp(list[i], SOAK_JOB_RECORD) == 0)
             continue;
-        /* The owner's session id, as the p*.session files give it, tells whose node it is. */
+        /* The owner's session id, as the p*.session files give it, tells whose node it is;
+         * its czxid is the fencing token the logs give the holding, if it was held. */
         memset(&st, 0, sizeof(st));
         if (zh)
             zoo_exists(zh, list[i], 0, &st);
-        fprintf(stderr, "soak: left behind: %s (ephemeral owner %" PRId64 ")\n", list[i],
-                (int64_t)st.ephemeralOwner);
+        fprintf(stderr, "soak: left behind: %s (ephemeral owner %" PRId64 ", czxid %" PRId64
+                        ")\n", list[i], (int64_t)st.ephemeralOwner, (int64_t)st.czxid);
         left++;
     }
     if (zh)
