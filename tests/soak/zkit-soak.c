@@ -329,18 +329,24 @@ static zhandle_t *server_connect(int i)
     return zh;
 }
 
-/* Each server's znode count (mntr), printed: replicas that disagree once the faults have
- * stopped would make a node "left" on one server only. */
-static void print_znode_counts(void)
+/* Each server's znode count (mntr) and last zxid (srvr), printed: replicas that still
+ * disagree once the faults have stopped (a node "left" on some servers only) have not
+ * applied the same history. */
+static void print_servers_state(void)
 {
-    char out[16384], line[128] = "soak: znodes per server:";
+    char out[16384], line[256] = "soak: servers' znodes and last zxids:";
     for (int i = 0; i < 3; i++) {
         char *p;
         int count = -1;
+        long long zxid = -1;
         if (zkh_four_letter(cluster, i, "mntr", out, sizeof(out)) >= 0 &&
             (p = strstr(out, "zk_znode_count")))
             count = atoi(p + strlen("zk_znode_count") + 1);
-        snprintf(line + strlen(line), sizeof(line) - strlen(line), " %d", count);
+        if (zkh_four_letter(cluster, i, "srvr", out, sizeof(out)) >= 0 &&
+            (p = strstr(out, "Zxid: ")))
+            zxid = strtoll(p + strlen("Zxid: "), NULL, 16);
+        snprintf(line + strlen(line), sizeof(line) - strlen(line), " %d:%d/0x%llx", i, count,
+                 zxid);
     }
     fprintf(stderr, "%s\n", line);
 }
@@ -376,8 +382,7 @@ static int lock_znodes_left(void)
                 (int64_t)st.czxid, where);
         left++;
     }
-    if (left)
-        print_znode_counts();
+    print_servers_state();
     for (int s = 0; s < 3; s++)
         if (servers[s])
             zookeeper_close(servers[s]);
