@@ -4,7 +4,9 @@
  * partition of the holder (through the harness' TCP proxy) racing a rival, and our node
  * deleted by somebody else.  The lock must report what happened through its state callback
  * (UNCERTAIN / HELD / EXPIRED / LOST), stop answering "held" once it is not, and a release
- * must then say ZKIT_ELOCKLOST.
+ * must then say ZKIT_ELOCKLOST.  An acquisition whose session ends while its requests are on
+ * their way, and which hears LOST only after they made its node in the new session, must not
+ * leave that node behind.
  *
  * Callbacks only record (state and CLOCK_MONOTONIC time) under a mutex; the test thread waits
  * with deadlines and asserts.  Every test checks that no lock node is left under its path and
@@ -101,6 +103,192 @@ static void test_session_expiry_while_holding(void)
     zkit_client_close(c);
     zkit_client_close(other_c);
     free(path);
+}
+
+/* ---- a session lost while acquiring, and heard late ---------------------------------------- */
+
+/* A listener that holds the event thread when it hears LOST, until the test lets it go: the
+ * listeners added after it (the lock's) hear the loss only then. */
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    int lost;   /* LOST reached the gate */
+    int open;
+} gate_t;
+
+static void gate_listener(zkit_client_t *c, zkit_conn_state_t state, void *arg)
+{
+    gate_t *g = arg;
+    int64_t due = zkh_now_ms() + 30000;
+    (void)c;
+    if (state != ZKIT_CONN_LOST)
+        return;
+    pthread_mutex_lock(&g->mu);
+    g->lost = 1;
+    pthread_cond_broadcast(&g->cond);
+    while (!g->open && fw_cond_wait_until(&g->cond, &g->mu, due) == 0)
+        ;
+    pthread_mutex_unlock(&g->mu);
+}
+
+static int gate_lost(void *arg)
+{
+    gate_t *g = arg;
+    return zkh_read_locked(&g->mu, &g->lost);
+}
+
+static void gate_open(gate_t *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->open = 1;
+    pthread_cond_broadcast(&g->cond);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Whether the server lists a watch of `session` on `path` (wchc). */
+static int session_watches(int64_t session, const char *path)
+{
+    static char out[1 << 16];
+    char head[32];
+    const char *p;
+    size_t len = strlen(path);
+    snprintf(head, sizeof(head), "0x%llx\n", (unsigned long long)session);
+    if (zkh_four_letter(zk, 0, "wchc", out, sizeof(out)) < 0 || !(p = strstr(out, head)))
+        return 0;
+    for (p += strlen(head); *p == '\t';) { /* its paths, one a line after a tab */
+        const char *end = strchr(p, '\n');
+        size_t n = end ? (size_t)(end - p - 1) : strlen(p + 1);
+        if (n == len && strncmp(p + 1, path, len) == 0)
+            return 1;
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    return 0;
+}
+
+typedef struct waiting_in {
+    zkit_client_t *client;
+    int64_t old_session;
+    const char *watched;
+    int64_t session;        /* the new session, once it waits there */
+} waiting_in_t;
+
+/* A zkh_wait_until predicate: the client is in a new session and waits there on `watched`. */
+static int waits_in_new_session(void *arg)
+{
+    waiting_in_t *w = arg;
+    int64_t session = zkit_client_session_id(w->client);
+    if (session == 0 || session == w->old_session || !session_watches(session, w->watched))
+        return 0;
+    w->session = session;
+    return 1;
+}
+
+/* The session expires while an acquisition's create is on its way; the client learns it on
+ * reconnecting, and its requests, retried in the new session, create a node there and wait
+ * behind the holder before the lock hears LOST (its event thread is held up).  That late LOST
+ * is about the old session: the node made in the new one must not be forgotten (it would stay
+ * for the session's life, first in the queue, and the acquisition would wait behind it).
+ * With `semaphore`, the acquisition is a counting semaphore's, waiting for its internal mutex
+ * (<path>/locks), which the rival holds. */
+static void late_lost_case(const char *name, int semaphore)
+{
+    fixture_t f;
+    zkit_client_t *c, *rival_c;
+    zkit_lock_t *lock = NULL, *rival;
+    zkit_semaphore_t *sem = NULL;
+    zkh_proxy_t *proxy;
+    gate_t gate;
+    fw_state_log_t after; /* a listener after the lock's: the lock has heard what it hears */
+    waiting_in_t w;
+    bg_t b;
+    sem_bg_t sb;
+    char *path, *queue, *rival_node = NULL, passwd[16];
+    int64_t session = 0;
+    int acquired;
+    fx_begin(&f, name);
+    path = lk_join(f.base, "lock");
+    queue = semaphore ? lk_join(path, "locks") : strdup(path);
+    memset(&gate, 0, sizeof(gate));
+    pthread_mutex_init(&gate.mu, NULL);
+    fw_cond_init(&gate.cond);
+    fw_state_log_init(&after);
+    rival_c = lk_client(10000);
+    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(rival_c != NULL && proxy != NULL);
+    c = lk_client_to(zkh_proxy_address(proxy), 4000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit__test_session_credentials(c, &session, passwd) == 0);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(NULL, c, gate_listener, &gate), 0);
+    CU_ASSERT_FATAL((semaphore ? zkit_semaphore_new(&sem, c, path, 1)
+                               : zkit_mutex_new(&lock, c, path)) == 0);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(NULL, c, fw_state_listener, &after), 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&rival, rival_c, queue) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(rival, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_node(&rival_node, rival) == 0);
+
+    /* The create and the listing go into the cut; the session ends meanwhile. */
+    zkh_proxy_block(proxy);
+    if (semaphore)
+        sem_bg_start(&sb, sem, 1, 30000);
+    else
+        bg_start(&b, lock, 30000, 1);
+    CU_ASSERT_EQUAL(zkh_expire_session(zk, session, passwd), 0);
+    zkh_proxy_unblock(proxy);
+    CU_ASSERT_EQUAL(zkh_wait_until(gate_lost, &gate, 15000), 0);
+    w.client = c;
+    w.old_session = session;
+    w.watched = rival_node;
+    w.session = 0;
+    CU_ASSERT_EQUAL(zkh_wait_until(waits_in_new_session, &w, 15000), 0);
+    CU_ASSERT_EQUAL(wait_owned_nodes(f.base, w.session, 1, 5000), 0);
+
+    /* Now the lock hears LOST; then the holder lets go, and the acquisition must get it. */
+    gate_open(&gate);
+    CU_ASSERT(fw_state_wait(&after, 0, ZKIT_CONN_LOST, 10000) >= 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(rival), 0);
+    acquired = zkh_wait_until(semaphore ? sem_bg_done : bg_acquired, semaphore ? (void *)&sb
+                                                                               : (void *)&b,
+                              10000) == 0;
+    CU_ASSERT(acquired);
+    if (semaphore) {
+        CU_ASSERT_EQUAL(sem_bg_join(&sb, 35000), 0);
+        CU_ASSERT_EQUAL(sb.rc, 0);
+        if (sb.rc == 0)
+            CU_ASSERT_EQUAL(zkit_lease_release(sb.leases[0]), 0);
+    } else {
+        CU_ASSERT_EQUAL(b.rc, 0);
+        CU_ASSERT_EQUAL(bg_finish(&b, 35000), 0);
+        CU_ASSERT_EQUAL(b.release_rc, 0);
+    }
+    if (wait_owned_nodes(f.base, w.session, 0, 5000) != 0)
+        fprintf(stderr, "%s: session 0x%llx still owns %d node(s) under %s\n", name,
+                (unsigned long long)w.session, owned_nodes(f.base, w.session), f.base);
+    CU_ASSERT_EQUAL(owned_nodes(f.base, w.session), 0);
+    zkit_free(rival_node);
+    fx_end(&f);
+    zkit_lock_free(lock);
+    zkit_semaphore_free(sem);
+    zkit_lock_free(rival);
+    zkit_client_close(c);
+    zkit_client_close(rival_c);
+    zkh_proxy_stop(proxy);
+    fw_state_log_destroy(&after);
+    pthread_mutex_destroy(&gate.mu);
+    pthread_cond_destroy(&gate.cond);
+    free(queue);
+    free(path);
+}
+
+static void test_late_lost_leaves_no_node(void)
+{
+    late_lost_case("late-lost", 0);
+}
+
+static void test_late_lost_semaphore(void)
+{
+    late_lost_case("late-lost-sem", 1);
 }
 
 /* ---- connection loss within the session: UNCERTAIN, then HELD again ------------------------- */
@@ -815,6 +1003,8 @@ static void test_handoff_semaphore_mutex(void)
 
 static const zkh_test_t tests[] = {
     { "session expiry while holding: LOST", test_session_expiry_while_holding },
+    { "session lost while acquiring, heard late: no node left", test_late_lost_leaves_no_node },
+    { "the same for a semaphore's internal mutex", test_late_lost_semaphore },
     { "our node deleted by somebody else: LOST", test_node_deleted_by_other },
     { "holder process killed: a waiter takes over", test_holder_killed },
     { "partition: EXPIRED before the rival acquires", test_partition_expires_before_rival },

@@ -1221,14 +1221,11 @@ void zkit__acq_connection_event(zkit__acq_t *acq, zkit_conn_state_t state)
         return;
     }
     if (state == ZKIT_CONN_LOST) {
-        /* The handle and its watches are gone; so is our node. */
-        acq->own_watch = OWN_NONE;
-        free(acq->ahead);
-        acq->ahead = NULL;
-        free(acq->node);
-        acq->node = NULL;
-        free(acq->watched);
-        acq->watched = NULL;
+        /* Start again, deleting our node and dropping our watches as for any node given up.
+         * A node of the lost session is gone already (its delete finds nothing), but this
+         * event can be heard after our requests, retried in the new session, made our node
+         * there: forgotten, that node would stay for the session's life, first in the queue
+         * for everyone behind it. */
         if (restart(acq, ZKIT_ELOCKLOST) == 0)
             acq_unlock(acq);
     } else if (state == ZKIT_CONN_RECONNECTED && acq->state == ACQ_WATCHING) {

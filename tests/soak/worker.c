@@ -637,7 +637,9 @@ static zkit_client_t *connect_client(void)
     o.session_timeout_ms = SOAK_SESSION_TIMEOUT_MS;
     o.connection_timeout_ms = 5000;
     o.retry = retry;
-    o.log_level = ZKIT_LOG_ERROR;
+    /* SOAK_LOG_INFO set: zkit's INFO lines (sessions lost, acquisitions started over, orphans
+     * deleted, deletes that failed) go into pN.err too, to follow a failure. */
+    o.log_level = getenv("SOAK_LOG_INFO") ? ZKIT_LOG_INFO : ZKIT_LOG_ERROR;
     rc = zkit_client_new(&c, &o);
     zkit_retry_free(retry);
     if (rc == 0 && (rc = zkit_client_add_listener(NULL, c, conn_state, NULL)) == 0)

@@ -305,27 +305,87 @@ static int reap_all(int timeout_ms, const char *dir)
 
 /* ---- the end state ---- */
 
+static void ignore_watch(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    (void)zh;
+    (void)type;
+    (void)state;
+    (void)path;
+    (void)ctx;
+}
+
+/* A raw handle to server i alone, connected within 5 s, or NULL. */
+static zhandle_t *server_connect(int i)
+{
+    zhandle_t *zh = zookeeper_init(zkh_server_address(cluster, i), ignore_watch, 10000, NULL,
+                                   NULL, 0);
+    int64_t end = zkh_now_ms() + 5000;
+    while (zh && zoo_state(zh) != ZOO_CONNECTED_STATE && zkh_now_ms() < end)
+        zkh_sleep_ms(20);
+    if (zh && zoo_state(zh) != ZOO_CONNECTED_STATE) {
+        zookeeper_close(zh);
+        zh = NULL;
+    }
+    return zh;
+}
+
+/* Each server's znode count (mntr) and last zxid (srvr), printed: replicas that still
+ * disagree once the faults have stopped (a node "left" on some servers only) have not
+ * applied the same history. */
+static void print_servers_state(void)
+{
+    char out[16384], line[256] = "soak: servers' znodes and last zxids:";
+    for (int i = 0; i < 3; i++) {
+        char *p;
+        int count = -1;
+        long long zxid = -1;
+        if (zkh_four_letter(cluster, i, "mntr", out, sizeof(out)) >= 0 &&
+            (p = strstr(out, "zk_znode_count")))
+            count = atoi(p + strlen("zk_znode_count") + 1);
+        if (zkh_four_letter(cluster, i, "srvr", out, sizeof(out)) >= 0 &&
+            (p = strstr(out, "Zxid: ")))
+            zxid = strtoll(p + strlen("Zxid: "), NULL, 16);
+        snprintf(line + strlen(line), sizeof(line) - strlen(line), " %d:%d/0x%llx", i, count,
+                 zxid);
+    }
+    fprintf(stderr, "%s\n", line);
+}
+
 /* Lock znodes left under SOAK_ROOT: everything but the job's record and its parents. */
 static int lock_znodes_left(void)
 {
     size_t n = 0;
     int left = 0;
     char **list = zkh_list_tree(cluster, SOAK_ROOT, &n);
-    zhandle_t *zh = n ? zkh_raw_connect(cluster) : NULL;
+    zhandle_t *servers[3] = { NULL, NULL, NULL };
+    for (int s = 0; n && s < 3; s++)
+        servers[s] = server_connect(s);
     for (size_t i = 0; i < n; i++) {
         struct Stat st;
+        char where[64] = "";
         if (strcmp(list[i], SOAK_JOB) == 0 || strcmp(list[i], SOAK_JOB_RECORD) == 0)
             continue;
-        /* The owner's session id, as the p*.session files give it, tells whose node it is. */
+        /* The owner's session id, as the p*.session files give it, tells whose node it is;
+         * its czxid is the fencing token the logs give the holding, if it was held; the
+         * servers that have it tell a node of the ensemble from one replica's. */
         memset(&st, 0, sizeof(st));
-        if (zh)
-            zoo_exists(zh, list[i], 0, &st);
-        fprintf(stderr, "soak: left behind: %s (ephemeral owner %" PRId64 ")\n", list[i],
-                (int64_t)st.ephemeralOwner);
+        for (int s = 0; s < 3; s++) {
+            struct Stat one;
+            int rc = servers[s] ? zoo_exists(servers[s], list[i], 0, &one) : ZCONNECTIONLOSS;
+            snprintf(where + strlen(where), sizeof(where) - strlen(where), " %d:%s", s,
+                     rc == ZOK ? "yes" : rc == ZNONODE ? "no" : "?");
+            if (rc == ZOK)
+                st = one;
+        }
+        fprintf(stderr, "soak: left behind: %s (ephemeral owner %" PRId64 ", czxid %" PRId64
+                        ", on servers%s)\n", list[i], (int64_t)st.ephemeralOwner,
+                (int64_t)st.czxid, where);
         left++;
     }
-    if (zh)
-        zookeeper_close(zh);
+    print_servers_state();
+    for (int s = 0; s < 3; s++)
+        if (servers[s])
+            zookeeper_close(servers[s]);
     zkh_free_list(list, n);
     return left;
 }
