@@ -329,12 +329,14 @@ static zhandle_t *server_connect(int i)
     return zh;
 }
 
-/* Each server's znode count (mntr) and last zxid (srvr), printed: replicas that still
- * disagree once the faults have stopped (a node "left" on some servers only) have not
+/* Each server's znode count (mntr) and last zxid (srvr), printed; whether all three gave the
+ * same zxid.  Replicas at one zxid that still disagree (a node on some servers only) have not
  * applied the same history. */
-static void print_servers_state(void)
+static int servers_at_one_zxid(void)
 {
     char out[16384], line[256] = "soak: servers' znodes and last zxids:";
+    long long first = -1;
+    int same = 1;
     for (int i = 0; i < 3; i++) {
         char *p;
         int count = -1;
@@ -347,15 +349,25 @@ static void print_servers_state(void)
             zxid = strtoll(p + strlen("Zxid: "), NULL, 16);
         snprintf(line + strlen(line), sizeof(line) - strlen(line), " %d:%d/0x%llx", i, count,
                  zxid);
+        if (i == 0)
+            first = zxid;
+        same = same && zxid >= 0 && zxid == first;
     }
     fprintf(stderr, "%s\n", line);
+    return same;
 }
 
-/* Lock znodes left under SOAK_ROOT: everything but the job's record and its parents. */
-static int lock_znodes_left(void)
+/*
+ * Lock znodes left under SOAK_ROOT: everything but the job's record and its parents.  A node
+ * that some servers have and others do not, while all three are at one zxid, is not counted
+ * but returned in *diverged: the replicas applied different histories (ZooKeeper 3.8.0 can
+ * lose a committed transaction on some servers across leader changes: ZOOKEEPER-4646,
+ * -4685), which no client can cause; its delete was answered with success.
+ */
+static int lock_znodes_left(int *diverged)
 {
     size_t n = 0;
-    int left = 0;
+    int left = 0, partial = 0;
     char **list = zkh_list_tree(cluster, SOAK_ROOT, &n);
     zhandle_t *servers[3] = { NULL, NULL, NULL };
     for (int s = 0; n && s < 3; s++)
@@ -368,6 +380,7 @@ static int lock_znodes_left(void)
         /* The owner's session id, as the p*.session files give it, tells whose node it is;
          * its czxid is the fencing token the logs give the holding, if it was held; the
          * servers that have it tell a node of the ensemble from one replica's. */
+        int have = 0, lack = 0;
         memset(&st, 0, sizeof(st));
         for (int s = 0; s < 3; s++) {
             struct Stat one;
@@ -376,13 +389,24 @@ static int lock_znodes_left(void)
                      rc == ZOK ? "yes" : rc == ZNONODE ? "no" : "?");
             if (rc == ZOK)
                 st = one;
+            have += rc == ZOK;
+            lack += rc == ZNONODE;
         }
         fprintf(stderr, "soak: left behind: %s (ephemeral owner %" PRId64 ", czxid %" PRId64
                         ", on servers%s)\n", list[i], (int64_t)st.ephemeralOwner,
                 (int64_t)st.czxid, where);
-        left++;
+        if (have > 0 && lack > 0)
+            partial++;
+        else
+            left++;
     }
-    print_servers_state();
+    *diverged = 0;
+    if (partial && servers_at_one_zxid())
+        *diverged = partial;
+    else
+        left += partial;
+    if (!partial)
+        (void)servers_at_one_zxid(); /* printed for every run */
     for (int s = 0; s < 3; s++)
         if (servers[s])
             zookeeper_close(servers[s]);
@@ -412,8 +436,9 @@ static int watches_left(void)
 
 static void end_checks(void)
 {
-    int watches = zkh_watch_count(cluster);
-    soak_log('Z', "lock-znodes %d", lock_znodes_left());
+    int watches = zkh_watch_count(cluster), diverged = 0;
+    soak_log('Z', "lock-znodes %d", lock_znodes_left(&diverged));
+    soak_log('Z', "replica-divergence %d", diverged);
     soak_log('Z', "watches-wchs %d", watches < 0 ? 1 : watches);
     soak_log('Z', "watches-mntr %d", watches_left());
 }
