@@ -158,26 +158,30 @@ static void first_node_stat(zkit_client_t *c, const zkit_result_t *r, void *arg)
     group_free(g);
 }
 
-/* Whether the group's Stat is being read (then first_node_stat finishes the group). */
-static int read_first_node_stat(group_t *g)
+/* Sends an exists of `full_path` for the group, answered to `done`; false when it could not
+ * be sent. */
+static int send_exists(group_t *g, const char *full_path, zkit_completion_fn done)
 {
-    const char *first = zkit__txn_created_full_path(g->txn, 0);
-    zkit__op_t *op;
-    if (g->members[0]->type != ZKIT__OP_CREATE || !first)
-        return 0;
-    if (!(op = zkit__op_new(zkit__txn_client(g->txn), ZKIT__OP_EXISTS)))
-        return 0;
-    if (!(op->path = strdup(first))) {
+    zkit__op_t *op = zkit__op_new(g->members[0]->client, ZKIT__OP_EXISTS);
+    if (!op || !(op->path = strdup(full_path))) {
         zkit__op_unref(op);
         return 0;
     }
     op->delivery = ZKIT__DELIVER_INLINE;
     op->deliver_always = 1;
-    op->done = first_node_stat;
+    op->done = done;
     op->arg = g;
     (void)zkit__op_submit(op);
     zkit__op_unref(op);
     return 1;
+}
+
+/* Whether the group's Stat is being read (then first_node_stat finishes the group). */
+static int read_first_node_stat(group_t *g)
+{
+    const char *first = zkit__txn_created_full_path(g->txn, 0);
+    return g->members[0]->type == ZKIT__OP_CREATE && first &&
+           send_exists(g, first, first_node_stat);
 }
 
 /* The transaction ended otherwise: each member settles its own outcome. */
@@ -293,23 +297,6 @@ static void guess_read(zkit_client_t *c, const zkit_result_t *r, void *arg)
     group_arrived(g);
 }
 
-/* Sends the exists of the guessed path; false when it could not be sent. */
-static int send_guess(group_t *g)
-{
-    zkit__op_t *op = zkit__op_new(g->members[0]->client, ZKIT__OP_EXISTS);
-    if (!op || !(op->path = strdup(g->guess))) {
-        zkit__op_unref(op);
-        return 0;
-    }
-    op->delivery = ZKIT__DELIVER_INLINE;
-    op->deliver_always = 1;
-    op->done = guess_read;
-    op->arg = g;
-    (void)zkit__op_submit(op);
-    zkit__op_unref(op);
-    return 1;
-}
-
 static void group_send(group_t *g)
 {
     int rc;
@@ -322,7 +309,7 @@ static void group_send(group_t *g)
         group_free(g);
         return;
     }
-    if (g->guess && !send_guess(g))
+    if (g->guess && !send_exists(g, g->guess, guess_read))
         group_arrived(g); /* as a guess not found */
 }
 
