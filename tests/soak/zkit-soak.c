@@ -358,7 +358,8 @@ static int servers_at_one_zxid(void)
 }
 
 /*
- * Lock znodes left under SOAK_ROOT: everything but the job's record and its parents.  A node
+ * Lock znodes left under SOAK_ROOT: the ephemeral nodes (the job's record and the directories
+ * are not lock nodes; empty directories are the servers' to reap).  A node
  * that some servers have and others do not, while all three are at one zxid, is not counted
  * but returned in *diverged: the replicas applied different histories (ZooKeeper 3.8.0 can
  * lose a committed transaction on some servers across leader changes: ZOOKEEPER-4646,
@@ -380,17 +381,27 @@ static int lock_znodes_left(int *diverged)
         /* The owner's session id, as the p*.session files give it, tells whose node it is;
          * its czxid is the fencing token the logs give the holding, if it was held; the
          * servers that have it tell a node of the ensemble from one replica's. */
-        int have = 0, lack = 0;
+        int have = 0, lack = 0, children = 0;
         memset(&st, 0, sizeof(st));
         for (int s = 0; s < 3; s++) {
             struct Stat one;
             int rc = servers[s] ? zoo_exists(servers[s], list[i], 0, &one) : ZCONNECTIONLOSS;
             snprintf(where + strlen(where), sizeof(where) - strlen(where), " %d:%s", s,
                      rc == ZOK ? "yes" : rc == ZNONODE ? "no" : "?");
-            if (rc == ZOK)
+            if (rc == ZOK) {
                 st = one;
+                if (one.numChildren > children)
+                    children = one.numChildren;
+            }
             have += rc == ZOK;
             lack += rc == ZNONODE;
+        }
+        /* Lock nodes are ephemeral; the directories above them are containers, which the
+         * servers reap once empty (one with children stays for them). */
+        if (st.ephemeralOwner == 0) {
+            fprintf(stderr, "soak: still there: %s, a directory with %d children (on "
+                            "servers%s)\n", list[i], children, where);
+            continue;
         }
         fprintf(stderr, "soak: left behind: %s (ephemeral owner %" PRId64 ", czxid %" PRId64
                         ", on servers%s)\n", list[i], (int64_t)st.ephemeralOwner,
