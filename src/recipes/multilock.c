@@ -424,23 +424,15 @@ static void multi_unref(void *machine)
     mrun_unref(machine);
 }
 
-/* Whether no part's holding of `owner` was lost.  A lost part's node may be gone already, and
- * a transaction deleting it would fail as a whole, sending the other deletes a round trip
- * late, after requests the caller makes once the release has returned. */
+/* Whether every part is still held by `owner`, none lost or expired.  A lost part's node may
+ * be gone already, and a transaction deleting it would fail as a whole, sending the other
+ * deletes a round trip late, after requests the caller makes once the release has returned. */
 static int no_part_lost(const multi_t *m, pthread_t owner)
 {
-    int intact = 1;
-    for (size_t i = 0; i < m->count && intact; i++) {
-        zkit_lock_t *part = m->parts[i];
-        pthread_mutex_lock(&part->mu);
-        for (zkit__holder_t *h = part->holders; h; h = h->next)
-            if (!part->ops->thread_owned || pthread_equal(h->thread, owner)) {
-                intact = !h->lost;
-                break;
-            }
-        pthread_mutex_unlock(&part->mu);
-    }
-    return intact;
+    for (size_t i = 0; i < m->count; i++)
+        if (zkit__lock_query_holder(m->parts[i], owner, NULL, NULL, NULL) != 0)
+            return 0;
+    return 1;
 }
 
 static int multi_release(zkit_lock_t *lock, zkit__holder_t *h, pthread_t owner)
