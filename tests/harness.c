@@ -1868,12 +1868,13 @@ struct zkh_proxy {
     struct sockaddr_in target;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int want_block, want_stop;
+    int want_block, want_stop, want_hold;
     unsigned req, ack;
     /* owned by the proxy thread */
     struct pconn **conns;
     size_t nconns, cap;
     int blocked;
+    int held; /* replies (server to client) are not read */
 };
 
 static void set_nodelay(int fd)
@@ -1948,9 +1949,10 @@ static void proxy_accept(struct zkh_proxy *p)
     }
 }
 
-/* Move bytes both ways; nonblocking throughout.  Returns -1 when the pair
- * is finished (EOF drained, or an error on either side). */
-static int pconn_service(struct pconn *pc, const struct pollfd *pfds)
+/* Move bytes both ways (only client to server while replies are held);
+ * nonblocking throughout.  Returns -1 when the pair is finished (EOF drained,
+ * or an error on either side). */
+static int pconn_service(struct pconn *pc, const struct pollfd *pfds, int held)
 {
     if (pc->connecting) {
         if (pc->si < 0 || !(pfds[pc->si].revents & (POLLOUT | POLLERR | POLLHUP)))
@@ -1961,7 +1963,7 @@ static int pconn_service(struct pconn *pc, const struct pollfd *pfds)
             return -1;
         pc->connecting = 0;
     }
-    for (int d = 0; d < 2; d++) {
+    for (int d = 0; d < (held ? 1 : 2); d++) {
         int src = d == 0 ? pc->cfd : pc->sfd;
         int dst = d == 0 ? pc->sfd : pc->cfd;
         for (int round = 0; round < 4; round++) {
@@ -2004,6 +2006,7 @@ static void *proxy_main(void *arg)
         pthread_mutex_lock(&p->mu);
         int stop = p->want_stop, wb = p->want_block;
         unsigned req = p->req;
+        p->held = p->want_hold;
         pthread_mutex_unlock(&p->mu);
         if (stop)
             break;
@@ -2046,9 +2049,9 @@ static void *proxy_main(void *arg)
             } else {
                 if (pc->len[0] == 0 && !pc->eof[0])
                     ce |= POLLIN;
-                if (pc->len[1] > 0)
+                if (pc->len[1] > 0 && !p->held)
                     ce |= POLLOUT;
-                if (pc->len[1] == 0 && !pc->eof[1])
+                if (pc->len[1] == 0 && !pc->eof[1] && !p->held)
                     se |= POLLIN;
                 if (pc->len[0] > 0)
                     se |= POLLOUT;
@@ -2088,7 +2091,7 @@ static void *proxy_main(void *arg)
         for (size_t i = 0; i < p->nconns; i++) {
             struct pconn *pc = p->conns[i];
             int touched = (pc->ci >= 0 && pfds[pc->ci].revents) || (pc->si >= 0 && pfds[pc->si].revents);
-            if (touched && pconn_service(pc, pfds) != 0) {
+            if (touched && pconn_service(pc, pfds, p->held) != 0) {
                 pconn_close(pc);
                 continue;
             }
@@ -2101,11 +2104,13 @@ static void *proxy_main(void *arg)
     return NULL;
 }
 
-static void proxy_request(zkh_proxy_t *p, int block, int stop)
+static void proxy_request(zkh_proxy_t *p, int block, int stop, int hold)
 {
     pthread_mutex_lock(&p->mu);
     if (stop)
         p->want_stop = 1;
+    else if (hold >= 0)
+        p->want_hold = hold;
     else
         p->want_block = block;
     unsigned my = ++p->req;
@@ -2121,7 +2126,8 @@ static void proxy_request(zkh_proxy_t *p, int block, int stop)
     pthread_mutex_lock(&p->mu);
     while ((int)(p->ack - my) < 0) {
         if (pthread_cond_timedwait(&p->cv, &p->mu, &ts) == ETIMEDOUT) {
-            hlog("proxy %s: thread did not acknowledge %s", p->addr, block ? "block" : "unblock");
+            hlog("proxy %s: thread did not acknowledge %s", p->addr,
+                 hold >= 0 ? "hold" : block ? "block" : "unblock");
             break;
         }
     }
@@ -2205,20 +2211,26 @@ const char *zkh_proxy_address(zkh_proxy_t *p)
 void zkh_proxy_block(zkh_proxy_t *p)
 {
     if (p != NULL)
-        proxy_request(p, 1, 0);
+        proxy_request(p, 1, 0, -1);
 }
 
 void zkh_proxy_unblock(zkh_proxy_t *p)
 {
     if (p != NULL)
-        proxy_request(p, 0, 0);
+        proxy_request(p, 0, 0, -1);
+}
+
+void zkh_proxy_hold_replies(zkh_proxy_t *p, int hold)
+{
+    if (p)
+        proxy_request(p, 0, 0, hold != 0);
 }
 
 void zkh_proxy_stop(zkh_proxy_t *p)
 {
     if (p == NULL)
         return;
-    proxy_request(p, 0, 1);
+    proxy_request(p, 0, 1, -1);
     pthread_join(p->thread, NULL);
     free(p->conns);
     close(p->lfd);

@@ -145,12 +145,18 @@ int zkh_wait_count(long (*count)(void *arg), void *arg, long expected, int timeo
  *  unblock: closes every connection that existed while blocked (held bytes
  *           are dropped, clients see a reset and reconnect), then forwards
  *           new connections normally.  Returns once that is done.
+ *  hold_replies(1): from the moment it returns, nothing more is read from
+ *           the server side (requests still reach the server); (0): the
+ *           held replies are forwarded, in order, on the same connections.
+ *           Keep a hold well below two thirds of the session timeout, or
+ *           the client takes the silence for a dead server.
  *  stop:    closes everything, joins the thread, frees.  NULL is accepted. */
 typedef struct zkh_proxy zkh_proxy_t;
 zkh_proxy_t *zkh_proxy_start(const char *target);
 const char *zkh_proxy_address(zkh_proxy_t *p); /* "127.0.0.1:port" */
 void zkh_proxy_block(zkh_proxy_t *p);
 void zkh_proxy_unblock(zkh_proxy_t *p);
+void zkh_proxy_hold_replies(zkh_proxy_t *p, int hold);
 void zkh_proxy_stop(zkh_proxy_t *p);
 
 /* ---- test runs ---------------------------------------------------------- */

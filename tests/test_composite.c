@@ -956,6 +956,259 @@ static void test_multi_contended_tokens(void)
         free(p[i]);
 }
 
+/* ---- the counting semaphore's speculative lease --------------------------------------------- */
+
+/* One uncontended lease, taken and given back: the semaphore's directories exist afterwards,
+ * and the object has found its internal mutex free. */
+static void one_lease_cycle(zkit_semaphore_t *sem)
+{
+    zkit_lease_t *lease = NULL;
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(&lease, sem, 1, 5000) == 0);
+    CU_ASSERT_EQUAL(zkit_lease_release(lease), 0);
+}
+
+/*
+ * While nothing contends, a lease is created and listed right behind the internal mutex's
+ * create and listing, before any reply: with every reply held back by the proxy, the lease
+ * node still reaches the server.  Once the replies flow, the acquire returns holding exactly
+ * that node.
+ */
+static void test_semaphore_lease_with_mutex_requests(void)
+{
+    fixture_t f;
+    zkit_client_t *a;
+    zkh_proxy_t *proxy;
+    zkit_semaphore_t *sem;
+    holder_t *h = calloc(1, sizeof(*h));
+    char dir[64], log[128], *path, *leases, *locks, *node = NULL;
+    int64_t session;
+    fx_begin(&f, "sem-speculative");
+    scratch_dir(dir, sizeof(dir));
+    CU_ASSERT_FATAL(dir[0] != '\0' && h != NULL);
+    snprintf(log, sizeof(log), "%s/log", dir);
+    path = lk_join(f.base, "sem");
+    leases = lk_join(path, "leases");
+    locks = lk_join(path, "locks");
+    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(proxy != NULL);
+    a = lk_client_to(zkh_proxy_address(proxy), 10000);
+    CU_ASSERT_FATAL(a != NULL);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sem, a, path, 1) == 0);
+    one_lease_cycle(sem);
+    session = zkit_client_session_id(a);
+
+    h->sem = sem;
+    h->count = 1;
+    h->log = log;
+    h->cls = "S1";
+    zkh_proxy_hold_replies(proxy, 1);
+    holder_start(h);
+    CU_ASSERT_EQUAL(wait_owned_nodes(locks, session, 1, 3000), 0);
+    CU_ASSERT_EQUAL(wait_owned_nodes(leases, session, 1, 3000), 0);
+    CU_ASSERT_EQUAL(holder_returned(h), 0);
+    zkh_proxy_hold_replies(proxy, 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(holder_returned, h, 10000), 0);
+    CU_ASSERT_EQUAL(h->rc, 0);
+    if (h->rc == 0) {
+        CU_ASSERT_EQUAL(zkit_lease_node(&node, h->leases[0]), 0);
+        CU_ASSERT_EQUAL(node ? node_owner(node) : -1, session);
+        CU_ASSERT_EQUAL(children_of(leases), 1);
+        zkit_free(node);
+    }
+    CU_ASSERT_EQUAL(holder_finish(h, 10000), 0);
+    CU_ASSERT_EQUAL(h->release_rc, 0);
+    CU_ASSERT_EQUAL(wait_children(leases, 0, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(locks, 0, 5000), 0);
+
+    fx_end(&f);
+    zkit_semaphore_free(sem);
+    zkit_client_close(a);
+    zkh_proxy_stop(proxy);
+    scratch_remove(dir);
+    free(path);
+    free(leases);
+    free(locks);
+    free(h);
+}
+
+/*
+ * A speculative lease must go as soon as the internal mutex turns out to be taken: the taker
+ * holding the mutex while it waits for room counts every lease, so a lease left by a taker
+ * queued behind it would keep it waiting for ever.  A holds the only lease, W waits for room
+ * holding the internal mutex, and B (which has never seen contention, so it speculates) asks
+ * first once without waiting, then with a wait.  When A lets go, W must get the lease; when
+ * W lets go, B.  At no time do two hold.
+ */
+static void test_semaphore_speculative_lease_withdrawn(void)
+{
+    fixture_t f;
+    zkit_client_t *c[3];
+    zkit_semaphore_t *sem[3];
+    zkit_lease_t *a_lease = NULL, *once = NULL;
+    sem_bg_t w, b;
+    char *path, *leases, *locks;
+    int64_t b_session;
+    fx_begin(&f, "sem-withdrawn");
+    path = lk_join(f.base, "sem");
+    leases = lk_join(path, "leases");
+    locks = lk_join(path, "locks");
+    for (int i = 0; i < 3; i++) {
+        c[i] = lk_client(10000);
+        CU_ASSERT_FATAL(c[i] != NULL);
+        CU_ASSERT_FATAL(zkit_semaphore_new(&sem[i], c[i], path, 1) == 0);
+    }
+    b_session = zkit_client_session_id(c[2]);
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(&a_lease, sem[0], 1, 5000) == 0);
+    sem_bg_start(&w, sem[1], 1, 30000);
+    CU_ASSERT_EQUAL(wait_children(leases, 2, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(locks, 1, 5000), 0);
+
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(&once, sem[2], 1, 0), ZKIT_ETIMEDOUT);
+    CU_ASSERT_EQUAL(wait_owned_nodes(leases, b_session, 0, 5000), 0);
+    CU_ASSERT_EQUAL(wait_owned_nodes(locks, b_session, 0, 5000), 0);
+
+    sem_bg_start(&b, sem[2], 1, 30000);
+    CU_ASSERT_EQUAL(wait_owned_nodes(locks, b_session, 1, 5000), 0);
+    CU_ASSERT_EQUAL(wait_owned_nodes(leases, b_session, 0, 5000), 0);
+    CU_ASSERT_FALSE(sem_bg_done(&w));
+    CU_ASSERT_FALSE(sem_bg_done(&b));
+
+    CU_ASSERT_EQUAL(zkit_lease_release(a_lease), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(sem_bg_done, &w, 10000), 0);
+    CU_ASSERT_EQUAL(w.rc, 0);
+    /* B now waits for room under the internal mutex, with its lease counted. */
+    CU_ASSERT_EQUAL(wait_owned_nodes(leases, b_session, 1, 5000), 0);
+    CU_ASSERT_EQUAL(wait_owned_nodes(locks, b_session, 1, 5000), 0);
+    CU_ASSERT_FALSE(sem_bg_done(&b));
+    if (w.rc == 0)
+        CU_ASSERT_EQUAL(zkit_lease_release(w.leases[0]), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(sem_bg_done, &b, 10000), 0);
+    CU_ASSERT_EQUAL(b.rc, 0);
+    if (b.rc == 0) {
+        CU_ASSERT_EQUAL(children_of(leases), 1);
+        CU_ASSERT_EQUAL(zkit_lease_release(b.leases[0]), 0);
+    }
+    CU_ASSERT_EQUAL(sem_bg_join(&w, 5000), 0);
+    CU_ASSERT_EQUAL(sem_bg_join(&b, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(leases, 0, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(locks, 0, 5000), 0);
+
+    fx_end(&f);
+    for (int i = 0; i < 3; i++) {
+        zkit_semaphore_free(sem[i]);
+        zkit_client_close(c[i]);
+    }
+    free(path);
+    free(leases);
+    free(locks);
+}
+
+/*
+ * The session ends while a speculative lease and the internal mutex's node are on the server
+ * and their replies are not yet back: the client is partitioned (replies held first, so the
+ * partition falls inside that window) until the server expires the session.  The acquire
+ * must then take a lease in the new session, or fail; never report the old one.  A probe
+ * takes the lease without waiting all along; no probe may hold while the acquire says held.
+ */
+static void test_semaphore_session_lost_while_speculating(void)
+{
+    fixture_t f;
+    zkit_client_t *a, *c;
+    zkh_proxy_t *proxy;
+    zkit_semaphore_t *a_sem;
+    holder_t *h = calloc(1, sizeof(*h));
+    probe_t p;
+    verdict_t v;
+    char dir[64], log[128], *path, *leases;
+    int64_t old_session;
+    int returned, stuck;
+    fx_begin(&f, "sem-spec-expiry");
+    scratch_dir(dir, sizeof(dir));
+    CU_ASSERT_FATAL(dir[0] != '\0' && h != NULL);
+    snprintf(log, sizeof(log), "%s/log", dir);
+    path = lk_join(f.base, "sem");
+    leases = lk_join(path, "leases");
+    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(proxy != NULL);
+    a = lk_client_to(zkh_proxy_address(proxy), SESSION_MS);
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(a != NULL && c != NULL);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&a_sem, a, path, 1) == 0);
+    one_lease_cycle(a_sem);
+    memset(&p, 0, sizeof(p));
+    CU_ASSERT_FATAL(zkit_semaphore_new(&p.sem, c, path, 1) == 0);
+    strcpy(p.sem_cls, "S1");
+    p.against = h;
+    p.log = log;
+    h->sem = a_sem;
+    h->count = 1;
+    h->log = strdup(log);
+    h->cls = "S1";
+
+    old_session = zkit_client_session_id(a);
+    zkh_proxy_hold_replies(proxy, 1);
+    holder_start(h);
+    CU_ASSERT_EQUAL(wait_owned_nodes(leases, old_session, 1, 2000), 0);
+    zkh_proxy_block(proxy);
+    zkh_proxy_hold_replies(proxy, 0);
+    CU_ASSERT_FATAL(pthread_create(&p.thread, NULL, probe_main, &p) == 0);
+    CU_ASSERT_EQUAL(wait_session_gone(path, old_session, 4 * SESSION_MS + 10000), 0);
+    zkh_proxy_unblock(proxy);
+    CU_ASSERT_EQUAL(zkit_client_block_until_connected(a, 20000), 0);
+    returned = zkh_wait_until(holder_returned, h, 30000) == 0;
+    CU_ASSERT(returned);
+    if (returned && h->rc == 0) {
+        int64_t now_session = zkit_client_session_id(a);
+        char *node = NULL;
+        int64_t owner = zkit_lease_node(&node, h->leases[0]) == 0 ? node_owner(node) : -1;
+        if (owner != now_session)
+            fprintf(stderr, "sem-spec-expiry: the lease reported held, its node %s %s\n",
+                    node ? node : "(none)", owner < 0 ? "does not exist" : "is not ours");
+        CU_ASSERT_NOT_EQUAL(now_session, old_session);
+        CU_ASSERT_EQUAL(owner, now_session);
+        zkit_free(node);
+        /* The stale speculative lease, if its create was retried in the new session, goes. */
+        CU_ASSERT_EQUAL(wait_owned_nodes(leases, now_session, 1, 5000), 0);
+        zkh_sleep_ms(1000); /* hold with the probe running */
+    } else if (returned) {
+        fprintf(stderr, "sem-spec-expiry: the acquire failed (allowed): %s\n",
+                zkit_strerror(h->rc));
+    }
+    stuck = holder_finish(h, returned ? 10000 : 0) != 0;
+    if (!stuck && h->rc == 0)
+        CU_ASSERT_EQUAL(h->release_rc, 0);
+    zkh_sleep_ms(200); /* the probe keeps going a little after the release */
+    atomic_store(&p.stop, 1);
+    pthread_join(p.thread, NULL);
+
+    check_log(log, 1, &v);
+    report_verdict("sem-spec-expiry", &v);
+    CU_ASSERT_EQUAL(atomic_load(&p.while_held), 0);
+    CU_ASSERT_EQUAL(v.violations, 0);
+    CU_ASSERT_EQUAL(v.unbalanced, 0);
+    CU_ASSERT_EQUAL(atomic_load(&p.errors), 0);
+    CU_ASSERT(atomic_load(&p.taken) > 0);
+    CU_ASSERT_EQUAL(wait_children(leases, 0, 5000), 0);
+
+    fx_end(&f);
+    if (stuck) {
+        fprintf(stderr, "sem-spec-expiry: A's acquire still runs; its objects are left alone\n");
+    } else {
+        zkit_semaphore_free(a_sem);
+        zkit_client_close(a);
+        zkh_proxy_stop(proxy);
+    }
+    zkit_semaphore_free(p.sem);
+    zkit_client_close(c);
+    scratch_remove(dir);
+    free(leases);
+    if (!stuck) {
+        free(path);
+        free((char *)h->log);
+        free(h);
+    }
+}
+
 /* ---- registration ---------------------------------------------------------------------------- */
 
 static const zkh_test_t tests[] = {
@@ -975,6 +1228,12 @@ static const zkh_test_t tests[] = {
       test_multi_transaction_each_way },
     { "multi-lock contended: one holder, every token its node's czxid",
       test_multi_contended_tokens },
+    { "semaphore: an uncontended lease goes with the internal mutex's requests",
+      test_semaphore_lease_with_mutex_requests },
+    { "semaphore: a speculative lease goes when the internal mutex is taken",
+      test_semaphore_speculative_lease_withdrawn },
+    { "semaphore: the session ends while a speculative lease is on its way",
+      test_semaphore_session_lost_while_speculating },
     { NULL, NULL }
 };
 

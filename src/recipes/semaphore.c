@@ -9,11 +9,21 @@
  *
  * Taking one lease is a state machine ("run") driven by completions and watch events:
  *
- *   LOCKING  the internal mutex, an engine request
+ *   LOCKING  the internal mutex, an engine request; while nothing contends, the lease is
+ *            created and listed right behind the mutex's own create and listing
+ *            (speculatively), so that an uncontended lease takes one round trip
  *   LISTING  create the lease and list the leases, back to back (one round trip)
  *   WAITING  too many leases: list again with a children watch; the watch -> LISTING
  *   done     the internal mutex is released (not waited for) in every case; on error the
  *            lease node goes too, even when its create reply comes after the end
+ *
+ * The speculative lease is safe without the internal mutex: a taker holds only on a listing
+ * that shows its own lease and at most max_leases children, and every lease held at any
+ * moment was created before the latest holder's listing and still exists, so it is counted
+ * there.  The internal mutex is for liveness: a taker that waits for room holds it, so two
+ * takers never each keep a lease the other counts.  A speculative lease therefore goes as soon
+ * as the internal mutex turns out to be contended; until then it only makes a rival taker
+ * count one lease more for a moment.  Curator's takers see the same.
  *
  * A lease is a lock object of its own kind with one holding, so it hears UNCERTAIN, HELD,
  * EXPIRED and LOST like any lock.  Several leases under one deadline are runs one after the
@@ -46,6 +56,7 @@ struct zkit_semaphore {
     int has_data;
     zkit_lease_state_fn state_fn;
     void *state_arg;
+    int speculate;              /* atomic: the last run found the internal mutex free */
     LIST_HEAD(, sem_acq) acqs;  /* acquisitions in progress */
     uint64_t connection_changes; /* numbers the changes told to runs */
 };
@@ -102,6 +113,7 @@ struct run {
     int created;                /* the create reply came */
     int relist_due;             /* a listing came before the create reply: list again */
     int holds_mutex;            /* the internal mutex is ours */
+    int speculative;            /* the lease was sent with the internal mutex's requests */
     int watching;               /* the children watch is armed */
     zkit_watcher_t watcher;
     uint64_t deadline_timer;
@@ -290,9 +302,10 @@ static void on_listed(zkit_client_t *c, const zkit_result_t *res, void *arg)
     (void)c;
     if (!run)
         return;
-    if (!run->created) {
+    if (!run->created || run->state == RUN_LOCKING) {
         /* The listing beat the create's reply (the create made the parents first, or was
-         * retried after a disconnection): list again once the create's outcome is known. */
+         * retried after a disconnection), or a speculative listing came before the internal
+         * mutex: list again once both are known. */
         run->relist_due = 1;
         pthread_mutex_unlock(&run->mu);
     } else if (res->error != 0) {
@@ -302,6 +315,15 @@ static void on_listed(zkit_client_t *c, const zkit_result_t *res, void *arg)
     }
     reply_close(r);
 }
+
+/* A fresh listing for one that was set aside (run->mu held). */
+static int relist(run_t *run)
+{
+    run->relist_due = 0;
+    return list_leases(run, 0);
+}
+
+static void lease_create_failed(run_t *run, int error);
 
 static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
 {
@@ -313,7 +335,7 @@ static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
         return;
     }
     if (res->error != 0) {
-        run_finish(run, res->error);
+        lease_create_failed(run, res->error);
     } else if (!(run->node = strdup(res->path))) {
         zkit__delete_inline(c, res->path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
         run_finish(run, ZKIT_ENOMEM);
@@ -323,8 +345,9 @@ static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
         if (res->stat)
             run->stat = *res->stat;
         /* A create retried after a disconnection may answer after the pipelined listing:
-         * then that listing was set aside, and a fresh one decides. */
-        if (run->relist_due && (rc = list_leases(run, 0)) != 0)
+         * then that listing was set aside, and a fresh one decides (once the internal mutex
+         * is ours, for a speculative lease). */
+        if (run->relist_due && run->state == RUN_LISTING && (rc = relist(run)) != 0)
             run_finish(run, rc);
         else
             pthread_mutex_unlock(&run->mu);
@@ -332,8 +355,8 @@ static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
     reply_close(r);
 }
 
-/* The internal mutex is ours: create the lease and list, back to back. */
-static void create_and_list(run_t *run)
+/* Creates the lease and lists the leases, back to back (run->mu held). */
+static int send_lease(run_t *run)
 {
     zkit_semaphore_t *sem = run->sem;
     zkit_create_options_t opts = ZKIT_CREATE_OPTIONS_INIT;
@@ -342,7 +365,6 @@ static void create_and_list(run_t *run)
     int rc = ZKIT_ENOMEM;
     opts.mode = ZKIT_EPHEMERAL_SEQUENTIAL;
     opts.flags = ZKIT_CREATE_PARENTS | ZKIT_CREATE_PROTECTED;
-    run->state = RUN_LISTING;
     if (path && (r = reply_new(run)) != NULL) {
         rc = zkit__create_inline(sem->client, path, run->has_data ? run->data : NULL, run->len,
                                  &opts, on_created, r);
@@ -352,8 +374,65 @@ static void create_and_list(run_t *run)
             rc = list_leases(run, 0);
     }
     free(path);
+    return rc;
+}
+
+/* The internal mutex is ours: create the lease and list, back to back. */
+static void create_and_list(run_t *run)
+{
+    int rc;
+    run->state = RUN_LISTING;
+    if ((rc = send_lease(run)) != 0)
+        run_finish(run, rc);
+    else
+        pthread_mutex_unlock(&run->mu);
+}
+
+/* The internal mutex is ours and the lease was sent with it: its replies decide (run->mu
+ * held; released here). */
+static void continue_speculation(run_t *run)
+{
+    int rc = 0;
+    run->state = RUN_LISTING;
+    if (run->created && run->relist_due)
+        rc = relist(run);
     if (rc != 0)
         run_finish(run, rc);
+    else
+        pthread_mutex_unlock(&run->mu);
+}
+
+/* The internal mutex is contended, or the session that made the speculative lease ended: the
+ * lease goes at once (a taker waiting for room may be counting it), its replies still on the
+ * way are dropped, and the lease is made again once the internal mutex is ours (run->mu
+ * held). */
+static void withdraw_speculation(run_t *run)
+{
+    if (!run->speculative)
+        return;
+    run->speculative = 0;
+    run->round++;
+    if (run->node) {
+        zkit__delete_node(run->sem->client, run->node);
+        free(run->node);
+        run->node = NULL;
+    }
+    run->created = 0;
+    run->relist_due = 0;
+}
+
+/* A speculative create that failed (typically with the session that sent it) only ends the
+ * speculation: the lease is made again once the internal mutex is ours.  Any other failure
+ * ends the run (run->mu held; released here). */
+static void lease_create_failed(run_t *run, int error)
+{
+    if (!run->speculative) {
+        run_finish(run, error);
+        return;
+    }
+    withdraw_speculation(run);
+    if (run->state == RUN_LISTING)
+        create_and_list(run);
     else
         pthread_mutex_unlock(&run->mu);
 }
@@ -371,7 +450,13 @@ static void on_locked(zkit__req_t *req, int error, void *arg)
         run_finish(run, error);
     } else {
         run->holds_mutex = 1;
-        create_and_list(run);
+        /* Speculate again once the internal mutex came without a wait. */
+        if (!run->told_waiting)
+            __atomic_store_n(&run->sem->speculate, 1, __ATOMIC_RELAXED);
+        if (run->speculative)
+            continue_speculation(run);
+        else
+            create_and_list(run);
     }
     run_unref(run); /* the internal request's reference */
 }
@@ -383,6 +468,10 @@ static void on_lock_waiting(zkit__req_t *req, void *arg)
     int tell;
     (void)req;
     pthread_mutex_lock(&run->mu);
+    if (run->state == RUN_LOCKING && run->speculative) {
+        withdraw_speculation(run);
+        __atomic_store_n(&run->sem->speculate, 0, __ATOMIC_RELAXED);
+    }
     tell = run->waiting && !run->told_waiting && run->state == RUN_LOCKING;
     run->told_waiting = 1;
     if (tell)
@@ -464,7 +553,7 @@ static int run_start(run_t **out, zkit_semaphore_t *sem, int64_t deadline_ms, ru
     run->state = RUN_LOCKING;
     memset(&proto, 0, sizeof(proto));
     proto.internal_done = on_locked;
-    proto.internal_waiting = waiting ? on_lock_waiting : NULL;
+    proto.internal_waiting = on_lock_waiting;
     proto.internal_arg = run;
     /* The run's mutex is held while it starts, so nothing it starts can end it before it is
      * complete. */
@@ -488,6 +577,13 @@ static int run_start(run_t **out, zkit_semaphore_t *sem, int64_t deadline_ms, ru
         }
     }
     rc = zkit__req_start(&run->lock_req, sem->mutex, pthread_self(), timeout, &proto);
+    if (rc == 0 && __atomic_load_n(&sem->speculate, __ATOMIC_RELAXED)) {
+        /* Sent right behind the internal mutex's requests, from this thread: one round trip
+         * when nothing contends.  A failure to send only ends the speculation. */
+        run->speculative = 1;
+        if (send_lease(run) != 0)
+            withdraw_speculation(run);
+    }
     if (rc != 0) {
         uint64_t timer = run->deadline_timer;
         run->state = RUN_DONE;
@@ -512,6 +608,8 @@ static void run_cancel(run_t *run)
 static void run_connection_event(run_t *run, zkit_conn_state_t state)
 {
     pthread_mutex_lock(&run->mu);
+    if (run->state == RUN_LOCKING && state == ZKIT_CONN_LOST)
+        withdraw_speculation(run); /* made in the session that ended, or about to be */
     if (run->state == RUN_WAITING && state == ZKIT_CONN_LOST) {
         run_finish(run, ZKIT_ELOCKLOST); /* our lease went with the session */
         return;
@@ -877,6 +975,7 @@ ZKIT_EXTERN int zkit_semaphore_new(zkit_semaphore_t **out, zkit_client_t *client
     sem->client = client;
     zkit__client_ref(client);
     sem->max_leases = max_leases;
+    sem->speculate = 1;
     pthread_mutex_init(&sem->mu, NULL);
     pthread_cond_init(&sem->cond, NULL);
     sem->path = strdup(path);
