@@ -30,7 +30,7 @@
 #include <CUnit/CUnit.h>
 
 #include "lock_support.h"
-#include "framework/client.h" /* test hooks: zkit__test_fault_set */
+#include "framework/client.h" /* test hooks: zkit__test_fault_set, zkit__test_lookup_syncs */
 
 #define SESSION_MS 4000
 
@@ -833,18 +833,25 @@ static void test_multi_transaction_each_way(void)
             cycles);
     CU_ASSERT(before >= 0 && after - before <= cycles * 7 + 50);
     CU_ASSERT_EQUAL(zkh_wait_until(no_lock_nodes, f.base, 5000), 0);
+    CU_ASSERT_EQUAL(zkit__test_lookup_syncs(a), 0); /* no lost reply, no lookup, no sync */
 
     /* The Stat read by guessing the first node's name (the last one's sequence plus one). */
     CU_ASSERT_EQUAL(zkit_lock_acquire(multi, 5000), 0);
     CU_ASSERT(tokens_are_czxids(multi, 4, 1));
     CU_ASSERT_EQUAL(zkit_lock_release(multi), 0);
 
-    /* The transaction's reply lost: each part finds its node by its protected name. */
+    /* The transaction's reply lost: each part finds its node by its protected name.  The
+     * release above sent its delete transaction without waiting for the reply; a round trip
+     * on the same session first, answered in order after it, so that the reply lost is the
+     * acquisition's and not the release's. */
+    CU_ASSERT_EQUAL(zkit_exists(NULL, a, p[0], NULL), 0);
     zkit__test_fault_set(a, 1, 0);
     CU_ASSERT_EQUAL(zkit_lock_acquire(multi, 5000), 0);
     zkit__test_fault_set(a, 0, 0);
     for (int i = 0; i < 4; i++)
         CU_ASSERT_EQUAL(owned_nodes(p[i], sa), 1);
+    /* Each part's lookup listed its directory behind a sync, caught up with the leader. */
+    CU_ASSERT_EQUAL(zkit__test_lookup_syncs(a), 4);
     CU_ASSERT(tokens_are_czxids(multi, 4, 1));
     CU_ASSERT_EQUAL(zkit_lock_release(multi), 0);
     CU_ASSERT_EQUAL(zkh_wait_until(no_lock_nodes, f.base, 5000), 0);

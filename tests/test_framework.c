@@ -24,8 +24,9 @@
 
 #include <CUnit/CUnit.h>
 
+#include "zkit/lock.h"
 #include "framework/async.h"  /* the recipes' internal interface: listeners, tasks, lifetime */
-#include "framework/client.h" /* test hooks: zkit__test_fault_set */
+#include "framework/client.h" /* test hooks: zkit__test_fault_set, zkit__test_lookup_syncs */
 #include "fw_support.h"
 
 static zkh_cluster_t *zk;
@@ -371,6 +372,23 @@ static zkit_client_t *connect_with_retry(zkit_retry_t *retry, int connection_tim
     return c;
 }
 
+/* Lock cycles without faults: their protected creates never look their node up, so they
+ * send no sync. */
+static void mutex_cycles_send_no_sync(zkit_client_t *c, const char *parent, int cycles)
+{
+    char path[96];
+    zkit_lock_t *lock = NULL;
+
+    snprintf(path, sizeof(path), "%s/mutex", parent);
+    CU_ASSERT_EQUAL_FATAL(zkit_mutex_new(&lock, c, path), 0);
+    for (int i = 0; i < cycles; i++) {
+        CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(lock, 5000), 0);
+        CU_ASSERT_EQUAL_FATAL(zkit_lock_release(lock), 0);
+    }
+    zkit_lock_free(lock);
+    CU_ASSERT_EQUAL(zkit__test_lookup_syncs(c), 0);
+}
+
 static void test_protected_lost_reply(void)
 {
     static const zkit_create_mode_t modes[] = { ZKIT_EPHEMERAL_SEQUENTIAL, ZKIT_PERSISTENT };
@@ -380,6 +398,7 @@ static void test_protected_lost_reply(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     zkh_unique_path(parent, sizeof(parent), "fwprot");
     snprintf(path, sizeof(path), "%s/lock-", parent);
+    mutex_cycles_send_no_sync(c, parent, 200);
     for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
         zkit_create_options_t opts = ZKIT_CREATE_OPTIONS_INIT;
         char *created = NULL;
@@ -403,6 +422,9 @@ static void test_protected_lost_reply(void)
         CU_ASSERT_EQUAL(children_with_prefix(c, parent, prefix), 1);
         CU_ASSERT_EQUAL(children_with_prefix(c, parent, "_c_"), 1);
         CU_ASSERT_EQUAL(zkit_exists(NULL, c, created, NULL), 0);
+        /* The one lookup listing went behind a sync, so that a follower that has not applied
+         * the create yet could not have hidden the node. */
+        CU_ASSERT_EQUAL(zkit__test_lookup_syncs(c), (int)m + 1);
         CU_ASSERT_EQUAL(zkit_delete(c, created, -1, 0), 0);
         zkit_free(created);
     }
@@ -455,6 +477,8 @@ static void test_protected_final_failure(void)
     check.parent = parent;
     check.min_cversion = 2;
     CU_ASSERT_EQUAL(zkh_wait_until(orphan_gone, &check, 15000), 0);
+    /* A sync ahead of each listing: the two lookups the policy allowed, then the sweep's. */
+    CU_ASSERT_EQUAL(zkit__test_lookup_syncs(c), 3);
     CU_ASSERT_EQUAL(zkit_delete(c, parent, -1, 0), 0);
     zkit_client_close(c);
 }

@@ -1307,3 +1307,12 @@ void zkit__test_fault_exists_not_found(zkit_client_t *c, int count)
     c->faults.exists_not_found = count;
     pthread_mutex_unlock(&c->mu);
 }
+
+int zkit__test_lookup_syncs(zkit_client_t *c)
+{
+    int count;
+    pthread_mutex_lock(&c->mu);
+    count = c->faults.lookup_syncs;
+    pthread_mutex_unlock(&c->mu);
+    return count;
+}

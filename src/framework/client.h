@@ -90,6 +90,7 @@ typedef struct zkit__faults {
     int lose_create_replies;  /* creates applied by the server report CONNECTIONLOSS */
     int fail_protected_lookups;
     int exists_not_found;     /* exists requests of nodes that are there report NONODE */
+    int lookup_syncs;         /* counted, not injected: syncs sent ahead of recovery listings */
 } zkit__faults_t;
 
 struct zkit_client {
@@ -204,6 +205,9 @@ void zkit__acl_vector_free(struct ACL_vector *v);
 int zkit__test_session_credentials(zkit_client_t *c, int64_t *id, char passwd[16]);
 void zkit__test_fault_set(zkit_client_t *c, int lose_create_replies, int fail_protected_lookups);
 void zkit__test_fault_exists_not_found(zkit_client_t *c, int count);
+/* How many syncs the client sent ahead of a recovery listing (a protected create's lookup or
+ * an orphan sweep) since it was created. */
+int zkit__test_lookup_syncs(zkit_client_t *c);
 
 /* Called when the handle of `generation` is closed: completes what it left (ops.c). */
 void zkit__ops_abandon(zkit_client_t *c, uint64_t generation);

@@ -555,6 +555,32 @@ static void on_ignored(int rc, const char *value, const struct Stat *stat, const
     (void)data;
 }
 
+static void on_sync_ignored(int rc, const char *value, const void *data)
+{
+    (void)rc;
+    (void)value;
+    (void)data;
+}
+
+/* A recovery listing (a protected create's lookup, an orphan sweep) looks for a node that our
+ * create may have made just before the connection was lost.  The server answering it may be a
+ * follower that has not applied that create yet: a new server has only seen the last zxid the
+ * client saw, and a lost reply was never seen.  Missed, the node would stay as an orphan of our
+ * own session, at the head of the lock queue.  A sync sent just before the listing, without
+ * waiting for its reply, makes that server catch up with the leader first, since it answers a
+ * session's requests in order.  The sync's reply is not needed: a lost connection fails the
+ * listing behind it too, and the listing's reply decides. */
+static int issue_sync(zkit__op_t *op, zhandle_t *zh, const char *path)
+{
+    int rc = zoo_async(zh, path, on_sync_ignored, NULL);
+    if (rc == ZOK) {
+        pthread_mutex_lock(&op->client->mu);
+        op->client->faults.lookup_syncs++;
+        pthread_mutex_unlock(&op->client->mu);
+    }
+    return rc;
+}
+
 /* The parent of a protected node's path, for the recovery lookup. */
 static char *op_parent(const zkit__op_t *op)
 {
@@ -629,20 +655,30 @@ static int issue_main(zkit__op_t *op, zhandle_t *zh, attempt_t *a, uint64_t gene
     }
 }
 
+/* Protected create: list the parent, caught up with the leader, to find our node. */
+static int issue_lookup(zkit__op_t *op, zhandle_t *zh, attempt_t *a)
+{
+    char *parent = op_parent(op);
+    int rc;
+    if (!parent)
+        return ZK_NOMEM;
+    rc = issue_sync(op, zh, parent);
+    if (rc == ZOK)
+        rc = zoo_aget_children2(zh, parent, 0, on_strings_stat, a);
+    free(parent);
+    return rc;
+}
+
 static int issue_step(zkit__op_t *op, zhandle_t *zh, attempt_t *a, uint64_t generation)
 {
     int rc;
-    char *parent;
-    if (op->step == ZKIT__STEP_MAIN)
-        return issue_main(op, zh, a, generation);
+    if (op->step == ZKIT__STEP_LOOKUP)
+        return issue_lookup(op, zh, a);
     if (op->step == ZKIT__STEP_VERIFY)
         return zoo_aexists(zh, op->result_path, 0, on_stat, a);
-    parent = op_parent(op);
-    if (!parent)
-        return ZK_NOMEM;
-    rc = zoo_aget_children2(zh, parent, 0, on_strings_stat, a);
-    free(parent);
-    return rc;
+    if (op->sync_first && (rc = issue_sync(op, zh, op->path)) != ZOK)
+        return rc;
+    return issue_main(op, zh, a, generation);
 }
 
 /* Waits (without blocking) for a connection, up to the connection timeout per attempt. */
@@ -994,6 +1030,7 @@ static void sweep_orphans(zkit_client_t *c, const char *full_path, const char *p
     /* The argument carries "<parent>\n<prefix>" so the listing knows what to delete. */
     sprintf(arg, "%s\n%s", op->path, prefix);
     op->flags = ZKIT__FLAG_BACKGROUND;
+    op->sync_first = 1;
     op->delivery = ZKIT__DELIVER_INLINE;
     op->done = sweep_listed;
     op->arg = arg;

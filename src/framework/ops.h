@@ -89,6 +89,7 @@ struct zkit__op {
     zkit__watch_opts_t watch_opts;
     char protected_prefix[48];      /* "_c_<uuid>-" when protected */
     int may_have_created;           /* a protected create attempt failed after sending */
+    int sync_first;                 /* a recovery read: a sync goes just ahead of each attempt */
     int parent_rounds;              /* NONODE -> create parents -> retry, bounded */
     const zkit__multi_t *multi;     /* ZKIT__OP_MULTI */
     void *multi_arg;                /* the transaction, alive until the op finishes */
