@@ -26,6 +26,16 @@
  *       InterProcessSemaphoreV2, InterProcessReadWriteLock and InterProcessMultiLock,
  *       interleaved in the same rounds; acquire latency, after the same warm-up on both sides.
  *
+ * (a), (a2) and (b) but the churn run in rounds (--rounds, default 5): every figure's
+ * connection and lock is opened and warmed up first, then each round runs every figure for
+ * its share of --cycles, in the same order each round.  The server's speed drifts over tens
+ * of seconds, so figures measured one after the other for seconds each differ by the drift as
+ * much as by what they measure; within a round they meet the server seconds apart.  Their
+ * ratios (to the floor, and the summary's) are the median over rounds of the ratio within one
+ * round, printed with its range; rate, p50 and p99 are over all of a figure's cycles.  The
+ * hand-off (first, as it forks), the churn and Curator's rows run apart from the rounds, and
+ * their ratios are to the floor's figures over all its cycles.
+ *
  * Every zkit and Curator figure is shown with its ratio to the floor.  Run it against a
  * throwaway server: bench/run.sh starts one.
  */
