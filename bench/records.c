@@ -33,7 +33,9 @@ int records_open(const char *json_path, const char *csv_path, const char *label)
         return -1;
     if (csv_out && (csv_out == stdout || is_empty(csv_out)))
         fprintf(csv_out, "target,section,name,clients,round,per_sec,p50_ms,p99_ms,samples,"
-                         "requests_per_acquisition\n");
+                         "requests_per_acquisition,rate_vs_floor,rate_vs_floor_min,"
+                         "rate_vs_floor_max,p50_vs_floor,p50_vs_floor_min,p50_vs_floor_max,"
+                         "ratio_rounds\n");
     return 0;
 }
 
@@ -59,6 +61,34 @@ static void csv_string(FILE *fp, const char *s)
     putc('"', fp);
 }
 
+/* The ratio fields as JSON members: none without a ratio, no range without rounds. */
+static void json_ratios(FILE *fp, const record_t *r)
+{
+    if (r->rate_vs_floor <= 0)
+        return;
+    fprintf(fp, ",\"rate_vs_floor\":%.4f,\"p50_vs_floor\":%.4f", r->rate_vs_floor,
+            r->p50_vs_floor);
+    if (r->ratio_rounds > 0)
+        fprintf(fp, ",\"rate_vs_floor_min\":%.4f,\"rate_vs_floor_max\":%.4f,"
+                    "\"p50_vs_floor_min\":%.4f,\"p50_vs_floor_max\":%.4f,\"ratio_rounds\":%ld",
+                r->rate_vs_floor_min, r->rate_vs_floor_max, r->p50_vs_floor_min,
+                r->p50_vs_floor_max, r->ratio_rounds);
+}
+
+/* The ratio columns, each empty where not given; starting with the comma after the last
+ * column before them. */
+static void csv_ratios(FILE *fp, const record_t *r)
+{
+    if (r->rate_vs_floor <= 0)
+        fputs(",,,,,,,", fp);
+    else if (r->ratio_rounds <= 0)
+        fprintf(fp, ",%.4f,,,%.4f,,,0", r->rate_vs_floor, r->p50_vs_floor);
+    else
+        fprintf(fp, ",%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%ld", r->rate_vs_floor,
+                r->rate_vs_floor_min, r->rate_vs_floor_max, r->p50_vs_floor,
+                r->p50_vs_floor_min, r->p50_vs_floor_max, r->ratio_rounds);
+}
+
 void records_write(const record_t *r)
 {
     if (json_out) {
@@ -72,6 +102,7 @@ void records_write(const record_t *r)
         if (r->requests_per_acquisition >= 0)
             fprintf(json_out, ",\"requests_per_acquisition\":%.2f",
                     r->requests_per_acquisition);
+        json_ratios(json_out, r);
         fputs("}\n", json_out);
         fflush(json_out);
     }
@@ -83,6 +114,7 @@ void records_write(const record_t *r)
                 r->p50_ms, r->p99_ms, r->samples);
         if (r->requests_per_acquisition >= 0)
             fprintf(csv_out, "%.2f", r->requests_per_acquisition);
+        csv_ratios(csv_out, r);
         putc('\n', csv_out);
         fflush(csv_out);
     }

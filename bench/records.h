@@ -17,6 +17,13 @@ typedef struct record {
     double rate, p50_ms, p99_ms;
     long samples;
     double requests_per_acquisition;
+    /* A "single" row's ratios to the floor, 0 where not given (the floor's own row, the
+     * other sections): with `ratio_rounds` > 0 the median over that many rounds of the ratio
+     * within one round, and its range; with 0 the ratio to the floor's figures over all its
+     * cycles, no range. */
+    double rate_vs_floor, rate_vs_floor_min, rate_vs_floor_max;
+    double p50_vs_floor, p50_vs_floor_min, p50_vs_floor_max;
+    long ratio_rounds;
 } record_t;
 
 /* Opens the outputs (either path may be NULL: that format is not written; "-" is stdout) and

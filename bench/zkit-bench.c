@@ -26,6 +26,16 @@
  *       InterProcessSemaphoreV2, InterProcessReadWriteLock and InterProcessMultiLock,
  *       interleaved in the same rounds; acquire latency, after the same warm-up on both sides.
  *
+ * (a), (a2) and (b) but the churn run in rounds (--rounds, default 5): every figure's
+ * connection and lock is opened and warmed up first, then each round runs every figure for
+ * its share of --cycles, in the same order each round.  The server's speed drifts over tens
+ * of seconds, so figures measured one after the other for seconds each differ by the drift as
+ * much as by what they measure; within a round they meet the server seconds apart.  Their
+ * ratios (to the floor, and the summary's) are the median over rounds of the ratio within one
+ * round, printed with its range; rate, p50 and p99 are over all of a figure's cycles.  The
+ * hand-off (first, as it forks), the churn and Curator's rows run apart from the rounds, and
+ * their ratios are to the floor's figures over all its cycles.
+ *
  * Every zkit and Curator figure is shown with its ratio to the floor.  Run it against a
  * throwaway server: bench/run.sh starts one.
  */
@@ -51,6 +61,7 @@
 #define ROOT "/zkit-bench"
 #define RAW_PARENT ROOT "/raw"
 #define MAX_PROCS 64
+#define MAX_ROUNDS 100
 #define NAME_WIDTH 40 /* the measurement column, wider only for longer (Curator) names */
 
 typedef struct options {
@@ -64,7 +75,7 @@ typedef struct options {
     long curator_warmup;  /* -1: max(500, cycles / 2) */
     const char *contend;  /* "2,4,16,64": only the contention rows (e) */
     long acquisitions;    /* (e): per figure, over all clients */
-    long rounds;          /* (e): each figure this many times, interleaved */
+    long rounds;          /* rounds the figures are interleaved in (-1: not given) */
     const char *json;     /* JSON lines appended here, or NULL */
     const char *csv;      /* CSV appended here, or NULL */
     const char *label;    /* the target, in every JSON and CSV record */
@@ -100,7 +111,9 @@ static void usage(FILE *out)
             "  --contend K,...       only contention in one process: K clients on one mutex,\n"
             "                        raw re-listing chain, zkit and Curator, per K\n"
             "  --acquisitions N      (--contend) per figure, over all clients (default 2000)\n"
-            "  --rounds N            (--contend) each figure N times, interleaved (default 3)\n"
+            "  --rounds N            uncontended: each single-client figure runs cycles / N\n"
+            "                        cycles per round, all figures in every round (default 5);\n"
+            "                        --contend: each figure N times, interleaved (default 3)\n"
             "  --json FILE           also append each figure as a JSON line to FILE (- stdout)\n"
             "  --csv FILE            also append each figure as a CSV row to FILE (- stdout)\n"
             "  --label TEXT          the target named in JSON and CSV records (default\n"
@@ -128,7 +141,7 @@ static int apply_option(int opt, const char *arg, void *opts)
     case 'W': return demo_parse_long(arg, 0, 10000000, "--curator-warmup", &o->curator_warmup);
     case 'K': o->contend = arg; return 0;
     case 'A': return demo_parse_long(arg, 10, 10000000, "--acquisitions", &o->acquisitions);
-    case 'R': return demo_parse_long(arg, 1, 100, "--rounds", &o->rounds);
+    case 'R': return demo_parse_long(arg, 1, MAX_ROUNDS, "--rounds", &o->rounds);
     case 'J': o->json = arg; return 0;
     case 'V': o->csv = arg; return 0;
     case 'L': o->label = arg; return 0;
@@ -158,7 +171,7 @@ static int parse_options(int argc, char **argv, options_t *o)
     };
     int rc;
 
-    *o = (options_t){ demo_default_connect(), 2000, 200, 4, 300, NULL, NULL, -1, NULL, 2000, 3,
+    *o = (options_t){ demo_default_connect(), 2000, 200, 4, 300, NULL, NULL, -1, NULL, 2000, -1,
                       NULL, NULL, "standalone", 0, 0 };
     rc = demo_parse_options(argc, argv, longopts, usage, apply_option, o);
     if (rc == 0 && o->curator && !o->peer_dir) {
@@ -167,6 +180,10 @@ static int parse_options(int argc, char **argv, options_t *o)
     }
     if (o->curator_warmup < 0)
         o->curator_warmup = o->cycles / 2 > 500 ? o->cycles / 2 : 500;
+    if (o->rounds < 0)
+        o->rounds = o->contend ? 3 : 5;
+    if (!o->contend && o->rounds > o->cycles)
+        o->rounds = o->cycles; /* every round at least one cycle of each figure */
     return rc;
 }
 
@@ -209,6 +226,129 @@ static int measure(const options_t *o, cycle_fn cycle, void *ctx, double *ms, co
     if (rc == 0)
         *out = summarize(name, ms, o->cycles, demo_now_ns() - t0);
     return rc;
+}
+
+/* ---- figures measured in rounds ----------------------------------------------------------- */
+
+/*
+ * The floor, the pipelined limits and zkit's uncontended cycles are measured in rounds.  The
+ * server's speed drifts over tens of seconds (its fsyncs, other load on the machine), so two
+ * figures measured one after the other for a few seconds each can differ by the drift alone.
+ * Every figure's connection (and lock) is opened and warmed up first and kept; then each round
+ * runs every figure for a share of its cycles, so the figures of one round meet the server
+ * within seconds of each other, and a ratio between two figures is the median over rounds of
+ * their ratio within a round.
+ */
+typedef struct subject {
+    const char *name;
+    cycle_fn cycle;
+    void *ctx;                       /* what `cycle` runs on; NULL: not opened */
+    void (*close)(void *ctx);
+    const char *(*describe)(int rc); /* zerror or zkit_strerror */
+    int ok;                          /* opened, and no cycle has failed */
+    double *ms;                      /* every timed cycle, round after round */
+    long samples;
+    int64_t elapsed_ns;              /* the timed cycles' wall time, over all rounds */
+    double round_rate[MAX_ROUNDS];   /* per second, within each round */
+    double round_p50_ms[MAX_ROUNDS];
+} subject_t;
+
+/* A figure's own part of `s`; the opener then sets ctx and ok.  0, or -1 out of memory. */
+static int subject_init(subject_t *s, const options_t *o, const char *name, cycle_fn cycle,
+                        void (*close)(void *), const char *(*describe)(int))
+{
+    *s = (subject_t){ .name = name, .cycle = cycle, .close = close, .describe = describe };
+    s->ms = calloc((size_t)o->cycles, sizeof *s->ms);
+    return s->ms ? 0 : -1;
+}
+
+static void subject_free(subject_t *s)
+{
+    if (s->ctx)
+        s->close(s->ctx);
+    free(s->ms);
+    s->ctx = NULL;
+    s->ms = NULL;
+}
+
+/* `n` cycles of `s` as round `round` (timed), or with `round` -1 as its warm-up: a failed
+ * cycle ends the figure (said on stderr). */
+static void subject_run(subject_t *s, long round, long n)
+{
+    double *ms = s->ms + s->samples;
+    int64_t t0 = demo_now_ns(), elapsed;
+    int rc = 0;
+
+    for (long i = 0; i < n && rc == 0; i++) {
+        int64_t c0 = demo_now_ns();
+        rc = s->cycle(s->ctx);
+        if (round >= 0)
+            ms[i] = demo_ms_since(c0);
+    }
+    elapsed = demo_now_ns() - t0;
+    if (rc != 0) {
+        fprintf(stderr, "%s: %s\n", s->name, s->describe(rc));
+        s->ok = 0;
+        return;
+    }
+    if (round < 0)
+        return;
+    s->samples += n;
+    s->elapsed_ns += elapsed;
+    s->round_rate[round] = demo_rate(n, elapsed);
+    /* Sorts this round's samples in place; the figures over all of them do not mind. */
+    s->round_p50_ms[round] = demo_percentile(ms, (size_t)n, 50);
+}
+
+/* Every subject's warm-up, then o->rounds rounds, each running every subject that is still
+ * ok for its share of o->cycles (the remainder spread over the first rounds), in `order`. */
+static void run_rounds(const options_t *o, subject_t *subjects, const int *order, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (subjects[order[i]].ok)
+            subject_run(&subjects[order[i]], -1, o->warmup);
+    for (long r = 0; r < o->rounds; r++) {
+        long cycles = o->cycles / o->rounds + (r < o->cycles % o->rounds ? 1 : 0);
+        for (int i = 0; i < n; i++)
+            if (subjects[order[i]].ok)
+                subject_run(&subjects[order[i]], r, cycles);
+    }
+}
+
+/* The row of a subject that ran all its rounds. */
+static result_t subject_result(subject_t *s)
+{
+    return summarize(s->name, s->ms, s->samples, s->elapsed_ns);
+}
+
+/* The median over rounds of a ratio within one round, and its range. */
+typedef struct ratio {
+    double median, min, max;
+} ratio_t;
+
+static int double_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* a[r] / b[r] over `rounds` rounds (at least one). */
+static ratio_t round_ratio(const double *a, const double *b, long rounds)
+{
+    double v[MAX_ROUNDS];
+    long mid = rounds / 2;
+
+    for (long r = 0; r < rounds; r++)
+        v[r] = a[r] / b[r];
+    qsort(v, (size_t)rounds, sizeof v[0], double_cmp);
+    return (ratio_t){ rounds % 2 ? v[mid] : (v[mid - 1] + v[mid]) / 2, v[0], v[rounds - 1] };
+}
+
+/* "M.MMx (min..max)" into `buf`, which it returns. */
+static const char *ratio_text(char *buf, size_t size, ratio_t q)
+{
+    snprintf(buf, size, "%.2fx (%.2f..%.2f)", q.median, q.min, q.max);
+    return buf;
 }
 
 /* ---- (a) the floor: libzookeeper directly ----------------------------------------------- */
@@ -260,10 +400,16 @@ static zhandle_t *raw_connect(const char *connect, raw_conn_t *c)
     return zh;
 }
 
+/* A bare zhandle and what its watcher signals on, which lives as long as the handle. */
+typedef struct raw_handle {
+    raw_conn_t conn;
+    zhandle_t *zh;
+} raw_handle_t;
+
 /* One lock-shaped cycle: our sequential node, the list of contenders, our node gone. */
 static int raw_cycle(void *ctx)
 {
-    zhandle_t *zh = ctx;
+    zhandle_t *zh = ((raw_handle_t *)ctx)->zh;
     char created[256];
     struct String_vector kids;
     int rc;
@@ -279,29 +425,30 @@ static int raw_cycle(void *ctx)
     return zoo_delete(zh, created, -1);
 }
 
-static int raw_floor(const options_t *o, result_t *out)
+static void floor_close(void *ctx)
 {
-    raw_conn_t conn;
-    zhandle_t *zh = raw_connect(o->connect, &conn);
-    double *ms = calloc((size_t)o->cycles, sizeof *ms);
-    int rc;
+    raw_handle_t *h = ctx;
+    zoo_delete(h->zh, RAW_PARENT, -1);
+    zookeeper_close(h->zh);
+    free(h);
+}
 
-    if (!zh || !ms) {
+/* The floor's handle and the directory its cycles use: 0 with `s` ready, or -1. */
+static int floor_open(subject_t *s, const options_t *o)
+{
+    raw_handle_t *h = calloc(1, sizeof *h);
+
+    if (subject_init(s, o, "raw libzookeeper create+ls+delete", raw_cycle, floor_close,
+                     zerror) != 0 || !h || !(h->zh = raw_connect(o->connect, &h->conn))) {
         fprintf(stderr, "floor: cannot connect to %s\n", o->connect);
-        free(ms);
-        if (zh)
-            zookeeper_close(zh);
+        free(h);
         return -1;
     }
-    zoo_create(zh, ROOT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-    zoo_create(zh, RAW_PARENT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-    rc = measure(o, raw_cycle, zh, ms, "raw libzookeeper create+ls+delete", out);
-    if (rc != ZOK)
-        fprintf(stderr, "floor: %s\n", zerror(rc));
-    zoo_delete(zh, RAW_PARENT, -1);
-    zookeeper_close(zh);
-    free(ms);
-    return rc == ZOK ? 0 : -1;
+    zoo_create(h->zh, ROOT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    zoo_create(h->zh, RAW_PARENT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    s->ctx = h;
+    s->ok = 1;
+    return 0;
 }
 
 /*
@@ -327,6 +474,7 @@ typedef struct pipe_slot {
 } pipe_slot_t;
 
 struct pipe_cycle {
+    raw_conn_t conn;
     zhandle_t *zh;
     int paths;
     int flags;
@@ -447,74 +595,94 @@ static int pipe_cycle(void *ctx)
     return rc == ZOK ? pipe_send_deletes(p) : rc;
 }
 
-static int pipelined_limit(const options_t *o, int paths, int flags, const char *name,
-                           result_t *out)
+static void pipe_close(void *ctx)
 {
-    raw_conn_t conn;
-    pipe_cycle_t p = { .paths = paths, .flags = flags };
-    double *ms = calloc((size_t)o->cycles, sizeof *ms);
-    int rc;
+    pipe_cycle_t *p = ctx;
 
-    p.zh = raw_connect(o->connect, &conn);
-    if (!p.zh || !ms) {
+    /* A synchronous call returns after every request sent before it: the last deletes. */
+    for (int i = 0; i < p->paths; i++)
+        zoo_delete(p->zh, p->dirs[i], -1);
+    zookeeper_close(p->zh);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p);
+}
+
+/* A pipelined figure's handle and its directories, its own so that no other figure's cycles
+ * fire the watches it leaves: 0 with `s` ready, or -1. */
+static int pipe_open(subject_t *s, const options_t *o, int paths, int flags, const char *name)
+{
+    pipe_cycle_t *p = calloc(1, sizeof *p);
+
+    if (subject_init(s, o, name, pipe_cycle, pipe_close, zerror) != 0 || !p ||
+        !(p->zh = raw_connect(o->connect, &p->conn))) {
         fprintf(stderr, "%s: cannot connect to %s\n", name, o->connect);
-        free(ms);
-        if (p.zh)
-            zookeeper_close(p.zh);
+        free(p);
         return -1;
     }
-    pthread_mutex_init(&p.mu, NULL);
-    pthread_cond_init(&p.cv, NULL);
-    zoo_create(p.zh, ROOT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    p->paths = paths;
+    p->flags = flags;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    zoo_create(p->zh, ROOT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
     for (int i = 0; i < paths; i++) {
-        snprintf(p.dirs[i], sizeof p.dirs[i], "%s/pipelined-%d", ROOT, i);
-        snprintf(p.prefixes[i], sizeof p.prefixes[i], "%s/lock-", p.dirs[i]);
-        p.slots[i] = (pipe_slot_t){ &p, i };
-        zoo_create(p.zh, p.dirs[i], "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+        snprintf(p->dirs[i], sizeof p->dirs[i], "%s/pipelined-%d-%d-%d", ROOT, paths, flags, i);
+        snprintf(p->prefixes[i], sizeof p->prefixes[i], "%s/lock-", p->dirs[i]);
+        p->slots[i] = (pipe_slot_t){ p, i };
+        zoo_create(p->zh, p->dirs[i], "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
     }
-    rc = measure(o, pipe_cycle, &p, ms, name, out);
-    if (rc != ZOK)
-        fprintf(stderr, "%s: %s\n", name, zerror(rc));
-    /* A synchronous call returns after every request sent before it: the last deletes. */
-    for (int i = 0; i < paths; i++)
-        zoo_delete(p.zh, p.dirs[i], -1);
-    zookeeper_close(p.zh);
-    pthread_mutex_destroy(&p.mu);
-    pthread_cond_destroy(&p.cv);
-    free(ms);
-    return rc == ZOK ? 0 : -1;
+    s->ctx = p;
+    s->ok = 1;
+    return 0;
 }
 
 /* ---- (b) uncontended zkit cycles --------------------------------------------------------- */
 
 typedef int (*lock_ctor_fn)(zkit_lock_t **, zkit_client_t *, const char *);
 
-static int lock_cycle(void *lock)
+typedef struct zkit_subject {
+    zkit_client_t *client;
+    zkit_lock_t *lock;
+} zkit_subject_t;
+
+static int lock_cycle(void *ctx)
 {
+    zkit_lock_t *lock = ((zkit_subject_t *)ctx)->lock;
     int rc = zkit_lock_acquire(lock, 30000);
     if (rc == 0)
         rc = zkit_lock_release(lock);
     return rc;
 }
 
-/* Each figure gets its own client, so none inherits another's state (pending timers,
- * watches, lock parents) and the rows can be compared with each other. */
-static int zkit_cycles(const options_t *o, lock_ctor_fn ctor, const char *path,
-                       const char *name, result_t *out)
+static void zkit_subject_close(void *ctx)
 {
-    zkit_client_t *client = demo_connect(o->connect, 15000);
-    zkit_lock_t *lock = NULL;
-    double *ms = calloc((size_t)o->cycles, sizeof *ms);
-    int rc = !client ? ZKIT_ECONNLOSS : !ms ? ZKIT_ENOMEM : ctor(&lock, client, path);
+    zkit_subject_t *z = ctx;
+    zkit_lock_free(z->lock);
+    demo_close(z->client);
+    free(z);
+}
 
-    if (rc == 0)
-        rc = measure(o, lock_cycle, lock, ms, name, out);
-    if (rc != 0)
+/* Each figure gets its own client, so none inherits another's state (pending timers,
+ * watches, lock parents) and the rows can be compared with each other: 0 with `s` ready, or
+ * -1. */
+static int zkit_open(subject_t *s, const options_t *o, lock_ctor_fn ctor, const char *path,
+                     const char *name)
+{
+    zkit_subject_t *z = calloc(1, sizeof *z);
+    int rc = subject_init(s, o, name, lock_cycle, zkit_subject_close, zkit_strerror) != 0 || !z
+                 ? ZKIT_ENOMEM
+             : !(z->client = demo_connect(o->connect, 15000)) ? ZKIT_ECONNLOSS
+                                                              : ctor(&z->lock, z->client, path);
+
+    if (rc != 0) {
         fprintf(stderr, "%s: %s\n", name, zkit_strerror(rc));
-    zkit_lock_free(lock);
-    demo_close(client);
-    free(ms);
-    return rc == 0 ? 0 : -1;
+        if (z)
+            zkit_subject_close(z);
+        return -1;
+    }
+    s->ctx = z;
+    s->ok = 1;
+    return 0;
 }
 
 /* A multi-lock over four paths under `path`, none contended. */
@@ -1413,15 +1581,17 @@ static void print_figure(int width, const result_t *r)
 
 static void contend_record(const result_t *r, int k, long round)
 {
-    record_t rec = { "contend", r->name, k, round + 1, r->rate, r->p50_ms, r->p99_ms,
-                     r->samples, r->requests };
+    record_t rec = { .section = "contend", .name = r->name, .clients = k, .round = round + 1,
+                     .rate = r->rate, .p50_ms = r->p50_ms, .p99_ms = r->p99_ms,
+                     .samples = r->samples, .requests_per_acquisition = r->requests };
     records_write(&rec);
 }
 
 static void recipe_record(const result_t *r, int k, long round)
 {
-    record_t rec = { "recipes", r->name, k, round + 1, r->rate, r->p50_ms, r->p99_ms,
-                     r->samples, r->requests };
+    record_t rec = { .section = "recipes", .name = r->name, .clients = k, .round = round + 1,
+                     .rate = r->rate, .p50_ms = r->p50_ms, .p99_ms = r->p99_ms,
+                     .samples = r->samples, .requests_per_acquisition = r->requests };
     records_write(&rec);
 }
 
@@ -1587,30 +1757,56 @@ static int contend_rows(const options_t *o)
 
 /* ---- main -------------------------------------------------------------------------------- */
 
+#define RATIO_WIDTH 20
+
 static void print_header(int width)
 {
-    int i;
-    printf("%-*s %9s %9s %9s   %12s %12s\n", width, "measurement", "per sec", "p50 ms",
-           "p99 ms", "rate/floor", "p50/floor");
-    for (i = 0; i < 102 + width - NAME_WIDTH; i++)
+    printf("%-*s %9s %9s %9s   %*s %*s\n", width, "measurement", "per sec", "p50 ms",
+           "p99 ms", RATIO_WIDTH, "rate/floor", RATIO_WIDTH, "p50/floor");
+    for (int i = 0; i < width + 34 + 2 * RATIO_WIDTH; i++)
         putchar('-');
     putchar('\n');
 }
 
-/* `r` NULL: the measurement failed (its error went to stderr). */
-static void print_row(int width, const char *name, const result_t *r, const result_t *floor_r)
+/* `r` NULL: the measurement failed (its error went to stderr).  With `s` (a figure measured
+ * in the rounds, as the floor `floor_s` was) its ratios to the floor are the medians over
+ * the rounds of the ratios within a round, with their range; else the ratios to the floor's
+ * figures `floor_r`, over all its cycles. */
+static void print_row(int width, const char *name, const result_t *r, const result_t *floor_r,
+                      const subject_t *s, const subject_t *floor_s, long rounds)
 {
+    record_t rec;
+    char rate_text[48], p50_text[48];
+
     if (!r) {
         printf("%-*s %9s\n", width, name, "FAILED");
         return;
     }
     printf("%-*s %9.0f %9.3f %9.3f", width, r->name, r->rate, r->p50_ms, r->p99_ms);
-    records_write(&(record_t){ "single", r->name, 0, 1, r->rate, r->p50_ms, r->p99_ms,
-                               r->samples, -1 });
-    if (r == floor_r)
-        printf("   %12s %12s\n", "(floor)", "(floor)");
-    else
-        printf("   %11.2fx %11.2fx\n", r->rate / floor_r->rate, r->p50_ms / floor_r->p50_ms);
+    rec = (record_t){ .section = "single", .name = r->name, .round = 1, .rate = r->rate,
+                      .p50_ms = r->p50_ms, .p99_ms = r->p99_ms, .samples = r->samples,
+                      .requests_per_acquisition = -1 };
+    if (r == floor_r) {
+        printf("   %*s %*s\n", RATIO_WIDTH, "(floor)", RATIO_WIDTH, "(floor)");
+    } else if (s) {
+        ratio_t rate = round_ratio(s->round_rate, floor_s->round_rate, rounds);
+        ratio_t p50 = round_ratio(s->round_p50_ms, floor_s->round_p50_ms, rounds);
+        printf("   %*s %*s\n", RATIO_WIDTH, ratio_text(rate_text, sizeof rate_text, rate),
+               RATIO_WIDTH, ratio_text(p50_text, sizeof p50_text, p50));
+        rec.rate_vs_floor = rate.median;
+        rec.rate_vs_floor_min = rate.min;
+        rec.rate_vs_floor_max = rate.max;
+        rec.p50_vs_floor = p50.median;
+        rec.p50_vs_floor_min = p50.min;
+        rec.p50_vs_floor_max = p50.max;
+        rec.ratio_rounds = rounds;
+    } else {
+        rec.rate_vs_floor = r->rate / floor_r->rate;
+        rec.p50_vs_floor = r->p50_ms / floor_r->p50_ms;
+        printf("   %*.2fx %*.2fx\n", RATIO_WIDTH - 1, rec.rate_vs_floor, RATIO_WIDTH - 1,
+               rec.p50_vs_floor);
+    }
+    records_write(&rec);
 }
 
 static void remove_root(zkit_client_t *client)
@@ -1619,21 +1815,78 @@ static void remove_root(zkit_client_t *client)
     zkit_delete(client, ROOT, -1, ZKIT_DELETE_CHILDREN);
 }
 
+/* The figures measured in rounds: the order they are printed in. */
+enum { FLOOR, PIPE1, PIPE1_WATCH, PIPE4, PIPE4_TXN, MUTEX, SEM, MULTI, SUBJECTS };
+
+/* The order they run in, every round the same: the pairs the summary compares sit next to each
+ * other (the floor and the semaphore mutex, the 1-path limit, the mutex and the multi-lock,
+ * the 4-path limits), so each pair is measured within a second or two, in the same order each
+ * round; a rotation would move some rounds' pairs a whole round apart. */
+static const int run_order[SUBJECTS] = { FLOOR, SEM, PIPE1, MUTEX, MULTI, PIPE4, PIPE4_TXN,
+                                         PIPE1_WATCH };
+
+/* Opens every figure measured in rounds; 0, or -1 when the floor could not be opened. */
+static int open_subjects(const options_t *o, subject_t *s)
+{
+    static const struct { int subject, paths, flags; const char *name; } pipes[] = {
+        { PIPE1, 1, 0, "raw pipelined limit, 1 path" },
+        { PIPE1_WATCH, 1, PIPE_NODE_WATCH, "raw pipelined, 1 path, get-data watch" },
+        { PIPE4, 4, 0, "raw pipelined limit, 4 paths" },
+        { PIPE4_TXN, 4, PIPE_TXN, "raw 4 paths, a transaction each way" },
+    };
+
+    memset(s, 0, SUBJECTS * sizeof *s);
+    if (floor_open(&s[FLOOR], o) != 0)
+        return -1;
+    for (size_t i = 0; i < sizeof pipes / sizeof pipes[0]; i++)
+        pipe_open(&s[pipes[i].subject], o, pipes[i].paths, pipes[i].flags, pipes[i].name);
+    zkit_open(&s[MUTEX], o, zkit_mutex_new, ROOT "/mutex", "zkit mutex acquire+release");
+    zkit_open(&s[SEM], o, zkit_semaphore_mutex_new, ROOT "/semaphore-mutex",
+              "zkit semaphore mutex acquire+release");
+    zkit_open(&s[MULTI], o, multilock4_new, ROOT "/multi", "zkit multi-lock, 4 paths");
+    return 0;
+}
+
+/* The median ratio of two figures' per-round rates (or p50s) within one round, as text. */
+static const char *compare(char *buf, size_t size, const subject_t *s, int a, int b, long rounds,
+                           int p50)
+{
+    return ratio_text(buf, size, p50 ? round_ratio(s[a].round_p50_ms, s[b].round_p50_ms, rounds)
+                                     : round_ratio(s[a].round_rate, s[b].round_rate, rounds));
+}
+
+/* The summary of the figures measured in rounds. */
+static void print_round_summary(const subject_t *s, long rounds)
+{
+    char a[48], b[48];
+
+    if (s[MUTEX].ok && s[PIPE1].ok)
+        printf("zkit mutex / pipelined limit: throughput %s\n",
+               compare(a, sizeof a, s, MUTEX, PIPE1, rounds, 0));
+    if (s[SEM].ok)
+        printf("zkit semaphore mutex / floor: rate %s\n",
+               compare(a, sizeof a, s, SEM, FLOOR, rounds, 0));
+    if (s[MUTEX].ok && s[MULTI].ok)
+        printf("zkit multi-lock over 4 paths / one mutex cycle: p50 %s\n",
+               compare(a, sizeof a, s, MULTI, MUTEX, rounds, 1));
+    if (s[MULTI].ok && s[PIPE4].ok)
+        printf("zkit multi-lock / raw pipelined 4 paths: throughput %s\n",
+               compare(a, sizeof a, s, MULTI, PIPE4, rounds, 0));
+    if (s[PIPE1].ok && s[PIPE4].ok && s[PIPE4_TXN].ok)
+        printf("raw, 4 paths / 1 path: p50 %s pipelined, %s with a transaction each way\n",
+               compare(a, sizeof a, s, PIPE4, PIPE1, rounds, 1),
+               compare(b, sizeof b, s, PIPE4_TXN, PIPE1, rounds, 1));
+}
+
 int main(int argc, char **argv)
 {
     options_t o;
-    result_t floor_r, mutex_r, sem_r, hand_r, cmutex_r, csem_r;
+    subject_t subjects[SUBJECTS];
+    result_t rows[SUBJECTS], hand_r, cmutex_r, csem_r, churn_r[4];
     zkit_client_t *client;
-    int rc = parse_options(argc, argv, &o), mutex_ok = 0, sem_ok = 0, hand_ok;
-    int cmutex_rc = -1, csem_rc = -1, curator_ok, width = NAME_WIDTH, multi_ok, churn_ok;
-    result_t multi_r, churn_r[4], pipe_r[4];
-    int pipe_ok[4];
-    static const struct { int paths, flags; const char *name; } pipes[4] = {
-        { 1, 0, "raw pipelined limit, 1 path" },
-        { 1, PIPE_NODE_WATCH, "raw pipelined, 1 path, get-data watch" },
-        { 4, 0, "raw pipelined limit, 4 paths" },
-        { 4, PIPE_TXN, "raw 4 paths, a transaction each way" },
-    };
+    int rc = parse_options(argc, argv, &o), hand_ok, floor_ok;
+    int cmutex_rc = -1, csem_rc = -1, curator_ok, width = NAME_WIDTH, churn_ok;
+    char per_round[48];
 
     if (rc != 0)
         return rc > 0 ? 0 : 2;
@@ -1642,9 +1895,9 @@ int main(int argc, char **argv)
     atexit(records_close);
     if (o.contend)
         return contend_rows(&o);
-    printf("zkit-bench against %s: %ld cycles per figure after %ld warm-up; hand-off between "
-           "%ld processes x %ld acquisitions\n", o.connect, o.cycles, o.warmup, o.procs,
-           o.handoffs);
+    printf("zkit-bench against %s: %ld cycles per figure in %ld rounds after %ld warm-up; "
+           "hand-off between %ld processes x %ld acquisitions\n", o.connect, o.cycles, o.rounds,
+           o.warmup, o.procs, o.handoffs);
     if (o.curator)
         printf("Curator (%s bench, a JVM per figure, tiered JIT): %ld cycles per figure after "
                "%ld warm-up\n", o.curator, o.cycles, o.curator_warmup);
@@ -1653,17 +1906,17 @@ int main(int argc, char **argv)
     /* The hand-off goes first: it forks, so this process must hold no client or zhandle yet,
      * and its traffic warms the server's JIT so the floor is not measured on a cold JVM. */
     hand_ok = handoff_run(&o, &hand_r) == 0;
-    if (raw_floor(&o, &floor_r) != 0)
+    floor_ok = open_subjects(&o, subjects) == 0;
+    if (floor_ok)
+        run_rounds(&o, subjects, run_order, SUBJECTS);
+    floor_ok = floor_ok && subjects[FLOOR].ok;
+    for (int i = 0; i < SUBJECTS; i++) {
+        if (floor_ok && subjects[i].ok)
+            rows[i] = subject_result(&subjects[i]);
+        subject_free(&subjects[i]);
+    }
+    if (!floor_ok)
         return 1;
-    for (int i = 0; i < 4; i++)
-        pipe_ok[i] = pipelined_limit(&o, pipes[i].paths, pipes[i].flags, pipes[i].name,
-                                     &pipe_r[i]) == 0;
-    mutex_ok = zkit_cycles(&o, zkit_mutex_new, ROOT "/mutex", "zkit mutex acquire+release",
-                           &mutex_r) == 0;
-    sem_ok = zkit_cycles(&o, zkit_semaphore_mutex_new, ROOT "/semaphore-mutex",
-                         "zkit semaphore mutex acquire+release", &sem_r) == 0;
-    multi_ok = zkit_cycles(&o, multilock4_new, ROOT "/multi", "zkit multi-lock, 4 paths",
-                           &multi_r) == 0;
     churn_ok = churn_rows(&o, 0, 1000000, "churn new+free, first 10% of 1M",
                           "churn new+free, last 10% of 1M", &churn_r[0], &churn_r[1]) == 0 &&
                churn_rows(&o, 1, 10 * o.cycles, "churn new+lock cycle+free, first 10%",
@@ -1682,20 +1935,23 @@ int main(int argc, char **argv)
         demo_close(client);
     }
     print_header(width);
-    print_row(width, floor_r.name, &floor_r, &floor_r);
+    for (int i = 0; i < SUBJECTS; i++) {
+        const subject_t *s = &subjects[i];
+        print_row(width, s->name, s->ok ? &rows[i] : NULL, &rows[FLOOR], s, &subjects[FLOOR],
+                  o.rounds);
+        if (i == SEM)
+            print_row(width, "zkit mutex hand-off, other process", hand_ok ? &hand_r : NULL,
+                      &rows[FLOOR], NULL, NULL, 0);
+    }
     for (int i = 0; i < 4; i++)
-        print_row(width, pipes[i].name, pipe_ok[i] ? &pipe_r[i] : NULL, &floor_r);
-    print_row(width, "zkit mutex acquire+release", mutex_ok ? &mutex_r : NULL, &floor_r);
-    print_row(width, "zkit semaphore mutex acquire+release", sem_ok ? &sem_r : NULL, &floor_r);
-    print_row(width, "zkit mutex hand-off, other process", hand_ok ? &hand_r : NULL, &floor_r);
-    print_row(width, "zkit multi-lock, 4 paths", multi_ok ? &multi_r : NULL, &floor_r);
-    for (int i = 0; i < 4; i++)
-        print_row(width, "churn", churn_ok ? &churn_r[i] : NULL, &floor_r);
+        print_row(width, "churn", churn_ok ? &churn_r[i] : NULL, &rows[FLOOR], NULL, NULL, 0);
     if (o.curator && (cmutex_rc == CURATOR_SKIPPED || csem_rc == CURATOR_SKIPPED)) {
         printf("(Curator not available: skipped)\n");
     } else if (o.curator) {
-        print_row(width, CURATOR_MUTEX, cmutex_rc == 0 ? &cmutex_r : NULL, &floor_r);
-        print_row(width, CURATOR_SEMAPHORE, csem_rc == 0 ? &csem_r : NULL, &floor_r);
+        print_row(width, CURATOR_MUTEX, cmutex_rc == 0 ? &cmutex_r : NULL, &rows[FLOOR], NULL,
+                  NULL, 0);
+        print_row(width, CURATOR_SEMAPHORE, csem_rc == 0 ? &csem_r : NULL,
+                  &rows[FLOOR], NULL, NULL, 0);
     }
     printf("\nfloor = one synchronous create(EPHEMERAL_SEQUENTIAL) + get-children + delete on a "
            "bare zhandle.\nhand-off = from the holder's last instant before release to the "
@@ -1704,29 +1960,34 @@ int main(int argc, char **argv)
     printf("pipelined = create + get-children (watching the directory) back to back per path, "
            "the\ndeletes not waited for; get-data watch: a watch on each node instead; "
            "transaction: the\ncreates in one multi, the deletes in another.\n");
+    if (o.cycles % o.rounds)
+        snprintf(per_round, sizeof per_round, "%ld-%ld", o.cycles / o.rounds,
+                 o.cycles / o.rounds + 1);
+    else
+        snprintf(per_round, sizeof per_round, "%ld", o.cycles / o.rounds);
+    printf("rounds: the floor, pipelined, zkit mutex, semaphore mutex and multi-lock rows ran "
+           "in %ld rounds,\n%s cycles each per round, one after another in the same order "
+           "every round, connections kept\nopen.  Their ratios, in the columns and in the "
+           "lines below (but churn's and Curator's), are the\nmedian over rounds of the "
+           "ratio within one round (min..max).  The hand-off, churn and Curator\nrows ran "
+           "apart from the rounds: their ratios are to the floor's figures over all its "
+           "cycles.\n", o.rounds, per_round);
     if (o.curator && cmutex_rc != CURATOR_SKIPPED && csem_rc != CURATOR_SKIPPED)
         printf("Curator = Apache Curator's recipes in a JVM of their own (CuratorPeer.java "
                "bench), run after the\nzkit rows against the same server; System.nanoTime "
                "around each acquire()+release().\n");
-    if (mutex_ok && pipe_ok[0])
-        printf("zkit mutex / pipelined limit: throughput %.2fx\n", mutex_r.rate / pipe_r[0].rate);
-    if (mutex_ok && multi_ok)
-        printf("zkit multi-lock over 4 paths / one mutex cycle: p50 %.2fx\n",
-               multi_r.p50_ms / mutex_r.p50_ms);
-    if (multi_ok && pipe_ok[2])
-        printf("zkit multi-lock / raw pipelined 4 paths: throughput %.2fx\n",
-               multi_r.rate / pipe_r[2].rate);
-    if (pipe_ok[0] && pipe_ok[2] && pipe_ok[3])
-        printf("raw, 4 paths / 1 path: p50 %.2fx pipelined, %.2fx with a transaction each way\n",
-               pipe_r[2].p50_ms / pipe_r[0].p50_ms, pipe_r[3].p50_ms / pipe_r[0].p50_ms);
+    print_round_summary(subjects, o.rounds);
     if (churn_ok)
         printf("churn, last tenth / first tenth: new+free %.2fx, with a lock cycle %.2fx "
                "(rates)\n", churn_r[1].rate / churn_r[0].rate, churn_r[3].rate / churn_r[2].rate);
-    if (o.curator && mutex_ok && cmutex_rc == 0)
+    if (o.curator && subjects[MUTEX].ok && cmutex_rc == 0)
         printf("zkit mutex / Curator InterProcessMutex: throughput %.2fx, p50 %.2fx\n",
-               mutex_r.rate / cmutex_r.rate, mutex_r.p50_ms / cmutex_r.p50_ms);
+               rows[MUTEX].rate / cmutex_r.rate, rows[MUTEX].p50_ms / cmutex_r.p50_ms);
     /* Curator missing here is no failure of the benchmark; Curator failing is. */
     curator_ok = !o.curator || cmutex_rc == CURATOR_SKIPPED || csem_rc == CURATOR_SKIPPED ||
                  (cmutex_rc == 0 && csem_rc == 0);
-    return mutex_ok && sem_ok && hand_ok && multi_ok && churn_ok && curator_ok ? 0 : 1;
+    return subjects[MUTEX].ok && subjects[SEM].ok && hand_ok && subjects[MULTI].ok &&
+                   churn_ok && curator_ok
+               ? 0
+               : 1;
 }
