@@ -1216,6 +1216,105 @@ static void test_semaphore_session_lost_while_speculating(void)
     }
 }
 
+/*
+ * A taker that gets the internal mutex of a semaphore with room must get its lease, even
+ * without waiting: only the holder of the internal mutex may make a lease that others count
+ * while it is not held.  A takes the lease without waiting after a wait for the mutex turned
+ * its speculation off, and its replies are held once its internal mutex node is on the
+ * server: A is first for the mutex.  C, which has never seen contention, then asks without
+ * waiting too, its replies held as well.  When A's replies flow, A must hold the only lease:
+ * C is behind A for the mutex, so no lease of C's may be counted against A.
+ */
+static void test_semaphore_try_once_not_beaten_by_rival(void)
+{
+    fixture_t f;
+    zkit_client_t *a, *c, *x;
+    zkh_proxy_t *pa, *pc;
+    zkit_semaphore_t *sa, *sc;
+    zkit_lock_t *xm;
+    sem_bg_t first, once_a, once_c;
+    zkit_create_options_t persistent = ZKIT_CREATE_OPTIONS_INIT;
+    char *path, *leases, *locks;
+    int64_t a_session, c_session;
+    fx_begin(&f, "sem-try-once-rival");
+    path = lk_join(f.base, "sem");
+    leases = lk_join(path, "leases");
+    locks = lk_join(path, "locks");
+    pa = zkh_proxy_start(zkh_server_address(zk, 0));
+    pc = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(pa != NULL && pc != NULL);
+    a = lk_client_to(zkh_proxy_address(pa), 10000);
+    c = lk_client_to(zkh_proxy_address(pc), 10000);
+    x = lk_client(10000);
+    CU_ASSERT_FATAL(a != NULL && c != NULL && x != NULL);
+    a_session = zkit_client_session_id(a);
+    c_session = zkit_client_session_id(c);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sa, a, path, 1) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sc, c, path, 1) == 0);
+    /* Persistent directories: the server reaps empty containers (every 200 ms here), and a
+     * create that meets a reaped parent would wait for its held NONODE reply. */
+    persistent.flags = ZKIT_CREATE_PARENTS;
+    CU_ASSERT_FATAL(zkit_create(NULL, NULL, x, leases, NULL, 0, &persistent) == 0);
+    CU_ASSERT_FATAL(zkit_create(NULL, NULL, x, locks, NULL, 0, &persistent) == 0);
+    one_lease_cycle(sa);
+
+    /* A waits for the internal mutex once (X holds it): its speculative lease is withdrawn
+     * and it speculates no more. */
+    CU_ASSERT_FATAL(zkit_mutex_new(&xm, x, locks) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(xm, 5000) == 0);
+    zkh_proxy_hold_replies(pa, 1);
+    sem_bg_start(&first, sa, 1, 20000);
+    CU_ASSERT_EQUAL(wait_owned_nodes(leases, a_session, 1, 3000), 0);
+    zkh_proxy_hold_replies(pa, 0);
+    CU_ASSERT_EQUAL(wait_owned_nodes(leases, a_session, 0, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(xm), 0);
+    CU_ASSERT_EQUAL(sem_bg_join(&first, 10000), 0);
+    CU_ASSERT_EQUAL(first.rc, 0);
+    if (first.rc == 0)
+        CU_ASSERT_EQUAL(zkit_lease_release(first.leases[0]), 0);
+    CU_ASSERT_EQUAL(wait_children(leases, 0, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(locks, 0, 5000), 0);
+
+    /* A first for the internal mutex, its replies held. */
+    zkh_proxy_hold_replies(pa, 1);
+    sem_bg_start(&once_a, sa, 1, 0);
+    CU_ASSERT_EQUAL(wait_owned_nodes(locks, a_session, 1, 3000), 0);
+    /* C behind it, its replies held: whatever C sends reaches the server.  A lease of C's,
+     * if C sends one, is waited for (up to 1.5 s) so that it is there before A lists. */
+    zkh_proxy_hold_replies(pc, 1);
+    sem_bg_start(&once_c, sc, 1, 0);
+    CU_ASSERT_EQUAL(wait_owned_nodes(locks, c_session, 1, 3000), 0);
+    (void)wait_owned_nodes(leases, c_session, 1, 1500);
+
+    zkh_proxy_hold_replies(pa, 0);
+    CU_ASSERT_EQUAL(sem_bg_join(&once_a, 10000), 0);
+    CU_ASSERT_EQUAL(once_a.rc, 0);
+    zkh_proxy_hold_replies(pc, 0);
+    CU_ASSERT_EQUAL(sem_bg_join(&once_c, 10000), 0);
+    CU_ASSERT_EQUAL(once_c.rc, ZKIT_ETIMEDOUT);
+    if (once_a.rc == 0) {
+        CU_ASSERT_EQUAL(children_of(leases), 1);
+        CU_ASSERT_EQUAL(zkit_lease_release(once_a.leases[0]), 0);
+    }
+    if (once_c.rc == 0)
+        CU_ASSERT_EQUAL(zkit_lease_release(once_c.leases[0]), 0);
+    CU_ASSERT_EQUAL(wait_children(leases, 0, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(locks, 0, 5000), 0);
+
+    fx_end(&f);
+    zkit_lock_free(xm);
+    zkit_semaphore_free(sa);
+    zkit_semaphore_free(sc);
+    zkit_client_close(a);
+    zkit_client_close(c);
+    zkit_client_close(x);
+    zkh_proxy_stop(pa);
+    zkh_proxy_stop(pc);
+    free(path);
+    free(leases);
+    free(locks);
+}
+
 /* ---- registration ---------------------------------------------------------------------------- */
 
 static const zkh_test_t tests[] = {
@@ -1241,6 +1340,8 @@ static const zkh_test_t tests[] = {
       test_semaphore_speculative_lease_withdrawn },
     { "semaphore: the session ends while a speculative lease is on its way",
       test_semaphore_session_lost_while_speculating },
+    { "semaphore: a try-once taker first for the internal mutex gets the free lease",
+      test_semaphore_try_once_not_beaten_by_rival },
     { NULL, NULL }
 };
 
