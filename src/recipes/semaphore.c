@@ -577,9 +577,12 @@ static int run_start(run_t **out, zkit_semaphore_t *sem, int64_t deadline_ms, ru
         }
     }
     rc = zkit__req_start(&run->lock_req, sem->mutex, pthread_self(), timeout, &proto);
-    if (rc == 0 && __atomic_load_n(&sem->speculate, __ATOMIC_RELAXED)) {
+    if (rc == 0 && deadline_ms != 0 && __atomic_load_n(&sem->speculate, __ATOMIC_RELAXED)) {
         /* Sent right behind the internal mutex's requests, from this thread: one round trip
-         * when nothing contends.  A failure to send only ends the speculation. */
+         * when nothing contends.  A failure to send only ends the speculation.  Not for a
+         * try-once run: one that loses the internal mutex never waits for it, so nothing
+         * turns its speculation off, and its lease, counted by the taker that won the
+         * mutex, would make that one fail too if it tries once. */
         run->speculative = 1;
         if (send_lease(run) != 0)
             withdraw_speculation(run);
