@@ -42,6 +42,11 @@ void zkit__batch_begin(zkit__batch_t *batch, zkit_client_t *client)
     open_batch = batch;
 }
 
+int zkit__batch_is_open(const zkit_client_t *client)
+{
+    return open_batch && open_batch->client == client;
+}
+
 int zkit__batch_submit(zkit__op_t *op)
 {
     zkit__batch_t *b = open_batch;

@@ -41,6 +41,9 @@ void zkit__batch_begin(zkit__batch_t *batch, zkit_client_t *client);
 /* Sends what was held (see above) and stops holding. */
 void zkit__batch_end(zkit__batch_t *batch);
 
+/* Whether this thread holds its requests on `client` in a batch now. */
+int zkit__batch_is_open(const zkit_client_t *client);
+
 /* Submits an op, or holds it when this thread has a batch open on its client: then 0, and the
  * op finishes exactly once later.  Otherwise as zkit__op_submit(). */
 int zkit__batch_submit(zkit__op_t *op);

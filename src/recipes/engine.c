@@ -61,6 +61,8 @@ struct zkit__acq {
 
     acq_state_t state;
     int waiting_due;                /* a wait began: tell the owner once the mutex is let go */
+    int waiting_tells;              /* tellings of a wait in progress, outside the mutex */
+    pthread_cond_t waiting_told;    /* signalled when the last of them returns */
     uint64_t round;                 /* increments on every restart: stale replies are dropped */
     int restarts;
     char *node;                     /* our node, un-namespaced */
@@ -104,19 +106,50 @@ void zkit__acq_ref(zkit__acq_t *acq)
     __atomic_add_fetch(&acq->refs, 1, __ATOMIC_ACQ_REL);
 }
 
+/* The acquisitions whose wait this thread is telling their owners of, innermost first. */
+typedef struct telling {
+    zkit__acq_t *acq;
+    struct telling *outer;
+} telling_t;
+
+static __thread telling_t *tellings;
+
 /* Lets go of acq->mu, then tells the owner that the acquisition waits for others, if a wait
  * began: outside the mutex, since the owner may cancel other acquisitions from there. */
 static void acq_unlock(zkit__acq_t *acq)
 {
     int tell = acq->waiting_due && acq->state == ACQ_WATCHING;
+    telling_t telling = { acq, tellings };
     acq->waiting_due = 0;
-    if (tell)
-        zkit__acq_ref(acq);
-    pthread_mutex_unlock(&acq->mu);
     if (tell) {
-        acq->waiting(acq, acq->arg);
-        zkit__acq_unref(acq);
+        zkit__acq_ref(acq);
+        acq->waiting_tells++;
     }
+    pthread_mutex_unlock(&acq->mu);
+    if (!tell)
+        return;
+    tellings = &telling;
+    acq->waiting(acq, acq->arg);
+    tellings = telling.outer;
+    pthread_mutex_lock(&acq->mu);
+    if (--acq->waiting_tells == 0)
+        pthread_cond_broadcast(&acq->waiting_told);
+    pthread_mutex_unlock(&acq->mu);
+    zkit__acq_unref(acq);
+}
+
+/* The acquisition may end on another thread while its owner is still being told of a wait:
+ * the end is told only after that (the owner may let go of what the telling uses once it hears
+ * the end).  Not when this thread is the one telling: that telling is further up its stack. */
+static void await_waiting_told(zkit__acq_t *acq)
+{
+    for (const telling_t *t = tellings; t; t = t->outer)
+        if (t->acq == acq)
+            return;
+    pthread_mutex_lock(&acq->mu);
+    while (acq->waiting_tells > 0)
+        pthread_cond_wait(&acq->waiting_told, &acq->mu);
+    pthread_mutex_unlock(&acq->mu);
 }
 
 static void free_names(char **names, size_t count)
@@ -138,6 +171,7 @@ void zkit__acq_unref(zkit__acq_t *acq)
     free(acq->watched);
     free(acq->ahead);
     pthread_mutex_destroy(&acq->mu);
+    pthread_cond_destroy(&acq->waiting_told);
     free(acq);
 }
 
@@ -420,6 +454,7 @@ static void finish(zkit__acq_t *acq, int error)
      * one per timed acquisition, which adds up in a busy daemon. */
     if (deadline_timer && zkit__unschedule(acq->client, deadline_timer))
         zkit__acq_unref(acq); /* the timer's reference */
+    await_waiting_told(acq);
     acq->done(acq, error, acq->arg);
     if (listed)
         zkit__acq_unref(acq); /* the close list's reference */
@@ -1140,6 +1175,7 @@ static zkit__acq_t *acq_alloc(const zkit__acq_params_t *p)
     if (!acq)
         return NULL;
     pthread_mutex_init(&acq->mu, NULL);
+    pthread_cond_init(&acq->waiting_told, NULL);
     acq->refs = 1;
     acq->client = p->client;
     acq->driver = p->driver;

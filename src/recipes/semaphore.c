@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "recipes/lock.h"
+#include "framework/batch.h"
 #include "framework/paths.h"
 
 /* How often one acquisition of several leases may start over after losing one. */
@@ -268,13 +269,21 @@ static int list_leases(run_t *run, int watch)
     return rc;
 }
 
+static void create_and_list(run_t *run);
+static void withdraw_speculation(run_t *run);
+
 static void decide(run_t *run, const zkit_result_t *res)
 {
     const char *name = zkit__path_basename(run->node);
     int mine = 0;
     for (size_t i = 0; i < res->child_count && !mine; i++)
         mine = strcmp(res->children[i], name) == 0;
-    if (!mine) {
+    if (!mine && run->speculative) {
+        /* Made in a session that has ended since, which the run has not heard yet: the
+         * internal mutex came in the new one, so the lease is made again there. */
+        withdraw_speculation(run);
+        create_and_list(run);
+    } else if (!mine) {
         run_finish(run, ZKIT_ELOCKLOST); /* the session lost our lease */
     } else if (res->child_count <= (size_t)run->sem->max_leases) {
         run_finish(run, 0);
@@ -577,12 +586,15 @@ static int run_start(run_t **out, zkit_semaphore_t *sem, int64_t deadline_ms, ru
         }
     }
     rc = zkit__req_start(&run->lock_req, sem->mutex, pthread_self(), timeout, &proto);
-    if (rc == 0 && deadline_ms != 0 && __atomic_load_n(&sem->speculate, __ATOMIC_RELAXED)) {
+    if (rc == 0 && deadline_ms != 0 && !zkit__batch_is_open(sem->client) &&
+        __atomic_load_n(&sem->speculate, __ATOMIC_RELAXED)) {
         /* Sent right behind the internal mutex's requests, from this thread: one round trip
          * when nothing contends.  A failure to send only ends the speculation.  Not for a
          * try-once run: one that loses the internal mutex never waits for it, so nothing
          * turns its speculation off, and its lease, counted by the taker that won the
-         * mutex, would make that one fail too if it tries once. */
+         * mutex, would make that one fail too if it tries once.  Nor inside a batch (a
+         * multi-lock's part): a create held there may come back without its Stat, which a
+         * lease has no later step to read. */
         run->speculative = 1;
         if (send_lease(run) != 0)
             withdraw_speculation(run);
