@@ -391,6 +391,78 @@ static void test_semaphore_participants(void)
     free(leases);
 }
 
+/*
+ * Semaphore mutex: a Curator taker waiting for room holds the internal mutex and counts every
+ * lease, so a zkit taker queued behind it must not leave a lease there.  A fresh zkit object
+ * sends its lease speculatively with its internal mutex's requests; once the engine says the
+ * mutex must wait, that lease has to go, or Curator would wait for ever after the holder lets
+ * go.  Then the turns: holder A, Curator, B, one at a time.
+ */
+static void test_semaphore_speculation_curator(void)
+{
+    fixture_t f;
+    zkit_client_t *ca, *cb;
+    zkit_lock_t *a, *b_lock;
+    proc_t jwait;
+    bg_t b;
+    int64_t b_session, curator_told;
+    char *path, *locks, *leases, line[512] = "", jnode[400] = "";
+    fx_begin(&f, "ix-sem-spec");
+    path = lk_join(f.base, "lock");
+    locks = lk_join(path, "locks");
+    leases = lk_join(path, "leases");
+    ca = lk_client(10000);
+    cb = lk_client(10000);
+    CU_ASSERT_FATAL(ca != NULL && cb != NULL);
+    b_session = zkit_client_session_id(cb);
+    CU_ASSERT_FATAL(zkit_semaphore_mutex_new(&a, ca, path) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_mutex_new(&b_lock, cb, path) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(a, 5000) == 0);
+    /* Curator waits for room: its lease beside A's, the internal mutex its own. */
+    CU_ASSERT_FATAL(peer_spawn(&jwait, "hold", "semaphore", path, "60000", NULL, NULL) == 0);
+    CU_ASSERT_EQUAL(wait_children(leases, 2, PEER_START_MS), 0);
+    CU_ASSERT_EQUAL(wait_children(locks, 1, 5000), 0);
+    /* B queues behind Curator for the internal mutex, and its speculative lease goes. */
+    bg_start(&b, b_lock, 30000, 1);
+    CU_ASSERT_EQUAL(wait_owned_nodes(locks, b_session, 1, 10000), 0);
+    CU_ASSERT_EQUAL(wait_owned_nodes(leases, b_session, 0, 10000), 0);
+    CU_ASSERT_EQUAL(children_of(leases), 2);
+    CU_ASSERT_EQUAL(children_of(locks), 2);
+    CU_ASSERT_EQUAL(proc_read_line(&jwait, line, sizeof(line), 300), -1); /* still waiting */
+    CU_ASSERT_EQUAL(bg_acquired(&b), 0);
+    /* A lets go: Curator gets in, B does not. */
+    CU_ASSERT_EQUAL(zkit_lock_release(a), 0);
+    CU_ASSERT_EQUAL(proc_read_line(&jwait, line, sizeof(line), 10000), 0);
+    CU_ASSERT(strncmp(line, "ACQUIRED ", 9) == 0);
+    snprintf(jnode, sizeof(jnode), "%.*s", (int)sizeof(jnode) - 1,
+             strncmp(line, "ACQUIRED ", 9) == 0 ? line + 9 : "");
+    CU_ASSERT(strncmp(jnode, leases, strlen(leases)) == 0);
+    /* B now waits for room the proper way: the internal mutex and a lease made under it. */
+    CU_ASSERT_EQUAL(wait_owned_nodes(locks, b_session, 1, 10000), 0);
+    CU_ASSERT_EQUAL(wait_owned_nodes(leases, b_session, 1, 10000), 0);
+    CU_ASSERT_EQUAL(bg_acquired(&b), 0);
+    /* Curator lets go: B gets in, only after Curator was told to release. */
+    curator_told = zkh_now_ms();
+    CU_ASSERT_EQUAL(peer_release(&jwait), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &b, 10000), 0);
+    CU_ASSERT_EQUAL(b.rc, 0);
+    CU_ASSERT(b.at_ms >= curator_told);
+    CU_ASSERT_EQUAL(children_of(leases), 1);
+    CU_ASSERT_EQUAL(owned_nodes(leases, b_session), 1);
+    CU_ASSERT_EQUAL(bg_finish(&b, 5000), 0);
+    CU_ASSERT_EQUAL(b.release_rc, 0);
+    CU_ASSERT_EQUAL(wait_children(leases, 0, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(locks, 0, 5000), 0);
+    fx_end(&f);
+    zkit_lock_free(a);
+    zkit_lock_free(b_lock);
+    zkit_client_close(ca);
+    zkit_client_close(cb);
+    free(path);
+    free(locks);
+    free(leases);
+}
+
 /* ---- revocation, both ways ------------------------------------------------------------------ */
 
 /* A Curator revoker: `revoke NODE_PATH` (Revoker.attemptRevoke); 0 when it said REVOKED. */
@@ -690,6 +762,8 @@ static const zkh_test_t tests[] = {
     { "mutex queue: same order on both sides", test_mutex_order },
     { "read-write queue: same order on both sides", test_rw_order },
     { "semaphore mutex: same participants", test_semaphore_participants },
+    { "semaphore mutex: Curator waits for room under the internal mutex while a zkit taker "
+      "speculates", test_semaphore_speculation_curator },
     { "revocation: C revokes a Java mutex holder", test_c_revokes_java_mutex },
     { "revocation: C revokes a Java write holder", test_c_revokes_java_writer },
     { "revocation: Java revokes a C mutex holder", test_java_revokes_c_mutex },
