@@ -12,7 +12,9 @@
  * queue in the same order; revocation both ways (zkit_lock_revoke asks a revocable Curator
  * holder, Curator's Revoker asks a revocable zkit holder); a Java and a C process
  * incrementing one counter under one lock end with the exact total and never overlap; a
- * mixed queue where Curator waiters give up ahead of and behind C waiters takes turns.
+ * mixed queue where Curator waiters give up ahead of and behind C waiters takes turns; a
+ * Curator semaphore taker waiting for room under the internal mutex is not kept waiting by the
+ * speculative lease of a zkit taker queued behind it.
  */
 #include <pthread.h>
 #include <stdio.h>
