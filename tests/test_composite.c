@@ -373,6 +373,137 @@ static void test_multi_with_write_half_partition_past_session(void)
     multi_partition("multi-rw-expiry", MULTI_WITH_WRITE_HALF);
 }
 
+/* A semaphore taker A behind a proxy (SESSION_MS) on a thread of its own, a probe C taking
+ * one lease without waiting, and their ENTER/EXIT log: what the semaphore's partition cases
+ * share. */
+typedef struct sem_partition {
+    const char *name;
+    fixture_t f;
+    char dir[64], log[128];
+    char *path, *leases;
+    zkh_proxy_t *proxy;
+    zkit_client_t *a, *c;
+    zkit_semaphore_t *a_sem;
+    holder_t *h;
+    probe_t p;
+    int capacity;
+    int64_t old_session;
+    int returned, stuck;
+} sem_partition_t;
+
+static void sem_partition_begin(sem_partition_t *s, const char *name, int capacity, int count)
+{
+    memset(s, 0, sizeof(*s));
+    s->name = name;
+    s->capacity = capacity;
+    fx_begin(&s->f, name);
+    scratch_dir(s->dir, sizeof(s->dir));
+    CU_ASSERT_FATAL(s->dir[0] != '\0');
+    snprintf(s->log, sizeof(s->log), "%s/log", s->dir);
+    s->path = lk_join(s->f.base, "sem");
+    s->leases = lk_join(s->path, "leases");
+    s->proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(s->proxy != NULL);
+    s->a = lk_client_to(zkh_proxy_address(s->proxy), SESSION_MS);
+    s->c = lk_client(10000);
+    CU_ASSERT_FATAL(s->a != NULL && s->c != NULL);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&s->a_sem, s->a, s->path, capacity) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&s->p.sem, s->c, s->path, capacity) == 0);
+    CU_ASSERT_FATAL((s->h = calloc(1, sizeof(*s->h))) != NULL);
+    strcpy(s->p.sem_cls, "S1");
+    s->p.against = s->h;
+    s->p.log = s->log;
+    s->h->sem = s->a_sem;
+    s->h->count = count;
+    s->h->log = strdup(s->log);
+    s->h->cls = count == 1 ? "S1" : "S2";
+    s->old_session = zkit_client_session_id(s->a);
+}
+
+static void sem_partition_probe(sem_partition_t *s)
+{
+    CU_ASSERT_FATAL(pthread_create(&s->p.thread, NULL, probe_main, &s->p) == 0);
+}
+
+/* A is partitioned until the server has expired its session, then healed. */
+static void sem_partition_expire(sem_partition_t *s)
+{
+    CU_ASSERT_EQUAL(wait_session_gone(s->path, s->old_session, 4 * SESSION_MS + 10000), 0);
+    zkh_proxy_unblock(s->proxy);
+    CU_ASSERT_EQUAL(zkit_client_block_until_connected(s->a, 20000), 0);
+}
+
+/* A's acquire must return; when it says held, every lease's node exists and is owned by A's
+ * current session.  Then A holds for a while with the probe running. */
+static void sem_partition_judge(sem_partition_t *s)
+{
+    holder_t *h = s->h;
+    s->returned = zkh_wait_until(holder_returned, h, 30000) == 0;
+    if (!s->returned)
+        fprintf(stderr, "%s: the acquire had not returned 30 s after the other side let go\n",
+                s->name);
+    CU_ASSERT(s->returned);
+    if (s->returned && h->rc == 0) {
+        int64_t now_session = zkit_client_session_id(s->a);
+        CU_ASSERT_NOT_EQUAL(now_session, s->old_session);
+        for (int i = 0; i < h->count; i++) {
+            char *node = NULL;
+            int64_t owner = zkit_lease_node(&node, h->leases[i]) == 0 ? node_owner(node) : -1;
+            if (owner != now_session)
+                fprintf(stderr, "%s: lease %d reported held, its node %s %s\n", s->name, i,
+                        node ? node : "(none)", owner < 0 ? "does not exist" : "is not ours");
+            CU_ASSERT_EQUAL(owner, now_session);
+            zkit_free(node);
+        }
+        /* A lease create of the old session retried in the new one goes too. */
+        CU_ASSERT_EQUAL(wait_owned_nodes(s->leases, now_session, h->count, 5000), 0);
+        zkh_sleep_ms(1000);
+    } else if (s->returned) {
+        fprintf(stderr, "%s: the acquire failed (allowed): %s\n", s->name, zkit_strerror(h->rc));
+    }
+}
+
+/* A lets go; the probe stops; the log must show no overlap and the probe never held while A
+ * said it held.  Everything is freed, except what a stuck acquire still uses. */
+static void sem_partition_end(sem_partition_t *s)
+{
+    holder_t *h = s->h;
+    verdict_t v;
+    s->stuck = holder_finish(h, s->returned ? 10000 : 0) != 0;
+    if (!s->stuck && h->rc == 0)
+        CU_ASSERT_EQUAL(h->release_rc, 0);
+    zkh_sleep_ms(200); /* the probe keeps going a little after the release */
+    atomic_store(&s->p.stop, 1);
+    pthread_join(s->p.thread, NULL);
+
+    check_log(s->log, s->capacity, &v);
+    report_verdict(s->name, &v);
+    if (atomic_load(&s->p.while_held))
+        fprintf(stderr, "%s: acquire %s; the probe took a lease %d times, %d of them while A "
+                        "said it held\n", s->name, h->rc ? zkit_strerror(h->rc) : "0",
+                atomic_load(&s->p.taken), atomic_load(&s->p.while_held));
+    CU_ASSERT_EQUAL(atomic_load(&s->p.while_held), 0);
+    CU_ASSERT_EQUAL(v.violations, 0);
+    CU_ASSERT_EQUAL(v.unbalanced, 0);
+    CU_ASSERT_EQUAL(atomic_load(&s->p.errors), 0);
+
+    fx_end(&s->f);
+    zkit_semaphore_free(s->p.sem);
+    zkit_client_close(s->c);
+    scratch_remove(s->dir);
+    free(s->leases);
+    if (s->stuck) {
+        fprintf(stderr, "%s: A's acquire still runs; its objects are left alone\n", s->name);
+        return;
+    }
+    zkit_semaphore_free(s->a_sem);
+    zkit_client_close(s->a);
+    zkh_proxy_stop(s->proxy);
+    free(s->path);
+    free((char *)h->log);
+    free(h);
+}
+
 /*
  * The same for a counting semaphore of 2 leases: B holds one; A asks for two, takes the first
  * and waits for the second; A's session expires under a partition; B lets go.  A may report
@@ -381,115 +512,30 @@ static void test_multi_with_write_half_partition_past_session(void)
  */
 static void test_semaphore_partition_past_session(void)
 {
-    fixture_t f;
-    zkit_client_t *a, *b, *c;
-    zkh_proxy_t *proxy;
-    zkit_semaphore_t *a_sem, *b_sem;
+    sem_partition_t s;
+    zkit_client_t *b;
+    zkit_semaphore_t *b_sem;
     zkit_lease_t *b_lease;
-    holder_t *h = calloc(1, sizeof(*h));
-    probe_t p;
-    verdict_t v;
-    char dir[64], log[128], *path, *leases;
-    int64_t old_session;
-    int returned, stuck;
-    fx_begin(&f, "sem-expiry");
-    scratch_dir(dir, sizeof(dir));
-    CU_ASSERT_FATAL(dir[0] != '\0');
-    snprintf(log, sizeof(log), "%s/log", dir);
-    path = lk_join(f.base, "sem");
-    leases = lk_join(path, "leases");
-    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
-    CU_ASSERT_FATAL(proxy != NULL);
-    a = lk_client_to(zkh_proxy_address(proxy), SESSION_MS);
+    sem_partition_begin(&s, "sem-expiry", 2, 2);
     b = lk_client(10000);
-    c = lk_client(10000);
-    CU_ASSERT_FATAL(a != NULL && b != NULL && c != NULL);
-    CU_ASSERT_FATAL(zkit_semaphore_new(&a_sem, a, path, 2) == 0);
-    CU_ASSERT_FATAL(zkit_semaphore_new(&b_sem, b, path, 2) == 0);
-    CU_ASSERT_FATAL(h != NULL);
-    memset(&p, 0, sizeof(p));
-    CU_ASSERT_FATAL(zkit_semaphore_new(&p.sem, c, path, 2) == 0);
-    strcpy(p.sem_cls, "S1");
-    p.against = h;
-    p.log = log;
-    h->sem = a_sem;
-    h->count = 2;
-    h->log = strdup(log);
-    h->cls = "S2";
-
+    CU_ASSERT_FATAL(b != NULL);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&b_sem, b, s.path, 2) == 0);
     CU_ASSERT_FATAL(zkit_semaphore_acquire(&b_lease, b_sem, 1, 5000) == 0);
-    old_session = zkit_client_session_id(a);
-    holder_start(h);
+    holder_start(s.h);
     /* A has its first lease and waits with its second node in the queue (Curator's layout:
      * three lease nodes for two leases). */
-    CU_ASSERT_EQUAL(wait_owned_nodes(leases, old_session, 2, 10000), 0);
-    CU_ASSERT_EQUAL(wait_children(leases, 3, 10000), 0);
-    CU_ASSERT_EQUAL(holder_returned(h), 0);
-    CU_ASSERT_FATAL(pthread_create(&p.thread, NULL, probe_main, &p) == 0);
+    CU_ASSERT_EQUAL(wait_owned_nodes(s.leases, s.old_session, 2, 10000), 0);
+    CU_ASSERT_EQUAL(wait_children(s.leases, 3, 10000), 0);
+    CU_ASSERT_EQUAL(holder_returned(s.h), 0);
+    sem_partition_probe(&s);
 
-    zkh_proxy_block(proxy);
-    CU_ASSERT_EQUAL(wait_session_gone(path, old_session, 4 * SESSION_MS + 10000), 0);
-    zkh_proxy_unblock(proxy);
-    CU_ASSERT_EQUAL(zkit_client_block_until_connected(a, 20000), 0);
+    zkh_proxy_block(s.proxy);
+    sem_partition_expire(&s);
     CU_ASSERT_EQUAL(zkit_lease_release(b_lease), 0);
-    returned = zkh_wait_until(holder_returned, h, 30000) == 0;
-    if (!returned)
-        fprintf(stderr, "sem-expiry: the acquire had not returned 30 s after the other side "
-                        "let go\n");
-    CU_ASSERT(returned);
-    if (returned && h->rc == 0) {
-        int64_t now_session = zkit_client_session_id(a);
-        for (int i = 0; i < 2; i++) {
-            char *node = NULL;
-            int64_t owner = zkit_lease_node(&node, h->leases[i]) == 0 ? node_owner(node) : -1;
-            if (owner != now_session)
-                fprintf(stderr, "sem-expiry: lease %d reported held, its node %s %s\n", i,
-                        node ? node : "(none)", owner < 0 ? "does not exist" : "is not ours");
-            CU_ASSERT_EQUAL(owner, now_session);
-            zkit_free(node);
-        }
-        zkh_sleep_ms(1500);
-    } else if (returned) {
-        fprintf(stderr, "sem-expiry: the acquire failed (allowed): %s\n", zkit_strerror(h->rc));
-    }
-    stuck = holder_finish(h, returned ? 10000 : 0) != 0;
-    if (!stuck && h->rc == 0)
-        CU_ASSERT_EQUAL(h->release_rc, 0);
-    zkh_sleep_ms(200);
-    atomic_store(&p.stop, 1);
-    pthread_join(p.thread, NULL);
-
-    check_log(log, 2, &v);
-    report_verdict("sem-expiry", &v);
-    if (atomic_load(&p.while_held))
-        fprintf(stderr, "sem-expiry: acquire %s; the probe took a lease %d times, %d of them "
-                        "while the semaphore said two were held\n",
-                h->rc ? zkit_strerror(h->rc) : "0", atomic_load(&p.taken),
-                atomic_load(&p.while_held));
-    CU_ASSERT_EQUAL(atomic_load(&p.while_held), 0);
-    CU_ASSERT_EQUAL(v.violations, 0);
-    CU_ASSERT_EQUAL(v.unbalanced, 0);
-    CU_ASSERT_EQUAL(atomic_load(&p.errors), 0);
-
-    fx_end(&f);
-    if (stuck) {
-        fprintf(stderr, "sem-expiry: A's acquire still runs; its objects are left alone\n");
-    } else {
-        zkit_semaphore_free(a_sem);
-        zkit_client_close(a);
-        zkh_proxy_stop(proxy);
-    }
+    sem_partition_judge(&s);
+    sem_partition_end(&s);
     zkit_semaphore_free(b_sem);
-    zkit_semaphore_free(p.sem);
     zkit_client_close(b);
-    zkit_client_close(c);
-    scratch_remove(dir);
-    free(leases);
-    if (!stuck) {
-        free(path);
-        free((char *)h->log);
-        free(h);
-    }
 }
 
 /* ---- the give-back rule: no deadlock over overlapping path sets --------------------------- */
@@ -1119,101 +1165,21 @@ static void test_semaphore_speculative_lease_withdrawn(void)
  */
 static void test_semaphore_session_lost_while_speculating(void)
 {
-    fixture_t f;
-    zkit_client_t *a, *c;
-    zkh_proxy_t *proxy;
-    zkit_semaphore_t *a_sem;
-    holder_t *h = calloc(1, sizeof(*h));
-    probe_t p;
-    verdict_t v;
-    char dir[64], log[128], *path, *leases;
-    int64_t old_session;
-    int returned, stuck;
-    fx_begin(&f, "sem-spec-expiry");
-    scratch_dir(dir, sizeof(dir));
-    CU_ASSERT_FATAL(dir[0] != '\0' && h != NULL);
-    snprintf(log, sizeof(log), "%s/log", dir);
-    path = lk_join(f.base, "sem");
-    leases = lk_join(path, "leases");
-    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
-    CU_ASSERT_FATAL(proxy != NULL);
-    a = lk_client_to(zkh_proxy_address(proxy), SESSION_MS);
-    c = lk_client(10000);
-    CU_ASSERT_FATAL(a != NULL && c != NULL);
-    CU_ASSERT_FATAL(zkit_semaphore_new(&a_sem, a, path, 1) == 0);
-    one_lease_cycle(a_sem);
-    memset(&p, 0, sizeof(p));
-    CU_ASSERT_FATAL(zkit_semaphore_new(&p.sem, c, path, 1) == 0);
-    strcpy(p.sem_cls, "S1");
-    p.against = h;
-    p.log = log;
-    h->sem = a_sem;
-    h->count = 1;
-    h->log = strdup(log);
-    h->cls = "S1";
-
-    old_session = zkit_client_session_id(a);
-    zkh_proxy_hold_replies(proxy, 1);
-    holder_start(h);
-    CU_ASSERT_EQUAL(wait_owned_nodes(leases, old_session, 1, 2000), 0);
-    zkh_proxy_block(proxy);
-    zkh_proxy_hold_replies(proxy, 0);
-    CU_ASSERT_FATAL(pthread_create(&p.thread, NULL, probe_main, &p) == 0);
-    CU_ASSERT_EQUAL(wait_session_gone(path, old_session, 4 * SESSION_MS + 10000), 0);
-    zkh_proxy_unblock(proxy);
-    CU_ASSERT_EQUAL(zkit_client_block_until_connected(a, 20000), 0);
-    returned = zkh_wait_until(holder_returned, h, 30000) == 0;
-    CU_ASSERT(returned);
-    if (returned && h->rc == 0) {
-        int64_t now_session = zkit_client_session_id(a);
-        char *node = NULL;
-        int64_t owner = zkit_lease_node(&node, h->leases[0]) == 0 ? node_owner(node) : -1;
-        if (owner != now_session)
-            fprintf(stderr, "sem-spec-expiry: the lease reported held, its node %s %s\n",
-                    node ? node : "(none)", owner < 0 ? "does not exist" : "is not ours");
-        CU_ASSERT_NOT_EQUAL(now_session, old_session);
-        CU_ASSERT_EQUAL(owner, now_session);
-        zkit_free(node);
-        /* The stale speculative lease, if its create was retried in the new session, goes. */
-        CU_ASSERT_EQUAL(wait_owned_nodes(leases, now_session, 1, 5000), 0);
-        zkh_sleep_ms(1000); /* hold with the probe running */
-    } else if (returned) {
-        fprintf(stderr, "sem-spec-expiry: the acquire failed (allowed): %s\n",
-                zkit_strerror(h->rc));
-    }
-    stuck = holder_finish(h, returned ? 10000 : 0) != 0;
-    if (!stuck && h->rc == 0)
-        CU_ASSERT_EQUAL(h->release_rc, 0);
-    zkh_sleep_ms(200); /* the probe keeps going a little after the release */
-    atomic_store(&p.stop, 1);
-    pthread_join(p.thread, NULL);
-
-    check_log(log, 1, &v);
-    report_verdict("sem-spec-expiry", &v);
-    CU_ASSERT_EQUAL(atomic_load(&p.while_held), 0);
-    CU_ASSERT_EQUAL(v.violations, 0);
-    CU_ASSERT_EQUAL(v.unbalanced, 0);
-    CU_ASSERT_EQUAL(atomic_load(&p.errors), 0);
-    CU_ASSERT(atomic_load(&p.taken) > 0);
-    CU_ASSERT_EQUAL(wait_children(leases, 0, 5000), 0);
-
-    fx_end(&f);
-    if (stuck) {
-        fprintf(stderr, "sem-spec-expiry: A's acquire still runs; its objects are left alone\n");
-    } else {
-        zkit_semaphore_free(a_sem);
-        zkit_client_close(a);
-        zkh_proxy_stop(proxy);
-    }
-    zkit_semaphore_free(p.sem);
-    zkit_client_close(c);
-    scratch_remove(dir);
-    free(leases);
-    if (!stuck) {
-        free(path);
-        free((char *)h->log);
-        free(h);
-    }
+    sem_partition_t s;
+    sem_partition_begin(&s, "sem-spec-expiry", 1, 1);
+    one_lease_cycle(s.a_sem);
+    zkh_proxy_hold_replies(s.proxy, 1);
+    holder_start(s.h);
+    CU_ASSERT_EQUAL(wait_owned_nodes(s.leases, s.old_session, 1, 2000), 0);
+    zkh_proxy_block(s.proxy);
+    zkh_proxy_hold_replies(s.proxy, 0);
+    sem_partition_probe(&s);
+    sem_partition_expire(&s);
+    sem_partition_judge(&s);
+    sem_partition_end(&s);
+    CU_ASSERT(atomic_load(&s.p.taken) > 0);
+    if (!s.stuck)
+        CU_ASSERT_EQUAL(wait_children(s.leases, 0, 5000), 0);
 }
 
 /*
