@@ -1009,7 +1009,7 @@ static void test_multi_contended_tokens(void)
         free(p[i]);
 }
 
-/* ---- the counting semaphore's speculative lease --------------------------------------------- */
+/* ---- the counting semaphore's fast way -------------------------------------------------------- */
 
 /* One uncontended lease, taken and given back: the semaphore's directories exist afterwards,
  * and the object has found its internal mutex free. */
@@ -1021,12 +1021,12 @@ static void one_lease_cycle(zkit_semaphore_t *sem)
 }
 
 /*
- * While nothing contends, a lease is created and listed right behind the internal mutex's
- * create and listing, before any reply: with every reply held back by the proxy, the lease
- * node still reaches the server.  Once the replies flow, the acquire returns holding exactly
- * that node.
+ * While nothing contends, a lease is taken the fast way: created and listed, with the internal
+ * mutex's queue, before any reply; with every reply held back by the proxy, the lease node
+ * still reaches the server.  Once the replies flow, the acquire returns holding exactly that
+ * node, and no node was made in the internal mutex's queue.
  */
-static void test_semaphore_lease_with_mutex_requests(void)
+static void test_semaphore_lease_the_fast_way(void)
 {
     fixture_t f;
     zkit_client_t *a;
@@ -1035,7 +1035,7 @@ static void test_semaphore_lease_with_mutex_requests(void)
     holder_t *h = calloc(1, sizeof(*h));
     char dir[64], log[128], *path, *leases, *locks, *node = NULL;
     int64_t session;
-    fx_begin(&f, "sem-speculative");
+    fx_begin(&f, "sem-fast");
     scratch_dir(dir, sizeof(dir));
     CU_ASSERT_FATAL(dir[0] != '\0' && h != NULL);
     snprintf(log, sizeof(log), "%s/log", dir);
@@ -1056,7 +1056,6 @@ static void test_semaphore_lease_with_mutex_requests(void)
     h->cls = "S1";
     zkh_proxy_hold_replies(proxy, 1);
     holder_start(h);
-    CU_ASSERT_EQUAL(wait_owned_nodes(locks, session, 1, 3000), 0);
     CU_ASSERT_EQUAL(wait_owned_nodes(leases, session, 1, 3000), 0);
     CU_ASSERT_EQUAL(holder_returned(h), 0);
     zkh_proxy_hold_replies(proxy, 0);
@@ -1068,6 +1067,8 @@ static void test_semaphore_lease_with_mutex_requests(void)
         CU_ASSERT_EQUAL(children_of(leases), 1);
         zkit_free(node);
     }
+    /* Nobody was in the internal mutex's queue: the fast way never made a node there. */
+    CU_ASSERT_EQUAL(owned_nodes(locks, session), 0);
     CU_ASSERT_EQUAL(holder_finish(h, 10000), 0);
     CU_ASSERT_EQUAL(h->release_rc, 0);
     CU_ASSERT_EQUAL(wait_children(leases, 0, 5000), 0);
@@ -1085,14 +1086,14 @@ static void test_semaphore_lease_with_mutex_requests(void)
 }
 
 /*
- * A speculative lease must go as soon as the internal mutex turns out to be taken: the taker
- * holding the mutex while it waits for room counts every lease, so a lease left by a taker
- * queued behind it would keep it waiting for ever.  A holds the only lease, W waits for room
- * holding the internal mutex, and B (which has never seen contention, so it speculates) asks
- * first once without waiting, then with a wait.  When A lets go, W must get the lease; when
- * W lets go, B.  At no time do two hold.
+ * A lease taken the fast way must go as soon as the internal mutex's queue shows a taker: the
+ * taker holding the mutex while it waits for room counts every lease, so a lease left by a
+ * taker that should queue behind it would keep it waiting for ever.  A holds the only lease,
+ * W waits for room holding the internal mutex, and B (which has never waited, so it tries the
+ * fast way) asks first once without waiting, then with a wait.  When A lets go, W must get the
+ * lease; when W lets go, B.  At no time do two hold.
  */
-static void test_semaphore_speculative_lease_withdrawn(void)
+static void test_semaphore_fast_lease_withdrawn(void)
 {
     fixture_t f;
     zkit_client_t *c[3];
@@ -1157,13 +1158,13 @@ static void test_semaphore_speculative_lease_withdrawn(void)
 }
 
 /*
- * The session ends while a speculative lease and the internal mutex's node are on the server
- * and their replies are not yet back: the client is partitioned (replies held first, so the
- * partition falls inside that window) until the server expires the session.  The acquire
+ * The session ends while a lease taken the fast way is on the server and its replies are not
+ * yet back: the client is partitioned (replies held first, so the partition falls inside that
+ * window) until the server expires the session.  The acquire
  * must then take a lease in the new session, or fail; never report the old one.  A probe
  * takes the lease without waiting all along; no probe may hold while the acquire says held.
  */
-static void test_semaphore_session_lost_while_speculating(void)
+static void test_semaphore_session_lost_on_the_fast_way(void)
 {
     sem_partition_t s;
     sem_partition_begin(&s, "sem-spec-expiry", 1, 1);
@@ -1186,7 +1187,7 @@ static void test_semaphore_session_lost_while_speculating(void)
  * A taker that gets the internal mutex of a semaphore with room must get its lease, even
  * without waiting: only the holder of the internal mutex may make a lease that others count
  * while it is not held.  A takes the lease without waiting after a wait for the mutex turned
- * its speculation off, and its replies are held once its internal mutex node is on the
+ * the fast way off, and its replies are held once its internal mutex node is on the
  * server: A is first for the mutex.  C, which has never seen contention, then asks without
  * waiting too, its replies held as well.  When A's replies flow, A must hold the only lease:
  * C is behind A for the mutex, so no lease of C's may be counted against A.
@@ -1224,8 +1225,8 @@ static void test_semaphore_try_once_not_beaten_by_rival(void)
     CU_ASSERT_FATAL(zkit_create(NULL, NULL, x, locks, NULL, 0, &persistent) == 0);
     one_lease_cycle(sa);
 
-    /* A waits for the internal mutex once (X holds it): its speculative lease is withdrawn
-     * and it speculates no more. */
+    /* A waits for the internal mutex once (X holds it): its fast lease goes, and it takes the
+     * fast way no more. */
     CU_ASSERT_FATAL(zkit_mutex_new(&xm, x, locks) == 0);
     CU_ASSERT_FATAL(zkit_lock_acquire(xm, 5000) == 0);
     zkh_proxy_hold_replies(pa, 1);
@@ -1300,12 +1301,12 @@ static const zkh_test_t tests[] = {
       test_multi_transaction_each_way },
     { "multi-lock contended: one holder, every token its node's czxid",
       test_multi_contended_tokens },
-    { "semaphore: an uncontended lease goes with the internal mutex's requests",
-      test_semaphore_lease_with_mutex_requests },
-    { "semaphore: a speculative lease goes when the internal mutex is taken",
-      test_semaphore_speculative_lease_withdrawn },
-    { "semaphore: the session ends while a speculative lease is on its way",
-      test_semaphore_session_lost_while_speculating },
+    { "semaphore: an uncontended lease in one round trip, without the internal mutex",
+      test_semaphore_lease_the_fast_way },
+    { "semaphore: a fast lease goes when a taker is in the internal mutex's queue",
+      test_semaphore_fast_lease_withdrawn },
+    { "semaphore: the session ends while a fast lease is on its way",
+      test_semaphore_session_lost_on_the_fast_way },
     { "semaphore: a try-once taker first for the internal mutex gets the free lease",
       test_semaphore_try_once_not_beaten_by_rival },
     { NULL, NULL }

@@ -14,7 +14,7 @@
  * incrementing one counter under one lock end with the exact total and never overlap; a
  * mixed queue where Curator waiters give up ahead of and behind C waiters takes turns; a
  * Curator semaphore taker waiting for room under the internal mutex is not kept waiting by the
- * speculative lease of a zkit taker queued behind it.
+ * fast lease of a zkit taker that queues behind it.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -396,11 +396,11 @@ static void test_semaphore_participants(void)
 /*
  * Semaphore mutex: a Curator taker waiting for room holds the internal mutex and counts every
  * lease, so a zkit taker queued behind it must not leave a lease there.  A fresh zkit object
- * sends its lease speculatively with its internal mutex's requests; once the engine says the
- * mutex must wait, that lease has to go, or Curator would wait for ever after the holder lets
+ * takes the fast way (its lease without the internal mutex); once it sees Curator in the
+ * mutex's queue, that lease has to go, or Curator would wait for ever after the holder lets
  * go.  Then the turns: holder A, Curator, B, one at a time.
  */
-static void test_semaphore_speculation_curator(void)
+static void test_semaphore_fast_way_curator(void)
 {
     fixture_t f;
     zkit_client_t *ca, *cb;
@@ -424,7 +424,7 @@ static void test_semaphore_speculation_curator(void)
     CU_ASSERT_FATAL(peer_spawn(&jwait, "hold", "semaphore", path, "60000", NULL, NULL) == 0);
     CU_ASSERT_EQUAL(wait_children(leases, 2, PEER_START_MS), 0);
     CU_ASSERT_EQUAL(wait_children(locks, 1, 5000), 0);
-    /* B queues behind Curator for the internal mutex, and its speculative lease goes. */
+    /* B queues behind Curator for the internal mutex, and its fast lease goes. */
     bg_start(&b, b_lock, 30000, 1);
     CU_ASSERT_EQUAL(wait_owned_nodes(locks, b_session, 1, 10000), 0);
     CU_ASSERT_EQUAL(wait_owned_nodes(leases, b_session, 0, 10000), 0);
@@ -765,7 +765,7 @@ static const zkh_test_t tests[] = {
     { "read-write queue: same order on both sides", test_rw_order },
     { "semaphore mutex: same participants", test_semaphore_participants },
     { "semaphore mutex: Curator waits for room under the internal mutex while a zkit taker "
-      "speculates", test_semaphore_speculation_curator },
+      "tries the fast way", test_semaphore_fast_way_curator },
     { "revocation: C revokes a Java mutex holder", test_c_revokes_java_mutex },
     { "revocation: C revokes a Java write holder", test_c_revokes_java_writer },
     { "revocation: Java revokes a C mutex holder", test_java_revokes_c_mutex },

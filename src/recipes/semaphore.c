@@ -9,21 +9,23 @@
  *
  * Taking one lease is a state machine ("run") driven by completions and watch events:
  *
- *   LOCKING  the internal mutex, an engine request; while nothing contends, the lease is
- *            created and listed right behind the mutex's own create and listing
- *            (speculatively), so that an uncontended lease takes one round trip
+ *   FAST     while nothing contends: create the lease, list the leases and list the
+ *            internal mutex's queue, back to back (one round trip); held when the leases
+ *            leave room and nobody is in that queue, else the lease goes -> LOCKING
+ *   LOCKING  the internal mutex, an engine request
  *   LISTING  create the lease and list the leases, back to back (one round trip)
  *   WAITING  too many leases: list again with a children watch; the watch -> LISTING
  *   done     the internal mutex is released (not waited for) in every case; on error the
  *            lease node goes too, even when its create reply comes after the end
  *
- * The speculative lease is safe without the internal mutex: a taker holds only on a listing
- * that shows its own lease and at most max_leases children, and every lease held at any
- * moment was created before the latest holder's listing and still exists, so it is counted
- * there.  The internal mutex is for liveness: a taker that waits for room holds it, so two
- * takers never each keep a lease the other counts.  A speculative lease therefore goes as soon
- * as the internal mutex turns out to be contended; until then it only makes a rival taker
- * count one lease more for a moment.  Curator's takers see the same.
+ * A lease is safe without the internal mutex: a taker holds only on a listing that shows its
+ * own lease and at most max_leases children, and every lease held at any moment was created
+ * before the latest holder's listing and still exists, so it is counted there.  The internal
+ * mutex is for liveness and order: a taker that waits for room holds it, so two takers never
+ * each keep a lease the other counts, and the first in its queue gets the next room.  So the
+ * fast way holds only when nobody is in that queue after its lease exists, and otherwise
+ * gives its lease back at once and queues like everyone else; until then it only makes a
+ * rival taker count one lease more for a moment.  Curator's takers see the same.
  *
  * A lease is a lock object of its own kind with one holding, so it hears UNCERTAIN, HELD,
  * EXPIRED and LOST like any lock.  Several leases under one deadline are runs one after the
@@ -57,7 +59,7 @@ struct zkit_semaphore {
     int has_data;
     zkit_lease_state_fn state_fn;
     void *state_arg;
-    int speculate;              /* atomic: the last run found the internal mutex free */
+    int try_fast;               /* atomic: the fast way (the last lease came without a wait) */
     LIST_HEAD(, sem_acq) acqs;  /* acquisitions in progress */
     uint64_t connection_changes; /* numbers the changes told to runs */
 };
@@ -92,7 +94,7 @@ static void sem_unref(zkit_semaphore_t *sem)
 
 /* ---- one lease: the run ------------------------------------------------------------------- */
 
-typedef enum run_state { RUN_LOCKING, RUN_LISTING, RUN_WAITING, RUN_DONE } run_state_t;
+typedef enum run_state { RUN_FAST, RUN_LOCKING, RUN_LISTING, RUN_WAITING, RUN_DONE } run_state_t;
 
 typedef struct run run_t;
 typedef void (*run_done_fn)(run_t *run, int error, void *arg);
@@ -114,7 +116,7 @@ struct run {
     int created;                /* the create reply came */
     int relist_due;             /* a listing came before the create reply: list again */
     int holds_mutex;            /* the internal mutex is ours */
-    int speculative;            /* the lease was sent with the internal mutex's requests */
+    int fast_room;              /* FAST: the leases' listing left room, our lease in it */
     int watching;               /* the children watch is armed */
     zkit_watcher_t watcher;
     uint64_t deadline_timer;
@@ -269,29 +271,38 @@ static int list_leases(run_t *run, int watch)
     return rc;
 }
 
-static void create_and_list(run_t *run);
-static void withdraw_speculation(run_t *run);
+/* Whether a listing of the leases shows ours. */
+static int lists_ours(const run_t *run, const zkit_result_t *res)
+{
+    const char *name = zkit__path_basename(run->node);
+    for (size_t i = 0; i < res->child_count; i++)
+        if (strcmp(res->children[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+/* Whether a listing of the leases shows ours within max_leases: held. */
+static int lists_room(const run_t *run, const zkit_result_t *res)
+{
+    return lists_ours(run, res) && res->child_count <= (size_t)run->sem->max_leases;
+}
 
 static void decide(run_t *run, const zkit_result_t *res)
 {
-    const char *name = zkit__path_basename(run->node);
-    int mine = 0;
-    for (size_t i = 0; i < res->child_count && !mine; i++)
-        mine = strcmp(res->children[i], name) == 0;
-    if (!mine && run->speculative) {
-        /* Made in a session that has ended since, which the run has not heard yet: the
-         * internal mutex came in the new one, so the lease is made again there. */
-        withdraw_speculation(run);
-        create_and_list(run);
-    } else if (!mine) {
+    int mine = lists_ours(run, res);
+    if (!mine) {
         run_finish(run, ZKIT_ELOCKLOST); /* the session lost our lease */
     } else if (res->child_count <= (size_t)run->sem->max_leases) {
+        /* The fast way again once a lease came without any wait. */
+        if (!run->told_waiting)
+            __atomic_store_n(&run->sem->try_fast, 1, __ATOMIC_RELAXED);
         run_finish(run, 0);
     } else if (deadline_passed(run)) {
         run_finish(run, ZKIT_ETIMEDOUT);
     } else {
         int rc, tell;
         run->state = RUN_WAITING;
+        __atomic_store_n(&run->sem->try_fast, 0, __ATOMIC_RELAXED);
         if ((rc = list_leases(run, 1)) != 0) {
             run_finish(run, rc);
             return;
@@ -311,10 +322,14 @@ static void on_listed(zkit_client_t *c, const zkit_result_t *res, void *arg)
     (void)c;
     if (!run)
         return;
-    if (!run->created || run->state == RUN_LOCKING) {
+    if (run->state == RUN_FAST) {
+        /* Decided with the internal mutex's queue, listed next; a listing that beat the
+         * create's reply leaves no room. */
+        run->fast_room = run->created && res->error == 0 && lists_room(run, res);
+        pthread_mutex_unlock(&run->mu);
+    } else if (!run->created) {
         /* The listing beat the create's reply (the create made the parents first, or was
-         * retried after a disconnection), or a speculative listing came before the internal
-         * mutex: list again once both are known. */
+         * retried after a disconnection): list again once the create's outcome is known. */
         run->relist_due = 1;
         pthread_mutex_unlock(&run->mu);
     } else if (res->error != 0) {
@@ -354,8 +369,7 @@ static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
         if (res->stat)
             run->stat = *res->stat;
         /* A create retried after a disconnection may answer after the pipelined listing:
-         * then that listing was set aside, and a fresh one decides (once the internal mutex
-         * is ours, for a speculative lease). */
+         * then that listing was set aside, and a fresh one decides. */
         if (run->relist_due && run->state == RUN_LISTING && (rc = relist(run)) != 0)
             run_finish(run, rc);
         else
@@ -397,29 +411,32 @@ static void create_and_list(run_t *run)
         pthread_mutex_unlock(&run->mu);
 }
 
-/* The internal mutex is ours and the lease was sent with it: its replies decide (run->mu
- * held; released here). */
-static void continue_speculation(run_t *run)
+static void on_locked(zkit__req_t *req, int error, void *arg);
+static void on_lock_waiting(zkit__req_t *req, void *arg);
+
+/* Requests the internal mutex (run->mu held). */
+static int start_mutex_request(run_t *run)
 {
-    int rc = 0;
-    run->state = RUN_LISTING;
-    if (run->created && run->relist_due)
-        rc = relist(run);
+    zkit__req_t proto;
+    int rc, timeout = run->deadline_ms < 0    ? -1
+                      : run->deadline_ms == 0 ? 0
+                                              : zkit__remaining_ms(run->deadline_ms);
+    memset(&proto, 0, sizeof(proto));
+    proto.internal_done = on_locked;
+    proto.internal_waiting = on_lock_waiting;
+    proto.internal_arg = run;
+    run->state = RUN_LOCKING;
+    run_ref(run); /* the internal request's, dropped in on_locked */
+    rc = zkit__req_start(&run->lock_req, run->sem->mutex, pthread_self(), timeout, &proto);
     if (rc != 0)
-        run_finish(run, rc);
-    else
-        pthread_mutex_unlock(&run->mu);
+        run_unref(run);
+    return rc;
 }
 
-/* The internal mutex is contended, or the session that made the speculative lease ended: the
- * lease goes at once (a taker waiting for room may be counting it), its replies still on the
- * way are dropped, and the lease is made again once the internal mutex is ours (run->mu
- * held). */
-static void withdraw_speculation(run_t *run)
+/* The fast way's lease goes: replies still on the way are dropped (a create's deletes the node
+ * it made), and the node, if known, is deleted (run->mu held). */
+static void withdraw_fast(run_t *run)
 {
-    if (!run->speculative)
-        return;
-    run->speculative = 0;
     run->round++;
     if (run->node) {
         zkit__delete_node(run->sem->client, run->node);
@@ -428,22 +445,70 @@ static void withdraw_speculation(run_t *run)
     }
     run->created = 0;
     run->relist_due = 0;
+    run->fast_room = 0;
 }
 
-/* A speculative create that failed (typically with the session that sent it) only ends the
- * speculation: the lease is made again once the internal mutex is ours.  Any other failure
- * ends the run (run->mu held; released here). */
-static void lease_create_failed(run_t *run, int error)
+/* No lease the fast way (no room, a taker in the internal mutex's queue, or a failure): the
+ * lease goes at once, since a taker waiting for room under the internal mutex counts it, and
+ * the run queues for the internal mutex as Curator's takers do (run->mu held; released
+ * here). */
+static void fall_back(run_t *run)
 {
-    if (!run->speculative) {
-        run_finish(run, error);
-        return;
-    }
-    withdraw_speculation(run);
-    if (run->state == RUN_LISTING)
-        create_and_list(run);
+    int rc;
+    __atomic_store_n(&run->sem->try_fast, 0, __ATOMIC_RELAXED);
+    withdraw_fast(run);
+    if (deadline_passed(run))
+        run_finish(run, ZKIT_ETIMEDOUT);
+    else if ((rc = start_mutex_request(run)) != 0)
+        run_finish(run, rc);
     else
         pthread_mutex_unlock(&run->mu);
+}
+
+/* The internal mutex's queue, listed right after the leases on the fast way: held when the
+ * leases left room and nobody is queued (a missing directory is an empty queue). */
+static void on_locks_listed(zkit_client_t *c, const zkit_result_t *res, void *arg)
+{
+    run_reply_t *r = arg;
+    run_t *run = reply_open(r);
+    int nobody = res->error == ZKIT_ENONODE || (res->error == 0 && res->child_count == 0);
+    (void)c;
+    if (!run)
+        return;
+    if (run->state != RUN_FAST)
+        pthread_mutex_unlock(&run->mu);
+    else if (run->fast_room && nobody)
+        run_finish(run, 0);
+    else
+        fall_back(run);
+    reply_close(r);
+}
+
+/* The fast way: the lease's create, the leases' listing and the internal mutex's queue's
+ * listing, back to back (run->mu held). */
+static int send_fast(run_t *run)
+{
+    run_reply_t *r;
+    int rc = send_lease(run);
+    if (rc != 0)
+        return rc;
+    if (!(r = reply_new(run)))
+        return ZKIT_ENOMEM;
+    rc = zkit__get_children_inline(run->sem->client, run->sem->mutex->path, NULL,
+                                   on_locks_listed, r);
+    if (rc != 0)
+        reply_close(r);
+    return rc;
+}
+
+/* A lease create that failed ends the run, unless it was the fast way's: then the run queues
+ * for the internal mutex (run->mu held; released here). */
+static void lease_create_failed(run_t *run, int error)
+{
+    if (run->state == RUN_FAST)
+        fall_back(run);
+    else
+        run_finish(run, error);
 }
 
 static void on_locked(zkit__req_t *req, int error, void *arg)
@@ -459,13 +524,7 @@ static void on_locked(zkit__req_t *req, int error, void *arg)
         run_finish(run, error);
     } else {
         run->holds_mutex = 1;
-        /* Speculate again once the internal mutex came without a wait. */
-        if (!run->told_waiting)
-            __atomic_store_n(&run->sem->speculate, 1, __ATOMIC_RELAXED);
-        if (run->speculative)
-            continue_speculation(run);
-        else
-            create_and_list(run);
+        create_and_list(run);
     }
     run_unref(run); /* the internal request's reference */
 }
@@ -477,10 +536,7 @@ static void on_lock_waiting(zkit__req_t *req, void *arg)
     int tell;
     (void)req;
     pthread_mutex_lock(&run->mu);
-    if (run->state == RUN_LOCKING && run->speculative) {
-        withdraw_speculation(run);
-        __atomic_store_n(&run->sem->speculate, 0, __ATOMIC_RELAXED);
-    }
+    __atomic_store_n(&run->sem->try_fast, 0, __ATOMIC_RELAXED);
     tell = run->waiting && !run->told_waiting && run->state == RUN_LOCKING;
     run->told_waiting = 1;
     if (tell)
@@ -520,11 +576,10 @@ static void on_run_deadline(void *arg)
     run_unref(run);
 }
 
-/* A run that could not start: neither its machine nor its internal request will end it, and
- * the caller gets nothing, so their three references go. */
+/* A run that could not start: its machine will not end it, and the caller gets nothing, so
+ * their references go. */
 static void run_unstart(run_t *run)
 {
-    run_unref(run);
     run_unref(run);
     run_unref(run);
 }
@@ -534,8 +589,7 @@ static int run_start(run_t **out, zkit_semaphore_t *sem, int64_t deadline_ms, ru
                      run_waiting_fn waiting, void *arg)
 {
     run_t *run = calloc(1, sizeof(*run));
-    zkit__req_t proto;
-    int rc, timeout = deadline_ms < 0 ? -1 : deadline_ms == 0 ? 0 : zkit__remaining_ms(deadline_ms);
+    int rc;
     if (!run)
         return ZKIT_ENOMEM;
     /* The data is copied now (the caller holds sem->mu), so that the run never takes sem->mu
@@ -550,7 +604,7 @@ static int run_start(run_t **out, zkit_semaphore_t *sem, int64_t deadline_ms, ru
         return ZKIT_ENOMEM;
     }
     pthread_mutex_init(&run->mu, NULL);
-    run->refs = 3; /* the machine's, the caller's, the internal request's */
+    run->refs = 2; /* the machine's, the caller's */
     run->sem = sem;
     sem_ref(sem);
     run->deadline_ms = deadline_ms;
@@ -559,11 +613,6 @@ static int run_start(run_t **out, zkit_semaphore_t *sem, int64_t deadline_ms, ru
     run->arg = arg;
     run->watcher.fn = on_leases_changed;
     run->watcher.arg = run;
-    run->state = RUN_LOCKING;
-    memset(&proto, 0, sizeof(proto));
-    proto.internal_done = on_locked;
-    proto.internal_waiting = on_lock_waiting;
-    proto.internal_arg = run;
     /* The run's mutex is held while it starts, so nothing it starts can end it before it is
      * complete. */
     pthread_mutex_lock(&run->mu);
@@ -585,19 +634,21 @@ static int run_start(run_t **out, zkit_semaphore_t *sem, int64_t deadline_ms, ru
             return zkit__client_is_closing(sem->client) ? ZKIT_ECLOSED : ZKIT_ENOMEM;
         }
     }
-    rc = zkit__req_start(&run->lock_req, sem->mutex, pthread_self(), timeout, &proto);
-    if (rc == 0 && deadline_ms != 0 && !zkit__batch_is_open(sem->client) &&
-        __atomic_load_n(&sem->speculate, __ATOMIC_RELAXED)) {
-        /* Sent right behind the internal mutex's requests, from this thread: one round trip
-         * when nothing contends.  A failure to send only ends the speculation.  Not for a
-         * try-once run: one that loses the internal mutex never waits for it, so nothing
-         * turns its speculation off, and its lease, counted by the taker that won the
-         * mutex, would make that one fail too if it tries once.  Nor inside a batch (a
-         * multi-lock's part): a create held there may come back without its Stat, which a
-         * lease has no later step to read. */
-        run->speculative = 1;
-        if (send_lease(run) != 0)
-            withdraw_speculation(run);
+    if (deadline_ms != 0 && !zkit__batch_is_open(sem->client) &&
+        __atomic_load_n(&sem->try_fast, __ATOMIC_RELAXED)) {
+        /* The fast way, while this object's last lease came without a wait.  Not for a
+         * try-once run: its lease, counted by a taker that holds the internal mutex, would
+         * make that one fail if it tries once too, and nothing would turn the fast way off.
+         * Nor inside a batch (a multi-lock's part): a create held there may come back
+         * without its Stat, which a lease has no later step to read. */
+        run->state = RUN_FAST;
+        rc = send_fast(run);
+        if (rc != 0) {
+            withdraw_fast(run);
+            rc = start_mutex_request(run);
+        }
+    } else {
+        rc = start_mutex_request(run);
     }
     if (rc != 0) {
         uint64_t timer = run->deadline_timer;
@@ -623,8 +674,6 @@ static void run_cancel(run_t *run)
 static void run_connection_event(run_t *run, zkit_conn_state_t state)
 {
     pthread_mutex_lock(&run->mu);
-    if (run->state == RUN_LOCKING && state == ZKIT_CONN_LOST)
-        withdraw_speculation(run); /* made in the session that ended, or about to be */
     if (run->state == RUN_WAITING && state == ZKIT_CONN_LOST) {
         run_finish(run, ZKIT_ELOCKLOST); /* our lease went with the session */
         return;
@@ -990,7 +1039,7 @@ ZKIT_EXTERN int zkit_semaphore_new(zkit_semaphore_t **out, zkit_client_t *client
     sem->client = client;
     zkit__client_ref(client);
     sem->max_leases = max_leases;
-    sem->speculate = 1;
+    sem->try_fast = 1;
     pthread_mutex_init(&sem->mu, NULL);
     pthread_cond_init(&sem->cond, NULL);
     sem->path = strdup(path);
