@@ -29,8 +29,9 @@
 
 #include <CUnit/CUnit.h>
 
+#include "fw_support.h"
 #include "lock_support.h"
-#include "framework/client.h" /* test hooks: zkit__test_fault_set, zkit__test_lookup_syncs */
+#include "framework/client.h" /* test hooks: faults, session credentials */
 
 #define SESSION_MS 4000
 
@@ -1282,6 +1283,85 @@ static void test_semaphore_try_once_not_beaten_by_rival(void)
     free(locks);
 }
 
+/* A retry policy whose first retry waits long enough for the session to be expired meanwhile. */
+static atomic_int slow_retry_began;
+
+static int slow_first_retry(int retry_count, int64_t elapsed_ms, int error, int *sleep_ms,
+                            void *arg)
+{
+    (void)elapsed_ms;
+    (void)error;
+    (void)arg;
+    *sleep_ms = atomic_exchange(&slow_retry_began, 1) ? 200 : 5000;
+    return retry_count < 30;
+}
+
+static int slow_retry_has_begun(void *arg)
+{
+    (void)arg;
+    return atomic_load(&slow_retry_began);
+}
+
+/*
+ * The fast way decides on two replies: the leases' listing, then the internal mutex's queue's.
+ * The session may end between them: the leases' listing showed room with our lease, the
+ * queue's listing is lost and retried, and answers in the new session, where our lease is
+ * gone.  The acquire must then take a lease in the new session (or fail); never report the
+ * old one held.
+ */
+static void test_semaphore_fast_way_session_ends_between_listings(void)
+{
+    fixture_t f;
+    zkit_client_options_t opts;
+    zkit_client_t *a = NULL;
+    zkit_retry_t *retry = zkit_retry_custom(slow_first_retry, NULL);
+    zkit_semaphore_t *sa;
+    zkit_create_options_t persistent = ZKIT_CREATE_OPTIONS_INIT;
+    sem_bg_t bg;
+    char *path, *leases, *locks, passwd[16];
+    int64_t old_session = 0;
+    fx_begin(&f, "sem-fast-session-between");
+    path = lk_join(f.base, "sem");
+    leases = lk_join(path, "leases");
+    locks = lk_join(path, "locks");
+    atomic_store(&slow_retry_began, 0);
+    fw_options(&opts, zkh_connect_string(zk), NULL, SESSION_MS, retry);
+    CU_ASSERT_FATAL(zkit_client_new(&a, &opts) == 0);
+    zkit_retry_free(retry);
+    CU_ASSERT_FATAL(zkit_client_block_until_connected(a, 10000) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sa, a, path, 1) == 0);
+    CU_ASSERT_FATAL(zkit__test_session_credentials(a, &old_session, passwd) == 0);
+    /* Persistent directories, so that the fast way's listings find them (a listing of a
+     * missing leases directory falls back at once). */
+    persistent.flags = ZKIT_CREATE_PARENTS;
+    CU_ASSERT_FATAL(zkit_create(NULL, NULL, a, leases, NULL, 0, &persistent) == 0);
+    CU_ASSERT_FATAL(zkit_create(NULL, NULL, a, locks, NULL, 0, &persistent) == 0);
+
+    zkit__test_fault_lose_children_replies(a, "/sem/locks", 1);
+    sem_bg_start(&bg, sa, 1, 30000);
+    CU_ASSERT_FATAL(zkh_wait_until(slow_retry_has_begun, NULL, 5000) == 0);
+    /* The queue's listing waits to be retried; the leases' listing has come back. */
+    CU_ASSERT_FATAL(zkh_expire_session(zk, old_session, passwd) == 0);
+    CU_ASSERT_EQUAL(sem_bg_join(&bg, 30000), 0);
+    if (bg.rc == 0) {
+        char *node = NULL;
+        int64_t now_session = zkit_client_session_id(a);
+        CU_ASSERT_NOT_EQUAL(now_session, old_session);
+        CU_ASSERT_EQUAL_FATAL(zkit_lease_node(&node, bg.leases[0]), 0);
+        CU_ASSERT_EQUAL(node_owner(node), now_session);
+        zkit_free(node);
+        zkit_lease_release(bg.leases[0]);
+    }
+    CU_ASSERT_EQUAL(wait_children(leases, 0, 5000), 0);
+
+    fx_end(&f);
+    zkit_semaphore_free(sa);
+    zkit_client_close(a);
+    free(path);
+    free(leases);
+    free(locks);
+}
+
 /* ---- registration ---------------------------------------------------------------------------- */
 
 static const zkh_test_t tests[] = {
@@ -1309,6 +1389,8 @@ static const zkh_test_t tests[] = {
       test_semaphore_session_lost_on_the_fast_way },
     { "semaphore: a try-once taker first for the internal mutex gets the free lease",
       test_semaphore_try_once_not_beaten_by_rival },
+    { "semaphore: the session ends between the fast way's two listings",
+      test_semaphore_fast_way_session_ends_between_listings },
     { NULL, NULL }
 };
 

@@ -1308,6 +1308,15 @@ void zkit__test_fault_exists_not_found(zkit_client_t *c, int count)
     pthread_mutex_unlock(&c->mu);
 }
 
+void zkit__test_fault_lose_children_replies(zkit_client_t *c, const char *suffix, int count)
+{
+    pthread_mutex_lock(&c->mu);
+    snprintf(c->faults.lose_children_suffix, sizeof(c->faults.lose_children_suffix), "%s",
+             suffix);
+    c->faults.lose_children_replies = count;
+    pthread_mutex_unlock(&c->mu);
+}
+
 int zkit__test_lookup_syncs(zkit_client_t *c)
 {
     int count;

@@ -90,6 +90,8 @@ typedef struct zkit__faults {
     int lose_create_replies;  /* creates applied by the server report CONNECTIONLOSS */
     int fail_protected_lookups;
     int exists_not_found;     /* exists requests of nodes that are there report NONODE */
+    int lose_children_replies; /* listings of paths ending so, answered, report CONNECTIONLOSS */
+    char lose_children_suffix[64];
     int lookup_syncs;         /* counted, not injected: syncs sent ahead of recovery listings */
 } zkit__faults_t;
 
@@ -205,6 +207,9 @@ void zkit__acl_vector_free(struct ACL_vector *v);
 int zkit__test_session_credentials(zkit_client_t *c, int64_t *id, char passwd[16]);
 void zkit__test_fault_set(zkit_client_t *c, int lose_create_replies, int fail_protected_lookups);
 void zkit__test_fault_exists_not_found(zkit_client_t *c, int count);
+/* The next `count` listings of a path ending in `suffix` that the server answers report
+ * CONNECTIONLOSS instead (and are retried by the policy). */
+void zkit__test_fault_lose_children_replies(zkit_client_t *c, const char *suffix, int count);
 /* How many syncs the client sent ahead of a recovery listing (a protected create's lookup or
  * an orphan sweep) since it was created. */
 int zkit__test_lookup_syncs(zkit_client_t *c);

@@ -758,6 +758,12 @@ static void attempt_issue(zkit__op_t *op)
 
 /* ---- deciding after an attempt -------------------------------------------------------------- */
 
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return m > 0 && n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
 static void apply_faults(zkit__op_t *op, int *rc)
 {
     zkit__faults_t *f = &op->client->faults;
@@ -775,6 +781,11 @@ static void apply_faults(zkit__op_t *op, int *rc)
         if (f->exists_not_found > 0)
             f->exists_not_found--;
         *rc = ZNONODE;
+    } else if (op->type == ZKIT__OP_CHILDREN && *rc == ZOK && f->lose_children_replies != 0 &&
+               ends_with(op->path, f->lose_children_suffix)) {
+        if (f->lose_children_replies > 0)
+            f->lose_children_replies--;
+        *rc = ZCONNECTIONLOSS;
     }
     pthread_mutex_unlock(&op->client->mu);
 }
