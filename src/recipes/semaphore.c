@@ -466,18 +466,19 @@ static void fall_back(run_t *run)
 }
 
 /* The internal mutex's queue, listed right after the leases on the fast way: held when the
- * leases left room and nobody is queued (a missing directory is an empty queue). */
+ * leases left room and nobody is queued (a missing directory is an empty queue).  This reply
+ * may come in a later session than the leases' listing (lost, then retried after the session
+ * ended), when our lease has gone with the old one: then it is not held. */
 static void on_locks_listed(zkit_client_t *c, const zkit_result_t *res, void *arg)
 {
     run_reply_t *r = arg;
     run_t *run = reply_open(r);
     int nobody = res->error == ZKIT_ENONODE || (res->error == 0 && res->child_count == 0);
-    (void)c;
     if (!run)
         return;
     if (run->state != RUN_FAST)
         pthread_mutex_unlock(&run->mu);
-    else if (run->fast_room && nobody)
+    else if (run->fast_room && nobody && run->stat.ephemeral_owner == zkit_client_session_id(c))
         run_finish(run, 0);
     else
         fall_back(run);
