@@ -1185,13 +1185,14 @@ static void test_semaphore_session_lost_on_the_fast_way(void)
 }
 
 /*
- * A taker that gets the internal mutex of a semaphore with room must get its lease, even
- * without waiting: only the holder of the internal mutex may make a lease that others count
- * while it is not held.  A takes the lease without waiting after a wait for the mutex turned
- * the fast way off, and its replies are held once its internal mutex node is on the
- * server: A is first for the mutex.  C, which has never seen contention, then asks without
- * waiting too, its replies held as well.  When A's replies flow, A must hold the only lease:
- * C is behind A for the mutex, so no lease of C's may be counted against A.
+ * A try-once taker that gets the internal mutex of a semaphore with room must get its lease
+ * when its rivals try once too: a try-once never takes the fast way, so it makes no lease
+ * that a holder of the internal mutex counts.  A takes the lease without waiting after a wait
+ * for the mutex turned the fast way off, and its replies are held once its internal mutex
+ * node is on the server: A is first for the mutex.  C, whose object has never waited, then
+ * asks without waiting too, its replies held as well.  When A's replies flow, A must hold the
+ * only lease: C is behind A for the mutex, so no lease of C's may be counted against A.  (A
+ * blocking rival's fast lease can still make A fail once; docs/design.md says so.)
  */
 static void test_semaphore_try_once_not_beaten_by_rival(void)
 {
