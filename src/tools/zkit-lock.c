@@ -653,11 +653,15 @@ static int ends_holding(int sig)
 /* Why the lock held without a command is gone, or NULL while it is still ours. */
 static const char *hold_lost(zkl_locks_t *ls, int event, int64_t *deadline)
 {
+    int rc;
     if (event == ZKL_EV_LOCK_BASE + ZKIT_LOCK_LOST)
         return "the lock was lost (session expired or lock node deleted)";
     if (event == ZKL_EV_LOCK_BASE + ZKIT_LOCK_EXPIRED)
         return "the lock expired while disconnected from ZooKeeper";
-    if (zkl_locks_deadline(ls, deadline) != 0)
+    rc = zkl_locks_deadline(ls, deadline);
+    if (rc == ZKIT_ETIMEDOUT)
+        return "the lock expired while disconnected from ZooKeeper";
+    if (rc != 0)
         return "the lock was lost (session expired or lock node deleted)";
     if (*deadline <= zkl_now_ms())
         return "the lock expired while disconnected from ZooKeeper";

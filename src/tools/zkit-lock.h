@@ -144,7 +144,8 @@ void zkl_locks_on_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg);
 /* Starts acquiring; ZKL_EV_ACQUIRED is posted when done (zkl_locks_acquired tells how). */
 int zkl_locks_start(zkl_locks_t *ls, int timeout_ms);
 int zkl_locks_acquired(const zkl_locks_t *ls);
-/* The validity deadline of everything held (INT64_MAX while connected), or ZKIT_ELOCKLOST. */
+/* The validity deadline of everything held (INT64_MAX while connected); ZKIT_ETIMEDOUT once the
+ * deadline told before has passed (expired while disconnected), ZKIT_ELOCKLOST when lost. */
 int zkl_locks_deadline(zkl_locks_t *ls, int64_t *deadline_ms);
 /* Notes a connection state (a semaphore lease follows the connection). */
 void zkl_locks_connection_event(zkl_locks_t *ls, zkit_conn_state_t state);

@@ -466,13 +466,16 @@ static void cancel(guard_t *g)
 static void reassess(guard_t *g, int lock_state)
 {
     int64_t deadline;
+    int rc;
     if (g->lost)
         return;
     if (lock_state == ZKIT_LOCK_EXPIRED)
         lose(g, "the lock expired while disconnected from ZooKeeper", 1);
     else if (lock_state == ZKIT_LOCK_LOST)
         lose(g, "the lock was lost (session expired or lock node deleted)", 0);
-    else if (zkl_locks_deadline(g->run->locks, &deadline) != 0)
+    else if ((rc = zkl_locks_deadline(g->run->locks, &deadline)) == ZKIT_ETIMEDOUT)
+        lose(g, "the lock expired while disconnected from ZooKeeper", 1);
+    else if (rc != 0)
         lose(g, "the lock was lost (session expired or lock node deleted)", 0);
     else if (deadline == INT64_MAX)
         cancel(g);

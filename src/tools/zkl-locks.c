@@ -29,6 +29,7 @@ struct zkl_locks {
     int sem_timeout_ms;
     int error;                  /* the acquisition's result, written before ZKL_EV_ACQUIRED */
     int64_t lease_deadline;     /* semaphore: INT64_MAX while connected */
+    int64_t known_deadline;     /* locks: the last validity deadline told, INT64_MAX if none */
     int lease_lost;
     int lease_abandoned;        /* left to the session's end: freeing it would need the server */
     int borrowed;               /* locks[0] belongs to someone else (zkl_locks_borrow) */
@@ -316,6 +317,7 @@ int zkl_locks_new(zkl_locks_t **out, zkit_client_t *client, const zkl_options_t 
     ls->kind = o->kind;
     ls->count = o->path_count;
     ls->lease_deadline = INT64_MAX;
+    ls->known_deadline = INT64_MAX;
     if (o->kind == ZKL_SEMAPHORE)
         rc = zkit_semaphore_new(&ls->sem, client, o->paths[0], o->max_leases);
     else
@@ -341,6 +343,7 @@ int zkl_locks_borrow(zkl_locks_t **out, zkit_client_t *client, zkit_lock_t *lock
     ls->locks[0] = lock;
     ls->borrowed = 1;
     ls->lease_deadline = INT64_MAX;
+    ls->known_deadline = INT64_MAX;
     *out = ls;
     return 0;
 }
@@ -431,14 +434,17 @@ int zkl_locks_deadline(zkl_locks_t *ls, int64_t *deadline_ms)
         *deadline_ms = ls->lease_deadline;
         return ls->lease_lost ? ZKIT_ELOCKLOST : 0;
     }
-    /* Every path must still be ours; the soonest deadline bounds them all. */
+    /* Every path must still be ours; the soonest deadline bounds them all.  A lock whose
+     * validity ran out answers "lost" before its EXPIRED report arrives: past the deadline
+     * told before, that is the expiry. */
     for (size_t i = 0; i < ls->count; i++) {
         int64_t d;
         if (zkit_lock_valid_until(&d, ls->locks[i]) != 0)
-            return ZKIT_ELOCKLOST;
+            return ls->known_deadline <= zkl_now_ms() ? ZKIT_ETIMEDOUT : ZKIT_ELOCKLOST;
         if (d < soonest)
             soonest = d;
     }
+    ls->known_deadline = soonest;
     *deadline_ms = soonest;
     return 0;
 }
