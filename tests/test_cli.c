@@ -1437,6 +1437,55 @@ static void test_once_per_lost_lock(void)
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
+/* A lease deleted by someone else is a lost lock, as for a mutex: the command is terminated
+ * and zkit-lock exits 75, long before the command would end by itself. */
+static void test_semaphore_lease_deleted(void)
+{
+    char path[64], leases[128], base[300], err[300], pidfile[320];
+    zhandle_t *zh = zkh_raw_connect(zk);
+    pid_t holder;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(zh);
+    zkh_unique_path(path, sizeof(path), "cli-sem-deleted");
+    snprintf(leases, sizeof(leases), "%s/leases", path);
+    scratch(base, sizeof(base), "sem-deleted");
+    scratch(err, sizeof(err), "sem-deleted.err");
+    snprintf(pidfile, sizeof(pidfile), "%s.pid", base);
+    holder = start_holder(zkh_connect_string(zk), path, hold_trap_snippet, base, err,
+                          "--semaphore", "1", NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    delete_children(zh, leases);
+    CU_ASSERT_EQUAL(wait_status(holder, 5000), 75);
+    CU_ASSERT(!group_alive(pidfile));
+    CU_ASSERT(contains(err, "command terminated"));
+    zookeeper_close(zh);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/* A lease's validity runs out while the server hangs: the command is killed in time, as under
+ * a lock (the lease's deadline is the library's, from when the client noticed the silence). */
+static void test_semaphore_frozen_server(void)
+{
+    char path[64], base[300], err[300], pidfile[320];
+    int64_t frozen_at;
+    pid_t holder;
+    zkh_unique_path(path, sizeof(path), "cli-sem-frozen");
+    scratch(base, sizeof(base), "sem-frozen");
+    scratch(err, sizeof(err), "sem-frozen.err");
+    snprintf(pidfile, sizeof(pidfile), "%s.pid", base);
+    holder = start_holder(zkh_connect_string(zk), path, hold_snippet, base, err, "--semaphore",
+                          "2", "--session-timeout", "2", NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    CU_ASSERT_EQUAL_FATAL(zkh_freeze(zk, 0), 0);
+    frozen_at = zkh_now_ms();
+    CU_ASSERT_EQUAL(wait_status(holder, 10000), 75);
+    CU_ASSERT(zkh_now_ms() - frozen_at < 4000);
+    CU_ASSERT(!group_alive(pidfile));
+    CU_ASSERT(contains(err, "command terminated"));
+    CU_ASSERT_EQUAL(zkh_thaw(zk, 0), 0);
+    CU_ASSERT_EQUAL(wait_children(path, 0, 15000), 0);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
 /* ---- suite ------------------------------------------------------------------------------- */
 
 /* ---- the command's whole process group ----------------------------------------------------- */
@@ -1974,6 +2023,8 @@ static const zkh_test_t tests[] = {
     { "--kill-on-suspend", test_kill_on_suspend },
     { "--list", test_list },
     { "--semaphore", test_semaphore },
+    { "--semaphore: a deleted lease ends the command", test_semaphore_lease_deleted },
+    { "--semaphore: a lease expires with a frozen server", test_semaphore_frozen_server },
     { "--read / --write", test_read_write },
     { "several paths", test_multi_path },
     { "credentials and namespace", test_auth_and_namespace },

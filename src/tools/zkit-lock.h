@@ -147,7 +147,7 @@ int zkl_locks_acquired(const zkl_locks_t *ls);
 /* The validity deadline of everything held (INT64_MAX while connected); ZKIT_ETIMEDOUT once the
  * deadline told before has passed (expired while disconnected), ZKIT_ELOCKLOST when lost. */
 int zkl_locks_deadline(zkl_locks_t *ls, int64_t *deadline_ms);
-/* Notes a connection state (a semaphore lease follows the connection). */
+/* Notes a connection state: a semaphore's lease is lost with the session. */
 void zkl_locks_connection_event(zkl_locks_t *ls, zkit_conn_state_t state);
 /* Asks ZooKeeper whether our nodes still exist and belong to our session: 0 or
  * ZKIT_ELOCKLOST.  Blocking (a round trip per node). */
