@@ -536,6 +536,52 @@ static void test_exit_status_and_environment(void)
 }
 
 /*
+ * zkit-lock started with standard input, output and error closed (as by a daemon that closed
+ * everything): its own descriptors (the server socket, the pipes of the client and its own)
+ * must not take those numbers, where the command would inherit them and where zkit-lock's own
+ * messages would go.  The command finds 0 and 2 closed, as they were given, and nothing else.
+ */
+static void test_closed_standard_descriptors(void)
+{
+    char path[64], file[300], *text;
+    char snippet[600];
+    const char *argv[] = { tool, "--connect", zkh_connect_string(zk), NULL, "--", "sh", "-c",
+                           snippet, NULL };
+    sigset_t all, old;
+    pid_t pid;
+    zkh_unique_path(path, sizeof(path), "cli-closed-std");
+    scratch(file, sizeof(file), "closed-std.fds");
+    snprintf(snippet, sizeof(snippet),
+             "for fd in 0 2 3 4 5 6 7 8 9; do [ -e /proc/$$/fd/$fd ] && "
+             "echo \"$fd $(readlink /proc/$$/fd/$fd)\"; done > '%s'; exit 0", file);
+    argv[3] = path;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid = fork();
+    if (pid == 0) {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof(dfl));
+        dfl.sa_handler = SIG_DFL;
+        for (int sig = 1; sig < NSIG; sig++)
+            sigaction(sig, &dfl, NULL);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        for (int fd = 0; fd < 1024; fd++)
+            close(fd);
+        execv(tool, (char *const *)argv);
+        _exit(127);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    CU_ASSERT_EQUAL(wait_status(pid, 10000), 0);
+    text = slurp(file);
+    CU_ASSERT_PTR_NOT_NULL(text);
+    if (text && text[0])
+        fprintf(stderr, "closed standard descriptors: the command had\n%s", text);
+    CU_ASSERT(text && text[0] == '\0');
+    free(text);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/*
  * -c STRING runs under /bin/sh -c while the lock is held (a second zkit-lock -n, run from the
  * string itself, finds it taken), with the lock's environment; zkit-lock exits with its
  * status.  -c together with a command after '--' is a usage error.
@@ -2010,6 +2056,7 @@ static const zkh_test_t tests[] = {
     { "-n on a held lock", test_nonblock_conflict },
     { "-w times out", test_wait_timeout },
     { "exit status and environment", test_exit_status_and_environment },
+    { "closed standard descriptors are not reused", test_closed_standard_descriptors },
     { "-c runs a shell command", test_shell_command },
     { "no command: held until a signal", test_hold_without_command },
     { "--semaphore N: a limit other than the holders' is refused", test_semaphore_limit_conflict },

@@ -173,7 +173,8 @@ typedef struct zkl_run {
     const char *token;       /* ZKIT_FENCING_TOKEN */
 } zkl_run_t;
 
-/* Notes the descriptors open at start, the user's to pass on to the command; call first. */
+/* Notes the descriptors open at start, the user's to pass on to the command, and holds the
+ * standard ones given closed on /dev/null until the command starts; call first. */
 void zkl_note_inherited_fds(void);
 /* The file execvp() would run for `name` (malloc'd), looked up before anything is locked;
  * NULL with *status = 126 or 127 and a message when there is none. */

@@ -195,9 +195,18 @@ static int foreground_terminal(void)
 
 static int kept_fds[MAX_KEPT + 1]; /* ascending, all >= 3 */
 static size_t kept_count;
+static int std_closed[3];          /* 0, 1 or 2 was closed when we started */
 
 void zkl_note_inherited_fds(void)
 {
+    /* A standard descriptor given closed is held on /dev/null until the command starts, closed
+     * again: else the next descriptor we open (the server socket, a pipe) would take its
+     * number, our messages would go into it and the command would inherit it.  Ascending, so
+     * that open() returns the very number. */
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) == -1 && errno == EBADF)
+            std_closed[fd] = open("/dev/null", O_RDWR) == fd;
+    }
     for (int fd = 3; fd < MAX_NOTED_FD && kept_count < MAX_KEPT; fd++) {
         if (fcntl(fd, F_GETFD) != -1)
             kept_fds[kept_count++] = fd;
@@ -230,10 +239,15 @@ static void close_span(unsigned from, unsigned to)
         close((int)fd);
 }
 
-/* In the child: closes every descriptor above 2 that is not kept. */
+/* In the child: closes every descriptor above 2 that is not kept, and the standard ones that
+ * were given closed. */
 static void close_unkept_fds(void)
 {
     unsigned from = 3;
+    for (int fd = 0; fd <= 2; fd++) {
+        if (std_closed[fd])
+            close(fd);
+    }
     for (size_t i = 0; i < kept_count; i++) {
         if ((unsigned)kept_fds[i] > from)
             close_span(from, (unsigned)kept_fds[i] - 1);
