@@ -1642,6 +1642,94 @@ static void test_sigkill_ends_command(void)
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
+/* Whether a live process has `marker` among its arguments. */
+static int marked_alive(const char *marker)
+{
+    DIR *proc = opendir("/proc");
+    struct dirent *e;
+    int alive = 0;
+    while (proc && !alive && (e = readdir(proc)) != NULL) {
+        char path[300], args[4096];
+        size_t n;
+        long pid;
+        FILE *f;
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+        if (!(f = fopen(path, "r")))
+            continue;
+        n = fread(args, 1, sizeof(args) - 1, f);
+        fclose(f);
+        args[n] = '\0';
+        pid = strtol(e->d_name, NULL, 10);
+        for (size_t at = 0; at < n && !alive; at += strlen(args + at) + 1)
+            alive = strcmp(args + at, marker) == 0 && !pid_gone_pred(&pid);
+    }
+    if (proc)
+        closedir(proc);
+    return alive;
+}
+
+static int marked_gone_pred(void *arg)
+{
+    return !marked_alive((const char *)arg);
+}
+
+/*
+ * zkit-lock killed with SIGKILL the moment after it forked the command (an LD_PRELOAD shim
+ * kills it when it sets the command's process group): the watchdog must end the command all
+ * the same, although zkit-lock never got to tell it which group that is.
+ */
+static void test_sigkill_right_after_fork(void)
+{
+    char path[64], base[300], preload[600], *env[512];
+    const char *argv[] = { tool, "--connect", zkh_connect_string(zk), "--session-timeout", "2",
+                           NULL, "--", "sh", "-c", hold_snippet, "sh", base, NULL };
+    extern char **environ;
+    sigset_t all, old;
+    size_t n = 0;
+    pid_t pid;
+    zkh_unique_path(path, sizeof(path), "cli-die-after-fork");
+    scratch(base, sizeof(base), "die-after-fork");
+    argv[5] = path;
+    snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", DIE_AFTER_FORK_SO);
+    CU_ASSERT_EQUAL_FATAL(access(DIE_AFTER_FORK_SO, R_OK), 0);
+    for (char **e = environ; *e && n < 500; e++) {
+        /* A sanitizer runtime linked into zkit-lock must accept a library preloaded before
+         * it. */
+        if (strncmp(*e, "ASAN_OPTIONS=", 13) != 0 && strncmp(*e, "LD_PRELOAD=", 11) != 0)
+            env[n++] = *e;
+    }
+    env[n++] = preload;
+    env[n++] = "ZKIT_TEST_DIE_AFTER_FORK=1";
+    env[n++] = "ASAN_OPTIONS=verify_asan_link_order=0";
+    env[n] = NULL;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid = fork();
+    if (pid == 0) {
+        struct sigaction dfl;
+        int null = open("/dev/null", O_RDWR);
+        memset(&dfl, 0, sizeof(dfl));
+        dfl.sa_handler = SIG_DFL;
+        for (int sig = 1; sig < NSIG; sig++)
+            sigaction(sig, &dfl, NULL);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        dup2(null, 0);
+        dup2(null, 1);
+        dup2(null, 2);
+        for (int fd = 3; fd < 1024; fd++)
+            close(fd);
+        execve(tool, (char *const *)argv, env);
+        _exit(127);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    CU_ASSERT_EQUAL(wait_status(pid, 10000), 128 + SIGKILL);
+    CU_ASSERT_EQUAL(zkh_wait_until(marked_gone_pred, base, 3000), 0);
+    CU_ASSERT_EQUAL(wait_children(path, 0, 8000), 0); /* the 2 s session ends */
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
 /* ---- --list: foreign children, missing paths, paths that are not locks --------------------- */
 
 /* zkit-lock --list with `args` (NULL-terminated, after --connect): its status; its stdout
@@ -2078,6 +2166,7 @@ static const zkh_test_t tests[] = {
     { "a background child keeps the lock", test_background_child_keeps_lock },
     { "--kill-group-on-exit", test_kill_group_on_exit },
     { "SIGKILL of zkit-lock ends the command's group", test_sigkill_ends_command },
+    { "SIGKILL right after the fork ends the command", test_sigkill_right_after_fork },
     { "--once-per: one run per slot", test_once_per_slot },
     { "--once-per: a failed run is not recorded", test_once_per_failure_not_recorded },
     { "--once-per: a lost lock kills the command", test_once_per_lost_lock },

@@ -261,9 +261,16 @@ static void close_unkept_fds(void)
 /* Between fork() and exec: async-signal-safe calls only. */
 static void exec_child(const guard_t *g, const char *path, char **env, int report_fd)
 {
+    pid_t self = getpid();
     int error;
     ssize_t n;
     setpgid(0, 0);
+    /* The watchdog learns the group from the command itself, before it can run: should
+     * zkit-lock die at any moment after the fork, the group is known and killed. */
+    if (g->watchdog >= 0) {
+        n = write(g->watchdog, &self, sizeof(self));
+        (void)n; /* a watchdog that is gone cannot be told */
+    }
     if (g->tty >= 0)
         tcsetpgrp(g->tty, getpid()); /* SIGTTOU is blocked until the reset below */
     zkl_events_reset_for_child();
@@ -369,15 +376,6 @@ static int watchdog_start(void)
         return -1;
     }
     return fds[1];
-}
-
-static void watchdog_arm(const guard_t *g)
-{
-    ssize_t n;
-    if (g->watchdog < 0)
-        return;
-    n = write(g->watchdog, &g->pid, sizeof(g->pid));
-    (void)n; /* a watchdog that is gone cannot be told */
 }
 
 /* The group is gone (or was ended on purpose): the watchdog leaves without killing. */
@@ -641,7 +639,6 @@ int zkl_run_command(const zkl_run_t *run)
         watchdog_disarm(&g);
         return status;
     }
-    watchdog_arm(&g);
     zkl_info("started the command as process %ld", (long)g.pid);
     return supervise(&g);
 }
