@@ -837,6 +837,13 @@ static void test_usage_errors(void)
         { { "--connect", cs, "-c", "true", "--list", "/cli-usage", NULL }, 64 },
         { { "--connect", cs, "--once-per", "2", "--skip-exit-code", "256", "/cli-usage", "--",
             "true", NULL }, 64 },
+        /* A command that cannot run fails before any connection (none is reachable here). */
+        { { "--connect", "127.0.0.1:1", "--connect-timeout", "3", "/cli-usage", "--",
+            "./no-such-command-zkit", NULL }, 127 },
+        { { "--connect", "127.0.0.1:1", "--connect-timeout", "3", "/cli-usage", "--", "", NULL },
+          127 },
+        { { "--connect", "127.0.0.1:1", "--connect-timeout", "3", "/cli-usage", "--", "/", NULL },
+          126 },
     };
     FILE *f;
     scratch(badauth, sizeof(badauth), "usage.auth");

@@ -134,8 +134,16 @@ static char *search_path(const char *name, int *error)
 {
     const char *dirs = getenv("PATH");
     *error = ENOENT;
-    if (strchr(name, '/'))
-        return strdup(name);
+    if (!name[0])
+        return NULL; /* as execvp(): no file has the empty name */
+    if (strchr(name, '/')) {
+        /* Looked at now too: a typo must not wait for the lock before it fails. */
+        if (is_executable_file(name))
+            return strdup(name);
+        if (access(name, F_OK) == 0)
+            *error = EACCES;
+        return NULL;
+    }
     if (!dirs)
         dirs = "/usr/local/bin:/usr/bin:/bin";
     for (const char *p = dirs;; p++) {
