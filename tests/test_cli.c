@@ -794,6 +794,35 @@ static void test_signal_forwarding(void)
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
+/*
+ * Under nohup (SIGHUP ignored when zkit-lock starts) a hangup is no signal for the command:
+ * it stays ignored, in zkit-lock and in the command, as a shell keeps a signal ignored on
+ * entry.  The SIGTERM that follows still ends the command through its trap.
+ */
+static void test_ignored_signal_stays_ignored(void)
+{
+    char path[64], base[300], log[320], ready[320], pidfile[320];
+    const char *argv[] = { "sh", "-c", "trap '' HUP; exec \"$0\" \"$@\"", tool, "--connect",
+                           zkh_connect_string(zk), NULL, "--", "sh", "-c", hold_trap_snippet,
+                           "sh", base, NULL };
+    pid_t holder;
+    zkh_unique_path(path, sizeof(path), "cli-nohup");
+    scratch(base, sizeof(base), "nohup");
+    snprintf(log, sizeof(log), "%s.log", base);
+    snprintf(ready, sizeof(ready), "%s.ready", base);
+    snprintf(pidfile, sizeof(pidfile), "%s.pid", base);
+    argv[6] = path;
+    holder = spawn_argv("/bin/sh", argv, NULL, NULL, 0);
+    CU_ASSERT_FATAL(holder > 0);
+    CU_ASSERT_EQUAL_FATAL(wait_file(ready, 15000), 0);
+    kill(holder, SIGHUP);
+    kill(holder, SIGTERM);
+    CU_ASSERT_EQUAL(wait_status(holder, 10000), 143);
+    CU_ASSERT(contains(log, "TERM"));
+    CU_ASSERT(!group_alive(pidfile));
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
 /* ---- usage errors ------------------------------------------------------------------------ */
 
 typedef struct usage_case {
@@ -2157,6 +2186,7 @@ static const zkh_test_t tests[] = {
     { "--semaphore N: a limit other than the holders' is refused", test_semaphore_limit_conflict },
     { "no command: a lost lock ends with 75", test_hold_lost },
     { "signals are passed on", test_signal_forwarding },
+    { "a signal ignored at start stays ignored (nohup)", test_ignored_signal_stays_ignored },
     { "usage errors", test_usage_errors },
     { "frozen server kills the command", test_frozen_server_kills_command },
     { "partition: command gone before the rival", test_partition_command_gone_before_rival },

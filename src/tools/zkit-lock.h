@@ -97,7 +97,8 @@ enum {
 /* Monotonic milliseconds, the clock of zkit_lock_valid_until(). */
 int64_t zkl_now_ms(void);
 /* Creates the pipe, installs the handlers and blocks the handled signals (they are taken
- * only inside zkl_events_wait); call in the main thread before any other thread exists. */
+ * only inside zkl_events_wait); a forwarded signal ignored at start is left ignored.  Call in
+ * the main thread before any other thread exists. */
 int zkl_events_init(void);
 /* From now on a SIGTSTP (Ctrl-Z) is an event too, so that the command stops with us. */
 void zkl_events_catch_stop(void);
