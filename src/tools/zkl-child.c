@@ -171,14 +171,15 @@ char *zkl_resolve_command(const char *name, int *status)
     int error;
     char *path = search_path(name, &error);
     *status = 0;
-    if (!path && error == ENOENT) {
+    if (path)
+        return path;
+    /* A file named by its path is missing, as exec would say; a name is not found in PATH. */
+    if (error == ENOENT && !strchr(name, '/'))
         zkl_error("cannot run '%s': command not found", name);
-        *status = ZKL_EXIT_NOT_FOUND;
-    } else if (!path) {
+    else
         zkl_error("cannot run '%s': %s", name, strerror(error));
-        *status = ZKL_EXIT_CANNOT_EXEC;
-    }
-    return path;
+    *status = error == ENOENT ? ZKL_EXIT_NOT_FOUND : ZKL_EXIT_CANNOT_EXEC;
+    return NULL;
 }
 
 /* The terminal, when we run in its foreground: the command gets it, as a shell would give it,
