@@ -536,6 +536,52 @@ static void test_exit_status_and_environment(void)
 }
 
 /*
+ * zkit-lock started with standard input, output and error closed (as by a daemon that closed
+ * everything): its own descriptors (the server socket, the pipes of the client and its own)
+ * must not take those numbers, where the command would inherit them and where zkit-lock's own
+ * messages would go.  The command finds 0 and 2 closed, as they were given, and nothing else.
+ */
+static void test_closed_standard_descriptors(void)
+{
+    char path[64], file[300], *text;
+    char snippet[600];
+    const char *argv[] = { tool, "--connect", zkh_connect_string(zk), NULL, "--", "sh", "-c",
+                           snippet, NULL };
+    sigset_t all, old;
+    pid_t pid;
+    zkh_unique_path(path, sizeof(path), "cli-closed-std");
+    scratch(file, sizeof(file), "closed-std.fds");
+    snprintf(snippet, sizeof(snippet),
+             "for fd in 0 2 3 4 5 6 7 8 9; do [ -e /proc/$$/fd/$fd ] && "
+             "echo \"$fd $(readlink /proc/$$/fd/$fd)\"; done > '%s'; exit 0", file);
+    argv[3] = path;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid = fork();
+    if (pid == 0) {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof(dfl));
+        dfl.sa_handler = SIG_DFL;
+        for (int sig = 1; sig < NSIG; sig++)
+            sigaction(sig, &dfl, NULL);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        for (int fd = 0; fd < 1024; fd++)
+            close(fd);
+        execv(tool, (char *const *)argv);
+        _exit(127);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    CU_ASSERT_EQUAL(wait_status(pid, 10000), 0);
+    text = slurp(file);
+    CU_ASSERT_PTR_NOT_NULL(text);
+    if (text && text[0])
+        fprintf(stderr, "closed standard descriptors: the command had\n%s", text);
+    CU_ASSERT(text && text[0] == '\0');
+    free(text);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/*
  * -c STRING runs under /bin/sh -c while the lock is held (a second zkit-lock -n, run from the
  * string itself, finds it taken), with the lock's environment; zkit-lock exits with its
  * status.  -c together with a command after '--' is a usage error.
@@ -748,6 +794,35 @@ static void test_signal_forwarding(void)
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
+/*
+ * Under nohup (SIGHUP ignored when zkit-lock starts) a hangup is no signal for the command:
+ * it stays ignored, in zkit-lock and in the command, as a shell keeps a signal ignored on
+ * entry.  The SIGTERM that follows still ends the command through its trap.
+ */
+static void test_ignored_signal_stays_ignored(void)
+{
+    char path[64], base[300], log[320], ready[320], pidfile[320];
+    const char *argv[] = { "sh", "-c", "trap '' HUP; exec \"$0\" \"$@\"", tool, "--connect",
+                           zkh_connect_string(zk), NULL, "--", "sh", "-c", hold_trap_snippet,
+                           "sh", base, NULL };
+    pid_t holder;
+    zkh_unique_path(path, sizeof(path), "cli-nohup");
+    scratch(base, sizeof(base), "nohup");
+    snprintf(log, sizeof(log), "%s.log", base);
+    snprintf(ready, sizeof(ready), "%s.ready", base);
+    snprintf(pidfile, sizeof(pidfile), "%s.pid", base);
+    argv[6] = path;
+    holder = spawn_argv("/bin/sh", argv, NULL, NULL, 0);
+    CU_ASSERT_FATAL(holder > 0);
+    CU_ASSERT_EQUAL_FATAL(wait_file(ready, 15000), 0);
+    kill(holder, SIGHUP);
+    kill(holder, SIGTERM);
+    CU_ASSERT_EQUAL(wait_status(holder, 10000), 143);
+    CU_ASSERT(contains(log, "TERM"));
+    CU_ASSERT(!group_alive(pidfile));
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
 /* ---- usage errors ------------------------------------------------------------------------ */
 
 typedef struct usage_case {
@@ -791,6 +866,13 @@ static void test_usage_errors(void)
         { { "--connect", cs, "-c", "true", "--list", "/cli-usage", NULL }, 64 },
         { { "--connect", cs, "--once-per", "2", "--skip-exit-code", "256", "/cli-usage", "--",
             "true", NULL }, 64 },
+        /* A command that cannot run fails before any connection (none is reachable here). */
+        { { "--connect", "127.0.0.1:1", "--connect-timeout", "3", "/cli-usage", "--",
+            "./no-such-command-zkit", NULL }, 127 },
+        { { "--connect", "127.0.0.1:1", "--connect-timeout", "3", "/cli-usage", "--", "", NULL },
+          127 },
+        { { "--connect", "127.0.0.1:1", "--connect-timeout", "3", "/cli-usage", "--", "/", NULL },
+          126 },
     };
     FILE *f;
     scratch(badauth, sizeof(badauth), "usage.auth");
@@ -1437,6 +1519,55 @@ static void test_once_per_lost_lock(void)
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
+/* A lease deleted by someone else is a lost lock, as for a mutex: the command is terminated
+ * and zkit-lock exits 75, long before the command would end by itself. */
+static void test_semaphore_lease_deleted(void)
+{
+    char path[64], leases[128], base[300], err[300], pidfile[320];
+    zhandle_t *zh = zkh_raw_connect(zk);
+    pid_t holder;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(zh);
+    zkh_unique_path(path, sizeof(path), "cli-sem-deleted");
+    snprintf(leases, sizeof(leases), "%s/leases", path);
+    scratch(base, sizeof(base), "sem-deleted");
+    scratch(err, sizeof(err), "sem-deleted.err");
+    snprintf(pidfile, sizeof(pidfile), "%s.pid", base);
+    holder = start_holder(zkh_connect_string(zk), path, hold_trap_snippet, base, err,
+                          "--semaphore", "1", NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    delete_children(zh, leases);
+    CU_ASSERT_EQUAL(wait_status(holder, 5000), 75);
+    CU_ASSERT(!group_alive(pidfile));
+    CU_ASSERT(contains(err, "command terminated"));
+    zookeeper_close(zh);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/* A lease's validity runs out while the server hangs: the command is killed in time, as under
+ * a lock (the lease's deadline is the library's, from when the client noticed the silence). */
+static void test_semaphore_frozen_server(void)
+{
+    char path[64], base[300], err[300], pidfile[320];
+    int64_t frozen_at;
+    pid_t holder;
+    zkh_unique_path(path, sizeof(path), "cli-sem-frozen");
+    scratch(base, sizeof(base), "sem-frozen");
+    scratch(err, sizeof(err), "sem-frozen.err");
+    snprintf(pidfile, sizeof(pidfile), "%s.pid", base);
+    holder = start_holder(zkh_connect_string(zk), path, hold_snippet, base, err, "--semaphore",
+                          "2", "--session-timeout", "2", NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    CU_ASSERT_EQUAL_FATAL(zkh_freeze(zk, 0), 0);
+    frozen_at = zkh_now_ms();
+    CU_ASSERT_EQUAL(wait_status(holder, 10000), 75);
+    CU_ASSERT(zkh_now_ms() - frozen_at < 4000);
+    CU_ASSERT(!group_alive(pidfile));
+    CU_ASSERT(contains(err, "command terminated"));
+    CU_ASSERT_EQUAL(zkh_thaw(zk, 0), 0);
+    CU_ASSERT_EQUAL(wait_children(path, 0, 15000), 0);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
 /* ---- suite ------------------------------------------------------------------------------- */
 
 /* ---- the command's whole process group ----------------------------------------------------- */
@@ -1544,6 +1675,94 @@ static void test_sigkill_ends_command(void)
     CU_ASSERT_EQUAL(wait_status(holder, 5000), 128 + SIGKILL);
     CU_ASSERT_EQUAL(zkh_wait_until(group_gone_pred, pidfile, 2000), 0);
     CU_ASSERT(zkh_now_ms() - killed_at < 2000);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/* Whether a live process has `marker` among its arguments. */
+static int marked_alive(const char *marker)
+{
+    DIR *proc = opendir("/proc");
+    struct dirent *e;
+    int alive = 0;
+    while (proc && !alive && (e = readdir(proc)) != NULL) {
+        char path[300], args[4096];
+        size_t n;
+        long pid;
+        FILE *f;
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+        if (!(f = fopen(path, "r")))
+            continue;
+        n = fread(args, 1, sizeof(args) - 1, f);
+        fclose(f);
+        args[n] = '\0';
+        pid = strtol(e->d_name, NULL, 10);
+        for (size_t at = 0; at < n && !alive; at += strlen(args + at) + 1)
+            alive = strcmp(args + at, marker) == 0 && !pid_gone_pred(&pid);
+    }
+    if (proc)
+        closedir(proc);
+    return alive;
+}
+
+static int marked_gone_pred(void *arg)
+{
+    return !marked_alive((const char *)arg);
+}
+
+/*
+ * zkit-lock killed with SIGKILL the moment after it forked the command (an LD_PRELOAD shim
+ * kills it when it sets the command's process group): the watchdog must end the command all
+ * the same, although zkit-lock never got to tell it which group that is.
+ */
+static void test_sigkill_right_after_fork(void)
+{
+    char path[64], base[300], preload[600], *env[512];
+    const char *argv[] = { tool, "--connect", zkh_connect_string(zk), "--session-timeout", "2",
+                           NULL, "--", "sh", "-c", hold_snippet, "sh", base, NULL };
+    extern char **environ;
+    sigset_t all, old;
+    size_t n = 0;
+    pid_t pid;
+    zkh_unique_path(path, sizeof(path), "cli-die-after-fork");
+    scratch(base, sizeof(base), "die-after-fork");
+    argv[5] = path;
+    snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", DIE_AFTER_FORK_SO);
+    CU_ASSERT_EQUAL_FATAL(access(DIE_AFTER_FORK_SO, R_OK), 0);
+    for (char **e = environ; *e && n < 500; e++) {
+        /* A sanitizer runtime linked into zkit-lock must accept a library preloaded before
+         * it. */
+        if (strncmp(*e, "ASAN_OPTIONS=", 13) != 0 && strncmp(*e, "LD_PRELOAD=", 11) != 0)
+            env[n++] = *e;
+    }
+    env[n++] = preload;
+    env[n++] = "ZKIT_TEST_DIE_AFTER_FORK=1";
+    env[n++] = "ASAN_OPTIONS=verify_asan_link_order=0";
+    env[n] = NULL;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid = fork();
+    if (pid == 0) {
+        struct sigaction dfl;
+        int null = open("/dev/null", O_RDWR);
+        memset(&dfl, 0, sizeof(dfl));
+        dfl.sa_handler = SIG_DFL;
+        for (int sig = 1; sig < NSIG; sig++)
+            sigaction(sig, &dfl, NULL);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        dup2(null, 0);
+        dup2(null, 1);
+        dup2(null, 2);
+        for (int fd = 3; fd < 1024; fd++)
+            close(fd);
+        execve(tool, (char *const *)argv, env);
+        _exit(127);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    CU_ASSERT_EQUAL(wait_status(pid, 10000), 128 + SIGKILL);
+    CU_ASSERT_EQUAL(zkh_wait_until(marked_gone_pred, base, 3000), 0);
+    CU_ASSERT_EQUAL(wait_children(path, 0, 8000), 0); /* the 2 s session ends */
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
@@ -1961,11 +2180,13 @@ static const zkh_test_t tests[] = {
     { "-n on a held lock", test_nonblock_conflict },
     { "-w times out", test_wait_timeout },
     { "exit status and environment", test_exit_status_and_environment },
+    { "closed standard descriptors are not reused", test_closed_standard_descriptors },
     { "-c runs a shell command", test_shell_command },
     { "no command: held until a signal", test_hold_without_command },
     { "--semaphore N: a limit other than the holders' is refused", test_semaphore_limit_conflict },
     { "no command: a lost lock ends with 75", test_hold_lost },
     { "signals are passed on", test_signal_forwarding },
+    { "a signal ignored at start stays ignored (nohup)", test_ignored_signal_stays_ignored },
     { "usage errors", test_usage_errors },
     { "frozen server kills the command", test_frozen_server_kills_command },
     { "partition: command gone before the rival", test_partition_command_gone_before_rival },
@@ -1974,12 +2195,15 @@ static const zkh_test_t tests[] = {
     { "--kill-on-suspend", test_kill_on_suspend },
     { "--list", test_list },
     { "--semaphore", test_semaphore },
+    { "--semaphore: a deleted lease ends the command", test_semaphore_lease_deleted },
+    { "--semaphore: a lease expires with a frozen server", test_semaphore_frozen_server },
     { "--read / --write", test_read_write },
     { "several paths", test_multi_path },
     { "credentials and namespace", test_auth_and_namespace },
     { "a background child keeps the lock", test_background_child_keeps_lock },
     { "--kill-group-on-exit", test_kill_group_on_exit },
     { "SIGKILL of zkit-lock ends the command's group", test_sigkill_ends_command },
+    { "SIGKILL right after the fork ends the command", test_sigkill_right_after_fork },
     { "--once-per: one run per slot", test_once_per_slot },
     { "--once-per: a failed run is not recorded", test_once_per_failure_not_recorded },
     { "--once-per: a lost lock kills the command", test_once_per_lost_lock },

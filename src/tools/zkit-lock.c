@@ -140,7 +140,7 @@ static const char usage_text[] =
     "COMMAND gets ZKIT_LOCK_PATH, ZKIT_LOCK_NODE and ZKIT_FENCING_TOKEN in its environment\n"
     "(space-separated when there are several PATHs; PATH/lock with --once-per).  SIGINT,\n"
     "SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are passed on to COMMAND's process\n"
-    "group.\n"
+    "group; one ignored when zkit-lock starts (nohup) stays ignored, by COMMAND too.\n"
     "\n"
     "Exit status: COMMAND's (128+N if killed by signal N); without COMMAND, 0 once released\n"
     "on a signal; the conflict code (default 1) when the lock was not acquired in time;\n"

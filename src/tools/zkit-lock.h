@@ -97,7 +97,8 @@ enum {
 /* Monotonic milliseconds, the clock of zkit_lock_valid_until(). */
 int64_t zkl_now_ms(void);
 /* Creates the pipe, installs the handlers and blocks the handled signals (they are taken
- * only inside zkl_events_wait); call in the main thread before any other thread exists. */
+ * only inside zkl_events_wait); a forwarded signal ignored at start is left ignored.  Call in
+ * the main thread before any other thread exists. */
 int zkl_events_init(void);
 /* From now on a SIGTSTP (Ctrl-Z) is an event too, so that the command stops with us. */
 void zkl_events_catch_stop(void);
@@ -147,7 +148,7 @@ int zkl_locks_acquired(const zkl_locks_t *ls);
 /* The validity deadline of everything held (INT64_MAX while connected); ZKIT_ETIMEDOUT once the
  * deadline told before has passed (expired while disconnected), ZKIT_ELOCKLOST when lost. */
 int zkl_locks_deadline(zkl_locks_t *ls, int64_t *deadline_ms);
-/* Notes a connection state (a semaphore lease follows the connection). */
+/* Notes a connection state: a semaphore's lease is lost with the session. */
 void zkl_locks_connection_event(zkl_locks_t *ls, zkit_conn_state_t state);
 /* Asks ZooKeeper whether our nodes still exist and belong to our session: 0 or
  * ZKIT_ELOCKLOST.  Blocking (a round trip per node). */
@@ -173,7 +174,8 @@ typedef struct zkl_run {
     const char *token;       /* ZKIT_FENCING_TOKEN */
 } zkl_run_t;
 
-/* Notes the descriptors open at start, the user's to pass on to the command; call first. */
+/* Notes the descriptors open at start, the user's to pass on to the command, and holds the
+ * standard ones given closed on /dev/null until the command starts; call first. */
 void zkl_note_inherited_fds(void);
 /* The file execvp() would run for `name` (malloc'd), looked up before anything is locked;
  * NULL with *status = 126 or 127 and a message when there is none. */

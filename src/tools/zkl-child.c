@@ -134,8 +134,16 @@ static char *search_path(const char *name, int *error)
 {
     const char *dirs = getenv("PATH");
     *error = ENOENT;
-    if (strchr(name, '/'))
-        return strdup(name);
+    if (!name[0])
+        return NULL; /* as execvp(): no file has the empty name */
+    if (strchr(name, '/')) {
+        /* Looked at now too: a typo must not wait for the lock before it fails. */
+        if (is_executable_file(name))
+            return strdup(name);
+        if (access(name, F_OK) == 0)
+            *error = EACCES;
+        return NULL;
+    }
     if (!dirs)
         dirs = "/usr/local/bin:/usr/bin:/bin";
     for (const char *p = dirs;; p++) {
@@ -163,14 +171,15 @@ char *zkl_resolve_command(const char *name, int *status)
     int error;
     char *path = search_path(name, &error);
     *status = 0;
-    if (!path && error == ENOENT) {
+    if (path)
+        return path;
+    /* A file named by its path is missing, as exec would say; a name is not found in PATH. */
+    if (error == ENOENT && !strchr(name, '/'))
         zkl_error("cannot run '%s': command not found", name);
-        *status = ZKL_EXIT_NOT_FOUND;
-    } else if (!path) {
+    else
         zkl_error("cannot run '%s': %s", name, strerror(error));
-        *status = ZKL_EXIT_CANNOT_EXEC;
-    }
-    return path;
+    *status = error == ENOENT ? ZKL_EXIT_NOT_FOUND : ZKL_EXIT_CANNOT_EXEC;
+    return NULL;
 }
 
 /* The terminal, when we run in its foreground: the command gets it, as a shell would give it,
@@ -195,9 +204,18 @@ static int foreground_terminal(void)
 
 static int kept_fds[MAX_KEPT + 1]; /* ascending, all >= 3 */
 static size_t kept_count;
+static int std_closed[3];          /* 0, 1 or 2 was closed when we started */
 
 void zkl_note_inherited_fds(void)
 {
+    /* A standard descriptor given closed is held on /dev/null until the command starts, closed
+     * again: else the next descriptor we open (the server socket, a pipe) would take its
+     * number, our messages would go into it and the command would inherit it.  Ascending, so
+     * that open() returns the very number. */
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) == -1 && errno == EBADF)
+            std_closed[fd] = open("/dev/null", O_RDWR) == fd;
+    }
     for (int fd = 3; fd < MAX_NOTED_FD && kept_count < MAX_KEPT; fd++) {
         if (fcntl(fd, F_GETFD) != -1)
             kept_fds[kept_count++] = fd;
@@ -230,10 +248,15 @@ static void close_span(unsigned from, unsigned to)
         close((int)fd);
 }
 
-/* In the child: closes every descriptor above 2 that is not kept. */
+/* In the child: closes every descriptor above 2 that is not kept, and the standard ones that
+ * were given closed. */
 static void close_unkept_fds(void)
 {
     unsigned from = 3;
+    for (int fd = 0; fd <= 2; fd++) {
+        if (std_closed[fd])
+            close(fd);
+    }
     for (size_t i = 0; i < kept_count; i++) {
         if ((unsigned)kept_fds[i] > from)
             close_span(from, (unsigned)kept_fds[i] - 1);
@@ -247,9 +270,16 @@ static void close_unkept_fds(void)
 /* Between fork() and exec: async-signal-safe calls only. */
 static void exec_child(const guard_t *g, const char *path, char **env, int report_fd)
 {
+    pid_t self = getpid();
     int error;
     ssize_t n;
     setpgid(0, 0);
+    /* The watchdog learns the group from the command itself, before it can run: should
+     * zkit-lock die at any moment after the fork, the group is known and killed. */
+    if (g->watchdog >= 0) {
+        n = write(g->watchdog, &self, sizeof(self));
+        (void)n; /* a watchdog that is gone cannot be told */
+    }
     if (g->tty >= 0)
         tcsetpgrp(g->tty, getpid()); /* SIGTTOU is blocked until the reset below */
     zkl_events_reset_for_child();
@@ -355,15 +385,6 @@ static int watchdog_start(void)
         return -1;
     }
     return fds[1];
-}
-
-static void watchdog_arm(const guard_t *g)
-{
-    ssize_t n;
-    if (g->watchdog < 0)
-        return;
-    n = write(g->watchdog, &g->pid, sizeof(g->pid));
-    (void)n; /* a watchdog that is gone cannot be told */
 }
 
 /* The group is gone (or was ended on purpose): the watchdog leaves without killing. */
@@ -627,7 +648,6 @@ int zkl_run_command(const zkl_run_t *run)
         watchdog_disarm(&g);
         return status;
     }
-    watchdog_arm(&g);
     zkl_info("started the command as process %ld", (long)g.pid);
     return supervise(&g);
 }

@@ -20,6 +20,9 @@
 
 static int wake_pipe[2] = { -1, -1 };
 static sigset_t wait_mask; /* the mask during ppoll(): the handled signals let through */
+/* Forwarded signals that were ignored when we started (nohup, a shell's background job): they
+ * stay ignored, by us and by the command, as a shell keeps a signal ignored on entry. */
+static sigset_t ignored_at_start;
 
 /* Signals zkit-lock passes on to the command's process group. */
 static const int forwarded_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
@@ -97,7 +100,13 @@ int zkl_events_init(void)
     sigemptyset(&sa.sa_mask);
     /* SA_RESTART: a stray signal must not fail a read or write elsewhere in the process. */
     sa.sa_flags = SA_RESTART;
+    sigemptyset(&ignored_at_start);
     for (size_t i = 0; i < FORWARDED_COUNT; i++) {
+        struct sigaction old;
+        if (sigaction(forwarded_signals[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) {
+            sigaddset(&ignored_at_start, forwarded_signals[i]);
+            continue;
+        }
         if (sigaction(forwarded_signals[i], &sa, NULL) != 0)
             return -1;
     }
@@ -121,8 +130,10 @@ void zkl_events_reset_for_child(void)
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = SIG_DFL;
     sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < FORWARDED_COUNT; i++)
-        sigaction(forwarded_signals[i], &sa, NULL);
+    for (size_t i = 0; i < FORWARDED_COUNT; i++) {
+        if (sigismember(&ignored_at_start, forwarded_signals[i]) != 1)
+            sigaction(forwarded_signals[i], &sa, NULL);
+    }
     sigaction(SIGCHLD, &sa, NULL);
     sigaction(SIGTSTP, &sa, NULL);
     /* libzookeeper or a parent may ignore SIGPIPE; a command expects the default. */

@@ -3,8 +3,8 @@
  *
  * A mutex or read-write half per path; several paths make a multi-lock over those very
  * objects (zkit_multilock_new_from), so each path's node and fencing token stay at hand for
- * the command's environment.  A counting semaphore has no lock-state callback, so its lease
- * follows the client's connection states with the same validity rule as the locks.
+ * the command's environment.  A semaphore's lease is a lock like the others: its state changes
+ * (a deleted lease node included) and its validity deadline come from the library.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -28,7 +28,6 @@ struct zkl_locks {
     int sem_thread_started;
     int sem_timeout_ms;
     int error;                  /* the acquisition's result, written before ZKL_EV_ACQUIRED */
-    int64_t lease_deadline;     /* semaphore: INT64_MAX while connected */
     int64_t known_deadline;     /* locks: the last validity deadline told, INT64_MAX if none */
     int lease_lost;
     int lease_abandoned;        /* left to the session's end: freeing it would need the server */
@@ -265,6 +264,13 @@ void zkl_locks_on_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
     zkl_events_post(ZKL_EV_LOCK_BASE + (int)state);
 }
 
+static void on_lease_state(zkit_lease_t *lease, zkit_lock_state_t state, void *arg)
+{
+    (void)lease;
+    (void)arg;
+    zkl_events_post(ZKL_EV_LOCK_BASE + (int)state);
+}
+
 static int new_half(zkl_locks_t *ls, size_t i, const char *path)
 {
     int rc = zkit_rwlock_new(&ls->rws[i], ls->client, path);
@@ -316,11 +322,12 @@ int zkl_locks_new(zkl_locks_t **out, zkit_client_t *client, const zkl_options_t 
     ls->client = client;
     ls->kind = o->kind;
     ls->count = o->path_count;
-    ls->lease_deadline = INT64_MAX;
     ls->known_deadline = INT64_MAX;
-    if (o->kind == ZKL_SEMAPHORE)
+    if (o->kind == ZKL_SEMAPHORE) {
         rc = zkit_semaphore_new(&ls->sem, client, o->paths[0], o->max_leases);
-    else
+        if (rc == 0)
+            rc = zkit_semaphore_set_state_callback(ls->sem, on_lease_state, ls);
+    } else
         rc = new_locks(ls, o);
     if (rc != 0) {
         zkl_locks_free(ls, 0);
@@ -342,7 +349,6 @@ int zkl_locks_borrow(zkl_locks_t **out, zkit_client_t *client, zkit_lock_t *lock
     ls->count = 1;
     ls->locks[0] = lock;
     ls->borrowed = 1;
-    ls->lease_deadline = INT64_MAX;
     ls->known_deadline = INT64_MAX;
     *out = ls;
     return 0;
@@ -409,37 +415,32 @@ int64_t zkl_default_kill_grace_ms(int64_t validity_ms)
     return validity_ms / 4 > floor ? validity_ms / 4 : floor;
 }
 
-/* The lease has no lock-state callback: its validity follows the connection by that rule. */
-static int64_t lease_deadline_after_disconnect(const zkl_locks_t *ls)
-{
-    return zkl_now_ms() + zkl_validity_after_disconnect_ms(ls->client);
-}
-
 void zkl_locks_connection_event(zkl_locks_t *ls, zkit_conn_state_t state)
 {
-    if (ls->kind != ZKL_SEMAPHORE || !ls->lease || ls->lease_lost)
-        return;
-    if (state == ZKIT_CONN_SUSPENDED && ls->lease_deadline == INT64_MAX)
-        ls->lease_deadline = lease_deadline_after_disconnect(ls);
-    else if (state == ZKIT_CONN_RECONNECTED || state == ZKIT_CONN_CONNECTED)
-        ls->lease_deadline = INT64_MAX;
-    else if (state == ZKIT_CONN_LOST)
+    /* The session is gone with the lease in it: releasing it must not wait for the server. */
+    if (ls->kind == ZKL_SEMAPHORE && ls->lease && state == ZKIT_CONN_LOST)
         ls->lease_lost = 1;
+}
+
+/* The validity deadline of the i-th thing held, as zkit_lock_valid_until() tells it. */
+static int valid_until(const zkl_locks_t *ls, size_t i, int64_t *deadline_ms)
+{
+    if (ls->kind != ZKL_SEMAPHORE)
+        return zkit_lock_valid_until(deadline_ms, ls->locks[i]);
+    if (ls->lease_lost || !ls->lease)
+        return ZKIT_ELOCKLOST;
+    return zkit_lease_valid_until(deadline_ms, ls->lease);
 }
 
 int zkl_locks_deadline(zkl_locks_t *ls, int64_t *deadline_ms)
 {
     int64_t soonest = INT64_MAX;
-    if (ls->kind == ZKL_SEMAPHORE) {
-        *deadline_ms = ls->lease_deadline;
-        return ls->lease_lost ? ZKIT_ELOCKLOST : 0;
-    }
     /* Every path must still be ours; the soonest deadline bounds them all.  A lock whose
      * validity ran out answers "lost" before its EXPIRED report arrives: past the deadline
      * told before, that is the expiry. */
     for (size_t i = 0; i < ls->count; i++) {
         int64_t d;
-        if (zkit_lock_valid_until(&d, ls->locks[i]) != 0)
+        if (valid_until(ls, i, &d) != 0)
             return ls->known_deadline <= zkl_now_ms() ? ZKIT_ETIMEDOUT : ZKIT_ELOCKLOST;
         if (d < soonest)
             soonest = d;
