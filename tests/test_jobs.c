@@ -741,6 +741,41 @@ static void test_max_run_cancels(void)
     single_end(&s);
 }
 
+/*
+ * The client is closed while a run holds the lock: closing ends the session, so the lock
+ * node goes and another host may take the slot at once.  The run must hear of it through
+ * zkit_job_run_cancelled() (the job is not stopped yet), and the slot is not recorded.
+ */
+static void test_client_close_cancels_the_run(void)
+{
+    zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
+    zkit_client_t *c = connect_client(zkh_connect_string(cluster), 10000);
+    zkit_job_t *job = NULL;
+    probe_t p;
+    char path[64];
+    int64_t recorded;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    probe_init(&p);
+    zkh_unique_path(path, sizeof(path), "job-close");
+    o.path = path;
+    o.period_s = SINGLE_PERIOD_S;
+    o.missed = ZKIT_JOB_RUN_LATEST_MISSED;
+    o.fn = polite_run;
+    o.arg = &p;
+    o.min_hold_ms = 0;
+    CU_ASSERT_EQUAL_FATAL(zkit_job_start(&job, c, &o), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(probe_entered, &p, 10000), 0);
+    zkit_client_close(c);
+    CU_ASSERT_EQUAL(zkh_wait_until(probe_finished, &p, 5000), 0);
+    CU_ASSERT_EQUAL(probe_read(&p, &p.saw_cancel), 1);
+    CU_ASSERT(p.elapsed_ms < 9000);
+    zkit_job_stop(job);
+    CU_ASSERT_EQUAL(read_record(path, &recorded), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(probe_read(&p, &p.calls), 1);
+    pthread_mutex_destroy(&p.mu);
+    remove_job_tree(path);
+}
+
 /* ---- never a late run ------------------------------------------------------------------------ */
 
 #define LATE_PERIOD_S 4
@@ -1373,6 +1408,7 @@ static const zkh_test_t tests[] = {
     { "a lost lock cancels the run, which is not recorded",
       test_lost_lock_cancels_and_is_not_recorded },
     { "max_run_ms cancels the run", test_max_run_cancels },
+    { "closing the client cancels a run", test_client_close_cancels_the_run },
     { "one attempt without a thread", test_run_slot_once },
     { "a record that is no slot id is an error, never a skip", test_bad_record_is_an_error },
     { "a bad record stops a job's slot until it is put right", test_bad_record_stops_the_job },

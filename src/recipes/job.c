@@ -324,13 +324,16 @@ static void on_lock_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
         job->opts.lock_state_fn(lock, state, job->opts.lock_state_arg);
 }
 
+/* Lost as the lock reported it, or with the session: zkit_client_close() ends the session
+ * (the lock node goes with it, so another host may take the slot at once) without a state
+ * change for the lock. */
 static int lock_was_lost(zkit_job_t *job)
 {
     int lost;
     pthread_mutex_lock(&job->mu);
     lost = job->lock_lost;
     pthread_mutex_unlock(&job->mu);
-    return lost;
+    return lost || zkit__client_is_closing(job->client);
 }
 
 /* Runs the callback for the attempt's slot with the lock held, and records the slot if the
@@ -476,6 +479,8 @@ static void handle_slot(zkit_job_t *job, int64_t slot, int64_t start_s, int64_t 
         if (wall_ms() >= window_end_ms)
             return;
         rc = attempt_slot(job, slot, start_s, window_end_ms, &a, err, sizeof(err));
+        if (rc == ZKIT_ECLOSED || zkit__client_is_closing(job->client))
+            return; /* job_main says so, once */
         if (rc != 0 && !job->error_logged) /* a bad record is logged once per slot */
             zkit__client_log(job->client, ZKIT_LOG_WARN, "job %s: %s", job->path, err);
         else if (rc == 0 && a.outcome != ZKIT_JOB_BUSY)
@@ -504,6 +509,13 @@ static void *job_main(void *arg)
     zkit_job_t *job = arg;
     while (!is_stopping(job)) {
         int64_t now = wall_ms(), start_s, next;
+        if (zkit__client_is_closing(job->client)) {
+            /* Every attempt would fail: wait for zkit_job_stop, quietly. */
+            zkit__client_log(job->client, ZKIT_LOG_WARN, "job %s: the client was closed; "
+                             "no slot is tried until the job is stopped", job->path);
+            sleep_until(job, INT64_MAX);
+            break;
+        }
         int64_t slot = zkit__schedule_slot_at(&job->schedule, ms_to_s(now), &start_s);
         /* "Newer than the last handled" rather than "different": if the clock steps back,
          * slots already dealt with are not dealt with again. */
@@ -772,8 +784,9 @@ ZKIT_EXTERN int zkit_job_run_cancelled(const zkit_job_run_t *run)
     if (!run)
         return 1;
     pthread_mutex_lock(&run->job->mu);
-    cancelled = run->job->stopping || run->job->lock_lost;
+    cancelled = run->job->stopping;
     pthread_mutex_unlock(&run->job->mu);
+    cancelled = cancelled || lock_was_lost(run->job);
     /* Checked when asked, so a max_run_ms needs no timer of its own. */
     return cancelled || zkit__monotonic_ms() >= run->deadline_ms;
 }
