@@ -1387,6 +1387,53 @@ static void test_bad_options(void)
 
 #undef REFUSED_WITH
 
+/*
+ * A refused option is logged through the client's log as well as put in
+ * zkit_error_message(), with the same text (docs/errors.md), for zkit_job_start and for
+ * zkit_job_run_slot_once alike; so is a one-shot attempt that fails at the lock.
+ */
+static void test_bad_options_are_logged(void)
+{
+    zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
+    zkit_job_attempt_t a;
+    log_capture_t cap;
+    zkit_client_t *c = capturing_client(&cap);
+    zkit_job_t *job = NULL;
+    char path[64], needle[160];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    zkh_unique_path(path, sizeof(path), "job-badopt-log");
+    o.path = path;
+    o.period_s = 60;
+    o.fn = never_called;
+    o.jitter_ms = 60000;
+    CU_ASSERT_EQUAL(zkit_job_start(&job, c, &o), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(captured(&cap, "jitter_ms: must be below the shortest slot (60000 ms)"), 1);
+    o.jitter_ms = 0;
+    o.period_s = 0;
+    o.cron = "0 24 * * *";
+    CU_ASSERT_EQUAL(zkit_job_run_slot_once(&a, c, &o, 60017), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(captured(&cap, "cron '0 24 * * *': hour: 24 is out of range 0-23"), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "hour: 24"));
+    /* The lock's directory holds a child of no known layout: the attempt fails, named. */
+    o.cron = NULL;
+    o.period_s = 60;
+    snprintf(needle, sizeof(needle), "%s/lock/not-a-lock-node", path);
+    {
+        zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
+        co.flags = ZKIT_CREATE_PARENTS;
+        CU_ASSERT_EQUAL(zkit_create(NULL, NULL, admin, needle, "", 0, &co), 0);
+    }
+    CU_ASSERT_EQUAL(zkit_job_run_slot_once(&a, c, &o, 60017), ZKIT_EFOREIGN);
+    CU_ASSERT(zkit_error_message()[0] != '\0');
+    CU_ASSERT(captured(&cap, zkit_error_message()) >= 1);
+    if (captured(&cap, zkit_error_message()) < 1)
+        fprintf(stderr, "not logged: '%s'\n", zkit_error_message());
+    zkit_client_close(c);
+    pthread_mutex_destroy(&cap.mu);
+    pthread_cond_destroy(&cap.cond);
+    CU_ASSERT_EQUAL(zkh_delete_tree(cluster, path), 0);
+}
+
 /* ---- suite ------------------------------------------------------------------------------------ */
 
 static int connect_admin(void)
@@ -1404,6 +1451,7 @@ static int close_admin(void)
 
 static const zkh_test_t tests[] = {
     { "bad options are refused with a message", test_bad_options },
+    { "refused options and failed attempts are logged", test_bad_options_are_logged },
     { "stop waits for a running callback", test_stop_waits_for_running_callback },
     { "a lost lock cancels the run, which is not recorded",
       test_lost_lock_cancels_and_is_not_recorded },

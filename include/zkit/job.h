@@ -101,7 +101,7 @@ ZKIT_EXTERN void zkit_job_options_init(zkit_job_options_t *opts);
  * Validates the options, starts the job's thread and returns at once.  The options are copied.
  * Returns 0, ZKIT_EINVAL (with a message in zkit_error_message() naming the bad option; for
  * a bad cron expression, the field and the offending text), ZKIT_EBADPATH, ZKIT_ENOMEM or
- * ZKIT_ESYSTEM.
+ * ZKIT_ESYSTEM; the message is also logged as an error through the client's log.
  */
 ZKIT_EXTERN int zkit_job_start(zkit_job_t **out, zkit_client_t *client,
                                const zkit_job_options_t *opts);
@@ -152,9 +152,9 @@ typedef struct zkit_job_attempt {
  *
  * Returns 0 with *attempt filled in, or an error with a message for zkit_error_message():
  * ZKIT_EINVAL / ZKIT_EBADPATH for bad options (as zkit_job_start), ZKIT_EFOREIGN when the
- * record holds something other than a slot id (the message names the node and quotes it; also
- * logged as an error), or the error that kept the lock or the record from being read
- * (ZKIT_ECONNLOSS, ZKIT_ENOAUTH...): nothing ran then.
+ * record holds something other than a slot id (the message names the node and quotes it), or
+ * the error that kept the lock or the record from being read (ZKIT_ECONNLOSS,
+ * ZKIT_ENOAUTH...): nothing ran then.  Every such message is also logged as an error.
  */
 ZKIT_EXTERN int zkit_job_run_slot_once(zkit_job_attempt_t *attempt, zkit_client_t *client,
                                        const zkit_job_options_t *opts, int64_t at_s);

@@ -696,14 +696,23 @@ static int start_job(zkit_job_t **out, zkit_client_t *client, const zkit_job_opt
     return 0;
 }
 
-/* The message goes to zkit_error_message(). */
+/* A failure's detail goes to zkit_error_message() and, with the same text, to the client's
+ * log (to the default sink without a client), as every recipe's refusals do. */
+static void report_failure(zkit_client_t *client, const char *msg)
+{
+    if (client)
+        zkit__client_reject(client, "%s", msg);
+    else
+        zkit__error_set("%s", msg);
+}
+
 ZKIT_EXTERN int zkit_job_start(zkit_job_t **out, zkit_client_t *client,
                                const zkit_job_options_t *opts)
 {
     char msg[ZKIT__ERROR_MESSAGE_MAX] = "";
     int rc = start_job(out, client, opts, msg, sizeof(msg));
     if (rc != 0)
-        zkit__error_set("%s", msg);
+        report_failure(client, msg);
     return rc;
 }
 
@@ -728,9 +737,10 @@ ZKIT_EXTERN int zkit_job_run_slot_once(zkit_job_attempt_t *attempt, zkit_client_
     int64_t slot, start_s;
     char err[ZKIT__ERROR_MESSAGE_MAX] = "";
     const size_t errlen = sizeof(err);
-    int rc;
+    int rc, logged = 0;
     if (!client || !opts || !attempt) {
-        zkit__error_set("%s: required", !client ? "client" : !opts ? "options" : "attempt");
+        set_err(err, errlen, "%s: required", !client ? "client" : !opts ? "options" : "attempt");
+        report_failure(client, err);
         return ZKIT_EINVAL;
     }
     memset(attempt, 0, sizeof(*attempt));
@@ -740,11 +750,14 @@ ZKIT_EXTERN int zkit_job_run_slot_once(zkit_job_attempt_t *attempt, zkit_client_
             set_err(err, errlen, "%s", zkit_strerror(rc));
         } else {
             rc = attempt_slot(job, slot, start_s, INT64_MAX, attempt, err, errlen);
+            logged = job->error_logged; /* a bad record, logged with its slot already */
             job_free(job);
         }
     }
-    if (rc != 0)
+    if (rc != 0 && logged)
         zkit__error_set("%s", err[0] ? err : zkit_strerror(rc));
+    else if (rc != 0)
+        report_failure(client, err[0] ? err : zkit_strerror(rc));
     return rc;
 }
 
