@@ -943,6 +943,36 @@ static void test_run_slot_once(void)
     remove_job_tree(path);
 }
 
+/*
+ * An instant whose slot has not begun (a time in milliseconds passed for seconds, a clock
+ * read on another host) is refused: run now and recorded, that slot would make every slot
+ * before it look done, on every host, until someone mends the record by hand.
+ */
+static void test_run_slot_once_refuses_a_future_slot(void)
+{
+    zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
+    zkit_job_attempt_t a;
+    char path[64];
+    int64_t now_s = zkh_wall_ms() / 1000, recorded;
+    int calls = 0;
+    zkh_unique_path(path, sizeof(path), "job-once-future");
+    o.path = path;
+    o.period_s = 60;
+    o.fn = counting_run;
+    o.arg = &calls;
+    o.min_hold_ms = 0;
+    CU_ASSERT_EQUAL(zkit_job_run_slot_once(&a, admin, &o, now_s + 120), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "at_s"));
+    CU_ASSERT_EQUAL(zkit_job_run_slot_once(&a, admin, &o, now_s * 1000), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(calls, 0);
+    CU_ASSERT_EQUAL(read_record(path, &recorded), ZKIT_ENONODE);
+    /* The current slot is still there to run. */
+    CU_ASSERT(attempt(&o, now_s, &a) == 0 && a.outcome == ZKIT_JOB_RAN && a.recorded);
+    CU_ASSERT(read_record(path, &recorded) == 0 && recorded == now_s / 60);
+    CU_ASSERT_EQUAL(calls, 1);
+    CU_ASSERT_EQUAL(zkh_delete_tree(cluster, path), 0);
+}
+
 /* ---- a record that holds no slot id ------------------------------------------------------ */
 
 /* Library messages of one client, kept for the test thread to search; cond is signalled for
@@ -1458,6 +1488,7 @@ static const zkh_test_t tests[] = {
     { "max_run_ms cancels the run", test_max_run_cancels },
     { "closing the client cancels a run", test_client_close_cancels_the_run },
     { "one attempt without a thread", test_run_slot_once },
+    { "one attempt refuses a slot that has not begun", test_run_slot_once_refuses_a_future_slot },
     { "a record that is no slot id is an error, never a skip", test_bad_record_is_an_error },
     { "a bad record stops a job's slot until it is put right", test_bad_record_stops_the_job },
     { "a lost lock's record write is refused by its guard",

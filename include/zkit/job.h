@@ -147,6 +147,8 @@ typedef struct zkit_job_attempt {
  *
  * The slot is the one of opts' schedule that contains `at_s` (Unix seconds): pass the time
  * the program was started for, so that a slow connection cannot move it to the next slot.
+ * A slot that has not begun yet by this host's clock is ZKIT_EINVAL: run early and recorded,
+ * it would make every slot before it look done.
  * jitter_ms and missed are not used (the caller decides when to call).  The callback runs on
  * the calling thread, which holds the lock during it.
  *

@@ -727,6 +727,20 @@ static int slot_containing(const zkit__schedule_t *schedule, int64_t at_s, int64
     return ZKIT_EINVAL;
 }
 
+/* A slot is attempted once it has begun.  Run early and recorded, a slot would cover every
+ * slot before it (the record holds the newest one done), so they would never run, on any
+ * host: at_s in milliseconds, or read from another host's clock, must not do that. */
+static int slot_begun(int64_t slot, int64_t start_s, char *err, size_t errlen)
+{
+    int64_t now_s = ms_to_s(wall_ms());
+    if (start_s <= now_s)
+        return 0;
+    set_err(err, errlen, "at_s: its slot %" PRId64 " starts at %" PRId64 ", later than now (%"
+            PRId64 "); pass the time the program was started for, in seconds", slot, start_s,
+            now_s);
+    return ZKIT_EINVAL;
+}
+
 /* A job object without a thread carries the attempt: the same code, paths and lock as a job's
  * thread uses, freed when the attempt is over. */
 ZKIT_EXTERN int zkit_job_run_slot_once(zkit_job_attempt_t *attempt, zkit_client_t *client,
@@ -745,7 +759,8 @@ ZKIT_EXTERN int zkit_job_run_slot_once(zkit_job_attempt_t *attempt, zkit_client_
     }
     memset(attempt, 0, sizeof(*attempt));
     if ((rc = check_options(opts, &schedule, err, errlen)) == 0 &&
-        (rc = slot_containing(&schedule, at_s, &slot, &start_s, err, errlen)) == 0) {
+        (rc = slot_containing(&schedule, at_s, &slot, &start_s, err, errlen)) == 0 &&
+        (rc = slot_begun(slot, start_s, err, errlen)) == 0) {
         if ((rc = job_new(&job, client, opts, &schedule)) != 0) {
             set_err(err, errlen, "%s", zkit_strerror(rc));
         } else {
