@@ -741,6 +741,41 @@ static void test_max_run_cancels(void)
     single_end(&s);
 }
 
+/*
+ * The client is closed while a run holds the lock: closing ends the session, so the lock
+ * node goes and another host may take the slot at once.  The run must hear of it through
+ * zkit_job_run_cancelled() (the job is not stopped yet), and the slot is not recorded.
+ */
+static void test_client_close_cancels_the_run(void)
+{
+    zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
+    zkit_client_t *c = connect_client(zkh_connect_string(cluster), 10000);
+    zkit_job_t *job = NULL;
+    probe_t p;
+    char path[64];
+    int64_t recorded;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    probe_init(&p);
+    zkh_unique_path(path, sizeof(path), "job-close");
+    o.path = path;
+    o.period_s = SINGLE_PERIOD_S;
+    o.missed = ZKIT_JOB_RUN_LATEST_MISSED;
+    o.fn = polite_run;
+    o.arg = &p;
+    o.min_hold_ms = 0;
+    CU_ASSERT_EQUAL_FATAL(zkit_job_start(&job, c, &o), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(probe_entered, &p, 10000), 0);
+    zkit_client_close(c);
+    CU_ASSERT_EQUAL(zkh_wait_until(probe_finished, &p, 5000), 0);
+    CU_ASSERT_EQUAL(probe_read(&p, &p.saw_cancel), 1);
+    CU_ASSERT(p.elapsed_ms < 9000);
+    zkit_job_stop(job);
+    CU_ASSERT_EQUAL(read_record(path, &recorded), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(probe_read(&p, &p.calls), 1);
+    pthread_mutex_destroy(&p.mu);
+    remove_job_tree(path);
+}
+
 /* ---- never a late run ------------------------------------------------------------------------ */
 
 #define LATE_PERIOD_S 4
@@ -906,6 +941,36 @@ static void test_run_slot_once(void)
     CU_ASSERT_EQUAL(zkit_job_run_slot_once(&a, admin, NULL, 60077), ZKIT_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "options"));
     remove_job_tree(path);
+}
+
+/*
+ * An instant whose slot has not begun (a time in milliseconds passed for seconds, a clock
+ * read on another host) is refused: run now and recorded, that slot would make every slot
+ * before it look done, on every host, until someone mends the record by hand.
+ */
+static void test_run_slot_once_refuses_a_future_slot(void)
+{
+    zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
+    zkit_job_attempt_t a;
+    char path[64];
+    int64_t now_s = zkh_wall_ms() / 1000, recorded;
+    int calls = 0;
+    zkh_unique_path(path, sizeof(path), "job-once-future");
+    o.path = path;
+    o.period_s = 60;
+    o.fn = counting_run;
+    o.arg = &calls;
+    o.min_hold_ms = 0;
+    CU_ASSERT_EQUAL(zkit_job_run_slot_once(&a, admin, &o, now_s + 120), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "at_s"));
+    CU_ASSERT_EQUAL(zkit_job_run_slot_once(&a, admin, &o, now_s * 1000), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(calls, 0);
+    CU_ASSERT_EQUAL(read_record(path, &recorded), ZKIT_ENONODE);
+    /* The current slot is still there to run. */
+    CU_ASSERT(attempt(&o, now_s, &a) == 0 && a.outcome == ZKIT_JOB_RAN && a.recorded);
+    CU_ASSERT(read_record(path, &recorded) == 0 && recorded == now_s / 60);
+    CU_ASSERT_EQUAL(calls, 1);
+    CU_ASSERT_EQUAL(zkh_delete_tree(cluster, path), 0);
 }
 
 /* ---- a record that holds no slot id ------------------------------------------------------ */
@@ -1352,6 +1417,53 @@ static void test_bad_options(void)
 
 #undef REFUSED_WITH
 
+/*
+ * A refused option is logged through the client's log as well as put in
+ * zkit_error_message(), with the same text (docs/errors.md), for zkit_job_start and for
+ * zkit_job_run_slot_once alike; so is a one-shot attempt that fails at the lock.
+ */
+static void test_bad_options_are_logged(void)
+{
+    zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
+    zkit_job_attempt_t a;
+    log_capture_t cap;
+    zkit_client_t *c = capturing_client(&cap);
+    zkit_job_t *job = NULL;
+    char path[64], needle[160];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    zkh_unique_path(path, sizeof(path), "job-badopt-log");
+    o.path = path;
+    o.period_s = 60;
+    o.fn = never_called;
+    o.jitter_ms = 60000;
+    CU_ASSERT_EQUAL(zkit_job_start(&job, c, &o), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(captured(&cap, "jitter_ms: must be below the shortest slot (60000 ms)"), 1);
+    o.jitter_ms = 0;
+    o.period_s = 0;
+    o.cron = "0 24 * * *";
+    CU_ASSERT_EQUAL(zkit_job_run_slot_once(&a, c, &o, 60017), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(captured(&cap, "cron '0 24 * * *': hour: 24 is out of range 0-23"), 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "hour: 24"));
+    /* The lock's directory holds a child of no known layout: the attempt fails, named. */
+    o.cron = NULL;
+    o.period_s = 60;
+    snprintf(needle, sizeof(needle), "%s/lock/not-a-lock-node", path);
+    {
+        zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
+        co.flags = ZKIT_CREATE_PARENTS;
+        CU_ASSERT_EQUAL(zkit_create(NULL, NULL, admin, needle, "", 0, &co), 0);
+    }
+    CU_ASSERT_EQUAL(zkit_job_run_slot_once(&a, c, &o, 60017), ZKIT_EFOREIGN);
+    CU_ASSERT(zkit_error_message()[0] != '\0');
+    CU_ASSERT(captured(&cap, zkit_error_message()) >= 1);
+    if (captured(&cap, zkit_error_message()) < 1)
+        fprintf(stderr, "not logged: '%s'\n", zkit_error_message());
+    zkit_client_close(c);
+    pthread_mutex_destroy(&cap.mu);
+    pthread_cond_destroy(&cap.cond);
+    CU_ASSERT_EQUAL(zkh_delete_tree(cluster, path), 0);
+}
+
 /* ---- suite ------------------------------------------------------------------------------------ */
 
 static int connect_admin(void)
@@ -1369,11 +1481,14 @@ static int close_admin(void)
 
 static const zkh_test_t tests[] = {
     { "bad options are refused with a message", test_bad_options },
+    { "refused options and failed attempts are logged", test_bad_options_are_logged },
     { "stop waits for a running callback", test_stop_waits_for_running_callback },
     { "a lost lock cancels the run, which is not recorded",
       test_lost_lock_cancels_and_is_not_recorded },
     { "max_run_ms cancels the run", test_max_run_cancels },
+    { "closing the client cancels a run", test_client_close_cancels_the_run },
     { "one attempt without a thread", test_run_slot_once },
+    { "one attempt refuses a slot that has not begun", test_run_slot_once_refuses_a_future_slot },
     { "a record that is no slot id is an error, never a skip", test_bad_record_is_an_error },
     { "a bad record stops a job's slot until it is put right", test_bad_record_stops_the_job },
     { "a lost lock's record write is refused by its guard",

@@ -101,7 +101,7 @@ ZKIT_EXTERN void zkit_job_options_init(zkit_job_options_t *opts);
  * Validates the options, starts the job's thread and returns at once.  The options are copied.
  * Returns 0, ZKIT_EINVAL (with a message in zkit_error_message() naming the bad option; for
  * a bad cron expression, the field and the offending text), ZKIT_EBADPATH, ZKIT_ENOMEM or
- * ZKIT_ESYSTEM.
+ * ZKIT_ESYSTEM; the message is also logged as an error through the client's log.
  */
 ZKIT_EXTERN int zkit_job_start(zkit_job_t **out, zkit_client_t *client,
                                const zkit_job_options_t *opts);
@@ -147,14 +147,16 @@ typedef struct zkit_job_attempt {
  *
  * The slot is the one of opts' schedule that contains `at_s` (Unix seconds): pass the time
  * the program was started for, so that a slow connection cannot move it to the next slot.
+ * A slot that has not begun yet by this host's clock is ZKIT_EINVAL: run early and recorded,
+ * it would make every slot before it look done.
  * jitter_ms and missed are not used (the caller decides when to call).  The callback runs on
  * the calling thread, which holds the lock during it.
  *
  * Returns 0 with *attempt filled in, or an error with a message for zkit_error_message():
  * ZKIT_EINVAL / ZKIT_EBADPATH for bad options (as zkit_job_start), ZKIT_EFOREIGN when the
- * record holds something other than a slot id (the message names the node and quotes it; also
- * logged as an error), or the error that kept the lock or the record from being read
- * (ZKIT_ECONNLOSS, ZKIT_ENOAUTH...): nothing ran then.
+ * record holds something other than a slot id (the message names the node and quotes it), or
+ * the error that kept the lock or the record from being read (ZKIT_ECONNLOSS,
+ * ZKIT_ENOAUTH...): nothing ran then.  Every such message is also logged as an error.
  */
 ZKIT_EXTERN int zkit_job_run_slot_once(zkit_job_attempt_t *attempt, zkit_client_t *client,
                                        const zkit_job_options_t *opts, int64_t at_s);
@@ -166,9 +168,10 @@ ZKIT_EXTERN int64_t zkit_job_run_slot(const zkit_job_run_t *run);
 /* When the slot started (Unix seconds): the instant the run was scheduled for. */
 ZKIT_EXTERN int64_t zkit_job_run_scheduled_time(const zkit_job_run_t *run);
 /*
- * Non-zero once the run should stop: the lock was lost or expired (another host may run the
- * slot soon: a lost run is never recorded as complete), max_run_ms has passed, or the job is
- * stopping.  Any thread may ask.
+ * Non-zero once the run should stop: the lock was lost or expired, or the client is being
+ * closed, which ends the session and the lock with it (another host may run the slot soon: a
+ * lost run is never recorded as complete), max_run_ms has passed, or the job is stopping.
+ * Any thread may ask.
  */
 ZKIT_EXTERN int zkit_job_run_cancelled(const zkit_job_run_t *run);
 /* The lock's fencing token (see zkit_lock_fencing_token): pass it to what the job writes. */

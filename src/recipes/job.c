@@ -324,13 +324,16 @@ static void on_lock_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
         job->opts.lock_state_fn(lock, state, job->opts.lock_state_arg);
 }
 
+/* Lost as the lock reported it, or with the session: zkit_client_close() ends the session
+ * (the lock node goes with it, so another host may take the slot at once) without a state
+ * change for the lock. */
 static int lock_was_lost(zkit_job_t *job)
 {
     int lost;
     pthread_mutex_lock(&job->mu);
     lost = job->lock_lost;
     pthread_mutex_unlock(&job->mu);
-    return lost;
+    return lost || zkit__client_is_closing(job->client);
 }
 
 /* Runs the callback for the attempt's slot with the lock held, and records the slot if the
@@ -476,6 +479,8 @@ static void handle_slot(zkit_job_t *job, int64_t slot, int64_t start_s, int64_t 
         if (wall_ms() >= window_end_ms)
             return;
         rc = attempt_slot(job, slot, start_s, window_end_ms, &a, err, sizeof(err));
+        if (rc == ZKIT_ECLOSED || zkit__client_is_closing(job->client))
+            return; /* job_main says so, once */
         if (rc != 0 && !job->error_logged) /* a bad record is logged once per slot */
             zkit__client_log(job->client, ZKIT_LOG_WARN, "job %s: %s", job->path, err);
         else if (rc == 0 && a.outcome != ZKIT_JOB_BUSY)
@@ -504,6 +509,13 @@ static void *job_main(void *arg)
     zkit_job_t *job = arg;
     while (!is_stopping(job)) {
         int64_t now = wall_ms(), start_s, next;
+        if (zkit__client_is_closing(job->client)) {
+            /* Every attempt would fail: wait for zkit_job_stop, quietly. */
+            zkit__client_log(job->client, ZKIT_LOG_WARN, "job %s: the client was closed; "
+                             "no slot is tried until the job is stopped", job->path);
+            sleep_until(job, INT64_MAX);
+            break;
+        }
         int64_t slot = zkit__schedule_slot_at(&job->schedule, ms_to_s(now), &start_s);
         /* "Newer than the last handled" rather than "different": if the clock steps back,
          * slots already dealt with are not dealt with again. */
@@ -684,14 +696,23 @@ static int start_job(zkit_job_t **out, zkit_client_t *client, const zkit_job_opt
     return 0;
 }
 
-/* The message goes to zkit_error_message(). */
+/* A failure's detail goes to zkit_error_message() and, with the same text, to the client's
+ * log (to the default sink without a client), as every recipe's refusals do. */
+static void report_failure(zkit_client_t *client, const char *msg)
+{
+    if (client)
+        zkit__client_reject(client, "%s", msg);
+    else
+        zkit__error_set("%s", msg);
+}
+
 ZKIT_EXTERN int zkit_job_start(zkit_job_t **out, zkit_client_t *client,
                                const zkit_job_options_t *opts)
 {
     char msg[ZKIT__ERROR_MESSAGE_MAX] = "";
     int rc = start_job(out, client, opts, msg, sizeof(msg));
     if (rc != 0)
-        zkit__error_set("%s", msg);
+        report_failure(client, msg);
     return rc;
 }
 
@@ -706,6 +727,20 @@ static int slot_containing(const zkit__schedule_t *schedule, int64_t at_s, int64
     return ZKIT_EINVAL;
 }
 
+/* A slot is attempted once it has begun.  Run early and recorded, a slot would cover every
+ * slot before it (the record holds the newest one done), so they would never run, on any
+ * host: at_s in milliseconds, or read from another host's clock, must not do that. */
+static int slot_begun(int64_t slot, int64_t start_s, char *err, size_t errlen)
+{
+    int64_t now_s = ms_to_s(wall_ms());
+    if (start_s <= now_s)
+        return 0;
+    set_err(err, errlen, "at_s: its slot %" PRId64 " starts at %" PRId64 ", later than now (%"
+            PRId64 "); pass the time the program was started for, in seconds", slot, start_s,
+            now_s);
+    return ZKIT_EINVAL;
+}
+
 /* A job object without a thread carries the attempt: the same code, paths and lock as a job's
  * thread uses, freed when the attempt is over. */
 ZKIT_EXTERN int zkit_job_run_slot_once(zkit_job_attempt_t *attempt, zkit_client_t *client,
@@ -716,23 +751,28 @@ ZKIT_EXTERN int zkit_job_run_slot_once(zkit_job_attempt_t *attempt, zkit_client_
     int64_t slot, start_s;
     char err[ZKIT__ERROR_MESSAGE_MAX] = "";
     const size_t errlen = sizeof(err);
-    int rc;
+    int rc, logged = 0;
     if (!client || !opts || !attempt) {
-        zkit__error_set("%s: required", !client ? "client" : !opts ? "options" : "attempt");
+        set_err(err, errlen, "%s: required", !client ? "client" : !opts ? "options" : "attempt");
+        report_failure(client, err);
         return ZKIT_EINVAL;
     }
     memset(attempt, 0, sizeof(*attempt));
     if ((rc = check_options(opts, &schedule, err, errlen)) == 0 &&
-        (rc = slot_containing(&schedule, at_s, &slot, &start_s, err, errlen)) == 0) {
+        (rc = slot_containing(&schedule, at_s, &slot, &start_s, err, errlen)) == 0 &&
+        (rc = slot_begun(slot, start_s, err, errlen)) == 0) {
         if ((rc = job_new(&job, client, opts, &schedule)) != 0) {
             set_err(err, errlen, "%s", zkit_strerror(rc));
         } else {
             rc = attempt_slot(job, slot, start_s, INT64_MAX, attempt, err, errlen);
+            logged = job->error_logged; /* a bad record, logged with its slot already */
             job_free(job);
         }
     }
-    if (rc != 0)
+    if (rc != 0 && logged)
         zkit__error_set("%s", err[0] ? err : zkit_strerror(rc));
+    else if (rc != 0)
+        report_failure(client, err[0] ? err : zkit_strerror(rc));
     return rc;
 }
 
@@ -772,8 +812,9 @@ ZKIT_EXTERN int zkit_job_run_cancelled(const zkit_job_run_t *run)
     if (!run)
         return 1;
     pthread_mutex_lock(&run->job->mu);
-    cancelled = run->job->stopping || run->job->lock_lost;
+    cancelled = run->job->stopping;
     pthread_mutex_unlock(&run->job->mu);
+    cancelled = cancelled || lock_was_lost(run->job);
     /* Checked when asked, so a max_run_ms needs no timer of its own. */
     return cancelled || zkit__monotonic_ms() >= run->deadline_ms;
 }
