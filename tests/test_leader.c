@@ -502,6 +502,39 @@ static void test_latch_leader_session_expiry(void)
     free(path);
 }
 
+/* Someone else deletes the leader's node: the leader hears LOST and that it no longer leads,
+ * the next participant is elected, and the old leader joins again behind it. */
+static void test_latch_leader_node_deleted(void)
+{
+    fixture_t f;
+    part_t a, b;
+    char *path, *node = NULL;
+    fx_begin(&f, "latch-deleted");
+    inside_reset();
+    path = lk_join(f.base, "latch");
+    part_start(&a, NULL, 10000, path, "a");
+    CU_ASSERT_EQUAL(zkit_latch_await(a.latch, 5000), 0);
+    part_start(&b, NULL, 10000, path, "b");
+    CU_ASSERT_FATAL(wait_latch_count(b.client, path, 2, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_latch_node(&node, a.latch) == 0);
+    CU_ASSERT_FATAL(zkit_delete(b.client, node, -1, 0) == 0);
+    CU_ASSERT_EQUAL(wait_state(&a.st, ZKIT_LOCK_LOST, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(part_deposed, &a, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_latch_has_leadership(a.latch), 0);
+    CU_ASSERT_EQUAL(zkit_latch_await(b.latch, 5000), 0);
+    CU_ASSERT(leader_is(b.client, path, "b"));
+    CU_ASSERT_EQUAL(wait_latch_count(b.client, path, 2, 5000), 0);
+    part_close(&b);
+    CU_ASSERT_EQUAL(zkit_latch_await(a.latch, 5000), 0);
+    CU_ASSERT_EQUAL(a.elected, 2);
+    part_close(&a);
+    fx_end(&f);
+    part_free(&a);
+    part_free(&b);
+    zkit_free(node);
+    free(path);
+}
+
 typedef struct session_change {
     zkit_client_t *client;
     int64_t old;
@@ -1375,6 +1408,7 @@ static const zkh_test_t tests[] = {
     { "latch: a blocking await ends on close", test_latch_blocking_await_and_close },
     { "latch: the leader's session expires", test_latch_leader_session_expiry },
     { "latch: a waiting participant's session expires", test_latch_waiter_session_expiry },
+    { "latch: the leader's node is deleted by someone else", test_latch_leader_node_deleted },
     { "latch: partition, EXPIRED before a new leader", test_latch_partition },
     { "latch: a short outage, UNCERTAIN then HELD", test_latch_short_outage },
     { "latch: transactions guarded by leadership", test_latch_guard_txn },
