@@ -502,6 +502,138 @@ static void test_latch_leader_session_expiry(void)
     free(path);
 }
 
+/* Someone else deletes the leader's node: the leader hears LOST and that it no longer leads,
+ * the next participant is elected, and the old leader joins again behind it. */
+static void test_latch_leader_node_deleted(void)
+{
+    fixture_t f;
+    part_t a, b;
+    char *path, *node = NULL;
+    fx_begin(&f, "latch-deleted");
+    inside_reset();
+    path = lk_join(f.base, "latch");
+    part_start(&a, NULL, 10000, path, "a");
+    CU_ASSERT_EQUAL(zkit_latch_await(a.latch, 5000), 0);
+    part_start(&b, NULL, 10000, path, "b");
+    CU_ASSERT_FATAL(wait_latch_count(b.client, path, 2, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_latch_node(&node, a.latch) == 0);
+    CU_ASSERT_FATAL(zkit_delete(b.client, node, -1, 0) == 0);
+    CU_ASSERT_EQUAL(wait_state(&a.st, ZKIT_LOCK_LOST, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(part_deposed, &a, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_latch_has_leadership(a.latch), 0);
+    CU_ASSERT_EQUAL(zkit_latch_await(b.latch, 5000), 0);
+    CU_ASSERT(leader_is(b.client, path, "b"));
+    CU_ASSERT_EQUAL(wait_latch_count(b.client, path, 2, 5000), 0);
+    part_close(&b);
+    CU_ASSERT_EQUAL(zkit_latch_await(a.latch, 5000), 0);
+    CU_ASSERT_EQUAL(a.elected, 2);
+    part_close(&a);
+    fx_end(&f);
+    part_free(&a);
+    part_free(&b);
+    zkit_free(node);
+    free(path);
+}
+
+/* A listener that, told it no longer leads, waits (bounded) until the test has closed the
+ * latch from another thread: the close lands between the loss and the latch's joining again. */
+typedef struct close_during_loss {
+    pthread_mutex_t mu;
+    int deposed;
+    int closed;
+} close_during_loss_t;
+
+static int loss_told(void *arg)
+{
+    close_during_loss_t *c = arg;
+    int d;
+    pthread_mutex_lock(&c->mu);
+    d = c->deposed;
+    pthread_mutex_unlock(&c->mu);
+    return d;
+}
+
+static int close_done(void *arg)
+{
+    close_during_loss_t *c = arg;
+    int d;
+    pthread_mutex_lock(&c->mu);
+    d = c->closed;
+    pthread_mutex_unlock(&c->mu);
+    return d;
+}
+
+static void on_loss_wait_close(zkit_latch_t *latch, int is_leader, void *arg)
+{
+    close_during_loss_t *c = arg;
+    (void)latch;
+    if (is_leader)
+        return;
+    pthread_mutex_lock(&c->mu);
+    c->deposed = 1;
+    pthread_mutex_unlock(&c->mu);
+    zkh_wait_until(close_done, c, 5000);
+}
+
+typedef struct cversion_arg {
+    zkit_client_t *client;
+    const char *path;
+    int32_t cversion;
+} cversion_arg_t;
+
+/* The latch's children changed (a node created or deleted) since `cversion`. */
+static int children_changed(void *arg)
+{
+    cversion_arg_t *a = arg;
+    zkit_stat_t st;
+    return zkit_exists(&st, a->client, a->path, NULL) == 0 && st.cversion != a->cversion;
+}
+
+/* The latch is closed while its listener is being told of a loss: it must not join the
+ * election again after the close (its node would queue for a latch nobody runs any more). */
+static void test_latch_close_during_loss(void)
+{
+    fixture_t f;
+    close_during_loss_t c;
+    zkit_client_t *client, *other;
+    zkit_latch_t *latch;
+    zkit_stat_t st;
+    cversion_arg_t ca;
+    char *path, *node = NULL;
+    fx_begin(&f, "latch-close-loss");
+    path = lk_join(f.base, "latch");
+    memset(&c, 0, sizeof(c));
+    pthread_mutex_init(&c.mu, NULL);
+    client = lk_client(10000);
+    other = lk_client(10000);
+    CU_ASSERT_FATAL(client != NULL && other != NULL);
+    CU_ASSERT_FATAL(zkit_latch_new(&latch, client, path, "a") == 0);
+    CU_ASSERT_EQUAL(zkit_latch_set_listener(latch, on_loss_wait_close, &c), 0);
+    CU_ASSERT_FATAL(zkit_latch_start(latch) == 0);
+    CU_ASSERT_FATAL(zkit_latch_await(latch, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_latch_node(&node, latch) == 0);
+    CU_ASSERT_FATAL(zkit_delete(other, node, -1, 0) == 0);
+    CU_ASSERT_FATAL(zkh_wait_until(loss_told, &c, 5000) == 0);
+    CU_ASSERT_EQUAL(zkit_latch_close(latch), 0);
+    CU_ASSERT_FATAL(zkit_exists(&st, other, path, NULL) == 0);
+    pthread_mutex_lock(&c.mu);
+    c.closed = 1;
+    pthread_mutex_unlock(&c.mu);
+    /* A join after the close creates a node at once (and, alone, deletes it when elected). */
+    ca.client = other;
+    ca.path = path;
+    ca.cversion = st.cversion;
+    CU_ASSERT_NOT_EQUAL(zkh_wait_until(children_changed, &ca, 3000), 0);
+    CU_ASSERT_EQUAL(zkit_latch_has_leadership(latch), 0);
+    zkit_latch_free(latch);
+    fx_end(&f);
+    zkit_client_close(client);
+    zkit_client_close(other);
+    zkit_free(node);
+    free(path);
+    pthread_mutex_destroy(&c.mu);
+}
+
 typedef struct session_change {
     zkit_client_t *client;
     int64_t old;
@@ -1375,6 +1507,8 @@ static const zkh_test_t tests[] = {
     { "latch: a blocking await ends on close", test_latch_blocking_await_and_close },
     { "latch: the leader's session expires", test_latch_leader_session_expiry },
     { "latch: a waiting participant's session expires", test_latch_waiter_session_expiry },
+    { "latch: the leader's node is deleted by someone else", test_latch_leader_node_deleted },
+    { "latch: closed while told of a loss, it does not join again", test_latch_close_during_loss },
     { "latch: partition, EXPIRED before a new leader", test_latch_partition },
     { "latch: a short outage, UNCERTAIN then HELD", test_latch_short_outage },
     { "latch: transactions guarded by leadership", test_latch_guard_txn },

@@ -249,6 +249,13 @@ static int join(zkit_latch_t *latch)
     proto.user_arg = latch;
     latch_ref(latch);
     pthread_mutex_lock(&latch->mu);
+    /* A loss or a rejoin timer decided to join before a close on another thread: the close
+     * took latch->mu and saw no join to cancel, so it is seen here instead. */
+    if (latch->closed) {
+        pthread_mutex_unlock(&latch->mu);
+        latch_unref(latch);
+        return 0;
+    }
     /* Under latch->mu: the end takes it too, so latch->join is set before it looks. */
     rc = zkit__req_start(&req, latch->lock, pthread_self(), -1, &proto);
     if (rc == 0)
