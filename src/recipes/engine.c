@@ -741,6 +741,17 @@ static int restart(zkit__acq_t *acq, int why)
     return 0;
 }
 
+/* Whether a write node other than sorted[index] sorts level with it (has its sequence). */
+static int write_node_level(char *const *sorted, size_t count, size_t index, const char *token)
+{
+    const char *key = sort_key(sorted[index], token);
+    for (size_t i = 0; i < count; i++)
+        if (i != index && zkit__node_is_writer(sorted[i]) &&
+            strcmp(sort_key(sorted[i], token), key) == 0)
+            return 1;
+    return 0;
+}
+
 /* Looks at a listing and moves on (acq->mu held; released by the caller or by finish). */
 static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
 {
@@ -765,7 +776,13 @@ static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
     }
     /* A downgrade node (fixed name) carries the sequence of the write node this thread
      * holds, so it sorts level with it and may land behind it: like Curator's read predicate
-     * for a write holder, it holds at once. */
+     * for a write holder, it holds at once, while that write node is there.  Without it (lost
+     * before its holder heard, or this is a new session) the node has jumped the queue, ahead
+     * of a writer that may hold by now: the write lock it came from is lost. */
+    if (acq->fixed_name && !write_node_level(names, count, (size_t)index, acq->driver->token)) {
+        finish(acq, ZKIT_ELOCKLOST);
+        return -1;
+    }
     if (acq->fixed_name ||
         zkit__lock_decide(acq->driver, names, count, (size_t)index, &wait_for)) {
         /* This listing came after our create and armed the directory watch: any change
