@@ -23,6 +23,7 @@
 #include <CUnit/CUnit.h>
 
 #include "lock_support.h"
+#include "framework/client.h" /* zkit__test_fault_set */
 #include "recipes/engine.h" /* a downgrade acquisition, driven directly */
 
 /* ---- checks ---------------------------------------------------------------------------- */
@@ -814,6 +815,35 @@ static void test_rw_downgrade_without_write_node(void)
     free(path);
 }
 
+/* The downgrade node has a fixed name: a create whose reply is lost is sent again and finds
+ * the node it made.  That node is ours (its session's): the downgrade holds on it, and no
+ * read node is left behind to block the writers queued after it. */
+static void test_rw_downgrade_create_reply_lost(void)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    zkit_rwlock_t *rw;
+    char *path;
+    fx_begin(&f, "rw-downgrade-retry");
+    path = lk_join(f.base, "rw");
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit_rwlock_new(&rw, c, path) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(zkit_rwlock_write(rw), 5000) == 0);
+    zkit__test_fault_set(c, 1, 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(zkit_rwlock_read(rw), 5000), 0);
+    zkit__test_fault_set(c, 0, 0);
+    CU_ASSERT_EQUAL(children_of(path), 2);
+    CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_write(rw)), 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(zkit_rwlock_read(rw)), 1);
+    zkit_lock_release(zkit_rwlock_read(rw));
+    CU_ASSERT_EQUAL(wait_children(path, 0, 5000), 0);
+    fx_end(&f);
+    zkit_rwlock_free(rw);
+    zkit_client_close(c);
+    free(path);
+}
+
 /* ---- fencing tokens --------------------------------------------------------------------- */
 
 static void test_fencing_tokens(void)
@@ -1559,6 +1589,7 @@ static const zkh_test_t tests[] = {
     { "bad input", test_bad_input },
     { "read-write upgrade and downgrade", test_rw_upgrade_and_downgrade },
     { "read-write downgrade node without its write node", test_rw_downgrade_without_write_node },
+    { "read-write downgrade whose create reply is lost", test_rw_downgrade_create_reply_lost },
     { "fencing tokens increase", test_fencing_tokens },
     { "semaphore capacity, all or nothing", test_semaphore_capacity },
     { "multi-lock all or nothing", test_multilock_all_or_nothing },

@@ -835,15 +835,20 @@ static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
             zkit__delete_inline(c, res->path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
         return;
     }
-    if (res->error != 0) {
+    /* A fixed name (a downgrade node, unique by its uuid) found taken: a create whose reply
+     * was lost and that was sent again finds the node it made.  It is taken as ours; its
+     * owner is checked with its Stat before it holds (finish_held), and left as it was,
+     * it would stay for the session's life, ahead of every writer queued after it. */
+    int made_before = res->error == ZKIT_ENODEEXISTS && acq->fixed_name;
+    if (res->error != 0 && !made_before) {
         finish(acq, res->error);
         reply_close(r);
         return;
     }
-    acq->node = strdup(res->path);
+    acq->node = made_before ? zkit__path_join(acq->dir, acq->fixed_name) : strdup(res->path);
     acq->node_name = acq->node ? zkit__path_basename(acq->node) : NULL;
     /* A create sent in a transaction (a multi-lock's parts) may come without a Stat. */
-    if (res->stat)
+    if (res->stat && !made_before)
         acq->stat = *res->stat;
     else
         memset(&acq->stat, 0, sizeof(acq->stat));
