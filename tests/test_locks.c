@@ -23,6 +23,8 @@
 #include <CUnit/CUnit.h>
 
 #include "lock_support.h"
+#include "framework/client.h" /* zkit__test_fault_set */
+#include "recipes/engine.h" /* a downgrade acquisition, driven directly */
 
 /* ---- checks ---------------------------------------------------------------------------- */
 
@@ -743,6 +745,102 @@ static void test_rw_upgrade_and_downgrade(void)
     zkit_rwlock_free(rw2);
     zkit_client_close(c);
     zkit_client_close(c2);
+    free(path);
+}
+
+/* A downgrade acquisition's outcome, as its engine reports it. */
+typedef struct downgrade_end {
+    int done;
+    int error;
+} downgrade_end_t;
+
+static void downgrade_done(zkit__acq_t *acq, int error, void *arg)
+{
+    downgrade_end_t *end = arg;
+    (void)acq;
+    end->error = error;
+    __atomic_store_n(&end->done, 1, __ATOMIC_RELEASE);
+}
+
+static int downgrade_ended(void *arg)
+{
+    return __atomic_load_n(&((downgrade_end_t *)arg)->done, __ATOMIC_ACQUIRE);
+}
+
+/* A downgrade node is named after the write node its thread holds, so it sorts level with it.
+ * When that write node is gone (lost, before the holder heard of it; or a restart in a new
+ * session), its sequence is free ahead of a writer that took the lock meanwhile: the read
+ * node must not hold at once on its name alone. */
+static void test_rw_downgrade_without_write_node(void)
+{
+    fixture_t f;
+    zkit_client_t *c, *c2;
+    zkit_rwlock_t *rw2;
+    zkit__acq_t *acq = NULL;
+    zkit__acq_params_t p;
+    downgrade_end_t end = { 0, -1 };
+    char *path;
+    fx_begin(&f, "rw-downgrade-gone");
+    path = lk_join(f.base, "rw");
+    c = lk_client(10000);
+    c2 = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL && c2 != NULL);
+    CU_ASSERT_FATAL(zkit_rwlock_new(&rw2, c2, path) == 0);
+    /* Sequence 0 goes to a write node that is gone by the time its downgrade node comes;
+     * the other client's writer, sequence 1, holds meanwhile. */
+    CU_ASSERT_FATAL(zkit_lock_acquire(zkit_rwlock_write(rw2), 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_release(zkit_rwlock_write(rw2)) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(zkit_rwlock_write(rw2), 5000) == 0);
+
+    memset(&p, 0, sizeof(p));
+    p.client = c;
+    p.dir = path;
+    p.driver = &zkit__read_driver;
+    p.fixed_name = "_c_00000000-0000-4000-8000-000000000000-__READ__0000000000";
+    p.timeout_ms = 3000;
+    p.done = downgrade_done;
+    p.arg = &end;
+    CU_ASSERT_FATAL(zkit__acq_start(&acq, &p) == 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(downgrade_ended, &end, 8000), 0);
+    CU_ASSERT_NOT_EQUAL(end.error, 0); /* a writer holds: no reader may */
+    CU_ASSERT_EQUAL(zkit_lock_is_held(zkit_rwlock_write(rw2)), 1);
+    CU_ASSERT_EQUAL(wait_children(path, 1, 5000), 0); /* the read node did not stay */
+    zkit__acq_unref(acq);
+
+    CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_write(rw2)), 0);
+    fx_end(&f);
+    zkit_rwlock_free(rw2);
+    zkit_client_close(c);
+    zkit_client_close(c2);
+    free(path);
+}
+
+/* The downgrade node has a fixed name: a create whose reply is lost is sent again and finds
+ * the node it made.  That node is ours (its session's): the downgrade holds on it, and no
+ * read node is left behind to block the writers queued after it. */
+static void test_rw_downgrade_create_reply_lost(void)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    zkit_rwlock_t *rw;
+    char *path;
+    fx_begin(&f, "rw-downgrade-retry");
+    path = lk_join(f.base, "rw");
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit_rwlock_new(&rw, c, path) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(zkit_rwlock_write(rw), 5000) == 0);
+    zkit__test_fault_set(c, 1, 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(zkit_rwlock_read(rw), 5000), 0);
+    zkit__test_fault_set(c, 0, 0);
+    CU_ASSERT_EQUAL(children_of(path), 2);
+    CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_write(rw)), 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(zkit_rwlock_read(rw)), 1);
+    zkit_lock_release(zkit_rwlock_read(rw));
+    CU_ASSERT_EQUAL(wait_children(path, 0, 5000), 0);
+    fx_end(&f);
+    zkit_rwlock_free(rw);
+    zkit_client_close(c);
     free(path);
 }
 
@@ -1490,6 +1588,8 @@ static const zkh_test_t tests[] = {
     { "try-acquire and timeouts", test_try_acquire_and_timeouts },
     { "bad input", test_bad_input },
     { "read-write upgrade and downgrade", test_rw_upgrade_and_downgrade },
+    { "read-write downgrade node without its write node", test_rw_downgrade_without_write_node },
+    { "read-write downgrade whose create reply is lost", test_rw_downgrade_create_reply_lost },
     { "fencing tokens increase", test_fencing_tokens },
     { "semaphore capacity, all or nothing", test_semaphore_capacity },
     { "multi-lock all or nothing", test_multilock_all_or_nothing },

@@ -304,17 +304,19 @@ static void guess_read(zkit_client_t *c, const zkit_result_t *r, void *arg)
 
 static void group_send(group_t *g)
 {
-    int rc;
+    int rc, guessing;
     g->guess = guess_first_path(g);
-    /* Counted before sending: the transaction may finish before the guess is sent. */
-    g->pending = g->guess ? 2 : 1;
+    /* Counted before sending: the transaction may finish before the guess is sent.  Without
+     * a guess the group is the transaction's alone once sent: it may be freed at once. */
+    guessing = g->guess != NULL;
+    g->pending = guessing ? 2 : 1;
     rc = zkit__txn_commit_inline(g->txn, group_done, g);
     if (rc != 0) { /* refused before sending: the completion never runs */
         members_alone(g, rc);
         group_free(g);
         return;
     }
-    if (g->guess && !send_exists(g, g->guess, guess_read))
+    if (guessing && !send_exists(g, g->guess, guess_read))
         group_arrived(g); /* as a guess not found */
 }
 

@@ -741,6 +741,17 @@ static int restart(zkit__acq_t *acq, int why)
     return 0;
 }
 
+/* Whether a write node other than sorted[index] sorts level with it (has its sequence). */
+static int write_node_level(char *const *sorted, size_t count, size_t index, const char *token)
+{
+    const char *key = sort_key(sorted[index], token);
+    for (size_t i = 0; i < count; i++)
+        if (i != index && zkit__node_is_writer(sorted[i]) &&
+            strcmp(sort_key(sorted[i], token), key) == 0)
+            return 1;
+    return 0;
+}
+
 /* Looks at a listing and moves on (acq->mu held; released by the caller or by finish). */
 static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
 {
@@ -765,7 +776,13 @@ static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
     }
     /* A downgrade node (fixed name) carries the sequence of the write node this thread
      * holds, so it sorts level with it and may land behind it: like Curator's read predicate
-     * for a write holder, it holds at once. */
+     * for a write holder, it holds at once, while that write node is there.  Without it (lost
+     * before its holder heard, or this is a new session) the node has jumped the queue, ahead
+     * of a writer that may hold by now: the write lock it came from is lost. */
+    if (acq->fixed_name && !write_node_level(names, count, (size_t)index, acq->driver->token)) {
+        finish(acq, ZKIT_ELOCKLOST);
+        return -1;
+    }
     if (acq->fixed_name ||
         zkit__lock_decide(acq->driver, names, count, (size_t)index, &wait_for)) {
         /* This listing came after our create and armed the directory watch: any change
@@ -818,15 +835,20 @@ static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
             zkit__delete_inline(c, res->path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
         return;
     }
-    if (res->error != 0) {
+    /* A fixed name (a downgrade node, unique by its uuid) found taken: a create whose reply
+     * was lost and that was sent again finds the node it made.  It is taken as ours; its
+     * owner is checked with its Stat before it holds (finish_held), and left as it was,
+     * it would stay for the session's life, ahead of every writer queued after it. */
+    int made_before = res->error == ZKIT_ENODEEXISTS && acq->fixed_name;
+    if (res->error != 0 && !made_before) {
         finish(acq, res->error);
         reply_close(r);
         return;
     }
-    acq->node = strdup(res->path);
+    acq->node = made_before ? zkit__path_join(acq->dir, acq->fixed_name) : strdup(res->path);
     acq->node_name = acq->node ? zkit__path_basename(acq->node) : NULL;
     /* A create sent in a transaction (a multi-lock's parts) may come without a Stat. */
-    if (res->stat)
+    if (res->stat && !made_before)
         acq->stat = *res->stat;
     else
         memset(&acq->stat, 0, sizeof(acq->stat));
