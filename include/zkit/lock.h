@@ -86,7 +86,9 @@ ZKIT_EXTERN int zkit_mutex_new(zkit_lock_t **out, zkit_client_t *client, const c
 /* Semaphore mutex (InterProcessSemaphoreMutex): not reentrant, releasable from any thread. */
 ZKIT_EXTERN int zkit_semaphore_mutex_new(zkit_lock_t **out, zkit_client_t *client,
                                          const char *path);
-/* Read-write lock (InterProcessReadWriteLock); its halves are owned by it. */
+/* Read-write lock (InterProcessReadWriteLock); its halves are owned by it.  A thread holding
+ * the write half may acquire the read half (a downgrade): granted at once while its write node
+ * is there, ZKIT_ELOCKLOST when that node was lost before the holder heard. */
 ZKIT_EXTERN int zkit_rwlock_new(zkit_rwlock_t **out, zkit_client_t *client, const char *path);
 ZKIT_EXTERN zkit_lock_t *zkit_rwlock_read(zkit_rwlock_t *rw);
 ZKIT_EXTERN zkit_lock_t *zkit_rwlock_write(zkit_rwlock_t *rw);
