@@ -1065,6 +1065,15 @@ static void test_bad_client_options(void)
     o.connection_timeout_ms = -5;
     CU_ASSERT_EQUAL(zkit_client_new(&c, &o), ZKIT_EINVAL);
     o.connection_timeout_ms = 5000;
+    /* Default data longer than any request (a negative length cast to size_t here). */
+    o.default_data = "x";
+    o.default_data_len = (size_t)-1;
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &o), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NULL(c);
+    o.default_data_len = 0xfffff;
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &o), ZKIT_EINVAL);
+    o.default_data = NULL;
+    o.default_data_len = 0;
     o.auth_count = 1;
     CU_ASSERT_EQUAL(zkit_client_new(&c, &o), ZKIT_EINVAL);
     o.auth = &half_auth;
