@@ -305,6 +305,11 @@ static void test_too_big(void)
     CU_ASSERT_EQUAL(zkit_set_data(NULL, c, path, blob, huge, -1), ZKIT_ETOOBIG);
     CU_ASSERT_EQUAL(zkit_set_data_async(c, path, blob, huge, -1, noop_completion, NULL),
                     ZKIT_ETOOBIG);
+    /* A negative length passed through size_t must not wrap the size check around. */
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, c, path, blob, (size_t)-1, -1), ZKIT_ETOOBIG);
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, c, path, blob, SIZE_MAX - 1000, -1), ZKIT_ETOOBIG);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/fwwrap", blob, (size_t)-1, NULL),
+                    ZKIT_ETOOBIG);
 
     /* The largest size the client lets through is one the server takes: no lost connection. */
     limit = 0xfffff - strlen(path) - 1024;
@@ -1060,6 +1065,15 @@ static void test_bad_client_options(void)
     o.connection_timeout_ms = -5;
     CU_ASSERT_EQUAL(zkit_client_new(&c, &o), ZKIT_EINVAL);
     o.connection_timeout_ms = 5000;
+    /* Default data longer than any request (a negative length cast to size_t here). */
+    o.default_data = "x";
+    o.default_data_len = (size_t)-1;
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &o), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NULL(c);
+    o.default_data_len = 0xfffff;
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &o), ZKIT_EINVAL);
+    o.default_data = NULL;
+    o.default_data_len = 0;
     o.auth_count = 1;
     CU_ASSERT_EQUAL(zkit_client_new(&c, &o), ZKIT_EINVAL);
     o.auth = &half_auth;

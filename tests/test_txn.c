@@ -311,6 +311,9 @@ static void test_bad_input(void)
     CU_ASSERT_EQUAL(zkit_txn_set_data(txn, "/a", big, 1100000, -1), ZKIT_ETOOBIG);
     CU_ASSERT_EQUAL(zkit_txn_set_data(txn, "/a", big, 600000, -1), 0);
     CU_ASSERT_EQUAL(zkit_txn_set_data(txn, "/b", big, 600000, -1), ZKIT_ETOOBIG);
+    /* A negative length passed through size_t must not wrap the size check around. */
+    CU_ASSERT_EQUAL(zkit_txn_set_data(txn, "/c", big, (size_t)-1, -1), ZKIT_ETOOBIG);
+    CU_ASSERT_EQUAL(zkit_txn_create(txn, "/c", big, SIZE_MAX - 100, NULL), ZKIT_ETOOBIG);
     CU_ASSERT_EQUAL(zkit_txn_count(txn), 1);
     free(big);
     CU_ASSERT_EQUAL(zkit_txn_commit(NULL, NULL), ZKIT_EINVAL);

@@ -42,7 +42,8 @@ static int check_client_path(zkit_client_t *c, const char *path, const char *wha
 
 static int check_size(zkit_client_t *c, const char *path, size_t len, const char *what)
 {
-    if (len + strlen(path) + PACKET_OVERHEAD > MAX_PACKET) {
+    /* Subtracted, not added: a negative length cast to size_t must not wrap the sum. */
+    if (len > MAX_PACKET - PACKET_OVERHEAD - strlen(path)) {
         zkit__log_reject(&c->log, "%s %s: %zu bytes exceed the server's limit", what,
                          path, len);
         return ZKIT_ETOOBIG;

@@ -173,6 +173,12 @@ static int validate_options(const zkit_client_options_t *o)
                       ZKIT__MAX_SESSION_TIMEOUT_MS);
         return ZKIT_EINVAL;
     }
+    /* No create could carry more (ZooKeeper's 1 MiB packet), and the copy must not wrap. */
+    if (o->default_data && o->default_data_len >= 0xfffff) {
+        options_error(o, "client options: default data of %zu bytes exceeds the server's "
+                         "limit", o->default_data_len);
+        return ZKIT_EINVAL;
+    }
     if ((o->auth_count && !o->auth) || (o->default_acl_count && !o->default_acl)) {
         options_error(o, "client options: NULL array with a non-zero count");
         return ZKIT_EINVAL;

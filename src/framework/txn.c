@@ -140,9 +140,12 @@ static int check_add(zkit_txn_t *txn, const char *path, const char *what)
 static txn_op_t *txn_append_full(zkit_txn_t *txn, zkit_txn_op_kind_t kind, char *path,
                                  size_t len, int *rc)
 {
-    size_t bytes = txn->bytes + strlen(path) + len + OP_OVERHEAD;
+    size_t path_len = strlen(path);
     txn_op_t *op;
-    if (bytes + PACKET_OVERHEAD > MAX_PACKET) {
+    /* Each part is bounded first, so that a negative length cast to size_t cannot wrap the
+     * sum below the limit. */
+    if (len > MAX_PACKET || path_len > MAX_PACKET ||
+        txn->bytes + path_len + len + OP_OVERHEAD + PACKET_OVERHEAD > MAX_PACKET) {
         zkit__log(&txn->client->log, ZKIT_LOG_ERROR,
                   "transaction: operation %zu on %s makes the request exceed the server's "
                   "limit", txn->count, path);
