@@ -1494,51 +1494,51 @@ static void delete_children(zhandle_t *zh, const char *dir)
     deallocate_String_vector(&nodes);
 }
 
+/* The node the command runs under is deleted by someone else, under `queue` in a fresh
+ * path: the command is terminated and zkit-lock exits 75, long before the command would end
+ * by itself.  `mode` and `arg` choose the kind of lock (--once-per 3600, --semaphore 1). */
+static void deleted_node_ends_command(const char *name, const char *queue, const char *mode,
+                                      const char *arg, char *path, size_t path_len,
+                                      zhandle_t *zh)
+{
+    char dir[128], base[300], err[300], pidfile[320];
+    pid_t holder;
+    zkh_unique_path(path, path_len, name);
+    snprintf(dir, sizeof(dir), "%s/%s", path, queue);
+    scratch(base, sizeof(base), name);
+    snprintf(err, sizeof(err), "%s.err", base);
+    snprintf(pidfile, sizeof(pidfile), "%s.pid", base);
+    holder = start_holder(zkh_connect_string(zk), path, hold_trap_snippet, base, err, mode, arg,
+                          NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    delete_children(zh, dir);
+    CU_ASSERT_EQUAL(wait_status(holder, 10000), 75);
+    CU_ASSERT(!group_alive(pidfile));
+    CU_ASSERT(contains(err, "command terminated"));
+}
+
 /* The lock is lost while the command runs (its node is deleted): the command is killed as in
  * the lock mode, zkit-lock exits 75, and the slot is not recorded. */
 static void test_once_per_lost_lock(void)
 {
-    char path[64], base[300], err[300], pidfile[300], lockdir[128];
+    char path[64];
     zhandle_t *zh = zkh_raw_connect(zk);
-    pid_t holder;
     CU_ASSERT_PTR_NOT_NULL_FATAL(zh);
-    zkh_unique_path(path, sizeof(path), "cli-once-lost");
-    snprintf(lockdir, sizeof(lockdir), "%s/lock", path);
-    scratch(base, sizeof(base), "once-lost");
-    scratch(err, sizeof(err), "once-lost.err");
-    scratch(pidfile, sizeof(pidfile), "once-lost.pid");
-    holder = start_holder(zkh_connect_string(zk), path, hold_trap_snippet, base, err,
-                          "--once-per", "3600", NULL);
-    CU_ASSERT_FATAL(holder > 0);
-    delete_children(zh, lockdir);
-    CU_ASSERT_EQUAL(wait_status(holder, 10000), 75);
-    CU_ASSERT(!group_alive(pidfile));
-    CU_ASSERT(contains(err, "command terminated"));
+    deleted_node_ends_command("cli-once-lost", "lock", "--once-per", "3600", path,
+                              sizeof(path), zh);
     CU_ASSERT_EQUAL(once_record(zh, path), -1);
     zookeeper_close(zh);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
-/* A lease deleted by someone else is a lost lock, as for a mutex: the command is terminated
- * and zkit-lock exits 75, long before the command would end by itself. */
+/* A lease deleted by someone else is a lost lock, as for a mutex. */
 static void test_semaphore_lease_deleted(void)
 {
-    char path[64], leases[128], base[300], err[300], pidfile[320];
+    char path[64];
     zhandle_t *zh = zkh_raw_connect(zk);
-    pid_t holder;
     CU_ASSERT_PTR_NOT_NULL_FATAL(zh);
-    zkh_unique_path(path, sizeof(path), "cli-sem-deleted");
-    snprintf(leases, sizeof(leases), "%s/leases", path);
-    scratch(base, sizeof(base), "sem-deleted");
-    scratch(err, sizeof(err), "sem-deleted.err");
-    snprintf(pidfile, sizeof(pidfile), "%s.pid", base);
-    holder = start_holder(zkh_connect_string(zk), path, hold_trap_snippet, base, err,
-                          "--semaphore", "1", NULL);
-    CU_ASSERT_FATAL(holder > 0);
-    delete_children(zh, leases);
-    CU_ASSERT_EQUAL(wait_status(holder, 5000), 75);
-    CU_ASSERT(!group_alive(pidfile));
-    CU_ASSERT(contains(err, "command terminated"));
+    deleted_node_ends_command("cli-sem-deleted", "leases", "--semaphore", "1", path,
+                              sizeof(path), zh);
     zookeeper_close(zh);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
