@@ -489,6 +489,13 @@ static int multi_issue(zkit__op_t *zop, zhandle_t *zh, void_completion_t done, c
     if (rc != ZOK)
         for (int i = 0; i < s->count; i++)
             s->op_paths[i] = NULL;
+    /* The session expired while the operations were serialized: zoo_amulti reports the
+     * ZINVALIDSTATE of that as ZMARSHALLINGERROR.  Told as what it is, the caller hears
+     * that the session is gone rather than a bare ZooKeeper error. */
+    state = zoo_state(zh);
+    if (rc == ZMARSHALLINGERROR &&
+        (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE))
+        rc = ZINVALIDSTATE;
     return rc;
 }
 
