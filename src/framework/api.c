@@ -11,11 +11,6 @@
 #include "framework/errors.h"
 #include "framework/paths.h"
 
-/* ZooKeeper's default jute.maxbuffer is 0xfffff bytes for a whole packet; a create also
- * carries its path and ACL, so leave room for them. */
-#define MAX_PACKET 0xfffff
-#define PACKET_OVERHEAD 1024
-
 static int check_client_path(zkit_client_t *c, const char *path, const char *what)
 {
     if (!c) {
@@ -27,7 +22,7 @@ static int check_client_path(zkit_client_t *c, const char *path, const char *wha
         return ZKIT_EBADPATH;
     }
     /* A request the server cannot read makes it drop the connection, which a retry repeats. */
-    if (strlen(path) + PACKET_OVERHEAD > MAX_PACKET) {
+    if (strlen(path) + ZKIT__PACKET_OVERHEAD > ZKIT__MAX_PACKET) {
         zkit__log_reject(&c->log, "%s: a path of %zu bytes exceeds the server's limit",
                          what, strlen(path));
         return ZKIT_ETOOBIG;
@@ -43,7 +38,7 @@ static int check_client_path(zkit_client_t *c, const char *path, const char *wha
 static int check_size(zkit_client_t *c, const char *path, size_t len, const char *what)
 {
     /* Subtracted, not added: a negative length cast to size_t must not wrap the sum. */
-    if (len > MAX_PACKET - PACKET_OVERHEAD - strlen(path)) {
+    if (len > ZKIT__MAX_PACKET - ZKIT__PACKET_OVERHEAD - strlen(path)) {
         zkit__log_reject(&c->log, "%s %s: %zu bytes exceed the server's limit", what,
                          path, len);
         return ZKIT_ETOOBIG;

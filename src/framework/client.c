@@ -174,7 +174,7 @@ static int validate_options(const zkit_client_options_t *o)
         return ZKIT_EINVAL;
     }
     /* No create could carry more (ZooKeeper's 1 MiB packet), and the copy must not wrap. */
-    if (o->default_data && o->default_data_len >= 0xfffff) {
+    if (o->default_data && o->default_data_len >= ZKIT__MAX_PACKET) {
         options_error(o, "client options: default data of %zu bytes exceeds the server's "
                          "limit", o->default_data_len);
         return ZKIT_EINVAL;

@@ -55,6 +55,11 @@ typedef struct zkit__session_event {
     int zk_state;
 } zkit__session_event_t;
 
+/* ZooKeeper's default jute.maxbuffer: the most one request may carry, all of it. */
+#define ZKIT__MAX_PACKET 0xfffff
+/* Room for what a request carries besides its data: path, ACL, headers. */
+#define ZKIT__PACKET_OVERHEAD 1024
+
 /* Room for session events not yet handled by the supervisor, and for connection states not
  * yet delivered to the listeners: fixed, so that recording one never allocates (see
  * record_session_event and change_state for what happens when one is full). */

@@ -29,9 +29,6 @@
 #include <sanitizer/lsan_interface.h>
 #endif
 
-/* As api.c: the whole request must fit the server's default jute.maxbuffer. */
-#define MAX_PACKET 0xfffff
-#define PACKET_OVERHEAD 1024
 #define OP_OVERHEAD 64          /* an operation's header, version, flags and ACL count */
 #define SEQUENCE_DIGITS 11      /* room for a sequential suffix in a created path */
 
@@ -144,8 +141,8 @@ static txn_op_t *txn_append_full(zkit_txn_t *txn, zkit_txn_op_kind_t kind, char 
     txn_op_t *op;
     /* Each part is bounded first, so that a negative length cast to size_t cannot wrap the
      * sum below the limit. */
-    if (len > MAX_PACKET || path_len > MAX_PACKET ||
-        txn->bytes + path_len + len + OP_OVERHEAD + PACKET_OVERHEAD > MAX_PACKET) {
+    if (len > ZKIT__MAX_PACKET || path_len > ZKIT__MAX_PACKET ||
+        txn->bytes + path_len + len + OP_OVERHEAD + ZKIT__PACKET_OVERHEAD > ZKIT__MAX_PACKET) {
         zkit__log(&txn->client->log, ZKIT_LOG_ERROR,
                   "transaction: operation %zu on %s makes the request exceed the server's "
                   "limit", txn->count, path);

@@ -281,7 +281,7 @@ static void exec_child(const guard_t *g, const char *path, char **env, int repor
         (void)n; /* a watchdog that is gone cannot be told */
     }
     if (g->tty >= 0)
-        tcsetpgrp(g->tty, getpid()); /* SIGTTOU is blocked until the reset below */
+        tcsetpgrp(g->tty, self); /* SIGTTOU is blocked until the reset below */
     zkl_events_reset_for_child();
     close_unkept_fds(); /* report_fd is kept: it closes on exec */
     execve(path, g->run->opts->command, env);
