@@ -787,6 +787,20 @@ static void test_signal_forwarding(void)
     kill(holder, SIGINT);
     CU_ASSERT_EQUAL(wait_status(holder, 10000), 130);
     CU_ASSERT(!group_alive(pidfile));
+
+    /* A stopped command is continued after the SIGTERM passed on to it: stopped, it could
+     * not act on it, and would keep the lock for as long as nobody continued it. */
+    scratch(base, sizeof(base), "signal3");
+    scratch(log, sizeof(log), "signal3.log");
+    scratch(pidfile, sizeof(pidfile), "signal3.pid");
+    holder = start_holder(cs, path, hold_trap_snippet, base, NULL, NULL);
+    CU_ASSERT_FATAL(holder > 0);
+    CU_ASSERT_FATAL(recorded_group(pidfile) > 1);
+    kill(-(pid_t)recorded_group(pidfile), SIGSTOP);
+    kill(holder, SIGTERM);
+    CU_ASSERT_EQUAL(wait_status(holder, 10000), 143);
+    CU_ASSERT(contains(log, "TERM"));
+    CU_ASSERT(!group_alive(pidfile));
     {
         const char *args[] = { "--connect", cs, "-n", path, "--", "true", NULL };
         CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 0); /* released */

@@ -409,12 +409,19 @@ static int group_alive(const guard_t *g)
 
 /* ---- signalling the command ------------------------------------------------------------ */
 
+/* Whether `sig` asks a process to end (by default and by convention), so that a stopped
+ * command must be continued to act on it: until it acts, it keeps the lock held. */
+static int asks_to_end(int sig)
+{
+    return sig == SIGTERM || sig == SIGINT || sig == SIGHUP || sig == SIGQUIT;
+}
+
 static void signal_group(const guard_t *g, int sig)
 {
     /* ESRCH once the whole group is gone: nothing left to do. */
     kill(-g->pid, sig);
-    if (sig == SIGTERM)
-        kill(-g->pid, SIGCONT); /* a stopped process would not act on SIGTERM */
+    if (asks_to_end(sig))
+        kill(-g->pid, SIGCONT);
 }
 
 static void terminate_now(guard_t *g, int64_t kill_at)
@@ -557,7 +564,7 @@ static void on_event(guard_t *g, int ev)
     if (ev == SIGTSTP)
         suspend_job(g);
     else if (zkl_events_forwarded(ev))
-        kill(-g->pid, ev);
+        signal_group(g, ev);
     else if (ev >= ZKL_EV_LOCK_BASE)
         reassess(g, ev - ZKL_EV_LOCK_BASE);
     else if (ev >= ZKL_EV_CONN_BASE) {
