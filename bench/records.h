@@ -5,8 +5,8 @@
 #ifndef ZKIT_BENCH_RECORDS_H
 #define ZKIT_BENCH_RECORDS_H
 
-/* One figure.  `clients` is 0 where it does not apply; `requests_per_acquisition` is
- * negative when it was not measured. */
+/* One figure.  `clients` is 0 where it does not apply; `requests_per_acquisition` and
+ * `switches_per_acquisition` are negative when they were not measured. */
 typedef struct record {
     const char *section; /* "single" (one client, and the hand-off between processes),
                           * "contend" (K clients in one process on a mutex: hand-offs) or
@@ -17,6 +17,9 @@ typedef struct record {
     double rate, p50_ms, p99_ms;
     long samples;
     double requests_per_acquisition;
+    /* The benchmark process's voluntary context switches (all its threads: the clients',
+     * libzookeeper's, zkit's) per acquisition: the thread hops a hand-off costs. */
+    double switches_per_acquisition;
     /* A "single" row's ratios to the floor, 0 where not given (the floor's own row, the
      * other sections): with `ratio_rounds` > 0 the median over that many rounds of the ratio
      * within one round, and its range; with 0 the ratio to the floor's figures over all its

@@ -47,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -91,6 +92,7 @@ typedef struct result {
     double p99_ms;
     long samples;
     double requests;  /* server requests per acquisition (mntr), or -1: not measured */
+    double switches;  /* this process's voluntary context switches per acquisition, or -1 */
     long acquisitions; /* Curator contend: all it made, unmeasured ones included; else 0 */
 } result_t;
 
@@ -191,12 +193,13 @@ static int parse_options(int argc, char **argv, options_t *o)
 static result_t summarize(const char *name, double *ms, long n, int64_t elapsed_ns)
 {
     demo_latency_t l = demo_latency(ms, (size_t)n);
-    result_t r = { name, demo_rate(n, elapsed_ns), l.p50, l.p99, n, -1, 0 };
+    result_t r = { name, demo_rate(n, elapsed_ns), l.p50, l.p99, n, -1, -1, 0 };
     return r;
 }
 
-/* Server requests per acquisition between two mntr readings, or -1 without both. */
-static double requests_per(long long before, long long after, long acquisitions)
+/* A count per acquisition between two readings (the server's requests from mntr, this
+ * process's context switches), or -1 without both. */
+static double per_acquisition(long long before, long long after, long acquisitions)
 {
     return before >= 0 && after >= before && acquisitions > 0
                ? (double)(after - before) / (double)acquisitions
@@ -938,7 +941,7 @@ static int queue_run(const options_t *o, const char *name, result_t *out)
         if (count > 0) {
             *out = summarize(name, h.sh->ms, count, span_ns);
             out->rate = demo_rate(h.capacity, span_ns);
-            out->requests = requests_per(before, server_packets_received(o->connect),
+            out->requests = per_acquisition(before, server_packets_received(o->connect),
                                          h.capacity);
             rc = 0;
         }
@@ -1158,7 +1161,7 @@ static int curator_run(const options_t *o, const char *mode, const char *kind, c
         if (line && (line == text || line[-1] == '\n') &&
             sscanf(line, "BENCH %lf %lf %lf %ld %ld", &rate, &p50, &p99, &samples, &made) >= 3 &&
             rate > 0) {
-            *out = (result_t){ name, rate, p50, p99, samples, -1, made };
+            *out = (result_t){ name, rate, p50, p99, samples, -1, -1, made };
             rc = 0;
         } else {
             fprintf(stderr, "%s: no BENCH line from %s\n", name, o->curator);
@@ -1192,7 +1195,7 @@ static int curator_contend(const options_t *o, const char *kind, const char *pat
     long long before = server_packets_received(o->connect);
     int rc = curator_run(o, "contend", kind, path, clients, o->acquisitions, name, out);
     if (rc == 0)
-        out->requests = requests_per(before, server_packets_received(o->connect),
+        out->requests = per_acquisition(before, server_packets_received(o->connect),
                                      out->acquisitions);
     return rc;
 }
@@ -1219,6 +1222,8 @@ typedef struct contend {
     int64_t end_ns[MAX_CONTEND];
     long long packets_start;  /* the server's request count when the timed part starts */
     long long packets_end;    /* ... and when every client is done, before any closes */
+    long switches_start;      /* this process's voluntary context switches, the same two */
+    long switches_end;        /* moments */
 } contend_t;
 
 typedef struct contender {
@@ -1243,12 +1248,22 @@ static void contend_held(contend_t *c, int me)
     __atomic_store_n(&c->last_release_ns, demo_now_ns(), __ATOMIC_RELEASE);
 }
 
-/* Everyone connected waits here; the last one in reads the server's request count and sets
- * the start.  Counting from here leaves each client's connect and set-up out of req/acq. */
+/* Voluntary context switches of every thread of this process so far: a thread that blocks
+ * (on a futex, poll or read) and is woken again counts one. */
+static long process_switches(void)
+{
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_nvcsw : -1;
+}
+
+/* Everyone connected waits here; the last one in reads the server's request count and the
+ * process's context switches and sets the start.  Counting from here leaves each client's
+ * connect and set-up out of req/acq and cs/acq. */
 static void contend_go(contend_t *c)
 {
     if (pthread_barrier_wait(&c->start) == PTHREAD_BARRIER_SERIAL_THREAD) {
         c->packets_start = server_packets_received(c->opt->connect);
+        c->switches_start = process_switches();
         __atomic_store_n(&c->start_ns, demo_now_ns(), __ATOMIC_RELEASE);
     }
 }
@@ -1258,8 +1273,10 @@ static void contend_go(contend_t *c)
  * passed twice so that no client closes before the count is read. */
 static void contend_done(contend_t *c)
 {
-    if (pthread_barrier_wait(&c->start) == PTHREAD_BARRIER_SERIAL_THREAD)
+    if (pthread_barrier_wait(&c->start) == PTHREAD_BARRIER_SERIAL_THREAD) {
+        c->switches_end = process_switches();
         c->packets_end = server_packets_received(c->opt->connect);
+    }
     pthread_barrier_wait(&c->start);
 }
 
@@ -1571,7 +1588,8 @@ static int contend_run(const options_t *o, int k, long warmup, void *(*body)(voi
         int64_t span = demo_span_ns(c->end_ns, k, c->start_ns);
         *out = summarize(name, c->ms, count, span);
         out->rate = demo_rate(c->per_client * k, span);
-        out->requests = requests_per(c->packets_start, c->packets_end, c->per_client * k);
+        out->requests = per_acquisition(c->packets_start, c->packets_end, c->per_client * k);
+        out->switches = per_acquisition(c->switches_start, c->switches_end, c->per_client * k);
         rc = 0;
     }
     pthread_barrier_destroy(&c->start);
@@ -1588,13 +1606,18 @@ static void print_figure(int width, const result_t *r)
         printf(" %8.2f", r->requests);
     else
         printf(" %8s", "-");
+    if (r->switches >= 0)
+        printf(" %7.1f", r->switches);
+    else
+        printf(" %7s", "-");
 }
 
 static void contend_record(const result_t *r, int k, long round)
 {
     record_t rec = { .section = "contend", .name = r->name, .clients = k, .round = round + 1,
                      .rate = r->rate, .p50_ms = r->p50_ms, .p99_ms = r->p99_ms,
-                     .samples = r->samples, .requests_per_acquisition = r->requests };
+                     .samples = r->samples, .requests_per_acquisition = r->requests,
+                     .switches_per_acquisition = r->switches };
     records_write(&rec);
 }
 
@@ -1602,7 +1625,8 @@ static void recipe_record(const result_t *r, int k, long round)
 {
     record_t rec = { .section = "recipes", .name = r->name, .clients = k, .round = round + 1,
                      .rate = r->rate, .p50_ms = r->p50_ms, .p99_ms = r->p99_ms,
-                     .samples = r->samples, .requests_per_acquisition = r->requests };
+                     .samples = r->samples, .requests_per_acquisition = r->requests,
+                     .switches_per_acquisition = r->switches };
     records_write(&rec);
 }
 
@@ -1698,8 +1722,8 @@ static int contend_rows(const options_t *o)
     zoo_create(zh, ROOT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
     zoo_create(zh, RAW_PARENT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
     zoo_create(zh, RAW_PARENT "/chain", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-    printf("%-*s %9s %9s %9s %8s   %12s %12s %12s\n", width, "measurement", "per sec",
-           "p50 ms", "p99 ms", "req/acq", "rate/chain", "p50/chain", "rate/Curator");
+    printf("%-*s %9s %9s %9s %8s %7s   %12s %12s %12s\n", width, "measurement", "per sec",
+           "p50 ms", "p99 ms", "req/acq", "cs/acq", "rate/chain", "p50/chain", "rate/Curator");
     for (int i = 0; i < n; i++) {
         for (long r = 0; r < o->rounds; r++) {
             result_t chain, zk, cur;
@@ -1763,7 +1787,9 @@ static int contend_rows(const options_t *o)
            "in a JVM per figure.\nreq/acq = requests the server counted (mntr "
            "zk_packets_received) per acquisition: for zkit\nand the chain over the timed "
            "part only (pings included, connects and closes not); for\nCurator and the "
-           "1000-waiter queue over the whole run, connects, closes and warm-up included.\n");
+           "1000-waiter queue over the whole run, connects, closes and warm-up included.\n"
+           "cs/acq = voluntary context switches of this process (every thread) per "
+           "acquisition, over the\ntimed part: the thread hops of a hand-off.\n");
     return 0;
 }
 
@@ -1797,7 +1823,7 @@ static void print_row(int width, const char *name, const result_t *r, const resu
     printf("%-*s %9.0f %9.3f %9.3f", width, r->name, r->rate, r->p50_ms, r->p99_ms);
     rec = (record_t){ .section = "single", .name = r->name, .round = 1, .rate = r->rate,
                       .p50_ms = r->p50_ms, .p99_ms = r->p99_ms, .samples = r->samples,
-                      .requests_per_acquisition = -1 };
+                      .requests_per_acquisition = -1, .switches_per_acquisition = -1 };
     if (r == floor_r) {
         printf("   %*s %*s\n", RATIO_WIDTH, "(floor)", RATIO_WIDTH, "(floor)");
     } else if (s) {

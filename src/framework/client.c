@@ -778,9 +778,12 @@ static uint64_t insert_timer(zkit_client_t *c, int64_t due_ms, int wake_on_conne
         ;
     t->next = *pos;
     *pos = t;
-    /* The supervisor sleeps until the earliest timer: only a new earliest one (or one waiting
-     * for a connection) changes that.  Watchdogs, far in the future, wake nobody. */
-    if (pos == &c->timers || wake_on_connect)
+    /* Only a timer due before the sleeping supervisor's wake-up (or one waiting for a
+     * connection) needs it woken; a running one looks at the timers before it sleeps.  Every
+     * request arms a watchdog, due a session timeout away and so later than that wake-up
+     * (at most a second away): waking the supervisor for each would cost two thread switches
+     * per request. */
+    if (due_ms < c->supervisor_sleeps_until_ms || wake_on_connect)
         pthread_cond_signal(&c->supervisor_cond);
     pthread_mutex_unlock(&c->mu);
     return id;
@@ -1015,8 +1018,10 @@ static void *supervisor_main(void *arg)
             (c->timers && (c->timers->due_ms <= zkit__monotonic_ms() ||
                            (c->connected && c->timers->wake_on_connect))))
             continue;
-        deadline_to_timespec(next_wakeup(c), &ts);
+        c->supervisor_sleeps_until_ms = next_wakeup(c);
+        deadline_to_timespec(c->supervisor_sleeps_until_ms, &ts);
         pthread_cond_timedwait(&c->supervisor_cond, &c->mu, &ts);
+        c->supervisor_sleeps_until_ms = 0;
     }
     /* Closing: end every sleeping retry and background task, then close the handle, whose
      * pending completions report ZCLOSING; the timers those arm run at once. */

@@ -129,6 +129,7 @@ struct zkit_client {
     pthread_cond_t cond;            /* state changes: connected, refs, closing */
     pthread_cond_t supervisor_cond; /* wakes the supervisor */
     pthread_cond_t event_cond;      /* wakes the event thread; signals idle */
+    int64_t supervisor_sleeps_until_ms; /* its wake-up while it sleeps, 0 while it runs */
 
     zhandle_t *zh;                  /* the current handle, NULL while replacing it */
     uint64_t generation;            /* increments with every handle */
