@@ -1209,6 +1209,20 @@ int64_t zkit__client_disconnected_since(zkit_client_t *c)
     return since ? since : zkit__monotonic_ms();
 }
 
+int64_t zkit__client_connection_now(zkit_client_t *c, int *lost, int64_t *disconnected_since)
+{
+    int64_t session;
+    pthread_mutex_lock(&c->mu);
+    session = c->session_id;
+    *lost = c->state == ZKIT_CONN_LOST;
+    /* Not connected without a suspension time: before the first connection, while a new
+     * session is being made, or closed; count the disconnect from now. */
+    *disconnected_since = c->connected && !c->closing ? 0
+                          : c->suspended_since_ms ? c->suspended_since_ms : zkit__monotonic_ms();
+    pthread_mutex_unlock(&c->mu);
+    return session;
+}
+
 void zkit__client_log(zkit_client_t *c, zkit_log_level_t level, const char *fmt, ...)
 {
     char buf[1024];
