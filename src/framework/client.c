@@ -701,6 +701,8 @@ static void listener_remove_locked(zkit_client_t *c, zkit__listener_t *l)
 /* Outside the event thread, waits until listener `id` is not running (c->mu held). */
 static void wait_listener_idle(zkit_client_t *c, int id)
 {
+    if (id <= 0)
+        return; /* no listener has it; 0 is what running_listener_id says while none runs */
     if (zkit__is_event_thread(c))
         return; /* inside a callback: waiting would wait for ourselves */
     while (c->running_listener_id == id)
