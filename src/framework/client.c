@@ -1216,7 +1216,7 @@ int64_t zkit__client_connection_now(zkit_client_t *c, int *lost, int64_t *discon
     int64_t session;
     pthread_mutex_lock(&c->mu);
     session = c->session_id;
-    *lost = c->state == ZKIT_CONN_LOST;
+    *lost = c->state == ZKIT_CONN_LOST || c->closing; /* closing ends the session */
     /* Not connected without a suspension time: before the first connection, while a new
      * session is being made, or closed; count the disconnect from now. */
     *disconnected_since = c->connected && !c->closing ? 0
