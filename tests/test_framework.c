@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -1820,6 +1821,57 @@ static void test_watch_release_at_close(void)
 
 /* ---- registration ---------------------------------------------------------------------- */
 
+/* Listener ids are positive; 0 is what the client records while no listener runs. */
+typedef struct remove_call {
+    zkit_client_t *client;
+    int id;
+    int rc;
+    int done;
+} remove_call_t;
+
+static void *remove_listener_thread(void *arg)
+{
+    remove_call_t *r = arg;
+    int rc = zkit_client_remove_listener(r->client, r->id);
+    pthread_mutex_lock(&rec_mu);
+    r->rc = rc;
+    r->done = 1;
+    pthread_cond_broadcast(&rec_cond);
+    pthread_mutex_unlock(&rec_mu);
+    return NULL;
+}
+
+static int remove_call_done(void *arg)
+{
+    return zkh_read_locked(&rec_mu, &((remove_call_t *)arg)->done);
+}
+
+/* Removing an id no listener has, 0 and negative ones included, answers ZKIT_ENOTREGISTERED at
+ * once instead of waiting for that "listener" to stop running. */
+static void test_remove_listener_bad_ids(void)
+{
+    zkit_client_t *c = connect_ns(NULL);
+    int ids[] = { 0, -1, INT_MAX };
+    int hung = 0;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+        remove_call_t r = { c, ids[i], -1, 0 };
+        pthread_t t;
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&t, NULL, remove_listener_thread, &r), 0);
+        if (zkh_wait_until(remove_call_done, &r, 3000) != 0) {
+            CU_FAIL("zkit_client_remove_listener hangs on an unknown id");
+            fprintf(stderr, "\n    remove_listener(%d) still blocked after 3 s\n", ids[i]);
+            pthread_detach(t);
+            hung = 1;
+            break; /* the thread keeps the client: it is leaked, not closed */
+        }
+        pthread_join(t, NULL);
+        CU_ASSERT_EQUAL(r.rc, ZKIT_ENOTREGISTERED);
+    }
+    if (!hung)
+        zkit_client_close(c);
+}
+
 static const zkh_test_t tests[] = {
     { "namespace round trip", test_namespace_round_trip },
     { "container parents", test_container_parents },
@@ -1842,6 +1894,7 @@ static const zkh_test_t tests[] = {
     { "TTL nodes", test_ttl },
     { "listener churn", test_listener_churn },
     { "listener removed inside a callback", test_listener_remove_in_callback },
+    { "remove_listener with ids no listener has", test_remove_listener_bad_ids },
     { "event-thread tasks in caller storage", test_event_thread_tasks },
     { "closed client kept by a reference", test_closed_client },
     { "a watch's release taking the client's lock at close", test_watch_release_at_close },

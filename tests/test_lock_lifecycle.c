@@ -368,6 +368,15 @@ static void test_free_held_after_close(void)
     CU_ASSERT_FATAL(zkit_semaphore_acquire(lease, k.sem, 2, 5000) == 0);
 
     zkit_client_close(c);
+    /* Closing ended the session, and with it every holding: none says it is still held. */
+    {
+        int64_t deadline = 0;
+        CU_ASSERT_EQUAL(zkit_lock_is_held(k.mutex), 0);
+        CU_ASSERT_EQUAL(zkit_lock_is_held(k.smutex), 0);
+        CU_ASSERT_EQUAL(zkit_lock_is_held(k.multi), 0);
+        CU_ASSERT_EQUAL(zkit_lease_is_held(lease[1]), 0);
+        CU_ASSERT_EQUAL(zkit_lock_valid_until(&deadline, k.mutex), ZKIT_ELOCKLOST);
+    }
     /* One lease returned after close, before its semaphore is freed ... */
     rc = zkit_lease_release(lease[0]);
     CU_ASSERT(after_close_ok(rc));

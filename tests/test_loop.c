@@ -16,7 +16,9 @@
  *    thread: the completion runs once, inside the close, on that thread, with ZKIT_ECLOSED.
  *
  * And for a client that delivers on its event thread, zkit_client_fd and zkit_client_dispatch
- * answer ZKIT_ESTATE.
+ * answer ZKIT_ESTATE.  Without any loop (the test thread is the loop and does not dispatch): a
+ * held lock's validity still follows a partition and the session's loss, and a blocking
+ * acquire waiting behind another holder is woken when it releases.
  *
  * Callbacks only record (atomics); the test thread asserts.  Every wait is bounded.  The loop
  * wakes every 20 ms to see whether it should stop, so stopping needs no thread-safe wakeup of
@@ -519,12 +521,169 @@ static void test_version_1_options_deliver_on_event_thread(void)
     CU_ASSERT_EQUAL(zkit_client_new(&c, &opts), ZKIT_EINVAL);
 }
 
+/* ---- a loop that does not dispatch ------------------------------------------------------------ */
+
+typedef struct state_rec {
+    atomic_int heard[8];        /* how often each lock state was heard */
+} state_rec_t;
+
+static void on_any_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
+{
+    state_rec_t *r = arg;
+    (void)lock;
+    if ((int)state >= 0 && (int)state < 8)
+        atomic_fetch_add(&r->heard[state], 1);
+}
+
+static int client_disconnected(void *arg)
+{
+    return !zkit_client_is_connected(arg);
+}
+
+static int client_lost(void *arg)
+{
+    return zkit_client_state(arg) == ZKIT_CONN_LOST;
+}
+
+/* A loop busy elsewhere runs no callback, so the lock hears nothing of a disconnection until
+ * it dispatches again; zkit_lock_valid_until() and zkit_lock_is_held(), which a worker asks
+ * between steps of its work, must still follow the connection: a deadline once disconnected,
+ * not held once it passed, and not held once the session is gone and another one begun. */
+static void test_validity_without_dispatch(void)
+{
+    zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    zkit_client_options_t opts;
+    zkit_client_t *c = NULL;
+    zkit_lock_t *m = NULL;
+    state_rec_t heard;
+    fixture_t f;
+    char *path;
+    int64_t deadline = 0, seen_at;
+    int negotiated;
+    CU_ASSERT_FATAL(proxy != NULL);
+    memset(&heard, 0, sizeof(heard));
+    fx_begin(&f, "loop-validity");
+    path = lk_join(f.base, "busy");
+    fw_options(&opts, zkh_proxy_address(proxy), NULL, 3000, NULL);
+    opts.delivery = ZKIT_DELIVER_ON_DISPATCH;
+    CU_ASSERT_EQUAL_FATAL(zkit_client_new(&c, &opts), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_client_block_until_connected(c, 10000), 0);
+    negotiated = zkit_client_negotiated_timeout(c);
+    CU_ASSERT_FATAL(zkit_mutex_new(&m, c, path) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(m, on_any_state, &heard), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(m, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_valid_until(&deadline, m), 0);
+    CU_ASSERT_EQUAL(deadline, INT64_MAX);
+
+    /* Partitioned: this thread is the loop, and it does not dispatch from here on. */
+    zkh_proxy_block(proxy);
+    CU_ASSERT_EQUAL_FATAL(zkh_wait_until(client_disconnected, c, 10000), 0);
+    seen_at = zkh_now_ms();
+    CU_ASSERT_EQUAL(zkit_lock_valid_until(&deadline, m), 0);
+    CU_ASSERT(deadline <= seen_at + negotiated / 3);
+    zkh_sleep_ms(negotiated / 3 + 100);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(m), 0);
+    CU_ASSERT_EQUAL(zkit_lock_valid_until(&deadline, m), ZKIT_ELOCKLOST);
+
+    /* The session is presumed lost and a new one begins: still not held. */
+    CU_ASSERT_EQUAL(zkh_wait_until(client_lost, c, negotiated + 5000), 0);
+    zkh_proxy_unblock(proxy);
+    CU_ASSERT_EQUAL(zkit_client_block_until_connected(c, 10000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(m), 0);
+    CU_ASSERT_EQUAL(atomic_load(&heard.heard[ZKIT_LOCK_HELD]), 0);
+
+    /* The loop dispatches again: the lock hears what happened, and never HELD. */
+    for (int i = 0; i < 10; i++)
+        CU_ASSERT_EQUAL(zkit_client_dispatch(c), 0);
+    CU_ASSERT(atomic_load(&heard.heard[ZKIT_LOCK_LOST]) >= 1);
+    CU_ASSERT_EQUAL(atomic_load(&heard.heard[ZKIT_LOCK_HELD]), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(m), ZKIT_ELOCKLOST);
+    zkit_lock_free(m);
+    fx_end(&f);
+    zkit_client_close(c);
+    zkh_proxy_stop(proxy);
+    free(path);
+}
+
+/* Holds `lock` on a thread of its own, then releases it after a pause (a mutex is released by
+ * the thread that acquired it). */
+typedef struct later_release {
+    zkit_lock_t *lock;
+    int delay_ms;
+    atomic_int acquired;        /* 1 held, -1 failed */
+    int rc;
+} later_release_t;
+
+static void *release_later(void *arg)
+{
+    later_release_t *r = arg;
+    if (zkit_lock_acquire(r->lock, 5000) != 0) {
+        atomic_store(&r->acquired, -1);
+        return NULL;
+    }
+    atomic_store(&r->acquired, 1);
+    zkh_sleep_ms(r->delay_ms);
+    r->rc = zkit_lock_release(r->lock);
+    return NULL;
+}
+
+static int later_acquired(void *arg)
+{
+    return atomic_load(&((later_release_t *)arg)->acquired) != 0;
+}
+
+/* A blocking acquire on the loop's thread that must wait behind another holder needs no
+ * dispatch: the predecessor's deletion wakes it though no callback can run meanwhile. */
+static void test_blocking_acquire_on_loop_thread(void)
+{
+    zkit_client_t *other = lk_client(10000), *c = NULL;
+    zkit_client_options_t opts;
+    zkit_lock_t *held = NULL, *mine = NULL;
+    later_release_t later;
+    pthread_t releaser;
+    fixture_t f;
+    char *path;
+    int64_t started;
+    CU_ASSERT_FATAL(other != NULL);
+    fx_begin(&f, "loop-blocking");
+    path = lk_join(f.base, "behind");
+    fw_options(&opts, zkh_connect_string(zk), NULL, 10000, NULL);
+    opts.delivery = ZKIT_DELIVER_ON_DISPATCH;
+    CU_ASSERT_EQUAL_FATAL(zkit_client_new(&c, &opts), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_client_block_until_connected(c, 10000), 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&held, other, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&mine, c, path) == 0);
+    later.lock = held;
+    later.delay_ms = 500;
+    later.rc = -1;
+    atomic_store(&later.acquired, 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&releaser, NULL, release_later, &later), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(later_acquired, &later, 10000), 0);
+    CU_ASSERT_EQUAL(atomic_load(&later.acquired), 1);
+    started = zkh_now_ms();
+    CU_ASSERT_EQUAL(zkit_lock_acquire(mine, 8000), 0);
+    CU_ASSERT(zkh_now_ms() - started < 5000);
+    pthread_join(releaser, NULL);
+    CU_ASSERT_EQUAL(later.rc, 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(mine), 0);
+    zkit_lock_free(mine);
+    zkit_lock_free(held);
+    fx_end(&f);
+    zkit_client_close(c);
+    zkit_client_close(other);
+    free(path);
+}
+
 static const zkh_test_t tests[] = {
     { "event thread delivery: no descriptor, no dispatch", test_thread_delivery_has_no_fd },
     { "version 1 options: event thread delivery", test_version_1_options_deliver_on_event_thread },
     { "epoll: lock cycle, watch, loss, cancel, close", test_epoll },
     { "libuv: lock cycle, watch, loss, cancel, close", test_libuv },
     { "libevent: lock cycle, watch, loss, cancel, close", test_libevent },
+    { "a loop that does not dispatch: validity follows the connection",
+      test_validity_without_dispatch },
+    { "a blocking acquire on the loop thread waits behind a holder without dispatch",
+      test_blocking_acquire_on_loop_thread },
     { NULL, NULL }
 };
 

@@ -147,7 +147,9 @@ ZKIT_EXTERN void zkit_client_close(zkit_client_t *client);
  */
 ZKIT_EXTERN int zkit_client_block_until_connected(zkit_client_t *client, int timeout_ms);
 
-/* The last state delivered (ZKIT_CONN_NONE before the first connection). */
+/* The latest state (ZKIT_CONN_NONE before the first connection).  It changes as the client
+ * learns of the change, which may be before the listeners have heard it: they hear it when
+ * the event thread (or, delivering on dispatch, the loop) reaches it. */
 ZKIT_EXTERN zkit_conn_state_t zkit_client_state(const zkit_client_t *client);
 /* Whether the client is connected now (CONNECTED, RECONNECTED or READ_ONLY). */
 ZKIT_EXTERN int zkit_client_is_connected(const zkit_client_t *client);

@@ -179,7 +179,9 @@ ZKIT_EXTERN int zkit_lock_node(char **path, const zkit_lock_t *lock);
 ZKIT_EXTERN int zkit_lock_fencing_token(int64_t *token, const zkit_lock_t *lock);
 /* Sets `*deadline_ms` to the validity deadline of the held lock on CLOCK_MONOTONIC in ms;
  * INT64_MAX while connected.  ZKIT_ENOTHELD when not held, ZKIT_ELOCKLOST when lost or
- * expired. */
+ * expired.  It follows the connection as the client knows it now, before the state callback
+ * hears of a change (which waits for the event thread, or for a loop to dispatch); so does
+ * zkit_lock_is_held(). */
 ZKIT_EXTERN int zkit_lock_valid_until(int64_t *deadline_ms, const zkit_lock_t *lock);
 /* Participants in lock order, then the children of no known layout (zkit_lock_node_role()
  * says ZKIT_NODE_FOREIGN), which have no place in it; free with zkit_participants_free(). */

@@ -701,6 +701,8 @@ static void listener_remove_locked(zkit_client_t *c, zkit__listener_t *l)
 /* Outside the event thread, waits until listener `id` is not running (c->mu held). */
 static void wait_listener_idle(zkit_client_t *c, int id)
 {
+    if (id <= 0)
+        return; /* no listener has it; 0 is what running_listener_id says while none runs */
     if (zkit__is_event_thread(c))
         return; /* inside a callback: waiting would wait for ourselves */
     while (c->running_listener_id == id)
@@ -1212,6 +1214,20 @@ int64_t zkit__client_disconnected_since(zkit_client_t *c)
     since = c->suspended_since_ms;
     pthread_mutex_unlock(&c->mu);
     return since ? since : zkit__monotonic_ms();
+}
+
+int64_t zkit__client_connection_now(zkit_client_t *c, int *lost, int64_t *disconnected_since)
+{
+    int64_t session;
+    pthread_mutex_lock(&c->mu);
+    session = c->session_id;
+    *lost = c->state == ZKIT_CONN_LOST || c->closing; /* closing ends the session */
+    /* Not connected without a suspension time: before the first connection, while a new
+     * session is being made, or closed; count the disconnect from now. */
+    *disconnected_since = c->connected && !c->closing ? 0
+                          : c->suspended_since_ms ? c->suspended_since_ms : zkit__monotonic_ms();
+    pthread_mutex_unlock(&c->mu);
+    return session;
 }
 
 void zkit__client_log(zkit_client_t *c, zkit_log_level_t level, const char *fmt, ...)

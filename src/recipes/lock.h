@@ -183,6 +183,11 @@ void zkit__lockstate_report(zkit_lock_t *lock, zkit_lock_state_t state);
 void zkit__lockstate_node_lost(zkit_lock_t *lock, const char *node);
 /* The live holding of `node` (lock->mu held), or NULL. */
 zkit__holder_t *zkit__lockstate_live_holder(const zkit_lock_t *lock, const char *node);
+/* Whether holding `h` is still valid now (lock->mu held): 0 with `*valid_until` set to its
+ * deadline (INT64_MAX while connected), or ZKIT_ELOCKLOST.  It asks the client rather than
+ * waiting for the states to be delivered, so it holds while no callback runs. */
+int zkit__lockstate_validity(const zkit_lock_t *lock, const zkit__holder_t *h,
+                             int64_t *valid_until);
 /* Waits until the event thread has finished what it runs now for this lock. */
 void zkit__lockstate_quiesce(zkit_lock_t *lock);
 

@@ -455,6 +455,7 @@ int zkit__lock_query_holder(const zkit_lock_t *lock, pthread_t owner, char **nod
 {
     zkit_lock_t *l = (zkit_lock_t *)lock;
     zkit__holder_t *h;
+    int64_t deadline = INT64_MAX;
     int rc = 0;
     pthread_mutex_lock(&l->mu);
     for (h = l->holders; h; h = h->next)
@@ -462,13 +463,11 @@ int zkit__lock_query_holder(const zkit_lock_t *lock, pthread_t owner, char **nod
             break;
     if (!h)
         rc = ZKIT_ENOTHELD;
-    else if (h->lost || (l->disconnected && zkit__monotonic_ms() >= l->valid_until))
-        rc = ZKIT_ELOCKLOST; /* lost, or expired even if the report is still on its way */
-    else {
+    else if ((rc = zkit__lockstate_validity(l, h, &deadline)) == 0) {
         if (token)
             *token = h->czxid;
         if (valid_until)
-            *valid_until = l->disconnected ? l->valid_until : INT64_MAX;
+            *valid_until = deadline;
         if (node && !(*node = strdup(h->node)))
             rc = ZKIT_ENOMEM;
     }

@@ -171,20 +171,51 @@ static void expiry_timer(void *arg)
         expiry_free(e); /* the client closed: nothing is held any more */
 }
 
+/* The validity deadline of a disconnection the client noticed at `since` (monotonic ms). */
+static int64_t validity_deadline(zkit_client_t *client, int64_t since)
+{
+    int negotiated = zkit_client_negotiated_timeout(client);
+    int margin = negotiated / 10 > VALIDITY_MARGIN_MIN_MS ? negotiated / 10
+                                                           : VALIDITY_MARGIN_MIN_MS;
+    return since + negotiated / 3 - margin;
+}
+
+int zkit__lockstate_validity(const zkit_lock_t *lock, const zkit__holder_t *h,
+                             int64_t *valid_until)
+{
+    int64_t deadline = lock->disconnected ? lock->valid_until : INT64_MAX, since, session;
+    int session_lost;
+    if (h->lost)
+        return ZKIT_ELOCKLOST;
+    /* The states reach the lock only when the event thread delivers them, which a busy
+     * callback or a loop that does not dispatch can put off past the deadline and past the
+     * session's end; a worker asking between steps must not be told valid meanwhile. */
+    session = zkit__client_connection_now(lock->client, &session_lost, &since);
+    if (h->node && h->session != 0 && (session_lost || session != h->session))
+        return ZKIT_ELOCKLOST;
+    if (since) {
+        int64_t noticed = validity_deadline(lock->client, since);
+        if (noticed < deadline)
+            deadline = noticed;
+    }
+    if (deadline != INT64_MAX && zkit__monotonic_ms() >= deadline)
+        return ZKIT_ELOCKLOST; /* expired, even if the report is still on its way */
+    *valid_until = deadline;
+    return 0;
+}
+
 /* Called with lock->mu held when the client is disconnected.  1 when the deadline could not
  * be watched: the caller then reports EXPIRED at once rather than never. */
 static int start_validity_clock(zkit_lock_t *lock)
 {
-    int negotiated = zkit_client_negotiated_timeout(lock->client);
-    int margin = negotiated / 10 > VALIDITY_MARGIN_MIN_MS ? negotiated / 10
-                                                           : VALIDITY_MARGIN_MIN_MS;
     zkit__expiry_t *e = lock->expiry;
     int busy;
     lock->disconnected = 1;
     lock->disconnect_epoch++;
     /* From the moment the client saw the disconnect, not from when this listener ran: the
      * event thread may have been busy with other callbacks in between. */
-    lock->valid_until = zkit__client_disconnected_since(lock->client) + negotiated / 3 - margin;
+    lock->valid_until = validity_deadline(lock->client,
+                                          zkit__client_disconnected_since(lock->client));
     if (!e)
         return 1;
     pthread_mutex_lock(&e->mu);
