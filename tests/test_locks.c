@@ -969,6 +969,147 @@ static void test_semaphore_capacity(void)
     free(leases_dir);
 }
 
+/* Many threads on several clients take one or two leases with short timeouts (some expire
+ * after the first of two leases came), each time from a fresh semaphore object (so the fast
+ * way is tried every time), and sometimes cancel from another thread.  The leases held, counted
+ * between the acquire's return and the first release, never exceed the maximum; at the end no
+ * lease and no internal mutex node is left: what a failed acquisition took was given back. */
+#define CHURN_CLIENTS 3
+#define CHURN_THREADS_PER_CLIENT 2
+#define CHURN_ROUNDS 20
+#define CHURN_MAX 3
+
+typedef struct churn {
+    pthread_mutex_t mu;
+    int held;
+    int most;
+    int over;           /* times more than CHURN_MAX were held */
+    int ok, timed_out, cancelled, other;
+    const char *path;
+} churn_t;
+
+typedef struct churn_worker {
+    churn_t *shared;
+    zkit_client_t *client;
+    unsigned seed;
+} churn_worker_t;
+
+typedef struct churn_cancel {
+    zkit_semaphore_t *sem;
+    int delay_ms;
+} churn_cancel_t;
+
+static void *churn_cancel_later(void *arg)
+{
+    churn_cancel_t *cc = arg;
+    zkh_sleep_ms(cc->delay_ms);
+    zkit_semaphore_cancel(cc->sem);
+    return NULL;
+}
+
+static void *churn_thread(void *arg)
+{
+    churn_worker_t *w = arg;
+    churn_t *s = w->shared;
+    for (int round = 0; round < CHURN_ROUNDS; round++) {
+        zkit_semaphore_t *sem;
+        zkit_lease_t *leases[2];
+        int count = 1 + (int)(rand_r(&w->seed) % 2);
+        int timeout = (int)(rand_r(&w->seed) % 4) == 0 ? 0 : 20 + (int)(rand_r(&w->seed) % 200);
+        int cancel = rand_r(&w->seed) % 5 == 0;
+        churn_cancel_t cc;
+        pthread_t canceller;
+        int rc;
+        if (zkit_semaphore_new(&sem, w->client, s->path, CHURN_MAX) != 0) {
+            pthread_mutex_lock(&s->mu);
+            s->other++;
+            pthread_mutex_unlock(&s->mu);
+            continue;
+        }
+        cc.sem = sem;
+        cc.delay_ms = (int)(rand_r(&w->seed) % 30);
+        if (cancel && pthread_create(&canceller, NULL, churn_cancel_later, &cc) != 0)
+            cancel = 0;
+        rc = zkit_semaphore_acquire(leases, sem, count, timeout);
+        if (cancel)
+            pthread_join(canceller, NULL);
+        pthread_mutex_lock(&s->mu);
+        if (rc == 0) {
+            s->ok++;
+            s->held += count;
+            if (s->held > s->most)
+                s->most = s->held;
+            if (s->held > CHURN_MAX)
+                s->over++;
+        } else if (rc == ZKIT_ETIMEDOUT) {
+            s->timed_out++;
+        } else if (rc == ZKIT_ECANCELED) {
+            s->cancelled++;
+        } else {
+            s->other++;
+        }
+        pthread_mutex_unlock(&s->mu);
+        if (rc == 0) {
+            zkh_sleep_ms(1 + (int)(rand_r(&w->seed) % 5));
+            pthread_mutex_lock(&s->mu);
+            s->held -= count;
+            pthread_mutex_unlock(&s->mu);
+            for (int i = 0; i < count; i++)
+                zkit_lease_release(leases[i]);
+        }
+        zkit_semaphore_free(sem);
+    }
+    return NULL;
+}
+
+static void test_semaphore_churn(void)
+{
+    fixture_t f;
+    zkit_client_t *c[CHURN_CLIENTS];
+    churn_worker_t w[CHURN_CLIENTS * CHURN_THREADS_PER_CLIENT];
+    pthread_t t[CHURN_CLIENTS * CHURN_THREADS_PER_CLIENT];
+    churn_t s;
+    char *path, *leases_dir, *locks_dir;
+    int n = CHURN_CLIENTS * CHURN_THREADS_PER_CLIENT;
+    int64_t t0;
+    fx_begin(&f, "sem-churn");
+    path = lk_join(f.base, "sem");
+    leases_dir = lk_join(path, "leases");
+    locks_dir = lk_join(path, "locks");
+    memset(&s, 0, sizeof(s));
+    pthread_mutex_init(&s.mu, NULL);
+    s.path = path;
+    for (int i = 0; i < CHURN_CLIENTS; i++) {
+        c[i] = lk_client(10000);
+        CU_ASSERT_FATAL(c[i] != NULL);
+    }
+    t0 = zkh_now_ms();
+    for (int i = 0; i < n; i++) {
+        w[i].shared = &s;
+        w[i].client = c[i % CHURN_CLIENTS];
+        w[i].seed = 1234u + (unsigned)i;
+        CU_ASSERT_FATAL(pthread_create(&t[i], NULL, churn_thread, &w[i]) == 0);
+    }
+    for (int i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+    printf("\n    churn: %d held, %d timed out, %d cancelled, %d other; at most %d at once;"
+           " %lld ms\n", s.ok, s.timed_out, s.cancelled, s.other, s.most,
+           (long long)(zkh_now_ms() - t0));
+    CU_ASSERT_EQUAL(s.over, 0);
+    CU_ASSERT(s.most <= CHURN_MAX);
+    CU_ASSERT_EQUAL(s.other, 0);
+    CU_ASSERT(s.ok > 0);
+    CU_ASSERT_EQUAL(wait_children(leases_dir, 0, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(locks_dir, 0, 5000), 0);
+    fx_end(&f);
+    for (int i = 0; i < CHURN_CLIENTS; i++)
+        zkit_client_close(c[i]);
+    pthread_mutex_destroy(&s.mu);
+    free(path);
+    free(leases_dir);
+    free(locks_dir);
+}
+
 static void test_multilock_all_or_nothing(void)
 {
     fixture_t f;
@@ -1592,6 +1733,7 @@ static const zkh_test_t tests[] = {
     { "read-write downgrade whose create reply is lost", test_rw_downgrade_create_reply_lost },
     { "fencing tokens increase", test_fencing_tokens },
     { "semaphore capacity, all or nothing", test_semaphore_capacity },
+    { "semaphore churn: fresh objects, timeouts, cancels", test_semaphore_churn },
     { "multi-lock all or nothing", test_multilock_all_or_nothing },
     { "asynchronous acquire", test_acquire_async },
     { "revocation: asked, released by the holder", test_revocation },
