@@ -1110,6 +1110,137 @@ static void test_semaphore_churn(void)
     free(locks_dir);
 }
 
+/* Requests the server has received from one session ("cons"), -1 when it cannot tell. */
+static long session_requests(int64_t session)
+{
+    char out[16384], sid[40];
+    const char *at, *line;
+    snprintf(sid, sizeof(sid), "sid=0x%llx", (unsigned long long)session);
+    if (zkh_four_letter(zk, 0, "cons", out, sizeof(out)) < 0 || !(at = strstr(out, sid)))
+        return -1;
+    for (line = at; line > out && line[-1] != '\n'; line--)
+        ;
+    if (!(line = strstr(line, "recved=")) || line > at)
+        return -1;
+    return strtol(line + strlen("recved="), NULL, 10);
+}
+
+/* One lease taken and given back by a fresh object; the requests its session sent for it. */
+static long fresh_lease_requests(zkit_client_t *c, const char *path)
+{
+    zkit_semaphore_t *sem;
+    zkit_lease_t *lease = NULL;
+    long before, after;
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sem, c, path, 1) == 0);
+    before = session_requests(zkit_client_session_id(c));
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(&lease, sem, 1, 5000), 0);
+    after = session_requests(zkit_client_session_id(c));
+    if (lease)
+        CU_ASSERT_EQUAL(zkit_lease_release(lease), 0);
+    zkit_semaphore_free(sem);
+    return before < 0 || after < 0 ? -1 : after - before;
+}
+
+/*
+ * What the semaphore's fast way costs where it cannot win, counted in requests the server
+ * received (its "cons" counters), so that the costs are measured, not guessed:
+ *  - a fresh object over a missing (reaped) leases directory: the fast create makes the parent
+ *    first, its listing answers before it and the lease goes the long way, against a fresh
+ *    object over existing directories;
+ *  - a waiter for room holding the internal mutex while fresh objects of another client try
+ *    the fast way behind it: each fast lease is created and deleted under the waiter's watch,
+ *    and the waiter lists again for each change.
+ * Both stay bounded: a fixed number of requests per fresh object, never a correctness cost
+ * (the waiter still gets the room, nobody holds beside the holder).
+ */
+static void test_semaphore_fast_way_costs(void)
+{
+    fixture_t f;
+    zkit_client_t *a, *w, *x;
+    zkit_semaphore_t *sa, *sw, *sx;
+    zkit_lease_t *held = NULL, *again = NULL;
+    zkit_create_options_t persistent = ZKIT_CREATE_OPTIONS_INIT;
+    sem_bg_t waiter;
+    char *missing, *present, *present_leases, *present_locks, *leases;
+    long reaped, kept, w0, w1, w2;
+    const int fresh = 5;
+    fx_begin(&f, "sem-costs");
+    missing = lk_join(f.base, "missing");
+    present = lk_join(f.base, "present");
+    present_leases = lk_join(present, "leases");
+    present_locks = lk_join(present, "locks");
+    leases = lk_join(missing, "leases");
+    a = lk_client(10000);
+    w = lk_client(10000);
+    x = lk_client(10000);
+    CU_ASSERT_FATAL(a != NULL && w != NULL && x != NULL);
+    persistent.flags = ZKIT_CREATE_PARENTS;
+    CU_ASSERT_FATAL(zkit_create(NULL, NULL, x, present_leases, NULL, 0, &persistent) == 0);
+    CU_ASSERT_FATAL(zkit_create(NULL, NULL, x, present_locks, NULL, 0, &persistent) == 0);
+
+    reaped = fresh_lease_requests(a, missing);
+    kept = fresh_lease_requests(a, present);
+    printf("\n    a fresh object's lease: %ld requests over a missing leases directory, %ld over"
+           " existing ones\n", reaped, kept);
+    CU_ASSERT(kept > 0 && reaped >= kept && reaped <= kept + 20);
+
+    /* A holds the only lease; W waits for room under the internal mutex. */
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sa, a, present, 1) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sw, w, present, 1) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(&held, sa, 1, 5000) == 0);
+    sem_bg_start(&waiter, sw, 1, 30000);
+    CU_ASSERT_EQUAL(wait_children(present_leases, 2, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(present_locks, 1, 5000), 0);
+    /* Nothing changes while A holds: the waiter waits on its watch, sending nothing (a ping
+     * at most). */
+    w0 = session_requests(zkit_client_session_id(w));
+    zkh_sleep_ms(500);
+    w1 = session_requests(zkit_client_session_id(w));
+    printf("    an idle waiter for room: %ld requests in 500 ms\n", w1 - w0);
+    CU_ASSERT(w0 >= 0 && w1 >= 0 && w1 - w0 <= 2);
+    w0 = session_requests(zkit_client_session_id(w));
+    /* One object of X's, asked again and again: after its first wait it takes the fast way no
+     * more, so it makes no lease beside the waiter's. */
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sx, x, present, 1) == 0);
+    for (int i = 0; i < fresh; i++)
+        CU_ASSERT_EQUAL(zkit_semaphore_acquire(&again, sx, 1, 100), ZKIT_ETIMEDOUT);
+    zkit_semaphore_free(sx);
+    w1 = session_requests(zkit_client_session_id(w));
+    /* Fresh objects of X's, each once. */
+    for (int i = 0; i < fresh; i++) {
+        CU_ASSERT_FATAL(zkit_semaphore_new(&sx, x, present, 1) == 0);
+        CU_ASSERT_EQUAL(zkit_semaphore_acquire(&again, sx, 1, 100), ZKIT_ETIMEDOUT);
+        zkit_semaphore_free(sx);
+    }
+    CU_ASSERT_EQUAL(wait_children(present_leases, 2, 5000), 0);
+    w2 = session_requests(zkit_client_session_id(w));
+    printf("    the waiter's requests: %ld while one object asked %d times, %ld while %d fresh"
+           " objects asked once each\n", w1 - w0, fresh, w2 - w1, fresh);
+    CU_ASSERT(w0 >= 0 && w1 >= 0 && w2 >= 0);
+    CU_ASSERT(w2 - w1 <= 2 * fresh + 1);
+    CU_ASSERT_FALSE(sem_bg_done(&waiter));
+    /* The waiter still gets the room when A lets go. */
+    CU_ASSERT_EQUAL(zkit_lease_release(held), 0);
+    CU_ASSERT_EQUAL(sem_bg_join(&waiter, 10000), 0);
+    CU_ASSERT_EQUAL(waiter.rc, 0);
+    if (waiter.rc == 0)
+        CU_ASSERT_EQUAL(zkit_lease_release(waiter.leases[0]), 0);
+    CU_ASSERT_EQUAL(wait_children(present_leases, 0, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(present_locks, 0, 5000), 0);
+
+    fx_end(&f);
+    zkit_semaphore_free(sa);
+    zkit_semaphore_free(sw);
+    zkit_client_close(a);
+    zkit_client_close(w);
+    zkit_client_close(x);
+    free(missing);
+    free(present);
+    free(present_leases);
+    free(present_locks);
+    free(leases);
+}
+
 static void test_multilock_all_or_nothing(void)
 {
     fixture_t f;
@@ -1734,6 +1865,7 @@ static const zkh_test_t tests[] = {
     { "fencing tokens increase", test_fencing_tokens },
     { "semaphore capacity, all or nothing", test_semaphore_capacity },
     { "semaphore churn: fresh objects, timeouts, cancels", test_semaphore_churn },
+    { "semaphore fast way: what it costs where it cannot win", test_semaphore_fast_way_costs },
     { "multi-lock all or nothing", test_multilock_all_or_nothing },
     { "asynchronous acquire", test_acquire_async },
     { "revocation: asked, released by the holder", test_revocation },
