@@ -1241,6 +1241,66 @@ static void test_semaphore_fast_way_costs(void)
     free(leases);
 }
 
+static void lease_states_record(zkit_lease_t *lease, zkit_lock_state_t state, void *r)
+{
+    (void)lease;
+    states_record(NULL, state, r);
+}
+
+/*
+ * Someone else deletes a held lease's node: its holder is told LOST (and its release says
+ * so), and a taker waiting for room on its children watch gets the room, without listing in
+ * between (it waits on the watch, so the deletion itself must wake it).
+ */
+static void test_semaphore_lease_deleted_by_other(void)
+{
+    fixture_t f;
+    zkit_client_t *a, *w, *x;
+    zkit_semaphore_t *sa, *sw;
+    zkit_lease_t *held = NULL;
+    states_t states;
+    sem_bg_t waiter;
+    char *path, *leases, *node = NULL;
+    fx_begin(&f, "sem-lease-deleted");
+    path = lk_join(f.base, "sem");
+    leases = lk_join(path, "leases");
+    a = lk_client(10000);
+    w = lk_client(10000);
+    x = lk_client(10000);
+    CU_ASSERT_FATAL(a != NULL && w != NULL && x != NULL);
+    states_init(&states);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sa, a, path, 1) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sw, w, path, 1) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_set_state_callback(sa, lease_states_record, &states) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(&held, sa, 1, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lease_node(&node, held) == 0);
+    sem_bg_start(&waiter, sw, 1, 30000);
+    CU_ASSERT_EQUAL(wait_children(leases, 2, 5000), 0);
+    CU_ASSERT_FALSE(sem_bg_done(&waiter));
+
+    CU_ASSERT_EQUAL(zkit_delete(x, node, -1, 0), 0);
+    CU_ASSERT_EQUAL(wait_state(&states, ZKIT_LOCK_LOST, 5000), 0);
+    CU_ASSERT_FALSE(zkit_lease_is_held(held));
+    CU_ASSERT_EQUAL(sem_bg_join(&waiter, 5000), 0);
+    CU_ASSERT_EQUAL(waiter.rc, 0);
+    CU_ASSERT_EQUAL(zkit_lease_release(held), ZKIT_ELOCKLOST);
+    if (waiter.rc == 0) {
+        CU_ASSERT_EQUAL(children_of(leases), 1);
+        CU_ASSERT_EQUAL(zkit_lease_release(waiter.leases[0]), 0);
+    }
+    CU_ASSERT_EQUAL(wait_children(leases, 0, 5000), 0);
+
+    fx_end(&f);
+    zkit_semaphore_free(sa);
+    zkit_semaphore_free(sw);
+    zkit_client_close(a);
+    zkit_client_close(w);
+    zkit_client_close(x);
+    zkit_free(node);
+    free(path);
+    free(leases);
+}
+
 static void test_multilock_all_or_nothing(void)
 {
     fixture_t f;
@@ -1866,6 +1926,7 @@ static const zkh_test_t tests[] = {
     { "semaphore capacity, all or nothing", test_semaphore_capacity },
     { "semaphore churn: fresh objects, timeouts, cancels", test_semaphore_churn },
     { "semaphore fast way: what it costs where it cannot win", test_semaphore_fast_way_costs },
+    { "semaphore lease deleted by someone else", test_semaphore_lease_deleted_by_other },
     { "multi-lock all or nothing", test_multilock_all_or_nothing },
     { "asynchronous acquire", test_acquire_async },
     { "revocation: asked, released by the holder", test_revocation },
