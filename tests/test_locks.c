@@ -969,6 +969,338 @@ static void test_semaphore_capacity(void)
     free(leases_dir);
 }
 
+/* Many threads on several clients take one or two leases with short timeouts (some expire
+ * after the first of two leases came), each time from a fresh semaphore object (so the fast
+ * way is tried every time), and sometimes cancel from another thread.  The leases held, counted
+ * between the acquire's return and the first release, never exceed the maximum; at the end no
+ * lease and no internal mutex node is left: what a failed acquisition took was given back. */
+#define CHURN_CLIENTS 3
+#define CHURN_THREADS_PER_CLIENT 2
+#define CHURN_ROUNDS 20
+#define CHURN_MAX 3
+
+typedef struct churn {
+    pthread_mutex_t mu;
+    int held;
+    int most;
+    int over;           /* times more than CHURN_MAX were held */
+    int ok, timed_out, cancelled, other;
+    const char *path;
+} churn_t;
+
+typedef struct churn_worker {
+    churn_t *shared;
+    zkit_client_t *client;
+    unsigned seed;
+} churn_worker_t;
+
+typedef struct churn_cancel {
+    zkit_semaphore_t *sem;
+    int delay_ms;
+} churn_cancel_t;
+
+static void *churn_cancel_later(void *arg)
+{
+    churn_cancel_t *cc = arg;
+    zkh_sleep_ms(cc->delay_ms);
+    zkit_semaphore_cancel(cc->sem);
+    return NULL;
+}
+
+static void *churn_thread(void *arg)
+{
+    churn_worker_t *w = arg;
+    churn_t *s = w->shared;
+    for (int round = 0; round < CHURN_ROUNDS; round++) {
+        zkit_semaphore_t *sem;
+        zkit_lease_t *leases[2];
+        int count = 1 + (int)(rand_r(&w->seed) % 2);
+        int timeout = (int)(rand_r(&w->seed) % 4) == 0 ? 0 : 20 + (int)(rand_r(&w->seed) % 200);
+        int cancel = rand_r(&w->seed) % 5 == 0;
+        churn_cancel_t cc;
+        pthread_t canceller;
+        int rc;
+        if (zkit_semaphore_new(&sem, w->client, s->path, CHURN_MAX) != 0) {
+            pthread_mutex_lock(&s->mu);
+            s->other++;
+            pthread_mutex_unlock(&s->mu);
+            continue;
+        }
+        cc.sem = sem;
+        cc.delay_ms = (int)(rand_r(&w->seed) % 30);
+        if (cancel && pthread_create(&canceller, NULL, churn_cancel_later, &cc) != 0)
+            cancel = 0;
+        rc = zkit_semaphore_acquire(leases, sem, count, timeout);
+        if (cancel)
+            pthread_join(canceller, NULL);
+        pthread_mutex_lock(&s->mu);
+        if (rc == 0) {
+            s->ok++;
+            s->held += count;
+            if (s->held > s->most)
+                s->most = s->held;
+            if (s->held > CHURN_MAX)
+                s->over++;
+        } else if (rc == ZKIT_ETIMEDOUT) {
+            s->timed_out++;
+        } else if (rc == ZKIT_ECANCELED) {
+            s->cancelled++;
+        } else {
+            s->other++;
+        }
+        pthread_mutex_unlock(&s->mu);
+        if (rc == 0) {
+            zkh_sleep_ms(1 + (int)(rand_r(&w->seed) % 5));
+            pthread_mutex_lock(&s->mu);
+            s->held -= count;
+            pthread_mutex_unlock(&s->mu);
+            for (int i = 0; i < count; i++)
+                zkit_lease_release(leases[i]);
+        }
+        zkit_semaphore_free(sem);
+    }
+    return NULL;
+}
+
+static void test_semaphore_churn(void)
+{
+    fixture_t f;
+    zkit_client_t *c[CHURN_CLIENTS];
+    churn_worker_t w[CHURN_CLIENTS * CHURN_THREADS_PER_CLIENT];
+    pthread_t t[CHURN_CLIENTS * CHURN_THREADS_PER_CLIENT];
+    churn_t s;
+    char *path, *leases_dir, *locks_dir;
+    int n = CHURN_CLIENTS * CHURN_THREADS_PER_CLIENT;
+    int64_t t0;
+    fx_begin(&f, "sem-churn");
+    path = lk_join(f.base, "sem");
+    leases_dir = lk_join(path, "leases");
+    locks_dir = lk_join(path, "locks");
+    memset(&s, 0, sizeof(s));
+    pthread_mutex_init(&s.mu, NULL);
+    s.path = path;
+    for (int i = 0; i < CHURN_CLIENTS; i++) {
+        c[i] = lk_client(10000);
+        CU_ASSERT_FATAL(c[i] != NULL);
+    }
+    t0 = zkh_now_ms();
+    for (int i = 0; i < n; i++) {
+        w[i].shared = &s;
+        w[i].client = c[i % CHURN_CLIENTS];
+        w[i].seed = 1234u + (unsigned)i;
+        CU_ASSERT_FATAL(pthread_create(&t[i], NULL, churn_thread, &w[i]) == 0);
+    }
+    for (int i = 0; i < n; i++)
+        pthread_join(t[i], NULL);
+    printf("\n    churn: %d held, %d timed out, %d cancelled, %d other; at most %d at once;"
+           " %lld ms\n", s.ok, s.timed_out, s.cancelled, s.other, s.most,
+           (long long)(zkh_now_ms() - t0));
+    CU_ASSERT_EQUAL(s.over, 0);
+    CU_ASSERT(s.most <= CHURN_MAX);
+    CU_ASSERT_EQUAL(s.other, 0);
+    CU_ASSERT(s.ok > 0);
+    CU_ASSERT_EQUAL(wait_children(leases_dir, 0, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(locks_dir, 0, 5000), 0);
+    fx_end(&f);
+    for (int i = 0; i < CHURN_CLIENTS; i++)
+        zkit_client_close(c[i]);
+    pthread_mutex_destroy(&s.mu);
+    free(path);
+    free(leases_dir);
+    free(locks_dir);
+}
+
+/* Requests the server has received from one session ("cons"), -1 when it cannot tell. */
+static long session_requests(int64_t session)
+{
+    char out[16384], sid[40];
+    const char *at, *line;
+    snprintf(sid, sizeof(sid), "sid=0x%llx", (unsigned long long)session);
+    if (zkh_four_letter(zk, 0, "cons", out, sizeof(out)) < 0 || !(at = strstr(out, sid)))
+        return -1;
+    for (line = at; line > out && line[-1] != '\n'; line--)
+        ;
+    if (!(line = strstr(line, "recved=")) || line > at)
+        return -1;
+    return strtol(line + strlen("recved="), NULL, 10);
+}
+
+/* One lease taken and given back by a fresh object; the requests its session sent for it. */
+static long fresh_lease_requests(zkit_client_t *c, const char *path)
+{
+    zkit_semaphore_t *sem;
+    zkit_lease_t *lease = NULL;
+    long before, after;
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sem, c, path, 1) == 0);
+    before = session_requests(zkit_client_session_id(c));
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(&lease, sem, 1, 5000), 0);
+    after = session_requests(zkit_client_session_id(c));
+    if (lease)
+        CU_ASSERT_EQUAL(zkit_lease_release(lease), 0);
+    zkit_semaphore_free(sem);
+    return before < 0 || after < 0 ? -1 : after - before;
+}
+
+/*
+ * What the semaphore's fast way costs where it cannot win, counted in requests the server
+ * received (its "cons" counters), so that the costs are measured, not guessed:
+ *  - a fresh object over a missing (reaped) leases directory: the fast create makes the parent
+ *    first, its listing answers before it and the lease goes the long way, against a fresh
+ *    object over existing directories;
+ *  - a waiter for room holding the internal mutex while fresh objects of another client try
+ *    the fast way behind it: each fast lease is created and deleted under the waiter's watch,
+ *    and the waiter lists again for each change.
+ * Both stay bounded: a fixed number of requests per fresh object, never a correctness cost
+ * (the waiter still gets the room, nobody holds beside the holder).
+ */
+static void test_semaphore_fast_way_costs(void)
+{
+    fixture_t f;
+    zkit_client_t *a, *w, *x;
+    zkit_semaphore_t *sa, *sw, *sx;
+    zkit_lease_t *held = NULL, *again = NULL;
+    zkit_create_options_t persistent = ZKIT_CREATE_OPTIONS_INIT;
+    sem_bg_t waiter;
+    char *missing, *present, *present_leases, *present_locks, *leases;
+    long reaped, kept, w0, w1, w2;
+    const int fresh = 5;
+    fx_begin(&f, "sem-costs");
+    missing = lk_join(f.base, "missing");
+    present = lk_join(f.base, "present");
+    present_leases = lk_join(present, "leases");
+    present_locks = lk_join(present, "locks");
+    leases = lk_join(missing, "leases");
+    a = lk_client(10000);
+    w = lk_client(10000);
+    x = lk_client(10000);
+    CU_ASSERT_FATAL(a != NULL && w != NULL && x != NULL);
+    persistent.flags = ZKIT_CREATE_PARENTS;
+    CU_ASSERT_FATAL(zkit_create(NULL, NULL, x, present_leases, NULL, 0, &persistent) == 0);
+    CU_ASSERT_FATAL(zkit_create(NULL, NULL, x, present_locks, NULL, 0, &persistent) == 0);
+
+    reaped = fresh_lease_requests(a, missing);
+    kept = fresh_lease_requests(a, present);
+    printf("\n    a fresh object's lease: %ld requests over a missing leases directory, %ld over"
+           " existing ones\n", reaped, kept);
+    CU_ASSERT(kept > 0 && reaped >= kept && reaped <= kept + 20);
+
+    /* A holds the only lease; W waits for room under the internal mutex. */
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sa, a, present, 1) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sw, w, present, 1) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(&held, sa, 1, 5000) == 0);
+    sem_bg_start(&waiter, sw, 1, 30000);
+    CU_ASSERT_EQUAL(wait_children(present_leases, 2, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(present_locks, 1, 5000), 0);
+    /* Nothing changes while A holds: the waiter waits on its watch, sending nothing (a ping
+     * at most). */
+    w0 = session_requests(zkit_client_session_id(w));
+    zkh_sleep_ms(500);
+    w1 = session_requests(zkit_client_session_id(w));
+    printf("    an idle waiter for room: %ld requests in 500 ms\n", w1 - w0);
+    CU_ASSERT(w0 >= 0 && w1 >= 0 && w1 - w0 <= 2);
+    w0 = session_requests(zkit_client_session_id(w));
+    /* One object of X's, asked again and again: after its first wait it takes the fast way no
+     * more, so it makes no lease beside the waiter's. */
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sx, x, present, 1) == 0);
+    for (int i = 0; i < fresh; i++)
+        CU_ASSERT_EQUAL(zkit_semaphore_acquire(&again, sx, 1, 100), ZKIT_ETIMEDOUT);
+    zkit_semaphore_free(sx);
+    w1 = session_requests(zkit_client_session_id(w));
+    /* Fresh objects of X's, each once. */
+    for (int i = 0; i < fresh; i++) {
+        CU_ASSERT_FATAL(zkit_semaphore_new(&sx, x, present, 1) == 0);
+        CU_ASSERT_EQUAL(zkit_semaphore_acquire(&again, sx, 1, 100), ZKIT_ETIMEDOUT);
+        zkit_semaphore_free(sx);
+    }
+    CU_ASSERT_EQUAL(wait_children(present_leases, 2, 5000), 0);
+    w2 = session_requests(zkit_client_session_id(w));
+    printf("    the waiter's requests: %ld while one object asked %d times, %ld while %d fresh"
+           " objects asked once each\n", w1 - w0, fresh, w2 - w1, fresh);
+    CU_ASSERT(w0 >= 0 && w1 >= 0 && w2 >= 0);
+    CU_ASSERT(w2 - w1 <= 2 * fresh + 1);
+    CU_ASSERT_FALSE(sem_bg_done(&waiter));
+    /* The waiter still gets the room when A lets go. */
+    CU_ASSERT_EQUAL(zkit_lease_release(held), 0);
+    CU_ASSERT_EQUAL(sem_bg_join(&waiter, 10000), 0);
+    CU_ASSERT_EQUAL(waiter.rc, 0);
+    if (waiter.rc == 0)
+        CU_ASSERT_EQUAL(zkit_lease_release(waiter.leases[0]), 0);
+    CU_ASSERT_EQUAL(wait_children(present_leases, 0, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(present_locks, 0, 5000), 0);
+
+    fx_end(&f);
+    zkit_semaphore_free(sa);
+    zkit_semaphore_free(sw);
+    zkit_client_close(a);
+    zkit_client_close(w);
+    zkit_client_close(x);
+    free(missing);
+    free(present);
+    free(present_leases);
+    free(present_locks);
+    free(leases);
+}
+
+static void lease_states_record(zkit_lease_t *lease, zkit_lock_state_t state, void *r)
+{
+    (void)lease;
+    states_record(NULL, state, r);
+}
+
+/*
+ * Someone else deletes a held lease's node: its holder is told LOST (and its release says
+ * so), and a taker waiting for room on its children watch gets the room, without listing in
+ * between (it waits on the watch, so the deletion itself must wake it).
+ */
+static void test_semaphore_lease_deleted_by_other(void)
+{
+    fixture_t f;
+    zkit_client_t *a, *w, *x;
+    zkit_semaphore_t *sa, *sw;
+    zkit_lease_t *held = NULL;
+    states_t states;
+    sem_bg_t waiter;
+    char *path, *leases, *node = NULL;
+    fx_begin(&f, "sem-lease-deleted");
+    path = lk_join(f.base, "sem");
+    leases = lk_join(path, "leases");
+    a = lk_client(10000);
+    w = lk_client(10000);
+    x = lk_client(10000);
+    CU_ASSERT_FATAL(a != NULL && w != NULL && x != NULL);
+    states_init(&states);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sa, a, path, 1) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sw, w, path, 1) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_set_state_callback(sa, lease_states_record, &states) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(&held, sa, 1, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lease_node(&node, held) == 0);
+    sem_bg_start(&waiter, sw, 1, 30000);
+    CU_ASSERT_EQUAL(wait_children(leases, 2, 5000), 0);
+    CU_ASSERT_FALSE(sem_bg_done(&waiter));
+
+    CU_ASSERT_EQUAL(zkit_delete(x, node, -1, 0), 0);
+    CU_ASSERT_EQUAL(wait_state(&states, ZKIT_LOCK_LOST, 5000), 0);
+    CU_ASSERT_FALSE(zkit_lease_is_held(held));
+    CU_ASSERT_EQUAL(sem_bg_join(&waiter, 5000), 0);
+    CU_ASSERT_EQUAL(waiter.rc, 0);
+    CU_ASSERT_EQUAL(zkit_lease_release(held), ZKIT_ELOCKLOST);
+    if (waiter.rc == 0) {
+        CU_ASSERT_EQUAL(children_of(leases), 1);
+        CU_ASSERT_EQUAL(zkit_lease_release(waiter.leases[0]), 0);
+    }
+    CU_ASSERT_EQUAL(wait_children(leases, 0, 5000), 0);
+
+    fx_end(&f);
+    zkit_semaphore_free(sa);
+    zkit_semaphore_free(sw);
+    zkit_client_close(a);
+    zkit_client_close(w);
+    zkit_client_close(x);
+    zkit_free(node);
+    free(path);
+    free(leases);
+}
+
 static void test_multilock_all_or_nothing(void)
 {
     fixture_t f;
@@ -1592,6 +1924,9 @@ static const zkh_test_t tests[] = {
     { "read-write downgrade whose create reply is lost", test_rw_downgrade_create_reply_lost },
     { "fencing tokens increase", test_fencing_tokens },
     { "semaphore capacity, all or nothing", test_semaphore_capacity },
+    { "semaphore churn: fresh objects, timeouts, cancels", test_semaphore_churn },
+    { "semaphore fast way: what it costs where it cannot win", test_semaphore_fast_way_costs },
+    { "semaphore lease deleted by someone else", test_semaphore_lease_deleted_by_other },
     { "multi-lock all or nothing", test_multilock_all_or_nothing },
     { "asynchronous acquire", test_acquire_async },
     { "revocation: asked, released by the holder", test_revocation },

@@ -299,6 +299,10 @@ static void decide(run_t *run, const zkit_result_t *res)
         run_finish(run, 0);
     } else if (deadline_passed(run)) {
         run_finish(run, ZKIT_ETIMEDOUT);
+    } else if (run->state == RUN_WAITING && run->watching) {
+        /* This listing armed the children watch: wait for it.  Listing again here would send
+         * a listing per reply for as long as there is no room. */
+        pthread_mutex_unlock(&run->mu);
     } else {
         int rc, tell;
         run->state = RUN_WAITING;
