@@ -844,6 +844,57 @@ static void test_rw_downgrade_create_reply_lost(void)
     free(path);
 }
 
+/* The outcome of an asynchronous acquire, as its callback reports it. */
+static void async_end_done(zkit_lock_t *lock, int error, void *arg)
+{
+    downgrade_end_t *end = arg;
+    (void)lock;
+    end->error = error;
+    __atomic_store_n(&end->done, 1, __ATOMIC_RELEASE);
+}
+
+/* A cancel that lands while a downgrade's create is being sent again (its first reply lost):
+ * the retry finds the node the first send made (NODEEXISTS), after the acquisition ended.
+ * That node is this session's and nobody will hold on it: it must go, or it stays ahead of
+ * every writer queued after it for the session's life. */
+static void test_rw_downgrade_cancelled_in_create_retry(void)
+{
+    fixture_t f;
+    zkit_client_t *c, *c2;
+    zkit_rwlock_t *rw, *rw2;
+    downgrade_end_t end = { 0, -1 };
+    char *path;
+    fx_begin(&f, "rw-downgrade-cancel-retry");
+    path = lk_join(f.base, "rw");
+    c = lk_client(10000);
+    c2 = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL && c2 != NULL);
+    CU_ASSERT_FATAL(zkit_rwlock_new(&rw, c, path) == 0);
+    CU_ASSERT_FATAL(zkit_rwlock_new(&rw2, c2, path) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(zkit_rwlock_write(rw), 5000) == 0);
+    zkit__test_fault_set(c, 1, 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire_async(zkit_rwlock_read(rw), 5000, async_end_done,
+                                            &end) == 0);
+    /* The first send made the node; its retry waits out the client's backoff (1 s). */
+    CU_ASSERT_EQUAL(wait_children(path, 2, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_cancel(zkit_rwlock_read(rw)), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(downgrade_ended, &end, 8000), 0);
+    CU_ASSERT_EQUAL(end.error, ZKIT_ECANCELED);
+    zkit__test_fault_set(c, 0, 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(zkit_rwlock_read(rw)), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_write(rw)), 0);
+    /* The retry's reply comes after the backoff: the read node must be gone by then. */
+    CU_ASSERT_EQUAL(wait_children(path, 0, 8000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(zkit_rwlock_write(rw2), 2000), 0);
+    zkit_lock_release(zkit_rwlock_write(rw2));
+    fx_end(&f);
+    zkit_rwlock_free(rw);
+    zkit_rwlock_free(rw2);
+    zkit_client_close(c);
+    zkit_client_close(c2);
+    free(path);
+}
+
 /* ---- fencing tokens --------------------------------------------------------------------- */
 
 static void test_fencing_tokens(void)
@@ -1590,6 +1641,8 @@ static const zkh_test_t tests[] = {
     { "read-write upgrade and downgrade", test_rw_upgrade_and_downgrade },
     { "read-write downgrade node without its write node", test_rw_downgrade_without_write_node },
     { "read-write downgrade whose create reply is lost", test_rw_downgrade_create_reply_lost },
+    { "read-write downgrade cancelled in its create retry",
+      test_rw_downgrade_cancelled_in_create_retry },
     { "fencing tokens increase", test_fencing_tokens },
     { "semaphore capacity, all or nothing", test_semaphore_capacity },
     { "multi-lock all or nothing", test_multilock_all_or_nothing },
