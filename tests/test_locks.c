@@ -895,6 +895,103 @@ static void test_rw_downgrade_cancelled_in_create_retry(void)
     free(path);
 }
 
+/* What an acquired callback does to its own lock from inside the callback. */
+typedef struct reentrant_cb {
+    int mode;                 /* 0 release, 1 try-once acquire again (async), 2 cancel */
+    int done;
+    int first_error;
+    int inner_rc;
+    int again_done;
+    int again_error;
+} reentrant_cb_t;
+
+static void on_again(zkit_lock_t *lock, int error, void *arg)
+{
+    reentrant_cb_t *r = arg;
+    (void)lock;
+    r->again_error = error;
+    __atomic_store_n(&r->again_done, 1, __ATOMIC_RELEASE);
+}
+
+static void on_reentrant(zkit_lock_t *lock, int error, void *arg)
+{
+    reentrant_cb_t *r = arg;
+    r->first_error = error;
+    if (r->mode == 0)
+        r->inner_rc = zkit_lock_release(lock);
+    else if (r->mode == 1)
+        r->inner_rc = zkit_lock_acquire_async(lock, 0, on_again, r);
+    else
+        r->inner_rc = zkit_lock_cancel(lock);
+    __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+}
+
+static int reentrant_done(void *arg)
+{
+    return __atomic_load_n(&((reentrant_cb_t *)arg)->done, __ATOMIC_ACQUIRE);
+}
+
+static int reentrant_again_done(void *arg)
+{
+    return __atomic_load_n(&((reentrant_cb_t *)arg)->again_done, __ATOMIC_ACQUIRE);
+}
+
+/* A multi-lock's acquired callback releasing it, acquiring it again, or cancelling, from the
+ * event thread: the hold stays whole and no node is left; and a multi-lock over nested paths
+ * (a and a/b), which could never be held, is refused when made. */
+static void test_multilock_callback_reentry(void)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    zkit_lock_t *multi, *nested = NULL;
+    char *x, *y, *a, *ab;
+    const char *paths[2], *npaths[2];
+    fx_begin(&f, "multi-reentry");
+    x = lk_join(f.base, "x");
+    y = lk_join(f.base, "y");
+    a = lk_join(f.base, "a");
+    ab = lk_join(a, "b");
+    paths[0] = x;
+    paths[1] = y;
+    npaths[0] = ab;
+    npaths[1] = a;
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit_multilock_new(&multi, c, paths, 2) == 0);
+    for (int mode = 0; mode < 3; mode++) {
+        reentrant_cb_t r;
+        memset(&r, 0, sizeof(r));
+        r.mode = mode;
+        r.first_error = -1;
+        CU_ASSERT_EQUAL(zkit_lock_acquire_async(multi, 3000, on_reentrant, &r), 0);
+        CU_ASSERT_EQUAL(zkh_wait_until(reentrant_done, &r, 5000), 0);
+        CU_ASSERT_EQUAL(r.first_error, 0);
+        /* Held on behalf of this thread: the event thread does not own it. */
+        CU_ASSERT_EQUAL(r.inner_rc, mode == 0 ? ZKIT_ENOTOWNER : 0);
+        if (mode == 1) { /* the event thread's try-once finds this thread's hold */
+            CU_ASSERT_EQUAL(zkh_wait_until(reentrant_again_done, &r, 5000), 0);
+            CU_ASSERT_EQUAL(r.again_error, ZKIT_ETIMEDOUT);
+            CU_ASSERT_EQUAL(wait_children(x, 1, 5000), 0);
+            CU_ASSERT_EQUAL(wait_children(y, 1, 5000), 0);
+        }
+        CU_ASSERT_EQUAL(zkit_lock_is_held(multi), 1);
+        CU_ASSERT_EQUAL(zkit_lock_release(multi), 0);
+        CU_ASSERT_EQUAL(zkit_lock_is_held(multi), 0);
+        CU_ASSERT_EQUAL(wait_children(x, 0, 5000), 0);
+        CU_ASSERT_EQUAL(wait_children(y, 0, 5000), 0);
+    }
+    /* Nested paths: the outer lock's directory holds the inner one's. */
+    CU_ASSERT_EQUAL(zkit_multilock_new(&nested, c, npaths, 2), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NULL(nested);
+    fx_end(&f);
+    zkit_lock_free(multi);
+    zkit_client_close(c);
+    free(x);
+    free(y);
+    free(a);
+    free(ab);
+}
+
 /* ---- fencing tokens --------------------------------------------------------------------- */
 
 static void test_fencing_tokens(void)
@@ -1646,6 +1743,7 @@ static const zkh_test_t tests[] = {
     { "fencing tokens increase", test_fencing_tokens },
     { "semaphore capacity, all or nothing", test_semaphore_capacity },
     { "multi-lock all or nothing", test_multilock_all_or_nothing },
+    { "multi-lock: callback re-entry, nested paths", test_multilock_callback_reentry },
     { "asynchronous acquire", test_acquire_async },
     { "revocation: asked, released by the holder", test_revocation },
     { "revocation: read-write, semaphore mutex, multi-lock", test_revocation_kinds },

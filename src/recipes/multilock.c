@@ -664,6 +664,21 @@ static int has_duplicates(zkit_lock_t *const *sorted, size_t count)
     return 0;
 }
 
+/* Whether one part's path lies under another's.  Every kind keeps its nodes as children of
+ * its path, so the inner path is a child there of no lock layout: the outer lock refuses to
+ * order it (ZKIT_EFOREIGN), and such a multi-lock could never be held. */
+static int has_nested(zkit_lock_t *const *parts, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        size_t len = strlen(parts[i]->path);
+        for (size_t j = 0; j < count; j++)
+            if (j != i && strncmp(parts[j]->path, parts[i]->path, len) == 0 &&
+                parts[j]->path[len] == '/')
+                return 1;
+    }
+    return 0;
+}
+
 static int multilock_wrap(zkit_lock_t **out, zkit_client_t *client, zkit_lock_t **parts,
                           size_t count, int owns)
 {
@@ -673,6 +688,10 @@ static int multilock_wrap(zkit_lock_t **out, zkit_client_t *client, zkit_lock_t 
     qsort(parts, count, sizeof(*parts), by_path);
     if (has_duplicates(parts, count)) {
         zkit__client_reject(client, "multi-lock: the same path twice");
+        return ZKIT_EINVAL;
+    }
+    if (has_nested(parts, count)) {
+        zkit__client_reject(client, "multi-lock: one path under another");
         return ZKIT_EINVAL;
     }
     if (count > 64) {
