@@ -992,6 +992,40 @@ static void test_multilock_callback_reentry(void)
     free(ab);
 }
 
+/* A multi-lock over both halves of one read-write lock: its read part, requested with the
+ * write part, queues behind this thread's own write node and waits for it to the deadline
+ * (forever without one).  Two locks on one path are refused when the multi-lock is made. */
+static void test_multilock_both_halves(void)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    zkit_rwlock_t *rw;
+    zkit_lock_t *multi = NULL, *halves[2];
+    char *path;
+    fx_begin(&f, "multi-halves");
+    path = lk_join(f.base, "rw");
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit_rwlock_new(&rw, c, path) == 0);
+    halves[0] = zkit_rwlock_read(rw);
+    halves[1] = zkit_rwlock_write(rw);
+    CU_ASSERT_EQUAL(zkit_multilock_new_from(&multi, halves, 2), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NULL(multi);
+    if (multi) {
+        CU_ASSERT_EQUAL(zkit_lock_acquire(multi, 3000), 0);
+        zkit_lock_release(multi);
+        zkit_lock_free(multi);
+    }
+    /* The halves alone still work. */
+    CU_ASSERT_EQUAL(zkit_lock_acquire(halves[1], 3000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(halves[1]), 0);
+    CU_ASSERT_EQUAL(wait_children(path, 0, 5000), 0);
+    fx_end(&f);
+    zkit_rwlock_free(rw);
+    zkit_client_close(c);
+    free(path);
+}
+
 /* ---- fencing tokens --------------------------------------------------------------------- */
 
 static void test_fencing_tokens(void)
@@ -1744,6 +1778,7 @@ static const zkh_test_t tests[] = {
     { "semaphore capacity, all or nothing", test_semaphore_capacity },
     { "multi-lock all or nothing", test_multilock_all_or_nothing },
     { "multi-lock: callback re-entry, nested paths", test_multilock_callback_reentry },
+    { "multi-lock over both halves of a read-write lock", test_multilock_both_halves },
     { "asynchronous acquire", test_acquire_async },
     { "revocation: asked, released by the holder", test_revocation },
     { "revocation: read-write, semaphore mutex, multi-lock", test_revocation_kinds },

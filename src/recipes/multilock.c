@@ -655,11 +655,14 @@ static int by_path(const void *a, const void *b)
     return c ? c : strcmp(x->ops->name, y->ops->name);
 }
 
+/* Two parts on one path, whatever their kinds: both halves of one read-write lock, requested
+ * together, would make a plain read node queued behind this thread's own write node (held
+ * first in sorted order only as an upgrade, refused), and other kinds find each other's nodes
+ * in their directory. */
 static int has_duplicates(zkit_lock_t *const *sorted, size_t count)
 {
     for (size_t i = 1; i < count; i++)
-        if (strcmp(sorted[i - 1]->path, sorted[i]->path) == 0 &&
-            sorted[i - 1]->ops == sorted[i]->ops)
+        if (strcmp(sorted[i - 1]->path, sorted[i]->path) == 0)
             return 1;
     return 0;
 }
