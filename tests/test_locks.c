@@ -1026,6 +1026,119 @@ static void test_multilock_both_halves(void)
     free(path);
 }
 
+/* A multi-lock cancelled while its create transaction is sent again (the first reply lost):
+ * the callback says ECANCELED once, and neither part's node stays. */
+static void test_multilock_cancelled_in_create_retry(void)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    zkit_lock_t *multi;
+    downgrade_end_t end = { 0, -1 };
+    char *x, *y;
+    const char *paths[2];
+    fx_begin(&f, "multi-cancel-retry");
+    x = lk_join(f.base, "x");
+    y = lk_join(f.base, "y");
+    paths[0] = x;
+    paths[1] = y;
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit_multilock_new(&multi, c, paths, 2) == 0);
+    zkit__test_fault_set(c, 1, 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire_async(multi, 5000, async_end_done, &end) == 0);
+    CU_ASSERT_EQUAL(wait_children(x, 1, 5000), 0); /* applied; its reply lost */
+    CU_ASSERT_EQUAL(wait_children(y, 1, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_cancel(multi), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(downgrade_ended, &end, 8000), 0);
+    CU_ASSERT_EQUAL(end.error, ZKIT_ECANCELED);
+    zkit__test_fault_set(c, 0, 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(multi), 0);
+    CU_ASSERT_EQUAL(wait_children(x, 0, 8000), 0);
+    CU_ASSERT_EQUAL(wait_children(y, 0, 8000), 0);
+    fx_end(&f);
+    zkit_lock_free(multi);
+    zkit_client_close(c);
+    free(x);
+    free(y);
+}
+
+/* Asynchronous acquires of one contended lock object from several threads, then the object
+ * freed: every callback runs once with ECANCELED and no node stays. */
+typedef struct many_async {
+    zkit_lock_t *lock;
+    int started;
+    int calls;
+    int canceled;
+} many_async_t;
+
+static void on_many(zkit_lock_t *lock, int error, void *arg)
+{
+    many_async_t *m = arg;
+    (void)lock;
+    __atomic_add_fetch(&m->calls, 1, __ATOMIC_ACQ_REL);
+    if (error == ZKIT_ECANCELED)
+        __atomic_add_fetch(&m->canceled, 1, __ATOMIC_ACQ_REL);
+}
+
+static void *many_thread(void *arg)
+{
+    many_async_t *m = arg;
+    for (int i = 0; i < 4; i++)
+        if (zkit_lock_acquire_async(m->lock, 20000, on_many, m) == 0)
+            __atomic_add_fetch(&m->started, 1, __ATOMIC_ACQ_REL);
+    return NULL;
+}
+
+static int many_all_called(void *arg)
+{
+    many_async_t *m = arg;
+    return __atomic_load_n(&m->calls, __ATOMIC_ACQUIRE) ==
+           __atomic_load_n(&m->started, __ATOMIC_ACQUIRE);
+}
+
+static int some_queued(void *path)
+{
+    return children_of(path) >= 2;
+}
+
+static void test_many_async_then_free(void)
+{
+    fixture_t f;
+    zkit_client_t *c, *c2;
+    zkit_lock_t *holder;
+    many_async_t m;
+    pthread_t threads[4];
+    char *path;
+    fx_begin(&f, "many-async-free");
+    path = lk_join(f.base, "lock");
+    c = lk_client(10000);
+    c2 = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL && c2 != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&holder, c2, path) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(holder, 5000) == 0);
+    memset(&m, 0, sizeof(m));
+    CU_ASSERT_FATAL(zkit_mutex_new(&m.lock, c, path) == 0);
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT_FATAL(pthread_create(&threads[i], NULL, many_thread, &m) == 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(threads[i], NULL);
+    CU_ASSERT_EQUAL(m.started, 16);
+    /* Some have their nodes queued by now, others are still on their way. */
+    CU_ASSERT_EQUAL(zkh_wait_until(some_queued, path, 5000), 0);
+    zkit_lock_free(m.lock);
+    CU_ASSERT_EQUAL(zkh_wait_until(many_all_called, &m, 8000), 0);
+    CU_ASSERT_EQUAL(m.calls, 16);
+    CU_ASSERT_EQUAL(m.canceled, 16);
+    CU_ASSERT_EQUAL(wait_children(path, 1, 8000), 0); /* the holder's alone */
+    CU_ASSERT_EQUAL(zkit_lock_release(holder), 0);
+    CU_ASSERT_EQUAL(wait_children(path, 0, 5000), 0);
+    fx_end(&f);
+    zkit_lock_free(holder);
+    zkit_client_close(c);
+    zkit_client_close(c2);
+    free(path);
+}
+
 /* ---- fencing tokens --------------------------------------------------------------------- */
 
 static void test_fencing_tokens(void)
@@ -1779,6 +1892,8 @@ static const zkh_test_t tests[] = {
     { "multi-lock all or nothing", test_multilock_all_or_nothing },
     { "multi-lock: callback re-entry, nested paths", test_multilock_callback_reentry },
     { "multi-lock over both halves of a read-write lock", test_multilock_both_halves },
+    { "multi-lock cancelled in its create retry", test_multilock_cancelled_in_create_retry },
+    { "many asynchronous acquires from several threads, then free", test_many_async_then_free },
     { "asynchronous acquire", test_acquire_async },
     { "revocation: asked, released by the holder", test_revocation },
     { "revocation: read-write, semaphore mutex, multi-lock", test_revocation_kinds },
