@@ -1139,6 +1139,54 @@ static void test_many_async_then_free(void)
     free(path);
 }
 
+/* A cancel right behind an asynchronous acquire of a multi-lock lands at every step of it,
+ * the grant included: each round reports once, holds all parts when it says 0 and none
+ * otherwise, and no node stays. */
+static void test_multilock_cancel_at_every_step(void)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    zkit_lock_t *multi, *parts[2];
+    char *x, *y;
+    int consistent = 1, held_rounds = 0;
+    fx_begin(&f, "multi-cancel-steps");
+    x = lk_join(f.base, "x");
+    y = lk_join(f.base, "y");
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&parts[0], c, x) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&parts[1], c, y) == 0);
+    CU_ASSERT_FATAL(zkit_multilock_new_from(&multi, parts, 2) == 0);
+    for (int round = 0; round < 40; round++) {
+        downgrade_end_t end = { 0, -1 };
+        CU_ASSERT_FATAL(zkit_lock_acquire_async(multi, 5000, async_end_done, &end) == 0);
+        usleep((useconds_t)round * 500); /* a step further each time, to past the grant */
+        CU_ASSERT_EQUAL(zkit_lock_cancel(multi), 0);
+        CU_ASSERT_FATAL(zkh_wait_until(downgrade_ended, &end, 8000) == 0);
+        if (end.error == 0) {
+            held_rounds++;
+            consistent &= zkit_lock_is_held(multi) == 1 && zkit_lock_is_held(parts[0]) == 1 &&
+                           zkit_lock_is_held(parts[1]) == 1;
+            CU_ASSERT_EQUAL(zkit_lock_release(multi), 0);
+        } else {
+            consistent &= end.error == ZKIT_ECANCELED;
+        }
+        consistent &= zkit_lock_is_held(parts[0]) == 0 && zkit_lock_is_held(parts[1]) == 0;
+    }
+    CU_ASSERT(consistent);
+    CU_ASSERT_EQUAL(wait_children(x, 0, 8000), 0);
+    CU_ASSERT_EQUAL(wait_children(y, 0, 8000), 0);
+    if (getenv("ZKIT_TEST_VERBOSE"))
+        fprintf(stderr, "cancel at every step: %d of 40 rounds held\n", held_rounds);
+    fx_end(&f);
+    zkit_lock_free(multi);
+    zkit_lock_free(parts[0]);
+    zkit_lock_free(parts[1]);
+    zkit_client_close(c);
+    free(x);
+    free(y);
+}
+
 /* ---- fencing tokens --------------------------------------------------------------------- */
 
 static void test_fencing_tokens(void)
@@ -1893,6 +1941,7 @@ static const zkh_test_t tests[] = {
     { "multi-lock: callback re-entry, nested paths", test_multilock_callback_reentry },
     { "multi-lock over both halves of a read-write lock", test_multilock_both_halves },
     { "multi-lock cancelled in its create retry", test_multilock_cancelled_in_create_retry },
+    { "multi-lock cancelled at every step of its acquire", test_multilock_cancel_at_every_step },
     { "many asynchronous acquires from several threads, then free", test_many_async_then_free },
     { "asynchronous acquire", test_acquire_async },
     { "revocation: asked, released by the holder", test_revocation },
