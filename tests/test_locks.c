@@ -853,6 +853,28 @@ static void async_end_done(zkit_lock_t *lock, int error, void *arg)
     __atomic_store_n(&end->done, 1, __ATOMIC_RELEASE);
 }
 
+/* A client whose first retry comes 2 to 4 s after a lost reply: time enough to land a cancel
+ * while a create is being sent again. */
+static zkit_client_t *slow_retry_client(void)
+{
+    zkit_client_options_t opts;
+    zkit_client_t *c = NULL;
+    zkit_retry_t *retry = zkit_retry_exponential(2000, 3, 4000);
+    zkit_client_options_init(&opts);
+    opts.connect_string = zkh_connect_string(zk);
+    opts.session_timeout_ms = 10000;
+    opts.retry = retry;
+    opts.log_level = ZKIT_LOG_ERROR;
+    if (!retry || zkit_client_new(&c, &opts) != 0)
+        c = NULL;
+    zkit_retry_free(retry);
+    if (c && zkit_client_block_until_connected(c, 10000) != 0) {
+        zkit_client_close(c);
+        c = NULL;
+    }
+    return c;
+}
+
 /* A cancel that lands while a downgrade's create is being sent again (its first reply lost):
  * the retry finds the node the first send made (NODEEXISTS), after the acquisition ended.
  * That node is this session's and nobody will hold on it: it must go, or it stays ahead of
@@ -866,7 +888,7 @@ static void test_rw_downgrade_cancelled_in_create_retry(void)
     char *path;
     fx_begin(&f, "rw-downgrade-cancel-retry");
     path = lk_join(f.base, "rw");
-    c = lk_client(10000);
+    c = slow_retry_client();
     c2 = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL && c2 != NULL);
     CU_ASSERT_FATAL(zkit_rwlock_new(&rw, c, path) == 0);
@@ -875,7 +897,7 @@ static void test_rw_downgrade_cancelled_in_create_retry(void)
     zkit__test_fault_set(c, 1, 0);
     CU_ASSERT_FATAL(zkit_lock_acquire_async(zkit_rwlock_read(rw), 5000, async_end_done,
                                             &end) == 0);
-    /* The first send made the node; its retry waits out the client's backoff (1 s). */
+    /* The first send made the node; its retry waits out the client's backoff (2 s). */
     CU_ASSERT_EQUAL(wait_children(path, 2, 5000), 0);
     CU_ASSERT_EQUAL(zkit_lock_cancel(zkit_rwlock_read(rw)), 0);
     CU_ASSERT_EQUAL(zkh_wait_until(downgrade_ended, &end, 8000), 0);
@@ -1041,7 +1063,7 @@ static void test_multilock_cancelled_in_create_retry(void)
     y = lk_join(f.base, "y");
     paths[0] = x;
     paths[1] = y;
-    c = lk_client(10000);
+    c = slow_retry_client();
     CU_ASSERT_FATAL(c != NULL);
     CU_ASSERT_FATAL(zkit_multilock_new(&multi, c, paths, 2) == 0);
     zkit__test_fault_set(c, 1, 0);
