@@ -844,6 +844,371 @@ static void test_rw_downgrade_create_reply_lost(void)
     free(path);
 }
 
+/* The outcome of an asynchronous acquire, as its callback reports it. */
+static void async_end_done(zkit_lock_t *lock, int error, void *arg)
+{
+    downgrade_end_t *end = arg;
+    (void)lock;
+    end->error = error;
+    __atomic_store_n(&end->done, 1, __ATOMIC_RELEASE);
+}
+
+/* A client whose first retry comes 2 to 4 s after a lost reply: time enough to land a cancel
+ * while a create is being sent again. */
+static zkit_client_t *slow_retry_client(void)
+{
+    zkit_client_options_t opts;
+    zkit_client_t *c = NULL;
+    zkit_retry_t *retry = zkit_retry_exponential(2000, 3, 4000);
+    zkit_client_options_init(&opts);
+    opts.connect_string = zkh_connect_string(zk);
+    opts.session_timeout_ms = 10000;
+    opts.retry = retry;
+    opts.log_level = ZKIT_LOG_ERROR;
+    if (!retry || zkit_client_new(&c, &opts) != 0)
+        c = NULL;
+    zkit_retry_free(retry);
+    if (c && zkit_client_block_until_connected(c, 10000) != 0) {
+        zkit_client_close(c);
+        c = NULL;
+    }
+    return c;
+}
+
+/* A cancel that lands while a downgrade's create is being sent again (its first reply lost):
+ * the retry finds the node the first send made (NODEEXISTS), after the acquisition ended.
+ * That node is this session's and nobody will hold on it: it must go, or it stays ahead of
+ * every writer queued after it for the session's life. */
+static void test_rw_downgrade_cancelled_in_create_retry(void)
+{
+    fixture_t f;
+    zkit_client_t *c, *c2;
+    zkit_rwlock_t *rw, *rw2;
+    downgrade_end_t end = { 0, -1 };
+    char *path;
+    fx_begin(&f, "rw-downgrade-cancel-retry");
+    path = lk_join(f.base, "rw");
+    c = slow_retry_client();
+    c2 = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL && c2 != NULL);
+    CU_ASSERT_FATAL(zkit_rwlock_new(&rw, c, path) == 0);
+    CU_ASSERT_FATAL(zkit_rwlock_new(&rw2, c2, path) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(zkit_rwlock_write(rw), 5000) == 0);
+    zkit__test_fault_set(c, 1, 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire_async(zkit_rwlock_read(rw), 5000, async_end_done,
+                                            &end) == 0);
+    /* The first send made the node; its retry waits out the client's backoff (2 s). */
+    CU_ASSERT_EQUAL(wait_children(path, 2, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_cancel(zkit_rwlock_read(rw)), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(downgrade_ended, &end, 8000), 0);
+    CU_ASSERT_EQUAL(end.error, ZKIT_ECANCELED);
+    zkit__test_fault_set(c, 0, 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(zkit_rwlock_read(rw)), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_write(rw)), 0);
+    /* The retry's reply comes after the backoff: the read node must be gone by then. */
+    CU_ASSERT_EQUAL(wait_children(path, 0, 8000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(zkit_rwlock_write(rw2), 2000), 0);
+    zkit_lock_release(zkit_rwlock_write(rw2));
+    fx_end(&f);
+    zkit_rwlock_free(rw);
+    zkit_rwlock_free(rw2);
+    zkit_client_close(c);
+    zkit_client_close(c2);
+    free(path);
+}
+
+/* What an acquired callback does to its own lock from inside the callback. */
+typedef struct reentrant_cb {
+    int mode;                 /* 0 release, 1 try-once acquire again (async), 2 cancel */
+    int done;
+    int first_error;
+    int inner_rc;
+    int again_done;
+    int again_error;
+} reentrant_cb_t;
+
+static void on_again(zkit_lock_t *lock, int error, void *arg)
+{
+    reentrant_cb_t *r = arg;
+    (void)lock;
+    r->again_error = error;
+    __atomic_store_n(&r->again_done, 1, __ATOMIC_RELEASE);
+}
+
+static void on_reentrant(zkit_lock_t *lock, int error, void *arg)
+{
+    reentrant_cb_t *r = arg;
+    r->first_error = error;
+    if (r->mode == 0)
+        r->inner_rc = zkit_lock_release(lock);
+    else if (r->mode == 1)
+        r->inner_rc = zkit_lock_acquire_async(lock, 0, on_again, r);
+    else
+        r->inner_rc = zkit_lock_cancel(lock);
+    __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+}
+
+static int reentrant_done(void *arg)
+{
+    return __atomic_load_n(&((reentrant_cb_t *)arg)->done, __ATOMIC_ACQUIRE);
+}
+
+static int reentrant_again_done(void *arg)
+{
+    return __atomic_load_n(&((reentrant_cb_t *)arg)->again_done, __ATOMIC_ACQUIRE);
+}
+
+/* A multi-lock's acquired callback releasing it, acquiring it again, or cancelling, from the
+ * event thread: the hold stays whole and no node is left; and a multi-lock over nested paths
+ * (a and a/b), which could never be held, is refused when made. */
+static void test_multilock_callback_reentry(void)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    zkit_lock_t *multi, *nested = NULL;
+    char *x, *y, *a, *ab;
+    const char *paths[2], *npaths[2];
+    fx_begin(&f, "multi-reentry");
+    x = lk_join(f.base, "x");
+    y = lk_join(f.base, "y");
+    a = lk_join(f.base, "a");
+    ab = lk_join(a, "b");
+    paths[0] = x;
+    paths[1] = y;
+    npaths[0] = ab;
+    npaths[1] = a;
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit_multilock_new(&multi, c, paths, 2) == 0);
+    for (int mode = 0; mode < 3; mode++) {
+        reentrant_cb_t r;
+        memset(&r, 0, sizeof(r));
+        r.mode = mode;
+        r.first_error = -1;
+        CU_ASSERT_EQUAL(zkit_lock_acquire_async(multi, 3000, on_reentrant, &r), 0);
+        CU_ASSERT_EQUAL(zkh_wait_until(reentrant_done, &r, 5000), 0);
+        CU_ASSERT_EQUAL(r.first_error, 0);
+        /* Held on behalf of this thread: the event thread does not own it. */
+        CU_ASSERT_EQUAL(r.inner_rc, mode == 0 ? ZKIT_ENOTOWNER : 0);
+        if (mode == 1) { /* the event thread's try-once finds this thread's hold */
+            CU_ASSERT_EQUAL(zkh_wait_until(reentrant_again_done, &r, 5000), 0);
+            CU_ASSERT_EQUAL(r.again_error, ZKIT_ETIMEDOUT);
+            CU_ASSERT_EQUAL(wait_children(x, 1, 5000), 0);
+            CU_ASSERT_EQUAL(wait_children(y, 1, 5000), 0);
+        }
+        CU_ASSERT_EQUAL(zkit_lock_is_held(multi), 1);
+        CU_ASSERT_EQUAL(zkit_lock_release(multi), 0);
+        CU_ASSERT_EQUAL(zkit_lock_is_held(multi), 0);
+        CU_ASSERT_EQUAL(wait_children(x, 0, 5000), 0);
+        CU_ASSERT_EQUAL(wait_children(y, 0, 5000), 0);
+    }
+    /* Nested paths: the outer lock's directory holds the inner one's. */
+    CU_ASSERT_EQUAL(zkit_multilock_new(&nested, c, npaths, 2), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NULL(nested);
+    fx_end(&f);
+    zkit_lock_free(multi);
+    zkit_client_close(c);
+    free(x);
+    free(y);
+    free(a);
+    free(ab);
+}
+
+/* A multi-lock over both halves of one read-write lock: its read part, requested with the
+ * write part, queues behind this thread's own write node and waits for it to the deadline
+ * (forever without one).  Two locks on one path are refused when the multi-lock is made. */
+static void test_multilock_both_halves(void)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    zkit_rwlock_t *rw;
+    zkit_lock_t *multi = NULL, *halves[2];
+    char *path;
+    fx_begin(&f, "multi-halves");
+    path = lk_join(f.base, "rw");
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit_rwlock_new(&rw, c, path) == 0);
+    halves[0] = zkit_rwlock_read(rw);
+    halves[1] = zkit_rwlock_write(rw);
+    CU_ASSERT_EQUAL(zkit_multilock_new_from(&multi, halves, 2), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NULL(multi);
+    if (multi) {
+        CU_ASSERT_EQUAL(zkit_lock_acquire(multi, 3000), 0);
+        zkit_lock_release(multi);
+        zkit_lock_free(multi);
+    }
+    /* The halves alone still work. */
+    CU_ASSERT_EQUAL(zkit_lock_acquire(halves[1], 3000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(halves[1]), 0);
+    CU_ASSERT_EQUAL(wait_children(path, 0, 5000), 0);
+    fx_end(&f);
+    zkit_rwlock_free(rw);
+    zkit_client_close(c);
+    free(path);
+}
+
+/* A multi-lock cancelled while its create transaction is sent again (the first reply lost):
+ * the callback says ECANCELED once, and neither part's node stays. */
+static void test_multilock_cancelled_in_create_retry(void)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    zkit_lock_t *multi;
+    downgrade_end_t end = { 0, -1 };
+    char *x, *y;
+    const char *paths[2];
+    fx_begin(&f, "multi-cancel-retry");
+    x = lk_join(f.base, "x");
+    y = lk_join(f.base, "y");
+    paths[0] = x;
+    paths[1] = y;
+    c = slow_retry_client();
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit_multilock_new(&multi, c, paths, 2) == 0);
+    zkit__test_fault_set(c, 1, 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire_async(multi, 5000, async_end_done, &end) == 0);
+    CU_ASSERT_EQUAL(wait_children(x, 1, 5000), 0); /* applied; its reply lost */
+    CU_ASSERT_EQUAL(wait_children(y, 1, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_cancel(multi), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(downgrade_ended, &end, 8000), 0);
+    CU_ASSERT_EQUAL(end.error, ZKIT_ECANCELED);
+    zkit__test_fault_set(c, 0, 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(multi), 0);
+    CU_ASSERT_EQUAL(wait_children(x, 0, 8000), 0);
+    CU_ASSERT_EQUAL(wait_children(y, 0, 8000), 0);
+    fx_end(&f);
+    zkit_lock_free(multi);
+    zkit_client_close(c);
+    free(x);
+    free(y);
+}
+
+/* Asynchronous acquires of one contended lock object from several threads, then the object
+ * freed: every callback runs once with ECANCELED and no node stays. */
+typedef struct many_async {
+    zkit_lock_t *lock;
+    int started;
+    int calls;
+    int canceled;
+} many_async_t;
+
+static void on_many(zkit_lock_t *lock, int error, void *arg)
+{
+    many_async_t *m = arg;
+    (void)lock;
+    __atomic_add_fetch(&m->calls, 1, __ATOMIC_ACQ_REL);
+    if (error == ZKIT_ECANCELED)
+        __atomic_add_fetch(&m->canceled, 1, __ATOMIC_ACQ_REL);
+}
+
+static void *many_thread(void *arg)
+{
+    many_async_t *m = arg;
+    for (int i = 0; i < 4; i++)
+        if (zkit_lock_acquire_async(m->lock, 20000, on_many, m) == 0)
+            __atomic_add_fetch(&m->started, 1, __ATOMIC_ACQ_REL);
+    return NULL;
+}
+
+static int many_all_called(void *arg)
+{
+    many_async_t *m = arg;
+    return __atomic_load_n(&m->calls, __ATOMIC_ACQUIRE) ==
+           __atomic_load_n(&m->started, __ATOMIC_ACQUIRE);
+}
+
+static int some_queued(void *path)
+{
+    return children_of(path) >= 2;
+}
+
+static void test_many_async_then_free(void)
+{
+    fixture_t f;
+    zkit_client_t *c, *c2;
+    zkit_lock_t *holder;
+    many_async_t m;
+    pthread_t threads[4];
+    char *path;
+    fx_begin(&f, "many-async-free");
+    path = lk_join(f.base, "lock");
+    c = lk_client(10000);
+    c2 = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL && c2 != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&holder, c2, path) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(holder, 5000) == 0);
+    memset(&m, 0, sizeof(m));
+    CU_ASSERT_FATAL(zkit_mutex_new(&m.lock, c, path) == 0);
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT_FATAL(pthread_create(&threads[i], NULL, many_thread, &m) == 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(threads[i], NULL);
+    CU_ASSERT_EQUAL(m.started, 16);
+    /* Some have their nodes queued by now, others are still on their way. */
+    CU_ASSERT_EQUAL(zkh_wait_until(some_queued, path, 5000), 0);
+    zkit_lock_free(m.lock);
+    CU_ASSERT_EQUAL(zkh_wait_until(many_all_called, &m, 8000), 0);
+    CU_ASSERT_EQUAL(m.calls, 16);
+    CU_ASSERT_EQUAL(m.canceled, 16);
+    CU_ASSERT_EQUAL(wait_children(path, 1, 8000), 0); /* the holder's alone */
+    CU_ASSERT_EQUAL(zkit_lock_release(holder), 0);
+    CU_ASSERT_EQUAL(wait_children(path, 0, 5000), 0);
+    fx_end(&f);
+    zkit_lock_free(holder);
+    zkit_client_close(c);
+    zkit_client_close(c2);
+    free(path);
+}
+
+/* A cancel right behind an asynchronous acquire of a multi-lock lands at every step of it,
+ * the grant included: each round reports once, holds all parts when it says 0 and none
+ * otherwise, and no node stays. */
+static void test_multilock_cancel_at_every_step(void)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    zkit_lock_t *multi, *parts[2];
+    char *x, *y;
+    int consistent = 1, held_rounds = 0;
+    fx_begin(&f, "multi-cancel-steps");
+    x = lk_join(f.base, "x");
+    y = lk_join(f.base, "y");
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&parts[0], c, x) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&parts[1], c, y) == 0);
+    CU_ASSERT_FATAL(zkit_multilock_new_from(&multi, parts, 2) == 0);
+    for (int round = 0; round < 40; round++) {
+        downgrade_end_t end = { 0, -1 };
+        CU_ASSERT_FATAL(zkit_lock_acquire_async(multi, 5000, async_end_done, &end) == 0);
+        usleep((useconds_t)round * 500); /* a step further each time, to past the grant */
+        CU_ASSERT_EQUAL(zkit_lock_cancel(multi), 0);
+        CU_ASSERT_FATAL(zkh_wait_until(downgrade_ended, &end, 8000) == 0);
+        if (end.error == 0) {
+            held_rounds++;
+            consistent &= zkit_lock_is_held(multi) == 1 && zkit_lock_is_held(parts[0]) == 1 &&
+                           zkit_lock_is_held(parts[1]) == 1;
+            CU_ASSERT_EQUAL(zkit_lock_release(multi), 0);
+        } else {
+            consistent &= end.error == ZKIT_ECANCELED;
+        }
+        consistent &= zkit_lock_is_held(parts[0]) == 0 && zkit_lock_is_held(parts[1]) == 0;
+    }
+    CU_ASSERT(consistent);
+    CU_ASSERT_EQUAL(wait_children(x, 0, 8000), 0);
+    CU_ASSERT_EQUAL(wait_children(y, 0, 8000), 0);
+    if (getenv("ZKIT_TEST_VERBOSE"))
+        fprintf(stderr, "cancel at every step: %d of 40 rounds held\n", held_rounds);
+    fx_end(&f);
+    zkit_lock_free(multi);
+    zkit_lock_free(parts[0]);
+    zkit_lock_free(parts[1]);
+    zkit_client_close(c);
+    free(x);
+    free(y);
+}
+
 /* ---- fencing tokens --------------------------------------------------------------------- */
 
 static void test_fencing_tokens(void)
@@ -1922,12 +2287,19 @@ static const zkh_test_t tests[] = {
     { "read-write upgrade and downgrade", test_rw_upgrade_and_downgrade },
     { "read-write downgrade node without its write node", test_rw_downgrade_without_write_node },
     { "read-write downgrade whose create reply is lost", test_rw_downgrade_create_reply_lost },
+    { "read-write downgrade cancelled in its create retry",
+      test_rw_downgrade_cancelled_in_create_retry },
     { "fencing tokens increase", test_fencing_tokens },
     { "semaphore capacity, all or nothing", test_semaphore_capacity },
     { "semaphore churn: fresh objects, timeouts, cancels", test_semaphore_churn },
     { "semaphore fast way: what it costs where it cannot win", test_semaphore_fast_way_costs },
     { "semaphore lease deleted by someone else", test_semaphore_lease_deleted_by_other },
     { "multi-lock all or nothing", test_multilock_all_or_nothing },
+    { "multi-lock: callback re-entry, nested paths", test_multilock_callback_reentry },
+    { "multi-lock over both halves of a read-write lock", test_multilock_both_halves },
+    { "multi-lock cancelled in its create retry", test_multilock_cancelled_in_create_retry },
+    { "multi-lock cancelled at every step of its acquire", test_multilock_cancel_at_every_step },
+    { "many asynchronous acquires from several threads, then free", test_many_async_then_free },
     { "asynchronous acquire", test_acquire_async },
     { "revocation: asked, released by the holder", test_revocation },
     { "revocation: read-write, semaphore mutex, multi-lock", test_revocation_kinds },

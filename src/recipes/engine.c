@@ -828,13 +828,30 @@ static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
 static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
 {
     acq_reply_t *r = arg;
-    zkit__acq_t *acq = reply_open(r);
-    (void)c;
+    zkit__acq_t *acq;
+    char *fixed_path = NULL;
+    /* A fixed name (a downgrade node) found taken after the acquisition ended (cancelled,
+     * timed out) is the node its first send made before that reply was lost (the name
+     * carries this lock's uuid, so no other session has it): like a node created outright,
+     * it must not stay.  Not after a mere restart: the new round, with the same name, takes
+     * that node as its own.  dir and fixed_name do not change after the start, and the
+     * reply holds a reference. */
+    if (res->error == ZKIT_ENODEEXISTS && r->acq->fixed_name) {
+        pthread_mutex_lock(&r->acq->mu);
+        if (r->acq->state == ACQ_DONE)
+            fixed_path = zkit__path_join(r->acq->dir, r->acq->fixed_name);
+        pthread_mutex_unlock(&r->acq->mu);
+    }
+    acq = reply_open(r);
     if (!acq) {
         if (res->error == 0) /* a round we abandoned: its node must not stay */
             zkit__delete_inline(c, res->path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
+        else if (fixed_path)
+            zkit__delete_inline(c, fixed_path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
+        free(fixed_path);
         return;
     }
+    free(fixed_path);
     /* A fixed name (a downgrade node, unique by its uuid) found taken: a create whose reply
      * was lost and that was sent again finds the node it made.  It is taken as ours; its
      * owner is checked with its Stat before it holds (finish_held), and left as it was,

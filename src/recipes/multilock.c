@@ -655,12 +655,30 @@ static int by_path(const void *a, const void *b)
     return c ? c : strcmp(x->ops->name, y->ops->name);
 }
 
+/* Two parts on one path, whatever their kinds: both halves of one read-write lock, requested
+ * together, would make a plain read node queued behind this thread's own write node (held
+ * first in sorted order only as an upgrade, refused), and other kinds find each other's nodes
+ * in their directory. */
 static int has_duplicates(zkit_lock_t *const *sorted, size_t count)
 {
     for (size_t i = 1; i < count; i++)
-        if (strcmp(sorted[i - 1]->path, sorted[i]->path) == 0 &&
-            sorted[i - 1]->ops == sorted[i]->ops)
+        if (strcmp(sorted[i - 1]->path, sorted[i]->path) == 0)
             return 1;
+    return 0;
+}
+
+/* Whether one part's path lies under another's.  Every kind keeps its nodes as children of
+ * its path, so the inner path is a child there of no lock layout: the outer lock refuses to
+ * order it (ZKIT_EFOREIGN), and such a multi-lock could never be held. */
+static int has_nested(zkit_lock_t *const *parts, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        size_t len = strlen(parts[i]->path);
+        for (size_t j = 0; j < count; j++)
+            if (j != i && strncmp(parts[j]->path, parts[i]->path, len) == 0 &&
+                parts[j]->path[len] == '/')
+                return 1;
+    }
     return 0;
 }
 
@@ -673,6 +691,10 @@ static int multilock_wrap(zkit_lock_t **out, zkit_client_t *client, zkit_lock_t 
     qsort(parts, count, sizeof(*parts), by_path);
     if (has_duplicates(parts, count)) {
         zkit__client_reject(client, "multi-lock: the same path twice");
+        return ZKIT_EINVAL;
+    }
+    if (has_nested(parts, count)) {
+        zkit__client_reject(client, "multi-lock: one path under another");
         return ZKIT_EINVAL;
     }
     if (count > 64) {
