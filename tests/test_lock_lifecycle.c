@@ -659,21 +659,32 @@ static void test_close_tells_holders_lost(void)
 }
 
 /* Held locks freed before their client is closed are released, and the close tells nobody:
- * a lock not held (idle, released or freed) hears nothing. */
+ * a lock not held (idle, released, freed, or waiting: that acquisition ends with
+ * ZKIT_ECLOSED) hears nothing. */
 static void test_close_after_free_tells_nothing(void)
 {
     fixture_t f;
-    zkit_client_t *c;
-    zkit_lock_t *freed, *idle, *released;
+    zkit_client_t *c, *other;
+    zkit_lock_t *freed, *idle, *released, *waiting, *holder;
     close_watch_t watch;
-    char *p1, *p2, *p3;
+    bg_t waiter;
+    char *p1, *p2, *p3, *p4;
     memset(&watch, 0, sizeof(watch));
     fx_begin(&f, "close-after-free");
     p1 = lk_join(f.base, "a");
     p2 = lk_join(f.base, "b");
     p3 = lk_join(f.base, "c");
+    p4 = lk_join(f.base, "d");
     c = lk_client(10000);
-    CU_ASSERT_FATAL(c != NULL);
+    other = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL && other != NULL);
+    /* One of ours waits behind a holder on another client. */
+    CU_ASSERT_FATAL(zkit_mutex_new(&holder, other, p4) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(holder, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&waiting, c, p4) == 0);
+    zkit_lock_set_state_callback(waiting, close_watch_lock, &watch);
+    bg_start(&waiter, waiting, -1, 0);
+    CU_ASSERT_EQUAL(wait_children(p4, 2, 5000), 0);
     CU_ASSERT_FATAL(zkit_mutex_new(&freed, c, p1) == 0);
     CU_ASSERT_FATAL(zkit_mutex_new(&idle, c, p2) == 0);
     CU_ASSERT_FATAL(zkit_mutex_new(&released, c, p3) == 0);
@@ -686,14 +697,22 @@ static void test_close_after_free_tells_nothing(void)
     zkit_lock_free(freed);
     CU_ASSERT_EQUAL(zkh_wait_until(no_lock_nodes, f.base, 5000), 0);
     zkit_client_close(c);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &waiter, 5000), 0);
+    CU_ASSERT_EQUAL(bg_finish(&waiter, 5000), 0);
+    CU_ASSERT_EQUAL(waiter.rc, ZKIT_ECLOSED);
     CU_ASSERT_EQUAL(atomic_load(&watch.lost) + atomic_load(&watch.others), 0);
     CU_ASSERT_EQUAL(zkit_lock_release(idle), ZKIT_ENOTHELD);
     zkit_lock_free(idle);
     zkit_lock_free(released);
+    zkit_lock_free(waiting);
+    CU_ASSERT_EQUAL(zkit_lock_release(holder), 0);
+    zkit_lock_free(holder);
     fx_end(&f);
+    zkit_client_close(other);
     free(p1);
     free(p2);
     free(p3);
+    free(p4);
 }
 
 /* A client that delivers on dispatch: nobody dispatches while it closes, from the loop thread
