@@ -695,7 +695,8 @@ static void test_close_after_free_tells_nothing(void)
     CU_ASSERT_FATAL(zkit_lock_acquire(released, 5000) == 0);
     CU_ASSERT_EQUAL(zkit_lock_release(released), 0);
     zkit_lock_free(freed);
-    CU_ASSERT_EQUAL(zkh_wait_until(no_lock_nodes, f.base, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(no_lock_nodes, p1, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(no_lock_nodes, p3, 5000), 0);
     zkit_client_close(c);
     CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &waiter, 5000), 0);
     CU_ASSERT_EQUAL(bg_finish(&waiter, 5000), 0);
