@@ -1124,9 +1124,18 @@ static void test_client_closed_under_leaders(void)
 
     /* The leader's client closes: the latch's listener and the selector's callback hear it. */
     zkit_client_close(a.client);
-    CU_ASSERT_EQUAL(zkh_wait_until(part_deposed, &a, 5000), 0);
+    /* Told before the close returned, with the lock's LOST, and so before the session ended:
+     * b cannot be elected earlier. */
+    CU_ASSERT_EQUAL(part_deposed(&a), 1);
+    CU_ASSERT(states_first(&a.st, ZKIT_LOCK_LOST) >= 0);
     CU_ASSERT_EQUAL(zkit_latch_has_leadership(a.latch), 0);
     CU_ASSERT_EQUAL(zkit_latch_await(b.latch, 10000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(part_elected, &b, 5000), 0);
+    pthread_mutex_lock(&a.mu);
+    pthread_mutex_lock(&b.mu);
+    CU_ASSERT(a.deposed == 1 && b.elected_at >= a.deposed_at);
+    pthread_mutex_unlock(&b.mu);
+    pthread_mutex_unlock(&a.mu);
     zkit_client_close(s.client);
     CU_ASSERT_EQUAL(zkh_wait_until(led_once, &s, 5000), 0);
     CU_ASSERT_EQUAL(s.stopped_by_flag, 1);
@@ -1140,8 +1149,6 @@ static void test_client_closed_under_leaders(void)
     CU_ASSERT_EQUAL(w.error, ZKIT_ECLOSED);
     CU_ASSERT_EQUAL(w.calls, 1);
     CU_ASSERT_EQUAL(zkit_latch_await(c.latch, 100), ZKIT_ECLOSED);
-    /* No order between a's telling and b's election: closing the client gives the
-     * leadership up, as zkit_latch_close() does. */
     part_close(&b);
     fx_end(&f);
     /* Everything is freed after its client closed. */

@@ -28,6 +28,7 @@
 #include <CUnit/CUnit.h>
 
 #include "lock_support.h"
+#include "fw_support.h"
 
 /* ---- 1-3 ms timeouts: no ghost holder, no node left --------------------------------------- */
 
@@ -426,6 +427,368 @@ static void test_lease_outlives_semaphore(void)
     free(leases);
 }
 
+/* ---- close tells holders LOST before the session ends ------------------------------------ */
+
+/*
+ * One kind of holding, closed under it: the holder's client is closed from another thread
+ * while a rival on another client waits for the same lock.  Events are ordered by one
+ * counter, taken when the holder is told LOST, when zkit_client_close() returns and when the
+ * rival's acquire returns: the holder counts as holding until told LOST, so LOST must come
+ * first, before close returns, once, and nothing may be heard after close returns.
+ */
+typedef enum close_kind {
+    CK_MUTEX, CK_WRITE, CK_READ, CK_DOWNGRADED, CK_SMUTEX, CK_MULTI, CK_LEASE, CK_KINDS
+} close_kind_t;
+
+static const char *const close_kind_name[CK_KINDS] = {
+    "mutex", "write half", "read half", "downgraded read", "semaphore mutex", "multi-lock",
+    "lease"
+};
+
+static atomic_long close_seq;
+
+typedef struct close_watch {
+    atomic_int lost;            /* LOST reports */
+    atomic_int others;          /* any other report */
+    atomic_long lost_seq;       /* close_seq when the first LOST was heard */
+    atomic_int after_close;     /* reports heard once close had returned */
+    atomic_int close_returned;
+} close_watch_t;
+
+static void close_watch_hear(close_watch_t *w, zkit_lock_state_t state)
+{
+    if (atomic_load(&w->close_returned))
+        atomic_fetch_add(&w->after_close, 1);
+    if (state == ZKIT_LOCK_LOST) {
+        long seq = atomic_fetch_add(&close_seq, 1) + 1;
+        if (atomic_fetch_add(&w->lost, 1) == 0)
+            atomic_store(&w->lost_seq, seq);
+    } else {
+        atomic_fetch_add(&w->others, 1);
+    }
+}
+
+static void close_watch_lock(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
+{
+    (void)lock;
+    close_watch_hear(arg, state);
+}
+
+static void close_watch_lease(zkit_lease_t *lease, zkit_lock_state_t state, void *arg)
+{
+    (void)lease;
+    close_watch_hear(arg, state);
+}
+
+typedef struct closer {
+    zkit_client_t *client;
+    close_watch_t *watch;
+    pthread_t thread;
+    atomic_int done;
+    long seq;
+} closer_t;
+
+static void *closer_main(void *arg)
+{
+    closer_t *cl = arg;
+    zkit_client_close(cl->client);
+    cl->seq = atomic_fetch_add(&close_seq, 1) + 1;
+    atomic_store(&cl->watch->close_returned, 1);
+    atomic_store(&cl->done, 1);
+    return NULL;
+}
+
+static int closer_done(void *arg)
+{
+    return atomic_load(&((closer_t *)arg)->done);
+}
+
+/* The rival: a lock or one lease of a semaphore, on the other client. */
+typedef struct rival {
+    zkit_lock_t *lock;
+    zkit_semaphore_t *sem;
+    zkit_lease_t *lease;
+    pthread_t thread;
+    int rc;
+    int release_rc;
+    long seq;
+    atomic_int done;
+    atomic_int let_go;
+} rival_t;
+
+/* Acquires, then holds until let go (at most 30 s) and releases on its own thread, as a
+ * thread-owned lock wants. */
+static void *rival_main(void *arg)
+{
+    rival_t *r = arg;
+    int64_t until;
+    r->rc = r->lock ? zkit_lock_acquire(r->lock, 20000)
+                    : zkit_semaphore_acquire(&r->lease, r->sem, 1, 20000);
+    r->seq = atomic_fetch_add(&close_seq, 1) + 1;
+    atomic_store(&r->done, 1);
+    until = zkh_now_ms() + 30000;
+    while (!atomic_load(&r->let_go) && zkh_now_ms() < until)
+        usleep(1000);
+    if (r->rc == 0)
+        r->release_rc = r->lock ? zkit_lock_release(r->lock) : zkit_lease_release(r->lease);
+    return NULL;
+}
+
+static int rival_done(void *arg)
+{
+    return atomic_load(&((rival_t *)arg)->done);
+}
+
+static void close_under_holding(close_kind_t kind, const char *base)
+{
+    char *path = lk_join(base, close_kind_name[kind][0] == 'd' ? "down" : "k");
+    char *path2 = lk_join(base, "k2");
+    char *leases = lk_join(path, "leases");
+    const char *multi_paths[2] = { path, path2 };
+    zkit_client_t *c = lk_client(10000), *rc_client = lk_client(10000);
+    zkit_lock_t *held = NULL, *rival_lock = NULL;
+    zkit_rwlock_t *rw = NULL, *rival_rw = NULL;
+    zkit_semaphore_t *sem = NULL, *rival_sem = NULL;
+    zkit_lease_t *lease = NULL;
+    close_watch_t watch;
+    closer_t cl;
+    rival_t rival;
+    memset(&watch, 0, sizeof(watch));
+    memset(&cl, 0, sizeof(cl));
+    memset(&rival, 0, sizeof(rival));
+    CU_ASSERT_FATAL(c != NULL && rc_client != NULL);
+    switch (kind) {
+    case CK_MUTEX:
+        CU_ASSERT_FATAL(zkit_mutex_new(&held, c, path) == 0);
+        CU_ASSERT_FATAL(zkit_mutex_new(&rival_lock, rc_client, path) == 0);
+        break;
+    case CK_WRITE:
+    case CK_READ:
+    case CK_DOWNGRADED:
+        CU_ASSERT_FATAL(zkit_rwlock_new(&rw, c, path) == 0);
+        CU_ASSERT_FATAL(zkit_rwlock_new(&rival_rw, rc_client, path) == 0);
+        held = kind == CK_WRITE ? zkit_rwlock_write(rw) : zkit_rwlock_read(rw);
+        rival_lock = zkit_rwlock_write(rival_rw);
+        break;
+    case CK_SMUTEX:
+        CU_ASSERT_FATAL(zkit_semaphore_mutex_new(&held, c, path) == 0);
+        CU_ASSERT_FATAL(zkit_semaphore_mutex_new(&rival_lock, rc_client, path) == 0);
+        break;
+    case CK_MULTI:
+        CU_ASSERT_FATAL(zkit_multilock_new(&held, c, multi_paths, 2) == 0);
+        CU_ASSERT_FATAL(zkit_multilock_new(&rival_lock, rc_client, multi_paths, 2) == 0);
+        break;
+    case CK_LEASE:
+        CU_ASSERT_FATAL(zkit_semaphore_new(&sem, c, path, 1) == 0);
+        CU_ASSERT_FATAL(zkit_semaphore_new(&rival_sem, rc_client, path, 1) == 0);
+        break;
+    default:
+        break;
+    }
+    if (kind == CK_LEASE) {
+        CU_ASSERT_FATAL(zkit_semaphore_set_state_callback(sem, close_watch_lease, &watch) == 0);
+        CU_ASSERT_FATAL(zkit_semaphore_acquire(&lease, sem, 1, 5000) == 0);
+    } else if (kind == CK_DOWNGRADED) {
+        CU_ASSERT_FATAL(zkit_lock_acquire(zkit_rwlock_write(rw), 5000) == 0);
+        CU_ASSERT_FATAL(zkit_lock_acquire(held, 5000) == 0);
+        CU_ASSERT_FATAL(zkit_lock_release(zkit_rwlock_write(rw)) == 0);
+        CU_ASSERT_FATAL(zkit_lock_set_state_callback(held, close_watch_lock, &watch) == 0);
+    } else {
+        CU_ASSERT_FATAL(zkit_lock_set_state_callback(held, close_watch_lock, &watch) == 0);
+        CU_ASSERT_FATAL(zkit_lock_acquire(held, 5000) == 0);
+    }
+    rival.lock = rival_lock;
+    rival.sem = rival_sem;
+    CU_ASSERT_FATAL(pthread_create(&rival.thread, NULL, rival_main, &rival) == 0);
+    /* The rival is queued behind us on the server before the close. */
+    CU_ASSERT_EQUAL(wait_children(kind == CK_LEASE || kind == CK_SMUTEX ? leases : path,
+                                  2, 5000), 0);
+    CU_ASSERT_EQUAL(rival_done(&rival), 0);
+
+    cl.client = c;
+    cl.watch = &watch;
+    CU_ASSERT_FATAL(pthread_create(&cl.thread, NULL, closer_main, &cl) == 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(closer_done, &cl, 10000), 0);
+    pthread_join(cl.thread, NULL);
+    CU_ASSERT_EQUAL(zkh_wait_until(rival_done, &rival, 20000), 0);
+    CU_ASSERT_EQUAL(rival.rc, 0);
+
+    if (atomic_load(&watch.lost) != 1 || atomic_load(&watch.lost_seq) > cl.seq ||
+        atomic_load(&watch.lost_seq) > rival.seq)
+        fprintf(stderr, "close-lost: %s: LOST %d times (seq %ld), close returned at %ld, "
+                "rival held at %ld\n", close_kind_name[kind], atomic_load(&watch.lost),
+                atomic_load(&watch.lost_seq), cl.seq, rival.seq);
+    CU_ASSERT_EQUAL(atomic_load(&watch.lost), 1);
+    CU_ASSERT_EQUAL(atomic_load(&watch.others), 0);
+    CU_ASSERT(atomic_load(&watch.lost_seq) > 0);
+    CU_ASSERT(atomic_load(&watch.lost_seq) < cl.seq);
+    CU_ASSERT(atomic_load(&watch.lost_seq) < rival.seq);
+
+    /* Lost: not held, and the release says so and cleans up. */
+    if (kind == CK_LEASE) {
+        CU_ASSERT_EQUAL(zkit_lease_is_held(lease), 0);
+        CU_ASSERT_EQUAL(zkit_lease_release(lease), ZKIT_ELOCKLOST);
+        zkit_semaphore_free(sem);
+    } else {
+        CU_ASSERT_EQUAL(zkit_lock_is_held(held), 0);
+        CU_ASSERT_EQUAL(zkit_lock_release(held), ZKIT_ELOCKLOST);
+    }
+    atomic_store(&rival.let_go, 1);
+    pthread_join(rival.thread, NULL);
+    CU_ASSERT_EQUAL(rival.release_rc, 0);
+    if (kind == CK_LEASE) {
+        zkit_semaphore_free(rival_sem);
+    } else {
+        if (rw) {
+            zkit_rwlock_free(rw);
+            zkit_rwlock_free(rival_rw);
+        } else {
+            zkit_lock_free(held);
+            zkit_lock_free(rival_lock);
+        }
+    }
+    CU_ASSERT_EQUAL(atomic_load(&watch.after_close), 0);
+    zkit_client_close(rc_client);
+    free(path);
+    free(path2);
+    free(leases);
+}
+
+static void test_close_tells_holders_lost(void)
+{
+    fixture_t f;
+    fx_begin(&f, "close-lost");
+    for (int kind = 0; kind < CK_KINDS; kind++) {
+        char base[160];
+        snprintf(base, sizeof(base), "%s/%d", f.base, kind);
+        close_under_holding((close_kind_t)kind, base);
+    }
+    CU_ASSERT_EQUAL(zkh_wait_until(no_lock_nodes, f.base, 5000), 0);
+    fx_end(&f);
+}
+
+/* Held locks freed before their client is closed are released, and the close tells nobody:
+ * a lock not held (idle, released, freed, or waiting: that acquisition ends with
+ * ZKIT_ECLOSED) hears nothing. */
+static void test_close_after_free_tells_nothing(void)
+{
+    fixture_t f;
+    zkit_client_t *c, *other;
+    zkit_lock_t *freed, *idle, *released, *waiting, *holder;
+    close_watch_t watch;
+    bg_t waiter;
+    char *p1, *p2, *p3, *p4;
+    memset(&watch, 0, sizeof(watch));
+    fx_begin(&f, "close-after-free");
+    p1 = lk_join(f.base, "a");
+    p2 = lk_join(f.base, "b");
+    p3 = lk_join(f.base, "c");
+    p4 = lk_join(f.base, "d");
+    c = lk_client(10000);
+    other = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL && other != NULL);
+    /* One of ours waits behind a holder on another client. */
+    CU_ASSERT_FATAL(zkit_mutex_new(&holder, other, p4) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(holder, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&waiting, c, p4) == 0);
+    zkit_lock_set_state_callback(waiting, close_watch_lock, &watch);
+    bg_start(&waiter, waiting, -1, 0);
+    CU_ASSERT_EQUAL(wait_children(p4, 2, 5000), 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&freed, c, p1) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&idle, c, p2) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&released, c, p3) == 0);
+    zkit_lock_set_state_callback(freed, close_watch_lock, &watch);
+    zkit_lock_set_state_callback(idle, close_watch_lock, &watch);
+    zkit_lock_set_state_callback(released, close_watch_lock, &watch);
+    CU_ASSERT_FATAL(zkit_lock_acquire(freed, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(released, 5000) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(released), 0);
+    zkit_lock_free(freed);
+    CU_ASSERT_EQUAL(zkh_wait_until(no_lock_nodes, p1, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(no_lock_nodes, p3, 5000), 0);
+    zkit_client_close(c);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &waiter, 5000), 0);
+    CU_ASSERT_EQUAL(bg_finish(&waiter, 5000), 0);
+    CU_ASSERT_EQUAL(waiter.rc, ZKIT_ECLOSED);
+    CU_ASSERT_EQUAL(atomic_load(&watch.lost) + atomic_load(&watch.others), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(idle), ZKIT_ENOTHELD);
+    zkit_lock_free(idle);
+    zkit_lock_free(released);
+    zkit_lock_free(waiting);
+    CU_ASSERT_EQUAL(zkit_lock_release(holder), 0);
+    zkit_lock_free(holder);
+    fx_end(&f);
+    zkit_client_close(other);
+    free(p1);
+    free(p2);
+    free(p3);
+    free(p4);
+}
+
+/* A client that delivers on dispatch: nobody dispatches while it closes, from the loop thread
+ * or from another thread.  The closing thread then runs the callbacks itself: the LOST is
+ * heard on it, before close returns, and close neither hangs nor crashes. */
+typedef struct dispatch_watch {
+    close_watch_t watch;
+    pthread_t heard_on;
+} dispatch_watch_t;
+
+static void dispatch_watch_lock(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
+{
+    dispatch_watch_t *d = arg;
+    (void)lock;
+    d->heard_on = pthread_self();
+    close_watch_hear(&d->watch, state);
+}
+
+static void test_close_dispatch_tells_lost(void)
+{
+    fixture_t f;
+    char *path;
+    fx_begin(&f, "close-dispatch");
+    path = lk_join(f.base, "m");
+    for (int from_other_thread = 0; from_other_thread < 2; from_other_thread++) {
+        zkit_client_options_t opts;
+        zkit_retry_t *retry = zkit_retry_exponential(100, 5, 1000);
+        zkit_client_t *c = NULL;
+        zkit_lock_t *lock;
+        dispatch_watch_t d;
+        closer_t cl;
+        memset(&d, 0, sizeof(d));
+        memset(&cl, 0, sizeof(cl));
+        fw_options(&opts, zkh_connect_string(zk), NULL, 10000, retry);
+        opts.delivery = ZKIT_DELIVER_ON_DISPATCH;
+        CU_ASSERT_FATAL(zkit_client_new(&c, &opts) == 0);
+        zkit_retry_free(retry);
+        CU_ASSERT_FATAL(zkit_client_block_until_connected(c, 10000) == 0);
+        CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
+        CU_ASSERT_FATAL(zkit_lock_set_state_callback(lock, dispatch_watch_lock, &d) == 0);
+        CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0);
+        if (from_other_thread) {
+            cl.client = c;
+            cl.watch = &d.watch;
+            CU_ASSERT_FATAL(pthread_create(&cl.thread, NULL, closer_main, &cl) == 0);
+            CU_ASSERT_EQUAL_FATAL(zkh_wait_until(closer_done, &cl, 10000), 0);
+            pthread_join(cl.thread, NULL);
+        } else {
+            zkit_client_close(c);
+            atomic_store(&d.watch.close_returned, 1);
+        }
+        CU_ASSERT_EQUAL(atomic_load(&d.watch.lost), 1);
+        CU_ASSERT_EQUAL(atomic_load(&d.watch.others), 0);
+        CU_ASSERT_EQUAL(atomic_load(&d.watch.after_close), 0);
+        if (atomic_load(&d.watch.lost) == 1)
+            CU_ASSERT(pthread_equal(d.heard_on,
+                                    from_other_thread ? cl.thread : pthread_self()));
+        CU_ASSERT_EQUAL(zkit_lock_is_held(lock), 0);
+        CU_ASSERT_EQUAL(zkit_lock_release(lock), ZKIT_ELOCKLOST);
+        zkit_lock_free(lock);
+        CU_ASSERT_EQUAL(zkh_wait_until(no_lock_nodes, f.base, 5000), 0);
+    }
+    fx_end(&f);
+    free(path);
+}
+
 /* ---- churn ---------------------------------------------------------------------------------- */
 
 static long rss_kb(void)
@@ -580,6 +943,12 @@ static const zkh_test_t tests[] = {
     { "every kind freed held after close; leases after close and free",
       test_free_held_after_close },
     { "a lease returned after its semaphore is freed", test_lease_outlives_semaphore },
+    { "close tells every kind of held lock LOST before close returns and a rival holds",
+      test_close_tells_holders_lost },
+    { "close after held locks were freed or released tells nobody",
+      test_close_after_free_tells_nothing },
+    { "close of a dispatch-mode client tells a held lock LOST on the closing thread",
+      test_close_dispatch_tells_lost },
     { "churn: create/free of a mutex", test_churn_create_free },
     { "churn: create/acquire/release/free", test_churn_cycle },
     { NULL, NULL }

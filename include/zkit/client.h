@@ -129,6 +129,11 @@ ZKIT_EXTERN int zkit_client_new(zkit_client_t **out, const zkit_client_options_t
  * Closes the session and releases the client.  Pending asynchronous operations complete with
  * ZKIT_ECLOSED, blocked calls return ZKIT_ECLOSED, retry sleeps end; background guaranteed
  * deletes that have not succeeded are abandoned (the session's end removes ephemerals).
+ * Before the session is closed on the server, every lock held through the client (of every
+ * kind, leases included) is told ZKIT_LOCK_LOST through its state callback, on the event
+ * thread (see zkit/lock.h), so a holder hears before a rival can hold.  With
+ * ZKIT_DELIVER_ON_DISPATCH the closing thread runs the callbacks queued so far itself,
+ * that LOST among them, after any dispatch in progress has ended.
  * When it returns, no callback of this client runs any more and none will.
  * Must not be called from the client's own event thread (returns without closing, logged).
  * NULL is allowed.

@@ -12,7 +12,9 @@
  *   ZKIT_LOCK_UNCERTAIN  the connection dropped: the lock may still be ours;
  *   ZKIT_LOCK_HELD       reconnected in the same session and our node is still there;
  *   ZKIT_LOCK_EXPIRED    the validity deadline passed while disconnected (see below);
- *   ZKIT_LOCK_LOST       the session is gone or our node was deleted by someone else.
+ *   ZKIT_LOCK_LOST       the session is gone or our node was deleted by someone else, or the
+ *                        client is being closed (zkit_client_close() tells it before the
+ *                        session ends; a lock not held is told nothing).
  * After EXPIRED or LOST, zkit_lock_is_held() answers 0 and zkit_lock_release() cleans up and
  * returns ZKIT_ELOCKLOST.
  *

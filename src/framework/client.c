@@ -562,18 +562,23 @@ static void listener_free_locked(zkit_client_t *c, zkit__listener_t *l)
     free(l);
 }
 
-/* Calls every live listener with `state`, in the order they were added (c->mu held, event
- * thread).  The lock is dropped around each callback, which may add or remove listeners:
- * removed ones stay linked until the walk ends, so the walk never steps on freed memory. */
-static void walk_listeners(zkit_client_t *c, zkit_conn_state_t state)
+/* Calls every live listener with `state` (or, for the close, every close listener), in the
+ * order they were added (c->mu held, event thread).  The lock is dropped around each
+ * callback, which may add or remove listeners: removed ones stay linked until the walk
+ * ends, so the walk never steps on freed memory. */
+static void walk_listeners(zkit_client_t *c, zkit_conn_state_t state, int close)
 {
     c->listeners_walking = 1;
     for (zkit__listener_t *l = c->listeners; l; l = l->next) {
-        if (l->removed)
+        zkit__close_listener_fn close_fn = l->close_fn;
+        if (l->removed || (close && !close_fn))
             continue;
         c->running_listener_id = l->id;
         pthread_mutex_unlock(&c->mu);
-        l->fn(c, state, l->arg);
+        if (close)
+            close_fn(c, l->arg);
+        else
+            l->fn(c, state, l->arg);
         pthread_mutex_lock(&c->mu);
         c->running_listener_id = 0;
         pthread_cond_broadcast(&c->event_cond);
@@ -605,7 +610,7 @@ static void deliver_state(void *arg)
     c->state_head = (c->state_head + 1) % ZKIT__STATE_SLOTS;
     c->state_count--;
     if (!skip)
-        walk_listeners(c, state);
+        walk_listeners(c, state, 0);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -682,6 +687,13 @@ zkit__listener_t *zkit__listener_add(zkit_client_t *c, zkit_state_listener_fn fn
     c->listeners_tail = l;
     pthread_mutex_unlock(&c->mu);
     return l;
+}
+
+void zkit__listener_on_close(zkit_client_t *c, zkit__listener_t *l, zkit__close_listener_fn fn)
+{
+    pthread_mutex_lock(&c->mu);
+    l->close_fn = fn;
+    pthread_mutex_unlock(&c->mu);
 }
 
 /* Marks a listener removed and frees it, at once or when the current walk ends (c->mu held). */
@@ -1028,6 +1040,9 @@ static void *supervisor_main(void *arg)
     /* Closing: end every sleeping retry and background task, then close the handle, whose
      * pending completions report ZCLOSING; the timers those arm run at once. */
     run_timers(c, take_due_timers(c, zkit__monotonic_ms()));
+    /* Holders hear LOST while their nodes still stand: no rival can hold before they do. */
+    while (!c->close_told)
+        pthread_cond_wait(&c->supervisor_cond, &c->mu);
     drain_requests(c);
     if (c->zh) {
         zhandle_t *zh = c->zh;
@@ -1137,6 +1152,46 @@ ZKIT_EXTERN int zkit_client_new(zkit_client_t **out, const zkit_client_options_t
     return 0;
 }
 
+/* The close listeners' walk, on the event thread (or the closing thread in dispatch mode). */
+typedef struct close_notice {
+    zkit_client_t *client;
+    int done;
+    zkit__task_t task;
+} close_notice_t;
+
+static void tell_close_listeners(void *arg)
+{
+    close_notice_t *notice = arg;
+    zkit_client_t *c = notice->client;
+    pthread_mutex_lock(&c->mu);
+    walk_listeners(c, ZKIT_CONN_LOST, 1);
+    notice->done = 1;
+    c->close_told = 1;
+    pthread_cond_broadcast(&c->event_cond);
+    pthread_cond_broadcast(&c->supervisor_cond);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Called with c->mu held once closing is set: blocked calls (a callback's among them) are
+ * woken with ZKIT_ECLOSED, so the event thread reaches the notice; the supervisor closes the
+ * handle only after it. */
+static void tell_close_locked(zkit_client_t *c)
+{
+    close_notice_t notice;
+    notice.client = c;
+    notice.done = 0;
+    if (zkit__post_task_locked(c, &notice.task, tell_close_listeners, &notice, 0) != 0) {
+        c->close_told = 1;
+        pthread_cond_broadcast(&c->supervisor_cond);
+        return;
+    }
+    zkit__event_delivery_wait_locked(c, &notice.done);
+    if (!notice.done) { /* delivery ended without it (cannot happen before the close) */
+        c->close_told = 1;
+        pthread_cond_broadcast(&c->supervisor_cond);
+    }
+}
+
 ZKIT_EXTERN void zkit_client_close(zkit_client_t *c)
 {
     pthread_t supervisor;
@@ -1153,6 +1208,7 @@ ZKIT_EXTERN void zkit_client_close(zkit_client_t *c)
     supervisor = c->supervisor_thread;
     pthread_cond_broadcast(&c->supervisor_cond);
     pthread_cond_broadcast(&c->cond);
+    tell_close_locked(c);
     pthread_mutex_unlock(&c->mu);
     pthread_join(supervisor, NULL);
     zkit__event_delivery_stop(c);

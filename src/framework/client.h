@@ -46,6 +46,7 @@ struct zkit__listener {
     int id;
     int removed;
     zkit_state_listener_fn fn;
+    zkit__close_listener_fn close_fn; /* told before the session is closed; NULL: not told */
     void *arg;
 };
 
@@ -162,6 +163,7 @@ struct zkit_client {
     pthread_t supervisor_thread;
     int event_thread_done;          /* written under mu with __atomic_store, read atomically */
     int supervisor_done;            /* no timer is accepted once set */
+    int close_told;                 /* the close listeners have run: the session may end */
     int active_calls;               /* blocking calls in progress (close waits for them) */
 
     zkit__listener_t *listeners, *listeners_tail;
@@ -181,6 +183,10 @@ struct zkit_client {
 /* Queues a task (c->mu held): 0, or ZKIT_ECLOSED once delivery has ended (tasks.c). */
 int zkit__post_task_locked(zkit_client_t *c, zkit__task_t *t, zkit__task_fn fn, void *arg,
                            int allocated);
+/* Runs as a callback would, until *done is set (c->mu held): in dispatch mode the calling
+ * thread becomes the dispatching one and runs the queued tasks itself; else it waits for the
+ * event thread. */
+void zkit__event_delivery_wait_locked(zkit_client_t *c, const int *done);
 /* Starts delivering tasks: the event thread, or the loop's descriptor.  0 or ZKIT_ESYSTEM. */
 int zkit__event_delivery_start(zkit_client_t *c);
 /* At close, once the supervisor has finished: runs what is queued, then refuses tasks. */

@@ -17,6 +17,15 @@ typedef struct zkit__listener zkit__listener_t;
  * after this call.  Returns its handle, or NULL on ENOMEM. */
 zkit__listener_t *zkit__listener_add(zkit_client_t *c, zkit_state_listener_fn fn, void *arg);
 
+/* Called on the event thread when zkit_client_close() begins, before the session is closed
+ * on the server, once per listener that asked for it: the last moment at which what the
+ * session holds (ephemeral lock nodes) is still ours. */
+typedef void (*zkit__close_listener_fn)(zkit_client_t *client, void *arg);
+
+/* Asks that `l` also be told of the close (fn, with the listener's arg).  Call before the
+ * client is closed, from any thread. */
+void zkit__listener_on_close(zkit_client_t *c, zkit__listener_t *l, zkit__close_listener_fn fn);
+
 /* Removes a listener in constant time; the handle is invalid afterwards.  From any thread but
  * the event thread it waits until the listener's callback is not running, so once it returns
  * fn will not run again; from the event thread (inside a callback, its own included) it does

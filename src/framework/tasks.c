@@ -210,6 +210,21 @@ int zkit__dispatch_inline(zkit_client_t *c)
     return 1;
 }
 
+void zkit__event_delivery_wait_locked(zkit_client_t *c, const int *done)
+{
+    if (!c->dispatch_mode) {
+        while (!*done && !c->event_thread_done)
+            pthread_cond_wait(&c->event_cond, &c->mu);
+        return;
+    }
+    /* As zkit__event_delivery_stop: the closing thread runs the callbacks, in order, after
+     * any dispatch already running on the loop has ended. */
+    begin_dispatch_locked(c);
+    while (!*done && c->tasks)
+        run_first_task_locked(c);
+    end_dispatch_locked(c);
+}
+
 void zkit__event_delivery_stop(zkit_client_t *c)
 {
     if (!c->dispatch_mode) {

@@ -324,16 +324,15 @@ static void on_lock_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
         job->opts.lock_state_fn(lock, state, job->opts.lock_state_arg);
 }
 
-/* Lost as the lock reported it, or with the session: zkit_client_close() ends the session
- * (the lock node goes with it, so another host may take the slot at once) without a state
- * change for the lock. */
+/* Lost as the lock reported it (zkit_client_close() reports LOST too, before the session
+ * and the lock node with it end). */
 static int lock_was_lost(zkit_job_t *job)
 {
     int lost;
     pthread_mutex_lock(&job->mu);
     lost = job->lock_lost;
     pthread_mutex_unlock(&job->mu);
-    return lost || zkit__client_is_closing(job->client);
+    return lost;
 }
 
 /* Runs the callback for the attempt's slot with the lock held, and records the slot if the

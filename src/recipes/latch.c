@@ -45,8 +45,6 @@ struct zkit_latch {
     int leader;                 /* elected, not told EXPIRED or LOST */
     zkit__req_t *join;          /* the join in progress */
     uint64_t rejoin_timer;
-    uint64_t close_timer;       /* fires when the client closes (timers run at once then) */
-    zkit__task_t close_task;
     zkit_latch_listener_fn listener;
     void *listener_arg;
     zkit_latch_state_fn state_fn;
@@ -301,40 +299,6 @@ static void on_lock_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
         join(latch);
 }
 
-/* Event thread: the client closed under a leader; its session ends with it. */
-static void tell_client_closed(void *arg)
-{
-    zkit_latch_t *latch = arg;
-    zkit_latch_listener_fn fn = NULL;
-    void *fn_arg = NULL;
-    pthread_mutex_lock(&latch->mu);
-    if (!latch->closed) {
-        fn = latch->listener;
-        fn_arg = latch->listener_arg;
-    }
-    pthread_mutex_unlock(&latch->mu);
-    if (fn)
-        fn(latch, 0, fn_arg);
-    latch_unref(latch); /* the timer's */
-}
-
-/* Supervisor: the client is closing (the lock reports nothing then: no connection state
- * follows a close), so a leader is told here that it no longer leads. */
-static void client_closed(void *arg)
-{
-    zkit_latch_t *latch = arg;
-    int was_leader;
-    pthread_mutex_lock(&latch->mu);
-    latch->close_timer = 0;
-    was_leader = latch->leader && !latch->closed;
-    latch->leader = 0;
-    pthread_mutex_unlock(&latch->mu);
-    if (was_leader && zkit__run_on_event_thread_task(latch->client, &latch->close_task,
-                                                     tell_client_closed, latch) == 0)
-        return;
-    latch_unref(latch);
-}
-
 /* ---- the public interface --------------------------------------------------------------------- */
 
 static int new_latch_lock(zkit_lock_t **out, zkit_client_t *client, const char *path,
@@ -425,28 +389,19 @@ ZKIT_EXTERN int zkit_latch_start(zkit_latch_t *latch)
     pthread_mutex_lock(&latch->mu);
     rc = latch->started ? ZKIT_ESTATE : 0;
     latch->started = 1;
-    if (rc == 0) {
-        latch_ref(latch);
-        latch->close_timer =
-            zkit__schedule_cancellable(latch->client, INT64_MAX, client_closed, latch);
-        if (!latch->close_timer) {
-            latch_unref(latch);
-            latch->started = 0;
-            rc = zkit__client_is_closing(latch->client) ? ZKIT_ECLOSED : ZKIT_ENOMEM;
-        }
+    if (rc == 0 && zkit__client_is_closing(latch->client)) {
+        latch->started = 0;
+        rc = ZKIT_ECLOSED;
     }
     pthread_mutex_unlock(&latch->mu);
     if (rc != 0)
         return rc;
+    /* A leader hears that it no longer leads when its lock hears LOST, which
+     * zkit_client_close() reports before the session ends. */
     if ((rc = join(latch)) != 0) {
-        uint64_t timer;
         pthread_mutex_lock(&latch->mu);
         latch->started = 0;
-        timer = latch->close_timer;
-        latch->close_timer = 0;
         pthread_mutex_unlock(&latch->mu);
-        if (timer && zkit__unschedule(latch->client, timer))
-            latch_unref(latch);
     }
     return rc;
 }
@@ -581,7 +536,7 @@ ZKIT_EXTERN int zkit_latch_guard_txn(zkit_txn_t *txn, const zkit_latch_t *latch)
 ZKIT_EXTERN int zkit_latch_close(zkit_latch_t *latch)
 {
     zkit__req_t *req;
-    uint64_t timer, close_timer;
+    uint64_t timer;
     if (!latch)
         return ZKIT_EINVAL;
     pthread_mutex_lock(&latch->mu);
@@ -595,12 +550,8 @@ ZKIT_EXTERN int zkit_latch_close(zkit_latch_t *latch)
     latch->join = NULL;
     timer = latch->rejoin_timer;
     latch->rejoin_timer = 0;
-    close_timer = latch->close_timer;
-    latch->close_timer = 0;
     pthread_mutex_unlock(&latch->mu);
     if (timer && zkit__unschedule(latch->client, timer))
-        latch_unref(latch);
-    if (close_timer && zkit__unschedule(latch->client, close_timer))
         latch_unref(latch);
     if (req) {
         zkit__req_cancel(req); /* its end (on the event thread) sees the latch closed */

@@ -69,6 +69,7 @@ static void lock_unref(zkit_lock_t *lock)
 }
 
 static void on_connection_state(zkit_client_t *c, zkit_conn_state_t state, void *arg);
+static void on_client_close(zkit_client_t *c, void *arg);
 
 int zkit__lock_init(zkit_lock_t **out, zkit_client_t *client, const char *path,
                     const zkit__lock_ops_t *ops, const zkit__driver_t *driver)
@@ -97,6 +98,7 @@ int zkit__lock_init(zkit_lock_t **out, zkit_client_t *client, const char *path,
         lock_unref(lock);
         return ZKIT_ENOMEM;
     }
+    zkit__listener_on_close(client, lock->listener, on_client_close);
     *out = lock;
     return 0;
 }
@@ -130,6 +132,10 @@ static int add_holder(zkit_lock_t *lock, pthread_t owner, const zkit__holding_t 
 {
     zkit__holder_t *h;
     int rc;
+    /* Once the client closes, a holding could come after its holders were told LOST, and
+     * would never be: it is refused (its node goes with the session). */
+    if (holding->node && zkit__client_is_closing(lock->client))
+        return ZKIT_ECLOSED;
     if (holding->node && (rc = zkit__lockstate_reserve(lock)) != 0)
         return rc;
     if (!(h = calloc(1, sizeof(*h))) || (holding->node && !(h->node = strdup(holding->node)))) {
@@ -376,6 +382,15 @@ static void on_connection_state(zkit_client_t *c, zkit_conn_state_t state, void 
     if (lock->ops->connection_event)
         each_pending(lock, forward_connection_event, &state);
     zkit__lockstate_connection(lock, state);
+}
+
+/* Event thread: the client closes and its session, with our nodes, ends next.  Holders hear
+ * LOST now, as for a session lost, while no rival can hold yet.  Acquisitions in progress are
+ * left to end with ZKIT_ECLOSED. */
+static void on_client_close(zkit_client_t *c, void *arg)
+{
+    (void)c;
+    zkit__lockstate_connection(arg, ZKIT_CONN_LOST);
 }
 
 int zkit__lock_adopt(zkit_lock_t *lock, pthread_t owner, const zkit__holding_t *holding)
