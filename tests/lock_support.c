@@ -55,14 +55,21 @@ int lk_main(const char *name, const zkh_test_t *tests, int (*setup)(void))
 
 zkit_client_t *lk_client_to(const char *connect, int session_timeout_ms)
 {
+    zkit_retry_t *retry = zkit_retry_exponential(100, 5, 1000);
+    zkit_client_t *c = retry ? lk_client_retrying(connect, session_timeout_ms, retry) : NULL;
+    zkit_retry_free(retry);
+    return c;
+}
+
+zkit_client_t *lk_client_retrying(const char *connect, int session_timeout_ms,
+                                  const zkit_retry_t *retry)
+{
     zkit_client_options_t opts;
     zkit_client_t *c = NULL;
-    zkit_retry_t *retry = zkit_retry_exponential(100, 5, 1000);
     fw_options(&opts, connect, NULL, session_timeout_ms, retry);
     opts.log_level = ZKIT_LOG_DEBUG; /* fw_quiet_log prints it only with ZKIT_TEST_VERBOSE */
     if (zkit_client_new(&c, &opts) != 0)
         c = NULL;
-    zkit_retry_free(retry);
     if (c && zkit_client_block_until_connected(c, 10000) != 0) {
         zkit_client_close(c);
         c = NULL;

@@ -37,6 +37,10 @@ int lk_main(const char *name, const zkh_test_t *tests, int (*setup)(void));
 /* A connected client (exponential retry, zkit's log only with ZKIT_TEST_VERBOSE), waiting up
  * to 10 s for its connection; NULL on failure. */
 zkit_client_t *lk_client_to(const char *connect, int session_timeout_ms);
+/* The same with the retry policy `retry` (its first retry's delay decides how long a lost
+ * reply's request waits before it is sent again). */
+zkit_client_t *lk_client_retrying(const char *connect, int session_timeout_ms,
+                                  const zkit_retry_t *retry);
 /* The same, to the suite's server. */
 zkit_client_t *lk_client(int session_timeout_ms);
 /* "a/b", malloc'ed. */

@@ -857,21 +857,9 @@ static void async_end_done(zkit_lock_t *lock, int error, void *arg)
  * while a create is being sent again. */
 static zkit_client_t *slow_retry_client(void)
 {
-    zkit_client_options_t opts;
-    zkit_client_t *c = NULL;
     zkit_retry_t *retry = zkit_retry_exponential(2000, 3, 4000);
-    zkit_client_options_init(&opts);
-    opts.connect_string = zkh_connect_string(zk);
-    opts.session_timeout_ms = 10000;
-    opts.retry = retry;
-    opts.log_level = ZKIT_LOG_ERROR;
-    if (!retry || zkit_client_new(&c, &opts) != 0)
-        c = NULL;
+    zkit_client_t *c = retry ? lk_client_retrying(zkh_connect_string(zk), 10000, retry) : NULL;
     zkit_retry_free(retry);
-    if (c && zkit_client_block_until_connected(c, 10000) != 0) {
-        zkit_client_close(c);
-        c = NULL;
-    }
     return c;
 }
 
