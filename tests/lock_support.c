@@ -65,16 +65,9 @@ zkit_client_t *lk_client_retrying(const char *connect, int session_timeout_ms,
                                   const zkit_retry_t *retry)
 {
     zkit_client_options_t opts;
-    zkit_client_t *c = NULL;
     fw_options(&opts, connect, NULL, session_timeout_ms, retry);
     opts.log_level = ZKIT_LOG_DEBUG; /* fw_quiet_log prints it only with ZKIT_TEST_VERBOSE */
-    if (zkit_client_new(&c, &opts) != 0)
-        c = NULL;
-    if (c && zkit_client_block_until_connected(c, 10000) != 0) {
-        zkit_client_close(c);
-        c = NULL;
-    }
-    return c;
+    return fw_connect_opts(&opts);
 }
 
 zkit_client_t *lk_client(int session_timeout_ms)

@@ -35,7 +35,7 @@ int lk_main(const char *name, const zkh_test_t *tests, int (*setup)(void));
 /* ---- clients ------------------------------------------------------------------------------ */
 
 /* A connected client (exponential retry, zkit's log only with ZKIT_TEST_VERBOSE), waiting up
- * to 10 s for its connection; NULL on failure. */
+ * to 15 s for its connection; NULL on failure. */
 zkit_client_t *lk_client_to(const char *connect, int session_timeout_ms);
 /* The same with the retry policy `retry` (its first retry's delay decides how long a lost
  * reply's request waits before it is sent again). */

@@ -749,18 +749,15 @@ static void test_close_dispatch_tells_lost(void)
     path = lk_join(f.base, "m");
     for (int from_other_thread = 0; from_other_thread < 2; from_other_thread++) {
         zkit_client_options_t opts;
-        zkit_retry_t *retry = zkit_retry_exponential(100, 5, 1000);
-        zkit_client_t *c = NULL;
+        zkit_client_t *c;
         zkit_lock_t *lock;
         dispatch_watch_t d;
         closer_t cl;
         memset(&d, 0, sizeof(d));
         memset(&cl, 0, sizeof(cl));
-        fw_options(&opts, zkh_connect_string(zk), NULL, 10000, retry);
+        fw_options(&opts, zkh_connect_string(zk), NULL, 10000, NULL);
         opts.delivery = ZKIT_DELIVER_ON_DISPATCH;
-        CU_ASSERT_FATAL(zkit_client_new(&c, &opts) == 0);
-        zkit_retry_free(retry);
-        CU_ASSERT_FATAL(zkit_client_block_until_connected(c, 10000) == 0);
+        CU_ASSERT_FATAL((c = fw_connect_opts(&opts)) != NULL);
         CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
         CU_ASSERT_FATAL(zkit_lock_set_state_callback(lock, dispatch_watch_lock, &d) == 0);
         CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0);

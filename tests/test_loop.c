@@ -566,8 +566,7 @@ static void test_validity_without_dispatch(void)
     path = lk_join(f.base, "busy");
     fw_options(&opts, zkh_proxy_address(proxy), NULL, 3000, NULL);
     opts.delivery = ZKIT_DELIVER_ON_DISPATCH;
-    CU_ASSERT_EQUAL_FATAL(zkit_client_new(&c, &opts), 0);
-    CU_ASSERT_EQUAL_FATAL(zkit_client_block_until_connected(c, 10000), 0);
+    CU_ASSERT_FATAL((c = fw_connect_opts(&opts)) != NULL);
     negotiated = zkit_client_negotiated_timeout(c);
     CU_ASSERT_FATAL(zkit_mutex_new(&m, c, path) == 0);
     CU_ASSERT_EQUAL(zkit_lock_set_state_callback(m, on_any_state, &heard), 0);
@@ -649,8 +648,7 @@ static void test_blocking_acquire_on_loop_thread(void)
     path = lk_join(f.base, "behind");
     fw_options(&opts, zkh_connect_string(zk), NULL, 10000, NULL);
     opts.delivery = ZKIT_DELIVER_ON_DISPATCH;
-    CU_ASSERT_EQUAL_FATAL(zkit_client_new(&c, &opts), 0);
-    CU_ASSERT_EQUAL_FATAL(zkit_client_block_until_connected(c, 10000), 0);
+    CU_ASSERT_FATAL((c = fw_connect_opts(&opts)) != NULL);
     CU_ASSERT_FATAL(zkit_mutex_new(&held, other, path) == 0);
     CU_ASSERT_FATAL(zkit_mutex_new(&mine, c, path) == 0);
     later.lock = held;

@@ -1166,30 +1166,21 @@ static void tell_close_listeners(void *arg)
     pthread_mutex_lock(&c->mu);
     walk_listeners(c, ZKIT_CONN_LOST, 1);
     notice->done = 1;
-    c->close_told = 1;
     pthread_cond_broadcast(&c->event_cond);
-    pthread_cond_broadcast(&c->supervisor_cond);
     pthread_mutex_unlock(&c->mu);
 }
 
 /* Called with c->mu held once closing is set: blocked calls (a callback's among them) are
  * woken with ZKIT_ECLOSED, so the event thread reaches the notice; the supervisor closes the
- * handle only after it. */
+ * handle only after it (or at once if delivery has already ended, which cannot happen before
+ * the close: nobody could be told then). */
 static void tell_close_locked(zkit_client_t *c)
 {
-    close_notice_t notice;
-    notice.client = c;
-    notice.done = 0;
-    if (zkit__post_task_locked(c, &notice.task, tell_close_listeners, &notice, 0) != 0) {
-        c->close_told = 1;
-        pthread_cond_broadcast(&c->supervisor_cond);
-        return;
-    }
-    zkit__event_delivery_wait_locked(c, &notice.done);
-    if (!notice.done) { /* delivery ended without it (cannot happen before the close) */
-        c->close_told = 1;
-        pthread_cond_broadcast(&c->supervisor_cond);
-    }
+    close_notice_t notice = { .client = c, .done = 0 };
+    if (zkit__post_task_locked(c, &notice.task, tell_close_listeners, &notice, 0) == 0)
+        zkit__event_delivery_wait_locked(c, &notice.done);
+    c->close_told = 1;
+    pthread_cond_broadcast(&c->supervisor_cond);
 }
 
 ZKIT_EXTERN void zkit_client_close(zkit_client_t *c)

@@ -30,8 +30,8 @@ int zkit__client_connection_timeout(zkit_client_t *c);
 int64_t zkit__client_disconnected_since(zkit_client_t *c);
 /* The connection as the client knows it now, which the listeners may not have heard yet (the
  * event thread busy, or a loop not dispatching): the current session id (0 while a new session
- * is being made), whether the last session was lost (or the client closed), and when the current disconnect was
- * noticed (monotonic ms; 0 while connected). */
+ * is being made), whether the last session was lost (or the client closed), and when the
+ * current disconnect was noticed (monotonic ms; 0 while connected). */
 int64_t zkit__client_connection_now(zkit_client_t *c, int *lost, int64_t *disconnected_since);
 /* Counts the session events (disconnects, reconnects, expiry) libzookeeper has delivered so
  * far; they are delivered on its completion thread before any watch event of the connection

@@ -688,6 +688,10 @@ static int multilock_wrap(zkit_lock_t **out, zkit_client_t *client, zkit_lock_t 
     zkit_lock_t *lock;
     multi_t *m;
     int rc;
+    if (count > 64) { /* first: has_nested is quadratic in count */
+        zkit__client_reject(client, "multi-lock: more than 64 locks");
+        return ZKIT_EINVAL;
+    }
     qsort(parts, count, sizeof(*parts), by_path);
     if (has_duplicates(parts, count)) {
         zkit__client_reject(client, "multi-lock: the same path twice");
@@ -695,10 +699,6 @@ static int multilock_wrap(zkit_lock_t **out, zkit_client_t *client, zkit_lock_t 
     }
     if (has_nested(parts, count)) {
         zkit__client_reject(client, "multi-lock: one path under another");
-        return ZKIT_EINVAL;
-    }
-    if (count > 64) {
-        zkit__client_reject(client, "multi-lock: more than 64 locks");
         return ZKIT_EINVAL;
     }
     if (!(m = calloc(1, sizeof(*m))) || !(m->part_states = calloc(count, sizeof(*m->part_states)))) {
