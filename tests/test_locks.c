@@ -748,23 +748,35 @@ static void test_rw_upgrade_and_downgrade(void)
     free(path);
 }
 
-/* A downgrade acquisition's outcome, as its engine reports it. */
-typedef struct downgrade_end {
+/* An acquisition's outcome, as its completion reports it. */
+typedef struct acq_end {
     int done;
     int error;
-} downgrade_end_t;
+} acq_end_t;
 
-static void downgrade_done(zkit__acq_t *acq, int error, void *arg)
+static void acq_end_record(acq_end_t *end, int error)
 {
-    downgrade_end_t *end = arg;
-    (void)acq;
     end->error = error;
     __atomic_store_n(&end->done, 1, __ATOMIC_RELEASE);
 }
 
-static int downgrade_ended(void *arg)
+/* The engine's completion (a downgrade acquisition started directly). */
+static void downgrade_done(zkit__acq_t *acq, int error, void *arg)
 {
-    return __atomic_load_n(&((downgrade_end_t *)arg)->done, __ATOMIC_ACQUIRE);
+    (void)acq;
+    acq_end_record(arg, error);
+}
+
+/* An asynchronous acquire's callback. */
+static void async_end_done(zkit_lock_t *lock, int error, void *arg)
+{
+    (void)lock;
+    acq_end_record(arg, error);
+}
+
+static int acq_ended(void *arg)
+{
+    return __atomic_load_n(&((acq_end_t *)arg)->done, __ATOMIC_ACQUIRE);
 }
 
 /* A downgrade node is named after the write node its thread holds, so it sorts level with it.
@@ -778,7 +790,7 @@ static void test_rw_downgrade_without_write_node(void)
     zkit_rwlock_t *rw2;
     zkit__acq_t *acq = NULL;
     zkit__acq_params_t p;
-    downgrade_end_t end = { 0, -1 };
+    acq_end_t end = { 0, -1 };
     char *path;
     fx_begin(&f, "rw-downgrade-gone");
     path = lk_join(f.base, "rw");
@@ -801,7 +813,7 @@ static void test_rw_downgrade_without_write_node(void)
     p.done = downgrade_done;
     p.arg = &end;
     CU_ASSERT_FATAL(zkit__acq_start(&acq, &p) == 0);
-    CU_ASSERT_EQUAL(zkh_wait_until(downgrade_ended, &end, 8000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(acq_ended, &end, 8000), 0);
     CU_ASSERT_NOT_EQUAL(end.error, 0); /* a writer holds: no reader may */
     CU_ASSERT_EQUAL(zkit_lock_is_held(zkit_rwlock_write(rw2)), 1);
     CU_ASSERT_EQUAL(wait_children(path, 1, 5000), 0); /* the read node did not stay */
@@ -844,15 +856,6 @@ static void test_rw_downgrade_create_reply_lost(void)
     free(path);
 }
 
-/* The outcome of an asynchronous acquire, as its callback reports it. */
-static void async_end_done(zkit_lock_t *lock, int error, void *arg)
-{
-    downgrade_end_t *end = arg;
-    (void)lock;
-    end->error = error;
-    __atomic_store_n(&end->done, 1, __ATOMIC_RELEASE);
-}
-
 /* A client whose first retry comes 2 to 4 s after a lost reply: time enough to land a cancel
  * while a create is being sent again. */
 static zkit_client_t *slow_retry_client(void)
@@ -872,7 +875,7 @@ static void test_rw_downgrade_cancelled_in_create_retry(void)
     fixture_t f;
     zkit_client_t *c, *c2;
     zkit_rwlock_t *rw, *rw2;
-    downgrade_end_t end = { 0, -1 };
+    acq_end_t end = { 0, -1 };
     char *path;
     fx_begin(&f, "rw-downgrade-cancel-retry");
     path = lk_join(f.base, "rw");
@@ -888,7 +891,7 @@ static void test_rw_downgrade_cancelled_in_create_retry(void)
     /* The first send made the node; its retry waits out the client's backoff (2 s). */
     CU_ASSERT_EQUAL(wait_children(path, 2, 5000), 0);
     CU_ASSERT_EQUAL(zkit_lock_cancel(zkit_rwlock_read(rw)), 0);
-    CU_ASSERT_EQUAL(zkh_wait_until(downgrade_ended, &end, 8000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(acq_ended, &end, 8000), 0);
     CU_ASSERT_EQUAL(end.error, ZKIT_ECANCELED);
     zkit__test_fault_set(c, 0, 0);
     CU_ASSERT_EQUAL(zkit_lock_is_held(zkit_rwlock_read(rw)), 0);
@@ -911,17 +914,8 @@ typedef struct reentrant_cb {
     int done;
     int first_error;
     int inner_rc;
-    int again_done;
-    int again_error;
+    acq_end_t again;          /* the acquire made again from inside the callback */
 } reentrant_cb_t;
-
-static void on_again(zkit_lock_t *lock, int error, void *arg)
-{
-    reentrant_cb_t *r = arg;
-    (void)lock;
-    r->again_error = error;
-    __atomic_store_n(&r->again_done, 1, __ATOMIC_RELEASE);
-}
 
 static void on_reentrant(zkit_lock_t *lock, int error, void *arg)
 {
@@ -930,7 +924,7 @@ static void on_reentrant(zkit_lock_t *lock, int error, void *arg)
     if (r->mode == 0)
         r->inner_rc = zkit_lock_release(lock);
     else if (r->mode == 1)
-        r->inner_rc = zkit_lock_acquire_async(lock, 0, on_again, r);
+        r->inner_rc = zkit_lock_acquire_async(lock, 0, async_end_done, &r->again);
     else
         r->inner_rc = zkit_lock_cancel(lock);
     __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
@@ -939,11 +933,6 @@ static void on_reentrant(zkit_lock_t *lock, int error, void *arg)
 static int reentrant_done(void *arg)
 {
     return __atomic_load_n(&((reentrant_cb_t *)arg)->done, __ATOMIC_ACQUIRE);
-}
-
-static int reentrant_again_done(void *arg)
-{
-    return __atomic_load_n(&((reentrant_cb_t *)arg)->again_done, __ATOMIC_ACQUIRE);
 }
 
 /* A multi-lock's acquired callback releasing it, acquiring it again, or cancelling, from the
@@ -979,8 +968,8 @@ static void test_multilock_callback_reentry(void)
         /* Held on behalf of this thread: the event thread does not own it. */
         CU_ASSERT_EQUAL(r.inner_rc, mode == 0 ? ZKIT_ENOTOWNER : 0);
         if (mode == 1) { /* the event thread's try-once finds this thread's hold */
-            CU_ASSERT_EQUAL(zkh_wait_until(reentrant_again_done, &r, 5000), 0);
-            CU_ASSERT_EQUAL(r.again_error, ZKIT_ETIMEDOUT);
+            CU_ASSERT_EQUAL(zkh_wait_until(acq_ended, &r.again, 5000), 0);
+            CU_ASSERT_EQUAL(r.again.error, ZKIT_ETIMEDOUT);
             CU_ASSERT_EQUAL(wait_children(x, 1, 5000), 0);
             CU_ASSERT_EQUAL(wait_children(y, 1, 5000), 0);
         }
@@ -1043,7 +1032,7 @@ static void test_multilock_cancelled_in_create_retry(void)
     fixture_t f;
     zkit_client_t *c;
     zkit_lock_t *multi;
-    downgrade_end_t end = { 0, -1 };
+    acq_end_t end = { 0, -1 };
     char *x, *y;
     const char *paths[2];
     fx_begin(&f, "multi-cancel-retry");
@@ -1059,7 +1048,7 @@ static void test_multilock_cancelled_in_create_retry(void)
     CU_ASSERT_EQUAL(wait_children(x, 1, 5000), 0); /* applied; its reply lost */
     CU_ASSERT_EQUAL(wait_children(y, 1, 5000), 0);
     CU_ASSERT_EQUAL(zkit_lock_cancel(multi), 0);
-    CU_ASSERT_EQUAL(zkh_wait_until(downgrade_ended, &end, 8000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(acq_ended, &end, 8000), 0);
     CU_ASSERT_EQUAL(end.error, ZKIT_ECANCELED);
     zkit__test_fault_set(c, 0, 0);
     CU_ASSERT_EQUAL(zkit_lock_is_held(multi), 0);
@@ -1168,11 +1157,11 @@ static void test_multilock_cancel_at_every_step(void)
     CU_ASSERT_FATAL(zkit_mutex_new(&parts[1], c, y) == 0);
     CU_ASSERT_FATAL(zkit_multilock_new_from(&multi, parts, 2) == 0);
     for (int round = 0; round < 40; round++) {
-        downgrade_end_t end = { 0, -1 };
+        acq_end_t end = { 0, -1 };
         CU_ASSERT_FATAL(zkit_lock_acquire_async(multi, 5000, async_end_done, &end) == 0);
         usleep((useconds_t)round * 500); /* a step further each time, to past the grant */
         CU_ASSERT_EQUAL(zkit_lock_cancel(multi), 0);
-        CU_ASSERT_FATAL(zkh_wait_until(downgrade_ended, &end, 8000) == 0);
+        CU_ASSERT_FATAL(zkh_wait_until(acq_ended, &end, 8000) == 0);
         if (end.error == 0) {
             held_rounds++;
             consistent &= zkit_lock_is_held(multi) == 1 && zkit_lock_is_held(parts[0]) == 1 &&
