@@ -17,8 +17,9 @@
  *       InterProcessMutex and InterProcessSemaphoreMutex, run by tests/curator-peer.sh
  *       (`bench` mode of tests/java/CuratorPeer.java) in a JVM of its own, after the zkit rows;
  *   (e) with --contend K,...: only contention in one process, K clients (each its own
- *       session) on one mutex, for each K: the raw re-listing chain on K bare zhandles
- *       (create, list, watch the predecessor, list again on its delete), zkit's mutex and,
+ *       session) on one mutex, for each K: the raw delete-event floor and the raw
+ *       re-listing chain on K bare zhandles (create, list, watch the predecessor; on its
+ *       delete, held for the floor, list again for the chain), zkit's mutex and,
  *       with --curator-peer, Curator's InterProcessMutex (K clients in one JVM), interleaved
  *       --rounds times; hand-off as in (c), rate over all acquisitions.  With
  *       --recipe-clients N: N clients on a semaphore of 4 leases, a read-write lock (90%
@@ -1407,9 +1408,16 @@ static void *recipe_contender(void *arg)
  * zhandle, driven like zkit's engine from libzookeeper's completion thread: create and list
  * back to back; first -> held; else get-data with a watch on the one before us (no watch is
  * left on a node already gone) and, on its event, list again.  The acquiring thread only
- * waits for the verdict, as a blocking zkit acquire does. */
+ * waits for the verdict, as a blocking zkit acquire does.
+ *
+ * With `trust_delete`, the delete-event floor: the predecessor's delete event (or its
+ * get-data finding it gone) is taken as the lock, with no listing.  That is wrong for a real
+ * lock (the predecessor may have been a waiter that gave up), and right here only because no
+ * contender of this benchmark gives up: it is the least any lock on sequential nodes can
+ * cost per hand-off, one delete and one notification. */
 typedef struct chain {
     zhandle_t *zh;
+    int trust_delete;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     char created[512];
@@ -1433,8 +1441,11 @@ static void chain_watcher(zhandle_t *zh, int type, int state, const char *path, 
     (void)zh;
     (void)state;
     (void)path;
-    if (type != ZOO_SESSION_EVENT)
-        chain_list(ctx);
+    chain_t *ch = ctx;
+    if (type == ZOO_DELETED_EVENT && ch->trust_delete)
+        chain_verdict(ch, 1, ZOK);
+    else if (type != ZOO_SESSION_EVENT)
+        chain_list(ch);
 }
 
 static void chain_pred_read(int rc, const char *value, int len, const struct Stat *st,
@@ -1443,7 +1454,9 @@ static void chain_pred_read(int rc, const char *value, int len, const struct Sta
     (void)value;
     (void)len;
     (void)st;
-    if (rc == ZNONODE)
+    if (rc == ZNONODE && ((const chain_t *)data)->trust_delete)
+        chain_verdict((chain_t *)data, 1, ZOK);
+    else if (rc == ZNONODE)
         chain_list((chain_t *)data);
     else if (rc != ZOK)
         chain_verdict((chain_t *)data, 0, rc);
@@ -1519,19 +1532,20 @@ static int chain_acquire(chain_t *ch)
     return rc;
 }
 
-static void *chain_contender(void *arg)
+static void raw_contend(contender_t *t, int trust_delete)
 {
-    contender_t *t = arg;
     contend_t *c = t->c;
     raw_conn_t conn;
-    chain_t ch = { NULL, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, "", 0, 0 };
+    chain_t ch = { NULL, trust_delete, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+                   "", 0, 0 };
     if (!(ch.zh = raw_connect(c->opt->connect, &conn)))
         demo_failure(&c->failed, "contend: raw handle %d cannot connect", t->me);
     contend_go(c);
     for (long i = 0; ch.zh && i < c->per_client; i++) {
         int rc = chain_acquire(&ch);
         if (rc != ZOK) {
-            demo_failure(&c->failed, "contend: raw chain: %s", zerror(rc));
+            demo_failure(&c->failed, "contend: raw %s: %s", trust_delete ? "floor" : "chain",
+                         zerror(rc));
             break;
         }
         contend_held(c, t->me);
@@ -1542,6 +1556,17 @@ static void *chain_contender(void *arg)
     contend_done(c);
     if (ch.zh)
         zookeeper_close(ch.zh);
+}
+
+static void *chain_contender(void *arg)
+{
+    raw_contend(arg, 0);
+    return NULL;
+}
+
+static void *floor_contender(void *arg)
+{
+    raw_contend(arg, 1);
     return NULL;
 }
 
@@ -1722,16 +1747,19 @@ static int contend_rows(const options_t *o)
     zoo_create(zh, ROOT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
     zoo_create(zh, RAW_PARENT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
     zoo_create(zh, RAW_PARENT "/chain", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-    printf("%-*s %9s %9s %9s %8s %7s   %12s %12s %12s\n", width, "measurement", "per sec",
-           "p50 ms", "p99 ms", "req/acq", "cs/acq", "rate/chain", "p50/chain", "rate/Curator");
+    printf("%-*s %9s %9s %9s %8s %7s   %11s %11s %11s %12s\n", width, "measurement", "per sec",
+           "p50 ms", "p99 ms", "req/acq", "cs/acq", "p50/floor", "rate/chain", "p50/chain",
+           "rate/Curator");
     for (int i = 0; i < n; i++) {
         for (long r = 0; r < o->rounds; r++) {
-            result_t chain, zk, cur;
-            char cname[64], zname[64], kname[64];
-            int chain_ok, zk_ok, cur_ok = 0;
+            result_t chain, floor, zk, cur;
+            char cname[64], fname[64], zname[64], kname[64];
+            int chain_ok, floor_ok, zk_ok, cur_ok = 0;
+            snprintf(fname, sizeof fname, "raw delete-event floor, %d handles", ks[i]);
             snprintf(cname, sizeof cname, "raw chain, %d handles", ks[i]);
             snprintf(zname, sizeof zname, "zkit mutex, %d clients", ks[i]);
             snprintf(kname, sizeof kname, "Curator mutex, %d clients", ks[i]);
+            floor_ok = contend_run(o, ks[i], 0, floor_contender, fname, &floor) == 0;
             chain_ok = contend_run(o, ks[i], 0, chain_contender, cname, &chain) == 0;
             zk_ok = contend_run(o, ks[i], 0, zkit_contender, zname, &zk) == 0;
             if (curator) {
@@ -1740,6 +1768,13 @@ static int contend_rows(const options_t *o)
                 cur_ok = rc == 0;
                 if (rc == CURATOR_SKIPPED)
                     curator = 0;
+            }
+            if (floor_ok) {
+                print_figure(width, &floor);
+                putchar('\n');
+                contend_record(&floor, ks[i], r);
+            } else {
+                printf("%-*s %9s\n", width, fname, "FAILED");
             }
             if (chain_ok) {
                 print_figure(width, &chain);
@@ -1751,10 +1786,14 @@ static int contend_rows(const options_t *o)
             if (zk_ok) {
                 print_figure(width, &zk);
                 contend_record(&zk, ks[i], r);
-                if (chain_ok)
-                    printf("   %11.2fx %11.2fx", zk.rate / chain.rate, zk.p50_ms / chain.p50_ms);
+                if (floor_ok)
+                    printf("   %10.2fx", zk.p50_ms / floor.p50_ms);
                 else
-                    printf("   %12s %12s", "", "");
+                    printf("   %11s", "");
+                if (chain_ok)
+                    printf(" %10.2fx %10.2fx", zk.rate / chain.rate, zk.p50_ms / chain.p50_ms);
+                else
+                    printf(" %11s %11s", "", "");
                 if (cur_ok)
                     printf(" %11.2fx", zk.rate / cur.rate);
                 putchar('\n');
@@ -1789,7 +1828,10 @@ static int contend_rows(const options_t *o)
            "part only (pings included, connects and closes not); for\nCurator and the "
            "1000-waiter queue over the whole run, connects, closes and warm-up included.\n"
            "cs/acq = voluntary context switches of this process (every thread) per "
-           "acquisition, over the\ntimed part: the thread hops of a hand-off.\n");
+           "acquisition, over the\ntimed part: the thread hops of a hand-off.\n"
+           "raw delete-event floor = the chain taking its predecessor's delete event as the "
+           "lock, no\nlisting: right only because no contender here gives up; the least a "
+           "hand-off can cost.\n");
     return 0;
 }
 
