@@ -458,7 +458,7 @@ static void test_sort_merges_layouts(void)
     };
     static const int rw_order[] = { 2, 3, 1, 0 };
     char *names[5];
-    const char *wait_for = NULL;
+    zkit__lock_place_t place;
     for (int i = 0; i < 4; i++)
         names[i] = (char *)mutex_in[i];
     zkit__lock_sort(names, 4, zkit__mutex_driver.token);
@@ -470,12 +470,16 @@ static void test_sort_merges_layouts(void)
     for (int i = 0; i < 4; i++)
         CU_ASSERT_PTR_EQUAL(names[i], rw_in[rw_order[i]]);
     /* The kazoo reader waits for the kazoo writer (its "__lock__" node) ahead of it... */
-    CU_ASSERT_EQUAL(zkit__lock_decide(&zkit__read_driver, names, 4, 2, &wait_for), 0);
-    CU_ASSERT_PTR_EQUAL(wait_for, rw_in[3]);
+    zkit__lock_place(&place, &zkit__read_driver, (char *const *)rw_in, 4, rw_in[1]);
+    CU_ASSERT_EQUAL(place.index, 2);
+    CU_ASSERT_PTR_EQUAL(place.wait_for, rw_in[3]);
     /* ...and the Curator reader before it holds; the last writer waits for the one before. */
-    CU_ASSERT_EQUAL(zkit__lock_decide(&zkit__read_driver, names, 4, 0, &wait_for), 1);
-    CU_ASSERT_EQUAL(zkit__lock_decide(&zkit__write_driver, names, 4, 3, &wait_for), 0);
-    CU_ASSERT_PTR_EQUAL(wait_for, rw_in[1]);
+    zkit__lock_place(&place, &zkit__read_driver, (char *const *)rw_in, 4, rw_in[2]);
+    CU_ASSERT_EQUAL(place.index, 0);
+    CU_ASSERT_PTR_NULL(place.wait_for);
+    zkit__lock_place(&place, &zkit__write_driver, (char *const *)rw_in, 4, rw_in[0]);
+    CU_ASSERT_EQUAL(place.index, 3);
+    CU_ASSERT_PTR_EQUAL(place.wait_for, rw_in[1]);
     /* Foreign children: found, and put last in a listing. */
     names[4] = (char *)"config";
     CU_ASSERT_PTR_EQUAL(zkit__node_first_foreign(names, 4), NULL);

@@ -10,7 +10,7 @@
  *   Our node missing from a listing, or the session lost: start again with a new node.
  *   Deadline, error or cancel: cancel the watch, delete our node (guaranteed), report.
  *   Hand-off on the delete event: when the watched node's deletion alone proves that nothing
- *   is left ahead of us (see handoff_on_delete), its event ends the wait without a listing.
+ *   is left ahead of us (see zkit__lock_place), its event ends the wait without a listing.
  *   Looking ahead (ahead_arm): deeper in a queue the node before the watched one is watched
  *   too, and its deletion brings the listing forward, so that the next delete qualifies.
  *
@@ -258,26 +258,101 @@ long zkit__lock_index(char *const *names, size_t count, const char *name)
     return -1;
 }
 
-int zkit__lock_decide(const zkit__driver_t *driver, char *const *sorted, size_t count,
-                      size_t index, const char **wait_for)
+/*
+ * Our place in a listing, in one pass over it: the order is zkit__lock_sort's (sort key, then
+ * place in the listing), but nothing is sorted.  A waiter reads every listing of its queue,
+ * and deep in a queue every hand-off makes one waiter list it again (looking ahead), so with
+ * a thousand waiters a sort and a copy of every name per listing were most of a waiting
+ * process's work.
+ *
+ * Why the deletion of wait_for alone can prove that nothing is left ahead of us (handoff).
+ * The listing was taken after our create, and a node created after it sorts behind us:
+ * sequence numbers under one parent only grow, and the parent stays while our node is in it.
+ * So what blocks us is what the listing shows, and once the watched node goes:
+ *  - mutex: it was the first node (the holder); nothing is left ahead;
+ *  - read lock: it was the only writer ahead (Curator's or kazoo's, zkit__node_is_writer);
+ *    readers never block us, nor does a downgrade node (a read node);
+ *  - write lock: it was the first node and a read node.  A first node that is a write node
+ *    does not prove it: its holder may downgrade, creating a read node with the write node's
+ *    sequence (level with it, ahead of us) before it deletes its write node.
+ * A first node holds; a predecessor that may have been a waiter that gave up never
+ * qualifies, except a reader's only writer ahead, whose absence frees the reader either way.
+ * The rest of the argument (our own node still there, the event not synthesized after a
+ * reconnect) is checked when the event comes (acq_watch_fired).
+ */
+typedef struct ranked {
+    const char *name; /* NULL: none */
+    const char *key;
+    size_t at;        /* place in the listing: ties go to the earlier */
+    int writer;
+} ranked_t;
+
+static int ranked_before(const ranked_t *a, const ranked_t *b)
 {
-    *wait_for = NULL;
-    if (index >= count)
-        return 0;
-    if (!driver->reader) {
-        if (index == 0)
-            return 1;
-        *wait_for = sorted[index - 1];
-        return 0;
+    int c = strcmp(a->key, b->key);
+    return c < 0 || (c == 0 && a->at < b->at);
+}
+
+/* Keeps the nearest of the children ahead of us seen so far (the latest in the order) and,
+ * when `second` is given, the one just ahead of it. */
+static void keep_nearest(ranked_t *nearest, ranked_t *second, const ranked_t *r)
+{
+    if (!nearest->name || ranked_before(nearest, r)) {
+        if (second)
+            *second = *nearest;
+        *nearest = *r;
+    } else if (second && (!second->name || ranked_before(second, r))) {
+        *second = *r;
     }
-    /* A reader waits for the nearest writer ahead of it; other readers do not block it. */
-    for (size_t i = index; i-- > 0;) {
-        if (zkit__node_is_writer(sorted[i])) {
-            *wait_for = sorted[i];
-            return 0;
+}
+
+void zkit__lock_place(zkit__lock_place_t *out, const zkit__driver_t *driver,
+                      char *const *names, size_t count, const char *name)
+{
+    long at = zkit__lock_index(names, count, name);
+    ranked_t me = { name, NULL, (size_t)at, 0 };
+    ranked_t nearest = { NULL, NULL, 0, 0 }, second = nearest, near_writer = nearest;
+    size_t ahead = 0, writers = 0;
+    memset(out, 0, sizeof(*out));
+    out->index = -1;
+    if (at >= 0)
+        me.key = sort_key(name, driver->token);
+    for (size_t i = 0; i < count; i++) {
+        zkit_node_role_t role = zkit_lock_node_role(names[i]);
+        ranked_t r;
+        if (role == ZKIT_NODE_FOREIGN) {
+            out->foreign = names[i];
+            return;
+        }
+        if (at < 0 || i == (size_t)at)
+            continue;
+        r = (ranked_t){ names[i], sort_key(names[i], driver->token), i,
+                        role == ZKIT_NODE_WRITER };
+        if (r.writer && strcmp(r.key, me.key) == 0)
+            out->writer_level = 1;
+        if (!ranked_before(&r, &me))
+            continue;
+        ahead++;
+        keep_nearest(&nearest, &second, &r);
+        if (r.writer) {
+            writers++;
+            keep_nearest(&near_writer, NULL, &r);
         }
     }
-    return 1;
+    if (at < 0)
+        return;
+    out->index = (long)ahead;
+    if (driver->reader) {
+        /* A reader waits for the nearest writer ahead of it; other readers do not block it. */
+        out->wait_for = near_writer.name;
+        out->handoff = writers == 1;
+    } else {
+        out->wait_for = nearest.name;
+        out->before_wait = second.name;
+        out->handoff = ahead == 1 && (driver != &zkit__write_driver || !nearest.writer);
+    }
+    if (!out->wait_for)
+        out->handoff = 0;
 }
 
 /* ---- ending ----------------------------------------------------------------------------- */
@@ -593,37 +668,6 @@ static int submit_own_watch(zkit__acq_t *acq, acq_reply_t *r)
                                        watch_release, on_own_watch_set, r);
 }
 
-/*
- * Whether the deletion of the node we are about to watch (`sorted[index]` is ours) will by
- * itself prove that nothing is ahead of us any more.  The listing was taken after our create,
- * and a node created after it sorts behind us: sequence numbers under one parent only grow,
- * and the parent stays while our node is in it.  So what blocked us is what the listing
- * shows, and once the watched node goes:
- *  - mutex: it was the first node (the holder); nothing is left ahead;
- *  - read lock: it was the only writer ahead (Curator's or kazoo's, zkit__node_is_writer);
- *    readers never block us, nor does a downgrade node (a read node);
- *  - write lock: it was the first node and a read node.  A first node that is a write node
- *    does not prove it: its holder may downgrade, creating a read node with the write node's
- *    sequence (level with it, ahead of us) before it deletes its write node.
- * A first node holds; a predecessor that may have been a waiter that gave up never
- * qualifies, except a reader's only writer ahead, whose absence frees the reader either way.
- * The rest of the argument (our own node still there, the event not synthesized after a
- * reconnect) is checked when the event comes (acq_watch_fired).
- */
-static int handoff_on_delete(const zkit__driver_t *driver, char *const *sorted, size_t index,
-                             size_t watched)
-{
-    if (driver->reader) {
-        for (size_t i = 0; i < index; i++)
-            if (i != watched && zkit__node_is_writer(sorted[i]))
-                return 0;
-        return 1;
-    }
-    if (watched != 0)
-        return 0;
-    return driver != &zkit__write_driver || !zkit__node_is_writer(sorted[0]);
-}
-
 /* Arms the watch on our own node, which a hand-off relies on (acq->mu held; released on
  * error).  Once its reply has come, a deletion of our node is heard before any later
  * deletion on the connection.  A watch sent in an earlier connection epoch is sent again:
@@ -647,14 +691,14 @@ static int own_watch_arm(zkit__acq_t *acq)
  * by the delete event alone.  The listing moves earlier rather than adding one, and the
  * watch only ever leads to a listing, so it decides nothing by itself.
  */
-static int ahead_arm(zkit__acq_t *acq, char *const *sorted, size_t watched)
+static int ahead_arm(zkit__acq_t *acq, const char *before_wait)
 {
     char *path;
-    if (acq->handoff || acq->driver->reader || watched == 0) {
+    if (acq->handoff || acq->driver->reader || !before_wait) {
         ahead_unwatch(acq);
         return 0;
     }
-    if (!(path = zkit__path_join(acq->dir, sorted[watched - 1]))) {
+    if (!(path = zkit__path_join(acq->dir, before_wait))) {
         finish(acq, ZKIT_ENOMEM);
         return -1;
     }
@@ -741,35 +785,22 @@ static int restart(zkit__acq_t *acq, int why)
     return 0;
 }
 
-/* Whether a write node other than sorted[index] sorts level with it (has its sequence). */
-static int write_node_level(char *const *sorted, size_t count, size_t index, const char *token)
-{
-    const char *key = sort_key(sorted[index], token);
-    for (size_t i = 0; i < count; i++)
-        if (i != index && zkit__node_is_writer(sorted[i]) &&
-            strcmp(sort_key(sorted[i], token), key) == 0)
-            return 1;
-    return 0;
-}
-
 /* Looks at a listing and moves on (acq->mu held; released by the caller or by finish). */
-static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
+static int decide(zkit__acq_t *acq, char *const *names, size_t count, int early)
 {
-    const char *wait_for, *foreign = zkit__node_first_foreign(names, count);
+    zkit__lock_place_t place;
     char *path;
-    long index;
-    size_t watched;
     int keep;
-    if (foreign) { /* it has no place in the queue: guessing one could let two hold */
+    zkit__lock_place(&place, acq->driver, names, count, acq->node_name);
+    if (place.foreign) { /* it has no place in the queue: guessing one could let two hold */
         zkit__client_log(acq->client, ZKIT_LOG_ERROR,
                          "lock %s: child \"%s\" has no lock node layout zkit knows "
-                         "(Curator's or kazoo's); refusing to order it", acq->dir, foreign);
+                         "(Curator's or kazoo's); refusing to order it", acq->dir,
+                         place.foreign);
         finish(acq, ZKIT_EFOREIGN);
         return -1;
     }
-    zkit__lock_sort(names, count, acq->driver->token);
-    index = zkit__lock_index(names, count, acq->node_name);
-    if (index < 0) {
+    if (place.index < 0) {
         if (early) /* the listing raced a retried create: not evidence of loss */
             return step(acq, submit_list) == 0 ? 0 : -1;
         return restart(acq, ZKIT_ELOCKLOST);
@@ -779,12 +810,11 @@ static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
      * for a write holder, it holds at once, while that write node is there.  Without it (lost
      * before its holder heard, or this is a new session) the node has jumped the queue, ahead
      * of a writer that may hold by now: the write lock it came from is lost. */
-    if (acq->fixed_name && !write_node_level(names, count, (size_t)index, acq->driver->token)) {
+    if (acq->fixed_name && !place.writer_level) {
         finish(acq, ZKIT_ELOCKLOST);
         return -1;
     }
-    if (acq->fixed_name ||
-        zkit__lock_decide(acq->driver, names, count, (size_t)index, &wait_for)) {
+    if (acq->fixed_name || !place.wait_for) {
         /* This listing came after our create and armed the directory watch: any change
          * since, our node's deletion included, fires that watch. */
         if (early && acq->watch_dir && !acq->dir_fired)
@@ -796,7 +826,7 @@ static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
         finish(acq, ZKIT_ETIMEDOUT);
         return -1;
     }
-    if (!(path = zkit__path_join(acq->dir, wait_for))) {
+    if (!(path = zkit__path_join(acq->dir, place.wait_for))) {
         finish(acq, ZKIT_ENOMEM);
         return -1;
     }
@@ -811,8 +841,7 @@ static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
         free(acq->watched);
         acq->watched = path;
     }
-    watched = (size_t)zkit__lock_index(names, count, wait_for);
-    acq->handoff = handoff_on_delete(acq->driver, names, (size_t)index, watched);
+    acq->handoff = place.handoff;
     acq->state = ACQ_WATCHING;
     acq->waited = 1;
     acq->waiting_due = acq->waiting != NULL;
@@ -820,7 +849,7 @@ static int decide(zkit__acq_t *acq, char **names, size_t count, int early)
      * (looking ahead) makes possible. */
     if (own_watch_arm(acq) != 0)
         return -1;
-    if (ahead_arm(acq, names, watched) != 0)
+    if (ahead_arm(acq, place.before_wait) != 0)
         return -1;
     return keep ? 0 : step(acq, submit_watch);
 }
@@ -914,19 +943,19 @@ static void handle_listing(zkit__acq_t *acq, const zkit_result_t *res, int early
         }
         return;
     }
-    if (!(names = copy_names(res))) {
-        finish(acq, ZKIT_ENOMEM);
-        return;
-    }
-    if (!acq->node) { /* the create reply has not come: keep the listing for it */
+    if (!acq->node) { /* the create reply has not come: keep a copy of the listing for it */
+        if (!(names = copy_names(res))) {
+            finish(acq, ZKIT_ENOMEM);
+            return;
+        }
         acq->early_children = names;
         acq->early_count = res->child_count;
         acq_unlock(acq);
         return;
     }
-    if (decide(acq, names, res->child_count, early) == 0)
+    /* The names are read only while this reply is being delivered. */
+    if (decide(acq, res->children, res->child_count, early) == 0)
         acq_unlock(acq);
-    free_names(names, res->child_count);
 }
 
 static void on_early_listed(zkit_client_t *c, const zkit_result_t *res, void *arg)
@@ -1089,7 +1118,7 @@ static void acq_ahead_fired(zkit_client_t *c, zkit_event_t event, const char *pa
 
 /*
  * The hand-off on the delete event alone, or on the watch's get-data finding the node gone
- * (see handoff_on_delete for why the listing proves it), also needs: our own node still
+ * (see zkit__lock_place for why the listing proves it), also needs: our own node still
  * there when the watched node went, and the event a real deletion rather than one
  * synthesized by a reconnect.  Both hold when the watch on our own node is armed and no
  * session event has come since it was sent: the watches of one connection fire in the order

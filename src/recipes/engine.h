@@ -35,10 +35,19 @@ void zkit__lock_sort(char **names, size_t count, const char *token);
 /* Index of the child `name` in `names`, or -1. */
 long zkit__lock_index(char *const *names, size_t count, const char *name);
 
-/* Whether the node at `index` holds the lock under `driver`; if not, *wait_for = the child to
- * watch. */
-int zkit__lock_decide(const zkit__driver_t *driver, char *const *sorted, size_t count,
-                      size_t index, const char **wait_for);
+/* Where the child `name` stands in a listing (unsorted), in zkit__lock_sort's order. */
+typedef struct zkit__lock_place {
+    const char *foreign;     /* the first child of no known layout; then nothing else is set */
+    long index;              /* children ahead of `name`; -1 when it is not listed */
+    const char *wait_for;    /* the child to watch; NULL when `name` holds */
+    const char *before_wait; /* mutex, write lock: the child just ahead of wait_for, or NULL */
+    int handoff;             /* wait_for's deletion alone proves nothing is left ahead */
+    int writer_level;        /* a write node other than `name` sorts level with it */
+} zkit__lock_place_t;
+
+/* Fills *out from `names` (pointers into it) for `name` under `driver`, in one pass. */
+void zkit__lock_place(zkit__lock_place_t *out, const zkit__driver_t *driver,
+                      char *const *names, size_t count, const char *name);
 
 typedef struct zkit__acq zkit__acq_t;
 

@@ -27,13 +27,14 @@ static int has_seq_suffix(const char *name, size_t len)
 }
 
 /* "_c_" + a 36-character uuid + "-", then anything, then the sequence suffix. */
-static int is_curator(const char *name)
+#define CURATOR_HEAD (sizeof(CURATOR_PREFIX) - 1 + UUID_LEN + 1)
+static int is_curator(const char *name, size_t len)
 {
-    size_t len = strlen(name), head = strlen(CURATOR_PREFIX) + UUID_LEN + 1;
-    if (len < head + SEQ_LEN || strncmp(name, CURATOR_PREFIX, strlen(CURATOR_PREFIX)) != 0 ||
-        name[head - 1] != '-')
+    if (len < CURATOR_HEAD + SEQ_LEN ||
+        strncmp(name, CURATOR_PREFIX, sizeof(CURATOR_PREFIX) - 1) != 0 ||
+        name[CURATOR_HEAD - 1] != '-')
         return 0;
-    for (size_t i = strlen(CURATOR_PREFIX); i < head - 1; i++) {
+    for (size_t i = sizeof(CURATOR_PREFIX) - 1; i < CURATOR_HEAD - 1; i++) {
         char c = name[i];
         if (!is_digit(c) && !(c >= 'a' && c <= 'f') && !(c >= 'A' && c <= 'F') && c != '-')
             return 0;
@@ -66,22 +67,24 @@ const char *zkit__node_kazoo_seq(const char *name)
     return seq ? seq : kazoo_seq_after(name, len, "__rlock__");
 }
 
-static int is_kazoo_writer(const char *name)
-{
-    return kazoo_seq_after(name, strlen(name), "__lock__") != NULL;
-}
-
+/* Every waiter classifies every child of every listing of its queue: the name is measured
+ * once, and a Curator-layout name is searched for its tokens past its uuid only (hex digits
+ * and dashes, which hold no underscore). */
 ZKIT_EXTERN zkit_node_role_t zkit_lock_node_role(const char *name)
 {
+    size_t len;
     if (!name)
         return ZKIT_NODE_FOREIGN;
-    if (zkit__node_kazoo_seq(name))
-        return is_kazoo_writer(name) ? ZKIT_NODE_WRITER : ZKIT_NODE_READER;
-    if (!is_curator(name))
-        return ZKIT_NODE_FOREIGN;
-    if (strstr(name, "__WRIT__"))
+    len = strlen(name);
+    if (kazoo_seq_after(name, len, "__lock__"))
         return ZKIT_NODE_WRITER;
-    if (strstr(name, "__READ__"))
+    if (kazoo_seq_after(name, len, "__rlock__"))
+        return ZKIT_NODE_READER;
+    if (!is_curator(name, len))
+        return ZKIT_NODE_FOREIGN;
+    if (strstr(name + CURATOR_HEAD, "__WRIT__"))
+        return ZKIT_NODE_WRITER;
+    if (strstr(name + CURATOR_HEAD, "__READ__"))
         return ZKIT_NODE_READER;
     return ZKIT_NODE_CONTENDER;
 }

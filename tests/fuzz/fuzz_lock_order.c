@@ -8,8 +8,11 @@
  * it is idempotent, that Curator's rule orders names
  * that end in the driver's token and a 10-digit sequence, that kazoo's names
  * ("...__lock__<seq>", "...__rlock__<seq>") take their place among them by that sequence,
- * that every name is found by zkit__lock_index, and that zkit__lock_decide names a child
- * ahead of the one deciding.
+ * that every name is found by zkit__lock_index, and that zkit__lock_place, reading the
+ * unsorted listing in one pass, finds for each child what the sorted listing says: its place,
+ * the child it waits for (the one just ahead; a reader, the nearest writer ahead), the one
+ * ahead of that, whether that child's deletion alone proves nothing is left ahead, a write
+ * node level with it, and the first foreign child.
  */
 #include <assert.h>
 #include <stdint.h>
@@ -18,6 +21,7 @@
 
 #include "zkit/common.h"
 #include "recipes/engine.h"
+#include "recipes/nodename.h"
 
 #define MAX_NAMES 64
 
@@ -68,6 +72,46 @@ static long long kazoo_sequence(const char *name)
     return -1;
 }
 
+/* Whether `a` and `b` have the same sort key: sorting keeps both orders of the pair. */
+static int level(const zkit__driver_t *driver, char *a, char *b)
+{
+    char *ab[2] = { a, b }, *ba[2] = { b, a };
+    zkit__lock_sort(ab, 2, driver->token);
+    zkit__lock_sort(ba, 2, driver->token);
+    return ab[0] == a && ba[0] == b;
+}
+
+/* What the sorted listing says of the child at `at`, against what zkit__lock_place found. */
+static void check_place(const zkit__lock_place_t *p, const zkit__driver_t *driver,
+                        char *const *sorted, size_t count, size_t at)
+{
+    const char *nearest_writer = NULL;
+    size_t writers = 0;
+    int writer_level = 0;
+    for (size_t i = 0; i < count; i++) {
+        int writer = zkit__node_is_writer(sorted[i]);
+        if (i < at && writer) {
+            nearest_writer = sorted[i];
+            writers++;
+        }
+        if (i != at && writer && level(driver, sorted[i], sorted[at]))
+            writer_level = 1;
+    }
+    assert(p->foreign == NULL);
+    assert(p->index == (long)at);
+    assert(p->writer_level == writer_level);
+    if (driver->reader) {
+        assert(p->wait_for == nearest_writer);
+        assert(p->before_wait == NULL);
+        assert(p->handoff == (nearest_writer && writers == 1));
+    } else {
+        assert(p->wait_for == (at > 0 ? sorted[at - 1] : NULL));
+        assert(p->before_wait == (at > 1 ? sorted[at - 2] : NULL));
+        assert(p->handoff == (at == 1 && (driver != &zkit__write_driver ||
+                                          !zkit__node_is_writer(sorted[0]))));
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const zkit__driver_t *drivers[] = { &zkit__mutex_driver, &zkit__read_driver,
@@ -75,6 +119,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const zkit__driver_t *driver;
     char *text, *names[MAX_NAMES], *again[MAX_NAMES], *a[MAX_NAMES], *b[MAX_NAMES];
     size_t count = 0;
+    int unique = 1;
+    const char *foreign;
     if (size < 1)
         return 0;
     driver = drivers[data[0] % 3];
@@ -95,8 +141,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(b, again, sizeof(b));
     qsort(a, count, sizeof(char *), by_bytes);
     qsort(b, count, sizeof(char *), by_bytes);
-    for (size_t i = 0; i < count; i++)
+    for (size_t i = 0; i < count; i++) {
         assert(strcmp(a[i], b[i]) == 0);
+        if (i > 0 && strcmp(a[i - 1], a[i]) == 0)
+            unique = 0; /* a real listing's names are */
+    }
 
     /* Idempotent: a sorted list stays as it is. */
     memcpy(a, names, sizeof(a));
@@ -118,20 +167,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
 
+    foreign = zkit__node_first_foreign(again, count);
     for (size_t i = 0; i < count; i++) {
-        const char *wait_for = NULL;
+        zkit__lock_place_t place;
         long at = zkit__lock_index(names, count, names[i]);
-        int holds;
         assert(at >= 0 && (size_t)at <= i && strcmp(names[at], names[i]) == 0);
-        holds = zkit__lock_decide(driver, names, count, (size_t)at, &wait_for);
-        if (holds) {
-            assert(wait_for == NULL);
-        } else {
-            long w;
-            assert(wait_for != NULL);
-            w = zkit__lock_index(names, count, wait_for);
-            assert(w >= 0 && w < at);
-        }
+        zkit__lock_place(&place, driver, again, count, names[i]);
+        if (foreign)
+            assert(place.foreign == foreign);
+        else if (unique)
+            check_place(&place, driver, names, count, (size_t)at);
     }
     free(text);
     return 0;
