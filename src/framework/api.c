@@ -449,12 +449,19 @@ ZKIT_EXTERN int zkit_get_children(char ***names, size_t *count, zkit_stat_t *sta
     }
     if (!(op = run_read(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", stat, &rc)))
         return rc;
-    if (rc == 0) {
-        *names = op->children;
-        *count = op->child_count;
-        op->children = NULL;
-        op->child_count = 0;
+    /* The caller frees each name (zkit_free_strings): its own copies. */
+    if (rc == 0 && op->child_count > 0 &&
+        !(*names = calloc(op->child_count, sizeof(char *))))
+        rc = ZKIT_ENOMEM;
+    for (size_t i = 0; rc == 0 && i < op->child_count; i++) {
+        if (!((*names)[i] = strdup(op->children[i]))) {
+            zkit_free_strings(*names, i);
+            *names = NULL;
+            rc = ZKIT_ENOMEM;
+        }
     }
+    if (rc == 0)
+        *count = op->child_count;
     zkit__op_unref(op);
     return rc;
 }

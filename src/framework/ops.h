@@ -115,7 +115,7 @@ struct zkit__op {
     int has_stat;
     char *result_data;
     size_t result_len;
-    char **children;
+    char **children;                /* one block (free it alone), the names inside it */
     size_t child_count;
 
     zkit__delivery_t delivery;
