@@ -150,7 +150,8 @@ static void lock_states_dump(lock_states_t *r, int64_t t0)
  * read-only server refuses to take over a global session, and a lock node makes the session
  * global), so the lock goes UNCERTAIN, stops being held at its validity deadline and is LOST
  * once the session timeout has passed; only then does the client reach READ_ONLY, with a new
- * session that holds nothing, where acquiring fails instead of being granted.
+ * session that holds nothing, where acquiring fails instead of being granted.  Once a quorum
+ * is back, the client is read-write again, in yet another session, and acquires.
  */
 static void test_read_only_server_after_quorum_loss(void)
 {
@@ -163,7 +164,7 @@ static void test_read_only_server_after_quorum_loss(void)
     zkh_cluster_t *ro = zkh_start_read_only_capable(3), *saved = zk;
     char path[64];
     int64_t session, deadline, t0, uncertain_at, lost_at, asked;
-    int ro_index, lost_index, rc;
+    int ro_index, lost_index, back_index, rc;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(ro);
     zk = ro; /* found_server looks here */
@@ -240,6 +241,27 @@ static void test_read_only_server_after_quorum_loss(void)
         lock_states_dump(&states, t0);
         fprintf(stderr, "acquire on the read-only connection: %s\n", zkit_strerror(rc));
     }
+
+    /* A quorum again: the read-only server rejoins it and drops its clients.  libzookeeper
+     * trades a session begun read-only for a new one at its first read-write server; that
+     * is a session lost like any other, so LOST comes before RECONNECTED. */
+    CU_ASSERT_EQUAL(zkh_restart(ro, (at.index + 1) % 3), 0);
+    back_index = fw_state_wait(&log, ro_index < 0 ? 0 : ro_index, ZKIT_CONN_RECONNECTED, 15000);
+    CU_ASSERT(back_index > ro_index);
+    if (back_index > ro_index && ro_index >= 0) {
+        CU_ASSERT(log.session[back_index] != log.session[ro_index]);
+        CU_ASSERT_TRUE(fw_state_seen(&log, ro_index, back_index, ZKIT_CONN_LOST));
+    }
+    CU_ASSERT_EQUAL(zkit_mutex_new(&again, c, path), 0);
+    if (again) {
+        CU_ASSERT_EQUAL(zkit_lock_acquire(again, 5000), 0);
+        CU_ASSERT_TRUE(zkit_lock_is_held(again));
+        CU_ASSERT_EQUAL(zkit_lock_release(again), 0);
+        zkit_lock_free(again);
+    }
+    if (back_index < 0 || getenv("ZKIT_TEST_VERBOSE") ||
+        (ro_index >= 0 && !fw_state_seen(&log, ro_index, back_index, ZKIT_CONN_LOST)))
+        fw_state_dump(&log, "quorum again");
 free_lock:
     zkit_lock_free(lock);
 close:
