@@ -597,6 +597,7 @@ struct zkh_cluster {
     char log4j[PATH_MAX];
     int dir_slot;
     int lock_fd;
+    int read_only_mode; /* servers without quorum serve read-only clients */
     char *connect;
     struct zkh_server srv[ZKH_MAX_SERVERS];
 };
@@ -674,6 +675,12 @@ static int write_server_config(zkh_cluster_t *c, struct zkh_server *s)
                        "maxClientCnxns=0\n"
                        "admin.enableServer=false\n",
                        s->datadir, s->port);
+    /* A read-only server refuses to create a global session (it answers the handshake with
+     * a bare NOTREADONLY error header, which no client can parse), so new sessions have to
+     * start out local to be served there; the first ephemeral node makes one global. */
+    if (c->read_only_mode)
+        off += snprintf(text + off, sizeof text - (size_t)off, "localSessionsEnabled=true\n"
+                        "localSessionsUpgradingEnabled=true\n");
     if (c->n > 1) {
         for (int j = 0; j < c->n; j++)
             off += snprintf(text + off, sizeof text - (size_t)off, "server.%d=127.0.0.1:%d:%d\n",
@@ -741,6 +748,8 @@ static int spawn_server(zkh_cluster_t *c, struct zkh_server *s)
     /* Peers give up on a dead peer's election port after 1 s instead of 5 s:
      * faster leader election after zkh_kill in an ensemble. */
     argv[k++] = (char *)"-Dzookeeper.cnxTimeout=1000";
+    if (c->read_only_mode)
+        argv[k++] = (char *)"-Dreadonlymode.enabled=true";
     argv[k++] = (char *)"-cp";
     argv[k++] = (char *)ZKH_CLASSPATH;
     argv[k++] = (char *)(c->n > 1 ? "org.apache.zookeeper.server.quorum.QuorumPeerMain"
@@ -958,7 +967,7 @@ static int build_connect_string(zkh_cluster_t *c)
     return 0;
 }
 
-zkh_cluster_t *zkh_start(int nservers)
+static zkh_cluster_t *start_cluster(int nservers, int read_only_mode)
 {
     if (nservers < 1 || nservers > ZKH_MAX_SERVERS) {
         hlog("zkh_start: %d servers requested (1..%d supported)", nservers, ZKH_MAX_SERVERS);
@@ -973,6 +982,7 @@ zkh_cluster_t *zkh_start(int nservers)
     if (c == NULL)
         return NULL;
     c->n = nservers;
+    c->read_only_mode = read_only_mode;
     c->dir_slot = -1;
     c->lock_fd = -1;
     for (int i = 0; i < nservers; i++)
@@ -1095,6 +1105,16 @@ zkh_cluster_t *zkh_start(int nservers)
         kill_and_reap(&c->srv[i]);
     free_cluster(c);
     return NULL;
+}
+
+zkh_cluster_t *zkh_start(int nservers)
+{
+    return start_cluster(nservers, 0);
+}
+
+zkh_cluster_t *zkh_start_read_only_capable(int nservers)
+{
+    return start_cluster(nservers, 1);
 }
 
 void zkh_shutdown(zkh_cluster_t *c)

@@ -51,6 +51,14 @@ typedef struct zkh_cluster zkh_cluster_t;
  * 1..10 s), containers checked every 200 ms, TTL nodes enabled, all
  * four-letter words allowed, admin server off. */
 zkh_cluster_t *zkh_start(int nservers);
+/* The same, with readonlymode.enabled: an ensemble member that loses its
+ * quorum (after about 2 s of looking) serves clients that allow read-only
+ * servers, answering their handshake with the read-only flag, and drops
+ * the others.  Such a server (3.8) takes only new sessions, hence
+ * localSessionsEnabled (and upgrading, for ephemeral nodes): it refuses to
+ * create a global session, and to take over one, which every session that
+ * owns an ephemeral node is. */
+zkh_cluster_t *zkh_start_read_only_capable(int nservers);
 
 /* SIGTERM every server, SIGKILL whatever is left after 2 s, remove the
  * directory, free.  NULL is accepted. */

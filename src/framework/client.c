@@ -860,6 +860,18 @@ static void on_connected(zkit_client_t *c, int read_only)
 {
     const clientid_t *id = zoo_client_id(c->zh);
     c->connected = 1;
+    /* A handle whose first server was read-only has no session the quorum knows: at its first
+     * read-write server libzookeeper trades it for a new one without an expiry event.  The old
+     * session is over all the same, and listeners learn that from LOST. */
+    if (c->ever_connected && c->session_id != 0 && id->client_id != c->session_id &&
+        c->state != ZKIT_CONN_LOST) {
+        zkit__log(&c->log, ZKIT_LOG_WARN, "session 0x%llx replaced by 0x%llx (it began on a "
+                  "read-only server)", (unsigned long long)c->session_id,
+                  (unsigned long long)id->client_id);
+        if (c->state != ZKIT_CONN_SUSPENDED)
+            change_state(c, ZKIT_CONN_SUSPENDED);
+        change_state(c, ZKIT_CONN_LOST);
+    }
     c->session_id = id->client_id;
     memcpy(c->session_passwd, id->passwd, sizeof(c->session_passwd));
     __atomic_store_n(&c->negotiated_timeout_ms, zoo_recv_timeout(c->zh), __ATOMIC_RELAXED);
