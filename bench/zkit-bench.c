@@ -26,6 +26,8 @@
  *       readers) and a multi-lock over 4 paths, zkit's and (with --curator-peer) Curator's
  *       InterProcessSemaphoreV2, InterProcessReadWriteLock and InterProcessMultiLock,
  *       interleaved in the same rounds; acquire latency, after the same warm-up on both sides.
+ *       With --waiters N: a queue N deep (N clients over --procs processes), zkit's and the
+ *       delete-event floor's on N bare zhandles.
  *
  * (a), (a2) and (b) but the churn run in rounds (--rounds, default 5): every figure's
  * connection and lock is opened and warmed up first, then each round runs every figure for
@@ -765,19 +767,13 @@ typedef struct handoff {
     demo_gate_t gate;
 } handoff_t;
 
-static void handoff_step(handoff_t *h, int me, zkit_lock_t *lock)
+/* The new holder `me` records the hand-off when the lock came from another client, then
+ * stamps the time just before it releases. */
+static void handoff_record(handoff_t *h, int me)
 {
     handoff_shared_t *sh = h->sh;
-    int64_t now;
-    int prev;
-    int rc = zkit_lock_acquire(lock, 60000);
-
-    if (rc != 0) {
-        demo_failure(&sh->failed, "hand-off: acquire: %s", zkit_strerror(rc));
-        return;
-    }
-    now = demo_now_ns();
-    prev = __atomic_load_n(&sh->last_holder, __ATOMIC_ACQUIRE);
+    int64_t now = demo_now_ns();
+    int prev = __atomic_load_n(&sh->last_holder, __ATOMIC_ACQUIRE);
     /* A re-acquisition by the same process is no hand-off. */
     if (prev >= 0 && prev != me) {
         long i = __atomic_fetch_add(&sh->count, 1, __ATOMIC_RELAXED);
@@ -787,8 +783,18 @@ static void handoff_step(handoff_t *h, int me, zkit_lock_t *lock)
     }
     __atomic_store_n(&sh->last_holder, me, __ATOMIC_RELEASE);
     __atomic_store_n(&sh->last_release_ns, demo_now_ns(), __ATOMIC_RELEASE);
+}
+
+static void handoff_step(handoff_t *h, int me, zkit_lock_t *lock)
+{
+    int rc = zkit_lock_acquire(lock, 60000);
+    if (rc != 0) {
+        demo_failure(&h->sh->failed, "hand-off: acquire: %s", zkit_strerror(rc));
+        return;
+    }
+    handoff_record(h, me);
     if ((rc = zkit_lock_release(lock)) != 0)
-        demo_failure(&sh->failed, "hand-off: release: %s", zkit_strerror(rc));
+        demo_failure(&h->sh->failed, "hand-off: release: %s", zkit_strerror(rc));
 }
 
 static int handoff_process(int me, void *arg)
@@ -850,6 +856,7 @@ static int handoff_run(const options_t *o, result_t *out)
  * the mutex `per_client` times; the process reports ready once all are connected. */
 typedef struct queue_proc {
     handoff_t *h;
+    void *(*client)(void *);  /* queue_client, or raw_queue_client for the floor */
     int me;                   /* the process's number */
     int clients;
     long per_client;
@@ -861,6 +868,8 @@ typedef struct queue_client {
     queue_proc_t *q;
     int id;                   /* unique over all processes: a hand-off is between two ids */
 } queue_client_t;
+
+static void *raw_queue_client(void *arg);
 
 static void *queue_client(void *arg)
 {
@@ -894,7 +903,7 @@ static int queue_process(int me, void *arg)
         return 1;
     for (int i = 0; i < q.clients; i++) {
         qc[i] = (queue_client_t){ &q, me * q.clients + i };
-        if (pthread_create(&th[i], NULL, queue_client, &qc[i]) != 0)
+        if (pthread_create(&th[i], NULL, q.client, &qc[i]) != 0)
             break;
         started++;
     }
@@ -916,14 +925,16 @@ static int queue_process(int me, void *arg)
 }
 
 /* o->waiters clients over o->procs processes on one mutex, each acquiring until the run has
- * o->acquisitions: hand-off latency with a queue that deep behind the holder. */
-static int queue_run(const options_t *o, const char *name, result_t *out)
+ * o->acquisitions: hand-off latency with a queue that deep behind the holder.  zkit's
+ * clients, or with `raw` bare zhandles on the delete-event floor. */
+static int queue_run(const options_t *o, int raw, const char *name, result_t *out)
 {
     int procs = (int)(o->procs < o->waiters ? o->procs : o->waiters);
     int per_proc = (int)((o->waiters + procs - 1) / procs);
     long per_client = (o->acquisitions + (long)procs * per_proc - 1) / ((long)procs * per_proc);
     handoff_t h = { o, NULL, (long)procs * per_proc * per_client, { { -1, -1 }, { -1, -1 } } };
-    queue_proc_t q = { .h = &h, .clients = per_proc, .per_client = per_client };
+    queue_proc_t q = { .h = &h, .client = raw ? raw_queue_client : queue_client,
+                       .clients = per_proc, .per_client = per_client };
     size_t size = sizeof(handoff_shared_t) + (size_t)h.capacity * sizeof(double);
     pid_t pids[MAX_PROCS];
     long long before;
@@ -1427,6 +1438,14 @@ typedef struct chain {
 
 static void chain_list(chain_t *ch);
 
+/* The chain's parents, made by whoever comes first. */
+static void raw_chain_parents(zhandle_t *zh)
+{
+    zoo_create(zh, ROOT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    zoo_create(zh, RAW_PARENT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    zoo_create(zh, RAW_PARENT "/chain", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+}
+
 static void chain_verdict(chain_t *ch, int held, int err)
 {
     pthread_mutex_lock(&ch->mu);
@@ -1567,6 +1586,35 @@ static void *chain_contender(void *arg)
 static void *floor_contender(void *arg)
 {
     raw_contend(arg, 1);
+    return NULL;
+}
+
+/* A client of the deep queue on the delete-event floor: a bare zhandle, as floor_contender. */
+static void *raw_queue_client(void *arg)
+{
+    queue_client_t *qc = arg;
+    queue_proc_t *q = qc->q;
+    raw_conn_t conn;
+    chain_t ch = { NULL, 1, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, "", 0, 0 };
+    if (!(ch.zh = raw_connect(q->h->opt->connect, &conn)))
+        __atomic_fetch_add(&q->failed_connects, 1, __ATOMIC_RELAXED);
+    else
+        raw_chain_parents(ch.zh);
+    pthread_barrier_wait(&q->connected);
+    pthread_barrier_wait(&q->go);
+    for (long i = 0; ch.zh && __atomic_load_n(&q->failed_connects, __ATOMIC_RELAXED) == 0 &&
+                     i < q->per_client; i++) {
+        int rc = chain_acquire(&ch);
+        if (rc != ZOK) {
+            demo_failure(&q->h->sh->failed, "queue: raw floor: %s", zerror(rc));
+            break;
+        }
+        handoff_record(q->h, qc->id);
+        if ((rc = zoo_delete(ch.zh, ch.created, -1)) != ZOK)
+            demo_failure(&q->h->sh->failed, "queue: raw delete: %s", zerror(rc));
+    }
+    if (ch.zh)
+        zookeeper_close(ch.zh);
     return NULL;
 }
 
@@ -1717,10 +1765,10 @@ static void recipe_rows(const options_t *o, int width, int *curator)
 
 static int contend_rows(const options_t *o)
 {
-    int ks[16], n = 0, width = NAME_WIDTH, curator = o->curator != NULL, queue_ok = 0;
+    int ks[16], n = 0, width = NAME_WIDTH, curator = o->curator != NULL, queue_ok[2] = { 0 };
     const char *p = o->contend;
-    char qname[96];
-    result_t queue;
+    char qname[2][96]; /* the deep queue: [0] the delete-event floor, [1] zkit */
+    result_t queue[2];
     raw_conn_t conn;
     zhandle_t *zh;
     printf("contention in one process: %ld acquisitions per figure, %ld rounds interleaved\n\n",
@@ -1738,15 +1786,17 @@ static int contend_rows(const options_t *o)
     }
     /* The deep queue forks: before this process has a zhandle and its threads. */
     if (o->waiters > 0) {
-        snprintf(qname, sizeof qname, "zkit mutex, %ld clients in %ld processes", o->waiters,
-                 o->procs < o->waiters ? o->procs : o->waiters);
-        queue_ok = queue_run(o, qname, &queue) == 0;
+        long procs = o->procs < o->waiters ? o->procs : o->waiters;
+        snprintf(qname[0], sizeof qname[0], "raw floor, %ld handles in %ld processes",
+                 o->waiters, procs);
+        snprintf(qname[1], sizeof qname[1], "zkit mutex, %ld clients in %ld processes",
+                 o->waiters, procs);
+        for (int raw = 1; raw >= 0; raw--)
+            queue_ok[!raw] = queue_run(o, raw, qname[!raw], &queue[!raw]) == 0;
     }
     if (!(zh = raw_connect(o->connect, &conn)))
         return 1;
-    zoo_create(zh, ROOT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-    zoo_create(zh, RAW_PARENT, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
-    zoo_create(zh, RAW_PARENT "/chain", "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0);
+    raw_chain_parents(zh);
     printf("%-*s %9s %9s %9s %8s %7s   %11s %11s %11s %12s\n", width, "measurement", "per sec",
            "p50 ms", "p99 ms", "req/acq", "cs/acq", "p50/floor", "rate/chain", "p50/chain",
            "rate/Curator");
@@ -1810,12 +1860,16 @@ static int contend_rows(const options_t *o)
     }
     if (o->recipe_clients > 0)
         recipe_rows(o, width, &curator);
-    if (o->waiters > 0 && queue_ok) {
-        print_figure(width, &queue);
+    for (int i = 0; o->waiters > 0 && i < 2; i++) {
+        if (!queue_ok[i]) {
+            printf("%-*s %9s\n", width, qname[i], "FAILED");
+            continue;
+        }
+        print_figure(width, &queue[i]);
+        if (i == 1 && queue_ok[0])
+            printf("   %10.2fx", queue[1].p50_ms / queue[0].p50_ms);
         putchar('\n');
-        contend_record(&queue, (int)o->waiters, 0);
-    } else if (o->waiters > 0) {
-        printf("%-*s %9s\n", width, qname, "FAILED");
+        contend_record(&queue[i], (int)o->waiters, 0);
     }
     zoo_delete(zh, RAW_PARENT "/chain", -1);
     zoo_delete(zh, RAW_PARENT, -1);
