@@ -15,8 +15,7 @@
 #include <zkit/lock.h>
 
 #include "fw_support.h"
-
-static zkh_cluster_t *zk;
+#include "lock_support.h"
 
 typedef struct server_of {
     int64_t session;
@@ -96,61 +95,6 @@ static void test_kill_connected_server(void)
     CU_ASSERT_EQUAL(zkh_restart(zk, before.index), 0);
 }
 
-#define LOCK_STATES_MAX 32
-
-typedef struct lock_states {
-    pthread_mutex_t mu;
-    int count;
-    zkit_lock_state_t state[LOCK_STATES_MAX];
-    int64_t at_ms[LOCK_STATES_MAX];
-} lock_states_t;
-
-static void record_lock_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
-{
-    lock_states_t *r = arg;
-    (void)lock;
-    pthread_mutex_lock(&r->mu);
-    if (r->count < LOCK_STATES_MAX) {
-        r->state[r->count] = state;
-        r->at_ms[r->count] = zkh_now_ms();
-        r->count++;
-    }
-    pthread_mutex_unlock(&r->mu);
-}
-
-/* When `state` was first reported, or -1. */
-static int64_t lock_state_at(lock_states_t *r, zkit_lock_state_t state)
-{
-    int64_t at = -1;
-    pthread_mutex_lock(&r->mu);
-    for (int i = 0; i < r->count && at < 0; i++)
-        if (r->state[i] == state)
-            at = r->at_ms[i];
-    pthread_mutex_unlock(&r->mu);
-    return at;
-}
-
-static int lock_expired_reported(void *arg)
-{
-    return lock_state_at(arg, ZKIT_LOCK_EXPIRED) >= 0;
-}
-
-static int lock_lost_reported(void *arg)
-{
-    return lock_state_at(arg, ZKIT_LOCK_LOST) >= 0;
-}
-
-static void lock_states_dump(lock_states_t *r, int64_t t0)
-{
-    pthread_mutex_lock(&r->mu);
-    fprintf(stderr, "lock states:");
-    for (int i = 0; i < r->count; i++)
-        fprintf(stderr, " %s@%lld", zkit_lock_state_name(r->state[i]),
-                (long long)(r->at_ms[i] - t0));
-    fprintf(stderr, "\n");
-    pthread_mutex_unlock(&r->mu);
-}
-
 /*
  * The holder's server is cut off from the other two (they die) and, after a couple of seconds
  * of looking for a quorum, serves read-only.  The holder's session cannot follow it there (a
@@ -164,7 +108,7 @@ static void test_read_only_server_after_quorum_loss(void)
 {
     zkit_client_options_t o;
     fw_state_log_t log;
-    lock_states_t states = { .mu = PTHREAD_MUTEX_INITIALIZER };
+    states_t states;
     zkit_client_t *c;
     zkit_lock_t *lock = NULL, *again = NULL;
     server_of_t at;
@@ -176,6 +120,7 @@ static void test_read_only_server_after_quorum_loss(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(ro);
     zk = ro; /* found_server looks here */
     fw_state_log_init(&log);
+    states_init(&states);
     fw_options(&o, zkh_connect_string(ro), NULL, 3000, NULL);
     o.can_be_read_only = 1;
     c = fw_connect_opts(&o);
@@ -188,7 +133,7 @@ static void test_read_only_server_after_quorum_loss(void)
     CU_ASSERT_EQUAL(zkit_mutex_new(&lock, c, path), 0);
     if (!lock)
         goto close;
-    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(lock, record_lock_state, &states), 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(lock, states_record, &states), 0);
     rc = zkit_lock_acquire(lock, 5000);
     CU_ASSERT_EQUAL(rc, 0);
     at.session = session;
@@ -205,15 +150,15 @@ static void test_read_only_server_after_quorum_loss(void)
     /* UNCERTAIN first; at the validity deadline, a third of the session timeout, EXPIRED and
      * no longer held; LOST only after the whole session timeout. */
     CU_ASSERT(fw_state_wait(&log, 0, ZKIT_CONN_SUSPENDED, 10000) >= 0);
-    CU_ASSERT_EQUAL(zkh_wait_until(lock_expired_reported, &states, 10000), 0);
+    CU_ASSERT_EQUAL(wait_state(&states, ZKIT_LOCK_EXPIRED, 10000), 0);
     CU_ASSERT_FALSE(zkit_lock_is_held(lock));
     CU_ASSERT_EQUAL(zkit_lock_valid_until(&deadline, lock), ZKIT_ELOCKLOST);
-    CU_ASSERT_EQUAL(zkh_wait_until(lock_lost_reported, &states, 15000), 0);
-    uncertain_at = lock_state_at(&states, ZKIT_LOCK_UNCERTAIN);
-    lost_at = lock_state_at(&states, ZKIT_LOCK_LOST);
+    CU_ASSERT_EQUAL(wait_state(&states, ZKIT_LOCK_LOST, 15000), 0);
+    uncertain_at = states_first(&states, ZKIT_LOCK_UNCERTAIN);
+    lost_at = states_first(&states, ZKIT_LOCK_LOST);
     CU_ASSERT(uncertain_at >= 0 && uncertain_at <= lost_at);
-    CU_ASSERT(lock_state_at(&states, ZKIT_LOCK_EXPIRED) >= uncertain_at);
-    CU_ASSERT(lock_state_at(&states, ZKIT_LOCK_EXPIRED) < lost_at);
+    CU_ASSERT(states_first(&states, ZKIT_LOCK_EXPIRED) >= uncertain_at);
+    CU_ASSERT(states_first(&states, ZKIT_LOCK_EXPIRED) < lost_at);
     CU_ASSERT_FALSE(zkit_lock_is_held(lock));
     lost_index = fw_state_wait(&log, 0, ZKIT_CONN_LOST, 5000);
     CU_ASSERT(lost_index >= 0);
@@ -229,7 +174,7 @@ static void test_read_only_server_after_quorum_loss(void)
      * and nothing says HELD. */
     CU_ASSERT_EQUAL(zkit_mutex_new(&again, c, path), 0);
     if (again) {
-        CU_ASSERT_EQUAL(zkit_lock_set_state_callback(again, record_lock_state, &states), 0);
+        CU_ASSERT_EQUAL(zkit_lock_set_state_callback(again, states_record, &states), 0);
         asked = zkh_now_ms();
         rc = zkit_lock_acquire(again, 2000);
         CU_ASSERT_EQUAL(rc, ZKIT_EZOOKEEPER); /* NOTREADONLY, which no retry will change */
@@ -241,13 +186,13 @@ static void test_read_only_server_after_quorum_loss(void)
     }
     CU_ASSERT_EQUAL(zkit_client_state(c), ZKIT_CONN_READ_ONLY);
     pthread_mutex_lock(&states.mu);
-    for (int i = 0; i < states.count; i++)
-        if (states.at_ms[i] >= t0)
-            CU_ASSERT_NOT_EQUAL(states.state[i], ZKIT_LOCK_HELD);
+    for (int i = 0; i < states.n; i++)
+        if (states.at[i] >= t0)
+            CU_ASSERT_NOT_EQUAL(states.s[i], ZKIT_LOCK_HELD);
     pthread_mutex_unlock(&states.mu);
     if (ro_index < 0 || rc == 0 || getenv("ZKIT_TEST_VERBOSE")) {
         fw_state_dump(&log, "read-only");
-        lock_states_dump(&states, t0);
+        states_print(&states, "read-only");
         fprintf(stderr, "acquire on the read-only connection: %s\n", zkit_strerror(rc));
     }
 
