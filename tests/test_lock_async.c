@@ -9,6 +9,8 @@
  *    lock held elsewhere, cancelled, it completes once with ZKIT_ECANCELED, leaves no node of
  *    ours and the lock is not held; a blocking acquire cancelled from another thread returns
  *    ZKIT_ECANCELED; the lock works afterwards;
+ *  - an acquisition whose first request the client refuses to send (node data that no longer
+ *    fits with a long lock path) ends with ZKIT_ETOOBIG, blocking or asynchronous, every kind;
  *  - a lease hears UNCERTAIN, HELD, EXPIRED and LOST like a held mutex (test_lock_faults.c):
  *    a short partition gives UNCERTAIN then HELD; a partition past the validity deadline gives
  *    EXPIRED (then LOST once the session is gone); an expired session gives LOST;
@@ -719,6 +721,101 @@ static void test_close_with_everything_pending(void)
     zkit_client_close(h);
 }
 
+/* ---- a request the client refuses to send -------------------------------------------------- */
+
+/* A lock path long enough that the largest node data zkit_lock_set_data accepts no longer fits
+ * in one request with it: the create is refused before it is sent, and the acquisition must
+ * end with that error, not hang; every kind. */
+static void refused_at_submit_kind(enum kind k, zkit_client_t *c, const char *dir,
+                                   const char *data, size_t len)
+{
+    const char *what = kind_name[k];
+    zkit_lock_t *lock = NULL;
+    zkit_rwlock_t *rw = NULL;
+    done_rec_t r;
+    bg_t b;
+    switch (k) {
+    case K_MUTEX:
+        CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, dir) == 0);
+        break;
+    case K_READ:
+    case K_WRITE:
+        CU_ASSERT_FATAL(zkit_rwlock_new(&rw, c, dir) == 0);
+        lock = k == K_READ ? zkit_rwlock_read(rw) : zkit_rwlock_write(rw);
+        break;
+    case K_SMUTEX:
+        CU_ASSERT_FATAL(zkit_semaphore_mutex_new(&lock, c, dir) == 0);
+        break;
+    default: {
+        const char *paths[1] = { dir };
+        CU_ASSERT_FATAL(zkit_multilock_new(&lock, c, paths, 1) == 0);
+        break;
+    }
+    }
+    CU_ASSERT_FATAL(zkit_lock_set_data(lock, data, len) == 0);
+
+    bg_start(&b, lock, 5000, 0);
+    if (zkh_wait_until(bg_acquired, &b, 5000) != 0) {
+        fprintf(stderr, "refused at submit, %s: the blocking acquire hangs\n", what);
+        CU_FAIL_FATAL("blocking acquire hangs");
+    }
+    CU_ASSERT_EQUAL(bg_finish(&b, 5000), 0);
+    if (b.rc != ZKIT_ETOOBIG)
+        fprintf(stderr, "refused at submit, %s: %s\n", what, zkit_strerror(b.rc));
+    CU_ASSERT_EQUAL(b.rc, ZKIT_ETOOBIG);
+
+    /* Asynchronous: refused by the call itself, or told once. */
+    rec_init(&r);
+    int rc = zkit_lock_acquire_async(lock, 5000, on_lock_done, &r), told = rc == 0;
+    if (rc == 0) {
+        CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &r, 5000), 0);
+        CU_ASSERT_EQUAL(atomic_load(&r.error), ZKIT_ETOOBIG);
+    } else {
+        CU_ASSERT_EQUAL(rc, ZKIT_ETOOBIG);
+    }
+    CU_ASSERT_EQUAL(zkit_lock_acquire(lock, 0), ZKIT_ETOOBIG);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(lock), 0);
+    /* The same lock with data that fits works. */
+    CU_ASSERT_EQUAL(zkit_lock_set_data(lock, "x", 1), 0);
+    rc = zkit_lock_acquire(lock, 5000);
+    if (rc != 0)
+        fprintf(stderr, "refused at submit, %s: then with small data: %s\n", what,
+                zkit_strerror(rc));
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(lock), 0);
+    CU_ASSERT_EQUAL(atomic_load(&r.calls), told);
+    if (rw)
+        zkit_rwlock_free(rw);
+    else
+        zkit_lock_free(lock);
+}
+
+static void test_acquire_refused_at_submit(void)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    size_t max_data = 0xfffff - 4096, name_len = 3200;
+    char *dir, *name, *data;
+    fx_begin(&f, "refused-at-submit");
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    name = malloc(name_len + 1);
+    data = calloc(1, max_data);
+    CU_ASSERT_FATAL(name != NULL && data != NULL);
+    memset(name, 'n', name_len);
+    name[name_len] = '\0';
+    for (int k = 0; k < K_KINDS; k++) {
+        name[0] = (char)('a' + k); /* one path per kind: a semaphore's children are foreign */
+        dir = lk_join(f.base, name);
+        refused_at_submit_kind((enum kind)k, c, dir, data, max_data);
+        free(dir);
+    }
+    fx_end(&f);
+    zkit_client_close(c);
+    free(name);
+    free(data);
+}
+
 /* ---- registration ---------------------------------------------------------------------------- */
 
 static const zkh_test_t tests[] = {
@@ -732,6 +829,8 @@ static const zkh_test_t tests[] = {
     { "lease states: long partition, EXPIRED then LOST", test_lease_long_partition },
     { "lease states: session expiry, LOST", test_lease_session_expiry },
     { "close with everything pending", test_close_with_everything_pending },
+    { "an acquisition refused before it is sent ends with the error",
+      test_acquire_refused_at_submit },
     { NULL, NULL }
 };
 

@@ -161,7 +161,9 @@ ZKIT_EXTERN int zkit_lock_revoke(zkit_client_t *client, const char *node_path);
  * ZKIT_ECLOSED, ZKIT_EINVAL or a connection error after retries. */
 ZKIT_EXTERN int zkit_lock_acquire(zkit_lock_t *lock, int timeout_ms);
 /* Starts an acquisition and returns at once; `done` runs once on the event thread.  The lock is
- * then held on behalf of the thread that called this function. */
+ * then held on behalf of the thread that called this function.  Returns 0, or an error
+ * (ZKIT_EINVAL, ZKIT_ECLOSED, ZKIT_EDEADLK, ZKIT_ENOMEM, ZKIT_ETOOBIG when the lock's node
+ * data and path do not fit in one request): then `done` never runs. */
 ZKIT_EXTERN int zkit_lock_acquire_async(zkit_lock_t *lock, int timeout_ms,
                                         zkit_lock_acquired_fn done, void *arg);
 /* Releases one level of holding.  ZKIT_ENOTOWNER when the calling thread does not hold a
