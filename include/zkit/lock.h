@@ -202,7 +202,9 @@ ZKIT_EXTERN int zkit_lock_cancel(zkit_lock_t *lock);
  * transaction commits only while the lock is held.  A commit refused by such a check returns
  * ZKIT_ELOCKLOST and applies nothing.  ZKIT_ENOTHELD if the calling thread (the process, for
  * the semaphore mutex and the multi-lock) does not hold `lock`, ZKIT_ELOCKLOST if its holding
- * is already known lost, ZKIT_EINVAL if the transaction belongs to another client.
+ * is already known lost, ZKIT_EINVAL if the transaction belongs to another client,
+ * ZKIT_ETOOBIG when the checks would make the request too big; a refusal leaves the
+ * transaction as it was (no check of some parts only).
  */
 ZKIT_EXTERN int zkit_lock_guard_txn(zkit_txn_t *txn, const zkit_lock_t *lock);
 /* Frees the lock; if held, releases it first and logs a warning; acquisitions in progress end
