@@ -9,6 +9,13 @@
  *    lock held elsewhere, cancelled, it completes once with ZKIT_ECANCELED, leaves no node of
  *    ours and the lock is not held; a blocking acquire cancelled from another thread returns
  *    ZKIT_ECANCELED; the lock works afterwards;
+ *  - an acquisition whose first request the client refuses to send (node data that no longer
+ *    fits with a long lock path) ends with ZKIT_ETOOBIG, blocking or asynchronous, every kind;
+ *  - the acquired callback frees its lock while another thread's acquisition waits behind it:
+ *    that one ends with ZKIT_ECANCELED, once (readers may be granted together), no node stays;
+ *  - lock A's acquired callback cancels lock B's waiting acquisition (every kind) and starts a
+ *    try-once one: ZKIT_ECANCELED then ZKIT_ETIMEDOUT, each once, no node stays, and B is not
+ *    held after the other client lets go;
  *  - a lease hears UNCERTAIN, HELD, EXPIRED and LOST like a held mutex (test_lock_faults.c):
  *    a short partition gives UNCERTAIN then HELD; a partition past the validity deadline gives
  *    EXPIRED (then LOST once the session is gone); an expired session gives LOST;
@@ -719,6 +726,270 @@ static void test_close_with_everything_pending(void)
     zkit_client_close(h);
 }
 
+/* ---- a request the client refuses to send -------------------------------------------------- */
+
+/* A lock path long enough that the largest node data zkit_lock_set_data accepts no longer fits
+ * in one request with it: the create is refused before it is sent, and the acquisition must
+ * end with that error, not hang; every kind. */
+static void refused_at_submit_kind(enum kind k, zkit_client_t *c, const char *dir,
+                                   const char *data, size_t len)
+{
+    const char *what = kind_name[k];
+    zkit_lock_t *lock = NULL;
+    zkit_rwlock_t *rw = NULL;
+    done_rec_t r;
+    bg_t b;
+    switch (k) {
+    case K_MUTEX:
+        CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, dir) == 0);
+        break;
+    case K_READ:
+    case K_WRITE:
+        CU_ASSERT_FATAL(zkit_rwlock_new(&rw, c, dir) == 0);
+        lock = k == K_READ ? zkit_rwlock_read(rw) : zkit_rwlock_write(rw);
+        break;
+    case K_SMUTEX:
+        CU_ASSERT_FATAL(zkit_semaphore_mutex_new(&lock, c, dir) == 0);
+        break;
+    default: {
+        const char *paths[1] = { dir };
+        CU_ASSERT_FATAL(zkit_multilock_new(&lock, c, paths, 1) == 0);
+        break;
+    }
+    }
+    CU_ASSERT_FATAL(zkit_lock_set_data(lock, data, len) == 0);
+
+    bg_start(&b, lock, 5000, 0);
+    if (zkh_wait_until(bg_acquired, &b, 5000) != 0) {
+        fprintf(stderr, "refused at submit, %s: the blocking acquire hangs\n", what);
+        CU_FAIL_FATAL("blocking acquire hangs");
+    }
+    CU_ASSERT_EQUAL(bg_finish(&b, 5000), 0);
+    if (b.rc != ZKIT_ETOOBIG)
+        fprintf(stderr, "refused at submit, %s: %s\n", what, zkit_strerror(b.rc));
+    CU_ASSERT_EQUAL(b.rc, ZKIT_ETOOBIG);
+
+    /* Asynchronous: refused by the call itself, or told once. */
+    rec_init(&r);
+    int rc = zkit_lock_acquire_async(lock, 5000, on_lock_done, &r), told = rc == 0;
+    if (rc == 0) {
+        CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &r, 5000), 0);
+        CU_ASSERT_EQUAL(atomic_load(&r.error), ZKIT_ETOOBIG);
+    } else {
+        CU_ASSERT_EQUAL(rc, ZKIT_ETOOBIG);
+    }
+    CU_ASSERT_EQUAL(zkit_lock_acquire(lock, 0), ZKIT_ETOOBIG);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(lock), 0);
+    /* The same lock with data that fits works. */
+    CU_ASSERT_EQUAL(zkit_lock_set_data(lock, "x", 1), 0);
+    rc = zkit_lock_acquire(lock, 5000);
+    if (rc != 0)
+        fprintf(stderr, "refused at submit, %s: then with small data: %s\n", what,
+                zkit_strerror(rc));
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(lock), 0);
+    CU_ASSERT_EQUAL(atomic_load(&r.calls), told);
+    if (rw)
+        zkit_rwlock_free(rw);
+    else
+        zkit_lock_free(lock);
+}
+
+static void test_acquire_refused_at_submit(void)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    size_t max_data = 0xfffff - 4096, name_len = 3200;
+    char *dir, *name, *data;
+    fx_begin(&f, "refused-at-submit");
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    name = malloc(name_len + 1);
+    data = calloc(1, max_data);
+    CU_ASSERT_FATAL(name != NULL && data != NULL);
+    memset(name, 'n', name_len);
+    name[name_len] = '\0';
+    for (int k = 0; k < K_KINDS; k++) {
+        name[0] = (char)('a' + k); /* one path per kind: a semaphore's children are foreign */
+        dir = lk_join(f.base, name);
+        refused_at_submit_kind((enum kind)k, c, dir, data, max_data);
+        free(dir);
+    }
+    fx_end(&f);
+    zkit_client_close(c);
+    free(name);
+    free(data);
+}
+
+/* ---- callbacks that re-enter: free, cancel another lock ------------------------------------ */
+
+/* The first acquisition's callback frees the lock while a second one (another thread's)
+ * waits behind it. */
+typedef struct free_in_cb {
+    zkit_lock_t *lock;
+    zkit_rwlock_t *rw;
+    done_rec_t first;
+} free_in_cb_t;
+
+static void free_on_done(zkit_lock_t *lock, int error, void *arg)
+{
+    free_in_cb_t *x = arg;
+    (void)lock;
+    if (x->rw)
+        zkit_rwlock_free(x->rw);
+    else
+        zkit_lock_free(x->lock);
+    atomic_store(&x->first.error, error);
+    atomic_fetch_add(&x->first.calls, 1);
+}
+
+typedef struct second_acq {
+    zkit_lock_t *lock;
+    done_rec_t rec;
+    int rc;
+} second_acq_t;
+
+static void *start_second(void *arg)
+{
+    second_acq_t *s = arg;
+    s->rc = zkit_lock_acquire_async(s->lock, 20000, on_lock_done, &s->rec);
+    return NULL;
+}
+
+static void free_in_callback_kind(enum kind k)
+{
+    fixture_t f;
+    zkit_client_t *c, *o;
+    pair_t p;
+    free_in_cb_t x;
+    second_acq_t s;
+    pthread_t t;
+    char *dir;
+    int64_t sc;
+    fx_begin(&f, "free-in-cb");
+    dir = lk_join(f.base, "lock");
+    c = lk_client(10000);
+    o = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL && o != NULL);
+    sc = zkit_client_session_id(c);
+    pair_new(&p, k, c, o, dir);
+    memset(&x, 0, sizeof(x));
+    memset(&s, 0, sizeof(s));
+    x.lock = p.ours;
+    x.rw = p.our_rw;
+    s.lock = p.ours;
+    CU_ASSERT_FATAL(zkit_lock_acquire(p.theirs, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire_async(p.ours, 20000, free_on_done, &x) == 0);
+    CU_ASSERT_EQUAL_FATAL(wait_queued(f.base, sc, 1, 5000), 0);
+    CU_ASSERT_FATAL(pthread_create(&t, NULL, start_second, &s) == 0);
+    pthread_join(t, NULL);
+    CU_ASSERT_EQUAL_FATAL(s.rc, 0);
+    CU_ASSERT_EQUAL(wait_queued(f.base, sc, k == K_MULTI || k == K_SMUTEX ? 1 : 2, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(p.theirs), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &x.first, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &s.rec, 5000), 0);
+    CU_ASSERT_EQUAL(atomic_load(&x.first.error), 0);
+    /* Readers share: the second may be granted with the first (then the free releases it). */
+    if (atomic_load(&s.rec.error) != ZKIT_ECANCELED && !(k == K_READ && s.rec.error == 0))
+        fprintf(stderr, "free in callback %s: the second ended with %s\n", kind_name[k],
+                zkit_strerror(atomic_load(&s.rec.error)));
+    CU_ASSERT(atomic_load(&s.rec.error) == ZKIT_ECANCELED ||
+              (k == K_READ && atomic_load(&s.rec.error) == 0));
+    CU_ASSERT_EQUAL(wait_owned_nodes(f.base, sc, 0, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(p.theirs, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(p.theirs), 0);
+    CU_ASSERT_EQUAL(atomic_load(&x.first.calls), 1);
+    CU_ASSERT_EQUAL(atomic_load(&s.rec.calls), 1);
+    fx_end(&f);
+    if (p.their_rw)
+        zkit_rwlock_free(p.their_rw);
+    else
+        zkit_lock_free(p.theirs);
+    zkit_client_close(c);
+    zkit_client_close(o);
+    free(dir);
+}
+
+static void test_free_in_callback(void)
+{
+    for (int k = 0; k < K_KINDS; k++)
+        free_in_callback_kind((enum kind)k);
+}
+
+/* Lock A's acquired callback cancels lock B's acquisition (B of every kind, waiting behind
+ * another client) and starts a try-once acquisition of B, which fails. */
+typedef struct cross {
+    zkit_lock_t *b;
+    done_rec_t a_rec, b_retry;
+    atomic_int retry_rc;
+} cross_t;
+
+static void cancel_other_on_done(zkit_lock_t *lock, int error, void *arg)
+{
+    cross_t *x = arg;
+    (void)lock;
+    zkit_lock_cancel(x->b);
+    atomic_store(&x->retry_rc, zkit_lock_acquire_async(x->b, 0, on_lock_done, &x->b_retry));
+    atomic_store(&x->a_rec.error, error);
+    atomic_fetch_add(&x->a_rec.calls, 1);
+}
+
+static void cancel_from_other_callback_kind(enum kind k)
+{
+    fixture_t f;
+    zkit_client_t *c, *o;
+    pair_t p;
+    zkit_lock_t *a;
+    cross_t x;
+    done_rec_t b_rec;
+    char *dir, *adir;
+    int64_t sc;
+    fx_begin(&f, "cancel-cross");
+    dir = lk_join(f.base, "lock");
+    adir = lk_join(f.base, "a");
+    c = lk_client(10000);
+    o = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL && o != NULL);
+    sc = zkit_client_session_id(c);
+    pair_new(&p, k, c, o, dir);
+    CU_ASSERT_FATAL(zkit_mutex_new(&a, c, adir) == 0);
+    memset(&x, 0, sizeof(x));
+    rec_init(&b_rec);
+    x.b = p.ours;
+    CU_ASSERT_FATAL(zkit_lock_acquire(p.theirs, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire_async(p.ours, 20000, on_lock_done, &b_rec) == 0);
+    CU_ASSERT_EQUAL_FATAL(wait_queued(dir, sc, 1, 5000), 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire_async(a, 5000, cancel_other_on_done, &x) == 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &x.a_rec, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &b_rec, 5000), 0);
+    CU_ASSERT_EQUAL(atomic_load(&b_rec.error), ZKIT_ECANCELED);
+    CU_ASSERT_EQUAL(atomic_load(&x.retry_rc), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &x.b_retry, 5000), 0);
+    CU_ASSERT_EQUAL(atomic_load(&x.b_retry.error), ZKIT_ETIMEDOUT);
+    CU_ASSERT_EQUAL(wait_owned_nodes(dir, sc, 0, 5000), 0);
+    /* A is held by this thread (it started the acquisition). */
+    CU_ASSERT_EQUAL(zkit_lock_release(a), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(p.theirs), 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(p.theirs, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(p.theirs), 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_acquired_in_process(p.ours), 0);
+    CU_ASSERT_EQUAL(atomic_load(&b_rec.calls), 1);
+    CU_ASSERT_EQUAL(atomic_load(&x.b_retry.calls), 1);
+    fx_end(&f);
+    zkit_lock_free(a);
+    pair_free(&p);
+    zkit_client_close(c);
+    zkit_client_close(o);
+    free(dir);
+    free(adir);
+}
+
+static void test_cancel_from_other_callback(void)
+{
+    for (int k = 0; k < K_KINDS; k++)
+        cancel_from_other_callback_kind((enum kind)k);
+}
+
 /* ---- registration ---------------------------------------------------------------------------- */
 
 static const zkh_test_t tests[] = {
@@ -732,6 +1003,11 @@ static const zkh_test_t tests[] = {
     { "lease states: long partition, EXPIRED then LOST", test_lease_long_partition },
     { "lease states: session expiry, LOST", test_lease_session_expiry },
     { "close with everything pending", test_close_with_everything_pending },
+    { "an acquisition refused before it is sent ends with the error",
+      test_acquire_refused_at_submit },
+    { "free in the acquired callback with another acquisition waiting",
+      test_free_in_callback },
+    { "cancel from another lock's callback, then try once", test_cancel_from_other_callback },
     { NULL, NULL }
 };
 

@@ -13,7 +13,8 @@
  *    sent again (ZKIT_ECONNLOSS, applied once), one of checks only is;
  *  - the guards of a mutex, a read-write half, a semaphore mutex, a lease and a multi-lock:
  *    commit while held, ZKIT_ENOTHELD when not held, ZKIT_ELOCKLOST once the session expired
- *    or our node was deleted by someone else, and nothing applied then.
+ *    or our node was deleted by someone else, and nothing applied then; a multi-lock's guard
+ *    with room for one part's check only is refused whole (ZKIT_ETOOBIG, no check left).
  *
  * Callbacks only record; the test thread asserts.  Every wait is bounded.
  */
@@ -706,6 +707,57 @@ static void test_guard_multilock(void)
     guard_case(MULTI, "guard-multi-exp", 1);
 }
 
+/* A multi-lock's guard that does not fit whole is refused whole: a transaction left with the
+ * first part's check alone would commit while the other part is lost. */
+static void test_guard_too_big_leaves_txn(void)
+{
+    fixture_t f;
+    zkit_client_t *c, *other;
+    zkit_lock_t *multi;
+    zkit_txn_t *txn;
+    char *a, *b, *node0 = NULL, *node1 = NULL, *data, *target;
+    const char *paths[2];
+    size_t longest, fill;
+    fx_begin(&f, "guard-too-big");
+    c = lk_client(SESSION_MS);
+    other = lk_client(SESSION_MS);
+    CU_ASSERT_FATAL(c != NULL && other != NULL);
+    make_base(c, f.base);
+    a = lk_join(f.base, "a");
+    b = lk_join(f.base, "b");
+    target = lk_join(f.base, "target");
+    paths[0] = a;
+    paths[1] = b;
+    CU_ASSERT_FATAL(zkit_multilock_new(&multi, c, paths, 2) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(multi, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_multilock_part(NULL, &node0, NULL, multi, 0) == 0);
+    CU_ASSERT_FATAL(zkit_multilock_part(NULL, &node1, NULL, multi, 1) == 0);
+    longest = strlen(node0) > strlen(node1) ? strlen(node0) : strlen(node1);
+    /* Room left for one guard's check (path plus 64 bytes of header), not two. */
+    fill = 0xfffff - 1024 - (strlen(target) + 64) - (longest + 64 + 10);
+    CU_ASSERT_FATAL((data = calloc(1, fill)) != NULL);
+    CU_ASSERT_FATAL(zkit_txn_new(&txn, c) == 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_txn_create(txn, target, data, fill, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_lock_guard_txn(txn, multi), ZKIT_ETOOBIG);
+    CU_ASSERT_EQUAL(zkit_txn_count(txn), 1);
+    /* The second part is lost: a commit must not pass on the first part's check. */
+    CU_ASSERT_EQUAL(zkit_delete(other, node1, -1, 0), 0);
+    if (zkit_txn_count(txn) > 1)
+        CU_ASSERT_NOT_EQUAL(zkit_txn_commit(NULL, txn), 0);
+    zkit_txn_free(txn);
+    zkit_lock_release(multi);
+    zkit_lock_free(multi);
+    fx_end(&f);
+    zkit_client_close(c);
+    zkit_client_close(other);
+    free(data);
+    free(node0);
+    free(node1);
+    free(a);
+    free(b);
+    free(target);
+}
+
 /* The asynchronous commit of a guarded transaction hears ZKIT_ELOCKLOST too; a read half
  * guards like a write half. */
 static void test_guard_async_and_read_half(void)
@@ -817,6 +869,7 @@ static const zkh_test_t tests[] = {
     { "guard: semaphore mutex", test_guard_semaphore_mutex },
     { "guard: lease", test_guard_lease },
     { "guard: multi-lock", test_guard_multilock },
+    { "guard: a multi-lock's guard too big is refused whole", test_guard_too_big_leaves_txn },
     { "guard: thread-owned and process-owned", test_guard_thread_owned },
     { "guard: asynchronous commit, read half", test_guard_async_and_read_half },
     { NULL, NULL }

@@ -161,7 +161,9 @@ ZKIT_EXTERN int zkit_lock_revoke(zkit_client_t *client, const char *node_path);
  * ZKIT_ECLOSED, ZKIT_EINVAL or a connection error after retries. */
 ZKIT_EXTERN int zkit_lock_acquire(zkit_lock_t *lock, int timeout_ms);
 /* Starts an acquisition and returns at once; `done` runs once on the event thread.  The lock is
- * then held on behalf of the thread that called this function. */
+ * then held on behalf of the thread that called this function.  Returns 0, or an error
+ * (ZKIT_EINVAL, ZKIT_ECLOSED, ZKIT_EDEADLK, ZKIT_ENOMEM, ZKIT_ETOOBIG when the lock's node
+ * data and path do not fit in one request): then `done` never runs. */
 ZKIT_EXTERN int zkit_lock_acquire_async(zkit_lock_t *lock, int timeout_ms,
                                         zkit_lock_acquired_fn done, void *arg);
 /* Releases one level of holding.  ZKIT_ENOTOWNER when the calling thread does not hold a
@@ -200,7 +202,9 @@ ZKIT_EXTERN int zkit_lock_cancel(zkit_lock_t *lock);
  * transaction commits only while the lock is held.  A commit refused by such a check returns
  * ZKIT_ELOCKLOST and applies nothing.  ZKIT_ENOTHELD if the calling thread (the process, for
  * the semaphore mutex and the multi-lock) does not hold `lock`, ZKIT_ELOCKLOST if its holding
- * is already known lost, ZKIT_EINVAL if the transaction belongs to another client.
+ * is already known lost, ZKIT_EINVAL if the transaction belongs to another client,
+ * ZKIT_ETOOBIG when the checks would make the request too big; a refusal leaves the
+ * transaction as it was (no check of some parts only).
  */
 ZKIT_EXTERN int zkit_lock_guard_txn(zkit_txn_t *txn, const zkit_lock_t *lock);
 /* Frees the lock; if held, releases it first and logs a warning; acquisitions in progress end

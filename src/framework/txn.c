@@ -330,6 +330,17 @@ int zkit__txn_add_guard(zkit_txn_t *txn, const char *path)
     return add_check(txn, path, -1, 1, "guard");
 }
 
+void zkit__txn_truncate(zkit_txn_t *txn, size_t count)
+{
+    while (txn->count > count) {
+        txn_op_t *op = &txn->ops[--txn->count];
+        txn->bytes -= strlen(op->path) + op->len + OP_OVERHEAD;
+        if (op->kind != ZKIT_TXN_CHECK)
+            txn->writes--;
+        op_free(op);
+    }
+}
+
 /* A deep copy of an ACL list (`to` is freed as a complete one on failure too). */
 static int acl_copy(struct ACL_vector *to, const struct ACL_vector *from)
 {

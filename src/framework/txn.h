@@ -12,6 +12,10 @@
  * ZKIT_ENOMEM. */
 int zkit__txn_add_guard(zkit_txn_t *txn, const char *path);
 
+/* Drops the operations from index `count` on (those just appended: no commit in flight), so
+ * that guards refused part way leave the transaction as it was. */
+void zkit__txn_truncate(zkit_txn_t *txn, size_t count);
+
 /* Appends a copy of a create or delete built for the operation machine (full path, mode,
  * data, ACL, version): for batches of internal requests (batch.c).  0, ZKIT_EINVAL (another
  * kind), ZKIT_ESTATE, ZKIT_ETOOBIG, ZKIT_ENOMEM. */

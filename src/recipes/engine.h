@@ -75,7 +75,8 @@ typedef struct zkit__acq_params {
 } zkit__acq_params_t;
 
 /* Starts an acquisition; *out holds a reference (zkit__acq_unref).  The done callback runs
- * exactly once, never inside this call. */
+ * exactly once, never inside this call.  An error (ENOMEM, or a first request the client
+ * refuses to send: ZKIT_ECLOSED, ZKIT_ETOOBIG) is returned instead, and it never runs. */
 int zkit__acq_start(zkit__acq_t **out, const zkit__acq_params_t *params);
 void zkit__acq_ref(zkit__acq_t *acq);
 void zkit__acq_unref(zkit__acq_t *acq);

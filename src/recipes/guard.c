@@ -12,13 +12,17 @@
 #include "recipes/lock.h"
 #include "framework/txn.h"
 
-/* Appends the guards only once every node is known, so a refusal leaves the transaction as it
- * was. */
+/* Appends the guards only once every node is known, and all or none of them (a refusal part
+ * way, ZKIT_ETOOBIG or ZKIT_ENOMEM, takes back those appended), so a refusal leaves the
+ * transaction as it was: a guard of some parts only would commit with another part lost. */
 static int add_guards(zkit_txn_t *txn, char **nodes, size_t count)
 {
+    size_t before = zkit_txn_count(txn);
     int rc = 0;
     for (size_t i = 0; i < count && rc == 0; i++)
         rc = zkit__txn_add_guard(txn, nodes[i]);
+    if (rc != 0)
+        zkit__txn_truncate(txn, before);
     return rc;
 }
 
