@@ -60,7 +60,7 @@ struct zkit__acq {
     void *arg;
 
     acq_state_t state;
-    int starting;                   /* inside zkit__acq_start: a refused send is returned */
+    int starting;                   /* inside zkit__acq_start: an end there is returned */
     int start_error;                /* what it returns then (the done callback never runs) */
     int waiting_due;                /* a wait began: tell the owner once the mutex is let go */
     int waiting_tells;              /* tellings of a wait in progress, outside the mutex */
@@ -494,11 +494,13 @@ static int registry_remove(zkit__acq_t *acq)
     return listed;
 }
 
-/* Ends the acquisition (acq->mu held; released here).  The callback runs without the lock. */
+/* Ends the acquisition (acq->mu held; released here).  The callback runs without the lock,
+ * except for an acquisition ended inside zkit__acq_start: that call returns the error, since
+ * its caller may hold its own mutex around it. */
 static void finish(zkit__acq_t *acq, int error)
 {
     uint64_t deadline_timer;
-    int listed;
+    int listed, report;
     if (acq->state == ACQ_DONE) {
         acq_unlock(acq);
         return;
@@ -526,13 +528,18 @@ static void finish(zkit__acq_t *acq, int error)
     }
     deadline_timer = acq->deadline_timer;
     acq->deadline_timer = 0;
+    report = !acq->starting || error == 0; /* a start ends only in errors */
+    if (!report)
+        acq->start_error = error;
     acq_unlock(acq);
     /* A deadline timer left behind would sit in the client's timer list until it fell due:
      * one per timed acquisition, which adds up in a busy daemon. */
     if (deadline_timer && zkit__unschedule(acq->client, deadline_timer))
         zkit__acq_unref(acq); /* the timer's reference */
-    await_waiting_told(acq);
-    acq->done(acq, error, acq->arg);
+    if (report) {
+        await_waiting_told(acq);
+        acq->done(acq, error, acq->arg);
+    }
     if (listed)
         zkit__acq_unref(acq); /* the close list's reference */
     zkit__acq_unref(acq); /* the machine's own reference */
@@ -596,10 +603,7 @@ static int step(zkit__acq_t *acq, submit_fn submit)
     if (rc != 0) {
         if (r)
             reply_close(r);
-        if (acq->starting) /* zkit__acq_start ends it: its caller holds its own locks */
-            acq->start_error = rc;
-        else
-            finish(acq, rc);
+        finish(acq, rc);
         return rc;
     }
     return 0;
@@ -1279,30 +1283,6 @@ static zkit__acq_t *acq_alloc(const zkit__acq_params_t *p)
     return acq;
 }
 
-/* The first round could not be sent (acq->mu held; released here): the acquisition ends
- * without its done callback, and zkit__acq_start returns the error.  Reporting from inside the
- * start would reach a caller that holds its own mutex around it.  A create already sent is
- * deleted when its reply finds the acquisition ended. */
-static int abandon_start(zkit__acq_t *acq)
-{
-    int error = acq->start_error;
-    uint64_t deadline_timer = acq->deadline_timer;
-    int listed;
-    acq->state = ACQ_DONE;
-    acq->deadline_timer = 0;
-    listed = registry_remove(acq);
-    clean_up(acq);
-    pthread_mutex_unlock(&acq->mu);
-    if (deadline_timer && zkit__unschedule(acq->client, deadline_timer))
-        zkit__acq_unref(acq); /* the timer's reference */
-    if (listed)
-        zkit__acq_unref(acq); /* the close list's reference */
-    zkit__acq_unref(acq); /* the machine's own reference */
-    zkit__acq_unref(acq); /* the caller's */
-    zkit__acq_unref(acq); /* the allocation's */
-    return error;
-}
-
 int zkit__acq_start(zkit__acq_t **out, const zkit__acq_params_t *p)
 {
     zkit__acq_t *acq = acq_alloc(p);
@@ -1330,9 +1310,13 @@ int zkit__acq_start(zkit__acq_t **out, const zkit__acq_params_t *p)
         registry_add(acq);
     acq->starting = 1;
     begin_round(acq);
+    if (acq->state == ACQ_DONE && acq->start_error) { /* finish() released the mutex */
+        int error = acq->start_error;
+        zkit__acq_unref(acq); /* the caller's */
+        zkit__acq_unref(acq); /* the allocation's */
+        return error;
+    }
     acq->starting = 0;
-    if (acq->start_error)
-        return abandon_start(acq);
     if (acq->state != ACQ_DONE)
         acq_unlock(acq);
     *out = acq;
