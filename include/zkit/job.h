@@ -168,9 +168,11 @@ ZKIT_EXTERN int64_t zkit_job_run_slot(const zkit_job_run_t *run);
 /* When the slot started (Unix seconds): the instant the run was scheduled for. */
 ZKIT_EXTERN int64_t zkit_job_run_scheduled_time(const zkit_job_run_t *run);
 /*
- * Non-zero once the run should stop: the lock was lost or expired, or the client is being
- * closed, which ends the session and the lock with it (another host may run the slot soon: a
- * lost run is never recorded as complete), max_run_ms has passed, or the job is stopping.
+ * Non-zero once the run should stop: the lock was lost or expired (as zkit_lock_valid_until()
+ * tells it, not waiting for the state callback, which a busy event thread delays), or the
+ * client is being closed, which ends the session and the lock with it (another host may run
+ * the slot soon: a lost run is never recorded as complete), max_run_ms has passed, or the job
+ * is stopping.
  * Any thread may ask.
  */
 ZKIT_EXTERN int zkit_job_run_cancelled(const zkit_job_run_t *run);
