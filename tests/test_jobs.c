@@ -1468,6 +1468,67 @@ static void test_partitioned_run_cancelled_before_rival(void)
     remove_job_tree(path);
 }
 
+/* zkit_job_stop on another thread, flagging when it is called and when it returns. */
+typedef struct stop_call {
+    pthread_mutex_t mu;
+    zkit_job_t *job;
+    int called, returned;
+} stop_call_t;
+
+static void *stop_in_background(void *arg)
+{
+    stop_call_t *sc = arg;
+    pthread_mutex_lock(&sc->mu);
+    sc->called = 1;
+    pthread_mutex_unlock(&sc->mu);
+    zkit_job_stop(sc->job);
+    pthread_mutex_lock(&sc->mu);
+    sc->returned = 1;
+    pthread_mutex_unlock(&sc->mu);
+    return NULL;
+}
+
+static int stop_called(void *arg)
+{
+    stop_call_t *sc = arg;
+    return zkh_read_locked(&sc->mu, &sc->called);
+}
+
+/*
+ * The job's first attempt waits on a frozen server; the job is stopped meanwhile, then the
+ * server comes back and the attempt goes on to take the lock.  No run may begin once the job
+ * is stopping: the callback is never called.
+ */
+static void test_no_run_begins_after_stop(void)
+{
+    zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
+    stop_call_t sc;
+    pthread_t stopper;
+    probe_t p;
+    char path[64];
+    probe_init(&p);
+    memset(&sc, 0, sizeof(sc));
+    pthread_mutex_init(&sc.mu, NULL);
+    zkh_unique_path(path, sizeof(path), "job-stop-race");
+    o.path = path;
+    o.period_s = SINGLE_PERIOD_S;
+    o.missed = ZKIT_JOB_RUN_LATEST_MISSED;
+    o.fn = slow_run;
+    o.arg = &p;
+    o.min_hold_ms = 0;
+    CU_ASSERT_EQUAL_FATAL(zkh_freeze(cluster, 0), 0);
+    CU_ASSERT_EQUAL(zkit_job_start(&sc.job, admin, &o), 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&stopper, NULL, stop_in_background, &sc), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(stop_called, &sc, 5000), 0);
+    zkh_sleep_ms(300); /* stop has flagged the job by now; shorter than any connection timeout */
+    CU_ASSERT_EQUAL(zkh_thaw(cluster, 0), 0);
+    pthread_join(stopper, NULL);
+    CU_ASSERT_EQUAL(probe_read(&p, &p.calls), 0);
+    pthread_mutex_destroy(&sc.mu);
+    pthread_mutex_destroy(&p.mu);
+    remove_job_tree(path);
+}
+
 /* ---- bad options ---------------------------------------------------------------------------- */
 
 static int never_called(zkit_job_run_t *run, void *arg)
@@ -1618,6 +1679,7 @@ static int close_admin(void)
 }
 
 static const zkh_test_t tests[] = {
+    { "no run begins once the job is stopping", test_no_run_begins_after_stop },
     { "bad options are refused with a message", test_bad_options },
     { "refused options and failed attempts are logged", test_bad_options_are_logged },
     { "stop waits for a running callback", test_stop_waits_for_running_callback },

@@ -108,7 +108,8 @@ ZKIT_EXTERN int zkit_job_start(zkit_job_t **out, zkit_client_t *client,
 
 /*
  * Stops the job and frees it.  A running callback is asked to stop (its run is cancelled) and
- * waited for, as is the rest of its min_hold_ms; then the lock is released.  While ZooKeeper
+ * waited for, as is the rest of its min_hold_ms; then the lock is released.  No run begins
+ * once this is called, even by an attempt already taking the lock.  While ZooKeeper
  * is unreachable, a request in progress is waited for too (bounded by the client's connection
  * timeout and retry policy).  Must not be called from the job's own callback (it returns
  * without stopping, logged).  NULL is allowed.

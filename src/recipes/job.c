@@ -466,7 +466,12 @@ static int attempt_slot(zkit_job_t *job, int64_t slot, int64_t start_s, int64_t 
                 zkit_strerror(rc));
     else if (record_covers(&rec, slot))
         a->outcome = ZKIT_JOB_DONE;
-    else if (wall_ms() >= window_end_ms) {
+    else if (is_stopping(job))
+        ; /* stopped while the lock was being taken: no run begins after zkit_job_stop */
+    else if (zkit__client_is_closing(job->client)) {
+        rc = ZKIT_ECLOSED; /* nor after zkit_client_close, whose session ends the lock */
+        set_err(err, errlen, "the client was closed before slot %" PRId64 " could run", slot);
+    } else if (wall_ms() >= window_end_ms) {
         a->outcome = ZKIT_JOB_LATE;
         zkit__client_log(job->client, ZKIT_LOG_WARN,
                          "job %s: slot %" PRId64 " reached after its window; skipped", job->path,
