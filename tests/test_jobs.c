@@ -1594,6 +1594,9 @@ static void test_bad_options(void)
     REFUSED_WITH(offset_s, 60, ZKIT_EINVAL, "offset_s");
     REFUSED_WITH(jitter_ms, 60000, ZKIT_EINVAL, "jitter_ms");
     REFUSED_WITH(min_hold_ms, -1, ZKIT_EINVAL, "min_hold_ms");
+    /* held past the next slot's start, the lock would make every host skip that slot */
+    REFUSED_WITH(min_hold_ms, 60001, ZKIT_EINVAL, "min_hold_ms");
+    REFUSED_WITH(min_hold_ms, INT_MAX, ZKIT_EINVAL, "min_hold_ms");
     REFUSED_WITH(missed, (zkit_job_missed_t)7, ZKIT_EINVAL, "missed");
     REFUSED_WITH(version, 99, ZKIT_EINVAL, "version");
     REFUSED_WITH(path, NULL, ZKIT_EINVAL, "path");

@@ -77,7 +77,8 @@ typedef struct zkit_job_options {
     int utc;                   /* cron in UTC (non-zero) or in the local time zone (0) */
     zkit_job_fn fn;            /* required */
     void *arg;
-    int min_hold_ms;           /* keep the lock this long after a run starts. Default 1000 */
+    int min_hold_ms;           /* keep the lock this long after a run starts; at most the
+                                  shortest slot (the period, or 60 s for cron). Default 1000 */
     int max_run_ms;            /* cancel the run after this long; 0 = no limit */
     int jitter_ms;             /* random delay in [0, jitter_ms] before contending; below the
                                   shortest slot (the period, or 60 s for cron). Default 0 */

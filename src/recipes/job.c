@@ -595,6 +595,13 @@ static int check_timings(const zkit_job_options_t *o, char *err, size_t errlen)
                                                                       : "jitter_ms");
         return ZKIT_EINVAL;
     }
+    /* Held into the next slot, the lock keeps the other hosts out of that slot's window while
+     * its holder still waits out the hold: the slot could be skipped everywhere. */
+    if (o->min_hold_ms > shortest) {
+        set_err(err, errlen, "min_hold_ms: must not exceed the shortest slot (%" PRId64 " ms)",
+                shortest);
+        return ZKIT_EINVAL;
+    }
     if (o->jitter_ms >= shortest) {
         set_err(err, errlen, "jitter_ms: must be below the shortest slot (%" PRId64 " ms)",
                 shortest);
