@@ -1330,6 +1330,205 @@ static void test_record_not_written_after_session_expired(void)
     remove_job_tree(path);
 }
 
+/* ---- a partitioned holder hears of its loss before a rival runs ---------------------------- */
+
+/* Enter/exit events of two hosts' runs of one slot, in the order they happened. */
+typedef struct overlap_log {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    char events[16];          /* 'A' / 'a': host A enters / leaves; 'B' / 'b' likewise */
+    int count;
+    int a_saw_cancel;
+} overlap_log_t;
+
+typedef struct overlap_host {
+    overlap_log_t *log;
+    char enter, leave;
+} overlap_host_t;
+
+static void overlap_note(overlap_log_t *log, char event)
+{
+    pthread_mutex_lock(&log->mu);
+    if (log->count < (int)sizeof(log->events) - 1)
+        log->events[log->count++] = event;
+    pthread_cond_broadcast(&log->cond);
+    pthread_mutex_unlock(&log->mu);
+}
+
+static int overlap_seen(overlap_log_t *log, char event)
+{
+    int seen;
+    pthread_mutex_lock(&log->mu);
+    seen = memchr(log->events, event, (size_t)log->count) != NULL;
+    pthread_mutex_unlock(&log->mu);
+    return seen;
+}
+
+/* A runs until cancelled (at most 15 s), B returns at once; both mark their way in and out. */
+static int overlap_run(zkit_job_run_t *run, void *arg)
+{
+    overlap_host_t *h = arg;
+    int64_t due = zkh_now_ms() + 15000;
+    overlap_note(h->log, h->enter);
+    if (h->enter == 'B') {
+        overlap_note(h->log, h->leave);
+        return 1;
+    }
+    while (!zkit_job_run_cancelled(run) && zkh_now_ms() < due)
+        zkh_sleep_ms(5);
+    if (h->enter == 'A' && zkit_job_run_cancelled(run)) {
+        pthread_mutex_lock(&h->log->mu);
+        h->log->a_saw_cancel = 1;
+        pthread_mutex_unlock(&h->log->mu);
+    }
+    overlap_note(h->log, h->leave);
+    return 1; /* never recorded: B may run the slot after A */
+}
+
+/* Holds A's event thread (from a completion) until B has entered or 12 s have passed: a busy
+ * callback, so A's lock states wait, as they do behind any slow callback of the client. */
+static void hold_until_b_enters(zkit_client_t *client, const zkit_result_t *result, void *arg)
+{
+    overlap_log_t *log = arg;
+    struct timespec due;
+    (void)client;
+    (void)result;
+    overlap_note(log, 'H');
+    clock_gettime(CLOCK_REALTIME, &due);
+    due.tv_sec += 12;
+    pthread_mutex_lock(&log->mu);
+    while (!memchr(log->events, 'B', (size_t)log->count) &&
+           pthread_cond_timedwait(&log->cond, &log->mu, &due) == 0)
+        ;
+    pthread_mutex_unlock(&log->mu);
+    overlap_note(log, 'h');
+}
+
+static int a_entered(void *arg) { return overlap_seen(arg, 'A'); }
+static int held(void *arg) { return overlap_seen(arg, 'H'); }
+static int a_left(void *arg) { return overlap_seen(arg, 'a'); }
+static int b_entered(void *arg) { return overlap_seen(arg, 'B'); }
+
+/*
+ * Host A runs the slot behind a proxy, which is then cut; its event thread is busy, so the
+ * lock's states cannot reach it.  A's session ends at the server after its timeout and host B
+ * takes the slot.  A's run must have been told it is cancelled before B's run began: the
+ * client knows its validity deadline has passed even when no state callback has run.
+ */
+static void test_partitioned_run_cancelled_before_rival(void)
+{
+    zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
+    zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(cluster, 0));
+    zkit_client_t *a_client;
+    zkit_job_t *a_job = NULL, *b_job = NULL;
+    overlap_log_t log;
+    overlap_host_t a = { &log, 'A', 'a' }, b = { &log, 'B', 'b' };
+    char path[64];
+    const char *order;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(proxy);
+    a_client = connect_client(zkh_proxy_address(proxy), 4000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a_client);
+    memset(&log, 0, sizeof(log));
+    pthread_mutex_init(&log.mu, NULL);
+    pthread_cond_init(&log.cond, NULL);
+    zkh_unique_path(path, sizeof(path), "job-partition");
+    o.path = path;
+    o.period_s = SINGLE_PERIOD_S;
+    o.missed = ZKIT_JOB_RUN_LATEST_MISSED;
+    o.fn = overlap_run;
+    o.min_hold_ms = 0;
+    o.arg = &a;
+    CU_ASSERT_EQUAL_FATAL(zkit_job_start(&a_job, a_client, &o), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(a_entered, &log, 10000), 0);
+    CU_ASSERT_EQUAL(zkit_exists_async(a_client, "/", NULL, hold_until_b_enters, &log), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(held, &log, 5000), 0);
+    zkh_proxy_block(proxy);
+    o.arg = &b;
+    CU_ASSERT_EQUAL(zkit_job_start(&b_job, admin, &o), 0);
+    /* A's session ends at the server 4 s after the cut; B polls every second. */
+    CU_ASSERT_EQUAL(zkh_wait_until(a_left, &log, 15000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(b_entered, &log, 10000), 0);
+    zkit_job_stop(b_job);
+    zkh_proxy_unblock(proxy);
+    zkit_job_stop(a_job);
+    zkit_client_close(a_client);
+    zkh_proxy_stop(proxy);
+    pthread_mutex_lock(&log.mu);
+    order = log.events;
+    if (!strchr(order, 'B') || !strchr(order, 'a') || strchr(order, 'B') < strchr(order, 'a'))
+        fprintf(stderr, "partition: events %s (H/h: A's event thread held/let go)\n", order);
+    CU_ASSERT_EQUAL(log.a_saw_cancel, 1);
+    /* B entered, and only after A had left. */
+    CU_ASSERT_PTR_NOT_NULL(strchr(order, 'B'));
+    CU_ASSERT(strchr(order, 'a') != NULL && strchr(order, 'B') != NULL &&
+              strchr(order, 'a') < strchr(order, 'B'));
+    pthread_mutex_unlock(&log.mu);
+    pthread_mutex_destroy(&log.mu);
+    pthread_cond_destroy(&log.cond);
+    remove_job_tree(path);
+}
+
+/* zkit_job_stop on another thread, flagging when it is called and when it returns. */
+typedef struct stop_call {
+    pthread_mutex_t mu;
+    zkit_job_t *job;
+    int called, returned;
+} stop_call_t;
+
+static void *stop_in_background(void *arg)
+{
+    stop_call_t *sc = arg;
+    pthread_mutex_lock(&sc->mu);
+    sc->called = 1;
+    pthread_mutex_unlock(&sc->mu);
+    zkit_job_stop(sc->job);
+    pthread_mutex_lock(&sc->mu);
+    sc->returned = 1;
+    pthread_mutex_unlock(&sc->mu);
+    return NULL;
+}
+
+static int stop_called(void *arg)
+{
+    stop_call_t *sc = arg;
+    return zkh_read_locked(&sc->mu, &sc->called);
+}
+
+/*
+ * The job's first attempt waits on a frozen server; the job is stopped meanwhile, then the
+ * server comes back and the attempt goes on to take the lock.  No run may begin once the job
+ * is stopping: the callback is never called.
+ */
+static void test_no_run_begins_after_stop(void)
+{
+    zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
+    stop_call_t sc;
+    pthread_t stopper;
+    probe_t p;
+    char path[64];
+    probe_init(&p);
+    memset(&sc, 0, sizeof(sc));
+    pthread_mutex_init(&sc.mu, NULL);
+    zkh_unique_path(path, sizeof(path), "job-stop-race");
+    o.path = path;
+    o.period_s = SINGLE_PERIOD_S;
+    o.missed = ZKIT_JOB_RUN_LATEST_MISSED;
+    o.fn = slow_run;
+    o.arg = &p;
+    o.min_hold_ms = 0;
+    CU_ASSERT_EQUAL_FATAL(zkh_freeze(cluster, 0), 0);
+    CU_ASSERT_EQUAL(zkit_job_start(&sc.job, admin, &o), 0);
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&stopper, NULL, stop_in_background, &sc), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(stop_called, &sc, 5000), 0);
+    zkh_sleep_ms(300); /* stop has flagged the job by now; shorter than any connection timeout */
+    CU_ASSERT_EQUAL(zkh_thaw(cluster, 0), 0);
+    pthread_join(stopper, NULL);
+    CU_ASSERT_EQUAL(probe_read(&p, &p.calls), 0);
+    pthread_mutex_destroy(&sc.mu);
+    pthread_mutex_destroy(&p.mu);
+    remove_job_tree(path);
+}
+
 /* ---- bad options ---------------------------------------------------------------------------- */
 
 static int never_called(zkit_job_run_t *run, void *arg)
@@ -1395,6 +1594,9 @@ static void test_bad_options(void)
     REFUSED_WITH(offset_s, 60, ZKIT_EINVAL, "offset_s");
     REFUSED_WITH(jitter_ms, 60000, ZKIT_EINVAL, "jitter_ms");
     REFUSED_WITH(min_hold_ms, -1, ZKIT_EINVAL, "min_hold_ms");
+    /* held past the next slot's start, the lock would make every host skip that slot */
+    REFUSED_WITH(min_hold_ms, 60001, ZKIT_EINVAL, "min_hold_ms");
+    REFUSED_WITH(min_hold_ms, INT_MAX, ZKIT_EINVAL, "min_hold_ms");
     REFUSED_WITH(missed, (zkit_job_missed_t)7, ZKIT_EINVAL, "missed");
     REFUSED_WITH(version, 99, ZKIT_EINVAL, "version");
     REFUSED_WITH(path, NULL, ZKIT_EINVAL, "path");
@@ -1480,6 +1682,7 @@ static int close_admin(void)
 }
 
 static const zkh_test_t tests[] = {
+    { "no run begins once the job is stopping", test_no_run_begins_after_stop },
     { "bad options are refused with a message", test_bad_options },
     { "refused options and failed attempts are logged", test_bad_options_are_logged },
     { "stop waits for a running callback", test_stop_waits_for_running_callback },
@@ -1494,6 +1697,8 @@ static const zkh_test_t tests[] = {
     { "a lost lock's record write is refused by its guard",
       test_record_write_refused_after_lock_lost },
     { "an expired session's run is not recorded", test_record_not_written_after_session_expired },
+    { "a partitioned run is cancelled before a rival runs the slot",
+      test_partitioned_run_cancelled_before_rival },
     { "server down across a slot start: never a late run", test_server_down_across_slot_start },
     { "three instances run every slot exactly once", test_fleet_runs_each_slot_once },
     { "killed mid-run, SKIP_MISSED: slot skipped, later slots run", test_kill_mid_run_skip },

@@ -77,7 +77,8 @@ typedef struct zkit_job_options {
     int utc;                   /* cron in UTC (non-zero) or in the local time zone (0) */
     zkit_job_fn fn;            /* required */
     void *arg;
-    int min_hold_ms;           /* keep the lock this long after a run starts. Default 1000 */
+    int min_hold_ms;           /* keep the lock this long after a run starts; at most the
+                                  shortest slot (the period, or 60 s for cron). Default 1000 */
     int max_run_ms;            /* cancel the run after this long; 0 = no limit */
     int jitter_ms;             /* random delay in [0, jitter_ms] before contending; below the
                                   shortest slot (the period, or 60 s for cron). Default 0 */
@@ -108,7 +109,8 @@ ZKIT_EXTERN int zkit_job_start(zkit_job_t **out, zkit_client_t *client,
 
 /*
  * Stops the job and frees it.  A running callback is asked to stop (its run is cancelled) and
- * waited for, as is the rest of its min_hold_ms; then the lock is released.  While ZooKeeper
+ * waited for, as is the rest of its min_hold_ms; then the lock is released.  No run begins
+ * once this is called, even by an attempt already taking the lock.  While ZooKeeper
  * is unreachable, a request in progress is waited for too (bounded by the client's connection
  * timeout and retry policy).  Must not be called from the job's own callback (it returns
  * without stopping, logged).  NULL is allowed.
@@ -168,9 +170,11 @@ ZKIT_EXTERN int64_t zkit_job_run_slot(const zkit_job_run_t *run);
 /* When the slot started (Unix seconds): the instant the run was scheduled for. */
 ZKIT_EXTERN int64_t zkit_job_run_scheduled_time(const zkit_job_run_t *run);
 /*
- * Non-zero once the run should stop: the lock was lost or expired, or the client is being
- * closed, which ends the session and the lock with it (another host may run the slot soon: a
- * lost run is never recorded as complete), max_run_ms has passed, or the job is stopping.
+ * Non-zero once the run should stop: the lock was lost or expired (as zkit_lock_valid_until()
+ * tells it, not waiting for the state callback, which a busy event thread delays), or the
+ * client is being closed, which ends the session and the lock with it (another host may run
+ * the slot soon: a lost run is never recorded as complete), max_run_ms has passed, or the job
+ * is stopping.
  * Any thread may ask.
  */
 ZKIT_EXTERN int zkit_job_run_cancelled(const zkit_job_run_t *run);

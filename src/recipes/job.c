@@ -36,6 +36,7 @@
 #include "recipes/schedule.h"
 #include "recipes/nodename.h"
 #include "recipes/jobrecord.h"
+#include "recipes/lock.h" /* zkit__lock_held_by */
 
 /* How often a host looks again at a slot it could not settle (lock busy, run failed). */
 #define JOB_POLL_MS 1000
@@ -73,6 +74,7 @@ struct zkit_job_run {
     int64_t scheduled_s;
     int64_t token;
     int64_t deadline_ms;       /* CLOCK_MONOTONIC; INT64_MAX without max_run_ms */
+    pthread_t holder;          /* the thread the lock is held by: the callback's */
 };
 
 /* What the record node says: the last completed slot, and the version to write against. */
@@ -325,7 +327,7 @@ static void on_lock_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
 }
 
 /* Lost as the lock reported it (zkit_client_close() reports LOST too, before the session
- * and the lock node with it end). */
+ * and the lock node with it end).  The report waits for the event thread; see lock_in_doubt. */
 static int lock_was_lost(zkit_job_t *job)
 {
     int lost;
@@ -333,6 +335,14 @@ static int lock_was_lost(zkit_job_t *job)
     lost = job->lock_lost;
     pthread_mutex_unlock(&job->mu);
     return lost;
+}
+
+/* Whether the lock is lost or past its validity deadline by what the client knows now.  The
+ * state callback hears of it only when the event thread gets to it, which a busy callback of
+ * the client can put off past the session's end at the server, and so past a rival's start. */
+static int lock_in_doubt(const zkit_job_run_t *run)
+{
+    return !zkit__lock_held_by(run->job->lock, run->holder);
 }
 
 /* Runs the callback for the attempt's slot with the lock held, and records the slot if the
@@ -346,10 +356,11 @@ static void run_slot(zkit_job_t *job, const job_record_t *rec, zkit_job_attempt_
     run.slot = a->slot;
     run.scheduled_s = a->scheduled_s;
     run.deadline_ms = job->opts.max_run_ms > 0 ? started + job->opts.max_run_ms : INT64_MAX;
+    run.holder = pthread_self();
     zkit_lock_fencing_token(&run.token, job->lock);
     a->outcome = ZKIT_JOB_RAN;
     a->result = job->opts.fn(&run, job->opts.arg);
-    a->lost = lock_was_lost(job);
+    a->lost = lock_was_lost(job) || lock_in_doubt(&run);
     if (a->lost)
         zkit__client_log(job->client, ZKIT_LOG_WARN,
                          "job %s: the lock was lost during slot %" PRId64 "; not recorded",
@@ -455,7 +466,12 @@ static int attempt_slot(zkit_job_t *job, int64_t slot, int64_t start_s, int64_t 
                 zkit_strerror(rc));
     else if (record_covers(&rec, slot))
         a->outcome = ZKIT_JOB_DONE;
-    else if (wall_ms() >= window_end_ms) {
+    else if (is_stopping(job))
+        ; /* stopped while the lock was being taken: no run begins after zkit_job_stop */
+    else if (zkit__client_is_closing(job->client)) {
+        rc = ZKIT_ECLOSED; /* nor after zkit_client_close, whose session ends the lock */
+        set_err(err, errlen, "the client was closed before slot %" PRId64 " could run", slot);
+    } else if (wall_ms() >= window_end_ms) {
         a->outcome = ZKIT_JOB_LATE;
         zkit__client_log(job->client, ZKIT_LOG_WARN,
                          "job %s: slot %" PRId64 " reached after its window; skipped", job->path,
@@ -577,6 +593,13 @@ static int check_timings(const zkit_job_options_t *o, char *err, size_t errlen)
         set_err(err, errlen, "%s: must not be negative",
                 o->min_hold_ms < 0 ? "min_hold_ms" : o->max_run_ms < 0 ? "max_run_ms"
                                                                       : "jitter_ms");
+        return ZKIT_EINVAL;
+    }
+    /* Held into the next slot, the lock keeps the other hosts out of that slot's window while
+     * its holder still waits out the hold: the slot could be skipped everywhere. */
+    if (o->min_hold_ms > shortest) {
+        set_err(err, errlen, "min_hold_ms: must not exceed the shortest slot (%" PRId64 " ms)",
+                shortest);
         return ZKIT_EINVAL;
     }
     if (o->jitter_ms >= shortest) {
@@ -813,7 +836,7 @@ ZKIT_EXTERN int zkit_job_run_cancelled(const zkit_job_run_t *run)
     pthread_mutex_lock(&run->job->mu);
     cancelled = run->job->stopping;
     pthread_mutex_unlock(&run->job->mu);
-    cancelled = cancelled || lock_was_lost(run->job);
+    cancelled = cancelled || lock_was_lost(run->job) || lock_in_doubt(run);
     /* Checked when asked, so a max_run_ms needs no timer of its own. */
     return cancelled || zkit__monotonic_ms() >= run->deadline_ms;
 }
