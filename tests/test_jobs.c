@@ -650,6 +650,20 @@ typedef struct single {
     zkit_job_t *job;
 } single_t;
 
+/* Options for a job whose slot is due at once and whose next slot is an hour away: it runs
+ * once for the test, holding the lock no longer than the run. */
+static zkit_job_options_t single_options(const char *path, zkit_job_fn fn, void *arg)
+{
+    zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
+    o.path = path;
+    o.period_s = SINGLE_PERIOD_S;
+    o.missed = ZKIT_JOB_RUN_LATEST_MISSED;
+    o.fn = fn;
+    o.arg = arg;
+    o.min_hold_ms = 0;
+    return o;
+}
+
 /* Starts it (a test whose job does not start ends here); sleep_ms is slow_run's. */
 static void single_start(single_t *s, const char *name, zkit_job_fn fn, int sleep_ms,
                          int max_run_ms)
@@ -757,12 +771,7 @@ static void test_client_close_cancels_the_run(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     probe_init(&p);
     zkh_unique_path(path, sizeof(path), "job-close");
-    o.path = path;
-    o.period_s = SINGLE_PERIOD_S;
-    o.missed = ZKIT_JOB_RUN_LATEST_MISSED;
-    o.fn = polite_run;
-    o.arg = &p;
-    o.min_hold_ms = 0;
+    o = single_options(path, polite_run, &p);
     CU_ASSERT_EQUAL_FATAL(zkit_job_start(&job, c, &o), 0);
     CU_ASSERT_EQUAL(zkh_wait_until(probe_entered, &p, 10000), 0);
     zkit_client_close(c);
@@ -1139,12 +1148,7 @@ static void test_bad_record_stops_the_job(void)
     probe_init(&p);
     zkh_unique_path(path, sizeof(path), "job-badrec-thread");
     put_record(path, "abc");
-    o.path = path;
-    o.period_s = SINGLE_PERIOD_S;
-    o.missed = ZKIT_JOB_RUN_LATEST_MISSED;
-    o.fn = slow_run;
-    o.arg = &p;
-    o.min_hold_ms = 0;
+    o = single_options(path, slow_run, &p);
     CU_ASSERT_EQUAL_FATAL(zkit_job_start(&job, c, &o), 0);
     snprintf(needle, sizeof(needle), "the record %s/last holds 'abc', not a slot id", path);
     w = (log_wait_t){ &cap, needle };
@@ -1432,12 +1436,7 @@ static void test_partitioned_run_cancelled_before_rival(void)
     pthread_mutex_init(&log.mu, NULL);
     pthread_cond_init(&log.cond, NULL);
     zkh_unique_path(path, sizeof(path), "job-partition");
-    o.path = path;
-    o.period_s = SINGLE_PERIOD_S;
-    o.missed = ZKIT_JOB_RUN_LATEST_MISSED;
-    o.fn = overlap_run;
-    o.min_hold_ms = 0;
-    o.arg = &a;
+    o = single_options(path, overlap_run, &a);
     CU_ASSERT_EQUAL_FATAL(zkit_job_start(&a_job, a_client, &o), 0);
     CU_ASSERT_EQUAL(zkh_wait_until(a_entered, &log, 10000), 0);
     CU_ASSERT_EQUAL(zkit_exists_async(a_client, "/", NULL, hold_until_b_enters, &log), 0);
@@ -1510,12 +1509,7 @@ static void test_no_run_begins_after_stop(void)
     memset(&sc, 0, sizeof(sc));
     pthread_mutex_init(&sc.mu, NULL);
     zkh_unique_path(path, sizeof(path), "job-stop-race");
-    o.path = path;
-    o.period_s = SINGLE_PERIOD_S;
-    o.missed = ZKIT_JOB_RUN_LATEST_MISSED;
-    o.fn = slow_run;
-    o.arg = &p;
-    o.min_hold_ms = 0;
+    o = single_options(path, slow_run, &p);
     CU_ASSERT_EQUAL_FATAL(zkh_freeze(cluster, 0), 0);
     CU_ASSERT_EQUAL(zkit_job_start(&sc.job, admin, &o), 0);
     CU_ASSERT_EQUAL_FATAL(pthread_create(&stopper, NULL, stop_in_background, &sc), 0);
