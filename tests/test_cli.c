@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -148,6 +149,11 @@ static int kill_recorded(const char *path, const struct stat *st, int flag, stru
 
 /* ---- processes -------------------------------------------------------------------------- */
 
+/* When above 3: the programs spawn_argv starts get descriptors 3 to this one open on
+ * /dev/null (the soft descriptor limit raised as needed), as a parent that leaks many would
+ * leave them. */
+static int spawn_open_fds_to;
+
 /* Starts `file` with argv, stdin from /dev/null, stdout/stderr to files (NULL: /dev/null).
  * `own_group` puts it in a process group of its own, so that a timeout can kill its tree. */
 static pid_t spawn_argv(const char *file, const char *const *argv, const char *out,
@@ -177,6 +183,16 @@ static pid_t spawn_argv(const char *file, const char *const *argv, const char *o
         dup2(e, 2);
         for (int fd = 3; fd < 1024; fd++) /* nothing of ours: see the descriptor test */
             close(fd);
+        if (spawn_open_fds_to > 3) {
+            struct rlimit rl;
+            if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+                rl.rlim_cur < (rlim_t)spawn_open_fds_to + 64) {
+                rl.rlim_cur = (rlim_t)spawn_open_fds_to + 64;
+                setrlimit(RLIMIT_NOFILE, &rl);
+            }
+            for (int fd = 3; fd <= spawn_open_fds_to; fd++)
+                dup2(0, fd);
+        }
         execv(file, (char *const *)argv);
         _exit(127);
     }
@@ -1725,6 +1741,30 @@ static int marked_gone_pred(void *arg)
     return !marked_alive((const char *)arg);
 }
 
+/* zkit-lock started with descriptors open past 1023: its descriptors (the watchdog's pipe
+ * among them) get numbers above those, and SIGKILL of zkit-lock still ends the command. */
+static void test_sigkill_with_many_descriptors(void)
+{
+    char path[64], base[300], err[300], pidfile[320];
+    const char *cs = zkh_connect_string(zk);
+    pid_t holder;
+    zkh_unique_path(path, sizeof(path), "cli-sigkill-fds");
+    scratch(base, sizeof(base), "sigkill-fds");
+    scratch(err, sizeof(err), "sigkill-fds.err");
+    snprintf(pidfile, sizeof(pidfile), "%s.pid", base);
+    spawn_open_fds_to = 1100;
+    holder = start_holder(cs, path, hold_snippet, base, err, NULL);
+    spawn_open_fds_to = 0;
+    CU_ASSERT_FATAL(holder > 0);
+    CU_ASSERT(live_in_group(recorded_group(pidfile)));
+    kill(holder, SIGKILL);
+    CU_ASSERT_EQUAL(wait_status(holder, 5000), 128 + SIGKILL);
+    CU_ASSERT_EQUAL(zkh_wait_until(group_gone_pred, pidfile, 2000), 0);
+    if (recorded_group(pidfile) > 1) /* left over when the watchdog failed */
+        kill(-(pid_t)recorded_group(pidfile), SIGKILL);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
 /*
  * zkit-lock killed with SIGKILL the moment after it forked the command (an LD_PRELOAD shim
  * kills it when it sets the command's process group): the watchdog must end the command all
@@ -2218,6 +2258,7 @@ static const zkh_test_t tests[] = {
     { "--kill-group-on-exit", test_kill_group_on_exit },
     { "SIGKILL of zkit-lock ends the command's group", test_sigkill_ends_command },
     { "SIGKILL right after the fork ends the command", test_sigkill_right_after_fork },
+    { "SIGKILL ends the command with 1000+ descriptors open", test_sigkill_with_many_descriptors },
     { "--once-per: one run per slot", test_once_per_slot },
     { "--once-per: a failed run is not recorded", test_once_per_failure_not_recorded },
     { "--once-per: a lost lock kills the command", test_once_per_lost_lock },

@@ -1091,6 +1091,236 @@ static void test_selector_stops_on_loss(void)
     free(path);
 }
 
+/* ---- a selector closed while its won acquisition waits to be reported ------------------------ */
+
+typedef struct held_event_thread {
+    zkit_selector_t *sel;
+    pthread_mutex_t mu;
+    int entered;            /* the event thread is held */
+    int saw_close;          /* it was let go because the selector was closing */
+    int callbacks;          /* leadership callbacks run */
+} held_event_thread_t;
+
+/* On the event thread: holds it (and so every report queued behind) until the selector is
+ * closing, for at most 5 s. */
+static void hold_event_thread(zkit_latch_t *latch, int error, void *arg)
+{
+    held_event_thread_t *h = arg;
+    int64_t due = zkh_now_ms() + 5000;
+    zkit_selector_t *sel;
+    (void)latch;
+    (void)error;
+    pthread_mutex_lock(&h->mu);
+    h->entered = 1;
+    pthread_mutex_unlock(&h->mu);
+    for (;;) {
+        pthread_mutex_lock(&h->mu);
+        sel = h->sel;
+        pthread_mutex_unlock(&h->mu);
+        if (zkh_now_ms() > due)
+            return;
+        if (sel && zkit_selector_should_stop(sel))
+            break;
+        usleep(2000);
+    }
+    pthread_mutex_lock(&h->mu);
+    h->saw_close = 1;
+    pthread_mutex_unlock(&h->mu);
+}
+
+static int event_thread_held(void *arg)
+{
+    held_event_thread_t *h = arg;
+    int e;
+    pthread_mutex_lock(&h->mu);
+    e = h->entered;
+    pthread_mutex_unlock(&h->mu);
+    return e;
+}
+
+static void count_leadership(zkit_selector_t *sel, void *arg)
+{
+    held_event_thread_t *h = arg;
+    (void)sel;
+    pthread_mutex_lock(&h->mu);
+    h->callbacks++;
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void *close_selector_thread(void *arg)
+{
+    zkit_selector_close(arg);
+    return NULL;
+}
+
+/* The selector wins the mutex while the event thread is busy, so the win is reported late;
+ * the selector is closed before the report arrives: no leadership callback may start then. */
+static void test_selector_closed_before_win_reported(void)
+{
+    fixture_t f;
+    held_event_thread_t h;
+    zkit_client_t *c;
+    zkit_latch_t *latch;
+    zkit_selector_t *sel;
+    zkit_stat_t st;
+    pthread_t closer;
+    char *lpath, *spath;
+    fx_begin(&f, "selector-closed-early");
+    memset(&h, 0, sizeof(h));
+    pthread_mutex_init(&h.mu, NULL);
+    lpath = lk_join(f.base, "latch");
+    spath = lk_join(f.base, "sel");
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit_latch_new(&latch, c, lpath, "hold") == 0);
+    CU_ASSERT_FATAL(zkit_latch_start(latch) == 0);
+    CU_ASSERT_EQUAL(zkit_latch_await_async(latch, 5000, hold_event_thread, &h), 0);
+    CU_ASSERT_FATAL(zkh_wait_until(event_thread_held, &h, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_selector_new(&sel, c, spath, "s", count_leadership, &h) == 0);
+    CU_ASSERT_FATAL(zkit_selector_start(sel) == 0);
+    CU_ASSERT_EQUAL(wait_children(spath, 1, 5000), 0);
+    /* Two round trips on the same session after the node's creation: the acquisition's own
+     * requests (listing, then reading our node) were answered before the second. */
+    for (int i = 0; i < 2; i++)
+        CU_ASSERT_EQUAL(zkit_exists(&st, c, spath, NULL), 0);
+    CU_ASSERT_FATAL(pthread_create(&closer, NULL, close_selector_thread, sel) == 0);
+    pthread_mutex_lock(&h.mu);
+    h.sel = sel;
+    pthread_mutex_unlock(&h.mu);
+    pthread_join(closer, NULL);
+    CU_ASSERT_EQUAL(h.saw_close, 1);
+    CU_ASSERT_EQUAL(h.callbacks, 0);
+    zkit_selector_free(sel);
+    zkit_latch_free(latch);
+    fx_end(&f);
+    zkit_client_close(c);
+    pthread_mutex_destroy(&h.mu);
+    free(lpath);
+    free(spath);
+}
+
+/* ---- two closes at once ------------------------------------------------------------------- */
+
+typedef struct two_closes {
+    zkit_selector_t *sel;
+    pthread_mutex_t mu;
+    int entered;            /* the leadership callback runs */
+    int exited;             /* it has returned */
+    int saw_exited[2];      /* each close, as it returned: the callback had returned */
+    int rc[2];
+} two_closes_t;
+
+/* Stops when told, then takes a moment to wind down, as real work does. */
+static void lead_then_wind_down(zkit_selector_t *sel, void *arg)
+{
+    two_closes_t *t = arg;
+    pthread_mutex_lock(&t->mu);
+    t->entered = 1;
+    pthread_mutex_unlock(&t->mu);
+    zkit_selector_wait_stop(sel, 5000);
+    usleep(300000);
+    pthread_mutex_lock(&t->mu);
+    t->exited = 1;
+    pthread_mutex_unlock(&t->mu);
+}
+
+static int two_closes_entered(void *arg)
+{
+    two_closes_t *t = arg;
+    int e;
+    pthread_mutex_lock(&t->mu);
+    e = t->entered;
+    pthread_mutex_unlock(&t->mu);
+    return e;
+}
+
+typedef struct closer_arg {
+    two_closes_t *t;
+    int index;
+} closer_arg_t;
+
+static void *close_and_look(void *arg)
+{
+    closer_arg_t *a = arg;
+    int rc = zkit_selector_close(a->t->sel);
+    pthread_mutex_lock(&a->t->mu);
+    a->t->rc[a->index] = rc;
+    a->t->saw_exited[a->index] = a->t->exited;
+    pthread_mutex_unlock(&a->t->mu);
+    return NULL;
+}
+
+/* Two threads close a leading selector at once: each close returns only after the callback. */
+static void test_selector_two_closes_at_once(void)
+{
+    fixture_t f;
+    two_closes_t t;
+    closer_arg_t args[2];
+    pthread_t closers[2];
+    zkit_client_t *c;
+    char *path;
+    fx_begin(&f, "selector-two-closes");
+    memset(&t, 0, sizeof(t));
+    pthread_mutex_init(&t.mu, NULL);
+    path = lk_join(f.base, "sel");
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit_selector_new(&t.sel, c, path, "s", lead_then_wind_down, &t) == 0);
+    CU_ASSERT_FATAL(zkit_selector_start(t.sel) == 0);
+    CU_ASSERT_FATAL(zkh_wait_until(two_closes_entered, &t, 5000) == 0);
+    for (int i = 0; i < 2; i++) {
+        args[i].t = &t;
+        args[i].index = i;
+        CU_ASSERT_FATAL(pthread_create(&closers[i], NULL, close_and_look, &args[i]) == 0);
+    }
+    for (int i = 0; i < 2; i++)
+        pthread_join(closers[i], NULL);
+    CU_ASSERT_EQUAL(t.rc[0], 0);
+    CU_ASSERT_EQUAL(t.rc[1], 0);
+    CU_ASSERT_EQUAL(t.saw_exited[0], 1);
+    CU_ASSERT_EQUAL(t.saw_exited[1], 1);
+    zkit_selector_free(t.sel);
+    fx_end(&f);
+    zkit_client_close(c);
+    pthread_mutex_destroy(&t.mu);
+    free(path);
+}
+
+/* ---- leader queries on a path whose only child is of no lock layout ------------------------ */
+
+/* A foreign child is listed after the participants but is none of them: with nobody else
+ * there, there is no leader. */
+static void test_leader_query_foreign_only(void)
+{
+    fixture_t f;
+    zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
+    zkit_client_t *c;
+    char *paths[2], *id;
+    fx_begin(&f, "leader-foreign");
+    co.flags = ZKIT_CREATE_PARENTS;
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    paths[0] = lk_join(f.base, "latch");
+    paths[1] = lk_join(f.base, "sel");
+    for (int i = 0; i < 2; i++) {
+        char *child = lk_join(paths[i], "config");
+        CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, child, "not-a-leader", 12, &co), 0);
+        free(child);
+    }
+    id = NULL;
+    CU_ASSERT_EQUAL(zkit_latch_leader(&id, c, paths[0]), ZKIT_ENONODE);
+    CU_ASSERT_PTR_NULL(id);
+    zkit_free(id);
+    id = NULL;
+    CU_ASSERT_EQUAL(zkit_selector_leader(&id, c, paths[1]), ZKIT_ENONODE);
+    CU_ASSERT_PTR_NULL(id);
+    zkit_free(id);
+    fx_end(&f);
+    zkit_client_close(c);
+    free(paths[0]);
+    free(paths[1]);
+}
+
 /* ---- the client closes under a latch and a selector ------------------------------------------ */
 
 static void test_client_closed_under_leaders(void)
@@ -1521,7 +1751,12 @@ static const zkh_test_t tests[] = {
     { "latch: transactions guarded by leadership", test_latch_guard_txn },
     { "selector: requeue, one leader at a time", test_selector_requeue },
     { "selector: told to stop on loss before a new leader", test_selector_stops_on_loss },
+    { "selector: closed before its win is reported, no leadership starts",
+      test_selector_closed_before_win_reported },
+    { "selector: two closes at once both wait for the callback",
+      test_selector_two_closes_at_once },
     { "the client closes under a latch and a selector", test_client_closed_under_leaders },
+    { "leader queries: a foreign child alone is no leader", test_leader_query_foreign_only },
     { "zkit-lock --leader", test_cli_leader },
     { "Curator LeaderLatch and zkit latch on one path", test_curator_latch },
     { "Curator LeaderSelector and zkit selector on one path", test_curator_selector },

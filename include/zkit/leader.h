@@ -136,7 +136,8 @@ ZKIT_EXTERN int zkit_latch_lock_new(zkit_lock_t **out, zkit_client_t *client, co
 ZKIT_EXTERN int zkit_latch_participants(zkit_participant_t **list, size_t *count,
                                         zkit_client_t *client, const char *path);
 /* The id of the latch's leader (Curator's getLeader(): the first participant's data), to be
- * zkit_free()d.  0, ZKIT_ENONODE when there is no participant, or as above. */
+ * zkit_free()d.  0, ZKIT_ENONODE when there is no participant (a child of no lock layout is
+ * none), or as above. */
 ZKIT_EXTERN int zkit_latch_leader(char **id, zkit_client_t *client, const char *path);
 /* The same for a selector path (its mutex's participants). */
 ZKIT_EXTERN int zkit_selector_participants(zkit_participant_t **list, size_t *count,
@@ -190,8 +191,10 @@ ZKIT_EXTERN int zkit_selector_valid_until(int64_t *deadline_ms, const zkit_selec
  * is not running), ZKIT_ELOCKLOST, ZKIT_EINVAL, ZKIT_ESTATE or ZKIT_ENOMEM. */
 ZKIT_EXTERN int zkit_selector_guard_txn(zkit_txn_t *txn, const zkit_selector_t *sel);
 /* Stops: a queued acquisition is cancelled, a running callback is told to stop and waited
- * for, the thread ends.  0, ZKIT_EINVAL, ZKIT_EDEADLK (called from the selector's own
- * callback or from the client's event thread, where it would wait for itself; logged). */
+ * for, the thread ends (a close made at the same time on another thread waits for it too;
+ * a leadership won as the close began never starts).  0, ZKIT_EINVAL, ZKIT_EDEADLK (called
+ * from the selector's own callback or from the client's event thread, where it would wait
+ * for itself; logged). */
 ZKIT_EXTERN int zkit_selector_close(zkit_selector_t *sel);
 /* Closes and frees.  NULL allowed.  Not from the selector's callback or the event thread (it
  * would wait for itself: nothing is freed then, and an error is logged). */

@@ -39,7 +39,8 @@ static int leader(char **id, zkit_client_t *client, const char *path,
     *id = NULL;
     if ((rc = participants(&list, &count, client, path, ops, driver)) != 0)
         return rc;
-    if (count == 0)
+    /* Children of no lock layout come last and take no part: one alone is no leader. */
+    if (count == 0 || zkit_lock_node_role(list[0].name) == ZKIT_NODE_FOREIGN)
         rc = ZKIT_ENONODE;
     else if (!(*id = malloc(list[0].data_len + 1)))
         rc = ZKIT_ENOMEM;

@@ -38,8 +38,11 @@ struct zkit_selector {
     int acquired_error;         /* its result, once !acquiring */
     int leading;                /* the callback runs with the mutex held */
     int stop;                   /* the running leadership must stop */
+    int thread_started;         /* the thread was created (it is joined once, by a close) */
+    int thread_ended;           /* it has been joined */
     uint64_t close_timer;       /* fires when the client closes (timers run at once then) */
-    int close_timer_done;       /* it ran */
+    int close_timer_armed;      /* it was scheduled */
+    int close_timer_done;       /* it ran, or was unscheduled */
 };
 
 static void timed_wait(zkit_selector_t *sel, int64_t due_ms)
@@ -129,6 +132,14 @@ static void *selector_thread(void *arg)
             rc = sel->acquired_error;
         }
         sel->acquiring = 0;
+        if (rc == 0 && sel->closed) {
+            /* Won after the close's cancel found nothing left to cancel (the win was only
+             * waiting to be reported): a closed selector never leads. */
+            pthread_mutex_unlock(&sel->mu);
+            zkit_lock_release(sel->mutex);
+            pthread_mutex_lock(&sel->mu);
+            break;
+        }
         if (rc == 0)
             lead(sel);
         else if (rc == ZKIT_ECLOSED)
@@ -221,9 +232,14 @@ ZKIT_EXTERN int zkit_selector_start(zkit_selector_t *sel)
         zkit__client_log(sel->client, ZKIT_LOG_ERROR, "leader selector %s: no thread",
                          sel->mutex->path);
         rc = ZKIT_ESYSTEM;
-        if (zkit__unschedule(sel->client, sel->close_timer))
+        sel->close_timer_armed = 1;
+        if (zkit__unschedule(sel->client, sel->close_timer)) {
             sel->close_timer = 0;
+            sel->close_timer_done = 1;
+        }
     } else {
+        sel->close_timer_armed = 1;
+        sel->thread_started = 1;
         sel->started = 1;
         sel->queued = 1;
     }
@@ -335,14 +351,16 @@ ZKIT_EXTERN int zkit_selector_guard_txn(zkit_txn_t *txn, const zkit_selector_t *
 ZKIT_EXTERN int zkit_selector_close(zkit_selector_t *sel)
 {
     uint64_t timer;
-    int started;
+    int join_here, running;
     if (!sel)
         return ZKIT_EINVAL;
     pthread_mutex_lock(&sel->mu);
-    started = sel->started;
+    join_here = sel->started;
+    /* Started once and not joined yet: another close may be joining it right now. */
+    running = join_here || (sel->thread_started && !sel->thread_ended);
     /* The thread may wait for the event thread (its acquisition's end): neither it nor the
      * event thread may wait for the thread. */
-    if (started && (pthread_equal(sel->thread, pthread_self()) ||
+    if (running && (pthread_equal(sel->thread, pthread_self()) ||
                     zkit__is_event_thread(sel->client))) {
         pthread_mutex_unlock(&sel->mu);
         zkit__client_log(sel->client, ZKIT_LOG_ERROR, "leader selector %s: closed from its own "
@@ -355,19 +373,36 @@ ZKIT_EXTERN int zkit_selector_close(zkit_selector_t *sel)
     pthread_mutex_unlock(&sel->mu);
     /* An acquisition in flight was started before `closed` was seen: this reaches it. */
     zkit_lock_cancel(sel->mutex);
-    if (started)
+    /* One close joins; a close beside it returns only once the thread (and a running
+     * callback) has ended too, as a close promises. */
+    if (join_here) {
         pthread_join(sel->thread, NULL);
-    /* The close timer uses the selector: it must be gone or have run before the selector is. */
+        pthread_mutex_lock(&sel->mu);
+        sel->thread_ended = 1;
+        pthread_cond_broadcast(&sel->cond);
+        pthread_mutex_unlock(&sel->mu);
+    } else if (running) {
+        pthread_mutex_lock(&sel->mu);
+        while (!sel->thread_ended)
+            pthread_cond_wait(&sel->cond, &sel->mu);
+        pthread_mutex_unlock(&sel->mu);
+    }
+    /* The close timer uses the selector: it must be gone or have run before the selector is,
+     * whichever close unschedules it. */
     pthread_mutex_lock(&sel->mu);
     timer = sel->close_timer;
     sel->close_timer = 0;
     pthread_mutex_unlock(&sel->mu);
-    if (timer && !zkit__unschedule(sel->client, timer)) {
+    if (timer && zkit__unschedule(sel->client, timer)) {
         pthread_mutex_lock(&sel->mu);
-        while (!sel->close_timer_done)
-            pthread_cond_wait(&sel->cond, &sel->mu);
+        sel->close_timer_done = 1;
+        pthread_cond_broadcast(&sel->cond);
         pthread_mutex_unlock(&sel->mu);
     }
+    pthread_mutex_lock(&sel->mu);
+    while (sel->close_timer_armed && !sel->close_timer_done)
+        pthread_cond_wait(&sel->cond, &sel->mu);
+    pthread_mutex_unlock(&sel->mu);
     return 0;
 }
 

@@ -338,8 +338,10 @@ static int spawn(guard_t *g, const char *path, char **env)
 
 /* ---- the watchdog ----------------------------------------------------------------------- */
 
-/* In the watchdog (a child of a threaded process: async-signal-safe calls only). */
-static void watchdog_main(int fd)
+/* In the watchdog (a child of a threaded process: async-signal-safe calls only).  `fd` is
+ * the pipe's read end, `ours` its write end, which must not stay open here: the end of file
+ * that tells of our death comes only once every copy of it is closed. */
+static void watchdog_main(int fd, int ours)
 {
     pid_t group = 0;
     char byte;
@@ -351,9 +353,11 @@ static void watchdog_main(int fd)
         if (sig != SIGKILL && sig != SIGSTOP && sig != SIGCHLD)
             sigaction(sig, &ign, NULL);
     setsid();
-    for (unsigned other = 3; other < 1024; other++)
-        if ((int)other != fd)
-            close((int)other);
+    close(ours);
+    /* Every other descriptor too, however high (zkit-lock may start with a thousand open). */
+    if (fd > 3)
+        close_span(3, (unsigned)fd - 1);
+    close_span((unsigned)fd + 1, ~0U);
     do {
         n = read(fd, &group, sizeof(group));
     } while (n < 0 && errno == EINTR);
@@ -376,7 +380,7 @@ static int watchdog_start(void)
         return -1;
     pid = fork();
     if (pid == 0)
-        watchdog_main(fds[0]);
+        watchdog_main(fds[0], fds[1]);
     close(fds[0]);
     if (pid < 0) {
         close(fds[1]);
