@@ -1,8 +1,9 @@
 /*
  * test_lock_faults.c - held locks under faults, on a real ZooKeeper server: session expiry,
  * a server restart within the session timeout, a holder process killed with SIGKILL, a
- * partition of the holder (through the harness' TCP proxy) racing a rival, and our node
- * deleted by somebody else.  The lock must report what happened through its state callback
+ * partition of the holder (through the harness' TCP proxy) racing a rival, this process
+ * stopped past its session timeout while a rival process takes over, and our node deleted by
+ * somebody else.  The lock must report what happened through its state callback
  * (UNCERTAIN / HELD / EXPIRED / LOST), stop answering "held" once it is not, and a release
  * must then say ZKIT_ELOCKLOST.  An acquisition whose session ends while its requests are on
  * their way, and which hears LOST only after they made its node in the new session, must not
@@ -551,6 +552,95 @@ static void test_partition_expires_before_rival(void)
     free(path);
 }
 
+/* ---- this process paused past the session timeout ------------------------------------------ */
+
+/* Stops this whole process, every thread, for pause_ms (SIGSTOP; a child sends SIGCONT). */
+static int pause_self(int pause_ms)
+{
+    pid_t self = getpid(), child;
+    int status;
+    child = fork();
+    if (child < 0)
+        return -1;
+    if (child == 0) {
+        struct timespec left = { pause_ms / 1000, (long)(pause_ms % 1000) * 1000000L };
+        while (nanosleep(&left, &left) != 0)
+            ;
+        kill(self, SIGCONT);
+        _exit(0);
+    }
+    raise(SIGSTOP);
+    return waitpid(child, &status, 0) == child ? 0 : -1;
+}
+
+/*
+ * The holder's process is stopped past its session timeout; the server expires the session
+ * and a rival process takes the lock meanwhile.  As soon as the holder runs again and can see
+ * that the rival holds, it must not say it holds too: libzookeeper still says CONNECTED at
+ * that moment, and its disconnect comes later, timed from the resumption.
+ */
+static void test_paused_holder(void)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    zkit_lock_t *lock;
+    states_t st;
+    proc_t p;
+    char *path, line[512] = "", node[400] = "";
+    char *argv[7];
+    int negotiated, rival_negotiated = 0, held, told, valid_rc, status;
+    int64_t valid_until = 0, resumed_at;
+    fx_begin(&f, "paused");
+    states_init(&st);
+    path = lk_join(f.base, "lock");
+    c = lk_client(2000);
+    CU_ASSERT_FATAL(c != NULL);
+    negotiated = zkit_client_negotiated_timeout(c);
+    CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(lock, states_record, &st), 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0);
+    argv[0] = (char *)LOCK_WORKER;
+    argv[1] = (char *)zkh_connect_string(zk);
+    argv[2] = (char *)"hold";
+    argv[3] = (char *)"mutex";
+    argv[4] = path;
+    argv[5] = (char *)"10000";
+    argv[6] = NULL;
+    CU_ASSERT_FATAL(proc_spawn(&p, argv) == 0);
+    CU_ASSERT_EQUAL(wait_participants(lock, 2, 20000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(lock), 1);
+
+    /* Past the session timeout, the server's tick (500 ms) and the rival's acquisition. */
+    CU_ASSERT_FATAL(pause_self(negotiated + 1500) == 0);
+    resumed_at = zkh_now_ms();
+    /* The rival wrote this while we were stopped: it holds the lock now. */
+    CU_ASSERT_EQUAL(proc_read_line(&p, line, sizeof(line), 5000), 0);
+    CU_ASSERT(sscanf(line, "ACQUIRED %399s %d", node, &rival_negotiated) == 2);
+    held = zkit_lock_is_held(lock);
+    valid_rc = zkit_lock_valid_until(&valid_until, lock);
+    told = states_first(&st, ZKIT_LOCK_EXPIRED) >= 0 || states_first(&st, ZKIT_LOCK_LOST) >= 0;
+    if (held || valid_rc == 0) {
+        fprintf(stderr, "paused: the rival holds (%s) %lld ms after the resumption; held %d, "
+                "told EXPIRED or LOST %d, valid_until rc %d, +%lld ms\n", line,
+                (long long)(zkh_now_ms() - resumed_at), held, told, valid_rc,
+                (long long)(valid_until - zkh_now_ms()));
+        states_print(&st, "paused");
+    }
+    /* The holder counts as holding until it is told EXPIRED or LOST or is_held says 0. */
+    CU_ASSERT_EQUAL(held, 0);
+    CU_ASSERT_EQUAL(valid_rc, ZKIT_ELOCKLOST);
+    /* The loss is then told, without a HELD in between. */
+    CU_ASSERT_EQUAL(wait_state(&st, ZKIT_LOCK_LOST, 15000), 0);
+    CU_ASSERT_EQUAL(states_first(&st, ZKIT_LOCK_HELD), -1);
+    CU_ASSERT_EQUAL(zkit_lock_release(lock), ZKIT_ELOCKLOST);
+    status = proc_wait(&p, 10000);
+    CU_ASSERT_EQUAL(exit_code(status), 0);
+    fx_end(&f);
+    zkit_lock_free(lock);
+    zkit_client_close(c);
+    free(path);
+}
+
 /* ---- our node deleted by somebody else ------------------------------------------------------ */
 
 static void test_node_deleted_by_other(void)
@@ -1008,6 +1098,7 @@ static const zkh_test_t tests[] = {
     { "our node deleted by somebody else: LOST", test_node_deleted_by_other },
     { "holder process killed: a waiter takes over", test_holder_killed },
     { "partition: EXPIRED before the rival acquires", test_partition_expires_before_rival },
+    { "holder process paused past its session: not held once it resumes", test_paused_holder },
     { "short partition: UNCERTAIN then HELD", test_short_partition_keeps_lock },
     { "server restart: UNCERTAIN then HELD", test_server_restart_keeps_lock },
     { "hand-off: behind a waiter that gave up, list again", test_handoff_after_quitter },

@@ -22,7 +22,10 @@
  * disconnect time plus one third of the negotiated session timeout minus a safety margin.  The
  * client notices silence only after two thirds of the timeout and the server cannot expire the
  * session sooner than one full timeout after it last heard from us, so no other party can hold
- * the lock before the deadline (barring a paused process: use the fencing token).
+ * the lock before the deadline.  A process that was stopped (SIGSTOP, a long stall, swapping)
+ * for more than a twelfth of the timeout counts as disconnected from the moment it stopped
+ * until the server answers it again, so on resuming it does not say held past that deadline.
+ * While it is stopped it cannot look: use the fencing token.
  */
 #ifndef ZKIT_LOCK_H
 #define ZKIT_LOCK_H

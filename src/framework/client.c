@@ -397,8 +397,9 @@ static int session_event_terminal(int zk_state)
  */
 static void record_session_event(zkit_client_t *c, uint64_t generation, int zk_state)
 {
-    zkit__session_event_t *ring = c->session_events, terminal = { 0, 0 };
+    zkit__session_event_t *ring = c->session_events, terminal = { 0, 0, 0 };
     int have_terminal = 0;
+    int64_t at_ms = zkit__monotonic_ms();
     pthread_mutex_lock(&c->mu);
     if (c->session_event_count == ZKIT__SESSION_EVENT_SLOTS) {
         for (unsigned k = 0; k < c->session_event_count; k++) {
@@ -417,7 +418,7 @@ static void record_session_event(zkit_client_t *c, uint64_t generation, int zk_s
             ring[c->session_event_count++] = terminal;
     }
     ring[(c->session_event_head + c->session_event_count) % ZKIT__SESSION_EVENT_SLOTS] =
-        (zkit__session_event_t){ generation, zk_state };
+        (zkit__session_event_t){ generation, zk_state, at_ms };
     c->session_event_count++;
     pthread_cond_signal(&c->supervisor_cond);
     pthread_mutex_unlock(&c->mu);
@@ -856,10 +857,89 @@ static void replace_handle(zkit_client_t *c)
         zkit__log(&c->log, ZKIT_LOG_ERROR, "cannot open a new session; will retry");
 }
 
-static void on_connected(zkit_client_t *c, int read_only)
+/*
+ * Vouching for a connection.  libzookeeper says CONNECTED until its IO thread sees two thirds
+ * of the session timeout go by without a byte from the server, and the validity deadline of a
+ * held lock counts from the moment it says otherwise.  That holds only while its threads run:
+ * a process stopped (SIGSTOP, a frozen VM, swapping) past the session timeout resumes with
+ * libzookeeper still saying CONNECTED, and later counting the disconnect from the resumption,
+ * while the server expired the session and let a rival take the lock long before.  So the
+ * supervisor, which wakes every vouch_interval() while connected, vouches for the connection
+ * each time; a wake later than vouch_allowance() after the last one means this process (or
+ * the supervisor) was held up, and then nothing newer than the last vouch is trusted until
+ * the server answers a probe sent after the gap.
+ */
+static int64_t vouch_allowance(const zkit_client_t *c)
+{
+    int64_t allowance = c->negotiated_timeout_ms / 12;
+    return allowance > 40 ? allowance : 40;
+}
+
+static int64_t vouch_interval(const zkit_client_t *c)
+{
+    int64_t interval = vouch_allowance(c) / 2;
+    return interval < 1000 ? interval : 1000;
+}
+
+static int vouch_stale(const zkit_client_t *c, int64_t now)
+{
+    return c->stalled || now - c->vouched_ms > vouch_allowance(c);
+}
+
+/* libzookeeper's completion thread: a reply to a probe proves the server had our session
+ * alive when it got the probe, which was after the probe was sent. */
+static void probe_done(int rc, const struct Stat *stat, const void *data)
+{
+    zkit_client_t *c = (zkit_client_t *)data;
+    (void)stat;
+    pthread_mutex_lock(&c->mu);
+    c->probe_pending = 0;
+    if ((rc == ZOK || rc == ZNONODE) && c->probe_generation == c->generation && c->connected &&
+        c->stalled && c->probe_sent_ms >= c->vouched_ms) {
+        c->vouched_ms = c->probe_sent_ms;
+        c->stalled = 0;
+    }
+    pthread_cond_signal(&c->supervisor_cond);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Supervisor, c->mu held: vouch for the connection now, or probe it after a gap. */
+static void vouch(zkit_client_t *c, int64_t now)
+{
+    zhandle_t *zh = c->zh;
+    if (!c->connected || c->closing || !zh)
+        return;
+    if (!vouch_stale(c, now)) {
+        c->vouched_ms = now;
+        return;
+    }
+    if (!c->stalled)
+        zkit__log(&c->log, ZKIT_LOG_INFO, "this process was held up for %lld ms with the "
+                  "session's timeout at %d ms; held locks count as disconnected until the "
+                  "server answers", (long long)(now - c->vouched_ms), c->negotiated_timeout_ms);
+    c->stalled = 1;
+    if (c->probe_pending)
+        return;
+    /* Only the supervisor replaces or closes the handle, so it stays valid without c->mu,
+     * which the completion takes. */
+    c->probe_pending = 1;
+    c->probe_generation = c->generation;
+    c->probe_sent_ms = now;
+    pthread_mutex_unlock(&c->mu);
+    if (zoo_aexists(zh, "/", 0, probe_done, c) != ZOK) {
+        pthread_mutex_lock(&c->mu);
+        c->probe_pending = 0;
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+}
+
+static void on_connected(zkit_client_t *c, int read_only, int64_t at_ms)
 {
     const clientid_t *id = zoo_client_id(c->zh);
     c->connected = 1;
+    c->vouched_ms = at_ms;
+    c->stalled = 0;
     /* A handle whose first server was read-only has no session the quorum knows: at its first
      * read-write server libzookeeper trades it for a new one without an expiry event.  The old
      * session is over all the same, and listeners learn that from LOST. */
@@ -886,14 +966,16 @@ static void on_connected(zkit_client_t *c, int read_only)
     }
 }
 
-static void on_disconnected(zkit_client_t *c)
+static void on_disconnected(zkit_client_t *c, int64_t at_ms)
 {
-    c->connected = 0;
     if (c->state == ZKIT_CONN_CONNECTED || c->state == ZKIT_CONN_RECONNECTED ||
         c->state == ZKIT_CONN_READ_ONLY) {
-        c->suspended_since_ms = zkit__monotonic_ms();
+        /* Noticed late if this process was held up: count from the last moment it was
+         * watching the connection. */
+        c->suspended_since_ms = c->connected && vouch_stale(c, at_ms) ? c->vouched_ms : at_ms;
         change_state(c, ZKIT_CONN_SUSPENDED);
     }
+    c->connected = 0;
 }
 
 static void on_session_lost(zkit_client_t *c, const char *why)
@@ -945,15 +1027,15 @@ static void handle_session_event(zkit_client_t *c, const zkit__session_event_t *
         c->reopen_at_ms = zkit__monotonic_ms() + BOGUS_PEER_BACKOFF_MS;
         close_handle(c, zh, c->generation);
     } else if (ev->zk_state == ZOO_CONNECTED_STATE) {
-        on_connected(c, 0);
+        on_connected(c, 0, ev->at_ms);
     } else if (ev->zk_state == ZOO_READONLY_STATE) {
-        on_connected(c, 1);
+        on_connected(c, 1, ev->at_ms);
     } else if (ev->zk_state == ZOO_EXPIRED_SESSION_STATE) {
         on_session_lost(c, "expired by the server");
     } else if (ev->zk_state == ZOO_AUTH_FAILED_STATE) {
         on_session_lost(c, "authentication failed");
     } else {
-        on_disconnected(c);
+        on_disconnected(c, ev->at_ms);
     }
 }
 
@@ -999,6 +1081,8 @@ static int64_t next_wakeup(zkit_client_t *c)
     }
     if (!c->zh && c->reopen_at_ms > 0 && c->reopen_at_ms < wake)
         wake = c->reopen_at_ms;
+    if (c->connected && !c->stalled && c->vouched_ms + vouch_interval(c) < wake)
+        wake = c->vouched_ms + vouch_interval(c);
     return wake;
 }
 
@@ -1012,6 +1096,7 @@ static void supervise_once(zkit_client_t *c)
         handle_session_event(c, &ev);
     }
     now = zkit__monotonic_ms();
+    vouch(c, now);
     if (c->suspended_since_ms && c->negotiated_timeout_ms > 0 &&
         now - c->suspended_since_ms >= c->negotiated_timeout_ms)
         on_session_lost(c, "suspended for longer than the session timeout");
@@ -1283,8 +1368,15 @@ int64_t zkit__client_connection_now(zkit_client_t *c, int *lost, int64_t *discon
     *lost = c->state == ZKIT_CONN_LOST || c->closing; /* closing ends the session */
     /* Not connected without a suspension time: before the first connection, while a new
      * session is being made, or closed; count the disconnect from now. */
-    *disconnected_since = c->connected && !c->closing ? 0
-                          : c->suspended_since_ms ? c->suspended_since_ms : zkit__monotonic_ms();
+    if (c->connected && !c->closing) {
+        /* Connected as far as libzookeeper knows; it may not know, if this process was held
+         * up since the supervisor last vouched for the connection. */
+        int64_t now = zkit__monotonic_ms();
+        *disconnected_since = vouch_stale(c, now) ? c->vouched_ms : 0;
+    } else {
+        *disconnected_since = c->suspended_since_ms ? c->suspended_since_ms
+                                                    : zkit__monotonic_ms();
+    }
     pthread_mutex_unlock(&c->mu);
     return session;
 }

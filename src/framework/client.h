@@ -54,6 +54,7 @@ struct zkit__listener {
 typedef struct zkit__session_event {
     uint64_t generation;
     int zk_state;
+    int64_t at_ms;      /* when libzookeeper reported it (monotonic) */
 } zkit__session_event_t;
 
 /* ZooKeeper's default jute.maxbuffer: the most one request may carry, all of it. */
@@ -142,6 +143,15 @@ struct zkit_client {
     zkit_conn_state_t state;        /* the public state */
     int ever_connected;
     int64_t suspended_since_ms;     /* 0 when not suspended */
+    /* The last moment the supervisor saw the handle connected while this process kept running
+     * (libzookeeper watching the connection's silence).  A gap larger than vouch_allowance()
+     * (the process stopped, or starved) leaves it behind, `stalled` set, until a probe sent
+     * after the gap is answered: until then a held lock counts as disconnected from here. */
+    int64_t vouched_ms;
+    int stalled;
+    int probe_pending;              /* a probe of the session is on its way */
+    uint64_t probe_generation;
+    int64_t probe_sent_ms;
     int64_t reopen_at_ms;           /* no new handle before this (after a bogus handshake) */
     int closing;                    /* stored atomically (under mu): read without mu on
                                      * every request (zkit__client_is_closing) */
