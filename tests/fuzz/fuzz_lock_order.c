@@ -50,6 +50,28 @@ static long long curator_sequence(const char *name, const char *token)
     return v;
 }
 
+/* How many times the read-write tokens occur in `name` (overlapping ones counted). */
+static int rw_tokens(const char *name)
+{
+    static const char *const tokens[] = { "__READ__", "__WRIT__" };
+    int n = 0;
+    for (size_t t = 0; t < 2; t++)
+        for (const char *q = name; (q = strstr(q, tokens[t])) != NULL; q++)
+            n++;
+    return n;
+}
+
+/* The sequence Curator's rule gives a name of its own making under `driver`, else -1.  A
+ * read-write node Curator or zkit makes carries one token; one with several (or tokens that
+ * overlap, "__READ___WRIT__") is ordered as Curator's read-write driver orders it, the read
+ * token stripped first, which this rule does not model. */
+static long long own_sequence(const char *name, const zkit__driver_t *driver)
+{
+    if (driver != &zkit__mutex_driver && rw_tokens(name) > 1)
+        return -1;
+    return curator_sequence(name, driver->token);
+}
+
 /* The 10-digit sequence of a kazoo node ("__lock__" or "__rlock__" right before exactly ten
  * final digits); else -1. */
 static long long kazoo_sequence(const char *name)
@@ -156,8 +178,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* Curator's rule for names of its own making: by the sequence after the token. */
     for (size_t i = 0; i + 1 < count; i++) {
         for (size_t j = i + 1; j < count; j++) {
-            long long si = curator_sequence(names[i], driver->token);
-            long long sj = curator_sequence(names[j], driver->token);
+            long long si = own_sequence(names[i], driver);
+            long long sj = own_sequence(names[j], driver);
             if (si < 0)
                 si = kazoo_sequence(names[i]);
             if (sj < 0)
