@@ -15,7 +15,8 @@
  *       its own acquisition (only when the lock passes to another process);
  *   (d) with --curator-peer: the same uncontended cycles with Apache Curator's
  *       InterProcessMutex and InterProcessSemaphoreMutex, run by tests/curator-peer.sh
- *       (`bench` mode of tests/java/CuratorPeer.java) in a JVM of its own, after the zkit rows;
+ *       (`bench` mode of tests/java/CuratorPeer.java), a JVM of its own in every round after
+ *       zkit's figures of that round, each JVM warmed up with --curator-warmup cycles first;
  *   (e) with --contend K,...: only contention in one process, K clients (each its own
  *       session) on one mutex, for each K: the raw delete-event floor and the raw
  *       re-listing chain on K bare zhandles (create, list, watch the predecessor; on its
@@ -35,9 +36,10 @@
  * of seconds, so figures measured one after the other for seconds each differ by the drift as
  * much as by what they measure; within a round they meet the server seconds apart.  Their
  * ratios (to the floor, and the summary's) are the median over rounds of the ratio within one
- * round, printed with its range; rate, p50 and p99 are over all of a figure's cycles.  The
- * hand-off (first, as it forks), the churn and Curator's rows run apart from the rounds, and
- * their ratios are to the floor's figures over all its cycles.
+ * round, printed with its range; rate, p50 and p99 are over all of a figure's cycles (for
+ * Curator, whose peer reports each round's figures only: the rate over all its cycles, p50 and
+ * p99 the medians of its rounds').  The hand-off (first, as it forks) and the churn run apart
+ * from the rounds, and their ratios are to the floor's figures over all its cycles.
  *
  * Every zkit and Curator figure is shown with its ratio to the floor.  Run it against a
  * throwaway server: bench/run.sh starts one.
@@ -306,9 +308,17 @@ static void subject_run(subject_t *s, long round, long n)
     s->round_p50_ms[round] = demo_percentile(ms, (size_t)n, 50);
 }
 
+/* Run at the end of every round with that round's index and cycles per figure. */
+typedef struct round_hook {
+    void (*run)(const options_t *o, long round, long cycles, void *arg);
+    void *arg;
+} round_hook_t;
+
 /* Every subject's warm-up, then o->rounds rounds, each running every subject that is still
- * ok for its share of o->cycles (the remainder spread over the first rounds), in `order`. */
-static void run_rounds(const options_t *o, subject_t *subjects, const int *order, int n)
+ * ok for its share of o->cycles (the remainder spread over the first rounds), in `order`,
+ * then `hook` (when it has a function) for the figures measured outside this process. */
+static void run_rounds(const options_t *o, subject_t *subjects, const int *order, int n,
+                       const round_hook_t *hook)
 {
     for (int i = 0; i < n; i++)
         if (subjects[order[i]].ok)
@@ -318,6 +328,8 @@ static void run_rounds(const options_t *o, subject_t *subjects, const int *order
         for (int i = 0; i < n; i++)
             if (subjects[order[i]].ok)
                 subject_run(&subjects[order[i]], r, cycles);
+        if (hook->run)
+            hook->run(o, r, cycles, hook->arg);
     }
 }
 
@@ -1192,10 +1204,61 @@ static int curator_run(const options_t *o, const char *mode, const char *kind, c
     return rc;
 }
 
-static int curator_cycles(const options_t *o, const char *kind, const char *path,
-                          const char *name, result_t *out)
+/* One of Curator's uncontended figures, measured in the rounds: a JVM of its own per round
+ * (the peer reports a round's rate, p50 and p99, not its cycles), warmed up as the first. */
+typedef struct curator_figure {
+    const char *kind, *path, *name;
+    int rc;                          /* 0 while every round ran; CURATOR_SKIPPED; -1 failed */
+    long cycles;
+    double seconds;                  /* the timed cycles' time, over the rounds run */
+    double round_rate[MAX_ROUNDS], round_p50_ms[MAX_ROUNDS], round_p99_ms[MAX_ROUNDS];
+    long rounds;                     /* run so far */
+} curator_figure_t;
+
+static void curator_round(const options_t *o, curator_figure_t *f, long round, long cycles)
 {
-    return curator_run(o, "bench", kind, path, o->cycles, o->curator_warmup, name, out);
+    result_t r;
+    if (f->rc != 0)
+        return;
+    f->rc = curator_run(o, "bench", f->kind, f->path, cycles, o->curator_warmup, f->name, &r);
+    if (f->rc != 0)
+        return;
+    f->round_rate[round] = r.rate;
+    f->round_p50_ms[round] = r.p50_ms;
+    f->round_p99_ms[round] = r.p99_ms;
+    f->cycles += cycles;
+    f->seconds += (double)cycles / r.rate;
+    f->rounds = round + 1;
+}
+
+/* The figure over all its rounds: the rate over all cycles, p50 and p99 the rounds' medians. */
+static result_t curator_figure_result(const curator_figure_t *f)
+{
+    double p50[MAX_ROUNDS], p99[MAX_ROUNDS];
+    long mid = f->rounds / 2;
+    memcpy(p50, f->round_p50_ms, (size_t)f->rounds * sizeof p50[0]);
+    memcpy(p99, f->round_p99_ms, (size_t)f->rounds * sizeof p99[0]);
+    qsort(p50, (size_t)f->rounds, sizeof p50[0], double_cmp);
+    qsort(p99, (size_t)f->rounds, sizeof p99[0], double_cmp);
+    return (result_t){ f->name, f->cycles / f->seconds,
+                       f->rounds % 2 ? p50[mid] : (p50[mid - 1] + p50[mid]) / 2,
+                       f->rounds % 2 ? p99[mid] : (p99[mid - 1] + p99[mid]) / 2,
+                       f->cycles, -1, -1, 0 };
+}
+
+enum { CURATOR_MUTEX_FIGURE, CURATOR_SEMAPHORE_FIGURE, CURATOR_FIGURES };
+
+/* The round hook: Curator's figures after zkit's; once the peer says it cannot run here, the
+ * other figures are skipped too. */
+static void curator_rounds_hook(const options_t *o, long round, long cycles, void *arg)
+{
+    curator_figure_t *f = arg;
+    for (int i = 0; i < CURATOR_FIGURES; i++) {
+        curator_round(o, &f[i], round, cycles);
+        if (f[i].rc == CURATOR_SKIPPED)
+            for (int j = 0; j < CURATOR_FIGURES; j++)
+                f[j].rc = CURATOR_SKIPPED;
+    }
 }
 
 /* Curator's `clients` sessions in one JVM on `kind` (the peer's contend mode), with the
@@ -2016,10 +2079,16 @@ int main(int argc, char **argv)
 {
     options_t o;
     subject_t subjects[SUBJECTS];
-    result_t rows[SUBJECTS], hand_r, cmutex_r, csem_r, churn_r[4];
+    result_t rows[SUBJECTS], hand_r, churn_r[4];
+    curator_figure_t cur[CURATOR_FIGURES] = {
+        [CURATOR_MUTEX_FIGURE] = { "mutex", ROOT "/curator-mutex", CURATOR_MUTEX },
+        [CURATOR_SEMAPHORE_FIGURE] = { "semaphore", ROOT "/curator-semaphore-mutex",
+                                       CURATOR_SEMAPHORE },
+    };
+    round_hook_t hook = { NULL, cur };
     zkit_client_t *client;
     int rc = parse_options(argc, argv, &o), hand_ok, floor_ok;
-    int cmutex_rc = -1, csem_rc = -1, curator_ok, width = NAME_WIDTH, churn_ok;
+    int curator_ok, curator_skipped, width = NAME_WIDTH, churn_ok;
     char per_round[48];
 
     if (rc != 0)
@@ -2033,37 +2102,38 @@ int main(int argc, char **argv)
            "hand-off between %ld processes x %ld acquisitions\n", o.connect, o.cycles, o.rounds,
            o.warmup, o.procs, o.handoffs);
     if (o.curator)
-        printf("Curator (%s bench, a JVM per figure, tiered JIT): %ld cycles per figure after "
-               "%ld warm-up\n", o.curator, o.cycles, o.curator_warmup);
+        printf("Curator (%s bench, a JVM per figure and round, tiered JIT): %ld cycles per "
+               "figure in the same rounds, each JVM after %ld warm-up\n", o.curator, o.cycles,
+               o.curator_warmup);
     putchar('\n');
     fflush(stdout);
     /* The hand-off goes first: it forks, so this process must hold no client or zhandle yet,
      * and its traffic warms the server's JIT so the floor is not measured on a cold JVM. */
     hand_ok = handoff_run(&o, &hand_r) == 0;
     floor_ok = open_subjects(&o, subjects) == 0;
+    if (o.curator)
+        hook.run = curator_rounds_hook;
     if (floor_ok)
-        run_rounds(&o, subjects, run_order, SUBJECTS);
+        run_rounds(&o, subjects, run_order, SUBJECTS, &hook);
+    curator_skipped = cur[0].rc == CURATOR_SKIPPED;
+    if (o.curator && !curator_skipped)
+        width = (int)strlen(CURATOR_SEMAPHORE);
     floor_ok = floor_ok && subjects[FLOOR].ok;
     for (int i = 0; i < SUBJECTS; i++) {
         if (floor_ok && subjects[i].ok)
             rows[i] = subject_result(&subjects[i]);
-        subject_free(&subjects[i]);
+        if (i != FLOOR && i != MUTEX)
+            subject_free(&subjects[i]);
     }
-    if (!floor_ok)
+    if (!floor_ok) {
+        subject_free(&subjects[FLOOR]);
+        subject_free(&subjects[MUTEX]);
         return 1;
+    }
     churn_ok = churn_rows(&o, 0, 1000000, "churn new+free, first 10% of 1M",
                           "churn new+free, last 10% of 1M", &churn_r[0], &churn_r[1]) == 0 &&
                churn_rows(&o, 1, 10 * o.cycles, "churn new+lock cycle+free, first 10%",
                           "churn new+lock cycle+free, last 10%", &churn_r[2], &churn_r[3]) == 0;
-    if (o.curator) {
-        cmutex_rc = curator_cycles(&o, "mutex", ROOT "/curator-mutex", CURATOR_MUTEX,
-                                   &cmutex_r);
-        if (cmutex_rc != CURATOR_SKIPPED)
-            csem_rc = curator_cycles(&o, "semaphore", ROOT "/curator-semaphore-mutex",
-                                     CURATOR_SEMAPHORE, &csem_r);
-        if (cmutex_rc != CURATOR_SKIPPED && csem_rc != CURATOR_SKIPPED)
-            width = (int)strlen(CURATOR_SEMAPHORE);
-    }
     if ((client = demo_connect(o.connect, 15000))) {
         remove_root(client);
         demo_close(client);
@@ -2079,13 +2149,20 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < 4; i++)
         print_row(width, "churn", churn_ok ? &churn_r[i] : NULL, &rows[FLOOR], NULL, NULL, 0);
-    if (o.curator && (cmutex_rc == CURATOR_SKIPPED || csem_rc == CURATOR_SKIPPED)) {
+    if (o.curator && curator_skipped) {
         printf("(Curator not available: skipped)\n");
     } else if (o.curator) {
-        print_row(width, CURATOR_MUTEX, cmutex_rc == 0 ? &cmutex_r : NULL, &rows[FLOOR], NULL,
-                  NULL, 0);
-        print_row(width, CURATOR_SEMAPHORE, csem_rc == 0 ? &csem_r : NULL,
-                  &rows[FLOOR], NULL, NULL, 0);
+        for (int i = 0; i < CURATOR_FIGURES; i++) {
+            /* Its per-round figures, for ratios to the floor within each round. */
+            subject_t rounds = { .name = cur[i].name, .ok = cur[i].rc == 0 };
+            result_t r;
+            memcpy(rounds.round_rate, cur[i].round_rate, sizeof rounds.round_rate);
+            memcpy(rounds.round_p50_ms, cur[i].round_p50_ms, sizeof rounds.round_p50_ms);
+            if (rounds.ok)
+                r = curator_figure_result(&cur[i]);
+            print_row(width, cur[i].name, rounds.ok ? &r : NULL, &rows[FLOOR], &rounds,
+                      &subjects[FLOOR], o.rounds);
+        }
     }
     printf("\nfloor = one synchronous create(EPHEMERAL_SEQUENTIAL) + get-children + delete on a "
            "bare zhandle.\nhand-off = from the holder's last instant before release to the "
@@ -2099,27 +2176,37 @@ int main(int argc, char **argv)
                  o.cycles / o.rounds + 1);
     else
         snprintf(per_round, sizeof per_round, "%ld", o.cycles / o.rounds);
-    printf("rounds: the floor, pipelined, zkit mutex, semaphore mutex and multi-lock rows ran "
-           "in %ld rounds,\n%s cycles each per round, one after another in the same order "
-           "every round, connections kept\nopen.  Their ratios, in the columns and in the "
-           "lines below (but churn's and Curator's), are the\nmedian over rounds of the "
-           "ratio within one round (min..max).  The hand-off, churn and Curator\nrows ran "
-           "apart from the rounds: their ratios are to the floor's figures over all its "
-           "cycles.\n", o.rounds, per_round);
-    if (o.curator && cmutex_rc != CURATOR_SKIPPED && csem_rc != CURATOR_SKIPPED)
-        printf("Curator = Apache Curator's recipes in a JVM of their own (CuratorPeer.java "
-               "bench), run after the\nzkit rows against the same server; System.nanoTime "
-               "around each acquire()+release().\n");
+    printf("rounds: the floor, pipelined, zkit mutex, semaphore mutex, multi-lock and Curator "
+           "rows ran in\n%ld rounds, %s cycles each per round, one after another in the same "
+           "order every round,\nconnections kept open.  Their ratios, in the columns and in "
+           "the lines below (but churn's),\nare the median over rounds of the ratio within "
+           "one round (min..max).  The hand-off and churn\nrows ran apart from the rounds: "
+           "their ratios are to the floor's figures over all its cycles.\n", o.rounds,
+           per_round);
+    if (o.curator && !curator_skipped)
+        printf("Curator = Apache Curator's recipes (CuratorPeer.java bench), a JVM of their "
+               "own in every round,\nafter zkit's figures of that round, each warmed up first; "
+               "System.nanoTime around each\nacquire()+release().  Its rate is over all its "
+               "cycles, its p50 and p99 the medians of its rounds'.\n");
     print_round_summary(subjects, o.rounds);
     if (churn_ok)
         printf("churn, last tenth / first tenth: new+free %.2fx, with a lock cycle %.2fx "
                "(rates)\n", churn_r[1].rate / churn_r[0].rate, churn_r[3].rate / churn_r[2].rate);
-    if (o.curator && subjects[MUTEX].ok && cmutex_rc == 0)
-        printf("zkit mutex / Curator InterProcessMutex: throughput %.2fx, p50 %.2fx\n",
-               rows[MUTEX].rate / cmutex_r.rate, rows[MUTEX].p50_ms / cmutex_r.p50_ms);
+    if (o.curator && subjects[MUTEX].ok && cur[CURATOR_MUTEX_FIGURE].rc == 0) {
+        char a[48], b[48];
+        const curator_figure_t *m = &cur[CURATOR_MUTEX_FIGURE];
+        printf("zkit mutex / Curator InterProcessMutex, within each round: throughput %s, "
+               "p50 %s\n",
+               ratio_text(a, sizeof a, round_ratio(subjects[MUTEX].round_rate, m->round_rate,
+                                                   o.rounds)),
+               ratio_text(b, sizeof b, round_ratio(subjects[MUTEX].round_p50_ms,
+                                                   m->round_p50_ms, o.rounds)));
+    }
+    subject_free(&subjects[FLOOR]);
+    subject_free(&subjects[MUTEX]);
     /* Curator missing here is no failure of the benchmark; Curator failing is. */
-    curator_ok = !o.curator || cmutex_rc == CURATOR_SKIPPED || csem_rc == CURATOR_SKIPPED ||
-                 (cmutex_rc == 0 && csem_rc == 0);
+    curator_ok = !o.curator || curator_skipped ||
+                 (cur[CURATOR_MUTEX_FIGURE].rc == 0 && cur[CURATOR_SEMAPHORE_FIGURE].rc == 0);
     return subjects[MUTEX].ok && subjects[SEM].ok && hand_ok && subjects[MULTI].ok &&
                    churn_ok && curator_ok
                ? 0
