@@ -127,9 +127,9 @@ static int part_deposed(void *arg)
     return n > 0;
 }
 
-/* A started participant on a client of its own (`connect` NULL: the suite's server). */
-static void part_start(part_t *p, const char *connect, int session_ms, const char *path,
-                       const char *id)
+/* A participant on a client of its own (`connect` NULL: the suite's server), not started. */
+static void part_prepare(part_t *p, const char *connect, int session_ms, const char *path,
+                         const char *id)
 {
     memset(p, 0, sizeof(*p));
     pthread_mutex_init(&p->mu, NULL);
@@ -140,6 +140,13 @@ static void part_start(part_t *p, const char *connect, int session_ms, const cha
     CU_ASSERT_FATAL(zkit_latch_new(&p->latch, p->client, path, id) == 0);
     CU_ASSERT_EQUAL(zkit_latch_set_listener(p->latch, on_leadership, p), 0);
     CU_ASSERT_EQUAL(zkit_latch_set_state_callback(p->latch, on_latch_state, p), 0);
+}
+
+/* The same, started. */
+static void part_start(part_t *p, const char *connect, int session_ms, const char *path,
+                       const char *id)
+{
+    part_prepare(p, connect, session_ms, path, id);
     CU_ASSERT_FATAL(zkit_latch_start(p->latch) == 0);
 }
 
@@ -1228,6 +1235,56 @@ static void test_latch_await_on_unreported_loss(void)
     free(hold_path);
 }
 
+/* Participants close while the server's replies to them are held (a server that has stopped
+ * answering): one queued behind the leader, one whose node's creation is unanswered.  Each
+ * close returns at once; once the replies flow again neither node is left and neither
+ * participant is ever told it leads, though the leader left meanwhile. */
+static void test_latch_closed_while_unanswered(void)
+{
+    fixture_t f;
+    part_t a, b, c;
+    zkh_proxy_t *proxy;
+    zkit_stat_t st;
+    int64_t t0;
+    char *path;
+    fx_begin(&f, "latch-close-unanswered");
+    inside_reset();
+    path = lk_join(f.base, "latch");
+    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(proxy != NULL);
+    part_start(&a, NULL, 10000, path, "a");
+    CU_ASSERT_EQUAL(zkit_latch_await(a.latch, 5000), 0);
+    part_start(&b, zkh_proxy_address(proxy), 10000, path, "b");
+    part_prepare(&c, zkh_proxy_address(proxy), 10000, path, "c");
+    CU_ASSERT_FATAL(wait_latch_count(a.client, path, 2, 5000) == 0);
+    zkh_proxy_hold_replies(proxy, 1);
+    CU_ASSERT_FATAL(zkit_latch_start(c.latch) == 0);
+    CU_ASSERT_EQUAL(wait_latch_count(a.client, path, 3, 3000), 0);
+    t0 = zkh_now_ms();
+    part_close(&b);
+    part_close(&c);
+    CU_ASSERT(zkh_now_ms() - t0 < 1000);
+    part_close(&a);
+    zkh_proxy_hold_replies(proxy, 0);
+    /* Replies come in order: once these are answered, what was held has been received. */
+    CU_ASSERT_EQUAL(zkit_exists(&st, b.client, path, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_exists(&st, c.client, path, NULL), 0);
+    CU_ASSERT_EQUAL(wait_latch_count(a.client, path, 0, 5000), 0);
+    zkit_latch_free(b.latch);
+    zkit_latch_free(c.latch);
+    b.latch = c.latch = NULL;
+    CU_ASSERT_EQUAL(b.elected, 0);
+    CU_ASSERT_EQUAL(c.elected, 0);
+    CU_ASSERT_EQUAL(inside_max(), 1);
+    fx_end(&f);
+    part_free(&a);
+    part_free(&b);
+    part_free(&c);
+    zkh_proxy_stop(proxy);
+    free(path);
+}
+
+
 /* ---- selector ---------------------------------------------------------------------------------- */
 
 typedef struct sel_rec {
@@ -2130,6 +2187,7 @@ static const zkh_test_t tests[] = {
       test_latch_not_told_leader_on_lost_holding },
     { "latch: an await on a loss not reported yet does not answer leader",
       test_latch_await_on_unreported_loss },
+    { "latch: closed while the server does not answer", test_latch_closed_while_unanswered },
     { "selector: requeue, one leader at a time", test_selector_requeue },
     { "selector: told to stop on loss before a new leader", test_selector_stops_on_loss },
     { "selector: closed before its win is reported, no leadership starts",
