@@ -499,6 +499,7 @@ static void test_latch_leader_session_expiry(void)
     part_close(&b);
     CU_ASSERT_EQUAL(zkit_latch_await(a.latch, 10000), 0);
     CU_ASSERT_EQUAL(a.elected, 2);
+    CU_ASSERT_EQUAL(a.deposed, 1);
     part_close(&a);
     /* No overlap check here: the server ended a's session while a was connected and healthy,
      * so a could only learn of it after its node was gone (the partition test below checks
@@ -534,6 +535,7 @@ static void test_latch_leader_node_deleted(void)
     part_close(&b);
     CU_ASSERT_EQUAL(zkit_latch_await(a.latch, 5000), 0);
     CU_ASSERT_EQUAL(a.elected, 2);
+    CU_ASSERT_EQUAL(a.deposed, 1);
     part_close(&a);
     fx_end(&f);
     part_free(&a);
@@ -746,6 +748,9 @@ static void test_latch_partition(void)
     CU_ASSERT_EQUAL(wait_latch_count(b.client, path, 2, 15000), 0);
     CU_ASSERT(leader_is(a.client, path, "b"));
     CU_ASSERT_EQUAL(zkit_latch_has_leadership(a.latch), 0);
+    /* Told once: the LOST that follows EXPIRED (the session ended meanwhile) is not a second
+     * loss of leadership. */
+    CU_ASSERT_EQUAL(a.deposed, 1);
     part_close(&b);
     part_close(&a);
     fx_end(&f);
@@ -1029,7 +1034,8 @@ static void test_latch_closed_as_election_reported(void)
 }
 
 /* A close on another thread while the listener is being told it leads returns only once the
- * listener has returned, and our node stays until then (no rival leads meanwhile). */
+ * listener has returned, and our node stays until then (no rival leads meanwhile).  An await
+ * meanwhile does not answer yet: it returns once the listener has heard. */
 static void test_latch_close_waits_for_listener(void)
 {
     fixture_t f;
@@ -1049,6 +1055,8 @@ static void test_latch_close_waits_for_listener(void)
     CU_ASSERT_FATAL(zkit_latch_start(h.latch) == 0);
     CU_ASSERT_FATAL(zkh_wait_until(report_told_leader, &h, 5000) == 0);
     CU_ASSERT_FATAL(zkit_latch_node(&node, h.latch) == 0);
+    /* An await answers only once the listener has heard it leads. */
+    CU_ASSERT_EQUAL(zkit_latch_await(h.latch, 0), ZKIT_ETIMEDOUT);
     CU_ASSERT_FATAL(pthread_create(&closer, NULL, report_close_thread, &h) == 0);
     CU_ASSERT_EQUAL(zkh_wait_until(latch_closing, h.latch, 5000), 0);
     CU_ASSERT_NOT_EQUAL(zkh_wait_until(report_close_returned, &h, 500), 0);

@@ -76,7 +76,8 @@ ZKIT_EXTERN int zkit_latch_set_state_callback(zkit_latch_t *latch, zkit_latch_st
  * ZKIT_EINVAL, ZKIT_ESTATE (started already, or closed: a latch is started once, as
  * Curator's), ZKIT_ECLOSED (the client is closing) or ZKIT_ENOMEM. */
 ZKIT_EXTERN int zkit_latch_start(zkit_latch_t *latch);
-/* Waits until this participant is leader (the listener has heard is_leader 1 by then).
+/* Waits until this participant is leader (the listener has returned from hearing is_leader 1
+ * by then, so from the listener itself a zero timeout answers ZKIT_ETIMEDOUT).
  * 0 (leader when it returned, its holding valid: one lost or expired, even if not reported
  * yet, is waited past), ZKIT_ETIMEDOUT,
  * ZKIT_ESTATE (not started, or closed while waiting), ZKIT_ECLOSED (the client closed),

@@ -44,6 +44,7 @@ struct zkit_latch {
     int closed;
     int elected;                /* the join won: the lock is ours until EXPIRED, LOST or close */
     int leader;                 /* elected and told so, not told EXPIRED or LOST */
+    int announced;              /* leader, and the listener has returned from hearing it */
     int notifying;              /* listener calls in progress (a close waits for them) */
     pthread_t notifier;         /* the thread making them */
     zkit__req_t *join;          /* the join in progress */
@@ -218,11 +219,12 @@ static void notify_end(zkit_latch_t *latch)
     pthread_mutex_unlock(&latch->mu);
 }
 
-/* Whether this participant leads now (latch->mu held): told so, and its holding still valid
- * (not lost or expired, even if that has not been reported yet). */
+/* Whether an await may answer that this participant leads now (latch->mu held): the listener
+ * has heard it, and the holding is still valid (not lost or expired, even if that has not
+ * been reported yet). */
 static int leading_locked(const zkit_latch_t *latch)
 {
-    return latch->leader &&
+    return latch->leader && latch->announced &&
            zkit__lock_query_holder(latch->lock, pthread_self(), NULL, NULL, NULL) == 0;
 }
 
@@ -255,6 +257,7 @@ static void lead_if_held(zkit_latch_t *latch)
      * heard in the listener) would claim a leadership already given up. */
     for (;;) {
         pthread_mutex_lock(&latch->mu);
+        latch->announced = latch->leader;
         w = latch->leader ? LIST_FIRST(&latch->awaiters) : NULL;
         if (w)
             finish_locked(w, 0);
@@ -350,6 +353,7 @@ static void on_lock_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
     pthread_mutex_lock(&latch->mu);
     told = latch->leader && latch->listener && notify_begin_locked(latch);
     latch->leader = 0;
+    latch->announced = 0;
     latch->elected = 0;
     closed = latch->closed;
     if (told) {
@@ -616,6 +620,7 @@ ZKIT_EXTERN int zkit_latch_close(zkit_latch_t *latch)
     }
     latch->closed = 1;
     latch->leader = 0;
+    latch->announced = 0;
     latch->elected = 0;
     /* No listener call starts from now on; one in progress is waited for, so that the caller
      * may free what the listener uses once this returns, and our node (deleted below) outlives
