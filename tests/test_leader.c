@@ -887,14 +887,14 @@ typedef struct report_hold {
     int listener_holds;     /* the listener, told it leads, waits for `go` too */
     int used;               /* held once already */
     zkit_latch_t *latch;
-    int close_returned;     /* zkit_latch_close() has returned */
-    int close_rc;
+    int close_returned;     /* zkit_latch_close() calls returned */
+    int close_rc[2];        /* their results, in the order they returned */
     int told_leader;        /* listener calls with is_leader 1 */
     int told_after_close;   /* ... begun once the close had returned */
     int told_not_leading;   /* ... while zkit_latch_has_leadership() said 0 */
     int told_not_leader;    /* listener calls with is_leader 0 */
     int listening;          /* a listener call is in progress */
-    int returned_while_listening; /* the close returned during a listener call */
+    int returned_while_listening; /* closes returned during a listener call */
 } report_hold_t;
 
 static int report_flag(report_hold_t *h, const int *flag)
@@ -959,7 +959,7 @@ static void report_listener(zkit_latch_t *latch, int is_leader, void *arg)
     pthread_mutex_lock(&h->mu);
     if (is_leader) {
         h->told_leader++;
-        h->told_after_close += h->close_returned;
+        h->told_after_close += h->close_returned > 0;
         h->told_not_leading += !leading;
     } else {
         h->told_not_leader++;
@@ -979,9 +979,10 @@ static void *report_close_thread(void *arg)
     report_hold_t *h = arg;
     int rc = zkit_latch_close(h->latch);
     pthread_mutex_lock(&h->mu);
-    h->close_rc = rc;
-    h->close_returned = 1;
-    h->returned_while_listening = h->listening;
+    if (h->close_returned < 2)
+        h->close_rc[h->close_returned] = rc;
+    h->close_returned++;
+    h->returned_while_listening += h->listening;
     pthread_mutex_unlock(&h->mu);
     return NULL;
 }
@@ -1023,7 +1024,7 @@ static void test_latch_closed_as_election_reported(void)
     CU_ASSERT_EQUAL(zkh_wait_until(report_close_returned, &h, 5000), 0);
     report_let_go_now(&h);
     pthread_join(closer, NULL);
-    CU_ASSERT_EQUAL(h.close_rc, 0);
+    CU_ASSERT_EQUAL(h.close_rc[0], 0);
     zkit_latch_free(h.latch); /* waits for the report to have run */
     CU_ASSERT_EQUAL(h.told_leader, 0);
     CU_ASSERT_EQUAL(h.told_after_close, 0);
@@ -1034,15 +1035,16 @@ static void test_latch_closed_as_election_reported(void)
 }
 
 /* A close on another thread while the listener is being told it leads returns only once the
- * listener has returned, and our node stays until then (no rival leads meanwhile).  An await
- * meanwhile does not answer yet: it returns once the listener has heard. */
+ * listener has returned, and our node stays until then (no rival leads meanwhile); so does a
+ * second close made meanwhile.  An await meanwhile does not answer yet: it returns once the
+ * listener has heard. */
 static void test_latch_close_waits_for_listener(void)
 {
     fixture_t f;
     report_hold_t h;
     zkit_client_t *c;
     zkit_stat_t st;
-    pthread_t closer;
+    pthread_t closers[2];
     char *path, *node = NULL;
     fx_begin(&f, "latch-close-waits");
     path = lk_join(f.base, "latch");
@@ -1057,13 +1059,18 @@ static void test_latch_close_waits_for_listener(void)
     CU_ASSERT_FATAL(zkit_latch_node(&node, h.latch) == 0);
     /* An await answers only once the listener has heard it leads. */
     CU_ASSERT_EQUAL(zkit_latch_await(h.latch, 0), ZKIT_ETIMEDOUT);
-    CU_ASSERT_FATAL(pthread_create(&closer, NULL, report_close_thread, &h) == 0);
+    CU_ASSERT_FATAL(pthread_create(&closers[0], NULL, report_close_thread, &h) == 0);
     CU_ASSERT_EQUAL(zkh_wait_until(latch_closing, h.latch, 5000), 0);
+    /* A second close, once the first has begun, finds the latch closed; it too returns only
+     * after the listener. */
+    CU_ASSERT_FATAL(pthread_create(&closers[1], NULL, report_close_thread, &h) == 0);
     CU_ASSERT_NOT_EQUAL(zkh_wait_until(report_close_returned, &h, 500), 0);
     CU_ASSERT_EQUAL(zkit_exists(&st, c, node, NULL), 0);
     report_let_go_now(&h);
-    pthread_join(closer, NULL);
-    CU_ASSERT_EQUAL(h.close_rc, 0);
+    pthread_join(closers[0], NULL);
+    pthread_join(closers[1], NULL);
+    CU_ASSERT_EQUAL(h.close_returned, 2);
+    CU_ASSERT_EQUAL(h.close_rc[0] + h.close_rc[1], ZKIT_ESTATE); /* one 0, one ZKIT_ESTATE */
     CU_ASSERT_EQUAL(h.returned_while_listening, 0);
     CU_ASSERT_EQUAL(wait_latch_count(c, path, 0, 5000), 0);
     zkit_latch_free(h.latch);

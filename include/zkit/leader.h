@@ -115,7 +115,8 @@ ZKIT_EXTERN int zkit_latch_guard_txn(zkit_txn_t *txn, const zkit_latch_t *latch)
  * The listener is not called, and no call starts once the close has begun; a call in progress
  * on another thread is waited for (our node is deleted after it), so what the listener uses
  * may be freed when this returns.  From the listener itself it returns without waiting for
- * that call.  0, ZKIT_EINVAL, ZKIT_ESTATE (not started or closed already). */
+ * that call.  0, ZKIT_EINVAL, ZKIT_ESTATE (not started, or closed already: it still waits for
+ * a listener call in progress, as the first close does). */
 ZKIT_EXTERN int zkit_latch_close(zkit_latch_t *latch);
 /* Closes (when started) and frees.  NULL allowed.  Not from the latch's own callbacks. */
 ZKIT_EXTERN void zkit_latch_free(zkit_latch_t *latch);

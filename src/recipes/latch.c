@@ -615,6 +615,11 @@ ZKIT_EXTERN int zkit_latch_close(zkit_latch_t *latch)
         return ZKIT_EINVAL;
     pthread_mutex_lock(&latch->mu);
     if (!latch->started || latch->closed) {
+        /* Closed already, maybe by a close on another thread that is waiting for a listener
+         * call: this one returns after it too, as a close promises. */
+        while (latch->closed && latch->notifying &&
+               !pthread_equal(latch->notifier, pthread_self()))
+            pthread_cond_wait(&latch->cond, &latch->mu);
         pthread_mutex_unlock(&latch->mu);
         return ZKIT_ESTATE;
     }
