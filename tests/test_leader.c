@@ -127,9 +127,9 @@ static int part_deposed(void *arg)
     return n > 0;
 }
 
-/* A started participant on a client of its own (`connect` NULL: the suite's server). */
-static void part_start(part_t *p, const char *connect, int session_ms, const char *path,
-                       const char *id)
+/* A participant on a client of its own (`connect` NULL: the suite's server), not started. */
+static void part_prepare(part_t *p, const char *connect, int session_ms, const char *path,
+                         const char *id)
 {
     memset(p, 0, sizeof(*p));
     pthread_mutex_init(&p->mu, NULL);
@@ -140,6 +140,13 @@ static void part_start(part_t *p, const char *connect, int session_ms, const cha
     CU_ASSERT_FATAL(zkit_latch_new(&p->latch, p->client, path, id) == 0);
     CU_ASSERT_EQUAL(zkit_latch_set_listener(p->latch, on_leadership, p), 0);
     CU_ASSERT_EQUAL(zkit_latch_set_state_callback(p->latch, on_latch_state, p), 0);
+}
+
+/* The same, started. */
+static void part_start(part_t *p, const char *connect, int session_ms, const char *path,
+                       const char *id)
+{
+    part_prepare(p, connect, session_ms, path, id);
     CU_ASSERT_FATAL(zkit_latch_start(p->latch) == 0);
 }
 
@@ -492,6 +499,7 @@ static void test_latch_leader_session_expiry(void)
     part_close(&b);
     CU_ASSERT_EQUAL(zkit_latch_await(a.latch, 10000), 0);
     CU_ASSERT_EQUAL(a.elected, 2);
+    CU_ASSERT_EQUAL(a.deposed, 1);
     part_close(&a);
     /* No overlap check here: the server ended a's session while a was connected and healthy,
      * so a could only learn of it after its node was gone (the partition test below checks
@@ -527,6 +535,7 @@ static void test_latch_leader_node_deleted(void)
     part_close(&b);
     CU_ASSERT_EQUAL(zkit_latch_await(a.latch, 5000), 0);
     CU_ASSERT_EQUAL(a.elected, 2);
+    CU_ASSERT_EQUAL(a.deposed, 1);
     part_close(&a);
     fx_end(&f);
     part_free(&a);
@@ -535,8 +544,9 @@ static void test_latch_leader_node_deleted(void)
     free(path);
 }
 
-/* A listener that, told it no longer leads, waits (bounded) until the test has closed the
- * latch from another thread: the close lands between the loss and the latch's joining again. */
+/* A listener that, told it no longer leads, waits (bounded) until the test has begun closing
+ * the latch from another thread: the close lands between the loss and the latch's joining
+ * again (and returns once the listener has). */
 typedef struct close_during_loss {
     pthread_mutex_t mu;
     int deposed;
@@ -553,14 +563,10 @@ static int loss_told(void *arg)
     return d;
 }
 
-static int close_done(void *arg)
+/* A close has begun: an await is refused from then on (and a zero timeout never waits). */
+static int latch_closing(void *arg)
 {
-    close_during_loss_t *c = arg;
-    int d;
-    pthread_mutex_lock(&c->mu);
-    d = c->closed;
-    pthread_mutex_unlock(&c->mu);
-    return d;
+    return zkit_latch_await(arg, 0) == ZKIT_ESTATE;
 }
 
 static void on_loss_wait_close(zkit_latch_t *latch, int is_leader, void *arg)
@@ -572,7 +578,7 @@ static void on_loss_wait_close(zkit_latch_t *latch, int is_leader, void *arg)
     pthread_mutex_lock(&c->mu);
     c->deposed = 1;
     pthread_mutex_unlock(&c->mu);
-    zkh_wait_until(close_done, c, 5000);
+    zkh_wait_until(latch_closing, latch, 5000);
 }
 
 typedef struct cversion_arg {
@@ -599,7 +605,8 @@ static void test_latch_close_during_loss(void)
     zkit_latch_t *latch;
     zkit_stat_t st;
     cversion_arg_t ca;
-    char *path, *node = NULL;
+    zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
+    char *path, *keep = NULL, *node = NULL;
     fx_begin(&f, "latch-close-loss");
     path = lk_join(f.base, "latch");
     memset(&c, 0, sizeof(c));
@@ -612,6 +619,10 @@ static void test_latch_close_during_loss(void)
     CU_ASSERT_FATAL(zkit_latch_start(latch) == 0);
     CU_ASSERT_FATAL(zkit_latch_await(latch, 5000) == 0);
     CU_ASSERT_FATAL(zkit_latch_node(&node, latch) == 0);
+    /* The latch's parent is a container: a child of no lock layout keeps the server from
+     * removing it once our node is gone, so that its cversion can be watched. */
+    keep = lk_join(path, "keep");
+    CU_ASSERT_FATAL(zkit_create(NULL, NULL, other, keep, "", 0, &co) == 0);
     CU_ASSERT_FATAL(zkit_delete(other, node, -1, 0) == 0);
     CU_ASSERT_FATAL(zkh_wait_until(loss_told, &c, 5000) == 0);
     CU_ASSERT_EQUAL(zkit_latch_close(latch), 0);
@@ -630,6 +641,7 @@ static void test_latch_close_during_loss(void)
     zkit_client_close(client);
     zkit_client_close(other);
     zkit_free(node);
+    free(keep);
     free(path);
     pthread_mutex_destroy(&c.mu);
 }
@@ -736,6 +748,9 @@ static void test_latch_partition(void)
     CU_ASSERT_EQUAL(wait_latch_count(b.client, path, 2, 15000), 0);
     CU_ASSERT(leader_is(a.client, path, "b"));
     CU_ASSERT_EQUAL(zkit_latch_has_leadership(a.latch), 0);
+    /* Told once: the LOST that follows EXPIRED (the session ended meanwhile) is not a second
+     * loss of leadership. */
+    CU_ASSERT_EQUAL(a.deposed, 1);
     part_close(&b);
     part_close(&a);
     fx_end(&f);
@@ -855,6 +870,435 @@ static void test_latch_short_outage(void)
     zkh_proxy_stop(proxy);
     free(path);
 }
+
+/* ---- latch: listener calls and a close on another thread ------------------------------------- */
+
+/*
+ * The election is reported on the event thread, which logs "leader latch <path>: leader" just
+ * before the listener is called.  A log function that holds the event thread there (once, for
+ * at most 5 s, until the test lets it go) puts whatever the test does next between the
+ * latch's decision and its listener call.
+ */
+typedef struct report_hold {
+    pthread_mutex_t mu;
+    char line[160];         /* the log line to hold at */
+    int entered;            /* the event thread is held there */
+    int go;                 /* let it go */
+    int listener_holds;     /* the listener, told it leads, waits for `go` too */
+    int used;               /* held once already */
+    zkit_latch_t *latch;
+    int close_returned;     /* zkit_latch_close() calls returned */
+    int close_rc[2];        /* their results, in the order they returned */
+    int told_leader;        /* listener calls with is_leader 1 */
+    int told_after_close;   /* ... begun once the close had returned */
+    int told_not_leading;   /* ... while zkit_latch_has_leadership() said 0 */
+    int told_not_leader;    /* listener calls with is_leader 0 */
+    int listening;          /* a listener call is in progress */
+    int returned_while_listening; /* closes returned during a listener call */
+} report_hold_t;
+
+static int report_flag(report_hold_t *h, const int *flag)
+{
+    int v;
+    pthread_mutex_lock(&h->mu);
+    v = *flag;
+    pthread_mutex_unlock(&h->mu);
+    return v;
+}
+
+static int report_held(void *arg)
+{
+    report_hold_t *h = arg;
+    return report_flag(h, &h->entered);
+}
+
+static int report_close_returned(void *arg)
+{
+    report_hold_t *h = arg;
+    return report_flag(h, &h->close_returned);
+}
+
+static int report_told_leader(void *arg)
+{
+    report_hold_t *h = arg;
+    return report_flag(h, &h->told_leader) > 0;
+}
+
+static int report_let_go(void *arg)
+{
+    report_hold_t *h = arg;
+    return report_flag(h, &h->go);
+}
+
+static void hold_at_report(zkit_log_level_t level, const char *message, void *arg)
+{
+    report_hold_t *h = arg;
+    int hold;
+    fw_quiet_log(level, message, NULL);
+    pthread_mutex_lock(&h->mu);
+    hold = !h->used && strcmp(message, h->line) == 0;
+    if (hold)
+        h->used = h->entered = 1;
+    pthread_mutex_unlock(&h->mu);
+    if (hold)
+        zkh_wait_until(report_let_go, h, 5000);
+}
+
+static void report_let_go_now(report_hold_t *h)
+{
+    pthread_mutex_lock(&h->mu);
+    h->go = 1;
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* Records each call; told it leads, it waits (bounded) for `go` when `listener_holds`. */
+static void report_listener(zkit_latch_t *latch, int is_leader, void *arg)
+{
+    report_hold_t *h = arg;
+    int leading = zkit_latch_has_leadership(latch), hold;
+    pthread_mutex_lock(&h->mu);
+    if (is_leader) {
+        h->told_leader++;
+        h->told_after_close += h->close_returned > 0;
+        h->told_not_leading += !leading;
+    } else {
+        h->told_not_leader++;
+    }
+    h->listening = 1;
+    hold = is_leader && h->listener_holds;
+    pthread_mutex_unlock(&h->mu);
+    if (hold)
+        zkh_wait_until(report_let_go, h, 5000);
+    pthread_mutex_lock(&h->mu);
+    h->listening = 0;
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void *report_close_thread(void *arg)
+{
+    report_hold_t *h = arg;
+    int rc = zkit_latch_close(h->latch);
+    pthread_mutex_lock(&h->mu);
+    if (h->close_returned < 2)
+        h->close_rc[h->close_returned] = rc;
+    h->close_returned++;
+    h->returned_while_listening += h->listening;
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+/* A client whose log holds the event thread at the report of `path`'s election. */
+static zkit_client_t *report_hold_client(report_hold_t *h, const char *path, int session_ms)
+{
+    zkit_client_options_t o;
+    memset(h, 0, sizeof(*h));
+    pthread_mutex_init(&h->mu, NULL);
+    snprintf(h->line, sizeof(h->line), "leader latch %s: leader", path);
+    fw_options(&o, zkh_connect_string(zk), NULL, session_ms, NULL);
+    o.log_fn = hold_at_report;
+    o.log_arg = h;
+    o.log_level = ZKIT_LOG_INFO;
+    return fw_connect_opts(&o);
+}
+
+/* A close returns while the election is between its decision and the listener call: the
+ * listener must not then be told that it leads (the close deleted our node; a rival may lead,
+ * and the caller may have freed what the listener uses). */
+static void test_latch_closed_as_election_reported(void)
+{
+    fixture_t f;
+    report_hold_t h;
+    zkit_client_t *c;
+    pthread_t closer;
+    char *path;
+    fx_begin(&f, "latch-closed-reported");
+    path = lk_join(f.base, "latch");
+    c = report_hold_client(&h, path, 10000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit_latch_new(&h.latch, c, path, "a") == 0);
+    CU_ASSERT_EQUAL(zkit_latch_set_listener(h.latch, report_listener, &h), 0);
+    CU_ASSERT_FATAL(zkit_latch_start(h.latch) == 0);
+    CU_ASSERT_FATAL(zkh_wait_until(report_held, &h, 5000) == 0);
+    CU_ASSERT_FATAL(pthread_create(&closer, NULL, report_close_thread, &h) == 0);
+    /* Nobody has been told yet: the close has nothing to wait for. */
+    CU_ASSERT_EQUAL(zkh_wait_until(report_close_returned, &h, 5000), 0);
+    report_let_go_now(&h);
+    pthread_join(closer, NULL);
+    CU_ASSERT_EQUAL(h.close_rc[0], 0);
+    zkit_latch_free(h.latch); /* waits for the report to have run */
+    CU_ASSERT_EQUAL(h.told_leader, 0);
+    CU_ASSERT_EQUAL(h.told_after_close, 0);
+    fx_end(&f);
+    zkit_client_close(c);
+    pthread_mutex_destroy(&h.mu);
+    free(path);
+}
+
+/* A close on another thread while the listener is being told it leads returns only once the
+ * listener has returned, and our node stays until then (no rival leads meanwhile); so does a
+ * second close made meanwhile.  An await meanwhile does not answer yet: it returns once the
+ * listener has heard. */
+static void test_latch_close_waits_for_listener(void)
+{
+    fixture_t f;
+    report_hold_t h;
+    zkit_client_t *c;
+    zkit_stat_t st;
+    pthread_t closers[2];
+    char *path, *node = NULL;
+    fx_begin(&f, "latch-close-waits");
+    path = lk_join(f.base, "latch");
+    c = report_hold_client(&h, path, 10000);
+    CU_ASSERT_FATAL(c != NULL);
+    h.used = 1; /* no hold in the log: the listener holds */
+    h.listener_holds = 1;
+    CU_ASSERT_FATAL(zkit_latch_new(&h.latch, c, path, "a") == 0);
+    CU_ASSERT_EQUAL(zkit_latch_set_listener(h.latch, report_listener, &h), 0);
+    CU_ASSERT_FATAL(zkit_latch_start(h.latch) == 0);
+    CU_ASSERT_FATAL(zkh_wait_until(report_told_leader, &h, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_latch_node(&node, h.latch) == 0);
+    /* An await answers only once the listener has heard it leads. */
+    CU_ASSERT_EQUAL(zkit_latch_await(h.latch, 0), ZKIT_ETIMEDOUT);
+    CU_ASSERT_FATAL(pthread_create(&closers[0], NULL, report_close_thread, &h) == 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(latch_closing, h.latch, 5000), 0);
+    /* A second close, once the first has begun, finds the latch closed; it too returns only
+     * after the listener. */
+    CU_ASSERT_FATAL(pthread_create(&closers[1], NULL, report_close_thread, &h) == 0);
+    CU_ASSERT_NOT_EQUAL(zkh_wait_until(report_close_returned, &h, 500), 0);
+    CU_ASSERT_EQUAL(zkit_exists(&st, c, node, NULL), 0);
+    report_let_go_now(&h);
+    pthread_join(closers[0], NULL);
+    pthread_join(closers[1], NULL);
+    CU_ASSERT_EQUAL(h.close_returned, 2);
+    CU_ASSERT_EQUAL(h.close_rc[0] + h.close_rc[1], ZKIT_ESTATE); /* one 0, one ZKIT_ESTATE */
+    CU_ASSERT_EQUAL(h.returned_while_listening, 0);
+    CU_ASSERT_EQUAL(wait_latch_count(c, path, 0, 5000), 0);
+    zkit_latch_free(h.latch);
+    CU_ASSERT_EQUAL(h.told_leader, 1);
+    CU_ASSERT_EQUAL(h.told_not_leader, 0);
+    fx_end(&f);
+    zkit_client_close(c);
+    pthread_mutex_destroy(&h.mu);
+    zkit_free(node);
+    free(path);
+}
+
+typedef struct self_close {
+    pthread_mutex_t mu;
+    int told_leader;
+    int told_not_leader;
+    int rc;                 /* of the close made in the listener */
+    int leading_after;      /* zkit_latch_has_leadership() just after it */
+} self_close_t;
+
+static void close_in_listener(zkit_latch_t *latch, int is_leader, void *arg)
+{
+    self_close_t *s = arg;
+    int rc = is_leader ? zkit_latch_close(latch) : 0;
+    int leading = zkit_latch_has_leadership(latch);
+    pthread_mutex_lock(&s->mu);
+    if (is_leader) {
+        s->told_leader++;
+        s->rc = rc;
+        s->leading_after = leading;
+    } else {
+        s->told_not_leader++;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static int self_closed(void *arg)
+{
+    self_close_t *s = arg;
+    int n;
+    pthread_mutex_lock(&s->mu);
+    n = s->told_leader;
+    pthread_mutex_unlock(&s->mu);
+    return n > 0;
+}
+
+/* The listener closes its own latch when told it leads: the close returns (it does not wait
+ * for the call it is made from), leadership is given up and the node deleted. */
+static void test_latch_closed_from_listener(void)
+{
+    fixture_t f;
+    self_close_t s;
+    zkit_client_t *c;
+    zkit_latch_t *latch;
+    char *path;
+    fx_begin(&f, "latch-self-close");
+    memset(&s, 0, sizeof(s));
+    pthread_mutex_init(&s.mu, NULL);
+    s.rc = -1;
+    s.leading_after = -1;
+    path = lk_join(f.base, "latch");
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit_latch_new(&latch, c, path, "a") == 0);
+    CU_ASSERT_EQUAL(zkit_latch_set_listener(latch, close_in_listener, &s), 0);
+    CU_ASSERT_FATAL(zkit_latch_start(latch) == 0);
+    CU_ASSERT_FATAL(zkh_wait_until(self_closed, &s, 5000) == 0);
+    CU_ASSERT_EQUAL(wait_latch_count(c, path, 0, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_latch_close(latch), ZKIT_ESTATE);
+    zkit_latch_free(latch);
+    CU_ASSERT_EQUAL(s.rc, 0);
+    CU_ASSERT_EQUAL(s.leading_after, 0);
+    CU_ASSERT_EQUAL(s.told_leader, 1);
+    CU_ASSERT_EQUAL(s.told_not_leader, 0);
+    fx_end(&f);
+    zkit_client_close(c);
+    pthread_mutex_destroy(&s.mu);
+    free(path);
+}
+
+typedef struct session_gone {
+    zkit_client_t *client;
+    int64_t session;
+} session_gone_t;
+
+/* The client has learnt that the session ended (its state, not yet its listeners). */
+static int session_gone(void *arg)
+{
+    session_gone_t *g = arg;
+    zkit_conn_state_t state = zkit_client_state(g->client);
+    int64_t now = zkit_client_session_id(g->client);
+    return state == ZKIT_CONN_LOST || (now != 0 && now != g->session);
+}
+
+/* The session ends between the election and its report: the listener must not be told that
+ * it leads on a holding already lost; it is told once the latch, joined again in its new
+ * session, is elected again, and then it leads. */
+static void test_latch_not_told_leader_on_lost_holding(void)
+{
+    fixture_t f;
+    report_hold_t h;
+    session_gone_t g;
+    zkit_client_t *c;
+    char *path, passwd[16];
+    fx_begin(&f, "latch-lost-before-report");
+    path = lk_join(f.base, "latch");
+    c = report_hold_client(&h, path, 10000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit_latch_new(&h.latch, c, path, "a") == 0);
+    CU_ASSERT_EQUAL(zkit_latch_set_listener(h.latch, report_listener, &h), 0);
+    CU_ASSERT_FATAL(zkit_latch_start(h.latch) == 0);
+    CU_ASSERT_FATAL(zkh_wait_until(report_held, &h, 5000) == 0);
+    g.client = c;
+    g.session = 0;
+    CU_ASSERT_FATAL(zkit__test_session_credentials(c, &g.session, passwd) == 0);
+    CU_ASSERT_FATAL(zkh_expire_session(zk, g.session, passwd) == 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(session_gone, &g, 5000), 0);
+    report_let_go_now(&h);
+    CU_ASSERT_EQUAL(zkit_latch_await(h.latch, 10000), 0);
+    CU_ASSERT_EQUAL(zkit_latch_has_leadership(h.latch), 1);
+    CU_ASSERT_EQUAL(zkit_latch_close(h.latch), 0);
+    zkit_latch_free(h.latch);
+    CU_ASSERT_EQUAL(h.told_not_leading, 0);
+    CU_ASSERT_EQUAL(h.told_leader, 1);
+    CU_ASSERT_EQUAL(h.told_not_leader, 0);
+    fx_end(&f);
+    zkit_client_close(c);
+    pthread_mutex_destroy(&h.mu);
+    free(path);
+}
+
+/* The leader's session ends while the event thread is busy (another latch's listener holds
+ * it), so the loss is not reported yet: an await must not answer that it leads, as
+ * zkit_latch_has_leadership() does not.  Once reported, the latch joins again in its new
+ * session and leads. */
+static void test_latch_await_on_unreported_loss(void)
+{
+    fixture_t f;
+    report_hold_t h;
+    session_gone_t g;
+    zkit_client_t *c;
+    zkit_latch_t *latch;
+    char *path, *hold_path, passwd[16];
+    fx_begin(&f, "latch-await-unreported");
+    path = lk_join(f.base, "latch");
+    hold_path = lk_join(f.base, "hold");
+    memset(&h, 0, sizeof(h));
+    pthread_mutex_init(&h.mu, NULL);
+    h.listener_holds = 1;
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit_latch_new(&latch, c, path, "a") == 0);
+    CU_ASSERT_FATAL(zkit_latch_start(latch) == 0);
+    CU_ASSERT_FATAL(zkit_latch_await(latch, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_latch_new(&h.latch, c, hold_path, "hold") == 0);
+    CU_ASSERT_EQUAL(zkit_latch_set_listener(h.latch, report_listener, &h), 0);
+    CU_ASSERT_FATAL(zkit_latch_start(h.latch) == 0);
+    CU_ASSERT_FATAL(zkh_wait_until(report_told_leader, &h, 5000) == 0);
+    g.client = c;
+    g.session = 0;
+    CU_ASSERT_FATAL(zkit__test_session_credentials(c, &g.session, passwd) == 0);
+    CU_ASSERT_FATAL(zkh_expire_session(zk, g.session, passwd) == 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(session_gone, &g, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_latch_has_leadership(latch), 0);
+    CU_ASSERT_EQUAL(zkit_latch_await(latch, 0), ZKIT_ETIMEDOUT);
+    report_let_go_now(&h);
+    CU_ASSERT_EQUAL(zkit_latch_await(latch, 10000), 0);
+    CU_ASSERT_EQUAL(zkit_latch_has_leadership(latch), 1);
+    CU_ASSERT_EQUAL(zkit_latch_close(latch), 0);
+    CU_ASSERT_EQUAL(zkit_latch_close(h.latch), 0);
+    zkit_latch_free(latch);
+    zkit_latch_free(h.latch);
+    fx_end(&f);
+    zkit_client_close(c);
+    pthread_mutex_destroy(&h.mu);
+    free(path);
+    free(hold_path);
+}
+
+/* Participants close while the server's replies to them are held (a server that has stopped
+ * answering): one queued behind the leader, one whose node's creation is unanswered.  Each
+ * close returns at once; once the replies flow again neither node is left and neither
+ * participant is ever told it leads, though the leader left meanwhile. */
+static void test_latch_closed_while_unanswered(void)
+{
+    fixture_t f;
+    part_t a, b, c;
+    zkh_proxy_t *proxy;
+    zkit_stat_t st;
+    int64_t t0;
+    char *path;
+    fx_begin(&f, "latch-close-unanswered");
+    inside_reset();
+    path = lk_join(f.base, "latch");
+    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(proxy != NULL);
+    part_start(&a, NULL, 10000, path, "a");
+    CU_ASSERT_EQUAL(zkit_latch_await(a.latch, 5000), 0);
+    part_start(&b, zkh_proxy_address(proxy), 10000, path, "b");
+    part_prepare(&c, zkh_proxy_address(proxy), 10000, path, "c");
+    CU_ASSERT_FATAL(wait_latch_count(a.client, path, 2, 5000) == 0);
+    zkh_proxy_hold_replies(proxy, 1);
+    CU_ASSERT_FATAL(zkit_latch_start(c.latch) == 0);
+    CU_ASSERT_EQUAL(wait_latch_count(a.client, path, 3, 3000), 0);
+    t0 = zkh_now_ms();
+    part_close(&b);
+    part_close(&c);
+    CU_ASSERT(zkh_now_ms() - t0 < 1000);
+    part_close(&a);
+    zkh_proxy_hold_replies(proxy, 0);
+    /* Replies come in order: once these are answered, what was held has been received. */
+    CU_ASSERT_EQUAL(zkit_exists(&st, b.client, path, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_exists(&st, c.client, path, NULL), 0);
+    CU_ASSERT_EQUAL(wait_latch_count(a.client, path, 0, 5000), 0);
+    zkit_latch_free(b.latch);
+    zkit_latch_free(c.latch);
+    b.latch = c.latch = NULL;
+    CU_ASSERT_EQUAL(b.elected, 0);
+    CU_ASSERT_EQUAL(c.elected, 0);
+    CU_ASSERT_EQUAL(inside_max(), 1);
+    fx_end(&f);
+    part_free(&a);
+    part_free(&b);
+    part_free(&c);
+    zkh_proxy_stop(proxy);
+    free(path);
+}
+
 
 /* ---- selector ---------------------------------------------------------------------------------- */
 
@@ -1749,6 +2193,16 @@ static const zkh_test_t tests[] = {
     { "latch: partition, EXPIRED before a new leader", test_latch_partition },
     { "latch: a short outage, UNCERTAIN then HELD", test_latch_short_outage },
     { "latch: transactions guarded by leadership", test_latch_guard_txn },
+    { "latch: closed as its election is reported, not told it leads",
+      test_latch_closed_as_election_reported },
+    { "latch: a close waits for a listener call in progress",
+      test_latch_close_waits_for_listener },
+    { "latch: closed from its own listener", test_latch_closed_from_listener },
+    { "latch: a holding lost before its election is reported leads nobody",
+      test_latch_not_told_leader_on_lost_holding },
+    { "latch: an await on a loss not reported yet does not answer leader",
+      test_latch_await_on_unreported_loss },
+    { "latch: closed while the server does not answer", test_latch_closed_while_unanswered },
     { "selector: requeue, one leader at a time", test_selector_requeue },
     { "selector: told to stop on loss before a new leader", test_selector_stops_on_loss },
     { "selector: closed before its win is reported, no leadership starts",

@@ -48,9 +48,10 @@ typedef struct zkit_selector zkit_selector_t;
 
 /* ---- leader latch (LeaderLatch) ---- */
 
-/* Told when this participant becomes leader (is_leader 1) and when it stops being leader
- * (is_leader 0: the holding was EXPIRED or LOST, or the client closed while it led; not
- * called by zkit_latch_close()).  Event thread. */
+/* Told when this participant becomes leader (is_leader 1; only while its holding is valid: an
+ * election whose holding was lost before it could be reported is not told) and when it stops
+ * being leader (is_leader 0: the holding was EXPIRED or LOST, or the client closed while it
+ * led; not called by zkit_latch_close(), nor after it has begun).  Event thread. */
 typedef void (*zkit_latch_listener_fn)(zkit_latch_t *latch, int is_leader, void *arg);
 /* Every state change of the leader's holding (as zkit_lock_state_fn), before the listener
  * hears is_leader 0 for EXPIRED and LOST.  Event thread. */
@@ -75,8 +76,10 @@ ZKIT_EXTERN int zkit_latch_set_state_callback(zkit_latch_t *latch, zkit_latch_st
  * ZKIT_EINVAL, ZKIT_ESTATE (started already, or closed: a latch is started once, as
  * Curator's), ZKIT_ECLOSED (the client is closing) or ZKIT_ENOMEM. */
 ZKIT_EXTERN int zkit_latch_start(zkit_latch_t *latch);
-/* Waits until this participant is leader (the listener has heard is_leader 1 by then).
- * 0 (leader when it returned), ZKIT_ETIMEDOUT,
+/* Waits until this participant is leader (the listener has returned from hearing is_leader 1
+ * by then, so from the listener itself a zero timeout answers ZKIT_ETIMEDOUT).
+ * 0 (leader when it returned, its holding valid: one lost or expired, even if not reported
+ * yet, is waited past), ZKIT_ETIMEDOUT,
  * ZKIT_ESTATE (not started, or closed while waiting), ZKIT_ECLOSED (the client closed),
  * ZKIT_EINVAL, or ZKIT_EDEADLK when called on the event thread with a non-zero timeout (the
  * election advances there). */
@@ -109,7 +112,11 @@ ZKIT_EXTERN int zkit_latch_node(char **path, const zkit_latch_t *latch);
 ZKIT_EXTERN int zkit_latch_guard_txn(zkit_txn_t *txn, const zkit_latch_t *latch);
 /* Leaves the election: a pending join is cancelled, leadership is given up (our node deleted,
  * guaranteed), asynchronous awaits end with ZKIT_ECANCELED and blocking ones with ZKIT_ESTATE.
- * The listener is not called.  0, ZKIT_EINVAL, ZKIT_ESTATE (not started or closed already). */
+ * The listener is not called, and no call starts once the close has begun; a call in progress
+ * on another thread is waited for (our node is deleted after it), so what the listener uses
+ * may be freed when this returns.  From the listener itself it returns without waiting for
+ * that call.  0, ZKIT_EINVAL, ZKIT_ESTATE (not started, or closed already: it still waits for
+ * a listener call in progress, as the first close does). */
 ZKIT_EXTERN int zkit_latch_close(zkit_latch_t *latch);
 /* Closes (when started) and frees.  NULL allowed.  Not from the latch's own callbacks. */
 ZKIT_EXTERN void zkit_latch_free(zkit_latch_t *latch);

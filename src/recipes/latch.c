@@ -42,7 +42,11 @@ struct zkit_latch {
     pthread_cond_t cond;
     int started;
     int closed;
-    int leader;                 /* elected, not told EXPIRED or LOST */
+    int elected;                /* the join won: the lock is ours until EXPIRED, LOST or close */
+    int leader;                 /* elected and told so, not told EXPIRED or LOST */
+    int announced;              /* leader, and the listener has returned from hearing it */
+    int notifying;              /* listener calls in progress (a close waits for them) */
+    pthread_t notifier;         /* the thread making them */
     zkit__req_t *join;          /* the join in progress */
     uint64_t rejoin_timer;
     zkit_latch_listener_fn listener;
@@ -197,12 +201,78 @@ static void release_all(zkit_lock_t *lock)
     }
 }
 
+/* Starts a listener call (latch->mu held): 0 once a close has begun, which no call follows. */
+static int notify_begin_locked(zkit_latch_t *latch)
+{
+    if (latch->closed)
+        return 0;
+    latch->notifying++;
+    latch->notifier = pthread_self();
+    return 1;
+}
+
+static void notify_end(zkit_latch_t *latch)
+{
+    pthread_mutex_lock(&latch->mu);
+    if (--latch->notifying == 0)
+        pthread_cond_broadcast(&latch->cond);
+    pthread_mutex_unlock(&latch->mu);
+}
+
+/* Whether an await may answer that this participant leads now (latch->mu held): the listener
+ * has heard it, and the holding is still valid (not lost or expired, even if that has not
+ * been reported yet). */
+static int leading_locked(const zkit_latch_t *latch)
+{
+    return latch->leader && latch->announced &&
+           zkit__lock_query_holder(latch->lock, pthread_self(), NULL, NULL, NULL) == 0;
+}
+
+/* Event thread: an elected latch whose holding is valid leads: the listener is told if it has
+ * not been yet, and the awaits end.  A close that began since the election gives it up
+ * unheard; a holding lost or expired before the election was reported leads nobody (its
+ * EXPIRED or LOST follows and joins again, or HELD comes back and calls this again). */
+static void lead_if_held(zkit_latch_t *latch)
+{
+    zkit_latch_listener_fn fn = NULL;
+    void *fn_arg = NULL;
+    awaiter_t *w;
+    int valid;
+    pthread_mutex_lock(&latch->mu);
+    valid = latch->elected && !latch->closed &&
+            zkit__lock_query_holder(latch->lock, pthread_self(), NULL, NULL, NULL) == 0 &&
+            notify_begin_locked(latch);
+    if (valid && !latch->leader) {
+        latch->leader = 1;
+        fn = latch->listener;
+        fn_arg = latch->listener_arg;
+    }
+    pthread_mutex_unlock(&latch->mu);
+    if (!valid)
+        return;
+    /* The listener first: an await that returns has been preceded by it. */
+    if (fn)
+        fn(latch, 1, fn_arg);
+    /* Only while still leading: an await that returns 0 after a close began (or after a loss
+     * heard in the listener) would claim a leadership already given up. */
+    for (;;) {
+        pthread_mutex_lock(&latch->mu);
+        latch->announced = latch->leader;
+        w = latch->leader ? LIST_FIRST(&latch->awaiters) : NULL;
+        if (w)
+            finish_locked(w, 0);
+        pthread_mutex_unlock(&latch->mu);
+        if (!w)
+            break;
+        deliver(w);
+    }
+    notify_end(latch);
+}
+
 /* Event thread: the join ended. */
 static void on_elected(zkit_lock_t *lock, int error, void *arg)
 {
     zkit_latch_t *latch = arg;
-    zkit_latch_listener_fn fn = NULL;
-    void *fn_arg = NULL;
     zkit__req_t *req;
     int closed;
     pthread_mutex_lock(&latch->mu);
@@ -210,9 +280,7 @@ static void on_elected(zkit_lock_t *lock, int error, void *arg)
     latch->join = NULL;
     closed = latch->closed;
     if (error == 0 && !closed) {
-        latch->leader = 1;
-        fn = latch->listener;
-        fn_arg = latch->listener_arg;
+        latch->elected = 1;
     } else if (error != 0 && error != ZKIT_ECANCELED && error != ZKIT_ECLOSED && !closed &&
                !latch->rejoin_timer) {
         zkit__client_log(latch->client, ZKIT_LOG_WARN, "leader latch %s: joining failed (%s); "
@@ -230,10 +298,7 @@ static void on_elected(zkit_lock_t *lock, int error, void *arg)
         release_all(lock); /* elected as it closed */
     if (error == 0 && !closed) {
         zkit__client_log(latch->client, ZKIT_LOG_INFO, "leader latch %s: leader", lock->path);
-        /* The listener first: an await that returns has been preceded by it. */
-        if (fn)
-            fn(latch, 1, fn_arg);
-        finish_all(latch, 0, 0);
+        lead_if_held(latch);
     }
     latch_unref(latch); /* the join's */
 }
@@ -271,29 +336,37 @@ static int join(zkit_latch_t *latch)
 static void on_lock_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
 {
     zkit_latch_t *latch = arg;
-    zkit_latch_listener_fn fn;
+    zkit_latch_listener_fn fn = NULL;
     zkit_latch_state_fn state_fn;
-    void *fn_arg, *state_arg;
-    int was_leader, closed;
+    void *fn_arg = NULL, *state_arg;
+    int told, closed;
     pthread_mutex_lock(&latch->mu);
     state_fn = latch->state_fn;
     state_arg = latch->state_arg;
     pthread_mutex_unlock(&latch->mu);
     if (state_fn)
         state_fn(latch, state, state_arg);
-    if (state != ZKIT_LOCK_EXPIRED && state != ZKIT_LOCK_LOST)
+    if (state != ZKIT_LOCK_EXPIRED && state != ZKIT_LOCK_LOST) {
+        lead_if_held(latch); /* elected while the holding was not valid, and it came back */
         return;
+    }
     pthread_mutex_lock(&latch->mu);
-    was_leader = latch->leader;
+    told = latch->leader && latch->listener && notify_begin_locked(latch);
     latch->leader = 0;
+    latch->announced = 0;
+    latch->elected = 0;
     closed = latch->closed;
-    fn = latch->listener;
-    fn_arg = latch->listener_arg;
+    if (told) {
+        fn = latch->listener;
+        fn_arg = latch->listener_arg;
+    }
     pthread_mutex_unlock(&latch->mu);
     /* The listener hears it before our node is deleted: no successor can be elected through
      * our delete while we still think we lead. */
-    if (was_leader && fn)
+    if (told) {
         fn(latch, 0, fn_arg);
+        notify_end(latch);
+    }
     release_all(lock);
     if (!closed && !zkit__client_is_closing(latch->client))
         join(latch);
@@ -419,7 +492,7 @@ ZKIT_EXTERN int zkit_latch_await(zkit_latch_t *latch, int timeout_ms)
     if (!latch)
         return ZKIT_EINVAL;
     pthread_mutex_lock(&latch->mu);
-    if ((rc = await_check(latch)) != 0 || latch->leader) {
+    if ((rc = await_check(latch)) != 0 || leading_locked(latch)) {
         pthread_mutex_unlock(&latch->mu);
         return rc;
     }
@@ -448,13 +521,14 @@ ZKIT_EXTERN int zkit_latch_await_async(zkit_latch_t *latch, int timeout_ms,
                                        zkit_latch_await_fn done, void *arg)
 {
     awaiter_t *w;
-    int rc, now = 0;
+    int rc, now = 0, leading;
     if (!latch || !done)
         return ZKIT_EINVAL;
     pthread_mutex_lock(&latch->mu);
+    leading = leading_locked(latch);
     if ((rc = await_check(latch)) == 0 && (w = await_add(latch, timeout_ms, done, arg, &rc)) &&
-        (latch->leader || timeout_ms == 0))
-        now = finish_locked(w, latch->leader ? 0 : ZKIT_ETIMEDOUT);
+        (leading || timeout_ms == 0))
+        now = finish_locked(w, leading ? 0 : ZKIT_ETIMEDOUT);
     pthread_mutex_unlock(&latch->mu);
     if (now)
         deliver(w);
@@ -541,11 +615,24 @@ ZKIT_EXTERN int zkit_latch_close(zkit_latch_t *latch)
         return ZKIT_EINVAL;
     pthread_mutex_lock(&latch->mu);
     if (!latch->started || latch->closed) {
+        /* Closed already, maybe by a close on another thread that is waiting for a listener
+         * call: this one returns after it too, as a close promises. */
+        while (latch->closed && latch->notifying &&
+               !pthread_equal(latch->notifier, pthread_self()))
+            pthread_cond_wait(&latch->cond, &latch->mu);
         pthread_mutex_unlock(&latch->mu);
         return ZKIT_ESTATE;
     }
     latch->closed = 1;
     latch->leader = 0;
+    latch->announced = 0;
+    latch->elected = 0;
+    /* No listener call starts from now on; one in progress is waited for, so that the caller
+     * may free what the listener uses once this returns, and our node (deleted below) outlives
+     * the listener's word that we lead.  From the listener itself there is nothing to wait
+     * for. */
+    while (latch->notifying && !pthread_equal(latch->notifier, pthread_self()))
+        pthread_cond_wait(&latch->cond, &latch->mu);
     req = latch->join;
     latch->join = NULL;
     timer = latch->rejoin_timer;
