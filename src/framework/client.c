@@ -1021,6 +1021,8 @@ static void confirm_sync_done(int rc, const char *value, const void *data)
     zkit_client_t *c = s->client;
     (void)value;
     pthread_mutex_lock(&c->mu);
+    if (--c->confirm_in_flight == 0)
+        pthread_cond_broadcast(&c->cond); /* drain_requests */
     if (rc == ZOK && s->generation == c->generation) {
         int64_t until = s->sent_ms + (int64_t)c->negotiated_timeout_ms * 5 / 12 - s->gap_ms;
         if (until > c->confirmed_until_ms)
@@ -1050,10 +1052,13 @@ static int confirm_send_locked(zkit_client_t *c, zhandle_t *zh, uint64_t generat
     s->done = done;
     s->arg = arg;
     c->confirm_last_sent_ms = now;
+    c->confirm_in_flight++;
     pthread_mutex_unlock(&c->mu);
     rc = zoo_async(zh, "/", confirm_sync_done, s);
     pthread_mutex_lock(&c->mu);
     if (rc != ZOK) {
+        if (--c->confirm_in_flight == 0)
+            pthread_cond_broadcast(&c->cond);
         free(s);
         return zkit__error_from_zk(rc);
     }
@@ -1094,12 +1099,13 @@ static void confirm(zkit_client_t *c, int64_t now)
         confirm_send_locked(c, c->zh, c->generation, NULL, NULL);
 }
 
+/* The supervisor is not woken: while connected it wakes every vouch_interval() (at most
+ * T/24), in time to send the first sync before the grant's own confirmation (T/12 after its
+ * create) lapses, and waking it on every grant would cost two thread switches per cycle. */
 void zkit__client_hold(zkit_client_t *c, int delta)
 {
     pthread_mutex_lock(&c->mu);
     c->held_locks += delta;
-    if (delta > 0 && c->held_locks == delta)
-        pthread_cond_signal(&c->supervisor_cond);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -1346,7 +1352,7 @@ static void drain_requests(zkit_client_t *c)
 {
     struct timespec ts;
     deadline_to_timespec(zkit__monotonic_ms() + CLOSE_DRAIN_MS, &ts);
-    while (c->attempts && c->connected &&
+    while ((c->attempts || c->confirm_in_flight) && c->connected &&
            pthread_cond_timedwait(&c->cond, &c->mu, &ts) == 0)
         ;
 }

@@ -165,6 +165,7 @@ struct zkit_client {
     int unconfirmed;                /* SUSPENDED while connected: the confirmation lapsed */
     int unconfirmed_read_only;      /* the state to resume is READ_ONLY */
     int64_t confirm_last_sent_ms;   /* the latest confirming sync, 0 when none */
+    int confirm_in_flight;          /* confirming syncs not answered yet */
     int64_t confirm_touches[ZKIT__CONFIRM_TOUCHES]; /* a ring of their send times */
     unsigned confirm_touch_next, confirm_touch_count;
     int64_t reopen_at_ms;           /* no new handle before this (after a bogus handshake) */
