@@ -322,7 +322,7 @@ static void cut_off_follower(int session_ms)
     zkit_client_t *ca = NULL, *cb = NULL;
     zkit_lock_t *lb = NULL;
     char path[64];
-    int leader = zkh_leader(zk), follower, started = 0, b_started = 0, violation = 0;
+    int leader = zkh_leader(zk), follower, started = 0, b_started = 0, violation = 0, rc;
     int64_t touched = 0, cut = 0, ended;
 
     memset(&a, 0, sizeof(a));
@@ -417,7 +417,10 @@ stop:
         CU_ASSERT_EQUAL(bg_finish(&b, 10000), 0);
     if (cut)
         CU_ASSERT_EQUAL(zkh_rejoin(zk, follower), 0);
-    CU_ASSERT_EQUAL(zkit_delete(cb, path, -1, ZKIT_DELETE_CHILDREN), 0);
+    rc = zkit_delete(cb, path, -1, ZKIT_DELETE_CHILDREN);
+    if (rc != 0 && rc != ZKIT_ENONODE) /* a lock's parent is a container: maybe reaped */
+        fprintf(stderr, "cut-off follower: deleting %s: %s\n", path, zkit_strerror(rc));
+    CU_ASSERT(rc == 0 || rc == ZKIT_ENONODE);
 free_locks:
     if (started)
         pthread_join(a.thread, NULL);
@@ -436,15 +439,20 @@ static void test_cut_off_follower_short_session(void)
     cut_off_follower(1000); /* shorter than the follower's read timeout */
 }
 
+/* Longer than the follower's read timeout: the holder hears of the cut when the follower drops
+ * it, but late.  With the cut just before the holder's next ping, the leader expires the
+ * session between 2T/3 and T + tickTime after the cut, and the follower drops the holder
+ * between 2.25 and 2.5 s after it; the old deadline, the drop plus T/3 - T/10, came after the
+ * leader's expiry for every T up to about 3.2 s (for 4 s, only when the expiry came early). */
 static void test_cut_off_follower_long_session(void)
 {
-    cut_off_follower(4000); /* longer: the holder hears of the cut, but late */
+    cut_off_follower(3000);
 }
 
 static const zkh_test_t tests[] = {
     { "read-only server after quorum loss", test_read_only_server_after_quorum_loss },
     { "cut-off follower, 1 s session: no two holders", test_cut_off_follower_short_session },
-    { "cut-off follower, 4 s session: no deadline past a rival's grant",
+    { "cut-off follower, 3 s session: no hold nor deadline past a rival's grant",
       test_cut_off_follower_long_session },
     { "kill the connected server", test_kill_connected_server },
     { NULL, NULL }
