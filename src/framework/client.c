@@ -1099,21 +1099,25 @@ static void confirm(zkit_client_t *c, int64_t now)
         confirm_send_locked(c, c->zh, c->generation, NULL, NULL);
 }
 
-/* The supervisor is not woken: while connected it wakes every vouch_interval() (at most
- * T/24), in time to send the first sync before the grant's own confirmation (T/12 after its
- * create) lapses, and waking it on every grant would cost two thread switches per cycle. */
+/* The first holding wakes the supervisor only when its first sync is due before the
+ * supervisor's own wake-up (after an idle period): in a loop of short holdings that would
+ * cost two thread switches per cycle. */
 void zkit__client_hold(zkit_client_t *c, int delta)
 {
     pthread_mutex_lock(&c->mu);
     c->held_locks += delta;
+    if (delta > 0 && c->held_locks == delta && c->supervisor_sleeps_until_ms &&
+        confirm_due(c) < c->supervisor_sleeps_until_ms)
+        pthread_cond_signal(&c->supervisor_cond);
     pthread_mutex_unlock(&c->mu);
 }
 
+/* With room for the first sync of the holding to come back (T/24) before it lapses. */
 int zkit__client_confirmed(zkit_client_t *c)
 {
     int confirmed;
     pthread_mutex_lock(&c->mu);
-    confirmed = zkit__monotonic_ms() < c->confirmed_until_ms;
+    confirmed = zkit__monotonic_ms() + c->negotiated_timeout_ms / 24 < c->confirmed_until_ms;
     pthread_mutex_unlock(&c->mu);
     return confirmed;
 }

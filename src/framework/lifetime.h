@@ -37,7 +37,8 @@ int64_t zkit__client_connection_now(zkit_client_t *c, int *lost, int64_t *discon
  * its lock's holder list: the client confirms its session with the leader (a sync every T/8)
  * only while one does. */
 void zkit__client_hold(zkit_client_t *c, int delta);
-/* Whether a request the leader answered still vouches for the session now. */
+/* Whether a request the leader answered still vouches for the session, for long enough
+ * that the supervisor's first sync of a new holding can come back in time. */
 int zkit__client_confirmed(zkit_client_t *c);
 /* A write sent at `sent_ms` (monotonic) was answered: it went through the leader. */
 void zkit__client_confirm_write(zkit_client_t *c, int64_t sent_ms);
