@@ -60,6 +60,7 @@
 #define ZKH_STOP_TIMEOUT_MS 5000
 #define ZKH_SHUTDOWN_GRACE_MS 2000
 #define ZKH_4LW_TIMEOUT_MS 2000
+#define ZKH_REJOIN_TIMEOUT_MS 20000
 #define ZKH_CLIENT_TIMEOUT_MS 10000
 #define ZKH_TREE_TIMEOUT_MS 30000
 #define ZKH_MAX_SERVERS 9
@@ -598,8 +599,13 @@ struct zkh_cluster {
     int dir_slot;
     int lock_fd;
     int read_only_mode; /* servers without quorum serve read-only clients */
+    int isolatable;     /* peer links run through the proxies in link */
     char *connect;
     struct zkh_server srv[ZKH_MAX_SERVERS];
+    /* link[i][j][0] and [1]: the proxies through which server i reaches server j's quorum
+     * and election ports (NULL when i == j or the cluster is not isolatable). */
+    zkh_proxy_t *link[ZKH_MAX_SERVERS][ZKH_MAX_SERVERS][2];
+    int isolated[ZKH_MAX_SERVERS];
 };
 
 static const char *java_path(void)
@@ -661,7 +667,43 @@ static void print_log_tail(const struct zkh_server *s)
     fflush(stderr);
 }
 
-/* Write zoo.cfg (and myid) for server s with the cluster's current ports. */
+static int proxy_port(zkh_proxy_t *p)
+{
+    return atoi(strrchr(zkh_proxy_address(p), ':') + 1);
+}
+
+static void stop_links(zkh_cluster_t *c)
+{
+    for (int i = 0; i < c->n; i++)
+        for (int j = 0; j < c->n; j++)
+            for (int k = 0; k < 2; k++) {
+                zkh_proxy_stop(c->link[i][j][k]);
+                c->link[i][j][k] = NULL;
+            }
+}
+
+/* A proxy for every ordered pair of servers and each of the two peer ports, to the target's
+ * current ports.  Per pair, so that cutting one server off leaves the others' links alone. */
+static int start_links(zkh_cluster_t *c)
+{
+    stop_links(c);
+    for (int i = 0; i < c->n; i++)
+        for (int j = 0; j < c->n; j++)
+            for (int k = 0; k < 2 && i != j; k++) {
+                char target[32];
+                snprintf(target, sizeof target, "127.0.0.1:%d",
+                         k == 0 ? c->srv[j].peer_port : c->srv[j].elect_port);
+                if ((c->link[i][j][k] = zkh_proxy_start(target)) == NULL) {
+                    stop_links(c);
+                    return -1;
+                }
+            }
+    return 0;
+}
+
+/* Write zoo.cfg (and myid) for server s with the cluster's current ports.  In an isolatable
+ * cluster each server lists its own peer ports (it binds them) and the others' through the
+ * proxies of its links to them. */
 static int write_server_config(zkh_cluster_t *c, struct zkh_server *s)
 {
     char text[4096];
@@ -682,9 +724,13 @@ static int write_server_config(zkh_cluster_t *c, struct zkh_server *s)
         off += snprintf(text + off, sizeof text - (size_t)off, "localSessionsEnabled=true\n"
                         "localSessionsUpgradingEnabled=true\n");
     if (c->n > 1) {
-        for (int j = 0; j < c->n; j++)
+        for (int j = 0; j < c->n; j++) {
+            zkh_proxy_t *const *via = c->link[s->id - 1][j];
+            int through = c->isolatable && j != s->id - 1;
             off += snprintf(text + off, sizeof text - (size_t)off, "server.%d=127.0.0.1:%d:%d\n",
-                            c->srv[j].id, c->srv[j].peer_port, c->srv[j].elect_port);
+                            c->srv[j].id, through ? proxy_port(via[0]) : c->srv[j].peer_port,
+                            through ? proxy_port(via[1]) : c->srv[j].elect_port);
+        }
     }
     if (write_file(s->cfg, text) != 0)
         return -1;
@@ -944,6 +990,7 @@ static int wait_ready(zkh_cluster_t *c, unsigned mask, int level, int64_t deadli
 
 static void free_cluster(zkh_cluster_t *c)
 {
+    stop_links(c);
     if (c->dir[0] != '\0')
         rmtree(c->dir);
     reg_clear_dir(c->dir_slot);
@@ -967,10 +1014,11 @@ static int build_connect_string(zkh_cluster_t *c)
     return 0;
 }
 
-static zkh_cluster_t *start_cluster(int nservers, int read_only_mode)
+static zkh_cluster_t *start_cluster(int nservers, int read_only_mode, int isolatable)
 {
-    if (nservers < 1 || nservers > ZKH_MAX_SERVERS) {
-        hlog("zkh_start: %d servers requested (1..%d supported)", nservers, ZKH_MAX_SERVERS);
+    if (nservers < 1 || nservers > ZKH_MAX_SERVERS || (isolatable && nservers < 2)) {
+        hlog("zkh_start: %d servers requested (1..%d supported, 2 at least to isolate one)",
+             nservers, ZKH_MAX_SERVERS);
         return NULL;
     }
     ensure_installed();
@@ -983,6 +1031,7 @@ static zkh_cluster_t *start_cluster(int nservers, int read_only_mode)
         return NULL;
     c->n = nservers;
     c->read_only_mode = read_only_mode;
+    c->isolatable = isolatable;
     c->dir_slot = -1;
     c->lock_fd = -1;
     for (int i = 0; i < nservers; i++)
@@ -1064,6 +1113,10 @@ static zkh_cluster_t *start_cluster(int nservers, int read_only_mode)
             if (mkdir(s->dir, 0700) != 0 || mkdir(s->datadir, 0700) != 0)
                 setup_ok = 0;
         }
+        if (setup_ok && isolatable && start_links(c) != 0) {
+            snprintf(why, sizeof why, "cannot start the peer link proxies");
+            break;
+        }
         for (int i = 0; i < nservers && setup_ok; i++)
             if (write_server_config(c, &c->srv[i]) != 0)
                 setup_ok = 0;
@@ -1109,12 +1162,17 @@ static zkh_cluster_t *start_cluster(int nservers, int read_only_mode)
 
 zkh_cluster_t *zkh_start(int nservers)
 {
-    return start_cluster(nservers, 0);
+    return start_cluster(nservers, 0, 0);
 }
 
 zkh_cluster_t *zkh_start_read_only_capable(int nservers)
 {
-    return start_cluster(nservers, 1);
+    return start_cluster(nservers, 1, 0);
+}
+
+zkh_cluster_t *zkh_start_isolatable(int nservers)
+{
+    return start_cluster(nservers, 0, 1);
 }
 
 void zkh_shutdown(zkh_cluster_t *c)
@@ -1295,6 +1353,75 @@ int zkh_four_letter(zkh_cluster_t *c, int i, const char *cmd, char *out, size_t 
     }
     free(ans);
     return (int)n;
+}
+
+/* Block every link between two servers of which one is isolated, unblock the others (a no-op
+ * on a link already in that state). */
+static void apply_isolation(zkh_cluster_t *c)
+{
+    for (int i = 0; i < c->n; i++)
+        for (int j = 0; j < c->n; j++)
+            for (int k = 0; k < 2 && i != j; k++) {
+                if (c->isolated[i] || c->isolated[j])
+                    zkh_proxy_block(c->link[i][j][k]);
+                else
+                    zkh_proxy_unblock(c->link[i][j][k]);
+            }
+}
+
+int zkh_isolate(zkh_cluster_t *c, int i)
+{
+    if (server_at(c, i) == NULL || !c->isolatable)
+        return -1;
+    c->isolated[i] = 1;
+    apply_isolation(c);
+    return 0;
+}
+
+static int serves_in_quorum(zkh_cluster_t *c, int i)
+{
+    char *r = fourlw_port(c->srv[i].port, "srvr", 500, NULL);
+    int ok = r != NULL && (strstr(r, "Mode: leader") != NULL || strstr(r, "Mode: follower"));
+    free(r);
+    return ok;
+}
+
+int zkh_rejoin(zkh_cluster_t *c, int i)
+{
+    if (server_at(c, i) == NULL || !c->isolatable)
+        return -1;
+    c->isolated[i] = 0;
+    apply_isolation(c);
+    struct zkh_server *s = &c->srv[i];
+    if (s->state != SRV_RUNNING || s->frozen)
+        return 0;
+    int64_t deadline = zkh_now_ms() + ZKH_REJOIN_TIMEOUT_MS;
+    while (!serves_in_quorum(c, i)) {
+        if (zkh_now_ms() >= deadline) {
+            hlog("zkh_rejoin(%d): not back in leader or follower mode within %d ms", i,
+                 ZKH_REJOIN_TIMEOUT_MS);
+            return -1;
+        }
+        zkh_sleep_ms(20);
+    }
+    return 0;
+}
+
+int zkh_leader(zkh_cluster_t *c)
+{
+    if (c == NULL)
+        return -1;
+    for (int i = 0; i < c->n; i++) {
+        struct zkh_server *s = &c->srv[i];
+        if (s->state != SRV_RUNNING || s->frozen)
+            continue;
+        char *r = fourlw_port(s->port, "srvr", ZKH_4LW_TIMEOUT_MS, NULL);
+        int leads = r != NULL && strstr(r, "Mode: leader") != NULL;
+        free(r);
+        if (leads)
+            return i;
+    }
+    return -1;
 }
 
 static int live(const struct zkh_server *s)
@@ -2360,7 +2487,8 @@ int zkh_main(const zkh_suite_t *s)
 {
     zkh_cluster_t *c = NULL;
     int rc = 0, ran = 0;
-    if (s->servers > 0 && (c = zkh_start(s->servers)) == NULL) {
+    if (s->servers > 0 &&
+        (c = s->isolatable ? zkh_start_isolatable(s->servers) : zkh_start(s->servers)) == NULL) {
         fprintf(stderr, "%s: cannot start %s\n", s->name,
                 s->servers > 1 ? "a ZooKeeper ensemble" : "a ZooKeeper server");
         rc = 1;

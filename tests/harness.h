@@ -59,6 +59,30 @@ zkh_cluster_t *zkh_start(int nservers);
  * create a global session, and to take over one, which every session that
  * owns an ephemeral node is. */
 zkh_cluster_t *zkh_start_read_only_capable(int nservers);
+/* The same as zkh_start, for an ensemble (n >= 2) in which one server can be cut off from
+ * the others while its client port stays up.  Every server reaches each peer's quorum and
+ * election ports through a proxy of its own (one per ordered pair of servers and port; each
+ * server's zoo.cfg lists the others at those proxies), so per-server configurations differ;
+ * the configuration is static (no reconfig).  One leak: when a lower-id server opens an
+ * election connection to a higher-id one, the latter drops it and connects back to the
+ * election port the former announces, its own and not a proxy; such a connection made before
+ * a cut outlives it.  It carries votes only: a server cut off from the peers' quorum ports can
+ * neither follow nor lead. */
+zkh_cluster_t *zkh_start_isolatable(int nservers);
+/* Cut server i off from every other server: the proxies of its links stall both ways at
+ * once, as a partition does (no RST or FIN; sockets stay open, bytes stay unread; new peer
+ * connections are accepted and never forwarded).  Its clients are not touched: a follower
+ * keeps serving them until its read timeout on the leader link, syncLimit x tickTime = 2.5 s,
+ * then drops them and looks for a quorum it cannot reach.  0, or -1 (bad i, or the cluster
+ * is not isolatable). */
+int zkh_isolate(zkh_cluster_t *c, int i);
+/* Undo zkh_isolate: its links forward again (their connections from the cut are closed, so
+ * no stale bytes arrive; the servers reconnect).  Links to another isolated server stay cut.
+ * Waits until server i, if running, serves as leader or follower again (it has synced with
+ * the leader), bounded by about 20 s.  0, or -1. */
+int zkh_rejoin(zkh_cluster_t *c, int i);
+/* Index of the running, unfrozen server whose `srvr` says "Mode: leader", or -1. */
+int zkh_leader(zkh_cluster_t *c);
 
 /* SIGTERM every server, SIGKILL whatever is left after 2 s, remove the
  * directory, free.  NULL is accepted. */
@@ -205,6 +229,7 @@ int zkh_add_suite(const char *name, int (*init)(void), int (*cleanup)(void),
 typedef struct zkh_suite {
     const char *name;          /* the suite's, and the prefix of zkh_main's messages */
     int servers;               /* > 0: started before and shut down after the tests */
+    int isolatable;            /* 1: started with zkh_start_isolatable */
     zkh_cluster_t **cluster;   /* set to those servers for the run (NULL afterwards) */
     int (*setup)(void);        /* optional, once the servers run: non-zero is the exit
                                 * code, without running anything (it says why) */

@@ -2,7 +2,8 @@
  * test_harness_selftest.c - proves the test harness itself works before any
  * zkit suite relies on it: server lifecycle (standalone and a 3-node
  * ensemble), raw client helpers, tree listing/deletion, freeze/thaw,
- * stop/restart, session expiry, watch counting and the partition proxy.
+ * stop/restart, session expiry, watch counting, the partition proxy and cutting an
+ * ensemble member off from its peers.
  *
  * Everything is asserted on the CUnit thread; ZooKeeper completions only
  * record into mutex-protected state (CUnit is not thread-safe).
@@ -85,7 +86,7 @@ static int pending_done(void *arg)
 static int start_cluster(zkh_cluster_t **c, int n, const char *what)
 {
     int64_t t0 = zkh_now_ms();
-    *c = zkh_start(n);
+    *c = n > 1 ? zkh_start_isolatable(n) : zkh_start(n);
     if (*c != NULL)
         fprintf(stderr, "[selftest] %s up in %lld ms at %s\n", what,
                 (long long)(zkh_now_ms() - t0), zkh_connect_string(*c));
@@ -371,6 +372,84 @@ static int create_succeeds(void *arg)
     return rc == ZOK || rc == ZNODEEXISTS;
 }
 
+/* Server i's `srvr` answer contains mode ("Mode: follower"). */
+static int serves_as(zkh_cluster_t *c, int i, const char *mode)
+{
+    char out[512];
+    return zkh_four_letter(c, i, "srvr", out, sizeof out) > 0 && strstr(out, mode) != NULL;
+}
+
+/* Server *arg of trio answers `srvr` without a leader or follower mode. */
+static int stopped_serving(void *arg)
+{
+    char out[512];
+    int i = *(int *)arg;
+    return zkh_four_letter(trio, i, "srvr", out, sizeof out) > 0 &&
+           strstr(out, "Mode: leader") == NULL && strstr(out, "Mode: follower") == NULL;
+}
+
+/*
+ * A follower cut off from the other two: they go on as a quorum, while the follower, which
+ * hears nothing (no close, no reset), serves its clients from its stale copy until its read
+ * timeout on the leader link (syncLimit x tickTime = 2.5 s) and only then stops.  Rejoined,
+ * it syncs and serves what was written meanwhile.
+ */
+static void test_ensemble_isolate_follower(void)
+{
+    char path[128];
+    struct Stat st;
+    int leader = zkh_leader(trio), follower, rc;
+    int64_t cut, stale_read_at, stopped_at;
+
+    CU_ASSERT_FATAL(leader >= 0);
+    follower = (leader + 1) % 3;
+    CU_ASSERT_TRUE(serves_as(trio, follower, "Mode: follower"));
+    CU_ASSERT_EQUAL(zkh_isolate(trio, 3), -1);
+    zkh_unique_path(path, sizeof path, "isolated");
+    zhandle_t *at_leader = connect_to(zkh_server_address(trio, leader), 10000);
+    zhandle_t *at_follower = connect_to(zkh_server_address(trio, follower), 10000);
+    CU_ASSERT_PTR_NOT_NULL(at_leader);
+    CU_ASSERT_PTR_NOT_NULL(at_follower);
+    if (at_leader == NULL || at_follower == NULL)
+        goto out;
+
+    cut = zkh_now_ms();
+    CU_ASSERT_EQUAL(zkh_isolate(trio, follower), 0);
+    CU_ASSERT_EQUAL(zoo_create(at_leader, path, "", 0, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0), ZOK);
+    /* The write cannot reach the follower, which still answers its client. */
+    rc = zoo_exists(at_follower, path, 0, &st);
+    stale_read_at = zkh_now_ms();
+    CU_ASSERT_EQUAL(rc, ZNONODE);
+    CU_ASSERT_TRUE(serves_as(trio, follower, "Mode: follower"));
+    /* It notices only through its read timeout: a closed link would tell it at once. */
+    CU_ASSERT_EQUAL(zkh_wait_until(stopped_serving, &follower, 10000), 0);
+    stopped_at = zkh_now_ms();
+    CU_ASSERT(stopped_at - cut >= 2000);
+    fprintf(stderr, "[selftest] isolated follower: stale read %lld ms after the cut, stopped "
+            "serving after %lld ms\n", (long long)(stale_read_at - cut),
+            (long long)(stopped_at - cut));
+    /* Meanwhile the quorum serves on. */
+    CU_ASSERT_EQUAL(zoo_set(at_leader, path, "x", 1, -1), ZOK);
+
+    cut = zkh_now_ms();
+    CU_ASSERT_EQUAL(zkh_rejoin(trio, follower), 0);
+    fprintf(stderr, "[selftest] follower rejoined in %lld ms\n", (long long)(zkh_now_ms() - cut));
+    CU_ASSERT_TRUE(serves_as(trio, follower, "Mode: follower"));
+    zookeeper_close(at_follower);
+    at_follower = connect_to(zkh_server_address(trio, follower), 10000);
+    CU_ASSERT_PTR_NOT_NULL(at_follower);
+    if (at_follower != NULL) {
+        CU_ASSERT_EQUAL(zoo_exists(at_follower, path, 0, &st), ZOK);
+        CU_ASSERT_EQUAL(st.version, 1);
+    }
+    CU_ASSERT_EQUAL(zoo_delete(at_leader, path, -1), ZOK);
+out:
+    if (at_follower != NULL)
+        zookeeper_close(at_follower);
+    if (at_leader != NULL)
+        zookeeper_close(at_leader);
+}
+
 static void test_ensemble_kill_one(void)
 {
     char out[512];
@@ -423,6 +502,7 @@ static const zkh_test_t solo_tests[] = {
 };
 
 static const zkh_test_t trio_tests[] = {
+    { "isolate a follower, the others serve, it rejoins", test_ensemble_isolate_follower },
     { "kill the leader, others serve", test_ensemble_kill_one },
     { NULL, NULL }
 };

@@ -2247,6 +2247,126 @@ static void test_revocation_ignored(void)
 
 /* ---- registration ---------------------------------------------------------------------------- */
 
+/* ---- confirmation through the leader ---------------------------------------------------- */
+
+static int confirm_syncs(zkit_client_t *c)
+{
+    return zkit__test_confirm_syncs(c, NULL);
+}
+
+static int grant_syncs(zkit_client_t *c)
+{
+    int grants = 0;
+    zkit__test_confirm_syncs(c, &grants);
+    return grants;
+}
+
+static int confirmation_stale(void *client)
+{
+    return !zkit__client_confirmed(client);
+}
+
+/* A client confirms its session through the leader only while it holds a lock: an idle
+ * client and a waiter send no sync, a holder about eight per session timeout. */
+static void test_confirm_syncs_while_held(void)
+{
+    fixture_t f;
+    zkit_client_t *holder, *waiter;
+    zkit_lock_t *held, *waiting;
+    bg_t b;
+    char *path;
+    int t, before, waiter_before, sent;
+    fx_begin(&f, "confirm-syncs");
+    path = lk_join(f.base, "lock");
+    holder = lk_client(2000);
+    waiter = lk_client(2000);
+    CU_ASSERT_FATAL(holder != NULL && waiter != NULL);
+    t = zkit_client_negotiated_timeout(holder);
+    CU_ASSERT_FATAL(zkit_mutex_new(&held, holder, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&waiting, waiter, path) == 0);
+
+    before = confirm_syncs(holder);
+    usleep((useconds_t)t / 2 * 1000); /* a negative check: idle, it sends nothing */
+    CU_ASSERT_EQUAL(confirm_syncs(holder), before);
+
+    CU_ASSERT_FATAL(zkit_lock_acquire(held, 5000) == 0);
+    waiter_before = confirm_syncs(waiter);
+    bg_start(&b, waiting, 10000, 0);
+    CU_ASSERT_EQUAL(wait_participants(held, 2, 5000), 0);
+    /* Past the first syncs, which come faster until they cover the window on their own. */
+    usleep((useconds_t)t / 2 * 1000);
+    before = confirm_syncs(holder);
+    usleep((useconds_t)t * 1000);
+    sent = confirm_syncs(holder) - before;
+    fprintf(stderr, "confirm: %d syncs in one session timeout of %d ms\n", sent, t);
+    CU_ASSERT(sent >= 6 && sent <= 10);
+    CU_ASSERT(zkit__client_confirmed(holder));
+    CU_ASSERT_EQUAL(confirm_syncs(waiter), waiter_before); /* a waiter sends none */
+
+    CU_ASSERT_EQUAL(zkit_lock_release(held), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_done, &b, 5000), 0);
+    CU_ASSERT_EQUAL(bg_finish(&b, 5000), 0);
+    CU_ASSERT_EQUAL(b.rc, 0);
+    /* Released everywhere: the syncs stop (one may be on its way as the holding ends). */
+    before = confirm_syncs(holder);
+    usleep((useconds_t)t / 2 * 1000);
+    CU_ASSERT(confirm_syncs(holder) - before <= 1);
+    before = confirm_syncs(holder);
+    usleep((useconds_t)t / 4 * 1000);
+    CU_ASSERT_EQUAL(confirm_syncs(holder), before);
+
+    fx_end(&f);
+    zkit_lock_free(held);
+    zkit_lock_free(waiting);
+    zkit_client_close(holder);
+    zkit_client_close(waiter);
+    free(path);
+}
+
+/* A grant right after its create holds at once; one after a wait longer than the create
+ * vouches for (T/12) waits for one sync through the leader first. */
+static void test_confirm_grant_after_wait(void)
+{
+    fixture_t f;
+    zkit_client_t *a, *b;
+    zkit_lock_t *la, *lb;
+    bg_t bg;
+    char *path;
+    int grants;
+    fx_begin(&f, "confirm-grant");
+    path = lk_join(f.base, "lock");
+    a = lk_client(2000);
+    b = lk_client(2000);
+    CU_ASSERT_FATAL(a != NULL && b != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&la, a, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&lb, b, path) == 0);
+
+    grants = grant_syncs(a);
+    CU_ASSERT_FATAL(zkit_lock_acquire(la, 5000) == 0);
+    CU_ASSERT_EQUAL(grant_syncs(a), grants); /* the create vouches */
+    CU_ASSERT_EQUAL(zkit_lock_release(la), 0);
+
+    CU_ASSERT_FATAL(zkit_lock_acquire(lb, 5000) == 0);
+    bg_start(&bg, la, 10000, 1);
+    CU_ASSERT_EQUAL(wait_participants(lb, 2, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(confirmation_stale, a, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(lb), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &bg, 5000), 0);
+    CU_ASSERT_EQUAL(bg.rc, 0);
+    CU_ASSERT_EQUAL(grant_syncs(a), grants + 1);
+    CU_ASSERT(zkit__client_confirmed(a));
+    CU_ASSERT_EQUAL(zkit_client_state(a), ZKIT_CONN_CONNECTED);
+    CU_ASSERT_EQUAL(bg_finish(&bg, 5000), 0);
+    CU_ASSERT_EQUAL(bg.release_rc, 0);
+
+    fx_end(&f);
+    zkit_lock_free(la);
+    zkit_lock_free(lb);
+    zkit_client_close(a);
+    zkit_client_close(b);
+    free(path);
+}
+
 static const zkh_test_t tests[] = {
     { "log checker catches overlaps", test_log_checker },
     { "mutex: 4 processes x 25", test_mp_mutex },
@@ -2282,6 +2402,8 @@ static const zkh_test_t tests[] = {
     { "revocation: read-write, semaphore mutex, multi-lock", test_revocation_kinds },
     { "revocation: a lock not revocable ignores it", test_revocation_ignored },
     { "held watch: the directory's, then the node's", test_held_watch_through_directory },
+    { "confirmation: syncs only while a lock is held", test_confirm_syncs_while_held },
+    { "confirmation: a grant after a long wait syncs first", test_confirm_grant_after_wait },
     { NULL, NULL }
 };
 

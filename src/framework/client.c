@@ -934,9 +934,224 @@ static void vouch(zkit_client_t *c, int64_t now)
     pthread_mutex_lock(&c->mu);
 }
 
+/*
+ * Confirmation through the leader.  A follower cut off from the leader keeps answering our
+ * pings until its own read timeout on the leader link (syncLimit x tickTime), while the
+ * leader, hearing nothing of our session, may expire it and let a rival take our locks.  So
+ * a held lock's validity rests on requests the leader answered.  A sync sent at q and
+ * answered proves the leader handled it at some l >= q; the follower's last report of our
+ * session's touches before l came at p >= l - tickTime/2 (minus network delay), and carried
+ * a touch of ours no older than G before p, G being the largest gap between our requests
+ * around then.  So the leader expires the session no sooner than q - tickTime/2 - G + T,
+ * which is q + 3T/4 - G with tickTime <= T/2.  lockstate.c gives a disconnect noticed at s
+ * until s + T/3 - margin, so the confirmation counts as that disconnect at q + 5T/12 - G.
+ *
+ * While a lock is held the supervisor sends a sync every T/8, so G is T/8 and each answer
+ * is good until q + 7T/24.  Until the syncs alone cover the window (just after a grant, or
+ * after a reconnect) G is the T/3 between libzookeeper's pings, each answer is good until
+ * q + T/12, and the syncs go every T/24.  A confirmation that lapses while connected counts
+ * as a disconnect from then: the state goes SUSPENDED (held locks UNCERTAIN, then EXPIRED at
+ * their deadline), and RECONNECTED once a later sync is answered in the same session.
+ */
+typedef struct confirm_sync {
+    zkit_client_t *client;
+    uint64_t generation;
+    int64_t sent_ms;
+    int64_t gap_ms;             /* G for this sync */
+    zkit__confirm_fn done;
+    void *arg;
+} confirm_sync_t;
+
+/* G for a sync sent at q (c->mu held): the widest gap between the confirming syncs that
+ * cover [q - T/4 - G, q], or T/3 when they do not reach back that far. */
+static int64_t confirm_gap(const zkit_client_t *c, int64_t q)
+{
+    int64_t t = c->negotiated_timeout_ms, prev = q, widest = 0;
+    for (unsigned k = 0; k < c->confirm_touch_count; k++) {
+        unsigned slot = (c->confirm_touch_next + ZKIT__CONFIRM_TOUCHES - 1 - k) %
+                        ZKIT__CONFIRM_TOUCHES;
+        int64_t at = c->confirm_touches[slot];
+        if (prev - at > widest)
+            widest = prev - at;
+        prev = at;
+        if (q - at >= t / 4 + widest)
+            return widest < t / 3 ? widest : t / 3;
+    }
+    return t / 3;
+}
+
+static void confirm_touch(zkit_client_t *c, int64_t at)
+{
+    c->confirm_touches[c->confirm_touch_next] = at;
+    c->confirm_touch_next = (c->confirm_touch_next + 1) % ZKIT__CONFIRM_TOUCHES;
+    if (c->confirm_touch_count < ZKIT__CONFIRM_TOUCHES)
+        c->confirm_touch_count++;
+}
+
+/* Touches on another connection may have gone to a server the leader no longer hears. */
+static void confirm_touches_forget(zkit_client_t *c)
+{
+    c->confirm_touch_count = 0;
+}
+
+/* Whether the client confirms its session now (c->mu held). */
+static int confirm_active(const zkit_client_t *c)
+{
+    return c->connected && !c->closing && c->zh && c->negotiated_timeout_ms > 0 &&
+           (c->held_locks > 0 || c->unconfirmed);
+}
+
+/* When the next confirming sync is due: T/8 after the last, sooner while an answer is good
+ * for less than twice that, but never more often than every T/24. */
+static int64_t confirm_due(const zkit_client_t *c)
+{
+    int64_t t = c->negotiated_timeout_ms, last = c->confirm_last_sent_ms;
+    int64_t step = (c->confirmed_until_ms - last) / 2, fastest = t / 24 > 10 ? t / 24 : 10;
+    if (last == 0)
+        return 0;
+    if (step > t / 8)
+        step = t / 8;
+    return last + (step > fastest ? step : fastest);
+}
+
+/* libzookeeper's completion thread. */
+static void confirm_sync_done(int rc, const char *value, const void *data)
+{
+    confirm_sync_t *s = (confirm_sync_t *)data;
+    zkit_client_t *c = s->client;
+    (void)value;
+    pthread_mutex_lock(&c->mu);
+    if (--c->confirm_in_flight == 0)
+        pthread_cond_broadcast(&c->cond); /* drain_requests */
+    if (rc == ZOK && s->generation == c->generation) {
+        int64_t until = s->sent_ms + (int64_t)c->negotiated_timeout_ms * 5 / 12 - s->gap_ms;
+        if (until > c->confirmed_until_ms)
+            c->confirmed_until_ms = until;
+        pthread_cond_signal(&c->supervisor_cond);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (s->done)
+        s->done(rc == ZOK ? 0 : zkit__error_from_zk(rc), s->arg);
+    free(s);
+}
+
+/* Sends a confirming sync on `zh`, which the caller keeps open (c->mu held; released around
+ * the send). */
+static int confirm_send_locked(zkit_client_t *c, zhandle_t *zh, uint64_t generation,
+                               zkit__confirm_fn done, void *arg)
+{
+    confirm_sync_t *s = malloc(sizeof(*s));
+    int64_t now = zkit__monotonic_ms();
+    int rc;
+    if (!s)
+        return ZKIT_ENOMEM;
+    s->client = c;
+    s->generation = generation;
+    s->sent_ms = now;
+    s->gap_ms = confirm_gap(c, now);
+    s->done = done;
+    s->arg = arg;
+    c->confirm_last_sent_ms = now;
+    c->confirm_in_flight++;
+    pthread_mutex_unlock(&c->mu);
+    rc = zoo_async(zh, "/", confirm_sync_done, s);
+    pthread_mutex_lock(&c->mu);
+    if (rc != ZOK) {
+        if (--c->confirm_in_flight == 0)
+            pthread_cond_broadcast(&c->cond);
+        free(s);
+        return zkit__error_from_zk(rc);
+    }
+    /* Only once it is sent: a touch that never went would shrink the gaps. */
+    if (generation == c->generation)
+        confirm_touch(c, now);
+    c->faults.confirm_syncs++;
+    if (done)
+        c->faults.grant_syncs++;
+    return 0;
+}
+
+/* Supervisor, c->mu held: the confirmation's state changes, and the next sync. */
+static void confirm(zkit_client_t *c, int64_t now)
+{
+    if (!confirm_active(c))
+        return;
+    if (c->unconfirmed && now < c->confirmed_until_ms) {
+        zkit__log(&c->log, ZKIT_LOG_INFO, "the leader answered again: held locks are "
+                  "confirmed");
+        c->unconfirmed = 0;
+        c->suspended_since_ms = 0;
+        change_state(c, c->unconfirmed_read_only ? ZKIT_CONN_READ_ONLY : ZKIT_CONN_RECONNECTED);
+    } else if (!c->unconfirmed && c->held_locks > 0 && now >= c->confirmed_until_ms &&
+               c->state != ZKIT_CONN_SUSPENDED && c->state != ZKIT_CONN_LOST) {
+        int64_t since = c->confirmed_until_ms;
+        if (vouch_stale(c, now) && c->vouched_ms < since)
+            since = c->vouched_ms;
+        zkit__log(&c->log, ZKIT_LOG_WARN, "no answer through the leader for %lld ms with the "
+                  "session's timeout at %d ms; held locks count as disconnected",
+                  (long long)(now - c->confirm_last_sent_ms), c->negotiated_timeout_ms);
+        c->unconfirmed = 1;
+        c->unconfirmed_read_only = c->state == ZKIT_CONN_READ_ONLY;
+        c->suspended_since_ms = since;
+        change_state(c, ZKIT_CONN_SUSPENDED);
+    }
+    if (now >= confirm_due(c))
+        confirm_send_locked(c, c->zh, c->generation, NULL, NULL);
+}
+
+/* The first holding wakes the supervisor only when its first sync is due before the
+ * supervisor's own wake-up (after an idle period): in a loop of short holdings that would
+ * cost two thread switches per cycle. */
+void zkit__client_hold(zkit_client_t *c, int delta)
+{
+    pthread_mutex_lock(&c->mu);
+    c->held_locks += delta;
+    if (delta > 0 && c->held_locks == delta && c->supervisor_sleeps_until_ms &&
+        confirm_due(c) < c->supervisor_sleeps_until_ms)
+        pthread_cond_signal(&c->supervisor_cond);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* With room for the first sync of the holding to come back (T/24) before it lapses. */
+int zkit__client_confirmed(zkit_client_t *c)
+{
+    int confirmed;
+    pthread_mutex_lock(&c->mu);
+    confirmed = zkit__monotonic_ms() + c->negotiated_timeout_ms / 24 < c->confirmed_until_ms;
+    pthread_mutex_unlock(&c->mu);
+    return confirmed;
+}
+
+void zkit__client_confirm_write(zkit_client_t *c, int64_t sent_ms)
+{
+    pthread_mutex_lock(&c->mu);
+    /* G is the T/3 between libzookeeper's pings: the syncs may not have run yet. */
+    if (c->negotiated_timeout_ms > 0) {
+        int64_t until = sent_ms + c->negotiated_timeout_ms / 12;
+        if (until > c->confirmed_until_ms)
+            c->confirmed_until_ms = until;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+int zkit__client_confirm(zkit_client_t *c, zkit__confirm_fn done, void *arg)
+{
+    uint64_t generation;
+    zhandle_t *zh = zkit__conn_get(c, &generation);
+    int rc;
+    if (!zh)
+        return zkit__client_is_closing(c) ? ZKIT_ECLOSED : ZKIT_ECONNLOSS;
+    pthread_mutex_lock(&c->mu);
+    rc = confirm_send_locked(c, zh, generation, done, arg);
+    pthread_mutex_unlock(&c->mu);
+    zkit__conn_put(c);
+    return rc;
+}
+
 static void on_connected(zkit_client_t *c, int read_only, int64_t at_ms)
 {
     const clientid_t *id = zoo_client_id(c->zh);
+    int same_session;
     c->connected = 1;
     c->vouched_ms = at_ms;
     c->stalled = 0;
@@ -952,9 +1167,26 @@ static void on_connected(zkit_client_t *c, int read_only, int64_t at_ms)
             change_state(c, ZKIT_CONN_SUSPENDED);
         change_state(c, ZKIT_CONN_LOST);
     }
+    same_session = c->session_id != 0 && id->client_id == c->session_id;
     c->session_id = id->client_id;
     memcpy(c->session_passwd, id->passwd, sizeof(c->session_passwd));
     __atomic_store_n(&c->negotiated_timeout_ms, zoo_recv_timeout(c->zh), __ATOMIC_RELAXED);
+    confirm_touches_forget(c);
+    if (!same_session) {
+        /* No lock of this session is held yet: each grant confirms itself. */
+        c->unconfirmed = 0;
+        c->confirmed_until_ms = at_ms + c->negotiated_timeout_ms / 12;
+    } else if (c->unconfirmed || (c->held_locks > 0 && at_ms >= c->confirmed_until_ms)) {
+        /* Held locks stay UNCERTAIN until the leader answers a sync on this connection. */
+        c->unconfirmed = 1;
+        c->unconfirmed_read_only = read_only;
+        if (c->state != ZKIT_CONN_SUSPENDED) {
+            c->suspended_since_ms = c->confirmed_until_ms < at_ms ? c->confirmed_until_ms
+                                                                  : at_ms;
+            change_state(c, ZKIT_CONN_SUSPENDED);
+        }
+        return;
+    }
     c->suspended_since_ms = 0;
     if (!c->ever_connected) {
         c->ever_connected = 1;
@@ -976,6 +1208,7 @@ static void on_disconnected(zkit_client_t *c, int64_t at_ms)
         change_state(c, ZKIT_CONN_SUSPENDED);
     }
     c->connected = 0;
+    confirm_touches_forget(c);
 }
 
 static void on_session_lost(zkit_client_t *c, const char *why)
@@ -987,6 +1220,7 @@ static void on_session_lost(zkit_client_t *c, const char *why)
     c->suspended_since_ms = 0;
     if (c->ever_connected)
         change_state(c, ZKIT_CONN_LOST);
+    c->unconfirmed = 0;
     replace_handle(c);
 }
 
@@ -1083,6 +1317,14 @@ static int64_t next_wakeup(zkit_client_t *c)
         wake = c->reopen_at_ms;
     if (c->connected && !c->stalled && c->vouched_ms + vouch_interval(c) < wake)
         wake = c->vouched_ms + vouch_interval(c);
+    if (confirm_active(c)) {
+        if (confirm_due(c) < wake)
+            wake = confirm_due(c);
+        /* Announcing the lapse (but a lapse that cannot be announced must not spin). */
+        if (!c->unconfirmed && c->confirmed_until_ms < wake &&
+            c->confirmed_until_ms > zkit__monotonic_ms())
+            wake = c->confirmed_until_ms;
+    }
     return wake;
 }
 
@@ -1097,6 +1339,7 @@ static void supervise_once(zkit_client_t *c)
     }
     now = zkit__monotonic_ms();
     vouch(c, now);
+    confirm(c, now);
     if (c->suspended_since_ms && c->negotiated_timeout_ms > 0 &&
         now - c->suspended_since_ms >= c->negotiated_timeout_ms)
         on_session_lost(c, "suspended for longer than the session timeout");
@@ -1113,7 +1356,7 @@ static void drain_requests(zkit_client_t *c)
 {
     struct timespec ts;
     deadline_to_timespec(zkit__monotonic_ms() + CLOSE_DRAIN_MS, &ts);
-    while (c->attempts && c->connected &&
+    while ((c->attempts || c->confirm_in_flight) && c->connected &&
            pthread_cond_timedwait(&c->cond, &c->mu, &ts) == 0)
         ;
 }
@@ -1371,8 +1614,15 @@ int64_t zkit__client_connection_now(zkit_client_t *c, int *lost, int64_t *discon
     if (c->connected && !c->closing) {
         /* Connected as far as libzookeeper knows; it may not know, if this process was held
          * up since the supervisor last vouched for the connection. */
-        int64_t now = zkit__monotonic_ms();
-        *disconnected_since = vouch_stale(c, now) ? c->vouched_ms : 0;
+        int64_t now = zkit__monotonic_ms(), since = vouch_stale(c, now) ? c->vouched_ms : 0;
+        /* Or the leader may not have heard from us (see confirm()). */
+        if ((c->held_locks > 0 || c->unconfirmed) && now >= c->confirmed_until_ms) {
+            int64_t lapsed = c->unconfirmed && c->suspended_since_ms ? c->suspended_since_ms
+                                                                      : c->confirmed_until_ms;
+            if (since == 0 || lapsed < since)
+                since = lapsed;
+        }
+        *disconnected_since = since;
     } else {
         *disconnected_since = c->suspended_since_ms ? c->suspended_since_ms
                                                     : zkit__monotonic_ms();
@@ -1500,6 +1750,17 @@ int zkit__test_lookup_syncs(zkit_client_t *c)
     int count;
     pthread_mutex_lock(&c->mu);
     count = c->faults.lookup_syncs;
+    pthread_mutex_unlock(&c->mu);
+    return count;
+}
+
+int zkit__test_confirm_syncs(zkit_client_t *c, int *grants)
+{
+    int count;
+    pthread_mutex_lock(&c->mu);
+    count = c->faults.confirm_syncs;
+    if (grants)
+        *grants = c->faults.grant_syncs;
     pthread_mutex_unlock(&c->mu);
     return count;
 }

@@ -100,7 +100,12 @@ typedef struct zkit__faults {
     int lose_children_replies; /* listings of paths ending so, answered, report CONNECTIONLOSS */
     char lose_children_suffix[64];
     int lookup_syncs;         /* counted, not injected: syncs sent ahead of recovery listings */
+    int confirm_syncs;        /* counted, not injected: syncs sent to confirm held locks */
+    int grant_syncs;          /* and of those, the ones a grant waited for */
 } zkit__faults_t;
+
+/* Send times of the latest confirming syncs (client.c, confirm_gap). */
+#define ZKIT__CONFIRM_TOUCHES 8
 
 struct zkit_client {
     /* Options, immutable after creation. */
@@ -152,6 +157,17 @@ struct zkit_client {
     int probe_pending;              /* a probe of the session is on its way */
     uint64_t probe_generation;
     int64_t probe_sent_ms;
+    /* Confirmation through the leader (client.c, "confirmation"): while a lock is held, the
+     * connection counts as disconnected from confirmed_until_ms on unless a later sync the
+     * leader answered moved it. */
+    int held_locks;                 /* holdings with a node not yet released */
+    int64_t confirmed_until_ms;
+    int unconfirmed;                /* SUSPENDED while connected: the confirmation lapsed */
+    int unconfirmed_read_only;      /* the state to resume is READ_ONLY */
+    int64_t confirm_last_sent_ms;   /* the latest confirming sync, 0 when none */
+    int confirm_in_flight;          /* confirming syncs not answered yet */
+    int64_t confirm_touches[ZKIT__CONFIRM_TOUCHES]; /* a ring of their send times */
+    unsigned confirm_touch_next, confirm_touch_count;
     int64_t reopen_at_ms;           /* no new handle before this (after a bogus handshake) */
     int closing;                    /* stored atomically (under mu): read without mu on
                                      * every request (zkit__client_is_closing) */
@@ -235,6 +251,9 @@ void zkit__test_fault_lose_children_replies(zkit_client_t *c, const char *suffix
 /* How many syncs the client sent ahead of a recovery listing (a protected create's lookup or
  * an orphan sweep) since it was created. */
 int zkit__test_lookup_syncs(zkit_client_t *c);
+/* How many syncs the client sent to confirm held locks since it was created, and (grants,
+ * may be NULL) how many of them a grant waited for. */
+int zkit__test_confirm_syncs(zkit_client_t *c, int *grants);
 
 /* Called when the handle of `generation` is closed: completes what it left (ops.c). */
 void zkit__ops_abandon(zkit_client_t *c, uint64_t generation);

@@ -33,6 +33,20 @@ int64_t zkit__client_disconnected_since(zkit_client_t *c);
  * is being made), whether the last session was lost (or the client closed), and when the
  * current disconnect was noticed (monotonic ms; 0 while connected). */
 int64_t zkit__client_connection_now(zkit_client_t *c, int *lost, int64_t *disconnected_since);
+/* Confirmation through the leader (client.c).  A holding with a node counts while it is on
+ * its lock's holder list: the client confirms its session with the leader (a sync every T/8)
+ * only while one does. */
+void zkit__client_hold(zkit_client_t *c, int delta);
+/* Whether a request the leader answered still vouches for the session, for long enough
+ * that the supervisor's first sync of a new holding can come back in time. */
+int zkit__client_confirmed(zkit_client_t *c);
+/* A write sent at `sent_ms` (monotonic) was answered: it went through the leader. */
+void zkit__client_confirm_write(zkit_client_t *c, int64_t sent_ms);
+/* Sends a sync through the leader; done(error, arg) runs on libzookeeper's completion thread
+ * once it is answered (0) or failed, after its confirmation is recorded.  Returns 0, or an
+ * error (and then done never runs). */
+typedef void (*zkit__confirm_fn)(int error, void *arg);
+int zkit__client_confirm(zkit_client_t *c, zkit__confirm_fn done, void *arg);
 /* Counts the session events (disconnects, reconnects, expiry) libzookeeper has delivered so
  * far; they are delivered on its completion thread before any watch event of the connection
  * that follows, so a watch event seen with the count unchanged since a request was sent came

@@ -55,6 +55,8 @@ struct zkit__acq {
     int has_data;
     char *fixed_name;
     int64_t deadline_ms;            /* -1 forever; 0 try once */
+    int64_t create_sent_ms;         /* when this round's create was submitted */
+    int confirm_failures;           /* grant syncs that failed (finish_held) */
     zkit__acq_done_fn done;
     zkit__acq_waiting_fn waiting;
     void *arg;
@@ -625,6 +627,7 @@ static int submit_create(zkit__acq_t *acq, acq_reply_t *r)
     }
     if (!path)
         return ZKIT_ENOMEM;
+    acq->create_sent_ms = zkit__monotonic_ms();
     rc = zkit__create_inline(acq->client, path, acq->has_data ? acq->data : NULL, acq->len,
                              &opts, on_created, r);
     free(path);
@@ -727,6 +730,16 @@ static int submit_confirm(zkit__acq_t *acq, acq_reply_t *r)
     return zkit__get_data_inline(acq->client, acq->node, NULL, on_confirmed, r);
 }
 
+static void on_synced(int error, void *arg);
+
+static int submit_sync(zkit__acq_t *acq, acq_reply_t *r)
+{
+    return zkit__client_confirm(acq->client, on_synced, r);
+}
+
+/* Grant syncs that may fail (a connection lost meanwhile) before the acquisition gives up. */
+#define MAX_CONFIRM_FAILURES 3
+
 /* We hold (acq->mu held; released here).  The holder needs our node's czxid and owner: when
  * its create did not tell them (a transaction whose Stat could not be read), one get-data
  * reads them before the acquisition ends.  A node of a session the client has already left
@@ -740,9 +753,36 @@ static void finish_held(zkit__acq_t *acq)
     } else if (acq->stat.ephemeral_owner != zkit_client_session_id(acq->client)) {
         if (restart(acq, ZKIT_ELOCKLOST) == 0)
             acq_unlock(acq);
+    } else if (!zkit__client_confirmed(acq->client)) {
+        /* Our create is too old to vouch that the leader still has our session (a long
+         * wait): the holder is told HELD once the leader has answered a sync. */
+        acq->state = ACQ_CONFIRMING;
+        if (step(acq, submit_sync) == 0)
+            acq_unlock(acq);
     } else {
         finish(acq, 0);
     }
+}
+
+/* The grant's sync came back (libzookeeper's completion thread).  Failed, it is sent again
+ * after a listing, which waits for the connection under the retry policy and checks that
+ * our node still leads. */
+static void on_synced(int error, void *arg)
+{
+    acq_reply_t *r = arg;
+    zkit__acq_t *acq = reply_open(r);
+    if (!acq)
+        return;
+    if (error == 0) {
+        finish(acq, 0);
+    } else if (++acq->confirm_failures >= MAX_CONFIRM_FAILURES) {
+        finish(acq, error);
+    } else {
+        acq->state = ACQ_LISTING;
+        if (step(acq, submit_list) == 0)
+            acq_unlock(acq);
+    }
+    reply_close(r);
 }
 
 static void on_confirmed(zkit_client_t *c, const zkit_result_t *res, void *arg)
@@ -900,6 +940,7 @@ static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
         reply_close(r);
         return;
     }
+    zkit__client_confirm_write(c, acq->create_sent_ms);
     acq->node = made_before ? zkit__path_join(acq->dir, acq->fixed_name) : strdup(res->path);
     acq->node_name = acq->node ? zkit__path_basename(acq->node) : NULL;
     /* A create sent in a transaction (a multi-lock's parts) may come without a Stat. */

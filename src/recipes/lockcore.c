@@ -148,6 +148,8 @@ static int add_holder(zkit_lock_t *lock, pthread_t owner, const zkit__holding_t 
     h->session = holding->session;
     h->next = lock->holders;
     lock->holders = h;
+    if (h->node)
+        zkit__client_hold(lock->client, 1);
     if (h->node && !lock->ops->unwatched)
         zkit__own_node_watch_holding(lock, h, holding->acq);
     return 0;
@@ -459,6 +461,8 @@ int zkit__lock_release_as(zkit_lock_t *lock, pthread_t owner)
     given = lock->ops->release(lock, h, owner);
     if (rc == 0)
         rc = given;
+    if (h->node)
+        zkit__client_hold(lock->client, -1);
     free_holder(h);
     return rc;
 }

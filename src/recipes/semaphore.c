@@ -114,6 +114,7 @@ struct run {
     char *node;                 /* our lease, un-namespaced */
     zkit_stat_t stat;
     int created;                /* the create reply came */
+    int64_t create_sent_ms;     /* when this round's create was submitted */
     int relist_due;             /* a listing came before the create reply: list again */
     int holds_mutex;            /* the internal mutex is ours */
     int fast_room;              /* FAST: the leases' listing left room, our lease in it */
@@ -282,6 +283,35 @@ static int lists_ours(const run_t *run, const zkit_result_t *res)
 }
 
 /* Whether a listing of the leases shows ours within max_leases: held. */
+static void on_lease_synced(int error, void *arg)
+{
+    run_reply_t *r = arg;
+    run_t *run = reply_open(r);
+    if (!run)
+        return;
+    run_finish(run, error);
+    reply_close(r);
+}
+
+/* Our lease holds (run->mu held; released here).  When its create is too old to vouch that
+ * the leader still has our session (a long wait for room), the lease is handed over once
+ * the leader has answered a sync. */
+static void finish_granted(run_t *run)
+{
+    run_reply_t *r;
+    int rc;
+    if (zkit__client_confirmed(run->sem->client)) {
+        run_finish(run, 0);
+    } else if (!(r = reply_new(run))) {
+        run_finish(run, ZKIT_ENOMEM);
+    } else if ((rc = zkit__client_confirm(run->sem->client, on_lease_synced, r)) != 0) {
+        reply_close(r);
+        run_finish(run, rc);
+    } else {
+        pthread_mutex_unlock(&run->mu);
+    }
+}
+
 static int lists_room(const run_t *run, const zkit_result_t *res)
 {
     return lists_ours(run, res) && res->child_count <= (size_t)run->sem->max_leases;
@@ -296,7 +326,7 @@ static void decide(run_t *run, const zkit_result_t *res)
         /* The fast way again once a lease came without any wait. */
         if (!run->told_waiting)
             __atomic_store_n(&run->sem->try_fast, 1, __ATOMIC_RELAXED);
-        run_finish(run, 0);
+        finish_granted(run);
     } else if (deadline_passed(run)) {
         run_finish(run, ZKIT_ETIMEDOUT);
     } else if (run->state == RUN_WAITING && run->watching) {
@@ -369,6 +399,7 @@ static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
         run_finish(run, ZKIT_ENOMEM);
     } else {
         int rc = 0;
+        zkit__client_confirm_write(c, run->create_sent_ms);
         run->created = 1;
         if (res->stat)
             run->stat = *res->stat;
@@ -393,6 +424,7 @@ static int send_lease(run_t *run)
     opts.mode = ZKIT_EPHEMERAL_SEQUENTIAL;
     opts.flags = ZKIT_CREATE_PARENTS | ZKIT_CREATE_PROTECTED;
     if (path && (r = reply_new(run)) != NULL) {
+        run->create_sent_ms = zkit__monotonic_ms();
         rc = zkit__create_inline(sem->client, path, run->has_data ? run->data : NULL, run->len,
                                  &opts, on_created, r);
         if (rc != 0)
@@ -483,7 +515,7 @@ static void on_locks_listed(zkit_client_t *c, const zkit_result_t *res, void *ar
     if (run->state != RUN_FAST)
         pthread_mutex_unlock(&run->mu);
     else if (run->fast_room && nobody && run->stat.ephemeral_owner == zkit_client_session_id(c))
-        run_finish(run, 0);
+        finish_granted(run);
     else
         fall_back(run);
     reply_close(r);
