@@ -1001,6 +1001,23 @@ static zkit_client_t *report_hold_client(report_hold_t *h, const char *path, int
     return fw_connect_opts(&o);
 }
 
+/* h->latch on `path`, its listener report_listener, started. */
+static void report_latch_start(report_hold_t *h, zkit_client_t *c, const char *path)
+{
+    CU_ASSERT_FATAL(zkit_latch_new(&h->latch, c, path, "a") == 0);
+    CU_ASSERT_EQUAL(zkit_latch_set_listener(h->latch, report_listener, h), 0);
+    CU_ASSERT_FATAL(zkit_latch_start(h->latch) == 0);
+}
+
+/* The end of a test on a report_hold_client() client. */
+static void report_test_end(fixture_t *f, report_hold_t *h, zkit_client_t *c, char *path)
+{
+    fx_end(f);
+    zkit_client_close(c);
+    pthread_mutex_destroy(&h->mu);
+    free(path);
+}
+
 /* A close returns while the election is between its decision and the listener call: the
  * listener must not then be told that it leads (the close deleted our node; a rival may lead,
  * and the caller may have freed what the listener uses). */
@@ -1015,9 +1032,7 @@ static void test_latch_closed_as_election_reported(void)
     path = lk_join(f.base, "latch");
     c = report_hold_client(&h, path, 10000);
     CU_ASSERT_FATAL(c != NULL);
-    CU_ASSERT_FATAL(zkit_latch_new(&h.latch, c, path, "a") == 0);
-    CU_ASSERT_EQUAL(zkit_latch_set_listener(h.latch, report_listener, &h), 0);
-    CU_ASSERT_FATAL(zkit_latch_start(h.latch) == 0);
+    report_latch_start(&h, c, path);
     CU_ASSERT_FATAL(zkh_wait_until(report_held, &h, 5000) == 0);
     CU_ASSERT_FATAL(pthread_create(&closer, NULL, report_close_thread, &h) == 0);
     /* Nobody has been told yet: the close has nothing to wait for. */
@@ -1028,10 +1043,7 @@ static void test_latch_closed_as_election_reported(void)
     zkit_latch_free(h.latch); /* waits for the report to have run */
     CU_ASSERT_EQUAL(h.told_leader, 0);
     CU_ASSERT_EQUAL(h.told_after_close, 0);
-    fx_end(&f);
-    zkit_client_close(c);
-    pthread_mutex_destroy(&h.mu);
-    free(path);
+    report_test_end(&f, &h, c, path);
 }
 
 /* A close on another thread while the listener is being told it leads returns only once the
@@ -1052,9 +1064,7 @@ static void test_latch_close_waits_for_listener(void)
     CU_ASSERT_FATAL(c != NULL);
     h.used = 1; /* no hold in the log: the listener holds */
     h.listener_holds = 1;
-    CU_ASSERT_FATAL(zkit_latch_new(&h.latch, c, path, "a") == 0);
-    CU_ASSERT_EQUAL(zkit_latch_set_listener(h.latch, report_listener, &h), 0);
-    CU_ASSERT_FATAL(zkit_latch_start(h.latch) == 0);
+    report_latch_start(&h, c, path);
     CU_ASSERT_FATAL(zkh_wait_until(report_told_leader, &h, 5000) == 0);
     CU_ASSERT_FATAL(zkit_latch_node(&node, h.latch) == 0);
     /* An await answers only once the listener has heard it leads. */
@@ -1179,9 +1189,7 @@ static void test_latch_not_told_leader_on_lost_holding(void)
     path = lk_join(f.base, "latch");
     c = report_hold_client(&h, path, 10000);
     CU_ASSERT_FATAL(c != NULL);
-    CU_ASSERT_FATAL(zkit_latch_new(&h.latch, c, path, "a") == 0);
-    CU_ASSERT_EQUAL(zkit_latch_set_listener(h.latch, report_listener, &h), 0);
-    CU_ASSERT_FATAL(zkit_latch_start(h.latch) == 0);
+    report_latch_start(&h, c, path);
     CU_ASSERT_FATAL(zkh_wait_until(report_held, &h, 5000) == 0);
     g.client = c;
     g.session = 0;
@@ -1196,10 +1204,7 @@ static void test_latch_not_told_leader_on_lost_holding(void)
     CU_ASSERT_EQUAL(h.told_not_leading, 0);
     CU_ASSERT_EQUAL(h.told_leader, 1);
     CU_ASSERT_EQUAL(h.told_not_leader, 0);
-    fx_end(&f);
-    zkit_client_close(c);
-    pthread_mutex_destroy(&h.mu);
-    free(path);
+    report_test_end(&f, &h, c, path);
 }
 
 /* The leader's session ends while the event thread is busy (another latch's listener holds

@@ -2,8 +2,8 @@
  * test_lock_faults.c - held locks under faults, on a real ZooKeeper server: session expiry,
  * a server restart within the session timeout, a holder process killed with SIGKILL, a
  * partition of the holder (through the harness' TCP proxy) racing a rival, this process
- * stopped past its session timeout while a rival process takes over, and our node deleted by
- * somebody else.  The lock must report what happened through its state callback
+ * stopped past its session timeout while a rival process takes over, the machine suspended
+ * (pretended) past it, and our node deleted by somebody else.  The lock must report what happened through its state callback
  * (UNCERTAIN / HELD / EXPIRED / LOST), stop answering "held" once it is not, and a release
  * must then say ZKIT_ELOCKLOST.  An acquisition whose session ends while its requests are on
  * their way, and which hears LOST only after they made its node in the new session, must not
@@ -641,6 +641,53 @@ static void test_paused_holder(void)
     free(path);
 }
 
+/* ---- the machine suspended ------------------------------------------------------------------ */
+
+static int lock_held_pred(void *arg)
+{
+    return zkit_lock_is_held(arg) == 1;
+}
+
+/*
+ * A suspended machine's CLOCK_MONOTONIC stands still while the servers' time goes on: woken
+ * past its session timeout, a holder must not say it holds on the strength of a deadline
+ * that, on the monotonic clock, has not come yet.  The sleep is pretended (the client's
+ * CLOCK_BOOTTIME is moved on; a test cannot suspend the machine), so the server did keep the
+ * session here: once it answers the probe sent after the sleep, the lock is valid again.  A
+ * sleep shorter than the supervisor's allowance changes nothing.
+ */
+static void test_suspended_holder(void)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    zkit_lock_t *lock;
+    states_t st;
+    char *path;
+    int64_t valid_until = 0;
+    fx_begin(&f, "suspended");
+    states_init(&st);
+    path = lk_join(f.base, "lock");
+    c = lk_client(2000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(lock, states_record, &st), 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0);
+    zkit__test_fault_sleep(c, 10);
+    CU_ASSERT_EQUAL(zkit_lock_is_held(lock), 1);
+    CU_ASSERT_EQUAL(zkit_lock_valid_until(&valid_until, lock), 0);
+
+    zkit__test_fault_sleep(c, 3 * zkit_client_negotiated_timeout(c));
+    CU_ASSERT_EQUAL(zkit_lock_is_held(lock), 0);
+    CU_ASSERT_EQUAL(zkit_lock_valid_until(&valid_until, lock), ZKIT_ELOCKLOST);
+    CU_ASSERT_EQUAL(zkh_wait_until(lock_held_pred, lock, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_valid_until(&valid_until, lock), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(lock), 0);
+    fx_end(&f);
+    zkit_lock_free(lock);
+    zkit_client_close(c);
+    free(path);
+}
+
 /* ---- our node deleted by somebody else ------------------------------------------------------ */
 
 static void test_node_deleted_by_other(void)
@@ -1099,6 +1146,7 @@ static const zkh_test_t tests[] = {
     { "holder process killed: a waiter takes over", test_holder_killed },
     { "partition: EXPIRED before the rival acquires", test_partition_expires_before_rival },
     { "holder process paused past its session: not held once it resumes", test_paused_holder },
+    { "machine suspended past the session: not held as it wakes", test_suspended_holder },
     { "short partition: UNCERTAIN then HELD", test_short_partition_keeps_lock },
     { "server restart: UNCERTAIN then HELD", test_server_restart_keeps_lock },
     { "hand-off: behind a waiter that gave up, list again", test_handoff_after_quitter },

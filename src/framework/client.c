@@ -868,7 +868,38 @@ static void replace_handle(zkit_client_t *c)
  * each time; a wake later than vouch_allowance() after the last one means this process (or
  * the supervisor) was held up, and then nothing newer than the last vouch is trusted until
  * the server answers a probe sent after the gap.
+ *
+ * CLOCK_MONOTONIC, which every deadline here is kept on (and zkit_lock_valid_until()
+ * promises), stands still while the machine is suspended, whereas the servers' clocks do
+ * not: a gap is measured on CLOCK_BOOTTIME too, which goes on counting, and the time the
+ * machine slept since the last vouch counts as time gone by on the monotonic clock as well.
  */
+
+/* CLOCK_BOOTTIME minus CLOCK_MONOTONIC: how long the machine has slept since it booted (plus
+ * the sleep a test pretends).  0 where CLOCK_BOOTTIME is missing. */
+static int64_t slept_ms(const zkit_client_t *c)
+{
+    struct timespec boot;
+    if (clock_gettime(CLOCK_BOOTTIME, &boot) != 0)
+        return c->faults.slept_ms;
+    return (int64_t)boot.tv_sec * 1000 + boot.tv_nsec / 1000000 - zkit__monotonic_ms() +
+           c->faults.slept_ms;
+}
+
+/* Vouches for the connection at `now` (c->mu held). */
+static void vouch_at(zkit_client_t *c, int64_t now)
+{
+    c->vouched_ms = now;
+    c->vouched_slept_ms = slept_ms(c);
+}
+
+/* The last vouch on the monotonic clock, moved back by the time the machine slept since. */
+static int64_t vouched_at(const zkit_client_t *c)
+{
+    int64_t slept = slept_ms(c) - c->vouched_slept_ms;
+    return c->vouched_ms - (slept > 0 ? slept : 0);
+}
+
 static int64_t vouch_allowance(const zkit_client_t *c)
 {
     int64_t allowance = c->negotiated_timeout_ms / 12;
@@ -883,7 +914,7 @@ static int64_t vouch_interval(const zkit_client_t *c)
 
 static int vouch_stale(const zkit_client_t *c, int64_t now)
 {
-    return c->stalled || now - c->vouched_ms > vouch_allowance(c);
+    return c->stalled || now - vouched_at(c) > vouch_allowance(c);
 }
 
 /* libzookeeper's completion thread: a reply to a probe proves the server had our session
@@ -897,6 +928,7 @@ static void probe_done(int rc, const struct Stat *stat, const void *data)
     if ((rc == ZOK || rc == ZNONODE) && c->probe_generation == c->generation && c->connected &&
         c->stalled && c->probe_sent_ms >= c->vouched_ms) {
         c->vouched_ms = c->probe_sent_ms;
+        c->vouched_slept_ms = c->probe_slept_ms;
         c->stalled = 0;
     }
     pthread_cond_signal(&c->supervisor_cond);
@@ -910,13 +942,17 @@ static void vouch(zkit_client_t *c, int64_t now)
     if (!c->connected || c->closing || !zh)
         return;
     if (!vouch_stale(c, now)) {
-        c->vouched_ms = now;
+        vouch_at(c, now);
         return;
     }
-    if (!c->stalled)
+    if (!c->stalled) {
+        /* The sleep, if any, becomes part of the gap for good. */
+        c->vouched_ms = vouched_at(c);
+        c->vouched_slept_ms = slept_ms(c);
         zkit__log(&c->log, ZKIT_LOG_INFO, "this process was held up for %lld ms with the "
                   "session's timeout at %d ms; held locks count as disconnected until the "
                   "server answers", (long long)(now - c->vouched_ms), c->negotiated_timeout_ms);
+    }
     c->stalled = 1;
     if (c->probe_pending)
         return;
@@ -925,6 +961,7 @@ static void vouch(zkit_client_t *c, int64_t now)
     c->probe_pending = 1;
     c->probe_generation = c->generation;
     c->probe_sent_ms = now;
+    c->probe_slept_ms = slept_ms(c);
     pthread_mutex_unlock(&c->mu);
     if (zoo_aexists(zh, "/", 0, probe_done, c) != ZOK) {
         pthread_mutex_lock(&c->mu);
@@ -1085,8 +1122,8 @@ static void confirm(zkit_client_t *c, int64_t now)
     } else if (!c->unconfirmed && c->held_locks > 0 && now >= c->confirmed_until_ms &&
                c->state != ZKIT_CONN_SUSPENDED && c->state != ZKIT_CONN_LOST) {
         int64_t since = c->confirmed_until_ms;
-        if (vouch_stale(c, now) && c->vouched_ms < since)
-            since = c->vouched_ms;
+        if (vouch_stale(c, now) && vouched_at(c) < since)
+            since = vouched_at(c);
         zkit__log(&c->log, ZKIT_LOG_WARN, "no answer through the leader for %lld ms with the "
                   "session's timeout at %d ms; held locks count as disconnected",
                   (long long)(now - c->confirm_last_sent_ms), c->negotiated_timeout_ms);
@@ -1153,7 +1190,7 @@ static void on_connected(zkit_client_t *c, int read_only, int64_t at_ms)
     const clientid_t *id = zoo_client_id(c->zh);
     int same_session;
     c->connected = 1;
-    c->vouched_ms = at_ms;
+    vouch_at(c, at_ms);
     c->stalled = 0;
     /* A handle whose first server was read-only has no session the quorum knows: at its first
      * read-write server libzookeeper trades it for a new one without an expiry event.  The old
@@ -1204,7 +1241,7 @@ static void on_disconnected(zkit_client_t *c, int64_t at_ms)
         c->state == ZKIT_CONN_READ_ONLY) {
         /* Noticed late if this process was held up: count from the last moment it was
          * watching the connection. */
-        c->suspended_since_ms = c->connected && vouch_stale(c, at_ms) ? c->vouched_ms : at_ms;
+        c->suspended_since_ms = c->connected && vouch_stale(c, at_ms) ? vouched_at(c) : at_ms;
         change_state(c, ZKIT_CONN_SUSPENDED);
     }
     c->connected = 0;
@@ -1614,7 +1651,7 @@ int64_t zkit__client_connection_now(zkit_client_t *c, int *lost, int64_t *discon
     if (c->connected && !c->closing) {
         /* Connected as far as libzookeeper knows; it may not know, if this process was held
          * up since the supervisor last vouched for the connection. */
-        int64_t now = zkit__monotonic_ms(), since = vouch_stale(c, now) ? c->vouched_ms : 0;
+        int64_t now = zkit__monotonic_ms(), since = vouch_stale(c, now) ? vouched_at(c) : 0;
         /* Or the leader may not have heard from us (see confirm()). */
         if ((c->held_locks > 0 || c->unconfirmed) && now >= c->confirmed_until_ms) {
             int64_t lapsed = c->unconfirmed && c->suspended_since_ms ? c->suspended_since_ms
@@ -1742,6 +1779,13 @@ void zkit__test_fault_lose_children_replies(zkit_client_t *c, const char *suffix
     snprintf(c->faults.lose_children_suffix, sizeof(c->faults.lose_children_suffix), "%s",
              suffix);
     c->faults.lose_children_replies = count;
+    pthread_mutex_unlock(&c->mu);
+}
+
+void zkit__test_fault_sleep(zkit_client_t *c, int64_t ms)
+{
+    pthread_mutex_lock(&c->mu);
+    c->faults.slept_ms += ms;
     pthread_mutex_unlock(&c->mu);
 }
 

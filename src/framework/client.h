@@ -102,6 +102,7 @@ typedef struct zkit__faults {
     int lookup_syncs;         /* counted, not injected: syncs sent ahead of recovery listings */
     int confirm_syncs;        /* counted, not injected: syncs sent to confirm held locks */
     int grant_syncs;          /* and of those, the ones a grant waited for */
+    int64_t slept_ms;         /* a machine sleep pretended (added to CLOCK_BOOTTIME) */
 } zkit__faults_t;
 
 /* Send times of the latest confirming syncs (client.c, confirm_gap). */
@@ -153,10 +154,12 @@ struct zkit_client {
      * (the process stopped, or starved) leaves it behind, `stalled` set, until a probe sent
      * after the gap is answered: until then a held lock counts as disconnected from here. */
     int64_t vouched_ms;
+    int64_t vouched_slept_ms;       /* slept_ms() then: the machine's sleep since is a gap too */
     int stalled;
     int probe_pending;              /* a probe of the session is on its way */
     uint64_t probe_generation;
     int64_t probe_sent_ms;
+    int64_t probe_slept_ms;
     /* Confirmation through the leader (client.c, "confirmation"): while a lock is held, the
      * connection counts as disconnected from confirmed_until_ms on unless a later sync the
      * leader answered moved it. */
@@ -248,6 +251,9 @@ void zkit__test_fault_exists_not_found(zkit_client_t *c, int count);
 /* The next `count` listings of a path ending in `suffix` that the server answers report
  * CONNECTIONLOSS instead (and are retried by the policy). */
 void zkit__test_fault_lose_children_replies(zkit_client_t *c, const char *suffix, int count);
+/* Pretends that the machine slept `ms` (suspended: CLOCK_MONOTONIC stood still, CLOCK_BOOTTIME
+ * went on) just now. */
+void zkit__test_fault_sleep(zkit_client_t *c, int64_t ms);
 /* How many syncs the client sent ahead of a recovery listing (a protected create's lookup or
  * an orphan sweep) since it was created. */
 int zkit__test_lookup_syncs(zkit_client_t *c);
