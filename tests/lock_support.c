@@ -366,8 +366,10 @@ static void *sem_bg_main(void *arg)
 {
     sem_bg_t *b = arg;
     int rc = zkit_semaphore_acquire(b->leases, b->sem, b->count, b->timeout_ms);
+    int64_t at = zkh_now_ms();
     pthread_mutex_lock(&bg_mu);
     b->rc = rc;
+    b->at_ms = at;
     b->done = 1;
     pthread_mutex_unlock(&bg_mu);
     return NULL;

@@ -126,8 +126,9 @@ typedef struct sem_bg {
     int timeout_ms;
     pthread_t thread;
     zkit_lease_t *leases[4];
-    int done;         /* the acquire returned (rc and leases valid) */
+    int done;         /* the acquire returned (rc, at_ms and leases valid) */
     int rc;
+    int64_t at_ms;    /* when the acquire returned */
 } sem_bg_t;
 
 void sem_bg_start(sem_bg_t *b, zkit_semaphore_t *sem, int count, int timeout_ms);

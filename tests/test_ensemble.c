@@ -2,7 +2,9 @@
  * test_ensemble.c - a client of a 3-server ensemble survives the death of the server it is
  * connected to: SUSPENDED, then RECONNECTED to another server with the same session (never
  * LOST), its ephemeral node intact, and operations go on.  And a lock holder whose server
- * loses its quorum and turns read-only is never told HELD again on a read-only connection.
+ * loses its quorum and turns read-only is never told HELD again on a read-only connection;
+ * one whose server is a follower cut off from the leader stops holding, whatever the kind of
+ * lock, before a rival on the leader's side is granted it.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -12,6 +14,7 @@
 
 #include <CUnit/CUnit.h>
 
+#include <zkit/leader.h>
 #include <zkit/lock.h>
 
 #include "fw_support.h"
@@ -236,15 +239,127 @@ out:
  * grant: its hold ends at its last answer "held and valid", at the latest deadline it was
  * given, and at the report of EXPIRED or LOST, whichever is last (UNCERTAIN may still hold).
  */
+/* What a holder said of one holding, sampled on the holding thread. */
+typedef struct hold_record {
+    int64_t last_valid_at;    /* the last time "held" and a validity deadline were both given */
+    int64_t latest_deadline;  /* the latest finite deadline given, or -1 */
+    int64_t first_invalid_at; /* the first time either said no, or -1 */
+} hold_record_t;
+
+static void hold_record_init(hold_record_t *r)
+{
+    r->last_valid_at = r->latest_deadline = r->first_invalid_at = -1;
+}
+
+/* One answer: valid, with that deadline, or not; timed before asking (it counts from then). */
+static void hold_record_answer(hold_record_t *r, int64_t asked, int valid, int64_t deadline)
+{
+    if (valid) {
+        r->last_valid_at = asked;
+        if (deadline != INT64_MAX && deadline > r->latest_deadline)
+            r->latest_deadline = deadline;
+    } else if (r->first_invalid_at < 0) {
+        r->first_invalid_at = asked;
+    }
+}
+
+/* When the holder was told its holding ended: its first EXPIRED or LOST, or -1. */
+static int64_t states_ended(states_t *r)
+{
+    int64_t expired = states_first(r, ZKIT_LOCK_EXPIRED), lost = states_first(r, ZKIT_LOCK_LOST);
+    return expired < 0 || (lost >= 0 && lost < expired) ? lost : expired;
+}
+
+static int hold_ended(void *arg)
+{
+    return states_ended(arg) >= 0;
+}
+
+static long long since_cut(int64_t at, int64_t cut)
+{
+    return at < 0 ? -1 : (long long)(at - cut);
+}
+
+/* The rival's grant (-1: none) must come after the holding ended by every measure: the report
+ * of its end (`ended`, -1: none), the holder's last "held and valid" and the latest deadline it
+ * was given.  Asserts that; prints the figures (ms from the cut) when it fails, or with
+ * ZKIT_TEST_VERBOSE.  1 when there were two holders. */
+static int judge_hold(const char *what, int64_t cut, int64_t uncertain, int64_t ended,
+                      const hold_record_t *r, int64_t granted_at)
+{
+    int violation = granted_at >= 0 && (ended < 0 || granted_at <= ended ||
+                                        granted_at <= r->last_valid_at ||
+                                        granted_at <= r->latest_deadline);
+    CU_ASSERT(granted_at >= 0);
+    if (granted_at >= 0) {
+        CU_ASSERT(ended >= 0 && granted_at > ended);   /* told EXPIRED or LOST first */
+        CU_ASSERT(granted_at > r->last_valid_at);      /* no "held" after the grant */
+        CU_ASSERT(granted_at > r->latest_deadline);    /* no deadline past the grant */
+    }
+    if (violation || granted_at < 0 || getenv("ZKIT_TEST_VERBOSE"))
+        fprintf(stderr, "  %s (ms from the cut; -1: never): UNCERTAIN %lld, ended %lld, "
+                "last held and valid %lld, latest deadline %lld, first not held %lld; "
+                "rival granted %lld%s\n",
+                what, since_cut(uncertain, cut), since_cut(ended, cut),
+                since_cut(r->last_valid_at, cut), since_cut(r->latest_deadline, cut),
+                since_cut(r->first_invalid_at, cut), since_cut(granted_at, cut),
+                violation ? ": TWO HOLDERS" : granted_at < 0 ? ": NOT GRANTED" : "");
+    return violation || granted_at < 0;
+}
+
+/* The holder's client, session_ms, connected to a follower only, and the rival's, connected to
+ * the leader only (10 s).  0, or -1 (asserted; whatever was opened is closed). */
+static int cut_off_clients(zkit_client_t **holder, zkit_client_t **rival, int *follower,
+                           int session_ms)
+{
+    int leader = zkh_leader(zk);
+    *holder = *rival = NULL;
+    CU_ASSERT(leader >= 0);
+    if (leader < 0)
+        return -1;
+    *follower = (leader + 1) % 3;
+    *holder = lk_client_to(zkh_server_address(zk, *follower), session_ms);
+    *rival = lk_client_to(zkh_server_address(zk, leader), 10000);
+    CU_ASSERT_PTR_NOT_NULL(*holder);
+    CU_ASSERT_PTR_NOT_NULL(*rival);
+    if (*holder && *rival) {
+        CU_ASSERT_EQUAL(zkit_client_negotiated_timeout(*holder), session_ms);
+        return 0;
+    }
+    if (*holder)
+        zkit_client_close(*holder);
+    if (*rival)
+        zkit_client_close(*rival);
+    *holder = *rival = NULL;
+    return -1;
+}
+
+/* Cuts the follower off at the holder's worst moment: its last word to the follower long
+ * before the cut.  A request now (*touched), and the cut just before libzookeeper's next ping
+ * (a third of the timeout after the last thing it sent).  The time of the cut, or 0 when the
+ * follower could not be cut off (a failure). */
+static int64_t cut_before_ping(zkit_client_t *holder, int follower, int session_ms,
+                               int64_t *touched)
+{
+    int64_t cut;
+    CU_ASSERT_EQUAL(zkit_exists(NULL, holder, "/", NULL), 0);
+    *touched = zkh_now_ms();
+    zkh_sleep_ms(*touched + session_ms / 3 - 50 - zkh_now_ms());
+    cut = zkh_now_ms();
+    if (zkh_isolate(zk, follower) != 0) {
+        CU_FAIL("cannot cut the follower off");
+        return 0;
+    }
+    return cut;
+}
+
 typedef struct cut_off_holder {
     zkit_lock_t *lock;
     pthread_t thread;
     pthread_mutex_t mu;
     int acquired, done, stop, rc;
     int64_t acquired_at;
-    int64_t last_valid_at;   /* the last time is_held and valid_until both said yes */
-    int64_t latest_deadline; /* the latest finite valid_until given, or -1 */
-    int64_t first_invalid_at;
+    hold_record_t rec;
 } cut_off_holder_t;
 
 /* The holding thread (a mutex is held by its thread, so it asks itself): acquires, then
@@ -259,17 +374,10 @@ static void *cut_off_holder_main(void *arg)
     h->acquired = 1;
     pthread_mutex_unlock(&h->mu);
     while (rc == 0 && !stop) {
-        /* Timed before asking: an answer counts from then on. */
         int64_t asked = zkh_now_ms(), deadline = 0;
         int valid = zkit_lock_is_held(h->lock) && zkit_lock_valid_until(&deadline, h->lock) == 0;
         pthread_mutex_lock(&h->mu);
-        if (valid) {
-            h->last_valid_at = asked;
-            if (deadline != INT64_MAX && deadline > h->latest_deadline)
-                h->latest_deadline = deadline;
-        } else if (h->first_invalid_at < 0) {
-            h->first_invalid_at = asked;
-        }
+        hold_record_answer(&h->rec, asked, valid, deadline);
         stop = h->stop;
         pthread_mutex_unlock(&h->mu);
         zkh_sleep_ms(2);
@@ -298,20 +406,9 @@ static int cut_off_said_invalid(void *arg)
 {
     cut_off_holder_t *h = arg;
     pthread_mutex_lock(&h->mu);
-    int said = h->first_invalid_at >= 0;
+    int said = h->rec.first_invalid_at >= 0;
     pthread_mutex_unlock(&h->mu);
     return said;
-}
-
-static int hold_ended(void *arg)
-{
-    states_t *r = arg;
-    return states_first(r, ZKIT_LOCK_EXPIRED) >= 0 || states_first(r, ZKIT_LOCK_LOST) >= 0;
-}
-
-static long long since_cut(int64_t at, int64_t cut)
-{
-    return at < 0 ? -1 : (long long)(at - cut);
 }
 
 static void cut_off_follower(int session_ms)
@@ -321,25 +418,17 @@ static void cut_off_follower(int session_ms)
     bg_t b;
     zkit_client_t *ca = NULL, *cb = NULL;
     zkit_lock_t *lb = NULL;
-    char path[64];
-    int leader = zkh_leader(zk), follower, started = 0, b_started = 0, violation = 0, rc;
-    int64_t touched = 0, cut = 0, ended, granted_at;
-    int b_granted;
+    char path[64], what[64];
+    int follower = -1, started = 0, b_started = 0, failed, rc;
+    int64_t touched = 0, cut = 0, granted_at;
 
     memset(&a, 0, sizeof(a));
     memset(&b, 0, sizeof(b));
     pthread_mutex_init(&a.mu, NULL);
-    a.latest_deadline = a.first_invalid_at = -1;
+    hold_record_init(&a.rec);
     states_init(&states);
-    CU_ASSERT_FATAL(leader >= 0);
-    follower = (leader + 1) % 3;
-    ca = lk_client_to(zkh_server_address(zk, follower), session_ms);
-    cb = lk_client_to(zkh_server_address(zk, leader), 10000);
-    CU_ASSERT_PTR_NOT_NULL(ca);
-    CU_ASSERT_PTR_NOT_NULL(cb);
-    if (!ca || !cb)
+    if (cut_off_clients(&ca, &cb, &follower, session_ms) != 0)
         goto close;
-    CU_ASSERT_EQUAL(zkit_client_negotiated_timeout(ca), session_ms);
     zkh_unique_path(path, sizeof(path), "cut-off");
     CU_ASSERT_EQUAL_FATAL(zkit_mutex_new(&a.lock, ca, path), 0);
     CU_ASSERT_EQUAL_FATAL(zkit_mutex_new(&lb, cb, path), 0);
@@ -359,18 +448,8 @@ static void cut_off_follower(int session_ms)
     bg_start(&b, lb, 20000, 1);
     b_started = 1;
     CU_ASSERT_EQUAL(wait_participants(lb, 2, 5000), 0);
-
-    /* The holder's worst case: its last word to the follower long before the cut.  A request
-     * now, and the cut just before libzookeeper's next ping (a third of the timeout after
-     * the last thing it sent). */
-    CU_ASSERT_EQUAL(zkit_exists(NULL, ca, "/", NULL), 0);
-    touched = zkh_now_ms();
-    zkh_sleep_ms(touched + session_ms / 3 - 50 - zkh_now_ms());
-    cut = zkh_now_ms();
-    if (zkh_isolate(zk, follower) != 0) {
-        CU_FAIL("cannot cut the follower off");
+    if (!(cut = cut_before_ping(ca, follower, session_ms, &touched)))
         goto stop;
-    }
 
     /* The leader expires the holder's session about a session timeout after the cut; the
      * holder's deadline comes a third of it after the follower drops it, 2.5 s after the cut. */
@@ -379,34 +458,17 @@ static void cut_off_follower(int session_ms)
     CU_ASSERT_EQUAL(zkh_wait_until(cut_off_said_invalid, &a, 2000), 0);
     /* The rival's rc and time, read once bg_acquired (under the lock they were written
      * under) has said they are there. */
-    b_granted = bg_acquired(&b);
-    granted_at = b_granted && b.rc == 0 ? b.at_ms : -1;
-    CU_ASSERT(granted_at >= 0);
+    granted_at = bg_acquired(&b) && b.rc == 0 ? b.at_ms : -1;
 
-    ended = states_first(&states, ZKIT_LOCK_EXPIRED);
-    if (ended < 0 || (states_first(&states, ZKIT_LOCK_LOST) >= 0 &&
-                      states_first(&states, ZKIT_LOCK_LOST) < ended))
-        ended = states_first(&states, ZKIT_LOCK_LOST);
+    snprintf(what, sizeof(what), "cut-off follower, %d ms session: mutex", session_ms);
     pthread_mutex_lock(&a.mu);
-    if (granted_at >= 0) {
-        violation = ended < 0 || granted_at <= ended || granted_at <= a.last_valid_at ||
-                    granted_at <= a.latest_deadline;
-        CU_ASSERT(ended >= 0 && granted_at > ended);   /* told EXPIRED or LOST first */
-        CU_ASSERT(granted_at > a.last_valid_at);       /* no "held" after the grant */
-        CU_ASSERT(granted_at > a.latest_deadline);     /* no deadline past the grant */
-    }
-    if (violation || getenv("ZKIT_TEST_VERBOSE")) {
-        fprintf(stderr, "cut-off follower, %d ms session (ms from the cut; -1: never): "
-                "A acquired %lld, last request %lld, UNCERTAIN %lld, EXPIRED %lld, LOST %lld, "
-                "last held and valid %lld, latest deadline %lld, first not held %lld; "
-                "B granted %lld%s\n",
-                session_ms, since_cut(a.acquired_at, cut), (long long)(touched - cut),
-                since_cut(states_first(&states, ZKIT_LOCK_UNCERTAIN), cut),
+    failed = judge_hold(what, cut, states_first(&states, ZKIT_LOCK_UNCERTAIN),
+                        states_ended(&states), &a.rec, granted_at);
+    if (failed || getenv("ZKIT_TEST_VERBOSE")) {
+        fprintf(stderr, "  holder acquired %lld, last request %lld, EXPIRED %lld, LOST %lld\n",
+                since_cut(a.acquired_at, cut), (long long)(touched - cut),
                 since_cut(states_first(&states, ZKIT_LOCK_EXPIRED), cut),
-                since_cut(states_first(&states, ZKIT_LOCK_LOST), cut),
-                since_cut(a.last_valid_at, cut), since_cut(a.latest_deadline, cut),
-                since_cut(a.first_invalid_at, cut), since_cut(granted_at, cut),
-                violation ? ": TWO HOLDERS" : "");
+                since_cut(states_first(&states, ZKIT_LOCK_LOST), cut));
         states_print(&states, "cut-off holder");
     }
     pthread_mutex_unlock(&a.mu);
@@ -457,11 +519,441 @@ static void test_cut_off_follower_long_session(void)
     cut_off_follower(3000);
 }
 
+/*
+ * The same cut for every other kind of holding at once: a holder connected to the follower
+ * only holds a read-write lock's write half, another read-write lock's read half, a semaphore
+ * mutex, a lease of a one-lease counting semaphore, a multi-lock over two paths and the
+ * leadership of a leader latch; a rival connected to the leader waits for each.  Every kind's
+ * validity rests on the same confirmation through the leader, which must count each of these
+ * holdings: for each, the rival's grant must come after the holder was told EXPIRED or LOST
+ * (the latch: its listener told "not leader") and after its last "held and valid".
+ */
+enum { K_WRITE, K_READ, K_SEMMUTEX, K_LEASE, K_MULTI, K_LATCH, KINDS };
+
+static const char *const kind_name[KINDS] = {
+    "write half", "read half", "semaphore mutex", "semaphore lease", "multi-lock",
+    "leader latch"
+};
+
+/* What a latch's listener was told: the first "leader" and the first "not leader" (or -1). */
+typedef struct latch_told {
+    pthread_mutex_t mu;
+    int64_t led_at, not_leader_at;
+} latch_told_t;
+
+static void latch_told_record(zkit_latch_t *latch, int is_leader, void *arg)
+{
+    latch_told_t *t = arg;
+    int64_t now = zkh_now_ms();
+    (void)latch;
+    pthread_mutex_lock(&t->mu);
+    if (is_leader && t->led_at < 0)
+        t->led_at = now;
+    else if (!is_leader && t->not_leader_at < 0)
+        t->not_leader_at = now;
+    pthread_mutex_unlock(&t->mu);
+}
+
+static int64_t latch_told_read(latch_told_t *t, int is_leader)
+{
+    pthread_mutex_lock(&t->mu);
+    int64_t at = is_leader ? t->led_at : t->not_leader_at;
+    pthread_mutex_unlock(&t->mu);
+    return at;
+}
+
+static void lease_states_record(zkit_lease_t *lease, zkit_lock_state_t state, void *r)
+{
+    (void)lease;
+    states_record(NULL, state, r);
+}
+
+static void latch_states_record(zkit_latch_t *latch, zkit_lock_state_t state, void *r)
+{
+    (void)latch;
+    states_record(NULL, state, r);
+}
+
+/* One object of each kind on one client, at the same paths for the holder and the rival. */
+typedef struct kinds {
+    zkit_rwlock_t *write_rw;  /* the holder takes its write half, the rival its read half */
+    zkit_rwlock_t *read_rw;   /* the holder takes its read half, the rival its write half */
+    zkit_lock_t *semmutex;
+    zkit_semaphore_t *sem;    /* one lease */
+    zkit_lock_t *multi;
+    zkit_latch_t *latch;
+    latch_told_t told;
+} kinds_t;
+
+/* paths[KINDS + 1]: one per kind, and the multi-lock's second path last. */
+static void kinds_paths(char paths[][96], const char *base)
+{
+    static const char *const leaf[KINDS + 1] = { "write", "read", "semaphore-mutex",
+                                                 "semaphore", "multi-a", "latch", "multi-b" };
+    for (int k = 0; k <= KINDS; k++)
+        snprintf(paths[k], 96, "%s/%s", base, leaf[k]);
+}
+
+static int kinds_new(kinds_t *o, zkit_client_t *c, char paths[][96], const char *id)
+{
+    const char *multi[2] = { paths[K_MULTI], paths[KINDS] };
+    int rc;
+    memset(o, 0, sizeof(*o));
+    pthread_mutex_init(&o->told.mu, NULL);
+    o->told.led_at = o->told.not_leader_at = -1;
+    if ((rc = zkit_rwlock_new(&o->write_rw, c, paths[K_WRITE])) == 0 &&
+        (rc = zkit_rwlock_new(&o->read_rw, c, paths[K_READ])) == 0 &&
+        (rc = zkit_semaphore_mutex_new(&o->semmutex, c, paths[K_SEMMUTEX])) == 0 &&
+        (rc = zkit_semaphore_new(&o->sem, c, paths[K_LEASE], 1)) == 0 &&
+        (rc = zkit_multilock_new(&o->multi, c, multi, 2)) == 0 &&
+        (rc = zkit_latch_new(&o->latch, c, paths[K_LATCH], id)) == 0)
+        rc = zkit_latch_set_listener(o->latch, latch_told_record, &o->told);
+    return rc;
+}
+
+/* The latch is freed on its own (kinds_free_latch) before the follower rejoins, so that a
+ * holder's latch does not join the election again in its next session. */
+static void kinds_free_latch(kinds_t *o)
+{
+    zkit_latch_free(o->latch);
+    o->latch = NULL;
+}
+
+static void kinds_free(kinds_t *o)
+{
+    kinds_free_latch(o);
+    zkit_lock_free(o->multi);
+    zkit_semaphore_free(o->sem);
+    zkit_lock_free(o->semmutex);
+    zkit_rwlock_free(o->read_rw);
+    zkit_rwlock_free(o->write_rw);
+    pthread_mutex_destroy(&o->told.mu);
+}
+
+/* The lock a kind's holding is taken on (NULL for the lease and the latch). */
+static zkit_lock_t *kinds_lock(kinds_t *o, int kind, int rival)
+{
+    switch (kind) {
+    case K_WRITE:
+        return rival ? zkit_rwlock_read(o->write_rw) : zkit_rwlock_write(o->write_rw);
+    case K_READ:
+        return rival ? zkit_rwlock_write(o->read_rw) : zkit_rwlock_read(o->read_rw);
+    case K_SEMMUTEX:
+        return o->semmutex;
+    case K_MULTI:
+        return o->multi;
+    default:
+        return NULL;
+    }
+}
+
+typedef struct kinds_holder {
+    kinds_t o;
+    zkit_lease_t *lease;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    int acquired, done, stop, rc, failed_kind;
+    hold_record_t rec[KINDS];
+    states_t states[KINDS];   /* the latch's: its holding's states */
+} kinds_holder_t;
+
+static int kinds_acquire(kinds_holder_t *h, int kind)
+{
+    int rc;
+    switch (kind) {
+    case K_LEASE:
+        return zkit_semaphore_acquire(&h->lease, h->o.sem, 1, 10000);
+    case K_LATCH:
+        rc = zkit_latch_start(h->o.latch);
+        return rc != 0 ? rc : zkit_latch_await(h->o.latch, 10000);
+    default:
+        return zkit_lock_acquire(kinds_lock(&h->o, kind, 0), 10000);
+    }
+}
+
+/* Whether the holder says the holding is held and gives a validity deadline. */
+static int kinds_valid(kinds_holder_t *h, int kind, int64_t *deadline)
+{
+    zkit_lock_t *lock = kinds_lock(&h->o, kind, 0);
+    if (kind == K_LEASE)
+        return zkit_lease_is_held(h->lease) && zkit_lease_valid_until(deadline, h->lease) == 0;
+    if (kind == K_LATCH)
+        return zkit_latch_has_leadership(h->o.latch) &&
+               zkit_latch_valid_until(deadline, h->o.latch) == 0;
+    return zkit_lock_is_held(lock) && zkit_lock_valid_until(deadline, lock) == 0;
+}
+
+/* The holding thread (the read-write halves and the multi-lock are held by their thread, so
+ * it asks itself): acquires every kind, samples each every 2 ms until told to stop, releases
+ * (the latch is closed by the test thread). */
+static void *kinds_holder_main(void *arg)
+{
+    kinds_holder_t *h = arg;
+    int rc = 0, got = 0, stop = 0;
+    while (got < KINDS && (rc = kinds_acquire(h, got)) == 0)
+        got++;
+    pthread_mutex_lock(&h->mu);
+    h->rc = rc;
+    h->failed_kind = got;
+    h->acquired = 1;
+    pthread_mutex_unlock(&h->mu);
+    while (rc == 0 && !stop) {
+        for (int k = 0; k < KINDS; k++) {
+            int64_t asked = zkh_now_ms(), deadline = 0;
+            int valid = kinds_valid(h, k, &deadline);
+            pthread_mutex_lock(&h->mu);
+            hold_record_answer(&h->rec[k], asked, valid, deadline);
+            pthread_mutex_unlock(&h->mu);
+        }
+        pthread_mutex_lock(&h->mu);
+        stop = h->stop;
+        pthread_mutex_unlock(&h->mu);
+        zkh_sleep_ms(2);
+    }
+    /* ZKIT_ELOCKLOST once lost: that cleans up too. */
+    for (int k = 0; k < got && k != K_LATCH; k++) {
+        if (k == K_LEASE)
+            zkit_lease_release(h->lease);
+        else
+            zkit_lock_release(kinds_lock(&h->o, k, 0));
+    }
+    h->lease = NULL;
+    pthread_mutex_lock(&h->mu);
+    h->done = 1;
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+static int kinds_holder_acquired(void *arg)
+{
+    kinds_holder_t *h = arg;
+    return zkh_read_locked(&h->mu, &h->acquired);
+}
+
+static int kinds_holder_done(void *arg)
+{
+    kinds_holder_t *h = arg;
+    return zkh_read_locked(&h->mu, &h->done);
+}
+
+/* When the holder was told the holding of `kind` ended, or -1. */
+static int64_t kinds_ended(kinds_holder_t *h, int kind)
+{
+    return kind == K_LATCH ? latch_told_read(&h->o.told, 0) : states_ended(&h->states[kind]);
+}
+
+static int kinds_all_ended(void *arg)
+{
+    kinds_holder_t *h = arg;
+    for (int k = 0; k < KINDS; k++)
+        if (kinds_ended(h, k) < 0)
+            return 0;
+    return 1;
+}
+
+static int kinds_all_said_invalid(void *arg)
+{
+    kinds_holder_t *h = arg;
+    int all = 1;
+    pthread_mutex_lock(&h->mu);
+    for (int k = 0; k < KINDS; k++)
+        all = all && h->rec[k].first_invalid_at >= 0;
+    pthread_mutex_unlock(&h->mu);
+    return all;
+}
+
+typedef struct kinds_rival {
+    kinds_t o;
+    zkit_client_t *client;
+    char (*paths)[96];
+    bg_t bg[KINDS];           /* the lock kinds' acquirers */
+    int bg_started[KINDS];
+    sem_bg_t lease;
+    int lease_started;
+} kinds_rival_t;
+
+/* When the rival was granted `kind`: -1 while it was not (or failed). */
+static int64_t kinds_granted_at(kinds_rival_t *r, int kind)
+{
+    if (kind == K_LATCH)
+        return latch_told_read(&r->o.told, 1);
+    if (kind == K_LEASE)
+        return r->lease_started && sem_bg_done(&r->lease) && r->lease.rc == 0 ? r->lease.at_ms
+                                                                              : -1;
+    return r->bg_started[kind] && bg_acquired(&r->bg[kind]) && r->bg[kind].rc == 0
+               ? r->bg[kind].at_ms : -1;
+}
+
+static int kinds_all_granted(void *arg)
+{
+    kinds_rival_t *r = arg;
+    for (int k = 0; k < KINDS; k++)
+        if (kinds_granted_at(r, k) < 0)
+            return 0;
+    return 1;
+}
+
+static long latch_participant_count(void *arg)
+{
+    kinds_rival_t *r = arg;
+    zkit_participant_t *list = NULL;
+    size_t n = 0;
+    if (zkit_latch_participants(&list, &n, r->client, r->paths[K_LATCH]) != 0)
+        return -1;
+    zkit_participants_free(list, n);
+    return (long)n;
+}
+
+/* Starts the rival's acquisitions and waits until each is queued behind the holder. */
+static void kinds_rival_start(kinds_rival_t *r)
+{
+    char leases[128];
+    for (int k = 0; k < KINDS; k++) {
+        if (k == K_LEASE) {
+            sem_bg_start(&r->lease, r->o.sem, 1, 20000);
+            r->lease_started = 1;
+        } else if (k == K_LATCH) {
+            CU_ASSERT_EQUAL(zkit_latch_start(r->o.latch), 0);
+        } else {
+            bg_start(&r->bg[k], kinds_lock(&r->o, k, 1), 20000, 1);
+            r->bg_started[k] = 1;
+        }
+    }
+    for (int k = 0; k < KINDS; k++)
+        if (r->bg_started[k])
+            CU_ASSERT_EQUAL(wait_participants(kinds_lock(&r->o, k, 1), 2, 5000), 0);
+    snprintf(leases, sizeof(leases), "%s/leases", r->paths[K_LEASE]);
+    CU_ASSERT_EQUAL(wait_children(leases, 2, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_count(latch_participant_count, r, 2, 5000), 0);
+}
+
+static void kinds_rival_finish(kinds_rival_t *r)
+{
+    for (int k = 0; k < KINDS; k++)
+        if (r->bg_started[k])
+            CU_ASSERT_EQUAL(bg_finish(&r->bg[k], 10000), 0);
+    if (r->lease_started && sem_bg_join(&r->lease, 10000) == 0 && r->lease.rc == 0)
+        CU_ASSERT_EQUAL(zkit_lease_release(r->lease.leases[0]), 0);
+}
+
+static void test_cut_off_follower_every_kind(void)
+{
+    const int session_ms = 1000;
+    kinds_holder_t h;
+    kinds_rival_t r;
+    zkit_client_t *ca = NULL, *cb = NULL;
+    char base[64], paths[KINDS + 1][96];
+    int follower = -1, started = 0, have_objects = 0, failed = 0, rc, rival_rc;
+    int64_t touched = 0, cut = 0;
+
+    memset(&h, 0, sizeof(h));
+    memset(&r, 0, sizeof(r));
+    pthread_mutex_init(&h.mu, NULL);
+    for (int k = 0; k < KINDS; k++) {
+        hold_record_init(&h.rec[k]);
+        states_init(&h.states[k]);
+    }
+    if (cut_off_clients(&ca, &cb, &follower, session_ms) != 0)
+        goto destroy;
+    zkh_unique_path(base, sizeof(base), "cut-kinds");
+    kinds_paths(paths, base);
+    r.client = cb;
+    r.paths = paths;
+    rc = kinds_new(&h.o, ca, paths, "holder");
+    rival_rc = kinds_new(&r.o, cb, paths, "rival");
+    have_objects = 1;
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_EQUAL(rival_rc, 0);
+    if (rc != 0 || rival_rc != 0)
+        goto free_objects;
+    for (int k = 0; k < KINDS; k++)
+        if (kinds_lock(&h.o, k, 0))
+            CU_ASSERT_EQUAL(zkit_lock_set_state_callback(kinds_lock(&h.o, k, 0), states_record,
+                                                         &h.states[k]), 0);
+    CU_ASSERT_EQUAL(zkit_semaphore_set_state_callback(h.o.sem, lease_states_record,
+                                                      &h.states[K_LEASE]), 0);
+    CU_ASSERT_EQUAL(zkit_latch_set_state_callback(h.o.latch, latch_states_record,
+                                                  &h.states[K_LATCH]), 0);
+    if (pthread_create(&h.thread, NULL, kinds_holder_main, &h) != 0) {
+        CU_FAIL("cannot start the holding thread");
+        goto free_objects;
+    }
+    started = 1;
+    CU_ASSERT_EQUAL(zkh_wait_until(kinds_holder_acquired, &h, 20000), 0);
+    pthread_mutex_lock(&h.mu);
+    rc = h.acquired ? h.rc : ZKIT_ETIMEDOUT;
+    if (rc != 0)
+        fprintf(stderr, "every kind: the holder's %s: %s\n",
+                h.failed_kind < KINDS ? kind_name[h.failed_kind] : "acquisitions",
+                zkit_strerror(rc));
+    pthread_mutex_unlock(&h.mu);
+    CU_ASSERT_EQUAL(rc, 0);
+    if (rc != 0)
+        goto stop;
+    kinds_rival_start(&r);
+    if (!(cut = cut_before_ping(ca, follower, session_ms, &touched)))
+        goto stop;
+
+    /* As for the mutex: the leader expires the holder's session about a second after the
+     * cut, and every rival is granted then. */
+    CU_ASSERT_EQUAL(zkh_wait_until(kinds_all_granted, &r, session_ms + 8000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(kinds_all_ended, &h, 8000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(kinds_all_said_invalid, &h, 2000), 0);
+    pthread_mutex_lock(&h.mu);
+    for (int k = 0; k < KINDS; k++) {
+        char what[96];
+        snprintf(what, sizeof(what), "cut-off follower, %d ms session: %s", session_ms,
+                 kind_name[k]);
+        if (judge_hold(what, cut, states_first(&h.states[k], ZKIT_LOCK_UNCERTAIN),
+                       kinds_ended(&h, k), &h.rec[k], kinds_granted_at(&r, k))) {
+            failed = 1;
+            states_print(&h.states[k], kind_name[k]);
+        }
+    }
+    if (failed || getenv("ZKIT_TEST_VERBOSE"))
+        fprintf(stderr, "  every kind: last request %lld ms from the cut\n",
+                (long long)(touched - cut));
+    pthread_mutex_unlock(&h.mu);
+
+stop:
+    pthread_mutex_lock(&h.mu);
+    h.stop = 1;
+    pthread_mutex_unlock(&h.mu);
+    CU_ASSERT_EQUAL(zkh_wait_until(kinds_holder_done, &h, 10000), 0);
+    if (kinds_holder_done(&h))
+        pthread_join(h.thread, NULL);
+    else
+        pthread_detach(h.thread);
+    started = 0;
+    kinds_rival_finish(&r);
+    kinds_free_latch(&h.o);
+    kinds_free_latch(&r.o);
+    if (cut)
+        CU_ASSERT_EQUAL(zkh_rejoin(zk, follower), 0);
+free_objects:
+    if (started)
+        pthread_join(h.thread, NULL);
+    if (have_objects) {
+        kinds_free(&h.o);
+        kinds_free(&r.o);
+        rc = zkit_delete(cb, base, -1, ZKIT_DELETE_CHILDREN);
+        if (rc != 0 && rc != ZKIT_ENONODE) /* the locks' parents are containers */
+            fprintf(stderr, "every kind: deleting %s: %s\n", base, zkit_strerror(rc));
+        CU_ASSERT(rc == 0 || rc == ZKIT_ENONODE);
+    }
+    zkit_client_close(ca);
+    zkit_client_close(cb);
+destroy:
+    pthread_mutex_destroy(&h.mu);
+}
+
 static const zkh_test_t tests[] = {
     { "read-only server after quorum loss", test_read_only_server_after_quorum_loss },
     { "cut-off follower, 1 s session: no two holders", test_cut_off_follower_short_session },
     { "cut-off follower, 3 s session: no hold nor deadline past a rival's grant",
       test_cut_off_follower_long_session },
+    { "cut-off follower, 1 s session: no two holders of any other kind",
+      test_cut_off_follower_every_kind },
     { "kill the connected server", test_kill_connected_server },
     { NULL, NULL }
 };
