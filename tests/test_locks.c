@@ -25,6 +25,7 @@
 #include "lock_support.h"
 #include "framework/client.h" /* zkit__test_fault_set */
 #include "recipes/engine.h" /* a downgrade acquisition, driven directly */
+#include "framework/async.h" /* a watch that stalls the completion thread; timers */
 
 /* ---- checks ---------------------------------------------------------------------------- */
 
@@ -2367,6 +2368,268 @@ static void test_confirm_grant_after_wait(void)
     free(path);
 }
 
+/* A watch that holds libzookeeper's completion thread for a while when it fires: the replies
+ * queued behind it (a grant's sync) are handled late, as if the leader answered late. */
+typedef struct stall {
+    pthread_mutex_t mu;
+    int armed;      /* its get-children came back: the watch is set */
+    int fired;      /* the stall is over */
+    int stall_ms;
+} stall_t;
+
+static void stall_listed(zkit_client_t *c, const zkit_result_t *res, void *arg)
+{
+    stall_t *s = arg;
+    (void)c;
+    (void)res;
+    pthread_mutex_lock(&s->mu);
+    s->armed = 1;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void stall_fired(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
+{
+    stall_t *s = arg;
+    (void)c;
+    (void)event;
+    (void)path;
+    zkh_sleep_ms(s->stall_ms);
+    pthread_mutex_lock(&s->mu);
+    s->fired = 1;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static int stall_armed(void *arg)
+{
+    stall_t *s = arg;
+    int armed;
+    pthread_mutex_lock(&s->mu);
+    armed = s->armed;
+    pthread_mutex_unlock(&s->mu);
+    return armed;
+}
+
+static int stall_over(stall_t *s)
+{
+    int fired;
+    pthread_mutex_lock(&s->mu);
+    fired = s->fired;
+    pthread_mutex_unlock(&s->mu);
+    return fired;
+}
+
+typedef struct syncs_past {
+    zkit_client_t *client;
+    int count;
+} syncs_past_t;
+
+static int confirm_syncs_reached(void *arg)
+{
+    syncs_past_t *p = arg;
+    return confirm_syncs(p->client) >= p->count;
+}
+
+/* A grant's sync answered later than it vouches for (T/12 with no sync before it) must not
+ * make the lock HELD: the leader is asked again first.  Otherwise the acquire returns on a
+ * confirmation already lapsed, and the holder's state goes SUSPENDED (UNCERTAIN) at once. */
+static void test_confirm_grant_answer_late(void)
+{
+    fixture_t f;
+    zkit_client_t *a, *b;
+    zkit_lock_t *la, *lb;
+    zkit_watcher_t watcher;
+    stall_t stall;
+    syncs_past_t past;
+    bg_t bg;
+    char *path;
+    int t, grants;
+    fx_begin(&f, "confirm-late");
+    path = lk_join(f.base, "lock");
+    a = lk_client(4000);
+    b = lk_client(4000);
+    CU_ASSERT_FATAL(a != NULL && b != NULL);
+    t = zkit_client_negotiated_timeout(a);
+    CU_ASSERT_FATAL(zkit_mutex_new(&la, a, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&lb, b, path) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(lb, 5000) == 0);
+    bg_start(&bg, la, 10000, 1);
+    CU_ASSERT_EQUAL(wait_participants(lb, 2, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(confirmation_stale, a, 5000), 0);
+
+    /* Armed after a's watch on b's node: b's delete fires that first (the hand-off sends the
+     * grant's sync), then the directory's, which stalls the sync's answer. */
+    memset(&stall, 0, sizeof(stall));
+    pthread_mutex_init(&stall.mu, NULL);
+    stall.stall_ms = t / 6;
+    watcher.fn = stall_fired;
+    watcher.arg = &stall;
+    CU_ASSERT_FATAL(zkit__get_children_watch_inline(a, path, &watcher, NULL, NULL, stall_listed,
+                                                    &stall) == 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(stall_armed, &stall, 5000), 0);
+    grants = grant_syncs(a);
+    CU_ASSERT_EQUAL(zkit_lock_release(lb), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &bg, 5000), 0);
+    CU_ASSERT_EQUAL(bg.rc, 0);
+    CU_ASSERT(stall_over(&stall));
+    CU_ASSERT(grant_syncs(a) > grants);
+    /* Past the holder's first two syncs, the first of which would announce a lapse. */
+    past.client = a;
+    past.count = confirm_syncs(a) + 2;
+    CU_ASSERT_EQUAL(zkh_wait_until(confirm_syncs_reached, &past, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_client_state(a), ZKIT_CONN_CONNECTED);
+    CU_ASSERT_EQUAL(bg_finish(&bg, 5000), 0);
+    CU_ASSERT_EQUAL(bg.release_rc, 0);
+
+    fx_end(&f);
+    zkit_lock_free(la);
+    zkit_lock_free(lb);
+    zkit_client_close(a);
+    zkit_client_close(b);
+    pthread_mutex_destroy(&stall.mu);
+    free(path);
+}
+
+/* Holds up the supervisor from just before a holder's confirmation lapses until a disconnect
+ * noticed after the lapse is queued (a timer's work runs on the supervisor's thread). */
+typedef struct lapse_cut {
+    zkit_client_t *client;
+    zkh_proxy_t *proxy;
+    int64_t lapse_ms;   /* the confirmation's end */
+    int64_t cut_ms;     /* when the connection was cut */
+    int queued;         /* the disconnect reached the client's event queue */
+    pthread_mutex_t mu;
+    int done;
+} lapse_cut_t;
+
+static void lapse_cut_run(void *arg)
+{
+    lapse_cut_t *l = arg;
+    zkit_client_t *c = l->client;
+    int64_t lapse, deadline;
+    int queued = 0;
+    pthread_mutex_lock(&c->mu);
+    lapse = c->confirmed_until_ms;
+    pthread_mutex_unlock(&c->mu);
+    if (zkit__client_is_closing(c)) { /* run at once by a close: nothing to cut */
+        pthread_mutex_lock(&l->mu);
+        l->done = 1;
+        pthread_mutex_unlock(&l->mu);
+        return;
+    }
+    zkh_sleep_ms(lapse + 150 - zkh_now_ms());
+    /* Cut: the client sees its connection reset; the replies of the next one stay held, so
+     * it stays disconnected. */
+    zkh_proxy_block(l->proxy);
+    zkh_proxy_unblock(l->proxy);
+    l->cut_ms = zkh_now_ms();
+    for (deadline = l->cut_ms + 2000; !queued && zkh_now_ms() < deadline; zkh_sleep_ms(1)) {
+        pthread_mutex_lock(&c->mu);
+        queued = c->session_event_count > 0;
+        pthread_mutex_unlock(&c->mu);
+    }
+    pthread_mutex_lock(&l->mu);
+    l->lapse_ms = lapse;
+    l->queued = queued;
+    l->done = 1;
+    pthread_mutex_unlock(&l->mu);
+}
+
+static int lapse_cut_done(void *arg)
+{
+    lapse_cut_t *l = arg;
+    int done;
+    pthread_mutex_lock(&l->mu);
+    done = l->done;
+    pthread_mutex_unlock(&l->mu);
+    return done;
+}
+
+static int client_suspended(void *client)
+{
+    return zkit_client_state(client) == ZKIT_CONN_SUSPENDED;
+}
+
+static int client_reconnected(void *client)
+{
+    return zkit_client_state(client) == ZKIT_CONN_RECONNECTED;
+}
+
+/* The holder's syncs run at their steady pace: an answer vouches for more than T/4. */
+static int confirmation_steady(void *client)
+{
+    zkit_client_t *c = client;
+    int steady;
+    pthread_mutex_lock(&c->mu);
+    steady = c->confirmed_until_ms - zkh_now_ms() >= c->negotiated_timeout_ms / 4;
+    pthread_mutex_unlock(&c->mu);
+    return steady;
+}
+
+/* A disconnect noticed after a holder's confirmation lapsed, before the supervisor (held up
+ * for less than it tolerates) announced the lapse: the validity counts from the lapse, not
+ * from the disconnect. */
+static void test_confirm_lapse_then_disconnect(void)
+{
+    fixture_t f;
+    zkh_proxy_t *proxy;
+    zkit_client_t *c;
+    zkit_lock_t *lock;
+    lapse_cut_t cut;
+    syncs_past_t past;
+    char *path;
+    int64_t lapse, valid_until = 0;
+    int t, margin, rc;
+    fx_begin(&f, "confirm-lapse-cut");
+    path = lk_join(f.base, "lock");
+    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(proxy != NULL);
+    c = lk_client_to(zkh_proxy_address(proxy), 6000);
+    CU_ASSERT_FATAL(c != NULL);
+    t = zkit_client_negotiated_timeout(c);
+    margin = t / 10 > 200 ? t / 10 : 200;
+    CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(confirmation_steady, c, 10000), 0);
+
+    /* No answer from now on; once a sync has gone out unanswered, the end is known. */
+    zkh_proxy_hold_replies(proxy, 1);
+    past.client = c;
+    past.count = confirm_syncs(c) + 1;
+    CU_ASSERT_EQUAL(zkh_wait_until(confirm_syncs_reached, &past, 5000), 0);
+    memset(&cut, 0, sizeof(cut));
+    pthread_mutex_init(&cut.mu, NULL);
+    cut.client = c;
+    cut.proxy = proxy;
+    pthread_mutex_lock(&c->mu);
+    lapse = c->confirmed_until_ms;
+    pthread_mutex_unlock(&c->mu);
+    CU_ASSERT_FATAL(lapse - 60 > zkh_now_ms());
+    CU_ASSERT_FATAL(zkit__schedule(c, lapse - 60, lapse_cut_run, &cut) == 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(lapse_cut_done, &cut, 10000), 0);
+    CU_ASSERT(cut.queued);
+    lapse = cut.lapse_ms;
+    CU_ASSERT_EQUAL(zkh_wait_until(client_suspended, c, 5000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_valid_until(&valid_until, lock), 0);
+    if (valid_until > lapse + t / 3 - margin)
+        fprintf(stderr, "confirm: lapsed at %lld, cut at %lld, valid until %lld (%lld late)\n",
+                (long long)lapse, (long long)cut.cut_ms, (long long)valid_until,
+                (long long)(valid_until - (lapse + t / 3 - margin)));
+    CU_ASSERT(valid_until <= lapse + t / 3 - margin);
+
+    /* Back in the same session, confirmed again; the lock is HELD again, or EXPIRED if the
+     * reconnection came after its deadline: released either way. */
+    zkh_proxy_hold_replies(proxy, 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(client_reconnected, c, 10000), 0);
+    rc = zkit_lock_release(lock);
+    CU_ASSERT(rc == 0 || rc == ZKIT_ELOCKLOST);
+    fx_end(&f);
+    zkit_lock_free(lock);
+    zkit_client_close(c);
+    zkh_proxy_stop(proxy);
+    pthread_mutex_destroy(&cut.mu);
+    free(path);
+}
+
 static const zkh_test_t tests[] = {
     { "log checker catches overlaps", test_log_checker },
     { "mutex: 4 processes x 25", test_mp_mutex },
@@ -2404,6 +2667,10 @@ static const zkh_test_t tests[] = {
     { "held watch: the directory's, then the node's", test_held_watch_through_directory },
     { "confirmation: syncs only while a lock is held", test_confirm_syncs_while_held },
     { "confirmation: a grant after a long wait syncs first", test_confirm_grant_after_wait },
+    { "confirmation: a grant's sync answered too late asks again",
+      test_confirm_grant_answer_late },
+    { "confirmation: a disconnect after an unannounced lapse counts from the lapse",
+      test_confirm_lapse_then_disconnect },
     { NULL, NULL }
 };
 

@@ -1241,7 +1241,12 @@ static void on_disconnected(zkit_client_t *c, int64_t at_ms)
         c->state == ZKIT_CONN_READ_ONLY) {
         /* Noticed late if this process was held up: count from the last moment it was
          * watching the connection. */
-        c->suspended_since_ms = c->connected && vouch_stale(c, at_ms) ? vouched_at(c) : at_ms;
+        int64_t since = c->connected && vouch_stale(c, at_ms) ? vouched_at(c) : at_ms;
+        /* Or from a held lock's confirmation, if it lapsed first (the supervisor, held up
+         * less than it tolerates, may not have said so yet). */
+        if (c->held_locks > 0 && c->confirmed_until_ms < since)
+            since = c->confirmed_until_ms;
+        c->suspended_since_ms = since;
         change_state(c, ZKIT_CONN_SUSPENDED);
     }
     c->connected = 0;

@@ -773,8 +773,13 @@ static void on_synced(int error, void *arg)
     zkit__acq_t *acq = reply_open(r);
     if (!acq)
         return;
-    if (error == 0) {
+    if (error == 0 && zkit__client_confirmed(acq->client)) {
         finish(acq, 0);
+    } else if (error == 0) {
+        /* Answered too late to vouch for the holding (a slow leader, a busy completion
+         * thread): ask again; each sync sent narrows the gap the next answer counts with. */
+        if (step(acq, submit_sync) == 0)
+            acq_unlock(acq);
     } else if (++acq->confirm_failures >= MAX_CONFIRM_FAILURES) {
         finish(acq, error);
     } else {

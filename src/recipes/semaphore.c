@@ -282,14 +282,19 @@ static int lists_ours(const run_t *run, const zkit_result_t *res)
     return 0;
 }
 
-/* Whether a listing of the leases shows ours within max_leases: held. */
+static void finish_granted(run_t *run);
+
+/* The grant's sync came back (libzookeeper's completion thread). */
 static void on_lease_synced(int error, void *arg)
 {
     run_reply_t *r = arg;
     run_t *run = reply_open(r);
     if (!run)
         return;
-    run_finish(run, error);
+    if (error == 0) /* held once confirmed; answered too late to vouch, it asks again */
+        finish_granted(run);
+    else
+        run_finish(run, error);
     reply_close(r);
 }
 
