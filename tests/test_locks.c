@@ -2402,11 +2402,7 @@ static void stall_fired(zkit_client_t *c, zkit_event_t event, const char *path, 
 static int stall_armed(void *arg)
 {
     stall_t *s = arg;
-    int armed;
-    pthread_mutex_lock(&s->mu);
-    armed = s->armed;
-    pthread_mutex_unlock(&s->mu);
-    return armed;
+    return zkh_read_locked(&s->mu, &s->armed);
 }
 
 static int stall_over(stall_t *s)
@@ -2537,11 +2533,7 @@ static void lapse_cut_run(void *arg)
 static int lapse_cut_done(void *arg)
 {
     lapse_cut_t *l = arg;
-    int done;
-    pthread_mutex_lock(&l->mu);
-    done = l->done;
-    pthread_mutex_unlock(&l->mu);
-    return done;
+    return zkh_read_locked(&l->mu, &l->done);
 }
 
 static int client_suspended(void *client)
