@@ -32,7 +32,7 @@ static int found_server(void *arg)
     return s->index >= 0;
 }
 
-static void test_kill_connected_server(void)
+static void kill_connected_server(void)
 {
     zkit_create_options_t eph = ZKIT_CREATE_OPTIONS_INIT;
     fw_state_log_t log;
@@ -94,8 +94,20 @@ static void test_kill_connected_server(void)
 
     zkit_client_close(c);
     fw_state_log_destroy(&log);
-    /* The ensemble whole again, for the emptiness check on every server. */
-    CU_ASSERT_EQUAL(zkh_restart(zk, before.index), 0);
+}
+
+/* On an ensemble of its own whose peers reach each other directly: a leader killed in the
+ * suite's ensemble, whose peer links all run through the harness' proxies (to cut a server
+ * off), was sometimes replaced only after more than this test's 10 s session (the harness'
+ * longest), while directly linked peers replace it in a few seconds. */
+static void test_kill_connected_server(void)
+{
+    zkh_cluster_t *own = zkh_start(3), *saved = zk;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(own);
+    zk = own; /* found_server looks here */
+    kill_connected_server();
+    zk = saved;
+    zkh_shutdown(own);
 }
 
 /*
@@ -948,16 +960,13 @@ destroy:
 }
 
 static const zkh_test_t tests[] = {
-    /* First, while every server has been up from the start: the other tests cut a server off
-     * or leave quorum, and a leader killed soon after a server rejoined took up to 11 s to
-     * replace, longer than this test's session (the harness' longest, 10 s). */
-    { "kill the connected server", test_kill_connected_server },
     { "read-only server after quorum loss", test_read_only_server_after_quorum_loss },
     { "cut-off follower, 1 s session: no two holders", test_cut_off_follower_short_session },
     { "cut-off follower, 3 s session: no hold nor deadline past a rival's grant",
       test_cut_off_follower_long_session },
     { "cut-off follower, 1 s session: no two holders of any other kind",
       test_cut_off_follower_every_kind },
+    { "kill the connected server", test_kill_connected_server },
     { NULL, NULL }
 };
 
