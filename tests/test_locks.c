@@ -2407,11 +2407,7 @@ static int stall_armed(void *arg)
 
 static int stall_over(stall_t *s)
 {
-    int fired;
-    pthread_mutex_lock(&s->mu);
-    fired = s->fired;
-    pthread_mutex_unlock(&s->mu);
-    return fired;
+    return zkh_read_locked(&s->mu, &s->fired);
 }
 
 typedef struct syncs_past {
