@@ -990,6 +990,278 @@ static void test_cancel_from_other_callback(void)
         cancel_from_other_callback_kind((enum kind)k);
 }
 
+/* ---- a grant heard late -------------------------------------------------------------------- */
+
+/* The event thread held up by a callback of the test's until the gate opens (bounded). */
+static atomic_int stall_entered, stall_open;
+
+static void stall_cb(zkit_client_t *c, const zkit_result_t *res, void *arg)
+{
+    int64_t due = zkh_now_ms() + 60000;
+    (void)c;
+    (void)res;
+    (void)arg;
+    atomic_store(&stall_entered, 1);
+    while (!atomic_load(&stall_open) && zkh_now_ms() < due)
+        usleep(1000);
+}
+
+static int stall_running(void *arg)
+{
+    (void)arg;
+    return atomic_load(&stall_entered);
+}
+
+/* The late client's session: short, since each case waits for the server to expire it. */
+#define LATE_SESSION_MS 2000
+
+/* A late completion: what it reported and what the lock said inside it. */
+typedef struct late_rec {
+    done_rec_t done;
+    const char *log;
+    atomic_int in_process;   /* zkit_lock_is_acquired_in_process inside the completion */
+    atomic_int valid_rc;     /* zkit_lock_valid_until inside it (0 for a lease: its own) */
+    atomic_llong at_ms;
+    zkit_lease_t *lease;     /* a lease handed over (semaphore) */
+} late_rec_t;
+
+static void on_late_lock(zkit_lock_t *lock, int error, void *arg)
+{
+    late_rec_t *r = arg;
+    int64_t until;
+    atomic_store(&r->at_ms, zkh_now_ms());
+    atomic_store(&r->in_process, zkit_lock_is_acquired_in_process(lock));
+    atomic_store(&r->valid_rc, zkit_lock_valid_until(&until, lock));
+    if (error == 0)
+        log_mark(r->log, "ENTER", 1); /* held, as far as this holder is told */
+    on_lock_done(lock, error, &r->done);
+}
+
+static void on_late_leases(zkit_semaphore_t *sem, int error, zkit_lease_t **leases, int count,
+                           void *arg)
+{
+    late_rec_t *r = arg;
+    int64_t until;
+    atomic_store(&r->at_ms, zkh_now_ms());
+    if (error == 0 && count == 1) {
+        r->lease = leases[0];
+        atomic_store(&r->valid_rc, zkit_lease_valid_until(&until, leases[0]));
+        log_mark(r->log, "ENTER", 1);
+    }
+    on_leases_done(sem, error, leases, count, &r->done);
+}
+
+typedef struct new_session {
+    zkit_client_t *c;
+    int64_t old;
+} new_session_t;
+
+static int has_new_session(void *arg)
+{
+    new_session_t *n = arg;
+    int64_t s = zkit_client_session_id(n->c);
+    return s != 0 && s != n->old;
+}
+
+/*
+ * An acquisition of kind `k` (K_KINDS: a counting semaphore's lease) is granted while the
+ * client cannot deliver its completion: the event thread is held up in another callback, or
+ * (dispatch) the loop does not dispatch.  Then the client is cut off until the server expires
+ * its session, and a rival takes the lock.
+ * When the completion finally runs it must not say "acquired": the ENTER/EXIT log of both
+ * holders (ours marked only when told 0) shows no overlap, the completion says
+ * ZKIT_ELOCKLOST, inside it the lock is neither acquired in the process nor valid, and the
+ * state callback, which never heard of the holding, reports nothing for it.
+ */
+static void late_grant(enum kind k, int dispatch)
+{
+    fixture_t f;
+    zkit_client_options_t opts;
+    zkit_client_t *c, *o;
+    zkh_proxy_t *proxy;
+    zkit_semaphore_t *sem = NULL, *their_sem = NULL;
+    zkit_lease_t *their_lease = NULL;
+    pair_t p;
+    late_rec_t r;
+    states_t st;
+    new_session_t ns;
+    verdict_t v;
+    char *dir, scratch[128], log[256];
+    int64_t sc = 0, rival_at;
+    const char *what = k == K_KINDS ? "lease" : kind_name[k];
+    fx_begin(&f, "late-grant");
+    dir = lk_join(f.base, "lock");
+    scratch_dir(scratch, sizeof(scratch));
+    CU_ASSERT_FATAL(scratch[0] != '\0');
+    snprintf(log, sizeof(log), "%s/log", scratch);
+    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(proxy != NULL);
+    fw_options(&opts, zkh_proxy_address(proxy), NULL, LATE_SESSION_MS, NULL);
+    if (dispatch)
+        opts.delivery = ZKIT_DELIVER_ON_DISPATCH;
+    CU_ASSERT_FATAL((c = fw_connect_opts(&opts)) != NULL);
+    o = lk_client(10000);
+    CU_ASSERT_FATAL(o != NULL);
+    memset(&r, 0, sizeof(r));
+    rec_init(&r.done);
+    r.log = log;
+    states_init(&st);
+    atomic_store(&stall_entered, 0);
+    atomic_store(&stall_open, 0);
+
+    /* The rival holds; ours waits behind it. */
+    if (k == K_KINDS) {
+        CU_ASSERT_FATAL(zkit_semaphore_new(&sem, c, dir, 1) == 0);
+        CU_ASSERT_FATAL(zkit_semaphore_new(&their_sem, o, dir, 1) == 0);
+        CU_ASSERT_FATAL(zkit_semaphore_set_state_callback(sem, lease_states_record, &st) == 0);
+        CU_ASSERT_FATAL(zkit_semaphore_acquire(&their_lease, their_sem, 1, 5000) == 0);
+        CU_ASSERT_FATAL(zkit_semaphore_acquire_async(sem, 1, -1, on_late_leases, &r) == 0);
+    } else {
+        pair_new(&p, k, c, o, dir);
+        CU_ASSERT_FATAL(zkit_lock_set_state_callback(p.ours, states_record, &st) == 0);
+        CU_ASSERT_FATAL(zkit_lock_acquire(p.theirs, 5000) == 0);
+        CU_ASSERT_FATAL(zkit_lock_acquire_async(p.ours, -1, on_late_lock, &r) == 0);
+    }
+    log_mark(log, "ENTER", 2);
+    sc = zkit_client_session_id(c);
+    CU_ASSERT_EQUAL(wait_queued(f.base, sc, 1, 5000), 0);
+
+    /* The completion cannot run from here: the event thread is busy, or nobody dispatches. */
+    if (!dispatch) {
+        CU_ASSERT_FATAL(zkit_exists_async(c, "/", NULL, stall_cb, NULL) == 0);
+        CU_ASSERT_FATAL(zkh_wait_until(stall_running, NULL, 5000) == 0);
+    }
+    log_mark(log, "EXIT", 2);
+    if (k == K_KINDS) {
+        CU_ASSERT_EQUAL(zkit_lease_release(their_lease), 0);
+    } else {
+        CU_ASSERT_EQUAL(zkit_lock_release(p.theirs), 0);
+    }
+    /* Granted (our node is first and the grant recorded), not yet told. */
+    CU_ASSERT_EQUAL(zkh_wait_until(is_queued, &(queued_t){ f.base, sc, 1 }, 5000), 0);
+    if (k != K_KINDS) {
+        int64_t due = zkh_now_ms() + 10000;
+        while (!zkit_lock_is_acquired_in_process(p.ours) && zkh_now_ms() < due)
+            usleep(2000);
+        CU_ASSERT_FATAL(zkit_lock_is_acquired_in_process(p.ours) == 1);
+    } else {
+        char *leases = lk_join(dir, "leases");
+        CU_ASSERT_EQUAL(wait_children(leases, 1, 5000), 0);
+        free(leases);
+    }
+    CU_ASSERT_EQUAL(atomic_load(&r.done.calls), 0);
+
+    /* Cut off until the server expires the session and the rival takes the lock (the
+     * server's own timing: within a few session timeouts). */
+    zkh_proxy_block(proxy);
+    if (k == K_KINDS) {
+        CU_ASSERT_FATAL(zkit_semaphore_acquire(&their_lease, their_sem, 1,
+                                               4 * LATE_SESSION_MS + 10000) == 0);
+    } else {
+        CU_ASSERT_FATAL(zkit_lock_acquire(p.theirs, 4 * LATE_SESSION_MS + 10000) == 0);
+    }
+    rival_at = zkh_now_ms();
+    log_mark(log, "ENTER", 2);
+
+    /* Now the completion runs. */
+    if (dispatch) {
+        int64_t due = zkh_now_ms() + 10000;
+        while (atomic_load(&r.done.calls) == 0 && zkh_now_ms() < due) {
+            CU_ASSERT_EQUAL(zkit_client_dispatch(c), 0);
+            usleep(1000);
+        }
+    } else {
+        atomic_store(&stall_open, 1);
+    }
+    CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &r.done, 10000), 0);
+    if (atomic_load(&r.done.error) != ZKIT_ELOCKLOST)
+        fprintf(stderr, "late grant, %s%s: the completion said %s\n", what,
+                dispatch ? " (dispatch)" : "", zkit_strerror(atomic_load(&r.done.error)));
+    CU_ASSERT_EQUAL(atomic_load(&r.done.error), ZKIT_ELOCKLOST);
+    CU_ASSERT(atomic_load(&r.at_ms) >= rival_at);
+    if (k != K_KINDS) {
+        CU_ASSERT_EQUAL(atomic_load(&r.in_process), 0);
+        CU_ASSERT_NOT_EQUAL(atomic_load(&r.valid_rc), 0);
+    }
+    CU_ASSERT_EQUAL(atomic_load(&r.done.calls), 1);
+    log_mark(log, "EXIT", 2);
+    if (atomic_load(&r.done.error) == 0)
+        log_mark(log, "EXIT", 1);
+    check_log(log, 1, &v);
+    report_verdict(what, &v);
+    CU_ASSERT_EQUAL(v.violations, 0);
+    CU_ASSERT_EQUAL(v.unbalanced, 0);
+
+    /* The client lives on in a new session; what it heard of the lost session comes after
+     * the completion, and tells nothing of a holding it never reported. */
+    zkh_proxy_unblock(proxy);
+    ns.c = c;
+    ns.old = sc;
+    if (dispatch) {
+        int64_t due = zkh_now_ms() + 20000;
+        while (!has_new_session(&ns) && zkh_now_ms() < due) {
+            zkit_client_dispatch(c);
+            usleep(2000);
+        }
+        zkit_client_dispatch(c);
+    } else {
+        done_rec_t b;
+        CU_ASSERT_EQUAL(zkh_wait_until(has_new_session, &ns, 20000), 0);
+        rec_init(&b);
+        CU_ASSERT_FATAL(zkit_exists_async(c, "/", NULL, on_op_done, &b) == 0);
+        CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &b, 5000), 0);
+    }
+    CU_ASSERT(has_new_session(&ns));
+    {
+        char text[256];
+        states_text(&st, text, sizeof(text));
+        if (text[0])
+            fprintf(stderr, "late grant, %s%s: states told: %s\n", what,
+                    dispatch ? " (dispatch)" : "", text);
+        CU_ASSERT_STRING_EQUAL(text, "");
+    }
+
+    /* Nothing of ours is left, and the lock works in the new session. */
+    if (k == K_KINDS) {
+        zkit_lease_t *lease;
+        CU_ASSERT_EQUAL(zkit_lease_release(their_lease), 0);
+        CU_ASSERT_EQUAL(zkit_semaphore_acquire(&lease, sem, 1, 10000), 0);
+        CU_ASSERT_EQUAL(zkit_lease_release(lease), 0);
+    } else {
+        CU_ASSERT_EQUAL(zkit_lock_release(p.theirs), 0);
+        CU_ASSERT_EQUAL(zkit_lock_is_acquired_in_process(p.ours), 0);
+        CU_ASSERT_EQUAL(zkit_lock_acquire(p.ours, 10000), 0);
+        CU_ASSERT_EQUAL(zkit_lock_release(p.ours), 0);
+    }
+    CU_ASSERT_EQUAL(wait_owned_nodes(f.base, zkit_client_session_id(c), 0, 5000), 0);
+    fx_end(&f);
+    if (k == K_KINDS) {
+        zkit_semaphore_free(sem);
+        zkit_semaphore_free(their_sem);
+    } else {
+        pair_free(&p);
+    }
+    if (dispatch)
+        zkit_client_dispatch(c);
+    zkit_client_close(c);
+    zkit_client_close(o);
+    zkh_proxy_stop(proxy);
+    scratch_remove(scratch);
+    free(dir);
+}
+
+static void test_late_grant_event_thread(void)
+{
+    for (int k = 0; k <= K_KINDS; k++)
+        late_grant((enum kind)k, 0);
+}
+
+static void test_late_grant_dispatch(void)
+{
+    for (int k = 0; k <= K_KINDS; k++)
+        late_grant((enum kind)k, 1);
+}
+
 /* ---- registration ---------------------------------------------------------------------------- */
 
 static const zkh_test_t tests[] = {
@@ -1008,6 +1280,10 @@ static const zkh_test_t tests[] = {
     { "free in the acquired callback with another acquisition waiting",
       test_free_in_callback },
     { "cancel from another lock's callback, then try once", test_cancel_from_other_callback },
+    { "a grant told after the session ended is ELOCKLOST: held-up event thread, every kind",
+      test_late_grant_event_thread },
+    { "a grant told after the session ended is ELOCKLOST: loop not dispatching, every kind",
+      test_late_grant_dispatch },
     { NULL, NULL }
 };
 

@@ -107,6 +107,20 @@ static void run_first_task_locked(zkit_client_t *c)
     pthread_cond_broadcast(&c->event_cond);
 }
 
+int zkit__event_queue_idle(zkit_client_t *c)
+{
+    int idle;
+    pthread_mutex_lock(&c->mu);
+    idle = !c->tasks && !c->event_thread_busy;
+    pthread_mutex_unlock(&c->mu);
+    return idle;
+}
+
+int zkit__delivers_on_dispatch(const zkit_client_t *c)
+{
+    return c->dispatch_mode;
+}
+
 /* Runs at most the tasks queued now (c->mu held), so that callbacks that post more work
  * cannot keep the loop from its other descriptors: what is left waits for the next dispatch
  * (the descriptor stays readable). */

@@ -38,4 +38,11 @@ int zkit__is_event_thread(zkit_client_t *c);
  * wait for).  0 anywhere else, doing nothing. */
 int zkit__dispatch_inline(zkit_client_t *c);
 
+/* Whether no callback is queued or running (a snapshot: 1 means that whatever runs later was
+ * posted after this call). */
+int zkit__event_queue_idle(zkit_client_t *c);
+
+/* Whether callbacks are delivered on the application's loop (ZKIT_DELIVER_ON_DISPATCH). */
+int zkit__delivers_on_dispatch(const zkit_client_t *c);
+
 #endif

@@ -13,18 +13,23 @@
 
 ZKIT_EXTERN int zkit_lock_acquire(zkit_lock_t *lock, int timeout_ms)
 {
+    zkit_client_t *client;
     int rc;
     if (!lock)
         return ZKIT_EINVAL;
-    /* Counted as a call in progress, so that zkit_client_close() waits for it to leave. */
-    if ((rc = zkit__call_enter(lock->client)) != 0)
+    client = lock->client;
+    /* Counted as a call in progress, so that zkit_client_close() waits for it to leave, and
+     * as a caller of the lock, so that zkit_lock_free() does. */
+    if ((rc = zkit__call_enter(client)) != 0)
         return rc;
+    zkit__lock_enter(lock);
     rc = zkit__lock_acquire_as(lock, timeout_ms, pthread_self());
-    zkit__call_exit(lock->client);
     /* The engine that found the child runs on the event thread: its log line names it. */
     if (rc == ZKIT_EFOREIGN)
         zkit__error_set("lock %s: a child of the lock path has no lock node layout zkit knows "
                         "(Curator's or kazoo's); the log names it", lock->path);
+    zkit__lock_leave(lock);
+    zkit__call_exit(client);
     return rc;
 }
 

@@ -37,6 +37,8 @@ typedef struct zkit__holder {
     int64_t session;            /* the session that created the node */
     int lost;                   /* EXPIRED or LOST: no longer held */
     int told_lost;              /* LOST was reported for it */
+    int announced;              /* its requester has heard of it (zkit__holding_announce):
+                                 * only then are its states reported */
     zkit__acq_t *holding_acq;   /* referenced while a watch of the acquisition stands in
                                  * for the own-node watch (ownnode.c) */
 } zkit__holder_t;
@@ -97,6 +99,7 @@ struct zkit__req {
     int timeout_ms;
     int done;                   /* under lock->mu */
     int error;
+    int reentered;              /* a reentrant acquisition: the holding was there before */
     void *machine;              /* the kind's acquisition */
     /* exactly one way of hearing the end: */
     zkit_lock_acquired_fn user_done;      /* asynchronous: on the event thread */
@@ -134,6 +137,9 @@ struct zkit_lock {
     int used_event_thread;      /* something of this lock may be queued on the event thread
                                  * (atomic: set from any thread) */
     struct zkit__expiry *expiry;    /* reserved expiry check (lockstate.c) */
+    int callers;                /* threads inside a blocking zkit_lock_acquire (under mu): a
+                                 * free waits for them to leave */
+    int freeing;                /* zkit_lock_free has begun (atomic) */
 };
 
 /* ---- lockcore.c: construction, requests, holders, release ---- */
@@ -155,11 +161,21 @@ void zkit__req_cancel(zkit__req_t *req);
 void zkit__req_complete(zkit__req_t *req, int error, const zkit__holding_t *holding);
 /* The kind's machine must wait for others (once per wait). */
 void zkit__req_waiting(zkit__req_t *req);
-/* Adds a holding directly (a lease of the counting semaphore). */
+/* Adds a holding directly (a lease of the counting semaphore); it is announced by whoever
+ * tells its requester (zkit__holding_announce). */
 int zkit__lock_adopt(zkit_lock_t *lock, pthread_t owner, const zkit__holding_t *holding);
+/* The requester of the holding of `owner` hears of it now.  0 when the holding still stands
+ * as it is heard (its states are reported from here on); ZKIT_ELOCKLOST when it was lost,
+ * expired or its session ended before it could be told: it is then never reported, and the
+ * caller gives it back (zkit__lock_release_as, or the count of a reentrant one). */
+int zkit__holding_announce(zkit_lock_t *lock, pthread_t owner);
 
 /* Blocking acquire on behalf of `owner`. */
 int zkit__lock_acquire_as(zkit_lock_t *lock, int timeout_ms, pthread_t owner);
+/* Around a public call that may block on the lock: a free waits until every such call has
+ * left (zkit__lock_leave is the call's last touch of the lock). */
+void zkit__lock_enter(zkit_lock_t *lock);
+void zkit__lock_leave(zkit_lock_t *lock);
 int zkit__lock_release_as(zkit_lock_t *lock, pthread_t owner);
 int zkit__lock_held_by(const zkit_lock_t *lock, pthread_t owner);
 int zkit__lock_cancel_all(zkit_lock_t *lock);

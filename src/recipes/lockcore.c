@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "recipes/lock.h"
+#include "framework/errors.h"
 #include "framework/paths.h"
 
 int64_t zkit__deadline_from(int timeout_ms)
@@ -70,6 +71,7 @@ static void lock_unref(zkit_lock_t *lock)
 
 static void on_connection_state(zkit_client_t *c, zkit_conn_state_t state, void *arg);
 static void on_client_close(zkit_client_t *c, void *arg);
+static void undo_reenter(zkit_lock_t *lock, pthread_t owner);
 
 int zkit__lock_init(zkit_lock_t **out, zkit_client_t *client, const char *path,
                     const zkit__lock_ops_t *ops, const zkit__driver_t *driver)
@@ -127,8 +129,10 @@ static void free_holder(zkit__holder_t *h)
     free(h);
 }
 
-/* Records a holding (lock->mu held). */
-static int add_holder(zkit_lock_t *lock, pthread_t owner, const zkit__holding_t *holding)
+/* Records a holding (lock->mu held); `announced` when its requester hears of it where it
+ * is recorded (an internal request), else zkit__holding_announce does when it is told. */
+static int add_holder(zkit_lock_t *lock, pthread_t owner, const zkit__holding_t *holding,
+                      int announced)
 {
     zkit__holder_t *h;
     int rc;
@@ -146,6 +150,7 @@ static int add_holder(zkit_lock_t *lock, pthread_t owner, const zkit__holding_t 
     h->count = 1;
     h->czxid = holding->czxid;
     h->session = holding->session;
+    h->announced = announced;
     h->next = lock->holders;
     lock->holders = h;
     if (h->node)
@@ -155,9 +160,72 @@ static int add_holder(zkit_lock_t *lock, pthread_t owner, const zkit__holding_t 
     return 0;
 }
 
+/* The holding `owner` takes by this request (lock->mu held), or NULL. */
+static zkit__holder_t *holder_of(const zkit_lock_t *lock, pthread_t owner)
+{
+    zkit__holder_t *h;
+    for (h = lock->holders; h; h = h->next)
+        if (!lock->ops->thread_owned || pthread_equal(h->thread, owner))
+            break;
+    return h;
+}
+
+/*
+ * A grant is only as good as the moment it is heard.  An asynchronous completion waits for
+ * the event thread, which another callback may block and which a loop that does not dispatch
+ * never runs; a blocking requester waits to be scheduled.  Meanwhile the session can end and a
+ * rival hold.  So the holding is checked where the requester hears of it, under the same
+ * lock->mu that every state report decides under: a holding still valid is announced (its
+ * states are reported from here on); one that is not is reported to nobody, and the requester
+ * hears ZKIT_ELOCKLOST instead of 0.  Every state report runs on the event thread, where an
+ * asynchronous completion runs too, so the two cannot interleave.
+ */
+int zkit__holding_announce(zkit_lock_t *lock, pthread_t owner)
+{
+    zkit__holder_t *h;
+    int64_t until;
+    int rc, nodeless = 0;
+    pthread_mutex_lock(&lock->mu);
+    if (!(h = holder_of(lock, owner))) {
+        rc = ZKIT_ELOCKLOST;
+    } else if ((rc = zkit__lockstate_validity(lock, h, &until)) == 0) {
+        h->announced = 1;
+        nodeless = h->node == NULL;
+    } else if (!h->announced) {
+        h->lost = h->told_lost = 1; /* unheard, and so never to be reported */
+    }
+    pthread_mutex_unlock(&lock->mu);
+    /* A holding without a node of its own (a multi-lock's) rests on its parts. */
+    if (rc == 0 && nodeless)
+        rc = lock->ops->query(lock, owner, NULL, NULL, &until);
+    return rc == 0 ? 0 : ZKIT_ELOCKLOST;
+}
+
+/* The requester is told of a grant now: 0 if it stands; else the grant is given back and
+ * ZKIT_ELOCKLOST is what the requester hears. */
+static int confirm_grant(zkit__req_t *req)
+{
+    zkit_lock_t *lock = req->lock;
+    /* Granted as the lock is being freed: the free gives the holding back, and the waiter
+     * hears what a free promises its waiters. */
+    if (__atomic_load_n(&lock->freeing, __ATOMIC_ACQUIRE))
+        return ZKIT_ECANCELED;
+    if (zkit__holding_announce(lock, req->owner) == 0)
+        return 0;
+    zkit__client_log(lock->client, ZKIT_LOG_WARN, "lock %s: granted, but lost before the "
+                     "grant could be reported; reported as ZKIT_ELOCKLOST", lock->path);
+    if (req->reentered)
+        undo_reenter(lock, req->owner); /* the holding it re-entered reports its own loss */
+    else
+        zkit__lock_release_as(lock, req->owner);
+    return ZKIT_ELOCKLOST;
+}
+
 static void deliver_async(void *arg)
 {
     zkit__req_t *req = arg;
+    if (req->error == 0)
+        req->error = confirm_grant(req);
     req->user_done(req->lock, req->error, req->user_arg);
     zkit__req_unref(req);
 }
@@ -188,7 +256,9 @@ void zkit__req_complete(zkit__req_t *req, int error, const zkit__holding_t *hold
         return;
     }
     LIST_REMOVE(req, link);
-    if (error == 0 && (error = add_holder(lock, req->owner, holding)) != 0 && holding->node)
+    if (error == 0 &&
+        (error = add_holder(lock, req->owner, holding, req->internal_done != NULL)) != 0 &&
+        holding->node)
         zkit__delete_node(lock->client, holding->node);
     req->error = error;
     req->done = 1;
@@ -243,6 +313,7 @@ static int reenter_request(zkit__req_t *req)
     zkit_lock_t *lock = req->lock;
     req->done = 1;
     req->error = 0;
+    req->reentered = 1;
     if (req->user_done) {
         __atomic_store_n(&lock->used_event_thread, 1, __ATOMIC_RELAXED);
         if (zkit__run_on_event_thread_task(lock->client, &req->task, deliver_async, req) != 0) {
@@ -283,16 +354,23 @@ int zkit__req_start(zkit__req_t **out, zkit_lock_t *lock, pthread_t owner, int t
         if (rc == 0 && (rc = reenter_request(req)) == 0)
             return 0;
     } else if (!lock->ops->check || (rc = lock->ops->check(lock, owner, &fixed_name)) == 0) {
+        int freeing;
         pthread_mutex_lock(&lock->mu);
-        LIST_INSERT_HEAD(&lock->pending, req, link);
+        /* Under lock->mu, which a free takes after it says so: an acquisition that a free's
+         * cancel could not see is never started. */
+        freeing = __atomic_load_n(&lock->freeing, __ATOMIC_ACQUIRE);
+        if (!freeing)
+            LIST_INSERT_HEAD(&lock->pending, req, link);
         pthread_mutex_unlock(&lock->mu);
-        rc = lock->ops->start(req, fixed_name);
+        rc = freeing ? ZKIT_ECANCELED : lock->ops->start(req, fixed_name);
         free(fixed_name);
         if (rc == 0)
             return 0;
-        pthread_mutex_lock(&lock->mu);
-        LIST_REMOVE(req, link);
-        pthread_mutex_unlock(&lock->mu);
+        if (!freeing) {
+            pthread_mutex_lock(&lock->mu);
+            LIST_REMOVE(req, link);
+            pthread_mutex_unlock(&lock->mu);
+        }
     }
     /* Not started: no completion will run. */
     if (out) {
@@ -399,7 +477,7 @@ int zkit__lock_adopt(zkit_lock_t *lock, pthread_t owner, const zkit__holding_t *
 {
     int rc;
     pthread_mutex_lock(&lock->mu);
-    rc = add_holder(lock, owner, holding);
+    rc = add_holder(lock, owner, holding, 0);
     pthread_mutex_unlock(&lock->mu);
     return rc;
 }
@@ -418,8 +496,26 @@ int zkit__lock_acquire_as(zkit_lock_t *lock, int timeout_ms, pthread_t owner)
         pthread_cond_wait(&lock->cond, &lock->mu);
     rc = req->error;
     pthread_mutex_unlock(&lock->mu);
+    if (rc == 0 && (rc = confirm_grant(req)) != 0)
+        zkit__error_set("lock %s: granted, but the holding was lost (session ended or validity "
+                        "deadline passed) before the acquisition could return", lock->path);
     zkit__req_unref(req);
     return rc;
+}
+
+void zkit__lock_enter(zkit_lock_t *lock)
+{
+    pthread_mutex_lock(&lock->mu);
+    lock->callers++;
+    pthread_mutex_unlock(&lock->mu);
+}
+
+void zkit__lock_leave(zkit_lock_t *lock)
+{
+    pthread_mutex_lock(&lock->mu);
+    if (--lock->callers == 0)
+        pthread_cond_broadcast(&lock->cond);
+    pthread_mutex_unlock(&lock->mu);
 }
 
 /* ---- release ----------------------------------------------------------------------------------- */
@@ -506,9 +602,15 @@ void zkit__lock_destroy(zkit_lock_t *lock)
     int warned = 0;
     if (!lock)
         return;
-    /* Acquisitions in progress end first (their completions run, with ZKIT_ECANCELED). */
+    __atomic_store_n(&lock->freeing, 1, __ATOMIC_RELEASE);
+    /* Acquisitions in progress end first (their completions run, with ZKIT_ECANCELED), and
+     * the threads blocked in them leave before anything is given back or freed. */
     pthread_mutex_lock(&lock->mu);
-    while (!LIST_EMPTY(&lock->pending)) {
+    while (!LIST_EMPTY(&lock->pending) || lock->callers > 0) {
+        if (LIST_EMPTY(&lock->pending)) { /* ended: its caller is on its way out */
+            pthread_cond_wait(&lock->cond, &lock->mu);
+            continue;
+        }
         pthread_mutex_unlock(&lock->mu);
         if (!warned++)
             zkit__client_log(lock->client, ZKIT_LOG_WARN,

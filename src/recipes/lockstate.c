@@ -8,13 +8,18 @@
  * server cannot expire the session sooner than one full timeout after it last heard from us,
  * so no other party can hold the lock before the deadline.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "recipes/lock.h"
 
 /* Margin taken off the validity deadline for clock drift and scheduling delays. */
 #define VALIDITY_MARGIN_MIN_MS 200
+
+/* How long a free waits for the event loop before it says what it waits for. */
+#define QUIESCE_WARN_S 5
 
 ZKIT_EXTERN const char *zkit_lock_state_name(zkit_lock_state_t state)
 {
@@ -52,14 +57,24 @@ static int any_live_holder(const zkit_lock_t *lock)
     return 0;
 }
 
-/* Marks every holding with a node LOST; 1 if one of them had not been told so (an EXPIRED
- * holding hears LOST too once the session is really gone). */
+/* The same, among the holdings whose requesters have heard of them: a state is reported only
+ * for those (a grant not yet told is checked when it is: zkit__holding_announce). */
+static int any_live_announced(const zkit_lock_t *lock)
+{
+    for (zkit__holder_t *h = lock->holders; h; h = h->next)
+        if (!h->lost && h->node && h->announced)
+            return 1;
+    return 0;
+}
+
+/* Marks every holding with a node LOST; 1 if one that was announced had not been told so (an
+ * EXPIRED holding hears LOST too once the session is really gone). */
 static int tell_all_lost(zkit_lock_t *lock)
 {
     int untold = 0;
     for (zkit__holder_t *h = lock->holders; h; h = h->next)
         if (h->node) {
-            untold |= !h->told_lost;
+            untold |= !h->told_lost && h->announced;
             h->lost = 1;
             h->told_lost = 1;
         }
@@ -84,12 +99,15 @@ zkit__holder_t *zkit__lockstate_live_holder(const zkit_lock_t *lock, const char 
 void zkit__lockstate_node_lost(zkit_lock_t *lock, const char *node)
 {
     zkit__holder_t *h;
+    int tell = 0;
     pthread_mutex_lock(&lock->mu);
     h = zkit__lockstate_live_holder(lock, node);
-    if (h)
+    if (h) {
         h->lost = h->told_lost = 1;
+        tell = h->announced;
+    }
     pthread_mutex_unlock(&lock->mu);
-    if (h)
+    if (tell)
         zkit__lockstate_report(lock, ZKIT_LOCK_LOST);
 }
 
@@ -153,8 +171,10 @@ static void expiry_on_event_thread(void *arg)
         pthread_mutex_lock(&lock->mu);
         expired = lock->disconnected && lock->disconnect_epoch == e->epoch &&
                   any_live_holder(lock);
-        if (expired)
+        if (expired) {
+            expired = any_live_announced(lock);
             mark_all_lost(lock);
+        }
         pthread_mutex_unlock(&lock->mu);
     }
     if (expiry_disarm(e))
@@ -254,13 +274,13 @@ void zkit__lockstate_connection(zkit_lock_t *lock, zkit_conn_state_t state)
     zkit_lock_state_t lock_state = ZKIT_LOCK_HELD;
     pthread_mutex_lock(&lock->mu);
     if (state == ZKIT_CONN_SUSPENDED && any_live_holder(lock)) {
+        report = any_live_announced(lock);
         if (start_validity_clock(lock)) {
             mark_all_lost(lock);
             lock_state = ZKIT_LOCK_EXPIRED;
         } else {
             lock_state = ZKIT_LOCK_UNCERTAIN;
         }
-        report = 1;
     } else if (state == ZKIT_CONN_LOST) {
         report = tell_all_lost(lock);
         lock->disconnected = 0;
@@ -268,13 +288,13 @@ void zkit__lockstate_connection(zkit_lock_t *lock, zkit_conn_state_t state)
     } else if (state == ZKIT_CONN_RECONNECTED || state == ZKIT_CONN_READ_ONLY) {
         int64_t session = zkit_client_session_id(lock->client);
         int gone = 0;
-        report = lock->disconnected && any_live_holder(lock);
+        report = lock->disconnected && any_live_announced(lock);
         for (zkit__holder_t *h = lock->holders; h; h = h->next)
             if (h->session != session && h->node && !h->told_lost) {
                 h->lost = h->told_lost = 1;
-                gone = 1;
+                gone |= h->announced;
             }
-        lock_state = any_live_holder(lock) ? ZKIT_LOCK_HELD : ZKIT_LOCK_LOST;
+        lock_state = any_live_announced(lock) ? ZKIT_LOCK_HELD : ZKIT_LOCK_LOST;
         report = report || gone;
         lock->disconnected = 0;
         lock->valid_until = INT64_MAX;
@@ -325,13 +345,28 @@ void zkit__lockstate_quiesce(zkit_lock_t *lock)
      * itself: nobody else would while it is here. */
     if (zkit__dispatch_inline(c) || zkit__is_event_thread(c))
         return;
+    /* Nothing queued or running: whatever runs later was posted after the lock was detached
+     * and finds it so. */
+    if (zkit__event_queue_idle(c))
+        return;
     pthread_mutex_init(&b.mu, NULL);
     pthread_cond_init(&b.cond, NULL);
     b.done = 0;
     if (zkit__run_on_event_thread_task(c, &b.task, barrier_reached, &b) == 0) {
+        int told = 0;
         pthread_mutex_lock(&b.mu);
-        while (!b.done)
-            pthread_cond_wait(&b.cond, &b.mu);
+        while (!b.done) {
+            struct timespec at;
+            clock_gettime(CLOCK_REALTIME, &at);
+            at.tv_sec += QUIESCE_WARN_S;
+            /* A loop that no longer dispatches would leave this waiting forever with no word:
+             * say what it waits for, once. */
+            if (pthread_cond_timedwait(&b.cond, &b.mu, &at) == ETIMEDOUT && !b.done &&
+                !told++ && zkit__delivers_on_dispatch(c))
+                zkit__client_log(c, ZKIT_LOG_ERROR, "lock %s: the free waits for the client's "
+                                 "loop to run the callbacks queued for it (zkit_client_dispatch); "
+                                 "it cannot return before they have run", lock->path);
+        }
         pthread_mutex_unlock(&b.mu);
     }
     pthread_mutex_destroy(&b.mu);

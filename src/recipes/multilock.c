@@ -563,8 +563,12 @@ static void relay_state(zkit_lock_t *part, zkit_lock_state_t state, void *arg)
             if (state_rank(m->part_states[i]) > state_rank(worst))
                 worst = m->part_states[i];
         }
-        tell = worst != m->told;
-        m->told = worst;
+        /* Told only once its requester has heard of the holding (zkit__holding_announce
+         * checks the parts then); until then the worst state waits to be told. */
+        if (lock->holders->announced) {
+            tell = worst != m->told;
+            m->told = worst;
+        }
     }
     pthread_mutex_unlock(&lock->mu);
     if (tell)

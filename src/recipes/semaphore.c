@@ -37,6 +37,7 @@
 
 #include "recipes/lock.h"
 #include "framework/batch.h"
+#include "framework/errors.h"
 #include "framework/paths.h"
 
 /* How often one acquisition of several leases may start over after losing one. */
@@ -62,6 +63,9 @@ struct zkit_semaphore {
     int try_fast;               /* atomic: the fast way (the last lease came without a wait) */
     LIST_HEAD(, sem_acq) acqs;  /* acquisitions in progress */
     uint64_t connection_changes; /* numbers the changes told to runs */
+    int callers;                /* threads inside a blocking acquire: a free waits for them */
+    int freeing;                /* zkit_semaphore_free has begun: new acquisitions end
+                                 * cancelled */
 };
 
 struct zkit_lease {
@@ -852,11 +856,30 @@ static void give_back(sem_acq_t *a)
     }
 }
 
+/* The requester hears of its leases now (zkit__holding_announce): 0 if every one still
+ * stands, else ZKIT_ELOCKLOST, and the leases stay with the acquisition, which gives them
+ * back when it is freed. */
+static int announce_leases(sem_acq_t *a)
+{
+    for (int i = 0; i < a->got; i++)
+        if (zkit__holding_announce(a->leases[i]->lock, pthread_self()) != 0) {
+            zkit__client_log(a->sem->client, ZKIT_LOG_WARN, "semaphore %s: granted, but a "
+                             "lease was lost before the grant could be reported; reported as "
+                             "ZKIT_ELOCKLOST", a->sem->path);
+            return ZKIT_ELOCKLOST;
+        }
+    return 0;
+}
+
 static void deliver_async(void *arg)
 {
     sem_acq_t *a = arg;
-    int got = a->got;
-    a->got = 0; /* the leases are the caller's now */
+    int got;
+    if (a->error == 0)
+        a->error = announce_leases(a);
+    got = a->error == 0 ? a->got : 0;
+    if (a->error == 0)
+        a->got = 0; /* the leases are the caller's now */
     a->user_done(a->sem, a->error, a->error == 0 ? a->leases : NULL, a->error == 0 ? got : 0,
                  a->arg);
     sem_acq_unref(a);
@@ -1002,6 +1025,7 @@ static int sem_acq_start(sem_acq_t **out, zkit_semaphore_t *sem, int count, int 
     a->deadline_ms = timeout_ms < 0 ? -1 : timeout_ms == 0 ? 0
                                                          : zkit__monotonic_ms() + timeout_ms;
     pthread_mutex_lock(&sem->mu);
+    a->cancelled = sem->freeing; /* a free's cancel could not see it: it ends at once */
     LIST_INSERT_HEAD(&sem->acqs, a, link);
     pthread_mutex_unlock(&sem->mu);
     *out = a;
@@ -1128,9 +1152,12 @@ ZKIT_EXTERN void zkit_semaphore_free(zkit_semaphore_t *sem)
 {
     if (!sem)
         return;
+    pthread_mutex_lock(&sem->mu);
+    sem->freeing = 1;
+    pthread_mutex_unlock(&sem->mu);
     zkit_semaphore_cancel(sem);
     pthread_mutex_lock(&sem->mu);
-    while (!LIST_EMPTY(&sem->acqs))
+    while (!LIST_EMPTY(&sem->acqs) || sem->callers > 0)
         pthread_cond_wait(&sem->cond, &sem->mu);
     pthread_mutex_unlock(&sem->mu);
     zkit__listener_remove(sem->client, sem->listener);
@@ -1152,14 +1179,19 @@ static int check_count(zkit_semaphore_t *sem, int count)
 ZKIT_EXTERN int zkit_semaphore_acquire(zkit_lease_t **leases, zkit_semaphore_t *sem, int count,
                                        int timeout_ms)
 {
+    zkit_client_t *client;
     sem_acq_t *a;
     int rc;
     if (!sem || !leases)
         return ZKIT_EINVAL;
     if ((rc = check_count(sem, count)) != 0)
         return rc;
-    if ((rc = zkit__call_enter(sem->client)) != 0)
+    client = sem->client;
+    if ((rc = zkit__call_enter(client)) != 0)
         return rc;
+    pthread_mutex_lock(&sem->mu);
+    sem->callers++;
+    pthread_mutex_unlock(&sem->mu);
     if ((rc = sem_acq_start(&a, sem, count, timeout_ms, ACQ_BLOCKING)) == 0) {
         next_lease(a);
         pthread_mutex_lock(&sem->mu);
@@ -1167,13 +1199,22 @@ ZKIT_EXTERN int zkit_semaphore_acquire(zkit_lease_t **leases, zkit_semaphore_t *
             pthread_cond_wait(&sem->cond, &sem->mu);
         pthread_mutex_unlock(&sem->mu);
         rc = a->error;
+        if (rc == 0 && (rc = announce_leases(a)) != 0)
+            zkit__error_set("semaphore %s: granted, but a lease was lost (session ended or "
+                            "validity deadline passed) before the acquisition could return",
+                            sem->path);
         if (rc == 0) {
             memcpy(leases, a->leases, (size_t)count * sizeof(*leases));
             a->got = 0;
         }
         sem_acq_unref(a);
     }
-    zkit__call_exit(sem->client);
+    /* The last touch of the semaphore: a free waiting for its callers may go on from here. */
+    pthread_mutex_lock(&sem->mu);
+    if (--sem->callers == 0)
+        pthread_cond_broadcast(&sem->cond);
+    pthread_mutex_unlock(&sem->mu);
+    zkit__call_exit(client);
     return rc;
 }
 
