@@ -1262,6 +1262,383 @@ static void test_late_grant_dispatch(void)
         late_grant((enum kind)k, 1);
 }
 
+/* ---- an election heard late ------------------------------------------------------------------ */
+
+/* One side of an election: told it leads (ENTER in the log), and told it does not any more
+ * (EXIT); a selector's callback holds until it must stop or the test lets it go. */
+typedef struct side {
+    const char *log;
+    int id;
+    atomic_int leads, told_lead;
+    atomic_int let_go;
+} side_t;
+
+static void side_listener(zkit_latch_t *latch, int is_leader, void *arg)
+{
+    side_t *sd = arg;
+    (void)latch;
+    if (is_leader) {
+        log_mark(sd->log, "ENTER", sd->id);
+        atomic_fetch_add(&sd->told_lead, 1);
+        atomic_store(&sd->leads, 1);
+    } else if (atomic_exchange(&sd->leads, 0)) {
+        log_mark(sd->log, "EXIT", sd->id);
+    }
+}
+
+static void side_select(zkit_selector_t *sel, void *arg)
+{
+    side_t *sd = arg;
+    int64_t due = zkh_now_ms() + 60000;
+    side_listener(NULL, 1, sd);
+    while (!zkit_selector_should_stop(sel) && !atomic_load(&sd->let_go) && zkh_now_ms() < due)
+        usleep(1000);
+    side_listener(NULL, 0, sd);
+}
+
+static int side_leads(void *arg)
+{
+    return atomic_load(&((side_t *)arg)->leads);
+}
+
+static int side_idle(void *arg)
+{
+    return !side_leads(arg);
+}
+
+typedef struct election {
+    int selector;
+    zkit_latch_t *latch;
+    zkit_selector_t *sel;
+} election_t;
+
+static void election_start(election_t *e, int selector, zkit_client_t *c, const char *dir,
+                           const char *id, side_t *sd)
+{
+    memset(e, 0, sizeof(*e));
+    e->selector = selector;
+    if (selector) {
+        CU_ASSERT_FATAL(zkit_selector_new(&e->sel, c, dir, id, side_select, sd) == 0);
+        CU_ASSERT_FATAL(zkit_selector_start(e->sel) == 0);
+    } else {
+        CU_ASSERT_FATAL(zkit_latch_new(&e->latch, c, dir, id) == 0);
+        CU_ASSERT_FATAL(zkit_latch_set_listener(e->latch, side_listener, sd) == 0);
+        CU_ASSERT_FATAL(zkit_latch_start(e->latch) == 0);
+    }
+}
+
+static void election_end(election_t *e, side_t *sd)
+{
+    if (e->selector) {
+        atomic_store(&sd->let_go, 1);
+        zkit_selector_close(e->sel);
+        zkit_selector_free(e->sel);
+        CU_ASSERT_EQUAL(zkh_wait_until(side_idle, sd, 10000), 0); /* its callback returned */
+    } else {
+        zkit_latch_close(e->latch);
+        zkit_latch_free(e->latch);
+        if (atomic_exchange(&sd->leads, 0)) /* closed: leads no more */
+            log_mark(sd->log, "EXIT", sd->id);
+    }
+}
+
+/* Dispatches `c` (dispatch delivery) or just waits, until pred(arg) or timeout_ms. */
+static int pump_until(zkit_client_t *c, int dispatch, int (*pred)(void *), void *arg,
+                      int timeout_ms)
+{
+    int64_t due = zkh_now_ms() + timeout_ms;
+    if (!dispatch)
+        return zkh_wait_until(pred, arg, timeout_ms);
+    while (!pred(arg) && zkh_now_ms() < due) {
+        zkit_client_dispatch(c);
+        usleep(1000);
+    }
+    return pred(arg) ? 0 : -1;
+}
+
+typedef struct first_in_queue {
+    const char *dir;
+    int64_t session;
+} first_in_queue_t;
+
+static int is_first(void *arg)
+{
+    first_in_queue_t *q = arg;
+    return queue_first_owner(q->dir) == q->session;
+}
+
+/*
+ * The same for a leader latch and a leader selector: elected while the election cannot be
+ * told (held-up event thread, or a loop that does not dispatch), then cut off until the server
+ * expires the session and a rival is elected.  Our side is never told it leads while the rival
+ * does (the ENTER/EXIT log of both sides), and it is elected again once the rival steps down.
+ */
+static void late_election(int selector, int dispatch)
+{
+    fixture_t f;
+    zkit_client_options_t opts;
+    zkit_client_t *c, *o;
+    zkh_proxy_t *proxy;
+    election_t ours, first, second;
+    side_t our_side, first_side, second_side;
+    first_in_queue_t q;
+    new_session_t ns;
+    verdict_t v;
+    char *dir, scratch[128], log[256];
+    const char *what = selector ? "selector" : "latch";
+    fx_begin(&f, "late-election");
+    dir = lk_join(f.base, "election");
+    scratch_dir(scratch, sizeof(scratch));
+    CU_ASSERT_FATAL(scratch[0] != '\0');
+    snprintf(log, sizeof(log), "%s/log", scratch);
+    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(proxy != NULL);
+    fw_options(&opts, zkh_proxy_address(proxy), NULL, LATE_SESSION_MS, NULL);
+    if (dispatch)
+        opts.delivery = ZKIT_DELIVER_ON_DISPATCH;
+    CU_ASSERT_FATAL((c = fw_connect_opts(&opts)) != NULL);
+    o = lk_client(10000);
+    CU_ASSERT_FATAL(o != NULL);
+    memset(&our_side, 0, sizeof(our_side));
+    memset(&first_side, 0, sizeof(first_side));
+    memset(&second_side, 0, sizeof(second_side));
+    our_side.log = first_side.log = second_side.log = log;
+    our_side.id = 1;
+    first_side.id = 2;
+    second_side.id = 3;
+    atomic_store(&stall_entered, 0);
+    atomic_store(&stall_open, 0);
+
+    /* A rival leads; ours queues behind it. */
+    election_start(&first, selector, o, dir, "first", &first_side);
+    CU_ASSERT_FATAL(zkh_wait_until(side_leads, &first_side, 10000) == 0);
+    election_start(&ours, selector, c, dir, "ours", &our_side);
+    CU_ASSERT_EQUAL(wait_queued(f.base, zkit_client_session_id(c), 1, 5000), 0);
+    if (!dispatch) {
+        CU_ASSERT_FATAL(zkit_exists_async(c, "/", NULL, stall_cb, NULL) == 0);
+        CU_ASSERT_FATAL(zkh_wait_until(stall_running, NULL, 5000) == 0);
+    }
+    /* The rival steps down: ours is first in the queue, elected but not yet told. */
+    election_end(&first, &first_side);
+    q.dir = dir;
+    q.session = zkit_client_session_id(c);
+    CU_ASSERT_EQUAL(zkh_wait_until(is_first, &q, 5000), 0);
+
+    /* Cut off until the session expires and another rival is elected. */
+    zkh_proxy_block(proxy);
+    election_start(&second, selector, o, dir, "second", &second_side);
+    CU_ASSERT_EQUAL(zkh_wait_until(side_leads, &second_side, 4 * LATE_SESSION_MS + 10000), 0);
+
+    /* Now the election is delivered: it must not be told. */
+    if (!dispatch) {
+        done_rec_t b;
+        atomic_store(&stall_open, 1);
+        /* The barrier below needs the server: the completion queued before it runs first. */
+        zkh_proxy_unblock(proxy);
+        rec_init(&b);
+        CU_ASSERT_FATAL(zkit_exists_async(c, "/", NULL, on_op_done, &b) == 0);
+        CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &b, 10000), 0);
+    } else {
+        for (int i = 0; i < 10; i++)
+            zkit_client_dispatch(c);
+    }
+    if (atomic_load(&our_side.told_lead) != 0)
+        fprintf(stderr, "late election, %s%s: told it leads while a rival leads\n", what,
+                dispatch ? " (dispatch)" : "");
+    CU_ASSERT_EQUAL(atomic_load(&our_side.told_lead), 0);
+
+    /* Back in a new session, ours waits behind the rival, and leads once it steps down. */
+    if (dispatch)
+        zkh_proxy_unblock(proxy);
+    ns.c = c;
+    ns.old = q.session;
+    CU_ASSERT_EQUAL(pump_until(c, dispatch, has_new_session, &ns, 20000), 0);
+    CU_ASSERT_EQUAL(atomic_load(&our_side.told_lead), 0);
+    election_end(&second, &second_side);
+    CU_ASSERT_EQUAL(pump_until(c, dispatch, side_leads, &our_side, 20000), 0);
+    election_end(&ours, &our_side);
+    if (dispatch)
+        zkit_client_dispatch(c);
+    check_log(log, 1, &v);
+    report_verdict(what, &v);
+    if (v.violations || v.unbalanced) {
+        char cmd[300];
+        snprintf(cmd, sizeof(cmd), "cat %s >&2", log);
+        if (system(cmd) != 0)
+            fprintf(stderr, "(the log could not be printed)\n");
+    }
+    CU_ASSERT_EQUAL(v.violations, 0);
+    CU_ASSERT_EQUAL(v.unbalanced, 0);
+    fx_end(&f);
+    zkit_client_close(c);
+    zkit_client_close(o);
+    zkh_proxy_stop(proxy);
+    scratch_remove(scratch);
+    free(dir);
+}
+
+static void test_late_election(void)
+{
+    for (int dispatch = 0; dispatch < 2; dispatch++)
+        for (int selector = 0; selector < 2; selector++)
+            late_election(selector, dispatch);
+}
+
+/* ---- a free with threads blocked on the lock ------------------------------------------------- */
+
+/*
+ * zkit_lock_free (zkit_rwlock_free, zkit_semaphore_free) while another thread is blocked in
+ * the blocking acquire of the same object: that acquire returns ZKIT_ECANCELED, nothing of
+ * ours stays on the server, and under AddressSanitizer nothing touches the freed memory (the
+ * free returns only once the blocked call has left the object).  Every kind,
+ * including a leader latch's lock (K_KINDS) and a counting semaphore (K_KINDS + 1).
+ */
+static void free_with_waiter(int k)
+{
+    fixture_t f;
+    zkit_client_t *c, *o;
+    pair_t p;
+    bg_t b;
+    sem_bg_t sb;
+    zkit_semaphore_t *sem = NULL, *their_sem = NULL;
+    zkit_lease_t *their_lease = NULL;
+    char *dir;
+    int64_t sc;
+    fx_begin(&f, "free-with-waiter");
+    dir = lk_join(f.base, "lock");
+    c = lk_client(10000);
+    o = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL && o != NULL);
+    sc = zkit_client_session_id(c);
+    memset(&p, 0, sizeof(p));
+    if (k == K_KINDS + 1) {
+        CU_ASSERT_FATAL(zkit_semaphore_new(&sem, c, dir, 1) == 0);
+        CU_ASSERT_FATAL(zkit_semaphore_new(&their_sem, o, dir, 1) == 0);
+        CU_ASSERT_FATAL(zkit_semaphore_acquire(&their_lease, their_sem, 1, 5000) == 0);
+        sem_bg_start(&sb, sem, 1, 30000);
+    } else {
+        if (k == K_KINDS) {
+            CU_ASSERT_FATAL(zkit_latch_lock_new(&p.ours, c, dir, "ours") == 0);
+            CU_ASSERT_FATAL(zkit_latch_lock_new(&p.theirs, o, dir, "theirs") == 0);
+        } else {
+            pair_new(&p, (enum kind)k, c, o, dir);
+        }
+        CU_ASSERT_FATAL(zkit_lock_acquire(p.theirs, 5000) == 0);
+        bg_start(&b, p.ours, 30000, 0);
+    }
+    CU_ASSERT_EQUAL(wait_queued(f.base, sc, 1, 5000), 0);
+
+    if (k == K_KINDS + 1) {
+        zkit_semaphore_free(sem);
+        CU_ASSERT_EQUAL(zkh_wait_until(sem_bg_done, &sb, 5000), 0);
+        CU_ASSERT_EQUAL(sb.rc, ZKIT_ECANCELED);
+        CU_ASSERT_EQUAL(sem_bg_join(&sb, 5000), 0);
+    } else {
+        if (p.our_rw)
+            zkit_rwlock_free(p.our_rw);
+        else
+            zkit_lock_free(p.ours);
+        CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &b, 5000), 0);
+        if (b.rc != ZKIT_ECANCELED)
+            fprintf(stderr, "free with a waiter, kind %d: the acquire returned %s\n", k,
+                    zkit_strerror(b.rc));
+        CU_ASSERT_EQUAL(b.rc, ZKIT_ECANCELED);
+        CU_ASSERT_EQUAL(bg_finish(&b, 5000), 0);
+    }
+    CU_ASSERT_EQUAL(wait_owned_nodes(f.base, sc, 0, 5000), 0);
+    if (k == K_KINDS + 1) {
+        CU_ASSERT_EQUAL(zkit_lease_release(their_lease), 0);
+        zkit_semaphore_free(their_sem);
+    } else {
+        CU_ASSERT_EQUAL(zkit_lock_release(p.theirs), 0);
+        if (p.their_rw)
+            zkit_rwlock_free(p.their_rw);
+        else
+            zkit_lock_free(p.theirs);
+    }
+    fx_end(&f);
+    zkit_client_close(c);
+    zkit_client_close(o);
+    free(dir);
+}
+
+static void test_free_with_waiter(void)
+{
+    for (int k = 0; k <= K_KINDS + 1; k++)
+        free_with_waiter(k);
+}
+
+/* ---- a free on a client whose loop has stopped -------------------------------------------- */
+
+/* Frees `lock` on a thread of its own (the loop thread must not be the one freeing). */
+typedef struct freer {
+    zkit_lock_t *lock;
+    pthread_t thread;
+    atomic_int done;
+} freer_t;
+
+static void *freer_main(void *arg)
+{
+    freer_t *fr = arg;
+    zkit_lock_free(fr->lock);
+    atomic_store(&fr->done, 1);
+    return NULL;
+}
+
+static int freer_done(void *arg)
+{
+    return atomic_load(&((freer_t *)arg)->done);
+}
+
+/*
+ * Dispatch delivery: the loop thread has used a lock (an asynchronous acquisition, delivered)
+ * and stops dispatching; another thread frees the lock.  With no callback queued the free
+ * returns (within the bound of a server round trip's worth of work, here 5 s) instead of
+ * waiting forever for a dispatch; the lock's node is gone.
+ */
+static void test_free_after_loop_stopped(void)
+{
+    fixture_t f;
+    zkit_client_options_t opts;
+    zkit_client_t *c;
+    zkit_lock_t *lock;
+    done_rec_t r;
+    freer_t fr;
+    char *dir;
+    int64_t due;
+    fx_begin(&f, "free-loop-stopped");
+    dir = lk_join(f.base, "lock");
+    fw_options(&opts, zkh_connect_string(zk), NULL, 10000, NULL);
+    opts.delivery = ZKIT_DELIVER_ON_DISPATCH;
+    CU_ASSERT_FATAL((c = fw_connect_opts(&opts)) != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, dir) == 0);
+    rec_init(&r);
+    CU_ASSERT_FATAL(zkit_lock_acquire_async(lock, 5000, on_lock_done, &r) == 0);
+    due = zkh_now_ms() + 5000;
+    while (atomic_load(&r.calls) == 0 && zkh_now_ms() < due) {
+        zkit_client_dispatch(c);
+        usleep(1000);
+    }
+    CU_ASSERT_EQUAL_FATAL(atomic_load(&r.error), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(lock), 0);
+    /* Drain what the release may have queued: the loop then stops for good. */
+    zkit_client_dispatch(c);
+
+    memset(&fr, 0, sizeof(fr));
+    fr.lock = lock;
+    CU_ASSERT_FATAL(pthread_create(&fr.thread, NULL, freer_main, &fr) == 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(freer_done, &fr, 5000), 0);
+    if (!freer_done(&fr)) {
+        zkit_client_dispatch(c); /* unblock it, so that the suite can go on */
+        zkh_wait_until(freer_done, &fr, 5000);
+    }
+    pthread_join(fr.thread, NULL);
+    CU_ASSERT_EQUAL(wait_owned_nodes(f.base, zkit_client_session_id(c), 0, 5000), 0);
+    fx_end(&f);
+    zkit_client_close(c);
+    free(dir);
+}
+
 /* ---- registration ---------------------------------------------------------------------------- */
 
 static const zkh_test_t tests[] = {
@@ -1284,6 +1661,12 @@ static const zkh_test_t tests[] = {
       test_late_grant_event_thread },
     { "a grant told after the session ended is ELOCKLOST: loop not dispatching, every kind",
       test_late_grant_dispatch },
+    { "an election told after the session ended leads nobody: latch and selector, both deliveries",
+      test_late_election },
+    { "free while another thread is blocked acquiring: ECANCELED first, every kind",
+      test_free_with_waiter },
+    { "free from another thread after the dispatching loop stopped returns",
+      test_free_after_loop_stopped },
     { NULL, NULL }
 };
 

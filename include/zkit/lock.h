@@ -161,12 +161,17 @@ ZKIT_EXTERN int zkit_lock_revoke(zkit_client_t *client, const char *node_path);
 /* ---- the lock interface ---- */
 
 /* Returns 0 (acquired), ZKIT_ETIMEDOUT, ZKIT_EDEADLK (read holder asking for the write lock),
- * ZKIT_ECLOSED, ZKIT_EINVAL or a connection error after retries. */
+ * ZKIT_ECLOSED, ZKIT_EINVAL, ZKIT_ECANCELED (zkit_lock_cancel, or the lock freed meanwhile),
+ * ZKIT_ELOCKLOST (granted, but lost before the call could return) or a connection error after
+ * retries. */
 ZKIT_EXTERN int zkit_lock_acquire(zkit_lock_t *lock, int timeout_ms);
 /* Starts an acquisition and returns at once; `done` runs once on the event thread.  The lock is
  * then held on behalf of the thread that called this function.  Returns 0, or an error
  * (ZKIT_EINVAL, ZKIT_ECLOSED, ZKIT_EDEADLK, ZKIT_ENOMEM, ZKIT_ETOOBIG when the lock's node
- * data and path do not fit in one request): then `done` never runs. */
+ * data and path do not fit in one request): then `done` never runs.  `done` hears 0 only
+ * for a holding still valid as it runs: one lost or expired while the completion waited for
+ * the event thread (or the loop) is given back and reported as ZKIT_ELOCKLOST, and its states
+ * are never reported. */
 ZKIT_EXTERN int zkit_lock_acquire_async(zkit_lock_t *lock, int timeout_ms,
                                         zkit_lock_acquired_fn done, void *arg);
 /* Releases one level of holding.  ZKIT_ENOTOWNER when the calling thread does not hold a
@@ -211,7 +216,8 @@ ZKIT_EXTERN int zkit_lock_cancel(zkit_lock_t *lock);
  */
 ZKIT_EXTERN int zkit_lock_guard_txn(zkit_txn_t *txn, const zkit_lock_t *lock);
 /* Frees the lock; if held, releases it first and logs a warning; acquisitions in progress end
- * with ZKIT_ECANCELED first.  NULL allowed.  A lock object may be freed before or after its
+ * with ZKIT_ECANCELED first, and it returns only once the threads blocked in them have left
+ * the lock.  NULL allowed.  A lock object may be freed before or after its
  * client is closed (zkit_client_close() does not free lock objects; the client's memory lives
  * until the last of them is freed).  Not for the halves of a read-write lock (see
  * zkit_rwlock_free). */
