@@ -7,7 +7,9 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <CUnit/CUnit.h>
 
@@ -582,6 +584,50 @@ static void test_bad_constructor_arguments_give_null(void)
     CU_ASSERT_PTR_NULL(zkit_retry_copy(NULL));
 }
 
+/* Each refusal replaces zkit_error_message() with its own reason, naming the constructor and
+ * the argument (a stale message from an earlier call is never what a refusal shows). */
+static void test_bad_constructor_arguments_say_why(void)
+{
+    static const struct {
+        const char *name, *word;
+    } want[] = {
+        { "zkit_retry_exponential", "base_sleep_ms" },
+        { "zkit_retry_exponential", "max_retries" },
+        { "zkit_retry_bounded_exponential", "max_sleep_ms" },
+        { "zkit_retry_n_times", "n must" },
+        { "zkit_retry_n_times", "sleep_ms" },
+        { "zkit_retry_until_elapsed", "max_elapsed_ms" },
+        { "zkit_retry_until_elapsed", "sleep_ms" },
+        { "zkit_retry_forever", "sleep_ms" },
+        { "zkit_retry_session_failure", "inner" },
+        { "zkit_retry_custom", "function" },
+        { "zkit_retry_copy", "policy" },
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        zkit_retry_t *p = NULL;
+        /* an earlier, different refusal */
+        zkit_retry_free(i == 9 ? zkit_retry_forever(-1) : zkit_retry_custom(NULL, NULL));
+        switch (i) {
+        case 0: p = zkit_retry_exponential(0, 3, 0); break;
+        case 1: p = zkit_retry_exponential(100, -1, 0); break;
+        case 2: p = zkit_retry_bounded_exponential(100, 3, 0); break;
+        case 3: p = zkit_retry_n_times(-1, 10); break;
+        case 4: p = zkit_retry_n_times(3, -1); break;
+        case 5: p = zkit_retry_until_elapsed(-1, 10); break;
+        case 6: p = zkit_retry_until_elapsed(1000, -1); break;
+        case 7: p = zkit_retry_forever(-1); break;
+        case 8: p = zkit_retry_session_failure(NULL); break;
+        case 9: p = zkit_retry_custom(NULL, NULL); break;
+        default: p = zkit_retry_copy(NULL); break;
+        }
+        CU_ASSERT_PTR_NULL(p);
+        CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), want[i].name));
+        CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), want[i].word));
+        if (!strstr(zkit_error_message(), want[i].word))
+            fprintf(stderr, "refusal %zu: '%s'\n", i, zkit_error_message());
+    }
+}
+
 static void test_free_accepts_null(void)
 {
     int sleep_ms = 1234;
@@ -774,6 +820,7 @@ const zkh_test_t retry_tests[] = {
     ZKH_TEST(test_non_retryable_errors_refused_by_every_policy),
     ZKH_TEST(test_bad_allow_arguments_refused),
     ZKH_TEST(test_bad_constructor_arguments_give_null),
+    ZKH_TEST(test_bad_constructor_arguments_say_why),
     ZKH_TEST(test_free_accepts_null),
     ZKH_TEST(test_copy_answers_like_original),
     ZKH_TEST(test_copy_outlives_original_including_wrapped_inner),

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "zkit/retry.h"
+#include "framework/errors.h"
 
 /* Curator's limit: beyond 29 retries, 2^(k+1) no longer fits a Java int. */
 #define MAX_EXPONENTIAL_RETRIES 29
@@ -83,7 +84,16 @@ static zkit_retry_t *retry_new(retry_kind_t kind)
 
     if (policy != NULL)
         policy->kind = kind;
+    else
+        zkit__error_set("retry policy: out of memory");
     return policy;
+}
+
+/* A constructor's refusal: NULL, with the reason in zkit_error_message(). */
+static zkit_retry_t *refuse(const char *what, const char *why)
+{
+    zkit__error_set("%s: %s", what, why);
+    return NULL;
 }
 
 ZKIT_EXTERN zkit_retry_t *zkit_retry_exponential(int base_sleep_ms, int max_retries,
@@ -91,8 +101,10 @@ ZKIT_EXTERN zkit_retry_t *zkit_retry_exponential(int base_sleep_ms, int max_retr
 {
     zkit_retry_t *policy;
 
-    if (base_sleep_ms <= 0 || max_retries < 0)
-        return NULL;
+    if (base_sleep_ms <= 0)
+        return refuse("zkit_retry_exponential", "base_sleep_ms must be positive");
+    if (max_retries < 0)
+        return refuse("zkit_retry_exponential", "max_retries must not be negative");
     policy = retry_new(RETRY_EXPONENTIAL);
     if (policy == NULL)
         return NULL;
@@ -108,7 +120,7 @@ ZKIT_EXTERN zkit_retry_t *zkit_retry_bounded_exponential(int base_sleep_ms, int 
                                                          int max_sleep_ms)
 {
     if (max_sleep_ms <= 0)
-        return NULL;
+        return refuse("zkit_retry_bounded_exponential", "max_sleep_ms must be positive");
     return zkit_retry_exponential(base_sleep_ms, max_retries, max_sleep_ms);
 }
 
@@ -116,8 +128,10 @@ ZKIT_EXTERN zkit_retry_t *zkit_retry_n_times(int n, int sleep_ms)
 {
     zkit_retry_t *policy;
 
-    if (n < 0 || sleep_ms < 0)
-        return NULL;
+    if (n < 0)
+        return refuse("zkit_retry_n_times", "n must not be negative");
+    if (sleep_ms < 0)
+        return refuse("zkit_retry_n_times", "sleep_ms must not be negative");
     policy = retry_new(RETRY_N_TIMES);
     if (policy == NULL)
         return NULL;
@@ -135,8 +149,10 @@ ZKIT_EXTERN zkit_retry_t *zkit_retry_until_elapsed(int max_elapsed_ms, int sleep
 {
     zkit_retry_t *policy;
 
-    if (max_elapsed_ms < 0 || sleep_ms < 0)
-        return NULL;
+    if (max_elapsed_ms < 0)
+        return refuse("zkit_retry_until_elapsed", "max_elapsed_ms must not be negative");
+    if (sleep_ms < 0)
+        return refuse("zkit_retry_until_elapsed", "sleep_ms must not be negative");
     policy = retry_new(RETRY_UNTIL_ELAPSED);
     if (policy == NULL)
         return NULL;
@@ -150,7 +166,7 @@ ZKIT_EXTERN zkit_retry_t *zkit_retry_forever(int sleep_ms)
     zkit_retry_t *policy;
 
     if (sleep_ms < 0)
-        return NULL;
+        return refuse("zkit_retry_forever", "sleep_ms must not be negative");
     policy = retry_new(RETRY_FOREVER);
     if (policy == NULL)
         return NULL;
@@ -163,7 +179,7 @@ ZKIT_EXTERN zkit_retry_t *zkit_retry_session_failure(zkit_retry_t *inner)
     zkit_retry_t *policy;
 
     if (inner == NULL)
-        return NULL;
+        return refuse("zkit_retry_session_failure", "no inner policy");
     policy = retry_new(RETRY_SESSION_FAILURE);
     if (policy == NULL) {
         /* Ownership passed to us with the call, so a failed wrap must not leak it. */
@@ -179,7 +195,7 @@ ZKIT_EXTERN zkit_retry_t *zkit_retry_custom(zkit_retry_fn fn, void *arg)
     zkit_retry_t *policy;
 
     if (fn == NULL)
-        return NULL;
+        return refuse("zkit_retry_custom", "no function");
     policy = retry_new(RETRY_CUSTOM);
     if (policy == NULL)
         return NULL;
@@ -193,10 +209,10 @@ ZKIT_EXTERN zkit_retry_t *zkit_retry_copy(const zkit_retry_t *policy)
     zkit_retry_t *copy;
 
     if (policy == NULL)
-        return NULL;
+        return refuse("zkit_retry_copy", "no policy");
     copy = malloc(sizeof(*copy));
     if (copy == NULL)
-        return NULL;
+        return refuse("zkit_retry_copy", "out of memory");
     *copy = *policy;
     if (policy->inner != NULL) {
         copy->inner = zkit_retry_copy(policy->inner);
