@@ -164,7 +164,7 @@ void zkit__delete_in_background(zkit_client_t *c, const char *full_path);
 /* ops.c: a ZooKeeper Stat in zkit's form. */
 void zkit__stat_from_zk(zkit_stat_t *out, const struct Stat *s);
 
-/* api.c: a create's options checked as zkit_create() checks them, and its ZooKeeper mode. */
+/* create.c: a create's options checked as zkit_create() checks them, and its ZooKeeper mode. */
 int zkit__create_options_check(zkit_client_t *c, const zkit_create_options_t *o);
 int zkit__create_zk_mode(zkit_create_mode_t mode);
 
