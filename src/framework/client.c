@@ -22,32 +22,11 @@
 
 #include "framework/client.h"
 #include "framework/errors.h"
+#include "framework/ops.h"
 #include "framework/paths.h"
 
 /* How long closing waits for the replies of requests already sent. */
 #define CLOSE_DRAIN_MS 2000
-
-int64_t zkit__monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void deadline_to_timespec(int64_t due_ms, struct timespec *ts)
-{
-    ts->tv_sec = (time_t)(due_ms / 1000);
-    ts->tv_nsec = (long)(due_ms % 1000) * 1000000L;
-}
-
-static void cond_init_monotonic(pthread_cond_t *cond)
-{
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(cond, &attr);
-    pthread_condattr_destroy(&attr);
-}
 
 /* ---- names ------------------------------------------------------------------------------- */
 
@@ -1397,7 +1376,7 @@ static void supervise_once(zkit_client_t *c)
 static void drain_requests(zkit_client_t *c)
 {
     struct timespec ts;
-    deadline_to_timespec(zkit__monotonic_ms() + CLOSE_DRAIN_MS, &ts);
+    zkit__deadline_timespec(zkit__monotonic_ms() + CLOSE_DRAIN_MS, &ts);
     while ((c->attempts || c->confirm_in_flight) && c->connected &&
            pthread_cond_timedwait(&c->cond, &c->mu, &ts) == 0)
         ;
@@ -1415,7 +1394,7 @@ static void *supervisor_main(void *arg)
                            (c->connected && c->timers->wake_on_connect))))
             continue;
         c->supervisor_sleeps_until_ms = next_wakeup(c);
-        deadline_to_timespec(c->supervisor_sleeps_until_ms, &ts);
+        zkit__deadline_timespec(c->supervisor_sleeps_until_ms, &ts);
         pthread_cond_timedwait(&c->supervisor_cond, &c->mu, &ts);
         c->supervisor_sleeps_until_ms = 0;
     }
@@ -1479,9 +1458,9 @@ static zkit_client_t *alloc_client(const zkit_client_options_t *opts)
     zkit__logger_init(&c->log, opts->log_fn, opts->log_arg, opts->log_level);
     zk_log_register(c);
     pthread_mutex_init(&c->mu, NULL);
-    cond_init_monotonic(&c->cond);
-    cond_init_monotonic(&c->supervisor_cond);
-    cond_init_monotonic(&c->event_cond);
+    zkit__cond_init_monotonic(&c->cond);
+    zkit__cond_init_monotonic(&c->supervisor_cond);
+    zkit__cond_init_monotonic(&c->event_cond);
     c->tasks_tail = &c->tasks;
     c->wake_fd = -1;
     c->refs = 1;
@@ -1698,7 +1677,7 @@ ZKIT_EXTERN int zkit_client_block_until_connected(zkit_client_t *c, int timeout_
     if (!c)
         return ZKIT_EINVAL;
     if (timeout_ms >= 0)
-        deadline_to_timespec(zkit__monotonic_ms() + timeout_ms, &ts);
+        zkit__deadline_timespec(zkit__monotonic_ms() + timeout_ms, &ts);
     pthread_mutex_lock(&c->mu);
     while (!c->connected && !c->closing && rc != ETIMEDOUT) {
         if (timeout_ms < 0)

@@ -261,9 +261,6 @@ int zkit__test_lookup_syncs(zkit_client_t *c);
  * may be NULL) how many of them a grant waited for. */
 int zkit__test_confirm_syncs(zkit_client_t *c, int *grants);
 
-/* Called when the handle of `generation` is closed: completes what it left (ops.c). */
-void zkit__ops_abandon(zkit_client_t *c, uint64_t generation);
-
 /* Called by ops.c when the handle of `generation` is closed: frees its watch contexts (c->mu
  * held; released while their release functions run, held again on return). */
 void zkit__watches_drop_generation(zkit_client_t *c, uint64_t generation);

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "framework/log.h"
+#include "framework/clock.h"
 #include "framework/errors.h"
 
 /* At most this many libzookeeper lines per window; the rest are counted and summarised. */
@@ -27,13 +28,6 @@ static void stderr_sink(zkit_log_level_t level, const char *message, void *arg)
 {
     (void)arg;
     fprintf(stderr, "zkit %s: %s\n", level_name(level), message);
-}
-
-static int64_t monotonic_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void zkit__logger_init(zkit__logger_t *lg, zkit_log_fn fn, void *arg, zkit_log_level_t level)
@@ -112,7 +106,7 @@ static zkit_log_level_t zk_line_level(const char *line)
 /* Returns how many lines were suppressed before this one (to report), or -1 to drop it. */
 static int rate_limit(zkit__logger_t *lg)
 {
-    int64_t now = monotonic_ms();
+    int64_t now = zkit__monotonic_ms();
     int report = 0;
     pthread_mutex_lock(&lg->mu);
     if (now - lg->window_start_ms >= ZK_WINDOW_MS) {

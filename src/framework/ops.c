@@ -45,17 +45,13 @@ static void op_finish(zkit__op_t *op, int error);
 zkit__op_t *zkit__op_new(zkit_client_t *c, zkit__op_type_t type)
 {
     zkit__op_t *op = calloc(1, sizeof(*op));
-    pthread_condattr_t attr;
     if (!op)
         return NULL;
     op->client = c;
     op->refs = 1;
     op->type = type;
     op->version = -1;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&op->cond, &attr);
-    pthread_condattr_destroy(&attr);
+    zkit__cond_init_monotonic(&op->cond);
     return op;
 }
 

@@ -10,9 +10,7 @@
 
 #include <stdint.h>
 #include "zkit/client.h"
-
-/* CLOCK_MONOTONIC, in ms: the clock of every due time. */
-int64_t zkit__monotonic_ms(void);
+#include "framework/clock.h"
 
 /* Runs fn(arg) at `due_ms`, or at once when the client closes.  Returns 0, ZKIT_ENOMEM, or
  * ZKIT_ECLOSED on a closed client (fn then never runs; the caller keeps arg). */

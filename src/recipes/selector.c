@@ -47,7 +47,8 @@ struct zkit_selector {
 
 static void timed_wait(zkit_selector_t *sel, int64_t due_ms)
 {
-    struct timespec ts = { due_ms / 1000, (due_ms % 1000) * 1000000 };
+    struct timespec ts;
+    zkit__deadline_timespec(due_ms, &ts);
     pthread_cond_timedwait(&sel->cond, &sel->mu, &ts);
 }
 
@@ -163,7 +164,6 @@ ZKIT_EXTERN int zkit_selector_new(zkit_selector_t **out, zkit_client_t *client,
                                   void *arg)
 {
     zkit_selector_t *sel;
-    pthread_condattr_t attr;
     int rc;
     if (!out || !client || !fn)
         return ZKIT_EINVAL;
@@ -180,10 +180,7 @@ ZKIT_EXTERN int zkit_selector_new(zkit_selector_t **out, zkit_client_t *client,
     sel->fn = fn;
     sel->arg = arg;
     pthread_mutex_init(&sel->mu, NULL);
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&sel->cond, &attr);
-    pthread_condattr_destroy(&attr);
+    zkit__cond_init_monotonic(&sel->cond);
     zkit_lock_set_state_callback(sel->mutex, on_state, sel);
     *out = sel;
     return 0;
