@@ -225,6 +225,43 @@ void zkit__event_delivery_free(zkit_client_t *c);
 /* Whether the calling thread is running a callback of the client now. */
 int zkit__in_callback(zkit_client_t *c);
 
+/* ---- options.c ---- */
+
+/* Checks options as zkit_client_new() does (0 or ZKIT_EINVAL, said through the options' log
+ * function and zkit_error_message()). */
+int zkit__options_validate(const zkit_client_options_t *o);
+/* Copies checked options into a new client: 0 or ZKIT_ENOMEM. */
+int zkit__options_copy(zkit_client_t *c, const zkit_client_options_t *o);
+
+/* ---- client.c: the object and its handle ---- */
+
+/* A client with its logger, locks and conditions, and no handle yet; NULL on ENOMEM. */
+zkit_client_t *zkit__client_alloc(const zkit_client_options_t *opts);
+/* Frees what zkit__client_alloc and zkit__options_copy made (the last reference's end). */
+void zkit__client_free(zkit_client_t *c);
+/* libzookeeper's lines go to another client's sink from here. */
+void zkit__zk_log_unregister(zkit_client_t *c);
+/* Opens a handle for a new session (c->mu held): 0 or an error. */
+int zkit__handle_open(zkit_client_t *c);
+/* Closes a handle already detached from the client (c->mu held; released while it waits for
+ * the calls borrowing the handle to give it back and while zookeeper_close() runs, whose
+ * pending completions take c->mu; not held on return). */
+void zkit__handle_close(zkit_client_t *c, zhandle_t *zh);
+
+/* ---- listeners.c ---- */
+
+/* Tells every listener `state` (event thread, c->mu held; released around each call), or at
+ * close (`close` set) the close listeners. */
+void zkit__listeners_walk(zkit_client_t *c, zkit_conn_state_t state, int close);
+/* The public state becomes `state` and its delivery is queued (c->mu held). */
+void zkit__client_change_state(zkit_client_t *c, zkit_conn_state_t state);
+
+/* ---- timers.c ---- */
+
+/* The timers due at `now`, taken off the list (c->mu held), and their run (c->mu not held). */
+zkit__timer_t *zkit__timers_take_due(zkit_client_t *c, int64_t now);
+void zkit__timers_run(zkit_client_t *c, zkit__timer_t *due);
+
 /* Borrows the current handle for one zoo_a* call: returns it (and its generation) with a
  * reference held, or NULL when the client has none or is closing.  Pair with conn_put. */
 zhandle_t *zkit__conn_get(zkit_client_t *c, uint64_t *generation);

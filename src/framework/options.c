@@ -1,0 +1,288 @@
+/*
+ * options.c - a client's options: their defaults, their checks (each refusal said through the
+ * log function the options name and zkit_error_message()), and their copy into the client,
+ * with the ACL a create carries when its options give none.
+ */
+
+#include <errno.h>
+#include <limits.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include "framework/client.h"
+#include "framework/errors.h"
+#include "framework/ops.h"
+#include "framework/paths.h"
+
+/* ---- options ------------------------------------------------------------------------------ */
+
+ZKIT_EXTERN void zkit_client_options_init(zkit_client_options_t *opts)
+{
+    zkit_client_options_t defaults = ZKIT_CLIENT_OPTIONS_INIT;
+    if (opts)
+        *opts = defaults;
+}
+
+/* The longest session timeout libzookeeper handles: it doubles the value in an int. */
+#define ZKIT__MAX_SESSION_TIMEOUT_MS (INT_MAX / 2)
+
+/* Options of any version from 1 to the library's are accepted: a program built against older
+ * headers passes a struct without the fields added since, which keep their defaults.
+ * Version 2 added `delivery`: a version 1 caller's callbacks run on the event thread. */
+static int options_version_known(unsigned version)
+{
+    return version >= 1 && version <= ZKIT_CLIENT_OPTIONS_VERSION;
+}
+
+/* A bad option, told through the log function the options name when they name one (there is
+ * no client, and so no logger, yet). */
+static void options_error(const zkit_client_options_t *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void options_error(const zkit_client_options_t *o, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    zkit__error_set("%s", text);
+    if (o && options_version_known(o->version) && o->log_fn)
+        o->log_fn(ZKIT_LOG_ERROR, text, o->log_arg);
+    else
+        zkit__log_default(ZKIT_LOG_ERROR, "%s", text);
+}
+
+/*
+ * 1 when the connect string names hosts before any chroot, each "host:port" with a port from
+ * 1 to 65535.  libzookeeper accepts a string of no hosts ("/app") and then never connects, and
+ * hands the port text to getaddrinfo, which takes 99999 as 34463: the client would quietly
+ * connect somewhere else.
+ */
+static int connect_ports_valid(const char *connect)
+{
+    size_t hosts_len = strcspn(connect, "/");
+    const char *p = connect, *end = connect + hosts_len;
+    if (hosts_len == 0)
+        return 0;
+    while (p < end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        const char *stop = comma ? comma : end, *colon = NULL;
+        long port = 0;
+        for (const char *q = p; q < stop; q++)
+            if (*q == ':')
+                colon = q;
+        if (colon) {
+            const char *d = colon + 1;
+            if (d == stop)
+                return 0;
+            for (; d < stop; d++) {
+                if (*d < '0' || *d > '9' || (port = port * 10 + (*d - '0')) > 65535)
+                    return 0;
+            }
+            if (port == 0)
+                return 0;
+        }
+        p = stop + 1;
+    }
+    return 1;
+}
+
+int zkit__options_validate(const zkit_client_options_t *o)
+{
+    if (!o) {
+        options_error(o, "client options: NULL");
+        return ZKIT_EINVAL;
+    }
+    if (!options_version_known(o->version)) {
+        options_error(o, "client options: version %u, expected 1 to %d "
+                      "(ZKIT_CLIENT_OPTIONS_VERSION)", o->version, ZKIT_CLIENT_OPTIONS_VERSION);
+        return ZKIT_EINVAL;
+    }
+    if (o->version >= 2 && o->delivery != ZKIT_DELIVER_ON_EVENT_THREAD &&
+        o->delivery != ZKIT_DELIVER_ON_DISPATCH) {
+        options_error(o, "client options: delivery %d is neither ZKIT_DELIVER_ON_EVENT_THREAD "
+                         "nor ZKIT_DELIVER_ON_DISPATCH", (int)o->delivery);
+        return ZKIT_EINVAL;
+    }
+    if (!o->connect_string || !o->connect_string[0]) {
+        options_error(o, "client options: connect_string is required");
+        return ZKIT_EINVAL;
+    }
+    if (!connect_ports_valid(o->connect_string)) {
+        options_error(o, "client options: connect string '%s': no host, or a port not in "
+                         "1..65535", o->connect_string);
+        return ZKIT_EINVAL;
+    }
+    if (o->session_timeout_ms <= 0 || o->connection_timeout_ms <= 0) {
+        options_error(o, "client options: timeouts must be positive");
+        return ZKIT_EINVAL;
+    }
+    if (o->session_timeout_ms > ZKIT__MAX_SESSION_TIMEOUT_MS) {
+        options_error(o, "client options: session timeout %d ms is above the %d ms the "
+                         "ZooKeeper C client can handle", o->session_timeout_ms,
+                      ZKIT__MAX_SESSION_TIMEOUT_MS);
+        return ZKIT_EINVAL;
+    }
+    /* No create could carry more (ZooKeeper's 1 MiB packet), and the copy must not wrap. */
+    if (o->default_data && o->default_data_len >= ZKIT__MAX_PACKET) {
+        options_error(o, "client options: default data of %zu bytes exceeds the server's "
+                         "limit", o->default_data_len);
+        return ZKIT_EINVAL;
+    }
+    if ((o->auth_count && !o->auth) || (o->default_acl_count && !o->default_acl)) {
+        options_error(o, "client options: NULL array with a non-zero count");
+        return ZKIT_EINVAL;
+    }
+    for (size_t i = 0; i < o->auth_count; i++) {
+        if (!o->auth[i].scheme || !o->auth[i].credential) {
+            options_error(o, "client options: auth entry %zu incomplete", i);
+            return ZKIT_EINVAL;
+        }
+    }
+    for (size_t i = 0; i < o->default_acl_count; i++) {
+        if (!o->default_acl[i].scheme || !o->default_acl[i].id) {
+            options_error(o, "client options: ACL entry %zu incomplete", i);
+            return ZKIT_EINVAL;
+        }
+    }
+    if (o->namespace_name && zkit__namespace_validate(o->namespace_name) != 0) {
+        options_error(o, "client options: bad namespace '%s'",
+                          o->namespace_name);
+        return ZKIT_EBADPATH;
+    }
+    return 0;
+}
+
+void zkit__acl_vector_free(struct ACL_vector *v);
+
+static int acl_vector_from(struct ACL_vector *out, const zkit_acl_t *acl, size_t count)
+{
+    out->count = (int32_t)count;
+    out->data = calloc(count ? count : 1, sizeof(struct ACL));
+    if (!out->data)
+        return ZKIT_ENOMEM;
+    for (size_t i = 0; i < count; i++) {
+        out->data[i].perms = acl[i].perms;
+        out->data[i].id.scheme = strdup(acl[i].scheme);
+        out->data[i].id.id = strdup(acl[i].id);
+        if (!out->data[i].id.scheme || !out->data[i].id.id) {
+            zkit__acl_vector_free(out);
+            return ZKIT_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+void zkit__acl_vector_free(struct ACL_vector *v)
+{
+    if (!v->data)
+        return;
+    for (int32_t i = 0; i < v->count; i++) {
+        free(v->data[i].id.scheme);
+        free(v->data[i].id.id);
+    }
+    free(v->data);
+    v->data = NULL;
+}
+
+/* Curator's default node data: this host's address as text. */
+static char *local_address_text(void)
+{
+    char host[256];
+    struct addrinfo hints, *res = NULL;
+    char text[INET6_ADDRSTRLEN] = "127.0.0.1";
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_INET;
+    if (gethostname(host, sizeof(host)) == 0 && getaddrinfo(host, NULL, &hints, &res) == 0) {
+        struct sockaddr_in *sin = (struct sockaddr_in *)res->ai_addr;
+        inet_ntop(AF_INET, &sin->sin_addr, text, sizeof(text));
+        freeaddrinfo(res);
+    }
+    return strdup(text);
+}
+
+static int copy_auth(zkit_client_t *c, const zkit_client_options_t *o)
+{
+    if (!o->auth_count)
+        return 0;
+    c->auth = calloc(o->auth_count, sizeof(*c->auth));
+    if (!c->auth)
+        return ZKIT_ENOMEM;
+    c->auth_count = o->auth_count;
+    for (size_t i = 0; i < o->auth_count; i++) {
+        c->auth[i].scheme = strdup(o->auth[i].scheme);
+        c->auth[i].credential = strdup(o->auth[i].credential);
+        if (!c->auth[i].scheme || !c->auth[i].credential)
+            return ZKIT_ENOMEM;
+    }
+    return 0;
+}
+
+static int copy_default_data(zkit_client_t *c, const zkit_client_options_t *o)
+{
+    if (o->default_data) {
+        c->default_data = malloc(o->default_data_len + 1);
+        if (!c->default_data)
+            return ZKIT_ENOMEM;
+        memcpy(c->default_data, o->default_data, o->default_data_len);
+        c->default_data_len = o->default_data_len;
+    } else {
+        c->default_data = local_address_text();
+        if (!c->default_data)
+            return ZKIT_ENOMEM;
+        c->default_data_len = strlen(c->default_data);
+    }
+    return 0;
+}
+
+int zkit__options_copy(zkit_client_t *c, const zkit_client_options_t *o)
+{
+    static const zkit_acl_t open_acl = { ZKIT_PERM_ALL, "world", "anyone" };
+    int rc;
+    c->connect_string = strdup(o->connect_string);
+    c->session_timeout_ms = o->session_timeout_ms;
+    c->connection_timeout_ms = o->connection_timeout_ms;
+    c->retry = o->retry ? zkit_retry_copy(o->retry) : zkit_retry_exponential(1000, 3, 0);
+    if (!c->connect_string || !c->retry)
+        return ZKIT_ENOMEM;
+    if (o->namespace_name) {
+        c->ns = strdup(o->namespace_name);
+        c->ns_root = zkit__path_fix(c->ns, "/");
+        if (!c->ns || !c->ns_root)
+            return ZKIT_ENOMEM;
+    }
+    if ((rc = copy_auth(c, o)) != 0)
+        return rc;
+    if (o->default_acl_count)
+        rc = acl_vector_from(&c->default_acl, o->default_acl, o->default_acl_count);
+    else
+        rc = acl_vector_from(&c->default_acl, &open_acl, 1);
+    if (rc != 0)
+        return rc;
+    c->acl_provider = o->acl_provider;
+    c->acl_provider_arg = o->acl_provider_arg;
+    c->can_be_read_only = o->can_be_read_only;
+    /* Fields added in version 2 are read only from callers that know them. */
+    if (o->version >= 2)
+        c->dispatch_mode = o->delivery == ZKIT_DELIVER_ON_DISPATCH;
+    return copy_default_data(c, o);
+}
+
+void zkit__client_acl(zkit_client_t *c, const char *path, struct ACL_vector *out, int *allocated)
+{
+    const zkit_acl_t *acl = NULL;
+    size_t count = 0;
+    *allocated = 0;
+    if (c->acl_provider && c->acl_provider(path, &acl, &count, c->acl_provider_arg) == 0 &&
+        acl && count > 0 && acl_vector_from(out, acl, count) == 0) {
+        *allocated = 1;
+        return;
+    }
+    *out = c->default_acl;
+}
