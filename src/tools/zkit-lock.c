@@ -8,7 +8,7 @@
  *   zkit-lock [options] --once-per SECONDS PATH -- COMMAND [ARGS...]
  *   zkit-lock [options] --list PATH
  *
- * This file: messages, options, and the main flows (connect, acquire, run or hold, release;
+ * This file: options, and the main flows (connect, acquire, run or hold, release;
  * or one attempt at the current slot of a zkit_job for --once-per).
  */
 #include <errno.h>
@@ -26,53 +26,6 @@
 
 #define DEFAULT_CONNECT "127.0.0.1:2181"
 #define DEFAULT_SESSION_TIMEOUT_MS 10000
-
-/* ---- messages ---------------------------------------------------------------------------- */
-
-static zkl_verbosity_t verbosity = ZKL_NORMAL;
-
-void zkl_set_verbosity(zkl_verbosity_t v)
-{
-    verbosity = v;
-}
-
-/* One write per line, so lines from the library's threads do not interleave with ours. */
-static void vmessage(const char *fmt, va_list ap)
-{
-    char line[1024];
-    int n = snprintf(line, sizeof(line), "zkit-lock: ");
-    vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-    strcat(line, "\n");
-    fputs(line, stderr);
-}
-
-void zkl_info(const char *fmt, ...)
-{
-    va_list ap;
-    if (verbosity < ZKL_VERBOSE)
-        return;
-    va_start(ap, fmt);
-    vmessage(fmt, ap);
-    va_end(ap);
-}
-
-void zkl_note(const char *fmt, ...)
-{
-    va_list ap;
-    if (verbosity < ZKL_NORMAL)
-        return;
-    va_start(ap, fmt);
-    vmessage(fmt, ap);
-    va_end(ap);
-}
-
-void zkl_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vmessage(fmt, ap);
-    va_end(ap);
-}
 
 /* ---- options ------------------------------------------------------------------------------ */
 

@@ -69,15 +69,6 @@ static int is_holder(const entry_t *list, size_t index, size_t max_holders)
     return 1;
 }
 
-char *zkl_join_path(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *path = malloc(n);
-    if (path)
-        snprintf(path, n, "%s/%s", strcmp(dir, "/") ? dir : "", name);
-    return path;
-}
-
 /* The node's stat: 1, or 0 when it was released between the listing and this look-up. */
 static int node_stat(zkit_client_t *client, const char *dir, const char *name, zkit_stat_t *st)
 {

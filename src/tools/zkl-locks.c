@@ -579,3 +579,12 @@ void zkl_locks_free(zkl_locks_t *ls, int abandon)
     free(ls->rws);
     free(ls);
 }
+
+char *zkl_join_path(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *path = malloc(n);
+    if (path)
+        snprintf(path, n, "%s/%s", strcmp(dir, "/") ? dir : "", name);
+    return path;
+}

@@ -1,0 +1,90 @@
+#!/bin/sh
+# layers.sh - the files of src/ form a strict stack: each calls only files below it, so there
+# is no circle of files (docs/design.md, "Layers").  Run from a build tree (make check does)
+# after the library and zkit-lock are built.
+#
+# The stacks are listed bottom to top below.  For every object file, every symbol it uses
+# that another file of the same stack defines (read from the objects' symbol tables with nm)
+# must come from a file listed before it.  A source file missing from its list fails the
+# check too, so that a new file is given its place on purpose.
+set -u
+
+# The framework, then the recipes on it (one library).
+LIBRARY="
+src/framework errors clock log retry paths options tasks client listeners timers watches ops
+    create txn batch api session
+src/recipes nodename schedule engine lockstate ownnode lockcore mutex lock multilock guard
+    semaphore latch selector leaderquery job
+"
+# zkit-lock.
+TOOL="
+src/tools zkl-msg zkl-events zkl-locks zkl-list zkl-child zkit-lock
+"
+
+status=0
+
+# The object of source NAME in DIR: a libtool convenience library's or a program's.
+object_of() {
+    for o in "$1/libzkit_core_la-$2.o" "$1/$2.o" "$1/zkit_lock-$2.o"; do
+        if [ -f "$o" ]; then
+            echo "$o"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# check STACK-TEXT: the directory words start a group, the other words are its files in order.
+check() {
+    list=$(mktemp)
+    rank=0
+    dir=
+    for word in $1; do
+        case $word in
+        src/*)
+            dir=$word
+            continue
+            ;;
+        esac
+        rank=$((rank + 1))
+        if ! obj=$(object_of "$dir" "$word"); then
+            echo "layers: no object for $dir/$word.c (not built?)" >&2
+            status=1
+            continue
+        fi
+        echo "$rank $dir/$word $obj" >>"$list"
+    done
+    # Every source file of the stack's directories must be listed.
+    for d in $(awk '{ sub("/[^/]*$", "", $2); print $2 }' "$list" | sort -u); do
+        for src in "$srcdir/$d"/*.c; do
+            name=$(basename "$src" .c)
+            if ! grep -q " $d/$name " "$list"; then
+                echo "layers: $d/$name.c has no place in tests/layers.sh" >&2
+                status=1
+            fi
+        done
+    done
+    defs=$(mktemp)
+    while read -r rank name obj; do
+        nm "$obj" | awk -v r="$rank" -v n="$name" '$2 ~ /^[TDBR]$/ { print $3, r, n }'
+    done <"$list" >"$defs"
+    while read -r rank name obj; do
+        nm "$obj" | awk '$1 == "U" { print $2 }' |
+            awk -v r="$rank" -v n="$name" 'NR == FNR { owner[$1] = $3; at[$1] = $2; next }
+                 ($1 in owner) && at[$1] > r && owner[$1] != n {
+                     printf "layers: %s calls %s (%s), which is above it\n", n, owner[$1], $1
+                     bad = 1
+                 }
+                 END { exit bad }' "$defs" - >&2 || status=1
+    done <"$list"
+    rm -f "$list" "$defs"
+}
+
+srcdir=${srcdir:-.}
+[ -d "$srcdir/src" ] || srcdir=$(cd "$(dirname "$0")/.." && pwd)
+check "$LIBRARY"
+check "$TOOL"
+if [ $status -eq 0 ]; then
+    echo "layers: every file calls only files below it"
+fi
+exit $status
