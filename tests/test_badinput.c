@@ -221,6 +221,20 @@ static int o_session_negative(void)
     o.session_timeout_ms = -1;
     return try_options(o);
 }
+/* 1 ms: libzookeeper's handshake deadline (2/3 of it) is 0, so it would never connect; 2 ms
+ * only connects to a server on loopback. */
+static int o_session_one(void)
+{
+    zkit_client_options_t o = options(cs());
+    o.session_timeout_ms = 1;
+    return try_options(o);
+}
+static int o_session_below_min(void)
+{
+    zkit_client_options_t o = options(cs());
+    o.session_timeout_ms = ZKIT_SESSION_TIMEOUT_MIN_MS - 1;
+    return try_options(o);
+}
 static int o_session_huge(void)
 {
     zkit_client_options_t o = options(cs());
@@ -934,6 +948,9 @@ static const bad_case_t lib_cases[] = {
     { "connect_string with chroot \"/a//b\"", o_connect_chroot, ZKIT_EINVAL, LOG },
     { "session_timeout_ms 0", o_session_zero, ZKIT_EINVAL, LOG },
     { "session_timeout_ms -1", o_session_negative, ZKIT_EINVAL, LOG },
+    { "session_timeout_ms 1", o_session_one, ZKIT_EINVAL, LOG },
+    { "session_timeout_ms ZKIT_SESSION_TIMEOUT_MIN_MS - 1", o_session_below_min, ZKIT_EINVAL,
+      LOG },
     { "session_timeout_ms INT_MAX", o_session_huge, ZKIT_EINVAL, LOG },
     { "connection_timeout_ms 0", o_conn_timeout_zero, ZKIT_EINVAL, LOG },
     { "auth_count 1, auth NULL", o_auth_null_array, ZKIT_EINVAL, LOG },
@@ -1236,6 +1253,8 @@ static void test_tool(void)
         { { "--read", "--write", "/bi", "--", "true", NULL }, 64, "exclude each other", NULL },
         { { "--session-timeout", "0", "/bi", "--", "true", NULL }, 64, "valid number", NULL },
         { { "--session-timeout", "1073742", "/bi", "--", "true", NULL }, 64, "can handle", NULL },
+        { { "--session-timeout", "0.001", "/bi", "--", "true", NULL }, 64, "below the minimum",
+          NULL },
         { { "--kill-grace", "-1", "/bi", "--", "true", NULL }, 64, "valid number", NULL },
         { { "-E", "256", "/bi", "--", "true", NULL }, 64, "0 to 255", NULL },
         { { "-E", "-1", "/bi", "--", "true", NULL }, 64, "0 to 255", NULL },
@@ -1396,6 +1415,16 @@ static void test_error_message(void)
     co.session_timeout_ms = -5;
     CU_ASSERT_EQUAL(zkit_client_new(&c, &co), ZKIT_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "timeout"));
+    co.session_timeout_ms = 1;
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &co), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "session timeout 1 ms is below the "
+                                                        "minimum of 100 ms"));
+    co.session_timeout_ms = ZKIT_SESSION_TIMEOUT_MIN_MS;
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &co), 0);
+    CU_ASSERT_EQUAL(zkit_client_block_until_connected(c, 10000), 0);
+    zkit_client_close(c);
+    c = NULL;
+    co = options(cs());
     o = job_options();
     o.fn = NULL;
     CU_ASSERT_EQUAL(zkit_job_run_slot_once(&(zkit_job_attempt_t){ 0 }, cl, &o, 60), ZKIT_EINVAL);

@@ -321,6 +321,9 @@ static int apply_option(zkl_options_t *o, int c, const char *arg, int *kind_give
     case OPT_SESSION_TIMEOUT:
         if (seconds_option("--session-timeout", arg, 1, &ms) != 0)
             return ZKL_EXIT_USAGE;
+        if (ms < ZKIT_SESSION_TIMEOUT_MIN_MS)
+            return usage_error("--session-timeout: '%s' is below the minimum of %g seconds",
+                               arg, ZKIT_SESSION_TIMEOUT_MIN_MS / 1000.0);
         if (ms > INT_MAX / 2) /* libzookeeper doubles it in an int */
             return usage_error("--session-timeout: '%s' is above the %d seconds the ZooKeeper "
                                "client can handle", arg, INT_MAX / 2 / 1000);
