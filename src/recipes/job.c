@@ -455,7 +455,10 @@ static int take_lock(zkit_job_t *job, char *err, size_t errlen)
     job->lock_lost = 0;
     pthread_mutex_unlock(&job->mu);
     rc = zkit_lock_acquire(job->lock, 0);
-    if (rc != 0 && rc != ZKIT_ETIMEDOUT)
+    if (rc == ZKIT_ENOCHILDREN)
+        set_err(err, errlen, "cannot take the lock %s: it or a node above it is an ephemeral "
+                "node, which cannot have children", job->lock_path);
+    else if (rc != 0 && rc != ZKIT_ETIMEDOUT)
         set_err(err, errlen, "cannot take the lock %s: %s", job->lock_path, zkit_strerror(rc));
     return rc;
 }

@@ -37,6 +37,7 @@
 
 #include "recipes/lock.h"
 #include "framework/batch.h"
+#include "framework/errors.h"
 #include "framework/paths.h"
 
 /* How often one acquisition of several leases may start over after losing one. */
@@ -1174,6 +1175,10 @@ ZKIT_EXTERN int zkit_semaphore_acquire(zkit_lease_t **leases, zkit_semaphore_t *
         sem_acq_unref(a);
     }
     zkit__call_exit(sem->client);
+    /* The lease was refused on the server, before any child of the path existed. */
+    if (rc == ZKIT_ENOCHILDREN)
+        zkit__error_set("semaphore %s: %s or a node above it is an ephemeral node, which "
+                        "cannot have children", sem->path, sem->leases_dir);
     return rc;
 }
 
