@@ -221,6 +221,20 @@ static int o_session_negative(void)
     o.session_timeout_ms = -1;
     return try_options(o);
 }
+/* 1 ms: libzookeeper's handshake deadline (2/3 of it) is 0, so it would never connect; 2 ms
+ * only connects to a server on loopback. */
+static int o_session_one(void)
+{
+    zkit_client_options_t o = options(cs());
+    o.session_timeout_ms = 1;
+    return try_options(o);
+}
+static int o_session_below_min(void)
+{
+    zkit_client_options_t o = options(cs());
+    o.session_timeout_ms = ZKIT_SESSION_TIMEOUT_MIN_MS - 1;
+    return try_options(o);
+}
 static int o_session_huge(void)
 {
     zkit_client_options_t o = options(cs());
@@ -431,6 +445,14 @@ static int n_create_under_ephemeral(void)
     co.mode = ZKIT_EPHEMERAL;
     zkit_create(NULL, NULL, cl, at("/eph"), "x", 1, &co);
     return zkit_create(NULL, NULL, cl, at("/eph/child"), "x", 1, NULL);
+}
+/* With parents, the create that meets the ephemeral node is a parent's, and the server answers
+ * the node asked for with "no node": still the ephemeral node's refusal. */
+static int n_create_parents_under_ephemeral(void)
+{
+    zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
+    co.flags = ZKIT_CREATE_PARENTS;
+    return zkit_create(NULL, NULL, cl, at("/eph/a/b"), "x", 1, &co);
 }
 static int n_create_root(void) { return zkit_create(NULL, NULL, cl, "/", "x", 1, NULL); }
 static int n_delete_null_client(void) { return zkit_delete(NULL, "/a", -1, 0); }
@@ -934,6 +956,9 @@ static const bad_case_t lib_cases[] = {
     { "connect_string with chroot \"/a//b\"", o_connect_chroot, ZKIT_EINVAL, LOG },
     { "session_timeout_ms 0", o_session_zero, ZKIT_EINVAL, LOG },
     { "session_timeout_ms -1", o_session_negative, ZKIT_EINVAL, LOG },
+    { "session_timeout_ms 1", o_session_one, ZKIT_EINVAL, LOG },
+    { "session_timeout_ms ZKIT_SESSION_TIMEOUT_MIN_MS - 1", o_session_below_min, ZKIT_EINVAL,
+      LOG },
     { "session_timeout_ms INT_MAX", o_session_huge, ZKIT_EINVAL, LOG },
     { "connection_timeout_ms 0", o_conn_timeout_zero, ZKIT_EINVAL, LOG },
     { "auth_count 1, auth NULL", o_auth_null_array, ZKIT_EINVAL, LOG },
@@ -975,6 +1000,8 @@ static const bad_case_t lib_cases[] = {
     { "create under a missing parent", n_create_no_parent, ZKIT_ENONODE, 0 },
     { "create an existing node", n_create_exists, ZKIT_ENODEEXISTS, 0 },
     { "create under an ephemeral", n_create_under_ephemeral, ZKIT_ENOCHILDREN, 0 },
+    { "create with parents two levels under an ephemeral", n_create_parents_under_ephemeral,
+      ZKIT_ENOCHILDREN, 0 },
     { "create \"/\"", n_create_root, ZKIT_EBADPATH, LOG },
     { "zkit_delete client NULL", n_delete_null_client, ZKIT_EINVAL, 0 },
     { "zkit_delete \"/a/\"", n_delete_bad_path, ZKIT_EBADPATH, LOG },
@@ -1236,6 +1263,8 @@ static void test_tool(void)
         { { "--read", "--write", "/bi", "--", "true", NULL }, 64, "exclude each other", NULL },
         { { "--session-timeout", "0", "/bi", "--", "true", NULL }, 64, "valid number", NULL },
         { { "--session-timeout", "1073742", "/bi", "--", "true", NULL }, 64, "can handle", NULL },
+        { { "--session-timeout", "0.001", "/bi", "--", "true", NULL }, 64, "below the minimum",
+          NULL },
         { { "--kill-grace", "-1", "/bi", "--", "true", NULL }, 64, "valid number", NULL },
         { { "-E", "256", "/bi", "--", "true", NULL }, 64, "0 to 255", NULL },
         { { "-E", "-1", "/bi", "--", "true", NULL }, 64, "0 to 255", NULL },
@@ -1396,6 +1425,16 @@ static void test_error_message(void)
     co.session_timeout_ms = -5;
     CU_ASSERT_EQUAL(zkit_client_new(&c, &co), ZKIT_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "timeout"));
+    co.session_timeout_ms = 1;
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &co), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "session timeout 1 ms is below the "
+                                                        "minimum of 100 ms"));
+    co.session_timeout_ms = ZKIT_SESSION_TIMEOUT_MIN_MS;
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &co), 0);
+    CU_ASSERT_EQUAL(zkit_client_block_until_connected(c, 10000), 0);
+    zkit_client_close(c);
+    c = NULL;
+    co = options(cs());
     o = job_options();
     o.fn = NULL;
     CU_ASSERT_EQUAL(zkit_job_run_slot_once(&(zkit_job_attempt_t){ 0 }, cl, &o, 60), ZKIT_EINVAL);
@@ -1420,6 +1459,53 @@ static void test_error_message(void)
                            "no such listener or watch registration");
 }
 
+/*
+ * A lock's path that is an ephemeral node, or lies under one, cannot hold the lock's nodes:
+ * ZKIT_ENOCHILDREN with ZNOCHILDRENFOREPHEMERALS behind it, also where the node in the way is
+ * a parent the call would have created (a semaphore's leases directory, a job's lock), which
+ * the server answers with "no node" for the child; and the semaphore and the job say which
+ * path in zkit_error_message().
+ */
+static void test_ephemeral_parent(void)
+{
+    zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
+    zkit_job_options_t jo = job_options();
+    zkit_job_attempt_t attempt;
+    zkit_semaphore_t *sem = NULL;
+    zkit_lease_t *lease = NULL;
+    zkit_lock_t *lock = NULL;
+    char eph[128], deep[160], needle[400];
+    snprintf(eph, sizeof(eph), "%s", at("/ephemeral-parent"));
+    snprintf(deep, sizeof(deep), "%s/a/b", eph);
+    co.mode = ZKIT_EPHEMERAL;
+    co.flags = ZKIT_CREATE_PARENTS;
+    CU_ASSERT_EQUAL_FATAL(zkit_create(NULL, NULL, cl, eph, "", 0, &co), 0);
+    co.mode = ZKIT_PERSISTENT;
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, cl, deep, "", 0, &co), ZKIT_ENOCHILDREN);
+    CU_ASSERT_EQUAL(zkit_last_zk_error(), ZNOCHILDRENFOREPHEMERALS);
+
+    CU_ASSERT_EQUAL_FATAL(zkit_mutex_new(&lock, cl, eph), 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(lock, 0), ZKIT_ENOCHILDREN);
+    zkit_lock_free(lock);
+
+    CU_ASSERT_EQUAL_FATAL(zkit_semaphore_new(&sem, cl, eph, 2), 0);
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(&lease, sem, 1, 0), ZKIT_ENOCHILDREN);
+    snprintf(needle, sizeof(needle), "semaphore %s: %s/leases or a node above it is an "
+             "ephemeral node, which cannot have children", eph, eph);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), needle));
+    zkit_semaphore_free(sem);
+
+    jo.path = eph;
+    CU_ASSERT_EQUAL(zkit_job_run_slot_once(&attempt, cl, &jo, zkh_wall_ms() / 1000),
+                    ZKIT_ENOCHILDREN);
+    snprintf(needle, sizeof(needle), "cannot take the lock %s/lock: it or a node above it is an "
+             "ephemeral node, which cannot have children", eph);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), needle));
+    if (!strstr(zkit_error_message(), needle))
+        fprintf(stderr, "job: '%s'\n", zkit_error_message());
+    CU_ASSERT_EQUAL(zkit_delete(cl, eph, -1, 0), 0);
+}
+
 /* What the entries created, so that the tree check can see that nothing else is left. */
 static void test_remove_nodes(void)
 {
@@ -1431,6 +1517,7 @@ static const zkh_test_t tests[] = {
     { "library entries", test_library },
     { "zkit-lock entries", test_tool },
     { "zkit_error_message", test_error_message },
+    { "a lock path under an ephemeral node", test_ephemeral_parent },
     { "remove the nodes made", test_remove_nodes },
     { NULL, NULL }
 };

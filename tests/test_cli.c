@@ -2073,6 +2073,52 @@ static void test_missing_chroot(void)
     CU_ASSERT_EQUAL(children("/cli-no-such-chroot"), 0);
 }
 
+/*
+ * A lock path that is an ephemeral node (or lies under one) cannot hold a lock's children:
+ * a usage error (64) naming the node, for the plain mutex, --semaphore (whose leases go in
+ * PATH/leases) and --once-per (PATH/lock), never "internal error" or "node does not exist".
+ */
+static void test_ephemeral_lock_path(void)
+{
+    char path[64], under[96], err[300], mine[256], theirs[320], *text;
+    const char *modes[][4] = { { NULL }, { "--semaphore", "2", NULL }, { "--once-per", "60",
+                                                                          NULL } };
+    zhandle_t *zh = zkh_raw_connect(zk);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(zh);
+    zkh_unique_path(path, sizeof(path), "cli-ephemeral");
+    snprintf(under, sizeof(under), "%s/below", path);
+    CU_ASSERT_FATAL(zoo_create(zh, path, "x", 1, &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, NULL, 0) ==
+                    ZOK);
+    scratch(err, sizeof(err), "ephemeral.err");
+    snprintf(mine, sizeof(mine), "lock path %s is an ephemeral node and cannot have children",
+             path);
+    snprintf(theirs, sizeof(theirs), "lock path %s: %s is an ephemeral node and cannot have "
+             "children", under, path);
+    for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+        for (int nested = 0; nested < 2; nested++) {
+            const char *args[12];
+            size_t n = 0;
+            args[n++] = "--connect";
+            args[n++] = zkh_connect_string(zk);
+            for (size_t k = 0; modes[m][k]; k++)
+                args[n++] = modes[m][k];
+            args[n++] = nested ? under : path;
+            args[n++] = "--";
+            args[n++] = "true";
+            args[n] = NULL;
+            CU_ASSERT_EQUAL(run_tool(NULL, err, args), 64);
+            text = slurp(err);
+            CU_ASSERT(text && strstr(text, nested ? theirs : mine));
+            CU_ASSERT(text && !strstr(text, "internal error") &&
+                      !strstr(text, "does not exist"));
+            if (!text || !strstr(text, nested ? theirs : mine))
+                fprintf(stderr, "ephemeral lock path, mode %zu: '%s'\n", m, text ? text : "");
+            free(text);
+        }
+    }
+    zookeeper_close(zh); /* the ephemeral node goes with the session */
+}
+
 /* Every line of stderr is zkit-lock's own, the library's included: they reach stderr only
  * through the tool's handler, which --quiet silences (its own error line stays). */
 static void test_library_lines_through_handler(void)
@@ -2270,6 +2316,7 @@ static const zkh_test_t tests[] = {
     { "--list: the wrong kind", test_list_wrong_kind },
     { "--once-per: a foreign child fails loudly", test_once_per_foreign_child },
     { "a chroot that does not exist", test_missing_chroot },
+    { "an ephemeral lock path: usage error naming it", test_ephemeral_lock_path },
     { "library lines go through the tool's handler", test_library_lines_through_handler },
     { "-v: zkit's lines; -vv: libzookeeper's too", test_verbosity_levels },
     { "--connect-timeout: status 68 after its own time", test_connect_timeout },

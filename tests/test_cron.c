@@ -443,9 +443,10 @@ static void test_cron_local_dst(void)
 }
 
 /* Registered by test_unit.c. */
-/* The record <path>/last holds a slot id as decimal text; anything else, a number beyond
- * int64_t included (strtoll would clamp it to a slot far in the future, skipping every slot),
- * is not a slot. */
+/* The record <path>/last holds a slot id as the decimal text zkit writes; anything else is
+ * not a slot: a number beyond int64_t (strtoll would clamp it to a slot far in the future,
+ * skipping every slot), and white space, a sign or a leading zero, which strtoll would skip
+ * over. */
 static void test_job_record_text(void)
 {
     static const struct {
@@ -455,9 +456,23 @@ static void test_job_record_text(void)
     } cases[] = {
         { "0", 1, 0 },
         { "1710498453", 1, 1710498453 },
-        { "-5", 1, -5 },
+        { "498843", 1, 498843 },
         { "9223372036854775807", 1, INT64_MAX },
-        { "-9223372036854775808", 1, INT64_MIN },
+        { "-5", 0, 0 },
+        { "-9223372036854775808", 0, 0 },
+        { " 498843", 0, 0 },
+        { "\n498843", 0, 0 },
+        { "\t498843", 0, 0 },
+        { "+498843", 0, 0 },
+        { "498843 ", 0, 0 },
+        { "498843\n", 0, 0 },
+        { "0498843", 0, 0 },
+        { "00", 0, 0 },
+        { "-0", 0, 0 },
+        { "+0", 0, 0 },
+        { "4988 43", 0, 0 },
+        { "0x10", 0, 0 },
+        { "1e3", 0, 0 },
         { "9223372036854775808", 0, 0 },
         { "-9223372036854775809", 0, 0 },
         { "99999999999999999999", 0, 0 },

@@ -1066,15 +1066,20 @@ static int record_is(const char *path, const char *text)
 }
 
 /*
- * A record that is not a slot id (a number beyond int64_t, text, a stray space) stops the
- * attempt with ZKIT_EFOREIGN and a message naming the node and what it holds, logged as an
- * error: the callback does not run and the record stays as it is, whatever the slot.  Put
- * right, the slot runs; an empty record counts as none.
+ * A record that is not a slot id as zkit writes it (a number beyond int64_t, text, a stray
+ * space or newline on either side, a sign, a leading zero) stops the attempt with
+ * ZKIT_EFOREIGN and a message naming the node and what it holds (control characters as '?'),
+ * logged as an error: the callback does not run and the record stays as it is, whatever the
+ * slot.  Put right, the slot runs; an empty record counts as none.
  */
 static void test_bad_record_is_an_error(void)
 {
     static const char *const bad[] = { "99999999999999999999", "abc", "1000 ", "-", "12x",
-                                       "-9223372036854775808" };
+                                       "-9223372036854775808", " 498843", "\n498843",
+                                       "+498843", "0498843", "-5", "498843\n" };
+    static const char *const shown[] = { "99999999999999999999", "abc", "1000 ", "-", "12x",
+                                         "-9223372036854775808", " 498843", "?498843",
+                                         "+498843", "0498843", "-5", "498843?" };
     zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
     zkit_job_attempt_t a;
     log_capture_t cap;
@@ -1093,7 +1098,7 @@ static void test_bad_record_is_an_error(void)
         put_record(path, bad[i]);
         CU_ASSERT_EQUAL(zkit_job_run_slot_once(&a, c, &o, 60017), ZKIT_EFOREIGN);
         snprintf(needle, sizeof(needle), "the record %s/last holds '%s', not a slot id", path,
-                 bad[i]);
+                 shown[i]);
         CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), needle));
         if (!strstr(zkit_error_message(), needle))
             fprintf(stderr, "expected '%s', got '%s'\n", needle, zkit_error_message());
@@ -1116,6 +1121,71 @@ static void test_bad_record_is_an_error(void)
     pthread_mutex_destroy(&cap.mu);
     pthread_cond_destroy(&cap.cond);
     remove_job_tree(path);
+}
+
+/*
+ * A record of a slot the schedule cannot have reached yet (" 99999999999" trimmed, a slot
+ * centuries ahead) would mark every slot done until then, without a word: it is refused like
+ * text, named.  A slot a few minutes ahead is what a host whose clock runs ahead records, and
+ * stands: the current slot counts as done.
+ */
+static void test_record_beyond_the_schedule(void)
+{
+    zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
+    zkit_job_attempt_t a;
+    log_capture_t cap;
+    zkit_client_t *c = capturing_client(&cap);
+    int64_t now_s = zkh_wall_ms() / 1000, current = now_s / 60;
+    char path[64], needle[200], text[32];
+    int calls = 0;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    zkh_unique_path(path, sizeof(path), "job-record-ahead");
+    o.path = path;
+    o.period_s = 60;
+    o.fn = counting_run;
+    o.arg = &calls;
+    o.min_hold_ms = 0;
+    snprintf(text, sizeof(text), "%" PRId64, current + 1);
+    put_record(path, text);
+    CU_ASSERT(zkit_job_run_slot_once(&a, c, &o, now_s) == 0 && a.outcome == ZKIT_JOB_DONE);
+    CU_ASSERT_EQUAL(calls, 0);
+    for (int i = 0; i < 2; i++) {
+        if (i == 0)
+            snprintf(text, sizeof(text), "%" PRId64, current + 10); /* 10 min ahead */
+        else
+            snprintf(text, sizeof(text), "99999999999");
+        put_record(path, text);
+        CU_ASSERT_EQUAL(zkit_job_run_slot_once(&a, c, &o, now_s), ZKIT_EFOREIGN);
+        snprintf(needle, sizeof(needle), "the record %s/last holds slot %s, beyond any slot the "
+                 "schedule has reached", path, text);
+        CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), needle));
+        if (!strstr(zkit_error_message(), needle))
+            fprintf(stderr, "expected '%s', got '%s'\n", needle, zkit_error_message());
+        CU_ASSERT_EQUAL(captured(&cap, needle), 1);
+        CU_ASSERT_EQUAL(calls, 0);
+        CU_ASSERT(record_is(path, text));
+    }
+    zkit_client_close(c);
+    pthread_mutex_destroy(&cap.mu);
+    pthread_cond_destroy(&cap.cond);
+    remove_job_tree(path);
+}
+
+/* zkit_job_run_slot_once() for a time whose slot is before the first one after the epoch: the
+ * record could not hold it, so it is refused as a bad argument. */
+static void test_slot_before_the_epoch(void)
+{
+    zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
+    zkit_job_attempt_t a;
+    int calls = 0;
+    o.path = "/job-before-epoch";
+    o.period_s = 60;
+    o.offset_s = 30;
+    o.fn = counting_run;
+    o.arg = &calls;
+    CU_ASSERT_EQUAL(zkit_job_run_slot_once(&a, admin, &o, 10), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "before the schedule's first slot"));
+    CU_ASSERT_EQUAL(calls, 0);
 }
 
 typedef struct log_wait {
@@ -1147,10 +1217,10 @@ static void test_bad_record_stops_the_job(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
     probe_init(&p);
     zkh_unique_path(path, sizeof(path), "job-badrec-thread");
-    put_record(path, "abc");
+    put_record(path, " 498843");
     o = single_options(path, slow_run, &p);
     CU_ASSERT_EQUAL_FATAL(zkit_job_start(&job, c, &o), 0);
-    snprintf(needle, sizeof(needle), "the record %s/last holds 'abc', not a slot id", path);
+    snprintf(needle, sizeof(needle), "the record %s/last holds ' 498843', not a slot id", path);
     w = (log_wait_t){ &cap, needle };
     CU_ASSERT_EQUAL(zkh_wait_until(logged_pred, &w, 10000), 0);
     CU_ASSERT_EQUAL(probe_read(&p, &p.calls), 0);
@@ -1688,6 +1758,8 @@ static const zkh_test_t tests[] = {
     { "one attempt refuses a slot that has not begun", test_run_slot_once_refuses_a_future_slot },
     { "a record that is no slot id is an error, never a skip", test_bad_record_is_an_error },
     { "a bad record stops a job's slot until it is put right", test_bad_record_stops_the_job },
+    { "a record beyond the schedule is an error", test_record_beyond_the_schedule },
+    { "run_slot_once before the epoch's first slot", test_slot_before_the_epoch },
     { "a lost lock's record write is refused by its guard",
       test_record_write_refused_after_lock_lost },
     { "an expired session's run is not recorded", test_record_not_written_after_session_expired },

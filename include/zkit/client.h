@@ -78,6 +78,16 @@ typedef enum zkit_delivery {
 } zkit_delivery_t;
 
 /*
+ * The shortest session timeout zkit_client_new() accepts, in milliseconds; a shorter one is
+ * ZKIT_EINVAL.  Until the server's answer sets the negotiated timeout, libzookeeper gives a
+ * connection attempt two thirds of the requested one to complete its handshake (0 ms for a
+ * request of 1 ms, so such a client would never connect); and the server grants no session
+ * shorter than 2 ticks (4000 ms with its default tickTime of 2000), so a shorter request only
+ * shortens that first handshake.
+ */
+#define ZKIT_SESSION_TIMEOUT_MIN_MS 100
+
+/*
  * The version of zkit_client_options_t in this header.  A struct grows only at its end, and the
  * version with it; the library accepts any version from 1 up to its own (a program built
  * against older headers keeps working, the fields it lacks taking their defaults) and rejects
@@ -88,7 +98,8 @@ typedef enum zkit_delivery {
 typedef struct zkit_client_options {
     unsigned version;                /* ZKIT_CLIENT_OPTIONS_VERSION (1 to it accepted) */
     const char *connect_string;      /* "host:port,host:port"; required */
-    int session_timeout_ms;          /* requested; the server may clamp it. Default 60000 */
+    int session_timeout_ms;          /* requested; the server may clamp it. Default 60000,
+                                      * at least ZKIT_SESSION_TIMEOUT_MIN_MS */
     int connection_timeout_ms;       /* wait for a connection per attempt. Default 15000 */
     const zkit_retry_t *retry;       /* copied; NULL = exponential(1000 ms, 3 retries) */
     const char *namespace_name;      /* e.g. "myapp" -> every path under /myapp; NULL = none */

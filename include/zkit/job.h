@@ -150,13 +150,15 @@ typedef struct zkit_job_attempt {
  * The slot is the one of opts' schedule that contains `at_s` (Unix seconds): pass the time
  * the program was started for, so that a slow connection cannot move it to the next slot.
  * A slot that has not begun yet by this host's clock is ZKIT_EINVAL: run early and recorded,
- * it would make every slot before it look done.
+ * it would make every slot before it look done; so is a slot before the schedule's first one
+ * after 1970-01-01, which the record (digits only) cannot hold.
  * jitter_ms and missed are not used (the caller decides when to call).  The callback runs on
  * the calling thread, which holds the lock during it.
  *
  * Returns 0 with *attempt filled in, or an error with a message for zkit_error_message():
  * ZKIT_EINVAL / ZKIT_EBADPATH for bad options (as zkit_job_start), ZKIT_EFOREIGN when the
- * record holds something other than a slot id (the message names the node and quotes it), or
+ * record holds something other than a slot id as zkit writes it, or a slot more than 300 s
+ * past this host's clock (the message names the node and quotes it), or
  * the error that kept the lock or the record from being read (ZKIT_ECONNLOSS,
  * ZKIT_ENOAUTH...): nothing ran then.  Every such message is also logged as an error.
  */

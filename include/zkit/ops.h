@@ -47,7 +47,8 @@ typedef enum zkit_create_mode {
 } zkit_create_mode_t;
 
 /* Create flags. */
-#define ZKIT_CREATE_PARENTS 1u   /* create missing parents as containers */
+#define ZKIT_CREATE_PARENTS 1u   /* create missing parents as containers; one that would go
+                                  * under an ephemeral node makes the create ZKIT_ENOCHILDREN */
 #define ZKIT_CREATE_PROTECTED 2u /* "_c_<uuid>-" name prefix and recovery after a lost reply */
 
 /* The version of zkit_create_options_t in this header; any version from 1 up to the library's

@@ -550,14 +550,6 @@ static void on_multi(int rc, const void *data)
     attempt_free(a);
 }
 
-static void on_ignored(int rc, const char *value, const struct Stat *stat, const void *data)
-{
-    (void)rc;
-    (void)value;
-    (void)stat;
-    (void)data;
-}
-
 static void on_sync_ignored(int rc, const char *value, const void *data)
 {
     (void)rc;
@@ -590,6 +582,20 @@ static char *op_parent(const zkit__op_t *op)
     return zkit__path_parent(op->path);
 }
 
+/* A parent's create: only an ephemeral node in the way matters (see after_create_nonode).
+ * Its reply comes ahead of the create's own, on the same connection, so the flag is set by
+ * the time the create's NONODE is looked at. */
+static void on_parent_created(int rc, const char *value, const struct Stat *stat,
+                              const void *data)
+{
+    zkit__op_t *op = (zkit__op_t *)data;
+    (void)value;
+    (void)stat;
+    if (rc == ZNOCHILDRENFOREPHEMERALS)
+        __atomic_store_n(&op->parent_under_ephemeral, 1, __ATOMIC_RELEASE);
+    zkit__op_unref(op);
+}
+
 /* Creates missing ancestors as containers, pipelined ahead of the create itself: requests on
  * one session are applied in order, so the create sees them without waiting for replies. */
 static void issue_parents(zkit__op_t *op, zhandle_t *zh)
@@ -599,6 +605,7 @@ static void issue_parents(zkit__op_t *op, zhandle_t *zh)
     size_t stop = 1;
     if (!ancestor)
         return;
+    __atomic_store_n(&op->parent_under_ephemeral, 0, __ATOMIC_RELEASE);
     if (!(op->flags & ZKIT_CREATE_PARENTS))
         stop = c->ns_root ? strlen(c->ns_root) : 0;
     for (char *slash = strchr(ancestor + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
@@ -608,7 +615,10 @@ static void issue_parents(zkit__op_t *op, zhandle_t *zh)
             break;
         *slash = '\0';
         zkit__client_acl(c, zkit__path_unfix(c->ns, ancestor), &acl, &allocated);
-        zoo_acreate2(zh, ancestor, "", 0, &acl, ZOO_CONTAINER, on_ignored, NULL);
+        zkit__op_ref(op); /* dropped by the reply, which comes even if the handle closes */
+        if (zoo_acreate2(zh, ancestor, "", 0, &acl, ZOO_CONTAINER, on_parent_created, op) !=
+            ZOK)
+            zkit__op_unref(op); /* not sent: no reply will come */
         if (allocated)
             zkit__acl_vector_free(&acl);
         *slash = '/';
@@ -848,6 +858,14 @@ static void after_verify(zkit__op_t *op)
 static void after_create_nonode(zkit__op_t *op)
 {
     int can_make_parents = (op->flags & ZKIT_CREATE_PARENTS) || op->client->ns_root;
+    /* A parent could not be created under an ephemeral node: the create is refused for that,
+     * not for a missing node, and no further round can change it. */
+    if (op->parent_rounds > 0 &&
+        __atomic_load_n(&op->parent_under_ephemeral, __ATOMIC_ACQUIRE)) {
+        op->zk_rc = ZNOCHILDRENFOREPHEMERALS; /* the waiter's zkit_last_zk_error() */
+        op_finish(op, ZKIT_ENOCHILDREN);
+        return;
+    }
     if (can_make_parents && op->parent_rounds < MAX_PARENT_ROUNDS) {
         op->parent_rounds++;
         attempt_issue(op);

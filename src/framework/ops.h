@@ -91,6 +91,8 @@ struct zkit__op {
     int may_have_created;           /* a protected create attempt failed after sending */
     int sync_first;                 /* a recovery read: a sync goes just ahead of each attempt */
     int parent_rounds;              /* NONODE -> create parents -> retry, bounded */
+    int parent_under_ephemeral;     /* this round, a parent's create met an ephemeral node
+                                     * (NOCHILDRENFOREPHEMERALS); atomic */
     const zkit__multi_t *multi;     /* ZKIT__OP_MULTI */
     void *multi_arg;                /* the transaction, alive until the op finishes */
     int multi_resend_safe;          /* nothing in it writes: may be sent again after a loss */

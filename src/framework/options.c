@@ -123,6 +123,17 @@ int zkit__options_validate(const zkit_client_options_t *o)
         options_error(o, "client options: timeouts must be positive");
         return ZKIT_EINVAL;
     }
+    /* libzookeeper reads a connection's handshake against 2/3 of the requested timeout
+     * (recv_timeout * 2 / 3 in zookeeper_interest) until the server's answer replaces it:
+     * for 1 ms that is 0 and every attempt times out at once, so the client never connects;
+     * for a few ms only a loopback server answers in time. */
+    if (o->session_timeout_ms < ZKIT_SESSION_TIMEOUT_MIN_MS) {
+        options_error(o, "client options: session timeout %d ms is below the minimum of %d ms "
+                         "(the first connection's handshake gets 2/3 of it, and no server "
+                         "grants a session under 2 ticks)", o->session_timeout_ms,
+                      ZKIT_SESSION_TIMEOUT_MIN_MS);
+        return ZKIT_EINVAL;
+    }
     if (o->session_timeout_ms > ZKIT__MAX_SESSION_TIMEOUT_MS) {
         options_error(o, "client options: session timeout %d ms is above the %d ms the "
                          "ZooKeeper C client can handle", o->session_timeout_ms,

@@ -46,6 +46,11 @@
 #define JOB_CRON_MIN_SLOT_MS 60000
 /* The longest single condition-variable wait, so an absurd target cannot overflow a timespec. */
 #define JOB_MAX_WAIT_MS (24LL * 3600 * 1000)
+/* How far ahead of this host's clock another host's may run and its record still be taken as
+ * written by a zkit job: a host ahead records slots this one has not reached yet.  Five
+ * minutes is Kerberos' tolerance of clock skew; a record further ahead than that would skip
+ * every slot up to it without a word, so it is refused instead. */
+#define JOB_RECORD_AHEAD_S 300
 
 struct zkit_job {
     zkit_client_t *client;
@@ -184,19 +189,22 @@ static void hold_until(int64_t deadline_mono_ms)
 
 /* ---- the record ------------------------------------------------------------------------------ */
 
-/* A slot id as the record holds it: one decimal number within int64_t, as strtoll reads it
- * (tests/fuzz/fuzz_job_record.c has the reference).  Anything else (a number too large, text,
- * a trailing space) is not a slot id. */
+/* A slot id as the record holds it: exactly the text write_record() puts there, the decimal
+ * digits of a slot id within int64_t with no sign, space or leading zero
+ * (tests/fuzz/fuzz_job_record.c has the reference).  strtoll() would also take leading white
+ * space and a sign, so a record edited by hand (" 498843", "+498843", "498843\n" alike) would
+ * be read as a slot; it is not zkit's, and guessing what it meant is not safe. */
 static int parse_slot(const char *text, size_t len, int64_t *slot)
 {
-    char *end;
-    long long v;
-    if (len == 0 || len > 24)
+    uint64_t v = 0;
+    if (len == 0 || (text[0] == '0' && len > 1))
         return -1;
-    errno = 0;
-    v = strtoll(text, &end, 10);
-    if (end != text + len || errno == ERANGE) /* strtoll clamps: a wrong slot, not an error */
-        return -1;
+    for (size_t i = 0; i < len; i++) {
+        unsigned d = (unsigned char)text[i] - (unsigned)'0';
+        if (d > 9 || v > ((uint64_t)INT64_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
     *slot = (int64_t)v;
     return 0;
 }
@@ -212,16 +220,29 @@ static void quote_record(char *out, size_t outlen, const char *data, size_t len)
         strcpy(out + n, "...");
 }
 
+/* The newest slot a host's record can hold by now: the slot of this host's clock plus the
+ * leeway for hosts whose clocks run ahead.  Slots run only once they have begun (slot_begun
+ * keeps zkit_job_run_slot_once() from running one early), so a record beyond it was not
+ * written by a job on this schedule.  ZKIT__SLOT_NONE (below every id) when the schedule has
+ * reached no slot. */
+static int64_t newest_plausible_slot(const zkit_job_t *job)
+{
+    return zkit__schedule_slot_at(&job->schedule, ms_to_s(wall_ms()) + JOB_RECORD_AHEAD_S,
+                                  NULL);
+}
+
 /*
  * Reads the record.  A missing node, or one with no data (made by hand), records no slot.  A
- * record that holds anything but a slot id is ZKIT_EFOREIGN, described in err: whatever it
- * was meant to say, guessing could run a slot twice or skip every slot from then on.
+ * record that holds anything but a slot id, or a slot the schedule cannot have reached yet,
+ * is ZKIT_EFOREIGN, described in err: whatever it was meant to say, guessing could run a
+ * slot twice or skip every slot from then on.
  */
 static int read_record(zkit_job_t *job, job_record_t *rec, char *err, size_t errlen)
 {
     char *data = NULL, shown[40];
     size_t len = 0;
     zkit_stat_t st;
+    int64_t newest;
     int rc = zkit_get_data(&data, &len, &st, job->client, job->record_path, NULL);
     rec->exists = 0;
     rec->last = ZKIT__SLOT_NONE;
@@ -232,13 +253,19 @@ static int read_record(zkit_job_t *job, job_record_t *rec, char *err, size_t err
         return rc;
     rec->exists = 1;
     rec->version = st.version;
-    /* INT64_MIN parses, but it is what "no slot" is inside: not a slot id either. */
-    if (len > 0 && (parse_slot(data, len, &rec->last) != 0 || rec->last == ZKIT__SLOT_NONE)) {
+    if (len > 0 && parse_slot(data, len, &rec->last) != 0) {
         quote_record(shown, sizeof(shown), data, len);
         set_err(err, errlen, "the record %s holds '%s', not a slot id", job->record_path,
                 shown);
         rc = ZKIT_EFOREIGN;
+    } else if (len > 0 && (newest = newest_plausible_slot(job)) < rec->last) {
+        set_err(err, errlen, "the record %s holds slot %" PRId64 ", beyond any slot the "
+                "schedule has reached (%" PRId64 " by this host's clock, %d s ahead)",
+                job->record_path, rec->last, newest, JOB_RECORD_AHEAD_S);
+        rc = ZKIT_EFOREIGN;
     }
+    if (rc != 0)
+        rec->last = ZKIT__SLOT_NONE;
     zkit_free(data);
     return rc;
 }
@@ -428,7 +455,10 @@ static int take_lock(zkit_job_t *job, char *err, size_t errlen)
     job->lock_lost = 0;
     pthread_mutex_unlock(&job->mu);
     rc = zkit_lock_acquire(job->lock, 0);
-    if (rc != 0 && rc != ZKIT_ETIMEDOUT)
+    if (rc == ZKIT_ENOCHILDREN)
+        set_err(err, errlen, "cannot take the lock %s: it or a node above it is an ephemeral "
+                "node, which cannot have children", job->lock_path);
+    else if (rc != 0 && rc != ZKIT_ETIMEDOUT)
         set_err(err, errlen, "cannot take the lock %s: %s", job->lock_path, zkit_strerror(rc));
     return rc;
 }
@@ -743,10 +773,17 @@ static int slot_containing(const zkit__schedule_t *schedule, int64_t at_s, int64
                            int64_t *start_s, char *err, size_t errlen)
 {
     *slot = zkit__schedule_slot_at(schedule, at_s, start_s);
-    if (*slot != ZKIT__SLOT_NONE)
-        return 0;
-    set_err(err, errlen, "at_s: no slot of the schedule contains %" PRId64, at_s);
-    return ZKIT_EINVAL;
+    if (*slot == ZKIT__SLOT_NONE) {
+        set_err(err, errlen, "at_s: no slot of the schedule contains %" PRId64, at_s);
+        return ZKIT_EINVAL;
+    }
+    /* The record holds digits only: a slot before the epoch's first could not be recorded. */
+    if (*slot < 0) {
+        set_err(err, errlen, "at_s: %" PRId64 " is before the schedule's first slot after "
+                "1970-01-01", at_s);
+        return ZKIT_EINVAL;
+    }
+    return 0;
 }
 
 /* A slot is attempted once it has begun.  Run early and recorded, a slot would cover every

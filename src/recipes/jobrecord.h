@@ -11,7 +11,9 @@
 #include <stdint.h>
 
 /* Parses the `len` bytes at `text` (NUL-terminated after them) as a slot id: 0, or -1 when
- * they are not one decimal number within int64_t. */
+ * they are not exactly the decimal digits of a number within int64_t, with no sign, white
+ * space or leading zero (the text zkit writes).  Whether the schedule can have reached that
+ * slot is the reader's check. */
 int zkit__job_parse_slot(const char *text, size_t len, int64_t *slot);
 
 #endif

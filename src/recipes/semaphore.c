@@ -1209,6 +1209,10 @@ ZKIT_EXTERN int zkit_semaphore_acquire(zkit_lease_t **leases, zkit_semaphore_t *
         }
         sem_acq_unref(a);
     }
+    /* The lease was refused on the server, before any child of the path existed. */
+    if (rc == ZKIT_ENOCHILDREN)
+        zkit__error_set("semaphore %s: %s or a node above it is an ephemeral node, which "
+                        "cannot have children", sem->path, sem->leases_dir);
     /* The last touch of the semaphore: a free waiting for its callers may go on from here. */
     pthread_mutex_lock(&sem->mu);
     if (--sem->callers == 0)

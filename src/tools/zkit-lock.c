@@ -274,6 +274,9 @@ static int apply_option(zkl_options_t *o, int c, const char *arg, int *kind_give
     case OPT_SESSION_TIMEOUT:
         if (seconds_option("--session-timeout", arg, 1, &ms) != 0)
             return ZKL_EXIT_USAGE;
+        if (ms < ZKIT_SESSION_TIMEOUT_MIN_MS)
+            return usage_error("--session-timeout: '%s' is below the minimum of %g seconds",
+                               arg, ZKIT_SESSION_TIMEOUT_MIN_MS / 1000.0);
         if (ms > INT_MAX / 2) /* libzookeeper doubles it in an int */
             return usage_error("--session-timeout: '%s' is above the %d seconds the ZooKeeper "
                                "client can handle", arg, INT_MAX / 2 / 1000);
@@ -546,8 +549,12 @@ static char *join_paths(const zkl_options_t *o)
     return text;
 }
 
-static int acquisition_failed(int error, const zkl_options_t *o, const char *paths)
+static int acquisition_failed(zkit_client_t *client, int error, const zkl_options_t *o,
+                              const char *paths)
 {
+    int status;
+    if (error == ZKIT_ENOCHILDREN && (status = zkl_ephemeral_lock_path(client, o)) != 0)
+        return status;
     if (error == ZKIT_ETIMEDOUT && o->timeout_ms == 0)
         zkl_note("%s: already locked", paths);
     else if (error == ZKIT_ETIMEDOUT)
@@ -559,8 +566,8 @@ static int acquisition_failed(int error, const zkl_options_t *o, const char *pat
 
 /* Waits for the acquisition: -1 when acquired, else the exit status; *pending tells that the
  * acquisition is still running (we were interrupted by a signal). */
-static int wait_for_lock(zkl_locks_t *ls, const zkl_options_t *o, const char *paths,
-                         int *pending)
+static int wait_for_lock(zkit_client_t *client, zkl_locks_t *ls, const zkl_options_t *o,
+                         const char *paths, int *pending)
 {
     int ev;
     zkl_info("waiting for %s", paths);
@@ -572,7 +579,7 @@ static int wait_for_lock(zkl_locks_t *ls, const zkl_options_t *o, const char *pa
         }
     }
     if (zkl_locks_acquired(ls) != 0)
-        return acquisition_failed(zkl_locks_acquired(ls), o, paths);
+        return acquisition_failed(client, zkl_locks_acquired(ls), o, paths);
     return -1;
 }
 
@@ -686,7 +693,8 @@ static int lock_and_run(zkit_client_t *client, const zkl_options_t *o, const cha
         return zkl_exit_for_error(rc, o);
     }
     rc = zkl_locks_start(ls, o->timeout_ms);
-    status = rc != 0 ? acquisition_failed(rc, o, paths) : wait_for_lock(ls, o, paths, &pending);
+    status = rc != 0 ? acquisition_failed(client, rc, o, paths)
+                     : wait_for_lock(client, ls, o, paths, &pending);
     if (status < 0)
         status = run_locked(ls, o, paths, program);
     if (pending) {
@@ -770,7 +778,9 @@ static int once_and_run(zkit_client_t *client, const zkl_options_t *o, const cha
     jo.arg = &r;
     jo.lock_state_fn = zkl_locks_on_state; /* the command's guard hears of the lock at once */
     rc = zkit_job_run_slot_once(&attempt, client, &jo, started_s);
-    if (rc != 0) {
+    if (rc == ZKIT_ENOCHILDREN && (status = zkl_ephemeral_lock_path(client, o)) != 0) {
+        ; /* said, naming the node */
+    } else if (rc != 0) {
         zkl_error("%s: %s", o->paths[0], zkit_error_message());
         status = zkl_exit_for_error(rc, o);
     } else {

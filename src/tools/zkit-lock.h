@@ -131,6 +131,10 @@ int64_t zkl_default_kill_grace_ms(int64_t validity_ms);
 void zkl_close_abandoning(zkit_client_t *client);
 /* "dir/name", with the root's slash not doubled; malloc'd (NULL when out of memory). */
 char *zkl_join_path(const char *dir, const char *name);
+/* After ZKIT_ENOCHILDREN: names the ephemeral node at or above a lock path's directory (the
+ * path itself, PATH/leases with --semaphore, PATH/lock with --once-per) on stderr and returns
+ * ZKL_EXIT_USAGE; 0 when none is found (it went away meanwhile), nothing said. */
+int zkl_ephemeral_lock_path(zkit_client_t *client, const zkl_options_t *o);
 /* --semaphore N: 0 when no lease under the path records a limit other than N (our leases
  * record theirs, "leases=N" in the node data, as consul's do), else ZKL_EXIT_LIMIT_CONFLICT
  * with a message, or the exit status of the error that kept the leases from being read. */

@@ -181,6 +181,41 @@ static int missing_chroot(const zkl_options_t *o)
     return ZKL_EXIT_CONFIG;
 }
 
+/* The deepest ephemeral node from `dir` up (malloc'd), or NULL.  A path under an ephemeral
+ * node cannot exist, so the walk goes up until it meets one. */
+static char *ephemeral_at_or_above(zkit_client_t *client, const char *dir)
+{
+    char *node = strdup(dir), *slash;
+    while (node && (slash = strrchr(node, '/')) != NULL && node[1]) {
+        zkit_stat_t st;
+        if (zkit_exists(&st, client, node, NULL) == 0 && st.ephemeral_owner != 0)
+            return node;
+        slash[slash == node ? 1 : 0] = '\0';
+    }
+    free(node);
+    return NULL;
+}
+
+int zkl_ephemeral_lock_path(zkit_client_t *client, const zkl_options_t *o)
+{
+    const char *sub = o->once_per_s > 0 ? "lock" : o->kind == ZKL_SEMAPHORE ? "leases" : NULL;
+    for (size_t i = 0; i < o->path_count; i++) {
+        char *dir = sub ? zkl_join_path(o->paths[i], sub) : strdup(o->paths[i]);
+        char *node = dir ? ephemeral_at_or_above(client, dir) : NULL;
+        free(dir);
+        if (!node)
+            continue;
+        if (strcmp(node, o->paths[i]) == 0)
+            zkl_error("lock path %s is an ephemeral node and cannot have children", node);
+        else
+            zkl_error("lock path %s: %s is an ephemeral node and cannot have children",
+                      o->paths[i], node);
+        free(node);
+        return ZKL_EXIT_USAGE;
+    }
+    return 0;
+}
+
 int zkl_exit_for_error(int error, const zkl_options_t *o)
 {
     switch (error) {
@@ -196,6 +231,7 @@ int zkl_exit_for_error(int error, const zkl_options_t *o)
         return ZKL_EXIT_NOPERM;
     case ZKIT_EBADPATH:
     case ZKIT_EINVAL:
+    case ZKIT_ENOCHILDREN: /* a lock path at or under an ephemeral node */
         return ZKL_EXIT_USAGE;
     case ZKIT_EFOREIGN:
         return ZKL_EXIT_NOT_A_LOCK;
