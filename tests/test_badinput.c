@@ -1486,6 +1486,9 @@ static void test_ephemeral_parent(void)
 
     CU_ASSERT_EQUAL_FATAL(zkit_mutex_new(&lock, cl, eph), 0);
     CU_ASSERT_EQUAL(zkit_lock_acquire(lock, 0), ZKIT_ENOCHILDREN);
+    snprintf(needle, sizeof(needle), "lock %s: the lock path or a node above it is an "
+             "ephemeral node, which cannot have children", eph);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), needle));
     zkit_lock_free(lock);
 
     CU_ASSERT_EQUAL_FATAL(zkit_semaphore_new(&sem, cl, eph, 2), 0);

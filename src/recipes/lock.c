@@ -28,6 +28,9 @@ ZKIT_EXTERN int zkit_lock_acquire(zkit_lock_t *lock, int timeout_ms)
     if (rc == ZKIT_EFOREIGN)
         zkit__error_set("lock %s: a child of the lock path has no lock node layout zkit knows "
                         "(Curator's or kazoo's); the log names it", lock->path);
+    else if (rc == ZKIT_ENOCHILDREN)
+        zkit__error_set("lock %s: the lock path or a node above it is an ephemeral node, which "
+                        "cannot have children", lock->path);
     zkit__lock_leave(lock);
     zkit__call_exit(client);
     return rc;
