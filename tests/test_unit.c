@@ -11,6 +11,7 @@
 extern const zkh_test_t retry_tests[];
 extern const zkh_test_t paths_tests[];
 extern const zkh_test_t cron_tests[];
+extern const zkh_test_t options_tests[];
 
 int main(void)
 {
@@ -20,7 +21,8 @@ int main(void)
     }
     if (zkh_add_suite("retry", NULL, NULL, retry_tests) != 0 ||
         zkh_add_suite("paths", NULL, NULL, paths_tests) != 0 ||
-        zkh_add_suite("cron", NULL, NULL, cron_tests) != 0) {
+        zkh_add_suite("cron", NULL, NULL, cron_tests) != 0 ||
+        zkh_add_suite("options", NULL, NULL, options_tests) != 0) {
         fprintf(stderr, "unit: cannot register the tests: %s\n", CU_get_error_msg());
         CU_cleanup_registry();
         return 1;

@@ -123,8 +123,20 @@ typedef struct zkit_client_options {
     { ZKIT_CLIENT_OPTIONS_VERSION, NULL, 60000, 15000, NULL, NULL, NULL, 0, NULL, 0, NULL, \
       NULL, 0, NULL, 0, NULL, NULL, ZKIT_LOG_WARN, ZKIT_DELIVER_ON_EVENT_THREAD }
 
-/* Fills `opts` with the defaults. */
+/*
+ * Fills `opts`, a struct of version `version`, with the defaults, writing only the fields that
+ * version has: a program built against an older header passes its own (smaller) version and
+ * nothing past its struct is written.  0, or ZKIT_EINVAL for a NULL `opts` or a version the
+ * library does not know (0, or later than ZKIT_CLIENT_OPTIONS_VERSION of the library), with
+ * nothing written and the reason in zkit_error_message().
+ */
+ZKIT_EXTERN int zkit_client_options_init_version(zkit_client_options_t *opts, unsigned version);
+/* Version 1's initializer, kept for programs built against a version 1 header: fills the
+ * fields of version 1 only. */
 ZKIT_EXTERN void zkit_client_options_init(zkit_client_options_t *opts);
+/* Fills `opts` with the defaults of the struct in this header. */
+#define zkit_client_options_init(opts) \
+    zkit_client_options_init_version((opts), ZKIT_CLIENT_OPTIONS_VERSION)
 
 /*
  * Creates a client and starts connecting in the background (it does not wait for the

@@ -95,8 +95,15 @@ typedef struct zkit_job_options {
     { ZKIT_JOB_OPTIONS_VERSION, NULL, 0, 0, NULL, 1, NULL, NULL, 1000, 0, 0, \
       ZKIT_JOB_SKIP_MISSED, NULL, NULL }
 
-/* Fills `opts` with the defaults. */
+/* Fills `opts`, a struct of version `version`, with the defaults, writing only the fields that
+ * version has (as zkit_client_options_init_version).  0, or ZKIT_EINVAL for a NULL `opts` or
+ * an unknown version, with nothing written. */
+ZKIT_EXTERN int zkit_job_options_init_version(zkit_job_options_t *opts, unsigned version);
+/* Version 1's initializer, kept for programs built against a version 1 header. */
 ZKIT_EXTERN void zkit_job_options_init(zkit_job_options_t *opts);
+/* Fills `opts` with the defaults of the struct in this header. */
+#define zkit_job_options_init(opts) \
+    zkit_job_options_init_version((opts), ZKIT_JOB_OPTIONS_VERSION)
 
 /*
  * Validates the options, starts the job's thread and returns at once.  The options are copied.

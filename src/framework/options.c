@@ -5,6 +5,7 @@
  */
 
 #include <errno.h>
+#include <stddef.h>
 #include <limits.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -22,11 +23,36 @@
 
 /* ---- options ------------------------------------------------------------------------------ */
 
-ZKIT_EXTERN void zkit_client_options_init(zkit_client_options_t *opts)
+/* The size of the client options of each version: a struct grows only at its end. */
+static size_t options_size(unsigned version)
+{
+    switch (version) {
+    case 1: return offsetof(zkit_client_options_t, delivery);
+    case 2: return sizeof(zkit_client_options_t);
+    }
+    return 0;
+}
+
+ZKIT_EXTERN int zkit_client_options_init_version(zkit_client_options_t *opts, unsigned version)
 {
     zkit_client_options_t defaults = ZKIT_CLIENT_OPTIONS_INIT;
-    if (opts)
-        *opts = defaults;
+    size_t size = options_size(version);
+    if (!opts || size == 0) {
+        zkit__error_set("zkit_client_options_init: %s", !opts ? "NULL options"
+                                                            : "unknown options version");
+        return ZKIT_EINVAL;
+    }
+    /* The caller's struct may end before ours: copy its version's fields, nothing more. */
+    defaults.version = version;
+    memcpy(opts, &defaults, size);
+    return 0;
+}
+
+/* The name the header's macro stands for, in parentheses: the symbol that programs built
+ * against a version 1 header call, with a version 1 struct. */
+ZKIT_EXTERN void (zkit_client_options_init)(zkit_client_options_t *opts)
+{
+    zkit_client_options_init_version(opts, 1);
 }
 
 /* The longest session timeout libzookeeper handles: it doubles the value in an int. */

@@ -1,0 +1,216 @@
+/*
+ * zkit/lock.h - distributed locks: reentrant mutex, semaphore mutex, read-write lock,
+ * multi-lock and counting semaphore, all interoperable with Apache Curator on the same paths.
+ *
+ * Every lock is a zkit_lock_t with the same calls.  A lock object belongs to one client; it may
+ * be used from many threads at once (several threads may wait on it; each is woken only when
+ * it may proceed).  Timeouts are in milliseconds from the start of the call on the monotonic
+ * clock: negative waits forever, 0 tries once.
+ *
+ * Lock loss is reported, not hidden.  A held lock's state callback runs on the client's event
+ * thread with:
+ *   ZKIT_LOCK_UNCERTAIN  the connection dropped: the lock may still be ours;
+ *   ZKIT_LOCK_HELD       reconnected in the same session and our node is still there;
+ *   ZKIT_LOCK_EXPIRED    the validity deadline passed while disconnected (see below);
+ *   ZKIT_LOCK_LOST       the session is gone or our node was deleted by someone else.
+ * After EXPIRED or LOST, zkit_lock_is_held() answers 0 and zkit_lock_release() cleans up and
+ * returns ZKIT_ELOCKLOST.
+ *
+ * Validity deadline: while connected a held lock has no deadline; after a disconnect it is the
+ * disconnect time plus one third of the negotiated session timeout minus a safety margin.  The
+ * client notices silence only after two thirds of the timeout and the server cannot expire the
+ * session sooner than one full timeout after it last heard from us, so no other party can hold
+ * the lock before the deadline (barring a paused process: use the fencing token).
+ */
+#ifndef ZKIT_LOCK_H
+#define ZKIT_LOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "zkit/common.h"
+#include "zkit/client.h"
+#include "zkit/txn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct zkit_lock zkit_lock_t;
+typedef struct zkit_rwlock zkit_rwlock_t;
+typedef struct zkit_semaphore zkit_semaphore_t;
+typedef struct zkit_lease zkit_lease_t;
+
+typedef enum zkit_lock_state {
+    ZKIT_LOCK_HELD = 1,
+    ZKIT_LOCK_UNCERTAIN = 2,
+    ZKIT_LOCK_LOST = 3,
+    ZKIT_LOCK_EXPIRED = 4
+} zkit_lock_state_t;
+
+/* The name of a lock state ("HELD", ...); static storage. */
+ZKIT_EXTERN const char *zkit_lock_state_name(zkit_lock_state_t state);
+
+/* Runs on the client's event thread for every change of a held lock's state. */
+typedef void (*zkit_lock_state_fn)(zkit_lock_t *lock, zkit_lock_state_t state, void *arg);
+
+/* Completion of zkit_lock_acquire_async(): error 0 when acquired (by the calling thread of
+ * zkit_lock_acquire_async for reentrancy purposes), else the error.  Event thread. */
+typedef void (*zkit_lock_acquired_fn)(zkit_lock_t *lock, int error, void *arg);
+
+/* One participant in lock order: its node name and data.  */
+typedef struct zkit_participant {
+    char *name;
+    char *data;
+    size_t data_len;
+} zkit_participant_t;
+
+/* ---- constructors (paths are validated; the lock is not acquired) ---- */
+
+/* Reentrant mutex (Curator's InterProcessMutex): reentrant per thread, released by its holder. */
+ZKIT_EXTERN int zkit_mutex_new(zkit_lock_t **out, zkit_client_t *client, const char *path);
+/* Semaphore mutex (InterProcessSemaphoreMutex): not reentrant, releasable from any thread. */
+ZKIT_EXTERN int zkit_semaphore_mutex_new(zkit_lock_t **out, zkit_client_t *client,
+                                         const char *path);
+/* Read-write lock (InterProcessReadWriteLock); its halves are owned by it. */
+ZKIT_EXTERN int zkit_rwlock_new(zkit_rwlock_t **out, zkit_client_t *client, const char *path);
+ZKIT_EXTERN zkit_lock_t *zkit_rwlock_read(zkit_rwlock_t *rw);
+ZKIT_EXTERN zkit_lock_t *zkit_rwlock_write(zkit_rwlock_t *rw);
+/* Frees both halves (releasing them if held, with a warning).  NULL allowed. */
+ZKIT_EXTERN void zkit_rwlock_free(zkit_rwlock_t *rw);
+/* Multi-lock over mutexes at `paths` (duplicates rejected with ZKIT_EINVAL; at most 64).
+ * All or nothing, under one deadline, in sorted path order: the parts are requested back to
+ * back; at the first one that must wait, the later ones are given back before waiting (so no
+ * deadlock with processes naming the same paths in another order); a part lost while
+ * waiting for another makes it give everything back and start over, never report held. */
+ZKIT_EXTERN int zkit_multilock_new(zkit_lock_t **out, zkit_client_t *client,
+                                   const char *const *paths, size_t count);
+/* Multi-lock over existing locks of one client, of any kind but multi-lock (borrowed: they
+ * must outlive the multi-lock). */
+ZKIT_EXTERN int zkit_multilock_new_from(zkit_lock_t **out, zkit_lock_t *const *locks,
+                                        size_t count);
+
+/* Node data for this lock's future nodes (default: the client's default data). */
+ZKIT_EXTERN int zkit_lock_set_data(zkit_lock_t *lock, const void *data, size_t len);
+/* The state callback (NULL to clear). */
+ZKIT_EXTERN int zkit_lock_set_state_callback(zkit_lock_t *lock, zkit_lock_state_fn fn, void *arg);
+
+/* ---- revocation (Curator's protocol: makeRevocable / Revoker) ---- */
+
+/* Runs on the client's event thread when another party asks the holder of a revocable lock to
+ * let go.  The lock is NOT released: the callback decides, typically by telling the holding
+ * thread to release (a mutex or read-write half is released by its holding thread; a
+ * semaphore mutex may be released right here).  It may call any zkit function but
+ * zkit_client_close(). */
+typedef void (*zkit_revocation_fn)(zkit_lock_t *lock, void *arg);
+/* Makes the lock revocable, like Curator's makeRevocable() (NULL makes it not revocable).
+ * While held, each revocation request written into our node (zkit_lock_revoke() or Curator's
+ * Revoker) calls `fn` once (requests in quick succession may be seen as one), also for a
+ * holding taken before this call; a request written while waiting is heard on acquiring.  A
+ * lock that is not revocable ignores requests and stays held.  A multi-lock over paths is
+ * asked through each of its locks, with the multi-lock as `lock`; one built from existing
+ * locks leaves their callbacks alone.  0, ZKIT_EINVAL or ZKIT_ENOMEM. */
+ZKIT_EXTERN int zkit_lock_set_revocation_callback(zkit_lock_t *lock, zkit_revocation_fn fn,
+                                                  void *arg);
+/* Asks a participant to let go, like Curator's Revoker.attemptRevoke(): writes "__REVOKE__"
+ * into its node `node_path` (zkit_lock_node() of the holder, or the lock path plus a
+ * participant's name; the data stays until the node goes).  Returns when written: 0, or
+ * ZKIT_ENONODE when the node is gone (released already), or a connection error.  Whether
+ * and when the holder releases is up to it. */
+ZKIT_EXTERN int zkit_lock_revoke(zkit_client_t *client, const char *node_path);
+
+/* ---- the lock interface ---- */
+
+/* Returns 0 (acquired), ZKIT_ETIMEDOUT, ZKIT_EDEADLK (read holder asking for the write lock),
+ * ZKIT_ECLOSED, ZKIT_EINVAL or a connection error after retries. */
+ZKIT_EXTERN int zkit_lock_acquire(zkit_lock_t *lock, int timeout_ms);
+/* Starts an acquisition and returns at once; `done` runs once on the event thread.  The lock is
+ * then held on behalf of the thread that called this function. */
+ZKIT_EXTERN int zkit_lock_acquire_async(zkit_lock_t *lock, int timeout_ms,
+                                        zkit_lock_acquired_fn done, void *arg);
+/* Releases one level of holding.  ZKIT_ENOTOWNER when the calling thread does not hold a
+ * thread-owned lock, ZKIT_ENOTHELD when the lock is not held, ZKIT_ELOCKLOST if it was lost.
+ * The delete of our node is sent at once and retried in the background if needed; it is
+ * ordered before any later request of this client. */
+ZKIT_EXTERN int zkit_lock_release(zkit_lock_t *lock);
+/* Whether the calling thread holds the lock (any thread, for a semaphore mutex), not lost. */
+ZKIT_EXTERN int zkit_lock_is_held(const zkit_lock_t *lock);
+/* Whether any thread of this process holds it. */
+ZKIT_EXTERN int zkit_lock_is_acquired_in_process(const zkit_lock_t *lock);
+/* Our node's path (without namespace); `*path` to be zkit_free()d.  ZKIT_ENOTHELD if none. */
+ZKIT_EXTERN int zkit_lock_node(const zkit_lock_t *lock, char **path);
+/* The fencing token: our node's czxid, increasing across the ensemble.  ZKIT_ENOTHELD. */
+ZKIT_EXTERN int zkit_lock_fencing_token(const zkit_lock_t *lock, int64_t *token);
+/* The validity deadline of the held lock on CLOCK_MONOTONIC in ms; INT64_MAX while connected.
+ * ZKIT_ENOTHELD when not held, ZKIT_ELOCKLOST when lost or expired. */
+ZKIT_EXTERN int zkit_lock_valid_until(const zkit_lock_t *lock, int64_t *deadline_ms);
+/* Participants in lock order; free with zkit_participants_free(). */
+ZKIT_EXTERN int zkit_lock_participants(zkit_participant_t **list, size_t *count,
+                                       zkit_lock_t *lock);
+ZKIT_EXTERN void zkit_participants_free(zkit_participant_t *list, size_t count);
+/* Cancels every acquisition of this lock in progress, blocking or asynchronous, from any
+ * thread (a callback included): each ends with ZKIT_ECANCELED (its completion runs once, as
+ * always), and no node of it stays.  Holdings are not touched.  0 or ZKIT_EINVAL. */
+ZKIT_EXTERN int zkit_lock_cancel(zkit_lock_t *lock);
+/*
+ * Guards a transaction with the caller's holding of `lock` (zkit/txn.h): appends a check of
+ * every node the holding rests on (the lock node; every part's node for a multi-lock), so the
+ * transaction commits only while the lock is held.  A commit refused by such a check returns
+ * ZKIT_ELOCKLOST and applies nothing.  ZKIT_ENOTHELD if the calling thread (the process, for
+ * the semaphore mutex and the multi-lock) does not hold `lock`, ZKIT_ELOCKLOST if its holding
+ * is already known lost, ZKIT_EINVAL if the transaction belongs to another client.
+ */
+ZKIT_EXTERN int zkit_lock_guard_txn(zkit_txn_t *txn, const zkit_lock_t *lock);
+/* Frees the lock; if held, releases it first and logs a warning; acquisitions in progress end
+ * with ZKIT_ECANCELED first.  NULL allowed.  A lock object may be freed before or after its
+ * client is closed (zkit_client_close() does not free lock objects; the client's memory lives
+ * until the last of them is freed).  Not for the halves of a read-write lock (see
+ * zkit_rwlock_free). */
+ZKIT_EXTERN void zkit_lock_free(zkit_lock_t *lock);
+
+/* ---- counting semaphore (InterProcessSemaphoreV2) ---- */
+
+ZKIT_EXTERN int zkit_semaphore_new(zkit_semaphore_t **out, zkit_client_t *client,
+                                   const char *path, int max_leases);
+/* Acquires `count` leases under one deadline; all or nothing.  `leases` receives them. */
+ZKIT_EXTERN int zkit_semaphore_acquire(zkit_semaphore_t *sem, int count, int timeout_ms,
+                                       zkit_lease_t **leases);
+
+/* Completion of zkit_semaphore_acquire_async(), on the event thread: error 0 with `count`
+ * leases in `leases` (the array is borrowed for the call; the leases are the caller's, each
+ * returned with zkit_lease_release), else the error and no lease. */
+typedef void (*zkit_leases_acquired_fn)(zkit_semaphore_t *sem, int error, zkit_lease_t **leases,
+                                        int count, void *arg);
+/* Starts acquiring `count` leases under one deadline and returns at once; `done` runs once on
+ * the event thread.  0, ZKIT_EINVAL, ZKIT_ENOMEM or ZKIT_ECLOSED (then `done` never runs). */
+ZKIT_EXTERN int zkit_semaphore_acquire_async(zkit_semaphore_t *sem, int count, int timeout_ms,
+                                             zkit_leases_acquired_fn done, void *arg);
+/* Cancels every acquisition of the semaphore in progress, blocking or asynchronous: each ends
+ * with ZKIT_ECANCELED and gives back what it had taken.  Leases held are not touched. */
+ZKIT_EXTERN int zkit_semaphore_cancel(zkit_semaphore_t *sem);
+
+/* A lease is a lock like any other: it hears UNCERTAIN, HELD, EXPIRED and LOST (same rules and
+ * validity deadline as zkit_lock_state_fn), on the event thread, for every lease of `sem`
+ * held from now on (NULL to clear). */
+typedef void (*zkit_lease_state_fn)(zkit_lease_t *lease, zkit_lock_state_t state, void *arg);
+ZKIT_EXTERN int zkit_semaphore_set_state_callback(zkit_semaphore_t *sem, zkit_lease_state_fn fn,
+                                                  void *arg);
+/* Returns a lease (from any thread) and frees it.  ZKIT_ELOCKLOST if it had been lost. */
+ZKIT_EXTERN int zkit_lease_release(zkit_lease_t *lease);
+/* The lease's node path (borrowed, valid until release) and fencing token. */
+ZKIT_EXTERN const char *zkit_lease_node(const zkit_lease_t *lease);
+ZKIT_EXTERN int64_t zkit_lease_fencing_token(const zkit_lease_t *lease);
+/* Whether the lease is still held (not EXPIRED or LOST). */
+ZKIT_EXTERN int zkit_lease_is_held(const zkit_lease_t *lease);
+/* The lease's validity deadline (as zkit_lock_valid_until): 0, ZKIT_EINVAL or ZKIT_ELOCKLOST. */
+ZKIT_EXTERN int zkit_lease_valid_until(int64_t *deadline_ms, const zkit_lease_t *lease);
+/* As zkit_lock_guard_txn(), with the lease's node. */
+ZKIT_EXTERN int zkit_lease_guard_txn(zkit_txn_t *txn, const zkit_lease_t *lease);
+/* Frees the semaphore; acquisitions in progress end with ZKIT_ECANCELED first.  Leases taken
+ * from it stay valid and are released as usual, before or after this call and before or after
+ * the client is closed.  NULL allowed. */
+ZKIT_EXTERN void zkit_semaphore_free(zkit_semaphore_t *sem);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
