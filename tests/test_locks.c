@@ -2500,7 +2500,7 @@ static void lapse_cut_run(void *arg)
     int64_t lapse, deadline;
     int queued = 0;
     pthread_mutex_lock(&c->mu);
-    lapse = c->confirmed_until_ms;
+    lapse = c->confirm.confirmed_until_ms;
     pthread_mutex_unlock(&c->mu);
     if (zkit__client_is_closing(c)) { /* run at once by a close: nothing to cut */
         pthread_mutex_lock(&l->mu);
@@ -2516,7 +2516,7 @@ static void lapse_cut_run(void *arg)
     l->cut_ms = zkh_now_ms();
     for (deadline = l->cut_ms + 2000; !queued && zkh_now_ms() < deadline; zkh_sleep_ms(1)) {
         pthread_mutex_lock(&c->mu);
-        queued = c->session_event_count > 0;
+        queued = c->events.session_event_count > 0;
         pthread_mutex_unlock(&c->mu);
     }
     pthread_mutex_lock(&l->mu);
@@ -2548,7 +2548,7 @@ static int confirmation_steady(void *client)
     zkit_client_t *c = client;
     int steady;
     pthread_mutex_lock(&c->mu);
-    steady = c->confirmed_until_ms - zkh_now_ms() >= c->negotiated_timeout_ms / 4;
+    steady = c->confirm.confirmed_until_ms - zkh_now_ms() >= c->handle.negotiated_timeout_ms / 4;
     pthread_mutex_unlock(&c->mu);
     return steady;
 }
@@ -2589,7 +2589,7 @@ static void test_confirm_lapse_then_disconnect(void)
     cut.client = c;
     cut.proxy = proxy;
     pthread_mutex_lock(&c->mu);
-    lapse = c->confirmed_until_ms;
+    lapse = c->confirm.confirmed_until_ms;
     pthread_mutex_unlock(&c->mu);
     CU_ASSERT_FATAL(lapse - 60 > zkh_now_ms());
     CU_ASSERT_FATAL(zkit__schedule(c, lapse - 60, lapse_cut_run, &cut) == 0);

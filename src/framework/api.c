@@ -50,7 +50,7 @@ static int check_size(zkit_client_t *c, const char *path, size_t len, const char
 static zkit__op_t *op_for(zkit_client_t *c, zkit__op_type_t type, const char *path, int *rc)
 {
     zkit__op_t *op = zkit__op_new(c, type);
-    if (!op || !(op->path = zkit__path_fix(c->ns, path))) {
+    if (!op || !(op->path = zkit__path_fix(c->conf.ns, path))) {
         zkit__op_unref(op);
         *rc = ZKIT_ENOMEM;
         return NULL;
@@ -83,8 +83,8 @@ static zkit__op_t *build_create(zkit_client_t *c, const char *path, const void *
         return NULL;
     }
     if (!data) {
-        data = c->default_data;
-        len = c->default_data_len;
+        data = c->conf.default_data;
+        len = c->conf.default_data_len;
     }
     if ((*rc = zkit__create_options_check(c, o)) != 0 || (*rc = check_size(c, path, len, "create")))
         return NULL;
@@ -169,7 +169,7 @@ ZKIT_EXTERN int zkit_create(char **created, zkit_stat_t *stat, zkit_client_t *c,
     /* Measured before waiting: once the wait is over, a zkit_client_close() in another thread
      * may free the client at any moment, so the result is read from the op alone.  A created
      * path always lies under the namespace root. */
-    ns_len = c->ns_root ? strlen(c->ns_root) : 0;
+    ns_len = c->conf.ns_root ? strlen(c->conf.ns_root) : 0;
     rc = zkit__op_run_blocking(op);
     if (rc == 0 && created) {
         *created = strdup(op->result_path + ns_len);
@@ -412,7 +412,7 @@ ZKIT_EXTERN int zkit_watch_remove(zkit_client_t *c, const char *path, zkit_watch
         zkit__log_reject(&c->log, "watch_remove: invalid watcher or kind");
         return ZKIT_EINVAL;
     }
-    if (!(full = zkit__path_fix(c->ns, path)))
+    if (!(full = zkit__path_fix(c->conf.ns, path)))
         return ZKIT_ENOMEM;
     rc = zkit__watch_remove_full(c, full, (int)kind, watcher);
     free(full);

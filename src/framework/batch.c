@@ -226,9 +226,9 @@ static char *guess_first_path(const group_t *g)
         !(parent = zkit__path_parent(first->path)))
         return NULL;
     pthread_mutex_lock(&c->mu);
-    if (c->last_batch_parent && strcmp(c->last_batch_parent, parent) == 0 &&
-        c->last_batch_sequence < INT32_MAX && (guess = malloc(strlen(first->path) + 12)))
-        sprintf(guess, "%s%010d", first->path, (int)c->last_batch_sequence + 1);
+    if (c->batch.last_batch_parent && strcmp(c->batch.last_batch_parent, parent) == 0 &&
+        c->batch.last_batch_sequence < INT32_MAX && (guess = malloc(strlen(first->path) + 12)))
+        sprintf(guess, "%s%010d", first->path, (int)c->batch.last_batch_sequence + 1);
     pthread_mutex_unlock(&c->mu);
     free(parent);
     return guess;
@@ -243,9 +243,9 @@ static void remember_first_sequence(const group_t *g)
     if (!made || (len = strlen(made)) < 10 || !(parent = zkit__path_parent(made)))
         return;
     pthread_mutex_lock(&c->mu);
-    free(c->last_batch_parent);
-    c->last_batch_parent = parent;
-    c->last_batch_sequence = (int32_t)strtol(made + len - 10, NULL, 10);
+    free(c->batch.last_batch_parent);
+    c->batch.last_batch_parent = parent;
+    c->batch.last_batch_sequence = (int32_t)strtol(made + len - 10, NULL, 10);
     pthread_mutex_unlock(&c->mu);
 }
 

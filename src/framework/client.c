@@ -101,14 +101,14 @@ static int session_event_terminal(int zk_state)
  */
 static void record_session_event(zkit_client_t *c, uint64_t generation, int zk_state)
 {
-    zkit__session_event_t *ring = c->session_events, terminal = { 0, 0, 0 };
+    zkit__session_event_t *ring = c->events.session_events, terminal = { 0, 0, 0 };
     int have_terminal = 0;
     int64_t at_ms = zkit__monotonic_ms();
     pthread_mutex_lock(&c->mu);
-    if (c->session_event_count == ZKIT__SESSION_EVENT_SLOTS) {
-        for (unsigned k = 0; k < c->session_event_count; k++) {
+    if (c->events.session_event_count == ZKIT__SESSION_EVENT_SLOTS) {
+        for (unsigned k = 0; k < c->events.session_event_count; k++) {
             zkit__session_event_t *ev =
-                &ring[(c->session_event_head + k) % ZKIT__SESSION_EVENT_SLOTS];
+                &ring[(c->events.session_event_head + k) % ZKIT__SESSION_EVENT_SLOTS];
             if (session_event_terminal(ev->zk_state)) {
                 terminal = *ev;
                 have_terminal = 1;
@@ -116,14 +116,14 @@ static void record_session_event(zkit_client_t *c, uint64_t generation, int zk_s
         }
         zkit__log(&c->log, ZKIT_LOG_WARN, "session events queued faster than handled; "
                   "keeping the last one%s", have_terminal ? " and the session's end" : "");
-        c->session_event_head = 0;
-        c->session_event_count = 0;
+        c->events.session_event_head = 0;
+        c->events.session_event_count = 0;
         if (have_terminal)
-            ring[c->session_event_count++] = terminal;
+            ring[c->events.session_event_count++] = terminal;
     }
-    ring[(c->session_event_head + c->session_event_count) % ZKIT__SESSION_EVENT_SLOTS] =
+    ring[(c->events.session_event_head + c->events.session_event_count) % ZKIT__SESSION_EVENT_SLOTS] =
         (zkit__session_event_t){ generation, zk_state, at_ms };
-    c->session_event_count++;
+    c->events.session_event_count++;
     pthread_cond_signal(&c->supervisor_cond);
     pthread_mutex_unlock(&c->mu);
 }
@@ -158,12 +158,12 @@ zkit_client_t *zkit__client_from_handle(zhandle_t *zh)
 
 static void add_credentials(zkit_client_t *c, zhandle_t *zh)
 {
-    for (size_t i = 0; i < c->auth_count; i++) {
-        const char *cred = c->auth[i].credential;
-        int rc = zoo_add_auth(zh, c->auth[i].scheme, cred, (int)strlen(cred), NULL, NULL);
+    for (size_t i = 0; i < c->conf.auth_count; i++) {
+        const char *cred = c->conf.auth[i].credential;
+        int rc = zoo_add_auth(zh, c->conf.auth[i].scheme, cred, (int)strlen(cred), NULL, NULL);
         if (rc != ZOK)
             zkit__log(&c->log, ZKIT_LOG_ERROR, "adding %s credentials failed: %s",
-                      c->auth[i].scheme, zerror(rc));
+                      c->conf.auth[i].scheme, zerror(rc));
     }
 }
 
@@ -176,22 +176,22 @@ int zkit__handle_open(zkit_client_t *c)
     if (!hc)
         return ZKIT_ENOMEM;
     hc->client = c;
-    hc->generation = c->generation + 1;
-    zh = zookeeper_init2(c->connect_string, session_watcher, c->session_timeout_ms, NULL, hc,
-                         c->can_be_read_only ? ZOO_READONLY : 0, zk_log_callback);
+    hc->generation = c->handle.generation + 1;
+    zh = zookeeper_init2(c->conf.connect_string, session_watcher, c->conf.session_timeout_ms, NULL, hc,
+                         c->conf.can_be_read_only ? ZOO_READONLY : 0, zk_log_callback);
     if (!zh) {
         zkit__log(&c->log, ZKIT_LOG_ERROR, "cannot start a ZooKeeper session for '%s': %s",
-                  c->connect_string, strerror(errno));
+                  c->conf.connect_string, strerror(errno));
         free(hc);
         return errno == ENOMEM ? ZKIT_ENOMEM : ZKIT_EINVAL;
     }
     /* libzookeeper re-resolves the connect string on every pass of its IO loop by default
      * (a getaddrinfo per request burst); once a minute still follows DNS changes. */
     zoo_set_servers_resolution_delay(zh, 60000);
-    c->generation++;
-    c->zh = zh;
-    c->connected = 0;
-    c->session_id = 0;
+    c->handle.generation++;
+    c->handle.zh = zh;
+    c->handle.connected = 0;
+    c->handle.session_id = 0;
     add_credentials(c, zh);
     return 0;
 }
@@ -200,7 +200,7 @@ int zkit__handle_open(zkit_client_t *c)
 void zkit__handle_close(zkit_client_t *c, zhandle_t *zh)
 {
     handle_ctx_t *hc = (handle_ctx_t *)zoo_get_context(zh);
-    while (c->zh_refs > 0)
+    while (c->handle.zh_refs > 0)
         pthread_cond_wait(&c->cond, &c->mu);
     pthread_mutex_unlock(&c->mu);
     zookeeper_close(zh);
@@ -211,11 +211,11 @@ zhandle_t *zkit__conn_get(zkit_client_t *c, uint64_t *generation)
 {
     zhandle_t *zh = NULL;
     pthread_mutex_lock(&c->mu);
-    if (c->zh && !c->closing) {
-        zh = c->zh;
-        c->zh_refs++;
+    if (c->handle.zh && !c->closing) {
+        zh = c->handle.zh;
+        c->handle.zh_refs++;
         if (generation)
-            *generation = c->generation;
+            *generation = c->handle.generation;
     }
     pthread_mutex_unlock(&c->mu);
     return zh;
@@ -224,7 +224,7 @@ zhandle_t *zkit__conn_get(zkit_client_t *c, uint64_t *generation)
 void zkit__conn_put(zkit_client_t *c)
 {
     pthread_mutex_lock(&c->mu);
-    if (--c->zh_refs == 0)
+    if (--c->handle.zh_refs == 0)
         pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->mu);
 }
@@ -233,7 +233,7 @@ int zkit__client_connected(zkit_client_t *c)
 {
     int connected;
     pthread_mutex_lock(&c->mu);
-    connected = c->connected && !c->closing;
+    connected = c->handle.connected && !c->closing;
     pthread_mutex_unlock(&c->mu);
     return connected;
 }
@@ -242,7 +242,7 @@ int64_t zkit__client_session(zkit_client_t *c)
 {
     int64_t id;
     pthread_mutex_lock(&c->mu);
-    id = c->session_id;
+    id = c->handle.session_id;
     pthread_mutex_unlock(&c->mu);
     return id;
 }
@@ -250,23 +250,23 @@ int64_t zkit__client_session(zkit_client_t *c)
 void zkit__client_free(zkit_client_t *c)
 {
     zkit__zk_log_unregister(c);
-    while (c->listeners) {
-        zkit__listener_t *l = c->listeners;
-        c->listeners = l->next;
+    while (c->notify.listeners) {
+        zkit__listener_t *l = c->notify.listeners;
+        c->notify.listeners = l->next;
         free(l);
     }
-    for (size_t i = 0; i < c->auth_count && c->auth; i++) {
-        free((char *)c->auth[i].scheme);
-        free((char *)c->auth[i].credential);
+    for (size_t i = 0; i < c->conf.auth_count && c->conf.auth; i++) {
+        free((char *)c->conf.auth[i].scheme);
+        free((char *)c->conf.auth[i].credential);
     }
-    free(c->auth);
-    zkit__acl_vector_free(&c->default_acl);
-    zkit_retry_free(c->retry);
-    free(c->connect_string);
-    free(c->ns);
-    free(c->ns_root);
-    free(c->last_batch_parent);
-    free(c->default_data);
+    free(c->conf.auth);
+    zkit__acl_vector_free(&c->conf.default_acl);
+    zkit_retry_free(c->conf.retry);
+    free(c->conf.connect_string);
+    free(c->conf.ns);
+    free(c->conf.ns_root);
+    free(c->batch.last_batch_parent);
+    free(c->conf.default_data);
     zkit__event_delivery_free(c);
     zkit__logger_destroy(&c->log);
     pthread_mutex_destroy(&c->mu);
@@ -287,8 +287,8 @@ zkit_client_t *zkit__client_alloc(const zkit_client_options_t *opts)
     zkit__cond_init_monotonic(&c->cond);
     zkit__cond_init_monotonic(&c->supervisor_cond);
     zkit__cond_init_monotonic(&c->event_cond);
-    c->tasks_tail = &c->tasks;
-    c->wake_fd = -1;
+    c->delivery.tasks_tail = &c->delivery.tasks;
+    c->delivery.wake_fd = -1;
     c->refs = 1;
     return c;
 }
@@ -331,7 +331,7 @@ void zkit__call_exit(zkit_client_t *c)
 
 int zkit__client_connection_timeout(zkit_client_t *c)
 {
-    return c->connection_timeout_ms;
+    return c->conf.connection_timeout_ms;
 }
 
 void zkit__client_log(zkit_client_t *c, zkit_log_level_t level, const char *fmt, ...)
@@ -361,13 +361,13 @@ ZKIT_EXTERN int zkit_client_block_until_connected(zkit_client_t *c, int timeout_
     if (timeout_ms >= 0)
         zkit__deadline_timespec(zkit__monotonic_ms() + timeout_ms, &ts);
     pthread_mutex_lock(&c->mu);
-    while (!c->connected && !c->closing && rc != ETIMEDOUT) {
+    while (!c->handle.connected && !c->closing && rc != ETIMEDOUT) {
         if (timeout_ms < 0)
             pthread_cond_wait(&c->cond, &c->mu);
         else
             rc = pthread_cond_timedwait(&c->cond, &c->mu, &ts);
     }
-    rc = c->closing ? ZKIT_ECLOSED : c->connected ? 0 : ZKIT_ETIMEDOUT;
+    rc = c->closing ? ZKIT_ECLOSED : c->handle.connected ? 0 : ZKIT_ETIMEDOUT;
     pthread_mutex_unlock(&c->mu);
     return rc;
 }
@@ -401,23 +401,23 @@ ZKIT_EXTERN int zkit_client_negotiated_timeout(const zkit_client_t *cc)
     if (!c)
         return 0;
     pthread_mutex_lock(&c->mu);
-    t = c->negotiated_timeout_ms;
+    t = c->handle.negotiated_timeout_ms;
     pthread_mutex_unlock(&c->mu);
     return t;
 }
 
 ZKIT_EXTERN const char *zkit_client_namespace(const zkit_client_t *c)
 {
-    return c ? c->ns : NULL;
+    return c ? c->conf.ns : NULL;
 }
 
 int zkit__test_session_credentials(zkit_client_t *c, int64_t *id, char passwd[16])
 {
     int rc = ZKIT_ESTATE;
     pthread_mutex_lock(&c->mu);
-    if (c->connected) {
-        *id = c->session_id;
-        memcpy(passwd, c->session_passwd, 16);
+    if (c->handle.connected) {
+        *id = c->handle.session_id;
+        memcpy(passwd, c->handle.session_passwd, 16);
         rc = 0;
     }
     pthread_mutex_unlock(&c->mu);

@@ -37,8 +37,8 @@ typedef struct zkit__timer {
     void *arg;
 } zkit__timer_t;
 
-/* A listener: linked in c->listeners while live.  One removed while a delivery walks the
- * list stays linked (the walk may be standing on it) and waits on c->listeners_dead until
+/* A listener: linked in c->notify.listeners while live.  One removed while a delivery walks the
+ * list stays linked (the walk may be standing on it) and waits on c->notify.listeners_dead until
  * the walk ends. */
 struct zkit__listener {
     struct zkit__listener *prev, *next;
@@ -108,8 +108,8 @@ typedef struct zkit__faults {
 /* Send times of the latest confirming syncs (client.c, confirm_gap). */
 #define ZKIT__CONFIRM_TOUCHES 8
 
-struct zkit_client {
-    /* Options, immutable after creation. */
+/* The options, immutable after creation (options.c). */
+typedef struct zkit__client_conf {
     char *connect_string;
     int session_timeout_ms;
     int connection_timeout_ms;
@@ -124,6 +124,91 @@ struct zkit_client {
     int can_be_read_only;
     char *default_data;
     size_t default_data_len;
+} zkit__client_conf_t;
+
+/* The libzookeeper handle and its session (client.c; session.c replaces it). */
+typedef struct zkit__client_handle {
+    zhandle_t *zh;                  /* the current handle, NULL while replacing it */
+    uint64_t generation;            /* increments with every handle */
+    int zh_refs;                    /* callers inside a zoo_a* call on `zh` */
+    int connected;                  /* the handle is connected now */
+    int64_t session_id;
+    char session_passwd[16];
+    int negotiated_timeout_ms;      /* stored atomically: read without mu by every attempt */
+} zkit__client_handle_t;
+
+/* Session events seen by the global watcher, waiting for the supervisor: a ring (client.c
+ * records, session.c handles). */
+typedef struct zkit__client_events {
+    zkit__session_event_t session_events[ZKIT__SESSION_EVENT_SLOTS];
+    unsigned session_event_head, session_event_count;
+} zkit__client_events_t;
+
+/* Stall detection and confirmation through the leader (session.c). */
+typedef struct zkit__client_confirm {
+    /* The last moment the supervisor saw the handle connected while this process kept running
+     * (libzookeeper watching the connection's silence).  A gap larger than vouch_allowance()
+     * (the process stopped, or starved) leaves it behind, `stalled` set, until a probe sent
+     * after the gap is answered: until then a held lock counts as disconnected from here. */
+    int64_t vouched_ms;
+    int64_t vouched_slept_ms;       /* slept_ms() then: the machine's sleep since is a gap too */
+    int stalled;
+    int probe_pending;              /* a probe of the session is on its way */
+    uint64_t probe_generation;
+    int64_t probe_sent_ms;
+    int64_t probe_slept_ms;
+    /* While a lock is held, the connection counts as disconnected from confirmed_until_ms on
+     * unless a later sync the leader answered moved it. */
+    int held_locks;                 /* holdings with a node not yet released */
+    int64_t confirmed_until_ms;
+    int unconfirmed;                /* SUSPENDED while connected: the confirmation lapsed */
+    int unconfirmed_read_only;      /* the state to resume is READ_ONLY */
+    int64_t confirm_last_sent_ms;   /* the latest confirming sync, 0 when none */
+    int confirm_in_flight;          /* confirming syncs not answered yet */
+    int64_t confirm_touches[ZKIT__CONFIRM_TOUCHES]; /* a ring of their send times */
+    unsigned confirm_touch_next, confirm_touch_count;
+} zkit__client_confirm_t;
+
+/* Where callbacks run (tasks.c). */
+typedef struct zkit__client_delivery {
+    zkit__task_t *tasks, **tasks_tail;
+    unsigned tasks_queued;
+    int event_thread_busy;
+    pthread_t event_thread;         /* delivery on the event thread: that thread */
+    int dispatch_mode;              /* delivery in zkit_client_dispatch(): set at creation */
+    int wake_fd;                    /* dispatch mode: readable while tasks wait, else -1 */
+    pthread_t loop_thread;          /* dispatch mode: the thread that dispatches (atomic) */
+    int dispatching;                /* dispatch mode: a dispatch is running (atomic, under mu) */
+    int event_thread_done;          /* written under mu with __atomic_store, read atomically */
+} zkit__client_delivery_t;
+
+/* Connection-state listeners and the states waiting for delivery (listeners.c). */
+typedef struct zkit__client_notify {
+    zkit__listener_t *listeners, *listeners_tail;
+    zkit__listener_t *listeners_dead; /* removed during the walk, freed when it ends */
+    int listeners_walking;          /* a delivery is walking the list (event thread) */
+    unsigned next_listener_id;
+    int running_listener_id;        /* the listener whose callback runs now, 0 for none */
+    zkit__state_slot_t state_slots[ZKIT__STATE_SLOTS]; /* a ring, in delivery order */
+    unsigned state_head, state_count; /* queued and not yet started */
+} zkit__client_notify_t;
+
+/* Timed calls (timers.c). */
+typedef struct zkit__client_timing {
+    zkit__timer_t *timers;          /* sorted by due time */
+    uint64_t next_timer_id;
+} zkit__client_timing_t;
+
+/* Where the thread's last create transaction began, and the sequence its first node got
+ * (batch.c). */
+typedef struct zkit__client_batch {
+    char *last_batch_parent;
+    int32_t last_batch_sequence;
+} zkit__client_batch_t;
+
+/* A client: each part is owned by the file named beside its type; c->mu guards them all. */
+struct zkit_client {
+    zkit__client_conf_t conf;
     zkit__logger_t log;
 
     /* References: the user's (dropped by zkit_client_close) and one per internal user such
@@ -139,74 +224,28 @@ struct zkit_client {
     pthread_cond_t event_cond;      /* wakes the event thread; signals idle */
     int64_t supervisor_sleeps_until_ms; /* its wake-up while it sleeps, 0 while it runs */
 
-    zhandle_t *zh;                  /* the current handle, NULL while replacing it */
-    uint64_t generation;            /* increments with every handle */
-    int zh_refs;                    /* callers inside a zoo_a* call on `zh` */
-    int connected;                  /* the handle is connected now */
-    int64_t session_id;
-    char session_passwd[16];
-    int negotiated_timeout_ms;      /* stored atomically: read without mu by every attempt */
+    zkit__client_handle_t handle;
     zkit_conn_state_t state;        /* the public state */
     int ever_connected;
     int64_t suspended_since_ms;     /* 0 when not suspended */
-    /* The last moment the supervisor saw the handle connected while this process kept running
-     * (libzookeeper watching the connection's silence).  A gap larger than vouch_allowance()
-     * (the process stopped, or starved) leaves it behind, `stalled` set, until a probe sent
-     * after the gap is answered: until then a held lock counts as disconnected from here. */
-    int64_t vouched_ms;
-    int64_t vouched_slept_ms;       /* slept_ms() then: the machine's sleep since is a gap too */
-    int stalled;
-    int probe_pending;              /* a probe of the session is on its way */
-    uint64_t probe_generation;
-    int64_t probe_sent_ms;
-    int64_t probe_slept_ms;
-    /* Confirmation through the leader (client.c, "confirmation"): while a lock is held, the
-     * connection counts as disconnected from confirmed_until_ms on unless a later sync the
-     * leader answered moved it. */
-    int held_locks;                 /* holdings with a node not yet released */
-    int64_t confirmed_until_ms;
-    int unconfirmed;                /* SUSPENDED while connected: the confirmation lapsed */
-    int unconfirmed_read_only;      /* the state to resume is READ_ONLY */
-    int64_t confirm_last_sent_ms;   /* the latest confirming sync, 0 when none */
-    int confirm_in_flight;          /* confirming syncs not answered yet */
-    int64_t confirm_touches[ZKIT__CONFIRM_TOUCHES]; /* a ring of their send times */
-    unsigned confirm_touch_next, confirm_touch_count;
+    zkit__client_confirm_t confirm;
     int64_t reopen_at_ms;           /* no new handle before this (after a bogus handshake) */
     int closing;                    /* stored atomically (under mu): read without mu on
                                      * every request (zkit__client_is_closing) */
-    zkit__session_event_t session_events[ZKIT__SESSION_EVENT_SLOTS]; /* a ring */
-    unsigned session_event_head, session_event_count;
-    zkit__state_slot_t state_slots[ZKIT__STATE_SLOTS]; /* a ring, in delivery order */
-    unsigned state_head, state_count; /* queued and not yet started */
-    zkit__timer_t *timers;          /* sorted by due time */
-    uint64_t next_timer_id;
-
-    zkit__task_t *tasks, **tasks_tail;
-    unsigned tasks_queued;
-    int event_thread_busy;
-    pthread_t event_thread;         /* delivery on the event thread: that thread */
-    int dispatch_mode;              /* delivery in zkit_client_dispatch(): set at creation */
-    int wake_fd;                    /* dispatch mode: readable while tasks wait, else -1 */
-    pthread_t loop_thread;          /* dispatch mode: the thread that dispatches (atomic) */
-    int dispatching;                /* dispatch mode: a dispatch is running (atomic, under mu) */
+    zkit__client_events_t events;
+    zkit__client_timing_t timing;
+    zkit__client_delivery_t delivery;
     pthread_t supervisor_thread;
-    int event_thread_done;          /* written under mu with __atomic_store, read atomically */
     int supervisor_done;            /* no timer is accepted once set */
     int close_told;                 /* the close listeners have run: the session may end */
     int active_calls;               /* blocking calls in progress (close waits for them) */
+    zkit__client_notify_t notify;
 
-    zkit__listener_t *listeners, *listeners_tail;
-    zkit__listener_t *listeners_dead; /* removed during the walk, freed when it ends */
-    int listeners_walking;          /* a delivery is walking c->listeners (event thread) */
-    unsigned next_listener_id;
-    int running_listener_id;        /* the listener whose callback runs now, 0 for none */
-
-    zkit__watch_t *watches;         /* every armed registration */
+    zkit__watch_t *watches;         /* every armed registration (watches.c) */
     zkit_watcher_t running_watch;   /* the watch callback running on the event thread */
     void *attempts;                 /* requests in flight (ops.c's list) */
-    char *last_batch_parent;        /* batch.c: where its last create transaction began, */
-    int32_t last_batch_sequence;    /* and the sequence that first node got */
-    zkit__faults_t faults;
+    zkit__client_batch_t batch;
+    zkit__faults_t faults;          /* test-only (zkit__test_fault_*) */
 };
 
 /* Queues a task (c->mu held): 0, or ZKIT_ECLOSED once delivery has ended (tasks.c). */

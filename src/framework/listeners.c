@@ -28,11 +28,11 @@ static void listener_free_locked(zkit_client_t *c, zkit__listener_t *l)
     if (l->prev)
         l->prev->next = l->next;
     else
-        c->listeners = l->next;
+        c->notify.listeners = l->next;
     if (l->next)
         l->next->prev = l->prev;
     else
-        c->listeners_tail = l->prev;
+        c->notify.listeners_tail = l->prev;
     free(l);
 }
 
@@ -42,32 +42,32 @@ static void listener_free_locked(zkit_client_t *c, zkit__listener_t *l)
  * ends, so the walk never steps on freed memory. */
 void zkit__listeners_walk(zkit_client_t *c, zkit_conn_state_t state, int close)
 {
-    c->listeners_walking = 1;
-    for (zkit__listener_t *l = c->listeners; l; l = l->next) {
+    c->notify.listeners_walking = 1;
+    for (zkit__listener_t *l = c->notify.listeners; l; l = l->next) {
         zkit__close_listener_fn close_fn = l->close_fn;
         if (l->removed || (close && !close_fn))
             continue;
-        c->running_listener_id = l->id;
+        c->notify.running_listener_id = l->id;
         pthread_mutex_unlock(&c->mu);
         if (close)
             close_fn(c, l->arg);
         else
             l->fn(c, state, l->arg);
         pthread_mutex_lock(&c->mu);
-        c->running_listener_id = 0;
+        c->notify.running_listener_id = 0;
         pthread_cond_broadcast(&c->event_cond);
     }
-    c->listeners_walking = 0;
-    while (c->listeners_dead) {
-        zkit__listener_t *l = c->listeners_dead;
-        c->listeners_dead = l->next_dead;
+    c->notify.listeners_walking = 0;
+    while (c->notify.listeners_dead) {
+        zkit__listener_t *l = c->notify.listeners_dead;
+        c->notify.listeners_dead = l->next_dead;
         listener_free_locked(c, l);
     }
 }
 
 static zkit__state_slot_t *state_slot(zkit_client_t *c, unsigned k)
 {
-    return &c->state_slots[(c->state_head + k) % ZKIT__STATE_SLOTS];
+    return &c->notify.state_slots[(c->notify.state_head + k) % ZKIT__STATE_SLOTS];
 }
 
 /* The task of the oldest queued slot (tasks run in the order posted): frees the slot, then
@@ -81,8 +81,8 @@ static void deliver_state(void *arg)
     pthread_mutex_lock(&c->mu);
     state = slot->state;
     skip = slot->skip;
-    c->state_head = (c->state_head + 1) % ZKIT__STATE_SLOTS;
-    c->state_count--;
+    c->notify.state_head = (c->notify.state_head + 1) % ZKIT__STATE_SLOTS;
+    c->notify.state_count--;
     if (!skip)
         zkit__listeners_walk(c, state, 0);
     pthread_mutex_unlock(&c->mu);
@@ -111,19 +111,19 @@ void zkit__client_change_state(zkit_client_t *c, zkit_conn_state_t state)
     pthread_cond_broadcast(&c->cond);
     zkit__log(&c->log, state == ZKIT_CONN_LOST ? ZKIT_LOG_WARN : ZKIT_LOG_INFO,
               "connection state %s (session 0x%llx)", zkit_conn_state_name(state),
-              (unsigned long long)c->session_id);
-    if (c->state_count < ZKIT__STATE_SLOTS) {
-        slot = state_slot(c, c->state_count);
+              (unsigned long long)c->handle.session_id);
+    if (c->notify.state_count < ZKIT__STATE_SLOTS) {
+        slot = state_slot(c, c->notify.state_count);
         slot->client = c;
         slot->state = state;
         slot->skip = 0;
         if (zkit__post_task_locked(c, &slot->task, deliver_state, slot, 0) == 0)
-            c->state_count++;
+            c->notify.state_count++;
         return;
     }
     {
         int lost = state == ZKIT_CONN_LOST;
-        for (unsigned k = 0; k < c->state_count; k++) {
+        for (unsigned k = 0; k < c->notify.state_count; k++) {
             slot = state_slot(c, k);
             if (!slot->skip && slot->state == ZKIT_CONN_LOST)
                 lost = 1;
@@ -151,14 +151,14 @@ zkit__listener_t *zkit__listener_add(zkit_client_t *c, zkit_state_listener_fn fn
     l->arg = arg;
     pthread_mutex_lock(&c->mu);
     /* Ids are positive ints (the public handle); after 2^31 listeners they wrap. */
-    c->next_listener_id = c->next_listener_id % (unsigned)INT_MAX + 1;
-    l->id = (int)c->next_listener_id;
-    l->prev = c->listeners_tail;
-    if (c->listeners_tail)
-        c->listeners_tail->next = l;
+    c->notify.next_listener_id = c->notify.next_listener_id % (unsigned)INT_MAX + 1;
+    l->id = (int)c->notify.next_listener_id;
+    l->prev = c->notify.listeners_tail;
+    if (c->notify.listeners_tail)
+        c->notify.listeners_tail->next = l;
     else
-        c->listeners = l;
-    c->listeners_tail = l;
+        c->notify.listeners = l;
+    c->notify.listeners_tail = l;
     pthread_mutex_unlock(&c->mu);
     return l;
 }
@@ -176,9 +176,9 @@ static void listener_remove_locked(zkit_client_t *c, zkit__listener_t *l)
     if (l->removed)
         return;
     l->removed = 1;
-    if (c->listeners_walking) {
-        l->next_dead = c->listeners_dead;
-        c->listeners_dead = l;
+    if (c->notify.listeners_walking) {
+        l->next_dead = c->notify.listeners_dead;
+        c->notify.listeners_dead = l;
     } else {
         listener_free_locked(c, l);
     }
@@ -191,7 +191,7 @@ static void wait_listener_idle(zkit_client_t *c, int id)
         return; /* no listener has it; 0 is what running_listener_id says while none runs */
     if (zkit__is_event_thread(c))
         return; /* inside a callback: waiting would wait for ourselves */
-    while (c->running_listener_id == id)
+    while (c->notify.running_listener_id == id)
         pthread_cond_wait(&c->event_cond, &c->mu);
 }
 
@@ -228,7 +228,7 @@ ZKIT_EXTERN int zkit_client_remove_listener(zkit_client_t *c, int id)
     if (!c)
         return ZKIT_EINVAL;
     pthread_mutex_lock(&c->mu);
-    for (l = c->listeners; l && (l->removed || l->id != id); l = l->next)
+    for (l = c->notify.listeners; l && (l->removed || l->id != id); l = l->next)
         ;
     if (l)
         listener_remove_locked(c, l);

@@ -96,7 +96,7 @@ void zkit__op_result(const zkit__op_t *op, zkit_result_t *out)
     if (op->error != 0)
         return;
     if (op->result_path)
-        out->path = zkit__path_unfix(op->client->ns_root ? op->client->ns : NULL,
+        out->path = zkit__path_unfix(op->client->conf.ns_root ? op->client->conf.ns : NULL,
                                      op->result_path);
     out->stat = op->has_stat ? &op->stat : NULL;
     out->data = op->result_data;
@@ -224,7 +224,7 @@ static void retry_or_give_up(zkit__op_t *op, int error)
         sleep_ms = background_sleep(op->retry_count);
         allowed = zkit_retry_is_retryable(error);
     } else {
-        allowed = zkit_retry_allow(&sleep_ms, op->client->retry, op->retry_count,
+        allowed = zkit_retry_allow(&sleep_ms, op->client->conf.retry, op->retry_count,
                                    now - op->start_ms, error);
     }
     if (!allowed || (closing = zkit__client_is_closing(op->client))) {
@@ -382,15 +382,15 @@ static void arm_watchdog(zkit__op_t *op, uint64_t seq)
     watchdog_t *w = malloc(sizeof(*w));
     /* Atomic rather than under c->mu: this runs for every attempt, and a timeout one
      * session old only makes the watchdog a little early or late. */
-    int negotiated = __atomic_load_n(&c->negotiated_timeout_ms, __ATOMIC_RELAXED);
-    int timeout = negotiated > 0 ? negotiated : c->session_timeout_ms;
+    int negotiated = __atomic_load_n(&c->handle.negotiated_timeout_ms, __ATOMIC_RELAXED);
+    int timeout = negotiated > 0 ? negotiated : c->conf.session_timeout_ms;
     uint64_t id;
     if (!w)
         return; /* libzookeeper still bounds the attempt in the normal case */
     zkit__op_ref(op);
     w->op = op;
     w->seq = seq;
-    id = zkit__schedule_cancellable(c, zkit__monotonic_ms() + timeout + c->connection_timeout_ms,
+    id = zkit__schedule_cancellable(c, zkit__monotonic_ms() + timeout + c->conf.connection_timeout_ms,
                                     watchdog_fire, w);
     if (!id) {
         zkit__op_unref(op);
@@ -607,14 +607,14 @@ static void issue_parents(zkit__op_t *op, zhandle_t *zh)
         return;
     __atomic_store_n(&op->parent_under_ephemeral, 0, __ATOMIC_RELEASE);
     if (!(op->flags & ZKIT_CREATE_PARENTS))
-        stop = c->ns_root ? strlen(c->ns_root) : 0;
+        stop = c->conf.ns_root ? strlen(c->conf.ns_root) : 0;
     for (char *slash = strchr(ancestor + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
         struct ACL_vector acl;
         int allocated;
         if ((size_t)(slash - ancestor) > stop && !(op->flags & ZKIT_CREATE_PARENTS))
             break;
         *slash = '\0';
-        zkit__client_acl(c, zkit__path_unfix(c->ns, ancestor), &acl, &allocated);
+        zkit__client_acl(c, zkit__path_unfix(c->conf.ns, ancestor), &acl, &allocated);
         zkit__op_ref(op); /* dropped by the reply, which comes even if the handle closes */
         if (zoo_acreate2(zh, ancestor, "", 0, &acl, ZOO_CONTAINER, on_parent_created, op) !=
             ZOK)
@@ -702,8 +702,8 @@ static int wait_for_connection(zkit__op_t *op)
         return 0;
     if (op->attempt_start_ms == 0)
         op->attempt_start_ms = now;
-    if (now - op->attempt_start_ms < op->client->connection_timeout_ms) {
-        schedule_attempt(op, op->attempt_start_ms + op->client->connection_timeout_ms, 1);
+    if (now - op->attempt_start_ms < op->client->conf.connection_timeout_ms) {
+        schedule_attempt(op, op->attempt_start_ms + op->client->conf.connection_timeout_ms, 1);
         return 1;
     }
     return -1;
@@ -857,7 +857,7 @@ static void after_verify(zkit__op_t *op)
 
 static void after_create_nonode(zkit__op_t *op)
 {
-    int can_make_parents = (op->flags & ZKIT_CREATE_PARENTS) || op->client->ns_root;
+    int can_make_parents = (op->flags & ZKIT_CREATE_PARENTS) || op->client->conf.ns_root;
     /* A parent could not be created under an ephemeral node: the create is refused for that,
      * not for a missing node, and no further round can change it. */
     if (op->parent_rounds > 0 &&

@@ -248,14 +248,14 @@ static int copy_auth(zkit_client_t *c, const zkit_client_options_t *o)
 {
     if (!o->auth_count)
         return 0;
-    c->auth = calloc(o->auth_count, sizeof(*c->auth));
-    if (!c->auth)
+    c->conf.auth = calloc(o->auth_count, sizeof(*c->conf.auth));
+    if (!c->conf.auth)
         return ZKIT_ENOMEM;
-    c->auth_count = o->auth_count;
+    c->conf.auth_count = o->auth_count;
     for (size_t i = 0; i < o->auth_count; i++) {
-        c->auth[i].scheme = strdup(o->auth[i].scheme);
-        c->auth[i].credential = strdup(o->auth[i].credential);
-        if (!c->auth[i].scheme || !c->auth[i].credential)
+        c->conf.auth[i].scheme = strdup(o->auth[i].scheme);
+        c->conf.auth[i].credential = strdup(o->auth[i].credential);
+        if (!c->conf.auth[i].scheme || !c->conf.auth[i].credential)
             return ZKIT_ENOMEM;
     }
     return 0;
@@ -264,16 +264,16 @@ static int copy_auth(zkit_client_t *c, const zkit_client_options_t *o)
 static int copy_default_data(zkit_client_t *c, const zkit_client_options_t *o)
 {
     if (o->default_data) {
-        c->default_data = malloc(o->default_data_len + 1);
-        if (!c->default_data)
+        c->conf.default_data = malloc(o->default_data_len + 1);
+        if (!c->conf.default_data)
             return ZKIT_ENOMEM;
-        memcpy(c->default_data, o->default_data, o->default_data_len);
-        c->default_data_len = o->default_data_len;
+        memcpy(c->conf.default_data, o->default_data, o->default_data_len);
+        c->conf.default_data_len = o->default_data_len;
     } else {
-        c->default_data = local_address_text();
-        if (!c->default_data)
+        c->conf.default_data = local_address_text();
+        if (!c->conf.default_data)
             return ZKIT_ENOMEM;
-        c->default_data_len = strlen(c->default_data);
+        c->conf.default_data_len = strlen(c->conf.default_data);
     }
     return 0;
 }
@@ -282,32 +282,32 @@ int zkit__options_copy(zkit_client_t *c, const zkit_client_options_t *o)
 {
     static const zkit_acl_t open_acl = { ZKIT_PERM_ALL, "world", "anyone" };
     int rc;
-    c->connect_string = strdup(o->connect_string);
-    c->session_timeout_ms = o->session_timeout_ms;
-    c->connection_timeout_ms = o->connection_timeout_ms;
-    c->retry = o->retry ? zkit_retry_copy(o->retry) : zkit_retry_exponential(1000, 3, 0);
-    if (!c->connect_string || !c->retry)
+    c->conf.connect_string = strdup(o->connect_string);
+    c->conf.session_timeout_ms = o->session_timeout_ms;
+    c->conf.connection_timeout_ms = o->connection_timeout_ms;
+    c->conf.retry = o->retry ? zkit_retry_copy(o->retry) : zkit_retry_exponential(1000, 3, 0);
+    if (!c->conf.connect_string || !c->conf.retry)
         return ZKIT_ENOMEM;
     if (o->namespace_name) {
-        c->ns = strdup(o->namespace_name);
-        c->ns_root = zkit__path_fix(c->ns, "/");
-        if (!c->ns || !c->ns_root)
+        c->conf.ns = strdup(o->namespace_name);
+        c->conf.ns_root = zkit__path_fix(c->conf.ns, "/");
+        if (!c->conf.ns || !c->conf.ns_root)
             return ZKIT_ENOMEM;
     }
     if ((rc = copy_auth(c, o)) != 0)
         return rc;
     if (o->default_acl_count)
-        rc = acl_vector_from(&c->default_acl, o->default_acl, o->default_acl_count);
+        rc = acl_vector_from(&c->conf.default_acl, o->default_acl, o->default_acl_count);
     else
-        rc = acl_vector_from(&c->default_acl, &open_acl, 1);
+        rc = acl_vector_from(&c->conf.default_acl, &open_acl, 1);
     if (rc != 0)
         return rc;
-    c->acl_provider = o->acl_provider;
-    c->acl_provider_arg = o->acl_provider_arg;
-    c->can_be_read_only = o->can_be_read_only;
+    c->conf.acl_provider = o->acl_provider;
+    c->conf.acl_provider_arg = o->acl_provider_arg;
+    c->conf.can_be_read_only = o->can_be_read_only;
     /* Fields added in version 2 are read only from callers that know them. */
     if (o->version >= 2)
-        c->dispatch_mode = o->delivery == ZKIT_DELIVER_ON_DISPATCH;
+        c->delivery.dispatch_mode = o->delivery == ZKIT_DELIVER_ON_DISPATCH;
     return copy_default_data(c, o);
 }
 
@@ -316,10 +316,10 @@ void zkit__client_acl(zkit_client_t *c, const char *path, struct ACL_vector *out
     const zkit_acl_t *acl = NULL;
     size_t count = 0;
     *allocated = 0;
-    if (c->acl_provider && c->acl_provider(path, &acl, &count, c->acl_provider_arg) == 0 &&
+    if (c->conf.acl_provider && c->conf.acl_provider(path, &acl, &count, c->conf.acl_provider_arg) == 0 &&
         acl && count > 0 && acl_vector_from(out, acl, count) == 0) {
         *allocated = 1;
         return;
     }
-    *out = c->default_acl;
+    *out = c->conf.default_acl;
 }

@@ -42,10 +42,10 @@ static void close_handle(zkit_client_t *c, zhandle_t *zh, uint64_t generation)
 /* Replaces the handle with one for a new session after the old one is lost. */
 static void replace_handle(zkit_client_t *c)
 {
-    zhandle_t *old = c->zh;
-    uint64_t old_generation = c->generation;
-    c->zh = NULL;
-    c->connected = 0;
+    zhandle_t *old = c->handle.zh;
+    uint64_t old_generation = c->handle.generation;
+    c->handle.zh = NULL;
+    c->handle.connected = 0;
     if (old)
         close_handle(c, old, old_generation);
     if (c->closing)
@@ -86,20 +86,20 @@ static int64_t slept_ms(const zkit_client_t *c)
 /* Vouches for the connection at `now` (c->mu held). */
 static void vouch_at(zkit_client_t *c, int64_t now)
 {
-    c->vouched_ms = now;
-    c->vouched_slept_ms = slept_ms(c);
+    c->confirm.vouched_ms = now;
+    c->confirm.vouched_slept_ms = slept_ms(c);
 }
 
 /* The last vouch on the monotonic clock, moved back by the time the machine slept since. */
 static int64_t vouched_at(const zkit_client_t *c)
 {
-    int64_t slept = slept_ms(c) - c->vouched_slept_ms;
-    return c->vouched_ms - (slept > 0 ? slept : 0);
+    int64_t slept = slept_ms(c) - c->confirm.vouched_slept_ms;
+    return c->confirm.vouched_ms - (slept > 0 ? slept : 0);
 }
 
 static int64_t vouch_allowance(const zkit_client_t *c)
 {
-    int64_t allowance = c->negotiated_timeout_ms / 12;
+    int64_t allowance = c->handle.negotiated_timeout_ms / 12;
     return allowance > 40 ? allowance : 40;
 }
 
@@ -111,7 +111,7 @@ static int64_t vouch_interval(const zkit_client_t *c)
 
 static int vouch_stale(const zkit_client_t *c, int64_t now)
 {
-    return c->stalled || now - vouched_at(c) > vouch_allowance(c);
+    return c->confirm.stalled || now - vouched_at(c) > vouch_allowance(c);
 }
 
 /* libzookeeper's completion thread: a reply to a probe proves the server had our session
@@ -121,12 +121,12 @@ static void probe_done(int rc, const struct Stat *stat, const void *data)
     zkit_client_t *c = (zkit_client_t *)data;
     (void)stat;
     pthread_mutex_lock(&c->mu);
-    c->probe_pending = 0;
-    if ((rc == ZOK || rc == ZNONODE) && c->probe_generation == c->generation && c->connected &&
-        c->stalled && c->probe_sent_ms >= c->vouched_ms) {
-        c->vouched_ms = c->probe_sent_ms;
-        c->vouched_slept_ms = c->probe_slept_ms;
-        c->stalled = 0;
+    c->confirm.probe_pending = 0;
+    if ((rc == ZOK || rc == ZNONODE) && c->confirm.probe_generation == c->handle.generation && c->handle.connected &&
+        c->confirm.stalled && c->confirm.probe_sent_ms >= c->confirm.vouched_ms) {
+        c->confirm.vouched_ms = c->confirm.probe_sent_ms;
+        c->confirm.vouched_slept_ms = c->confirm.probe_slept_ms;
+        c->confirm.stalled = 0;
     }
     pthread_cond_signal(&c->supervisor_cond);
     pthread_mutex_unlock(&c->mu);
@@ -135,34 +135,34 @@ static void probe_done(int rc, const struct Stat *stat, const void *data)
 /* Supervisor, c->mu held: vouch for the connection now, or probe it after a gap. */
 static void vouch(zkit_client_t *c, int64_t now)
 {
-    zhandle_t *zh = c->zh;
-    if (!c->connected || c->closing || !zh)
+    zhandle_t *zh = c->handle.zh;
+    if (!c->handle.connected || c->closing || !zh)
         return;
     if (!vouch_stale(c, now)) {
         vouch_at(c, now);
         return;
     }
-    if (!c->stalled) {
+    if (!c->confirm.stalled) {
         /* The sleep, if any, becomes part of the gap for good. */
-        c->vouched_ms = vouched_at(c);
-        c->vouched_slept_ms = slept_ms(c);
+        c->confirm.vouched_ms = vouched_at(c);
+        c->confirm.vouched_slept_ms = slept_ms(c);
         zkit__log(&c->log, ZKIT_LOG_INFO, "this process was held up for %lld ms with the "
                   "session's timeout at %d ms; held locks count as disconnected until the "
-                  "server answers", (long long)(now - c->vouched_ms), c->negotiated_timeout_ms);
+                  "server answers", (long long)(now - c->confirm.vouched_ms), c->handle.negotiated_timeout_ms);
     }
-    c->stalled = 1;
-    if (c->probe_pending)
+    c->confirm.stalled = 1;
+    if (c->confirm.probe_pending)
         return;
     /* Only the supervisor replaces or closes the handle, so it stays valid without c->mu,
      * which the completion takes. */
-    c->probe_pending = 1;
-    c->probe_generation = c->generation;
-    c->probe_sent_ms = now;
-    c->probe_slept_ms = slept_ms(c);
+    c->confirm.probe_pending = 1;
+    c->confirm.probe_generation = c->handle.generation;
+    c->confirm.probe_sent_ms = now;
+    c->confirm.probe_slept_ms = slept_ms(c);
     pthread_mutex_unlock(&c->mu);
     if (zoo_aexists(zh, "/", 0, probe_done, c) != ZOK) {
         pthread_mutex_lock(&c->mu);
-        c->probe_pending = 0;
+        c->confirm.probe_pending = 0;
         return;
     }
     pthread_mutex_lock(&c->mu);
@@ -200,11 +200,11 @@ typedef struct confirm_sync {
  * cover [q - T/4 - G, q], or T/3 when they do not reach back that far. */
 static int64_t confirm_gap(const zkit_client_t *c, int64_t q)
 {
-    int64_t t = c->negotiated_timeout_ms, prev = q, widest = 0;
-    for (unsigned k = 0; k < c->confirm_touch_count; k++) {
-        unsigned slot = (c->confirm_touch_next + ZKIT__CONFIRM_TOUCHES - 1 - k) %
+    int64_t t = c->handle.negotiated_timeout_ms, prev = q, widest = 0;
+    for (unsigned k = 0; k < c->confirm.confirm_touch_count; k++) {
+        unsigned slot = (c->confirm.confirm_touch_next + ZKIT__CONFIRM_TOUCHES - 1 - k) %
                         ZKIT__CONFIRM_TOUCHES;
-        int64_t at = c->confirm_touches[slot];
+        int64_t at = c->confirm.confirm_touches[slot];
         if (prev - at > widest)
             widest = prev - at;
         prev = at;
@@ -216,31 +216,31 @@ static int64_t confirm_gap(const zkit_client_t *c, int64_t q)
 
 static void confirm_touch(zkit_client_t *c, int64_t at)
 {
-    c->confirm_touches[c->confirm_touch_next] = at;
-    c->confirm_touch_next = (c->confirm_touch_next + 1) % ZKIT__CONFIRM_TOUCHES;
-    if (c->confirm_touch_count < ZKIT__CONFIRM_TOUCHES)
-        c->confirm_touch_count++;
+    c->confirm.confirm_touches[c->confirm.confirm_touch_next] = at;
+    c->confirm.confirm_touch_next = (c->confirm.confirm_touch_next + 1) % ZKIT__CONFIRM_TOUCHES;
+    if (c->confirm.confirm_touch_count < ZKIT__CONFIRM_TOUCHES)
+        c->confirm.confirm_touch_count++;
 }
 
 /* Touches on another connection may have gone to a server the leader no longer hears. */
 static void confirm_touches_forget(zkit_client_t *c)
 {
-    c->confirm_touch_count = 0;
+    c->confirm.confirm_touch_count = 0;
 }
 
 /* Whether the client confirms its session now (c->mu held). */
 static int confirm_active(const zkit_client_t *c)
 {
-    return c->connected && !c->closing && c->zh && c->negotiated_timeout_ms > 0 &&
-           (c->held_locks > 0 || c->unconfirmed);
+    return c->handle.connected && !c->closing && c->handle.zh && c->handle.negotiated_timeout_ms > 0 &&
+           (c->confirm.held_locks > 0 || c->confirm.unconfirmed);
 }
 
 /* When the next confirming sync is due: T/8 after the last, sooner while an answer is good
  * for less than twice that, but never more often than every T/24. */
 static int64_t confirm_due(const zkit_client_t *c)
 {
-    int64_t t = c->negotiated_timeout_ms, last = c->confirm_last_sent_ms;
-    int64_t step = (c->confirmed_until_ms - last) / 2, fastest = t / 24 > 10 ? t / 24 : 10;
+    int64_t t = c->handle.negotiated_timeout_ms, last = c->confirm.confirm_last_sent_ms;
+    int64_t step = (c->confirm.confirmed_until_ms - last) / 2, fastest = t / 24 > 10 ? t / 24 : 10;
     if (last == 0)
         return 0;
     if (step > t / 8)
@@ -255,12 +255,12 @@ static void confirm_sync_done(int rc, const char *value, const void *data)
     zkit_client_t *c = s->client;
     (void)value;
     pthread_mutex_lock(&c->mu);
-    if (--c->confirm_in_flight == 0)
+    if (--c->confirm.confirm_in_flight == 0)
         pthread_cond_broadcast(&c->cond); /* drain_requests */
-    if (rc == ZOK && s->generation == c->generation) {
-        int64_t until = s->sent_ms + (int64_t)c->negotiated_timeout_ms * 5 / 12 - s->gap_ms;
-        if (until > c->confirmed_until_ms)
-            c->confirmed_until_ms = until;
+    if (rc == ZOK && s->generation == c->handle.generation) {
+        int64_t until = s->sent_ms + (int64_t)c->handle.negotiated_timeout_ms * 5 / 12 - s->gap_ms;
+        if (until > c->confirm.confirmed_until_ms)
+            c->confirm.confirmed_until_ms = until;
         pthread_cond_signal(&c->supervisor_cond);
     }
     pthread_mutex_unlock(&c->mu);
@@ -285,19 +285,19 @@ static int confirm_send_locked(zkit_client_t *c, zhandle_t *zh, uint64_t generat
     s->gap_ms = confirm_gap(c, now);
     s->done = done;
     s->arg = arg;
-    c->confirm_last_sent_ms = now;
-    c->confirm_in_flight++;
+    c->confirm.confirm_last_sent_ms = now;
+    c->confirm.confirm_in_flight++;
     pthread_mutex_unlock(&c->mu);
     rc = zoo_async(zh, "/", confirm_sync_done, s);
     pthread_mutex_lock(&c->mu);
     if (rc != ZOK) {
-        if (--c->confirm_in_flight == 0)
+        if (--c->confirm.confirm_in_flight == 0)
             pthread_cond_broadcast(&c->cond);
         free(s);
         return zkit__error_from_zk(rc);
     }
     /* Only once it is sent: a touch that never went would shrink the gaps. */
-    if (generation == c->generation)
+    if (generation == c->handle.generation)
         confirm_touch(c, now);
     c->faults.confirm_syncs++;
     if (done)
@@ -310,27 +310,27 @@ static void confirm(zkit_client_t *c, int64_t now)
 {
     if (!confirm_active(c))
         return;
-    if (c->unconfirmed && now < c->confirmed_until_ms) {
+    if (c->confirm.unconfirmed && now < c->confirm.confirmed_until_ms) {
         zkit__log(&c->log, ZKIT_LOG_INFO, "the leader answered again: held locks are "
                   "confirmed");
-        c->unconfirmed = 0;
+        c->confirm.unconfirmed = 0;
         c->suspended_since_ms = 0;
-        zkit__client_change_state(c, c->unconfirmed_read_only ? ZKIT_CONN_READ_ONLY : ZKIT_CONN_RECONNECTED);
-    } else if (!c->unconfirmed && c->held_locks > 0 && now >= c->confirmed_until_ms &&
+        zkit__client_change_state(c, c->confirm.unconfirmed_read_only ? ZKIT_CONN_READ_ONLY : ZKIT_CONN_RECONNECTED);
+    } else if (!c->confirm.unconfirmed && c->confirm.held_locks > 0 && now >= c->confirm.confirmed_until_ms &&
                c->state != ZKIT_CONN_SUSPENDED && c->state != ZKIT_CONN_LOST) {
-        int64_t since = c->confirmed_until_ms;
+        int64_t since = c->confirm.confirmed_until_ms;
         if (vouch_stale(c, now) && vouched_at(c) < since)
             since = vouched_at(c);
         zkit__log(&c->log, ZKIT_LOG_WARN, "no answer through the leader for %lld ms with the "
                   "session's timeout at %d ms; held locks count as disconnected",
-                  (long long)(now - c->confirm_last_sent_ms), c->negotiated_timeout_ms);
-        c->unconfirmed = 1;
-        c->unconfirmed_read_only = c->state == ZKIT_CONN_READ_ONLY;
+                  (long long)(now - c->confirm.confirm_last_sent_ms), c->handle.negotiated_timeout_ms);
+        c->confirm.unconfirmed = 1;
+        c->confirm.unconfirmed_read_only = c->state == ZKIT_CONN_READ_ONLY;
         c->suspended_since_ms = since;
         zkit__client_change_state(c, ZKIT_CONN_SUSPENDED);
     }
     if (now >= confirm_due(c))
-        confirm_send_locked(c, c->zh, c->generation, NULL, NULL);
+        confirm_send_locked(c, c->handle.zh, c->handle.generation, NULL, NULL);
 }
 
 /* The first holding wakes the supervisor only when its first sync is due before the
@@ -339,8 +339,8 @@ static void confirm(zkit_client_t *c, int64_t now)
 void zkit__client_hold(zkit_client_t *c, int delta)
 {
     pthread_mutex_lock(&c->mu);
-    c->held_locks += delta;
-    if (delta > 0 && c->held_locks == delta && c->supervisor_sleeps_until_ms &&
+    c->confirm.held_locks += delta;
+    if (delta > 0 && c->confirm.held_locks == delta && c->supervisor_sleeps_until_ms &&
         confirm_due(c) < c->supervisor_sleeps_until_ms)
         pthread_cond_signal(&c->supervisor_cond);
     pthread_mutex_unlock(&c->mu);
@@ -351,7 +351,7 @@ int zkit__client_confirmed(zkit_client_t *c)
 {
     int confirmed;
     pthread_mutex_lock(&c->mu);
-    confirmed = zkit__monotonic_ms() + c->negotiated_timeout_ms / 24 < c->confirmed_until_ms;
+    confirmed = zkit__monotonic_ms() + c->handle.negotiated_timeout_ms / 24 < c->confirm.confirmed_until_ms;
     pthread_mutex_unlock(&c->mu);
     return confirmed;
 }
@@ -360,10 +360,10 @@ void zkit__client_confirm_write(zkit_client_t *c, int64_t sent_ms)
 {
     pthread_mutex_lock(&c->mu);
     /* G is the T/3 between libzookeeper's pings: the syncs may not have run yet. */
-    if (c->negotiated_timeout_ms > 0) {
-        int64_t until = sent_ms + c->negotiated_timeout_ms / 12;
-        if (until > c->confirmed_until_ms)
-            c->confirmed_until_ms = until;
+    if (c->handle.negotiated_timeout_ms > 0) {
+        int64_t until = sent_ms + c->handle.negotiated_timeout_ms / 12;
+        if (until > c->confirm.confirmed_until_ms)
+            c->confirm.confirmed_until_ms = until;
     }
     pthread_mutex_unlock(&c->mu);
 }
@@ -384,38 +384,38 @@ int zkit__client_confirm(zkit_client_t *c, zkit__confirm_fn done, void *arg)
 
 static void on_connected(zkit_client_t *c, int read_only, int64_t at_ms)
 {
-    const clientid_t *id = zoo_client_id(c->zh);
+    const clientid_t *id = zoo_client_id(c->handle.zh);
     int same_session;
-    c->connected = 1;
+    c->handle.connected = 1;
     vouch_at(c, at_ms);
-    c->stalled = 0;
+    c->confirm.stalled = 0;
     /* A handle whose first server was read-only has no session the quorum knows: at its first
      * read-write server libzookeeper trades it for a new one without an expiry event.  The old
      * session is over all the same, and listeners learn that from LOST. */
-    if (c->ever_connected && c->session_id != 0 && id->client_id != c->session_id &&
+    if (c->ever_connected && c->handle.session_id != 0 && id->client_id != c->handle.session_id &&
         c->state != ZKIT_CONN_LOST) {
         zkit__log(&c->log, ZKIT_LOG_WARN, "session 0x%llx replaced by 0x%llx (it began on a "
-                  "read-only server)", (unsigned long long)c->session_id,
+                  "read-only server)", (unsigned long long)c->handle.session_id,
                   (unsigned long long)id->client_id);
         if (c->state != ZKIT_CONN_SUSPENDED)
             zkit__client_change_state(c, ZKIT_CONN_SUSPENDED);
         zkit__client_change_state(c, ZKIT_CONN_LOST);
     }
-    same_session = c->session_id != 0 && id->client_id == c->session_id;
-    c->session_id = id->client_id;
-    memcpy(c->session_passwd, id->passwd, sizeof(c->session_passwd));
-    __atomic_store_n(&c->negotiated_timeout_ms, zoo_recv_timeout(c->zh), __ATOMIC_RELAXED);
+    same_session = c->handle.session_id != 0 && id->client_id == c->handle.session_id;
+    c->handle.session_id = id->client_id;
+    memcpy(c->handle.session_passwd, id->passwd, sizeof(c->handle.session_passwd));
+    __atomic_store_n(&c->handle.negotiated_timeout_ms, zoo_recv_timeout(c->handle.zh), __ATOMIC_RELAXED);
     confirm_touches_forget(c);
     if (!same_session) {
         /* No lock of this session is held yet: each grant confirms itself. */
-        c->unconfirmed = 0;
-        c->confirmed_until_ms = at_ms + c->negotiated_timeout_ms / 12;
-    } else if (c->unconfirmed || (c->held_locks > 0 && at_ms >= c->confirmed_until_ms)) {
+        c->confirm.unconfirmed = 0;
+        c->confirm.confirmed_until_ms = at_ms + c->handle.negotiated_timeout_ms / 12;
+    } else if (c->confirm.unconfirmed || (c->confirm.held_locks > 0 && at_ms >= c->confirm.confirmed_until_ms)) {
         /* Held locks stay UNCERTAIN until the leader answers a sync on this connection. */
-        c->unconfirmed = 1;
-        c->unconfirmed_read_only = read_only;
+        c->confirm.unconfirmed = 1;
+        c->confirm.unconfirmed_read_only = read_only;
         if (c->state != ZKIT_CONN_SUSPENDED) {
-            c->suspended_since_ms = c->confirmed_until_ms < at_ms ? c->confirmed_until_ms
+            c->suspended_since_ms = c->confirm.confirmed_until_ms < at_ms ? c->confirm.confirmed_until_ms
                                                                   : at_ms;
             zkit__client_change_state(c, ZKIT_CONN_SUSPENDED);
         }
@@ -438,28 +438,28 @@ static void on_disconnected(zkit_client_t *c, int64_t at_ms)
         c->state == ZKIT_CONN_READ_ONLY) {
         /* Noticed late if this process was held up: count from the last moment it was
          * watching the connection. */
-        int64_t since = c->connected && vouch_stale(c, at_ms) ? vouched_at(c) : at_ms;
+        int64_t since = c->handle.connected && vouch_stale(c, at_ms) ? vouched_at(c) : at_ms;
         /* Or from a held lock's confirmation, if it lapsed first (the supervisor, held up
          * less than it tolerates, may not have said so yet). */
-        if (c->held_locks > 0 && c->confirmed_until_ms < since)
-            since = c->confirmed_until_ms;
+        if (c->confirm.held_locks > 0 && c->confirm.confirmed_until_ms < since)
+            since = c->confirm.confirmed_until_ms;
         c->suspended_since_ms = since;
         zkit__client_change_state(c, ZKIT_CONN_SUSPENDED);
     }
-    c->connected = 0;
+    c->handle.connected = 0;
     confirm_touches_forget(c);
 }
 
 static void on_session_lost(zkit_client_t *c, const char *why)
 {
     zkit__log(&c->log, ZKIT_LOG_WARN, "session 0x%llx lost (%s); starting a new one",
-              (unsigned long long)c->session_id, why);
+              (unsigned long long)c->handle.session_id, why);
     if (c->state != ZKIT_CONN_SUSPENDED && c->state != ZKIT_CONN_LOST && c->ever_connected)
         zkit__client_change_state(c, ZKIT_CONN_SUSPENDED);
     c->suspended_since_ms = 0;
     if (c->ever_connected)
         zkit__client_change_state(c, ZKIT_CONN_LOST);
-    c->unconfirmed = 0;
+    c->confirm.unconfirmed = 0;
     replace_handle(c);
 }
 
@@ -475,12 +475,12 @@ static void on_session_lost(zkit_client_t *c, const char *why)
  */
 static int handshake_bogus(zkit_client_t *c, int read_only)
 {
-    const clientid_t *id = zoo_client_id(c->zh);
-    int timeout = zoo_recv_timeout(c->zh);
+    const clientid_t *id = zoo_client_id(c->handle.zh);
+    int timeout = zoo_recv_timeout(c->handle.zh);
     const char *server;
-    if (id->client_id != 0 && timeout > 0 && (!read_only || c->can_be_read_only))
+    if (id->client_id != 0 && timeout > 0 && (!read_only || c->conf.can_be_read_only))
         return 0;
-    server = zoo_get_current_server(c->zh);
+    server = zoo_get_current_server(c->handle.zh);
     zkit__log(&c->log, ZKIT_LOG_ERROR,
               "the server at %s answered with a bogus handshake (session 0x%llx, timeout %d, "
               "read-only %d): not a ZooKeeper server?  Reconnecting",
@@ -490,15 +490,15 @@ static int handshake_bogus(zkit_client_t *c, int read_only)
 
 static void handle_session_event(zkit_client_t *c, const zkit__session_event_t *ev)
 {
-    if (ev->generation != c->generation || !c->zh)
+    if (ev->generation != c->handle.generation || !c->handle.zh)
         return; /* a late event from a handle already replaced */
     if ((ev->zk_state == ZOO_CONNECTED_STATE || ev->zk_state == ZOO_READONLY_STATE) &&
         handshake_bogus(c, ev->zk_state == ZOO_READONLY_STATE)) {
-        zhandle_t *zh = c->zh;
-        c->zh = NULL;
-        c->connected = 0;
+        zhandle_t *zh = c->handle.zh;
+        c->handle.zh = NULL;
+        c->handle.connected = 0;
         c->reopen_at_ms = zkit__monotonic_ms() + BOGUS_PEER_BACKOFF_MS;
-        close_handle(c, zh, c->generation);
+        close_handle(c, zh, c->handle.generation);
     } else if (ev->zk_state == ZOO_CONNECTED_STATE) {
         on_connected(c, 0, ev->at_ms);
     } else if (ev->zk_state == ZOO_READONLY_STATE) {
@@ -515,24 +515,24 @@ static void handle_session_event(zkit_client_t *c, const zkit__session_event_t *
 static int64_t next_wakeup(zkit_client_t *c)
 {
     int64_t wake = zkit__monotonic_ms() + 1000;
-    if (c->timers && c->timers->due_ms < wake)
-        wake = c->timers->due_ms;
-    if (c->suspended_since_ms && c->negotiated_timeout_ms > 0) {
-        int64_t lost_at = c->suspended_since_ms + c->negotiated_timeout_ms;
+    if (c->timing.timers && c->timing.timers->due_ms < wake)
+        wake = c->timing.timers->due_ms;
+    if (c->suspended_since_ms && c->handle.negotiated_timeout_ms > 0) {
+        int64_t lost_at = c->suspended_since_ms + c->handle.negotiated_timeout_ms;
         if (lost_at < wake)
             wake = lost_at;
     }
-    if (!c->zh && c->reopen_at_ms > 0 && c->reopen_at_ms < wake)
+    if (!c->handle.zh && c->reopen_at_ms > 0 && c->reopen_at_ms < wake)
         wake = c->reopen_at_ms;
-    if (c->connected && !c->stalled && c->vouched_ms + vouch_interval(c) < wake)
-        wake = c->vouched_ms + vouch_interval(c);
+    if (c->handle.connected && !c->confirm.stalled && c->confirm.vouched_ms + vouch_interval(c) < wake)
+        wake = c->confirm.vouched_ms + vouch_interval(c);
     if (confirm_active(c)) {
         if (confirm_due(c) < wake)
             wake = confirm_due(c);
         /* Announcing the lapse (but a lapse that cannot be announced must not spin). */
-        if (!c->unconfirmed && c->confirmed_until_ms < wake &&
-            c->confirmed_until_ms > zkit__monotonic_ms())
-            wake = c->confirmed_until_ms;
+        if (!c->confirm.unconfirmed && c->confirm.confirmed_until_ms < wake &&
+            c->confirm.confirmed_until_ms > zkit__monotonic_ms())
+            wake = c->confirm.confirmed_until_ms;
     }
     return wake;
 }
@@ -540,19 +540,19 @@ static int64_t next_wakeup(zkit_client_t *c)
 static void supervise_once(zkit_client_t *c)
 {
     int64_t now;
-    while (c->session_event_count > 0) {
-        zkit__session_event_t ev = c->session_events[c->session_event_head];
-        c->session_event_head = (c->session_event_head + 1) % ZKIT__SESSION_EVENT_SLOTS;
-        c->session_event_count--;
+    while (c->events.session_event_count > 0) {
+        zkit__session_event_t ev = c->events.session_events[c->events.session_event_head];
+        c->events.session_event_head = (c->events.session_event_head + 1) % ZKIT__SESSION_EVENT_SLOTS;
+        c->events.session_event_count--;
         handle_session_event(c, &ev);
     }
     now = zkit__monotonic_ms();
     vouch(c, now);
     confirm(c, now);
-    if (c->suspended_since_ms && c->negotiated_timeout_ms > 0 &&
-        now - c->suspended_since_ms >= c->negotiated_timeout_ms)
+    if (c->suspended_since_ms && c->handle.negotiated_timeout_ms > 0 &&
+        now - c->suspended_since_ms >= c->handle.negotiated_timeout_ms)
         on_session_lost(c, "suspended for longer than the session timeout");
-    if (!c->zh && !c->closing && zkit__monotonic_ms() >= c->reopen_at_ms)
+    if (!c->handle.zh && !c->closing && zkit__monotonic_ms() >= c->reopen_at_ms)
         replace_handle(c);
     zkit__timers_run(c, zkit__timers_take_due(c, zkit__monotonic_ms()));
 }
@@ -565,7 +565,7 @@ static void drain_requests(zkit_client_t *c)
 {
     struct timespec ts;
     zkit__deadline_timespec(zkit__monotonic_ms() + CLOSE_DRAIN_MS, &ts);
-    while ((c->attempts || c->confirm_in_flight) && c->connected &&
+    while ((c->attempts || c->confirm.confirm_in_flight) && c->handle.connected &&
            pthread_cond_timedwait(&c->cond, &c->mu, &ts) == 0)
         ;
 }
@@ -577,9 +577,9 @@ static void *supervisor_main(void *arg)
     while (!c->closing) {
         struct timespec ts;
         supervise_once(c);
-        if (c->closing || c->session_event_count > 0 ||
-            (c->timers && (c->timers->due_ms <= zkit__monotonic_ms() ||
-                           (c->connected && c->timers->wake_on_connect))))
+        if (c->closing || c->events.session_event_count > 0 ||
+            (c->timing.timers && (c->timing.timers->due_ms <= zkit__monotonic_ms() ||
+                           (c->handle.connected && c->timing.timers->wake_on_connect))))
             continue;
         c->supervisor_sleeps_until_ms = next_wakeup(c);
         zkit__deadline_timespec(c->supervisor_sleeps_until_ms, &ts);
@@ -593,13 +593,13 @@ static void *supervisor_main(void *arg)
     while (!c->close_told)
         pthread_cond_wait(&c->supervisor_cond, &c->mu);
     drain_requests(c);
-    if (c->zh) {
-        zhandle_t *zh = c->zh;
-        c->zh = NULL;
-        c->connected = 0;
-        close_handle(c, zh, c->generation);
+    if (c->handle.zh) {
+        zhandle_t *zh = c->handle.zh;
+        c->handle.zh = NULL;
+        c->handle.connected = 0;
+        close_handle(c, zh, c->handle.generation);
     }
-    while (c->timers)
+    while (c->timing.timers)
         zkit__timers_run(c, zkit__timers_take_due(c, zkit__monotonic_ms()));
     c->supervisor_done = 1;
     pthread_cond_broadcast(&c->event_cond);
@@ -643,7 +643,7 @@ ZKIT_EXTERN int zkit_client_new(zkit_client_t **out, const zkit_client_options_t
         pthread_mutex_unlock(&c->mu);
     }
     if (rc == 0 && (rc = start_threads(c)) != 0) {
-        zookeeper_close(c->zh);
+        zookeeper_close(c->handle.zh);
     }
     if (rc != 0) {
         if (rc == ZKIT_ENOMEM)
@@ -729,18 +729,18 @@ int64_t zkit__client_connection_now(zkit_client_t *c, int *lost, int64_t *discon
 {
     int64_t session;
     pthread_mutex_lock(&c->mu);
-    session = c->session_id;
+    session = c->handle.session_id;
     *lost = c->state == ZKIT_CONN_LOST || c->closing; /* closing ends the session */
     /* Not connected without a suspension time: before the first connection, while a new
      * session is being made, or closed; count the disconnect from now. */
-    if (c->connected && !c->closing) {
+    if (c->handle.connected && !c->closing) {
         /* Connected as far as libzookeeper knows; it may not know, if this process was held
          * up since the supervisor last vouched for the connection. */
         int64_t now = zkit__monotonic_ms(), since = vouch_stale(c, now) ? vouched_at(c) : 0;
         /* Or the leader may not have heard from us (see confirm()). */
-        if ((c->held_locks > 0 || c->unconfirmed) && now >= c->confirmed_until_ms) {
-            int64_t lapsed = c->unconfirmed && c->suspended_since_ms ? c->suspended_since_ms
-                                                                      : c->confirmed_until_ms;
+        if ((c->confirm.held_locks > 0 || c->confirm.unconfirmed) && now >= c->confirm.confirmed_until_ms) {
+            int64_t lapsed = c->confirm.unconfirmed && c->suspended_since_ms ? c->suspended_since_ms
+                                                                      : c->confirm.confirmed_until_ms;
             if (since == 0 || lapsed < since)
                 since = lapsed;
         }

@@ -29,31 +29,31 @@ static void wake_loop(zkit_client_t *c)
 {
     uint64_t one = 1;
     /* EAGAIN means the counter is already non-zero: the loop is awake anyway. */
-    while (write(c->wake_fd, &one, sizeof(one)) < 0 && errno == EINTR)
+    while (write(c->delivery.wake_fd, &one, sizeof(one)) < 0 && errno == EINTR)
         ;
 }
 
 static void drain_wakeups(zkit_client_t *c)
 {
     uint64_t count;
-    while (read(c->wake_fd, &count, sizeof(count)) < 0 && errno == EINTR)
+    while (read(c->delivery.wake_fd, &count, sizeof(count)) < 0 && errno == EINTR)
         ;
 }
 
 int zkit__post_task_locked(zkit_client_t *c, zkit__task_t *t, zkit__task_fn fn, void *arg,
                            int allocated)
 {
-    int was_empty = c->tasks == NULL;
-    if (c->event_thread_done)
+    int was_empty = c->delivery.tasks == NULL;
+    if (c->delivery.event_thread_done)
         return ZKIT_ECLOSED;
     t->allocated = allocated;
     t->next = NULL;
     t->fn = fn;
     t->arg = arg;
-    *c->tasks_tail = t;
-    c->tasks_tail = &t->next;
-    c->tasks_queued++;
-    if (c->dispatch_mode) {
+    *c->delivery.tasks_tail = t;
+    c->delivery.tasks_tail = &t->next;
+    c->delivery.tasks_queued++;
+    if (c->delivery.dispatch_mode) {
         if (was_empty)
             wake_loop(c);
     } else {
@@ -89,21 +89,21 @@ int zkit__run_on_event_thread_task(zkit_client_t *c, zkit__task_t *task, void (*
 /* Takes the first task off the queue and runs it, c->mu held (released while it runs). */
 static void run_first_task_locked(zkit_client_t *c)
 {
-    zkit__task_t *t = c->tasks;
+    zkit__task_t *t = c->delivery.tasks;
     zkit__task_fn fn = t->fn;
     void *fn_arg = t->arg;
-    c->tasks = t->next;
-    if (!c->tasks)
-        c->tasks_tail = &c->tasks;
-    c->tasks_queued--;
+    c->delivery.tasks = t->next;
+    if (!c->delivery.tasks)
+        c->delivery.tasks_tail = &c->delivery.tasks;
+    c->delivery.tasks_queued--;
     /* A caller-owned task is the caller's again from here: fn may free or re-post it. */
     if (t->allocated)
         free(t);
-    c->event_thread_busy = 1;
+    c->delivery.event_thread_busy = 1;
     pthread_mutex_unlock(&c->mu);
     fn(fn_arg);
     pthread_mutex_lock(&c->mu);
-    c->event_thread_busy = 0;
+    c->delivery.event_thread_busy = 0;
     pthread_cond_broadcast(&c->event_cond);
 }
 
@@ -111,14 +111,14 @@ int zkit__event_queue_idle(zkit_client_t *c)
 {
     int idle;
     pthread_mutex_lock(&c->mu);
-    idle = !c->tasks && !c->event_thread_busy;
+    idle = !c->delivery.tasks && !c->delivery.event_thread_busy;
     pthread_mutex_unlock(&c->mu);
     return idle;
 }
 
 int zkit__delivers_on_dispatch(const zkit_client_t *c)
 {
-    return c->dispatch_mode;
+    return c->delivery.dispatch_mode;
 }
 
 /* Runs at most the tasks queued now (c->mu held), so that callbacks that post more work
@@ -126,14 +126,14 @@ int zkit__delivers_on_dispatch(const zkit_client_t *c)
  * (the descriptor stays readable). */
 static void run_queued_batch_locked(zkit_client_t *c)
 {
-    for (unsigned batch = c->tasks_queued; batch > 0 && c->tasks; batch--)
+    for (unsigned batch = c->delivery.tasks_queued; batch > 0 && c->delivery.tasks; batch--)
         run_first_task_locked(c);
 }
 
 /* No task is accepted from here (c->mu held): posts answer ZKIT_ECLOSED. */
 static void mark_done_locked(zkit_client_t *c)
 {
-    __atomic_store_n(&c->event_thread_done, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->delivery.event_thread_done, 1, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&c->event_cond);
 }
 
@@ -144,7 +144,7 @@ static void *event_thread_main(void *arg)
     zkit_client_t *c = arg;
     pthread_mutex_lock(&c->mu);
     for (;;) {
-        if (c->tasks) {
+        if (c->delivery.tasks) {
             run_first_task_locked(c);
         } else if (c->closing && c->supervisor_done) {
             break;
@@ -159,62 +159,62 @@ static void *event_thread_main(void *arg)
 
 static pthread_t loop_thread(zkit_client_t *c)
 {
-    return __atomic_load_n(&c->loop_thread, __ATOMIC_ACQUIRE);
+    return __atomic_load_n(&c->delivery.loop_thread, __ATOMIC_ACQUIRE);
 }
 
 /* Lock-free because callers hold c->mu.  Once the event thread has ended its id may belong
  * to any new thread, so a closed client answers 0. */
 int zkit__is_event_thread(zkit_client_t *c)
 {
-    if (__atomic_load_n(&c->event_thread_done, __ATOMIC_ACQUIRE))
+    if (__atomic_load_n(&c->delivery.event_thread_done, __ATOMIC_ACQUIRE))
         return 0;
-    if (c->dispatch_mode)
+    if (c->delivery.dispatch_mode)
         return pthread_equal(pthread_self(), loop_thread(c));
-    return pthread_equal(pthread_self(), c->event_thread);
+    return pthread_equal(pthread_self(), c->delivery.event_thread);
 }
 
 int zkit__in_callback(zkit_client_t *c)
 {
-    if (!c->dispatch_mode)
+    if (!c->delivery.dispatch_mode)
         return zkit__is_event_thread(c);
-    return __atomic_load_n(&c->dispatching, __ATOMIC_ACQUIRE) &&
+    return __atomic_load_n(&c->delivery.dispatching, __ATOMIC_ACQUIRE) &&
            pthread_equal(pthread_self(), loop_thread(c));
 }
 
 int zkit__event_delivery_start(zkit_client_t *c)
 {
-    if (c->dispatch_mode) {
-        c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (c->wake_fd < 0)
+    if (c->delivery.dispatch_mode) {
+        c->delivery.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (c->delivery.wake_fd < 0)
             return ZKIT_ESYSTEM;
-        __atomic_store_n(&c->loop_thread, pthread_self(), __ATOMIC_RELEASE);
+        __atomic_store_n(&c->delivery.loop_thread, pthread_self(), __ATOMIC_RELEASE);
         return 0;
     }
-    c->wake_fd = -1;
-    return pthread_create(&c->event_thread, NULL, event_thread_main, c) == 0 ? 0 : ZKIT_ESYSTEM;
+    c->delivery.wake_fd = -1;
+    return pthread_create(&c->delivery.event_thread, NULL, event_thread_main, c) == 0 ? 0 : ZKIT_ESYSTEM;
 }
 
 /* Becomes the dispatching thread (c->mu held): waits for another dispatch to end. */
 static void begin_dispatch_locked(zkit_client_t *c)
 {
-    while (c->dispatching)
+    while (c->delivery.dispatching)
         pthread_cond_wait(&c->event_cond, &c->mu);
-    __atomic_store_n(&c->loop_thread, pthread_self(), __ATOMIC_RELEASE);
-    __atomic_store_n(&c->dispatching, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->delivery.loop_thread, pthread_self(), __ATOMIC_RELEASE);
+    __atomic_store_n(&c->delivery.dispatching, 1, __ATOMIC_RELEASE);
 }
 
 static void end_dispatch_locked(zkit_client_t *c)
 {
-    __atomic_store_n(&c->dispatching, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->delivery.dispatching, 0, __ATOMIC_RELEASE);
     pthread_cond_broadcast(&c->event_cond);
 }
 
 int zkit__dispatch_inline(zkit_client_t *c)
 {
-    if (!c->dispatch_mode || zkit__in_callback(c) || !zkit__is_event_thread(c))
+    if (!c->delivery.dispatch_mode || zkit__in_callback(c) || !zkit__is_event_thread(c))
         return 0;
     pthread_mutex_lock(&c->mu);
-    if (!c->event_thread_done) {
+    if (!c->delivery.event_thread_done) {
         begin_dispatch_locked(c);
         /* The descriptor is not drained: the loop's next dispatch finds what is left. */
         run_queued_batch_locked(c);
@@ -226,30 +226,30 @@ int zkit__dispatch_inline(zkit_client_t *c)
 
 void zkit__event_delivery_wait_locked(zkit_client_t *c, const int *done)
 {
-    if (!c->dispatch_mode) {
-        while (!*done && !c->event_thread_done)
+    if (!c->delivery.dispatch_mode) {
+        while (!*done && !c->delivery.event_thread_done)
             pthread_cond_wait(&c->event_cond, &c->mu);
         return;
     }
     /* As zkit__event_delivery_stop: the closing thread runs the callbacks, in order, after
      * any dispatch already running on the loop has ended. */
     begin_dispatch_locked(c);
-    while (!*done && c->tasks)
+    while (!*done && c->delivery.tasks)
         run_first_task_locked(c);
     end_dispatch_locked(c);
 }
 
 void zkit__event_delivery_stop(zkit_client_t *c)
 {
-    if (!c->dispatch_mode) {
-        pthread_join(c->event_thread, NULL);
+    if (!c->delivery.dispatch_mode) {
+        pthread_join(c->delivery.event_thread, NULL);
         return;
     }
     /* The supervisor has finished: what is queued now, and what those tasks post, is the
      * last work there is; it runs here, on the closing thread. */
     pthread_mutex_lock(&c->mu);
     begin_dispatch_locked(c);
-    while (c->tasks)
+    while (c->delivery.tasks)
         run_first_task_locked(c);
     mark_done_locked(c);
     end_dispatch_locked(c);
@@ -258,8 +258,8 @@ void zkit__event_delivery_stop(zkit_client_t *c)
 
 void zkit__event_delivery_free(zkit_client_t *c)
 {
-    if (c->dispatch_mode && c->wake_fd >= 0)
-        close(c->wake_fd);
+    if (c->delivery.dispatch_mode && c->delivery.wake_fd >= 0)
+        close(c->delivery.wake_fd);
 }
 
 ZKIT_EXTERN int zkit_client_fd(int *fd, const zkit_client_t *client)
@@ -268,12 +268,12 @@ ZKIT_EXTERN int zkit_client_fd(int *fd, const zkit_client_t *client)
         *fd = -1;
     if (!fd || !client)
         return ZKIT_EINVAL;
-    if (!client->dispatch_mode) {
+    if (!client->delivery.dispatch_mode) {
         zkit__log((zkit__logger_t *)&client->log, ZKIT_LOG_ERROR, "zkit_client_fd: the client "
                   "delivers its callbacks on its event thread (set delivery = ZKIT_DELIVER_ON_DISPATCH)");
         return ZKIT_ESTATE;
     }
-    *fd = client->wake_fd;
+    *fd = client->delivery.wake_fd;
     return 0;
 }
 
@@ -281,7 +281,7 @@ ZKIT_EXTERN int zkit_client_dispatch(zkit_client_t *c)
 {
     if (!c)
         return ZKIT_EINVAL;
-    if (!c->dispatch_mode) {
+    if (!c->delivery.dispatch_mode) {
         zkit__log(&c->log, ZKIT_LOG_ERROR, "zkit_client_dispatch: the client delivers its "
                   "callbacks on its event thread (set delivery = ZKIT_DELIVER_ON_DISPATCH)");
         return ZKIT_ESTATE;
@@ -293,14 +293,14 @@ ZKIT_EXTERN int zkit_client_dispatch(zkit_client_t *c)
     }
     pthread_mutex_lock(&c->mu);
     begin_dispatch_locked(c);
-    if (c->event_thread_done) { /* closed: its last callbacks ran on the closing thread */
+    if (c->delivery.event_thread_done) { /* closed: its last callbacks ran on the closing thread */
         end_dispatch_locked(c);
         pthread_mutex_unlock(&c->mu);
         return ZKIT_ECLOSED;
     }
     drain_wakeups(c);
     run_queued_batch_locked(c);
-    if (c->tasks)
+    if (c->delivery.tasks)
         wake_loop(c);
     end_dispatch_locked(c);
     pthread_mutex_unlock(&c->mu);

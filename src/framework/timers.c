@@ -43,8 +43,8 @@ static uint64_t insert_timer(zkit_client_t *c, int64_t due_ms, int wake_on_conne
         *rc = ZKIT_ECLOSED;
         return 0;
     }
-    id = t->id = ++c->next_timer_id;
-    for (pos = &c->timers; *pos && (*pos)->due_ms <= due_ms; pos = &(*pos)->next)
+    id = t->id = ++c->timing.next_timer_id;
+    for (pos = &c->timing.timers; *pos && (*pos)->due_ms <= due_ms; pos = &(*pos)->next)
         ;
     t->next = *pos;
     *pos = t;
@@ -85,7 +85,7 @@ int zkit__unschedule(zkit_client_t *c, uint64_t id)
 {
     zkit__timer_t **pos, *t = NULL;
     pthread_mutex_lock(&c->mu);
-    for (pos = &c->timers; *pos; pos = &(*pos)->next) {
+    for (pos = &c->timing.timers; *pos; pos = &(*pos)->next) {
         if ((*pos)->id == id) {
             t = *pos;
             *pos = t->next;
@@ -100,10 +100,10 @@ int zkit__unschedule(zkit_client_t *c, uint64_t id)
 /* Takes the timers that are due (or woken by a connection) off the list, in order. */
 zkit__timer_t *zkit__timers_take_due(zkit_client_t *c, int64_t now)
 {
-    zkit__timer_t *due = NULL, **due_tail = &due, **pos = &c->timers;
+    zkit__timer_t *due = NULL, **due_tail = &due, **pos = &c->timing.timers;
     while (*pos) {
         zkit__timer_t *t = *pos;
-        if (c->closing || t->due_ms <= now || (t->wake_on_connect && c->connected)) {
+        if (c->closing || t->due_ms <= now || (t->wake_on_connect && c->handle.connected)) {
             *pos = t->next;
             t->next = NULL;
             *due_tail = t;

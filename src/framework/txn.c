@@ -173,7 +173,7 @@ static txn_op_t *txn_append_full(zkit_txn_t *txn, zkit_txn_op_kind_t kind, char 
 static txn_op_t *txn_append(zkit_txn_t *txn, zkit_txn_op_kind_t kind, const char *path,
                             size_t len, int *rc)
 {
-    char *full = zkit__path_fix(txn->client->ns, path);
+    char *full = zkit__path_fix(txn->client->conf.ns, path);
     if (!full) {
         *rc = ZKIT_ENOMEM;
         return NULL;
@@ -262,8 +262,8 @@ ZKIT_EXTERN int zkit_txn_create(zkit_txn_t *txn, const char *path, const void *d
         return ZKIT_EINVAL;
     }
     if (!data) {
-        data = c->default_data;
-        len = c->default_data_len;
+        data = c->conf.default_data;
+        len = c->conf.default_data_len;
     }
     if (!(op = txn_append(txn, ZKIT_TXN_CREATE, path, len, &rc)))
         return rc;
@@ -549,7 +549,7 @@ static int multi_nonode_at_create(zkit__op_t *zop)
 {
     zkit_txn_t *txn = zop->multi_arg;
     char *path;
-    if (!txn->client->ns_root || zop->parent_rounds > 0 || txn->failed < 0 ||
+    if (!txn->client->conf.ns_root || zop->parent_rounds > 0 || txn->failed < 0 ||
         txn->ops[txn->failed].kind != ZKIT_TXN_CREATE)
         return 0;
     /* The machine creates the ancestors of op->path up to the namespace root. */
@@ -745,7 +745,7 @@ ZKIT_EXTERN int zkit_txn_result(zkit_txn_result_t *out, const zkit_txn_t *txn, s
     out->kind = op->kind;
     out->error = op->error;
     if (op->result_path)
-        out->path = zkit__path_unfix(txn->client->ns_root ? txn->client->ns : NULL,
+        out->path = zkit__path_unfix(txn->client->conf.ns_root ? txn->client->conf.ns : NULL,
                                      op->result_path);
     out->stat = op->has_stat ? &op->stat : NULL;
     return 0;

@@ -95,7 +95,7 @@ static void deliver_watch(void *arg)
         c->running_watch = w->watcher; /* zkit_watch_remove waits for it to return */
     pthread_mutex_unlock(&c->mu);
     if (!removed) {
-        w->watcher.fn(c, w->event, zkit__path_unfix(c->ns, w->full_path), w->watcher.arg);
+        w->watcher.fn(c, w->event, zkit__path_unfix(c->conf.ns, w->full_path), w->watcher.arg);
         pthread_mutex_lock(&c->mu);
         c->running_watch.fn = NULL;
         c->running_watch.arg = NULL;
@@ -158,7 +158,7 @@ void zkit__watch_fire(zhandle_t *zh, int type, int state, const char *path, void
     w->event = event;
     pthread_mutex_unlock(&c->mu);
     if (w->inline_fire) { /* internal, non-blocking: no event-thread trip */
-        w->watcher.fn(c, event, zkit__path_unfix(c->ns, w->full_path), w->watcher.arg);
+        w->watcher.fn(c, event, zkit__path_unfix(c->conf.ns, w->full_path), w->watcher.arg);
         zkit__watch_discard(w);
         return;
     }
@@ -282,7 +282,7 @@ static void remove_from_zookeeper(zkit_client_t *c, zkit__watch_t *w)
     zhandle_t *zh = zkit__conn_get(c, &generation);
     removal_t *r;
     struct timespec ts;
-    int64_t due = zkit__monotonic_ms() + c->connection_timeout_ms;
+    int64_t due = zkit__monotonic_ms() + c->conf.connection_timeout_ms;
     int rc, removed;
     if (!zh || generation != w->generation) {
         if (zh)
@@ -397,7 +397,7 @@ static void cancel_full(zkit_client_t *c, const char *full_path, int kind,
 static void cancel(zkit_client_t *c, const char *path, zkit_watch_kind_t kind,
                    const zkit_watcher_t *watcher, int local_only)
 {
-    char *full = zkit__path_fix(c->ns, path);
+    char *full = zkit__path_fix(c->conf.ns, path);
     if (full) {
         cancel_full(c, full, (int)kind, watcher, local_only);
         free(full);
