@@ -1435,6 +1435,12 @@ static void test_error_message(void)
     zkit_client_close(c);
     c = NULL;
     co = options(cs());
+    /* A host libzookeeper cannot resolve: the reason, not an earlier call's message. */
+    co.connect_string = "no-such-host.invalid:2181";
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &co), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "'no-such-host.invalid:2181'"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "does not resolve"));
+    co = options(cs());
     o = job_options();
     o.fn = NULL;
     CU_ASSERT_EQUAL(zkit_job_run_slot_once(&(zkit_job_attempt_t){ 0 }, cl, &o, 60), ZKIT_EINVAL);

@@ -177,13 +177,21 @@ int zkit__handle_open(zkit_client_t *c)
         return ZKIT_ENOMEM;
     hc->client = c;
     hc->generation = c->handle.generation + 1;
-    zh = zookeeper_init2(c->conf.connect_string, session_watcher, c->conf.session_timeout_ms, NULL, hc,
-                         c->conf.can_be_read_only ? ZOO_READONLY : 0, zk_log_callback);
+    zh = zookeeper_init2(c->conf.connect_string, session_watcher, c->conf.session_timeout_ms,
+                         NULL, hc, c->conf.can_be_read_only ? ZOO_READONLY : 0,
+                         zk_log_callback);
     if (!zh) {
-        zkit__log(&c->log, ZKIT_LOG_ERROR, "cannot start a ZooKeeper session for '%s': %s",
-                  c->conf.connect_string, strerror(errno));
+        int err = errno;
+        /* libzookeeper resolves every host of the connect string here: a name that does not
+         * resolve ends the call with ENOENT, a string it cannot parse with EINVAL. */
+        zkit__error_set("cannot start a ZooKeeper session for '%s': %s%s",
+                        c->conf.connect_string, strerror(err),
+                        err == ENOENT ? " (a host of the connect string does not resolve)"
+                        : err == EINVAL ? " (libzookeeper cannot parse the connect string)"
+                                        : "");
+        zkit__log(&c->log, ZKIT_LOG_ERROR, "%s", zkit_error_message());
         free(hc);
-        return errno == ENOMEM ? ZKIT_ENOMEM : ZKIT_EINVAL;
+        return err == ENOMEM ? ZKIT_ENOMEM : ZKIT_EINVAL;
     }
     /* libzookeeper re-resolves the connect string on every pass of its IO loop by default
      * (a getaddrinfo per request burst); once a minute still follows DNS changes. */
