@@ -93,7 +93,8 @@ static zkit__op_t *build_create(zkit_client_t *c, const char *path, const void *
     op->zk_mode = zkit__create_zk_mode(o->mode);
     op->ttl_ms = o->ttl_ms;
     op->flags = o->flags;
-    if ((*rc = set_data(op, data, len)) != 0 || (*rc = zkit__create_acl(&op->acl, &op->acl_allocated, c, path, o)) != 0 ||
+    if ((*rc = set_data(op, data, len)) != 0 ||
+        (*rc = zkit__create_acl(&op->acl, &op->acl_allocated, c, path, o)) != 0 ||
         ((o->flags & ZKIT_CREATE_PROTECTED) && (*rc = zkit__op_protect(op)) != 0)) {
         zkit__op_unref(op);
         return NULL;
@@ -499,5 +500,6 @@ int zkit__get_children_watch_inline(zkit_client_t *c, const char *path,
 int zkit__get_children_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
                               zkit_completion_fn done, void *arg)
 {
-    return start_read(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", ZKIT__DELIVER_INLINE, done, arg);
+    return start_read(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", ZKIT__DELIVER_INLINE,
+                      done, arg);
 }

@@ -121,8 +121,8 @@ static void record_session_event(zkit_client_t *c, uint64_t generation, int zk_s
         if (have_terminal)
             ring[c->events.session_event_count++] = terminal;
     }
-    ring[(c->events.session_event_head + c->events.session_event_count) % ZKIT__SESSION_EVENT_SLOTS] =
-        (zkit__session_event_t){ generation, zk_state, at_ms };
+    ring[(c->events.session_event_head + c->events.session_event_count) %
+         ZKIT__SESSION_EVENT_SLOTS] = (zkit__session_event_t){ generation, zk_state, at_ms };
     c->events.session_event_count++;
     pthread_cond_signal(&c->supervisor_cond);
     pthread_mutex_unlock(&c->mu);

@@ -390,7 +390,8 @@ static void arm_watchdog(zkit__op_t *op, uint64_t seq)
     zkit__op_ref(op);
     w->op = op;
     w->seq = seq;
-    id = zkit__schedule_cancellable(c, zkit__monotonic_ms() + timeout + c->conf.connection_timeout_ms,
+    id = zkit__schedule_cancellable(c,
+                                    zkit__monotonic_ms() + timeout + c->conf.connection_timeout_ms,
                                     watchdog_fire, w);
     if (!id) {
         zkit__op_unref(op);

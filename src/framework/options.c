@@ -316,7 +316,8 @@ void zkit__client_acl(zkit_client_t *c, const char *path, struct ACL_vector *out
     const zkit_acl_t *acl = NULL;
     size_t count = 0;
     *allocated = 0;
-    if (c->conf.acl_provider && c->conf.acl_provider(path, &acl, &count, c->conf.acl_provider_arg) == 0 &&
+    if (c->conf.acl_provider &&
+        c->conf.acl_provider(path, &acl, &count, c->conf.acl_provider_arg) == 0 &&
         acl && count > 0 && acl_vector_from(out, acl, count) == 0) {
         *allocated = 1;
         return;

@@ -122,8 +122,9 @@ static void probe_done(int rc, const struct Stat *stat, const void *data)
     (void)stat;
     pthread_mutex_lock(&c->mu);
     c->confirm.probe_pending = 0;
-    if ((rc == ZOK || rc == ZNONODE) && c->confirm.probe_generation == c->handle.generation && c->handle.connected &&
-        c->confirm.stalled && c->confirm.probe_sent_ms >= c->confirm.vouched_ms) {
+    if ((rc == ZOK || rc == ZNONODE) && c->confirm.probe_generation == c->handle.generation &&
+        c->handle.connected && c->confirm.stalled &&
+        c->confirm.probe_sent_ms >= c->confirm.vouched_ms) {
         c->confirm.vouched_ms = c->confirm.probe_sent_ms;
         c->confirm.vouched_slept_ms = c->confirm.probe_slept_ms;
         c->confirm.stalled = 0;
@@ -148,7 +149,8 @@ static void vouch(zkit_client_t *c, int64_t now)
         c->confirm.vouched_slept_ms = slept_ms(c);
         zkit__log(&c->log, ZKIT_LOG_INFO, "this process was held up for %lld ms with the "
                   "session's timeout at %d ms; held locks count as disconnected until the "
-                  "server answers", (long long)(now - c->confirm.vouched_ms), c->handle.negotiated_timeout_ms);
+                  "server answers", (long long)(now - c->confirm.vouched_ms),
+                  c->handle.negotiated_timeout_ms);
     }
     c->confirm.stalled = 1;
     if (c->confirm.probe_pending)
@@ -231,7 +233,8 @@ static void confirm_touches_forget(zkit_client_t *c)
 /* Whether the client confirms its session now (c->mu held). */
 static int confirm_active(const zkit_client_t *c)
 {
-    return c->handle.connected && !c->closing && c->handle.zh && c->handle.negotiated_timeout_ms > 0 &&
+    return c->handle.connected && !c->closing && c->handle.zh &&
+           c->handle.negotiated_timeout_ms > 0 &&
            (c->confirm.held_locks > 0 || c->confirm.unconfirmed);
 }
 
@@ -315,15 +318,18 @@ static void confirm(zkit_client_t *c, int64_t now)
                   "confirmed");
         c->confirm.unconfirmed = 0;
         c->suspended_since_ms = 0;
-        zkit__client_change_state(c, c->confirm.unconfirmed_read_only ? ZKIT_CONN_READ_ONLY : ZKIT_CONN_RECONNECTED);
-    } else if (!c->confirm.unconfirmed && c->confirm.held_locks > 0 && now >= c->confirm.confirmed_until_ms &&
-               c->state != ZKIT_CONN_SUSPENDED && c->state != ZKIT_CONN_LOST) {
+        zkit__client_change_state(c, c->confirm.unconfirmed_read_only ? ZKIT_CONN_READ_ONLY
+                                                                      : ZKIT_CONN_RECONNECTED);
+    } else if (!c->confirm.unconfirmed && c->confirm.held_locks > 0 &&
+               now >= c->confirm.confirmed_until_ms && c->state != ZKIT_CONN_SUSPENDED &&
+               c->state != ZKIT_CONN_LOST) {
         int64_t since = c->confirm.confirmed_until_ms;
         if (vouch_stale(c, now) && vouched_at(c) < since)
             since = vouched_at(c);
         zkit__log(&c->log, ZKIT_LOG_WARN, "no answer through the leader for %lld ms with the "
                   "session's timeout at %d ms; held locks count as disconnected",
-                  (long long)(now - c->confirm.confirm_last_sent_ms), c->handle.negotiated_timeout_ms);
+                  (long long)(now - c->confirm.confirm_last_sent_ms),
+                  c->handle.negotiated_timeout_ms);
         c->confirm.unconfirmed = 1;
         c->confirm.unconfirmed_read_only = c->state == ZKIT_CONN_READ_ONLY;
         c->suspended_since_ms = since;
@@ -351,7 +357,8 @@ int zkit__client_confirmed(zkit_client_t *c)
 {
     int confirmed;
     pthread_mutex_lock(&c->mu);
-    confirmed = zkit__monotonic_ms() + c->handle.negotiated_timeout_ms / 24 < c->confirm.confirmed_until_ms;
+    confirmed = zkit__monotonic_ms() + c->handle.negotiated_timeout_ms / 24 <
+                c->confirm.confirmed_until_ms;
     pthread_mutex_unlock(&c->mu);
     return confirmed;
 }
@@ -404,19 +411,21 @@ static void on_connected(zkit_client_t *c, int read_only, int64_t at_ms)
     same_session = c->handle.session_id != 0 && id->client_id == c->handle.session_id;
     c->handle.session_id = id->client_id;
     memcpy(c->handle.session_passwd, id->passwd, sizeof(c->handle.session_passwd));
-    __atomic_store_n(&c->handle.negotiated_timeout_ms, zoo_recv_timeout(c->handle.zh), __ATOMIC_RELAXED);
+    __atomic_store_n(&c->handle.negotiated_timeout_ms, zoo_recv_timeout(c->handle.zh),
+                     __ATOMIC_RELAXED);
     confirm_touches_forget(c);
     if (!same_session) {
         /* No lock of this session is held yet: each grant confirms itself. */
         c->confirm.unconfirmed = 0;
         c->confirm.confirmed_until_ms = at_ms + c->handle.negotiated_timeout_ms / 12;
-    } else if (c->confirm.unconfirmed || (c->confirm.held_locks > 0 && at_ms >= c->confirm.confirmed_until_ms)) {
+    } else if (c->confirm.unconfirmed ||
+               (c->confirm.held_locks > 0 && at_ms >= c->confirm.confirmed_until_ms)) {
         /* Held locks stay UNCERTAIN until the leader answers a sync on this connection. */
         c->confirm.unconfirmed = 1;
         c->confirm.unconfirmed_read_only = read_only;
         if (c->state != ZKIT_CONN_SUSPENDED) {
-            c->suspended_since_ms = c->confirm.confirmed_until_ms < at_ms ? c->confirm.confirmed_until_ms
-                                                                  : at_ms;
+            c->suspended_since_ms = c->confirm.confirmed_until_ms < at_ms
+                                        ? c->confirm.confirmed_until_ms : at_ms;
             zkit__client_change_state(c, ZKIT_CONN_SUSPENDED);
         }
         return;
@@ -524,7 +533,8 @@ static int64_t next_wakeup(zkit_client_t *c)
     }
     if (!c->handle.zh && c->reopen_at_ms > 0 && c->reopen_at_ms < wake)
         wake = c->reopen_at_ms;
-    if (c->handle.connected && !c->confirm.stalled && c->confirm.vouched_ms + vouch_interval(c) < wake)
+    if (c->handle.connected && !c->confirm.stalled &&
+        c->confirm.vouched_ms + vouch_interval(c) < wake)
         wake = c->confirm.vouched_ms + vouch_interval(c);
     if (confirm_active(c)) {
         if (confirm_due(c) < wake)
@@ -542,7 +552,8 @@ static void supervise_once(zkit_client_t *c)
     int64_t now;
     while (c->events.session_event_count > 0) {
         zkit__session_event_t ev = c->events.session_events[c->events.session_event_head];
-        c->events.session_event_head = (c->events.session_event_head + 1) % ZKIT__SESSION_EVENT_SLOTS;
+        c->events.session_event_head =
+            (c->events.session_event_head + 1) % ZKIT__SESSION_EVENT_SLOTS;
         c->events.session_event_count--;
         handle_session_event(c, &ev);
     }
@@ -738,9 +749,10 @@ int64_t zkit__client_connection_now(zkit_client_t *c, int *lost, int64_t *discon
          * up since the supervisor last vouched for the connection. */
         int64_t now = zkit__monotonic_ms(), since = vouch_stale(c, now) ? vouched_at(c) : 0;
         /* Or the leader may not have heard from us (see confirm()). */
-        if ((c->confirm.held_locks > 0 || c->confirm.unconfirmed) && now >= c->confirm.confirmed_until_ms) {
-            int64_t lapsed = c->confirm.unconfirmed && c->suspended_since_ms ? c->suspended_since_ms
-                                                                      : c->confirm.confirmed_until_ms;
+        if ((c->confirm.held_locks > 0 || c->confirm.unconfirmed) &&
+            now >= c->confirm.confirmed_until_ms) {
+            int64_t lapsed = c->confirm.unconfirmed && c->suspended_since_ms
+                                 ? c->suspended_since_ms : c->confirm.confirmed_until_ms;
             if (since == 0 || lapsed < since)
                 since = lapsed;
         }

@@ -191,7 +191,8 @@ int zkit__event_delivery_start(zkit_client_t *c)
         return 0;
     }
     c->delivery.wake_fd = -1;
-    return pthread_create(&c->delivery.event_thread, NULL, event_thread_main, c) == 0 ? 0 : ZKIT_ESYSTEM;
+    return pthread_create(&c->delivery.event_thread, NULL, event_thread_main,
+                          c) == 0 ? 0 : ZKIT_ESYSTEM;
 }
 
 /* Becomes the dispatching thread (c->mu held): waits for another dispatch to end. */
