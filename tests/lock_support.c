@@ -70,6 +70,13 @@ zkit_client_t *lk_client_retrying(const char *connect, int session_timeout_ms,
     return fw_connect_opts(&opts);
 }
 
+int lk_session_changed(void *arg)
+{
+    lk_session_change_t *sc = arg;
+    int64_t now = zkit_client_session_id(sc->client);
+    return now != 0 && now != sc->old;
+}
+
 zkit_client_t *lk_client(int session_timeout_ms)
 {
     return lk_client_to(zkh_connect_string(zk), session_timeout_ms);

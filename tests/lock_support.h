@@ -34,6 +34,13 @@ int lk_main(const char *name, const zkh_test_t *tests, int (*setup)(void));
 
 /* ---- clients ------------------------------------------------------------------------------ */
 
+/* A zkh_wait_until predicate: the client has a session, and not the one it had (`old`). */
+typedef struct lk_session_change {
+    zkit_client_t *client;
+    int64_t old;
+} lk_session_change_t;
+int lk_session_changed(void *arg);
+
 /* A connected client (exponential retry, zkit's log only with ZKIT_TEST_VERBOSE), waiting up
  * to 15 s for its connection; NULL on failure. */
 zkit_client_t *lk_client_to(const char *connect, int session_timeout_ms);

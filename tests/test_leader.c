@@ -646,18 +646,6 @@ static void test_latch_close_during_loss(void)
     pthread_mutex_destroy(&c.mu);
 }
 
-typedef struct session_change {
-    zkit_client_t *client;
-    int64_t old;
-} session_change_t;
-
-static int session_changed(void *arg)
-{
-    session_change_t *sc = arg;
-    int64_t now = zkit_client_session_id(sc->client);
-    return now != 0 && now != sc->old;
-}
-
 /* A waiting participant's session expires: its old node is gone with the session, and it never
  * counts a node of the old session as its own; it joins again at the end of the queue. */
 static void test_latch_waiter_session_expiry(void)
@@ -679,8 +667,8 @@ static void test_latch_waiter_session_expiry(void)
     CU_ASSERT_FATAL(zkh_expire_session(zk, session, passwd) == 0);
     /* a's new node comes after c's: c is next. */
     {
-        session_change_t sc = { a.client, session };
-        CU_ASSERT_EQUAL(zkh_wait_until(session_changed, &sc, 15000), 0);
+        lk_session_change_t sc = { a.client, session };
+        CU_ASSERT_EQUAL(zkh_wait_until(lk_session_changed, &sc, 15000), 0);
     }
     CU_ASSERT_EQUAL(wait_latch_count(l.client, path, 3, 10000), 0);
     {

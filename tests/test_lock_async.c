@@ -1051,16 +1051,65 @@ static void on_late_leases(zkit_semaphore_t *sem, int error, zkit_lease_t **leas
     on_leases_done(sem, error, leases, count, &r->done);
 }
 
-typedef struct new_session {
-    zkit_client_t *c;
-    int64_t old;
-} new_session_t;
+/* What a late test stands on: its path and ENTER/EXIT log, our client behind a proxy (with
+ * the delivery asked for) and a rival's client, and the event thread's stall reset. */
+typedef struct late_stage {
+    fixture_t f;
+    char *dir;
+    char scratch[128], log[256];
+    zkh_proxy_t *proxy;
+    zkit_client_t *c, *o;
+    int dispatch;
+} late_stage_t;
 
-static int has_new_session(void *arg)
+static void late_stage_begin(late_stage_t *st, const char *name, const char *leaf, int dispatch)
 {
-    new_session_t *n = arg;
-    int64_t s = zkit_client_session_id(n->c);
-    return s != 0 && s != n->old;
+    zkit_client_options_t opts;
+    memset(st, 0, sizeof(*st));
+    fx_begin(&st->f, name);
+    st->dir = lk_join(st->f.base, leaf);
+    st->dispatch = dispatch;
+    scratch_dir(st->scratch, sizeof(st->scratch));
+    CU_ASSERT_FATAL(st->scratch[0] != '\0');
+    snprintf(st->log, sizeof(st->log), "%s/log", st->scratch);
+    st->proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(st->proxy != NULL);
+    fw_options(&opts, zkh_proxy_address(st->proxy), NULL, LATE_SESSION_MS, NULL);
+    if (dispatch)
+        opts.delivery = ZKIT_DELIVER_ON_DISPATCH;
+    CU_ASSERT_FATAL((st->c = fw_connect_opts(&opts)) != NULL);
+    st->o = lk_client(10000);
+    CU_ASSERT_FATAL(st->o != NULL);
+    atomic_store(&stall_entered, 0);
+    atomic_store(&stall_open, 0);
+}
+
+/* The log judged (one holder at a time), printed when it shows anything wrong. */
+static void late_stage_check_log(late_stage_t *st, const char *what)
+{
+    verdict_t v;
+    check_log(st->log, 1, &v);
+    report_verdict(what, &v);
+    if (v.violations || v.unbalanced) {
+        char cmd[300];
+        snprintf(cmd, sizeof(cmd), "cat %s >&2", st->log);
+        if (system(cmd) != 0)
+            fprintf(stderr, "(the log could not be printed)\n");
+    }
+    CU_ASSERT_EQUAL(v.violations, 0);
+    CU_ASSERT_EQUAL(v.unbalanced, 0);
+}
+
+static void late_stage_end(late_stage_t *st)
+{
+    fx_end(&st->f);
+    if (st->dispatch)
+        zkit_client_dispatch(st->c);
+    zkit_client_close(st->c);
+    zkit_client_close(st->o);
+    zkh_proxy_stop(st->proxy);
+    scratch_remove(st->scratch);
+    free(st->dir);
 }
 
 /*
@@ -1075,39 +1124,27 @@ static int has_new_session(void *arg)
  */
 static void late_grant(enum kind k, int dispatch)
 {
-    fixture_t f;
-    zkit_client_options_t opts;
+    late_stage_t stage;
     zkit_client_t *c, *o;
-    zkh_proxy_t *proxy;
     zkit_semaphore_t *sem = NULL, *their_sem = NULL;
     zkit_lease_t *their_lease = NULL;
     pair_t p;
     late_rec_t r;
     states_t st;
-    new_session_t ns;
-    verdict_t v;
-    char *dir, scratch[128], log[256];
+    lk_session_change_t ns;
+    const char *dir, *log, *base;
     int64_t sc = 0, rival_at;
     const char *what = k == K_KINDS ? "lease" : kind_name[k];
-    fx_begin(&f, "late-grant");
-    dir = lk_join(f.base, "lock");
-    scratch_dir(scratch, sizeof(scratch));
-    CU_ASSERT_FATAL(scratch[0] != '\0');
-    snprintf(log, sizeof(log), "%s/log", scratch);
-    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
-    CU_ASSERT_FATAL(proxy != NULL);
-    fw_options(&opts, zkh_proxy_address(proxy), NULL, LATE_SESSION_MS, NULL);
-    if (dispatch)
-        opts.delivery = ZKIT_DELIVER_ON_DISPATCH;
-    CU_ASSERT_FATAL((c = fw_connect_opts(&opts)) != NULL);
-    o = lk_client(10000);
-    CU_ASSERT_FATAL(o != NULL);
+    late_stage_begin(&stage, "late-grant", "lock", dispatch);
+    c = stage.c;
+    o = stage.o;
+    dir = stage.dir;
+    log = stage.log;
+    base = stage.f.base;
     memset(&r, 0, sizeof(r));
     rec_init(&r.done);
     r.log = log;
     states_init(&st);
-    atomic_store(&stall_entered, 0);
-    atomic_store(&stall_open, 0);
 
     /* The rival holds; ours waits behind it. */
     if (k == K_KINDS) {
@@ -1124,7 +1161,7 @@ static void late_grant(enum kind k, int dispatch)
     }
     log_mark(log, "ENTER", 2);
     sc = zkit_client_session_id(c);
-    CU_ASSERT_EQUAL(wait_queued(f.base, sc, 1, 5000), 0);
+    CU_ASSERT_EQUAL(wait_queued(base, sc, 1, 5000), 0);
 
     /* The completion cannot run from here: the event thread is busy, or nobody dispatches. */
     if (!dispatch) {
@@ -1138,7 +1175,7 @@ static void late_grant(enum kind k, int dispatch)
         CU_ASSERT_EQUAL(zkit_lock_release(p.theirs), 0);
     }
     /* Granted (our node is first and the grant recorded), not yet told. */
-    CU_ASSERT_EQUAL(zkh_wait_until(is_queued, &(queued_t){ f.base, sc, 1 }, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(is_queued, &(queued_t){ base, sc, 1 }, 5000), 0);
     if (k != K_KINDS) {
         int64_t due = zkh_now_ms() + 10000;
         while (!zkit_lock_is_acquired_in_process(p.ours) && zkh_now_ms() < due)
@@ -1153,7 +1190,7 @@ static void late_grant(enum kind k, int dispatch)
 
     /* Cut off until the server expires the session and the rival takes the lock (the
      * server's own timing: within a few session timeouts). */
-    zkh_proxy_block(proxy);
+    zkh_proxy_block(stage.proxy);
     if (k == K_KINDS) {
         CU_ASSERT_FATAL(zkit_semaphore_acquire(&their_lease, their_sem, 1,
                                                4 * LATE_SESSION_MS + 10000) == 0);
@@ -1187,31 +1224,28 @@ static void late_grant(enum kind k, int dispatch)
     log_mark(log, "EXIT", 2);
     if (atomic_load(&r.done.error) == 0)
         log_mark(log, "EXIT", 1);
-    check_log(log, 1, &v);
-    report_verdict(what, &v);
-    CU_ASSERT_EQUAL(v.violations, 0);
-    CU_ASSERT_EQUAL(v.unbalanced, 0);
+    late_stage_check_log(&stage, what);
 
     /* The client lives on in a new session; what it heard of the lost session comes after
      * the completion, and tells nothing of a holding it never reported. */
-    zkh_proxy_unblock(proxy);
-    ns.c = c;
+    zkh_proxy_unblock(stage.proxy);
+    ns.client = c;
     ns.old = sc;
     if (dispatch) {
         int64_t due = zkh_now_ms() + 20000;
-        while (!has_new_session(&ns) && zkh_now_ms() < due) {
+        while (!lk_session_changed(&ns) && zkh_now_ms() < due) {
             zkit_client_dispatch(c);
             usleep(2000);
         }
         zkit_client_dispatch(c);
     } else {
         done_rec_t b;
-        CU_ASSERT_EQUAL(zkh_wait_until(has_new_session, &ns, 20000), 0);
+        CU_ASSERT_EQUAL(zkh_wait_until(lk_session_changed, &ns, 20000), 0);
         rec_init(&b);
         CU_ASSERT_FATAL(zkit_exists_async(c, "/", NULL, on_op_done, &b) == 0);
         CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &b, 5000), 0);
     }
-    CU_ASSERT(has_new_session(&ns));
+    CU_ASSERT(lk_session_changed(&ns));
     {
         char text[256];
         states_text(&st, text, sizeof(text));
@@ -1233,21 +1267,14 @@ static void late_grant(enum kind k, int dispatch)
         CU_ASSERT_EQUAL(zkit_lock_acquire(p.ours, 10000), 0);
         CU_ASSERT_EQUAL(zkit_lock_release(p.ours), 0);
     }
-    CU_ASSERT_EQUAL(wait_owned_nodes(f.base, zkit_client_session_id(c), 0, 5000), 0);
-    fx_end(&f);
+    CU_ASSERT_EQUAL(wait_owned_nodes(base, zkit_client_session_id(c), 0, 5000), 0);
     if (k == K_KINDS) {
         zkit_semaphore_free(sem);
         zkit_semaphore_free(their_sem);
     } else {
         pair_free(&p);
     }
-    if (dispatch)
-        zkit_client_dispatch(c);
-    zkit_client_close(c);
-    zkit_client_close(o);
-    zkh_proxy_stop(proxy);
-    scratch_remove(scratch);
-    free(dir);
+    late_stage_end(&stage);
 }
 
 static void test_late_grant_event_thread(void)
@@ -1375,45 +1402,31 @@ static int is_first(void *arg)
  */
 static void late_election(int selector, int dispatch)
 {
-    fixture_t f;
-    zkit_client_options_t opts;
+    late_stage_t stage;
     zkit_client_t *c, *o;
-    zkh_proxy_t *proxy;
     election_t ours, first, second;
     side_t our_side, first_side, second_side;
     first_in_queue_t q;
-    new_session_t ns;
-    verdict_t v;
-    char *dir, scratch[128], log[256];
+    lk_session_change_t ns;
+    const char *dir;
     const char *what = selector ? "selector" : "latch";
-    fx_begin(&f, "late-election");
-    dir = lk_join(f.base, "election");
-    scratch_dir(scratch, sizeof(scratch));
-    CU_ASSERT_FATAL(scratch[0] != '\0');
-    snprintf(log, sizeof(log), "%s/log", scratch);
-    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
-    CU_ASSERT_FATAL(proxy != NULL);
-    fw_options(&opts, zkh_proxy_address(proxy), NULL, LATE_SESSION_MS, NULL);
-    if (dispatch)
-        opts.delivery = ZKIT_DELIVER_ON_DISPATCH;
-    CU_ASSERT_FATAL((c = fw_connect_opts(&opts)) != NULL);
-    o = lk_client(10000);
-    CU_ASSERT_FATAL(o != NULL);
+    late_stage_begin(&stage, "late-election", "election", dispatch);
+    c = stage.c;
+    o = stage.o;
+    dir = stage.dir;
     memset(&our_side, 0, sizeof(our_side));
     memset(&first_side, 0, sizeof(first_side));
     memset(&second_side, 0, sizeof(second_side));
-    our_side.log = first_side.log = second_side.log = log;
+    our_side.log = first_side.log = second_side.log = stage.log;
     our_side.id = 1;
     first_side.id = 2;
     second_side.id = 3;
-    atomic_store(&stall_entered, 0);
-    atomic_store(&stall_open, 0);
 
     /* A rival leads; ours queues behind it. */
     election_start(&first, selector, o, dir, "first", &first_side);
     CU_ASSERT_FATAL(zkh_wait_until(side_leads, &first_side, 10000) == 0);
     election_start(&ours, selector, c, dir, "ours", &our_side);
-    CU_ASSERT_EQUAL(wait_queued(f.base, zkit_client_session_id(c), 1, 5000), 0);
+    CU_ASSERT_EQUAL(wait_queued(stage.f.base, zkit_client_session_id(c), 1, 5000), 0);
     if (!dispatch) {
         CU_ASSERT_FATAL(zkit_exists_async(c, "/", NULL, stall_cb, NULL) == 0);
         CU_ASSERT_FATAL(zkh_wait_until(stall_running, NULL, 5000) == 0);
@@ -1425,7 +1438,7 @@ static void late_election(int selector, int dispatch)
     CU_ASSERT_EQUAL(zkh_wait_until(is_first, &q, 5000), 0);
 
     /* Cut off until the session expires and another rival is elected. */
-    zkh_proxy_block(proxy);
+    zkh_proxy_block(stage.proxy);
     election_start(&second, selector, o, dir, "second", &second_side);
     CU_ASSERT_EQUAL(zkh_wait_until(side_leads, &second_side, 4 * LATE_SESSION_MS + 10000), 0);
 
@@ -1434,7 +1447,7 @@ static void late_election(int selector, int dispatch)
         done_rec_t b;
         atomic_store(&stall_open, 1);
         /* The barrier below needs the server: the completion queued before it runs first. */
-        zkh_proxy_unblock(proxy);
+        zkh_proxy_unblock(stage.proxy);
         rec_init(&b);
         CU_ASSERT_FATAL(zkit_exists_async(c, "/", NULL, on_op_done, &b) == 0);
         CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &b, 10000), 0);
@@ -1449,32 +1462,18 @@ static void late_election(int selector, int dispatch)
 
     /* Back in a new session, ours waits behind the rival, and leads once it steps down. */
     if (dispatch)
-        zkh_proxy_unblock(proxy);
-    ns.c = c;
+        zkh_proxy_unblock(stage.proxy);
+    ns.client = c;
     ns.old = q.session;
-    CU_ASSERT_EQUAL(pump_until(c, dispatch, has_new_session, &ns, 20000), 0);
+    CU_ASSERT_EQUAL(pump_until(c, dispatch, lk_session_changed, &ns, 20000), 0);
     CU_ASSERT_EQUAL(atomic_load(&our_side.told_lead), 0);
     election_end(&second, &second_side);
     CU_ASSERT_EQUAL(pump_until(c, dispatch, side_leads, &our_side, 20000), 0);
     election_end(&ours, &our_side);
     if (dispatch)
         zkit_client_dispatch(c);
-    check_log(log, 1, &v);
-    report_verdict(what, &v);
-    if (v.violations || v.unbalanced) {
-        char cmd[300];
-        snprintf(cmd, sizeof(cmd), "cat %s >&2", log);
-        if (system(cmd) != 0)
-            fprintf(stderr, "(the log could not be printed)\n");
-    }
-    CU_ASSERT_EQUAL(v.violations, 0);
-    CU_ASSERT_EQUAL(v.unbalanced, 0);
-    fx_end(&f);
-    zkit_client_close(c);
-    zkit_client_close(o);
-    zkh_proxy_stop(proxy);
-    scratch_remove(scratch);
-    free(dir);
+    late_stage_check_log(&stage, what);
+    late_stage_end(&stage);
 }
 
 static void test_late_election(void)

@@ -54,6 +54,10 @@ int zkit__client_confirm(zkit_client_t *c, zkit__confirm_fn done, void *arg);
  * synthesizes when it re-registers watches after a reconnect.  Lock-free. */
 uint64_t zkit__client_connection_epoch(zkit_client_t *c);
 
+/* Fills an option struct of `size` bytes (its caller's version's: 0 for an unknown version)
+ * from `defaults`: 0, or ZKIT_EINVAL with zkit_error_message() naming `what` (options.c). */
+int zkit__options_fill(void *opts, const void *defaults, size_t size, const char *what);
+
 /* The client's logger, for the recipes' messages; it works on a closed client too. */
 void zkit__client_log(zkit_client_t *c, zkit_log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -33,19 +33,22 @@ static size_t options_size(unsigned version)
     return 0;
 }
 
+int zkit__options_fill(void *opts, const void *defaults, size_t size, const char *what)
+{
+    if (!opts || size == 0) {
+        zkit__error_set("%s: %s", what, !opts ? "NULL options" : "unknown options version");
+        return ZKIT_EINVAL;
+    }
+    /* The caller's struct may end before ours: its version's fields, nothing more. */
+    memcpy(opts, defaults, size);
+    return 0;
+}
+
 ZKIT_EXTERN int zkit_client_options_init_version(zkit_client_options_t *opts, unsigned version)
 {
     zkit_client_options_t defaults = ZKIT_CLIENT_OPTIONS_INIT;
-    size_t size = options_size(version);
-    if (!opts || size == 0) {
-        zkit__error_set("zkit_client_options_init: %s", !opts ? "NULL options"
-                                                            : "unknown options version");
-        return ZKIT_EINVAL;
-    }
-    /* The caller's struct may end before ours: copy its version's fields, nothing more. */
     defaults.version = version;
-    memcpy(opts, &defaults, size);
-    return 0;
+    return zkit__options_fill(opts, &defaults, options_size(version), "zkit_client_options_init");
 }
 
 /* The name the header's macro stands for, in parentheses: the symbol that programs built

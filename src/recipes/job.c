@@ -582,16 +582,10 @@ static void *job_main(void *arg)
 ZKIT_EXTERN int zkit_job_options_init_version(zkit_job_options_t *opts, unsigned version)
 {
     zkit_job_options_t defaults = ZKIT_JOB_OPTIONS_INIT;
-    /* One version so far; a later one adds its size here (the struct grows at its end). */
-    size_t size = version == 1 ? sizeof(zkit_job_options_t) : 0;
-    if (!opts || size == 0) {
-        zkit__error_set("zkit_job_options_init: %s", !opts ? "NULL options"
-                                                         : "unknown options version");
-        return ZKIT_EINVAL;
-    }
     defaults.version = version;
-    memcpy(opts, &defaults, size);
-    return 0;
+    /* One version so far; a later one adds its size here (the struct grows at its end). */
+    return zkit__options_fill(opts, &defaults, version == 1 ? sizeof(zkit_job_options_t) : 0,
+                              "zkit_job_options_init");
 }
 
 /* In parentheses: the symbol behind the header's macro, for programs built against version 1. */
