@@ -122,31 +122,31 @@ static zkit__op_t *build_simple(zkit_client_t *c, zkit__op_type_t type, const ch
 
 /* Public asynchronous calls are sent at once; the recipes' requests (requests.h) are held
  * while their thread has a batch open (batch.h), so that a multi-lock's parts go together. */
-static int submit_with(zkit__op_t *op, zkit__delivery_t delivery, zkit_completion_fn done,
+static int submit_with(zkit__op_t *op, zkit__report_t report, zkit_completion_fn done,
                        void *arg)
 {
     int rc;
-    op->delivery = delivery;
+    op->report = report;
     op->done = done;
     op->arg = arg;
-    rc = delivery == ZKIT__DELIVER_INLINE ? zkit__batch_submit(op) : zkit__op_submit(op);
+    rc = report == ZKIT__REPORT_IN_PLACE ? zkit__batch_submit(op) : zkit__op_submit(op);
     zkit__op_unref(op);
     return rc;
 }
 
 static int submit_async(zkit__op_t *op, zkit_completion_fn done, void *arg)
 {
-    return submit_with(op, ZKIT__DELIVER_EVENT_THREAD, done, arg);
+    return submit_with(op, ZKIT__REPORT_ON_EVENT_THREAD, done, arg);
 }
 
-/* Starts a read (exists, get-data, get-children) with the given delivery. */
+/* Starts a read (exists, get-data, get-children) reported as `report` says. */
 static int start_read(zkit_client_t *c, zkit__op_type_t type, const char *path,
-                      const zkit_watcher_t *watcher, const char *what, zkit__delivery_t delivery,
+                      const zkit_watcher_t *watcher, const char *what, zkit__report_t report,
                       zkit_completion_fn done, void *arg)
 {
     int rc;
     zkit__op_t *op = build_simple(c, type, path, watcher, what, &rc);
-    return op ? submit_with(op, delivery, done, arg) : rc;
+    return op ? submit_with(op, report, done, arg) : rc;
 }
 
 static void copy_stat_out(zkit_stat_t *out, const zkit__op_t *op)
@@ -284,7 +284,7 @@ ZKIT_EXTERN int zkit_exists_async(zkit_client_t *c, const char *path,
                                   const zkit_watcher_t *watcher, zkit_completion_fn done,
                                   void *arg)
 {
-    return start_read(c, ZKIT__OP_EXISTS, path, watcher, "exists", ZKIT__DELIVER_EVENT_THREAD,
+    return start_read(c, ZKIT__OP_EXISTS, path, watcher, "exists", ZKIT__REPORT_ON_EVENT_THREAD,
                       done, arg);
 }
 
@@ -315,7 +315,7 @@ ZKIT_EXTERN int zkit_get_data_async(zkit_client_t *c, const char *path,
                                     const zkit_watcher_t *watcher, zkit_completion_fn done,
                                     void *arg)
 {
-    return start_read(c, ZKIT__OP_GET, path, watcher, "get_data", ZKIT__DELIVER_EVENT_THREAD,
+    return start_read(c, ZKIT__OP_GET, path, watcher, "get_data", ZKIT__REPORT_ON_EVENT_THREAD,
                       done, arg);
 }
 
@@ -397,7 +397,7 @@ ZKIT_EXTERN int zkit_get_children_async(zkit_client_t *c, const char *path,
                                         void *arg)
 {
     return start_read(c, ZKIT__OP_CHILDREN, path, watcher, "get_children",
-                      ZKIT__DELIVER_EVENT_THREAD, done, arg);
+                      ZKIT__REPORT_ON_EVENT_THREAD, done, arg);
 }
 
 /* ---- watches and memory ------------------------------------------------------------------- */
@@ -438,7 +438,7 @@ ZKIT_EXTERN void zkit_free_strings(char **strings, size_t count)
 
 static int submit_inline(zkit__op_t *op, zkit_completion_fn done, void *arg)
 {
-    return submit_with(op, ZKIT__DELIVER_INLINE, done, arg);
+    return submit_with(op, ZKIT__REPORT_IN_PLACE, done, arg);
 }
 
 int zkit__create_inline(zkit_client_t *c, const char *path, const void *data, size_t len,
@@ -460,7 +460,7 @@ int zkit__delete_inline(zkit_client_t *c, const char *path, int version, unsigne
 int zkit__get_data_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
                           zkit_completion_fn done, void *arg)
 {
-    return start_read(c, ZKIT__OP_GET, path, watcher, "get_data", ZKIT__DELIVER_INLINE, done, arg);
+    return start_read(c, ZKIT__OP_GET, path, watcher, "get_data", ZKIT__REPORT_IN_PLACE, done, arg);
 }
 
 /* A read whose watch holds its argument for the registration's life and fires where the
@@ -500,6 +500,6 @@ int zkit__get_children_watch_inline(zkit_client_t *c, const char *path,
 int zkit__get_children_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
                               zkit_completion_fn done, void *arg)
 {
-    return start_read(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", ZKIT__DELIVER_INLINE,
+    return start_read(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", ZKIT__REPORT_IN_PLACE,
                       done, arg);
 }

@@ -172,7 +172,7 @@ static int send_exists(group_t *g, const char *full_path, zkit_completion_fn don
         zkit__op_unref(op);
         return 0;
     }
-    op->delivery = ZKIT__DELIVER_INLINE;
+    op->report = ZKIT__REPORT_IN_PLACE;
     op->deliver_always = 1;
     op->done = done;
     op->arg = g;

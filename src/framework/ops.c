@@ -136,14 +136,14 @@ static void op_finish(zkit__op_t *op, int error)
     in_submit = op->in_submit;
     pthread_cond_broadcast(&op->cond);
     pthread_mutex_unlock(&c->mu);
-    if (op->delivery == ZKIT__DELIVER_INLINE && !in_submit) {
+    if (op->report == ZKIT__REPORT_IN_PLACE && !in_submit) {
         deliver_now(op);
         return;
     }
     /* Reporting inside the submitting call would surprise a caller holding its own lock, so
      * an inline op finishing there reports from a timer. */
     zkit__op_ref(op);
-    if (op->delivery == ZKIT__DELIVER_EVENT_THREAD)
+    if (op->report == ZKIT__REPORT_ON_EVENT_THREAD)
         rc = zkit__run_on_event_thread_task(c, &op->task, deliver_queued, op);
     else
         rc = zkit__schedule(c, 0, deliver_queued, op);
@@ -999,7 +999,7 @@ void zkit__op_complete(zkit__op_t *op, int error)
 int zkit__op_run_blocking(zkit__op_t *op)
 {
     zkit_client_t *c = op->client;
-    op->delivery = ZKIT__DELIVER_INLINE;
+    op->report = ZKIT__REPORT_IN_PLACE;
     op->done = NULL;
     pthread_mutex_lock(&c->mu);
     c->active_calls++;
@@ -1040,7 +1040,7 @@ void zkit__delete_in_background(zkit_client_t *c, const char *full_path)
         return;
     }
     op->flags = ZKIT_DELETE_GUARANTEED | ZKIT__FLAG_BACKGROUND;
-    op->delivery = ZKIT__DELIVER_INLINE;
+    op->report = ZKIT__REPORT_IN_PLACE;
     op->done = background_done;
     op->arg = label;
     if (zkit__op_submit(op) != 0)
@@ -1064,7 +1064,7 @@ static void sweep_orphans(zkit_client_t *c, const char *full_path, const char *p
     sprintf(arg, "%s\n%s", op->path, prefix);
     op->flags = ZKIT__FLAG_BACKGROUND;
     op->sync_first = 1;
-    op->delivery = ZKIT__DELIVER_INLINE;
+    op->report = ZKIT__REPORT_IN_PLACE;
     op->done = sweep_listed;
     op->arg = arg;
     if (zkit__op_submit(op) != 0)

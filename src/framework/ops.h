@@ -32,10 +32,10 @@ typedef enum zkit__op_step {
 } zkit__op_step_t;
 
 /* How a finished operation is reported. */
-typedef enum zkit__delivery {
-    ZKIT__DELIVER_EVENT_THREAD, /* public async calls: on the event thread */
-    ZKIT__DELIVER_INLINE        /* internal: on the finishing thread; must not block */
-} zkit__delivery_t;
+typedef enum zkit__report {
+    ZKIT__REPORT_ON_EVENT_THREAD, /* public async calls: on the event thread */
+    ZKIT__REPORT_IN_PLACE         /* internal: on the finishing thread; must not block */
+} zkit__report_t;
 
 typedef struct zkit__op zkit__op_t;
 
@@ -120,7 +120,7 @@ struct zkit__op {
     char **children;                /* one block (free it alone), the names inside it */
     size_t child_count;
 
-    zkit__delivery_t delivery;
+    zkit__report_t report;          /* where its end is reported */
     zkit_completion_fn done;
     void *arg;
     zkit__task_t task;              /* the event-thread delivery: an op finishes once */
@@ -146,7 +146,7 @@ int zkit__op_submit(zkit__op_t *op);
 int zkit__op_submit_after_loss(zkit__op_t *op);
 
 /* Ends an op that was never submitted with `error`, through its delivery (not inside the
- * call for an event-thread delivery; an inline one reports in the call). */
+ * call for an event-thread delivery; one reported in place reports in the call). */
 void zkit__op_complete(zkit__op_t *op, int error);
 
 /* Fills a zkit_result_t that borrows from the op (un-namespacing the created path). */

@@ -210,7 +210,7 @@ static void end_dispatch_locked(zkit_client_t *c)
     pthread_cond_broadcast(&c->event_cond);
 }
 
-int zkit__dispatch_inline(zkit_client_t *c)
+int zkit__dispatch_here(zkit_client_t *c)
 {
     if (!c->delivery.dispatch_mode || zkit__in_callback(c) || !zkit__is_event_thread(c))
         return 0;

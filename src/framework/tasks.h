@@ -36,7 +36,7 @@ int zkit__is_event_thread(zkit_client_t *c);
 /* On the loop thread of a client that delivers on dispatch, outside a callback: runs the
  * callbacks queued so far, here, and returns 1 (what a barrier on the event thread would
  * wait for).  0 anywhere else, doing nothing. */
-int zkit__dispatch_inline(zkit_client_t *c);
+int zkit__dispatch_here(zkit_client_t *c);
 
 /* Whether no callback is queued or running (a snapshot: 1 means that whatever runs later was
  * posted after this call). */

@@ -691,7 +691,7 @@ static void async_done(zkit_client_t *c, const zkit_result_t *r, void *arg)
         txn_really_free(txn);
 }
 
-static int commit_delivered(zkit_txn_t *txn, zkit__delivery_t delivery, zkit_txn_done_fn done,
+static int commit_reported(zkit_txn_t *txn, zkit__report_t report, zkit_txn_done_fn done,
                             void *arg)
 {
     zkit__op_t *zop;
@@ -704,7 +704,7 @@ static int commit_delivered(zkit_txn_t *txn, zkit__delivery_t delivery, zkit_txn
     }
     txn->done = done;
     txn->done_arg = arg;
-    zop->delivery = delivery;
+    zop->report = report;
     zop->done = async_done;
     zop->arg = txn;
     rc = zkit__op_submit(zop);
@@ -716,12 +716,12 @@ static int commit_delivered(zkit_txn_t *txn, zkit__delivery_t delivery, zkit_txn
 
 ZKIT_EXTERN int zkit_txn_commit_async(zkit_txn_t *txn, zkit_txn_done_fn done, void *arg)
 {
-    return commit_delivered(txn, ZKIT__DELIVER_EVENT_THREAD, done, arg);
+    return commit_reported(txn, ZKIT__REPORT_ON_EVENT_THREAD, done, arg);
 }
 
 int zkit__txn_commit_inline(zkit_txn_t *txn, zkit_txn_done_fn done, void *arg)
 {
-    return commit_delivered(txn, ZKIT__DELIVER_INLINE, done, arg);
+    return commit_reported(txn, ZKIT__REPORT_IN_PLACE, done, arg);
 }
 
 ZKIT_EXTERN int zkit_txn_result(zkit_txn_result_t *out, const zkit_txn_t *txn, size_t index)

@@ -343,7 +343,7 @@ void zkit__lockstate_quiesce(zkit_lock_t *lock)
         return;
     /* The loop thread of a client that delivers on dispatch runs the lock's last callbacks
      * itself: nobody else would while it is here. */
-    if (zkit__dispatch_inline(c) || zkit__is_event_thread(c))
+    if (zkit__dispatch_here(c) || zkit__is_event_thread(c))
         return;
     /* Nothing queued or running: whatever runs later was posted after the lock was detached
      * and finds it so. */
