@@ -476,7 +476,7 @@ static int start_held_watch_read(zkit_client_t *c, zkit__op_type_t type, const c
         return rc;
     op->watch_opts.hold = hold;
     op->watch_opts.release = release;
-    op->watch_opts.inline_fire = 1;
+    op->watch_opts.fire_in_place = 1;
     return submit_inline(op, done, arg);
 }
 

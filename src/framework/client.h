@@ -86,7 +86,7 @@ typedef struct zkit__watch {
     int fired;                /* its event is queued for delivery */
     zkit_event_t event;       /* the event, once fired */
     zkit__task_t task;        /* its delivery on the event thread */
-    int inline_fire;          /* internal: run the function where the event arrives */
+    int fire_in_place;          /* internal: run the function where the event arrives */
     void (*release)(void *arg); /* internal: drops what the registration held on arg */
     char *full_path;
     zkit_watcher_t watcher;

@@ -141,7 +141,7 @@ static void op_finish(zkit__op_t *op, int error)
         return;
     }
     /* Reporting inside the submitting call would surprise a caller holding its own lock, so
-     * an inline op finishing there reports from a timer. */
+     * an op reported in place finishing there reports from a timer. */
     zkit__op_ref(op);
     if (op->report == ZKIT__REPORT_ON_EVENT_THREAD)
         rc = zkit__run_on_event_thread_task(c, &op->task, deliver_queued, op);

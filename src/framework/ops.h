@@ -63,12 +63,12 @@ typedef struct zkit__multi {
 
 /* Internal watch options: `hold` runs when a registration is made and `release` when it is
  * freed, so the registration keeps its argument alive whether it fires, is cancelled or is
- * dropped with its handle; `inline_fire` runs the watch function on libzookeeper's
+ * dropped with its handle; `fire_in_place` runs the watch function on libzookeeper's
  * completion thread (it must not block) instead of the event thread. */
 typedef struct zkit__watch_opts {
     void (*hold)(void *arg);
     void (*release)(void *arg);
-    int inline_fire;
+    int fire_in_place;
 } zkit__watch_opts_t;
 
 struct zkit__op {

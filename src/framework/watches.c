@@ -30,7 +30,7 @@ zkit__watch_t *zkit__watch_new(zkit_client_t *c, uint64_t generation, int kind,
     w->kind = kind;
     w->watcher = *watcher;
     if (opts) {
-        w->inline_fire = opts->inline_fire;
+        w->fire_in_place = opts->fire_in_place;
         w->release = opts->release;
         if (opts->hold)
             opts->hold(watcher->arg);
@@ -157,7 +157,7 @@ void zkit__watch_fire(zhandle_t *zh, int type, int state, const char *path, void
     w->fired = 1;
     w->event = event;
     pthread_mutex_unlock(&c->mu);
-    if (w->inline_fire) { /* internal, non-blocking: no event-thread trip */
+    if (w->fire_in_place) { /* internal, non-blocking: no event-thread trip */
         w->watcher.fn(c, event, zkit__path_unfix(c->conf.ns, w->full_path), w->watcher.arg);
         zkit__watch_discard(w);
         return;
