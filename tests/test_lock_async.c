@@ -990,6 +990,78 @@ static void test_cancel_from_other_callback(void)
         cancel_from_other_callback_kind((enum kind)k);
 }
 
+/* ---- the completion acts for the thread that started the acquisition ----------------------- */
+
+typedef struct acting_rec {
+    done_rec_t done;
+    atomic_int held, token_rc, valid_rc, release_rc, held_after;
+    atomic_llong token;
+} acting_rec_t;
+
+/* Uses and gives back the holding inside the completion, on the event thread. */
+static void on_acting_done(zkit_lock_t *lock, int error, void *arg)
+{
+    acting_rec_t *r = arg;
+    int64_t token = 0, until = 0;
+    if (error == 0) {
+        atomic_store(&r->held, zkit_lock_is_held(lock));
+        atomic_store(&r->token_rc, zkit_lock_fencing_token(&token, lock));
+        atomic_store(&r->token, token);
+        atomic_store(&r->valid_rc, zkit_lock_valid_until(&until, lock));
+        atomic_store(&r->release_rc, zkit_lock_release(lock));
+        atomic_store(&r->held_after, zkit_lock_is_held(lock));
+    }
+    on_lock_done(lock, error, &r->done);
+}
+
+/*
+ * An asynchronous acquisition is held for the thread that started it, and its completion acts
+ * for that thread: inside the callback, on the event thread, the holding answers is-held,
+ * token and validity, and zkit_lock_release() gives it back (every kind, thread-owned or
+ * not); the starting thread then holds nothing and no node is left.
+ */
+static void test_completion_acts_for_starter(void)
+{
+    fixture_t f;
+    zkit_client_t *c, *o;
+    char *dir;
+    int64_t sc;
+    fx_begin(&f, "acting");
+    dir = lk_join(f.base, "lock");
+    c = lk_client(10000);
+    o = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL && o != NULL);
+    sc = zkit_client_session_id(c);
+    for (int k = 0; k < K_KINDS; k++) {
+        pair_t p;
+        acting_rec_t r;
+        pair_new(&p, (enum kind)k, c, o, dir);
+        memset(&r, 0, sizeof(r));
+        rec_init(&r.done);
+        CU_ASSERT_EQUAL(zkit_lock_acquire_async(p.ours, 5000, on_acting_done, &r), 0);
+        CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &r.done, 5000), 0);
+        if (atomic_load(&r.release_rc) != 0 || atomic_load(&r.held) != 1)
+            fprintf(stderr, "acting, %s: held %d, token %s, release %s\n", kind_name[k],
+                    atomic_load(&r.held), zkit_strerror(atomic_load(&r.token_rc)),
+                    zkit_strerror(atomic_load(&r.release_rc)));
+        CU_ASSERT_EQUAL(atomic_load(&r.done.error), 0);
+        CU_ASSERT_EQUAL(atomic_load(&r.held), 1);
+        CU_ASSERT_EQUAL(atomic_load(&r.token_rc), 0);
+        CU_ASSERT(atomic_load(&r.token) > 0);
+        CU_ASSERT_EQUAL(atomic_load(&r.valid_rc), 0);
+        CU_ASSERT_EQUAL(atomic_load(&r.release_rc), 0);
+        CU_ASSERT_EQUAL(atomic_load(&r.held_after), 0);
+        CU_ASSERT_EQUAL(zkit_lock_is_held(p.ours), 0);
+        CU_ASSERT_EQUAL(zkit_lock_is_acquired_in_process(p.ours), 0);
+        CU_ASSERT_EQUAL(wait_owned_nodes(f.base, sc, 0, 5000), 0);
+        pair_free(&p);
+    }
+    fx_end(&f);
+    zkit_client_close(c);
+    zkit_client_close(o);
+    free(dir);
+}
+
 /* ---- a grant heard late -------------------------------------------------------------------- */
 
 /* The event thread held up by a callback of the test's until the gate opens (bounded). */
@@ -1656,6 +1728,8 @@ static const zkh_test_t tests[] = {
     { "free in the acquired callback with another acquisition waiting",
       test_free_in_callback },
     { "cancel from another lock's callback, then try once", test_cancel_from_other_callback },
+    { "the completion acts for the thread that started the acquisition: every kind",
+      test_completion_acts_for_starter },
     { "a grant told after the session ended is ELOCKLOST: held-up event thread, every kind",
       test_late_grant_event_thread },
     { "a grant told after the session ended is ELOCKLOST: loop not dispatching, every kind",

@@ -46,7 +46,7 @@ ZKIT_EXTERN int zkit_lock_guard_txn(zkit_txn_t *txn, const zkit_lock_t *lock)
         rc = zkit__multilock_nodes(lock, &nodes, &count);
     } else {
         /* Thread-owned kinds ask for the calling thread's holding; the others ignore it. */
-        rc = lock->ops->query(lock, pthread_self(), &node, NULL, NULL);
+        rc = lock->ops->query(lock, zkit__lock_caller(lock), &node, NULL, NULL);
         if (rc == 0 && !node)
             rc = ZKIT_ENOTHELD;
         nodes = &node;

@@ -23,7 +23,7 @@ ZKIT_EXTERN int zkit_lock_acquire(zkit_lock_t *lock, int timeout_ms)
     if ((rc = zkit__call_enter(client)) != 0)
         return rc;
     zkit__lock_enter(lock);
-    rc = zkit__lock_acquire_as(lock, timeout_ms, pthread_self());
+    rc = zkit__lock_acquire_as(lock, timeout_ms, zkit__lock_caller(lock));
     /* The engine that found the child runs on the event thread: its log line names it. */
     if (rc == ZKIT_EFOREIGN)
         zkit__error_set("lock %s: a child of the lock path has no lock node layout zkit knows "
@@ -45,7 +45,7 @@ ZKIT_EXTERN int zkit_lock_acquire_async(zkit_lock_t *lock, int timeout_ms,
     memset(&proto, 0, sizeof(proto));
     proto.user_done = done;
     proto.user_arg = arg;
-    return zkit__req_start(NULL, lock, pthread_self(), timeout_ms, &proto);
+    return zkit__req_start(NULL, lock, zkit__lock_caller(lock), timeout_ms, &proto);
 }
 
 ZKIT_EXTERN int zkit_lock_cancel(zkit_lock_t *lock)
@@ -62,7 +62,7 @@ ZKIT_EXTERN int zkit_lock_release(zkit_lock_t *lock)
         return ZKIT_EINVAL;
     /* A release on a closing client still cleans up what it can. */
     entered = zkit__call_enter(lock->client) == 0;
-    rc = zkit__lock_release_as(lock, pthread_self());
+    rc = zkit__lock_release_as(lock, zkit__lock_caller(lock));
     if (entered)
         zkit__call_exit(lock->client);
     return rc;
@@ -70,7 +70,7 @@ ZKIT_EXTERN int zkit_lock_release(zkit_lock_t *lock)
 
 ZKIT_EXTERN int zkit_lock_is_held(const zkit_lock_t *lock)
 {
-    return lock ? zkit__lock_held_by(lock, pthread_self()) : 0;
+    return lock ? zkit__lock_held_by(lock, zkit__lock_caller(lock)) : 0;
 }
 
 ZKIT_EXTERN int zkit_lock_is_acquired_in_process(const zkit_lock_t *lock)
@@ -91,21 +91,21 @@ ZKIT_EXTERN int zkit_lock_node(char **path, const zkit_lock_t *lock)
     if (!lock || !path)
         return ZKIT_EINVAL;
     *path = NULL;
-    return lock->ops->query(lock, pthread_self(), path, NULL, NULL);
+    return lock->ops->query(lock, zkit__lock_caller(lock), path, NULL, NULL);
 }
 
 ZKIT_EXTERN int zkit_lock_fencing_token(int64_t *token, const zkit_lock_t *lock)
 {
     if (!lock || !token)
         return ZKIT_EINVAL;
-    return lock->ops->query(lock, pthread_self(), NULL, token, NULL);
+    return lock->ops->query(lock, zkit__lock_caller(lock), NULL, token, NULL);
 }
 
 ZKIT_EXTERN int zkit_lock_valid_until(int64_t *deadline_ms, const zkit_lock_t *lock)
 {
     if (!lock || !deadline_ms)
         return ZKIT_EINVAL;
-    return lock->ops->query(lock, pthread_self(), NULL, NULL, deadline_ms);
+    return lock->ops->query(lock, zkit__lock_caller(lock), NULL, NULL, deadline_ms);
 }
 
 ZKIT_EXTERN int zkit_lock_set_data(zkit_lock_t *lock, const void *data, size_t len)

@@ -170,6 +170,10 @@ int zkit__lock_adopt(zkit_lock_t *lock, pthread_t owner, const zkit__holding_t *
  * caller gives it back (zkit__lock_release_as, or the count of a reentrant one). */
 int zkit__holding_announce(zkit_lock_t *lock, pthread_t owner);
 
+/* The thread the calling thread acts for on `lock`: inside the completion of an asynchronous
+ * acquisition of `lock`, the thread that started it; elsewhere the calling thread. */
+pthread_t zkit__lock_caller(const zkit_lock_t *lock);
+
 /* Blocking acquire on behalf of `owner`. */
 int zkit__lock_acquire_as(zkit_lock_t *lock, int timeout_ms, pthread_t owner);
 /* Around a public call that may block on the lock: a free waits until every such call has

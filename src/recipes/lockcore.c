@@ -221,12 +221,27 @@ static int confirm_grant(zkit__req_t *req)
     return ZKIT_ELOCKLOST;
 }
 
+/* The asynchronous acquisition whose completion the calling thread runs, if any. */
+static __thread const zkit__req_t *delivering;
+
+pthread_t zkit__lock_caller(const zkit_lock_t *lock)
+{
+    /* A completion acts for the thread that started its acquisition: the holding is that
+     * thread's, and the completion is where a program most often uses or gives it back. */
+    if (delivering && delivering->lock == lock)
+        return delivering->owner;
+    return pthread_self();
+}
+
 static void deliver_async(void *arg)
 {
     zkit__req_t *req = arg;
+    const zkit__req_t *outer = delivering;
     if (req->error == 0)
         req->error = confirm_grant(req);
+    delivering = req;
     req->user_done(req->lock, req->error, req->user_arg);
+    delivering = outer;
     zkit__req_unref(req);
 }
 
