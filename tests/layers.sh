@@ -1,7 +1,7 @@
 #!/bin/sh
-# layers.sh - the files of src/ form a strict stack: each calls only files below it, so there
+# layers.sh - the files of src/ and of bench/ form strict stacks: each calls only files below it, so there
 # is no circle of files (docs/design.md, "Layers").  Run from a build tree (make check does)
-# after the library and zkit-lock are built.
+# after the library, zkit-lock and zkit-bench are built.
 #
 # The stacks are listed bottom to top below.  For every object file, every symbol it uses
 # that another file of the same stack defines (read from the objects' symbol tables with nm)
@@ -20,12 +20,17 @@ src/recipes nodename schedule engine lockstate ownnode lockcore mutex lock multi
 TOOL="
 src/tools zkl-msg zkl-events zkl-locks zkl-list zkl-child zkit-lock
 "
+# zkit-bench: the outputs and the measurement helpers, the figures, the two modes, main.
+BENCH="
+bench records server_stats stats rounds contention curator chain raw pipelined locks churn
+    handoff queue recipes contended uncontended zkit-bench
+"
 
 status=0
 
 # The object of source NAME in DIR: a libtool convenience library's or a program's.
 object_of() {
-    for o in "$1/libzkit_core_la-$2.o" "$1/$2.o" "$1/zkit_lock-$2.o"; do
+    for o in "$1/libzkit_core_la-$2.o" "$1/$2.o" "$1/zkit_lock-$2.o" "$1/zkit_bench-$2.o"; do
         if [ -f "$o" ]; then
             echo "$o"
             return 0
@@ -41,7 +46,7 @@ check() {
     dir=
     for word in $1; do
         case $word in
-        src/*)
+        src/* | bench)
             dir=$word
             continue
             ;;
@@ -84,6 +89,7 @@ srcdir=${srcdir:-.}
 [ -d "$srcdir/src" ] || srcdir=$(cd "$(dirname "$0")/.." && pwd)
 check "$LIBRARY"
 check "$TOOL"
+check "$BENCH"
 if [ $status -eq 0 ]; then
     echo "layers: every file calls only files below it"
 fi
