@@ -12,13 +12,15 @@
  *   semmutex.c    the semaphore mutex, on a one-lease semaphore (semaphore.h)
  *   multilock.c   the multi-lock over other locks
  *   mutex.c       also a leader latch's participation (latch.c builds the latch on it)
+ *   view.c        a holding kept by another object (a latch's or a selector's leadership),
+ *                 for the queries only
  *
  * Layers, each using only those below it (tests/layers.sh has the whole order): the kinds
- * built on other objects (semmutex.c on semaphore.c; latch.c, selector.c) -> semaphore.c,
- * guard.c, multilock.c -> lock.c (the public interface, one dispatch per call through this
- * table) -> mutex.c -> lockcore.c (requests, holders, release) -> ownnode.c (the own-node
- * watch, revocation) -> lockstate.c (state reporting, validity deadlines) -> engine.c -> the
- * framework.
+ * built on other objects (semmutex.c on semaphore.c; latch.c, selector.c, with view.c) ->
+ * semaphore.c, guard.c, multilock.c -> lock.c (the public interface, one dispatch per call
+ * through this table) -> mutex.c -> lockcore.c (requests, holders, release) -> ownnode.c (the
+ * own-node watch, revocation) -> lockstate.c (state reporting, validity deadlines) ->
+ * engine.c -> the framework.
  */
 #ifndef ZKIT_RECIPES_LOCK_H
 #define ZKIT_RECIPES_LOCK_H

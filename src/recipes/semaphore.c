@@ -70,8 +70,6 @@ struct zkit_semaphore {
 struct zkit_lease {
     zkit_semaphore_t *sem;
     zkit_lock_t *lock;          /* kind "lease": one holding, the lease node */
-    char *node;
-    int64_t czxid;
 };
 
 static void sem_ref(zkit_semaphore_t *sem)
@@ -755,7 +753,6 @@ static void lease_free(zkit_lease_t *lease)
 {
     zkit_semaphore_t *sem = lease->sem;
     zkit__lock_destroy(lease->lock);
-    free(lease->node);
     free(lease);
     sem_unref(sem);
 }
@@ -767,16 +764,12 @@ static int lease_new(zkit_lease_t **out, zkit_semaphore_t *sem, const run_t *run
     zkit__holding_t holding = { .node = run->node, .czxid = run->stat.czxid,
                                 .session = run->stat.ephemeral_owner };
     int rc;
-    if (!lease || !(lease->node = strdup(run->node))) {
-        free(lease);
+    if (!lease)
         return ZKIT_ENOMEM;
-    }
-    lease->czxid = run->stat.czxid;
     lease->sem = sem;
     sem_ref(sem);
     if ((rc = zkit__lock_init(&lease->lock, sem->client, sem->leases_dir, &zkit__lease_ops,
                               NULL)) != 0) {
-        free(lease->node);
         free(lease);
         sem_unref(sem);
         return rc;
@@ -1290,43 +1283,36 @@ ZKIT_EXTERN int zkit_lease_release(zkit_lease_t *lease)
     return rc;
 }
 
+ZKIT_EXTERN zkit_lock_t *zkit_lease_lock(zkit_lease_t *lease)
+{
+    return lease ? lease->lock : NULL;
+}
+
+/* The holding queries of a lease are those of its lock (zkit_lease_lock). */
+
 ZKIT_EXTERN int zkit_lease_node(char **path, const zkit_lease_t *lease)
 {
-    if (!path)
-        return ZKIT_EINVAL;
-    *path = NULL;
-    if (!lease)
-        return ZKIT_EINVAL;
-    if (!(*path = strdup(lease->node)))
-        return ZKIT_ENOMEM;
-    return 0;
+    return zkit_lock_node(path, lease ? lease->lock : NULL);
 }
 
 ZKIT_EXTERN int zkit_lease_fencing_token(int64_t *token, const zkit_lease_t *lease)
 {
-    if (!token || !lease)
-        return ZKIT_EINVAL;
-    *token = lease->czxid;
-    return 0;
+    return zkit_lock_fencing_token(token, lease ? lease->lock : NULL);
 }
 
 ZKIT_EXTERN int zkit_lease_is_held(const zkit_lease_t *lease)
 {
-    return lease ? zkit__lock_held_by(lease->lock, pthread_self()) : 0;
+    return zkit_lock_is_held(lease ? lease->lock : NULL);
 }
 
 ZKIT_EXTERN int zkit_lease_valid_until(int64_t *deadline_ms, const zkit_lease_t *lease)
 {
-    if (!deadline_ms || !lease)
-        return ZKIT_EINVAL;
-    return zkit__lock_query_holder(lease->lock, pthread_self(), NULL, NULL, deadline_ms);
+    return zkit_lock_valid_until(deadline_ms, lease ? lease->lock : NULL);
 }
 
 ZKIT_EXTERN int zkit_lease_guard_txn(zkit_txn_t *txn, const zkit_lease_t *lease)
 {
-    if (!lease)
-        return ZKIT_EINVAL;
-    return zkit_lock_guard_txn(txn, lease->lock); /* its holding is the lease node's */
+    return zkit_lock_guard_txn(txn, lease ? lease->lock : NULL);
 }
 
 /* ---- the lease kind ------------------------------------------------------------------------- */
