@@ -14,7 +14,7 @@ LIBRARY="
 src/framework errors clock log retry paths options tasks client listeners timers watches ops
     create txn batch api session
 src/recipes nodename schedule engine lockstate ownnode lockcore mutex lock multilock guard
-    semaphore latch selector leaderquery job
+    view semaphore semmutex latch selector leaderquery job
 "
 # zkit-lock.
 TOOL="

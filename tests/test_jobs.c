@@ -1375,6 +1375,89 @@ static void test_record_write_refused_after_lock_lost(void)
     remove_job_tree(path);
 }
 
+/* What a run sees of its lock through zkit_job_run_lock(). */
+typedef struct run_view {
+    zkit_client_t *client;
+    int calls;
+    int64_t run_token;          /* zkit_job_run_fencing_token */
+    int node_rc, token_rc, valid_rc, guard_rc, held, other_held;
+    int64_t token, valid, czxid;
+    size_t guards;
+} run_view_t;
+
+static void *run_view_other(void *arg)
+{
+    zkit_lock_t *lock = arg;
+    return (void *)(intptr_t)zkit_lock_is_held(lock);
+}
+
+static int run_view_fn(zkit_job_run_t *run, void *arg)
+{
+    run_view_t *v = arg;
+    zkit_lock_t *lock = zkit_job_run_lock(run);
+    zkit_txn_t *txn = NULL;
+    zkit_stat_t st;
+    char *node = NULL;
+    pthread_t t;
+    void *held = NULL;
+    v->calls++;
+    v->run_token = zkit_job_run_fencing_token(run);
+    v->node_rc = zkit_lock_node(&node, lock);
+    v->token_rc = zkit_lock_fencing_token(&v->token, lock);
+    v->valid_rc = zkit_lock_valid_until(&v->valid, lock);
+    v->held = zkit_lock_is_held(lock);
+    if (zkit_txn_new(&txn, v->client) == 0) {
+        v->guard_rc = zkit_lock_guard_txn(txn, lock);
+        v->guards = zkit_txn_count(txn);
+        zkit_txn_free(txn);
+    }
+    if (node && zkit_exists(&st, admin, node, NULL) == 0)
+        v->czxid = st.czxid;
+    zkit_free(node);
+    /* Held on behalf of the callback's thread (a reentrant mutex): not another thread's. */
+    v->other_held = -1;
+    if (pthread_create(&t, NULL, run_view_other, lock) == 0 && pthread_join(t, &held) == 0)
+        v->other_held = (int)(intptr_t)held;
+    return 0;
+}
+
+/*
+ * A run's lock as the holding view (zkit_job_run_lock): from the callback, the node, fencing
+ * token (the run's own, zkit_job_run_fencing_token, and the node's czxid), validity, is-held
+ * and guard answer for the run's holding; another thread does not hold it.
+ */
+static void test_run_lock_view(void)
+{
+    zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
+    zkit_job_attempt_t a;
+    run_view_t v;
+    char path[64];
+    memset(&v, 0, sizeof(v));
+    v.client = connect_client(zkh_connect_string(cluster), 10000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v.client);
+    zkh_unique_path(path, sizeof(path), "job-view");
+    o.path = path;
+    o.period_s = 60;
+    o.fn = run_view_fn;
+    o.arg = &v;
+    o.min_hold_ms = 0;
+    CU_ASSERT_EQUAL(zkit_job_run_slot_once(&a, v.client, &o, 60017), 0);
+    CU_ASSERT(a.outcome == ZKIT_JOB_RAN && a.result == 0);
+    CU_ASSERT_EQUAL(v.calls, 1);
+    CU_ASSERT_EQUAL(v.node_rc, 0);
+    CU_ASSERT_EQUAL(v.token_rc, 0);
+    CU_ASSERT_EQUAL(v.token, v.run_token);
+    CU_ASSERT_EQUAL(v.czxid, v.token);
+    CU_ASSERT_EQUAL(v.valid_rc, 0);
+    CU_ASSERT_EQUAL(v.valid, INT64_MAX);
+    CU_ASSERT_EQUAL(v.held, 1);
+    CU_ASSERT_EQUAL(v.other_held, 0);
+    CU_ASSERT_EQUAL(v.guard_rc, 0);
+    CU_ASSERT_EQUAL(v.guards, 1);
+    zkit_client_close(v.client);
+    remove_job_tree(path);
+}
+
 /* The session expires during the run (its lock node goes with it): whichever way the job
  * learns of it, the record is not advanced and the attempt says lost. */
 static void test_record_not_written_after_session_expired(void)
@@ -1763,6 +1846,7 @@ static const zkh_test_t tests[] = {
     { "a lost lock's record write is refused by its guard",
       test_record_write_refused_after_lock_lost },
     { "an expired session's run is not recorded", test_record_not_written_after_session_expired },
+    { "a run's lock as the holding view", test_run_lock_view },
     { "a partitioned run is cancelled before a rival runs the slot",
       test_partitioned_run_cancelled_before_rival },
     { "server down across a slot start: never a late run", test_server_down_across_slot_start },

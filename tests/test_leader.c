@@ -809,6 +809,244 @@ static void test_latch_guard_txn(void)
     free(d2);
 }
 
+/* ---- the leadership as a lock: the views answer as the per-type queries ---------------------- */
+
+/* What the holding queries answer, through the lock view (zkit_latch_lock,
+ * zkit_selector_lock) or through the latch's or selector's own functions (kept as wrappers of
+ * the view's). */
+typedef struct view_answers {
+    int node_rc, token_rc, valid_rc, guard_rc, held;
+    char *node;
+    int64_t token, valid;
+    size_t guards;
+} view_answers_t;
+
+static void view_ask(view_answers_t *a, zkit_client_t *c, zkit_lock_t *view)
+{
+    zkit_txn_t *txn = NULL;
+    memset(a, 0, sizeof(*a));
+    CU_ASSERT_FATAL(zkit_txn_new(&txn, c) == 0);
+    a->node_rc = zkit_lock_node(&a->node, view);
+    a->token_rc = zkit_lock_fencing_token(&a->token, view);
+    a->valid_rc = zkit_lock_valid_until(&a->valid, view);
+    a->held = zkit_lock_is_held(view);
+    a->guard_rc = zkit_lock_guard_txn(txn, view);
+    a->guards = zkit_txn_count(txn);
+    zkit_txn_free(txn);
+}
+
+/* The latch's view answers as the latch's own functions; returns the view's answers. */
+static view_answers_t latch_view_match(zkit_client_t *c, zkit_latch_t *latch)
+{
+    view_answers_t v, own;
+    zkit_txn_t *txn = NULL;
+    view_ask(&v, c, zkit_latch_lock(latch));
+    memset(&own, 0, sizeof(own));
+    CU_ASSERT_FATAL(zkit_txn_new(&txn, c) == 0);
+    own.node_rc = zkit_latch_node(&own.node, latch);
+    own.token_rc = zkit_latch_fencing_token(&own.token, latch);
+    own.valid_rc = zkit_latch_valid_until(&own.valid, latch);
+    own.held = zkit_latch_has_leadership(latch);
+    own.guard_rc = zkit_latch_guard_txn(txn, latch);
+    own.guards = zkit_txn_count(txn);
+    zkit_txn_free(txn);
+    CU_ASSERT_EQUAL(own.node_rc, v.node_rc);
+    CU_ASSERT((!own.node && !v.node) || (own.node && v.node && strcmp(own.node, v.node) == 0));
+    CU_ASSERT_EQUAL(own.token_rc, v.token_rc);
+    CU_ASSERT_EQUAL(own.token, v.token);
+    CU_ASSERT_EQUAL(own.valid_rc, v.valid_rc);
+    CU_ASSERT_EQUAL(own.valid, v.valid);
+    CU_ASSERT_EQUAL(own.held, v.held);
+    CU_ASSERT_EQUAL(own.guard_rc, v.guard_rc);
+    CU_ASSERT_EQUAL(own.guards, v.guards);
+    zkit_free(own.node);
+    return v;
+}
+
+static void view_answers_held(const view_answers_t *v, zkit_client_t *c)
+{
+    zkit_stat_t st;
+    CU_ASSERT_EQUAL(v->node_rc, 0);
+    CU_ASSERT_EQUAL(v->token_rc, 0);
+    CU_ASSERT_EQUAL(v->valid_rc, 0);
+    CU_ASSERT_EQUAL(v->valid, INT64_MAX);
+    CU_ASSERT_EQUAL(v->held, 1);
+    CU_ASSERT_EQUAL(v->guard_rc, 0);
+    CU_ASSERT_EQUAL(v->guards, 1);
+    /* The node is ours and the token its czxid. */
+    CU_ASSERT(v->node && zkit_exists(&st, c, v->node, NULL) == 0 && st.czxid == v->token &&
+              st.ephemeral_owner == zkit_client_session_id(c));
+}
+
+static void view_answers_not_held(const view_answers_t *v)
+{
+    CU_ASSERT_EQUAL(v->node_rc, ZKIT_ENOTHELD);
+    CU_ASSERT_PTR_NULL(v->node);
+    CU_ASSERT_EQUAL(v->token_rc, ZKIT_ENOTHELD);
+    CU_ASSERT_EQUAL(v->valid_rc, ZKIT_ENOTHELD);
+    CU_ASSERT_EQUAL(v->held, 0);
+    CU_ASSERT_EQUAL(v->guard_rc, ZKIT_ENOTHELD);
+    CU_ASSERT_EQUAL(v->guards, 0);
+}
+
+/*
+ * zkit_latch_lock: node, fencing token, validity, is-held and guard answer as the latch's own
+ * functions, from a thread of the application (the leadership is the process's), for the
+ * leader, for a participant that waits, and after the leader has given leadership up.
+ */
+static void test_latch_lock_view(void)
+{
+    fixture_t f;
+    part_t a, b;
+    view_answers_t v;
+    char *path;
+    fx_begin(&f, "latch-view");
+    inside_reset();
+    path = lk_join(f.base, "latch");
+    CU_ASSERT_PTR_NULL(zkit_latch_lock(NULL));
+    part_start(&a, NULL, 10000, path, "a");
+    CU_ASSERT_EQUAL(zkit_latch_await(a.latch, 5000), 0);
+    part_start(&b, NULL, 10000, path, "b");
+    CU_ASSERT_FATAL(wait_latch_count(a.client, path, 2, 5000) == 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(zkit_latch_lock(a.latch));
+
+    v = latch_view_match(a.client, a.latch); /* the leader */
+    view_answers_held(&v, a.client);
+    zkit_free(v.node);
+    v = latch_view_match(b.client, b.latch); /* waiting */
+    view_answers_not_held(&v);
+
+    part_close(&a); /* a gives leadership up: b leads */
+    CU_ASSERT_EQUAL(zkit_latch_await(b.latch, 5000), 0);
+    v = latch_view_match(a.client, a.latch);
+    view_answers_not_held(&v);
+    v = latch_view_match(b.client, b.latch);
+    view_answers_held(&v, b.client);
+    zkit_free(v.node);
+    part_close(&b);
+    v = latch_view_match(b.client, b.latch);
+    view_answers_not_held(&v);
+
+    fx_end(&f);
+    part_free(&a);
+    part_free(&b);
+    free(path);
+}
+
+/* A selector whose callback leads until told to give leadership up. */
+typedef struct view_sel {
+    pthread_mutex_t mu;
+    int running;                /* 1 in the callback, 2 once it returned */
+    int give_up;
+} view_sel_t;
+
+static void view_sel_lead(zkit_selector_t *sel, void *arg)
+{
+    view_sel_t *vs = arg;
+    pthread_mutex_lock(&vs->mu);
+    vs->running = 1;
+    pthread_mutex_unlock(&vs->mu);
+    for (;;) {
+        int give_up;
+        pthread_mutex_lock(&vs->mu);
+        give_up = vs->give_up;
+        pthread_mutex_unlock(&vs->mu);
+        if (give_up || zkit_selector_wait_stop(sel, 20) == 0)
+            break;
+    }
+    pthread_mutex_lock(&vs->mu);
+    vs->running = 2;
+    pthread_mutex_unlock(&vs->mu);
+}
+
+static int view_sel_running(void *arg)
+{
+    view_sel_t *vs = arg;
+    int r;
+    pthread_mutex_lock(&vs->mu);
+    r = vs->running;
+    pthread_mutex_unlock(&vs->mu);
+    return r == 1;
+}
+
+static int view_sel_ended(void *arg)
+{
+    zkit_selector_t *sel = arg;
+    return !zkit_lock_is_held(zkit_selector_lock(sel));
+}
+
+/* The selector's view answers as the selector's own functions (it has no node query of its
+ * own); returns the view's answers. */
+static view_answers_t selector_view_match(zkit_client_t *c, zkit_selector_t *sel)
+{
+    view_answers_t v, own;
+    zkit_txn_t *txn = NULL;
+    view_ask(&v, c, zkit_selector_lock(sel));
+    memset(&own, 0, sizeof(own));
+    CU_ASSERT_FATAL(zkit_txn_new(&txn, c) == 0);
+    own.token_rc = zkit_selector_fencing_token(&own.token, sel);
+    own.valid_rc = zkit_selector_valid_until(&own.valid, sel);
+    own.held = zkit_selector_has_leadership(sel);
+    own.guard_rc = zkit_selector_guard_txn(txn, sel);
+    own.guards = zkit_txn_count(txn);
+    zkit_txn_free(txn);
+    CU_ASSERT_EQUAL(own.token_rc, v.token_rc);
+    CU_ASSERT_EQUAL(own.token, v.token);
+    CU_ASSERT_EQUAL(own.valid_rc, v.valid_rc);
+    CU_ASSERT_EQUAL(own.valid, v.valid);
+    CU_ASSERT_EQUAL(own.held, v.held);
+    CU_ASSERT_EQUAL(own.guard_rc, v.guard_rc);
+    CU_ASSERT_EQUAL(own.guards, v.guards);
+    /* The node's answer follows the others'. */
+    CU_ASSERT_EQUAL(v.node_rc, v.token_rc);
+    return v;
+}
+
+/*
+ * zkit_selector_lock: the selector's mutex is held by the selector's thread, yet its view
+ * answers from the application's thread, as the selector's own functions do: while the
+ * callback leads, and once it has returned.
+ */
+static void test_selector_lock_view(void)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    zkit_selector_t *sel;
+    view_sel_t vs;
+    view_answers_t v;
+    char *path;
+    fx_begin(&f, "selector-view");
+    path = lk_join(f.base, "sel");
+    memset(&vs, 0, sizeof(vs));
+    pthread_mutex_init(&vs.mu, NULL);
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_PTR_NULL(zkit_selector_lock(NULL));
+    CU_ASSERT_FATAL(zkit_selector_new(&sel, c, path, "v", view_sel_lead, &vs) == 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(zkit_selector_lock(sel));
+    v = selector_view_match(c, sel); /* not started */
+    view_answers_not_held(&v);
+    CU_ASSERT_FATAL(zkit_selector_start(sel) == 0);
+    CU_ASSERT_FATAL(zkh_wait_until(view_sel_running, &vs, 5000) == 0);
+
+    v = selector_view_match(c, sel); /* leading, asked from another thread */
+    view_answers_held(&v, c);
+    zkit_free(v.node);
+
+    pthread_mutex_lock(&vs.mu);
+    vs.give_up = 1;
+    pthread_mutex_unlock(&vs.mu);
+    CU_ASSERT_EQUAL(zkh_wait_until(view_sel_ended, sel, 5000), 0);
+    v = selector_view_match(c, sel); /* given up */
+    view_answers_not_held(&v);
+
+    zkit_selector_free(sel);
+    zkit_client_close(c);
+    pthread_mutex_destroy(&vs.mu);
+    fx_end(&f);
+    free(path);
+}
+
 /* ---- latch: a short outage keeps the leader ------------------------------------------------------ */
 
 static void test_latch_short_outage(void)
@@ -2190,6 +2428,7 @@ static const zkh_test_t tests[] = {
     { "latch: partition, EXPIRED before a new leader", test_latch_partition },
     { "latch: a short outage, UNCERTAIN then HELD", test_latch_short_outage },
     { "latch: transactions guarded by leadership", test_latch_guard_txn },
+    { "latch as a lock: the view answers as the latch", test_latch_lock_view },
     { "latch: closed as its election is reported, not told it leads",
       test_latch_closed_as_election_reported },
     { "latch: a close waits for a listener call in progress",
@@ -2201,6 +2440,7 @@ static const zkh_test_t tests[] = {
       test_latch_await_on_unreported_loss },
     { "latch: closed while the server does not answer", test_latch_closed_while_unanswered },
     { "selector: requeue, one leader at a time", test_selector_requeue },
+    { "selector as a lock: the view answers as the selector", test_selector_lock_view },
     { "selector: told to stop on loss before a new leader", test_selector_stops_on_loss },
     { "selector: closed before its win is reported, no leadership starts",
       test_selector_closed_before_win_reported },

@@ -190,10 +190,12 @@ ZKIT_EXTERN int zkit_job_run_cancelled(const zkit_job_run_t *run);
 /* The lock's fencing token (see zkit_lock_fencing_token): pass it to what the job writes. */
 ZKIT_EXTERN int64_t zkit_job_run_fencing_token(const zkit_job_run_t *run);
 /*
- * The lock the run holds, for zkit_lock_node(), zkit_lock_valid_until() or
- * zkit_lock_guard_txn() called from the callback's own thread (the lock is held on its
- * behalf): a run that writes to ZooKeeper guards its writes with it, so that they apply only
- * while the lock is still its own.  Borrowed: do not release or free it.
+ * The lock the run holds, for zkit_lock_node(), zkit_lock_fencing_token(),
+ * zkit_lock_valid_until(), zkit_lock_is_held() or zkit_lock_guard_txn() called from the
+ * callback's own thread: the lock is a mutex held on that thread's behalf, so on another
+ * thread they answer ZKIT_ENOTHELD (and zkit_lock_is_held() 0).  A run that writes to
+ * ZooKeeper guards its writes with it, so that they apply only while the lock is still its
+ * own.  Borrowed: do not release or free it.
  */
 ZKIT_EXTERN zkit_lock_t *zkit_job_run_lock(const zkit_job_run_t *run);
 

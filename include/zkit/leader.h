@@ -95,20 +95,12 @@ ZKIT_EXTERN int zkit_latch_cancel_awaits(zkit_latch_t *latch);
 /* Whether this participant is leader now: elected, not EXPIRED or LOST, and within the
  * validity deadline.  0 for NULL. */
 ZKIT_EXTERN int zkit_latch_has_leadership(const zkit_latch_t *latch);
-/* The leader's fencing token (its node's czxid) and validity deadline (CLOCK_MONOTONIC ms,
- * INT64_MAX while connected).  0, ZKIT_EINVAL, ZKIT_ENOTHELD (not leader) or ZKIT_ELOCKLOST
- * (leadership lost or expired). */
+/* Deprecated (kept until 1.0): the same queries on zkit_latch_lock(latch) --
+ * zkit_lock_fencing_token(), zkit_lock_valid_until(), zkit_lock_node() and
+ * zkit_lock_guard_txn(), whose answers these are. */
 ZKIT_EXTERN int zkit_latch_fencing_token(int64_t *token, const zkit_latch_t *latch);
 ZKIT_EXTERN int zkit_latch_valid_until(int64_t *deadline_ms, const zkit_latch_t *latch);
-/* Our node's path (without namespace), to be zkit_free()d.  ZKIT_ENOTHELD while our node is
- * not known yet (joining, or not leader: only the leader's node is kept at hand), ZKIT_EINVAL. */
 ZKIT_EXTERN int zkit_latch_node(char **path, const zkit_latch_t *latch);
-/* Guards a transaction with the leadership (zkit/txn.h): a check of the leader's node, so the
- * transaction commits only while this participant leads (the node goes with a lost session or
- * a deletion, and is never re-created under the same sequential name); a commit refused by it
- * returns ZKIT_ELOCKLOST and applies nothing.  0, ZKIT_ENOTHELD (not leader), ZKIT_ELOCKLOST
- * (lost or expired), ZKIT_EINVAL (NULL, or a transaction of another client), ZKIT_ESTATE (a
- * commit of the transaction in flight), ZKIT_ENOMEM. */
 ZKIT_EXTERN int zkit_latch_guard_txn(zkit_txn_t *txn, const zkit_latch_t *latch);
 /* Leaves the election: a pending join is cancelled, leadership is given up (our node deleted,
  * guaranteed), asynchronous awaits end with ZKIT_ECANCELED and blocking ones with ZKIT_ESTATE.
@@ -121,8 +113,27 @@ ZKIT_EXTERN int zkit_latch_close(zkit_latch_t *latch);
 /* Closes (when started) and frees.  NULL allowed.  Not from the latch's own callbacks. */
 ZKIT_EXTERN void zkit_latch_free(zkit_latch_t *latch);
 
-/* The lock under a latch: its holding is the leadership (for zkit_lock_* queries and
- * zkit_lock_guard_txn).  Borrowed; do not acquire, release or free it. */
+/*
+ * The latch's leadership as a lock, for the queries on zkit_lock_t, from any thread (the
+ * leadership is the process's):
+ *   zkit_lock_is_held()        leader (as zkit_latch_has_leadership()): elected, the listener
+ *                              called, and the holding not lost or expired;
+ *   zkit_lock_fencing_token()  the leader node's czxid;
+ *   zkit_lock_valid_until()    the validity deadline (CLOCK_MONOTONIC ms, INT64_MAX while
+ *                              connected);
+ *   zkit_lock_node()           the leader node's path (without namespace), to be zkit_free()d;
+ *   zkit_lock_guard_txn()      a check of the leader node, so the transaction commits only
+ *                              while this participant leads (the node goes with a lost session
+ *                              or a deletion, and is never re-created under the same name); a
+ *                              commit refused by it returns ZKIT_ELOCKLOST and applies
+ *                              nothing; ZKIT_ESTATE while a commit of the transaction is in
+ *                              flight;
+ *   zkit_lock_participants()   the election's participants.
+ * Each answers ZKIT_ENOTHELD when not leader (joining, or another leads) and ZKIT_ELOCKLOST
+ * once the leadership is lost or expired, before the latch hears of it.  It reports no states
+ * (zkit_latch_set_state_callback).  Borrowed, valid until zkit_latch_free(): do not acquire,
+ * release or free it.  NULL for NULL.
+ */
 ZKIT_EXTERN zkit_lock_t *zkit_latch_lock(zkit_latch_t *latch);
 
 /*
@@ -191,11 +202,17 @@ ZKIT_EXTERN int zkit_selector_wait_stop(zkit_selector_t *sel, int timeout_ms);
 /* Whether the callback runs now with a holding not EXPIRED or LOST, and has not been told to
  * stop.  0 for NULL. */
 ZKIT_EXTERN int zkit_selector_has_leadership(const zkit_selector_t *sel);
-/* As for the latch: 0, ZKIT_EINVAL, ZKIT_ENOTHELD or ZKIT_ELOCKLOST. */
+/* The leadership as a lock, for the queries on zkit_lock_t, from any thread (the selector's
+ * mutex is held by the selector's own thread; this answers for it): as zkit_latch_lock(), with
+ * "leader" meaning that the leadership callback runs with a holding that is not EXPIRED or
+ * LOST (zkit_selector_has_leadership() also asks that it was not told to stop).  Borrowed,
+ * valid until zkit_selector_free(): do not acquire, release or free it.  NULL for NULL. */
+ZKIT_EXTERN zkit_lock_t *zkit_selector_lock(zkit_selector_t *sel);
+/* Deprecated (kept until 1.0): the same queries on zkit_selector_lock(sel) --
+ * zkit_lock_fencing_token(), zkit_lock_valid_until() and zkit_lock_guard_txn(), whose answers
+ * these are. */
 ZKIT_EXTERN int zkit_selector_fencing_token(int64_t *token, const zkit_selector_t *sel);
 ZKIT_EXTERN int zkit_selector_valid_until(int64_t *deadline_ms, const zkit_selector_t *sel);
-/* As zkit_latch_guard_txn() with the selector's mutex node: 0, ZKIT_ENOTHELD (its callback
- * is not running), ZKIT_ELOCKLOST, ZKIT_EINVAL, ZKIT_ESTATE or ZKIT_ENOMEM. */
 ZKIT_EXTERN int zkit_selector_guard_txn(zkit_txn_t *txn, const zkit_selector_t *sel);
 /* Stops: a queued acquisition is cancelled, a running callback is told to stop and waited
  * for, the thread ends (a close made at the same time on another thread waits for it too;

@@ -182,15 +182,19 @@ ZKIT_EXTERN int zkit_lock_acquire_async(zkit_lock_t *lock, int timeout_ms,
  * The delete of our node is sent at once and retried in the background if needed; it is
  * ordered before any later request of this client. */
 ZKIT_EXTERN int zkit_lock_release(zkit_lock_t *lock);
-/* Whether the calling thread holds the lock (any thread, for a semaphore mutex), not lost. */
+/* Whether the calling thread holds the lock, not lost.  For a holding of the process (a
+ * semaphore mutex, a lease: zkit_lease_lock(), a leader latch: zkit_latch_lock(), a leader
+ * selector: zkit_selector_lock()) any thread gets the same answer: whether the process holds
+ * it. */
 ZKIT_EXTERN int zkit_lock_is_held(const zkit_lock_t *lock);
 /* Whether any thread of this process holds it. */
 ZKIT_EXTERN int zkit_lock_is_acquired_in_process(const zkit_lock_t *lock);
 /* Sets `*path` to our node's path (without namespace), the caller's to free with zkit_free()
- * (or free()).  0, ZKIT_EINVAL, ZKIT_ENOMEM or ZKIT_ENOTHELD if none. */
+ * (or free()), else to NULL.  0, ZKIT_EINVAL, ZKIT_ENOMEM, ZKIT_ENOTHELD if none or
+ * ZKIT_ELOCKLOST once lost or expired. */
 ZKIT_EXTERN int zkit_lock_node(char **path, const zkit_lock_t *lock);
 /* Sets `*token` to the fencing token: our node's czxid, increasing across the ensemble.
- * 0, ZKIT_EINVAL or ZKIT_ENOTHELD. */
+ * 0, ZKIT_EINVAL, ZKIT_ENOTHELD or ZKIT_ELOCKLOST (lost or expired). */
 ZKIT_EXTERN int zkit_lock_fencing_token(int64_t *token, const zkit_lock_t *lock);
 /* Sets `*deadline_ms` to the validity deadline of the held lock on CLOCK_MONOTONIC in ms;
  * INT64_MAX while connected.  ZKIT_ENOTHELD when not held, ZKIT_ELOCKLOST when lost or
@@ -256,16 +260,19 @@ ZKIT_EXTERN int zkit_semaphore_set_state_callback(zkit_semaphore_t *sem, zkit_le
                                                   void *arg);
 /* Returns a lease (from any thread) and frees it.  ZKIT_ELOCKLOST if it had been lost. */
 ZKIT_EXTERN int zkit_lease_release(zkit_lease_t *lease);
-/* Sets `*path` to the lease's node path (without namespace), the caller's to free with
- * zkit_free() (or free()), as zkit_lock_node().  0, ZKIT_EINVAL or ZKIT_ENOMEM. */
+/* The lease as a lock, for the queries on zkit_lock_t: zkit_lock_node(),
+ * zkit_lock_fencing_token(), zkit_lock_valid_until(), zkit_lock_is_held() and
+ * zkit_lock_guard_txn() answer for the lease, from any thread (a lease is held by the
+ * process).  Borrowed, valid until zkit_lease_release(): do not acquire, release or free it.
+ * NULL for NULL. */
+ZKIT_EXTERN zkit_lock_t *zkit_lease_lock(zkit_lease_t *lease);
+/* Deprecated (kept until 1.0): the same queries on zkit_lease_lock(lease) -- zkit_lock_node(),
+ * zkit_lock_fencing_token(), zkit_lock_is_held(), zkit_lock_valid_until() and
+ * zkit_lock_guard_txn(), whose answers these are. */
 ZKIT_EXTERN int zkit_lease_node(char **path, const zkit_lease_t *lease);
-/* Sets `*token` to the lease's fencing token (its node's czxid).  0 or ZKIT_EINVAL. */
 ZKIT_EXTERN int zkit_lease_fencing_token(int64_t *token, const zkit_lease_t *lease);
-/* Whether the lease is still held (not EXPIRED or LOST). */
 ZKIT_EXTERN int zkit_lease_is_held(const zkit_lease_t *lease);
-/* The lease's validity deadline (as zkit_lock_valid_until): 0, ZKIT_EINVAL or ZKIT_ELOCKLOST. */
 ZKIT_EXTERN int zkit_lease_valid_until(int64_t *deadline_ms, const zkit_lease_t *lease);
-/* As zkit_lock_guard_txn(), with the lease's node. */
 ZKIT_EXTERN int zkit_lease_guard_txn(zkit_txn_t *txn, const zkit_lease_t *lease);
 /* Frees the semaphore; acquisitions in progress end with ZKIT_ECANCELED first.  Leases taken
  * from it stay valid and are released as usual, before or after this call and before or after

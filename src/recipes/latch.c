@@ -15,8 +15,7 @@
 #include <string.h>
 
 #include "zkit/leader.h"
-#include "recipes/lock.h"
-#include "framework/txn.h"
+#include "recipes/view.h"
 
 /* After an error that is neither a cancel nor a close, joining is tried again this late. */
 #define REJOIN_DELAY_MS 1000
@@ -38,6 +37,7 @@ struct zkit_latch {
     int refs;                   /* the user's, one per awaiter, join and rejoin timer */
     zkit_client_t *client;      /* the lock's */
     zkit_lock_t *lock;
+    zkit_lock_t *view;          /* the leadership as a holding (zkit_latch_lock) */
     pthread_mutex_t mu;         /* taken before lock->mu, never after */
     pthread_cond_t cond;
     int started;
@@ -394,6 +394,21 @@ ZKIT_EXTERN int zkit_latch_lock_new(zkit_lock_t **out, zkit_client_t *client, co
     return new_latch_lock(out, client, path, id);
 }
 
+/* The leader's holding for queries (its view's), whichever thread asks: 0, ZKIT_ENOTHELD or
+ * ZKIT_ELOCKLOST.  The holding counts once the latch leads (elected, its listener called), so
+ * that no query says leader before the listener could hear it. */
+static int query(const void *latch, char **node, int64_t *token, int64_t *valid_until)
+{
+    zkit_latch_t *l = (zkit_latch_t *)latch;
+    int leader;
+    pthread_mutex_lock(&l->mu);
+    leader = l->leader;
+    pthread_mutex_unlock(&l->mu);
+    if (!leader)
+        return ZKIT_ENOTHELD;
+    return zkit__lock_query_holder(l->lock, pthread_self(), node, token, valid_until);
+}
+
 ZKIT_EXTERN int zkit_latch_new(zkit_latch_t **out, zkit_client_t *client, const char *path,
                                const char *id)
 {
@@ -405,6 +420,11 @@ ZKIT_EXTERN int zkit_latch_new(zkit_latch_t **out, zkit_client_t *client, const 
     if (!(latch = calloc(1, sizeof(*latch))))
         return ZKIT_ENOMEM;
     if ((rc = new_latch_lock(&latch->lock, client, path, id)) != 0) {
+        free(latch);
+        return rc;
+    }
+    if ((rc = zkit__view_new(&latch->view, latch->lock, query, latch)) != 0) {
+        zkit__lock_destroy(latch->lock);
         free(latch);
         return rc;
     }
@@ -420,7 +440,7 @@ ZKIT_EXTERN int zkit_latch_new(zkit_latch_t **out, zkit_client_t *client, const 
 
 ZKIT_EXTERN zkit_lock_t *zkit_latch_lock(zkit_latch_t *latch)
 {
-    return latch ? latch->lock : NULL;
+    return latch ? latch->view : NULL;
 }
 
 static int set_before_start(zkit_latch_t *latch, int listener, void *fn, void *arg)
@@ -545,66 +565,29 @@ ZKIT_EXTERN int zkit_latch_cancel_awaits(zkit_latch_t *latch)
 
 ZKIT_EXTERN int zkit_latch_has_leadership(const zkit_latch_t *latch)
 {
-    zkit_latch_t *l = (zkit_latch_t *)latch;
-    int leader;
-    if (!l)
-        return 0;
-    pthread_mutex_lock(&l->mu);
-    leader = l->leader;
-    pthread_mutex_unlock(&l->mu);
-    return leader && zkit__lock_query_holder(l->lock, pthread_self(), NULL, NULL, NULL) == 0;
+    return latch && query(latch, NULL, NULL, NULL) == 0;
 }
 
-/* The leader's holding for queries: 0, ZKIT_ENOTHELD or ZKIT_ELOCKLOST. */
-static int query(const zkit_latch_t *latch, char **node, int64_t *token, int64_t *valid_until)
-{
-    zkit_latch_t *l = (zkit_latch_t *)latch;
-    int leader;
-    pthread_mutex_lock(&l->mu);
-    leader = l->leader;
-    pthread_mutex_unlock(&l->mu);
-    if (!leader)
-        return ZKIT_ENOTHELD;
-    return zkit__lock_query_holder(l->lock, pthread_self(), node, token, valid_until);
-}
+/* The holding queries of the latch are those of its view (zkit_latch_lock). */
 
 ZKIT_EXTERN int zkit_latch_fencing_token(int64_t *token, const zkit_latch_t *latch)
 {
-    if (!token || !latch)
-        return ZKIT_EINVAL;
-    return query(latch, NULL, token, NULL);
+    return zkit_lock_fencing_token(token, latch ? latch->view : NULL);
 }
 
 ZKIT_EXTERN int zkit_latch_valid_until(int64_t *deadline_ms, const zkit_latch_t *latch)
 {
-    if (!deadline_ms || !latch)
-        return ZKIT_EINVAL;
-    return query(latch, NULL, NULL, deadline_ms);
+    return zkit_lock_valid_until(deadline_ms, latch ? latch->view : NULL);
 }
 
 ZKIT_EXTERN int zkit_latch_node(char **path, const zkit_latch_t *latch)
 {
-    if (!path || !latch)
-        return ZKIT_EINVAL;
-    *path = NULL;
-    return query(latch, path, NULL, NULL);
+    return zkit_lock_node(path, latch ? latch->view : NULL);
 }
 
 ZKIT_EXTERN int zkit_latch_guard_txn(zkit_txn_t *txn, const zkit_latch_t *latch)
 {
-    char *node = NULL;
-    int rc;
-    if (!txn || !latch)
-        return ZKIT_EINVAL;
-    if (zkit__txn_client(txn) != latch->client) {
-        zkit__client_log(latch->client, ZKIT_LOG_ERROR, "leader latch %s: guard for a "
-                         "transaction of another client", latch->lock->path);
-        return ZKIT_EINVAL;
-    }
-    if ((rc = query(latch, &node, NULL, NULL)) == 0)
-        rc = zkit__txn_add_guard(txn, node);
-    free(node);
-    return rc;
+    return zkit_lock_guard_txn(txn, latch ? latch->view : NULL);
 }
 
 ZKIT_EXTERN int zkit_latch_close(zkit_latch_t *latch)
@@ -660,6 +643,7 @@ ZKIT_EXTERN void zkit_latch_free(zkit_latch_t *latch)
     pthread_mutex_unlock(&latch->mu);
     if (started)
         zkit_latch_close(latch);
+    zkit__lock_destroy(latch->view);
     /* Ends what is still pending and waits for the event thread's deliveries to this lock. */
     zkit__lock_destroy(latch->lock);
     latch_unref(latch);

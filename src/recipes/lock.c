@@ -88,9 +88,11 @@ ZKIT_EXTERN int zkit_lock_is_acquired_in_process(const zkit_lock_t *lock)
 
 ZKIT_EXTERN int zkit_lock_node(char **path, const zkit_lock_t *lock)
 {
-    if (!lock || !path)
+    if (!path)
         return ZKIT_EINVAL;
     *path = NULL;
+    if (!lock)
+        return ZKIT_EINVAL;
     return lock->ops->query(lock, zkit__lock_caller(lock), path, NULL, NULL);
 }
 

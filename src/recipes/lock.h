@@ -8,13 +8,19 @@
  * table of operations, filled by the kind's own file:
  *
  *   mutex.c       the reentrant mutex and both halves of the read-write lock (the engine)
- *   semaphore.c   the counting semaphore, its leases and the semaphore mutex
+ *   semaphore.c   the counting semaphore's leases (a lease is a lock of one holding)
+ *   semmutex.c    the semaphore mutex, on a one-lease semaphore (semaphore.h)
  *   multilock.c   the multi-lock over other locks
  *   mutex.c       also a leader latch's participation (latch.c builds the latch on it)
+ *   view.c        a holding kept by another object (a latch's or a selector's leadership),
+ *                 for the queries only
  *
- * Layers, each using only those below it: lock.c (the public interface) -> the kinds ->
- * lockcore.c (requests, holders, release) -> ownnode.c (the own-node watch, revocation) ->
- * lockstate.c (state reporting, validity deadlines) -> engine.c -> the framework.
+ * Layers, each using only those below it (tests/layers.sh has the whole order): the kinds
+ * built on other objects (semmutex.c on semaphore.c; latch.c, selector.c, with view.c) ->
+ * semaphore.c, guard.c, multilock.c -> lock.c (the public interface, one dispatch per call
+ * through this table) -> mutex.c -> lockcore.c (requests, holders, release) -> ownnode.c (the
+ * own-node watch, revocation) -> lockstate.c (state reporting, validity deadlines) ->
+ * engine.c -> the framework.
  */
 #ifndef ZKIT_RECIPES_LOCK_H
 #define ZKIT_RECIPES_LOCK_H

@@ -14,8 +14,7 @@
 #include <time.h>
 
 #include "zkit/leader.h"
-#include "recipes/lock.h"
-#include "framework/txn.h"
+#include "recipes/view.h"
 
 /* After an acquisition error (neither a cancel nor a close), queuing again waits this long. */
 #define REQUEUE_DELAY_MS 1000
@@ -23,6 +22,7 @@
 struct zkit_selector {
     zkit_client_t *client;
     zkit_lock_t *mutex;
+    zkit_lock_t *view;          /* the leadership as a holding (zkit_selector_lock) */
     zkit_selector_fn fn;
     void *arg;
     zkit_selector_state_fn state_fn;
@@ -159,6 +159,20 @@ static void *selector_thread(void *arg)
     return NULL;
 }
 
+/* The leader's holding for queries (its view's), whichever thread asks: the mutex is held by
+ * the selector's thread, and counts only while the callback runs. */
+static int query(const void *sel, char **node, int64_t *token, int64_t *valid_until)
+{
+    zkit_selector_t *s = (zkit_selector_t *)sel;
+    int leading;
+    pthread_mutex_lock(&s->mu);
+    leading = s->leading;
+    pthread_mutex_unlock(&s->mu);
+    if (!leading)
+        return ZKIT_ENOTHELD;
+    return zkit__lock_query_holder(s->mutex, s->thread, node, token, valid_until);
+}
+
 ZKIT_EXTERN int zkit_selector_new(zkit_selector_t **out, zkit_client_t *client,
                                   const char *path, const char *id, zkit_selector_fn fn,
                                   void *arg)
@@ -171,7 +185,8 @@ ZKIT_EXTERN int zkit_selector_new(zkit_selector_t **out, zkit_client_t *client,
     if (!(sel = calloc(1, sizeof(*sel))))
         return ZKIT_ENOMEM;
     if ((rc = zkit_mutex_new(&sel->mutex, client, path)) != 0 ||
-        (rc = zkit_lock_set_data(sel->mutex, id ? id : "", id ? strlen(id) : 0)) != 0) {
+        (rc = zkit_lock_set_data(sel->mutex, id ? id : "", id ? strlen(id) : 0)) != 0 ||
+        (rc = zkit__view_new(&sel->view, sel->mutex, query, sel)) != 0) {
         zkit_lock_free(sel->mutex);
         free(sel);
         return rc;
@@ -296,53 +311,31 @@ ZKIT_EXTERN int zkit_selector_wait_stop(zkit_selector_t *sel, int timeout_ms)
     return rc;
 }
 
-/* The leader's holding for queries (held by the selector's thread). */
-static int query(const zkit_selector_t *sel, char **node, int64_t *token, int64_t *valid_until)
-{
-    zkit_selector_t *s = (zkit_selector_t *)sel;
-    int leading;
-    pthread_mutex_lock(&s->mu);
-    leading = s->leading;
-    pthread_mutex_unlock(&s->mu);
-    if (!leading)
-        return ZKIT_ENOTHELD;
-    return zkit__lock_query_holder(s->mutex, s->thread, node, token, valid_until);
-}
-
 ZKIT_EXTERN int zkit_selector_has_leadership(const zkit_selector_t *sel)
 {
     return sel && !zkit_selector_should_stop(sel) && query(sel, NULL, NULL, NULL) == 0;
 }
 
+ZKIT_EXTERN zkit_lock_t *zkit_selector_lock(zkit_selector_t *sel)
+{
+    return sel ? sel->view : NULL;
+}
+
+/* The holding queries of the selector are those of its view (zkit_selector_lock). */
+
 ZKIT_EXTERN int zkit_selector_fencing_token(int64_t *token, const zkit_selector_t *sel)
 {
-    if (!token || !sel)
-        return ZKIT_EINVAL;
-    return query(sel, NULL, token, NULL);
+    return zkit_lock_fencing_token(token, sel ? sel->view : NULL);
 }
 
 ZKIT_EXTERN int zkit_selector_valid_until(int64_t *deadline_ms, const zkit_selector_t *sel)
 {
-    if (!deadline_ms || !sel)
-        return ZKIT_EINVAL;
-    return query(sel, NULL, NULL, deadline_ms);
+    return zkit_lock_valid_until(deadline_ms, sel ? sel->view : NULL);
 }
 
 ZKIT_EXTERN int zkit_selector_guard_txn(zkit_txn_t *txn, const zkit_selector_t *sel)
 {
-    char *node = NULL;
-    int rc;
-    if (!txn || !sel)
-        return ZKIT_EINVAL;
-    if (zkit__txn_client(txn) != sel->client) {
-        zkit__client_log(sel->client, ZKIT_LOG_ERROR, "leader selector %s: guard for a "
-                         "transaction of another client", sel->mutex->path);
-        return ZKIT_EINVAL;
-    }
-    if ((rc = query(sel, &node, NULL, NULL)) == 0)
-        rc = zkit__txn_add_guard(txn, node);
-    free(node);
-    return rc;
+    return zkit_lock_guard_txn(txn, sel ? sel->view : NULL);
 }
 
 ZKIT_EXTERN int zkit_selector_close(zkit_selector_t *sel)
@@ -409,6 +402,7 @@ ZKIT_EXTERN void zkit_selector_free(zkit_selector_t *sel)
         return;
     if (zkit_selector_close(sel) == ZKIT_EDEADLK)
         return;
+    zkit__lock_destroy(sel->view);
     zkit_lock_free(sel->mutex);
     pthread_mutex_destroy(&sel->mu);
     pthread_cond_destroy(&sel->cond);

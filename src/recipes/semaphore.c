@@ -1,6 +1,6 @@
 /*
- * semaphore.c - the counting semaphore (Curator's InterProcessSemaphoreV2), its leases, and
- * the semaphore mutex built on it.
+ * semaphore.c - the counting semaphore (Curator's InterProcessSemaphoreV2) and its leases;
+ * the semaphore mutex (semmutex.c) takes its one lease through an internal acquisition.
  *
  * Layout, as Curator's: an internal mutex at <path>/locks serialises lease takers, each lease
  * is a protected ephemeral-sequential node <path>/leases/_c_<uuid>-lease-<seq>, and a taker
@@ -30,20 +30,19 @@
  * A lease is a lock object of its own kind with one holding, so it hears UNCERTAIN, HELD,
  * EXPIRED and LOST like any lock.  Several leases under one deadline are runs one after the
  * other; a lease lost while a later one is taken is never reported: everything is given
- * back and taking starts over, within the same deadline.
+ * back and taking starts over, within the same deadline.  An internal acquisition (one lease
+ * for a lock request) hands over the bare lease node instead of a lease object.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "recipes/lock.h"
+#include "recipes/semaphore.h"
 #include "framework/batch.h"
 #include "framework/errors.h"
 #include "framework/paths.h"
 
 /* How often one acquisition of several leases may start over after losing one. */
 #define MAX_RESTARTS 5
-
-typedef struct sem_acq sem_acq_t;
 
 struct zkit_semaphore {
     int refs;                   /* the user's, every lease's, every acquisition's */
@@ -61,7 +60,7 @@ struct zkit_semaphore {
     zkit_lease_state_fn state_fn;
     void *state_arg;
     int try_fast;               /* atomic: the fast way (the last lease came without a wait) */
-    LIST_HEAD(, sem_acq) acqs;  /* acquisitions in progress */
+    LIST_HEAD(, zkit__sem_acq) acqs;  /* acquisitions in progress */
     uint64_t connection_changes; /* numbers the changes told to runs */
     int callers;                /* threads inside a blocking acquire: a free waits for them */
     int freeing;                /* zkit_semaphore_free has begun: new acquisitions end
@@ -71,8 +70,6 @@ struct zkit_semaphore {
 struct zkit_lease {
     zkit_semaphore_t *sem;
     zkit_lock_t *lock;          /* kind "lease": one holding, the lease node */
-    char *node;
-    int64_t czxid;
 };
 
 static void sem_ref(zkit_semaphore_t *sem)
@@ -756,7 +753,6 @@ static void lease_free(zkit_lease_t *lease)
 {
     zkit_semaphore_t *sem = lease->sem;
     zkit__lock_destroy(lease->lock);
-    free(lease->node);
     free(lease);
     sem_unref(sem);
 }
@@ -768,16 +764,12 @@ static int lease_new(zkit_lease_t **out, zkit_semaphore_t *sem, const run_t *run
     zkit__holding_t holding = { .node = run->node, .czxid = run->stat.czxid,
                                 .session = run->stat.ephemeral_owner };
     int rc;
-    if (!lease || !(lease->node = strdup(run->node))) {
-        free(lease);
+    if (!lease)
         return ZKIT_ENOMEM;
-    }
-    lease->czxid = run->stat.czxid;
     lease->sem = sem;
     sem_ref(sem);
     if ((rc = zkit__lock_init(&lease->lock, sem->client, sem->leases_dir, &zkit__lease_ops,
                               NULL)) != 0) {
-        free(lease->node);
         free(lease);
         sem_unref(sem);
         return rc;
@@ -796,10 +788,8 @@ static int lease_new(zkit_lease_t **out, zkit_semaphore_t *sem, const run_t *run
 
 typedef enum acq_mode { ACQ_BLOCKING, ACQ_ASYNC, ACQ_INTERNAL } acq_mode_t;
 
-typedef void (*sem_acq_internal_fn)(sem_acq_t *a, int error, void *arg);
-
-struct sem_acq {
-    LIST_ENTRY(sem_acq) link;   /* in sem->acqs, under sem->mu */
+struct zkit__sem_acq {
+    LIST_ENTRY(zkit__sem_acq) link;   /* in sem->acqs, under sem->mu */
     uint64_t told_change;       /* the last connection change its run was told of */
     int refs;
     zkit_semaphore_t *sem;
@@ -814,21 +804,22 @@ struct sem_acq {
     int error;
     acq_mode_t mode;
     zkit_leases_acquired_fn user_done;
-    sem_acq_internal_fn internal_done;
+    zkit__sem_lease_fn internal_done;
+    zkit__sem_waiting_fn internal_waiting;
     void *arg;
     char *node;                 /* internal mode: the one lease node, bare */
     zkit_stat_t stat;
     zkit__task_t task;
 };
 
-static void give_back(sem_acq_t *a);
+static void give_back(zkit__sem_acq_t *a);
 
-static void sem_acq_ref(sem_acq_t *a)
+void zkit__sem_acq_ref(zkit__sem_acq_t *a)
 {
     __atomic_add_fetch(&a->refs, 1, __ATOMIC_ACQ_REL);
 }
 
-static void sem_acq_unref(sem_acq_t *a)
+void zkit__sem_acq_unref(zkit__sem_acq_t *a)
 {
     if (__atomic_sub_fetch(&a->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
@@ -839,7 +830,7 @@ static void sem_acq_unref(sem_acq_t *a)
     free(a);
 }
 
-static void give_back(sem_acq_t *a)
+static void give_back(zkit__sem_acq_t *a)
 {
     if (a->mode == ACQ_INTERNAL) {
         if (a->node)
@@ -859,7 +850,7 @@ static void give_back(sem_acq_t *a)
 /* The requester hears of its leases now (zkit__holding_announce): 0 if every one still
  * stands, else ZKIT_ELOCKLOST, and the leases stay with the acquisition, which gives them
  * back when it is freed. */
-static int announce_leases(sem_acq_t *a)
+static int announce_leases(zkit__sem_acq_t *a)
 {
     for (int i = 0; i < a->got; i++)
         if (zkit__holding_announce(a->leases[i]->lock, pthread_self()) != 0) {
@@ -873,7 +864,7 @@ static int announce_leases(sem_acq_t *a)
 
 static void deliver_async(void *arg)
 {
-    sem_acq_t *a = arg;
+    zkit__sem_acq_t *a = arg;
     int got;
     if (a->error == 0)
         a->error = announce_leases(a);
@@ -882,10 +873,10 @@ static void deliver_async(void *arg)
         a->got = 0; /* the leases are the caller's now */
     a->user_done(a->sem, a->error, a->error == 0 ? a->leases : NULL, a->error == 0 ? got : 0,
                  a->arg);
-    sem_acq_unref(a);
+    zkit__sem_acq_unref(a);
 }
 
-static void sem_acq_end(sem_acq_t *a, int error)
+static void sem_acq_end(zkit__sem_acq_t *a, int error)
 {
     zkit_semaphore_t *sem = a->sem;
     if (error != 0)
@@ -901,13 +892,21 @@ static void sem_acq_end(sem_acq_t *a, int error)
             deliver_async(a);
         return;
     }
-    if (a->mode == ACQ_INTERNAL)
-        a->internal_done(a, error, a->arg);
-    sem_acq_unref(a); /* the machine's reference */
+    if (a->mode == ACQ_INTERNAL) {
+        zkit__holding_t holding = { .node = a->node, .czxid = a->stat.czxid,
+                                    .session = a->stat.ephemeral_owner };
+        a->internal_done(error, error == 0 ? &holding : NULL, a->arg);
+        if (error == 0) { /* the lock holds the node now (or deleted it) */
+            free(a->node);
+            a->node = NULL;
+            a->got = 0;
+        }
+    }
+    zkit__sem_acq_unref(a); /* the machine's reference */
 }
 
 /* Whether every lease taken so far is still held, in the session of the newest. */
-static int leases_intact(sem_acq_t *a, int64_t session)
+static int leases_intact(zkit__sem_acq_t *a, int64_t session)
 {
     int intact = 1;
     for (int i = 0; i < a->got && intact; i++) {
@@ -919,11 +918,10 @@ static int leases_intact(sem_acq_t *a, int64_t session)
     return intact;
 }
 
-static void next_lease(sem_acq_t *a);
 
 static void on_run_done(run_t *run, int error, void *arg)
 {
-    sem_acq_t *a = arg;
+    zkit__sem_acq_t *a = arg;
     zkit_semaphore_t *sem = a->sem;
     int cancelled;
     pthread_mutex_lock(&sem->mu);
@@ -947,7 +945,7 @@ static void on_run_done(run_t *run, int error, void *arg)
         zkit__client_log(sem->client, ZKIT_LOG_INFO,
                          "semaphore %s: a lease was lost while taking more; starting over",
                          sem->path);
-        next_lease(a);
+        zkit__sem_acq_next(a);
         return;
     }
     if (error == 0 && a->mode == ACQ_INTERNAL) {
@@ -968,18 +966,17 @@ static void on_run_done(run_t *run, int error, void *arg)
     if (error != 0 || a->got == a->count)
         sem_acq_end(a, error);
     else
-        next_lease(a);
+        zkit__sem_acq_next(a);
 }
 
-/* A semaphore mutex's lease must wait: its lock request is told (a multi-lock gives back the
- * parts after it). */
+/* An internal acquisition's lease must wait: its requester is told. */
 static void on_run_waiting(void *arg)
 {
-    sem_acq_t *a = arg;
-    zkit__req_waiting(a->arg);
+    zkit__sem_acq_t *a = arg;
+    a->internal_waiting(a->arg);
 }
 
-static void next_lease(sem_acq_t *a)
+void zkit__sem_acq_next(zkit__sem_acq_t *a)
 {
     zkit_semaphore_t *sem = a->sem;
     run_t *run;
@@ -1007,10 +1004,10 @@ static void next_lease(sem_acq_t *a)
         run_unref(run); /* the caller's reference: a->run is borrowed under sem->mu */
 }
 
-static int sem_acq_start(sem_acq_t **out, zkit_semaphore_t *sem, int count, int timeout_ms,
+static int sem_acq_start(zkit__sem_acq_t **out, zkit_semaphore_t *sem, int count, int timeout_ms,
                          acq_mode_t mode)
 {
-    sem_acq_t *a;
+    zkit__sem_acq_t *a;
     if (zkit__client_is_closing(sem->client))
         return ZKIT_ECLOSED;
     if (!(a = calloc(1, sizeof(*a))) || !(a->leases = calloc((size_t)count, sizeof(*a->leases)))) {
@@ -1032,7 +1029,19 @@ static int sem_acq_start(sem_acq_t **out, zkit_semaphore_t *sem, int count, int 
     return 0;
 }
 
-static void sem_acq_cancel(sem_acq_t *a)
+int zkit__sem_acq_start_internal(zkit__sem_acq_t **out, zkit_semaphore_t *sem, int timeout_ms,
+                                 zkit__sem_lease_fn done, zkit__sem_waiting_fn waiting, void *arg)
+{
+    int rc = sem_acq_start(out, sem, 1, timeout_ms, ACQ_INTERNAL);
+    if (rc == 0) {
+        (*out)->internal_done = done;
+        (*out)->internal_waiting = waiting;
+        (*out)->arg = arg;
+    }
+    return rc;
+}
+
+void zkit__sem_acq_cancel(zkit__sem_acq_t *a)
 {
     zkit_semaphore_t *sem = a->sem;
     run_t *run;
@@ -1064,7 +1073,7 @@ static void on_connection_state(zkit_client_t *c, zkit_conn_state_t state, void 
     change = ++sem->connection_changes;
     pthread_mutex_unlock(&sem->mu);
     for (;;) {
-        sem_acq_t *a;
+        zkit__sem_acq_t *a;
         run_t *run = NULL;
         pthread_mutex_lock(&sem->mu);
         LIST_FOREACH(a, &sem->acqs, link)
@@ -1128,7 +1137,7 @@ ZKIT_EXTERN int zkit_semaphore_new(zkit_semaphore_t **out, zkit_client_t *client
 
 ZKIT_EXTERN int zkit_semaphore_cancel(zkit_semaphore_t *sem)
 {
-    sem_acq_t *a;
+    zkit__sem_acq_t *a;
     if (!sem)
         return ZKIT_EINVAL;
     /* Cancel each acquisition once; one that starts a new run after this sees its flag. */
@@ -1138,12 +1147,12 @@ ZKIT_EXTERN int zkit_semaphore_cancel(zkit_semaphore_t *sem)
             if (!a->cancelled)
                 break;
         if (a)
-            sem_acq_ref(a);
+            zkit__sem_acq_ref(a);
         pthread_mutex_unlock(&sem->mu);
         if (!a)
             break;
-        sem_acq_cancel(a);
-        sem_acq_unref(a);
+        zkit__sem_acq_cancel(a);
+        zkit__sem_acq_unref(a);
     }
     return 0;
 }
@@ -1180,7 +1189,7 @@ ZKIT_EXTERN int zkit_semaphore_acquire(zkit_lease_t **leases, zkit_semaphore_t *
                                        int timeout_ms)
 {
     zkit_client_t *client;
-    sem_acq_t *a;
+    zkit__sem_acq_t *a;
     int rc;
     if (!sem || !leases)
         return ZKIT_EINVAL;
@@ -1193,7 +1202,7 @@ ZKIT_EXTERN int zkit_semaphore_acquire(zkit_lease_t **leases, zkit_semaphore_t *
     sem->callers++;
     pthread_mutex_unlock(&sem->mu);
     if ((rc = sem_acq_start(&a, sem, count, timeout_ms, ACQ_BLOCKING)) == 0) {
-        next_lease(a);
+        zkit__sem_acq_next(a);
         pthread_mutex_lock(&sem->mu);
         while (!a->done)
             pthread_cond_wait(&sem->cond, &sem->mu);
@@ -1207,7 +1216,7 @@ ZKIT_EXTERN int zkit_semaphore_acquire(zkit_lease_t **leases, zkit_semaphore_t *
             memcpy(leases, a->leases, (size_t)count * sizeof(*leases));
             a->got = 0;
         }
-        sem_acq_unref(a);
+        zkit__sem_acq_unref(a);
     }
     /* The lease was refused on the server, before any child of the path existed. */
     if (rc == ZKIT_ENOCHILDREN)
@@ -1225,7 +1234,7 @@ ZKIT_EXTERN int zkit_semaphore_acquire(zkit_lease_t **leases, zkit_semaphore_t *
 ZKIT_EXTERN int zkit_semaphore_acquire_async(zkit_semaphore_t *sem, int count, int timeout_ms,
                                              zkit_leases_acquired_fn done, void *arg)
 {
-    sem_acq_t *a;
+    zkit__sem_acq_t *a;
     int rc;
     if (!sem || !done)
         return ZKIT_EINVAL;
@@ -1235,8 +1244,24 @@ ZKIT_EXTERN int zkit_semaphore_acquire_async(zkit_semaphore_t *sem, int count, i
         return rc;
     a->user_done = done;
     a->arg = arg;
-    sem_acq_unref(a); /* no caller's reference: the delivery holds the machine's */
-    next_lease(a);
+    zkit__sem_acq_unref(a); /* no caller's reference: the delivery holds the machine's */
+    zkit__sem_acq_next(a);
+    return 0;
+}
+
+int zkit__semaphore_data_set(zkit_semaphore_t *sem, const void *data, size_t len)
+{
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return ZKIT_ENOMEM;
+    if (len)
+        memcpy(copy, data, len);
+    pthread_mutex_lock(&sem->mu);
+    free(sem->data);
+    sem->data = copy;
+    sem->len = len;
+    sem->has_data = data != NULL;
+    pthread_mutex_unlock(&sem->mu);
     return 0;
 }
 
@@ -1262,43 +1287,36 @@ ZKIT_EXTERN int zkit_lease_release(zkit_lease_t *lease)
     return rc;
 }
 
+ZKIT_EXTERN zkit_lock_t *zkit_lease_lock(zkit_lease_t *lease)
+{
+    return lease ? lease->lock : NULL;
+}
+
+/* The holding queries of a lease are those of its lock (zkit_lease_lock). */
+
 ZKIT_EXTERN int zkit_lease_node(char **path, const zkit_lease_t *lease)
 {
-    if (!path)
-        return ZKIT_EINVAL;
-    *path = NULL;
-    if (!lease)
-        return ZKIT_EINVAL;
-    if (!(*path = strdup(lease->node)))
-        return ZKIT_ENOMEM;
-    return 0;
+    return zkit_lock_node(path, lease ? lease->lock : NULL);
 }
 
 ZKIT_EXTERN int zkit_lease_fencing_token(int64_t *token, const zkit_lease_t *lease)
 {
-    if (!token || !lease)
-        return ZKIT_EINVAL;
-    *token = lease->czxid;
-    return 0;
+    return zkit_lock_fencing_token(token, lease ? lease->lock : NULL);
 }
 
 ZKIT_EXTERN int zkit_lease_is_held(const zkit_lease_t *lease)
 {
-    return lease ? zkit__lock_held_by(lease->lock, pthread_self()) : 0;
+    return zkit_lock_is_held(lease ? lease->lock : NULL);
 }
 
 ZKIT_EXTERN int zkit_lease_valid_until(int64_t *deadline_ms, const zkit_lease_t *lease)
 {
-    if (!deadline_ms || !lease)
-        return ZKIT_EINVAL;
-    return zkit__lock_query_holder(lease->lock, pthread_self(), NULL, NULL, deadline_ms);
+    return zkit_lock_valid_until(deadline_ms, lease ? lease->lock : NULL);
 }
 
 ZKIT_EXTERN int zkit_lease_guard_txn(zkit_txn_t *txn, const zkit_lease_t *lease)
 {
-    if (!lease)
-        return ZKIT_EINVAL;
-    return zkit_lock_guard_txn(txn, lease->lock); /* its holding is the lease node's */
+    return zkit_lock_guard_txn(txn, lease ? lease->lock : NULL);
 }
 
 /* ---- the lease kind ------------------------------------------------------------------------- */
@@ -1316,119 +1334,3 @@ const zkit__lock_ops_t zkit__lease_ops = {
     .query = zkit__lock_query_holder,
     .participants_dir = leases_dir_of,
 };
-
-/* ---- the semaphore mutex: a lock kind on a one-lease semaphore ------------------------------- */
-
-static void on_mutex_lease(sem_acq_t *a, int error, void *arg)
-{
-    zkit__req_t *req = arg;
-    zkit__holding_t holding;
-    memset(&holding, 0, sizeof(holding));
-    if (error == 0) {
-        holding.node = a->node;
-        holding.czxid = a->stat.czxid;
-        holding.session = a->stat.ephemeral_owner;
-    }
-    zkit__req_complete(req, error, error == 0 ? &holding : NULL);
-    if (error == 0) { /* the lock holds the node now (or deleted it) */
-        free(a->node);
-        a->node = NULL;
-        a->got = 0;
-    }
-}
-
-static int semmutex_start(zkit__req_t *req, const char *fixed_name)
-{
-    zkit_semaphore_t *sem = req->lock->kind_data;
-    sem_acq_t *a;
-    int rc;
-    (void)fixed_name;
-    if ((rc = sem_acq_start(&a, sem, 1, req->timeout_ms, ACQ_INTERNAL)) != 0)
-        return rc;
-    a->internal_done = on_mutex_lease;
-    a->arg = req;
-    pthread_mutex_lock(&req->lock->mu);
-    req->machine = a;
-    pthread_mutex_unlock(&req->lock->mu);
-    next_lease(a);
-    return 0;
-}
-
-static void semmutex_ref(void *machine)
-{
-    sem_acq_ref(machine);
-}
-
-static void semmutex_unref(void *machine)
-{
-    sem_acq_unref(machine);
-}
-
-static void semmutex_cancel(void *machine)
-{
-    sem_acq_cancel(machine);
-}
-
-static char *semmutex_dir(const zkit_lock_t *lock, const char **token)
-{
-    *token = "lease-";
-    return zkit__path_join(lock->path, "leases");
-}
-
-static int semmutex_data_set(zkit_lock_t *lock, const void *data, size_t len)
-{
-    zkit_semaphore_t *sem = lock->kind_data;
-    char *copy = malloc(len + 1);
-    if (!copy)
-        return ZKIT_ENOMEM;
-    if (len)
-        memcpy(copy, data, len);
-    pthread_mutex_lock(&sem->mu);
-    free(sem->data);
-    sem->data = copy;
-    sem->len = len;
-    sem->has_data = data != NULL;
-    pthread_mutex_unlock(&sem->mu);
-    return 0;
-}
-
-static void semmutex_destroy(zkit_lock_t *lock)
-{
-    zkit_semaphore_free(lock->kind_data);
-}
-
-const zkit__lock_ops_t zkit__semaphore_mutex_ops = {
-    .name = "semaphore mutex",
-    .thread_owned = 0,
-    .start = semmutex_start,
-    .machine_ref = semmutex_ref,
-    .machine_unref = semmutex_unref,
-    .cancel = semmutex_cancel,
-    .release = zkit__node_release,
-    .query = zkit__lock_query_holder,
-    .participants_dir = semmutex_dir,
-    .data_set = semmutex_data_set,
-    .destroy = semmutex_destroy,
-};
-
-ZKIT_EXTERN int zkit_semaphore_mutex_new(zkit_lock_t **out, zkit_client_t *client,
-                                         const char *path)
-{
-    zkit_lock_t *lock;
-    zkit_semaphore_t *sem;
-    int rc = zkit__lock_init(&lock, client, path, &zkit__semaphore_mutex_ops,
-                             &zkit__mutex_driver);
-    if (rc != 0) {
-        if (out)
-            *out = NULL;
-        return rc;
-    }
-    if ((rc = zkit_semaphore_new(&sem, client, path, 1)) != 0) {
-        zkit__lock_destroy(lock);
-        *out = NULL;
-        return rc;
-    }
-    lock->kind_data = sem;
-    *out = lock;
-    return 0;
-}

@@ -465,7 +465,7 @@ static int valid_until(const zkl_locks_t *ls, size_t i, int64_t *deadline_ms)
         return zkit_lock_valid_until(deadline_ms, ls->locks[i]);
     if (ls->lease_lost || !ls->lease)
         return ZKIT_ELOCKLOST;
-    return zkit_lease_valid_until(deadline_ms, ls->lease);
+    return zkit_lock_valid_until(deadline_ms, zkit_lease_lock(ls->lease));
 }
 
 int zkl_locks_deadline(zkl_locks_t *ls, int64_t *deadline_ms)
@@ -502,7 +502,7 @@ int zkl_locks_confirm(zkl_locks_t *ls)
         char *node = NULL;
         if (ls->lease_lost)
             return ZKIT_ELOCKLOST;
-        rc = zkit_lease_node(&node, ls->lease);
+        rc = zkit_lock_node(&node, zkit_lease_lock(ls->lease));
         rc = rc == 0 ? confirm_node(ls, node) : ZKIT_ELOCKLOST;
         zkit_free(node);
         return rc;
@@ -554,9 +554,9 @@ int zkl_locks_describe(const zkl_locks_t *ls, char **nodes, char **tokens)
     if (ls->kind == ZKL_SEMAPHORE) {
         char number[32], *node = NULL;
         int64_t token = 0;
-        rc = zkit_lease_node(&node, ls->lease);
+        rc = zkit_lock_node(&node, zkit_lease_lock(ls->lease));
         if (rc == 0)
-            rc = zkit_lease_fencing_token(&token, ls->lease);
+            rc = zkit_lock_fencing_token(&token, zkit_lease_lock(ls->lease));
         snprintf(number, sizeof(number), "%" PRId64, token);
         if (rc == 0)
             rc = append_word(nodes, node);

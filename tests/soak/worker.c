@@ -246,7 +246,7 @@ static int acquire(soak_thread_t *t)
 static int valid_until(soak_thread_t *t, int64_t *deadline)
 {
     if (t->sem)
-        return zkit_lease_valid_until(deadline, t->lease);
+        return zkit_lock_valid_until(deadline, zkit_lease_lock(t->lease));
     return zkit_lock_valid_until(deadline, t->lock);
 }
 
@@ -280,7 +280,7 @@ static void describe_hold(soak_thread_t *t, char *buf, size_t len)
         return;
     }
     case K_SEM3:
-        if (zkit_lease_fencing_token(&token, t->lease) != 0)
+        if (zkit_lock_fencing_token(&token, zkit_lease_lock(t->lease)) != 0)
             token = 0;
         snprintf(buf, len, "%s %" PRId64, SOAK_SEM, token);
         return;
