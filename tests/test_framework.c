@@ -1710,13 +1710,13 @@ static void test_closed_client(void)
     CU_ASSERT_EQUAL(zkit__schedule(c, zkit__monotonic_ms(), never_runs, NULL), ZKIT_ECLOSED);
     CU_ASSERT_EQUAL(zkit__schedule_cancellable(c, zkit__monotonic_ms(), never_runs, NULL), 0);
     CU_ASSERT_EQUAL(zkit__unschedule(c, 1), 0);
-    CU_ASSERT_EQUAL(zkit__create_inline(c, "/closed", "x", 1, NULL, closed_completion, NULL),
+    CU_ASSERT_EQUAL(zkit__request_create(c, "/closed", "x", 1, NULL, closed_completion, NULL),
                     ZKIT_ECLOSED);
-    CU_ASSERT_EQUAL(zkit__delete_inline(c, "/closed", -1, 0, closed_completion, NULL),
+    CU_ASSERT_EQUAL(zkit__request_delete(c, "/closed", -1, 0, closed_completion, NULL),
                     ZKIT_ECLOSED);
-    CU_ASSERT_EQUAL(zkit__get_data_inline(c, "/closed", &watcher, closed_completion, NULL),
+    CU_ASSERT_EQUAL(zkit__request_get_data(c, "/closed", &watcher, closed_completion, NULL),
                     ZKIT_ECLOSED);
-    CU_ASSERT_EQUAL(zkit__get_children_inline(c, "/", NULL, closed_completion, NULL),
+    CU_ASSERT_EQUAL(zkit__request_get_children(c, "/", NULL, closed_completion, NULL),
                     ZKIT_ECLOSED);
     zkit__watch_cancel(c, "/closed", ZKIT_WATCH_ANY, &watcher);
     zkit__watch_cancel_local(c, "/closed", ZKIT_WATCH_ANY, &watcher);
@@ -1804,8 +1804,8 @@ static void test_watch_release_at_close(void)
     CU_ASSERT_EQUAL_FATAL(zkit_client_add_listener(&p->listener, p->client, probe_listener,
                                                    NULL), 0);
     watcher.arg = p;
-    CU_ASSERT_EQUAL_FATAL(zkit__get_children_watch_inline(p->client, path, &watcher, probe_hold,
-                                                          probe_release, probe_listed, p), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit__request_get_children_watch(p->client, path, &watcher, probe_hold,
+                                                           probe_release, probe_listed, p), 0);
     CU_ASSERT_FATAL(zkh_wait_until(probe_listed_yet, p, 10000) == 0);
     CU_ASSERT_FATAL(pthread_create(&closer, NULL, probe_close, p) == 0);
     CU_ASSERT(zkh_wait_until(probe_closed, p, 10000) == 0);

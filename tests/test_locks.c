@@ -2597,8 +2597,8 @@ static void test_confirm_grant_answer_late(void)
     stall.stall_ms = t / 6;
     watcher.fn = stall_fired;
     watcher.arg = &stall;
-    CU_ASSERT_FATAL(zkit__get_children_watch_inline(a, path, &watcher, NULL, NULL, stall_listed,
-                                                    &stall) == 0);
+    CU_ASSERT_FATAL(zkit__request_get_children_watch(a, path, &watcher, NULL, NULL, stall_listed,
+                                                     &stall) == 0);
     CU_ASSERT_EQUAL(zkh_wait_until(stall_armed, &stall, 5000), 0);
     grants = grant_syncs(a);
     CU_ASSERT_EQUAL(zkit_lock_release(lb), 0);

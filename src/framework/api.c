@@ -436,29 +436,29 @@ ZKIT_EXTERN void zkit_free_strings(char **strings, size_t count)
 
 /* ---- requests for the recipes' state machines (requests.h) ------------------------------- */
 
-static int submit_inline(zkit__op_t *op, zkit_completion_fn done, void *arg)
+static int submit_request(zkit__op_t *op, zkit_completion_fn done, void *arg)
 {
     return submit_with(op, ZKIT__REPORT_IN_PLACE, done, arg);
 }
 
-int zkit__create_inline(zkit_client_t *c, const char *path, const void *data, size_t len,
-                        const zkit_create_options_t *opts, zkit_completion_fn done, void *arg)
+int zkit__request_create(zkit_client_t *c, const char *path, const void *data, size_t len,
+                         const zkit_create_options_t *opts, zkit_completion_fn done, void *arg)
 {
     int rc;
     zkit__op_t *op = build_create(c, path, data, len, opts, &rc);
-    return op ? submit_inline(op, done, arg) : rc;
+    return op ? submit_request(op, done, arg) : rc;
 }
 
-int zkit__delete_inline(zkit_client_t *c, const char *path, int version, unsigned flags,
-                        zkit_completion_fn done, void *arg)
+int zkit__request_delete(zkit_client_t *c, const char *path, int version, unsigned flags,
+                         zkit_completion_fn done, void *arg)
 {
     int rc;
     zkit__op_t *op = build_delete(c, path, version, flags & ZKIT_DELETE_GUARANTEED, &rc);
-    return op ? submit_inline(op, done, arg) : rc;
+    return op ? submit_request(op, done, arg) : rc;
 }
 
-int zkit__get_data_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
-                          zkit_completion_fn done, void *arg)
+int zkit__request_get_data(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
+                           zkit_completion_fn done, void *arg)
 {
     return start_read(c, ZKIT__OP_GET, path, watcher, "get_data", ZKIT__REPORT_IN_PLACE, done, arg);
 }
@@ -477,28 +477,28 @@ static int start_held_watch_read(zkit_client_t *c, zkit__op_type_t type, const c
     op->watch_opts.hold = hold;
     op->watch_opts.release = release;
     op->watch_opts.fire_in_place = 1;
-    return submit_inline(op, done, arg);
+    return submit_request(op, done, arg);
 }
 
-int zkit__get_data_watch_inline(zkit_client_t *c, const char *path,
-                                const zkit_watcher_t *watcher, void (*hold)(void *arg),
-                                void (*release)(void *arg), zkit_completion_fn done, void *arg)
+int zkit__request_get_data_watch(zkit_client_t *c, const char *path,
+                                 const zkit_watcher_t *watcher, void (*hold)(void *arg),
+                                 void (*release)(void *arg), zkit_completion_fn done, void *arg)
 {
     return start_held_watch_read(c, ZKIT__OP_GET, path, "get_data", watcher, hold, release,
                                  done, arg);
 }
 
-int zkit__get_children_watch_inline(zkit_client_t *c, const char *path,
-                                    const zkit_watcher_t *watcher, void (*hold)(void *arg),
-                                    void (*release)(void *arg), zkit_completion_fn done,
-                                    void *arg)
+int zkit__request_get_children_watch(zkit_client_t *c, const char *path,
+                                     const zkit_watcher_t *watcher, void (*hold)(void *arg),
+                                     void (*release)(void *arg), zkit_completion_fn done,
+                                     void *arg)
 {
     return start_held_watch_read(c, ZKIT__OP_CHILDREN, path, "get_children", watcher, hold,
                                  release, done, arg);
 }
 
-int zkit__get_children_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
-                              zkit_completion_fn done, void *arg)
+int zkit__request_get_children(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
+                               zkit_completion_fn done, void *arg)
 {
     return start_read(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", ZKIT__REPORT_IN_PLACE,
                       done, arg);

@@ -310,7 +310,7 @@ static void group_send(group_t *g)
      * a guess the group is the transaction's alone once sent: it may be freed at once. */
     guessing = g->guess != NULL;
     g->pending = guessing ? 2 : 1;
-    rc = zkit__txn_commit_inline(g->txn, group_done, g);
+    rc = zkit__txn_commit_request(g->txn, group_done, g);
     if (rc != 0) { /* refused before sending: the completion never runs */
         members_alone(g, rc);
         group_free(g);

@@ -14,23 +14,23 @@
 
 #include "zkit/ops.h"
 
-int zkit__create_inline(zkit_client_t *c, const char *path, const void *data, size_t len,
-                        const zkit_create_options_t *opts, zkit_completion_fn done, void *arg);
-int zkit__delete_inline(zkit_client_t *c, const char *path, int version, unsigned flags,
-                        zkit_completion_fn done, void *arg);
-int zkit__get_data_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
-                          zkit_completion_fn done, void *arg);
+int zkit__request_create(zkit_client_t *c, const char *path, const void *data, size_t len,
+                         const zkit_create_options_t *opts, zkit_completion_fn done, void *arg);
+int zkit__request_delete(zkit_client_t *c, const char *path, int version, unsigned flags,
+                         zkit_completion_fn done, void *arg);
+int zkit__request_get_data(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
+                           zkit_completion_fn done, void *arg);
 /* get-data whose watch holds its argument (hold/release around the registration's life)
  * and fires on libzookeeper's completion thread: for the lock engine's predecessor watch. */
-int zkit__get_data_watch_inline(zkit_client_t *c, const char *path,
-                                const zkit_watcher_t *watcher, void (*hold)(void *arg),
-                                void (*release)(void *arg), zkit_completion_fn done, void *arg);
+int zkit__request_get_data_watch(zkit_client_t *c, const char *path,
+                                 const zkit_watcher_t *watcher, void (*hold)(void *arg),
+                                 void (*release)(void *arg), zkit_completion_fn done, void *arg);
 /* The same for get-children: the semaphore's wait for room. */
-int zkit__get_children_watch_inline(zkit_client_t *c, const char *path,
-                                    const zkit_watcher_t *watcher, void (*hold)(void *arg),
-                                    void (*release)(void *arg), zkit_completion_fn done,
-                                    void *arg);
-int zkit__get_children_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
-                              zkit_completion_fn done, void *arg);
+int zkit__request_get_children_watch(zkit_client_t *c, const char *path,
+                                     const zkit_watcher_t *watcher, void (*hold)(void *arg),
+                                     void (*release)(void *arg), zkit_completion_fn done,
+                                     void *arg);
+int zkit__request_get_children(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
+                               zkit_completion_fn done, void *arg);
 
 #endif

@@ -719,7 +719,7 @@ ZKIT_EXTERN int zkit_txn_commit_async(zkit_txn_t *txn, zkit_txn_done_fn done, vo
     return commit_reported(txn, ZKIT__REPORT_ON_EVENT_THREAD, done, arg);
 }
 
-int zkit__txn_commit_inline(zkit_txn_t *txn, zkit_txn_done_fn done, void *arg)
+int zkit__txn_commit_request(zkit_txn_t *txn, zkit_txn_done_fn done, void *arg)
 {
     return commit_reported(txn, ZKIT__REPORT_IN_PLACE, done, arg);
 }

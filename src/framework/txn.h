@@ -24,7 +24,7 @@ int zkit__txn_add_op(zkit_txn_t *txn, const struct zkit__op *op);
 
 /* zkit_txn_commit_async() whose completion runs on the thread that finishes the commit
  * (libzookeeper's completion thread, a timer), so it must not block. */
-int zkit__txn_commit_inline(zkit_txn_t *txn, zkit_txn_done_fn done, void *arg);
+int zkit__txn_commit_request(zkit_txn_t *txn, zkit_txn_done_fn done, void *arg);
 
 /* After a commit: the full (namespaced) path the create at `index` made, or NULL. */
 const char *zkit__txn_created_full_path(const zkit_txn_t *txn, size_t index);

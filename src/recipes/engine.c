@@ -400,8 +400,8 @@ static void clean_up(zkit__acq_t *acq)
         acq->watched = NULL;
     }
     if (acq->node) {
-        zkit__delete_inline(acq->client, acq->node, -1, ZKIT_DELETE_GUARANTEED, ignore_result,
-                            NULL);
+        zkit__request_delete(acq->client, acq->node, -1, ZKIT_DELETE_GUARANTEED, ignore_result,
+                             NULL);
         free(acq->node);
         acq->node = NULL;
         acq->node_name = NULL;
@@ -628,15 +628,15 @@ static int submit_create(zkit__acq_t *acq, acq_reply_t *r)
     if (!path)
         return ZKIT_ENOMEM;
     acq->create_sent_ms = zkit__monotonic_ms();
-    rc = zkit__create_inline(acq->client, path, acq->has_data ? acq->data : NULL, acq->len,
-                             &opts, on_created, r);
+    rc = zkit__request_create(acq->client, path, acq->has_data ? acq->data : NULL, acq->len,
+                              &opts, on_created, r);
     free(path);
     return rc;
 }
 
 static int submit_list(zkit__acq_t *acq, acq_reply_t *r)
 {
-    return zkit__get_children_inline(acq->client, acq->dir, NULL, on_listed, r);
+    return zkit__request_get_children(acq->client, acq->dir, NULL, on_listed, r);
 }
 
 static void watch_hold(void *arg);
@@ -645,9 +645,9 @@ static void watch_release(void *arg);
 static int submit_early_list(zkit__acq_t *acq, acq_reply_t *r)
 {
     if (acq->watch_dir)
-        return zkit__get_children_watch_inline(acq->client, acq->dir, &acq->dir_watcher,
-                                               watch_hold, watch_release, on_early_listed, r);
-    return zkit__get_children_inline(acq->client, acq->dir, NULL, on_early_listed, r);
+        return zkit__request_get_children_watch(acq->client, acq->dir, &acq->dir_watcher,
+                                                watch_hold, watch_release, on_early_listed, r);
+    return zkit__request_get_children(acq->client, acq->dir, NULL, on_early_listed, r);
 }
 
 /* Each watch registration holds a reference on the acquisition for as long as it lives,
@@ -664,20 +664,20 @@ static void watch_release(void *arg)
 
 static int submit_watch(zkit__acq_t *acq, acq_reply_t *r)
 {
-    return zkit__get_data_watch_inline(acq->client, acq->watched, &acq->watcher, watch_hold,
-                                       watch_release, on_watch_set, r);
+    return zkit__request_get_data_watch(acq->client, acq->watched, &acq->watcher, watch_hold,
+                                        watch_release, on_watch_set, r);
 }
 
 static int submit_ahead_watch(zkit__acq_t *acq, acq_reply_t *r)
 {
-    return zkit__get_data_watch_inline(acq->client, acq->ahead, &acq->ahead_watcher,
-                                       watch_hold, watch_release, on_ahead_set, r);
+    return zkit__request_get_data_watch(acq->client, acq->ahead, &acq->ahead_watcher,
+                                        watch_hold, watch_release, on_ahead_set, r);
 }
 
 static int submit_own_watch(zkit__acq_t *acq, acq_reply_t *r)
 {
-    return zkit__get_data_watch_inline(acq->client, acq->node, &acq->own_watcher, watch_hold,
-                                       watch_release, on_own_watch_set, r);
+    return zkit__request_get_data_watch(acq->client, acq->node, &acq->own_watcher, watch_hold,
+                                        watch_release, on_own_watch_set, r);
 }
 
 /* Arms the watch on our own node, which a hand-off relies on (acq->mu held; released on
@@ -727,7 +727,7 @@ static void on_confirmed(zkit_client_t *c, const zkit_result_t *res, void *arg);
 
 static int submit_confirm(zkit__acq_t *acq, acq_reply_t *r)
 {
-    return zkit__get_data_inline(acq->client, acq->node, NULL, on_confirmed, r);
+    return zkit__request_get_data(acq->client, acq->node, NULL, on_confirmed, r);
 }
 
 static void on_synced(int error, void *arg);
@@ -928,9 +928,9 @@ static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
     acq = reply_open(r);
     if (!acq) {
         if (res->error == 0) /* a round we abandoned: its node must not stay */
-            zkit__delete_inline(c, res->path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
+            zkit__request_delete(c, res->path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
         else if (fixed_path)
-            zkit__delete_inline(c, fixed_path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
+            zkit__request_delete(c, fixed_path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
         free(fixed_path);
         return;
     }

@@ -44,7 +44,7 @@ int zkit__delete_node(zkit_client_t *client, const char *node)
 {
     /* Not waiting for the reply: the delete is ordered before this session's later requests,
      * retried in the background, and a failure is logged. */
-    return zkit__delete_inline(client, node, -1, ZKIT_DELETE_GUARANTEED, ignore_result, client);
+    return zkit__request_delete(client, node, -1, ZKIT_DELETE_GUARANTEED, ignore_result, client);
 }
 
 /* ---- the lock object's memory ---------------------------------------------------------------- */

@@ -249,8 +249,8 @@ void zkit__own_node_watch(zkit_lock_t *lock, const char *node)
     zkit_watcher_t w = { on_own_node_event, lock };
     ticket_t *t = ticket_new(lock, node);
     __atomic_store_n(&lock->used_event_thread, 1, __ATOMIC_RELAXED);
-    if (zkit__get_data_inline(lock->client, node, &w, t ? own_node_checked : ignore_result,
-                              t) != 0 && t) {
+    if (zkit__request_get_data(lock->client, node, &w, t ? own_node_checked : ignore_result,
+                               t) != 0 && t) {
         ticket_take(t);
         ticket_free(t);
     }

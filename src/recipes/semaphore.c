@@ -261,11 +261,11 @@ static int list_leases(run_t *run, int watch)
     }
     /* The watch holds the run for as long as it is registered, so an event can never reach
      * a freed run (a watch armed by a reply that comes after the run ended included). */
-    rc = watch ? zkit__get_children_watch_inline(run->sem->client, run->sem->leases_dir,
-                                                 &run->watcher, watch_hold, watch_release,
-                                                 on_listed, r)
-               : zkit__get_children_inline(run->sem->client, run->sem->leases_dir, NULL,
-                                           on_listed, r);
+    rc = watch ? zkit__request_get_children_watch(run->sem->client, run->sem->leases_dir,
+                                                  &run->watcher, watch_hold, watch_release,
+                                                  on_listed, r)
+               : zkit__request_get_children(run->sem->client, run->sem->leases_dir, NULL,
+                                            on_listed, r);
     if (rc != 0) {
         run->watching = run->watching && !watch;
         reply_close(r);
@@ -395,13 +395,13 @@ static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
     run_t *run = reply_open(r);
     if (!run) {
         if (res->error == 0) /* the run ended meanwhile: its lease must not stay */
-            zkit__delete_inline(c, res->path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
+            zkit__request_delete(c, res->path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
         return;
     }
     if (res->error != 0) {
         lease_create_failed(run, res->error);
     } else if (!(run->node = strdup(res->path))) {
-        zkit__delete_inline(c, res->path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
+        zkit__request_delete(c, res->path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
         run_finish(run, ZKIT_ENOMEM);
     } else {
         int rc = 0;
@@ -431,8 +431,8 @@ static int send_lease(run_t *run)
     opts.flags = ZKIT_CREATE_PARENTS | ZKIT_CREATE_PROTECTED;
     if (path && (r = reply_new(run)) != NULL) {
         run->create_sent_ms = zkit__monotonic_ms();
-        rc = zkit__create_inline(sem->client, path, run->has_data ? run->data : NULL, run->len,
-                                 &opts, on_created, r);
+        rc = zkit__request_create(sem->client, path, run->has_data ? run->data : NULL, run->len,
+                                  &opts, on_created, r);
         if (rc != 0)
             reply_close(r);
         else
@@ -537,8 +537,8 @@ static int send_fast(run_t *run)
         return rc;
     if (!(r = reply_new(run)))
         return ZKIT_ENOMEM;
-    rc = zkit__get_children_inline(run->sem->client, run->sem->mutex->path, NULL,
-                                   on_locks_listed, r);
+    rc = zkit__request_get_children(run->sem->client, run->sem->mutex->path, NULL,
+                                    on_locks_listed, r);
     if (rc != 0)
         reply_close(r);
     return rc;
