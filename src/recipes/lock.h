@@ -50,12 +50,12 @@ typedef struct zkit__holder {
 } zkit__holder_t;
 
 /* What an acquisition hands over when it succeeds. */
-typedef struct zkit__holding {
+typedef struct zkit__grant {
     const char *node;           /* NULL for a lock without a node of its own (multi-lock) */
     int64_t czxid;
     int64_t session;
     zkit__acq_t *acq;           /* engine kinds: the acquisition (zkit__acq_watch_holding) */
-} zkit__holding_t;
+} zkit__grant_t;
 
 typedef struct zkit__lock_ops {
     const char *name;           /* for log lines */
@@ -164,12 +164,12 @@ void zkit__req_unref(zkit__req_t *req);
 /* Ends a request in progress with ZKIT_ECANCELED (no-op when it has ended). */
 void zkit__req_cancel(zkit__req_t *req);
 /* The kind's machine ended: records the holding (error 0) and tells the requester. */
-void zkit__req_complete(zkit__req_t *req, int error, const zkit__holding_t *holding);
+void zkit__req_complete(zkit__req_t *req, int error, const zkit__grant_t *grant);
 /* The kind's machine must wait for others (once per wait). */
 void zkit__req_waiting(zkit__req_t *req);
 /* Adds a holding directly (a lease of the counting semaphore); it is announced by whoever
  * tells its requester (zkit__holding_announce). */
-int zkit__lock_adopt(zkit_lock_t *lock, pthread_t owner, const zkit__holding_t *holding);
+int zkit__lock_adopt(zkit_lock_t *lock, pthread_t owner, const zkit__grant_t *grant);
 /* The requester of the holding of `owner` hears of it now.  0 when the holding still stands
  * as it is heard (its states are reported from here on); ZKIT_ELOCKLOST when it was lost,
  * expired or its session ended before it could be told: it is then never reported, and the

@@ -131,32 +131,32 @@ static void free_holder(zkit__holder_t *h)
 
 /* Records a holding (lock->mu held); `announced` when its requester hears of it where it
  * is recorded (an internal request), else zkit__holding_announce does when it is told. */
-static int add_holder(zkit_lock_t *lock, pthread_t owner, const zkit__holding_t *holding,
+static int add_holder(zkit_lock_t *lock, pthread_t owner, const zkit__grant_t *grant,
                       int announced)
 {
     zkit__holder_t *h;
     int rc;
     /* Once the client closes, a holding could come after its holders were told LOST, and
      * would never be: it is refused (its node goes with the session). */
-    if (holding->node && zkit__client_is_closing(lock->client))
+    if (grant->node && zkit__client_is_closing(lock->client))
         return ZKIT_ECLOSED;
-    if (holding->node && (rc = zkit__lockstate_reserve(lock)) != 0)
+    if (grant->node && (rc = zkit__lockstate_reserve(lock)) != 0)
         return rc;
-    if (!(h = calloc(1, sizeof(*h))) || (holding->node && !(h->node = strdup(holding->node)))) {
+    if (!(h = calloc(1, sizeof(*h))) || (grant->node && !(h->node = strdup(grant->node)))) {
         free(h);
         return ZKIT_ENOMEM;
     }
     h->thread = owner;
     h->count = 1;
-    h->czxid = holding->czxid;
-    h->session = holding->session;
+    h->czxid = grant->czxid;
+    h->session = grant->session;
     h->announced = announced;
     h->next = lock->holders;
     lock->holders = h;
     if (h->node)
         zkit__client_hold(lock->client, 1);
     if (h->node && !lock->ops->unwatched)
-        zkit__own_node_watch_holding(lock, h, holding->acq);
+        zkit__own_node_watch_holding(lock, h, grant->acq);
     return 0;
 }
 
@@ -260,21 +260,21 @@ static void tell(zkit__req_t *req)
     }
 }
 
-void zkit__req_complete(zkit__req_t *req, int error, const zkit__holding_t *holding)
+void zkit__req_complete(zkit__req_t *req, int error, const zkit__grant_t *grant)
 {
     zkit_lock_t *lock = req->lock;
     pthread_mutex_lock(&lock->mu);
     if (req->done) { /* ended already (the machine must not end twice; never report twice) */
         pthread_mutex_unlock(&lock->mu);
-        if (error == 0 && holding && holding->node)
-            zkit__delete_node(lock->client, holding->node);
+        if (error == 0 && grant && grant->node)
+            zkit__delete_node(lock->client, grant->node);
         return;
     }
     LIST_REMOVE(req, link);
     if (error == 0 &&
-        (error = add_holder(lock, req->owner, holding, req->internal_done != NULL)) != 0 &&
-        holding->node)
-        zkit__delete_node(lock->client, holding->node);
+        (error = add_holder(lock, req->owner, grant, req->internal_done != NULL)) != 0 &&
+        grant->node)
+        zkit__delete_node(lock->client, grant->node);
     req->error = error;
     req->done = 1;
     if (req->user_done)
@@ -488,11 +488,11 @@ static void on_client_close(zkit_client_t *c, void *arg)
     zkit__lockstate_connection(arg, ZKIT_CONN_LOST);
 }
 
-int zkit__lock_adopt(zkit_lock_t *lock, pthread_t owner, const zkit__holding_t *holding)
+int zkit__lock_adopt(zkit_lock_t *lock, pthread_t owner, const zkit__grant_t *grant)
 {
     int rc;
     pthread_mutex_lock(&lock->mu);
-    rc = add_holder(lock, owner, holding, 0);
+    rc = add_holder(lock, owner, grant, 0);
     pthread_mutex_unlock(&lock->mu);
     return rc;
 }

@@ -235,7 +235,7 @@ static void ended_with(mrun_t *run, int error)
     if (error == 0)
         multi_states_reset(req->lock);
     {
-        zkit__holding_t none = { .node = NULL }; /* the multi-lock's holding has no node */
+        zkit__grant_t none = { .node = NULL }; /* the multi-lock's holding has no node */
         zkit__req_complete(req, error, error == 0 ? &none : NULL);
     }
 }

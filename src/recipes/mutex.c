@@ -24,16 +24,16 @@ struct zkit_rwlock {
 static void on_acquired(zkit__acq_t *acq, int error, void *arg)
 {
     zkit__req_t *req = arg;
-    zkit__holding_t holding;
-    memset(&holding, 0, sizeof(holding));
+    zkit__grant_t grant;
+    memset(&grant, 0, sizeof(grant));
     if (error == 0) {
-        holding.node = zkit__acq_node(acq);
-        holding.czxid = zkit__acq_stat(acq)->czxid;
-        holding.session = zkit__acq_stat(acq)->ephemeral_owner;
-        holding.acq = acq;
+        grant.node = zkit__acq_node(acq);
+        grant.czxid = zkit__acq_stat(acq)->czxid;
+        grant.session = zkit__acq_stat(acq)->ephemeral_owner;
+        grant.acq = acq;
     }
     __atomic_store_n(&req->lock->contended, zkit__acq_waited(acq), __ATOMIC_RELAXED);
-    zkit__req_complete(req, error, error == 0 ? &holding : NULL);
+    zkit__req_complete(req, error, error == 0 ? &grant : NULL);
 }
 
 static void on_waiting(zkit__acq_t *acq, void *arg)

@@ -761,7 +761,7 @@ static void lease_free(zkit_lease_t *lease)
 static int lease_new(zkit_lease_t **out, zkit_semaphore_t *sem, const run_t *run)
 {
     zkit_lease_t *lease = calloc(1, sizeof(*lease));
-    zkit__holding_t holding = { .node = run->node, .czxid = run->stat.czxid,
+    zkit__grant_t grant = { .node = run->node, .czxid = run->stat.czxid,
                                 .session = run->stat.ephemeral_owner };
     int rc;
     if (!lease)
@@ -776,7 +776,7 @@ static int lease_new(zkit_lease_t **out, zkit_semaphore_t *sem, const run_t *run
     }
     lease->lock->state_fn = lease_state_relay;
     lease->lock->state_arg = lease;
-    if ((rc = zkit__lock_adopt(lease->lock, pthread_self(), &holding)) != 0) {
+    if ((rc = zkit__lock_adopt(lease->lock, pthread_self(), &grant)) != 0) {
         lease_free(lease);
         return rc;
     }
@@ -893,9 +893,9 @@ static void sem_acq_end(zkit__sem_acq_t *a, int error)
         return;
     }
     if (a->mode == ACQ_INTERNAL) {
-        zkit__holding_t holding = { .node = a->node, .czxid = a->stat.czxid,
+        zkit__grant_t grant = { .node = a->node, .czxid = a->stat.czxid,
                                     .session = a->stat.ephemeral_owner };
-        a->internal_done(error, error == 0 ? &holding : NULL, a->arg);
+        a->internal_done(error, error == 0 ? &grant : NULL, a->arg);
         if (error == 0) { /* the lock holds the node now (or deleted it) */
             free(a->node);
             a->node = NULL;

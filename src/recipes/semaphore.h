@@ -13,7 +13,7 @@ typedef struct zkit__sem_acq zkit__sem_acq_t;
 /* The end of an internal acquisition, where its machine ends (must not block): on error 0,
  * `holding` is the lease node, which the receiver holds from then on (its lock deletes it);
  * else `holding` is NULL and no lease is left. */
-typedef void (*zkit__sem_lease_fn)(int error, const zkit__holding_t *holding, void *arg);
+typedef void (*zkit__sem_lease_fn)(int error, const zkit__grant_t *grant, void *arg);
 /* The lease must wait for others (once per wait).  Called with the lease's machine locked: it
  * cannot end meanwhile, so what `arg` names is still there; this must not call back into the
  * acquisition (a multi-lock gives back only the parts after this one). */

@@ -13,9 +13,9 @@
 #include "recipes/semaphore.h"
 #include "framework/paths.h"
 
-static void on_mutex_lease(int error, const zkit__holding_t *holding, void *arg)
+static void on_mutex_lease(int error, const zkit__grant_t *grant, void *arg)
 {
-    zkit__req_complete(arg, error, holding);
+    zkit__req_complete(arg, error, grant);
 }
 
 /* The lease must wait: the lock request is told (a multi-lock gives back the parts after
