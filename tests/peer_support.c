@@ -2,7 +2,10 @@
  * peer_support.c - starting and talking to a lock peer in another language (peer_support.h).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include <CUnit/CUnit.h>
 
 #include "peer_support.h"
 
@@ -114,4 +117,152 @@ void kind_lock_free(kind_lock_t *l)
         zkit_rwlock_free(l->rw);
     else
         zkit_lock_free(l->lock);
+}
+
+/* ---- the checks every peer shares ---------------------------------------------------------- */
+
+static peer_listing_fn listing_of;
+
+void peer_set_listing(peer_listing_fn fn)
+{
+    listing_of = fn;
+}
+
+char *peer_participants_dir(const char *kind, const char *path)
+{
+    return strcmp(kind, "semaphore") == 0 ? lk_join(path, "leases") : strdup(path);
+}
+
+void peer_check_queue(const char *name, peer_listing_t how, const names_t *pn,
+                             const zkit_participant_t *list, size_t n)
+{
+    int same = pn->n == (int)n;
+    for (size_t i = 0; same && i < n; i++) {
+        if (how == PEER_LISTS_IN_ORDER) {
+            same = strcmp(pn->name[i], list[i].name) == 0;
+        } else {
+            int found = 0;
+            for (int k = 0; k < pn->n; k++)
+                found |= strcmp(pn->name[k], list[i].name) == 0;
+            same = found;
+        }
+    }
+    if (!same) {
+        fprintf(stderr, "%s: the peer lists %d:\n", name, pn->n);
+        for (int i = 0; i < pn->n; i++)
+            fprintf(stderr, "  %s\n", pn->name[i]);
+        fprintf(stderr, "%s: zkit lists %zu:\n", name, n);
+        for (size_t i = 0; i < n; i++)
+            fprintf(stderr, "  %s\n", list[i].name);
+    }
+    CU_ASSERT(same);
+}
+
+void peer_blocks_c(const char *name, const char *peer_kind, const char *c_kind)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    kind_lock_t l;
+    proc_t peer;
+    bg_t b;
+    names_t pnames;
+    zkit_participant_t *list = NULL;
+    size_t n = 0;
+    char *path, node[400];
+    peer_listing_t how = listing_of ? listing_of(peer_kind, c_kind) : PEER_LISTS_NOTHING;
+    fx_begin(&f, name);
+    path = lk_join(f.base, "lock");
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(kind_lock_new(&l, c, c_kind, path) == 0);
+    CU_ASSERT_FATAL(peer_hold(&peer, peer_kind, path, node, sizeof(node)) == 0);
+    CU_ASSERT(strncmp(node, path, strlen(path)) == 0);
+    /* A try fails at once; a waiting acquire waits. */
+    CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 0), ZKIT_ETIMEDOUT);
+    bg_start(&b, l.lock, 20000, 1);
+    CU_ASSERT_EQUAL(wait_participants(l.lock, 2, 5000), 0);
+    /* Both sides see the same queue: the peer's holder first, then us. */
+    CU_ASSERT_EQUAL(zkit_lock_participants(&list, &n, l.lock), 0);
+    CU_ASSERT(n == 2 && strstr(node, list[0].name) != NULL);
+    if (how != PEER_LISTS_NOTHING) {
+        proc_write(&peer, "participants\n");
+        CU_ASSERT_EQUAL(read_names(&peer, "PARTICIPANT ", &pnames), 0);
+        peer_check_queue(name, how, &pnames, list, n);
+    }
+    zkit_participants_free(list, n);
+    CU_ASSERT_EQUAL(bg_acquired(&b), 0);
+    CU_ASSERT_EQUAL(peer_release(&peer), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &b, 10000), 0);
+    CU_ASSERT_EQUAL(b.rc, 0);
+    CU_ASSERT_EQUAL(bg_finish(&b, 5000), 0);
+    CU_ASSERT_EQUAL(b.release_rc, 0);
+    fx_end(&f);
+    kind_lock_free(&l);
+    zkit_client_close(c);
+    free(path);
+}
+
+void c_blocks_peer(const char *name, const char *c_kind, const char *peer_kind)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    kind_lock_t l;
+    proc_t peer;
+    char *path, *dir, line[512] = "";
+    fx_begin(&f, name);
+    path = lk_join(f.base, "lock");
+    dir = peer_participants_dir(c_kind, path);
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(kind_lock_new(&l, c, c_kind, path) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(l.lock, 5000) == 0);
+    /* The peer's try fails. */
+    CU_ASSERT_FATAL(peer_spawn(&peer, "hold", peer_kind, path, "0", NULL, NULL) == 0);
+    CU_ASSERT_EQUAL(proc_read_line(&peer, line, sizeof(line), peer_start_ms()), 0);
+    CU_ASSERT_STRING_EQUAL(line, "TIMEOUT");
+    CU_ASSERT_EQUAL(exit_code(proc_wait(&peer, 10000)), 2);
+    /* The peer waiting: queued behind us, acquires only after our release. */
+    CU_ASSERT_FATAL(peer_spawn(&peer, "hold", peer_kind, path, "20000", NULL, NULL) == 0);
+    CU_ASSERT_EQUAL(wait_children(dir, 2, peer_start_ms()), 0);
+    CU_ASSERT_EQUAL(proc_read_line(&peer, line, sizeof(line), 300), -1); /* still waiting */
+    CU_ASSERT_EQUAL(zkit_lock_release(l.lock), 0);
+    CU_ASSERT_EQUAL(proc_read_line(&peer, line, sizeof(line), 10000), 0);
+    CU_ASSERT(strncmp(line, "ACQUIRED ", 9) == 0);
+    /* Now C is the one kept out. */
+    CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 0), ZKIT_ETIMEDOUT);
+    CU_ASSERT_EQUAL(peer_release(&peer), 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 10000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(l.lock), 0);
+    fx_end(&f);
+    kind_lock_free(&l);
+    zkit_client_close(c);
+    free(dir);
+    free(path);
+}
+
+void readers_share(const char *name)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    kind_lock_t l;
+    proc_t peer;
+    char *path, node[400], line[512] = "";
+    fx_begin(&f, name);
+    path = lk_join(f.base, "lock");
+    c = lk_client(10000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(kind_lock_new(&l, c, "read", path) == 0);
+    CU_ASSERT_FATAL(peer_hold(&peer, "read", path, node, sizeof(node)) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 0), 0);
+    CU_ASSERT_EQUAL(peer_release(&peer), 0);
+    /* C reading: the peer's reader gets in at once. */
+    CU_ASSERT_FATAL(peer_spawn(&peer, "hold", "read", path, "0", NULL, NULL) == 0);
+    CU_ASSERT_EQUAL(proc_read_line(&peer, line, sizeof(line), peer_start_ms()), 0);
+    CU_ASSERT(strncmp(line, "ACQUIRED ", 9) == 0);
+    CU_ASSERT_EQUAL(peer_release(&peer), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(l.lock), 0);
+    fx_end(&f);
+    kind_lock_free(&l);
+    zkit_client_close(c);
+    free(path);
 }

@@ -53,4 +53,30 @@ typedef struct kind_lock {
 int kind_lock_new(kind_lock_t *l, zkit_client_t *c, const char *kind, const char *path);
 void kind_lock_free(kind_lock_t *l);
 
+/* The directory whose children a kind's participants are (malloc'ed). */
+char *peer_participants_dir(const char *kind, const char *path);
+
+/* ---- the checks every peer shares (test_interop.c: Curator; test_kazoo.c: kazoo) ---- */
+
+/* How the peer lists a queue held by its `peer_kind` while zkit's `c_kind` waits: not at all
+ * (kazoo's reader lists nothing), in its own order, or as a set (Curator lists a semaphore's
+ * leases as ZooKeeper returns them). */
+typedef enum peer_listing { PEER_LISTS_NOTHING, PEER_LISTS_IN_ORDER, PEER_LISTS_A_SET } peer_listing_t;
+typedef peer_listing_t (*peer_listing_fn)(const char *peer_kind, const char *c_kind);
+void peer_set_listing(peer_listing_fn fn);
+
+/* Asserts that the peer's list of a queue (`pn`) is zkit's (`list`, `n`) as `how` says the
+ * peer lists it, printing both when it is not. */
+void peer_check_queue(const char *name, peer_listing_t how, const names_t *pn,
+                      const zkit_participant_t *list, size_t n);
+
+/* The peer holds `peer_kind`; zkit's `c_kind` must wait for it (a try fails at once), sees the
+ * same queue as the peer, and gets the lock once the peer releases. */
+void peer_blocks_c(const char *name, const char *peer_kind, const char *c_kind);
+/* zkit holds `c_kind`; the peer's `peer_kind` must wait for it (its try fails), and gets it
+ * once zkit releases; then zkit is the one kept out. */
+void c_blocks_peer(const char *name, const char *c_kind, const char *peer_kind);
+/* Readers share across the implementations, both ways. */
+void readers_share(const char *name);
+
 #endif

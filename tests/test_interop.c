@@ -14,7 +14,9 @@
  * incrementing one counter under one lock end with the exact total and never overlap; a
  * mixed queue where Curator waiters give up ahead of and behind C waiters takes turns; a
  * Curator semaphore taker waiting for room under the internal mutex is not kept waiting by the
- * fast lease of a zkit taker that queues behind it.
+ * fast lease of a zkit taker that queues behind it.  The checks both peers share (one holds
+ * while the other waits, readers share) are peer_support.c's, run here with Curator's way of
+ * listing a queue and in test_kazoo.c with kazoo's.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -36,176 +38,59 @@
 
 /* ---- C-side helpers ------------------------------------------------------------------------- */
 
-/* The directory whose children a kind's participants are. */
-static char *participants_dir(const char *kind, const char *path)
+/* How Curator lists a queue: a read-write half lists only its own kind, in Curator's order;
+ * the semaphore's leases come as ZooKeeper returns them. */
+static peer_listing_t curator_listing(const char *peer_kind, const char *c_kind)
 {
-    return strcmp(kind, "semaphore") == 0 ? lk_join(path, "leases") : strdup(path);
-}
-
-/* ---- mutual exclusion, both directions ------------------------------------------------------ */
-
-/* Java holds `java_kind`; C's `c_kind` must wait for it, and gets it once Java releases. */
-static void java_blocks_c(const char *name, const char *java_kind, const char *c_kind)
-{
-    fixture_t f;
-    zkit_client_t *c;
-    kind_lock_t l;
-    proc_t peer;
-    bg_t b;
-    names_t jnames;
-    zkit_participant_t *list = NULL;
-    size_t n = 0;
-    char *path, node[400];
-    fx_begin(&f, name);
-    path = lk_join(f.base, "lock");
-    c = lk_client(10000);
-    CU_ASSERT_FATAL(c != NULL);
-    CU_ASSERT_FATAL(kind_lock_new(&l, c, c_kind, path) == 0);
-    CU_ASSERT_FATAL(peer_hold(&peer, java_kind, path, node, sizeof(node)) == 0);
-    CU_ASSERT(strncmp(node, path, strlen(path)) == 0);
-    /* A try fails at once; a waiting acquire waits. */
-    CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 0), ZKIT_ETIMEDOUT);
-    bg_start(&b, l.lock, 20000, 1);
-    CU_ASSERT_EQUAL(wait_participants(l.lock, 2, 5000), 0);
-    /* Both sides see the same queue: the Java holder first, then us. */
-    proc_write(&peer, "participants\n");
-    CU_ASSERT_EQUAL(read_names(&peer, "PARTICIPANT ", &jnames), 0);
-    CU_ASSERT_EQUAL(zkit_lock_participants(&list, &n, l.lock), 0);
-    CU_ASSERT(n == 2 && strstr(node, list[0].name) != NULL);
-    if (strcmp(java_kind, "semaphore") == 0) {
-        /* Curator lists the leases as ZooKeeper returns them: the same set. */
-        CU_ASSERT_EQUAL(jnames.n, (int)n);
-        for (size_t i = 0; i < n; i++) {
-            int found = 0;
-            for (int k = 0; k < jnames.n; k++)
-                found |= strcmp(jnames.name[k], list[i].name) == 0;
-            CU_ASSERT(found);
-        }
-    } else if (strcmp(java_kind, c_kind) == 0) {
-        /* Curator lists both in its order (a read-write half lists only its own kind). */
-        CU_ASSERT_EQUAL(jnames.n, (int)n);
-        for (int i = 0; i < jnames.n && i < (int)n; i++)
-            CU_ASSERT_STRING_EQUAL(jnames.name[i], list[i].name);
-    }
-    zkit_participants_free(list, n);
-    CU_ASSERT_EQUAL(bg_acquired(&b), 0);
-    CU_ASSERT_EQUAL(peer_release(&peer), 0);
-    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &b, 10000), 0);
-    CU_ASSERT_EQUAL(b.rc, 0);
-    CU_ASSERT_EQUAL(bg_finish(&b, 5000), 0);
-    CU_ASSERT_EQUAL(b.release_rc, 0);
-    fx_end(&f);
-    kind_lock_free(&l);
-    zkit_client_close(c);
-    free(path);
-}
-
-/* C holds `c_kind`; Java's `java_kind` must wait for it (a try times out), and gets it once C
- * releases. */
-static void c_blocks_java(const char *name, const char *c_kind, const char *java_kind)
-{
-    fixture_t f;
-    zkit_client_t *c;
-    kind_lock_t l;
-    proc_t peer;
-    char *path, *dir, line[512] = "";
-    fx_begin(&f, name);
-    path = lk_join(f.base, "lock");
-    dir = participants_dir(c_kind, path);
-    c = lk_client(10000);
-    CU_ASSERT_FATAL(c != NULL);
-    CU_ASSERT_FATAL(kind_lock_new(&l, c, c_kind, path) == 0);
-    CU_ASSERT_FATAL(zkit_lock_acquire(l.lock, 5000) == 0);
-    /* Java's try-once times out. */
-    CU_ASSERT_FATAL(peer_spawn(&peer, "hold", java_kind, path, "0", NULL, NULL) == 0);
-    CU_ASSERT_EQUAL(proc_read_line(&peer, line, sizeof(line), PEER_START_MS), 0);
-    CU_ASSERT_STRING_EQUAL(line, "TIMEOUT");
-    CU_ASSERT_EQUAL(exit_code(proc_wait(&peer, 10000)), 2);
-    /* Java waiting: queued behind us, acquires only after our release. */
-    CU_ASSERT_FATAL(peer_spawn(&peer, "hold", java_kind, path, "20000", NULL, NULL) == 0);
-    CU_ASSERT_EQUAL(wait_children(dir, 2, PEER_START_MS), 0);
-    CU_ASSERT_EQUAL(proc_read_line(&peer, line, sizeof(line), 300), -1); /* still waiting */
-    CU_ASSERT_EQUAL(zkit_lock_release(l.lock), 0);
-    CU_ASSERT_EQUAL(proc_read_line(&peer, line, sizeof(line), 10000), 0);
-    CU_ASSERT(strncmp(line, "ACQUIRED ", 9) == 0);
-    /* Now C is the one kept out. */
-    CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 0), ZKIT_ETIMEDOUT);
-    CU_ASSERT_EQUAL(peer_release(&peer), 0);
-    CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 10000), 0);
-    CU_ASSERT_EQUAL(zkit_lock_release(l.lock), 0);
-    fx_end(&f);
-    kind_lock_free(&l);
-    zkit_client_close(c);
-    free(dir);
-    free(path);
+    if (strcmp(peer_kind, "semaphore") == 0)
+        return PEER_LISTS_A_SET;
+    return strcmp(peer_kind, c_kind) == 0 ? PEER_LISTS_IN_ORDER : PEER_LISTS_NOTHING;
 }
 
 static void test_mutex_java_blocks_c(void)
 {
-    java_blocks_c("ix-mutex-j", "mutex", "mutex");
+    peer_blocks_c("ix-mutex-j", "mutex", "mutex");
 }
 
 static void test_mutex_c_blocks_java(void)
 {
-    c_blocks_java("ix-mutex-c", "mutex", "mutex");
+    c_blocks_peer("ix-mutex-c", "mutex", "mutex");
 }
 
 static void test_java_writer_blocks_c_reader(void)
 {
-    java_blocks_c("ix-jw-cr", "write", "read");
+    peer_blocks_c("ix-jw-cr", "write", "read");
 }
 
 static void test_c_writer_blocks_java_reader(void)
 {
-    c_blocks_java("ix-cw-jr", "write", "read");
+    c_blocks_peer("ix-cw-jr", "write", "read");
 }
 
 static void test_java_reader_blocks_c_writer(void)
 {
-    java_blocks_c("ix-jr-cw", "read", "write");
+    peer_blocks_c("ix-jr-cw", "read", "write");
 }
 
 static void test_c_reader_blocks_java_writer(void)
 {
-    c_blocks_java("ix-cr-jw", "read", "write");
+    c_blocks_peer("ix-cr-jw", "read", "write");
 }
 
 static void test_semaphore_java_blocks_c(void)
 {
-    java_blocks_c("ix-sem-j", "semaphore", "semaphore");
+    peer_blocks_c("ix-sem-j", "semaphore", "semaphore");
 }
 
 static void test_semaphore_c_blocks_java(void)
 {
-    c_blocks_java("ix-sem-c", "semaphore", "semaphore");
+    c_blocks_peer("ix-sem-c", "semaphore", "semaphore");
 }
 
 /* Readers share across implementations, both ways. */
 static void test_readers_share(void)
 {
-    fixture_t f;
-    zkit_client_t *c;
-    kind_lock_t l;
-    proc_t peer;
-    char *path, node[400], line[512] = "";
-    fx_begin(&f, "ix-readers");
-    path = lk_join(f.base, "lock");
-    c = lk_client(10000);
-    CU_ASSERT_FATAL(c != NULL);
-    CU_ASSERT_FATAL(kind_lock_new(&l, c, "read", path) == 0);
-    CU_ASSERT_FATAL(peer_hold(&peer, "read", path, node, sizeof(node)) == 0);
-    CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 0), 0);
-    CU_ASSERT_EQUAL(peer_release(&peer), 0);
-    /* C reading: a Java reader gets in at once. */
-    CU_ASSERT_FATAL(peer_spawn(&peer, "hold", "read", path, "0", NULL, NULL) == 0);
-    CU_ASSERT_EQUAL(proc_read_line(&peer, line, sizeof(line), PEER_START_MS), 0);
-    CU_ASSERT(strncmp(line, "ACQUIRED ", 9) == 0);
-    CU_ASSERT_EQUAL(peer_release(&peer), 0);
-    CU_ASSERT_EQUAL(zkit_lock_release(l.lock), 0);
-    fx_end(&f);
-    kind_lock_free(&l);
-    zkit_client_close(c);
-    free(path);
+    readers_share("ix-readers");
 }
 
 /* ---- order: a mixed queue as both sides see it ---------------------------------------------- */
@@ -561,7 +446,7 @@ static void java_revokes_c(const char *name, const char *kind, int release_in_ca
     char *path, *dir, *node = NULL, line[512] = "";
     fx_begin(&f, name);
     path = lk_join(f.base, "lock");
-    dir = participants_dir(kind, path);
+    dir = peer_participants_dir(kind, path);
     memset(&rec, 0, sizeof(rec));
     pthread_mutex_init(&rec.mu, NULL);
     rec.release_here = release_in_callback;
@@ -780,5 +665,6 @@ static const zkh_test_t tests[] = {
 int main(void)
 {
     peer_use(CURATOR_PEER, PEER_BUILD_DIR, PEER_START_MS);
+    peer_set_listing(curator_listing);
     return lk_main("interop", tests, probe_peer);
 }

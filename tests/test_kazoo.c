@@ -12,7 +12,8 @@
  * readers sharing across implementations); both sides list a mixed queue in the same order;
  * Python and C processes incrementing one counter under one lock end with the exact total
  * and never overlap; a lock path holding a child of no known layout makes zkit fail with
- * ZKIT_EFOREIGN and a log line naming the child, leaving no node behind.
+ * ZKIT_EFOREIGN and a log line naming the child, leaving no node behind.  The checks both
+ * peers share are peer_support.c's (test_interop.c runs them against Curator).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -39,182 +40,60 @@ static const char *python(void)
     return p && *p ? p : DEFAULT_PYTHON;
 }
 
-/* ---- C-side helpers ------------------------------------------------------------------------- */
-
-static int list_equal(const names_t *k, const zkit_participant_t *list, size_t n)
-{
-    if (k->n != (int)n)
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(k->name[i], list[i].name) != 0)
-            return 0;
-    return 1;
-}
-
-static void print_lists(const char *what, const names_t *k, const zkit_participant_t *list,
-                        size_t n)
-{
-    fprintf(stderr, "%s: kazoo lists %d:\n", what, k->n);
-    for (int i = 0; i < k->n; i++)
-        fprintf(stderr, "  %s\n", k->name[i]);
-    fprintf(stderr, "%s: zkit lists %zu:\n", what, n);
-    for (size_t i = 0; i < n; i++)
-        fprintf(stderr, "  %s\n", list[i].name);
-}
-
 /* ---- mutual exclusion, both directions ------------------------------------------------------ */
 
-/* Python holds `py_kind`; C's `c_kind` must wait for it, and gets it once Python releases. */
-static void python_blocks_c(const char *name, const char *py_kind, const char *c_kind)
+/* How kazoo lists a queue: its reader lists nothing; its mutex and writer list every
+ * contender in kazoo's order. */
+static peer_listing_t kazoo_listing(const char *peer_kind, const char *c_kind)
 {
-    fixture_t f;
-    zkit_client_t *c;
-    kind_lock_t l;
-    proc_t peer;
-    bg_t b;
-    names_t knames;
-    zkit_participant_t *list = NULL;
-    size_t n = 0;
-    char *path, node[400];
-    fx_begin(&f, name);
-    path = lk_join(f.base, "lock");
-    c = lk_client(10000);
-    CU_ASSERT_FATAL(c != NULL);
-    CU_ASSERT_FATAL(kind_lock_new(&l, c, c_kind, path) == 0);
-    CU_ASSERT_FATAL(peer_hold(&peer, py_kind, path, node, sizeof(node)) == 0);
-    CU_ASSERT(strncmp(node, path, strlen(path)) == 0);
-    /* A try fails at once; a waiting acquire waits. */
-    CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 0), ZKIT_ETIMEDOUT);
-    bg_start(&b, l.lock, 20000, 1);
-    CU_ASSERT_EQUAL(wait_participants(l.lock, 2, 5000), 0);
-    /* Both sides see the same queue: the Python holder first, then us (a kazoo reader does
-     * not list readers, so only the writer's and the mutex's lists are compared). */
-    CU_ASSERT_EQUAL(zkit_lock_participants(&list, &n, l.lock), 0);
-    CU_ASSERT(n == 2 && strstr(node, list[0].name) != NULL);
-    if (strcmp(py_kind, "read") != 0) {
-        proc_write(&peer, "participants\n");
-        CU_ASSERT_EQUAL(read_names(&peer, "PARTICIPANT ", &knames), 0);
-        CU_ASSERT(list_equal(&knames, list, n));
-        if (!list_equal(&knames, list, n))
-            print_lists(name, &knames, list, n);
-    }
-    zkit_participants_free(list, n);
-    CU_ASSERT_EQUAL(bg_acquired(&b), 0);
-    CU_ASSERT_EQUAL(peer_release(&peer), 0);
-    CU_ASSERT_EQUAL(zkh_wait_until(bg_acquired, &b, 10000), 0);
-    CU_ASSERT_EQUAL(b.rc, 0);
-    CU_ASSERT_EQUAL(bg_finish(&b, 5000), 0);
-    CU_ASSERT_EQUAL(b.release_rc, 0);
-    fx_end(&f);
-    kind_lock_free(&l);
-    zkit_client_close(c);
-    free(path);
-}
-
-/* C holds `c_kind`; Python's `py_kind` must wait for it (a try fails), and gets it once C
- * releases. */
-static void c_blocks_python(const char *name, const char *c_kind, const char *py_kind)
-{
-    fixture_t f;
-    zkit_client_t *c;
-    kind_lock_t l;
-    proc_t peer;
-    char *path, line[512] = "";
-    fx_begin(&f, name);
-    path = lk_join(f.base, "lock");
-    c = lk_client(10000);
-    CU_ASSERT_FATAL(c != NULL);
-    CU_ASSERT_FATAL(kind_lock_new(&l, c, c_kind, path) == 0);
-    CU_ASSERT_FATAL(zkit_lock_acquire(l.lock, 5000) == 0);
-    /* Python's try fails. */
-    CU_ASSERT_FATAL(peer_spawn(&peer, "hold", py_kind, path, "0", NULL, NULL) == 0);
-    CU_ASSERT_EQUAL(proc_read_line(&peer, line, sizeof(line), PEER_START_MS), 0);
-    CU_ASSERT_STRING_EQUAL(line, "TIMEOUT");
-    CU_ASSERT_EQUAL(exit_code(proc_wait(&peer, 10000)), 2);
-    /* Python waiting: queued behind us, acquires only after our release. */
-    CU_ASSERT_FATAL(peer_spawn(&peer, "hold", py_kind, path, "20000", NULL, NULL) == 0);
-    CU_ASSERT_EQUAL(wait_children(path, 2, PEER_START_MS), 0);
-    CU_ASSERT_EQUAL(proc_read_line(&peer, line, sizeof(line), 300), -1); /* still waiting */
-    CU_ASSERT_EQUAL(zkit_lock_release(l.lock), 0);
-    CU_ASSERT_EQUAL(proc_read_line(&peer, line, sizeof(line), 10000), 0);
-    CU_ASSERT(strncmp(line, "ACQUIRED ", 9) == 0);
-    /* Now C is the one kept out. */
-    CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 0), ZKIT_ETIMEDOUT);
-    CU_ASSERT_EQUAL(peer_release(&peer), 0);
-    CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 10000), 0);
-    CU_ASSERT_EQUAL(zkit_lock_release(l.lock), 0);
-    fx_end(&f);
-    kind_lock_free(&l);
-    zkit_client_close(c);
-    free(path);
+    (void)c_kind;
+    return strcmp(peer_kind, "read") == 0 ? PEER_LISTS_NOTHING : PEER_LISTS_IN_ORDER;
 }
 
 static void test_mutex_python_blocks_c(void)
 {
-    python_blocks_c("kz-mutex-p", "mutex", "mutex");
+    peer_blocks_c("kz-mutex-p", "mutex", "mutex");
 }
 
 static void test_mutex_c_blocks_python(void)
 {
-    c_blocks_python("kz-mutex-c", "mutex", "mutex");
+    c_blocks_peer("kz-mutex-c", "mutex", "mutex");
 }
 
 static void test_python_writer_blocks_c_reader(void)
 {
-    python_blocks_c("kz-pw-cr", "write", "read");
+    peer_blocks_c("kz-pw-cr", "write", "read");
 }
 
 static void test_c_writer_blocks_python_reader(void)
 {
-    c_blocks_python("kz-cw-pr", "write", "read");
+    c_blocks_peer("kz-cw-pr", "write", "read");
 }
 
 static void test_python_reader_blocks_c_writer(void)
 {
-    python_blocks_c("kz-pr-cw", "read", "write");
+    peer_blocks_c("kz-pr-cw", "read", "write");
 }
 
 static void test_c_reader_blocks_python_writer(void)
 {
-    c_blocks_python("kz-cr-pw", "read", "write");
+    c_blocks_peer("kz-cr-pw", "read", "write");
 }
 
 static void test_python_writer_blocks_c_writer(void)
 {
-    python_blocks_c("kz-pw-cw", "write", "write");
+    peer_blocks_c("kz-pw-cw", "write", "write");
 }
 
 static void test_c_writer_blocks_python_writer(void)
 {
-    c_blocks_python("kz-cw-pw", "write", "write");
+    c_blocks_peer("kz-cw-pw", "write", "write");
 }
 
 /* Readers share across implementations, both ways. */
 static void test_readers_share(void)
 {
-    fixture_t f;
-    zkit_client_t *c;
-    kind_lock_t l;
-    proc_t peer;
-    char *path, node[400], line[512] = "";
-    fx_begin(&f, "kz-readers");
-    path = lk_join(f.base, "lock");
-    c = lk_client(10000);
-    CU_ASSERT_FATAL(c != NULL);
-    CU_ASSERT_FATAL(kind_lock_new(&l, c, "read", path) == 0);
-    CU_ASSERT_FATAL(peer_hold(&peer, "read", path, node, sizeof(node)) == 0);
-    CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 0), 0);
-    CU_ASSERT_EQUAL(peer_release(&peer), 0);
-    /* C reading: a Python reader gets in at once. */
-    CU_ASSERT_FATAL(peer_spawn(&peer, "hold", "read", path, "0", NULL, NULL) == 0);
-    CU_ASSERT_EQUAL(proc_read_line(&peer, line, sizeof(line), PEER_START_MS), 0);
-    CU_ASSERT(strncmp(line, "ACQUIRED ", 9) == 0);
-    CU_ASSERT_EQUAL(peer_release(&peer), 0);
-    CU_ASSERT_EQUAL(zkit_lock_release(l.lock), 0);
-    fx_end(&f);
-    kind_lock_free(&l);
-    zkit_client_close(c);
-    free(path);
+    readers_share("kz-readers");
 }
 
 /* ---- order: a mixed queue as both sides see it ---------------------------------------------- */
@@ -256,9 +135,7 @@ static void mixed_queue(const char *name, const char *const kinds[4], const char
     CU_ASSERT_EQUAL(zkit_lock_participants(&list, &n, c2.rw ? zkit_rwlock_write(c2.rw)
                                                            : c2.lock), 0);
     CU_ASSERT_EQUAL(n, 4);
-    CU_ASSERT(list_equal(&korder, list, n));
-    if (!list_equal(&korder, list, n))
-        print_lists(name, &korder, list, n);
+    peer_check_queue(name, PEER_LISTS_IN_ORDER, &korder, list, n);
     for (size_t i = 1; i < n; i++)
         CU_ASSERT(strcmp(seq_of(list[i - 1].name), seq_of(list[i].name)) < 0);
     if (n >= 1)
@@ -545,5 +422,6 @@ static const zkh_test_t tests[] = {
 int main(void)
 {
     peer_use(python(), KAZOO_PEER, PEER_START_MS);
+    peer_set_listing(kazoo_listing);
     return lk_main("kazoo", tests, probe_peer);
 }
