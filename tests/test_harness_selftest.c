@@ -74,10 +74,7 @@ static void exists_done(int rc, const struct Stat *stat, const void *data)
 static int pending_done(void *arg)
 {
     struct pending *p = arg;
-    pthread_mutex_lock(&p->mu);
-    int d = p->done;
-    pthread_mutex_unlock(&p->mu);
-    return d;
+    return zkh_read_locked(&p->mu, &p->done);
 }
 
 /* ---- suite: standalone server ------------------------------------------- */

@@ -110,21 +110,13 @@ static void on_latch_state(zkit_latch_t *latch, zkit_lock_state_t state, void *a
 static int part_elected(void *arg)
 {
     part_t *p = arg;
-    int n;
-    pthread_mutex_lock(&p->mu);
-    n = p->elected;
-    pthread_mutex_unlock(&p->mu);
-    return n > 0;
+    return zkh_read_locked(&p->mu, &p->elected) > 0;
 }
 
 static int part_deposed(void *arg)
 {
     part_t *p = arg;
-    int n;
-    pthread_mutex_lock(&p->mu);
-    n = p->deposed;
-    pthread_mutex_unlock(&p->mu);
-    return n > 0;
+    return zkh_read_locked(&p->mu, &p->deposed) > 0;
 }
 
 /* A participant on a client of its own (`connect` NULL: the suite's server), not started. */
@@ -314,11 +306,7 @@ static void on_awaited(zkit_latch_t *latch, int error, void *arg)
 static int awaited_called(void *arg)
 {
     awaited_t *a = arg;
-    int n;
-    pthread_mutex_lock(&a->mu);
-    n = a->calls;
-    pthread_mutex_unlock(&a->mu);
-    return n > 0;
+    return zkh_read_locked(&a->mu, &a->calls) > 0;
 }
 
 static void awaited_init(awaited_t *a)
@@ -432,11 +420,7 @@ static void *await_thread(void *arg)
 static int await_bg_done(void *arg)
 {
     await_bg_t *b = arg;
-    int d;
-    pthread_mutex_lock(&b->mu);
-    d = b->done;
-    pthread_mutex_unlock(&b->mu);
-    return d;
+    return zkh_read_locked(&b->mu, &b->done);
 }
 
 static void test_latch_blocking_await_and_close(void)
@@ -556,11 +540,7 @@ typedef struct close_during_loss {
 static int loss_told(void *arg)
 {
     close_during_loss_t *c = arg;
-    int d;
-    pthread_mutex_lock(&c->mu);
-    d = c->deposed;
-    pthread_mutex_unlock(&c->mu);
-    return d;
+    return zkh_read_locked(&c->mu, &c->deposed);
 }
 
 /* A close has begun: an await is refused from then on (and a zero timeout never waits). */
@@ -1346,11 +1326,7 @@ static void close_in_listener(zkit_latch_t *latch, int is_leader, void *arg)
 static int self_closed(void *arg)
 {
     self_close_t *s = arg;
-    int n;
-    pthread_mutex_lock(&s->mu);
-    n = s->told_leader;
-    pthread_mutex_unlock(&s->mu);
-    return n > 0;
+    return zkh_read_locked(&s->mu, &s->told_leader) > 0;
 }
 
 /* The listener closes its own latch when told it leads: the close returns (it does not wait
@@ -1672,11 +1648,7 @@ static void close_on_event_thread(zkit_latch_t *latch, int error, void *arg)
 static int close_tried(void *arg)
 {
     close_try_t *t = arg;
-    int d;
-    pthread_mutex_lock(&t->mu);
-    d = t->done;
-    pthread_mutex_unlock(&t->mu);
-    return d;
+    return zkh_read_locked(&t->mu, &t->done);
 }
 
 static void test_selector_requeue(void)
@@ -1810,11 +1782,7 @@ static void hold_event_thread(zkit_latch_t *latch, int error, void *arg)
 static int event_thread_held(void *arg)
 {
     held_event_thread_t *h = arg;
-    int e;
-    pthread_mutex_lock(&h->mu);
-    e = h->entered;
-    pthread_mutex_unlock(&h->mu);
-    return e;
+    return zkh_read_locked(&h->mu, &h->entered);
 }
 
 static void count_leadership(zkit_selector_t *sel, void *arg)
@@ -1906,11 +1874,7 @@ static void lead_then_wind_down(zkit_selector_t *sel, void *arg)
 static int two_closes_entered(void *arg)
 {
     two_closes_t *t = arg;
-    int e;
-    pthread_mutex_lock(&t->mu);
-    e = t->entered;
-    pthread_mutex_unlock(&t->mu);
-    return e;
+    return zkh_read_locked(&t->mu, &t->entered);
 }
 
 typedef struct closer_arg {
@@ -2318,21 +2282,13 @@ static void jsel_lead(zkit_selector_t *sel, void *arg)
 static int jsel_leading(void *arg)
 {
     jsel_t *j = arg;
-    int n;
-    pthread_mutex_lock(&j->mu);
-    n = j->leading;
-    pthread_mutex_unlock(&j->mu);
-    return n;
+    return zkh_read_locked(&j->mu, &j->leading);
 }
 
 static int jsel_led(void *arg)
 {
     jsel_t *j = arg;
-    int n;
-    pthread_mutex_lock(&j->mu);
-    n = j->led;
-    pthread_mutex_unlock(&j->mu);
-    return n > 0;
+    return zkh_read_locked(&j->mu, &j->led) > 0;
 }
 
 static int selector_leader_is(zkit_client_t *c, const char *path, const char *id)

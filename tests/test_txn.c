@@ -368,11 +368,7 @@ static void on_commit(zkit_txn_t *txn, int error, void *arg)
 static int async_calls(void *arg)
 {
     async_rec_t *a = arg;
-    int n;
-    pthread_mutex_lock(&a->mu);
-    n = a->calls;
-    pthread_mutex_unlock(&a->mu);
-    return n;
+    return zkh_read_locked(&a->mu, &a->calls);
 }
 
 static int three_calls(void *arg)
