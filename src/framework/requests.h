@@ -33,4 +33,19 @@ int zkit__get_children_watch_inline(zkit_client_t *c, const char *path,
 int zkit__get_children_inline(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
                               zkit_completion_fn done, void *arg);
 
+/* The reads of the re-arming watches and caches: an exists, get-data or get-children whose
+ * watch holds its argument (as above) and fires on libzookeeper's completion thread.  With
+ * `sync_first`, a sync goes just ahead of each attempt, so that the read, on a session that
+ * may have been opened on a server behind the one the previous session read from, sees at
+ * least what the leader had committed when it was sent. */
+typedef enum zkit__read_kind {
+    ZKIT__READ_EXISTS,
+    ZKIT__READ_DATA,
+    ZKIT__READ_CHILDREN
+} zkit__read_kind_t;
+int zkit__watched_read_inline(zkit_client_t *c, zkit__read_kind_t kind, const char *path,
+                              const zkit_watcher_t *watcher, void (*hold)(void *arg),
+                              void (*release)(void *arg), int sync_first,
+                              zkit_completion_fn done, void *arg);
+
 #endif
