@@ -377,7 +377,8 @@ static entry_t *entry_new(zkit_cache_t *cache, const char *name, const char *pat
     return e;
 }
 
-/* Inserts an entry at `at` (mu held); its watch starts at once.  0 or ZKIT_ENOMEM. */
+/* Inserts an entry at `at` (mu held): a child of the cached path, or with `name` NULL the
+ * cached node itself.  Its watch starts at once.  0 or ZKIT_ENOMEM. */
 static int insert_entry(zkit_cache_t *cache, size_t at, const char *name)
 {
     entry_t *e;
@@ -390,8 +391,11 @@ static int insert_entry(zkit_cache_t *cache, size_t at, const char *name)
         cache->entries = grown;
         cache->cap = cap;
     }
-    if (!(path = zkit__path_join(cache->path, name)))
+    path = name ? zkit__path_join(cache->path, name) : strdup(cache->path);
+    if (!path)
         return ZKIT_ENOMEM;
+    if (!name)
+        name = zkit__path_basename(cache->path);
     e = entry_new(cache, name, path);
     free(path);
     if (!e)
@@ -508,7 +512,7 @@ static int cache_new(zkit_cache_t **out, zkit_client_t *client, const char *path
             zkit__rewatch_start(cache->parent);
     } else {
         cache->listed = 1; /* the one entry is the node itself */
-        rc = insert_entry(cache, 0, zkit__path_basename(path));
+        rc = insert_entry(cache, 0, NULL);
     }
     pthread_mutex_unlock(&cache->mu);
     if (rc != 0) {
