@@ -13,8 +13,9 @@
  * mzxid, a parent's pzxid; zxids only grow, across deletes and re-creates too), so an answer
  * from a server behind the one before can never take the state back.  A new session may have
  * been opened on such a server, and a missing node has no zxid to compare: the first read on
- * each session, and any read answered on another session than the one it was sent on, is
- * made again behind a sync, which brings the server up to the leader's state first.
+ * each session after the one the watch started on goes behind a sync, which brings the
+ * server up to the leader's state first, and a read answered on another session than the one
+ * it was sent on is made again that way.
  *
  * Reads and watch events run on libzookeeper's completion thread (never blocking, under the
  * watch's mutex); the callback runs on the client's delivery with the newest accepted state,
@@ -343,7 +344,8 @@ static void on_read(zkit_client_t *c, const zkit_result_t *r, void *arg)
         /* Its watch may have been armed after the free cancelled the others. */
         w->fetching = 0;
         cancel = 1;
-    } else if (r->error == 0 && w->sent_session != zkit_client_session_id(w->client)) {
+    } else if ((r->error == 0 || r->error == ZKIT_ENONODE) &&
+               w->sent_session != zkit_client_session_id(w->client)) {
         w->synced_session = 0; /* answered on another session: ask again, behind a sync */
         again = 1;
     } else if (r->error == ZKIT_ENONODE && w->step != ZKIT__READ_EXISTS) {
@@ -479,6 +481,9 @@ int zkit__rewatch_new(zkit__rewatch_t **out, zkit_client_t *client, const char *
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cond, NULL);
     w->connected = zkit_client_is_connected(client);
+    /* A session's reads never go back in time: a new watch needs no sync on the session it
+     * starts on (what it reports first is not compared with anything older). */
+    w->synced_session = zkit_client_session_id(client);
     w->since_ms = zkit__monotonic_ms();
     if (!(w->listener = zkit__listener_add(client, on_state, w))) {
         rewatch_unref(w);
