@@ -886,9 +886,11 @@ static void test_dispatch_delivery(void)
     due = zkh_now_ms() + WAIT_MS;
     while (zkh_now_ms() < due) {
         report_t last;
+        memset(&last, 0, sizeof(last));
         zkit_client_dispatch(c);
         pthread_mutex_lock(&rec->mu);
-        last = rec->n ? rec->r[rec->n - 1] : last;
+        if (rec->n)
+            last = rec->r[rec->n - 1];
         pthread_mutex_unlock(&rec->mu);
         if (report_count(rec) && strcmp(last.data, "e") == 0)
             break;
@@ -907,6 +909,63 @@ static void test_dispatch_delivery(void)
     recorder_free(rec);
 }
 
+/* ---- a cache of a path that does not exist, freed after its client is closed ------------ */
+
+static void test_missing_parent_and_late_free(void)
+{
+    zkit_client_t *c = client_to(zkh_connect_string(zk), 10000);
+    cache_log_t *log = cache_log_new();
+    zkit_cache_t *cache = NULL, *idle = NULL;
+    zkit_children_watch_t *cw = NULL;
+    recorder_t *rec = recorder_new();
+    char base[64], p[96], *data = NULL, **names = NULL;
+    size_t count = 0;
+    count_wait_t wait = { log, 2 };
+    CU_ASSERT_FATAL(c != NULL);
+    zkh_unique_path(base, sizeof(base), "missing");
+
+    /* Freed while its path is still missing: nothing left on the server (CURATOR-240). */
+    CU_ASSERT_EQUAL_FATAL(zkit_children_cache_new(&idle, c, base, NULL, NULL, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_children_watch_new(&cw, c, base, NULL, on_children, rec), 0);
+    CU_ASSERT_EQUAL(zkh_wait_count(report_count, rec, 1, WAIT_MS), 0);
+    zkit_cache_free(idle);
+    zkit_children_watch_free(cw);
+    CU_ASSERT_EQUAL(no_server_watches(), 0);
+
+    CU_ASSERT_EQUAL_FATAL(zkit_children_cache_new(&cache, c, base, NULL, on_cache, log), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(initialized_count, log, WAIT_MS), 0);
+    CU_ASSERT_EQUAL(event_count(log), 1); /* no parent: INITIALIZED, empty */
+    CU_ASSERT_EQUAL(zkit_cache_list(&names, &count, cache), 0);
+    CU_ASSERT_EQUAL(count, 0);
+    zkit_free_strings(names, count);
+
+    /* The parent and a child created later. */
+    child_path(p, sizeof(p), base, "late");
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, base, "", 0, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, p, "hello", 5, NULL), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(events_reach, &wait, WAIT_MS), 0);
+    CU_ASSERT_EQUAL(zkit_cache_get(&data, NULL, NULL, cache, p), 0);
+    if (data)
+        CU_ASSERT_STRING_EQUAL(data, "hello");
+    zkit_free(data);
+    pthread_mutex_lock(&log->mu);
+    CU_ASSERT_EQUAL(log->count[ZKIT_CACHE_CREATED], 1);
+    CU_ASSERT_EQUAL(log->bad, 0);
+    pthread_mutex_unlock(&log->mu);
+    CU_ASSERT_EQUAL(zkit_delete(c, base, -1, ZKIT_DELETE_CHILDREN), 0);
+    wait.n = 3;
+    CU_ASSERT_EQUAL(zkh_wait_until(events_reach, &wait, WAIT_MS), 0);
+    CU_ASSERT_EQUAL(zkit_cache_get(NULL, NULL, NULL, cache, p), ZKIT_ENONODE);
+
+    /* The client closes first; the cache is freed afterwards. */
+    zkit_client_close(c);
+    CU_ASSERT_EQUAL(zkit_cache_get(NULL, NULL, NULL, cache, p), ZKIT_ENONODE);
+    zkit_cache_free(cache);
+    CU_ASSERT_EQUAL(no_server_watches(), 0);
+    cache_log_free(log);
+    recorder_free(rec);
+}
+
 static const zkh_test_t tests[] = {
     ZKH_TEST(test_bad_arguments),
     ZKH_TEST(test_node_watch_changes),
@@ -916,6 +975,7 @@ static const zkh_test_t tests[] = {
     ZKH_TEST(test_node_cache_stat_only),
     ZKH_TEST(test_free_waits_for_callback),
     ZKH_TEST(test_dispatch_delivery),
+    ZKH_TEST(test_missing_parent_and_late_free),
     ZKH_TEST(test_children_cache),
     { NULL, NULL }
 };

@@ -181,7 +181,8 @@ static void retry_timer(void *arg)
 static void failed(zkit__rewatch_t *w)
 {
     set_current(w, 0);
-    if (w->closed || w->retry_pending)
+    /* A closing client runs its timers at once: no retry then, or they would never end. */
+    if (w->closed || w->retry_pending || zkit__client_is_closing(w->client))
         return;
     w->retry_pending = 1;
     rewatch_ref(w);
