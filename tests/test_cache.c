@@ -967,6 +967,72 @@ static void test_missing_parent_and_late_free(void)
     recorder_free(rec);
 }
 
+/* ---- reconnections without changes pile up no registrations -------------------------------- */
+
+typedef struct since_wait {
+    zkit_cache_t *cache;
+    int64_t after;
+} since_wait_t;
+
+static int current_since(void *arg)
+{
+    since_wait_t *sw = arg;
+    int current = 0;
+    int64_t since = 0;
+    return zkit_cache_status(&current, &since, sw->cache) == 0 && current && since > sw->after;
+}
+
+static void test_reconnections_add_no_watches(void)
+{
+    zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    zkit_client_t *c, *other = client_to(zkh_connect_string(zk), 10000);
+    cache_log_t *log = cache_log_new();
+    zkit_cache_t *cache = NULL;
+    char base[64];
+    since_wait_t sw;
+    compare_t cmp;
+    int armed;
+    CU_ASSERT_FATAL(proxy != NULL && other != NULL);
+    c = client_to(zkh_proxy_address(proxy), 10000);
+    CU_ASSERT_FATAL(c != NULL);
+    zkh_unique_path(base, sizeof(base), "reconnects");
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, other, base, "", 0, NULL), 0);
+    set_child(other, base, "a", "1");
+    set_child(other, base, "b", "2");
+    CU_ASSERT_EQUAL_FATAL(zkit_children_cache_new(&cache, c, base, NULL, on_cache, log), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(initialized_count, log, WAIT_MS), 0);
+    sw.cache = cache;
+    sw.after = 0;
+    CU_ASSERT_EQUAL(zkh_wait_until(current_since, &sw, WAIT_MS), 0);
+    armed = zkit__test_watch_registrations(c);
+    CU_ASSERT(armed >= 3);
+    for (int i = 0; i < 5; i++) {
+        zkh_proxy_block(proxy);
+        sw.after = zkh_now_ms();
+        zkh_proxy_unblock(proxy); /* resets the connection: the client reconnects */
+        CU_ASSERT_EQUAL(zkh_wait_until(current_since, &sw, WAIT_MS), 0);
+    }
+    /* Resynchronized five times, with the watches of before still set. */
+    CU_ASSERT_EQUAL(zkit__test_watch_registrations(c), armed);
+    /* ... and they still fire. */
+    set_child(other, base, "a", "1b");
+    delete_child(other, base, "b");
+    set_child(other, base, "c", "3");
+    cmp.cache = cache;
+    cmp.base = base;
+    cmp.log = log;
+    cmp.want_current = 1;
+    CU_ASSERT_EQUAL(zkh_wait_until(cache_matches, &cmp, WAIT_MS), 0);
+    CU_ASSERT_EQUAL(zkh_read_locked(&log->mu, &log->bad), 0);
+    zkit_cache_free(cache);
+    CU_ASSERT_EQUAL(no_server_watches(), 0);
+    CU_ASSERT_EQUAL(zkit_delete(other, base, -1, ZKIT_DELETE_CHILDREN), 0);
+    zkit_client_close(c);
+    zkit_client_close(other);
+    zkh_proxy_stop(proxy);
+    cache_log_free(log);
+}
+
 static const zkh_test_t tests[] = {
     ZKH_TEST(test_bad_arguments),
     ZKH_TEST(test_node_watch_changes),
@@ -977,6 +1043,7 @@ static const zkh_test_t tests[] = {
     ZKH_TEST(test_free_waits_for_callback),
     ZKH_TEST(test_dispatch_delivery),
     ZKH_TEST(test_missing_parent_and_late_free),
+    ZKH_TEST(test_reconnections_add_no_watches),
     ZKH_TEST(test_children_cache),
     { NULL, NULL }
 };

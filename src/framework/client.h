@@ -260,6 +260,8 @@ int zkit__test_lookup_syncs(zkit_client_t *c);
 /* How many syncs the client sent to confirm held locks since it was created, and (grants,
  * may be NULL) how many of them a grant waited for. */
 int zkit__test_confirm_syncs(zkit_client_t *c, int *grants);
+/* How many watch registrations are armed (not fired, not removed) on the client. */
+int zkit__test_watch_registrations(zkit_client_t *c);
 
 /* Called when the handle of `generation` is closed: completes what it left (ops.c). */
 void zkit__ops_abandon(zkit_client_t *c, uint64_t generation);

@@ -52,6 +52,9 @@ struct zkit__rewatch {
     int sent_sync;               /* it went behind a sync */
     uint64_t sent_epoch;
     int64_t synced_session;      /* the session a synced read was answered on */
+    int sent_watch;              /* the read now out sets a watch */
+    int armed;                   /* a watch of ours is set and has not fired ... */
+    int64_t armed_session;       /* ... in this session */
 
     /* the newest accepted state */
     int have;
@@ -126,17 +129,22 @@ static void failed(zkit__rewatch_t *w);
 static void issue(zkit__rewatch_t *w, zkit__read_kind_t step)
 {
     int64_t session = zkit_client_session_id(w->client);
-    int sync, rc;
+    int sync, watch, rc;
     pthread_mutex_lock(&w->mu);
     sync = session == 0 || session != w->synced_session;
+    /* A watch set in this session that has not fired is still set (libzookeeper sets it
+     * again on each reconnection, and it fires for what changed meanwhile): a read made only
+     * to resynchronize adds none, so that reconnections do not pile registrations up. */
+    watch = !(w->armed && w->armed_session == session && session != 0);
+    w->sent_watch = watch;
     w->step = step;
     w->sent_session = session;
     w->sent_sync = sync;
     w->sent_epoch = w->epoch;
     pthread_mutex_unlock(&w->mu);
     rewatch_ref(w);
-    rc = zkit__watched_read_inline(w->client, step, w->path, &w->watcher, rewatch_ref,
-                                   rewatch_unref, sync, on_read, w);
+    rc = zkit__watched_read_inline(w->client, step, w->path, watch ? &w->watcher : NULL,
+                                   rewatch_ref, rewatch_unref, sync, on_read, w);
     if (rc != 0) {
         pthread_mutex_lock(&w->mu);
         w->fetching = 0;
@@ -357,6 +365,10 @@ static void on_read(zkit_client_t *c, const zkit_result_t *r, void *arg)
     } else if (r->error == 0 || r->error == ZKIT_ENONODE) {
         if (w->sent_sync)
             w->synced_session = w->sent_session;
+        if (w->sent_watch) { /* set: on ZOK, and by an exists on ZNONODE too */
+            w->armed = 1;
+            w->armed_session = w->sent_session;
+        }
         if (r->error == ZKIT_ENONODE)
             accept_absent(w);
         else if (accept_present(w, r) != 0)
@@ -380,10 +392,14 @@ static void on_read(zkit_client_t *c, const zkit_result_t *r, void *arg)
 /* The watch fired (libzookeeper's completion thread): whatever it was, read again. */
 static void on_watch(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
 {
+    zkit__rewatch_t *w = arg;
     (void)c;
     (void)event;
     (void)path;
-    kick(arg);
+    pthread_mutex_lock(&w->mu);
+    w->armed = 0;
+    pthread_mutex_unlock(&w->mu);
+    kick(w);
 }
 
 /* The event thread: a reconnection means every watch may have been lost (after an expiry)
