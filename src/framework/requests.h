@@ -34,7 +34,8 @@ int zkit__get_children_inline(zkit_client_t *c, const char *path, const zkit_wat
                               zkit_completion_fn done, void *arg);
 
 /* The reads of the re-arming watches and caches: an exists, get-data or get-children whose
- * watch holds its argument (as above) and fires on libzookeeper's completion thread.  With
+ * watch holds its argument (as above) and fires on libzookeeper's completion thread
+ * (`watcher` NULL: a read that sets no watch).  With
  * `sync_first`, a sync goes just ahead of each attempt, so that the read, on a session that
  * may have been opened on a server behind the one the previous session read from, sees at
  * least what the leader had committed when it was sent. */
