@@ -279,6 +279,57 @@ static void test_node_watch_changes(void)
     recorder_free(rec);
 }
 
+/* ---- a slow callback sees fewer, newer states: never one twice, never older ------------- */
+
+static void slow_record(zkit_node_watch_t *w, const char *path, const zkit_stat_t *stat,
+                        const char *data, size_t len, void *arg)
+{
+    on_node(w, path, stat, data, len, arg);
+    zkh_sleep_ms(30);
+}
+
+static void test_slow_callback_newest_state(void)
+{
+    zkit_client_t *c = client_to(zkh_connect_string(zk), 10000);
+    recorder_t *rec = recorder_new();
+    zkit_node_watch_t *w = NULL;
+    char path[64];
+    report_t r;
+    int n = 0, done = 0;
+    CU_ASSERT_FATAL(c != NULL);
+    zkh_unique_path(path, sizeof(path), "slowcb");
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, path, "start", 5, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_node_watch_new(&w, c, path, NULL, slow_record, rec), 0);
+    CU_ASSERT_EQUAL_FATAL(wait_report(rec, n++, &r), 0);
+    for (int i = 0; i < 40; i++) {
+        char v[16];
+        snprintf(v, sizeof(v), "v%d", i);
+        if (i % 10 == 9) { /* deletes and re-creates among the changes */
+            CU_ASSERT_EQUAL(zkit_delete(c, path, -1, 0), 0);
+            CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, path, v, strlen(v), NULL), 0);
+        } else {
+            put(c, path, v);
+        }
+    }
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, c, path, "final", 5, -1), 0);
+    while (!done && wait_report(rec, n++, &r) == 0)
+        done = r.exists && strcmp(r.data, "final") == 0;
+    CU_ASSERT(done);
+    pthread_mutex_lock(&rec->mu);
+    CU_ASSERT(rec->n < 45); /* some states were passed over for newer ones */
+    for (int i = 1; i < rec->n; i++) {
+        if (rec->r[i].exists && rec->r[i - 1].exists)
+            CU_ASSERT(rec->r[i].stat.mzxid > rec->r[i - 1].stat.mzxid);
+        CU_ASSERT(rec->r[i].exists || rec->r[i - 1].exists);
+    }
+    pthread_mutex_unlock(&rec->mu);
+    zkit_node_watch_free(w);
+    CU_ASSERT_EQUAL(zkit_delete(c, path, -1, 0), 0);
+    CU_ASSERT_EQUAL(no_server_watches(), 0);
+    zkit_client_close(c);
+    recorder_free(rec);
+}
+
 /* ---- a children watch ------------------------------------------------------------------------ */
 
 static void test_children_watch_changes(void)
@@ -1036,6 +1087,7 @@ static void test_reconnections_add_no_watches(void)
 static const zkh_test_t tests[] = {
     ZKH_TEST(test_bad_arguments),
     ZKH_TEST(test_node_watch_changes),
+    ZKH_TEST(test_slow_callback_newest_state),
     ZKH_TEST(test_children_watch_changes),
     ZKH_TEST(test_node_watch_session_expiry),
     ZKH_TEST(test_children_watch_partition),
