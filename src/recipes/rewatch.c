@@ -146,10 +146,14 @@ static void issue(zkit__rewatch_t *w, zkit__read_kind_t step)
     rc = zkit__watched_read_inline(w->client, step, w->path, watch ? &w->watcher : NULL,
                                    rewatch_ref, rewatch_unref, sync, on_read, w);
     if (rc != 0) {
+        int closed;
         pthread_mutex_lock(&w->mu);
         w->fetching = 0;
+        closed = w->closed;
         failed(w);
         pthread_mutex_unlock(&w->mu);
+        if (closed) /* the free left the cancelling to this read */
+            zkit__watch_cancel(w->client, w->path, ZKIT_WATCH_ANY, &w->watcher);
         rewatch_unref(w);
     }
 }
@@ -350,7 +354,7 @@ static void on_read(zkit_client_t *c, const zkit_result_t *r, void *arg)
     (void)c;
     pthread_mutex_lock(&w->mu);
     if (w->closed) {
-        /* Its watch may have been armed after the free cancelled the others. */
+        /* Freed while this read was out: its watch and any older one are cancelled now. */
         w->fetching = 0;
         cancel = 1;
     } else if ((r->error == 0 || r->error == ZKIT_ENONODE) &&
@@ -517,13 +521,19 @@ void zkit__rewatch_start(zkit__rewatch_t *w)
 
 void zkit__rewatch_free(zkit__rewatch_t *w)
 {
+    int reading;
     if (!w)
         return;
     pthread_mutex_lock(&w->mu);
     w->closed = 1;
+    reading = w->fetching;
     pthread_mutex_unlock(&w->mu);
     zkit__listener_remove(w->client, w->listener);
-    zkit__watch_cancel(w->client, w->path, ZKIT_WATCH_ANY, &w->watcher);
+    /* A read out may have listed its watch's registration without having sent its request
+     * yet: a removal sent now could reach the server before it and leave the watch set.  Its
+     * completion, which sees the watch closed, cancels every registration instead. */
+    if (!reading)
+        zkit__watch_cancel(w->client, w->path, ZKIT_WATCH_ANY, &w->watcher);
     pthread_mutex_lock(&w->mu);
     if (!zkit__is_event_thread(w->client))
         while (w->delivering)
