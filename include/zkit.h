@@ -12,5 +12,6 @@
 #include "zkit/lock.h"
 #include "zkit/job.h"
 #include "zkit/leader.h"
+#include "zkit/cache.h"
 
 #endif

@@ -465,10 +465,11 @@ int zkit__request_get_data(zkit_client_t *c, const char *path, const zkit_watche
 
 /* A read whose watch holds its argument for the registration's life and fires where the
  * event arrives: the lock engine's and the semaphore's waits. */
-static int start_held_watch_read(zkit_client_t *c, zkit__op_type_t type, const char *path,
-                                 const char *what, const zkit_watcher_t *watcher,
-                                 void (*hold)(void *arg), void (*release)(void *arg),
-                                 zkit_completion_fn done, void *arg)
+static int start_held_watch_read_sync(zkit_client_t *c, zkit__op_type_t type,
+                                      const char *path, const char *what,
+                                      const zkit_watcher_t *watcher, void (*hold)(void *arg),
+                                      void (*release)(void *arg), int sync_first,
+                                      zkit_completion_fn done, void *arg)
 {
     int rc;
     zkit__op_t *op = build_simple(c, type, path, watcher, what, &rc);
@@ -477,7 +478,32 @@ static int start_held_watch_read(zkit_client_t *c, zkit__op_type_t type, const c
     op->watch_opts.hold = hold;
     op->watch_opts.release = release;
     op->watch_opts.fire_in_place = 1;
+    op->sync_first = sync_first;
     return submit_request(op, done, arg);
+}
+
+static int start_held_watch_read(zkit_client_t *c, zkit__op_type_t type, const char *path,
+                                 const char *what, const zkit_watcher_t *watcher,
+                                 void (*hold)(void *arg), void (*release)(void *arg),
+                                 zkit_completion_fn done, void *arg)
+{
+    return start_held_watch_read_sync(c, type, path, what, watcher, hold, release, 0, done,
+                                      arg);
+}
+
+int zkit__request_watched_read(zkit_client_t *c, zkit__read_kind_t kind, const char *path,
+                               const zkit_watcher_t *watcher, void (*hold)(void *arg),
+                               void (*release)(void *arg), int sync_first,
+                               zkit_completion_fn done, void *arg)
+{
+    if (kind == ZKIT__READ_EXISTS)
+        return start_held_watch_read_sync(c, ZKIT__OP_EXISTS, path, "exists", watcher, hold,
+                                          release, sync_first, done, arg);
+    if (kind == ZKIT__READ_DATA)
+        return start_held_watch_read_sync(c, ZKIT__OP_GET, path, "get_data", watcher, hold,
+                                          release, sync_first, done, arg);
+    return start_held_watch_read_sync(c, ZKIT__OP_CHILDREN, path, "get_children", watcher,
+                                      hold, release, sync_first, done, arg);
 }
 
 int zkit__request_get_data_watch(zkit_client_t *c, const char *path,

@@ -336,6 +336,8 @@ int zkit__test_lookup_syncs(zkit_client_t *c);
 /* How many syncs the client sent to confirm held locks since it was created, and (grants,
  * may be NULL) how many of them a grant waited for. */
 int zkit__test_confirm_syncs(zkit_client_t *c, int *grants);
+/* How many watch registrations are armed (not fired, not removed) on the client. */
+int zkit__test_watch_registrations(zkit_client_t *c);
 
 /* Called by ops.c when the handle of `generation` is closed: frees its watch contexts (c->mu
  * held; released while their release functions run, held again on return). */

@@ -33,4 +33,20 @@ int zkit__request_get_children_watch(zkit_client_t *c, const char *path,
 int zkit__request_get_children(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
                                zkit_completion_fn done, void *arg);
 
+/* The reads of the re-arming watches and caches: an exists, get-data or get-children whose
+ * watch holds its argument (as above) and fires on libzookeeper's completion thread
+ * (`watcher` NULL: a read that sets no watch).  With
+ * `sync_first`, a sync goes just ahead of each attempt, so that the read, on a session that
+ * may have been opened on a server behind the one the previous session read from, sees at
+ * least what the leader had committed when it was sent. */
+typedef enum zkit__read_kind {
+    ZKIT__READ_EXISTS,
+    ZKIT__READ_DATA,
+    ZKIT__READ_CHILDREN
+} zkit__read_kind_t;
+int zkit__request_watched_read(zkit_client_t *c, zkit__read_kind_t kind, const char *path,
+                               const zkit_watcher_t *watcher, void (*hold)(void *arg),
+                               void (*release)(void *arg), int sync_first,
+                               zkit_completion_fn done, void *arg);
+
 #endif

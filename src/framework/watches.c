@@ -415,3 +415,15 @@ void zkit__watch_cancel_local(zkit_client_t *c, const char *path, zkit_watch_kin
 {
     cancel(c, path, kind, watcher, 1);
 }
+
+/* Test hook (client.h): the registrations armed and not removed. */
+int zkit__test_watch_registrations(zkit_client_t *c)
+{
+    int n = 0;
+    pthread_mutex_lock(&c->mu);
+    for (const zkit__watch_t *w = c->watches; w; w = w->next)
+        if (!w->removed && !w->fired)
+            n++;
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
