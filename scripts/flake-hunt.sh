@@ -94,7 +94,7 @@ for ((k = 1; k <= runs; k++)); do
     secs=$((SECONDS - start))
     printf 'run %d of %d (commit %s%s): %s in %dm%02ds\n' "$k" "$runs" "$commit" \
         "$( ((load)) && echo ', stress-ng beside it')" "$result" $((secs / 60)) $((secs % 60))
-    sed -n '/^==== summary/,$p' "$dir/console.log" | sed 's/^/    /'
+    sed -n '/^==== the ten slowest/,$p' "$dir/console.log" | sed 's/^/    /'
     if [[ $result == FAILED ]]; then
         collect "$k" "$dir"
     else
