@@ -6,7 +6,8 @@
 # clang with its sanitizer and libFuzzer runtimes for the fuzzing lane
 # (make fuzz), and doxygen for the API reference (make doc),
 # libuv and libevent for the event-loop adapters' tests and examples, and debhelper and
-# lintian for the package build (scripts/build-debs.sh).
+# lintian for the package build (scripts/build-debs.sh), and stress-ng for the load
+# scripts/flake-hunt.sh --load puts beside the test command.
 #
 # Silent when everything is already there, so it can run before every build.
 # Uses sudo only when not root (and only if sudo exists).
@@ -34,6 +35,7 @@ packages=(
     libevent-dev
     debhelper
     lintian
+    stress-ng
 )
 
 die() {

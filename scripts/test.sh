@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: installs what is missing, builds in ./build,
-# and runs seven lanes there, one after the other (every suite starts and stops its own
-# throwaway ZooKeeper servers):
+# and runs seven lanes there (every suite starts and stops its own throwaway ZooKeeper servers
+# on free loopback ports, so suites and lanes can share the machine):
 #   make check        the plain build
 #   make check-asan   everything rebuilt with AddressSanitizer + UndefinedBehaviorSanitizer
 #   make check-tsan   the threaded suites rebuilt with ThreadSanitizer
@@ -10,9 +10,13 @@
 #   make doc, make install and make installcheck into a scratch DESTDIR
 #   scripts/build-debs.sh: the Debian packages built (nocheck: the lanes above ran the suites),
 #                     lintian, and the packages unpacked into a scratch root and checked
+# Side by side: each check lane runs TEST_JOBS suites at a time (automake's parallel harness,
+# make -jTEST_JOBS; 3 by default, measured best on 2 cores), the sanitizer trees are built
+# while the plain suites run, and the soak, then the fuzzers, run beside the TSan lane.
+# LANES='check soak ...' runs only the lanes named (scripts/flake-hunt.sh uses it).
 # Every lane runs even when an earlier one failed; the logs of failing suites are printed
-# after their lane, a summary with each lane's time at the end, and the exit status is 1 if
-# any lane failed.
+# after their lane, then the ten slowest suites, a summary with each lane's time, and the exit
+# status is 1 if any lane failed.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -26,6 +30,11 @@ if [ ! -f Makefile ] || [ ../configure -nt Makefile ]; then
     ../configure --quiet
 fi
 jobs=$(nproc)
+test_jobs=${TEST_JOBS:-3}
+lanes=" ${LANES:-check check-asan check-tsan soak fuzz install debs} "
+want() { [[ $lanes == *" $1 "* ]]; }
+results=$(mktemp -d)
+trap 'rm -rf "$results"' EXIT
 
 # For every suite that failed under DIR (a build tree): its sanitizer reports, which
 # tests/sanitize-run.sh appends to the log, or else the last lines of its log.
@@ -44,48 +53,86 @@ print_failures() {
     done < <(find "$dir/tests" -name '*.log' ! -name test-suite.log 2>/dev/null | sort)
 }
 
-# Within a lane the build uses every core and the suites run one at a time: several suites
-# stop, freeze and partition their servers and time what follows, which a loaded machine
-# would blur.
-failed=0
-summary=()
+# record NAME RESULT START: one line of the summary (lanes in the background write theirs too).
+record() {
+    printf '%-16s %s in %dm%02ds\n' "$1" "$2" $(((SECONDS - $3) / 60)) $(((SECONDS - $3) % 60)) \
+        >>"$results/summary"
+    [[ $2 != FAILED ]] || touch "$results/failed"
+}
+
+# A check lane: its build (on every core unless built already), then its suites, test_jobs
+# at a time.
 run_lane() {
-    local target=$1 dir=$2 start result
-    echo "==== make $target"
-    start=$SECONDS
-    if make -j"$jobs" "$target-build" && make -j1 "$target"; then
-        result=passed
+    local target=$1 dir=$2 start=$SECONDS
+    echo "==== make $target (TEST_JOBS=$test_jobs)"
+    if make -j"$jobs" "$target-build" >/dev/null && make -j"$test_jobs" "$target"; then
+        record "make $target" passed "$start"
     else
-        result=FAILED
-        failed=1
+        record "make $target" FAILED "$start"
         print_failures "$dir"
     fi
-    summary+=("$(printf '%-16s %s in %dm%02ds' "make $target" "$result" \
-        $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)))")
 }
-run_lane check "$PWD"
-run_lane check-asan "$PWD/sanitize-asan"
-run_lane check-tsan "$PWD/sanitize-tsan"
-run_lane soak "$PWD"
 
+# A lane in the background: its output goes to a log printed once it is done.
+bg_lane() {
+    local name=$1
+    shift
+    "$@" >"$results/$name.log" 2>&1 &
+}
+show_lane() {
+    echo "==== $1 (ran beside the lanes above)"
+    cat "$results/$1.log"
+}
+
+make -j"$jobs" check-build soak-build >/dev/null || true  # a failure shows in its lane
+# The sanitizer trees are built while the plain suites run: one compiler at a time, so that
+# the suites keep a core.
+if want check-asan || want check-tsan; then
+    builds() {
+        local start=$SECONDS ok=passed
+        if want check-asan; then make -j1 check-asan-build || ok=FAILED; fi
+        if want check-tsan; then make -j1 check-tsan-build || ok=FAILED; fi
+        [[ $ok == passed ]] || record "sanitizer builds" FAILED "$start"
+        echo "sanitizer trees built in $((SECONDS - start)) s"
+    }
+    bg_lane builds builds
+    builds_pid=$!
+fi
+if want check; then run_lane check "$PWD"; fi
+if [[ -n ${builds_pid:-} ]]; then
+    wait "$builds_pid" || true
+    show_lane builds
+fi
+if want check-asan; then run_lane check-asan "$PWD/sanitize-asan"; fi
+
+# The soak, then the fuzzers, beside the TSan lane.
+soak_lane() {
+    local start=$SECONDS
+    if make soak; then record "make soak" passed "$start"; else record "make soak" FAILED "$start"; fi
+}
 # The parsers under libFuzzer: a crash or sanitizer report fails the lane; skipped (and said
 # so) only when clang or its fuzzer runtime is missing (tests/fuzz/run.sh exits 77).
 fuzz_lane() {
-    local start=$SECONDS result rc=0
+    local start=$SECONDS rc=0
     echo "==== make fuzz"
     make fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-10}" || rc=$?
     if ((rc == 0)); then
-        result=passed
+        record "make fuzz" passed "$start"
     elif [[ -f fuzz/skipped ]]; then
-        result="SKIPPED (no clang)"
+        record "make fuzz" "SKIPPED (no clang)" "$start"
     else
-        result=FAILED
-        failed=1
+        record "make fuzz" FAILED "$start"
     fi
-    summary+=("$(printf '%-16s %s in %dm%02ds' "make fuzz" "$result" \
-        $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)))")
 }
-fuzz_lane
+beside() {
+    if want soak; then soak_lane; fi
+    if want fuzz; then fuzz_lane; fi
+}
+bg_lane beside beside
+beside_pid=$!
+if want check-tsan; then run_lane check-tsan "$PWD/sanitize-tsan"; fi
+wait "$beside_pid" || true
+show_lane beside
 
 # The API reference (make doc fails on any Doxygen warning) and the installation: make install
 # into a scratch DESTDIR, then make installcheck there (tests/install-check.sh).
@@ -96,13 +143,11 @@ doc_and_install() {
     if ! { make doc && make -j"$jobs" install DESTDIR="$stage" >/dev/null &&
            make installcheck DESTDIR="$stage"; }; then
         result=FAILED
-        failed=1
     fi
     rm -rf "$stage"
-    summary+=("$(printf '%-16s %s in %dm%02ds' "make installcheck" "$result" \
-        $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)))")
+    record "make installcheck" "$result" "$start"
 }
-doc_and_install
+if want install; then doc_and_install; fi
 
 # The Debian packages: dpkg-buildpackage in a scratch copy, lintian, then install-check.sh on
 # the packages unpacked with dpkg -x (programs built with pkg-config against them, run
@@ -113,14 +158,17 @@ debs_lane() {
     out=$(mktemp -d)
     if ! DEB_BUILD_OPTIONS="nocheck parallel=$jobs" "$top/scripts/build-debs.sh" "$out"; then
         result=FAILED
-        failed=1
     fi
     rm -rf "$out"
-    summary+=("$(printf '%-16s %s in %dm%02ds' "build-debs" "$result" \
-        $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)))")
+    record "build-debs" "$result" "$start"
 }
-debs_lane
+if want debs; then debs_lane; fi
 
+echo "==== the ten slowest suites (seconds, from each suite's .time)"
+find . -name '*.time' -path '*tests/*' 2>/dev/null | while IFS= read -r f; do
+    printf '%8s  %s\n' "$(cat "$f")" "${f#./}"
+done | sort -rn | head -n 10
 echo "==== summary"
-printf '%s\n' "${summary[@]}"
-exit "$failed"
+cat "$results/summary"
+printf '%-16s %dm%02ds\n' "all" $((SECONDS / 60)) $((SECONDS % 60))
+[[ ! -e $results/failed ]]

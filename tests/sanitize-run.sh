@@ -22,13 +22,12 @@ reports=$(cd "$reports" && pwd)
 log="log_path=$reports/report"
 
 # The lifecycle suites' loops, sized for instrumented code: the close-with-everything-pending
-# test runs 60 times (20 in the plain lane; each round closes a client under every kind of
-# pending work, about 0.5 s under a sanitizer), the churn loops are shorter (their flatness is
-# what is checked; the plain lane runs the full counts), and so are the demos' guarded-commit
-# rounds (each waits about 1.5 s for a frozen session to expire; 20 in the plain lane).  A
-# value set by the caller wins.
-export ZKIT_TEST_CLOSE_LOOPS=${ZKIT_TEST_CLOSE_LOOPS:-60}
-export ZKIT_GUARD_ROUNDS=${ZKIT_GUARD_ROUNDS:-5}
+# test runs 200 times (20 in the plain lane; each round closes a client under every kind of
+# pending work, about 0.5 s under a sanitizer), the demos' guarded-commit rounds 20 times as in
+# the plain lane, and the churn loops are shorter (their flatness is what is checked; the plain
+# lane runs the full counts).  A value set by the caller wins.
+export ZKIT_TEST_CLOSE_LOOPS=${ZKIT_TEST_CLOSE_LOOPS:-200}
+export ZKIT_GUARD_ROUNDS=${ZKIT_GUARD_ROUNDS:-20}
 export ZKIT_CHURN_CREATE=${ZKIT_CHURN_CREATE:-100000}
 export ZKIT_CHURN_CYCLE=${ZKIT_CHURN_CYCLE:-5000}
 

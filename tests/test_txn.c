@@ -381,6 +381,11 @@ static int one_call(void *arg)
     return async_calls(arg) >= 1;
 }
 
+static int two_calls(void *arg)
+{
+    return async_calls(arg) >= 2;
+}
+
 static void test_async_commit(void)
 {
     fixture_t f;
@@ -410,10 +415,7 @@ static void test_async_commit(void)
     CU_ASSERT_EQUAL(zkit_txn_commit_async(txn, on_commit, &rec), ZKIT_ESTATE);
     CU_ASSERT_EQUAL(zkit_txn_check(txn, a, -1), ZKIT_ESTATE);
     CU_ASSERT_EQUAL(zkit_txn_commit(NULL, txn), ZKIT_ESTATE);
-    pthread_mutex_lock(&rec.mu);
-    while (rec.calls < 2)
-        pthread_cond_wait(&rec.cond, &rec.mu);
-    pthread_mutex_unlock(&rec.mu);
+    CU_ASSERT_FATAL(zkh_wait_until(two_calls, &rec, 10000) == 0);
     CU_ASSERT_EQUAL(rec.error, ZKIT_ENODEEXISTS);
     CU_ASSERT_EQUAL(zkit_txn_result(&r, txn, 0), 0);
     CU_ASSERT_EQUAL(r.error, ZKIT_ENODEEXISTS);
