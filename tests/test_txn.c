@@ -386,17 +386,23 @@ static int two_calls(void *arg)
     return async_calls(arg) >= 2;
 }
 
+/* The commit's own answers, and a transaction's state while a commit is in flight: the
+ * replies are held at the test's proxy meanwhile, so that the commit is in flight however the
+ * machine schedules this thread (a reply the server sends at once cannot end it early). */
 static void test_async_commit(void)
 {
     fixture_t f;
     zkit_client_t *c;
+    zkh_proxy_t *proxy;
     zkit_txn_t *txn;
     zkit_txn_result_t r;
     async_rec_t rec;
     char *a;
     fx_begin(&f, "txn-async");
     async_rec_init(&rec);
-    c = lk_client(SESSION_MS);
+    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(proxy != NULL);
+    c = lk_client_to(zkh_proxy_address(proxy), SESSION_MS);
     CU_ASSERT_FATAL(c != NULL);
     make_base(c, f.base);
     a = lk_join(f.base, "a");
@@ -411,22 +417,28 @@ static void test_async_commit(void)
     CU_ASSERT_EQUAL(zkit_txn_result(&r, txn, 0), 0);
     CU_ASSERT(r.path && strcmp(r.path, a) == 0);
     /* Again: the node exists now, so the same transaction fails at index 0. */
+    zkh_proxy_hold_replies(proxy, 1);
     CU_ASSERT_EQUAL(zkit_txn_commit_async(txn, on_commit, &rec), 0);
     CU_ASSERT_EQUAL(zkit_txn_commit_async(txn, on_commit, &rec), ZKIT_ESTATE);
     CU_ASSERT_EQUAL(zkit_txn_check(txn, a, -1), ZKIT_ESTATE);
     CU_ASSERT_EQUAL(zkit_txn_commit(NULL, txn), ZKIT_ESTATE);
+    CU_ASSERT_EQUAL(async_calls(&rec), 1);
+    zkh_proxy_hold_replies(proxy, 0);
     CU_ASSERT_FATAL(zkh_wait_until(two_calls, &rec, 10000) == 0);
     CU_ASSERT_EQUAL(rec.error, ZKIT_ENODEEXISTS);
     CU_ASSERT_EQUAL(zkit_txn_result(&r, txn, 0), 0);
     CU_ASSERT_EQUAL(r.error, ZKIT_ENODEEXISTS);
     /* Freed while a commit is in flight: deferred to the commit's end. */
+    zkh_proxy_hold_replies(proxy, 1);
     CU_ASSERT_EQUAL(zkit_txn_commit_async(txn, on_commit, &rec), 0);
     zkit_txn_free(txn);
+    CU_ASSERT_EQUAL(async_calls(&rec), 2);
+    zkh_proxy_hold_replies(proxy, 0);
     CU_ASSERT_EQUAL(zkh_wait_until(three_calls, &rec, 10000), 0);
-    zkh_sleep_ms(50);
-    CU_ASSERT_EQUAL(async_calls(&rec), 3);
     fx_end(&f);
+    CU_ASSERT_EQUAL(async_calls(&rec), 3); /* once each: fx_end's round trips came after */
     zkit_client_close(c);
+    zkh_proxy_stop(proxy);
     async_rec_destroy(&rec);
     free(a);
 }
