@@ -588,10 +588,7 @@ int zkit__lock_query_holder(const zkit_lock_t *lock, pthread_t owner, char **nod
     int64_t deadline = INT64_MAX;
     int rc = 0;
     pthread_mutex_lock(&l->mu);
-    for (h = l->holders; h; h = h->next)
-        if (!l->ops->thread_owned || pthread_equal(h->thread, owner))
-            break;
-    if (!h)
+    if (!(h = holder_of(l, owner)))
         rc = ZKIT_ENOTHELD;
     else if ((rc = zkit__lockstate_validity(l, h, &deadline)) == 0) {
         if (token)

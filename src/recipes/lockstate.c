@@ -48,21 +48,14 @@ void zkit__lockstate_report(zkit_lock_t *lock, zkit_lock_state_t state)
         fn(lock, state, arg);
 }
 
-/* Holdings without a node of their own (a multi-lock's) hear through their parts. */
-static int any_live_holder(const zkit_lock_t *lock)
+/* Whether a holding with a node is live (`announced`: and its requester has heard of it, as a
+ * state is reported only for those; a grant not yet told is checked when it is, by
+ * zkit__holding_announce).  Holdings without a node of their own (a multi-lock's) hear
+ * through their parts. */
+static int any_live_holder(const zkit_lock_t *lock, int announced)
 {
     for (zkit__holder_t *h = lock->holders; h; h = h->next)
-        if (!h->lost && h->node)
-            return 1;
-    return 0;
-}
-
-/* The same, among the holdings whose requesters have heard of them: a state is reported only
- * for those (a grant not yet told is checked when it is: zkit__holding_announce). */
-static int any_live_announced(const zkit_lock_t *lock)
-{
-    for (zkit__holder_t *h = lock->holders; h; h = h->next)
-        if (!h->lost && h->node && h->announced)
+        if (!h->lost && h->node && (h->announced || !announced))
             return 1;
     return 0;
 }
@@ -170,9 +163,9 @@ static void expiry_on_event_thread(void *arg)
         /* A lock being freed waits for the event thread before it goes (quiesce). */
         pthread_mutex_lock(&lock->mu);
         expired = lock->disconnected && lock->disconnect_epoch == e->epoch &&
-                  any_live_holder(lock);
+                  any_live_holder(lock, 0);
         if (expired) {
-            expired = any_live_announced(lock);
+            expired = any_live_holder(lock, 1);
             mark_all_lost(lock);
         }
         pthread_mutex_unlock(&lock->mu);
@@ -273,8 +266,8 @@ void zkit__lockstate_connection(zkit_lock_t *lock, zkit_conn_state_t state)
     int report = 0;
     zkit_lock_state_t lock_state = ZKIT_LOCK_HELD;
     pthread_mutex_lock(&lock->mu);
-    if (state == ZKIT_CONN_SUSPENDED && any_live_holder(lock)) {
-        report = any_live_announced(lock);
+    if (state == ZKIT_CONN_SUSPENDED && any_live_holder(lock, 0)) {
+        report = any_live_holder(lock, 1);
         if (start_validity_clock(lock)) {
             mark_all_lost(lock);
             lock_state = ZKIT_LOCK_EXPIRED;
@@ -288,13 +281,13 @@ void zkit__lockstate_connection(zkit_lock_t *lock, zkit_conn_state_t state)
     } else if (state == ZKIT_CONN_RECONNECTED || state == ZKIT_CONN_READ_ONLY) {
         int64_t session = zkit_client_session_id(lock->client);
         int gone = 0;
-        report = lock->disconnected && any_live_announced(lock);
+        report = lock->disconnected && any_live_holder(lock, 1);
         for (zkit__holder_t *h = lock->holders; h; h = h->next)
             if (h->session != session && h->node && !h->told_lost) {
                 h->lost = h->told_lost = 1;
                 gone |= h->announced;
             }
-        lock_state = any_live_announced(lock) ? ZKIT_LOCK_HELD : ZKIT_LOCK_LOST;
+        lock_state = any_live_holder(lock, 1) ? ZKIT_LOCK_HELD : ZKIT_LOCK_LOST;
         report = report || gone;
         lock->disconnected = 0;
         lock->valid_until = INT64_MAX;
