@@ -44,7 +44,8 @@
 
 #define STOCK_WIDTH 20 /* fixed-width record: a rewrite never leaves a shorter, torn number */
 #define MAX_PROCESSES 256
-#define BUY_TRIES 3    /* a purchase whose guarded write was refused is tried this often */
+#define BUY_TRIES 3    /* a purchase whose guarded write was refused, or whose grant was
+                        * lost, is tried this often */
 #define FLOOR_ROUNDS 200 /* raw hand-offs timed before the sale, for its ideal rate */
 
 enum { STORE_FILE, STORE_ZK };
@@ -504,6 +505,13 @@ static int try_request(worker_t *w, long request, unsigned *seed, int64_t t0)
 
     if (w->lock) {
         rc = zkit_lock_acquire(w->lock, (int)s->opt.run.timeout_ms);
+        /* A grant lost before it could be reported (the session ended first: a buyer starved
+         * of the CPU for longer than its session timeout) bought nothing: tried again. */
+        if (rc == ZKIT_ELOCKLOST) {
+            fprintf(stderr, "request %ld: the lock was lost as it was granted; trying again\n",
+                    request);
+            return BUY_REFUSED;
+        }
         if (rc != 0) {
             fprintf(stderr, "request %ld: acquire failed: %s\n", request, zkit_strerror(rc));
             return BUY_FAILED;
@@ -536,7 +544,7 @@ static void serve_request(worker_t *w, long request, unsigned *seed)
     int64_t t0 = demo_now_ns();
     int tries = 0, rc;
 
-    /* A refused write applied nothing: the purchase is simply made again. */
+    /* A refused write, or a lost grant, applied nothing: the purchase is simply made again. */
     while ((rc = try_request(w, request, seed, t0)) == BUY_REFUSED && ++tries < BUY_TRIES)
         ;
     if (rc != BUY_DONE)
