@@ -472,6 +472,15 @@ int zkit__test_lookup_syncs(zkit_client_t *c)
     return count;
 }
 
+int64_t zkit__test_suspended_since(zkit_client_t *c)
+{
+    int64_t since;
+    pthread_mutex_lock(&c->mu);
+    since = c->faults.suspended_since_ms;
+    pthread_mutex_unlock(&c->mu);
+    return since;
+}
+
 int zkit__test_confirm_syncs(zkit_client_t *c, int *grants)
 {
     int count;

@@ -103,6 +103,7 @@ typedef struct zkit__faults {
     int confirm_syncs;        /* counted, not injected: syncs sent to confirm held locks */
     int grant_syncs;          /* and of those, the ones a grant waited for */
     int64_t slept_ms;         /* a machine sleep pretended (added to CLOCK_BOOTTIME) */
+    int64_t suspended_since_ms; /* counted: where the last SUSPENDED started the LOST timer */
 } zkit__faults_t;
 
 /* Send times of the latest confirming syncs (client.c, confirm_gap). */
@@ -336,6 +337,10 @@ int zkit__test_lookup_syncs(zkit_client_t *c);
 /* How many syncs the client sent to confirm held locks since it was created, and (grants,
  * may be NULL) how many of them a grant waited for. */
 int zkit__test_confirm_syncs(zkit_client_t *c, int *grants);
+/* The moment (CLOCK_MONOTONIC ms) from which the last SUSPENDED counts the session's timeout
+ * to LOST: the last moment the connection was known good, which a process held up notices
+ * late. */
+int64_t zkit__test_suspended_since(zkit_client_t *c);
 /* How many watch registrations are armed (not fired, not removed) on the client. */
 int zkit__test_watch_registrations(zkit_client_t *c);
 

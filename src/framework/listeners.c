@@ -108,6 +108,8 @@ void zkit__client_change_state(zkit_client_t *c, zkit_conn_state_t state)
 {
     zkit__state_slot_t *slot;
     c->state = state;
+    if (state == ZKIT_CONN_SUSPENDED)
+        c->faults.suspended_since_ms = c->suspended_since_ms;
     pthread_cond_broadcast(&c->cond);
     zkit__log(&c->log, state == ZKIT_CONN_LOST ? ZKIT_LOG_WARN : ZKIT_LOG_INFO,
               "connection state %s (session 0x%llx)", zkit_conn_state_name(state),
