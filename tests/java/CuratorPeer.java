@@ -439,6 +439,7 @@ public class CuratorPeer {
         return r.totalMemory() - r.freeMemory();
     }
 
+    @SuppressWarnings("deprecation") /* TreeCache: deprecated in Curator 5, still measured */
     static int cache(CuratorFramework client, String kind, String path) throws Exception {
         if (!kind.equals("curator-cache") && !kind.equals("tree-cache")) {
             throw new IllegalArgumentException("cache: KIND must be curator-cache or tree-cache");
