@@ -166,15 +166,18 @@ int cache_tree_remove(zhandle_t *zh, const cache_tree_t *t)
 
 /* ---- the floor ---------------------------------------------------------------------------- */
 
-typedef struct floor_load {
+struct floor_load {
     zhandle_t *zh;
+    cache_floor_heard_fn heard; /* a kept floor: each change read again, heard here */
+    void *arg;
     const cache_tree_t *t;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     long pending;
     long sent;
     int error;
-} floor_load_t;
+    raw_conn_t *conn;
+};
 
 /* What a listing's completion needs: the load, the listed path and its depth. */
 typedef struct listed {
@@ -183,9 +186,24 @@ typedef struct listed {
     char path[];
 } listed_t;
 
+static void floor_reread(int rc, const char *value, int len, const struct Stat *stat,
+                         const void *data)
+{
+    const floor_load_t *f = data;
+    int64_t now = demo_now_ns();
+    (void)stat;
+    if (rc == ZOK)
+        f->heard(f->arg, value, len, now);
+}
+
+/* A kept floor's data watch fired: read the node again, arming the next watch, as a cache
+ * does (the least a cache on one-shot watches can do for a change). */
 static void floor_watch(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 {
-    (void)zh, (void)type, (void)state, (void)path, (void)ctx;
+    floor_load_t *f = ctx;
+    (void)state;
+    if (f && f->heard && type == ZOO_CHANGED_EVENT)
+        zoo_awget(zh, path, floor_watch, f, floor_reread, f);
 }
 
 static void floor_done(floor_load_t *f, int rc)
@@ -226,11 +244,11 @@ static void floor_send(floor_load_t *f, const char *path, int depth, int list)
         l->f = f;
         l->depth = depth;
         memcpy(l->path, path, len);
-        rc = zoo_awget_children(f->zh, path, floor_watch, NULL, floor_children, l);
+        rc = zoo_awget_children(f->zh, path, floor_watch, f, floor_children, l);
         if (rc != ZOK)
             free(l);
     } else {
-        rc = zoo_awget(f->zh, path, floor_watch, NULL, floor_data, f);
+        rc = zoo_awget(f->zh, path, floor_watch, f, floor_data, f);
     }
     if (rc != ZOK)
         floor_done(f, rc);
@@ -252,27 +270,51 @@ static void floor_children(int rc, const struct String_vector *kids, const void 
     floor_done(f, rc);
 }
 
-int cache_tree_floor(const options_t *o, const cache_tree_t *t, double *ms, long *requests)
+int cache_tree_floor(const options_t *o, const cache_tree_t *t, double *ms, long *requests,
+                     cache_floor_heard_fn heard, void *arg, floor_load_t **kept)
 {
-    floor_load_t f = { NULL, t, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0,
-                       ZOK };
-    raw_conn_t conn;
+    floor_load_t *f = calloc(1, sizeof *f);
+    raw_conn_t *conn = malloc(sizeof *conn); /* its watcher's context: the handle's life */
     int64_t t0;
+    int rc;
 
-    if (!(f.zh = raw_connect(o->connect, &conn))) {
+    if (!f || !conn || !(f->zh = raw_connect(o->connect, conn))) {
         fprintf(stderr, "caches: floor: cannot connect to %s\n", o->connect);
+        free(f);
+        free(conn);
         return -1;
     }
+    f->t = t;
+    f->heard = kept ? heard : NULL;
+    f->arg = arg;
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
     t0 = demo_now_ns();
-    floor_send(&f, t->path, 0, 1);
-    pthread_mutex_lock(&f.mu);
-    while (f.pending > 0)
-        pthread_cond_wait(&f.cv, &f.mu);
-    pthread_mutex_unlock(&f.mu);
+    floor_send(f, t->path, 0, 1);
+    pthread_mutex_lock(&f->mu);
+    while (f->pending > 0)
+        pthread_cond_wait(&f->cv, &f->mu);
+    pthread_mutex_unlock(&f->mu);
     *ms = demo_ms_since(t0);
-    *requests = f.sent;
-    zookeeper_close(f.zh);
-    if (f.error != ZOK)
-        fprintf(stderr, "caches: floor: %s\n", zerror(f.error));
-    return f.error == ZOK ? 0 : -1;
+    *requests = f->sent;
+    if ((rc = f->error) != ZOK)
+        fprintf(stderr, "caches: floor: %s\n", zerror(rc));
+    f->conn = conn;
+    if (rc == ZOK && kept) {
+        *kept = f;
+        return 0;
+    }
+    cache_tree_floor_close(f);
+    return rc == ZOK ? 0 : -1;
+}
+
+void cache_tree_floor_close(floor_load_t *f)
+{
+    if (!f)
+        return;
+    zookeeper_close(f->zh); /* no watcher or completion runs after it */
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->cv);
+    free(f->conn);
+    free(f);
 }

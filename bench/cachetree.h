@@ -6,6 +6,7 @@
 #define ZKIT_BENCH_CACHETREE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <zookeeper/zookeeper.h>
 
@@ -38,11 +39,21 @@ void cache_tree_data(char *buf, size_t len, long seq);
 /* Makes the tree on the server (nodes already there are kept): 0, or -1. */
 int cache_tree_build(zhandle_t *zh, const cache_tree_t *t);
 
+typedef struct floor_load floor_load_t;
+
+/* A kept floor heard a change: the node's data as read again, at `now_ns`. */
+typedef void (*cache_floor_heard_fn)(void *arg, const char *data, int len, int64_t now_ns);
+
 /* The floor: on its own bare zhandle, a watched get-children of the root and of every inner
  * node and a watched get-data of every node below the root, each sent as soon as the listing
  * that names it is back.  *ms the time from the first request to the last reply, *requests
- * the requests sent.  0, or -1. */
-int cache_tree_floor(const options_t *o, const cache_tree_t *t, double *ms, long *requests);
+ * the requests sent.  With `kept`, the handle stays open in *kept: on each data watch event
+ * it reads the node again (watched) and passes the answer to `heard`, on libzookeeper's
+ * completion thread, until cache_tree_floor_close.  0, or -1. */
+int cache_tree_floor(const options_t *o, const cache_tree_t *t, double *ms, long *requests,
+                     cache_floor_heard_fn heard, void *arg, floor_load_t **kept);
+
+void cache_tree_floor_close(floor_load_t *f);
 
 /* Deletes the tree: 0, or -1. */
 int cache_tree_remove(zhandle_t *zh, const cache_tree_t *t);
