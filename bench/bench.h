@@ -28,6 +28,13 @@ typedef struct options {
     const char *label;    /* the target, in every JSON and CSV record */
     long waiters;         /* (--contend) also this many clients spread over processes */
     long recipe_clients;  /* (--contend) also the other recipes with this many clients */
+    const char *caches;   /* "flat,2-level": only the cache figures, for these shapes */
+    long cache_nodes;     /* (--caches) nodes in the tree */
+    long cache_data;      /* (--caches) bytes of data per node */
+    long cache_writes;    /* (--caches) writes per round for the event lag */
+    long write_rate;      /* (--caches) per second */
+    const char *kazoo;    /* tests/kazoo-peer.py, or NULL: no kazoo row */
+    const char *python;   /* the Python that runs it */
 } options_t;
 
 /* One row of the table. */

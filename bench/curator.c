@@ -27,7 +27,7 @@ extern char **environ;
 
 /* The environment for the peer: ours with CURATOR_JAVA_OPTIONS appended to _JAVA_OPTIONS.
  * Built before fork(): the child only execs.  NULL if out of memory. */
-static char **curator_env(void)
+char **curator_env(void)
 {
     const char *old = getenv("_JAVA_OPTIONS");
     size_t n = 0, i, j = 0;
@@ -53,7 +53,7 @@ static char **curator_env(void)
     return env;
 }
 
-static void curator_env_free(char **env)
+void curator_env_free(char **env)
 {
     size_t i;
 

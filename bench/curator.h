@@ -24,6 +24,12 @@ typedef struct curator_figure {
 
 enum { CURATOR_MUTEX_FIGURE, CURATOR_SEMAPHORE_FIGURE, CURATOR_FIGURES };
 
+/* The environment for a Curator peer: ours, its JVM told to use the default tiered JIT (C2
+ * included), as Curator is deployed.  Built before fork(); NULL if out of memory. */
+char **curator_env(void);
+
+void curator_env_free(char **env);
+
 result_t curator_figure_result(const curator_figure_t *f);
 
 /* run_rounds' hook; `arg` is the CURATOR_FIGURES figures. */

@@ -35,7 +35,7 @@ int records_open(const char *json_path, const char *csv_path, const char *label)
         fprintf(csv_out, "target,section,name,clients,round,per_sec,p50_ms,p99_ms,samples,"
                          "requests_per_acquisition,rate_vs_floor,rate_vs_floor_min,"
                          "rate_vs_floor_max,p50_vs_floor,p50_vs_floor_min,p50_vs_floor_max,"
-                         "ratio_rounds,switches_per_acquisition\n");
+                         "ratio_rounds,switches_per_acquisition,bytes_per_node\n");
     return 0;
 }
 
@@ -106,6 +106,8 @@ void records_write(const record_t *r)
         if (r->switches_per_acquisition >= 0)
             fprintf(json_out, ",\"switches_per_acquisition\":%.2f",
                     r->switches_per_acquisition);
+        if (r->bytes_per_node > 0)
+            fprintf(json_out, ",\"bytes_per_node\":%.1f", r->bytes_per_node);
         fputs("}\n", json_out);
         fflush(json_out);
     }
@@ -121,6 +123,9 @@ void records_write(const record_t *r)
         putc(',', csv_out);
         if (r->switches_per_acquisition >= 0)
             fprintf(csv_out, "%.2f", r->switches_per_acquisition);
+        putc(',', csv_out);
+        if (r->bytes_per_node > 0)
+            fprintf(csv_out, "%.1f", r->bytes_per_node);
         putc('\n', csv_out);
         fflush(csv_out);
     }

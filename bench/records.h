@@ -9,8 +9,13 @@
  * `switches_per_acquisition` are negative when they were not measured. */
 typedef struct record {
     const char *section; /* "single" (one client, and the hand-off between processes),
-                          * "contend" (K clients in one process on a mutex: hand-offs) or
-                          * "recipes" (K clients on another recipe: acquire latencies) */
+                          * "contend" (K clients in one process on a mutex: hand-offs),
+                          * "recipes" (K clients on another recipe: acquire latencies),
+                          * "cache-load" (a cache's initial load: rate = nodes per second,
+                          * p50_ms = p99_ms = the median load time, samples = rounds,
+                          * requests_per_acquisition = server requests per node) or
+                          * "cache-lag" (rate = writes per second, p50 and p99 of the event
+                          * lag, samples = events) */
     const char *name;
     int clients;
     long round;
@@ -27,6 +32,9 @@ typedef struct record {
     double rate_vs_floor, rate_vs_floor_min, rate_vs_floor_max;
     double p50_vs_floor, p50_vs_floor_min, p50_vs_floor_max;
     long ratio_rounds;
+    /* A cache's memory per cached node ("cache-load" rows), 0 or negative where not
+     * measured. */
+    double bytes_per_node;
 } record_t;
 
 /* Opens the outputs (either path may be NULL: that format is not written; "-" is stdout) and

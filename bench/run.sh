@@ -10,6 +10,7 @@
 # when javac or the Curator jars are missing). The peer is compiled into $PEER_BUILD_DIR,
 # by default the tests directory of the build tree holding the binary (as `make check` does).
 #
+# `bench/run.sh --caches flat` runs the cache figures only (zkit-bench --caches).
 # Targets, in order: a standalone server, then a 3-node ensemble with the clients on a
 # follower (BENCH_TARGETS="standalone" or "ensemble" for one).  Every figure is also written
 # to $BENCH_OUT (default ./bench-out) as results.json (JSON lines) and results.csv; with
@@ -34,6 +35,20 @@ if command -v java >/dev/null 2>&1; then
              --peer-build-dir "${PEER_BUILD_DIR:-$tree/tests}")
 fi
 
+# With --caches, kazoo's TreeCache too when the Python in $ZKIT_BENCH_PYTHON (default
+# /usr/bin/python3, which Debian's python3-kazoo is for) can import kazoo.
+python=${ZKIT_BENCH_PYTHON:-/usr/bin/python3}
+kazoo=()
+case " $* " in
+*" --caches "* | *" --caches="*)
+    if "$python" "$root/tests/kazoo-peer.py" probe >/dev/null 2>&1; then
+        kazoo=(--kazoo-peer "$root/tests/kazoo-peer.py" --python "$python")
+    else
+        echo "bench/run.sh: $python cannot import kazoo (python3-kazoo): no kazoo rows" >&2
+    fi
+    ;;
+esac
+
 out=${BENCH_OUT:-$PWD/bench-out}
 mkdir -p "$out" || exit 1
 : >"$out/results.json"
@@ -56,7 +71,7 @@ run_target() {
         echo "ZooKeeper $connect (standalone, data in $zkdir)"
     fi
     "$bench" --connect "$connect" --label "$target" --json "$out/results.json" \
-        --csv "$out/results.csv" ${curator[@]+"${curator[@]}"} "$@"
+        --csv "$out/results.csv" ${curator[@]+"${curator[@]}"} ${kazoo[@]+"${kazoo[@]}"} "$@"
     rc=$?
     "$root/scripts/zk-server.sh" stop "$zkdir"
     trap - EXIT

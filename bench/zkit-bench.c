@@ -29,6 +29,11 @@
  *       interleaved in the same rounds; acquire latency, after the same warm-up on both sides.
  *       With --waiters N: a queue N deep (N clients over --procs processes), zkit's and the
  *       delete-event floor's on N bare zhandles.
+ *   (f) with --caches SHAPES: only caches (caches.c): a tree of --cache-nodes nodes (flat, or
+ *       2-level) loaded by zkit's cache, Curator's CuratorCache and TreeCache (with
+ *       --curator-peer) and kazoo's TreeCache (with --kazoo-peer), beside the floor (a bare
+ *       zhandle's pipelined watched reads), --rounds times; then the event lag under one
+ *       writer's steady load heard by all the caches at once, and memory per cached node.
  *
  * (a), (a2) and (b) but the churn run in rounds (--rounds, default 5): every figure's
  * connection and lock is opened and warmed up first, then each round runs every figure for
@@ -45,7 +50,7 @@
  * throwaway server: bench/run.sh starts one.
  *
  * This file parses the options and runs one of the two modes: uncontended.c (the default)
- * or contended.c (--contend).  Below them, each figure in its own file: raw.c, pipelined.c,
+ * or contended.c (--contend), or caches.c (--caches).  Below them, each figure in its own file: raw.c, pipelined.c,
  * locks.c, churn.c, handoff.c, queue.c, chain.c, recipes.c and curator.c; at the bottom,
  * contention.c (K clients in one process), rounds.c and stats.c.
  */
@@ -53,6 +58,7 @@
 #include <stdlib.h>
 
 #include "bench.h"
+#include "caches.h"
 #include "contended.h"
 #include "demo_util.h"
 #include "records.h"
@@ -111,6 +117,13 @@ static int apply_option(int opt, const char *arg, void *opts)
     case 'L': o->label = arg; return 0;
     case 'Q': return demo_parse_long(arg, 2, 4096, "--waiters", &o->waiters);
     case 'P': return demo_parse_long(arg, 2, 256, "--recipe-clients", &o->recipe_clients);
+    case 'T': o->caches = arg; return 0;
+    case 'N': return demo_parse_long(arg, 1, 1000000, "--cache-nodes", &o->cache_nodes);
+    case 'D': return demo_parse_long(arg, 8, 1000000, "--cache-data", &o->cache_data);
+    case 'X': return demo_parse_long(arg, 1, 1000000, "--cache-writes", &o->cache_writes);
+    case 'r': return demo_parse_long(arg, 1, 100000, "--write-rate", &o->write_rate);
+    case 'k': o->kazoo = arg; return 0;
+    case 'y': o->python = arg; return 0;
     default: return -1; /* not in the table */
     }
 }
@@ -130,13 +143,21 @@ static int parse_options(int argc, char **argv, options_t *o)
         { "json", required_argument, NULL, 'J' },    { "csv", required_argument, NULL, 'V' },
         { "label", required_argument, NULL, 'L' },
         { "waiters", required_argument, NULL, 'Q' },
-        { "recipe-clients", required_argument, NULL, 'P' }, DEMO_LONGOPT_HELP,
+        { "recipe-clients", required_argument, NULL, 'P' },
+        { "caches", required_argument, NULL, 'T' },
+        { "cache-nodes", required_argument, NULL, 'N' },
+        { "cache-data", required_argument, NULL, 'D' },
+        { "cache-writes", required_argument, NULL, 'X' },
+        { "write-rate", required_argument, NULL, 'r' },
+        { "kazoo-peer", required_argument, NULL, 'k' },
+        { "python", required_argument, NULL, 'y' }, DEMO_LONGOPT_HELP,
         { NULL, 0, NULL, 0 }
     };
     int rc;
 
     *o = (options_t){ demo_default_connect(), 2000, 200, 4, 300, NULL, NULL, -1, NULL, 2000, -1,
-                      NULL, NULL, "standalone", 0, 0 };
+                      NULL, NULL, "standalone", 0, 0, NULL, 10000, 100, 1000, 200, NULL,
+                      "/usr/bin/python3" };
     rc = demo_parse_options(argc, argv, longopts, usage, apply_option, o);
     if (rc == 0 && o->curator && !o->peer_dir) {
         fprintf(stderr, "zkit-bench: --curator-peer needs --peer-build-dir\n");
@@ -145,8 +166,8 @@ static int parse_options(int argc, char **argv, options_t *o)
     if (o->curator_warmup < 0)
         o->curator_warmup = o->cycles / 2 > 500 ? o->cycles / 2 : 500;
     if (o->rounds < 0)
-        o->rounds = o->contend ? 3 : 5;
-    if (!o->contend && o->rounds > o->cycles)
+        o->rounds = o->contend || o->caches ? 3 : 5;
+    if (!o->contend && !o->caches && o->rounds > o->cycles)
         o->rounds = o->cycles; /* every round at least one cycle of each figure */
     return rc;
 }
@@ -161,5 +182,7 @@ int main(int argc, char **argv)
     if (records_open(o.json, o.csv, o.label) != 0)
         return 2;
     atexit(records_close);
+    if (o.caches)
+        return cache_rows(&o);
     return o.contend ? contend_rows(&o) : uncontended_rows(&o);
 }

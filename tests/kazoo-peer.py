@@ -8,6 +8,7 @@ Usage (run with the Python that has kazoo: Debian's python3-kazoo is for /usr/bi
   kazoo-peer.py CONNECT hold  KIND PATH TIMEOUT_MS
   kazoo-peer.py CONNECT loop  KIND PATH ITERATIONS COUNTER_FILE LOG_FILE
   kazoo-peer.py CONNECT order KIND PATH
+  kazoo-peer.py CONNECT cache tree-cache PATH
 
 KIND: mutex (kazoo Lock), read (ReadLock), write (WriteLock), each with the settings that
 make kazoo see zkit's (Curator-layout) nodes, as docs/recipes.md gives them:
@@ -32,6 +33,20 @@ loop:  ITERATIONS times: acquire (forever), append "ENTER <pid> <ns>" to LOG_FIL
        O_APPEND descriptor.  Prints "DONE" at the end.
 order: "NODE <node name>" for every contender in kazoo's order, then "END".
 
+cache: (run by bench/zkit-bench --caches; the Curator peer's cache mode speaks the same)
+       connects, prints "READY", then commands on stdin, one a line:
+         load        -> a new kazoo TreeCache of PATH, started and waited for until its
+                        INITIALIZED event: "LOADED <ms from start() to INITIALIZED> <nodes
+                        added before it> <bytes>", bytes being this process's resident set
+                        (/proc/self/statm) after gc.collect() once loaded, minus the same just
+                        before start()
+         close       -> closes the cache, "CLOSED"
+         events SEQ  -> waits (up to 10 s) until an update carrying SEQ or a later one was
+                        heard, then "EVENTS <n>", n lines "E <seq> <ns>" (every NODE_UPDATED
+                        since the load whose data starts with a decimal number: that number,
+                        and time.monotonic_ns() on entry to the listener), "END"
+         quit or EOF -> exit 0
+
 Contenders are listed as kazoo's Lock.contenders() orders them (its pattern, its sort key),
 with node names instead of node data.
 
@@ -47,10 +62,12 @@ carries 2.9's predecessor rule, so that the tests see zkit's behaviour, not that
 node names, patterns and order are the same in both versions.
 """
 
+import gc
 import os
 import random
 import re
 import sys
+import threading
 import time
 
 EXIT_OK, EXIT_ERROR, EXIT_TIMEOUT, EXIT_SKIP = 0, 1, 2, 77
@@ -216,20 +233,103 @@ def loop(client, kind, path, iterations, counter, log):
     return EXIT_OK
 
 
+def resident_bytes():
+    gc.collect()
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class CacheEvents(object):
+    """The update events one cache heard, for the benchmark's event lag."""
+
+    def __init__(self):
+        self.heard = []
+        self.newest = -1
+        self.lock = threading.Lock()
+
+    def update(self, data, now):
+        match = re.match(rb"[0-9]+", data or b"")
+        if match is None:
+            return
+        seq = int(match.group(0))
+        with self.lock:
+            self.heard.append((seq, now))
+            if seq > self.newest:
+                self.newest = seq
+
+
+def cache(client, path):
+    from kazoo.recipe.cache import TreeCache, TreeEvent
+    current, events = None, CacheEvents()
+    out("READY")
+    for line in sys.stdin:
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "load":
+            if current is not None:
+                current.close()
+            ev, initialized, added = CacheEvents(), threading.Event(), [0]
+
+            def listener(event, ev=ev, initialized=initialized, added=added):
+                now = time.monotonic_ns()
+                if event.event_type == TreeEvent.NODE_UPDATED:
+                    ev.update(event.event_data.data, now)
+                elif event.event_type == TreeEvent.NODE_ADDED and not initialized.is_set():
+                    added[0] += 1
+                elif event.event_type == TreeEvent.INITIALIZED:
+                    initialized.set()
+
+            before = resident_bytes()
+            current = TreeCache(client, path)
+            current.listen(listener)
+            t0 = time.monotonic_ns()
+            current.start()
+            if not initialized.wait(300):
+                err("cache: not initialized in 300 s")
+                return EXIT_TIMEOUT
+            t1 = time.monotonic_ns()
+            events = ev
+            out("LOADED %.3f %d %d" % ((t1 - t0) / 1e6, added[0], resident_bytes() - before))
+        elif words[0] == "close":
+            if current is not None:
+                current.close()
+                current = None
+            out("CLOSED")
+        elif words[0] == "events" and len(words) == 2:
+            want, deadline = int(words[1]), time.monotonic() + 10
+            while events.newest < want and time.monotonic() < deadline:
+                time.sleep(0.005)
+            with events.lock:
+                heard = list(events.heard)
+            out("\n".join(["EVENTS %d" % len(heard)] +
+                          ["E %d %d" % h for h in heard] + ["END"]))
+        elif words[0] == "quit":
+            break
+        else:
+            err("cache: unknown command '%s' (load, close, events SEQ, quit)" % line.strip())
+    if current is not None:
+        current.close()
+    return EXIT_OK
+
+
 def main(argv):
     if len(argv) == 2 and argv[1] == "probe":
         out("KAZOO " + KAZOO_VERSION)
         return EXIT_OK
-    if len(argv) < 5 or argv[3] not in EXTRA_PATTERNS or \
-            not ((argv[2] == "hold" and len(argv) == 6) or
-                 (argv[2] == "loop" and len(argv) == 8) or
-                 (argv[2] == "order" and len(argv) == 5)):
-        err("usage: kazoo-peer.py CONNECT hold|loop|order KIND PATH ... (see its header)")
+    cache_mode = len(argv) == 5 and argv[2] == "cache" and argv[3] == "tree-cache"
+    if not cache_mode and (len(argv) < 5 or argv[3] not in EXTRA_PATTERNS or
+                           not ((argv[2] == "hold" and len(argv) == 6) or
+                                (argv[2] == "loop" and len(argv) == 8) or
+                                (argv[2] == "order" and len(argv) == 5))):
+        err("usage: kazoo-peer.py CONNECT hold|loop|order|cache KIND PATH ... (see its header)")
         return EXIT_ERROR
     connect, mode, kind, path = argv[1], argv[2], argv[3], argv[4]
     client = KazooClient(hosts=connect, timeout=10.0)
     client.start(timeout=15)
     try:
+        if mode == "cache":
+            return cache(client, path)
         if mode == "hold":
             return hold(client, kind, path, int(argv[5]))
         if mode == "loop":

@@ -22,8 +22,8 @@ src/tools zkl-msg zkl-events zkl-locks zkl-list zkl-child zkit-lock
 "
 # zkit-bench: the outputs and the measurement helpers, the figures, the two modes, main.
 BENCH="
-bench records server_stats stats rounds contention curator chain raw pipelined locks churn
-    handoff queue recipes contended uncontended zkit-bench
+bench records server_stats stats rounds peerproc contention curator chain raw pipelined locks
+    churn handoff queue recipes cachetree caches contended uncontended zkit-bench
 "
 
 status=0

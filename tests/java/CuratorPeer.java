@@ -10,6 +10,7 @@
  *   CuratorPeer CONNECT revoke NODE_PATH...
  *   CuratorPeer CONNECT bench KIND PATH CYCLES WARMUP
  *   CuratorPeer CONNECT contend mutex|semaphore|rwlock|multi PATH CLIENTS ACQUISITIONS
+ *   CuratorPeer CONNECT cache curator-cache|tree-cache PATH
  *   CuratorPeer CONNECT latch PATH ID LOG_FILE
  *   CuratorPeer CONNECT selector PATH ID LOG_FILE
  *
@@ -61,6 +62,19 @@
  *        last being all this run made, the unmeasured ones included (for requests counted by
  *        the server over the whole run).
  *
+ * cache: connects and prints "READY", then commands on stdin, one a line (run by bench/zkit-bench
+ *        --caches; kazoo-peer.py's cache mode speaks the same):
+ *          load        -> a new cache of PATH (curator-cache: CuratorCache; tree-cache:
+ *                         TreeCache, unlimited depth, data cached), started, waited for until
+ *                         initialized: "LOADED <ms from start() to the initialized event>
+ *                         <nodes added before it> <heap bytes>", the heap bytes being the heap
+ *                         used after System.gc() once loaded minus the same just before start()
+ *          close       -> closes the cache, "CLOSED"
+ *          events SEQ  -> waits (up to 10 s) until a change event carrying SEQ or a later one
+ *                         was heard, then "EVENTS <n>", n lines "E <seq> <nanoTime>" (every
+ *                         change event since the load whose data starts with a decimal number:
+ *                         that number, and System.nanoTime on entry to the listener), "END"
+ *          quit or EOF -> exit 0
  * latch: a LeaderLatch at PATH with participant id ID, started at once ("STARTED").  Its
  *        listener prints "LEADER" (after appending "ENTER <pid> <nanoTime>" to LOG_FILE) and
  *        "NOTLEADER" (after appending "EXIT ...").  Commands on stdin, one a line:
@@ -107,6 +121,10 @@ import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.curator.framework.CuratorFramework;
 import org.apache.curator.framework.CuratorFrameworkFactory;
+import org.apache.curator.framework.recipes.cache.CuratorCache;
+import org.apache.curator.framework.recipes.cache.CuratorCacheListener;
+import org.apache.curator.framework.recipes.cache.TreeCache;
+import org.apache.curator.framework.recipes.cache.TreeCacheEvent;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.leader.LeaderLatchListener;
 import org.apache.curator.framework.recipes.leader.LeaderSelector;
@@ -287,6 +305,7 @@ public class CuratorPeer {
                 + "       CuratorPeer CONNECT bench KIND PATH CYCLES WARMUP\n"
                 + "       CuratorPeer CONNECT contend mutex|semaphore|rwlock|multi PATH CLIENTS"
                 + " ACQUISITIONS\n"
+                + "       CuratorPeer CONNECT cache curator-cache|tree-cache PATH\n"
                 + "       CuratorPeer CONNECT latch PATH ID LOG_FILE\n"
                 + "       CuratorPeer CONNECT selector PATH ID LOG_FILE\n"
                 + "KIND: mutex | read | write | semaphore (bench: mutex | semaphore;"
@@ -317,7 +336,8 @@ public class CuratorPeer {
                     || (mode.equals("loop") && args.length == 7)
                     || (mode.equals("order") && args.length == 4)
                     || (mode.equals("bench") && args.length == 6)
-                    || (mode.equals("contend") && args.length == 6);
+                    || (mode.equals("contend") && args.length == 6)
+                    || (mode.equals("cache") && args.length == 4);
             if (!ok) {
                 usage();
                 System.exit(EXIT_ERROR);
@@ -352,6 +372,8 @@ public class CuratorPeer {
                 }
                 out("REVOKED");
                 rc = EXIT_OK;
+            } else if (mode.equals("cache")) {
+                rc = cache(client, kind, path);
             } else if (leader) {
                 Path log = Paths.get(args[4]);
                 rc = mode.equals("latch") ? latch(client, path, args[3], log)
@@ -372,6 +394,163 @@ public class CuratorPeer {
         }
         System.out.flush();
         System.exit(rc);
+    }
+
+    /* ---- cache (bench/zkit-bench --caches) ---- */
+
+    static final int MAX_CACHE_EVENTS = 1 << 20;
+
+    /** The change events one cache heard, for the benchmark's event lag. */
+    static final class CacheEvents {
+        final long[] seq = new long[MAX_CACHE_EVENTS];
+        final long[] ns = new long[MAX_CACHE_EVENTS];
+        final AtomicInteger count = new AtomicInteger();
+        volatile long newest = -1;
+
+        /** Data starting with a decimal number: that number, heard at `now`. */
+        void heard(byte[] data, long now) {
+            long s = 0;
+            int i = 0;
+            if (data == null || data.length == 0 || data[0] < '0' || data[0] > '9') {
+                return;
+            }
+            while (i < data.length && data[i] >= '0' && data[i] <= '9') {
+                s = s * 10 + (data[i++] - '0');
+            }
+            int n = count.getAndIncrement();
+            if (n < MAX_CACHE_EVENTS) {
+                seq[n] = s;
+                ns[n] = now;
+            }
+            synchronized (this) {
+                if (s > newest) {
+                    newest = s;
+                }
+            }
+        }
+    }
+
+    /** Heap in use after full collections (the serial collector compacts on System.gc()). */
+    static long heapUsed() {
+        Runtime r = Runtime.getRuntime();
+        for (int i = 0; i < 3; i++) {
+            System.gc();
+        }
+        return r.totalMemory() - r.freeMemory();
+    }
+
+    @SuppressWarnings("deprecation") /* TreeCache: deprecated in Curator 5, still measured */
+    static int cache(CuratorFramework client, String kind, String path) throws Exception {
+        if (!kind.equals("curator-cache") && !kind.equals("tree-cache")) {
+            throw new IllegalArgumentException("cache: KIND must be curator-cache or tree-cache");
+        }
+        if (!client.blockUntilConnected(30, TimeUnit.SECONDS)) {
+            throw new IllegalStateException("cache: not connected in 30 s");
+        }
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in,
+                StandardCharsets.UTF_8));
+        AutoCloseable current = null;
+        CacheEvents events = new CacheEvents();
+        out("READY");
+        for (String line; (line = in.readLine()) != null;) {
+            String[] w = line.trim().split(" ");
+            switch (w[0]) {
+            case "load": {
+                if (current != null) {
+                    current.close();
+                }
+                final CacheEvents ev = new CacheEvents();
+                final java.util.concurrent.CountDownLatch initialized =
+                        new java.util.concurrent.CountDownLatch(1);
+                final AtomicInteger added = new AtomicInteger();
+                events = ev; /* the last load's arrays go before the heap is measured */
+                long before = heapUsed();
+                long t0 = System.nanoTime(), t1;
+                if (kind.equals("curator-cache")) {
+                    CuratorCache c = CuratorCache.build(client, path);
+                    c.listenable().addListener(CuratorCacheListener.builder()
+                            .forCreates(node -> {
+                                if (initialized.getCount() > 0) {
+                                    added.incrementAndGet();
+                                }
+                            })
+                            .forChanges((old, node) -> ev.heard(node.getData(), System.nanoTime()))
+                            .forInitialized(initialized::countDown)
+                            .build());
+                    t0 = System.nanoTime();
+                    c.start();
+                    current = c;
+                } else {
+                    TreeCache c = TreeCache.newBuilder(client, path).build();
+                    c.getListenable().addListener((cl, e) -> {
+                        long now = System.nanoTime();
+                        switch (e.getType()) {
+                        case NODE_ADDED:
+                            if (initialized.getCount() > 0) {
+                                added.incrementAndGet();
+                            }
+                            break;
+                        case NODE_UPDATED:
+                            ev.heard(e.getData().getData(), now);
+                            break;
+                        case INITIALIZED:
+                            initialized.countDown();
+                            break;
+                        default:
+                            break;
+                        }
+                    });
+                    t0 = System.nanoTime();
+                    c.start();
+                    current = c;
+                }
+                if (!initialized.await(300, TimeUnit.SECONDS)) {
+                    throw new IllegalStateException("cache: not initialized in 300 s");
+                }
+                t1 = System.nanoTime();
+                long after = heapUsed();
+                out(String.format(Locale.ROOT, "LOADED %.3f %d %d", (t1 - t0) / 1e6, added.get(),
+                        after - before));
+                break;
+            }
+            case "close":
+                if (current != null) {
+                    current.close();
+                    current = null;
+                }
+                out("CLOSED");
+                break;
+            case "events": {
+                long want = Long.parseLong(w[1]);
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                while (events.newest < want && System.nanoTime() < deadline) {
+                    Thread.sleep(5);
+                }
+                int n = Math.min(events.count.get(), MAX_CACHE_EVENTS);
+                StringBuilder sb = new StringBuilder(32 * n + 32);
+                sb.append("EVENTS ").append(n).append('\n');
+                for (int i = 0; i < n; i++) {
+                    sb.append("E ").append(events.seq[i]).append(' ').append(events.ns[i])
+                            .append('\n');
+                }
+                sb.append("END");
+                out(sb.toString());
+                break;
+            }
+            case "quit":
+                if (current != null) {
+                    current.close();
+                }
+                return EXIT_OK;
+            default:
+                err("cache: unknown command '" + line + "' (load, close, events SEQ, quit)");
+                break;
+            }
+        }
+        if (current != null) {
+            current.close();
+        }
+        return EXIT_OK;
     }
 
     /** The modes that work on one lock (hold, loop, order, bench). */
