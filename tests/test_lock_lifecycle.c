@@ -449,6 +449,9 @@ static atomic_long close_seq;
 
 typedef struct close_watch {
     atomic_int lost;            /* LOST reports */
+    atomic_int uncertain;       /* UNCERTAIN reports */
+    atomic_int held_again;      /* HELD reports (after an UNCERTAIN) */
+    atomic_int suspended;       /* SUSPENDED told to the holder's client (close_watch_client) */
     atomic_int others;          /* any other report */
     atomic_long lost_seq;       /* close_seq when the first LOST was heard */
     atomic_int after_close;     /* reports heard once close had returned */
@@ -463,9 +466,38 @@ static void close_watch_hear(close_watch_t *w, zkit_lock_state_t state)
         long seq = atomic_fetch_add(&close_seq, 1) + 1;
         if (atomic_fetch_add(&w->lost, 1) == 0)
             atomic_store(&w->lost_seq, seq);
+    } else if (state == ZKIT_LOCK_UNCERTAIN) {
+        atomic_fetch_add(&w->uncertain, 1);
+    } else if (state == ZKIT_LOCK_HELD) {
+        atomic_fetch_add(&w->held_again, 1);
     } else {
         atomic_fetch_add(&w->others, 1);
     }
+}
+
+/* The holder's client's connection states: a SUSPENDED while the lock is held (on a loaded
+ * machine, the leader's answer to a confirming sync came later than the holding tolerates)
+ * makes the holding UNCERTAIN, and HELD again once answered, before the close. */
+static void close_watch_client(zkit_client_t *client, zkit_conn_state_t state, void *arg)
+{
+    close_watch_t *w = arg;
+    (void)client;
+    if (state == ZKIT_CONN_SUSPENDED)
+        atomic_fetch_add(&w->suspended, 1);
+}
+
+/* Besides the one LOST of the close, a holding is told nothing but an UNCERTAIN for each
+ * SUSPENDED its client was told, each followed by at most one HELD. */
+static void close_watch_check_others(close_watch_t *w)
+{
+    int uncertain = atomic_load(&w->uncertain), held = atomic_load(&w->held_again);
+    if (uncertain + held + atomic_load(&w->others) > 0)
+        fprintf(stderr, "close-lost: also told UNCERTAIN %d, HELD %d, other %d times; the "
+                "client was SUSPENDED %d times\n", uncertain, held, atomic_load(&w->others),
+                atomic_load(&w->suspended));
+    CU_ASSERT_EQUAL(atomic_load(&w->others), 0);
+    CU_ASSERT(uncertain <= atomic_load(&w->suspended));
+    CU_ASSERT(held <= uncertain);
 }
 
 static void close_watch_lock(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
@@ -557,6 +589,7 @@ static void close_under_holding(close_kind_t kind, const char *base)
     memset(&cl, 0, sizeof(cl));
     memset(&rival, 0, sizeof(rival));
     CU_ASSERT_FATAL(c != NULL && rc_client != NULL);
+    CU_ASSERT_FATAL(zkit_client_add_listener(NULL, c, close_watch_client, &watch) == 0);
     switch (kind) {
     case CK_MUTEX:
         CU_ASSERT_FATAL(zkit_mutex_new(&held, c, path) == 0);
@@ -619,7 +652,7 @@ static void close_under_holding(close_kind_t kind, const char *base)
                 "rival held at %ld\n", close_kind_name[kind], atomic_load(&watch.lost),
                 atomic_load(&watch.lost_seq), cl.seq, rival.seq);
     CU_ASSERT_EQUAL(atomic_load(&watch.lost), 1);
-    CU_ASSERT_EQUAL(atomic_load(&watch.others), 0);
+    close_watch_check_others(&watch);
     CU_ASSERT(atomic_load(&watch.lost_seq) > 0);
     CU_ASSERT(atomic_load(&watch.lost_seq) < cl.seq);
     CU_ASSERT(atomic_load(&watch.lost_seq) < rival.seq);
@@ -758,6 +791,7 @@ static void test_close_dispatch_tells_lost(void)
         fw_options(&opts, zkh_connect_string(zk), NULL, 10000, NULL);
         opts.delivery = ZKIT_DELIVER_ON_DISPATCH;
         CU_ASSERT_FATAL((c = fw_connect_opts(&opts)) != NULL);
+        CU_ASSERT_FATAL(zkit_client_add_listener(NULL, c, close_watch_client, &d.watch) == 0);
         CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
         CU_ASSERT_FATAL(zkit_lock_set_state_callback(lock, dispatch_watch_lock, &d) == 0);
         CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0);
@@ -772,7 +806,7 @@ static void test_close_dispatch_tells_lost(void)
             atomic_store(&d.watch.close_returned, 1);
         }
         CU_ASSERT_EQUAL(atomic_load(&d.watch.lost), 1);
-        CU_ASSERT_EQUAL(atomic_load(&d.watch.others), 0);
+        close_watch_check_others(&d.watch);
         CU_ASSERT_EQUAL(atomic_load(&d.watch.after_close), 0);
         if (atomic_load(&d.watch.lost) == 1)
             CU_ASSERT(pthread_equal(d.heard_on,
