@@ -13,5 +13,7 @@
 #include "zkit/job.h"
 #include "zkit/leader.h"
 #include "zkit/cache.h"
+#include "zkit/counter.h"
+#include "zkit/barrier.h"
 
 #endif

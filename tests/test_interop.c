@@ -17,6 +17,12 @@
  * fast lease of a zkit taker that queues behind it.  The checks both peers share (one holds
  * while the other waits, readers share) are peer_support.c's, run here with Curator's way of
  * listing a queue and in test_kazoo.c with kazoo's.
+ *
+ * Counters and barriers: zkit's shared count and Curator's SharedCount read and write one
+ * node, each seeing the other's writes and a stale versioned write refused; zkit's and
+ * Curator's DistributedAtomicLong, both promoted to the same lock path, incrementing one
+ * counter end with the exact total; a zkit member and a Curator member pass one double
+ * barrier together.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -611,6 +617,217 @@ static void test_curator_quitters(void)
     free(path);
 }
 
+
+/* ---- counters and barriers ------------------------------------------------------------------ */
+
+/* A peer line that starts with `prefix` (the rest copied out), within the peer's start time. */
+static int peer_expect(proc_t *p, const char *prefix, char *rest, size_t size)
+{
+    char line[512] = "";
+    if (proc_read_line(p, line, sizeof line, PEER_START_MS) != 0 ||
+        strncmp(line, prefix, strlen(prefix)) != 0) {
+        fprintf(stderr, "peer: expected '%s', got '%s'\n", prefix, line);
+        return -1;
+    }
+    if (rest)
+        snprintf(rest, size, "%s", line + strlen(prefix));
+    return 0;
+}
+
+typedef struct count_heard {
+    pthread_mutex_t mu;
+    int32_t last;
+    int n;
+} count_heard_t;
+
+static void on_count(zkit_shared_count_t *sc, int32_t count, const zkit_shared_version_t *v,
+                     void *arg)
+{
+    count_heard_t *h = arg;
+    (void)sc, (void)v;
+    pthread_mutex_lock(&h->mu);
+    h->last = count;
+    h->n++;
+    pthread_mutex_unlock(&h->mu);
+}
+
+static int heard_seven(void *arg)
+{
+    count_heard_t *h = arg;
+    int ok;
+    pthread_mutex_lock(&h->mu);
+    ok = h->n > 0 && h->last == 7;
+    pthread_mutex_unlock(&h->mu);
+    return ok;
+}
+
+static void test_shared_count_curator(void)
+{
+    fixture_t f;
+    zkit_client_t *c = lk_client(10000);
+    zkit_shared_count_t *sc = NULL;
+    count_heard_t h = { .n = 0 };
+    proc_t p;
+    char rest[128], *path;
+    int32_t n;
+    CU_ASSERT_FATAL(c != NULL);
+    pthread_mutex_init(&h.mu, NULL);
+    fx_begin(&f, "ix-count");
+    path = lk_join(f.base, "count");
+    CU_ASSERT_FATAL(peer_spawn(&p, "count", path, "5", NULL, NULL, NULL) == 0);
+    CU_ASSERT_FATAL(peer_expect(&p, "STARTED", NULL, 0) == 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_shared_count_new(&sc, c, path, 9), 0);
+    CU_ASSERT_EQUAL(zkit_shared_count_add_listener(NULL, sc, on_count, &h), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_shared_count_start(sc), 0);
+    CU_ASSERT_EQUAL(zkit_shared_count_get(&n, NULL, sc), 0);
+    CU_ASSERT_EQUAL(n, 5); /* Curator's seed, read from its bytes */
+    /* Curator reads zkit's write; its versioned write from before it is refused. */
+    proc_write(&p, "get\n");
+    CU_ASSERT(peer_expect(&p, "COUNT 5 ", NULL, 0) == 0);
+    CU_ASSERT_EQUAL(zkit_shared_count_set(sc, 42), 0);
+    proc_write(&p, "tryset 100\n");
+    CU_ASSERT(peer_expect(&p, "TRYSET ", rest, sizeof rest) == 0);
+    CU_ASSERT_STRING_EQUAL(rest, "false");
+    proc_write(&p, "get\n");
+    CU_ASSERT(peer_expect(&p, "COUNT 42 ", NULL, 0) == 0);
+    /* zkit hears Curator's write. */
+    proc_write(&p, "set 7\n");
+    CU_ASSERT(peer_expect(&p, "SET", NULL, 0) == 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(heard_seven, &h, 10000), 0);
+    proc_write(&p, "close\n");
+    CU_ASSERT_EQUAL(exit_code(proc_wait(&p, 10000)), 0);
+    zkit_shared_count_free(sc);
+    fx_end(&f);
+    zkit_client_close(c);
+    pthread_mutex_destroy(&h.mu);
+    free(path);
+}
+
+#define IX_THREADS 4
+#define IX_INCREMENTS 50
+
+typedef struct ix_incrementer {
+    zkit_atomic_long_t *al;
+    pthread_t thread;
+    int ok, failed, errors, promoted;
+} ix_incrementer_t;
+
+static void *ix_increment(void *arg)
+{
+    ix_incrementer_t *t = arg;
+    for (int i = 0; i < IX_INCREMENTS; i++) {
+        zkit_atomic_result_t r;
+        if (zkit_atomic_long_increment(&r, t->al) != 0)
+            t->errors++;
+        else if (r.succeeded)
+            t->ok++;
+        else
+            t->failed++;
+        t->promoted += r.promoted_tries;
+    }
+    return NULL;
+}
+
+/* zkit and Curator, both promoted to one lock path, on one DistributedAtomicLong. */
+static void test_atomic_long_curator(void)
+{
+    fixture_t f;
+    zkit_client_t *c = lk_client(10000);
+    ix_incrementer_t t[IX_THREADS];
+    zkit_atomic_long_t *check = NULL;
+    zkit_atomic_options_t o;
+    zkit_atomic_result_t r;
+    proc_t p;
+    char rest[128], *path, *lock;
+    int jok = -1, jfailed = -1, ok = 0;
+    CU_ASSERT_FATAL(c != NULL);
+    fx_begin(&f, "ix-atomic");
+    path = lk_join(f.base, "counter");
+    lock = lk_join(f.base, "lock");
+    zkit_atomic_options_init(&o);
+    o.retry = zkit_retry_n_times(10, 1);
+    o.lock_path = lock;
+    o.lock_retry = zkit_retry_n_times(1000, 1);
+    memset(t, 0, sizeof t);
+    for (int i = 0; i < IX_THREADS; i++)
+        CU_ASSERT_EQUAL_FATAL(zkit_atomic_long_new(&t[i].al, c, path, &o), 0);
+    CU_ASSERT_FATAL(peer_spawn(&p, "atomic", path, lock, "200", NULL, NULL) == 0);
+    CU_ASSERT_FATAL(peer_expect(&p, "READY", NULL, 0) == 0);
+    proc_write(&p, "go\n");
+    for (int i = 0; i < IX_THREADS; i++)
+        pthread_create(&t[i].thread, NULL, ix_increment, &t[i]);
+    for (int i = 0; i < IX_THREADS; i++) {
+        pthread_join(t[i].thread, NULL);
+        CU_ASSERT_EQUAL(t[i].errors, 0);
+        ok += t[i].ok;
+    }
+    CU_ASSERT(peer_expect(&p, "DONE ", rest, sizeof rest) == 0);
+    CU_ASSERT_EQUAL(sscanf(rest, "%d %d", &jok, &jfailed), 2);
+    CU_ASSERT_EQUAL(exit_code(proc_wait(&p, 10000)), 0);
+    CU_ASSERT_EQUAL(ok, IX_THREADS * IX_INCREMENTS);
+    CU_ASSERT_EQUAL(jok, 200);
+    CU_ASSERT_EQUAL_FATAL(zkit_atomic_long_new(&check, c, path, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_atomic_long_get(&r, check), 0);
+    CU_ASSERT_EQUAL(r.pre_value, ok + jok);
+    zkit_atomic_long_free(check);
+    for (int i = 0; i < IX_THREADS; i++)
+        zkit_atomic_long_free(t[i].al);
+    zkit_retry_free((zkit_retry_t *)o.retry);
+    zkit_retry_free((zkit_retry_t *)o.lock_retry);
+    fx_end(&f);
+    zkit_client_close(c);
+    free(path);
+    free(lock);
+}
+
+typedef struct ix_leaver {
+    zkit_double_barrier_t *db;
+    pthread_t thread;
+    int rc;
+} ix_leaver_t;
+
+static void *ix_leave(void *arg)
+{
+    ix_leaver_t *l = arg;
+    l->rc = zkit_double_barrier_leave(l->db, 30000);
+    return NULL;
+}
+
+/* A Curator member and a zkit member on one double barrier of 2: the Curator member waits for
+ * zkit's, both enter, and each leaves only with the other. */
+static void test_double_barrier_curator(void)
+{
+    fixture_t f;
+    zkit_client_t *c = lk_client(10000);
+    zkit_double_barrier_t *db = NULL;
+    ix_leaver_t l = { NULL, 0, 1 };
+    proc_t p;
+    char *path, ready[300];
+    CU_ASSERT_FATAL(c != NULL);
+    fx_begin(&f, "ix-dbarrier");
+    path = lk_join(f.base, "barrier");
+    snprintf(ready, sizeof ready, "%s/ready", path);
+    CU_ASSERT_EQUAL_FATAL(zkit_double_barrier_new(&db, c, path, 2), 0);
+    CU_ASSERT_FATAL(peer_spawn(&p, "dbarrier", path, "2", "30000", NULL, NULL) == 0);
+    CU_ASSERT_EQUAL(wait_children(path, 1, PEER_START_MS), 0);
+    CU_ASSERT_EQUAL(zkit_double_barrier_enter(db, 30000), 0);
+    CU_ASSERT(peer_expect(&p, "ENTERED", NULL, 0) == 0);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, ready, NULL), 0);
+    l.db = db;
+    pthread_create(&l.thread, NULL, ix_leave, &l);
+    /* zkit's node goes; it waits for Curator's. */
+    CU_ASSERT_EQUAL(wait_children(path, 2, 10000), 0); /* ready + Curator's member */
+    proc_write(&p, "leave\n");
+    CU_ASSERT(peer_expect(&p, "LEFT", NULL, 0) == 0);
+    pthread_join(l.thread, NULL);
+    CU_ASSERT_EQUAL(l.rc, 0);
+    CU_ASSERT_EQUAL(exit_code(proc_wait(&p, 10000)), 0);
+    zkit_double_barrier_free(db);
+    fx_end(&f);
+    zkit_client_close(c);
+    free(path);
+}
+
 /* ---- registration --------------------------------------------------------------------------- */
 
 /* Is the Curator peer usable at all (java, javac, the jars)?  This also compiles it.  77 (the
@@ -659,6 +876,10 @@ static const zkh_test_t tests[] = {
     { "mixed loop: read-write, Java + C", test_mixed_loop_rwlock },
     { "mixed loop: semaphore mutex, Java + C", test_mixed_loop_semaphore },
     { "mixed queue: Curator waiters give up ahead of and behind C", test_curator_quitters },
+    { "shared count: zkit and Curator's SharedCount on one node", test_shared_count_curator },
+    { "atomic long: zkit and Curator promoted on one counter, exact total",
+      test_atomic_long_curator },
+    { "double barrier: a zkit and a Curator member pass together", test_double_barrier_curator },
     { NULL, NULL }
 };
 

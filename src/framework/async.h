@@ -8,6 +8,7 @@
  *   timers.h     timed calls on the supervisor, and the monotonic clock
  *   listeners.h  connection-state listeners by handle
  *   lifetime.h   client references, closing, calls in progress, options and logger
+ *   retry.h      asking a retry policy about a recipe's own failure
  * Every call here is safe on a client that zkit_client_close() has closed but whose memory a
  * reference (zkit__client_ref) keeps: it fails or does nothing, as each header says.
  */
@@ -20,5 +21,6 @@
 #include "framework/timers.h"
 #include "framework/listeners.h"
 #include "framework/lifetime.h"
+#include "framework/retry.h"
 
 #endif

@@ -12,6 +12,7 @@
 
 #include "zkit/retry.h"
 #include "framework/errors.h"
+#include "framework/retry.h"
 
 /* Curator's limit: beyond 29 retries, 2^(k+1) no longer fits a Java int. */
 #define MAX_EXPONENTIAL_RETRIES 29
@@ -308,6 +309,19 @@ static int policy_allow(const zkit_retry_t *policy, int retry_count, int64_t ela
         return custom_allow(policy, retry_count, elapsed_ms, error, sleep_ms);
     }
     return 0;
+}
+
+int zkit__retry_allow_any(int *sleep_ms, const zkit_retry_t *policy, int retry_count,
+                          int64_t elapsed_ms, int error)
+{
+    *sleep_ms = 0;
+    if (policy == NULL || retry_count < 0)
+        return 0;
+    if (!policy_allow(policy, retry_count, elapsed_ms, error, sleep_ms)) {
+        *sleep_ms = 0;
+        return 0;
+    }
+    return 1;
 }
 
 ZKIT_EXTERN int zkit_retry_allow(int *sleep_ms, const zkit_retry_t *policy, int retry_count,

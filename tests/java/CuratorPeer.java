@@ -13,6 +13,9 @@
  *   CuratorPeer CONNECT cache curator-cache|tree-cache PATH
  *   CuratorPeer CONNECT latch PATH ID LOG_FILE
  *   CuratorPeer CONNECT selector PATH ID LOG_FILE
+ *   CuratorPeer CONNECT count PATH SEED
+ *   CuratorPeer CONNECT atomic PATH LOCK_PATH|- INCREMENTS
+ *   CuratorPeer CONNECT dbarrier PATH MEMBERS TIMEOUT_MS
  *
  * KIND: mutex (InterProcessMutex), read / write (InterProcessReadWriteLock halves),
  *       semaphore (InterProcessSemaphoreMutex); contend has kinds of its own (below).
@@ -89,6 +92,18 @@
  *        (close() and wait for a running takeLeadership to end, "CLOSED", exit 0), EOF (the
  *        same without printing).
  *
+ * count: a SharedCount at PATH seeded with SEED, started ("STARTED").  Commands: get ->
+ *        "COUNT <count> <version>"; set N -> "SET"; tryset N -> "TRYSET true|false" (trySetCount with the
+ *        VersionedValue the last get read, or start); close / EOF.
+ * atomic: a DistributedAtomicLong at PATH (retry: RetryNTimes(10, 1)), promoted to an
+ *        InterProcessMutex at LOCK_PATH (PromotedToLock, wait forever, RetryNTimes(1000, 1)
+ *        under the lock) unless it is "-"; prints "READY", waits for a line "go" on stdin,
+ *        then increments INCREMENTS times and prints "DONE <succeeded> <failed>
+ *        <optimistic tries> <promoted tries> <increments per second>".
+ * dbarrier: a DistributedDoubleBarrier of MEMBERS at PATH: enter(TIMEOUT_MS) prints "ENTERED"
+ *        or "TIMEOUT" (exit 2); then the command "leave" -> leave(TIMEOUT_MS), "LEFT" or
+ *        "TIMEOUT"; EOF leaves too.
+ *
  * Participants: mutex, read, write: getParticipantNodes() of that lock, i.e. the children
  * of PATH sorted by Curator's sorter; the read half lists only __READ__ nodes and the write
  * half only __WRIT__ nodes (Curator filters by its lock name). semaphore: the children of
@@ -125,7 +140,14 @@ import org.apache.curator.framework.recipes.cache.CuratorCache;
 import org.apache.curator.framework.recipes.cache.CuratorCacheListener;
 import org.apache.curator.framework.recipes.cache.TreeCache;
 import org.apache.curator.framework.recipes.cache.TreeCacheEvent;
+import org.apache.curator.framework.recipes.atomic.AtomicValue;
+import org.apache.curator.framework.recipes.atomic.DistributedAtomicLong;
+import org.apache.curator.framework.recipes.atomic.PromotedToLock;
+import org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
+import org.apache.curator.framework.recipes.shared.SharedCount;
+import org.apache.curator.framework.recipes.shared.VersionedValue;
+import org.apache.curator.retry.RetryNTimes;
 import org.apache.curator.framework.recipes.leader.LeaderLatchListener;
 import org.apache.curator.framework.recipes.leader.LeaderSelector;
 import org.apache.curator.framework.recipes.leader.LeaderSelectorListenerAdapter;
@@ -308,6 +330,9 @@ public class CuratorPeer {
                 + "       CuratorPeer CONNECT cache curator-cache|tree-cache PATH\n"
                 + "       CuratorPeer CONNECT latch PATH ID LOG_FILE\n"
                 + "       CuratorPeer CONNECT selector PATH ID LOG_FILE\n"
+                + "       CuratorPeer CONNECT count PATH SEED\n"
+                + "       CuratorPeer CONNECT atomic PATH LOCK_PATH N\n"
+                + "       CuratorPeer CONNECT dbarrier PATH MEMBERS TIMEOUT_MS\n"
                 + "KIND: mutex | read | write | semaphore (bench: mutex | semaphore;"
                 + " contend: see above)");
     }
@@ -330,8 +355,13 @@ public class CuratorPeer {
             String mode = args[1];
             /* revoke takes node paths only; the other modes KIND PATH and their own args. */
             boolean revocable = mode.equals("hold") && args.length == 6 && args[5].equals("revocable");
-            boolean leader = mode.equals("latch") || mode.equals("selector");
+            boolean leader = mode.equals("latch") || mode.equals("selector")
+                    || mode.equals("count") || mode.equals("dbarrier");
+            if (mode.equals("atomic")) {
+                leader = true; /* PATH LOCK_PATH N: the same shape once LOCK_PATH is taken */
+            }
             boolean ok = mode.equals("revoke") || (leader && args.length == 5)
+                    || (mode.equals("count") && args.length == 4)
                     || (mode.equals("hold") && (args.length == 5 || revocable))
                     || (mode.equals("loop") && args.length == 7)
                     || (mode.equals("order") && args.length == 4)
@@ -374,6 +404,12 @@ public class CuratorPeer {
                 rc = EXIT_OK;
             } else if (mode.equals("cache")) {
                 rc = cache(client, kind, path);
+            } else if (mode.equals("count")) {
+                rc = count(client, path, Integer.parseInt(args[3]));
+            } else if (mode.equals("atomic")) {
+                rc = atomic(client, path, args[3], Integer.parseInt(args[4]));
+            } else if (mode.equals("dbarrier")) {
+                rc = dbarrier(client, path, Integer.parseInt(args[3]), Long.parseLong(args[4]));
             } else if (leader) {
                 Path log = Paths.get(args[4]);
                 rc = mode.equals("latch") ? latch(client, path, args[3], log)
@@ -839,6 +875,88 @@ public class CuratorPeer {
                 yields.add("yield");
             } else if (!command.line.isEmpty()) {
                 err("unknown command '" + command.line + "' (leader, yield)");
+            }
+        }
+    }
+
+    /* ---- counters and barriers ---- */
+
+    static int count(CuratorFramework client, String path, int seed) throws Exception {
+        BlockingQueue<Command> commands = stdinCommands();
+        try (SharedCount sc = new SharedCount(client, path, seed)) {
+            sc.start();
+            VersionedValue<Integer> last = sc.getVersionedValue();
+            out("STARTED");
+            for (;;) {
+                Command command = commands.take();
+                if (command == Command.EOF || command.line.equals("close")) {
+                    return EXIT_OK;
+                }
+                String[] w = command.line.split(" ");
+                if (w[0].equals("get")) {
+                    last = sc.getVersionedValue();
+                    out("COUNT " + last.getValue() + " " + last.getVersion());
+                } else if (w[0].equals("set") && w.length == 2) {
+                    sc.setCount(Integer.parseInt(w[1]));
+                    out("SET");
+                } else if (w[0].equals("tryset") && w.length == 2) {
+                    out("TRYSET " + sc.trySetCount(last, Integer.parseInt(w[1])));
+                } else if (!command.line.isEmpty()) {
+                    err("unknown command '" + command.line + "' (get, set N, tryset N)");
+                }
+            }
+        }
+    }
+
+    static int atomic(CuratorFramework client, String path, String lockPath, int n)
+            throws Exception {
+        DistributedAtomicLong al = lockPath.equals("-")
+                ? new DistributedAtomicLong(client, path, new RetryNTimes(10, 1))
+                : new DistributedAtomicLong(client, path, new RetryNTimes(10, 1),
+                        PromotedToLock.builder().lockPath(lockPath)
+                                .retryPolicy(new RetryNTimes(1000, 1)).build());
+        BlockingQueue<Command> commands = stdinCommands();
+        out("READY");
+        Command go = commands.take();
+        if (go == Command.EOF) {
+            return EXIT_OK;
+        }
+        int ok = 0, failed = 0;
+        long optimistic = 0, promoted = 0;
+        long t0 = System.nanoTime();
+        for (int i = 0; i < n; i++) {
+            AtomicValue<Long> v = al.increment();
+            optimistic += v.getStats().getOptimisticTries();
+            promoted += v.getStats().getPromotedLockTries();
+            if (v.succeeded()) {
+                ok++;
+            } else {
+                failed++;
+            }
+        }
+        double secs = (System.nanoTime() - t0) / 1e9;
+        out(String.format(Locale.ROOT, "DONE %d %d %d %d %.3f", ok, failed, optimistic, promoted,
+                secs > 0 ? n / secs : 0.0));
+        return EXIT_OK;
+    }
+
+    static int dbarrier(CuratorFramework client, String path, int members, long timeoutMs)
+            throws Exception {
+        DistributedDoubleBarrier b = new DistributedDoubleBarrier(client, path, members);
+        BlockingQueue<Command> commands = stdinCommands();
+        if (!b.enter(timeoutMs, TimeUnit.MILLISECONDS)) {
+            out("TIMEOUT");
+            return EXIT_TIMEOUT;
+        }
+        out("ENTERED");
+        for (;;) {
+            Command command = commands.take();
+            if (command == Command.EOF || command.line.equals("leave")) {
+                boolean left = b.leave(timeoutMs, TimeUnit.MILLISECONDS);
+                out(left ? "LEFT" : "TIMEOUT");
+                return left ? EXIT_OK : EXIT_TIMEOUT;
+            } else if (!command.line.isEmpty()) {
+                err("unknown command '" + command.line + "' (leave)");
             }
         }
     }
