@@ -272,8 +272,10 @@ static int on_event(watch_t *w, const zkw_event_t *e)
         if (w->o->once && w->initialized && e->type != ZKIT_CACHE_INITIALIZED)
             return 0;
     }
-    if (e->type == ZKIT_CACHE_INITIALIZED)
+    if (e->type == ZKIT_CACHE_INITIALIZED) {
         w->initialized = 1;
+        zkl_info("%s: initial state read; watching", w->o->path);
+    }
     return -1;
 }
 
