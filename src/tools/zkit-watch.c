@@ -384,6 +384,9 @@ int main(int argc, char **argv)
     char *program = NULL;
     int status, missing;
     zkl_set_program("zkit-watch");
+    /* A reader that goes away (zkit-watch ... | head -1) ends the watch through EPIPE, with
+     * status 0; COMMAND gets the default disposition back (zkl_events_reset_for_child). */
+    signal(SIGPIPE, SIG_IGN);
     zkl_note_inherited_fds(); /* before anything of ours is open */
     status = parse_options(&o, argc, argv);
     /* A command that cannot run fails before anything is watched. */
