@@ -99,12 +99,6 @@ if [[ $api_doc == yes ]] && command -v man >/dev/null 2>&1; then
     fi
 fi
 
-if out=$("$bin/zkit-watch" --help 2>&1) && [[ $out == *"Usage: zkit-watch"* ]]; then
-    ok "installed zkit-watch --help"
-else
-    bad "installed zkit-watch --help: $out"
-fi
-
 # ---- 2. a program built through pkg-config, shared and static ------------------------------
 export PKG_CONFIG_LIBDIR=$lib/pkgconfig PKG_CONFIG_PATH=
 export PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1 PKG_CONFIG_ALLOW_SYSTEM_LIBS=1
@@ -136,6 +130,13 @@ elif out=$("$scratch/hello") && [[ $out == "zkit $version" ]] &&
     ok "install_hello runs, shared ($loaded) and static: zkit $version"
 else
     bad "install_hello: '$out' (expected 'zkit $version')"
+fi
+
+# The installed command finds the installed library (LD_LIBRARY_PATH, set above).
+if out=$("$bin/zkit-watch" --help 2>&1) && [[ $out == *"Usage: zkit-watch"* ]]; then
+    ok "installed zkit-watch --help"
+else
+    bad "installed zkit-watch --help: $out"
 fi
 
 # ---- 3. against a throwaway server ---------------------------------------------------------
