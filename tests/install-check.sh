@@ -9,13 +9,14 @@
 # dpkg -x into ROOT; empty for a real install); the other directories are the configured ones.
 # Nothing outside ROOT and a scratch directory is touched.  The steps:
 #   1. files: the library (shared and static), every public header of the source tree,
-#      zkit.pc, zkit-lock and its man page, every docs/*.md and examples/* source, and with
+#      zkit.pc, zkit-lock and zkit-watch and their man pages, every docs/*.md and examples/* source, and with
 #      --api-doc yes the HTML reference and the man3 pages (man 3 zkit_lock_acquire);
 #   2. tests/install_hello.c built with `pkg-config --cflags --libs zkit` (shared) and with
 #      `pkg-config --static` against libzkit.a, run, and checked to load the right library;
 #   3. unless --no-server: a throwaway ZooKeeper (scripts/zk-server.sh), then a lock cycle by
 #      install_hello, the installed flash_sale and loop_epoll examples built from their
-#      installed sources and run, and the installed zkit-lock running a command under a lock.
+#      installed sources and run, the installed zkit-lock running a command under a lock, and
+#      the installed zkit-watch seeing a node's creation (--once).
 # Prints one line per step; exit status 0 when all passed, 1 otherwise.
 set -uo pipefail
 
@@ -65,7 +66,8 @@ has() { [[ -f $1 || -f $1.gz ]]; }
 # ---- 1. files ---------------------------------------------------------------------------
 missing=()
 for f in "$lib/libzkit.so" "$lib/libzkit.so.0" "$lib/libzkit.a" "$lib/pkgconfig/zkit.pc" \
-         "$inc/zkit.h" "$bin/zkit-lock" "$man/man1/zkit-lock.1"; do
+         "$inc/zkit.h" "$bin/zkit-lock" "$man/man1/zkit-lock.1" "$bin/zkit-watch" \
+         "$man/man1/zkit-watch.1"; do
     has "$f" || missing+=("$f")
 done
 while IFS= read -r h; do
@@ -85,7 +87,7 @@ fi
 if ((${#missing[@]})); then
     bad "files missing: ${missing[*]}"
 else
-    ok "files: library, headers, zkit.pc, zkit-lock(1), docs, examples$([[ $api_doc == yes ]] && echo ', API reference (HTML, man3)')"
+    ok "files: library, headers, zkit.pc, zkit-lock(1), zkit-watch(1), docs, examples$([[ $api_doc == yes ]] && echo ', API reference (HTML, man3)')"
 fi
 if [[ $api_doc == yes ]] && command -v man >/dev/null 2>&1; then
     # The per-function pages are links (.so) to their header's page: resolve one.
@@ -128,6 +130,13 @@ elif out=$("$scratch/hello") && [[ $out == "zkit $version" ]] &&
     ok "install_hello runs, shared ($loaded) and static: zkit $version"
 else
     bad "install_hello: '$out' (expected 'zkit $version')"
+fi
+
+# The installed command finds the installed library (LD_LIBRARY_PATH, set above).
+if out=$("$bin/zkit-watch" --help 2>&1) && [[ $out == *"Usage: zkit-watch"* ]]; then
+    ok "installed zkit-watch --help"
+else
+    bad "installed zkit-watch --help: $out"
 fi
 
 # ---- 3. against a throwaway server ---------------------------------------------------------
@@ -183,6 +192,23 @@ if [[ $server == yes ]]; then
         ok "installed zkit-lock ran a command under a lock"
     else
         bad "installed zkit-lock: $out"
+    fi
+
+    # zkit-watch --once: the node's creation after the initial state.  The node is created
+    # once the watch has said (with -v) that it read the initial state.
+    wout=$scratch/watch.out werr=$scratch/watch.err
+    timeout 60 "$bin/zkit-watch" --connect "$zk" -v --once -w 30 /install-check/watched \
+        >"$wout" 2>"$werr" &
+    wpid=$!
+    for _ in $(seq 300); do
+        grep -q 'watching' "$werr" 2>/dev/null && break
+        sleep 0.1
+    done
+    "$bin/zkit-lock" --connect "$zk" -n /install-check/watched -- true >/dev/null 2>&1
+    if wait "$wpid" && grep -q '^/install-check/watched CREATED 0$' "$wout"; then
+        ok "installed zkit-watch saw a node's creation"
+    else
+        bad "installed zkit-watch: $(cat "$wout" "$werr")"
     fi
 fi
 

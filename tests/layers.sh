@@ -5,8 +5,9 @@
 #
 # The stacks are listed bottom to top below.  For every object file, every symbol it uses
 # that another file of the same stack defines (read from the objects' symbol tables with nm)
-# must come from a file listed before it.  A source file missing from its list fails the
-# check too, so that a new file is given its place on purpose.
+# must come from a file listed before it.  A source file missing from every list fails the
+# check too, so that a new file is given its place on purpose (a file may serve two stacks,
+# as zkit-lock's lower files serve zkit-watch).
 set -u
 
 # The framework, then the recipes on it (one library).
@@ -19,7 +20,12 @@ src/recipes nodename schedule rewatch cache engine lockstate ownnode lockcore mu
 "
 # zkit-lock.
 TOOL="
-src/tools zkl-msg zkl-events zkl-locks zkl-list zkl-child zkit-lock
+src/tools zkl-msg zkl-opts zkl-events zkl-locks zkl-list zkl-child zkit-lock
+"
+# zkit-watch: on zkit-lock's messages, options, event pipe, connection and command lookup.
+WATCH="
+src/tools zkl-msg zkl-opts zkl-events zkl-locks zkl-child zkw-format zkw-source zkw-run
+    zkit-watch
 "
 # zkit-bench: the outputs and the measurement helpers, the figures, the two modes, main.
 BENCH="
@@ -31,7 +37,8 @@ status=0
 
 # The object of source NAME in DIR: a libtool convenience library's or a program's.
 object_of() {
-    for o in "$1/libzkit_core_la-$2.o" "$1/$2.o" "$1/zkit_lock-$2.o" "$1/zkit_bench-$2.o"; do
+    for o in "$1/libzkit_core_la-$2.o" "$1/$2.o" "$1/zkit_lock-$2.o" "$1/zkit_watch-$2.o" \
+             "$1/zkit_bench-$2.o"; do
         if [ -f "$o" ]; then
             echo "$o"
             return 0
@@ -60,16 +67,7 @@ check() {
         fi
         echo "$rank $dir/$word $obj" >>"$list"
     done
-    # Every source file of the stack's directories must be listed.
-    for d in $(awk '{ sub("/[^/]*$", "", $2); print $2 }' "$list" | sort -u); do
-        for src in "$srcdir/$d"/*.c; do
-            name=$(basename "$src" .c)
-            if ! grep -q " $d/$name " "$list"; then
-                echo "layers: $d/$name.c has no place in tests/layers.sh" >&2
-                status=1
-            fi
-        done
-    done
+    awk '{ print $2 }' "$list" >>"$listed"
     defs=$(mktemp)
     while read -r rank name obj; do
         nm "$obj" | awk -v r="$rank" -v n="$name" '$2 ~ /^[TDBR]$/ { print $3, r, n }'
@@ -88,9 +86,22 @@ check() {
 
 srcdir=${srcdir:-.}
 [ -d "$srcdir/src" ] || srcdir=$(cd "$(dirname "$0")/.." && pwd)
+listed=$(mktemp)
 check "$LIBRARY"
 check "$TOOL"
+check "$WATCH"
 check "$BENCH"
+# Every source file of the stacks' directories must be listed in one of them.
+for d in $(sed 's,/[^/]*$,,' "$listed" | sort -u); do
+    for src in "$srcdir/$d"/*.c; do
+        name=$(basename "$src" .c)
+        if ! grep -qx "$d/$name" "$listed"; then
+            echo "layers: $d/$name.c has no place in tests/layers.sh" >&2
+            status=1
+        fi
+    done
+done
+rm -f "$listed"
 if [ $status -eq 0 ]; then
     echo "layers: every file calls only files below it"
 fi

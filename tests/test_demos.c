@@ -7,6 +7,8 @@
  *   - transfer keeps the total constant in every audit and at the end;
  *   - two copies of each event-loop example (epoll, libuv, libevent) on one lock lose no
  *     update of their shared counter;
+ *   - config_watch (libuv, a node cache) applies its configuration at start and on each
+ *     change, keeps it while the node is deleted, and applies it again on its re-creation;
  *   - after each run no lock node is left on the server and no worker process survives;
  *   - flash_sale --freeze: a buyer frozen (SIGSTOP) past its session timeout while holding
  *     the lock, resumed (SIGCONT) while another holds it, oversells a file-backed stock, and
@@ -295,6 +297,71 @@ static void test_loop_examples(void)
     }
 }
 
+/* ---- a daemon that reloads its configuration ------------------------------------------------ */
+
+typedef struct out_arg {
+    int fd;
+    const char *text;
+} out_arg_t;
+
+static int out_has_pred(void *arg)
+{
+    out_arg_t *a = arg;
+    static char buf[MAX_OUTPUT];
+    read_all(a->fd, buf, sizeof buf);
+    return strstr(buf, a->text) != NULL;
+}
+
+/* Waits until the started demo has printed `text` (a change reaches it in milliseconds on
+ * loopback; 15 s bounds a loaded machine). */
+static int wait_output(const started_t *s, const char *text)
+{
+    out_arg_t a = { s->out_fd, text };
+    return zkh_wait_until(out_has_pred, &a, 15000);
+}
+
+/* config_watch applies the node's data at start, on each change and on its creation again,
+ * keeps what it has while the node is deleted, and stops after its third configuration.
+ * Each change is made once the previous one was applied: the cache reports states, and two
+ * quick writes could be seen as one. */
+static void test_config_watch(void)
+{
+    char path[128], bin[4096];
+    static run_t r;
+    started_t s;
+    zhandle_t *zh;
+    snprintf(bin, sizeof bin, "%s/config_watch", bindir);
+    if (access(bin, X_OK) != 0) {
+        fprintf(stderr, "demos: %s not built (libuv was missing)\n", bin);
+        return;
+    }
+    zh = zkh_raw_connect(zk);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(zh);
+    zkh_unique_path(path, sizeof path, "config-watch");
+    CU_ASSERT_EQUAL_FATAL(zoo_create(zh, path, "a=1\nb=2\n", 8, &ZOO_OPEN_ACL_UNSAFE, 0, NULL, 0),
+                          ZOK);
+    {
+        const char *args[] = { "--path", path, "--reloads", "3", NULL };
+        start_demo(&s, "config_watch", args);
+    }
+    CU_ASSERT_EQUAL(wait_output(&s, "initial config loaded\n"), 0);
+    CU_ASSERT_EQUAL(zoo_set(zh, path, "a=1\n", 4, -1), ZOK);
+    CU_ASSERT_EQUAL(wait_output(&s, "applied version 1: 1 settings\n"), 0);
+    CU_ASSERT_EQUAL(zoo_delete(zh, path, -1), ZOK);
+    CU_ASSERT_EQUAL(wait_output(&s, "config node deleted: keeping version 1\n"), 0);
+    CU_ASSERT_EQUAL(zoo_create(zh, path, "x=1\ny=2\nz=3\n", 12, &ZOO_OPEN_ACL_UNSAFE, 0, NULL,
+                               0), ZOK);
+    finish_demo(&s, &r, 0);
+    CU_ASSERT_STRING_EQUAL(r.out, "applied version 0: 2 settings\n"
+                                  "initial config loaded\n"
+                                  "applied version 1: 1 settings\n"
+                                  "config node deleted: keeping version 1\n"
+                                  "applied version 0: 3 settings\n"
+                                  "stopped with version 0 (3 settings)\n");
+    zookeeper_close(zh);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
 /* ---- a frozen holder --------------------------------------------------------------------- */
 
 /* The file-backed sale under the fault: the resumed buyer's stale write oversells. */
@@ -563,6 +630,7 @@ static const zkh_test_t tests[] = {
     { "transfers keep the total", test_transfer },
     { "bad options fail fast", test_bad_option },
     { "event-loop examples: two daemons lose no update", test_loop_examples },
+    { "config_watch reloads its configuration from a node cache", test_config_watch },
     { "frozen buyer, stock in a file: oversold", test_flash_sale_frozen_file },
     { "frozen buyer, guarded stock: exactly 300 sold", test_flash_sale_frozen_guarded },
     { "a frozen holder's guarded commit is refused, every round",

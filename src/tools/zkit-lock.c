@@ -24,8 +24,6 @@
 
 #include "tools/zkit-lock.h"
 
-#define DEFAULT_CONNECT "127.0.0.1:2181"
-#define DEFAULT_SESSION_TIMEOUT_MS 10000
 
 /* ---- options ------------------------------------------------------------------------------ */
 
@@ -55,7 +53,7 @@ static const char usage_text[] =
     "  -c, --command STRING       run STRING with /bin/sh -c instead of a COMMAND after\n"
     "                             '--' (like flock -c); not with a COMMAND too\n"
     "      --connect HOSTS        ZooKeeper servers, host:port,... (default $ZKIT_CONNECT,\n"
-    "                             else " DEFAULT_CONNECT ")\n"
+    "                             else " ZKL_DEFAULT_CONNECT ")\n"
     "      --namespace NS         prefix every path with /NS\n"
     "  -w, --timeout SECONDS      give up waiting for the lock after SECONDS (fractions ok;\n"
     "                             default: wait forever)\n"
@@ -107,14 +105,9 @@ static const char usage_text[] =
     "chroot of --connect does not exist; 126 COMMAND not executable; 127 COMMAND not found.\n";
 
 enum {
-    OPT_CONNECT = 256,
-    OPT_NAMESPACE,
-    OPT_READ,
+    OPT_READ = ZKL_OPT_FIRST_OWN,
     OPT_WRITE,
     OPT_SEMAPHORE,
-    OPT_SESSION_TIMEOUT,
-    OPT_CONNECT_TIMEOUT,
-    OPT_AUTH_FILE,
     OPT_KILL_GRACE,
     OPT_KILL_ON_SUSPEND,
     OPT_KILL_GROUP_ON_EXIT,
@@ -125,8 +118,7 @@ enum {
 };
 
 static const struct option long_options[] = {
-    { "connect", required_argument, NULL, OPT_CONNECT },
-    { "namespace", required_argument, NULL, OPT_NAMESPACE },
+    ZKL_CONNECTION_LONG_OPTIONS,
     { "timeout", required_argument, NULL, 'w' },
     { "wait", required_argument, NULL, 'w' },
     { "nonblock", no_argument, NULL, 'n' },
@@ -134,9 +126,6 @@ static const struct option long_options[] = {
     { "write", no_argument, NULL, OPT_WRITE },
     { "semaphore", required_argument, NULL, OPT_SEMAPHORE },
     { "leader", no_argument, NULL, OPT_LEADER },
-    { "session-timeout", required_argument, NULL, OPT_SESSION_TIMEOUT },
-    { "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
-    { "auth-file", required_argument, NULL, OPT_AUTH_FILE },
     { "kill-grace", required_argument, NULL, OPT_KILL_GRACE },
     { "kill-on-suspend", no_argument, NULL, OPT_KILL_ON_SUSPEND },
     { "kill-group-on-exit", no_argument, NULL, OPT_KILL_GROUP_ON_EXIT },
@@ -146,8 +135,6 @@ static const struct option long_options[] = {
     /* Optional, so that "--list -v PATH" takes -v as an option and PATH as the path. */
     { "list", optional_argument, NULL, OPT_LIST },
     { "command", required_argument, NULL, 'c' },
-    { "verbose", no_argument, NULL, 'v' },
-    { "quiet", no_argument, NULL, 'q' },
     { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },
     { NULL, 0, NULL, 0 }
@@ -157,78 +144,12 @@ static const struct option long_options[] = {
  * "--" is ever taken for an option; ":": we word the errors ourselves, on one line. */
 static const char short_options[] = "+:c:w:nE:vqhV";
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int usage_error(const char *fmt, ...)
-{
-    char text[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof(text), fmt, ap);
-    va_end(ap);
-    zkl_error("%s (see zkit-lock --help)", text);
-    return ZKL_EXIT_USAGE;
-}
-
-/* Seconds, fractions allowed, to milliseconds; at most INT_MAX ms (24 days). */
-static int parse_seconds(const char *text, int64_t *ms)
-{
-    char *end;
-    double v;
-    errno = 0;
-    v = strtod(text, &end);
-    if (end == text || *end || errno || !(v >= 0) || v * 1000.0 > INT_MAX)
-        return -1;
-    *ms = (int64_t)(v * 1000.0 + 0.5);
-    return 0;
-}
-
-static int parse_int(const char *text, long min, long max, int *out)
-{
-    char *end;
-    long v;
-    errno = 0;
-    v = strtol(text, &end, 10);
-    if (end == text || *end || errno || v < min || v > max)
-        return -1;
-    *out = (int)v;
-    return 0;
-}
-
 static int set_kind(zkl_options_t *o, zkl_kind_t kind, int *kind_given)
 {
     if (*kind_given && o->kind != kind)
-        return usage_error("--read, --write, --semaphore and --leader exclude each other");
+        return zkl_usage_error("--read, --write, --semaphore and --leader exclude each other");
     o->kind = kind;
     *kind_given = 1;
-    return 0;
-}
-
-/* --connect-timeout: seconds, or milliseconds with an "ms" suffix ("s" allowed too); at
- * least 1 ms, at most INT_MAX ms. */
-static int connect_timeout_option(const char *text, int *out)
-{
-    char *end;
-    double v, scale = 1000.0;
-    int ok;
-    errno = 0;
-    v = strtod(text, &end);
-    if (end != text && strcmp(end, "ms") == 0)
-        scale = 1.0;
-    ok = end != text && (!*end || strcmp(end, "s") == 0 || strcmp(end, "ms") == 0) && !errno &&
-         v > 0 && v * scale + 0.5 >= 1.0 && v * scale <= INT_MAX;
-    if (!ok)
-        return usage_error("--connect-timeout: '%s' is not a valid time (seconds, or a number "
-                           "of milliseconds with \"ms\")", text);
-    *out = (int)(v * scale + 0.5);
-    return 0;
-}
-
-/* Seconds options: `what` names the option in messages; `positive` rejects 0. */
-static int seconds_option(const char *what, const char *text, int positive, int64_t *ms)
-{
-    if (parse_seconds(text, ms) != 0 || (positive && *ms <= 0))
-        return usage_error("%s: '%s' is not a valid number of seconds", what, text);
     return 0;
 }
 
@@ -237,29 +158,30 @@ static int apply_once_option(zkl_options_t *o, int c, const char *arg)
 {
     int n;
     if (c == OPT_ONCE_PER) {
-        if (parse_int(arg, 1, INT_MAX, &n) != 0)
-            return usage_error("--once-per: '%s' is not a positive whole number of seconds",
+        if (zkl_parse_int(arg, 1, INT_MAX, &n) != 0)
+            return zkl_usage_error("--once-per: '%s' is not a positive whole number of seconds",
                                arg);
         o->once_per_s = n;
         return 0;
     }
-    if (parse_int(arg, 0, 255, &o->skip_code) != 0)
-        return usage_error("--skip-exit-code: '%s' is not a status from 0 to 255", arg);
+    if (zkl_parse_int(arg, 0, 255, &o->skip_code) != 0)
+        return zkl_usage_error("--skip-exit-code: '%s' is not a status from 0 to 255", arg);
     return 0;
 }
 
 static int apply_option(zkl_options_t *o, int c, const char *arg, int *kind_given)
 {
     int64_t ms;
+    int rc = zkl_connection_option(o, c, arg);
+    if (rc >= 0)
+        return rc;
     switch (c) {
-    case OPT_CONNECT: o->connect = arg; return 0;
-    case OPT_NAMESPACE: o->namespace_name = arg; return 0;
     case 'n':
         o->timeout_ms = 0;
         o->wait_option = "-n";
         return 0;
     case 'w':
-        if (seconds_option("--timeout", arg, 0, &ms) != 0)
+        if (zkl_seconds_option("--timeout", arg, 0, &ms) != 0)
             return ZKL_EXIT_USAGE;
         o->timeout_ms = (int)ms;
         o->wait_option = "-w";
@@ -268,28 +190,15 @@ static int apply_option(zkl_options_t *o, int c, const char *arg, int *kind_give
     case OPT_WRITE: return set_kind(o, ZKL_WRITE, kind_given);
     case OPT_LEADER: return set_kind(o, ZKL_LEADER, kind_given);
     case OPT_SEMAPHORE:
-        if (parse_int(arg, 1, INT_MAX, &o->max_leases) != 0)
-            return usage_error("--semaphore: '%s' is not a positive number of leases", arg);
+        if (zkl_parse_int(arg, 1, INT_MAX, &o->max_leases) != 0)
+            return zkl_usage_error("--semaphore: '%s' is not a positive number of leases", arg);
         return set_kind(o, ZKL_SEMAPHORE, kind_given);
-    case OPT_SESSION_TIMEOUT:
-        if (seconds_option("--session-timeout", arg, 1, &ms) != 0)
-            return ZKL_EXIT_USAGE;
-        if (ms < ZKIT_SESSION_TIMEOUT_MIN_MS)
-            return usage_error("--session-timeout: '%s' is below the minimum of %g seconds",
-                               arg, ZKIT_SESSION_TIMEOUT_MIN_MS / 1000.0);
-        if (ms > INT_MAX / 2) /* libzookeeper doubles it in an int */
-            return usage_error("--session-timeout: '%s' is above the %d seconds the ZooKeeper "
-                               "client can handle", arg, INT_MAX / 2 / 1000);
-        o->session_timeout_ms = (int)ms;
-        return 0;
-    case OPT_CONNECT_TIMEOUT: return connect_timeout_option(arg, &o->connect_timeout_ms);
-    case OPT_AUTH_FILE: o->auth_file = arg; return 0;
-    case OPT_KILL_GRACE: return seconds_option("--kill-grace", arg, 0, &o->kill_grace_ms);
+    case OPT_KILL_GRACE: return zkl_seconds_option("--kill-grace", arg, 0, &o->kill_grace_ms);
     case OPT_KILL_ON_SUSPEND: o->kill_on_suspend = 1; return 0;
     case OPT_KILL_GROUP_ON_EXIT: o->kill_group_on_exit = 1; return 0;
     case 'E':
-        if (parse_int(arg, 0, 255, &o->conflict_code) != 0)
-            return usage_error("--conflict-exit-code: '%s' is not a status from 0 to 255", arg);
+        if (zkl_parse_int(arg, 0, 255, &o->conflict_code) != 0)
+            return zkl_usage_error("--conflict-exit-code: '%s' is not a status from 0 to 255", arg);
         o->wait_option = "-E";
         return 0;
     case OPT_ONCE_PER:
@@ -300,23 +209,8 @@ static int apply_option(zkl_options_t *o, int c, const char *arg, int *kind_give
             o->list_path = arg;
         return 0;
     case 'c': o->shell_command = arg; return 0;
-    case 'v': o->verbosity = o->verbosity >= ZKL_VERBOSE ? ZKL_DEBUG : ZKL_VERBOSE; return 0;
-    case 'q': o->verbosity = ZKL_QUIET; return 0;
     default: return ZKL_EXIT_INTERNAL;
     }
-}
-
-/* The one-line message for what getopt_long rejected in the argument `word`. */
-static int bad_option(int c, const char *word)
-{
-    int is_long = strncmp(word, "--", 2) == 0;
-    if (c == ':' && is_long)
-        return usage_error("option '%s' needs a value", word);
-    if (c == ':')
-        return usage_error("option '-%c' needs a value", optopt);
-    if (is_long)
-        return usage_error("unknown option '%s'", word);
-    return usage_error("unknown option '-%c'", optopt);
 }
 
 static void print_version(void)
@@ -347,7 +241,7 @@ static int scan_arguments(zkl_options_t *o, int argc, char **argv)
             continue;
         }
         if (c == '?' || c == ':')
-            return bad_option(c, argv[before]);
+            return zkl_bad_option(c, optopt, argv[before]);
         if (c == 'h') {
             fputs(usage_text, stdout);
             return 0;
@@ -364,19 +258,8 @@ static int scan_arguments(zkl_options_t *o, int argc, char **argv)
 static int check_path(const char *path)
 {
     if (zkit_path_validate(path) != 0 || strcmp(path, "/") == 0)
-        return usage_error("bad lock path '%s': must be absolute, not the root, without "
+        return zkl_usage_error("bad lock path '%s': must be absolute, not the root, without "
                            "empty, '.' or '..' parts or control characters", path);
-    return 0;
-}
-
-static int check_namespace(const char *ns)
-{
-    char path[1024];
-    if (!ns)
-        return 0;
-    snprintf(path, sizeof(path), "/%s", ns);
-    if (!ns[0] || strlen(ns) >= sizeof(path) - 1 || zkit_path_validate(path) != 0)
-        return usage_error("bad namespace '%s'", ns);
     return 0;
 }
 
@@ -387,9 +270,9 @@ static int check_list_mode(zkl_options_t *o)
         o->path_count = 0;
     }
     if (!o->list_path || o->path_count > 0 || o->command)
-        return usage_error("--list takes one PATH and no command");
+        return zkl_usage_error("--list takes one PATH and no command");
     if (o->once_per_s)
-        return usage_error("--list and --once-per exclude each other");
+        return zkl_usage_error("--list and --once-per exclude each other");
     return check_path(o->list_path);
 }
 
@@ -397,19 +280,19 @@ static int check_lock_mode(const zkl_options_t *o)
 {
     int rc;
     if (o->path_count == 0)
-        return usage_error("no lock PATH given");
+        return zkl_usage_error("no lock PATH given");
     if (o->command && !o->command[0])
-        return usage_error("no command after '--'");
+        return zkl_usage_error("no command after '--'");
     if (o->kind == ZKL_SEMAPHORE && o->path_count > 1)
-        return usage_error("--semaphore takes exactly one PATH");
+        return zkl_usage_error("--semaphore takes exactly one PATH");
     if (o->kind == ZKL_LEADER && o->path_count > 1)
-        return usage_error("--leader takes exactly one PATH");
+        return zkl_usage_error("--leader takes exactly one PATH");
     for (size_t i = 0; i < o->path_count; i++) {
         if ((rc = check_path(o->paths[i])) != 0)
             return rc;
         for (size_t j = 0; j < i; j++) {
             if (strcmp(o->paths[i], o->paths[j]) == 0)
-                return usage_error("lock path '%s' given twice", o->paths[i]);
+                return zkl_usage_error("lock path '%s' given twice", o->paths[i]);
         }
     }
     return 0;
@@ -422,15 +305,15 @@ static int check_once_mode(const zkl_options_t *o)
     if (rc != 0)
         return rc;
     if (!o->command)
-        return usage_error("--once-per needs a command: put it after '--' or give -c");
+        return zkl_usage_error("--once-per needs a command: put it after '--' or give -c");
     if (o->path_count != 1)
-        return usage_error("--once-per takes exactly one PATH");
+        return zkl_usage_error("--once-per takes exactly one PATH");
     if (o->kind != ZKL_MUTEX)
-        return usage_error("--read, --write, --semaphore and --leader do not apply to --once-per");
+        return zkl_usage_error("--read, --write, --semaphore and --leader do not apply to --once-per");
     if (o->wait_option && strcmp(o->wait_option, "-E") == 0)
-        return usage_error("-E does not apply to --once-per: see --skip-exit-code");
+        return zkl_usage_error("-E does not apply to --once-per: see --skip-exit-code");
     if (o->wait_option)
-        return usage_error("%s does not apply to --once-per: it never waits for the lock",
+        return zkl_usage_error("%s does not apply to --once-per: it never waits for the lock",
                            o->wait_option);
     return 0;
 }
@@ -438,59 +321,21 @@ static int check_once_mode(const zkl_options_t *o)
 static int check_mode(zkl_options_t *o)
 {
     if (o->skip_code >= 0 && !o->once_per_s)
-        return usage_error("--skip-exit-code goes with --once-per");
+        return zkl_usage_error("--skip-exit-code goes with --once-per");
     if (o->list_mode)
         return check_list_mode(o);
     return o->once_per_s ? check_once_mode(o) : check_lock_mode(o);
 }
 
-/* The first line of the file, or of $ZKIT_AUTH: "user:password".  Kept off argv, where any
- * user of the machine could read it in the process list. */
-static int load_credential(zkl_options_t *o)
-{
-    char line[1024];
-    const char *source = o->auth_file ? o->auth_file : "$ZKIT_AUTH";
-    if (o->auth_file) {
-        FILE *f = fopen(o->auth_file, "r");
-        int ok = f && fgets(line, sizeof(line), f) != NULL;
-        int saved = errno;
-        if (f)
-            fclose(f);
-        if (!ok) {
-            zkl_error("cannot read auth file '%s': %s", o->auth_file,
-                      f ? "empty or unreadable" : strerror(saved));
-            return ZKL_EXIT_USAGE;
-        }
-    } else {
-        const char *env = getenv("ZKIT_AUTH");
-        if (!env || !env[0])
-            return 0;
-        snprintf(line, sizeof(line), "%s", env);
-    }
-    line[strcspn(line, "\r\n")] = '\0';
-    if (line[0] == ':' || !strchr(line, ':')) {
-        memset(line, 0, sizeof(line));
-        zkl_error("credentials in %s must be user:password", source);
-        return ZKL_EXIT_USAGE;
-    }
-    o->credential = strdup(line);
-    memset(line, 0, sizeof(line));
-    return o->credential ? 0 : ZKL_EXIT_INTERNAL;
-}
-
 static void default_options(zkl_options_t *o, char **paths)
 {
-    const char *env = getenv("ZKIT_CONNECT");
     memset(o, 0, sizeof(*o));
-    o->connect = env && env[0] ? env : DEFAULT_CONNECT;
+    zkl_default_connection(o);
     o->timeout_ms = -1;
     o->kind = ZKL_MUTEX;
-    o->session_timeout_ms = DEFAULT_SESSION_TIMEOUT_MS;
-    o->connect_timeout_ms = -1;
     o->kill_grace_ms = -1;
     o->conflict_code = 1;
     o->skip_code = -1;
-    o->verbosity = ZKL_NORMAL;
     o->paths = paths;
 }
 
@@ -500,7 +345,7 @@ static int use_shell_command(zkl_options_t *o)
     if (!o->shell_command)
         return 0;
     if (o->command)
-        return usage_error("-c and a command after '--' exclude each other: give one of them");
+        return zkl_usage_error("-c and a command after '--' exclude each other: give one of them");
     o->shell_argv[0] = (char *)"/bin/sh";
     o->shell_argv[1] = (char *)"-c";
     o->shell_argv[2] = (char *)o->shell_command;
@@ -525,9 +370,9 @@ static int parse_options(zkl_options_t *o, int argc, char **argv)
     if (o->skip_code < 0)
         o->skip_code = 0;
     if (rc == 0)
-        rc = check_namespace(o->namespace_name);
+        rc = zkl_check_namespace(o->namespace_name);
     if (rc == 0)
-        rc = load_credential(o);
+        rc = zkl_load_credential(o);
     return rc == 0 ? -1 : rc;
 }
 
@@ -845,9 +690,6 @@ int main(int argc, char **argv)
     free(program);
     free(paths);
     free(o.paths);
-    if (o.credential) {
-        memset(o.credential, 0, strlen(o.credential));
-        free(o.credential);
-    }
+    zkl_free_credential(&o);
     return status;
 }

@@ -8,6 +8,8 @@
  *   zkl-locks.c   the lock kinds behind one interface (acquire, validity, nodes, release);
  *   zkl-child.c   running the command and killing it when the lock cannot be guaranteed;
  *   zkl-list.c    --list.
+ * zkl-msg.c (messages), zkl-opts.c (the connection options), zkl-events.c, zkl-locks.c (the
+ * connection) and zkl-child.c (command lookup, descriptors) serve zkit-watch too.
  */
 #ifndef ZKIT_LOCK_TOOL_H
 #define ZKIT_LOCK_TOOL_H
@@ -77,12 +79,62 @@ typedef struct zkl_options {
     char *shell_argv[4];       /* /bin/sh -c STRING */
 } zkl_options_t;
 
-/* Messages on stderr, one line each, prefixed "zkit-lock: ".  zkl_info only with -v or -vv;
- * zkl_note unless --quiet; zkl_error always. */
+/* Messages on stderr, one line each, prefixed with the program's name ("zkit-lock: " unless
+ * zkl_set_program says otherwise).  zkl_info only with -v or -vv; zkl_note unless --quiet;
+ * zkl_error always. */
+void zkl_set_program(const char *name);
+const char *zkl_program(void);
 void zkl_set_verbosity(zkl_verbosity_t v);
 void zkl_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void zkl_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void zkl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- zkl-opts.c: the options zkit-lock and zkit-watch share ---- */
+
+#define ZKL_DEFAULT_CONNECT "127.0.0.1:2181"
+
+/* getopt_long codes of the shared long options; a command's own start at ZKL_OPT_FIRST_OWN. */
+enum {
+    ZKL_OPT_CONNECT = 256,
+    ZKL_OPT_NAMESPACE,
+    ZKL_OPT_SESSION_TIMEOUT,
+    ZKL_OPT_CONNECT_TIMEOUT,
+    ZKL_OPT_AUTH_FILE,
+    ZKL_OPT_FIRST_OWN
+};
+
+/* The shared entries of a `struct option` table (-v and -q are short options too). */
+#define ZKL_CONNECTION_LONG_OPTIONS                                                   \
+    { "connect", required_argument, NULL, ZKL_OPT_CONNECT },                          \
+    { "namespace", required_argument, NULL, ZKL_OPT_NAMESPACE },                      \
+    { "session-timeout", required_argument, NULL, ZKL_OPT_SESSION_TIMEOUT },          \
+    { "connect-timeout", required_argument, NULL, ZKL_OPT_CONNECT_TIMEOUT },          \
+    { "auth-file", required_argument, NULL, ZKL_OPT_AUTH_FILE },                      \
+    { "verbose", no_argument, NULL, 'v' },                                            \
+    { "quiet", no_argument, NULL, 'q' }
+
+/* One line "PROGRAM: TEXT (see PROGRAM --help)" on stderr; returns ZKL_EXIT_USAGE. */
+int zkl_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Seconds, fractions allowed, to milliseconds; at most INT_MAX ms (24 days).  0 or -1. */
+int zkl_parse_seconds(const char *text, int64_t *ms);
+/* A whole number in [min, max]: 0 or -1. */
+int zkl_parse_int(const char *text, long min, long max, int *out);
+/* Seconds options: `what` names the option in the message; `positive` rejects 0.  0 or
+ * ZKL_EXIT_USAGE (said). */
+int zkl_seconds_option(const char *what, const char *text, int positive, int64_t *ms);
+/* The connection fields' defaults ($ZKIT_CONNECT, 10 s session, connect timeout = session). */
+void zkl_default_connection(zkl_options_t *o);
+/* Applies a shared option: 0, ZKL_EXIT_USAGE (said), or -1 when `c` is not one of them. */
+int zkl_connection_option(zkl_options_t *o, int c, const char *arg);
+/* The message for what getopt_long rejected in the argument `word` (`optopt_char` its
+ * optopt); returns ZKL_EXIT_USAGE. */
+int zkl_bad_option(int c, int optopt_char, const char *word);
+/* 0, or ZKL_EXIT_USAGE (said) for a namespace that cannot prefix a path. */
+int zkl_check_namespace(const char *ns);
+/* Reads --auth-file or $ZKIT_AUTH into o->credential: 0 or an exit status (said). */
+int zkl_load_credential(zkl_options_t *o);
+/* Wipes and frees o->credential. */
+void zkl_free_credential(zkl_options_t *o);
 
 /* ---- zkl-events.c ---- */
 
@@ -184,6 +236,10 @@ void zkl_note_inherited_fds(void);
 /* The file execvp() would run for `name` (malloc'd), looked up before anything is locked;
  * NULL with *status = 126 or 127 and a message when there is none. */
 char *zkl_resolve_command(const char *name, int *status);
+/* In a child about to exec (async-signal-safe): closes every descriptor above 2 that was not
+ * open when zkl_note_inherited_fds ran, but `also_keep` (-1: none), and the standard ones
+ * that were given closed. */
+void zkl_close_unkept_fds(int also_keep);
 /* Runs the command under the lock and returns zkit-lock's exit status: the command's, or
  * ZKL_EXIT_LOCK_LOST when it had to be killed (a message is printed). */
 int zkl_run_command(const zkl_run_t *run);

@@ -248,19 +248,30 @@ static void close_span(unsigned from, unsigned to)
         close((int)fd);
 }
 
-/* In the child: closes every descriptor above 2 that is not kept, and the standard ones that
- * were given closed. */
-static void close_unkept_fds(void)
+void zkl_close_unkept_fds(int also_keep)
 {
     unsigned from = 3;
+    size_t i = 0;
+    int extra = also_keep > 2 ? also_keep : -1;
     for (int fd = 0; fd <= 2; fd++) {
         if (std_closed[fd])
             close(fd);
     }
-    for (size_t i = 0; i < kept_count; i++) {
-        if ((unsigned)kept_fds[i] > from)
-            close_span(from, (unsigned)kept_fds[i] - 1);
-        from = (unsigned)kept_fds[i] + 1;
+    /* The kept descriptors and `also_keep`, in ascending order: the spans between them go. */
+    for (;;) {
+        int next;
+        if (i < kept_count && (extra < 0 || kept_fds[i] <= extra)) {
+            next = kept_fds[i++];
+        } else if (extra >= 0) {
+            next = extra;
+            extra = -1;
+        } else {
+            break;
+        }
+        if ((unsigned)next > from)
+            close_span(from, (unsigned)next - 1);
+        if ((unsigned)next + 1 > from)
+            from = (unsigned)next + 1;
     }
     close_span(from, ~0U);
 }
@@ -283,7 +294,7 @@ static void exec_child(const guard_t *g, const char *path, char **env, int repor
     if (g->tty >= 0)
         tcsetpgrp(g->tty, self); /* SIGTTOU is blocked until the reset below */
     zkl_events_reset_for_child();
-    close_unkept_fds(); /* report_fd is kept: it closes on exec */
+    zkl_close_unkept_fds(-1); /* report_fd is kept: it closes on exec */
     execve(path, g->run->opts->command, env);
     error = errno;
     n = write(report_fd, &error, sizeof(error));

@@ -1,6 +1,7 @@
 /*
- * zkl-msg.c - zkit-lock's messages on stderr: one line each, prefixed "zkit-lock: ", at the
- * verbosity the options chose.  The bottom of the tool: every other part uses it.
+ * zkl-msg.c - the tools' messages on stderr: one line each, prefixed with the program's name
+ * ("zkit-lock: ", "zkit-watch: "), at the verbosity the options chose.  The bottom of the
+ * tools: every other part uses it.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,6 +10,17 @@
 #include "tools/zkit-lock.h"
 
 static zkl_verbosity_t verbosity = ZKL_NORMAL;
+static const char *program = "zkit-lock";
+
+void zkl_set_program(const char *name)
+{
+    program = name;
+}
+
+const char *zkl_program(void)
+{
+    return program;
+}
 
 void zkl_set_verbosity(zkl_verbosity_t v)
 {
@@ -19,7 +31,7 @@ void zkl_set_verbosity(zkl_verbosity_t v)
 static void vmessage(const char *fmt, va_list ap)
 {
     char line[1024];
-    int n = snprintf(line, sizeof(line), "zkit-lock: ");
+    int n = snprintf(line, sizeof(line), "%s: ", program);
     vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
     strcat(line, "\n");
     fputs(line, stderr);

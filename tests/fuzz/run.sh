@@ -33,7 +33,7 @@ flags=(-g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize
 mapfile -t lib_sources < <(sed -n '/^libzkit_core_la_SOURCES *=/,/[^\\]$/p' "$src/Makefile.am" |
                            tr ' \t\\' '\n\n\n' | grep '\.c$')
 ((${#lib_sources[@]} > 0)) || { echo "fuzz: no library sources found in Makefile.am" >&2; exit 1; }
-tool_sources=(src/tools/zkl-msg.c src/tools/zkl-events.c src/tools/zkl-locks.c src/tools/zkl-child.c
+tool_sources=(src/tools/zkl-msg.c src/tools/zkl-opts.c src/tools/zkl-events.c src/tools/zkl-locks.c src/tools/zkl-child.c
               src/tools/zkl-list.c)
 
 # Objects are rebuilt when their source (or any header) is newer.
