@@ -13,5 +13,7 @@
 #include "zkit/job.h"
 #include "zkit/leader.h"
 #include "zkit/cache.h"
+#include "zkit/persist.h"
+#include "zkit/group.h"
 
 #endif
