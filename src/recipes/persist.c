@@ -76,6 +76,7 @@ struct zkit_persistent_node {
     int armed;                   /* a watch of ours is set on node_path ... */
     int64_t armed_session;       /* ... in this session */
     int verify;                  /* read it again before trusting what we know */
+    int taken;                   /* a create met NodeExists: read what holds the name */
     int waiting;                 /* another session's node holds the name: wait for the watch */
     int held;                    /* FAILED: no step until a reconnection or a data change */
 
@@ -200,8 +201,11 @@ static step_t next_step(zkit_persistent_node_t *n, int64_t session)
         return STEP_NONE;
     if (n->owned && n->owned != session)
         now_gone(n); /* the session that had it is over */
-    if (!n->owned) /* a taken name answers NodeExists, and is read then */
-        return n->held || n->waiting ? STEP_NONE : STEP_CREATE;
+    if (!n->owned) {
+        if (n->held || n->waiting)
+            return STEP_NONE;
+        return n->taken ? STEP_VERIFY : STEP_CREATE; /* a taken name is read, not retaken */
+    }
     if (n->verify || !n->armed || n->armed_session != session)
         return STEP_VERIFY;
     if (n->written_seq != n->data_seq)
@@ -240,6 +244,7 @@ static void issue(zkit_persistent_node_t *n, step_t step)
         /* A watch set in this session and not fired is still set: no second registration. */
         watch = !(n->armed && n->armed_session == session && session != 0);
         n->verify = 0;
+        n->taken = 0;
     }
     n->sent_watch = watch;
     owned = n->owned;
@@ -391,12 +396,12 @@ static void on_create(zkit_client_t *c, const zkit_result_t *r, void *arg)
             /* Made on a session that has ended since (the create was retried across the
              * expiry): that node is the server's to remove; ours is made on this one. */
             n->previous = r->stat->ephemeral_owner;
-            n->verify = 1;
+            n->taken = 1;
             if (!n->node_path)
                 n->node_path = strdup(r->path);
         }
     } else if (r->error == ZKIT_ENODEEXISTS) {
-        n->verify = 1;
+        n->taken = 1;
     } else if (transient(r->error)) {
         failed(n);
     } else if (r->error != ZKIT_ECLOSED) {
@@ -429,7 +434,7 @@ static void on_verify(zkit_client_t *c, const zkit_result_t *r, void *arg)
             n->armed_session = n->sent_session;
         }
         if (n->sent_session != session) {
-            n->verify = 1; /* answered on another session than the one it asked for */
+            n->verify = n->taken = 1; /* answered on another session than it was sent on */
         } else if (owner == session && session != 0) {
             if (same_data(n, r))
                 n->written_seq = n->data_seq;
@@ -463,7 +468,7 @@ static void on_verify(zkit_client_t *c, const zkit_result_t *r, void *arg)
         if (n->state == ZKIT_PERSISTENT_CONFLICT)
             set_state(n, ZKIT_PERSISTENT_PENDING, 0, 0);
     } else if (r->error != ZKIT_ECLOSED) {
-        n->verify = 1;
+        n->verify = n->taken = 1;
         failed(n);
     }
     pthread_mutex_unlock(&n->mu);
