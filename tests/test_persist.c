@@ -50,6 +50,8 @@ typedef struct heard {
     int64_t last_owner;
     int last_error;
     char last_path[128];
+    int waited;            /* the callback's own waits: with a timeout, and a look */
+    int wait_rc, look_rc;
 } heard_t;
 
 static heard_t *heard_new(void)
@@ -69,8 +71,20 @@ static void on_status(zkit_persistent_node_t *node, const zkit_persistent_status
                       void *arg)
 {
     heard_t *h = arg;
-    (void)node;
+    int wait_rc = 0, look_rc = 0, first;
     pthread_mutex_lock(&h->mu);
+    first = !h->waited;
+    h->waited = 1;
+    pthread_mutex_unlock(&h->mu);
+    if (first) {
+        wait_rc = zkit_persistent_node_wait(node, 100);
+        look_rc = zkit_persistent_node_wait(node, 0);
+    }
+    pthread_mutex_lock(&h->mu);
+    if (first) {
+        h->wait_rc = wait_rc;
+        h->look_rc = look_rc;
+    }
     h->n++;
     if (st->state == ZKIT_PERSISTENT_CREATED)
         h->created++;
@@ -338,6 +352,9 @@ static void test_created_data_and_free(void)
     pthread_mutex_lock(&h->mu);
     CU_ASSERT_EQUAL(h->created, 2);
     CU_ASSERT_EQUAL(h->conflicts, 0);
+    /* From its callback, a wait with a timeout is refused; a look answers. */
+    CU_ASSERT_EQUAL(h->wait_rc, ZKIT_EDEADLK);
+    CU_ASSERT_EQUAL(h->look_rc, 0);
     pthread_mutex_unlock(&h->mu);
     zkit_client_close(c);
     heard_free(h);

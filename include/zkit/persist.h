@@ -119,7 +119,8 @@ ZKIT_EXTERN int zkit_persistent_node_set_data(zkit_persistent_node_t *node, cons
  * Waits until our node is present (ZKIT_PERSISTENT_CREATED), at most `timeout_ms` (negative:
  * without bound; 0: a look).  0, ZKIT_ETIMEDOUT, ZKIT_ENODEEXISTS (timed out while the name is
  * held by another session's node), the create's error when it FAILED, ZKIT_ECLOSED (the client
- * closed) or ZKIT_EINVAL.
+ * closed), ZKIT_EINVAL, or ZKIT_EDEADLK when called with a non-zero timeout from the client's
+ * callbacks (the node is re-created from there).
  */
 ZKIT_EXTERN int zkit_persistent_node_wait(zkit_persistent_node_t *node, int timeout_ms);
 

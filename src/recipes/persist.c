@@ -729,6 +729,13 @@ ZKIT_EXTERN int zkit_persistent_node_wait(zkit_persistent_node_t *n, int timeout
         zkit__client_reject(NULL, "persistent_node_wait: NULL node");
         return ZKIT_EINVAL;
     }
+    if (timeout_ms != 0 && zkit__is_event_thread(n->client)) {
+        /* A re-creation after an expiry starts from the connection-state listener, which
+         * runs there. */
+        zkit__client_reject(n->client, "persistent_node_wait: a non-zero timeout on the "
+                            "client's event thread");
+        return ZKIT_EDEADLK;
+    }
     if (zkit__call_enter(n->client) != 0)
         return ZKIT_ECLOSED;
     due = zkit__monotonic_ms() + (timeout_ms > 0 ? timeout_ms : 0);
