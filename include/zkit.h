@@ -15,5 +15,7 @@
 #include "zkit/cache.h"
 #include "zkit/counter.h"
 #include "zkit/barrier.h"
+#include "zkit/persist.h"
+#include "zkit/group.h"
 
 #endif

@@ -14,7 +14,8 @@
  * incrementing one counter under one lock end with the exact total and never overlap; a
  * mixed queue where Curator waiters give up ahead of and behind C waiters takes turns; a
  * Curator semaphore taker waiting for room under the internal mutex is not kept waiting by the
- * fast lease of a zkit taker that queues behind it.  The checks both peers share (one holds
+ * fast lease of a zkit taker that queues behind it; a zkit group member and a Curator
+ * GroupMember on one path see each other join, change their data and leave.  The checks both peers share (one holds
  * while the other waits, readers share) are peer_support.c's, run here with Curator's way of
  * listing a queue and in test_kazoo.c with kazoo's.
  *
@@ -826,6 +827,134 @@ static void test_double_barrier_curator(void)
     fx_end(&f);
     zkit_client_close(c);
     free(path);
+/* ---- group membership: zkit_group and Curator's GroupMember --------------------------------- */
+
+#define GROUP_EVENTS 32
+
+typedef struct group_seen {
+    pthread_mutex_t mu;
+    int n;
+    zkit_group_event_type_t type[GROUP_EVENTS];
+    char id[GROUP_EVENTS][32];
+    char data[GROUP_EVENTS][32];
+} group_seen_t;
+
+static void on_group_event(zkit_group_t *g, const zkit_group_event_t *e, void *arg)
+{
+    group_seen_t *s = arg;
+    (void)g;
+    pthread_mutex_lock(&s->mu);
+    if (s->n < GROUP_EVENTS) {
+        s->type[s->n] = e->type;
+        snprintf(s->id[s->n], sizeof(s->id[0]), "%s", e->id ? e->id : "");
+        snprintf(s->data[s->n], sizeof(s->data[0]), "%.*s", (int)e->len, e->data ? e->data : "");
+        s->n++;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+typedef struct group_expect {
+    group_seen_t *s;
+    zkit_group_event_type_t type;
+    const char *id, *data;
+} group_expect_t;
+
+static int group_event_seen(void *arg)
+{
+    group_expect_t *x = arg;
+    int found = 0;
+    pthread_mutex_lock(&x->s->mu);
+    for (int i = 0; i < x->s->n && !found; i++)
+        found = x->s->type[i] == x->type && strcmp(x->s->id[i], x->id) == 0 &&
+                (!x->data || strcmp(x->s->data[i], x->data) == 0);
+    pthread_mutex_unlock(&x->s->mu);
+    return found;
+}
+
+static int wait_group_event(group_seen_t *s, zkit_group_event_type_t type, const char *id,
+                            const char *data)
+{
+    group_expect_t x = { s, type, id, data };
+    return zkh_wait_until(group_event_seen, &x, 10000);
+}
+
+/* Asks the peer for its members until they are `want` ("MEMBER id data" lines, sorted), at
+ * most 10 s: 0 when they were. */
+static int peer_members_are(proc_t *p, const char *const *want, int n)
+{
+    int64_t due = zkh_now_ms() + 10000;
+    char line[256];
+    do {
+        int i = 0, same = 1;
+        proc_write(p, "members\n");
+        for (;;) {
+            if (proc_read_line(p, line, sizeof(line), 10000) != 0)
+                return -1;
+            if (strcmp(line, "END") == 0)
+                break;
+            if (i >= n || strncmp(line, "MEMBER ", 7) != 0 || strcmp(line + 7, want[i]) != 0)
+                same = 0;
+            i++;
+        }
+        if (same && i == n)
+            return 0;
+        zkh_sleep_ms(50);
+    } while (zkh_now_ms() < due);
+    return -1;
+}
+
+static void test_group_member_curator(void)
+{
+    zkit_client_t *c = lk_client(10000);
+    group_seen_t seen;
+    zkit_group_t *g = NULL;
+    proc_t peer;
+    char base[64], line[256] = "";
+    const char *both[] = { "czkit cdata", "java jdata" };
+    const char *both2[] = { "czkit cdata2", "java jdata" };
+    char *argv[] = { (char *)CURATOR_PEER, (char *)PEER_BUILD_DIR,
+                     (char *)zkh_connect_string(zk), (char *)"group", base, (char *)"java",
+                     (char *)"jdata", NULL };
+    CU_ASSERT_FATAL(c != NULL);
+    memset(&seen, 0, sizeof(seen));
+    pthread_mutex_init(&seen.mu, NULL);
+    zkh_unique_path(base, sizeof(base), "ix-group");
+    CU_ASSERT_FATAL(proc_spawn(&peer, argv) == 0);
+    CU_ASSERT_FATAL(proc_read_line(&peer, line, sizeof(line), PEER_START_MS) == 0 &&
+                    strcmp(line, "STARTED") == 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_group_join(&g, c, base, "czkit", "cdata", 5, on_group_event,
+                                          NULL, &seen), 0);
+    CU_ASSERT_EQUAL(zkit_group_wait_joined(g, 10000), 0);
+    /* Each sees the other, with its data. */
+    CU_ASSERT_EQUAL(wait_group_event(&seen, ZKIT_GROUP_JOINED, "java", "jdata"), 0);
+    CU_ASSERT_EQUAL(peer_members_are(&peer, both, 2), 0);
+    /* Data changes, both ways. */
+    CU_ASSERT_EQUAL(zkit_group_set_data(g, "cdata2", 6), 0);
+    CU_ASSERT_EQUAL(peer_members_are(&peer, both2, 2), 0);
+    proc_write(&peer, "data jdata2\n");
+    CU_ASSERT(proc_read_line(&peer, line, sizeof(line), 10000) == 0 && strcmp(line, "DATA") == 0);
+    CU_ASSERT_EQUAL(wait_group_event(&seen, ZKIT_GROUP_CHANGED, "java", "jdata2"), 0);
+    /* Curator's member leaves: seen leaving. */
+    proc_write(&peer, "close\n");
+    CU_ASSERT(proc_read_line(&peer, line, sizeof(line), 10000) == 0 && strcmp(line, "CLOSED") == 0);
+    CU_ASSERT_EQUAL(exit_code(proc_wait(&peer, 10000)), 0);
+    CU_ASSERT_EQUAL(wait_group_event(&seen, ZKIT_GROUP_LEFT, "java", NULL), 0);
+    /* And the other way: a new Curator member sees zkit's leave. */
+    CU_ASSERT_FATAL(proc_spawn(&peer, argv) == 0);
+    CU_ASSERT_FATAL(proc_read_line(&peer, line, sizeof(line), PEER_START_MS) == 0 &&
+                    strcmp(line, "STARTED") == 0);
+    CU_ASSERT_EQUAL(peer_members_are(&peer, both2, 2), 0);
+    zkit_group_free(g);
+    {
+        const char *only_java[] = { "java jdata" };
+        CU_ASSERT_EQUAL(peer_members_are(&peer, only_java, 1), 0);
+    }
+    proc_write(&peer, "close\n");
+    CU_ASSERT(proc_read_line(&peer, line, sizeof(line), 10000) == 0 && strcmp(line, "CLOSED") == 0);
+    CU_ASSERT_EQUAL(exit_code(proc_wait(&peer, 10000)), 0);
+    zkh_delete_tree(zk, base);
+    zkit_client_close(c);
+    pthread_mutex_destroy(&seen.mu);
 }
 
 /* ---- registration --------------------------------------------------------------------------- */
@@ -880,6 +1009,7 @@ static const zkh_test_t tests[] = {
     { "atomic long: zkit and Curator promoted on one counter, exact total",
       test_atomic_long_curator },
     { "double barrier: a zkit and a Curator member pass together", test_double_barrier_curator },
+    { "group: a zkit member and a Curator GroupMember see each other", test_group_member_curator },
     { NULL, NULL }
 };
 

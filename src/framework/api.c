@@ -457,6 +457,29 @@ int zkit__request_delete(zkit_client_t *c, const char *path, int version, unsign
     return op ? submit_request(op, done, arg) : rc;
 }
 
+int zkit__request_set_data_in_session(zkit_client_t *c, const char *path, const void *data,
+                                      size_t len, int version, int64_t session,
+                                      zkit_completion_fn done, void *arg)
+{
+    int rc;
+    zkit__op_t *op = build_set(c, path, data, len, version, &rc);
+    if (!op)
+        return rc;
+    op->bound_session = session;
+    return submit_request(op, done, arg);
+}
+
+int zkit__request_delete_in_session(zkit_client_t *c, const char *path, int version,
+                                    int64_t session, zkit_completion_fn done, void *arg)
+{
+    int rc;
+    zkit__op_t *op = build_delete(c, path, version, 0, &rc);
+    if (!op)
+        return rc;
+    op->bound_session = session;
+    return submit_request(op, done, arg);
+}
+
 int zkit__request_get_data(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
                            zkit_completion_fn done, void *arg)
 {

@@ -356,7 +356,7 @@ void zkit__client_reject(zkit_client_t *c, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    zkit__log_vreject(&c->log, fmt, ap);
+    zkit__log_vreject(c ? &c->log : NULL, fmt, ap); /* NULL: a NULL client rejected */
     va_end(ap);
 }
 

@@ -62,7 +62,7 @@ int zkit__options_fill(void *opts, const void *defaults, size_t size, const char
 void zkit__client_log(zkit_client_t *c, zkit_log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Logs an error and makes it the calling thread's zkit_error_message(): for a public call
- * about to reject its input. */
+ * about to reject its input (`c` NULL: through the default sink). */
 void zkit__client_reject(zkit_client_t *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

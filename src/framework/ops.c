@@ -740,9 +740,15 @@ static void attempt_issue(zkit__op_t *op)
     if (zh) {
         pthread_mutex_lock(&c->mu);
         attempt_link(c, a, generation);
+        /* The handle is the session: checked against the handle about to carry it. */
+        if (op->bound_session != 0 && (c->handle.generation != generation ||
+                                       c->handle.session_id != op->bound_session))
+            op->session_moved = 1;
         pthread_mutex_unlock(&c->mu);
     }
-    if (zh && op->type == ZKIT__OP_MULTI) {
+    if (zh && op->session_moved) {
+        rc = ZSESSIONEXPIRED;
+    } else if (zh && op->type == ZKIT__OP_MULTI) {
         /* Set before sending: the reply may be handled before zoo_amulti returns. */
         int was_sent = op->multi_sent;
         op->multi_sent = 1;
@@ -881,6 +887,10 @@ static void attempt_result(zkit__op_t *op, int rc)
     apply_faults(op, &rc);
     error = rc == ZOK ? 0 : rc == ZK_NOMEM ? ZKIT_ENOMEM : zkit__error_from_zk(rc);
     op->zk_rc = rc;
+    if (op->session_moved || (op->bound_session != 0 && error == ZKIT_ESESSIONEXPIRED)) {
+        op_finish(op, ZKIT_ESESSIONEXPIRED); /* no other session may carry it */
+        return;
+    }
     if (zkit__client_is_closing(op->client) && rc != ZOK) {
         op_finish(op, ZKIT_ECLOSED);
         return;

@@ -18,6 +18,14 @@ int zkit__request_create(zkit_client_t *c, const char *path, const void *data, s
                          const zkit_create_options_t *opts, zkit_completion_fn done, void *arg);
 int zkit__request_delete(zkit_client_t *c, const char *path, int version, unsigned flags,
                          zkit_completion_fn done, void *arg);
+/* A set-data, or a delete, sent only on `session`: on any
+ * other (the session expired meanwhile, and the node may be another session's by now) it
+ * ends with ZKIT_ESESSIONEXPIRED without being sent.  For writes to what one session owns. */
+int zkit__request_set_data_in_session(zkit_client_t *c, const char *path, const void *data,
+                                      size_t len, int version, int64_t session,
+                                      zkit_completion_fn done, void *arg);
+int zkit__request_delete_in_session(zkit_client_t *c, const char *path, int version,
+                                    int64_t session, zkit_completion_fn done, void *arg);
 int zkit__request_get_data(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
                            zkit_completion_fn done, void *arg);
 /* get-data whose watch holds its argument (hold/release around the registration's life)

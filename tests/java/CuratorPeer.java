@@ -16,6 +16,7 @@
  *   CuratorPeer CONNECT count PATH SEED
  *   CuratorPeer CONNECT atomic PATH LOCK_PATH|- INCREMENTS
  *   CuratorPeer CONNECT dbarrier PATH MEMBERS TIMEOUT_MS
+ *   CuratorPeer CONNECT group PATH ID DATA
  *
  * KIND: mutex (InterProcessMutex), read / write (InterProcessReadWriteLock halves),
  *       semaphore (InterProcessSemaphoreMutex); contend has kinds of its own (below).
@@ -103,6 +104,13 @@
  * dbarrier: a DistributedDoubleBarrier of MEMBERS at PATH: enter(TIMEOUT_MS) prints "ENTERED"
  *        or "TIMEOUT" (exit 2); then the command "leave" -> leave(TIMEOUT_MS), "LEFT" or
  *        "TIMEOUT"; EOF leaves too.
+ * group: a GroupMember at PATH with id ID and payload DATA (UTF-8), started at once
+ *        ("STARTED").  Commands on stdin, one a line:
+ *          members -> "MEMBER <id> <data>" per member of getCurrentMembers(), sorted by id,
+ *                     then "END"
+ *          data D  -> setThisData(D), "DATA"
+ *          close   -> close() (its node deleted), "CLOSED", exit 0
+ *          EOF     -> the same without printing
  *
  * Participants: mutex, read, write: getParticipantNodes() of that lock, i.e. the children
  * of PATH sorted by Curator's sorter; the read half lists only __READ__ nodes and the write
@@ -161,6 +169,7 @@ import org.apache.curator.framework.recipes.locks.InterProcessSemaphoreV2;
 import org.apache.curator.framework.recipes.locks.Lease;
 import org.apache.curator.framework.recipes.locks.RevocationListener;
 import org.apache.curator.framework.recipes.locks.Revoker;
+import org.apache.curator.framework.recipes.nodes.GroupMember;
 import org.apache.curator.framework.state.ConnectionState;
 import org.apache.curator.retry.ExponentialBackoffRetry;
 import org.apache.curator.utils.ZKPaths;
@@ -333,6 +342,7 @@ public class CuratorPeer {
                 + "       CuratorPeer CONNECT count PATH SEED\n"
                 + "       CuratorPeer CONNECT atomic PATH LOCK_PATH N\n"
                 + "       CuratorPeer CONNECT dbarrier PATH MEMBERS TIMEOUT_MS\n"
+                + "       CuratorPeer CONNECT group PATH ID DATA\n"
                 + "KIND: mutex | read | write | semaphore (bench: mutex | semaphore;"
                 + " contend: see above)");
     }
@@ -356,7 +366,7 @@ public class CuratorPeer {
             /* revoke takes node paths only; the other modes KIND PATH and their own args. */
             boolean revocable = mode.equals("hold") && args.length == 6 && args[5].equals("revocable");
             boolean leader = mode.equals("latch") || mode.equals("selector")
-                    || mode.equals("count") || mode.equals("dbarrier");
+                    || mode.equals("count") || mode.equals("dbarrier") || mode.equals("group");
             if (mode.equals("atomic")) {
                 leader = true; /* PATH LOCK_PATH N: the same shape once LOCK_PATH is taken */
             }
@@ -410,6 +420,8 @@ public class CuratorPeer {
                 rc = atomic(client, path, args[3], Integer.parseInt(args[4]));
             } else if (mode.equals("dbarrier")) {
                 rc = dbarrier(client, path, Integer.parseInt(args[3]), Long.parseLong(args[4]));
+            } else if (mode.equals("group")) {
+                rc = group(client, path, args[3], args[4]);
             } else if (leader) {
                 Path log = Paths.get(args[4]);
                 rc = mode.equals("latch") ? latch(client, path, args[3], log)
@@ -821,6 +833,37 @@ public class CuratorPeer {
                 out("HAS " + latch.hasLeadership());
             } else if (!command.line.isEmpty()) {
                 err("unknown command '" + command.line + "' (leader, has, close)");
+            }
+        }
+    }
+
+    static int group(CuratorFramework client, String path, String id, String data) throws Exception {
+        GroupMember member = new GroupMember(client, path, id,
+                data.getBytes(StandardCharsets.UTF_8));
+        BlockingQueue<Command> commands = stdinCommands();
+        member.start();
+        out("STARTED");
+        for (;;) {
+            Command command = commands.take();
+            if (command == Command.EOF || command.line.equals("close")) {
+                member.close();
+                if (command != Command.EOF) {
+                    out("CLOSED");
+                }
+                return EXIT_OK;
+            } else if (command.line.equals("members")) {
+                java.util.TreeMap<String, byte[]> sorted =
+                        new java.util.TreeMap<>(member.getCurrentMembers());
+                for (java.util.Map.Entry<String, byte[]> e : sorted.entrySet()) {
+                    out("MEMBER " + e.getKey() + " "
+                            + new String(e.getValue(), StandardCharsets.UTF_8));
+                }
+                out("END");
+            } else if (command.line.startsWith("data ")) {
+                member.setThisData(command.line.substring(5).getBytes(StandardCharsets.UTF_8));
+                out("DATA");
+            } else if (!command.line.isEmpty()) {
+                err("unknown command '" + command.line + "' (members, data D, close)");
             }
         }
     }
