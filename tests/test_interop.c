@@ -827,6 +827,8 @@ static void test_double_barrier_curator(void)
     fx_end(&f);
     zkit_client_close(c);
     free(path);
+}
+
 /* ---- group membership: zkit_group and Curator's GroupMember --------------------------------- */
 
 #define GROUP_EVENTS 32
