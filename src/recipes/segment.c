@@ -116,6 +116,8 @@ struct srun {
     int checking;               /* its marker read is in flight */
     int confirmed;              /* its marker was absent */
     int error;                  /* decided: the acquisition ends with it once drained */
+    int rechecked;              /* every stripe seemed retired: the markers were read */
+    size_t rechecking;          /* those reads not answered yet */
     int ended;
     sreq_t *stripes;
 };
@@ -154,6 +156,7 @@ typedef struct todo {
     size_t n_start, n_cancel, n_release;
     int try_once;               /* the starts are tries (timeout 0) */
     long check;                 /* a marker to read, -1 none */
+    int recheck;                /* read every marker */
     int end;                    /* complete the request with run->error */
 } todo_t;
 
@@ -195,7 +198,7 @@ static void plan(srun_t *run, todo_t *t)
             t->release[t->n_release++] = (size_t)run->winner;
             run->winner = -1;
         }
-        if (run->pending == 0 && !run->checking) {
+        if (run->pending == 0 && !run->checking && run->rechecking == 0) {
             run->ended = 1;
             t->end = 1;
         }
@@ -210,7 +213,7 @@ static void plan(srun_t *run, todo_t *t)
             }
         return;
     }
-    if (run->pending > 0)
+    if (run->pending > 0 || run->rechecking > 0)
         return;
     if (run->phase == PHASE_TRY) {
         while (run->tried < s->count) {
@@ -232,6 +235,14 @@ static void plan(srun_t *run, todo_t *t)
         size_t open = 0;
         for (size_t i = 0; i < s->count; i++)
             open += !is_retired(s, i);
+        if (open == 0 && !run->rechecked) {
+            /* What this object knows may lag behind a reopen elsewhere: the markers are
+             * read once before the answer is ZKIT_ERETIRED. */
+            run->rechecked = 1;
+            run->rechecking = s->count;
+            t->recheck = 1;
+            return;
+        }
         if (open == 0)
             run->error = ZKIT_ERETIRED;
         else if (deadline_passed(run))
@@ -247,6 +258,32 @@ static void plan(srun_t *run, todo_t *t)
 
 static void on_stripe_done(zkit__req_t *req, int error, void *arg);
 static void on_marker(zkit_client_t *client, const zkit_result_t *result, void *arg);
+
+static void advance(srun_t *run);
+
+static void on_recheck(zkit_client_t *client, const zkit_result_t *result, void *arg)
+{
+    sreq_t *r = arg;
+    srun_t *run = r->run;
+    size_t left;
+    (void)client;
+    if (result->error == 0)
+        __atomic_store_n(&run->seg->retired[r->index], 1, __ATOMIC_RELEASE);
+    else if (result->error == ZKIT_ENONODE)
+        __atomic_store_n(&run->seg->retired[r->index], 0, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&run->mu);
+    if (result->error != 0 && result->error != ZKIT_ENONODE && !run->error)
+        run->error = result->error;
+    left = --run->rechecking;
+    if (left == 0) { /* a stripe reopened is tried like any other */
+        run->phase = PHASE_TRY;
+        run->tried = 0;
+    }
+    pthread_mutex_unlock(&run->mu);
+    if (left == 0)
+        advance(run);
+    srun_unref(run); /* the read's */
+}
 
 static void start_stripe(srun_t *run, size_t i, int timeout_ms)
 {
@@ -300,6 +337,14 @@ static void act(srun_t *run, todo_t *t)
             on_marker(NULL, &failed, run);
         }
     }
+    for (size_t i = 0; t->recheck && i < s->count; i++) {
+        srun_ref(run); /* the read's */
+        if (zkit__request_watched_read(s->stripes[0]->client, ZKIT__READ_EXISTS, s->markers[i],
+                                       NULL, NULL, NULL, 0, on_recheck, &run->stripes[i]) != 0) {
+            zkit_result_t failed = { .error = ZKIT_ECLOSED };
+            on_recheck(NULL, &failed, &run->stripes[i]);
+        }
+    }
     for (size_t k = 0; k < t->n_start; k++)
         start_stripe(run, t->start[k], t->try_once ? 0 : remaining(run));
     if (t->end) {
@@ -330,6 +375,10 @@ static void on_stripe_done(zkit__req_t *req, int error, void *arg)
     todo_t t;
     (void)req; /* a stripe is requested again only after its request ended: this is current */
     todo_init(&t);
+    if (error != 0)
+        zkit__client_log(s->stripes[0]->client, ZKIT_LOG_DEBUG,
+                         "segmented lock: stripe %s: %s", s->stripes[r->index]->path,
+                         zkit_strerror(error));
     pthread_mutex_lock(&run->mu);
     run->pending--;
     if (error == 0) {
@@ -413,7 +462,9 @@ static int seg_start(zkit__req_t *req, const char *fixed_name)
     run->winner = -1;
     run->phase = PHASE_TRY;
     run->start = __atomic_fetch_add(&s->next_start, 1, __ATOMIC_RELAXED) % s->count;
-    run->deadline_ms = zkit__deadline_from(req->timeout_ms);
+    run->deadline_ms = req->timeout_ms < 0    ? -1
+                       : req->timeout_ms == 0 ? 0
+                                              : zkit__monotonic_ms() + req->timeout_ms;
     for (size_t i = 0; i < s->count; i++) {
         run->stripes[i].run = run;
         run->stripes[i].index = i;
@@ -584,6 +635,8 @@ static void on_marker_state(zkit__rewatch_t *w, const zkit__rewatch_state_t *sta
     seg_t *s = arg;
     for (size_t i = 0; i < s->count; i++)
         if (s->watches[i] == w) {
+            zkit__client_log(s->stripes[0]->client, ZKIT_LOG_DEBUG, "segmented lock: %s %s",
+                             s->markers[i], state->stat ? "present" : "absent");
             if (state->stat)
                 retired_here(s, i);
             else /* reopened (zkit_segment_reopen), or never retired */
