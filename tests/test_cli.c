@@ -10,6 +10,13 @@
  *
  * One standalone server for the binary; tests that freeze it or cut it off through a proxy
  * restore it before they end.
+ *
+ * Timed checks (docs/reliability.md, "Suites side by side"): a run that should end at once is
+ * bounded by five uncontended runs measured in the same test (tool_prompt_ms), a frozen
+ * server's command by twice its session timeout (FROZEN_SESSION_MS).  The --once-per tests
+ * start at a slot's beginning with the time they need left (slot_with_time_left) and check
+ * that their runs stayed in it: a machine so loaded that four zkit-lock runs outlast a slot
+ * fails them, and says so.
  */
 #include <dirent.h>
 #include <errno.h>

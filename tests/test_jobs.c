@@ -13,7 +13,9 @@
  * - zkit_job_run_slot_once: one attempt at a given instant's slot, with each outcome.
  *
  * Callbacks only record (under a mutex, or down a pipe from the child processes); assertions
- * run on the test thread.  Every wait is bounded, every test removes its znodes.
+ * run on the test thread.  Every wait is bounded, every test removes its znodes.  Slots are
+ * wall-clock seconds, so the tests sleep to a slot's start; a run's lateness is checked
+ * against the library's 2 s on-time window, max_run_ms's end against fw_prompt_ms.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -12,7 +12,10 @@
  * Every test works under its own path, checks at its end that no lock node is left and that
  * the server's watch count is back where it started (while its clients are still open, so
  * a leaked watch is not hidden by a closing session), then deletes its tree.  Waits are
- * bounded; callbacks and helper threads only record, the test thread asserts.
+ * bounded; callbacks and helper threads only record, the test thread asserts.  "At once" is
+ * bounded by fw_prompt_ms (the negotiated session timeout, the server's measured answers);
+ * the sleeps left are negative checks (a waiter must still be waiting), which load can only
+ * weaken, and offsets into a race chosen on purpose.
  */
 #include <pthread.h>
 #include <stdio.h>
