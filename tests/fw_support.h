@@ -1,7 +1,8 @@
 /*
  * fw_support.h - helpers shared by the framework suites (test_framework.c, test_session.c,
  * test_ensemble.c): a connection-state log that listeners write and the test thread waits on,
- * client construction, and a few bounded waits.  lock_support.c builds its clients on
+ * client construction, a few bounded waits, and the bounds of timed checks stated against
+ * what the test measures (fw_answer_ms, fw_prompt_ms).  lock_support.c builds its clients on
  * fw_options too.
  *
  * Callbacks only record under a mutex and signal; every assertion runs on the test thread
@@ -199,6 +200,34 @@ static inline zkit_client_t *fw_connect(const char *connect, const char *ns,
     zkit_client_options_t o;
     fw_options(&o, connect, ns, session_timeout_ms, NULL);
     return fw_connect_opts(&o);
+}
+
+/* ---- bounds from what the test measured ------------------------------------------------- */
+
+/* The server's answer time as the test sees it now, load included: the slowest of three exists
+ * round trips through c, in ms (at least 1).  Any answer counts, "no node" too. */
+static inline int64_t fw_answer_ms(zkit_client_t *c)
+{
+    int64_t slowest = 1;
+    for (int i = 0; i < 3; i++) {
+        int64_t t0 = zkh_now_ms(), took;
+        (void)zkit_exists(NULL, c, "/", NULL);
+        took = zkh_now_ms() - t0;
+        if (took > slowest)
+            slowest = took;
+    }
+    return slowest;
+}
+
+/* The bound for a step that should take a few round trips ("at once", "without waiting"),
+ * given the session timeout c negotiated: a step that waits instead (on a timer, a ping, a
+ * reconnection, another holder) takes at least the client's ping interval, a third of that
+ * timeout, so the bound is that third; a server that answers slowly now (fw_answer_ms, times
+ * fifty: a step's few round trips and the test thread's turns) moves it up. */
+static inline int64_t fw_prompt_ms(zkit_client_t *c)
+{
+    int64_t third = zkit_client_negotiated_timeout(c) / 3, answers = 50 * fw_answer_ms(c);
+    return third > answers ? third : answers;
 }
 
 /* ---- raw checks ------------------------------------------------------------------------- */

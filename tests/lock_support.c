@@ -457,6 +457,17 @@ int64_t states_first(states_t *r, zkit_lock_state_t state)
     return at;
 }
 
+int64_t states_first_since(states_t *r, zkit_lock_state_t state, int64_t since)
+{
+    int64_t at = -1;
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->n && at < 0; i++)
+        if (r->s[i] == state && r->at[i] >= since)
+            at = r->at[i];
+    pthread_mutex_unlock(&r->mu);
+    return at;
+}
+
 typedef struct state_wait {
     states_t *r;
     zkit_lock_state_t state;

@@ -166,6 +166,8 @@ int states_last(states_t *r);
 int states_reported(void *r);
 /* Time of the first report of `state`, or -1. */
 int64_t states_first(states_t *r, zkit_lock_state_t state);
+/* Time of the first report of `state` at or after `since` (zkh_now_ms), or -1. */
+int64_t states_first_since(states_t *r, zkit_lock_state_t state, int64_t since);
 /* Waits until `state` is reported: 0, or -1 after timeout_ms. */
 int wait_state(states_t *r, zkit_lock_state_t state, int timeout_ms);
 /* Prints the reports (for a failing test's diagnosis). */

@@ -326,7 +326,7 @@ static void test_latch_awaits(void)
     awaited_t w1, w2, w3, w4;
     zkit_latch_t *idle;
     char *path;
-    int64_t t0;
+    int64_t t0, prompt;
     fx_begin(&f, "latch-await");
     inside_reset();
     path = lk_join(f.base, "latch");
@@ -350,9 +350,10 @@ static void test_latch_awaits(void)
     CU_ASSERT_EQUAL(zkit_latch_await_async(b.latch, 10, NULL, NULL), ZKIT_EINVAL);
 
     /* Blocking timeout. */
+    prompt = fw_prompt_ms(b.client);
     t0 = zkh_now_ms();
     CU_ASSERT_EQUAL(zkit_latch_await(b.latch, 300), ZKIT_ETIMEDOUT);
-    CU_ASSERT(zkh_now_ms() - t0 >= 300 && zkh_now_ms() - t0 < 3000);
+    CU_ASSERT(zkh_now_ms() - t0 >= 300 && zkh_now_ms() - t0 < 300 + prompt);
     /* Asynchronous: at once when leader, timeout, cancel, and success on hand-over. */
     awaited_init(&w1);
     awaited_init(&w2);
@@ -1471,7 +1472,7 @@ static void test_latch_closed_while_unanswered(void)
     part_t a, b, c;
     zkh_proxy_t *proxy;
     zkit_stat_t st;
-    int64_t t0;
+    int64_t t0, prompt;
     int rc;
     char *path;
     fx_begin(&f, "latch-close-unanswered");
@@ -1487,10 +1488,11 @@ static void test_latch_closed_while_unanswered(void)
     zkh_proxy_hold_replies(proxy, 1);
     CU_ASSERT_FATAL(zkit_latch_start(c.latch) == 0);
     CU_ASSERT_EQUAL(wait_latch_count(a.client, path, 3, 3000), 0);
+    prompt = fw_prompt_ms(a.client); /* measured beside the proxy, which holds the answers */
     t0 = zkh_now_ms();
     part_close(&b);
     part_close(&c);
-    CU_ASSERT(zkh_now_ms() - t0 < 1000);
+    CU_ASSERT(zkh_now_ms() - t0 < prompt);
     part_close(&a);
     zkh_proxy_hold_replies(proxy, 0);
     /* Replies come in order: once these are answered, what was held has been received.  The

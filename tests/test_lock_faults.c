@@ -443,7 +443,7 @@ static void test_holder_killed(void)
     char *path, line[512], node[400] = "";
     char *argv[7];
     int negotiated = 0, status;
-    int64_t killed_at;
+    int64_t killed_at, bound;
     fx_begin(&f, "killed");
     path = lk_join(f.base, "lock");
     argv[0] = (char *)LOCK_WORKER;
@@ -463,6 +463,10 @@ static void test_holder_killed(void)
     bg_start(&r, lock, 30000, 0);
     CU_ASSERT_EQUAL(wait_participants(lock, 2, 5000), 0);
     CU_ASSERT_EQUAL(bg_done(&r), 0);
+    /* The server expires the killed session within its timeout (and a tick); the rival then
+     * hears the node's deletion by its watch, a few round trips (fw_prompt_ms).  A rival that
+     * missed it would wait for its own 30 s. */
+    bound = negotiated + fw_prompt_ms(c);
     killed_at = zkh_now_ms();
     kill(p.pid, SIGKILL);
     status = proc_wait(&p, 5000);
@@ -470,10 +474,10 @@ static void test_holder_killed(void)
     CU_ASSERT_EQUAL(bg_finish(&r, negotiated + 10000), 0);
     CU_ASSERT_EQUAL(r.rc, 0);
     CU_ASSERT_EQUAL(r.release_rc, 0);
-    if (r.at_ms - killed_at >= negotiated + 2000)
-        fprintf(stderr, "killed: acquired %lld ms after the kill (session %d ms)\n",
-                (long long)(r.at_ms - killed_at), negotiated);
-    CU_ASSERT(r.at_ms - killed_at < negotiated + 2000);
+    if (r.at_ms - killed_at >= bound)
+        fprintf(stderr, "killed: acquired %lld ms after the kill (session %d ms, bound %lld)\n",
+                (long long)(r.at_ms - killed_at), negotiated, (long long)bound);
+    CU_ASSERT(r.at_ms - killed_at < bound);
     CU_ASSERT_EQUAL(raw_exists(node), 0);
     fx_end(&f);
     zkit_lock_free(lock);
@@ -595,7 +599,7 @@ static void test_paused_holder(void)
     char *path, line[512] = "", node[400] = "";
     char *argv[7];
     int negotiated, rival_negotiated = 0, held, told, valid_rc, status;
-    int64_t valid_until = 0, resumed_at;
+    int64_t valid_until = 0, paused_at, resumed_at;
     fx_begin(&f, "paused");
     states_init(&st);
     path = lk_join(f.base, "lock");
@@ -619,6 +623,7 @@ static void test_paused_holder(void)
     /* Past the session timeout, and then until the rival has written that it holds: the
      * server's expiry of the session and the rival's acquisition take what they take on a
      * loaded machine, so no fixed margin is assumed; bounded by 30 s more. */
+    paused_at = zkh_now_ms();
     CU_ASSERT_FATAL(pause_self(negotiated, p.out_fd, negotiated + 30000) == 0);
     resumed_at = zkh_now_ms();
     /* The rival wrote this while we were stopped: it holds the lock now. */
@@ -637,14 +642,17 @@ static void test_paused_holder(void)
     /* The holder counts as holding until it is told EXPIRED or LOST or is_held says 0. */
     CU_ASSERT_EQUAL(held, 0);
     CU_ASSERT_EQUAL(valid_rc, ZKIT_ELOCKLOST);
-    /* The loss is then told, without a HELD in between. */
+    /* The loss is then told, without a HELD in between.  Before the pause a HELD is right: a
+     * confirmation answered late on a loaded machine makes the lock UNCERTAIN and then HELD
+     * again while the rival waits (each stamped before paused_at).  From the pause on, the
+     * session is over on the server, and a HELD would tell a holder it may go on. */
     CU_ASSERT_EQUAL(wait_state(&st, ZKIT_LOCK_LOST, 15000), 0);
-    if (states_first(&st, ZKIT_LOCK_HELD) != -1) {
-        fprintf(stderr, "paused: HELD told after the resumption (+%lld ms since it)\n",
-                (long long)(zkh_now_ms() - resumed_at));
+    if (states_first_since(&st, ZKIT_LOCK_HELD, paused_at) != -1) {
+        fprintf(stderr, "paused: HELD told after the pause (paused at %lld, resumed at %lld)\n",
+                (long long)paused_at, (long long)resumed_at);
         states_print(&st, "paused");
     }
-    CU_ASSERT_EQUAL(states_first(&st, ZKIT_LOCK_HELD), -1);
+    CU_ASSERT_EQUAL(states_first_since(&st, ZKIT_LOCK_HELD, paused_at), -1);
     CU_ASSERT_EQUAL(zkit_lock_release(lock), ZKIT_ELOCKLOST);
     status = proc_wait(&p, 10000);
     CU_ASSERT_EQUAL(exit_code(status), 0);
