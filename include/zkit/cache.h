@@ -204,8 +204,9 @@ ZKIT_EXTERN int zkit_cache_children(char ***names, size_t *count, zkit_cache_t *
 
 /*
  * Whether the cache is current: the client is connected (as its listeners last heard) and
- * every node of the cache has been read, with its watch armed, since the last reconnection,
- * with no change left to read.  `*current` receives 1 or 0, `*since_ms` (optional) the
+ * every node of the cache (and, in a tree cache, the child set of every node above
+ * max_depth) has been read, with its watch armed, since the last reconnection, with no
+ * change left to read.  `*current` receives 1 or 0, `*since_ms` (optional) the
  * CLOCK_MONOTONIC time in ms at which the cache became current, or stale.  A stale cache still
  * answers with the last state it read.  0 or ZKIT_EINVAL.
  */
