@@ -493,22 +493,27 @@ static void test_tree_recreated_node(void)
     CU_ASSERT_EQUAL(zkit_cache_get(NULL, NULL, &before, cache, p), 0);
     events = event_count(log);
 
-    /* The cache hears nothing while m and its child are deleted and m is created again with
-     * the same data and another child: its next read finds the new m. */
+    /* The cache hears nothing while m and its child are deleted and both are created again
+     * with the same names and data: its next reads find the new ones (the child, read first,
+     * is new under the old m in the cache until m's own read comes). */
     zkh_proxy_hold_replies(proxy, 1);
     delete_at(other, base, "m");
     put_at(other, base, "m", "old");
-    put_at(other, base, "m/k2", "newkid");
+    put_at(other, base, "m/k", "oldkid");
     zkh_proxy_hold_replies(proxy, 0);
     CU_ASSERT_EQUAL(zkh_wait_until(tree_matches, &cmp, WAIT_MS), 0);
     CU_ASSERT_EQUAL(zkit_cache_get(NULL, NULL, &after, cache, p), 0);
     CU_ASSERT(after.czxid > before.czxid);
     CU_ASSERT_EQUAL(after.version, 0);
+    snprintf(p, sizeof(p), "%s/m/k", base);
+    CU_ASSERT_EQUAL(zkit_cache_get(NULL, NULL, &after, cache, p), 0);
+    CU_ASSERT(after.czxid > before.czxid);
     pthread_mutex_lock(&log->mu);
-    /* m/k DELETED, m DELETED, m CREATED, m/k2 CREATED; no CHANGED of another incarnation
-     * (the log counts one as bad). */
-    CU_ASSERT_EQUAL(log->n - events, 4);
-    CU_ASSERT_EQUAL(log->count[ZKIT_CACHE_DELETED], 2);
+    /* At least m/k and m DELETED, then m and m/k CREATED; never a CHANGED of another
+     * incarnation, nor m DELETED while a child of it is cached (the log counts either as
+     * bad). */
+    CU_ASSERT(log->n - events >= 4);
+    CU_ASSERT(log->count[ZKIT_CACHE_DELETED] >= 2);
     CU_ASSERT_EQUAL(log->count[ZKIT_CACHE_CHANGED], 0);
     pthread_mutex_unlock(&log->mu);
     assert_log_sound(log);

@@ -573,33 +573,12 @@ static int attach(zkit__tree_t *t, tnode_t *n, size_t at, const char *name)
     return 0;
 }
 
-/* Detaches the children of n for which `drop(kid, arg)` says so, keeping the others in order
- * (mu held). */
-static void drop_kids(zkit__tree_t *t, tnode_t *n, int (*drop)(const tnode_t *, const void *),
-                      const void *arg)
+/* Detaches every child of n, each with its subtree, deepest first (mu held). */
+static void drop_kids(zkit__tree_t *t, tnode_t *n)
 {
-    size_t kept = 0;
-    for (size_t i = 0; i < n->nkids; i++) {
-        tnode_t *kid = n->kids[i];
-        if (drop(kid, arg))
-            detach(t, kid, 1);
-        else
-            n->kids[kept++] = kid;
-    }
-    n->nkids = kept;
-}
-
-static int drop_all(const tnode_t *kid, const void *arg)
-{
-    (void)kid;
-    (void)arg;
-    return 1;
-}
-
-/* A child of an older incarnation of its parent, whose new czxid is *arg. */
-static int drop_older(const tnode_t *kid, const void *arg)
-{
-    return kid->present && kid->stat.czxid < *(const int64_t *)arg;
+    for (size_t i = 0; i < n->nkids; i++)
+        detach(t, n->kids[i], 1);
+    n->nkids = 0;
 }
 
 static int cmp_names(const void *a, const void *b)
@@ -612,7 +591,7 @@ static int cmp_names(const void *a, const void *b)
 /* The node is gone (mu held): its subtree, then it, DELETED. */
 static void take_absent(zkit__tree_t *t, tnode_t *n)
 {
-    drop_kids(t, n, drop_all, NULL);
+    drop_kids(t, n);
     if (n->present)
         make_event(t, n, ZKIT_CACHE_DELETED, 1);
     n->present = 0;
@@ -634,8 +613,10 @@ static int take_data(zkit__tree_t *t, tnode_t *n, const zkit_result_t *r)
         data[r->data_len] = '\0';
     }
     if (n->present && st->czxid != n->stat.czxid) {
-        /* Deleted and created again: its old descendants went before it, and it is new. */
-        drop_kids(t, n, drop_older, &st->czxid);
+        /* Deleted and created again: its old descendants went before it, and it is new.
+         * Every cached child goes, even one already read in the new incarnation (listed by
+         * the old one under the same name): the new child set, read next, brings it back. */
+        drop_kids(t, n);
         make_event(t, n, ZKIT_CACHE_DELETED, 1);
         n->present = 0;
     }
