@@ -645,7 +645,8 @@ static int take_kids(zkit__tree_t *t, tnode_t *n, const zkit_result_t *r)
         return 0;
     if (!(names = malloc((count ? count : 1) * sizeof(*names))))
         return ZKIT_ENOMEM;
-    memcpy(names, r->children, count * sizeof(*names));
+    if (count) /* an empty set may come as NULL */
+        memcpy(names, r->children, count * sizeof(*names));
     qsort(names, count, sizeof(*names), cmp_names);
     if (n->capkids < count) {
         if (!(grown = realloc(n->kids, count * sizeof(*grown)))) {
