@@ -19,6 +19,7 @@
 #include <CUnit/CUnit.h>
 
 #include "framework/client.h" /* test hook: zkit__test_session_credentials */
+#include "cache_support.h"
 #include "fw_support.h"
 #include "zkit/cache.h"
 
@@ -509,87 +510,6 @@ static void test_children_watch_partition(void)
 
 /* ---- caches: events, replay, and the comparison with the server ------------------------------ */
 
-typedef struct node_copy {
-    char path[96];
-    char data[64];
-    zkit_stat_t stat;
-} node_copy_t;
-
-typedef struct cache_log {
-    pthread_mutex_t mu;
-    int initialized;     /* INITIALIZED events heard */
-    int events_before_init_after; /* events of a kind other than CREATED before INITIALIZED */
-    int n;
-    node_copy_t replay[MAX_NAMES]; /* the events applied to an empty map */
-    int nreplay;
-    int bad;             /* an event that does not fit the replayed map */
-    int count[5];
-} cache_log_t;
-
-static int replay_find(cache_log_t *log, const char *path)
-{
-    for (int i = 0; i < log->nreplay; i++)
-        if (strcmp(log->replay[i].path, path) == 0)
-            return i;
-    return -1;
-}
-
-static void on_cache(zkit_cache_t *cache, const zkit_cache_event_t *e, void *arg)
-{
-    cache_log_t *log = arg;
-    int at;
-    (void)cache;
-    pthread_mutex_lock(&log->mu);
-    log->n++;
-    log->count[e->type]++;
-    if (e->type == ZKIT_CACHE_INITIALIZED) {
-        log->initialized++;
-    } else {
-        if (!log->initialized && e->type != ZKIT_CACHE_CREATED)
-            log->events_before_init_after++;
-        at = replay_find(log, e->path);
-        if (e->type == ZKIT_CACHE_CREATED) {
-            if (at >= 0 || log->nreplay == MAX_NAMES)
-                log->bad++;
-            else
-                at = log->nreplay++;
-        } else if (at < 0) {
-            log->bad++;
-        } else if (e->type == ZKIT_CACHE_CHANGED &&
-                   e->stat->mzxid <= log->replay[at].stat.mzxid) {
-            log->bad++; /* older after newer, or the same twice */
-        }
-        if (at >= 0 && e->type == ZKIT_CACHE_DELETED) {
-            log->replay[at] = log->replay[--log->nreplay];
-        } else if (at >= 0) {
-            snprintf(log->replay[at].path, sizeof(log->replay[at].path), "%s", e->path);
-            snprintf(log->replay[at].data, sizeof(log->replay[at].data), "%.*s",
-                     (int)e->data_len, e->data ? e->data : "");
-            log->replay[at].stat = *e->stat;
-        }
-    }
-    pthread_mutex_unlock(&log->mu);
-}
-
-static cache_log_t *cache_log_new(void)
-{
-    cache_log_t *log = calloc(1, sizeof(*log));
-    pthread_mutex_init(&log->mu, NULL);
-    return log;
-}
-
-static void cache_log_free(cache_log_t *log)
-{
-    pthread_mutex_destroy(&log->mu);
-    free(log);
-}
-
-static int initialized_count(void *arg)
-{
-    cache_log_t *log = arg;
-    return zkh_read_locked(&log->mu, &log->initialized);
-}
-
 /* The children of `base` on the server, read with a fresh raw handle: sorted copies. */
 static int server_children(const char *base, node_copy_t *out, int max)
 {
@@ -677,12 +597,6 @@ static void delete_child(zkit_client_t *c, const char *base, const char *name)
     char p[96];
     child_path(p, sizeof(p), base, name);
     CU_ASSERT_EQUAL(zkit_delete(c, p, -1, 0), 0);
-}
-
-static int cache_stale(void *arg)
-{
-    int current = 1;
-    return zkit_cache_status(&current, NULL, arg) == 0 && !current;
 }
 
 static void test_children_cache(void)
@@ -784,23 +698,6 @@ static void test_children_cache(void)
 }
 
 /* ---- a node cache, Stat only ------------------------------------------------------------------ */
-
-static int event_count(void *arg)
-{
-    cache_log_t *log = arg;
-    return zkh_read_locked(&log->mu, &log->n);
-}
-
-typedef struct count_wait {
-    cache_log_t *log;
-    int n;
-} count_wait_t;
-
-static int events_reach(void *arg)
-{
-    count_wait_t *w = arg;
-    return event_count(w->log) >= w->n;
-}
 
 static void test_node_cache_stat_only(void)
 {

@@ -1,6 +1,6 @@
 /*
  * zkit/cache.h - fleet state that stays right: re-arming watches on one node's data or child
- * set, and caches of one node or of one node's children (see docs/caches.md).
+ * set, and caches of one node, of one node's children or of a subtree (see docs/caches.md).
  *
  * ZooKeeper's watches fire once.  A watch here reads its node again after each event, arming
  * the next watch with that same read, and reads again after every reconnection and after a
@@ -113,8 +113,9 @@ ZKIT_EXTERN void zkit_children_watch_free(zkit_children_watch_t *watch);
 
 /* ---- caches -------------------------------------------------------------------------------- */
 
-/* A node cache (one node) or a children cache (each child of one node, with its data and
- * Stat; the parent itself is not cached). */
+/* A node cache (one node), a children cache (each child of one node, with its data and
+ * Stat; the parent itself is not cached) or a tree cache (a node and its descendants down to
+ * a depth). */
 typedef struct zkit_cache zkit_cache_t;
 
 typedef enum zkit_cache_event_type {
@@ -156,6 +157,24 @@ ZKIT_EXTERN int zkit_children_cache_new(zkit_cache_t **out, zkit_client_t *clien
                                         const char *path, const zkit_watch_options_t *opts,
                                         zkit_cache_listener_fn listener, void *arg);
 
+/* max_depth of zkit_tree_cache_new: every level below the root. */
+#define ZKIT_TREE_CACHE_UNLIMITED (-1)
+
+/*
+ * Starts a cache of the subtree at `path`: the node itself (depth 0) and every node below it
+ * down to `max_depth` levels (0 the root alone, 1 the root and its children, ...;
+ * ZKIT_TREE_CACHE_UNLIMITED every level), each with its data and Stat.  The root need not
+ * exist: its creation is seen, and its deletion deletes the cached subtree.  The initial
+ * content comes as CREATED events (a parent before its children), then one INITIALIZED;
+ * a deleted subtree comes as DELETED events, children before their parent.  A node deleted
+ * and created again between two reads (a new czxid) is a new node: its old cached subtree
+ * and the node itself are DELETED, then it is CREATED.  The same errors as
+ * zkit_node_watch_new, and ZKIT_EINVAL for a max_depth below ZKIT_TREE_CACHE_UNLIMITED.
+ */
+ZKIT_EXTERN int zkit_tree_cache_new(zkit_cache_t **out, zkit_client_t *client, const char *path,
+                                    int max_depth, const zkit_watch_options_t *opts,
+                                    zkit_cache_listener_fn listener, void *arg);
+
 /*
  * A copy of one cached node: `*data` (optional; NUL-terminated, free with zkit_free(); NULL
  * with ZKIT_WATCH_STAT_ONLY), `*len` and `*stat` (optional).  `path` is the node's full path
@@ -167,15 +186,27 @@ ZKIT_EXTERN int zkit_cache_get(char **data, size_t *len, zkit_stat_t *stat, zkit
 
 /*
  * The cached nodes' names (a children cache: the children's names; a node cache: the node's
- * last path component, or none while it does not exist), sorted by strcmp.  Free with
- * zkit_free_strings().  0, ZKIT_EINVAL or ZKIT_ENOMEM.
+ * last path component, or none while it does not exist; a tree cache: the names of the
+ * root's cached children, as zkit_cache_children() on the root), sorted by strcmp.  Free
+ * with zkit_free_strings().  0, ZKIT_EINVAL or ZKIT_ENOMEM.
  */
 ZKIT_EXTERN int zkit_cache_list(char ***names, size_t *count, zkit_cache_t *cache);
 
 /*
+ * The names of the cached children of the node at `path`, sorted by strcmp (free with
+ * zkit_free_strings()): for a tree cache, any cached node (none for a node at max_depth);
+ * for a children cache, its parent (as zkit_cache_list) or one of the children (none); for a
+ * node cache, its node (none).  0, ZKIT_ENONODE (`path` is not cached, nor the parent of a
+ * children cache), ZKIT_EINVAL or ZKIT_ENOMEM.
+ */
+ZKIT_EXTERN int zkit_cache_children(char ***names, size_t *count, zkit_cache_t *cache,
+                                    const char *path);
+
+/*
  * Whether the cache is current: the client is connected (as its listeners last heard) and
- * every node of the cache has been read, with its watch armed, since the last reconnection,
- * with no change left to read.  `*current` receives 1 or 0, `*since_ms` (optional) the
+ * every node of the cache (and, in a tree cache, the child set of every node above
+ * max_depth) has been read, with its watch armed, since the last reconnection, with no
+ * change left to read.  `*current` receives 1 or 0, `*since_ms` (optional) the
  * CLOCK_MONOTONIC time in ms at which the cache became current, or stale.  A stale cache still
  * answers with the last state it read.  0 or ZKIT_EINVAL.
  */

@@ -1,5 +1,6 @@
 /*
- * cache.c - the public re-arming watches, and the node and children caches built on them.
+ * cache.c - the public re-arming watches, the node and children caches built on them, and the
+ * public face of the tree cache (treecache.c), which answers the reads of a tree cache.
  *
  * A children cache is one child-set watch on the parent and one node watch per listed child;
  * a node cache is one node watch.  Every watch delivers on the client's delivery, one callback
@@ -16,6 +17,7 @@
 #include "framework/async.h"
 #include "framework/paths.h"
 #include "recipes/rewatch.h"
+#include "recipes/treecache.h"
 #include "zkit/cache.h"
 
 ZKIT_EXTERN int zkit_watch_options_init_version(zkit_watch_options_t *opts, unsigned version)
@@ -171,7 +173,8 @@ typedef struct entry {
 struct zkit_cache {
     zkit_client_t *client;
     char *path;
-    int children;               /* a children cache, else a node cache */
+    int children;               /* a children cache, else a node cache (or a tree cache) */
+    zkit__tree_t *tree;         /* a tree cache: everything but the path is there */
     unsigned flags;
     zkit_cache_listener_fn listener;
     void *arg;
@@ -481,6 +484,26 @@ static void on_children(zkit__rewatch_t *w, const zkit__rewatch_state_t *st, voi
     cache_unref(cache);
 }
 
+/* A cache object of no kind yet (its mutex initialized, its client referenced). */
+static zkit_cache_t *cache_alloc(zkit_client_t *client, const char *path,
+                                 const zkit_watch_options_t *opts, zkit_cache_listener_fn listener,
+                                 void *arg)
+{
+    zkit_cache_t *cache = calloc(1, sizeof(*cache));
+    if (!cache || !(cache->path = strdup(path))) {
+        free(cache);
+        return NULL;
+    }
+    cache->client = client;
+    zkit__client_ref(client);
+    cache->flags = opts ? opts->flags : 0;
+    cache->listener = listener;
+    cache->arg = arg;
+    cache->refs = 1;
+    pthread_mutex_init(&cache->mu, NULL);
+    return cache;
+}
+
 static int cache_new(zkit_cache_t **out, zkit_client_t *client, const char *path,
                      const zkit_watch_options_t *opts, zkit_cache_listener_fn listener,
                      void *arg, int children)
@@ -494,18 +517,9 @@ static int cache_new(zkit_cache_t **out, zkit_client_t *client, const char *path
         return rc;
     if (zkit__client_is_closing(client))
         return ZKIT_ECLOSED;
-    if (!(cache = calloc(1, sizeof(*cache))) || !(cache->path = strdup(path))) {
-        free(cache);
+    if (!(cache = cache_alloc(client, path, opts, listener, arg)))
         return ZKIT_ENOMEM;
-    }
-    cache->client = client;
-    zkit__client_ref(client);
     cache->children = children;
-    cache->flags = opts ? opts->flags : 0;
-    cache->listener = listener;
-    cache->arg = arg;
-    cache->refs = 1;
-    pthread_mutex_init(&cache->mu, NULL);
     pthread_mutex_lock(&cache->mu);
     if (children) {
         rc = zkit__rewatch_new(&cache->parent, client, path, ZKIT__REWATCH_CHILDREN, 0,
@@ -539,6 +553,37 @@ ZKIT_EXTERN int zkit_children_cache_new(zkit_cache_t **out, zkit_client_t *clien
     return cache_new(out, client, path, opts, listener, arg, 1);
 }
 
+ZKIT_EXTERN int zkit_tree_cache_new(zkit_cache_t **out, zkit_client_t *client, const char *path,
+                                    int max_depth, const zkit_watch_options_t *opts,
+                                    zkit_cache_listener_fn listener, void *arg)
+{
+    zkit_cache_t *cache;
+    int rc;
+    if (!out)
+        return ZKIT_EINVAL;
+    *out = NULL;
+    if ((rc = check_args(client, path, opts, 1, "tree_cache")))
+        return rc;
+    if (max_depth < ZKIT_TREE_CACHE_UNLIMITED) {
+        zkit__client_reject(client, "tree_cache: max_depth: %d, expected 0 or more, or "
+                            "ZKIT_TREE_CACHE_UNLIMITED (-1)", max_depth);
+        return ZKIT_EINVAL;
+    }
+    if (zkit__client_is_closing(client))
+        return ZKIT_ECLOSED;
+    if (!(cache = cache_alloc(client, path, opts, listener, arg)))
+        return ZKIT_ENOMEM;
+    rc = zkit__tree_new(&cache->tree, client, path, max_depth, cache->flags, cache, listener,
+                        arg);
+    if (rc != 0) {
+        cache_unref(cache);
+        return rc;
+    }
+    *out = cache;
+    zkit__tree_start(cache->tree);
+    return 0;
+}
+
 /* The entry for a full path (mu held), or NULL. */
 static entry_t *entry_at(zkit_cache_t *cache, const char *path)
 {
@@ -569,6 +614,8 @@ ZKIT_EXTERN int zkit_cache_get(char **data, size_t *len, zkit_stat_t *stat, zkit
         *len = 0;
     if (!cache || !path)
         return ZKIT_EINVAL;
+    if (cache->tree)
+        return zkit__tree_get(data, len, stat, cache->tree, path);
     pthread_mutex_lock(&cache->mu);
     e = entry_at(cache, path);
     if (!e || !e->present) {
@@ -595,6 +642,13 @@ ZKIT_EXTERN int zkit_cache_list(char ***names, size_t *count, zkit_cache_t *cach
         *count = 0;
     if (!names || !count || !cache)
         return ZKIT_EINVAL;
+    if (cache->tree) {
+        int rc = zkit__tree_children(names, count, cache->tree, cache->path);
+        if (rc != ZKIT_ENONODE)
+            return rc;
+        /* a root not cached: no names */
+        return (*names = calloc(1, sizeof(**names))) ? 0 : ZKIT_ENOMEM;
+    }
     pthread_mutex_lock(&cache->mu);
     if (!(out = calloc(cache->count ? cache->count : 1, sizeof(*out)))) {
         pthread_mutex_unlock(&cache->mu);
@@ -614,6 +668,32 @@ ZKIT_EXTERN int zkit_cache_list(char ***names, size_t *count, zkit_cache_t *cach
     *names = out;
     *count = n;
     return 0;
+}
+
+ZKIT_EXTERN int zkit_cache_children(char ***names, size_t *count, zkit_cache_t *cache,
+                                    const char *path)
+{
+    entry_t *e;
+    int rc = 0;
+    if (names)
+        *names = NULL;
+    if (count)
+        *count = 0;
+    if (!names || !count || !cache || !path)
+        return ZKIT_EINVAL;
+    if (cache->tree)
+        return zkit__tree_children(names, count, cache->tree, path);
+    if (cache->children && strcmp(path, cache->path) == 0)
+        return zkit_cache_list(names, count, cache);
+    /* Any other cached node has no cached children. */
+    pthread_mutex_lock(&cache->mu);
+    e = entry_at(cache, path);
+    if (!e || !e->present)
+        rc = ZKIT_ENONODE;
+    else if (!(*names = calloc(1, sizeof(**names))))
+        rc = ZKIT_ENOMEM;
+    pthread_mutex_unlock(&cache->mu);
+    return rc;
 }
 
 /* Folds one watch's currency into the cache's: current while all are, since the last became
@@ -643,6 +723,8 @@ ZKIT_EXTERN int zkit_cache_status(int *current, int64_t *since_ms, zkit_cache_t 
     int64_t since = 0;
     if (!current || !cache)
         return ZKIT_EINVAL;
+    if (cache->tree)
+        return zkit__tree_status(current, since_ms, cache->tree);
     pthread_mutex_lock(&cache->mu);
     if (cache->parent)
         fold_status(cache->parent, &cur, &since, &first);
@@ -661,6 +743,11 @@ ZKIT_EXTERN void zkit_cache_free(zkit_cache_t *cache)
     size_t n = 0;
     if (!cache)
         return;
+    if (cache->tree) {
+        zkit__tree_free(cache->tree); /* waits for the listener */
+        cache_unref(cache);
+        return;
+    }
     pthread_mutex_lock(&cache->mu);
     cache->closed = 1;
     watches = calloc(cache->count + 1, sizeof(*watches));
