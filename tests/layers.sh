@@ -13,7 +13,7 @@ set -u
 LIBRARY="
 src/framework errors clock log retry paths options tasks client listeners timers watches ops
     create txn batch api session
-src/recipes nodename schedule rewatch cache engine lockstate ownnode lockcore mutex lock multilock guard
+src/recipes nodename schedule rewatch cache machine engine lockstate ownnode lockcore mutex lock multilock guard
     view semaphore semmutex latch selector leaderquery job
 "
 # zkit-lock.
