@@ -14,9 +14,11 @@
  *   Looking ahead (ahead_arm): deeper in a queue the node before the watched one is watched
  *   too, and its deletion brings the listing forward, so that the next delete qualifies.
  *
- * All transitions happen under acq->mu in callbacks that never block.  The mutex also makes
- * "register the watch, then wait" atomic with respect to the watch event, so no wake-up is
- * lost: an event that arrives before the get-data reply is remembered and acted on.
+ * The acquisition is a machine (machine.h): all transitions happen under its mutex in
+ * callbacks that never block, and what must run without the mutex (the end, telling the owner
+ * of a wait) is collected in an acq_actions_t and run after it is let go.  The mutex also
+ * makes "register the watch, then wait" atomic with respect to the watch event, so no wake-up
+ * is lost: an event that arrives before the get-data reply is remembered and acted on.
  */
 #include <pthread.h>
 #include <stdint.h>

@@ -53,7 +53,7 @@ struct zkit_semaphore {
     int max_leases;
     zkit_lock_t *mutex;         /* the internal mutex at <path>/locks */
     zkit__listener_t *listener;
-    pthread_mutex_t mu;         /* guards what follows */
+    zkit__mutex_t mu;           /* guards what follows */
     pthread_cond_t cond;
     char *data;
     size_t len;
@@ -742,10 +742,10 @@ static void lease_state_relay(zkit_lock_t *lock, zkit_lock_state_t state, void *
     zkit_lease_state_fn fn;
     void *fn_arg;
     (void)lock;
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     fn = sem->state_fn;
     fn_arg = sem->state_arg;
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     if (fn)
         fn(lease, state, fn_arg);
 }
@@ -882,12 +882,12 @@ static void sem_acq_end(zkit__sem_acq_t *a, int error)
     zkit_semaphore_t *sem = a->sem;
     if (error != 0)
         give_back(a);
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     a->error = error;
     a->done = 1;
     LIST_REMOVE(a, link);
     pthread_cond_broadcast(&sem->cond);
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     if (a->mode == ACQ_ASYNC) {
         if (zkit__run_on_event_thread_task(sem->client, &a->task, deliver_async, a) != 0)
             deliver_async(a);
@@ -912,9 +912,9 @@ static int leases_intact(zkit__sem_acq_t *a, int64_t session)
     int intact = 1;
     for (int i = 0; i < a->got && intact; i++) {
         zkit_lock_t *lock = a->leases[i]->lock;
-        pthread_mutex_lock(&lock->mu);
+        zkit__mutex_lock(&lock->mu);
         intact = lock->holders && !lock->holders->lost && lock->holders->session == session;
-        pthread_mutex_unlock(&lock->mu);
+        zkit__mutex_unlock(&lock->mu);
     }
     return intact;
 }
@@ -925,10 +925,10 @@ static void on_run_done(run_t *run, int error, void *arg)
     zkit__sem_acq_t *a = arg;
     zkit_semaphore_t *sem = a->sem;
     int cancelled;
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     a->run = NULL;
     cancelled = a->cancelled;
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     if (error == 0 && cancelled) { /* the lease came as it was cancelled: give it back */
         zkit__delete_node(sem->client, run->node);
         error = ZKIT_ECANCELED;
@@ -986,9 +986,9 @@ void zkit__sem_acq_next(zkit__sem_acq_t *a)
         sem_acq_end(a, ZKIT_ETIMEDOUT);
         return;
     }
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     if (a->cancelled) {
-        pthread_mutex_unlock(&sem->mu);
+        zkit__mutex_unlock(&sem->mu);
         sem_acq_end(a, ZKIT_ECANCELED);
         return;
     }
@@ -998,7 +998,7 @@ void zkit__sem_acq_next(zkit__sem_acq_t *a)
                    a->mode == ACQ_INTERNAL ? on_run_waiting : NULL, a);
     if (rc == 0)
         a->run = run;
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     if (rc != 0)
         sem_acq_end(a, rc);
     else
@@ -1022,10 +1022,10 @@ static int sem_acq_start(zkit__sem_acq_t **out, zkit_semaphore_t *sem, int count
     a->mode = mode;
     a->deadline_ms = timeout_ms < 0 ? -1 : timeout_ms == 0 ? 0
                                                          : zkit__monotonic_ms() + timeout_ms;
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     a->cancelled = sem->freeing; /* a free's cancel could not see it: it ends at once */
     LIST_INSERT_HEAD(&sem->acqs, a, link);
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     *out = a;
     return 0;
 }
@@ -1046,12 +1046,12 @@ void zkit__sem_acq_cancel(zkit__sem_acq_t *a)
 {
     zkit_semaphore_t *sem = a->sem;
     run_t *run;
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     a->cancelled = 1;
     run = a->run;
     if (run)
         run_ref(run);
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     if (run) {
         run_cancel(run);
         run_unref(run);
@@ -1070,13 +1070,13 @@ static void on_connection_state(zkit_client_t *c, zkit_conn_state_t state, void 
     (void)c;
     if (state != ZKIT_CONN_LOST && state != ZKIT_CONN_RECONNECTED)
         return;
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     change = ++sem->connection_changes;
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     for (;;) {
         zkit__sem_acq_t *a;
         run_t *run = NULL;
-        pthread_mutex_lock(&sem->mu);
+        zkit__mutex_lock(&sem->mu);
         LIST_FOREACH(a, &sem->acqs, link)
             if (a->run && a->told_change != change)
                 break;
@@ -1085,7 +1085,7 @@ static void on_connection_state(zkit_client_t *c, zkit_conn_state_t state, void 
             run = a->run;
             run_ref(run);
         }
-        pthread_mutex_unlock(&sem->mu);
+        zkit__mutex_unlock(&sem->mu);
         if (!run)
             return;
         run_connection_event(run, state);
@@ -1143,13 +1143,13 @@ ZKIT_EXTERN int zkit_semaphore_cancel(zkit_semaphore_t *sem)
         return ZKIT_EINVAL;
     /* Cancel each acquisition once; one that starts a new run after this sees its flag. */
     for (;;) {
-        pthread_mutex_lock(&sem->mu);
+        zkit__mutex_lock(&sem->mu);
         LIST_FOREACH(a, &sem->acqs, link)
             if (!a->cancelled)
                 break;
         if (a)
             zkit__sem_acq_ref(a);
-        pthread_mutex_unlock(&sem->mu);
+        zkit__mutex_unlock(&sem->mu);
         if (!a)
             break;
         zkit__sem_acq_cancel(a);
@@ -1162,14 +1162,14 @@ ZKIT_EXTERN void zkit_semaphore_free(zkit_semaphore_t *sem)
 {
     if (!sem)
         return;
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     sem->freeing = 1;
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     zkit_semaphore_cancel(sem);
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     while (!LIST_EMPTY(&sem->acqs) || sem->callers > 0)
         pthread_cond_wait(&sem->cond, &sem->mu);
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     zkit__listener_remove(sem->client, sem->listener);
     sem->listener = NULL;
     sem_unref(sem);
@@ -1199,15 +1199,15 @@ ZKIT_EXTERN int zkit_semaphore_acquire(zkit_lease_t **leases, zkit_semaphore_t *
     client = sem->client;
     if ((rc = zkit__call_enter(client)) != 0)
         return rc;
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     sem->callers++;
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     if ((rc = sem_acq_start(&a, sem, count, timeout_ms, ACQ_BLOCKING)) == 0) {
         zkit__sem_acq_next(a);
-        pthread_mutex_lock(&sem->mu);
+        zkit__mutex_lock(&sem->mu);
         while (!a->done)
             pthread_cond_wait(&sem->cond, &sem->mu);
-        pthread_mutex_unlock(&sem->mu);
+        zkit__mutex_unlock(&sem->mu);
         rc = a->error;
         if (rc == 0 && (rc = announce_leases(a)) != 0)
             zkit__error_set("semaphore %s: granted, but a lease was lost (session ended or "
@@ -1224,10 +1224,10 @@ ZKIT_EXTERN int zkit_semaphore_acquire(zkit_lease_t **leases, zkit_semaphore_t *
         zkit__error_set("semaphore %s: %s or a node above it is an ephemeral node, which "
                         "cannot have children", sem->path, sem->leases_dir);
     /* The last touch of the semaphore: a free waiting for its callers may go on from here. */
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     if (--sem->callers == 0)
         pthread_cond_broadcast(&sem->cond);
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     zkit__call_exit(client);
     return rc;
 }
@@ -1257,12 +1257,12 @@ int zkit__semaphore_data_set(zkit_semaphore_t *sem, const void *data, size_t len
         return ZKIT_ENOMEM;
     if (len)
         memcpy(copy, data, len);
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     free(sem->data);
     sem->data = copy;
     sem->len = len;
     sem->has_data = data != NULL;
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     return 0;
 }
 
@@ -1271,10 +1271,10 @@ ZKIT_EXTERN int zkit_semaphore_set_state_callback(zkit_semaphore_t *sem, zkit_le
 {
     if (!sem)
         return ZKIT_EINVAL;
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     sem->state_fn = fn;
     sem->state_arg = fn ? arg : NULL;
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     return 0;
 }
 
