@@ -3,8 +3,9 @@
 # Debian/Ubuntu: the toolchain, the ZooKeeper C client and CUnit, the Java
 # ZooKeeper server the tests start, Curator and a JDK for the Java test peer,
 # kazoo for the Python test peer, tzdata for the local-time schedule tests,
-# clang with its sanitizer and libFuzzer runtimes for the fuzzing lane
-# (make fuzz), and doxygen for the API reference (make doc),
+# clang with its sanitizer and libFuzzer runtimes for the fuzzing lane (make fuzz) and
+# for the thread-safety analysis (make check-thread-safety), and doxygen for the API
+# reference (make doc),
 # libuv and libevent for the event-loop adapters' tests and examples, and debhelper and
 # lintian for the package build (scripts/build-debs.sh), and stress-ng for the load
 # scripts/flake-hunt.sh --load puts beside the test command.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole test suite on a fresh machine: installs what is missing, builds in ./build,
-# and runs seven lanes there (every suite starts and stops its own throwaway ZooKeeper servers
+# and runs eight lanes there (every suite starts and stops its own throwaway ZooKeeper servers
 # on free loopback ports, so suites and lanes can share the machine):
+#   make check-thread-safety  clang -Wthread-safety over src/, syntax only (seconds), first
 #   make check        the plain build
 #   make check-asan   everything rebuilt with AddressSanitizer + UndefinedBehaviorSanitizer
 #   make check-tsan   the threaded suites rebuilt with ThreadSanitizer
@@ -31,7 +32,7 @@ if [ ! -f Makefile ] || [ ../configure -nt Makefile ]; then
 fi
 jobs=$(nproc)
 test_jobs=${TEST_JOBS:-3}
-lanes=" ${LANES:-check check-asan check-tsan soak fuzz install debs} "
+lanes=" ${LANES:-thread-safety check check-asan check-tsan soak fuzz install debs} "
 want() { [[ $lanes == *" $1 "* ]]; }
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT
@@ -84,6 +85,16 @@ show_lane() {
     cat "$results/$1.log"
 }
 
+# The locking rules checked by clang before anything is built: a few seconds.
+if want thread-safety; then
+    start=$SECONDS
+    echo "==== make check-thread-safety"
+    if make check-thread-safety; then
+        record "thread-safety" passed "$start"
+    else
+        record "thread-safety" FAILED "$start"
+    fi
+fi
 make -j"$jobs" check-build soak-build >/dev/null || true  # a failure shows in its lane
 # The sanitizer trees are built while the plain suites run: one compiler at a time, so that
 # the suites keep a core.

@@ -14,9 +14,9 @@ set -u
 LIBRARY="
 src/framework errors clock log retry paths options tasks client listeners timers watches ops
     create txn batch api session
-src/recipes nodename schedule rewatch treecache cache persist group engine lockstate ownnode lockcore
-    mutex lock multilock segment guard view semaphore semmutex latch selector leaderquery job
-    wakeup sharedvalue atomic barrier dbarrier
+src/recipes nodename schedule rewatch treecache cache persist group machine engine lockstate ownnode
+    lockcore mutex lock multilock segment guard view semaphore semmutex latch selector leaderquery
+    job wakeup sharedvalue atomic barrier dbarrier
 "
 # zkit-lock.
 TOOL="

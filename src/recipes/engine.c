@@ -14,9 +14,11 @@
  *   Looking ahead (ahead_arm): deeper in a queue the node before the watched one is watched
  *   too, and its deletion brings the listing forward, so that the next delete qualifies.
  *
- * All transitions happen under acq->mu in callbacks that never block.  The mutex also makes
- * "register the watch, then wait" atomic with respect to the watch event, so no wake-up is
- * lost: an event that arrives before the get-data reply is remembered and acted on.
+ * The acquisition is a machine (machine.h): all transitions happen under its mutex in
+ * callbacks that never block, and what must run without the mutex (the end, telling the owner
+ * of a wait) is collected in an acq_actions_t and run after it is let go.  The mutex also
+ * makes "register the watch, then wait" atomic with respect to the watch event, so no wake-up
+ * is lost: an event that arrives before the get-data reply is remembered and acted on.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -24,6 +26,7 @@
 #include <string.h>
 
 #include "recipes/engine.h"
+#include "recipes/machine.h"
 #include "recipes/nodename.h"
 #include "framework/async.h"
 #include "framework/paths.h"
@@ -45,9 +48,7 @@ typedef enum acq_state {
 } acq_state_t;
 
 struct zkit__acq {
-    pthread_mutex_t mu;
-    int refs;
-    zkit_client_t *client;
+    zkit__machine_t m;              /* first (machine.h); its mutex guards what follows */
     char *dir;
     const zkit__driver_t *driver;
     char *data;
@@ -67,7 +68,6 @@ struct zkit__acq {
     int waiting_due;                /* a wait began: tell the owner once the mutex is let go */
     int waiting_tells;              /* tellings of a wait in progress, outside the mutex */
     pthread_cond_t waiting_told;    /* signalled when the last of them returns */
-    uint64_t round;                 /* increments on every restart: stale replies are dropped */
     int restarts;
     char *node;                     /* our node, un-namespaced */
     const char *node_name;          /* its last component */
@@ -82,7 +82,6 @@ struct zkit__acq {
     char *ahead;                    /* the node before the one we watch, watched too, or NULL */
     struct client_acqs *reg;        /* listed for the close of its client (see below) */
     struct zkit__acq *reg_prev, *reg_next;
-    uint64_t deadline_timer;        /* cancelled when the acquisition ends first */
     int watch_dir;                  /* first listings watch the directory's children */
     int keep_own_watch;             /* our node's watch outlives the wait (success only) */
     int waited;                     /* a wait for another node began */
@@ -99,15 +98,39 @@ struct zkit__acq {
 enum { OWN_NONE, OWN_SENT, OWN_ARMED };
 enum { HOLDING_NONE, HOLDING_DIR, HOLDING_OWN };
 
-/* A reply carries the acquisition and the round it belongs to. */
-typedef struct acq_reply {
-    zkit__acq_t *acq;
-    uint64_t round;
-} acq_reply_t;
+/*
+ * What a decision leaves to be done once the acquisition's mutex is let go (acq_run): every
+ * function that takes the mutex makes its decisions with an acq_actions_t, lets the mutex go
+ * and runs it.  The requests a decision sends are sent under the mutex (they never block),
+ * so that a watch is registered, or cancelled, in the order the decisions were made.
+ */
+typedef struct acq_actions {
+    int tell_waiting;               /* a wait began: tell the owner (acq_settle) */
+    void (*holding_fn)(void *arg);  /* the watch standing in for the holder's fired */
+    void *holding_arg;
+    int ended;                      /* the acquisition ended (acq_end): */
+    int error;                      /*   with this outcome, */
+    int report;                     /*   told to its owner (not inside zkit__acq_start), */
+    int listed;                     /*   taken off the close list, whose reference goes, */
+    uint64_t timer;                 /*   with this deadline timer to cancel */
+} acq_actions_t;
+
+#define ACQ_ACTIONS_INIT { 0, NULL, NULL, 0, 0, 0, 0, 0 }
+
+static zkit__acq_t *acq_of(zkit__machine_t *m)
+{
+    return (zkit__acq_t *)m; /* the machine is the first member */
+}
 
 void zkit__acq_ref(zkit__acq_t *acq)
 {
-    __atomic_add_fetch(&acq->refs, 1, __ATOMIC_ACQ_REL);
+    zkit__machine_ref(&acq->m);
+}
+
+void zkit__acq_unref(zkit__acq_t *acq)
+{
+    if (acq)
+        zkit__machine_unref(&acq->m);
 }
 
 /* The acquisitions whose wait this thread is telling their owners of, innermost first. */
@@ -118,43 +141,70 @@ typedef struct telling {
 
 static __thread telling_t *tellings;
 
-/* Lets go of acq->mu, then tells the owner that the acquisition waits for others, if a wait
- * began: outside the mutex, since the owner may cancel other acquisitions from there. */
-static void acq_unlock(zkit__acq_t *acq)
+/* Before the mutex is let go: a wait that began is told to the owner after it, since the
+ * owner may cancel other acquisitions from there. */
+static void acq_settle(zkit__acq_t *acq, acq_actions_t *act) ZKIT__REQUIRES(acq->m.mu)
 {
     int tell = acq->waiting_due && acq->state == ACQ_WATCHING;
-    telling_t telling = { acq, tellings };
     acq->waiting_due = 0;
     if (tell) {
         zkit__acq_ref(acq);
         acq->waiting_tells++;
+        act->tell_waiting = 1;
     }
-    pthread_mutex_unlock(&acq->mu);
-    if (!tell)
-        return;
-    tellings = &telling;
-    acq->waiting(acq, acq->arg);
-    tellings = telling.outer;
-    pthread_mutex_lock(&acq->mu);
-    if (--acq->waiting_tells == 0)
-        pthread_cond_broadcast(&acq->waiting_told);
-    pthread_mutex_unlock(&acq->mu);
-    zkit__acq_unref(acq);
 }
 
 /* The acquisition may end on another thread while its owner is still being told of a wait:
  * the end is told only after that (the owner may let go of what the telling uses once it hears
  * the end).  Not when this thread is the one telling: that telling is further up its stack. */
-static void await_waiting_told(zkit__acq_t *acq)
+static void await_waiting_told(zkit__acq_t *acq) ZKIT__EXCLUDES(acq->m.mu)
 {
     for (const telling_t *t = tellings; t; t = t->outer)
         if (t->acq == acq)
             return;
-    pthread_mutex_lock(&acq->mu);
+    zkit__machine_lock(&acq->m);
     while (acq->waiting_tells > 0)
-        pthread_cond_wait(&acq->waiting_told, &acq->mu);
-    pthread_mutex_unlock(&acq->mu);
+        zkit__cond_wait(&acq->waiting_told, &acq->m.mu);
+    zkit__machine_unlock(&acq->m);
 }
+
+/* Runs what the decisions left (the mutex let go).  The end comes last: it drops the
+ * machine's own reference. */
+static void acq_run(zkit__acq_t *acq, const acq_actions_t *act) ZKIT__EXCLUDES(acq->m.mu)
+{
+    if (act->tell_waiting) {
+        telling_t telling = { acq, tellings };
+        tellings = &telling;
+        acq->waiting(acq, acq->arg);
+        tellings = telling.outer;
+        zkit__machine_lock(&acq->m);
+        if (--acq->waiting_tells == 0)
+            pthread_cond_broadcast(&acq->waiting_told);
+        zkit__machine_unlock(&acq->m);
+        zkit__acq_unref(acq);
+    }
+    if (act->holding_fn)
+        act->holding_fn(act->holding_arg);
+    if (!act->ended)
+        return;
+    zkit__machine_disarm(&acq->m, act->timer);
+    if (act->report) {
+        await_waiting_told(acq);
+        acq->done(acq, act->error, acq->arg);
+    }
+    if (act->listed)
+        zkit__acq_unref(acq); /* the close list's reference */
+    zkit__acq_unref(acq); /* the machine's own reference */
+}
+
+/* Settles, lets the mutex go and runs the actions: the end of every section under the mutex
+ * that a completion, an event or a call opened with zkit__machine_lock. */
+#define ACQ_LEAVE(acq, act)                                                                    \
+    do {                                                                                       \
+        acq_settle((acq), (act));                                                              \
+        zkit__machine_unlock(&(acq)->m);                                                       \
+        acq_run((acq), (act));                                                                 \
+    } while (0)
 
 static void free_names(char **names, size_t count)
 {
@@ -163,10 +213,9 @@ static void free_names(char **names, size_t count)
     free(names);
 }
 
-void zkit__acq_unref(zkit__acq_t *acq)
+static void acq_destroy(zkit__machine_t *m)
 {
-    if (!acq || __atomic_sub_fetch(&acq->refs, 1, __ATOMIC_ACQ_REL) != 0)
-        return;
+    zkit__acq_t *acq = acq_of(m);
     free_names(acq->early_children, acq->early_count);
     free(acq->dir);
     free(acq->data);
@@ -174,7 +223,6 @@ void zkit__acq_unref(zkit__acq_t *acq)
     free(acq->node);
     free(acq->watched);
     free(acq->ahead);
-    pthread_mutex_destroy(&acq->mu);
     pthread_cond_destroy(&acq->waiting_told);
     free(acq);
 }
@@ -368,40 +416,44 @@ static void ignore_result(zkit_client_t *c, const zkit_result_t *r, void *arg)
     (void)arg;
 }
 
-static void acq_watch_fired(zkit_client_t *c, zkit_event_t event, const char *path, void *arg);
-
-/* Forgets the watch on our own node (acq->mu held), locally: it is on our node, and the
- * delete that ends our node, whenever it comes, consumes the server's watch. */
-static void own_unwatch(zkit__acq_t *acq)
+/* Forgets the watch on our own node, locally: it is on our node, and the delete that ends our
+ * node, whenever it comes, consumes the server's watch. */
+static void own_unwatch(zkit__acq_t *acq) ZKIT__REQUIRES(acq->m.mu)
 {
     if (acq->own_watch != OWN_NONE && acq->node)
-        zkit__watch_cancel_local(acq->client, acq->node, ZKIT_WATCH_DATA, &acq->own_watcher);
+        zkit__watch_cancel_local(acq->m.client, acq->node, ZKIT_WATCH_DATA, &acq->own_watcher);
     acq->own_watch = OWN_NONE;
 }
 
-/* Drops the watch on the node two ahead of us (acq->mu held). */
-static void ahead_unwatch(zkit__acq_t *acq)
+/* Drops the watch on the node two ahead of us. */
+static void ahead_unwatch(zkit__acq_t *acq) ZKIT__REQUIRES(acq->m.mu)
 {
     if (acq->ahead) {
-        zkit__watch_cancel(acq->client, acq->ahead, ZKIT_WATCH_DATA, &acq->ahead_watcher);
+        zkit__watch_cancel(acq->m.client, acq->ahead, ZKIT_WATCH_DATA, &acq->ahead_watcher);
         free(acq->ahead);
         acq->ahead = NULL;
     }
 }
 
-/* Called with acq->mu held: drops the watches and our node. */
-static void clean_up(zkit__acq_t *acq)
+/* Drops the watch on the node we wait for. */
+static void wait_unwatch(zkit__acq_t *acq) ZKIT__REQUIRES(acq->m.mu)
 {
-    own_unwatch(acq);
-    ahead_unwatch(acq);
     if (acq->watched) {
-        zkit__watch_cancel(acq->client, acq->watched, ZKIT_WATCH_DATA, &acq->watcher);
+        zkit__watch_cancel(acq->m.client, acq->watched, ZKIT_WATCH_DATA, &acq->watcher);
         free(acq->watched);
         acq->watched = NULL;
     }
+}
+
+/* Drops the watches and our node. */
+static void clean_up(zkit__acq_t *acq) ZKIT__REQUIRES(acq->m.mu)
+{
+    own_unwatch(acq);
+    ahead_unwatch(acq);
+    wait_unwatch(acq);
     if (acq->node) {
-        zkit__request_delete(acq->client, acq->node, -1, ZKIT_DELETE_GUARANTEED, ignore_result,
-                             NULL);
+        zkit__request_delete(acq->m.client, acq->node, -1, ZKIT_DELETE_GUARANTEED,
+                             ignore_result, NULL);
         free(acq->node);
         acq->node = NULL;
         acq->node_name = NULL;
@@ -412,7 +464,8 @@ static void clean_up(zkit__acq_t *acq)
  * An acquisition without a deadline has no timer of its own, yet must end with ZKIT_ECLOSED
  * when its client closes.  Such acquisitions are listed per client, and one timer per client,
  * due never, runs when the client closes (timers then run at once) and ends them.  The list
- * holds a reference to each acquisition.
+ * holds a reference to each acquisition.  The order of the mutexes: an acquisition's, then
+ * registry_mu.
  */
 typedef struct client_acqs {
     struct client_acqs *next;
@@ -420,17 +473,17 @@ typedef struct client_acqs {
     zkit__acq_t *acqs;
 } client_acqs_t;
 
-static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
-static client_acqs_t *registry;
+static zkit__mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static client_acqs_t *registry ZKIT__GUARDED_BY(registry_mu);
 
-static void finish(zkit__acq_t *acq, int error);
+static void acq_end(zkit__acq_t *acq, int error, acq_actions_t *act) ZKIT__REQUIRES(acq->m.mu);
 
 /* The supervisor thread, when the client closes. */
 static void on_client_close(void *arg)
 {
     client_acqs_t *entry = arg, **pp;
     zkit__acq_t *acq, *next;
-    pthread_mutex_lock(&registry_mu);
+    zkit__mutex_lock(&registry_mu);
     for (pp = &registry; *pp; pp = &(*pp)->next) {
         if (*pp == entry) {
             *pp = entry->next;
@@ -438,26 +491,28 @@ static void on_client_close(void *arg)
         }
     }
     for (acq = entry->acqs; acq; acq = acq->reg_next)
-        acq->reg = NULL; /* from now on finish() leaves the links alone */
-    pthread_mutex_unlock(&registry_mu);
+        acq->reg = NULL; /* from now on acq_end leaves the links alone */
+    zkit__mutex_unlock(&registry_mu);
     for (acq = entry->acqs; acq; acq = next) {
+        acq_actions_t act = ACQ_ACTIONS_INIT;
         next = acq->reg_next;
-        pthread_mutex_lock(&acq->mu);
-        finish(acq, ZKIT_ECLOSED);
+        zkit__machine_lock(&acq->m);
+        acq_end(acq, ZKIT_ECLOSED, &act);
+        ACQ_LEAVE(acq, &act);
         zkit__acq_unref(acq); /* the list's reference */
     }
     free(entry);
 }
 
-static void registry_add(zkit__acq_t *acq)
+static void registry_add(zkit__acq_t *acq) ZKIT__REQUIRES(acq->m.mu)
 {
     client_acqs_t *entry;
-    pthread_mutex_lock(&registry_mu);
-    for (entry = registry; entry && entry->client != acq->client; entry = entry->next)
+    zkit__mutex_lock(&registry_mu);
+    for (entry = registry; entry && entry->client != acq->m.client; entry = entry->next)
         ;
     if (!entry && (entry = calloc(1, sizeof(*entry))) != NULL) {
-        entry->client = acq->client;
-        if (zkit__schedule(acq->client, INT64_MAX, on_client_close, entry) != 0) {
+        entry->client = acq->m.client;
+        if (zkit__schedule(acq->m.client, INT64_MAX, on_client_close, entry) != 0) {
             free(entry);
             entry = NULL;
         } else {
@@ -474,14 +529,14 @@ static void registry_add(zkit__acq_t *acq)
             entry->acqs->reg_prev = acq;
         entry->acqs = acq;
     }
-    pthread_mutex_unlock(&registry_mu);
+    zkit__mutex_unlock(&registry_mu);
 }
 
-/* 1 when the acquisition was listed (the caller then drops the list's reference). */
-static int registry_remove(zkit__acq_t *acq)
+/* 1 when the acquisition was listed (acq_run then drops the list's reference). */
+static int registry_remove(zkit__acq_t *acq) ZKIT__REQUIRES(acq->m.mu)
 {
     int listed;
-    pthread_mutex_lock(&registry_mu);
+    zkit__mutex_lock(&registry_mu);
     listed = acq->reg != NULL;
     if (listed) {
         if (acq->reg_prev)
@@ -492,23 +547,21 @@ static int registry_remove(zkit__acq_t *acq)
             acq->reg_next->reg_prev = acq->reg_prev;
         acq->reg = NULL;
     }
-    pthread_mutex_unlock(&registry_mu);
+    zkit__mutex_unlock(&registry_mu);
     return listed;
 }
 
-/* Ends the acquisition (acq->mu held; released here).  The callback runs without the lock,
- * except for an acquisition ended inside zkit__acq_start: that call returns the error, since
- * its caller may hold its own mutex around it. */
-static void finish(zkit__acq_t *acq, int error)
+/* Ends the acquisition; acq_run tells its owner, without the mutex.  An acquisition ended
+ * inside zkit__acq_start is not told: that call returns the error, since its caller may hold
+ * its own mutex around it. */
+static void acq_end(zkit__acq_t *acq, int error, acq_actions_t *act)
 {
-    uint64_t deadline_timer;
-    int listed, report;
-    if (acq->state == ACQ_DONE) {
-        acq_unlock(acq);
+    if (!zkit__machine_end(&acq->m, &act->timer))
         return;
-    }
     acq->state = ACQ_DONE;
-    listed = registry_remove(acq);
+    act->ended = 1;
+    act->error = error;
+    act->listed = registry_remove(acq);
     if (error != 0)
         clean_up(acq);
     else {
@@ -520,31 +573,13 @@ static void finish(zkit__acq_t *acq, int error)
         else
             own_unwatch(acq);
         ahead_unwatch(acq);
-        if (acq->watched) {
-            /* A watch may still be armed here (a relisting after RECONNECTED found us
-             * first): cancel it, or it would fire into this acquisition once freed. */
-            zkit__watch_cancel(acq->client, acq->watched, ZKIT_WATCH_DATA, &acq->watcher);
-            free(acq->watched);
-            acq->watched = NULL;
-        }
+        /* A watch may still be armed here (a relisting after RECONNECTED found us first):
+         * cancel it, or it would fire into this acquisition once freed. */
+        wait_unwatch(acq);
     }
-    deadline_timer = acq->deadline_timer;
-    acq->deadline_timer = 0;
-    report = !acq->starting || error == 0; /* a start ends only in errors */
-    if (!report)
+    act->report = !acq->starting || error == 0; /* a start ends only in errors */
+    if (!act->report)
         acq->start_error = error;
-    acq_unlock(acq);
-    /* A deadline timer left behind would sit in the client's timer list until it fell due:
-     * one per timed acquisition, which adds up in a busy daemon. */
-    if (deadline_timer && zkit__unschedule(acq->client, deadline_timer))
-        zkit__acq_unref(acq); /* the timer's reference */
-    if (report) {
-        await_waiting_told(acq);
-        acq->done(acq, error, acq->arg);
-    }
-    if (listed)
-        zkit__acq_unref(acq); /* the close list's reference */
-    zkit__acq_unref(acq); /* the machine's own reference */
 }
 
 static int deadline_passed(const zkit__acq_t *acq)
@@ -554,35 +589,22 @@ static int deadline_passed(const zkit__acq_t *acq)
 
 /* ---- steps --------------------------------------------------------------------------------- */
 
-static acq_reply_t *reply_new(zkit__acq_t *acq)
-{
-    acq_reply_t *r = malloc(sizeof(*r));
-    if (r) {
-        zkit__acq_ref(acq);
-        r->acq = acq;
-        r->round = acq->round;
-    }
-    return r;
-}
+/* A step of the machine on a reply, the reply current (under the mutex). */
+typedef void (*reply_step_fn)(zkit__acq_t *acq, const zkit_result_t *res, acq_actions_t *act);
 
-/* Locks the acquisition for a reply; NULL (and frees the reply) when the reply is stale. */
-static zkit__acq_t *reply_open(acq_reply_t *r)
+/* Runs `fn` for a reply unless it is stale; 1 when it was current. */
+static int on_reply(zkit__machine_reply_t *r, const zkit_result_t *res, reply_step_fn fn)
 {
-    zkit__acq_t *acq = r->acq;
-    pthread_mutex_lock(&acq->mu);
-    if (acq->state == ACQ_DONE || r->round != acq->round) {
-        acq_unlock(acq);
-        zkit__acq_unref(acq);
-        free(r);
-        return NULL;
-    }
-    return acq;
-}
-
-static void reply_close(acq_reply_t *r)
-{
-    zkit__acq_unref(r->acq);
-    free(r);
+    zkit__acq_t *acq = acq_of(r->machine);
+    acq_actions_t act = ACQ_ACTIONS_INIT;
+    int current;
+    zkit__machine_lock(&acq->m);
+    current = zkit__machine_reply_current(&acq->m, r);
+    if (current)
+        fn(acq, res, &act);
+    ACQ_LEAVE(acq, &act);
+    zkit__machine_reply_free(r);
+    return current;
 }
 
 static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg);
@@ -590,28 +612,29 @@ static void on_listed(zkit_client_t *c, const zkit_result_t *res, void *arg);
 static void on_early_listed(zkit_client_t *c, const zkit_result_t *res, void *arg);
 static void on_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg);
 static void on_own_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg);
-static int handoff_proven(zkit__acq_t *acq, zkit_event_t event);
-static void finish_held(zkit__acq_t *acq);
-static int restart(zkit__acq_t *acq, int why);
+static int handoff_proven(zkit__acq_t *acq, zkit_event_t event) ZKIT__REQUIRES(acq->m.mu);
+static void finish_held(zkit__acq_t *acq, acq_actions_t *act) ZKIT__REQUIRES(acq->m.mu);
+static int restart(zkit__acq_t *acq, int why, acq_actions_t *act) ZKIT__REQUIRES(acq->m.mu);
 static void on_ahead_set(zkit_client_t *c, const zkit_result_t *res, void *arg);
 
-/* Issues an async call for the current round; on a submit error, finishes (mu released). */
-typedef int (*submit_fn)(zkit__acq_t *acq, acq_reply_t *r);
+/* Sends a request for the current round (under the mutex). */
+typedef int (*submit_fn)(zkit__acq_t *acq, zkit__machine_reply_t *r);
 
-static int step(zkit__acq_t *acq, submit_fn submit)
+/* Sends one; a request the client refuses ends the acquisition.  0, or that error. */
+static int step(zkit__acq_t *acq, submit_fn submit, acq_actions_t *act)
+    ZKIT__REQUIRES(acq->m.mu)
 {
-    acq_reply_t *r = reply_new(acq);
+    zkit__machine_reply_t *r = zkit__machine_reply_new(&acq->m);
     int rc = r ? submit(acq, r) : ZKIT_ENOMEM;
     if (rc != 0) {
         if (r)
-            reply_close(r);
-        finish(acq, rc);
-        return rc;
+            zkit__machine_reply_free(r);
+        acq_end(acq, rc, act);
     }
-    return 0;
+    return rc;
 }
 
-static int submit_create(zkit__acq_t *acq, acq_reply_t *r)
+static int submit_create(zkit__acq_t *acq, zkit__machine_reply_t *r) ZKIT__REQUIRES(acq->m.mu)
 {
     zkit_create_options_t opts = ZKIT_CREATE_OPTIONS_INIT;
     char *path;
@@ -628,82 +651,78 @@ static int submit_create(zkit__acq_t *acq, acq_reply_t *r)
     if (!path)
         return ZKIT_ENOMEM;
     acq->create_sent_ms = zkit__monotonic_ms();
-    rc = zkit__request_create(acq->client, path, acq->has_data ? acq->data : NULL, acq->len,
+    rc = zkit__request_create(acq->m.client, path, acq->has_data ? acq->data : NULL, acq->len,
                               &opts, on_created, r);
     free(path);
     return rc;
 }
 
-static int submit_list(zkit__acq_t *acq, acq_reply_t *r)
+static int submit_list(zkit__acq_t *acq, zkit__machine_reply_t *r) ZKIT__REQUIRES(acq->m.mu)
 {
-    return zkit__request_get_children(acq->client, acq->dir, NULL, on_listed, r);
+    return zkit__request_get_children(acq->m.client, acq->dir, NULL, on_listed, r);
 }
 
-static void watch_hold(void *arg);
-static void watch_release(void *arg);
-
-static int submit_early_list(zkit__acq_t *acq, acq_reply_t *r)
+/* Each watch registration holds a reference on the acquisition for as long as it lives, so
+ * an event can never reach a freed acquisition (zkit__machine_watch_hold). */
+static int submit_early_list(zkit__acq_t *acq, zkit__machine_reply_t *r)
+    ZKIT__REQUIRES(acq->m.mu)
 {
     if (acq->watch_dir)
-        return zkit__request_get_children_watch(acq->client, acq->dir, &acq->dir_watcher,
-                                                watch_hold, watch_release, on_early_listed, r);
-    return zkit__request_get_children(acq->client, acq->dir, NULL, on_early_listed, r);
+        return zkit__request_get_children_watch(acq->m.client, acq->dir, &acq->dir_watcher,
+                                                zkit__machine_watch_hold,
+                                                zkit__machine_watch_release, on_early_listed,
+                                                r);
+    return zkit__request_get_children(acq->m.client, acq->dir, NULL, on_early_listed, r);
 }
 
-/* Each watch registration holds a reference on the acquisition for as long as it lives,
- * so an event can never reach a freed acquisition. */
-static void watch_hold(void *arg)
+static int submit_watch(zkit__acq_t *acq, zkit__machine_reply_t *r) ZKIT__REQUIRES(acq->m.mu)
 {
-    zkit__acq_ref(arg);
+    return zkit__request_get_data_watch(acq->m.client, acq->watched, &acq->watcher,
+                                        zkit__machine_watch_hold, zkit__machine_watch_release,
+                                        on_watch_set, r);
 }
 
-static void watch_release(void *arg)
+static int submit_ahead_watch(zkit__acq_t *acq, zkit__machine_reply_t *r)
+    ZKIT__REQUIRES(acq->m.mu)
 {
-    zkit__acq_unref(arg);
+    return zkit__request_get_data_watch(acq->m.client, acq->ahead, &acq->ahead_watcher,
+                                        zkit__machine_watch_hold, zkit__machine_watch_release,
+                                        on_ahead_set, r);
 }
 
-static int submit_watch(zkit__acq_t *acq, acq_reply_t *r)
+static int submit_own_watch(zkit__acq_t *acq, zkit__machine_reply_t *r)
+    ZKIT__REQUIRES(acq->m.mu)
 {
-    return zkit__request_get_data_watch(acq->client, acq->watched, &acq->watcher, watch_hold,
-                                        watch_release, on_watch_set, r);
+    return zkit__request_get_data_watch(acq->m.client, acq->node, &acq->own_watcher,
+                                        zkit__machine_watch_hold, zkit__machine_watch_release,
+                                        on_own_watch_set, r);
 }
 
-static int submit_ahead_watch(zkit__acq_t *acq, acq_reply_t *r)
+/* Arms the watch on our own node, which a hand-off relies on.  Once its reply has come, a
+ * deletion of our node is heard before any later deletion on the connection.  A watch sent in
+ * an earlier connection epoch is sent again: after a reconnect only a fresh one is known to be
+ * armed in order. */
+static int own_watch_arm(zkit__acq_t *acq, acq_actions_t *act) ZKIT__REQUIRES(acq->m.mu)
 {
-    return zkit__request_get_data_watch(acq->client, acq->ahead, &acq->ahead_watcher,
-                                        watch_hold, watch_release, on_ahead_set, r);
-}
-
-static int submit_own_watch(zkit__acq_t *acq, acq_reply_t *r)
-{
-    return zkit__request_get_data_watch(acq->client, acq->node, &acq->own_watcher, watch_hold,
-                                        watch_release, on_own_watch_set, r);
-}
-
-/* Arms the watch on our own node, which a hand-off relies on (acq->mu held; released on
- * error).  Once its reply has come, a deletion of our node is heard before any later
- * deletion on the connection.  A watch sent in an earlier connection epoch is sent again:
- * after a reconnect only a fresh one is known to be armed in order. */
-static int own_watch_arm(zkit__acq_t *acq)
-{
-    uint64_t epoch = zkit__client_connection_epoch(acq->client);
+    uint64_t epoch = zkit__client_connection_epoch(acq->m.client);
     if (acq->own_watch != OWN_NONE && acq->own_epoch == epoch)
         return 0;
     own_unwatch(acq);
     acq->own_watch = OWN_SENT;
     acq->own_epoch = epoch;
-    return step(acq, submit_own_watch);
+    return step(acq, submit_own_watch, act);
 }
 
 /*
- * Looking ahead (acq->mu held; released on error).  A waiter of a mutex or a write lock whose
- * predecessor is not first also watches the node before its predecessor.  That node's
- * deletion usually means the predecessor is taking the lock: we list again then, while it
- * holds, and learn that our predecessor is now first, so that its release hands the lock on
- * by the delete event alone.  The listing moves earlier rather than adding one, and the
- * watch only ever leads to a listing, so it decides nothing by itself.
+ * Looking ahead.  A waiter of a mutex or a write lock whose predecessor is not first also
+ * watches the node before its predecessor.  That node's deletion usually means the
+ * predecessor is taking the lock: we list again then, while it holds, and learn that our
+ * predecessor is now first, so that its release hands the lock on by the delete event alone.
+ * The listing moves earlier rather than adding one, and the watch only ever leads to a
+ * listing, so it decides nothing by itself.  0, or -1 when the acquisition ended.
  */
-static int ahead_arm(zkit__acq_t *acq, const char *before_wait)
+static int ahead_arm(zkit__acq_t *acq, const char *before_wait, acq_actions_t *act)
+    ZKIT__REQUIRES(acq->m.mu)
 {
     char *path;
     if (acq->handoff || acq->driver->reader || !before_wait) {
@@ -711,7 +730,7 @@ static int ahead_arm(zkit__acq_t *acq, const char *before_wait)
         return 0;
     }
     if (!(path = zkit__path_join(acq->dir, before_wait))) {
-        finish(acq, ZKIT_ENOMEM);
+        acq_end(acq, ZKIT_ENOMEM, act);
         return -1;
     }
     if (acq->ahead && strcmp(acq->ahead, path) == 0) { /* still armed: keep it */
@@ -720,144 +739,149 @@ static int ahead_arm(zkit__acq_t *acq, const char *before_wait)
     }
     ahead_unwatch(acq);
     acq->ahead = path;
-    return step(acq, submit_ahead_watch);
+    return step(acq, submit_ahead_watch, act);
 }
 
 static void on_confirmed(zkit_client_t *c, const zkit_result_t *res, void *arg);
 
-static int submit_confirm(zkit__acq_t *acq, acq_reply_t *r)
+static int submit_confirm(zkit__acq_t *acq, zkit__machine_reply_t *r) ZKIT__REQUIRES(acq->m.mu)
 {
-    return zkit__request_get_data(acq->client, acq->node, NULL, on_confirmed, r);
+    return zkit__request_get_data(acq->m.client, acq->node, NULL, on_confirmed, r);
 }
 
 static void on_synced(int error, void *arg);
 
-static int submit_sync(zkit__acq_t *acq, acq_reply_t *r)
+static int submit_sync(zkit__acq_t *acq, zkit__machine_reply_t *r) ZKIT__REQUIRES(acq->m.mu)
 {
-    return zkit__client_confirm(acq->client, on_synced, r);
+    return zkit__client_confirm(acq->m.client, on_synced, r);
 }
 
 /* Grant syncs that may fail (a connection lost meanwhile) before the acquisition gives up. */
 #define MAX_CONFIRM_FAILURES 3
 
-/* We hold (acq->mu held; released here).  The holder needs our node's czxid and owner: when
- * its create did not tell them (a transaction whose Stat could not be read), one get-data
- * reads them before the acquisition ends.  A node of a session the client has already left
- * (lost while its Stat was read) is about to vanish: start again with a new node. */
-static void finish_held(zkit__acq_t *acq)
+/* We hold.  The holder needs our node's czxid and owner: when its create did not tell them (a
+ * transaction whose Stat could not be read), one get-data reads them before the acquisition
+ * ends.  A node of a session the client has already left (lost while its Stat was read) is
+ * about to vanish: start again with a new node. */
+static void finish_held(zkit__acq_t *acq, acq_actions_t *act)
 {
     if (acq->stat.czxid == 0) {
         acq->state = ACQ_CONFIRMING;
-        if (step(acq, submit_confirm) == 0)
-            acq_unlock(acq);
-    } else if (acq->stat.ephemeral_owner != zkit_client_session_id(acq->client)) {
-        if (restart(acq, ZKIT_ELOCKLOST) == 0)
-            acq_unlock(acq);
-    } else if (!zkit__client_confirmed(acq->client)) {
+        step(acq, submit_confirm, act);
+    } else if (acq->stat.ephemeral_owner != zkit_client_session_id(acq->m.client)) {
+        restart(acq, ZKIT_ELOCKLOST, act);
+    } else if (!zkit__client_confirmed(acq->m.client)) {
         /* Our create is too old to vouch that the leader still has our session (a long
          * wait): the holder is told HELD once the leader has answered a sync. */
         acq->state = ACQ_CONFIRMING;
-        if (step(acq, submit_sync) == 0)
-            acq_unlock(acq);
+        step(acq, submit_sync, act);
     } else {
-        finish(acq, 0);
+        acq_end(acq, 0, act);
     }
 }
 
 /* The grant's sync came back (libzookeeper's completion thread).  Failed, it is sent again
  * after a listing, which waits for the connection under the retry policy and checks that
  * our node still leads. */
-static void on_synced(int error, void *arg)
+static void synced(zkit__acq_t *acq, int error, acq_actions_t *act) ZKIT__REQUIRES(acq->m.mu)
 {
-    acq_reply_t *r = arg;
-    zkit__acq_t *acq = reply_open(r);
-    if (!acq)
-        return;
-    if (error == 0 && zkit__client_confirmed(acq->client)) {
-        finish(acq, 0);
+    if (error == 0 && zkit__client_confirmed(acq->m.client)) {
+        acq_end(acq, 0, act);
     } else if (error == 0) {
         /* Answered too late to vouch for the holding (a slow leader, a busy completion
          * thread): ask again; each sync sent narrows the gap the next answer counts with. */
-        if (step(acq, submit_sync) == 0)
-            acq_unlock(acq);
+        step(acq, submit_sync, act);
     } else if (++acq->confirm_failures >= MAX_CONFIRM_FAILURES) {
-        finish(acq, error);
+        acq_end(acq, error, act);
     } else {
         acq->state = ACQ_LISTING;
-        if (step(acq, submit_list) == 0)
-            acq_unlock(acq);
+        step(acq, submit_list, act);
     }
-    reply_close(r);
+}
+
+static void on_synced(int error, void *arg)
+{
+    zkit__machine_reply_t *r = arg;
+    zkit__acq_t *acq = acq_of(r->machine);
+    acq_actions_t act = ACQ_ACTIONS_INIT;
+    zkit__machine_lock(&acq->m);
+    if (zkit__machine_reply_current(&acq->m, r))
+        synced(acq, error, &act);
+    ACQ_LEAVE(acq, &act);
+    zkit__machine_reply_free(r);
+}
+
+static void confirmed(zkit__acq_t *acq, const zkit_result_t *res, acq_actions_t *act)
+    ZKIT__REQUIRES(acq->m.mu)
+{
+    if (res->error == ZKIT_ENONODE) {
+        restart(acq, ZKIT_ELOCKLOST, act);
+    } else if (res->error != 0 || !res->stat) {
+        acq_end(acq, res->error ? res->error : ZKIT_ESTATE, act);
+    } else {
+        acq->stat = *res->stat;
+        finish_held(acq, act);
+    }
 }
 
 static void on_confirmed(zkit_client_t *c, const zkit_result_t *res, void *arg)
 {
-    acq_reply_t *r = arg;
-    zkit__acq_t *acq = reply_open(r);
     (void)c;
-    if (!acq)
-        return;
-    if (res->error == ZKIT_ENONODE) {
-        if (restart(acq, ZKIT_ELOCKLOST) == 0)
-            acq_unlock(acq);
-    } else if (res->error != 0 || !res->stat) {
-        finish(acq, res->error ? res->error : ZKIT_ESTATE);
-    } else {
-        acq->stat = *res->stat;
-        finish_held(acq);
-    }
-    reply_close(r);
+    on_reply(arg, res, confirmed);
 }
 
-/* Create and list, back to back (acq->mu held; released on error). */
-static void begin_round(zkit__acq_t *acq)
+/* Create and list, back to back. */
+static void begin_round(zkit__acq_t *acq, acq_actions_t *act) ZKIT__REQUIRES(acq->m.mu)
 {
     acq->state = ACQ_CREATING;
     acq->early_listing_pending = 1;
-    if (step(acq, submit_create) != 0)
+    if (step(acq, submit_create, act) != 0)
         return;
-    if (step(acq, submit_early_list) != 0)
-        return;
+    step(acq, submit_early_list, act);
 }
 
-/* Our node vanished or the session changed: start again with a new node (mu held). */
-static int restart(zkit__acq_t *acq, int why)
+/* Our node vanished or the session changed: start again with a new node.  0, or -1 when the
+ * acquisition ended instead. */
+static int restart(zkit__acq_t *acq, int why, acq_actions_t *act)
 {
     if (acq->restarts >= MAX_RESTARTS || deadline_passed(acq) || acq->deadline_ms == 0) {
-        finish(acq, why);
+        acq_end(acq, why, act);
         return -1;
     }
     acq->restarts++;
-    acq->round++;
+    acq->m.round++;
     clean_up(acq);
     free_names(acq->early_children, acq->early_count);
     acq->early_children = NULL;
     acq->early_count = 0;
-    zkit__client_log(acq->client, ZKIT_LOG_INFO, "lock %s: our node is gone; starting again",
+    zkit__client_log(acq->m.client, ZKIT_LOG_INFO, "lock %s: our node is gone; starting again",
                      acq->dir);
-    begin_round(acq);
+    begin_round(acq, act);
     return 0;
 }
 
-/* Looks at a listing and moves on (acq->mu held; released by the caller or by finish). */
-static int decide(zkit__acq_t *acq, char *const *names, size_t count, int early)
+/* Looks at a listing and moves on. */
+static void decide(zkit__acq_t *acq, char *const *names, size_t count, int early,
+                   acq_actions_t *act) ZKIT__REQUIRES(acq->m.mu)
 {
     zkit__lock_place_t place;
     char *path;
     int keep;
     zkit__lock_place(&place, acq->driver, names, count, acq->node_name);
     if (place.foreign) { /* it has no place in the queue: guessing one could let two hold */
-        zkit__client_log(acq->client, ZKIT_LOG_ERROR,
+        zkit__client_log(acq->m.client, ZKIT_LOG_ERROR,
                          "lock %s: child \"%s\" has no lock node layout zkit knows "
                          "(Curator's or kazoo's); refusing to order it", acq->dir,
                          place.foreign);
-        finish(acq, ZKIT_EFOREIGN);
-        return -1;
+        acq_end(acq, ZKIT_EFOREIGN, act);
+        return;
     }
     if (place.index < 0) {
         if (early) /* the listing raced a retried create: not evidence of loss */
-            return step(acq, submit_list) == 0 ? 0 : -1;
-        return restart(acq, ZKIT_ELOCKLOST);
+            step(acq, submit_list, act);
+        else
+            restart(acq, ZKIT_ELOCKLOST, act);
+        return;
     }
     /* A downgrade node (fixed name) carries the sequence of the write node this thread
      * holds, so it sorts level with it and may land behind it: like Curator's read predicate
@@ -865,24 +889,24 @@ static int decide(zkit__acq_t *acq, char *const *names, size_t count, int early)
      * before its holder heard, or this is a new session) the node has jumped the queue, ahead
      * of a writer that may hold by now: the write lock it came from is lost. */
     if (acq->fixed_name && !place.writer_level) {
-        finish(acq, ZKIT_ELOCKLOST);
-        return -1;
+        acq_end(acq, ZKIT_ELOCKLOST, act);
+        return;
     }
     if (acq->fixed_name || !place.wait_for) {
         /* This listing came after our create and armed the directory watch: any change
          * since, our node's deletion included, fires that watch. */
         if (early && acq->watch_dir && !acq->dir_fired)
             acq->holding_watch = HOLDING_DIR;
-        finish_held(acq);
-        return -1;
+        finish_held(acq, act);
+        return;
     }
     if (acq->deadline_ms == 0 || deadline_passed(acq)) {
-        finish(acq, ZKIT_ETIMEDOUT);
-        return -1;
+        acq_end(acq, ZKIT_ETIMEDOUT, act);
+        return;
     }
     if (!(path = zkit__path_join(acq->dir, place.wait_for))) {
-        finish(acq, ZKIT_ENOMEM);
-        return -1;
+        acq_end(acq, ZKIT_ENOMEM, act);
+        return;
     }
     /* Relisting while watching: a watch still armed on the same node is kept (it survives
      * reconnects); another one is dropped first. */
@@ -890,9 +914,7 @@ static int decide(zkit__acq_t *acq, char *const *names, size_t count, int early)
     if (keep) {
         free(path);
     } else {
-        if (acq->watched)
-            zkit__watch_cancel(acq->client, acq->watched, ZKIT_WATCH_DATA, &acq->watcher);
-        free(acq->watched);
+        wait_unwatch(acq);
         acq->watched = path;
     }
     acq->handoff = place.handoff;
@@ -901,51 +923,27 @@ static int decide(zkit__acq_t *acq, char *const *names, size_t count, int early)
     acq->waiting_due = acq->waiting != NULL;
     /* Armed with the first wait, so that it is in place for a hand-off that a later listing
      * (looking ahead) makes possible. */
-    if (own_watch_arm(acq) != 0)
-        return -1;
-    if (ahead_arm(acq, place.before_wait) != 0)
-        return -1;
-    return keep ? 0 : step(acq, submit_watch);
+    if (own_watch_arm(acq, act) != 0)
+        return;
+    if (ahead_arm(acq, place.before_wait, act) != 0)
+        return;
+    if (!keep)
+        step(acq, submit_watch, act);
 }
 
-static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
+/* The create's reply, current.  A fixed name (a downgrade node, unique by its uuid) found
+ * taken: a create whose reply was lost and that was sent again finds the node it made.  It is
+ * taken as ours; its owner is checked with its Stat before it holds (finish_held), and left
+ * as it was, it would stay for the session's life, ahead of every writer queued after it. */
+static void created(zkit__acq_t *acq, const zkit_result_t *res, acq_actions_t *act)
+    ZKIT__REQUIRES(acq->m.mu)
 {
-    acq_reply_t *r = arg;
-    zkit__acq_t *acq;
-    char *fixed_path = NULL;
-    /* A fixed name (a downgrade node) found taken after the acquisition ended (cancelled,
-     * timed out) is the node its first send made before that reply was lost (the name
-     * carries this lock's uuid, so no other session has it): like a node created outright,
-     * it must not stay.  Not after a mere restart: the new round, with the same name, takes
-     * that node as its own.  dir and fixed_name do not change after the start, and the
-     * reply holds a reference. */
-    if (res->error == ZKIT_ENODEEXISTS && r->acq->fixed_name) {
-        pthread_mutex_lock(&r->acq->mu);
-        if (r->acq->state == ACQ_DONE)
-            fixed_path = zkit__path_join(r->acq->dir, r->acq->fixed_name);
-        pthread_mutex_unlock(&r->acq->mu);
-    }
-    acq = reply_open(r);
-    if (!acq) {
-        if (res->error == 0) /* a round we abandoned: its node must not stay */
-            zkit__request_delete(c, res->path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
-        else if (fixed_path)
-            zkit__request_delete(c, fixed_path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
-        free(fixed_path);
-        return;
-    }
-    free(fixed_path);
-    /* A fixed name (a downgrade node, unique by its uuid) found taken: a create whose reply
-     * was lost and that was sent again finds the node it made.  It is taken as ours; its
-     * owner is checked with its Stat before it holds (finish_held), and left as it was,
-     * it would stay for the session's life, ahead of every writer queued after it. */
     int made_before = res->error == ZKIT_ENODEEXISTS && acq->fixed_name;
     if (res->error != 0 && !made_before) {
-        finish(acq, res->error);
-        reply_close(r);
+        acq_end(acq, res->error, act);
         return;
     }
-    zkit__client_confirm_write(c, acq->create_sent_ms);
+    zkit__client_confirm_write(acq->m.client, acq->create_sent_ms);
     acq->node = made_before ? zkit__path_join(acq->dir, acq->fixed_name) : strdup(res->path);
     acq->node_name = acq->node ? zkit__path_basename(acq->node) : NULL;
     /* A create sent in a transaction (a multi-lock's parts) may come without a Stat. */
@@ -954,23 +952,45 @@ static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
     else
         memset(&acq->stat, 0, sizeof(acq->stat));
     if (!acq->node) {
-        finish(acq, ZKIT_ENOMEM);
+        acq_end(acq, ZKIT_ENOMEM, act);
     } else if (acq->early_listing_pending) {
         acq->state = ACQ_LISTING; /* the pipelined listing will decide */
-        acq_unlock(acq);
     } else if (acq->early_children) {
         char **names = acq->early_children;
         size_t count = acq->early_count;
         acq->early_children = NULL;
         acq->early_count = 0;
-        if (decide(acq, names, count, 1) == 0)
-            acq_unlock(acq);
+        decide(acq, names, count, 1, act);
         free_names(names, count);
-    } else if (step(acq, submit_list) == 0) {
+    } else if (step(acq, submit_list, act) == 0) {
         acq->state = ACQ_LISTING;
-        acq_unlock(acq);
     }
-    reply_close(r);
+}
+
+static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
+{
+    zkit__machine_reply_t *r = arg;
+    zkit__acq_t *acq = acq_of(r->machine);
+    char *fixed_path = NULL;
+    /* A fixed name (a downgrade node) found taken after the acquisition ended (cancelled,
+     * timed out) is the node its first send made before that reply was lost (the name
+     * carries this lock's uuid, so no other session has it): like a node created outright,
+     * it must not stay.  Not after a mere restart: the new round, with the same name, takes
+     * that node as its own.  dir and fixed_name do not change after the start, and the
+     * reply holds a reference. */
+    if (res->error == ZKIT_ENODEEXISTS && acq->fixed_name) {
+        zkit__machine_lock(&acq->m);
+        if (acq->state == ACQ_DONE)
+            fixed_path = zkit__path_join(acq->dir, acq->fixed_name);
+        zkit__machine_unlock(&acq->m);
+    }
+    if (!on_reply(r, res, created)) {
+        if (res->error == 0) /* a round we abandoned: its node must not stay */
+            zkit__request_delete(c, res->path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
+        else if (fixed_path)
+            zkit__request_delete(c, fixed_path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
+    }
+    free(fixed_path);
 }
 
 static char **copy_names(const zkit_result_t *res)
@@ -985,65 +1005,59 @@ static char **copy_names(const zkit_result_t *res)
     return names;
 }
 
-static void handle_listing(zkit__acq_t *acq, const zkit_result_t *res, int early)
+static void handle_listing(zkit__acq_t *acq, const zkit_result_t *res, int early,
+                           acq_actions_t *act) ZKIT__REQUIRES(acq->m.mu)
 {
     char **names;
     if (res->error != 0) {
-        if (early) { /* the create's own outcome decides; list again once it is known */
-            if (acq->node && step(acq, submit_list) != 0)
-                return;
-            acq_unlock(acq);
-        } else {
-            finish(acq, res->error);
-        }
+        if (!early)
+            acq_end(acq, res->error, act);
+        else if (acq->node) /* the create's own outcome decides; list again once it is known */
+            step(acq, submit_list, act);
         return;
     }
     if (!acq->node) { /* the create reply has not come: keep a copy of the listing for it */
         if (!(names = copy_names(res))) {
-            finish(acq, ZKIT_ENOMEM);
+            acq_end(acq, ZKIT_ENOMEM, act);
             return;
         }
         acq->early_children = names;
         acq->early_count = res->child_count;
-        acq_unlock(acq);
         return;
     }
     /* The names are read only while this reply is being delivered. */
-    if (decide(acq, res->children, res->child_count, early) == 0)
-        acq_unlock(acq);
+    decide(acq, res->children, res->child_count, early, act);
+}
+
+static void early_listed(zkit__acq_t *acq, const zkit_result_t *res, acq_actions_t *act)
+    ZKIT__REQUIRES(acq->m.mu)
+{
+    acq->early_listing_pending = 0;
+    handle_listing(acq, res, 1, act);
+}
+
+static void listed(zkit__acq_t *acq, const zkit_result_t *res, acq_actions_t *act)
+    ZKIT__REQUIRES(acq->m.mu)
+{
+    handle_listing(acq, res, 0, act);
 }
 
 static void on_early_listed(zkit_client_t *c, const zkit_result_t *res, void *arg)
 {
-    acq_reply_t *r = arg;
-    zkit__acq_t *acq = reply_open(r);
     (void)c;
-    if (!acq)
-        return;
-    acq->early_listing_pending = 0;
-    handle_listing(acq, res, 1);
-    reply_close(r);
+    on_reply(arg, res, early_listed);
 }
 
 static void on_listed(zkit_client_t *c, const zkit_result_t *res, void *arg)
 {
-    acq_reply_t *r = arg;
-    zkit__acq_t *acq = reply_open(r);
     (void)c;
-    if (!acq)
-        return;
-    handle_listing(acq, res, 0);
-    reply_close(r);
+    on_reply(arg, res, listed);
 }
 
 /* The get-data that armed the watch came back. */
-static void on_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg)
+static void watch_set(zkit__acq_t *acq, const zkit_result_t *res, acq_actions_t *act)
+    ZKIT__REQUIRES(acq->m.mu)
 {
-    acq_reply_t *r = arg;
-    zkit__acq_t *acq = reply_open(r);
-    (void)c;
-    if (!acq)
-        return;
     if (res->error == ZKIT_ENONODE) {
         /* Gone already, and get-data left no watch: look again now.  (An event that beats
          * this reply finds state WATCHING and relists itself.)  Its absence proves as much as
@@ -1052,29 +1066,27 @@ static void on_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg)
         free(acq->watched);
         acq->watched = NULL;
         if (handoff_proven(acq, ZKIT_EVENT_DELETED)) {
-            finish_held(acq);
-            reply_close(r);
+            finish_held(acq, act);
             return;
         }
         acq->state = ACQ_LISTING;
-        if (step(acq, submit_list) == 0)
-            acq_unlock(acq);
+        step(acq, submit_list, act);
     } else if (res->error != 0) {
-        finish(acq, res->error);
-    } else {
-        acq_unlock(acq); /* wait for the watch or the deadline */
-    }
-    reply_close(r);
+        acq_end(acq, res->error, act);
+    } /* else wait for the watch or the deadline */
+}
+
+static void on_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg)
+{
+    (void)c;
+    on_reply(arg, res, watch_set);
 }
 
 /* The reply to the get-data that armed the watch on our own node. */
-static void on_own_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg)
+static void own_watch_set(zkit__acq_t *acq, const zkit_result_t *res, acq_actions_t *act)
+    ZKIT__REQUIRES(acq->m.mu)
 {
-    acq_reply_t *r = arg;
-    zkit__acq_t *acq = reply_open(r);
-    (void)c;
-    if (!acq)
-        return;
+    (void)act;
     if (res->error == 0 && res->stat && acq->stat.czxid == 0)
         acq->stat = *res->stat; /* our node's, created in a transaction that told none */
     if (acq->own_watch == OWN_SENT && res->error == 0) {
@@ -1085,90 +1097,98 @@ static void on_own_watch_set(zkit_client_t *c, const zkit_result_t *res, void *a
     }
     /* NONODE: our node is gone; the next listing (at the watched node's event, or at once
      * if that already came) starts again. */
-    acq_unlock(acq);
-    reply_close(r);
 }
 
-static void holding_watch_fired(zkit__acq_t *acq);
+static void on_own_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg)
+{
+    (void)c;
+    on_reply(arg, res, own_watch_set);
+}
+
+/* The watch standing in for the holder's fired: whoever asked to be told
+ * (zkit__acq_watch_holding) is told, once, by acq_run. */
+static void holding_watch_fired(zkit__acq_t *acq, acq_actions_t *act) ZKIT__REQUIRES(acq->m.mu)
+{
+    act->holding_fn = acq->holding_fn;
+    act->holding_arg = acq->holding_arg;
+    acq->holding_watch = HOLDING_NONE;
+    acq->holding_fn = NULL;
+    acq->holding_arg = NULL;
+}
 
 /* Our own node changed or went while we wait: the watch is used up.  A deletion comes before
  * any later one on the connection, so a hand-off can no longer follow; a listing decides
  * (and finds our node gone). */
+static void own_watch_fired(zkit__acq_t *acq, zkit_event_t event, acq_actions_t *act)
+    ZKIT__REQUIRES(acq->m.mu)
+{
+    if (acq->state == ACQ_DONE && acq->holding_watch == HOLDING_OWN) {
+        acq->own_watch = OWN_NONE;
+        holding_watch_fired(acq, act);
+        return;
+    }
+    if (acq->state == ACQ_DONE || acq->own_watch == OWN_NONE)
+        return;
+    acq->own_watch = OWN_NONE;
+    acq->handoff = 0;
+    if (event != ZKIT_EVENT_DELETED || acq->state != ACQ_WATCHING)
+        return;
+    wait_unwatch(acq);
+    acq->state = ACQ_LISTING;
+    step(acq, submit_list, act);
+}
+
 static void acq_own_watch_fired(zkit_client_t *c, zkit_event_t event, const char *path,
                                 void *arg)
 {
     zkit__acq_t *acq = arg;
+    acq_actions_t act = ACQ_ACTIONS_INIT;
     (void)c;
     (void)path;
-    pthread_mutex_lock(&acq->mu);
-    if (acq->state == ACQ_DONE && acq->holding_watch == HOLDING_OWN) {
-        acq->own_watch = OWN_NONE;
-        holding_watch_fired(acq); /* releases acq->mu */
-        return;
-    }
-    if (acq->state == ACQ_DONE || acq->own_watch == OWN_NONE) {
-        acq_unlock(acq);
-        return;
-    }
-    acq->own_watch = OWN_NONE;
-    acq->handoff = 0;
-    if (event != ZKIT_EVENT_DELETED || acq->state != ACQ_WATCHING) {
-        acq_unlock(acq);
-        return;
-    }
-    if (acq->watched) {
-        zkit__watch_cancel(acq->client, acq->watched, ZKIT_WATCH_DATA, &acq->watcher);
-        free(acq->watched);
-        acq->watched = NULL;
-    }
-    acq->state = ACQ_LISTING;
-    if (step(acq, submit_list) == 0)
-        acq_unlock(acq);
+    zkit__machine_lock(&acq->m);
+    own_watch_fired(acq, event, &act);
+    ACQ_LEAVE(acq, &act);
 }
 
 /* The node two ahead went (or changed): list again while the predecessor's watch stays
- * armed (acq->mu held; released here). */
-static void look_ahead(zkit__acq_t *acq)
+ * armed. */
+static void look_ahead(zkit__acq_t *acq, acq_actions_t *act) ZKIT__REQUIRES(acq->m.mu)
 {
-    if (acq->state != ACQ_WATCHING) {
-        acq_unlock(acq);
+    if (acq->state != ACQ_WATCHING)
         return;
-    }
     acq->state = ACQ_LISTING;
-    if (step(acq, submit_list) == 0)
-        acq_unlock(acq);
+    step(acq, submit_list, act);
+}
+
+static void ahead_set(zkit__acq_t *acq, const zkit_result_t *res, acq_actions_t *act)
+    ZKIT__REQUIRES(acq->m.mu)
+{
+    if (res->error == ZKIT_ENONODE && acq->ahead) { /* gone already; no watch was left */
+        free(acq->ahead);
+        acq->ahead = NULL;
+        look_ahead(acq, act);
+    }
 }
 
 static void on_ahead_set(zkit_client_t *c, const zkit_result_t *res, void *arg)
 {
-    acq_reply_t *r = arg;
-    zkit__acq_t *acq = reply_open(r);
     (void)c;
-    if (!acq)
-        return;
-    if (res->error == ZKIT_ENONODE && acq->ahead) { /* gone already; no watch was left */
-        free(acq->ahead);
-        acq->ahead = NULL;
-        look_ahead(acq);
-    } else {
-        acq_unlock(acq);
-    }
-    reply_close(r);
+    on_reply(arg, res, ahead_set);
 }
 
 static void acq_ahead_fired(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
 {
     zkit__acq_t *acq = arg;
+    acq_actions_t act = ACQ_ACTIONS_INIT;
     (void)c;
     (void)event;
-    pthread_mutex_lock(&acq->mu);
-    if (acq->state == ACQ_DONE || !acq->ahead || strcmp(path, acq->ahead) != 0) {
-        acq_unlock(acq);
-        return;
+    zkit__machine_lock(&acq->m);
+    if (acq->state != ACQ_DONE && acq->ahead && strcmp(path, acq->ahead) == 0) {
+        free(acq->ahead);
+        acq->ahead = NULL;
+        look_ahead(acq, &act);
     }
-    free(acq->ahead);
-    acq->ahead = NULL;
-    look_ahead(acq);
+    ACQ_LEAVE(acq, &act);
 }
 
 /*
@@ -1177,118 +1197,107 @@ static void acq_ahead_fired(zkit_client_t *c, zkit_event_t event, const char *pa
  * there when the watched node went, and the event a real deletion rather than one
  * synthesized by a reconnect.  Both hold when the watch on our own node is armed and no
  * session event has come since it was sent: the watches of one connection fire in the order
- * of the changes, so a deletion of our node would have fired first (acq_own_watch_fired
- * clears own_watch); and re-registered watches only fire after the reconnect's session event
- * has moved the epoch on.
+ * of the changes, so a deletion of our node would have fired first (own_watch_fired clears
+ * own_watch); and re-registered watches only fire after the reconnect's session event has
+ * moved the epoch on.
  */
 static int handoff_proven(zkit__acq_t *acq, zkit_event_t event)
 {
     return event == ZKIT_EVENT_DELETED && acq->handoff && acq->own_watch == OWN_ARMED &&
-           acq->own_epoch == zkit__client_connection_epoch(acq->client);
+           acq->own_epoch == zkit__client_connection_epoch(acq->m.client);
+}
+
+static void watch_fired(zkit__acq_t *acq, zkit_event_t event, const char *path,
+                        acq_actions_t *act) ZKIT__REQUIRES(acq->m.mu)
+{
+    if (acq->state == ACQ_LISTING && acq->watched && strcmp(path, acq->watched) == 0) {
+        /* A listing is under way (looking ahead): it decides; the watch is used up. */
+        free(acq->watched);
+        acq->watched = NULL;
+        return;
+    }
+    if (acq->state != ACQ_WATCHING || !acq->watched || strcmp(path, acq->watched) != 0)
+        return;
+    free(acq->watched);
+    acq->watched = NULL;
+    if (handoff_proven(acq, event)) {
+        finish_held(acq, act);
+        return;
+    }
+    acq->state = ACQ_LISTING;
+    step(acq, submit_list, act);
 }
 
 static void acq_watch_fired(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
 {
     zkit__acq_t *acq = arg;
+    acq_actions_t act = ACQ_ACTIONS_INIT;
     (void)c;
-    pthread_mutex_lock(&acq->mu);
-    if (acq->state == ACQ_LISTING && acq->watched && strcmp(path, acq->watched) == 0) {
-        /* A listing is under way (looking ahead): it decides; the watch is used up. */
-        free(acq->watched);
-        acq->watched = NULL;
-        acq_unlock(acq);
-        return;
-    }
-    if (acq->state != ACQ_WATCHING || !acq->watched || strcmp(path, acq->watched) != 0) {
-        acq_unlock(acq);
-        return;
-    }
-    free(acq->watched);
-    acq->watched = NULL;
-    if (handoff_proven(acq, event)) {
-        finish_held(acq);
-        return;
-    }
-    acq->state = ACQ_LISTING;
-    if (step(acq, submit_list) == 0)
-        acq_unlock(acq);
+    zkit__machine_lock(&acq->m);
+    watch_fired(acq, event, path, &act);
+    ACQ_LEAVE(acq, &act);
 }
 
+/* The deadline timer (machine.h), holding its reference. */
 static void on_deadline(void *arg)
 {
-    zkit__acq_t *acq = arg;
-    pthread_mutex_lock(&acq->mu);
-    if (acq->state == ACQ_DONE)
-        acq_unlock(acq);
-    else
-        finish(acq, zkit__client_is_closing(acq->client) ? ZKIT_ECLOSED : ZKIT_ETIMEDOUT);
-    zkit__acq_unref(acq);
+    zkit__acq_t *acq = acq_of(arg);
+    acq_actions_t act = ACQ_ACTIONS_INIT;
+    zkit__machine_lock(&acq->m);
+    acq_end(acq, zkit__client_is_closing(acq->m.client) ? ZKIT_ECLOSED : ZKIT_ETIMEDOUT, &act);
+    ACQ_LEAVE(acq, &act);
+    zkit__acq_unref(acq); /* the timer's */
 }
 
 /* ---- public (internal) calls ---------------------------------------------------------------- */
-
-/* The watch standing in for the holder's fired (acq->mu held; released here): whoever asked
- * to be told (zkit__acq_watch_holding) is told, once. */
-static void holding_watch_fired(zkit__acq_t *acq)
-{
-    void (*fn)(void *arg) = acq->holding_fn;
-    void *fn_arg = acq->holding_arg;
-    acq->holding_watch = HOLDING_NONE;
-    acq->holding_fn = NULL;
-    acq->holding_arg = NULL;
-    pthread_mutex_unlock(&acq->mu);
-    if (fn)
-        fn(fn_arg);
-}
 
 /* A directory watch of this acquisition fired (completion thread).  A watch armed by an
  * earlier listing firing counts too, which only ever means watching our node after all. */
 static void acq_dir_fired(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
 {
     zkit__acq_t *acq = arg;
+    acq_actions_t act = ACQ_ACTIONS_INIT;
     (void)c;
     (void)event;
     (void)path;
-    pthread_mutex_lock(&acq->mu);
+    zkit__machine_lock(&acq->m);
     acq->dir_fired = 1;
-    if (acq->holding_watch != HOLDING_DIR) {
-        pthread_mutex_unlock(&acq->mu);
-        return;
-    }
-    holding_watch_fired(acq);
+    if (acq->holding_watch == HOLDING_DIR)
+        holding_watch_fired(acq, &act);
+    ACQ_LEAVE(acq, &act);
 }
 
 int zkit__acq_waited(const zkit__acq_t *acq)
 {
     zkit__acq_t *a = (zkit__acq_t *)acq;
     int waited;
-    pthread_mutex_lock(&a->mu);
+    zkit__machine_lock(&a->m);
     waited = a->waited;
-    pthread_mutex_unlock(&a->mu);
+    zkit__machine_unlock(&a->m);
     return waited;
 }
 
 int zkit__acq_watch_holding(zkit__acq_t *acq, void (*fn)(void *arg), void *arg)
 {
     int rc = ZKIT_ESTATE;
-    pthread_mutex_lock(&acq->mu);
+    zkit__machine_lock(&acq->m);
     if (acq->holding_watch != HOLDING_NONE && !acq->holding_fn) {
         acq->holding_fn = fn;
         acq->holding_arg = arg;
         rc = 0;
     }
-    pthread_mutex_unlock(&acq->mu);
+    zkit__machine_unlock(&acq->m);
     return rc;
 }
 
 void *zkit__acq_unwatch_holding(zkit__acq_t *acq)
 {
     void *arg;
-    pthread_mutex_lock(&acq->mu);
+    zkit__machine_lock(&acq->m);
     arg = acq->holding_fn ? acq->holding_arg : NULL;
     acq->holding_fn = NULL;
     acq->holding_arg = NULL;
-    pthread_mutex_unlock(&acq->mu);
+    zkit__machine_unlock(&acq->m);
     return arg;
 }
 
@@ -1297,10 +1306,8 @@ static zkit__acq_t *acq_alloc(const zkit__acq_params_t *p)
     zkit__acq_t *acq = calloc(1, sizeof(*acq));
     if (!acq)
         return NULL;
-    pthread_mutex_init(&acq->mu, NULL);
+    zkit__machine_init(&acq->m, p->client, acq_destroy);
     pthread_cond_init(&acq->waiting_told, NULL);
-    acq->refs = 1;
-    acq->client = p->client;
     acq->driver = p->driver;
     acq->done = p->done;
     acq->waiting = p->waiting;
@@ -1332,39 +1339,38 @@ static zkit__acq_t *acq_alloc(const zkit__acq_params_t *p)
 int zkit__acq_start(zkit__acq_t **out, const zkit__acq_params_t *p)
 {
     zkit__acq_t *acq = acq_alloc(p);
+    acq_actions_t act = ACQ_ACTIONS_INIT;
     int64_t now = zkit__monotonic_ms();
+    int error;
     if (!acq)
         return ZKIT_ENOMEM;
     acq->deadline_ms = p->timeout_ms < 0 ? -1 : p->timeout_ms == 0 ? 0 : now + p->timeout_ms;
-    zkit__acq_ref(acq); /* the machine's own reference, dropped by finish() */
+    zkit__acq_ref(acq); /* the machine's own reference, dropped by its end */
     zkit__acq_ref(acq); /* the caller's */
     /* The mutex is taken before the deadline timer exists: a timer that falls due at once
      * (a 1 ms timeout) then ends the acquisition only after its first round was sent, and
      * the round is never sent for an acquisition that has ended. */
-    pthread_mutex_lock(&acq->mu);
+    zkit__machine_lock(&acq->m);
     if (acq->deadline_ms != -1) {
         /* Trying once does not wait for other holders, but it must not wait out a whole
-         * retry policy on an unreachable server either: one connection timeout at most. */
+         * retry policy on an unreachable server either: one connection timeout at most.
+         * Without a timer (out of memory) it waits for its answers alone. */
         int64_t due = acq->deadline_ms > 0 ? acq->deadline_ms
-                                            : now + zkit__client_connection_timeout(acq->client);
-        zkit__acq_ref(acq);
-        acq->deadline_timer = zkit__schedule_cancellable(acq->client, due, on_deadline, acq);
-        if (!acq->deadline_timer)
-            zkit__acq_unref(acq);
+                                            : now + zkit__client_connection_timeout(p->client);
+        (void)zkit__machine_arm_deadline(&acq->m, due, on_deadline);
     }
     if (acq->deadline_ms < 0)
         registry_add(acq);
     acq->starting = 1;
-    begin_round(acq);
-    if (acq->state == ACQ_DONE && acq->start_error) { /* finish() released the mutex */
-        int error = acq->start_error;
+    begin_round(acq, &act);
+    acq->starting = 0;
+    error = act.ended ? act.error : 0; /* ended here: only a request refused */
+    ACQ_LEAVE(acq, &act);
+    if (error != 0) {
         zkit__acq_unref(acq); /* the caller's */
         zkit__acq_unref(acq); /* the allocation's */
         return error;
     }
-    acq->starting = 0;
-    if (acq->state != ACQ_DONE)
-        acq_unlock(acq);
     *out = acq;
     zkit__acq_unref(acq); /* the allocation's reference */
     return 0;
@@ -1380,31 +1386,35 @@ const zkit_stat_t *zkit__acq_stat(const zkit__acq_t *acq)
     return &acq->stat;
 }
 
-void zkit__acq_connection_event(zkit__acq_t *acq, zkit_conn_state_t state)
+static void connection_changed(zkit__acq_t *acq, zkit_conn_state_t state, acq_actions_t *act)
+    ZKIT__REQUIRES(acq->m.mu)
 {
-    pthread_mutex_lock(&acq->mu);
-    if (acq->state == ACQ_DONE || acq->state == ACQ_CREATING) {
-        acq_unlock(acq);
+    if (acq->state == ACQ_DONE || acq->state == ACQ_CREATING)
         return;
-    }
     if (state == ZKIT_CONN_LOST) {
         /* Start again, deleting our node and dropping our watches as for any node given up.
          * A node of the lost session is gone already (its delete finds nothing), but this
          * event can be heard after our requests, retried in the new session, made our node
          * there: forgotten, that node would stay for the session's life, first in the queue
          * for everyone behind it. */
-        if (restart(acq, ZKIT_ELOCKLOST) == 0)
-            acq_unlock(acq);
+        restart(acq, ZKIT_ELOCKLOST, act);
     } else if (state == ZKIT_CONN_RECONNECTED && acq->state == ACQ_WATCHING) {
-        if (step(acq, submit_list) == 0)
-            acq_unlock(acq);
-    } else {
-        acq_unlock(acq);
+        step(acq, submit_list, act);
     }
+}
+
+void zkit__acq_connection_event(zkit__acq_t *acq, zkit_conn_state_t state)
+{
+    acq_actions_t act = ACQ_ACTIONS_INIT;
+    zkit__machine_lock(&acq->m);
+    connection_changed(acq, state, &act);
+    ACQ_LEAVE(acq, &act);
 }
 
 void zkit__acq_cancel(zkit__acq_t *acq)
 {
-    pthread_mutex_lock(&acq->mu);
-    finish(acq, ZKIT_ECANCELED);
+    acq_actions_t act = ACQ_ACTIONS_INIT;
+    zkit__machine_lock(&acq->m);
+    acq_end(acq, ZKIT_ECANCELED, &act);
+    ACQ_LEAVE(acq, &act);
 }

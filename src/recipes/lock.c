@@ -79,10 +79,10 @@ ZKIT_EXTERN int zkit_lock_is_acquired_in_process(const zkit_lock_t *lock)
     int held = 0;
     if (!l)
         return 0;
-    pthread_mutex_lock(&l->mu);
+    zkit__mutex_lock(&l->mu);
     for (zkit__holder_t *h = l->holders; h && !held; h = h->next)
         held = !h->lost;
-    pthread_mutex_unlock(&l->mu);
+    zkit__mutex_unlock(&l->mu);
     return held;
 }
 
@@ -123,12 +123,12 @@ ZKIT_EXTERN int zkit_lock_set_data(zkit_lock_t *lock, const void *data, size_t l
         return ZKIT_ENOMEM;
     if (len)
         memcpy(copy, data, len);
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     free(lock->data);
     lock->data = copy;
     lock->len = len;
     lock->has_data = data != NULL;
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
     return lock->ops->data_set ? lock->ops->data_set(lock, data, len) : 0;
 }
 
@@ -136,10 +136,10 @@ ZKIT_EXTERN int zkit_lock_set_state_callback(zkit_lock_t *lock, zkit_lock_state_
 {
     if (!lock)
         return ZKIT_EINVAL;
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     lock->state_fn = fn;
     lock->state_arg = arg;
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
     if (lock->ops->state_callback_set)
         lock->ops->state_callback_set(lock, fn != NULL);
     return 0;

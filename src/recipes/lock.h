@@ -20,7 +20,7 @@
  * semaphore.c, guard.c, multilock.c -> lock.c (the public interface, one dispatch per call
  * through this table) -> mutex.c -> lockcore.c (requests, holders, release) -> ownnode.c (the
  * own-node watch, revocation) -> lockstate.c (state reporting, validity deadlines) ->
- * engine.c -> the framework.
+ * engine.c -> machine.c -> the framework.
  */
 #ifndef ZKIT_RECIPES_LOCK_H
 #define ZKIT_RECIPES_LOCK_H
@@ -30,6 +30,7 @@
 #include "zkit/lock.h"
 #include "recipes/engine.h"
 #include "framework/async.h"
+#include "framework/annotations.h"
 
 typedef struct zkit__req zkit__req_t;
 
@@ -124,7 +125,7 @@ struct zkit_lock {
     const zkit__driver_t *driver;   /* engine kinds */
     void *kind_data;                /* what the kind attaches */
 
-    pthread_mutex_t mu;
+    zkit__mutex_t mu;           /* guards what follows */
     pthread_cond_t cond;
     char *data;
     size_t len;
@@ -198,37 +199,40 @@ int zkit__delete_node(zkit_client_t *client, const char *node);
 /* ---- lockstate.c: connection states become lock states ---- */
 
 /* A connection state change, for the lock's holders (event thread, lock->mu not held). */
-void zkit__lockstate_connection(zkit_lock_t *lock, zkit_conn_state_t state);
+void zkit__lockstate_connection(zkit_lock_t *lock, zkit_conn_state_t state)
+    ZKIT__EXCLUDES(lock->mu);
 /* Frees what reporting reserved (the lock is being freed). */
 void zkit__lockstate_detach(zkit_lock_t *lock);
 /* Reserves what reporting the states of a new holding needs (lock->mu held). */
-int zkit__lockstate_reserve(zkit_lock_t *lock);
+int zkit__lockstate_reserve(zkit_lock_t *lock) ZKIT__REQUIRES(lock->mu);
 /* Reports `state` to the lock's callback (event thread, no lock held). */
 void zkit__lockstate_report(zkit_lock_t *lock, zkit_lock_state_t state);
 /* Marks the live holding of `node` lost and reports LOST (event thread). */
-void zkit__lockstate_node_lost(zkit_lock_t *lock, const char *node);
+void zkit__lockstate_node_lost(zkit_lock_t *lock, const char *node) ZKIT__EXCLUDES(lock->mu);
 /* The live holding of `node` (lock->mu held), or NULL. */
-zkit__holder_t *zkit__lockstate_live_holder(const zkit_lock_t *lock, const char *node);
+zkit__holder_t *zkit__lockstate_live_holder(const zkit_lock_t *lock, const char *node)
+    ZKIT__REQUIRES(lock->mu);
 /* Whether holding `h` is still valid now (lock->mu held): 0 with `*valid_until` set to its
  * deadline (INT64_MAX while connected), or ZKIT_ELOCKLOST.  It asks the client rather than
  * waiting for the states to be delivered, so it holds while no callback runs. */
 int zkit__lockstate_validity(const zkit_lock_t *lock, const zkit__holder_t *h,
-                             int64_t *valid_until);
+                             int64_t *valid_until) ZKIT__REQUIRES(lock->mu);
 /* Waits until the event thread has finished what it runs now for this lock. */
 void zkit__lockstate_quiesce(zkit_lock_t *lock);
 
 /* ---- ownnode.c: the own-node watch and revocation ---- */
 
 /* Watches our node while held (lock->mu held). */
-void zkit__own_node_watch(zkit_lock_t *lock, const char *node);
+void zkit__own_node_watch(zkit_lock_t *lock, const char *node) ZKIT__REQUIRES(lock->mu);
 /* Watches a new holding's node (lock->mu held): through the directory watch of the
  * acquisition that took it while that watch can stand in (zkit__acq_watch_holding), else as
  * zkit__own_node_watch. */
-void zkit__own_node_watch_holding(zkit_lock_t *lock, zkit__holder_t *h, zkit__acq_t *acq);
+void zkit__own_node_watch_holding(zkit_lock_t *lock, zkit__holder_t *h, zkit__acq_t *acq)
+    ZKIT__REQUIRES(lock->mu);
 /* Drops what zkit__own_node_watch_holding left with a holder being freed. */
 void zkit__own_node_forget(zkit__holder_t *h);
 /* Stops watching before our own delete (lock->mu not held). */
-void zkit__own_node_unwatch(zkit_lock_t *lock, const char *node);
+void zkit__own_node_unwatch(zkit_lock_t *lock, const char *node) ZKIT__EXCLUDES(lock->mu);
 /* Detaches everything in flight from a lock being freed. */
 void zkit__own_node_detach(zkit_lock_t *lock);
 /* Sets the revocation callback (fn NULL: not revocable). */

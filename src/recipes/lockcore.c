@@ -129,10 +129,10 @@ static void free_holder(zkit__holder_t *h)
     free(h);
 }
 
-/* Records a holding (lock->mu held); `announced` when its requester hears of it where it
- * is recorded (an internal request), else zkit__holding_announce does when it is told. */
+/* Records a holding; `announced` when its requester hears of it where it is recorded (an
+ * internal request), else zkit__holding_announce does when it is told. */
 static int add_holder(zkit_lock_t *lock, pthread_t owner, const zkit__grant_t *grant,
-                      int announced)
+                      int announced) ZKIT__REQUIRES(lock->mu)
 {
     zkit__holder_t *h;
     int rc;
@@ -160,8 +160,9 @@ static int add_holder(zkit_lock_t *lock, pthread_t owner, const zkit__grant_t *g
     return 0;
 }
 
-/* The holding `owner` takes by this request (lock->mu held), or NULL. */
+/* The holding `owner` takes by this request, or NULL. */
 static zkit__holder_t *holder_of(const zkit_lock_t *lock, pthread_t owner)
+    ZKIT__REQUIRES(lock->mu)
 {
     zkit__holder_t *h;
     for (h = lock->holders; h; h = h->next)
@@ -185,7 +186,7 @@ int zkit__holding_announce(zkit_lock_t *lock, pthread_t owner)
     zkit__holder_t *h;
     int64_t until;
     int rc, nodeless = 0;
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     if (!(h = holder_of(lock, owner))) {
         rc = ZKIT_ELOCKLOST;
     } else if ((rc = zkit__lockstate_validity(lock, h, &until)) == 0) {
@@ -194,7 +195,7 @@ int zkit__holding_announce(zkit_lock_t *lock, pthread_t owner)
     } else if (!h->announced) {
         h->lost = h->told_lost = 1; /* unheard, and so never to be reported */
     }
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
     /* A holding without a node of its own (a multi-lock's) rests on its parts. */
     if (rc == 0 && nodeless)
         rc = lock->ops->query(lock, owner, NULL, NULL, &until);
@@ -263,9 +264,9 @@ static void tell(zkit__req_t *req)
 void zkit__req_complete(zkit__req_t *req, int error, const zkit__grant_t *grant)
 {
     zkit_lock_t *lock = req->lock;
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     if (req->done) { /* ended already (the machine must not end twice; never report twice) */
-        pthread_mutex_unlock(&lock->mu);
+        zkit__mutex_unlock(&lock->mu);
         if (error == 0 && grant && grant->node)
             zkit__delete_node(lock->client, grant->node);
         return;
@@ -280,7 +281,7 @@ void zkit__req_complete(zkit__req_t *req, int error, const zkit__grant_t *grant)
     if (req->user_done)
         __atomic_store_n(&lock->used_event_thread, 1, __ATOMIC_RELAXED);
     pthread_cond_broadcast(&lock->cond);
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
     tell(req);
 }
 
@@ -296,7 +297,7 @@ static int try_reenter(zkit_lock_t *lock, pthread_t owner, int *rc)
     zkit__holder_t *h = NULL;
     if (!lock->ops->thread_owned)
         return 0;
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     for (h = lock->holders; h && !pthread_equal(h->thread, owner); h = h->next)
         ;
     if (h) {
@@ -307,19 +308,19 @@ static int try_reenter(zkit_lock_t *lock, pthread_t owner, int *rc)
             *rc = 0;
         }
     }
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
     return h != NULL;
 }
 
 static void undo_reenter(zkit_lock_t *lock, pthread_t owner)
 {
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     for (zkit__holder_t *h = lock->holders; h; h = h->next)
         if (pthread_equal(h->thread, owner) && h->count > 1) {
             h->count--;
             break;
         }
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
 }
 
 /* A reentrant acquisition: reported like any other, but at once. */
@@ -370,21 +371,21 @@ int zkit__req_start(zkit__req_t **out, zkit_lock_t *lock, pthread_t owner, int t
             return 0;
     } else if (!lock->ops->check || (rc = lock->ops->check(lock, owner, &fixed_name)) == 0) {
         int freeing;
-        pthread_mutex_lock(&lock->mu);
+        zkit__mutex_lock(&lock->mu);
         /* Under lock->mu, which a free takes after it says so: an acquisition that a free's
          * cancel could not see is never started. */
         freeing = __atomic_load_n(&lock->freeing, __ATOMIC_ACQUIRE);
         if (!freeing)
             LIST_INSERT_HEAD(&lock->pending, req, link);
-        pthread_mutex_unlock(&lock->mu);
+        zkit__mutex_unlock(&lock->mu);
         rc = freeing ? ZKIT_ECANCELED : lock->ops->start(req, fixed_name);
         free(fixed_name);
         if (rc == 0)
             return 0;
         if (!freeing) {
-            pthread_mutex_lock(&lock->mu);
+            zkit__mutex_lock(&lock->mu);
             LIST_REMOVE(req, link);
-            pthread_mutex_unlock(&lock->mu);
+            zkit__mutex_unlock(&lock->mu);
         }
     }
     /* Not started: no completion will run. */
@@ -401,12 +402,12 @@ int zkit__req_start(zkit__req_t **out, zkit_lock_t *lock, pthread_t owner, int t
 static void *running_machine(zkit__req_t *req)
 {
     void *machine = NULL;
-    pthread_mutex_lock(&req->lock->mu);
+    zkit__mutex_lock(&req->lock->mu);
     if (!req->done && req->machine) {
         machine = req->machine;
         req->lock->ops->machine_ref(machine);
     }
-    pthread_mutex_unlock(&req->lock->mu);
+    zkit__mutex_unlock(&req->lock->mu);
     return machine;
 }
 
@@ -425,7 +426,7 @@ static void each_pending(zkit_lock_t *lock, void (*fn)(zkit__req_t *req, void *a
 {
     zkit__req_t *list[16], **all = list, *r;
     size_t n = 0, cap = sizeof(list) / sizeof(list[0]);
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     LIST_FOREACH(r, &lock->pending, link)
         n++;
     if (n > cap && !(all = malloc(n * sizeof(*all)))) {
@@ -439,7 +440,7 @@ static void each_pending(zkit_lock_t *lock, void (*fn)(zkit__req_t *req, void *a
         req_ref(r);
         all[n++] = r;
     }
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
     for (size_t i = 0; i < n; i++) {
         fn(all[i], arg);
         zkit__req_unref(all[i]);
@@ -491,9 +492,9 @@ static void on_client_close(zkit_client_t *c, void *arg)
 int zkit__lock_adopt(zkit_lock_t *lock, pthread_t owner, const zkit__grant_t *grant)
 {
     int rc;
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     rc = add_holder(lock, owner, grant, 0);
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
     return rc;
 }
 
@@ -506,11 +507,11 @@ int zkit__lock_acquire_as(zkit_lock_t *lock, int timeout_ms, pthread_t owner)
     memset(&proto, 0, sizeof(proto));
     if ((rc = zkit__req_start(&req, lock, owner, timeout_ms, &proto)) != 0)
         return rc;
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     while (!req->done)
         pthread_cond_wait(&lock->cond, &lock->mu);
     rc = req->error;
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
     if (rc == 0 && (rc = confirm_grant(req)) != 0)
         zkit__error_set("lock %s: granted, but the holding was lost (session ended or validity "
                         "deadline passed) before the acquisition could return", lock->path);
@@ -520,24 +521,25 @@ int zkit__lock_acquire_as(zkit_lock_t *lock, int timeout_ms, pthread_t owner)
 
 void zkit__lock_enter(zkit_lock_t *lock)
 {
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     lock->callers++;
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
 }
 
 void zkit__lock_leave(zkit_lock_t *lock)
 {
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     if (--lock->callers == 0)
         pthread_cond_broadcast(&lock->cond);
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
 }
 
 /* ---- release ----------------------------------------------------------------------------------- */
 
-/* Takes the holding of `owner` off the list when its count drops to zero (lock->mu held).
- * Returns the holder to finish outside the lock, or NULL; *rc says what to report. */
+/* Takes the holding of `owner` off the list when its count drops to zero.  Returns the
+ * holder to finish outside the lock, or NULL; *rc says what to report. */
 static zkit__holder_t *unhold(zkit_lock_t *lock, pthread_t owner, int *rc)
+    ZKIT__REQUIRES(lock->mu)
 {
     zkit__holder_t **pp, *h;
     *rc = 0;
@@ -560,9 +562,9 @@ int zkit__lock_release_as(zkit_lock_t *lock, pthread_t owner)
 {
     zkit__holder_t *h;
     int rc, given;
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     h = unhold(lock, owner, &rc);
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
     if (rc == ZKIT_ENOTOWNER || rc == ZKIT_ENOTHELD)
         zkit__client_reject(lock->client, "lock %s: release %s", lock->path,
                             rc == ZKIT_ENOTOWNER ? "by a thread that does not hold it"
@@ -587,7 +589,7 @@ int zkit__lock_query_holder(const zkit_lock_t *lock, pthread_t owner, char **nod
     zkit__holder_t *h;
     int64_t deadline = INT64_MAX;
     int rc = 0;
-    pthread_mutex_lock(&l->mu);
+    zkit__mutex_lock(&l->mu);
     if (!(h = holder_of(l, owner)))
         rc = ZKIT_ENOTHELD;
     else if ((rc = zkit__lockstate_validity(l, h, &deadline)) == 0) {
@@ -598,7 +600,7 @@ int zkit__lock_query_holder(const zkit_lock_t *lock, pthread_t owner, char **nod
         if (node && !(*node = strdup(h->node)))
             rc = ZKIT_ENOMEM;
     }
-    pthread_mutex_unlock(&l->mu);
+    zkit__mutex_unlock(&l->mu);
     return rc;
 }
 
@@ -617,32 +619,32 @@ void zkit__lock_destroy(zkit_lock_t *lock)
     __atomic_store_n(&lock->freeing, 1, __ATOMIC_RELEASE);
     /* Acquisitions in progress end first (their completions run, with ZKIT_ECANCELED), and
      * the threads blocked in them leave before anything is given back or freed. */
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     while (!LIST_EMPTY(&lock->pending) || lock->callers > 0) {
         if (LIST_EMPTY(&lock->pending)) { /* ended: its caller is on its way out */
             pthread_cond_wait(&lock->cond, &lock->mu);
             continue;
         }
-        pthread_mutex_unlock(&lock->mu);
+        zkit__mutex_unlock(&lock->mu);
         if (!warned++)
             zkit__client_log(lock->client, ZKIT_LOG_WARN,
                              "lock %s freed while an acquisition is in progress; cancelling it",
                              lock->path);
         zkit__lock_cancel_all(lock);
-        pthread_mutex_lock(&lock->mu);
+        zkit__mutex_lock(&lock->mu);
         if (!LIST_EMPTY(&lock->pending)) /* a cancel that ends later: every end broadcasts */
             pthread_cond_wait(&lock->cond, &lock->mu);
     }
     while (lock->holders) {
         zkit__holder_t *h = lock->holders;
         h->count = 1;
-        pthread_mutex_unlock(&lock->mu);
+        zkit__mutex_unlock(&lock->mu);
         zkit__client_log(lock->client, h->lost ? ZKIT_LOG_INFO : ZKIT_LOG_WARN,
                          "lock %s freed while held; releasing it", lock->path);
         zkit__lock_release_as(lock, h->thread);
-        pthread_mutex_lock(&lock->mu);
+        zkit__mutex_lock(&lock->mu);
     }
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
     zkit__revocation_set(lock, NULL, NULL);
     zkit__listener_remove(lock->client, lock->listener);
     zkit__lockstate_detach(lock);

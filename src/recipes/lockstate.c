@@ -36,10 +36,10 @@ void zkit__lockstate_report(zkit_lock_t *lock, zkit_lock_state_t state)
 {
     zkit_lock_state_fn fn;
     void *arg;
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     fn = lock->state_fn;
     arg = lock->state_arg;
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
     /* INFO whatever the state: the application hears it through its callback, which is where
      * it acts; the log only keeps the record. */
     zkit__client_log(lock->client, ZKIT_LOG_INFO, "lock %s: %s", lock->path,
@@ -93,13 +93,13 @@ void zkit__lockstate_node_lost(zkit_lock_t *lock, const char *node)
 {
     zkit__holder_t *h;
     int tell = 0;
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     h = zkit__lockstate_live_holder(lock, node);
     if (h) {
         h->lost = h->told_lost = 1;
         tell = h->announced;
     }
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
     if (tell)
         zkit__lockstate_report(lock, ZKIT_LOCK_LOST);
 }
@@ -111,7 +111,7 @@ void zkit__lockstate_node_lost(zkit_lock_t *lock, const char *node)
  * (lock = NULL, under expiry_mu) and the check then frees itself.
  */
 typedef struct zkit__expiry {
-    pthread_mutex_t mu;
+    zkit__mutex_t mu;
     zkit_lock_t *lock;          /* NULL once detached */
     zkit_client_t *client;
     uint64_t epoch;
@@ -143,10 +143,10 @@ int zkit__lockstate_reserve(zkit_lock_t *lock)
 static int expiry_disarm(zkit__expiry_t *e)
 {
     int orphan;
-    pthread_mutex_lock(&e->mu);
+    zkit__mutex_lock(&e->mu);
     e->armed = 0;
     orphan = e->lock == NULL;
-    pthread_mutex_unlock(&e->mu);
+    zkit__mutex_unlock(&e->mu);
     return orphan;
 }
 
@@ -156,19 +156,19 @@ static void expiry_on_event_thread(void *arg)
     zkit__expiry_t *e = arg;
     zkit_lock_t *lock;
     int expired = 0;
-    pthread_mutex_lock(&e->mu);
+    zkit__mutex_lock(&e->mu);
     lock = e->lock;
-    pthread_mutex_unlock(&e->mu);
+    zkit__mutex_unlock(&e->mu);
     if (lock) {
         /* A lock being freed waits for the event thread before it goes (quiesce). */
-        pthread_mutex_lock(&lock->mu);
+        zkit__mutex_lock(&lock->mu);
         expired = lock->disconnected && lock->disconnect_epoch == e->epoch &&
                   any_live_holder(lock, 0);
         if (expired) {
             expired = any_live_holder(lock, 1);
             mark_all_lost(lock);
         }
-        pthread_mutex_unlock(&lock->mu);
+        zkit__mutex_unlock(&lock->mu);
     }
     if (expiry_disarm(e))
         expiry_free(e);
@@ -217,9 +217,9 @@ int zkit__lockstate_validity(const zkit_lock_t *lock, const zkit__holder_t *h,
     return 0;
 }
 
-/* Called with lock->mu held when the client is disconnected.  1 when the deadline could not
- * be watched: the caller then reports EXPIRED at once rather than never. */
-static int start_validity_clock(zkit_lock_t *lock)
+/* The client is disconnected.  1 when the deadline could not be watched: the caller then
+ * reports EXPIRED at once rather than never. */
+static int start_validity_clock(zkit_lock_t *lock) ZKIT__REQUIRES(lock->mu)
 {
     zkit__expiry_t *e = lock->expiry;
     int busy;
@@ -231,11 +231,11 @@ static int start_validity_clock(zkit_lock_t *lock)
                                           zkit__client_disconnected_since(lock->client));
     if (!e)
         return 1;
-    pthread_mutex_lock(&e->mu);
+    zkit__mutex_lock(&e->mu);
     busy = e->armed;
     e->epoch = lock->disconnect_epoch;
     e->armed = 1;
-    pthread_mutex_unlock(&e->mu);
+    zkit__mutex_unlock(&e->mu);
     /* An earlier disconnection's check still pending looks at the newest epoch when it runs;
      * it can only run earlier than this one's deadline, never later, so arm a new timer. */
     if (busy) {
@@ -247,9 +247,9 @@ static int start_validity_clock(zkit_lock_t *lock)
         fresh->epoch = lock->disconnect_epoch;
         fresh->armed = 1;
         /* The old one is orphaned: it frees itself when it runs. */
-        pthread_mutex_lock(&e->mu);
+        zkit__mutex_lock(&e->mu);
         e->lock = NULL;
-        pthread_mutex_unlock(&e->mu);
+        zkit__mutex_unlock(&e->mu);
         fresh->lock = lock;
         lock->expiry = e = fresh;
     }
@@ -265,7 +265,7 @@ void zkit__lockstate_connection(zkit_lock_t *lock, zkit_conn_state_t state)
 {
     int report = 0;
     zkit_lock_state_t lock_state = ZKIT_LOCK_HELD;
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     if (state == ZKIT_CONN_SUSPENDED && any_live_holder(lock, 0)) {
         report = any_live_holder(lock, 1);
         if (start_validity_clock(lock)) {
@@ -292,7 +292,7 @@ void zkit__lockstate_connection(zkit_lock_t *lock, zkit_conn_state_t state)
         lock->disconnected = 0;
         lock->valid_until = INT64_MAX;
     }
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
     if (report)
         zkit__lockstate_report(lock, lock_state);
 }
@@ -302,10 +302,10 @@ void zkit__lockstate_detach(zkit_lock_t *lock)
     zkit__expiry_t *e = lock->expiry;
     if (e) {
         int armed;
-        pthread_mutex_lock(&e->mu);
+        zkit__mutex_lock(&e->mu);
         e->lock = NULL;
         armed = e->armed;
-        pthread_mutex_unlock(&e->mu);
+        zkit__mutex_unlock(&e->mu);
         if (!armed)
             expiry_free(e);
         lock->expiry = NULL;
@@ -313,7 +313,7 @@ void zkit__lockstate_detach(zkit_lock_t *lock)
 }
 
 typedef struct barrier {
-    pthread_mutex_t mu;
+    zkit__mutex_t mu;
     pthread_cond_t cond;
     int done;
     zkit__task_t task;
@@ -322,10 +322,10 @@ typedef struct barrier {
 static void barrier_reached(void *arg)
 {
     barrier_t *b = arg;
-    pthread_mutex_lock(&b->mu);
+    zkit__mutex_lock(&b->mu);
     b->done = 1;
     pthread_cond_signal(&b->cond);
-    pthread_mutex_unlock(&b->mu);
+    zkit__mutex_unlock(&b->mu);
 }
 
 void zkit__lockstate_quiesce(zkit_lock_t *lock)
@@ -347,7 +347,7 @@ void zkit__lockstate_quiesce(zkit_lock_t *lock)
     b.done = 0;
     if (zkit__run_on_event_thread_task(c, &b.task, barrier_reached, &b) == 0) {
         int told = 0;
-        pthread_mutex_lock(&b.mu);
+        zkit__mutex_lock(&b.mu);
         while (!b.done) {
             struct timespec at;
             clock_gettime(CLOCK_REALTIME, &at);
@@ -360,7 +360,7 @@ void zkit__lockstate_quiesce(zkit_lock_t *lock)
                                  "loop to run the callbacks queued for it (zkit_client_dispatch); "
                                  "it cannot return before they have run", lock->path);
         }
-        pthread_mutex_unlock(&b.mu);
+        zkit__mutex_unlock(&b.mu);
     }
     pthread_mutex_destroy(&b.mu);
     pthread_cond_destroy(&b.cond);

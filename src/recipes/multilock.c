@@ -55,7 +55,7 @@ typedef struct part {
 } part_t;
 
 struct mrun {
-    pthread_mutex_t mu;
+    zkit__mutex_t mu;
     int refs;
     zkit__req_t *req;           /* the multi-lock's own request */
     zkit_lock_t **locks;        /* the parts, sorted: a copy, for the multi-lock may be freed
@@ -113,8 +113,8 @@ static size_t first_missing(const mrun_t *run)
     return f;
 }
 
-/* Decides what the parts need now (run->mu held).  Returns 1 when everything is held. */
-static int plan(mrun_t *run, todo_t *t)
+/* Decides what the parts need now.  Returns 1 when everything is held. */
+static int plan(mrun_t *run, todo_t *t) ZKIT__REQUIRES(run->mu)
 {
     size_t f = first_missing(run), count = run->count;
     if (f == count)
@@ -146,8 +146,8 @@ static int plan(mrun_t *run, todo_t *t)
     return 0;
 }
 
-/* Gives back every part (run->mu held): for the end of the run, or a new start. */
-static void plan_give_back_all(mrun_t *run, todo_t *t)
+/* Gives back every part: for the end of the run, or a new start. */
+static void plan_give_back_all(mrun_t *run, todo_t *t) ZKIT__REQUIRES(run->mu)
 {
     for (size_t i = 0; i < run->count; i++) {
         if (run->parts[i].state == PART_PENDING) {
@@ -171,7 +171,7 @@ static void start_part(mrun_t *run, size_t i)
     proto.internal_arg = p;
     mrun_ref(run); /* the part request's, dropped in on_part_done */
     rc = zkit__req_start(&req, run->locks[i], run->owner, remaining(run), &proto);
-    pthread_mutex_lock(&run->mu);
+    zkit__mutex_lock(&run->mu);
     old = p->req; /* the part's previous request, ended before this one started */
     p->req = rc == 0 ? req : NULL;
     if (rc != 0)
@@ -179,7 +179,7 @@ static void start_part(mrun_t *run, size_t i)
     /* Given back while it was being started (the run ended, or started over, on another
      * thread): that cancel found the previous request, so this one is cancelled here. */
     given_back = rc == 0 && p->state == PART_GIVING_BACK;
-    pthread_mutex_unlock(&run->mu);
+    zkit__mutex_unlock(&run->mu);
     zkit__req_unref(old);
     if (given_back)
         zkit__req_cancel(req);
@@ -196,9 +196,9 @@ static void act(mrun_t *run, todo_t *t)
         zkit__lock_release_as(parts[t->release[k]], run->owner);
     for (size_t k = 0; k < t->n_cancel; k++) {
         zkit__req_t *req;
-        pthread_mutex_lock(&run->mu);
+        zkit__mutex_lock(&run->mu);
         req = run->parts[t->cancel[k]].req;
-        pthread_mutex_unlock(&run->mu);
+        zkit__mutex_unlock(&run->mu);
         if (req)
             zkit__req_cancel(req);
     }
@@ -220,9 +220,9 @@ static void ended_with(mrun_t *run, int error)
     todo_t t;
     zkit__req_t *req;
     memset(&t, 0, sizeof(t));
-    pthread_mutex_lock(&run->mu);
+    zkit__mutex_lock(&run->mu);
     if (run->ended) {
-        pthread_mutex_unlock(&run->mu);
+        zkit__mutex_unlock(&run->mu);
         return;
     }
     run->ended = 1;
@@ -230,7 +230,7 @@ static void ended_with(mrun_t *run, int error)
     if (error != 0)
         plan_give_back_all(run, &t);
     __atomic_store_n(&req->lock->contended, run->waited, __ATOMIC_RELAXED);
-    pthread_mutex_unlock(&run->mu);
+    zkit__mutex_unlock(&run->mu);
     act(run, &t);
     if (error == 0)
         multi_states_reset(req->lock);
@@ -247,18 +247,18 @@ static int parts_intact(mrun_t *run, int64_t session)
     for (size_t i = 0; i < run->count && intact; i++) {
         zkit_lock_t *lock = run->locks[i];
         zkit__holder_t *h;
-        pthread_mutex_lock(&run->mu);
+        zkit__mutex_lock(&run->mu);
         if (run->parts[i].state != PART_HELD) {
-            pthread_mutex_unlock(&run->mu);
+            zkit__mutex_unlock(&run->mu);
             continue;
         }
-        pthread_mutex_unlock(&run->mu);
-        pthread_mutex_lock(&lock->mu);
+        zkit__mutex_unlock(&run->mu);
+        zkit__mutex_lock(&lock->mu);
         for (h = lock->holders; h; h = h->next)
             if (!lock->ops->thread_owned || pthread_equal(h->thread, run->owner))
                 break;
         intact = h && !h->lost && (!h->node || h->session == session);
-        pthread_mutex_unlock(&lock->mu);
+        zkit__mutex_unlock(&lock->mu);
     }
     return intact;
 }
@@ -268,13 +268,13 @@ static int64_t part_session(mrun_t *run, size_t i)
 {
     zkit_lock_t *lock = run->locks[i];
     int64_t session = 0;
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     for (zkit__holder_t *h = lock->holders; h; h = h->next)
         if (!lock->ops->thread_owned || pthread_equal(h->thread, run->owner)) {
             session = h->session;
             break;
         }
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
     return session;
 }
 
@@ -289,27 +289,27 @@ static void start_over(mrun_t *run)
 {
     todo_t t;
     memset(&t, 0, sizeof(t));
-    pthread_mutex_lock(&run->mu);
+    zkit__mutex_lock(&run->mu);
     if (run->ended) {
-        pthread_mutex_unlock(&run->mu);
+        zkit__mutex_unlock(&run->mu);
         return;
     }
     if (run->restarts++ >= MAX_RESTARTS || deadline_passed(run)) {
-        pthread_mutex_unlock(&run->mu);
+        zkit__mutex_unlock(&run->mu);
         ended_with(run, ZKIT_ELOCKLOST);
         return;
     }
     plan_give_back_all(run, &t);
-    pthread_mutex_unlock(&run->mu);
+    zkit__mutex_unlock(&run->mu);
     zkit__client_log(run->locks[0]->client, ZKIT_LOG_INFO,
                      "multi-lock %s: a lock was lost while waiting for another; starting over",
                      run->locks[0]->path);
     act(run, &t);
     /* The parts given back are requested again as they become idle (on_part_done). */
     memset(&t, 0, sizeof(t));
-    pthread_mutex_lock(&run->mu);
+    zkit__mutex_lock(&run->mu);
     plan(run, &t);
-    pthread_mutex_unlock(&run->mu);
+    zkit__mutex_unlock(&run->mu);
     act(run, &t);
 }
 
@@ -321,7 +321,7 @@ static void on_part_done(zkit__req_t *req, int error, void *arg)
     int all = 0, lost = 0, fail = 0;
     (void)req; /* a part is requested again only after its request ended: this is current */
     memset(&t, 0, sizeof(t));
-    pthread_mutex_lock(&run->mu);
+    zkit__mutex_lock(&run->mu);
     if (run->ended || p->state == PART_GIVING_BACK) {
         p->state = PART_IDLE;
         if (error == 0)
@@ -330,16 +330,16 @@ static void on_part_done(zkit__req_t *req, int error, void *arg)
             all = plan(run, &t);
     } else if (error == 0) {
         p->state = PART_HELD;
-        pthread_mutex_unlock(&run->mu);
+        zkit__mutex_unlock(&run->mu);
         lost = !parts_intact(run, part_session(run, p->index));
-        pthread_mutex_lock(&run->mu);
+        zkit__mutex_lock(&run->mu);
         if (!lost && !run->ended)
             all = plan(run, &t);
     } else {
         p->state = PART_IDLE;
         fail = 1;
     }
-    pthread_mutex_unlock(&run->mu);
+    zkit__mutex_unlock(&run->mu);
     act(run, &t);
     if (fail)
         ended_with(run, error);
@@ -356,14 +356,14 @@ static void on_part_waiting(zkit__req_t *req, void *arg)
     mrun_t *run = p->run;
     todo_t t;
     memset(&t, 0, sizeof(t));
-    pthread_mutex_lock(&run->mu);
+    zkit__mutex_lock(&run->mu);
     (void)req;
     if (p->state == PART_PENDING && !run->ended) {
         p->waiting = 1;
         run->waited = 1;
         plan(run, &t);
     }
-    pthread_mutex_unlock(&run->mu);
+    zkit__mutex_unlock(&run->mu);
     act(run, &t);
 }
 
@@ -397,13 +397,13 @@ static int multi_start(zkit__req_t *req, const char *fixed_name)
         run->parts[i].run = run;
         run->parts[i].index = i;
     }
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     req->machine = run;
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
     memset(&t, 0, sizeof(t));
-    pthread_mutex_lock(&run->mu);
+    zkit__mutex_lock(&run->mu);
     plan(run, &t);
-    pthread_mutex_unlock(&run->mu);
+    zkit__mutex_unlock(&run->mu);
     act(run, &t);
     mrun_unref(run);
     return 0;
@@ -492,11 +492,11 @@ int zkit__multilock_nodes(const zkit_lock_t *lock, char ***nodes, size_t *count)
     int held, rc = 0;
     *nodes = NULL;
     *count = 0;
-    pthread_mutex_lock(&l->mu);
+    zkit__mutex_lock(&l->mu);
     held = l->holders != NULL;
     if (held)
         owner = l->holders->thread;
-    pthread_mutex_unlock(&l->mu);
+    zkit__mutex_unlock(&l->mu);
     if (!held)
         return ZKIT_ENOTHELD;
     if (!(list = calloc(m->count, sizeof(*list))))
@@ -539,11 +539,11 @@ static int state_rank(zkit_lock_state_t state)
 static void multi_states_reset(zkit_lock_t *lock)
 {
     multi_t *m = lock->kind_data;
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     for (size_t i = 0; i < m->count; i++)
         m->part_states[i] = ZKIT_LOCK_HELD;
     m->told = ZKIT_LOCK_HELD;
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
 }
 
 /* A part's state changed (event thread).  The multi-lock's holder hears once per change of
@@ -555,7 +555,7 @@ static void relay_state(zkit_lock_t *part, zkit_lock_state_t state, void *arg)
     multi_t *m = lock->kind_data;
     zkit_lock_state_t worst = ZKIT_LOCK_HELD;
     int tell = 0;
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     if (lock->holders) {
         for (size_t i = 0; i < m->count; i++) {
             if (m->parts[i] == part)
@@ -570,7 +570,7 @@ static void relay_state(zkit_lock_t *part, zkit_lock_state_t state, void *arg)
             m->told = worst;
         }
     }
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
     if (tell)
         zkit__lockstate_report(lock, worst);
 }
@@ -581,10 +581,10 @@ static void multi_state_callback_set(zkit_lock_t *lock, int on)
     if (!m->owns_parts) /* borrowed locks keep their own callbacks */
         return;
     for (size_t i = 0; i < m->count; i++) {
-        pthread_mutex_lock(&m->parts[i]->mu);
+        zkit__mutex_lock(&m->parts[i]->mu);
         m->parts[i]->state_fn = on ? relay_state : NULL;
         m->parts[i]->state_arg = on ? lock : NULL;
-        pthread_mutex_unlock(&m->parts[i]->mu);
+        zkit__mutex_unlock(&m->parts[i]->mu);
     }
 }
 
@@ -595,10 +595,10 @@ static void relay_revocation(zkit_lock_t *part, void *arg)
     zkit_revocation_fn fn;
     void *fn_arg;
     (void)part;
-    pthread_mutex_lock(&multi->mu);
+    zkit__mutex_lock(&multi->mu);
     fn = multi->revoke_fn;
     fn_arg = multi->revoke_arg;
-    pthread_mutex_unlock(&multi->mu);
+    zkit__mutex_unlock(&multi->mu);
     if (fn)
         fn(multi, fn_arg);
 }
@@ -810,11 +810,11 @@ ZKIT_EXTERN int zkit_multilock_part(char **path, char **node, int64_t *token,
     }
     if (path && !(*path = strdup(m->parts[index]->path)))
         return ZKIT_ENOMEM;
-    pthread_mutex_lock(&l->mu);
+    zkit__mutex_lock(&l->mu);
     held = l->holders != NULL;
     if (held)
         owner = l->holders->thread;
-    pthread_mutex_unlock(&l->mu);
+    zkit__mutex_unlock(&l->mu);
     rc = held ? m->parts[index]->ops->query(m->parts[index], owner, node, token, NULL)
               : ZKIT_ENOTHELD;
     if (rc != 0 && path) {

@@ -59,7 +59,7 @@ static int engine_start(zkit__req_t *req, const char *fixed_name)
     p.arg = req;
     /* Under lock->mu: the machine's end takes it too, so req->machine is set before anyone
      * can look for it. */
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     /* A watch the acquisition has anyway stands in for the holder's watch on its node, which
      * saves a request per acquisition (ownnode.c): the first listing's watch on the directory
      * while the lock is not contended (contended, waiters' first listings would only earn a
@@ -73,7 +73,7 @@ static int engine_start(zkit__req_t *req, const char *fixed_name)
     rc = zkit__acq_start(&acq, &p);
     if (rc == 0)
         req->machine = acq;
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
     return rc;
 }
 
@@ -152,9 +152,9 @@ static int write_check(zkit_lock_t *lock, pthread_t owner, char **fixed_name)
     zkit_lock_t *read = ((zkit_rwlock_t *)lock->kind_data)->read;
     int reading;
     *fixed_name = NULL;
-    pthread_mutex_lock(&read->mu);
+    zkit__mutex_lock(&read->mu);
     reading = holder_of(read, owner) != NULL;
-    pthread_mutex_unlock(&read->mu);
+    zkit__mutex_unlock(&read->mu);
     if (reading) {
         zkit__client_reject(lock->client,
                             "lock %s: a read holder cannot take the write lock (deadlock)",
@@ -170,11 +170,11 @@ static int read_check(zkit_lock_t *lock, pthread_t owner, char **fixed_name)
     zkit__holder_t *h;
     int rc = 0;
     *fixed_name = NULL;
-    pthread_mutex_lock(&write->mu);
+    zkit__mutex_lock(&write->mu);
     h = holder_of(write, owner);
     if (h && !h->lost && !(*fixed_name = downgrade_name(h)))
         rc = ZKIT_ENOMEM;
-    pthread_mutex_unlock(&write->mu);
+    zkit__mutex_unlock(&write->mu);
     return rc;
 }
 

@@ -28,8 +28,8 @@ typedef struct ticket {
 
 /* Tickets live only while a watch read is in flight, so the list stays short; it is doubly
  * linked so that a reply takes its ticket off in constant time. */
-static pthread_mutex_t tickets_mu = PTHREAD_MUTEX_INITIALIZER;
-static LIST_HEAD(, ticket) tickets = LIST_HEAD_INITIALIZER(tickets);
+static zkit__mutex_t tickets_mu = PTHREAD_MUTEX_INITIALIZER;
+static LIST_HEAD(, ticket) tickets ZKIT__GUARDED_BY(tickets_mu) = LIST_HEAD_INITIALIZER(tickets);
 
 static ticket_t *ticket_new(zkit_lock_t *lock, const char *node)
 {
@@ -41,9 +41,9 @@ static ticket_t *ticket_new(zkit_lock_t *lock, const char *node)
     t->lock = lock;
     t->client = lock->client;
     t->watch_arg = lock;
-    pthread_mutex_lock(&tickets_mu);
+    zkit__mutex_lock(&tickets_mu);
     LIST_INSERT_HEAD(&tickets, t, link);
-    pthread_mutex_unlock(&tickets_mu);
+    zkit__mutex_unlock(&tickets_mu);
     return t;
 }
 
@@ -52,10 +52,10 @@ static ticket_t *ticket_new(zkit_lock_t *lock, const char *node)
 static zkit_lock_t *ticket_take(ticket_t *t)
 {
     zkit_lock_t *lock;
-    pthread_mutex_lock(&tickets_mu);
+    zkit__mutex_lock(&tickets_mu);
     LIST_REMOVE(t, link);
     lock = t->lock;
-    pthread_mutex_unlock(&tickets_mu);
+    zkit__mutex_unlock(&tickets_mu);
     return lock;
 }
 
@@ -67,32 +67,32 @@ static void ticket_free(ticket_t *t)
 
 void zkit__own_node_detach(zkit_lock_t *lock)
 {
-    pthread_mutex_lock(&tickets_mu);
+    zkit__mutex_lock(&tickets_mu);
     ticket_t *t;
     LIST_FOREACH(t, &tickets, link)
         if (t->lock == lock)
             t->lock = NULL;
-    pthread_mutex_unlock(&tickets_mu);
+    zkit__mutex_unlock(&tickets_mu);
 }
 
 /* The holding of `node` is being released: its watch reads in flight must not keep the watch
  * they set (see own_node_checked). */
 static void tickets_release(const zkit_lock_t *lock, const char *node)
 {
-    pthread_mutex_lock(&tickets_mu);
+    zkit__mutex_lock(&tickets_mu);
     ticket_t *t;
     LIST_FOREACH(t, &tickets, link)
         if (t->lock == lock && strcmp(t->node, node) == 0)
             t->released = 1;
-    pthread_mutex_unlock(&tickets_mu);
+    zkit__mutex_unlock(&tickets_mu);
 }
 
 static int ticket_stale(const ticket_t *t)
 {
     int stale;
-    pthread_mutex_lock(&tickets_mu);
+    zkit__mutex_lock(&tickets_mu);
     stale = !t->lock || t->released;
-    pthread_mutex_unlock(&tickets_mu);
+    zkit__mutex_unlock(&tickets_mu);
     return stale;
 }
 
@@ -102,19 +102,19 @@ static int ticket_stale(const ticket_t *t)
 static const char REVOKE_MESSAGE[] = "__REVOKE__";
 #define REVOKE_MESSAGE_LEN (sizeof(REVOKE_MESSAGE) - 1)
 
-static void watch_node_instead(zkit_lock_t *lock, zkit__holder_t *h);
+static void watch_node_instead(zkit_lock_t *lock, zkit__holder_t *h) ZKIT__REQUIRES(lock->mu);
 
 /* A revocation request is written into the node's data, which a watch standing in for the
  * node's may not read: such holdings are watched on their node from now on. */
 void zkit__revocation_set(zkit_lock_t *lock, zkit_revocation_fn fn, void *arg)
 {
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     lock->revoke_fn = fn;
     lock->revoke_arg = fn ? arg : NULL;
     for (zkit__holder_t *h = lock->holders; fn && h; h = h->next)
         if (h->holding_acq && !h->lost)
             watch_node_instead(lock, h);
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
 }
 
 static int is_revoke_message(const zkit_result_t *res)
@@ -133,13 +133,13 @@ static void revocation_on_event_thread(void *arg)
     void *fn_arg = NULL;
     int held = 0;
     if (lock) {
-        pthread_mutex_lock(&lock->mu);
+        zkit__mutex_lock(&lock->mu);
         held = zkit__lockstate_live_holder(lock, t->node) != NULL;
         if (held) {
             fn = lock->revoke_fn;
             fn_arg = lock->revoke_arg;
         }
-        pthread_mutex_unlock(&lock->mu);
+        zkit__mutex_unlock(&lock->mu);
         zkit__client_log(lock->client, ZKIT_LOG_INFO, "lock %s: revocation requested%s",
                          lock->path, !held ? " after release; ignored"
                                            : fn ? "" : "; not revocable, ignored");
@@ -173,10 +173,10 @@ ZKIT_EXTERN int zkit_lock_revoke(zkit_client_t *client, const char *node_path)
  */
 static void own_node_changed(zkit_lock_t *lock, const char *path)
 {
-    pthread_mutex_lock(&lock->mu);
+    zkit__mutex_lock(&lock->mu);
     if (zkit__lockstate_live_holder(lock, path))
         zkit__own_node_watch(lock, path);
-    pthread_mutex_unlock(&lock->mu);
+    zkit__mutex_unlock(&lock->mu);
 }
 
 /* Event thread: our node was deleted (by someone else: our own release cancels the watch
@@ -269,8 +269,8 @@ void zkit__own_node_watch(zkit_lock_t *lock, const char *node)
  * node's data from the start, since a revocation request is written there.
  */
 
-/* Drops the watch standing in and watches the holding's node instead (lock->mu held). */
-static void watch_node_instead(zkit_lock_t *lock, zkit__holder_t *h)
+/* Drops the watch standing in and watches the holding's node instead. */
+static void watch_node_instead(zkit_lock_t *lock, zkit__holder_t *h) ZKIT__REQUIRES(lock->mu)
 {
     zkit__own_node_forget(h);
     zkit__own_node_watch(lock, h->node);
@@ -282,11 +282,11 @@ static void holding_watch_fired_on_event_thread(void *arg)
     ticket_t *t = arg;
     zkit_lock_t *lock = ticket_take(t);
     if (lock) {
-        pthread_mutex_lock(&lock->mu);
+        zkit__mutex_lock(&lock->mu);
         zkit__holder_t *h = zkit__lockstate_live_holder(lock, t->node);
         if (h && h->holding_acq)
             watch_node_instead(lock, h);
-        pthread_mutex_unlock(&lock->mu);
+        zkit__mutex_unlock(&lock->mu);
     }
     ticket_free(t);
 }

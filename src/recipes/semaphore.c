@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "recipes/semaphore.h"
+#include "recipes/machine.h"
 #include "framework/batch.h"
 #include "framework/errors.h"
 #include "framework/paths.h"
@@ -52,7 +53,7 @@ struct zkit_semaphore {
     int max_leases;
     zkit_lock_t *mutex;         /* the internal mutex at <path>/locks */
     zkit__listener_t *listener;
-    pthread_mutex_t mu;         /* guards what follows */
+    zkit__mutex_t mu;           /* guards what follows */
     pthread_cond_t cond;
     char *data;
     size_t len;
@@ -99,18 +100,16 @@ typedef enum run_state { RUN_FAST, RUN_LOCKING, RUN_LISTING, RUN_WAITING, RUN_DO
 
 typedef struct run run_t;
 typedef void (*run_done_fn)(run_t *run, int error, void *arg);
-/* The run must wait for others (for the internal mutex, or for room).  Called with run->mu
- * held: the run cannot end meanwhile, so what `arg` names is still there.  It must not take
- * this run's mutex again (a multi-lock gives back only the parts after this one). */
+/* The run must wait for others (for the internal mutex, or for room).  Called with the run's
+ * mutex held: the run cannot end meanwhile, so what `arg` names is still there.  It must not
+ * take this run's mutex again (a multi-lock gives back only the parts after this one). */
 typedef void (*run_waiting_fn)(void *arg);
 
 struct run {
-    pthread_mutex_t mu;
-    int refs;
+    zkit__machine_t m;          /* first (machine.h); its mutex guards what follows */
     zkit_semaphore_t *sem;
     int64_t deadline_ms;        /* -1 forever, 0 try once */
     run_state_t state;
-    uint64_t round;             /* stale replies are dropped */
     zkit__req_t *lock_req;      /* the internal mutex request */
     char *node;                 /* our lease, un-namespaced */
     zkit_stat_t stat;
@@ -121,7 +120,6 @@ struct run {
     int fast_room;              /* FAST: the leases' listing left room, our lease in it */
     int watching;               /* the children watch is armed */
     zkit_watcher_t watcher;
-    uint64_t deadline_timer;
     char *data;                 /* the lease's node data, copied when the run starts */
     size_t len;
     int has_data;
@@ -131,24 +129,42 @@ struct run {
     void *arg;
 };
 
-typedef struct run_reply {
-    run_t *run;
-    uint64_t round;
-} run_reply_t;
+/*
+ * What a decision leaves to be done once the run's mutex is let go (run_run), as in the
+ * engine: the run's end.  The requests a decision sends are sent under the mutex.
+ */
+typedef struct run_actions {
+    int ended;                  /* the run ended (run_end): */
+    int error;                  /*   with this outcome, */
+    uint64_t timer;             /*   this deadline timer to cancel, */
+    int release_mutex;          /*   the internal mutex, held, to give back, */
+    zkit__req_t *cancel_req;    /*   or its request, still under way, to cancel */
+} run_actions_t;
+
+#define RUN_ACTIONS_INIT { 0, 0, 0, 0, NULL }
+
+static run_t *run_of(zkit__machine_t *m)
+{
+    return (run_t *)m; /* the machine is the first member */
+}
 
 static void run_ref(run_t *run)
 {
-    __atomic_add_fetch(&run->refs, 1, __ATOMIC_ACQ_REL);
+    zkit__machine_ref(&run->m);
 }
 
 static void run_unref(run_t *run)
 {
-    if (!run || __atomic_sub_fetch(&run->refs, 1, __ATOMIC_ACQ_REL) != 0)
-        return;
+    if (run)
+        zkit__machine_unref(&run->m);
+}
+
+static void run_destroy(zkit__machine_t *m)
+{
+    run_t *run = run_of(m);
     zkit__req_unref(run->lock_req);
     free(run->node);
     free(run->data);
-    pthread_mutex_destroy(&run->mu);
     sem_unref(run->sem);
     free(run);
 }
@@ -160,20 +176,21 @@ static void ignore_result(zkit_client_t *c, const zkit_result_t *r, void *arg)
     (void)arg;
 }
 
-/* Ends the run (run->mu held; released here).  The done callback runs without it. */
-static void run_finish(run_t *run, int error)
+/* Ends the run; run_run tells its owner, without the mutex. */
+static void run_end(run_t *run, int error, run_actions_t *act) ZKIT__REQUIRES(run->m.mu)
 {
     zkit_semaphore_t *sem = run->sem;
-    zkit__req_t *lock_req = run->lock_req;
-    uint64_t timer = run->deadline_timer;
-    int holds_mutex = run->holds_mutex;
-    if (run->state == RUN_DONE) {
-        pthread_mutex_unlock(&run->mu);
+    if (!zkit__machine_end(&run->m, &act->timer))
         return;
-    }
     run->state = RUN_DONE;
+    act->ended = 1;
+    act->error = error;
+    /* The internal mutex is given back in every case: cancelled while still wanted (a
+     * holding that comes anyway is released by on_locked), released once held (its release
+     * only sends the delete). */
+    act->release_mutex = run->holds_mutex;
+    act->cancel_req = run->holds_mutex ? NULL : run->lock_req;
     run->holds_mutex = 0;
-    run->deadline_timer = 0;
     if (run->watching) {
         zkit__watch_cancel(sem->client, sem->leases_dir, ZKIT_WATCH_CHILDREN, &run->watcher);
         run->watching = 0;
@@ -183,49 +200,46 @@ static void run_finish(run_t *run, int error)
         free(run->node);
         run->node = NULL;
     }
-    pthread_mutex_unlock(&run->mu);
-    if (timer && zkit__unschedule(sem->client, timer))
-        run_unref(run); /* the timer's reference */
-    /* The internal mutex is given back in every case: cancelled while still wanted (a
-     * holding that comes anyway is released by on_locked), released once held (its release
-     * only sends the delete). */
-    if (holds_mutex)
-        zkit__lock_release_as(sem->mutex, pthread_self());
-    else if (lock_req)
-        zkit__req_cancel(lock_req);
-    run->done(run, error, run->arg);
+}
+
+/* Runs what the decisions left (the mutex let go); the end drops the machine's own
+ * reference. */
+static void run_run(run_t *run, const run_actions_t *act) ZKIT__EXCLUDES(run->m.mu)
+{
+    if (!act->ended)
+        return;
+    zkit__machine_disarm(&run->m, act->timer);
+    if (act->release_mutex)
+        zkit__lock_release_as(run->sem->mutex, pthread_self());
+    else if (act->cancel_req)
+        zkit__req_cancel(act->cancel_req);
+    run->done(run, act->error, run->arg);
     run_unref(run); /* the machine's own reference */
 }
 
-static run_reply_t *reply_new(run_t *run)
-{
-    run_reply_t *r = malloc(sizeof(*r));
-    if (r) {
-        run_ref(run);
-        r->run = run;
-        r->round = run->round;
-    }
-    return r;
-}
+/* The end of every section under the run's mutex: let it go, run the actions. */
+#define RUN_LEAVE(run, act)                                                                    \
+    do {                                                                                       \
+        zkit__machine_unlock(&(run)->m);                                                       \
+        run_run((run), (act));                                                                 \
+    } while (0)
 
-/* Locks the run for a reply; NULL (reply freed) when the reply is stale. */
-static run_t *reply_open(run_reply_t *r)
-{
-    run_t *run = r->run;
-    pthread_mutex_lock(&run->mu);
-    if (run->state == RUN_DONE || r->round != run->round) {
-        pthread_mutex_unlock(&run->mu);
-        run_unref(run);
-        free(r);
-        return NULL;
-    }
-    return run;
-}
+/* A step of the run on a reply, the reply current (under the mutex). */
+typedef void (*reply_step_fn)(run_t *run, const zkit_result_t *res, run_actions_t *act);
 
-static void reply_close(run_reply_t *r)
+/* Runs `fn` for a reply unless it is stale; 1 when it was current. */
+static int on_reply(zkit__machine_reply_t *r, const zkit_result_t *res, reply_step_fn fn)
 {
-    run_unref(r->run);
-    free(r);
+    run_t *run = run_of(r->machine);
+    run_actions_t act = RUN_ACTIONS_INIT;
+    int current;
+    zkit__machine_lock(&run->m);
+    current = zkit__machine_reply_current(&run->m, r);
+    if (current)
+        fn(run, res, &act);
+    RUN_LEAVE(run, &act);
+    zkit__machine_reply_free(r);
+    return current;
 }
 
 static int deadline_passed(const run_t *run)
@@ -236,20 +250,12 @@ static int deadline_passed(const run_t *run)
 
 static void on_listed(zkit_client_t *c, const zkit_result_t *res, void *arg);
 
-static void watch_hold(void *arg)
+/* Lists the leases, with the children watch when waiting.  The watch holds the run for as
+ * long as it is registered, so an event can never reach a freed run (a watch armed by a
+ * reply that comes after the run ended included). */
+static int list_leases(run_t *run, int watch) ZKIT__REQUIRES(run->m.mu)
 {
-    run_ref(arg);
-}
-
-static void watch_release(void *arg)
-{
-    run_unref(arg);
-}
-
-/* Lists the leases, with the children watch when waiting (run->mu held). */
-static int list_leases(run_t *run, int watch)
-{
-    run_reply_t *r = reply_new(run);
+    zkit__machine_reply_t *r = zkit__machine_reply_new(&run->m);
     int rc;
     if (!r)
         return ZKIT_ENOMEM;
@@ -259,22 +265,28 @@ static int list_leases(run_t *run, int watch)
                                &run->watcher);
         run->watching = 1;
     }
-    /* The watch holds the run for as long as it is registered, so an event can never reach
-     * a freed run (a watch armed by a reply that comes after the run ended included). */
     rc = watch ? zkit__request_get_children_watch(run->sem->client, run->sem->leases_dir,
-                                                  &run->watcher, watch_hold, watch_release,
-                                                  on_listed, r)
+                                                  &run->watcher, zkit__machine_watch_hold,
+                                                  zkit__machine_watch_release, on_listed, r)
                : zkit__request_get_children(run->sem->client, run->sem->leases_dir, NULL,
                                             on_listed, r);
     if (rc != 0) {
         run->watching = run->watching && !watch;
-        reply_close(r);
+        zkit__machine_reply_free(r);
     }
     return rc;
 }
 
+/* Lists again, or ends the run when the listing cannot be sent. */
+static void relist_or_end(run_t *run, int watch, run_actions_t *act) ZKIT__REQUIRES(run->m.mu)
+{
+    int rc = list_leases(run, watch);
+    if (rc != 0)
+        run_end(run, rc, act);
+}
+
 /* Whether a listing of the leases shows ours. */
-static int lists_ours(const run_t *run, const zkit_result_t *res)
+static int lists_ours(const run_t *run, const zkit_result_t *res) ZKIT__REQUIRES(run->m.mu)
 {
     const char *name = zkit__path_basename(run->node);
     for (size_t i = 0; i < res->child_count; i++)
@@ -283,158 +295,151 @@ static int lists_ours(const run_t *run, const zkit_result_t *res)
     return 0;
 }
 
-static void finish_granted(run_t *run);
+static void finish_granted(run_t *run, run_actions_t *act) ZKIT__REQUIRES(run->m.mu);
 
 /* The grant's sync came back (libzookeeper's completion thread). */
 static void on_lease_synced(int error, void *arg)
 {
-    run_reply_t *r = arg;
-    run_t *run = reply_open(r);
-    if (!run)
-        return;
-    if (error == 0) /* held once confirmed; answered too late to vouch, it asks again */
-        finish_granted(run);
+    zkit__machine_reply_t *r = arg;
+    run_t *run = run_of(r->machine);
+    run_actions_t act = RUN_ACTIONS_INIT;
+    zkit__machine_lock(&run->m);
+    if (!zkit__machine_reply_current(&run->m, r))
+        ;
+    else if (error == 0) /* held once confirmed; answered too late to vouch, it asks again */
+        finish_granted(run, &act);
     else
-        run_finish(run, error);
-    reply_close(r);
+        run_end(run, error, &act);
+    RUN_LEAVE(run, &act);
+    zkit__machine_reply_free(r);
 }
 
-/* Our lease holds (run->mu held; released here).  When its create is too old to vouch that
- * the leader still has our session (a long wait for room), the lease is handed over once
- * the leader has answered a sync. */
-static void finish_granted(run_t *run)
+/* Our lease holds.  When its create is too old to vouch that the leader still has our
+ * session (a long wait for room), the lease is handed over once the leader has answered a
+ * sync. */
+static void finish_granted(run_t *run, run_actions_t *act)
 {
-    run_reply_t *r;
+    zkit__machine_reply_t *r;
     int rc;
     if (zkit__client_confirmed(run->sem->client)) {
-        run_finish(run, 0);
-    } else if (!(r = reply_new(run))) {
-        run_finish(run, ZKIT_ENOMEM);
+        run_end(run, 0, act);
+    } else if (!(r = zkit__machine_reply_new(&run->m))) {
+        run_end(run, ZKIT_ENOMEM, act);
     } else if ((rc = zkit__client_confirm(run->sem->client, on_lease_synced, r)) != 0) {
-        reply_close(r);
-        run_finish(run, rc);
-    } else {
-        pthread_mutex_unlock(&run->mu);
+        zkit__machine_reply_free(r);
+        run_end(run, rc, act);
     }
 }
 
-static int lists_room(const run_t *run, const zkit_result_t *res)
+static int lists_room(const run_t *run, const zkit_result_t *res) ZKIT__REQUIRES(run->m.mu)
 {
     return lists_ours(run, res) && res->child_count <= (size_t)run->sem->max_leases;
 }
 
-static void decide(run_t *run, const zkit_result_t *res)
+static void decide(run_t *run, const zkit_result_t *res, run_actions_t *act)
+    ZKIT__REQUIRES(run->m.mu)
 {
     int mine = lists_ours(run, res);
     if (!mine) {
-        run_finish(run, ZKIT_ELOCKLOST); /* the session lost our lease */
+        run_end(run, ZKIT_ELOCKLOST, act); /* the session lost our lease */
     } else if (res->child_count <= (size_t)run->sem->max_leases) {
         /* The fast way again once a lease came without any wait. */
         if (!run->told_waiting)
             __atomic_store_n(&run->sem->try_fast, 1, __ATOMIC_RELAXED);
-        finish_granted(run);
+        finish_granted(run, act);
     } else if (deadline_passed(run)) {
-        run_finish(run, ZKIT_ETIMEDOUT);
+        run_end(run, ZKIT_ETIMEDOUT, act);
     } else if (run->state == RUN_WAITING && run->watching) {
         /* This listing armed the children watch: wait for it.  Listing again here would send
          * a listing per reply for as long as there is no room. */
-        pthread_mutex_unlock(&run->mu);
     } else {
         int rc, tell;
         run->state = RUN_WAITING;
         __atomic_store_n(&run->sem->try_fast, 0, __ATOMIC_RELAXED);
         if ((rc = list_leases(run, 1)) != 0) {
-            run_finish(run, rc);
+            run_end(run, rc, act);
             return;
         }
         tell = run->waiting && !run->told_waiting;
         run->told_waiting = 1;
         if (tell)
             run->waiting(run->arg);
-        pthread_mutex_unlock(&run->mu);
+    }
+}
+
+static void listed(run_t *run, const zkit_result_t *res, run_actions_t *act)
+    ZKIT__REQUIRES(run->m.mu)
+{
+    if (run->state == RUN_FAST) {
+        /* Decided with the internal mutex's queue, listed next; a listing that beat the
+         * create's reply leaves no room. */
+        run->fast_room = run->created && res->error == 0 && lists_room(run, res);
+    } else if (!run->created) {
+        /* The listing beat the create's reply (the create made the parents first, or was
+         * retried after a disconnection): list again once the create's outcome is known. */
+        run->relist_due = 1;
+    } else if (res->error != 0) {
+        run_end(run, res->error, act);
+    } else {
+        decide(run, res, act);
     }
 }
 
 static void on_listed(zkit_client_t *c, const zkit_result_t *res, void *arg)
 {
-    run_reply_t *r = arg;
-    run_t *run = reply_open(r);
     (void)c;
-    if (!run)
-        return;
-    if (run->state == RUN_FAST) {
-        /* Decided with the internal mutex's queue, listed next; a listing that beat the
-         * create's reply leaves no room. */
-        run->fast_room = run->created && res->error == 0 && lists_room(run, res);
-        pthread_mutex_unlock(&run->mu);
-    } else if (!run->created) {
-        /* The listing beat the create's reply (the create made the parents first, or was
-         * retried after a disconnection): list again once the create's outcome is known. */
-        run->relist_due = 1;
-        pthread_mutex_unlock(&run->mu);
-    } else if (res->error != 0) {
-        run_finish(run, res->error);
-    } else {
-        decide(run, res);
-    }
-    reply_close(r);
+    on_reply(arg, res, listed);
 }
 
-/* A fresh listing for one that was set aside (run->mu held). */
-static int relist(run_t *run)
-{
-    run->relist_due = 0;
-    return list_leases(run, 0);
-}
+static void lease_create_failed(run_t *run, int error, run_actions_t *act)
+    ZKIT__REQUIRES(run->m.mu);
 
-static void lease_create_failed(run_t *run, int error);
-
-static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
+static void created(run_t *run, const zkit_result_t *res, run_actions_t *act)
+    ZKIT__REQUIRES(run->m.mu)
 {
-    run_reply_t *r = arg;
-    run_t *run = reply_open(r);
-    if (!run) {
-        if (res->error == 0) /* the run ended meanwhile: its lease must not stay */
-            zkit__request_delete(c, res->path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
-        return;
-    }
+    zkit_client_t *c = run->sem->client;
     if (res->error != 0) {
-        lease_create_failed(run, res->error);
+        lease_create_failed(run, res->error, act);
     } else if (!(run->node = strdup(res->path))) {
         zkit__request_delete(c, res->path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
-        run_finish(run, ZKIT_ENOMEM);
+        run_end(run, ZKIT_ENOMEM, act);
     } else {
-        int rc = 0;
         zkit__client_confirm_write(c, run->create_sent_ms);
         run->created = 1;
         if (res->stat)
             run->stat = *res->stat;
         /* A create retried after a disconnection may answer after the pipelined listing:
          * then that listing was set aside, and a fresh one decides. */
-        if (run->relist_due && run->state == RUN_LISTING && (rc = relist(run)) != 0)
-            run_finish(run, rc);
-        else
-            pthread_mutex_unlock(&run->mu);
+        if (run->relist_due && run->state == RUN_LISTING) {
+            run->relist_due = 0;
+            relist_or_end(run, 0, act);
+        }
     }
-    reply_close(r);
 }
 
-/* Creates the lease and lists the leases, back to back (run->mu held). */
-static int send_lease(run_t *run)
+static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
+{
+    if (!on_reply(arg, res, created) && res->error == 0)
+        /* the run ended meanwhile: its lease must not stay */
+        zkit__request_delete(c, res->path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
+}
+
+/* Creates the lease and lists the leases, back to back. */
+static int send_lease(run_t *run) ZKIT__REQUIRES(run->m.mu)
 {
     zkit_semaphore_t *sem = run->sem;
     zkit_create_options_t opts = ZKIT_CREATE_OPTIONS_INIT;
-    run_reply_t *r;
+    zkit__machine_reply_t *r;
     char *path = zkit__path_join(sem->leases_dir, "lease-");
     int rc = ZKIT_ENOMEM;
     opts.mode = ZKIT_EPHEMERAL_SEQUENTIAL;
     opts.flags = ZKIT_CREATE_PARENTS | ZKIT_CREATE_PROTECTED;
-    if (path && (r = reply_new(run)) != NULL) {
+    if (path && (r = zkit__machine_reply_new(&run->m)) != NULL) {
         run->create_sent_ms = zkit__monotonic_ms();
         rc = zkit__request_create(sem->client, path, run->has_data ? run->data : NULL, run->len,
                                   &opts, on_created, r);
         if (rc != 0)
-            reply_close(r);
+            zkit__machine_reply_free(r);
         else
             rc = list_leases(run, 0);
     }
@@ -443,21 +448,20 @@ static int send_lease(run_t *run)
 }
 
 /* The internal mutex is ours: create the lease and list, back to back. */
-static void create_and_list(run_t *run)
+static void create_and_list(run_t *run, run_actions_t *act) ZKIT__REQUIRES(run->m.mu)
 {
     int rc;
     run->state = RUN_LISTING;
     if ((rc = send_lease(run)) != 0)
-        run_finish(run, rc);
-    else
-        pthread_mutex_unlock(&run->mu);
+        run_end(run, rc, act);
 }
 
 static void on_locked(zkit__req_t *req, int error, void *arg);
 static void on_lock_waiting(zkit__req_t *req, void *arg);
 
-/* Requests the internal mutex (run->mu held). */
-static int start_mutex_request(run_t *run)
+/* Requests the internal mutex.  Its machine ends at the earliest after this returns, and it
+ * takes the run's mutex then: the order is a run's mutex, then the internal lock's. */
+static int start_mutex_request(run_t *run) ZKIT__REQUIRES(run->m.mu)
 {
     zkit__req_t proto;
     int rc, timeout = run->deadline_ms < 0    ? -1
@@ -476,10 +480,10 @@ static int start_mutex_request(run_t *run)
 }
 
 /* The fast way's lease goes: replies still on the way are dropped (a create's deletes the node
- * it made), and the node, if known, is deleted (run->mu held). */
-static void withdraw_fast(run_t *run)
+ * it made), and the node, if known, is deleted. */
+static void withdraw_fast(run_t *run) ZKIT__REQUIRES(run->m.mu)
 {
-    run->round++;
+    run->m.round++;
     if (run->node) {
         zkit__delete_node(run->sem->client, run->node);
         free(run->node);
@@ -492,83 +496,86 @@ static void withdraw_fast(run_t *run)
 
 /* No lease the fast way (no room, a taker in the internal mutex's queue, or a failure): the
  * lease goes at once, since a taker waiting for room under the internal mutex counts it, and
- * the run queues for the internal mutex as Curator's takers do (run->mu held; released
- * here). */
-static void fall_back(run_t *run)
+ * the run queues for the internal mutex as Curator's takers do. */
+static void fall_back(run_t *run, run_actions_t *act) ZKIT__REQUIRES(run->m.mu)
 {
     int rc;
     __atomic_store_n(&run->sem->try_fast, 0, __ATOMIC_RELAXED);
     withdraw_fast(run);
     if (deadline_passed(run))
-        run_finish(run, ZKIT_ETIMEDOUT);
+        run_end(run, ZKIT_ETIMEDOUT, act);
     else if ((rc = start_mutex_request(run)) != 0)
-        run_finish(run, rc);
-    else
-        pthread_mutex_unlock(&run->mu);
+        run_end(run, rc, act);
 }
 
 /* The internal mutex's queue, listed right after the leases on the fast way: held when the
  * leases left room and nobody is queued (a missing directory is an empty queue).  This reply
  * may come in a later session than the leases' listing (lost, then retried after the session
  * ended), when our lease has gone with the old one: then it is not held. */
+static void locks_listed(run_t *run, const zkit_result_t *res, run_actions_t *act)
+    ZKIT__REQUIRES(run->m.mu)
+{
+    int nobody = res->error == ZKIT_ENONODE || (res->error == 0 && res->child_count == 0);
+    if (run->state != RUN_FAST)
+        return;
+    if (run->fast_room && nobody &&
+        run->stat.ephemeral_owner == zkit_client_session_id(run->sem->client))
+        finish_granted(run, act);
+    else
+        fall_back(run, act);
+}
+
 static void on_locks_listed(zkit_client_t *c, const zkit_result_t *res, void *arg)
 {
-    run_reply_t *r = arg;
-    run_t *run = reply_open(r);
-    int nobody = res->error == ZKIT_ENONODE || (res->error == 0 && res->child_count == 0);
-    if (!run)
-        return;
-    if (run->state != RUN_FAST)
-        pthread_mutex_unlock(&run->mu);
-    else if (run->fast_room && nobody && run->stat.ephemeral_owner == zkit_client_session_id(c))
-        finish_granted(run);
-    else
-        fall_back(run);
-    reply_close(r);
+    (void)c;
+    on_reply(arg, res, locks_listed);
 }
 
 /* The fast way: the lease's create, the leases' listing and the internal mutex's queue's
- * listing, back to back (run->mu held). */
-static int send_fast(run_t *run)
+ * listing, back to back. */
+static int send_fast(run_t *run) ZKIT__REQUIRES(run->m.mu)
 {
-    run_reply_t *r;
+    zkit__machine_reply_t *r;
     int rc = send_lease(run);
     if (rc != 0)
         return rc;
-    if (!(r = reply_new(run)))
+    if (!(r = zkit__machine_reply_new(&run->m)))
         return ZKIT_ENOMEM;
     rc = zkit__request_get_children(run->sem->client, run->sem->mutex->path, NULL,
                                     on_locks_listed, r);
     if (rc != 0)
-        reply_close(r);
+        zkit__machine_reply_free(r);
     return rc;
 }
 
 /* A lease create that failed ends the run, unless it was the fast way's: then the run queues
- * for the internal mutex (run->mu held; released here). */
-static void lease_create_failed(run_t *run, int error)
+ * for the internal mutex. */
+static void lease_create_failed(run_t *run, int error, run_actions_t *act)
 {
     if (run->state == RUN_FAST)
-        fall_back(run);
+        fall_back(run, act);
     else
-        run_finish(run, error);
+        run_end(run, error, act);
 }
 
 static void on_locked(zkit__req_t *req, int error, void *arg)
 {
     run_t *run = arg;
+    run_actions_t act = RUN_ACTIONS_INIT;
+    int give_back = 0;
     (void)req;
-    pthread_mutex_lock(&run->mu);
+    zkit__machine_lock(&run->m);
     if (run->state != RUN_LOCKING) {
-        pthread_mutex_unlock(&run->mu);
-        if (error == 0) /* the run ended while the mutex came: give it back */
-            zkit__lock_release_as(run->sem->mutex, pthread_self());
+        give_back = error == 0; /* the run ended while the mutex came: give it back */
     } else if (error != 0) {
-        run_finish(run, error);
+        run_end(run, error, &act);
     } else {
         run->holds_mutex = 1;
-        create_and_list(run);
+        create_and_list(run, &act);
     }
+    RUN_LEAVE(run, &act);
+    if (give_back)
+        zkit__lock_release_as(run->sem->mutex, pthread_self());
     run_unref(run); /* the internal request's reference */
 }
 
@@ -578,45 +585,41 @@ static void on_lock_waiting(zkit__req_t *req, void *arg)
     run_t *run = arg;
     int tell;
     (void)req;
-    pthread_mutex_lock(&run->mu);
+    zkit__machine_lock(&run->m);
     __atomic_store_n(&run->sem->try_fast, 0, __ATOMIC_RELAXED);
     tell = run->waiting && !run->told_waiting && run->state == RUN_LOCKING;
     run->told_waiting = 1;
     if (tell)
         run->waiting(run->arg);
-    pthread_mutex_unlock(&run->mu);
+    zkit__machine_unlock(&run->m);
 }
 
 static void on_leases_changed(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
 {
     run_t *run = arg;
-    int rc;
+    run_actions_t act = RUN_ACTIONS_INIT;
     (void)c;
     (void)event;
     (void)path;
-    pthread_mutex_lock(&run->mu);
+    zkit__machine_lock(&run->m);
     run->watching = 0;
-    if (run->state != RUN_WAITING) {
-        pthread_mutex_unlock(&run->mu);
-        return;
+    if (run->state == RUN_WAITING) {
+        run->m.round++;
+        relist_or_end(run, 1, &act);
     }
-    run->round++;
-    if ((rc = list_leases(run, 1)) != 0)
-        run_finish(run, rc);
-    else
-        pthread_mutex_unlock(&run->mu);
+    RUN_LEAVE(run, &act);
 }
 
+/* The deadline timer (machine.h), holding its reference. */
 static void on_run_deadline(void *arg)
 {
-    run_t *run = arg;
-    pthread_mutex_lock(&run->mu);
-    if (run->state == RUN_DONE)
-        pthread_mutex_unlock(&run->mu);
-    else
-        run_finish(run, zkit__client_is_closing(run->sem->client) ? ZKIT_ECLOSED
-                                                                  : ZKIT_ETIMEDOUT);
-    run_unref(run);
+    run_t *run = run_of(arg);
+    run_actions_t act = RUN_ACTIONS_INIT;
+    zkit__machine_lock(&run->m);
+    run_end(run, zkit__client_is_closing(run->sem->client) ? ZKIT_ECLOSED : ZKIT_ETIMEDOUT,
+            &act);
+    RUN_LEAVE(run, &act);
+    run_unref(run); /* the timer's */
 }
 
 /* A run that could not start: its machine will not end it, and the caller gets nothing, so
@@ -627,57 +630,21 @@ static void run_unstart(run_t *run)
     run_unref(run);
 }
 
-/* Starts a run; called with sem->mu held. */
-static int run_start(run_t **out, zkit_semaphore_t *sem, int64_t deadline_ms, run_done_fn done,
-                     run_waiting_fn waiting, void *arg)
+/* Sends the run's first requests: 0, or the error that ends it at its start. */
+static int run_begin(run_t *run) ZKIT__REQUIRES(run->m.mu)
 {
-    run_t *run = calloc(1, sizeof(*run));
+    zkit_semaphore_t *sem = run->sem;
+    /* Every run has a timer: at its deadline; at the client's close for a run without one
+     * (timers run at once then), so a wait for room ends with ZKIT_ECLOSED; one connection
+     * timeout for a try-once, so it never waits out a whole retry policy. */
+    int64_t due = run->deadline_ms > 0   ? run->deadline_ms
+                  : run->deadline_ms < 0 ? INT64_MAX
+                                         : zkit__monotonic_ms() +
+                                               zkit__client_connection_timeout(sem->client);
     int rc;
-    if (!run)
-        return ZKIT_ENOMEM;
-    /* The data is copied now (the caller holds sem->mu), so that the run never takes sem->mu
-     * while holding its own mutex: the order is sem->mu, then a run's. */
-    run->has_data = sem->has_data;
-    run->len = sem->len;
-    run->data = malloc(sem->len + 1);
-    if (run->data && sem->len)
-        memcpy(run->data, sem->data, sem->len);
-    if (!run->data) {
-        free(run);
-        return ZKIT_ENOMEM;
-    }
-    pthread_mutex_init(&run->mu, NULL);
-    run->refs = 2; /* the machine's, the caller's */
-    run->sem = sem;
-    sem_ref(sem);
-    run->deadline_ms = deadline_ms;
-    run->done = done;
-    run->waiting = waiting;
-    run->arg = arg;
-    run->watcher.fn = on_leases_changed;
-    run->watcher.arg = run;
-    /* The run's mutex is held while it starts, so nothing it starts can end it before it is
-     * complete. */
-    pthread_mutex_lock(&run->mu);
-    {
-        /* Every run has a timer: at its deadline; at the client's close for a run without
-         * one (timers run at once then), so a wait for room ends with ZKIT_ECLOSED; one
-         * connection timeout for a try-once, so it never waits out a whole retry policy. */
-        int64_t due = deadline_ms > 0   ? deadline_ms
-                      : deadline_ms < 0 ? INT64_MAX
-                                        : zkit__monotonic_ms() +
-                                              zkit__client_connection_timeout(sem->client);
-        run_ref(run);
-        run->deadline_timer = zkit__schedule_cancellable(sem->client, due, on_run_deadline,
-                                                         run);
-        if (!run->deadline_timer) {
-            pthread_mutex_unlock(&run->mu);
-            run_unref(run); /* the timer's */
-            run_unstart(run);
-            return zkit__client_is_closing(sem->client) ? ZKIT_ECLOSED : ZKIT_ENOMEM;
-        }
-    }
-    if (deadline_ms != 0 && !zkit__batch_is_open(sem->client) &&
+    if (zkit__machine_arm_deadline(&run->m, due, on_run_deadline) != 0)
+        return zkit__client_is_closing(sem->client) ? ZKIT_ECLOSED : ZKIT_ENOMEM;
+    if (run->deadline_ms != 0 && !zkit__batch_is_open(sem->client) &&
         __atomic_load_n(&sem->try_fast, __ATOMIC_RELAXED)) {
         /* The fast way, while this object's last lease came without a wait.  Not for a
          * try-once run: its lease, counted by a taker that holds the internal mutex, would
@@ -693,43 +660,77 @@ static int run_start(run_t **out, zkit_semaphore_t *sem, int64_t deadline_ms, ru
     } else {
         rc = start_mutex_request(run);
     }
+    return rc;
+}
+
+/* Starts a run; called with sem->mu held. */
+static int run_start(run_t **out, zkit_semaphore_t *sem, int64_t deadline_ms, run_done_fn done,
+                     run_waiting_fn waiting, void *arg)
+{
+    run_t *run = calloc(1, sizeof(*run));
+    uint64_t timer = 0;
+    int rc;
+    if (!run)
+        return ZKIT_ENOMEM;
+    /* The data is copied now (the caller holds sem->mu), so that the run never takes sem->mu
+     * while holding its own mutex: the order is sem->mu, then a run's. */
+    run->has_data = sem->has_data;
+    run->len = sem->len;
+    run->data = malloc(sem->len + 1);
+    if (run->data && sem->len)
+        memcpy(run->data, sem->data, sem->len);
+    if (!run->data) {
+        free(run);
+        return ZKIT_ENOMEM;
+    }
+    zkit__machine_init(&run->m, sem->client, run_destroy); /* the caller's reference */
+    run_ref(run); /* the machine's own */
+    run->sem = sem;
+    sem_ref(sem);
+    run->deadline_ms = deadline_ms;
+    run->done = done;
+    run->waiting = waiting;
+    run->arg = arg;
+    run->watcher.fn = on_leases_changed;
+    run->watcher.arg = run;
+    /* The run's mutex is held while it starts, so nothing it starts can end it before it is
+     * complete. */
+    zkit__machine_lock(&run->m);
+    rc = run_begin(run);
     if (rc != 0) {
-        uint64_t timer = run->deadline_timer;
+        zkit__machine_end(&run->m, &timer);
         run->state = RUN_DONE;
-        pthread_mutex_unlock(&run->mu);
-        if (timer && zkit__unschedule(sem->client, timer))
-            run_unref(run); /* the timer's */
+    }
+    zkit__machine_unlock(&run->m);
+    if (rc != 0) {
+        zkit__machine_disarm(&run->m, timer);
         run_unstart(run);
         return rc;
     }
-    pthread_mutex_unlock(&run->mu);
     *out = run;
     return 0;
 }
 
 static void run_cancel(run_t *run)
 {
-    pthread_mutex_lock(&run->mu);
-    run_finish(run, ZKIT_ECANCELED);
+    run_actions_t act = RUN_ACTIONS_INIT;
+    zkit__machine_lock(&run->m);
+    run_end(run, ZKIT_ECANCELED, &act);
+    RUN_LEAVE(run, &act);
 }
 
 /* A connection event while the run waits for room (the semaphore's listener). */
 static void run_connection_event(run_t *run, zkit_conn_state_t state)
 {
-    pthread_mutex_lock(&run->mu);
+    run_actions_t act = RUN_ACTIONS_INIT;
+    zkit__machine_lock(&run->m);
     if (run->state == RUN_WAITING && state == ZKIT_CONN_LOST) {
-        run_finish(run, ZKIT_ELOCKLOST); /* our lease went with the session */
-        return;
+        run_end(run, ZKIT_ELOCKLOST, &act); /* our lease went with the session */
+    } else if (run->state == RUN_WAITING && state == ZKIT_CONN_RECONNECTED) {
+        run->m.round++; /* a change may have been missed while disconnected: look again */
+        relist_or_end(run, 1, &act);
     }
-    if (run->state == RUN_WAITING && state == ZKIT_CONN_RECONNECTED) {
-        int rc;
-        run->round++; /* a change may have been missed while disconnected: look again */
-        if ((rc = list_leases(run, 1)) != 0) {
-            run_finish(run, rc);
-            return;
-        }
-    }
-    pthread_mutex_unlock(&run->mu);
+    RUN_LEAVE(run, &act);
 }
 
 /* ---- leases ----------------------------------------------------------------------------------- */
@@ -741,10 +742,10 @@ static void lease_state_relay(zkit_lock_t *lock, zkit_lock_state_t state, void *
     zkit_lease_state_fn fn;
     void *fn_arg;
     (void)lock;
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     fn = sem->state_fn;
     fn_arg = sem->state_arg;
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     if (fn)
         fn(lease, state, fn_arg);
 }
@@ -881,12 +882,12 @@ static void sem_acq_end(zkit__sem_acq_t *a, int error)
     zkit_semaphore_t *sem = a->sem;
     if (error != 0)
         give_back(a);
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     a->error = error;
     a->done = 1;
     LIST_REMOVE(a, link);
     pthread_cond_broadcast(&sem->cond);
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     if (a->mode == ACQ_ASYNC) {
         if (zkit__run_on_event_thread_task(sem->client, &a->task, deliver_async, a) != 0)
             deliver_async(a);
@@ -911,9 +912,9 @@ static int leases_intact(zkit__sem_acq_t *a, int64_t session)
     int intact = 1;
     for (int i = 0; i < a->got && intact; i++) {
         zkit_lock_t *lock = a->leases[i]->lock;
-        pthread_mutex_lock(&lock->mu);
+        zkit__mutex_lock(&lock->mu);
         intact = lock->holders && !lock->holders->lost && lock->holders->session == session;
-        pthread_mutex_unlock(&lock->mu);
+        zkit__mutex_unlock(&lock->mu);
     }
     return intact;
 }
@@ -924,10 +925,10 @@ static void on_run_done(run_t *run, int error, void *arg)
     zkit__sem_acq_t *a = arg;
     zkit_semaphore_t *sem = a->sem;
     int cancelled;
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     a->run = NULL;
     cancelled = a->cancelled;
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     if (error == 0 && cancelled) { /* the lease came as it was cancelled: give it back */
         zkit__delete_node(sem->client, run->node);
         error = ZKIT_ECANCELED;
@@ -985,9 +986,9 @@ void zkit__sem_acq_next(zkit__sem_acq_t *a)
         sem_acq_end(a, ZKIT_ETIMEDOUT);
         return;
     }
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     if (a->cancelled) {
-        pthread_mutex_unlock(&sem->mu);
+        zkit__mutex_unlock(&sem->mu);
         sem_acq_end(a, ZKIT_ECANCELED);
         return;
     }
@@ -997,7 +998,7 @@ void zkit__sem_acq_next(zkit__sem_acq_t *a)
                    a->mode == ACQ_INTERNAL ? on_run_waiting : NULL, a);
     if (rc == 0)
         a->run = run;
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     if (rc != 0)
         sem_acq_end(a, rc);
     else
@@ -1021,10 +1022,10 @@ static int sem_acq_start(zkit__sem_acq_t **out, zkit_semaphore_t *sem, int count
     a->mode = mode;
     a->deadline_ms = timeout_ms < 0 ? -1 : timeout_ms == 0 ? 0
                                                          : zkit__monotonic_ms() + timeout_ms;
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     a->cancelled = sem->freeing; /* a free's cancel could not see it: it ends at once */
     LIST_INSERT_HEAD(&sem->acqs, a, link);
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     *out = a;
     return 0;
 }
@@ -1045,12 +1046,12 @@ void zkit__sem_acq_cancel(zkit__sem_acq_t *a)
 {
     zkit_semaphore_t *sem = a->sem;
     run_t *run;
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     a->cancelled = 1;
     run = a->run;
     if (run)
         run_ref(run);
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     if (run) {
         run_cancel(run);
         run_unref(run);
@@ -1069,13 +1070,13 @@ static void on_connection_state(zkit_client_t *c, zkit_conn_state_t state, void 
     (void)c;
     if (state != ZKIT_CONN_LOST && state != ZKIT_CONN_RECONNECTED)
         return;
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     change = ++sem->connection_changes;
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     for (;;) {
         zkit__sem_acq_t *a;
         run_t *run = NULL;
-        pthread_mutex_lock(&sem->mu);
+        zkit__mutex_lock(&sem->mu);
         LIST_FOREACH(a, &sem->acqs, link)
             if (a->run && a->told_change != change)
                 break;
@@ -1084,7 +1085,7 @@ static void on_connection_state(zkit_client_t *c, zkit_conn_state_t state, void 
             run = a->run;
             run_ref(run);
         }
-        pthread_mutex_unlock(&sem->mu);
+        zkit__mutex_unlock(&sem->mu);
         if (!run)
             return;
         run_connection_event(run, state);
@@ -1142,13 +1143,13 @@ ZKIT_EXTERN int zkit_semaphore_cancel(zkit_semaphore_t *sem)
         return ZKIT_EINVAL;
     /* Cancel each acquisition once; one that starts a new run after this sees its flag. */
     for (;;) {
-        pthread_mutex_lock(&sem->mu);
+        zkit__mutex_lock(&sem->mu);
         LIST_FOREACH(a, &sem->acqs, link)
             if (!a->cancelled)
                 break;
         if (a)
             zkit__sem_acq_ref(a);
-        pthread_mutex_unlock(&sem->mu);
+        zkit__mutex_unlock(&sem->mu);
         if (!a)
             break;
         zkit__sem_acq_cancel(a);
@@ -1161,14 +1162,14 @@ ZKIT_EXTERN void zkit_semaphore_free(zkit_semaphore_t *sem)
 {
     if (!sem)
         return;
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     sem->freeing = 1;
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     zkit_semaphore_cancel(sem);
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     while (!LIST_EMPTY(&sem->acqs) || sem->callers > 0)
         pthread_cond_wait(&sem->cond, &sem->mu);
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     zkit__listener_remove(sem->client, sem->listener);
     sem->listener = NULL;
     sem_unref(sem);
@@ -1198,15 +1199,15 @@ ZKIT_EXTERN int zkit_semaphore_acquire(zkit_lease_t **leases, zkit_semaphore_t *
     client = sem->client;
     if ((rc = zkit__call_enter(client)) != 0)
         return rc;
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     sem->callers++;
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     if ((rc = sem_acq_start(&a, sem, count, timeout_ms, ACQ_BLOCKING)) == 0) {
         zkit__sem_acq_next(a);
-        pthread_mutex_lock(&sem->mu);
+        zkit__mutex_lock(&sem->mu);
         while (!a->done)
             pthread_cond_wait(&sem->cond, &sem->mu);
-        pthread_mutex_unlock(&sem->mu);
+        zkit__mutex_unlock(&sem->mu);
         rc = a->error;
         if (rc == 0 && (rc = announce_leases(a)) != 0)
             zkit__error_set("semaphore %s: granted, but a lease was lost (session ended or "
@@ -1223,10 +1224,10 @@ ZKIT_EXTERN int zkit_semaphore_acquire(zkit_lease_t **leases, zkit_semaphore_t *
         zkit__error_set("semaphore %s: %s or a node above it is an ephemeral node, which "
                         "cannot have children", sem->path, sem->leases_dir);
     /* The last touch of the semaphore: a free waiting for its callers may go on from here. */
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     if (--sem->callers == 0)
         pthread_cond_broadcast(&sem->cond);
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     zkit__call_exit(client);
     return rc;
 }
@@ -1256,12 +1257,12 @@ int zkit__semaphore_data_set(zkit_semaphore_t *sem, const void *data, size_t len
         return ZKIT_ENOMEM;
     if (len)
         memcpy(copy, data, len);
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     free(sem->data);
     sem->data = copy;
     sem->len = len;
     sem->has_data = data != NULL;
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     return 0;
 }
 
@@ -1270,10 +1271,10 @@ ZKIT_EXTERN int zkit_semaphore_set_state_callback(zkit_semaphore_t *sem, zkit_le
 {
     if (!sem)
         return ZKIT_EINVAL;
-    pthread_mutex_lock(&sem->mu);
+    zkit__mutex_lock(&sem->mu);
     sem->state_fn = fn;
     sem->state_arg = fn ? arg : NULL;
-    pthread_mutex_unlock(&sem->mu);
+    zkit__mutex_unlock(&sem->mu);
     return 0;
 }
 

@@ -34,9 +34,9 @@ static int semmutex_start(zkit__req_t *req, const char *fixed_name)
     if ((rc = zkit__sem_acq_start_internal(&a, sem, req->timeout_ms, on_mutex_lease,
                                            on_mutex_waiting, req)) != 0)
         return rc;
-    pthread_mutex_lock(&req->lock->mu);
+    zkit__mutex_lock(&req->lock->mu);
     req->machine = a;
-    pthread_mutex_unlock(&req->lock->mu);
+    zkit__mutex_unlock(&req->lock->mu);
     zkit__sem_acq_next(a);
     return 0;
 }
