@@ -16,7 +16,7 @@ src/framework errors clock log retry paths options tasks client listeners timers
     create txn batch api session
 src/recipes nodename schedule rewatch cache persist group engine lockstate ownnode lockcore mutex lock
     multilock guard view semaphore semmutex latch selector leaderquery job wakeup sharedvalue
-    atomic barrier dbarrier
+    atomic barrier dbarrier partition
 "
 # zkit-lock.
 TOOL="
