@@ -141,6 +141,11 @@ ZKIT_EXTERN int zkit_partition_assigned(char ***items, size_t *count, const zkit
 ZKIT_EXTERN int zkit_partition_valid_until(int64_t *deadline_ms, const zkit_partition_t *p,
                                            const char *item);
 
+/* The fencing token of an owned item: its lock node's czxid (zkit_lock_fencing_token()), larger
+ * for every later owner of the item.  0, ZKIT_EINVAL, ZKIT_ENOTHELD or ZKIT_ELOCKLOST. */
+ZKIT_EXTERN int zkit_partition_fencing_token(int64_t *token, const zkit_partition_t *p,
+                                             const char *item);
+
 /*
  * Leaves: each owned item is told RELEASE and released, acquisitions are cancelled, this
  * member's node is deleted; no callback runs once it returns.  Not from the partitioner's own

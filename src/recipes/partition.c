@@ -580,29 +580,61 @@ ZKIT_EXTERN int zkit_partition_assigned(char ***items, size_t *count, const zkit
     return list_items(items, count, p, 0, "partition_assigned");
 }
 
-ZKIT_EXTERN int zkit_partition_valid_until(int64_t *deadline_ms, const zkit_partition_t *cp,
-                                           const char *item)
+/* The owned item's lock (any thread), or NULL with the error in *rc. */
+static zkit_lock_t *owned_lock(int *rc, const zkit_partition_t *cp, const char *item,
+                               const char *what)
 {
     zkit_partition_t *p = (zkit_partition_t *)cp;
     item_t key, *it;
     int owned;
-    if (deadline_ms)
-        *deadline_ms = 0;
-    if (!deadline_ms || !p || !item) {
-        zkit__client_reject(p ? p->client : NULL, "partition_valid_until: NULL argument");
-        return ZKIT_EINVAL;
+    if (!p || !item) {
+        zkit__client_reject(p ? p->client : NULL, "%s: NULL argument", what);
+        *rc = ZKIT_EINVAL;
+        return NULL;
     }
     key.name = (char *)item;
     if (!(it = bsearch(&key, p->items, p->n, sizeof(*p->items), by_name))) {
-        zkit__client_reject(p->client, "partition %s: no item '%s'", p->path, item);
-        return ZKIT_EINVAL;
+        zkit__client_reject(p->client, "%s: partition %s has no item '%s'", what, p->path, item);
+        *rc = ZKIT_EINVAL;
+        return NULL;
     }
     pthread_mutex_lock(&p->mu);
     owned = it->status == ITEM_OWNED;
     pthread_mutex_unlock(&p->mu);
-    if (!owned)
-        return ZKIT_ENOTHELD;
-    return zkit_lock_valid_until(deadline_ms, it->lock);
+    *rc = owned ? 0 : ZKIT_ENOTHELD;
+    return owned ? it->lock : NULL;
+}
+
+ZKIT_EXTERN int zkit_partition_valid_until(int64_t *deadline_ms, const zkit_partition_t *p,
+                                           const char *item)
+{
+    zkit_lock_t *lock;
+    int rc;
+    if (deadline_ms)
+        *deadline_ms = 0;
+    if (!deadline_ms) {
+        zkit__client_reject(NULL, "partition_valid_until: NULL deadline_ms");
+        return ZKIT_EINVAL;
+    }
+    if (!(lock = owned_lock(&rc, p, item, "partition_valid_until")))
+        return rc;
+    return zkit_lock_valid_until(deadline_ms, lock);
+}
+
+ZKIT_EXTERN int zkit_partition_fencing_token(int64_t *token, const zkit_partition_t *p,
+                                             const char *item)
+{
+    zkit_lock_t *lock;
+    int rc;
+    if (token)
+        *token = 0;
+    if (!token) {
+        zkit__client_reject(NULL, "partition_fencing_token: NULL token");
+        return ZKIT_EINVAL;
+    }
+    if (!(lock = owned_lock(&rc, p, item, "partition_fencing_token")))
+        return rc;
+    return zkit_lock_fencing_token(token, lock);
 }
 
 /* ---- the end --------------------------------------------------------------------------- */
