@@ -309,8 +309,13 @@ static void on_lock_state(zkit_lock_t *lock, zkit_lock_state_t state, void *arg)
 static void rebalance(zkit_partition_t *p)
 {
     zkit_group_member_t *members = NULL;
+    zkit_group_t *group;
     size_t count = 0, self = (size_t)-1;
-    int rc = zkit_group_members(&members, &count, p->group);
+    int rc;
+    pthread_mutex_lock(&p->mu);
+    group = p->group; /* NULL while zkit_partition_new has not stored it yet */
+    pthread_mutex_unlock(&p->mu);
+    rc = group ? zkit_group_members(&members, &count, group) : ZKIT_ESTATE;
     if (rc != 0) {
         pthread_mutex_lock(&p->mu);
         timer_set_locked(p, RETRY_MS);
@@ -462,6 +467,7 @@ ZKIT_EXTERN int zkit_partition_new(zkit_partition_t **out, zkit_client_t *client
                                    const zkit_partition_options_t *opts)
 {
     zkit_partition_t *p;
+    zkit_group_t *group = NULL;
     char *members = NULL;
     int rc;
     if (out)
@@ -507,8 +513,11 @@ ZKIT_EXTERN int zkit_partition_new(zkit_partition_t **out, zkit_client_t *client
     if (rc == 0 && !(members = zkit__path_join(path, "members")))
         rc = ZKIT_ENOMEM;
     if (rc == 0)
-        rc = zkit_group_join(&p->group, client, members, id, NULL, 0, on_group, NULL, p);
+        rc = zkit_group_join(&group, client, members, id, NULL, 0, on_group, NULL, p);
     free(members);
+    pthread_mutex_lock(&p->mu);
+    p->group = group;
+    pthread_mutex_unlock(&p->mu);
     if (rc != 0) {
         free_locks(p);
         unref(p);
