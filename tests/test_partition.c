@@ -313,9 +313,10 @@ static void test_three_members_stable(void)
     }
     for (int i = 0; i < 3; i++)
         member_stop(&ms[i]);
-    /* Every item entered once and left once (told RELEASE by free). */
+    /* Every item entered and left as often (told RELEASE by free at the end): at least once,
+     * more when the first member dealt the items before the others had joined. */
     CU_ASSERT_EQUAL(log_violations(b, &enters), 0);
-    CU_ASSERT_EQUAL(enters, NITEMS);
+    CU_ASSERT(enters >= NITEMS);
     pthread_mutex_lock(&b->mu);
     for (int k = 0; k < NITEMS; k++)
         CU_ASSERT_EQUAL(b->owner_count[k], 0);
