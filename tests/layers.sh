@@ -30,7 +30,7 @@ src/tools zkl-msg zkl-opts zkl-events zkl-locks zkl-child zkw-format zkw-source 
 # zkit-bench: the outputs and the measurement helpers, the figures, the two modes, main.
 BENCH="
 bench records server_stats stats rounds peerproc contention curator chain raw pipelined locks
-    churn handoff queue recipes cachetree caches contended uncontended zkit-bench
+    churn handoff queue recipes cachetree caches counters contended uncontended zkit-bench
 "
 
 status=0
