@@ -607,6 +607,55 @@ static void test_bad_inputs(void)
     cleanup_tree("/pbad");
 }
 
+/* zkit_partition_free from the partitioner's own callback is refused (the locks' completions
+ * run where the callback runs): it returns at once, says why, and the partitioner goes on. */
+typedef struct self_free {
+    zkit_partition_t *p;
+    int tried;
+    char message[256];
+} self_free_t;
+
+static void free_from_callback(zkit_partition_t *p, const char *item, zkit_partition_event_t ev,
+                               void *arg)
+{
+    self_free_t *s = arg;
+    (void)item;
+    if (ev != ZKIT_PARTITION_ACQUIRED || __atomic_load_n(&s->tried, __ATOMIC_ACQUIRE))
+        return;
+    zkit_partition_free(p);
+    snprintf(s->message, sizeof(s->message), "%s", zkit_error_message());
+    __atomic_store_n(&s->tried, 1, __ATOMIC_RELEASE);
+}
+
+static int self_free_tried(void *arg)
+{
+    return __atomic_load_n(&((self_free_t *)arg)->tried, __ATOMIC_ACQUIRE);
+}
+
+static void test_free_from_callback_refused(void)
+{
+    zkit_client_t *c = fw_connect(zkh_server_address(zk, 0), NULL, SESSION_MS);
+    zkit_partition_options_t o;
+    self_free_t s;
+    char base[128];
+    memset(&s, 0, sizeof(s));
+    CU_ASSERT_FATAL(c != NULL);
+    zkh_unique_path(base, sizeof(base), "partself");
+    zkit_partition_options_init(&o);
+    o.items = item_names;
+    o.item_count = 2;
+    o.settle_ms = 0;
+    o.item_fn = free_from_callback;
+    o.arg = &s;
+    CU_ASSERT_EQUAL_FATAL(zkit_partition_new(&s.p, c, base, "solo", &o), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(self_free_tried, &s, STABLE_MS), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(s.message, "refused"));
+    CU_ASSERT(zkit_partition_state(s.p) != ZKIT_PARTITION_CLOSED);
+    zkit_partition_free(s.p);
+    zkit_client_close(c);
+    cleanup_tree(base);
+}
+
 static const zkh_test_t tests[] = {
     ZKH_TEST(test_bad_inputs),
     ZKH_TEST(test_three_members_stable),
@@ -614,6 +663,7 @@ static const zkh_test_t tests[] = {
     ZKH_TEST(test_partitioned_past_session),
     ZKH_TEST(test_session_closed_elsewhere),
     ZKH_TEST(test_client_closed),
+    ZKH_TEST(test_free_from_callback_refused),
     { NULL, NULL }
 };
 

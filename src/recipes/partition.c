@@ -686,7 +686,10 @@ ZKIT_EXTERN void zkit_partition_free(zkit_partition_t *p)
 {
     if (!p)
         return;
-    if (zkit__is_event_thread(p->client)) {
+    /* On the delivery: the event thread is always inside a callback; a dispatching loop's
+     * thread is when it cannot run the queued callbacks here (zkit__dispatch_here says 0). */
+    if (zkit__is_event_thread(p->client) &&
+        (!zkit__delivers_on_dispatch(p->client) || !zkit__dispatch_here(p->client))) {
         zkit__client_reject(p->client, "partition %s: zkit_partition_free from the client's "
                             "delivery (a callback) is refused", p->path);
         zkit__client_log(p->client, ZKIT_LOG_WARN, "partition %s: freed from a callback: "
