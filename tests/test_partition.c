@@ -623,7 +623,7 @@ static void free_from_callback(zkit_partition_t *p, const char *item, zkit_parti
     if (ev != ZKIT_PARTITION_ACQUIRED || __atomic_load_n(&s->tried, __ATOMIC_ACQUIRE))
         return;
     zkit_partition_free(p);
-    snprintf(s->message, sizeof(s->message), "%s", zkit_error_message());
+    snprintf(s->message, sizeof(s->message), "%.200s", zkit_error_message());
     __atomic_store_n(&s->tried, 1, __ATOMIC_RELEASE);
 }
 
