@@ -25,6 +25,13 @@
  * Each order line records the lock's fencing token; with a lock the tokens must rise line by
  * line, which shows the holders really took turns in lock order.
  *
+ * --segments N splits the stock over N znodes (PATH-stock-0 ...), each under its own stripe
+ * of a segmented lock (zkit_segment_new_under: stripes PATH/0 ...): a buyer takes whichever
+ * stripe is free first and decrements that segment's stock by a transaction guarded by the
+ * stripe; a buyer that finds its segment sold out retires the stripe and moves to another,
+ * and a buyer told ZKIT_ERETIRED (every stripe retired) finds the sale sold out.  Tokens rise
+ * segment by segment; the throughput is printed beside the ideal of N hand-off chains at once.
+ *
  * Exit status: with a lock, 0 iff nothing was oversold, no update was lost and every request
  * completed (and with --freeze --store zk, the frozen buyer's write was refused); --no-lock,
  * and --freeze with the file, 0 whenever the run completed (overselling is the point there).
@@ -47,6 +54,7 @@
 #define BUY_TRIES 3    /* a purchase whose guarded write was refused, or whose grant was
                         * lost, is tried this often */
 #define FLOOR_ROUNDS 200 /* raw hand-offs timed before the sale, for its ideal rate */
+#define MAX_SEGMENTS 64  /* the segmented lock's limit */
 
 enum { STORE_FILE, STORE_ZK };
 
@@ -57,6 +65,7 @@ typedef struct options {
     int store;
     int freeze;
     long freeze_session_ms;
+    long segments;       /* 0: one mutex; else the stock split over this many stripes */
 } options_t;
 
 /* The frozen buyer's story, told by the parent. */
@@ -92,6 +101,7 @@ typedef struct sale {
     demo_gate_t gate;
     demo_workdir_t files;     /* file[STOCK_FILE] (file store), file[ORDERS_FILE] */
     char stock_node[512];     /* zk store: <path>-stock */
+    char seg_stock[MAX_SEGMENTS][520]; /* --segments: <path>-stock-<i> */
     zkit_client_t *admin;     /* zk store: the parent's client, for the stock node; open
                                  only while no worker is being forked */
     double floor_ms;          /* the raw re-listing hand-off on this server; <0 unmeasured */
@@ -100,13 +110,14 @@ typedef struct sale {
 typedef struct worker {
     sale_t *sale;
     zkit_client_t *client;
-    zkit_lock_t *lock; /* one mutex per process, shared by its threads */
+    zkit_lock_t *lock; /* one mutex (or segmented lock) per process, shared by its threads */
     int process;
     int thread;
 } worker_t;
 
-/* What one try at a purchase came to. */
-enum { BUY_DONE, BUY_REFUSED, BUY_FAILED };
+/* What one try at a purchase came to (BUY_SEGMENT_GONE: its segment was sold out, and is
+ * retired now; the buyer tries another). */
+enum { BUY_DONE, BUY_REFUSED, BUY_FAILED, BUY_SEGMENT_GONE };
 
 static void usage(FILE *out)
 {
@@ -123,6 +134,8 @@ static void usage(FILE *out)
             "                        its session timeout; resume it (SIGCONT) once another\n"
             "                        buyer holds the lock\n"
             "  --freeze-session-ms N the frozen buyer's session timeout (default 2000)\n"
+            "  --segments N          split the stock over N znodes, each under one stripe of a\n"
+            "                        segmented lock (implies --store zk; 1 to 64)\n"
             "  --hold-us N|MIN-MAX   time spent between reading and writing the stock\n"
             "                        (default 200-1000, uniformly random)\n"
             "  --no-lock             skip the lock, to watch the stock being oversold\n"
@@ -150,6 +163,9 @@ static int apply_option(int opt, const char *arg, void *opts)
         fprintf(stderr, "--store: expected file or zk, got '%s'\n", arg);
         return -1;
     case 'F': o->freeze = 1; return 0;
+    case 'G':
+        o->store = STORE_ZK;
+        return demo_parse_long(arg, 1, MAX_SEGMENTS, "--segments", &o->segments);
     case 'f':
         return demo_parse_long(arg, 1, 600000, "--freeze-session-ms", &o->freeze_session_ms);
     default: return demo_workload_option(&o->run, opt, arg, MAX_PROCESSES);
@@ -162,6 +178,10 @@ static int check_options(const options_t *o)
     if (o->run.no_lock && (o->store == STORE_ZK || o->freeze)) {
         fprintf(stderr, "--no-lock goes with neither --store zk nor --freeze: both need the "
                 "lock\n");
+        return -1;
+    }
+    if (o->segments > 0 && (o->run.no_lock || o->freeze)) {
+        fprintf(stderr, "--segments goes with neither --no-lock nor --freeze\n");
         return -1;
     }
     if (o->freeze && o->run.processes < 2) {
@@ -182,6 +202,7 @@ static int parse_options(int argc, char **argv, options_t *o)
         { "store", required_argument, NULL, 'S' },
         { "freeze", no_argument, NULL, 'F' },
         { "freeze-session-ms", required_argument, NULL, 'f' },
+        { "segments", required_argument, NULL, 'G' },
         DEMO_WORKLOAD_LONGOPTS_LAST,
         { NULL, 0, NULL, 0 }
     };
@@ -252,13 +273,13 @@ static int create_files(sale_t *s)
 }
 
 /* One line per order, written with a single O_APPEND write so lines never interleave. */
-static int append_order(const sale_t *s, long request, long stock_before, int64_t token,
-                        const worker_t *w)
+static int append_order(const sale_t *s, long request, int segment, long stock_before,
+                        int64_t token, const worker_t *w)
 {
     char line[160];
     int len = snprintf(line, sizeof line, "order request=%ld process=%d thread=%d "
-                       "stock_before=%ld token=%lld\n", request, w->process, w->thread,
-                       stock_before, (long long)token);
+                       "segment=%d stock_before=%ld token=%lld\n", request, w->process,
+                       w->thread, segment, stock_before, (long long)token);
     int fd = open(s->files.file[ORDERS_FILE], O_WRONLY | O_APPEND);
     int ok = fd >= 0 && write(fd, line, (size_t)len) == len;
 
@@ -293,7 +314,30 @@ static int read_stock_node(zkit_client_t *client, const char *node, long *stock,
     return rc;
 }
 
-/* The stock node, set to the stock.  Its client is closed again: workers are forked from a
+/* Segment i's stock node, set to its share of the stock, and its stripe open again (a retire
+ * marker left by an earlier sale removed: the marker is the stripe's path + ".retired"). */
+static int create_segment(sale_t *s, zkit_client_t *client, long i)
+{
+    zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
+    long n = s->opt.segments, share = s->opt.stock / n + (i < s->opt.stock % n ? 1 : 0);
+    char text[32], marker[560];
+    int len = snprintf(text, sizeof text, "%ld", share), rc;
+
+    snprintf(s->seg_stock[i], sizeof s->seg_stock[i], "%s-stock-%ld", s->opt.path, i);
+    snprintf(marker, sizeof marker, "%s/%ld.retired", s->opt.path, i);
+    co.flags = ZKIT_CREATE_PARENTS;
+    rc = zkit_create(NULL, NULL, client, s->seg_stock[i], text, (size_t)len, &co);
+    if (rc == ZKIT_ENODEEXISTS)
+        rc = zkit_set_data(NULL, client, s->seg_stock[i], text, (size_t)len, -1);
+    if (rc == 0 && (rc = zkit_delete(client, marker, -1, 0)) == ZKIT_ENONODE)
+        rc = 0;
+    if (rc != 0)
+        fprintf(stderr, "%s: %s\n", s->seg_stock[i], zkit_strerror(rc));
+    return rc;
+}
+
+/* The stock node, set to the stock (with --segments, each segment's too: the single node then
+ * only stands unused beside them).  Its client is closed again: workers are forked from a
  * process without threads. */
 static int create_stock_node(sale_t *s)
 {
@@ -312,6 +356,8 @@ static int create_stock_node(sale_t *s)
         rc = zkit_set_data(NULL, client, s->stock_node, text, (size_t)len, -1);
     if (rc != 0)
         fprintf(stderr, "%s: %s\n", s->stock_node, zkit_strerror(rc));
+    for (long i = 0; rc == 0 && i < s->opt.segments; i++)
+        rc = create_segment(s, client, i);
     demo_close(client);
     return rc == 0 ? 0 : -1;
 }
@@ -319,6 +365,16 @@ static int create_stock_node(sale_t *s)
 /* The current stock, wherever it lives. */
 static int current_stock(const sale_t *s, long *stock)
 {
+    if (s->opt.segments > 0) {
+        long sum = 0, one;
+        for (long i = 0; i < s->opt.segments; i++) {
+            if (read_stock_node(s->admin, s->seg_stock[i], &one, NULL) != 0)
+                return -1;
+            sum += one;
+        }
+        *stock = sum;
+        return 0;
+    }
     if (s->opt.store == STORE_ZK)
         return read_stock_node(s->admin, s->stock_node, stock, NULL);
     return read_stock_file(s, stock);
@@ -410,7 +466,7 @@ static int buy_from_file(const worker_t *w, long request, int64_t token, unsigne
         rc = BUY_DONE;
         if (stock > 0) {
             rc = (write_stock(fd, stock - 1) == 0 &&
-                  append_order(s, request, stock, token, w) == 0) ? BUY_DONE : BUY_FAILED;
+                  append_order(s, request, 0, stock, token, w) == 0) ? BUY_DONE : BUY_FAILED;
             mark_written(w);
             if (froze)
                 s->sh->stale_written = stock - 1;
@@ -422,14 +478,15 @@ static int buy_from_file(const worker_t *w, long request, int64_t token, unsigne
 
 /* The decrement as a transaction guarded by the lock: it commits only if our lock node is
  * still there, and only over the version read. */
-static int prepare_decrement(zkit_txn_t **txn, const worker_t *w, long stock, int version)
+static int prepare_decrement(zkit_txn_t **txn, const worker_t *w, const char *node, long stock,
+                             int version)
 {
     char text[32];
     int len = snprintf(text, sizeof text, "%ld", stock - 1), rc;
 
     if ((rc = zkit_txn_new(txn, w->client)) == 0 &&
         (rc = zkit_lock_guard_txn(*txn, w->lock)) == 0)
-        rc = zkit_txn_set_data(*txn, w->sale->stock_node, text, (size_t)len, version);
+        rc = zkit_txn_set_data(*txn, node, text, (size_t)len, version);
     return rc;
 }
 
@@ -460,14 +517,32 @@ static int buy_from_node(const worker_t *w, long request, int64_t token, unsigne
 {
     const sale_t *s = w->sale;
     zkit_txn_t *txn = NULL;
+    const char *node = s->stock_node;
     long stock;
+    size_t segment = 0;
     int version, rc = 0, first = 0, froze;
 
-    if (read_stock_node(w->client, s->stock_node, &stock, &version) != 0)
+    if (s->opt.segments > 0) {
+        if ((rc = zkit_segment_held(&segment, NULL, w->lock)) != 0) {
+            fprintf(stderr, "request %ld: no stripe held: %s\n", request, zkit_strerror(rc));
+            return BUY_FAILED;
+        }
+        node = s->seg_stock[segment];
+    }
+    if (read_stock_node(w->client, node, &stock, &version) != 0)
         return BUY_FAILED;
+    if (stock <= 0 && s->opt.segments > 0) {
+        /* This segment is sold out: nobody need wait for its stripe any more. */
+        rc = zkit_segment_retire(w->lock, segment);
+        if (rc != 0) {
+            fprintf(stderr, "request %ld: retire: %s\n", request, zkit_strerror(rc));
+            return BUY_FAILED;
+        }
+        return BUY_SEGMENT_GONE;
+    }
     /* Prepared before thinking: a buyer frozen from here on resumes straight into commit. */
     if (stock > 0)
-        rc = prepare_decrement(&txn, w, stock, version);
+        rc = prepare_decrement(&txn, w, node, stock, version);
     think(w, seed);
     froze = maybe_freeze(w, stock);
     if (stock > 0 && rc == 0)
@@ -488,7 +563,7 @@ static int buy_from_node(const worker_t *w, long request, int64_t token, unsigne
                 zkit_strerror(rc));
         return BUY_FAILED;
     }
-    if (stock > 0 && append_order(s, request, stock, token, w) != 0)
+    if (stock > 0 && append_order(s, request, (int)segment, stock, token, w) != 0)
         return BUY_FAILED;
     mark_written(w);
     return BUY_DONE;
@@ -505,6 +580,10 @@ static int try_request(worker_t *w, long request, unsigned *seed, int64_t t0)
 
     if (w->lock) {
         rc = zkit_lock_acquire(w->lock, (int)s->opt.run.timeout_ms);
+        if (rc == ZKIT_ERETIRED) {
+            s->sh->wait_ms[request] = demo_ms_since(t0);
+            return BUY_DONE; /* every segment is sold out: nothing left to buy */
+        }
         /* A grant lost before it could be reported (the session ended first: a buyer starved
          * of the CPU for longer than its session timeout) bought nothing: tried again. */
         if (rc == ZKIT_ELOCKLOST) {
@@ -542,11 +621,18 @@ static int try_request(worker_t *w, long request, unsigned *seed, int64_t t0)
 static void serve_request(worker_t *w, long request, unsigned *seed)
 {
     int64_t t0 = demo_now_ns();
-    int tries = 0, rc;
+    int tries = 0, moves = 0, rc;
 
-    /* A refused write, or a lost grant, applied nothing: the purchase is simply made again. */
-    while ((rc = try_request(w, request, seed, t0)) == BUY_REFUSED && ++tries < BUY_TRIES)
-        ;
+    /* A refused write, or a lost grant, applied nothing: the purchase is simply made again;
+     * so is one whose segment was sold out, elsewhere (at most once per segment). */
+    for (;;) {
+        rc = try_request(w, request, seed, t0);
+        if (rc == BUY_SEGMENT_GONE && ++moves <= MAX_SEGMENTS)
+            continue;
+        if (rc == BUY_REFUSED && ++tries < BUY_TRIES)
+            continue;
+        break;
+    }
     if (rc != BUY_DONE)
         demo_failure(&w->sale->sh->failed, "request %ld: not served (%s)", request,
                      rc == BUY_REFUSED ? "refused every time" : "see above");
@@ -582,10 +668,13 @@ static int process_main(int process, void *arg)
         proc.client = demo_connect_session(s->opt.run.connect, 15000, session_ms);
         if (!proc.client)
             return 1;
-        rc = zkit_mutex_new(&proc.lock, proc.client, s->opt.path);
+        rc = s->opt.segments > 0
+                 ? zkit_segment_new_under(&proc.lock, proc.client, s->opt.path,
+                                          (size_t)s->opt.segments)
+                 : zkit_mutex_new(&proc.lock, proc.client, s->opt.path);
         if (rc != 0) {
-            fprintf(stderr, "process %d: zkit_mutex_new(%s): %s\n", process, s->opt.path,
-                    zkit_strerror(rc));
+            fprintf(stderr, "process %d: lock on %s: %s (%s)\n", process, s->opt.path,
+                    zkit_strerror(rc), zkit_error_message());
             zkit_client_close(proc.client);
             return 1;
         }
@@ -698,7 +787,10 @@ static int read_tally(const sale_t *s, tally_t *t)
     const char *orders = s->files.file[ORDERS_FILE];
     FILE *f = fopen(orders, "r");
     char line[256];
-    long long prev = -1;
+    long long prev[MAX_SEGMENTS];
+
+    for (int i = 0; i < MAX_SEGMENTS; i++)
+        prev[i] = -1;
 
     memset(t, 0, sizeof *t);
     if (!f) {
@@ -706,13 +798,17 @@ static int read_tally(const sale_t *s, tally_t *t)
         return -1;
     }
     while (fgets(line, sizeof line, f)) {
-        const char *tok = strstr(line, "token=");
+        const char *tok = strstr(line, "token="), *seg = strstr(line, "segment=");
         long long token = tok ? atoll(tok + 6) : 0;
+        int k = seg ? atoi(seg + 8) : 0;
 
+        if (k < 0 || k >= MAX_SEGMENTS)
+            k = 0;
         t->orders++;
-        if (token <= prev)
+        /* Holders of one lock (one stripe) take turns: its tokens rise. */
+        if (token <= prev[k])
             t->token_inversions++;
-        prev = token;
+        prev[k] = token;
     }
     fclose(f);
     if (current_stock(s, &t->stock_left) != 0) {
@@ -758,16 +854,26 @@ static int print_result(const sale_t *s, const tally_t *t, long oversold, long l
 }
 
 /* One request at a time can be served at best once per (hold + hand-off): the rate this run
- * would reach if every hand-off took only the raw re-listing chain's. */
+ * would reach if every hand-off took only the raw re-listing chain's.  With N segments, N
+ * such chains run side by side, as many as there are buyers to keep them busy. */
 static void print_ideal(const sale_t *s, double rate)
 {
     double hold_ms = (double)s->sh->hold_ns / 1e6 / (double)s->opt.requests, ideal;
+    long buyers = s->opt.run.processes * s->opt.run.threads;
+    long chains = s->opt.segments > 0 ? s->opt.segments : 1;
     if (s->floor_ms < 0)
         return;
-    ideal = 1000.0 / (hold_ms + s->floor_ms);
-    printf("  ideal              %.1f requests/s = 1 / (mean hold %.3f ms + raw hand-off "
-           "%.3f ms): this run reached %.2fx of it\n", ideal, hold_ms, s->floor_ms,
-           rate / ideal);
+    if (chains > buyers)
+        chains = buyers;
+    ideal = (double)chains * 1000.0 / (hold_ms + s->floor_ms);
+    if (s->opt.segments > 0)
+        printf("  ideal              %.1f requests/s = %ld chain%s x 1 / (mean hold %.3f ms + "
+               "raw hand-off %.3f ms): this run reached %.2fx of it\n", ideal, chains, chains > 1 ? "s" : "",
+               hold_ms, s->floor_ms, rate / ideal);
+    else
+        printf("  ideal              %.1f requests/s = 1 / (mean hold %.3f ms + raw hand-off "
+               "%.3f ms): this run reached %.2fx of it\n", ideal, hold_ms, s->floor_ms,
+               rate / ideal);
 }
 
 static int report(const sale_t *s, int64_t start_ns, int worker_failures,
@@ -845,12 +951,19 @@ static void print_header(const sale_t *s)
     printf("flash sale: %ld items, %ld requests from %ld processes x %ld threads, "
            "hold %ld-%ld us, %s, stock in %s%s\n", o->stock, o->requests, o->run.processes,
            o->run.threads, o->run.hold_lo_us, o->run.hold_hi_us,
-           o->run.no_lock ? "NO LOCK" : "zkit mutex",
+           o->run.no_lock ? "NO LOCK" : o->segments > 0 ? "zkit segmented lock" : "zkit mutex",
            o->store == STORE_ZK ? "a znode (guarded transactions)" : "a file",
            o->freeze ? ", one buyer FROZEN" : "");
-    if (!o->run.no_lock)
+    if (o->segments > 0)
+        printf("  lock               %ld stripe%s %s/0%s%.0ld on %s\n", o->segments,
+               o->segments > 1 ? "s" : "", o->path, o->segments > 1 ? " .. " : "",
+               o->segments - 1, o->run.connect);
+    else if (!o->run.no_lock)
         printf("  lock               %s on %s\n", o->path, o->run.connect);
-    if (o->store == STORE_ZK)
+    if (o->segments > 0)
+        printf("  stock nodes        %s-stock-0%s%.0ld, the stock split evenly\n", o->path,
+               o->segments > 1 ? " .. " : "", o->segments - 1);
+    else if (o->store == STORE_ZK)
         printf("  stock node         %s\n", s->stock_node);
 }
 
@@ -884,8 +997,13 @@ int main(int argc, char **argv)
     if (!s.opt.run.no_lock)
         measure_floor(&s);
     rc = run(&s);
-    if (s.admin && !s.opt.run.keep)
+    if (s.admin && !s.opt.run.keep) {
         zkit_delete(s.admin, s.stock_node, -1, 0);
+        for (long i = 0; i < s.opt.segments; i++)
+            zkit_delete(s.admin, s.seg_stock[i], -1, 0);
+        if (s.opt.segments > 0) /* the stripes and their retire markers */
+            zkit_delete(s.admin, s.opt.path, -1, ZKIT_DELETE_CHILDREN);
+    }
     demo_close(s.admin);
     demo_workdir_finish(&s.files, "  files kept in      ");
     demo_shared_free(s.sh, s.sh_size);

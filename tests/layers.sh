@@ -15,8 +15,8 @@ LIBRARY="
 src/framework errors clock log retry paths options tasks client listeners timers watches ops
     create txn batch api session
 src/recipes nodename schedule rewatch cache persist group engine lockstate ownnode lockcore mutex lock
-    multilock guard view semaphore semmutex latch selector leaderquery job wakeup sharedvalue
-    atomic barrier dbarrier partition
+    multilock segment guard view semaphore semmutex latch selector leaderquery job wakeup
+    sharedvalue atomic barrier dbarrier partition
 "
 # zkit-lock.
 TOOL="

@@ -484,6 +484,37 @@ void states_print(states_t *r, const char *what)
     pthread_mutex_unlock(&r->mu);
 }
 
+void suspensions_count(zkit_client_t *client, zkit_conn_state_t state, void *counter)
+{
+    (void)client;
+    if (state == ZKIT_CONN_SUSPENDED)
+        __atomic_fetch_add((int *)counter, 1, __ATOMIC_SEQ_CST);
+}
+
+int suspensions_read(const int *counter)
+{
+    return __atomic_load_n(counter, __ATOMIC_SEQ_CST);
+}
+
+int states_only_lapses(states_t *r, int suspended, const char *what)
+{
+    int uncertain = 0, ok = 1;
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->n && ok; i++) {
+        if (r->s[i] == ZKIT_LOCK_UNCERTAIN)
+            uncertain++;
+        else if (r->s[i] != ZKIT_LOCK_HELD || i == 0 || r->s[i - 1] != ZKIT_LOCK_UNCERTAIN)
+            ok = 0;
+    }
+    pthread_mutex_unlock(&r->mu);
+    ok = ok && uncertain <= suspended;
+    if (!ok || uncertain > 0) {
+        fprintf(stderr, "%s: the client was SUSPENDED %d times\n", what, suspended);
+        states_print(r, what);
+    }
+    return ok;
+}
+
 void states_text(states_t *r, char *buf, size_t size)
 {
     size_t len = 0;

@@ -170,6 +170,16 @@ int64_t states_first(states_t *r, zkit_lock_state_t state);
 int wait_state(states_t *r, zkit_lock_state_t state, int timeout_ms);
 /* Prints the reports (for a failing test's diagnosis). */
 void states_print(states_t *r, const char *what);
+/* A client listener (zkit_client_add_listener(NULL, c, suspensions_count, &n), `n` an int
+ * zeroed before): counts, atomically, the SUSPENDED states the client is told. */
+void suspensions_count(zkit_client_t *client, zkit_conn_state_t state, void *counter);
+/* The count kept by suspensions_count. */
+int suspensions_read(const int *counter);
+/* 1 when every report of `r` is a lapse of confirmation that its client was told as SUSPENDED
+ * (a loaded machine: the leader answered a confirming sync later than a holding tolerates): an
+ * UNCERTAIN, then at most one HELD, and no more UNCERTAINs than `suspended`; otherwise 0, with
+ * the reports printed under `what`. */
+int states_only_lapses(states_t *r, int suspended, const char *what);
 /* The sequence of states as one string ("UNCERTAIN HELD"). */
 void states_text(states_t *r, char *buf, size_t size);
 

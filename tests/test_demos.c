@@ -4,6 +4,7 @@
  *
  *   - flash_sale with the lock sells exactly the stock: oversold 0, no lost update;
  *   - flash_sale --no-lock runs to completion and reports its (expected) overselling;
+ *   - flash_sale --segments 3 (a segmented lock over 3 stock znodes) sells exactly the stock;
  *   - transfer keeps the total constant in every audit and at the end;
  *   - two copies of each event-loop example (epoll, libuv, libevent) on one lock lose no
  *     update of their shared counter;
@@ -220,6 +221,33 @@ static void test_flash_sale_lock(void)
     CU_ASSERT_EQUAL(field(&r, "stock left", -1), 0);
     CU_ASSERT_EQUAL(field(&r, "failed requests", -1), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "rise with every order"));
+    assert_no_lock_nodes(root);
+}
+
+/* The stock split over 3 znodes under a segmented lock: exactly the stock sold (every
+ * segment sold out and retired, the requests beyond the stock told ZKIT_ERETIRED), tokens
+ * rising segment by segment, and the ideal of 3 chains printed. */
+static void test_flash_sale_segments(void)
+{
+    char root[128], path[160];
+    static run_t r;
+    zkh_unique_path(root, sizeof root, "flash-sale-seg");
+    snprintf(path, sizeof path, "%s/item-1", root);
+    {
+        const char *args[] = { "--processes", "3", "--threads", "3", "--requests", "90",
+                               "--stock", "61", "--hold-us", "100-400", "--path", path,
+                               "--segments", "3", "--timeout-ms", "30000", NULL };
+        run_demo(&r, "flash_sale", args, 0);
+    }
+    CU_ASSERT_EQUAL(field(&r, "oversold", -1), 0);
+    CU_ASSERT_EQUAL(field(&r, "lost updates", -1), 0);
+    CU_ASSERT_EQUAL(field(&r, "items sold", -1), 61);
+    CU_ASSERT_EQUAL(field(&r, "stock left", -1), 0);
+    CU_ASSERT_EQUAL(field(&r, "failed requests", -1), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "3 stripes"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "3 chains x"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "rise with every order"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "OK: every order matches an item"));
     assert_no_lock_nodes(root);
 }
 
@@ -627,6 +655,7 @@ static void test_bad_option(void)
 static const zkh_test_t tests[] = {
     { "flash sale with the lock: nothing oversold", test_flash_sale_lock },
     { "flash sale without the lock runs", test_flash_sale_no_lock },
+    { "flash sale in 3 segments: exactly the stock sold", test_flash_sale_segments },
     { "transfers keep the total", test_transfer },
     { "bad options fail fast", test_bad_option },
     { "event-loop examples: two daemons lose no update", test_loop_examples },

@@ -346,7 +346,12 @@ static void watch_fires(loop_t *lp, zkit_client_t *other, const char *base)
     zkit_watcher_t watcher = { on_watch, &r };
     rec_init(&r, lp);
     CU_ASSERT_EQUAL(zkit_exists(NULL, lp->client, path, &watcher), ZKIT_ENONODE);
-    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, other, path, "", 0, NULL), 0);
+    int rc = zkit_create(NULL, NULL, other, path, "", 0, NULL);
+    if (rc != 0)
+        fprintf(stderr, "watch: the other client's create: %s (%s); its state %s\n",
+                zkit_strerror(rc), zkit_error_message(),
+                zkit_conn_state_name(zkit_client_state(other)));
+    CU_ASSERT_EQUAL(rc, 0);
     CU_ASSERT_EQUAL(zkh_wait_until(rec_called, &r, 10000), 0);
     CU_ASSERT_EQUAL(atomic_load(&r.error), ZKIT_EVENT_CREATED);
     CU_ASSERT_EQUAL(atomic_load(&r.on_loop), 1);

@@ -54,7 +54,8 @@ enum zkit_error {
     ZKIT_ENOTHELD = -22,        /* release of a lock that is not held */
     ZKIT_ESYSTEM = -23,         /* a system call failed: see errno */
     ZKIT_EFOREIGN = -24,        /* a lock path holds a child of no known layout */
-    ZKIT_ENOTREGISTERED = -25   /* no such listener or watch registration (nothing removed) */
+    ZKIT_ENOTREGISTERED = -25,  /* no such listener or watch registration (nothing removed) */
+    ZKIT_ERETIRED = -26         /* every stripe of a segmented lock is retired */
 };
 
 /* A short English description of an error code; never NULL, static storage. */

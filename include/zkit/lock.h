@@ -1,6 +1,6 @@
 /*
  * zkit/lock.h - distributed locks: reentrant mutex, semaphore mutex, read-write lock,
- * multi-lock and counting semaphore, all interoperable with Apache Curator on the same paths.
+ * multi-lock, segmented lock and counting semaphore, all interoperable with Apache Curator on the same paths.
  *
  * Every lock is a zkit_lock_t with the same calls.  A lock object belongs to one client; it may
  * be used from many threads at once (several threads may wait on it; each is woken only when
@@ -128,6 +128,49 @@ ZKIT_EXTERN int zkit_multilock_count(size_t *count, const zkit_lock_t *lock);
  * (on error every output is NULL or 0). */
 ZKIT_EXTERN int zkit_multilock_part(char **path, char **node, int64_t *token,
                                     const zkit_lock_t *lock, size_t index);
+
+/*
+ * Segmented lock: any one of `count` mutexes (the stripes of one resource, at most 64),
+ * whichever is free first, under one deadline.  zkit_lock_acquire() (and _async, with
+ * zkit_lock_cancel()) tries each stripe not retired once, starting from a stripe that rotates
+ * between acquisitions and differs between processes; when every one is taken it waits on all
+ * of them and takes the first granted, cancelling the others at once.  It never reports a
+ * holding while it has any other request or holding of its own on another stripe: a grant
+ * that races in is given back first.  Held by the calling thread (reentrant, like the mutex).
+ * zkit_lock_fencing_token(), zkit_lock_node(), zkit_lock_valid_until(), zkit_lock_guard_txn()
+ * and zkit_lock_is_held() answer for the held stripe's holding; the state callback hears its
+ * states.  Every stripe is a plain mutex on its own path (Curator's InterProcessMutex).
+ *
+ * Retiring a stripe (sold out): its marker, the persistent node "<stripe path>.retired",
+ * is created; no acquisition of any segmented lock naming that stripe is granted it after
+ * that (a grant is checked against the marker, read after the grant), and waiters on it, in
+ * this process and others (each segmented lock watches the markers), leave it for the other
+ * stripes.  A holder keeps the stripe it holds until it releases.  An acquisition when every
+ * stripe is retired ends with ZKIT_ERETIRED.
+ */
+/* Stripes at `paths` (duplicates, or one path under another, rejected with ZKIT_EINVAL; a
+ * path that fails validation with ZKIT_EBADPATH). */
+ZKIT_EXTERN int zkit_segment_new(zkit_lock_t **out, zkit_client_t *client,
+                                 const char *const *paths, size_t count);
+/* Stripes "<dir>/0" to "<dir>/<count-1>". */
+ZKIT_EXTERN int zkit_segment_new_under(zkit_lock_t **out, zkit_client_t *client,
+                                       const char *dir, size_t count);
+/* The number of stripes: 0 or ZKIT_EINVAL (not a segmented lock). */
+ZKIT_EXTERN int zkit_segment_count(size_t *count, const zkit_lock_t *lock);
+/* The stripe the calling thread holds: its index and lock path (each output optional; the
+ * path is the caller's to zkit_free()).  0, ZKIT_EINVAL, ZKIT_ENOTHELD, ZKIT_ELOCKLOST or
+ * ZKIT_ENOMEM. */
+ZKIT_EXTERN int zkit_segment_held(size_t *index, char **path, const zkit_lock_t *lock);
+/* Stripe `index` as a lock, for the queries on zkit_lock_t (borrowed, valid as long as the
+ * segmented lock: do not acquire, release or free it).  NULL for a bad argument. */
+ZKIT_EXTERN zkit_lock_t *zkit_segment_stripe(const zkit_lock_t *lock, size_t index);
+/* Retires stripe `index` (above); blocking: returns once the marker is written.  0 (also when
+ * it was retired already), ZKIT_EINVAL or a connection error. */
+ZKIT_EXTERN int zkit_segment_retire(zkit_lock_t *lock, size_t index);
+/* Deletes stripe `index`'s retire marker (restocked): acquisitions may be granted it again. */
+ZKIT_EXTERN int zkit_segment_reopen(zkit_lock_t *lock, size_t index);
+/* Whether stripe `index` is retired, as the server says now. */
+ZKIT_EXTERN int zkit_segment_is_retired(int *retired, const zkit_lock_t *lock, size_t index);
 
 /* Node data for this lock's future nodes (default: the client's default data). */
 ZKIT_EXTERN int zkit_lock_set_data(zkit_lock_t *lock, const void *data, size_t len);

@@ -46,6 +46,7 @@ ZKIT_EXTERN const char *zkit_strerror(int error)
     case ZKIT_ESYSTEM: return "system call failed";
     case ZKIT_EFOREIGN: return "lock path holds a node of no known layout";
     case ZKIT_ENOTREGISTERED: return "no such listener or watch registration";
+    case ZKIT_ERETIRED: return "every stripe of the segmented lock is retired";
     default: return "unknown error";
     }
 }
