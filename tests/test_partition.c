@@ -672,7 +672,7 @@ int main(void)
     const zkh_suite_t suite = { .name = "partition", .servers = 1, .cluster = &zk,
                                 .tests = tests, .check_tree = 1, .check_tree_wait_ms = 5000 };
     for (int i = 0; i < NITEMS; i++) {
-        snprintf(item_store[i], sizeof(item_store[i]), "item-%02d", i);
+        snprintf(item_store[i], sizeof(item_store[i]), "item-%02d", i % 100);
         item_names[i] = item_store[i];
     }
     return zkh_main(&suite);
