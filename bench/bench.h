@@ -35,6 +35,7 @@ typedef struct options {
     long write_rate;      /* (--caches) per second */
     const char *kazoo;    /* tests/kazoo-peer.py, or NULL: no kazoo row */
     const char *python;   /* the Python that runs it */
+    long counters;        /* --counters N: only the counter figures, N increments each */
 } options_t;
 
 /* One row of the table. */

@@ -34,6 +34,9 @@
  *       --curator-peer) and kazoo's TreeCache (with --kazoo-peer), beside the floor (a bare
  *       zhandle's pipelined watched reads), --rounds times; then the event lag under one
  *       writer's steady load heard by all the caches at once, and memory per cached node.
+ *   (g) with --counters N: only counters (counters.c): increments per second of an atomic
+ *       long, one client optimistic and 16 contending promoted to a lock, zkit's and (with
+ *       --curator-peer) Curator's DistributedAtomicLong.
  *
  * (a), (a2) and (b) but the churn run in rounds (--rounds, default 5): every figure's
  * connection and lock is opened and warmed up first, then each round runs every figure for
@@ -60,6 +63,7 @@
 #include "bench.h"
 #include "caches.h"
 #include "contended.h"
+#include "counters.h"
 #include "demo_util.h"
 #include "records.h"
 #include "uncontended.h"
@@ -93,7 +97,10 @@ static void usage(FILE *out)
             "  --recipe-clients N    (--contend) also N clients on a semaphore of 4 leases, a\n"
             "                        read-write lock with 90%% readers and a multi-lock over 4\n"
             "                        paths (acquire latency, not hand-off; e.g. 16), zkit and\n"
-            "                        Curator, interleaved --rounds times\n");
+            "                        Curator, interleaved --rounds times\n"
+            "  --counters N          only the counter figures: N increments of an atomic long\n"
+            "                        per figure, 1 client optimistic and 16 contending, zkit\n"
+            "                        and (with --curator-peer) Curator\n");
 }
 
 static int apply_option(int opt, const char *arg, void *opts)
@@ -124,6 +131,7 @@ static int apply_option(int opt, const char *arg, void *opts)
     case 'r': return demo_parse_long(arg, 1, 100000, "--write-rate", &o->write_rate);
     case 'k': o->kazoo = arg; return 0;
     case 'y': o->python = arg; return 0;
+    case 'I': return demo_parse_long(arg, 16, 10000000, "--counters", &o->counters);
     default: return -1; /* not in the table */
     }
 }
@@ -150,14 +158,15 @@ static int parse_options(int argc, char **argv, options_t *o)
         { "cache-writes", required_argument, NULL, 'X' },
         { "write-rate", required_argument, NULL, 'r' },
         { "kazoo-peer", required_argument, NULL, 'k' },
-        { "python", required_argument, NULL, 'y' }, DEMO_LONGOPT_HELP,
+        { "python", required_argument, NULL, 'y' },
+        { "counters", required_argument, NULL, 'I' }, DEMO_LONGOPT_HELP,
         { NULL, 0, NULL, 0 }
     };
     int rc;
 
     *o = (options_t){ demo_default_connect(), 2000, 200, 4, 300, NULL, NULL, -1, NULL, 2000, -1,
                       NULL, NULL, "standalone", 0, 0, NULL, 10000, 100, 1000, 200, NULL,
-                      "/usr/bin/python3" };
+                      "/usr/bin/python3", 0 };
     rc = demo_parse_options(argc, argv, longopts, usage, apply_option, o);
     if (rc == 0 && o->curator && !o->peer_dir) {
         fprintf(stderr, "zkit-bench: --curator-peer needs --peer-build-dir\n");
@@ -184,5 +193,7 @@ int main(int argc, char **argv)
     atexit(records_close);
     if (o.caches)
         return cache_rows(&o);
+    if (o.counters)
+        return counter_rows(&o);
     return o.contend ? contend_rows(&o) : uncontended_rows(&o);
 }

@@ -16,7 +16,7 @@ src/framework errors clock log retry paths options tasks client listeners timers
     create txn batch api session
 src/recipes nodename schedule rewatch treecache cache persist group machine engine lockstate ownnode
     lockcore mutex lock multilock segment guard view semaphore semmutex latch selector leaderquery
-    job wakeup sharedvalue atomic barrier dbarrier
+    job wakeup sharedvalue atomic barrier dbarrier partition
 "
 # zkit-lock.
 TOOL="
@@ -30,7 +30,7 @@ src/tools zkl-msg zkl-opts zkl-events zkl-locks zkl-child zkw-format zkw-source 
 # zkit-bench: the outputs and the measurement helpers, the figures, the two modes, main.
 BENCH="
 bench records server_stats stats rounds peerproc contention curator chain raw pipelined locks
-    churn handoff queue recipes cachetree caches contended uncontended zkit-bench
+    churn handoff queue recipes cachetree caches counters contended uncontended zkit-bench
 "
 
 status=0

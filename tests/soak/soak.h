@@ -22,6 +22,7 @@
 #define SOAK_JOB SOAK_ROOT "/job"
 #define SOAK_JOB_LOCK SOAK_JOB "/lock"
 #define SOAK_JOB_RECORD SOAK_JOB "/last"
+#define SOAK_PART SOAK_ROOT "/part" /* the set partitioner (partwork.c) */
 
 /* CLOCK_MONOTONIC, system-wide on Linux, so comparable between the processes. */
 int64_t soak_now_ns(void);

@@ -37,6 +37,7 @@
 #include "zkit.h"
 #include "framework/client.h" /* zkit__test_session_credentials */
 #include "soak.h"
+#include "partwork.h"
 
 #define STOP_MARGIN_MS 100
 #define ACQUIRE_TIMEOUT_MS 4000
@@ -687,6 +688,7 @@ int soak_worker_main(int argc, char **argv)
     soak_thread_t threads[SOAK_THREADS];
     zkit_client_t *c;
     zkit_job_t *job;
+    zkit_partition_t *part;
     uint64_t seed;
     char cmd[64];
     const char *got;
@@ -730,6 +732,7 @@ int soak_worker_main(int argc, char **argv)
         return 1;
     soak_log('P', "p%d go", worker_id);
     job = start_job(c);
+    part = soak_partition_start(c, worker_id);
     for (int i = 0; i < SOAK_THREADS; i++)
         pthread_create(&threads[i].thread, NULL, thread_main, &threads[i]);
     if (!(got = next_command(cmd, sizeof(cmd))) || strcmp(got, "stop") != 0)
@@ -738,6 +741,7 @@ int soak_worker_main(int argc, char **argv)
     for (int i = 0; i < SOAK_THREADS; i++)
         pthread_join(threads[i].thread, NULL);
     zkit_job_stop(job);
+    soak_partition_stop(part);
     for (int i = 0; i < SOAK_THREADS; i++)
         free_locks(&threads[i]);
     soak_log('R', "p%d %ld", worker_id, rss_kb());
