@@ -23,6 +23,9 @@
 #define SOAK_JOB_LOCK SOAK_JOB "/lock"
 #define SOAK_JOB_RECORD SOAK_JOB "/last"
 #define SOAK_PART SOAK_ROOT "/part" /* the set partitioner (partwork.c) */
+/* The shared state the workers write and cache (cachework.c), beside SOAK_ROOT so that the end
+ * count of lock znodes does not walk it. */
+#define SOAK_TREE "/soak-tree"
 
 /* CLOCK_MONOTONIC, system-wide on Linux, so comparable between the processes. */
 int64_t soak_now_ns(void);
@@ -42,6 +45,19 @@ uint64_t soak_rand(uint64_t *state);
 int64_t soak_rand_range(uint64_t *state, int64_t lo, int64_t hi);
 
 void soak_sleep_ms(int64_t ms);
+
+/* A worker's writer and tree cache (cachework.c). */
+struct zkit_client;
+typedef struct soak_tree soak_tree_t;
+/* Starts the tree cache of SOAK_TREE on `client` for worker `id`; NULL on an error (printed). */
+soak_tree_t *soak_tree_start(struct zkit_client *client, int id, uint64_t seed);
+/* Starts the writer of the worker's part of SOAK_TREE. */
+void soak_tree_write(soak_tree_t *t);
+/* Stops the writer (waits for its last request). */
+void soak_tree_stop_writer(soak_tree_t *t);
+/* Once every worker's writer has stopped: waits, bounded, for the cache to agree with the
+ * server and with the replay of its events, logs the Z lines, and frees the cache. */
+void soak_tree_verify_free(soak_tree_t *t);
 
 /* The worker process (worker.c): soak --worker ...; returns the exit code. */
 int soak_worker_main(int argc, char **argv);

@@ -5,8 +5,10 @@
  *
  *   zkit-soak --worker ID CONNECT LOG CREDS SEED ZKIT_LOCK
  *
- * stdin commands, one a line: "go" (start), "stop" (finish the holds, stop the job, free the
- * locks, answer "IDLE" on stdout; the client stays open), "exit" (close the client, exit 0).
+ * stdin commands, one a line: "go" (start), "stop" (finish the holds, stop the job and the
+ * tree's writer, free the locks, answer "IDLE" on stdout; the client stays open), "verify"
+ * (compare the tree cache with the server, free it, answer "VERIFIED"; cachework.c), "exit"
+ * (close the client, exit 0).
  * CREDS is rewritten with "SESSION_ID PASSWD_HEX" on every new session, for the forced expiry.
  *
  * A zkit-lock command's end is the time it wrote last into its FIFO ("X T", on its normal end
@@ -689,6 +691,7 @@ int soak_worker_main(int argc, char **argv)
     zkit_client_t *c;
     zkit_job_t *job;
     zkit_partition_t *part;
+    soak_tree_t *tree;
     uint64_t seed;
     char cmd[64];
     const char *got;
@@ -727,17 +730,21 @@ int soak_worker_main(int argc, char **argv)
             return 1;
         }
     }
+    if (!(tree = soak_tree_start(c, worker_id, soak_rand(&seed))))
+        return 1;
     printf("READY\n");
     if (!(got = next_command(cmd, sizeof(cmd))) || strcmp(got, "go") != 0)
         return 1;
     soak_log('P', "p%d go", worker_id);
     job = start_job(c);
     part = soak_partition_start(c, worker_id);
+    soak_tree_write(tree);
     for (int i = 0; i < SOAK_THREADS; i++)
         pthread_create(&threads[i].thread, NULL, thread_main, &threads[i]);
     if (!(got = next_command(cmd, sizeof(cmd))) || strcmp(got, "stop") != 0)
         return 1;
     atomic_store(&stopping, 1);
+    soak_tree_stop_writer(tree);
     for (int i = 0; i < SOAK_THREADS; i++)
         pthread_join(threads[i].thread, NULL);
     zkit_job_stop(job);
@@ -746,6 +753,11 @@ int soak_worker_main(int argc, char **argv)
         free_locks(&threads[i]);
     soak_log('R', "p%d %ld", worker_id, rss_kb());
     printf("IDLE\n");
+    /* every worker's writer has stopped once all are idle: the tree is quiet */
+    if (!(got = next_command(cmd, sizeof(cmd))) || strcmp(got, "verify") != 0)
+        return 1;
+    soak_tree_verify_free(tree);
+    printf("VERIFIED\n");
     if (!(got = next_command(cmd, sizeof(cmd))) || strcmp(got, "exit") != 0)
         return 1;
     zkit_exists(NULL, c, "/", NULL); /* the replies to what was sent, before the close */

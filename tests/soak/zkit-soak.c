@@ -1,7 +1,8 @@
 /*
  * zkit-soak.c - the randomized fault soak (docs/reliability.md): a 3-node ensemble, SOAK_PROCS
- * worker processes of SOAK_THREADS threads over every lock kind, a timer job and zkit-lock
- * commands, each worker behind TCP proxies of its own; a fault every 2-5 s drawn from a
+ * worker processes of SOAK_THREADS threads over every lock kind, a timer job, zkit-lock
+ * commands, and a writer and a tree cache of shared state (cachework.c), each worker behind
+ * TCP proxies of its own; a fault every 2-5 s drawn from a
  * seeded schedule; then the checker (check.c) reads the logs.
  *
  *   zkit-soak [--duration S] [--seed N] [--dir DIR] [--keep]
@@ -493,6 +494,9 @@ static int run(int duration_s, uint64_t seed, const char *dir)
            (double)(zkh_now_ms() - start) / 1000.0);
     tell_all("stop");
     soak_log('Z', "workers-not-idle %d", expect_all("IDLE", 60000, dir));
+    tell_all("verify");
+    soak_log('Z', "workers-not-verified %d",
+             expect_all("VERIFIED", SOAK_SESSION_TIMEOUT_MS + 60000, dir));
     zkh_sleep_ms(2 * SOAK_SESSION_TIMEOUT_MS);
     end_checks();
     tell_all("exit");

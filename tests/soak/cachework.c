@@ -1,0 +1,391 @@
+/*
+ * cachework.c - a soak worker's share of shared state: a writer changing the worker's own part
+ * of SOAK_TREE (creates, data changes, deletes at two depths) and a tree cache of the whole of
+ * SOAK_TREE, every worker's part included, both on the worker's client, so that every fault the
+ * soak injects falls on them too.
+ *
+ * The cache is checked twice over:
+ *  - as it goes, by its listener: per path, each CREATED or CHANGED reports a newer state
+ *    (a larger mzxid) than every event before it for that path, a CREATED only for a path not
+ *    in the cache, a CHANGED or DELETED only for one in it, and a DELETED the last state
+ *    reported;
+ *  - at the end, once every writer of every worker has stopped: the cache, the replay of its
+ *    events onto an empty map, and the server's tree (walked through the same client) must
+ *    agree on every path, its data and its version, with the cache current.  The servers
+ *    settle on their own after the writers stop, so the comparison is a wait for agreement,
+ *    bounded by SOAK_TREE_SETTLE_MS; what still differs then is printed.
+ * Each finding is a Z line: cache-order-pN and cache-mismatch-pN must be 0.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zkit.h"
+#include "soak.h"
+
+/* The writer's pace: one request every 10-40 ms, a few hundred nodes in all. */
+#define WRITER_PAUSE_MIN_MS 10
+#define WRITER_PAUSE_MAX_MS 40
+#define TOP_SLOTS 6  /* SOAK_TREE/pN/aK */
+#define LEAF_SLOTS 6 /* SOAK_TREE/pN/aK/bJ */
+/* How long the end comparison waits for the cache to agree with the quiet servers: a session
+ * timeout for a connection to come back, then a generous allowance for the resync's reads. */
+#define SOAK_TREE_SETTLE_MS (SOAK_SESSION_TIMEOUT_MS + 30000)
+
+typedef struct entry {
+    char *path;
+    int present;
+    int64_t mzxid;   /* the newest state reported for the path, kept after a DELETED */
+    int32_t version;
+    char *data;
+    size_t len;
+} entry_t;
+
+typedef struct map {
+    entry_t *e;
+    size_t n, cap;
+} map_t;
+
+struct soak_tree {
+    zkit_client_t *client;
+    zkit_cache_t *cache;
+    int id;
+    uint64_t rng;
+    pthread_t writer;
+    int writing;
+    atomic_int stop;
+    pthread_mutex_t mu; /* replay, order_faults */
+    map_t replay;
+    long order_faults;
+    long events;
+};
+
+/* ---- a small map of paths ---- */
+
+static entry_t *map_find(map_t *m, const char *path)
+{
+    for (size_t i = 0; i < m->n; i++)
+        if (strcmp(m->e[i].path, path) == 0)
+            return &m->e[i];
+    return NULL;
+}
+
+static entry_t *map_add(map_t *m, const char *path)
+{
+    entry_t *e;
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 64;
+        entry_t *grown = realloc(m->e, cap * sizeof(*grown));
+        if (!grown)
+            abort();
+        m->e = grown;
+        m->cap = cap;
+    }
+    e = &m->e[m->n++];
+    memset(e, 0, sizeof(*e));
+    if (!(e->path = strdup(path)))
+        abort();
+    return e;
+}
+
+static void entry_set(entry_t *e, const zkit_stat_t *st, const char *data, size_t len)
+{
+    free(e->data);
+    e->data = NULL;
+    e->len = len;
+    if (data) {
+        if (!(e->data = malloc(len + 1)))
+            abort();
+        memcpy(e->data, data, len);
+        e->data[len] = '\0';
+    }
+    e->present = 1;
+    e->mzxid = st->mzxid;
+    e->version = st->version;
+}
+
+static void map_clear(map_t *m)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        free(m->e[i].path);
+        free(m->e[i].data);
+    }
+    free(m->e);
+    memset(m, 0, sizeof(*m));
+}
+
+static int by_path(const void *a, const void *b)
+{
+    return strcmp(((const entry_t *)a)->path, ((const entry_t *)b)->path);
+}
+
+/* ---- the listener: the order rules, and the replay ---- */
+
+static void order_fault(struct soak_tree *t, const char *what, const char *path, int64_t had,
+                        int64_t got)
+{
+    t->order_faults++;
+    fprintf(stderr, "soak worker %d: cache event out of order: %s %s (had mzxid %" PRId64
+                    ", got %" PRId64 ")\n", t->id, what, path, had, got);
+}
+
+static void listener(zkit_cache_t *cache, const zkit_cache_event_t *ev, void *arg)
+{
+    struct soak_tree *t = arg;
+    entry_t *e;
+    (void)cache;
+    if (ev->type == ZKIT_CACHE_INITIALIZED)
+        return;
+    pthread_mutex_lock(&t->mu);
+    t->events++;
+    e = map_find(&t->replay, ev->path);
+    switch (ev->type) {
+    case ZKIT_CACHE_CREATED:
+        if (e && e->present)
+            order_fault(t, "CREATED for a cached path", ev->path, e->mzxid, ev->stat->mzxid);
+        else if (e && ev->stat->mzxid <= e->mzxid)
+            order_fault(t, "CREATED older than a state already reported", ev->path, e->mzxid,
+                        ev->stat->mzxid);
+        entry_set(e ? e : map_add(&t->replay, ev->path), ev->stat, ev->data, ev->data_len);
+        break;
+    case ZKIT_CACHE_CHANGED:
+        if (!e || !e->present)
+            order_fault(t, "CHANGED for a path not cached", ev->path, e ? e->mzxid : 0,
+                        ev->stat->mzxid);
+        else if (ev->stat->mzxid <= e->mzxid)
+            order_fault(t, "CHANGED not newer", ev->path, e->mzxid, ev->stat->mzxid);
+        entry_set(e ? e : map_add(&t->replay, ev->path), ev->stat, ev->data, ev->data_len);
+        break;
+    case ZKIT_CACHE_DELETED:
+        if (!e || !e->present)
+            order_fault(t, "DELETED for a path not cached", ev->path, e ? e->mzxid : 0,
+                        ev->stat->mzxid);
+        else if (ev->stat->mzxid != e->mzxid)
+            order_fault(t, "DELETED with a state other than the last", ev->path, e->mzxid,
+                        ev->stat->mzxid);
+        if (e)
+            e->present = 0;
+        break;
+    default:
+        break;
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* ---- the writer ---- */
+
+static void slot_path(char *buf, size_t len, int id, int top, int leaf)
+{
+    if (leaf < 0)
+        snprintf(buf, len, "%s/p%d/a%d", SOAK_TREE, id, top);
+    else
+        snprintf(buf, len, "%s/p%d/a%d/b%d", SOAK_TREE, id, top, leaf);
+}
+
+/* Random requests on this worker's part; their errors (a node already there or gone, a
+ * connection lost in a fault) are the workload's, not findings: the end comparison is against
+ * whatever the server applied. */
+static void *writer_main(void *arg)
+{
+    struct soak_tree *t = arg;
+    char path[256], data[64];
+    while (!atomic_load(&t->stop)) {
+        int top = (int)soak_rand_range(&t->rng, 0, TOP_SLOTS - 1);
+        int leaf = (int)soak_rand_range(&t->rng, -1, LEAF_SLOTS - 1);
+        int op = (int)soak_rand_range(&t->rng, 0, 9);
+        int n = snprintf(data, sizeof(data), "p%d-%" PRIu64, t->id, soak_rand(&t->rng) % 100000);
+        slot_path(path, sizeof(path), t->id, top, leaf);
+        if (op < 4)
+            (void)zkit_create(NULL, NULL, t->client, path, data, (size_t)n, NULL);
+        else if (op < 8)
+            (void)zkit_set_data(NULL, t->client, path, data, (size_t)n, -1);
+        else
+            (void)zkit_delete(t->client, path, -1, 0);
+        soak_sleep_ms(soak_rand_range(&t->rng, WRITER_PAUSE_MIN_MS, WRITER_PAUSE_MAX_MS));
+    }
+    return NULL;
+}
+
+soak_tree_t *soak_tree_start(zkit_client_t *client, int id, uint64_t seed)
+{
+    struct soak_tree *t = calloc(1, sizeof(*t));
+    char mine[128];
+    int rc;
+    if (!t)
+        return NULL;
+    t->client = client;
+    t->id = id;
+    t->rng = seed;
+    pthread_mutex_init(&t->mu, NULL);
+    snprintf(mine, sizeof(mine), "%s/p%d", SOAK_TREE, id);
+    zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
+    /* the parents persistent, not containers: the server does not reap them under the check */
+    (void)zkit_create(NULL, NULL, client, SOAK_TREE, "", 0, &co);
+    rc = zkit_create(NULL, NULL, client, mine, "", 0, &co);
+    if (rc != 0 && rc != ZKIT_ENODEEXISTS) {
+        fprintf(stderr, "soak worker %d: creating %s: %s\n", id, mine, zkit_strerror(rc));
+        free(t);
+        return NULL;
+    }
+    if ((rc = zkit_tree_cache_new(&t->cache, client, SOAK_TREE, -1, NULL, listener, t)) != 0) {
+        fprintf(stderr, "soak worker %d: zkit_tree_cache_new: %s: %s\n", id, zkit_strerror(rc),
+                zkit_error_message());
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void soak_tree_write(soak_tree_t *t)
+{
+    t->writing = pthread_create(&t->writer, NULL, writer_main, t) == 0;
+}
+
+void soak_tree_stop_writer(soak_tree_t *t)
+{
+    atomic_store(&t->stop, 1);
+    if (t->writing)
+        pthread_join(t->writer, NULL);
+    t->writing = 0;
+}
+
+/* ---- the end comparison ---- */
+
+/* Every node of the subtree at `path` as the server has it, depth first; -1 on an error. */
+static int walk_server(map_t *out, zkit_client_t *c, const char *path)
+{
+    char *data = NULL, **names = NULL;
+    size_t len = 0, count = 0;
+    zkit_stat_t st;
+    int rc = zkit_get_data(&data, &len, &st, c, path, NULL);
+    if (rc == ZKIT_ENONODE)
+        return 0; /* deleted between the parent's listing and this read */
+    if (rc != 0)
+        return -1;
+    entry_set(map_add(out, path), &st, data, len);
+    zkit_free(data);
+    rc = zkit_get_children(&names, &count, NULL, c, path, NULL);
+    if (rc == ZKIT_ENONODE)
+        return 0;
+    if (rc != 0)
+        return -1;
+    for (size_t i = 0; i < count && rc == 0; i++) {
+        char child[512];
+        snprintf(child, sizeof(child), "%s/%s", path, names[i]);
+        rc = walk_server(out, c, child);
+    }
+    zkit_free_strings(names, count);
+    return rc;
+}
+
+/* Every node the cache holds under `path`. */
+static int walk_cache(map_t *out, zkit_cache_t *cache, const char *path)
+{
+    char *data = NULL, **names = NULL;
+    size_t len = 0, count = 0;
+    zkit_stat_t st;
+    int rc = zkit_cache_get(&data, &len, &st, cache, path);
+    if (rc == ZKIT_ENONODE)
+        return 0;
+    if (rc != 0)
+        return -1;
+    entry_set(map_add(out, path), &st, data, len);
+    zkit_free(data);
+    if ((rc = zkit_cache_children(&names, &count, cache, path)) != 0)
+        return rc == ZKIT_ENONODE ? 0 : -1;
+    for (size_t i = 0; i < count && rc == 0; i++) {
+        char child[512];
+        snprintf(child, sizeof(child), "%s/%s", path, names[i]);
+        rc = walk_cache(out, cache, child);
+    }
+    zkit_free_strings(names, count);
+    return rc;
+}
+
+/* The present entries of `m`, sorted by path, in `out` (borrowed pointers). */
+static size_t present_sorted(entry_t **out, const map_t *m)
+{
+    entry_t *sorted = malloc((m->n ? m->n : 1) * sizeof(*sorted));
+    size_t k = 0;
+    if (!sorted)
+        abort();
+    for (size_t i = 0; i < m->n; i++)
+        if (m->e[i].present)
+            sorted[k++] = m->e[i];
+    qsort(sorted, k, sizeof(*sorted), by_path);
+    *out = sorted;
+    return k;
+}
+
+/* The differences between two maps (present entries only), at most `print` of them printed
+ * with the names `an` and `bn`.  Returns their number. */
+static long diff(const map_t *a, const char *an, const map_t *b, const char *bn, int id,
+                 int print)
+{
+    entry_t *x, *y;
+    size_t nx = present_sorted(&x, a), ny = present_sorted(&y, b), i = 0, j = 0;
+    long d = 0;
+    while (i < nx || j < ny) {
+        int c = i == nx ? 1 : j == ny ? -1 : strcmp(x[i].path, y[j].path);
+        const char *what = NULL, *path = c <= 0 ? x[i].path : y[j].path;
+        if (c < 0)
+            what = bn;
+        else if (c > 0)
+            what = an;
+        else if (x[i].version != y[j].version || x[i].len != y[j].len ||
+                 (x[i].data && y[j].data && memcmp(x[i].data, y[j].data, x[i].len) != 0))
+            what = "version or data";
+        if (what) {
+            d++;
+            if (print-- > 0)
+                fprintf(stderr, "soak worker %d: %s vs %s: %s %s%s\n", id, an, bn, path,
+                        c == 0 ? "differs in " : "missing from ", what);
+        }
+        i += c <= 0;
+        j += c >= 0;
+    }
+    free(x);
+    free(y);
+    return d;
+}
+
+void soak_tree_verify_free(soak_tree_t *t)
+{
+    int64_t end = soak_now_ms() + SOAK_TREE_SETTLE_MS;
+    long mismatch = 0;
+    for (int last = 0; !last;) {
+        map_t server = { 0 }, cached = { 0 };
+        int current = 0;
+        last = soak_now_ms() >= end;
+        (void)zkit_cache_status(&current, NULL, t->cache);
+        int walked = walk_server(&server, t->client, SOAK_TREE) == 0 &&
+                     walk_cache(&cached, t->cache, SOAK_TREE) == 0;
+        pthread_mutex_lock(&t->mu);
+        mismatch = !walked || !current;
+        mismatch += diff(&server, "server", &cached, "cache", t->id, last ? 20 : 0);
+        mismatch += diff(&cached, "cache", &t->replay, "replay", t->id, last ? 20 : 0);
+        pthread_mutex_unlock(&t->mu);
+        if (last && (!walked || !current))
+            fprintf(stderr, "soak worker %d: the cache is %s%s\n", t->id,
+                    current ? "current" : "not current",
+                    walked ? "" : "; the tree could not be walked");
+        if (!mismatch) {
+            fprintf(stderr, "soak worker %d: the cache of %zu nodes agrees, after %ld events\n", t->id, server.n,
+                   t->events);
+            last = 1;
+        }
+        map_clear(&server);
+        map_clear(&cached);
+        if (!last)
+            soak_sleep_ms(200);
+    }
+    soak_log('Z', "cache-order-p%d %ld", t->id, t->order_faults);
+    soak_log('Z', "cache-mismatch-p%d %ld", t->id, mismatch);
+    zkit_cache_free(t->cache);
+    map_clear(&t->replay);
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+}
