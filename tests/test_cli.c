@@ -1022,7 +1022,7 @@ static void test_partition_command_gone_before_rival(void)
     CU_ASSERT_FATAL(holder > 0);
     rival = spawn_tool(NULL, "--connect", cs, "-w", "30", path, "--", "sh", "-c", rival_snippet,
                        "sh", base, self_path, NULL);
-    CU_ASSERT_EQUAL(wait_children(path, 2, 10000), 0);
+    CU_ASSERT_EQUAL(wait_children(path, 2, 30000), 0);
     zkh_proxy_block(proxy);
     CU_ASSERT_EQUAL(wait_status(rival, 20000), 0);
     CU_ASSERT_EQUAL(wait_status(holder, 20000), 75);

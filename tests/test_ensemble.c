@@ -835,7 +835,7 @@ static void kinds_rival_start(kinds_rival_t *r)
         if (r->bg_started[k])
             CU_ASSERT_EQUAL(wait_participants(kinds_lock(&r->o, k, 1), 2, 5000), 0);
     snprintf(leases, sizeof(leases), "%s/leases", r->paths[K_LEASE]);
-    CU_ASSERT_EQUAL(wait_children(leases, 2, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(leases, 2, 30000), 0);
     CU_ASSERT_EQUAL(zkh_wait_count(latch_participant_count, r, 2, 5000), 0);
 }
 

@@ -2516,8 +2516,16 @@ static void test_confirm_grant_after_wait(void)
     CU_ASSERT_FATAL(zkit_mutex_new(&lb, b, path) == 0);
 
     grants = grant_syncs(a);
+    int64_t took = zkh_now_ms();
     CU_ASSERT_FATAL(zkit_lock_acquire(la, 5000) == 0);
-    CU_ASSERT_EQUAL(grant_syncs(a), grants); /* the create vouches */
+    took = zkh_now_ms() - took;
+    /* The create vouches when its reply came within T/12 of its sending, as it does whenever
+     * the whole acquisition took less; on a machine slow enough that it took longer, one
+     * sync through the leader may come first. */
+    if (took < zkit_client_negotiated_timeout(a) / 12)
+        CU_ASSERT_EQUAL(grant_syncs(a), grants);
+    CU_ASSERT(grant_syncs(a) - grants <= 1);
+    grants = grant_syncs(a);
     CU_ASSERT_EQUAL(zkit_lock_release(la), 0);
 
     CU_ASSERT_FATAL(zkit_lock_acquire(lb, 5000) == 0);
