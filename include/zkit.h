@@ -17,5 +17,6 @@
 #include "zkit/barrier.h"
 #include "zkit/persist.h"
 #include "zkit/group.h"
+#include "zkit/discovery.h"
 
 #endif

@@ -14,7 +14,7 @@ set -u
 LIBRARY="
 src/framework errors clock log retry paths options tasks client listeners timers watches ops
     create txn batch api session
-src/recipes nodename schedule rewatch cache persist group engine lockstate ownnode lockcore mutex lock
+src/recipes nodename schedule rewatch cache persist group instance discovery provider engine lockstate ownnode lockcore mutex lock
     multilock guard view semaphore semmutex latch selector leaderquery job wakeup sharedvalue
     atomic barrier dbarrier
 "
