@@ -27,6 +27,14 @@ WATCH="
 src/tools zkl-msg zkl-opts zkl-events zkl-locks zkl-child zkw-format zkw-source zkw-run
     zkit-watch
 "
+# zkit-register and zkit-discover (service discovery): on zkit-lock's messages, options, event
+# pipe, connection and command lookup.
+REGISTER="
+src/tools zkl-msg zkl-opts zkl-events zkl-locks zkl-child zkit-register
+"
+DISCOVER="
+src/tools zkl-msg zkl-opts zkl-events zkl-locks zkl-child zkit-discover
+"
 # zkit-bench: the outputs and the measurement helpers, the figures, the two modes, main.
 BENCH="
 bench records server_stats stats rounds peerproc contention curator chain raw pipelined locks
@@ -90,6 +98,8 @@ listed=$(mktemp)
 check "$LIBRARY"
 check "$TOOL"
 check "$WATCH"
+check "$REGISTER"
+check "$DISCOVER"
 check "$BENCH"
 # Every source file of the stacks' directories must be listed in one of them.
 for d in $(sed 's,/[^/]*$,,' "$listed" | sort -u); do

@@ -12,7 +12,9 @@
  *     the instance);
  *   - providers: round robin visits each instance once per turn, random reaches each, sticky
  *     keeps its pick until it goes; disabled instances are never picked; the down policy
- *     leaves an instance out after `threshold` errors, for `down_timeout_ms` from the first.
+ *     leaves an instance out after `threshold` errors, for `down_timeout_ms` from the first;
+ *   - zkit-register and zkit-discover: registered while the command runs (its exit status
+ *     passed on) or until SIGTERM, listed (lines, --one, --json), gone after; usage errors.
  *
  * One standalone server for the binary.  Every wait is bounded.
  */
@@ -21,6 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <CUnit/CUnit.h>
 
@@ -801,6 +806,135 @@ static void test_down_policy(void)
     fleet_stop(&f);
 }
 
+
+/* ---- zkit-register and zkit-discover ---------------------------------------------------------- */
+
+typedef struct tool {
+    pid_t pid;
+    FILE *out;
+} tool_t;
+
+/* Starts argv[0] with its stdout on a pipe (stderr kept). */
+static int tool_start(tool_t *t, char *const argv[])
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    t->pid = fork();
+    if (t->pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]);
+        close(fds[1]);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    t->out = fdopen(fds[0], "r");
+    return t->pid > 0 && t->out ? 0 : -1;
+}
+
+/* Its exit status (128 + N for a signal), waiting at most timeout_ms; -1 when it had to be
+ * killed. */
+static int tool_wait(tool_t *t, int timeout_ms)
+{
+    int status = 0;
+    for (int64_t due = zkh_now_ms() + timeout_ms; zkh_now_ms() < due; zkh_sleep_ms(10)) {
+        if (waitpid(t->pid, &status, WNOHANG) == t->pid) {
+            fclose(t->out);
+            return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
+    }
+    kill(t->pid, SIGKILL);
+    waitpid(t->pid, &status, 0);
+    fclose(t->out);
+    return -1;
+}
+
+/* Runs a tool to its end: its exit status, and its output's first line in `line`. */
+static int tool_run(char *const argv[], char *line, size_t size)
+{
+    tool_t t;
+    line[0] = '\0';
+    if (tool_start(&t, argv) != 0)
+        return -1;
+    if (fgets(line, (int)size, t.out))
+        line[strcspn(line, "\n")] = '\0';
+    return tool_wait(&t, WAIT_MS);
+}
+
+static void test_cli_tools(void)
+{
+    zkit_client_t *c = fw_connect(zkh_connect_string(zk), NULL, 10000);
+    char base[64], path[128], line[1024];
+    char *cs = (char *)zkh_connect_string(zk);
+    char *reg_cmd[] = { ZKIT_REGISTER_BIN, "--connect", cs, "--base", base, "web",
+                        "--address", "10.0.0.5", "--port", "81", "--id", "r1",
+                        "--payload", "{\"k\":1}", "--", "/bin/sleep", "60", NULL };
+    char *reg_plain[] = { ZKIT_REGISTER_BIN, "--connect", cs, "--base", base, "web",
+                          "--address", "10.0.0.6", "--port", "82", "--ssl-port", "443", NULL };
+    char *reg_exit[] = { ZKIT_REGISTER_BIN, "--connect", cs, "--base", base, "web",
+                         "--address", "h", "--port", "1", "--id", "x3", "--", "/bin/sh", "-c",
+                         "exit 3", NULL };
+    char *reg_noport[] = { ZKIT_REGISTER_BIN, "--connect", cs, "web", "--address", "h", NULL };
+    char *reg_badjson[] = { ZKIT_REGISTER_BIN, "--connect", cs, "web", "--address", "h",
+                            "--port", "1", "--payload", "{x", NULL };
+    char *disc[] = { ZKIT_DISCOVER_BIN, "--connect", cs, "--base", base, "web", NULL };
+    char *disc_one[] = { ZKIT_DISCOVER_BIN, "--connect", cs, "--base", base, "--one", "web",
+                         NULL };
+    char *disc_json[] = { ZKIT_DISCOVER_BIN, "--connect", cs, "--base", base, "--json", "web",
+                          NULL };
+    char *disc_bad[] = { ZKIT_DISCOVER_BIN, "--connect", cs, "a/b", NULL };
+    zkit_service_instance_t *got = NULL;
+    tool_t reg, plain;
+    CU_ASSERT_FATAL(c != NULL);
+    zkh_unique_path(base, sizeof(base), "cli");
+    snprintf(path, sizeof(path), "%s/web/r1", base);
+
+    /* with a command: registered while it runs; SIGTERM is passed on to it */
+    CU_ASSERT_FATAL(tool_start(&reg, reg_cmd) == 0);
+    CU_ASSERT_FATAL(fgets(line, sizeof(line), reg.out) != NULL);
+    CU_ASSERT_STRING_EQUAL(line, "r1\n");
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, path, NULL), 0);
+    CU_ASSERT_EQUAL(tool_run(disc, line, sizeof(line)), 0);
+    CU_ASSERT_STRING_EQUAL(line, "r1 10.0.0.5 81 - 1");
+    CU_ASSERT_EQUAL(tool_run(disc_one, line, sizeof(line)), 0);
+    CU_ASSERT_STRING_EQUAL(line, "r1 10.0.0.5 81 - 1");
+    CU_ASSERT_EQUAL(tool_run(disc_json, line, sizeof(line)), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_service_instance_from_json(&got, line, strlen(line)), 0);
+    CU_ASSERT_STRING_EQUAL(got->payload, "{\"k\":1}");
+    CU_ASSERT_STRING_EQUAL(got->id, "r1");
+    zkit_service_instances_free(got, 1);
+    kill(reg.pid, SIGTERM);
+    CU_ASSERT_EQUAL(tool_wait(&reg, WAIT_MS), 128 + SIGTERM);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, path, NULL), ZKIT_ENONODE);
+
+    /* without one: until SIGTERM, status 0; a UUID id */
+    CU_ASSERT_FATAL(tool_start(&plain, reg_plain) == 0);
+    CU_ASSERT_FATAL(fgets(line, sizeof(line), plain.out) != NULL);
+    CU_ASSERT_EQUAL(strlen(line), 37);
+    line[36] = '\0';
+    snprintf(path, sizeof(path), "%s/web/%s", base, line);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, path, NULL), 0);
+    kill(plain.pid, SIGTERM);
+    CU_ASSERT_EQUAL(tool_wait(&plain, WAIT_MS), 0);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, path, NULL), ZKIT_ENONODE);
+
+    /* the command's status; then nothing is left to list */
+    CU_ASSERT_EQUAL(tool_run(reg_exit, line, sizeof(line)), 3);
+    CU_ASSERT_STRING_EQUAL(line, "x3");
+    CU_ASSERT_EQUAL(tool_run(disc, line, sizeof(line)), 0);
+    CU_ASSERT_STRING_EQUAL(line, "");
+    CU_ASSERT_EQUAL(tool_run(disc_one, line, sizeof(line)), 1);
+
+    /* usage */
+    CU_ASSERT_EQUAL(tool_run(reg_noport, line, sizeof(line)), 64);
+    CU_ASSERT_EQUAL(tool_run(reg_badjson, line, sizeof(line)), 64);
+    CU_ASSERT_EQUAL(tool_run(disc_bad, line, sizeof(line)), 64);
+
+    zkh_delete_tree(zk, base);
+    zkit_client_close(c);
+}
+
 static const zkh_test_t tests[] = {
     ZKH_TEST(test_bad_arguments),
     ZKH_TEST(test_json),
@@ -811,6 +945,7 @@ static const zkh_test_t tests[] = {
     ZKH_TEST(test_round_robin_and_random),
     ZKH_TEST(test_sticky),
     ZKH_TEST(test_down_policy),
+    ZKH_TEST(test_cli_tools),
     ZKH_TEST(test_server_restart),
     { NULL, NULL }
 };
