@@ -67,7 +67,8 @@ has() { [[ -f $1 || -f $1.gz ]]; }
 missing=()
 for f in "$lib/libzkit.so" "$lib/libzkit.so.0" "$lib/libzkit.a" "$lib/pkgconfig/zkit.pc" \
          "$inc/zkit.h" "$bin/zkit-lock" "$man/man1/zkit-lock.1" "$bin/zkit-watch" \
-         "$man/man1/zkit-watch.1"; do
+         "$man/man1/zkit-watch.1" "$bin/zkit-register" "$man/man1/zkit-register.1" \
+         "$bin/zkit-discover" "$man/man1/zkit-discover.1"; do
     has "$f" || missing+=("$f")
 done
 while IFS= read -r h; do
@@ -138,6 +139,14 @@ if out=$("$bin/zkit-watch" --help 2>&1) && [[ $out == *"Usage: zkit-watch"* ]]; 
 else
     bad "installed zkit-watch --help: $out"
 fi
+
+for tool in zkit-register zkit-discover; do
+    if out=$("$bin/$tool" --help 2>&1) && [[ $out == *"Usage: $tool"* ]]; then
+        ok "installed $tool --help"
+    else
+        bad "installed $tool --help: $out"
+    fi
+done
 
 # ---- 3. against a throwaway server ---------------------------------------------------------
 if [[ $server == yes ]]; then
