@@ -9,7 +9,7 @@
 # dpkg -x into ROOT; empty for a real install); the other directories are the configured ones.
 # Nothing outside ROOT and a scratch directory is touched.  The steps:
 #   1. files: the library (shared and static), every public header of the source tree,
-#      zkit.pc, zkit-lock and zkit-watch and their man pages, every docs/*.md and examples/* source, and with
+#      zkit.pc, zkit-lock, zkit-watch, zkit-register and zkit-discover and their man pages, every docs/*.md and examples/* source, and with
 #      --api-doc yes the HTML reference and the man3 pages (man 3 zkit_lock_acquire);
 #   2. tests/install_hello.c built with `pkg-config --cflags --libs zkit` (shared) and with
 #      `pkg-config --static` against libzkit.a, run, and checked to load the right library;
