@@ -210,8 +210,9 @@ ZKIT_EXTERN int zkit_service_provider_new(zkit_service_provider_t **out, zkit_di
                                           const char *service,
                                           const zkit_provider_options_t *opts);
 
-/* Waits until the cache has loaded once (at most `timeout_ms`; negative: without bound).
- * 0, ZKIT_ETIMEDOUT or ZKIT_EINVAL. */
+/* Waits until the cache has loaded once (at most `timeout_ms`; negative: without bound; 0: a
+ * look).  0, ZKIT_ETIMEDOUT, ZKIT_EINVAL, or ZKIT_EDEADLK with a non-zero timeout on the
+ * client's event thread (the load is heard there). */
 ZKIT_EXTERN int zkit_service_provider_wait_ready(zkit_service_provider_t *p, int timeout_ms);
 
 /*

@@ -6,6 +6,7 @@
  * An instance is down while its errors reach the threshold; its record goes once
  * down_timeout_ms have passed since its first error, and it is counted afresh after that.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,6 +134,12 @@ ZKIT_EXTERN int zkit_service_provider_wait_ready(zkit_service_provider_t *p, int
         zkit__client_reject(NULL, "service_provider_wait_ready: NULL provider");
         return ZKIT_EINVAL;
     }
+    if (timeout_ms != 0 && zkit__is_event_thread(p->client)) {
+        /* the cache's load is heard there */
+        zkit__client_reject(p->client, "service_provider_wait_ready: a non-zero timeout on "
+                            "the client's event thread");
+        return ZKIT_EDEADLK;
+    }
     due = zkit__monotonic_ms() + timeout_ms;
     pthread_mutex_lock(&p->mu);
     while (!p->ready && rc == 0) {
@@ -141,7 +148,7 @@ ZKIT_EXTERN int zkit_service_provider_wait_ready(zkit_service_provider_t *p, int
         } else {
             struct timespec ts;
             zkit__deadline_timespec(due, &ts);
-            if (pthread_cond_timedwait(&p->cond, &p->mu, &ts) != 0 && !p->ready)
+            if (pthread_cond_timedwait(&p->cond, &p->mu, &ts) == ETIMEDOUT && !p->ready)
                 rc = ZKIT_ETIMEDOUT;
         }
     }
