@@ -13,6 +13,8 @@
  *   - providers: round robin visits each instance once per turn, random reaches each, sticky
  *     keeps its pick until it goes; disabled instances are never picked; the down policy
  *     leaves an instance out after `threshold` errors, for `down_timeout_ms` from the first;
+ *   - 1,000 instances of a service: each listed by a query and by a provider (times printed
+ *     with ZKIT_TEST_VERBOSE);
  *   - zkit-register and zkit-discover: registered while the command runs (its exit status
  *     passed on) or until SIGTERM, listed (lines, --one, --json), gone after; usage errors.
  *
@@ -807,6 +809,69 @@ static void test_down_policy(void)
 }
 
 
+/* ---- a large service ---------------------------------------------------------------------------- */
+
+/* 1,000 instances of one service: every one listed by a query and by a provider's cache; the
+ * times (registration of all, the query, the provider's load, one pick) with ZKIT_TEST_VERBOSE. */
+static void test_thousand_instances(void)
+{
+    enum { N = 1000 };
+    zkit_client_t *c = fw_connect(zkh_connect_string(zk), NULL, 10000);
+    zkit_client_t *other = fw_connect(zkh_connect_string(zk), NULL, 10000);
+    zkit_service_registration_t **regs = calloc(N, sizeof(*regs));
+    zkit_discovery_t *d, *od;
+    zkit_service_provider_t *p = NULL;
+    zkit_service_instance_t *all = NULL, *one = NULL;
+    char base[64], id[32];
+    size_t n = 0;
+    int64_t start, t_reg, t_query, t_load, t_pick;
+    CU_ASSERT_FATAL(c != NULL && other != NULL && regs != NULL);
+    zkh_unique_path(base, sizeof(base), "big");
+    CU_ASSERT_EQUAL_FATAL(zkit_discovery_new(&d, c, base), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_discovery_new(&od, other, base), 0);
+    start = zkh_now_ms();
+    for (int i = 0; i < N; i++) {
+        zkit_service_instance_t in = full_instance("svc", id);
+        snprintf(id, sizeof(id), "i%04d", i); /* copied by the register call */
+        in.enabled = 1;
+        in.port = i;
+        CU_ASSERT_EQUAL_FATAL(zkit_discovery_register(&regs[i], d, &in, NULL, NULL), 0);
+    }
+    for (int i = 0; i < N; i++)
+        CU_ASSERT_EQUAL(zkit_service_registration_wait(regs[i], WAIT_MS), 0);
+    t_reg = zkh_now_ms() - start;
+    start = zkh_now_ms();
+    CU_ASSERT_EQUAL(zkit_discovery_instances(&all, &n, NULL, od, "svc"), 0);
+    t_query = zkh_now_ms() - start;
+    CU_ASSERT_EQUAL(n, N);
+    for (size_t i = 0; i < n; i++)
+        CU_ASSERT(all[i].port == (int)i); /* sorted by id i0000.. */
+    zkit_service_instances_free(all, n);
+    {
+        start = zkh_now_ms();
+        CU_ASSERT_EQUAL_FATAL(zkit_service_provider_new(&p, od, "svc", NULL), 0);
+        CU_ASSERT_EQUAL(zkit_service_provider_wait_ready(p, WAIT_MS), 0);
+        t_load = zkh_now_ms() - start;
+        start = zkh_now_ms();
+        CU_ASSERT_EQUAL(zkit_service_provider_get(&one, p), 0);
+        t_pick = zkh_now_ms() - start;
+        zkit_service_instances_free(one, 1);
+    }
+    if (getenv("ZKIT_TEST_VERBOSE"))
+        fprintf(stderr, "discovery, %d instances: registered in %lld ms, query %lld ms, "
+                "provider load %lld ms, one pick %lld ms\n", N, (long long)t_reg,
+                (long long)t_query, (long long)t_load, (long long)t_pick);
+    zkit_service_provider_free(p);
+    for (int i = 0; i < N; i++)
+        zkit_service_registration_free(regs[i]);
+    free(regs);
+    zkit_discovery_free(d);
+    zkit_discovery_free(od);
+    zkh_delete_tree(zk, base);
+    zkit_client_close(c);
+    zkit_client_close(other);
+}
+
 /* ---- zkit-register and zkit-discover ---------------------------------------------------------- */
 
 typedef struct tool {
@@ -946,6 +1011,7 @@ static const zkh_test_t tests[] = {
     ZKH_TEST(test_sticky),
     ZKH_TEST(test_down_policy),
     ZKH_TEST(test_cli_tools),
+    ZKH_TEST(test_thousand_instances),
     ZKH_TEST(test_server_restart),
     { NULL, NULL }
 };
