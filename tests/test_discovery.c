@@ -498,6 +498,63 @@ static void test_malformed_skipped(void)
     zkit_client_close(c);
 }
 
+/* A provider's wait from the client's event thread: refused (ZKIT_EDEADLK), a look allowed. */
+typedef struct from_callback {
+    pthread_mutex_t mu;
+    zkit_service_provider_t *p;
+    int done, wait_rc, look_rc;
+} from_callback_t;
+
+static void wait_from_callback(zkit_persistent_node_t *node, const zkit_persistent_status_t *st,
+                               void *arg)
+{
+    from_callback_t *f = arg;
+    int wait_rc, look_rc;
+    (void)node;
+    if (st->state != ZKIT_PERSISTENT_CREATED)
+        return;
+    wait_rc = zkit_service_provider_wait_ready(f->p, 1000);
+    look_rc = zkit_service_provider_wait_ready(f->p, 0);
+    pthread_mutex_lock(&f->mu);
+    f->wait_rc = wait_rc;
+    f->look_rc = look_rc;
+    f->done = 1;
+    pthread_mutex_unlock(&f->mu);
+}
+
+static int callback_done(void *arg)
+{
+    from_callback_t *f = arg;
+    return zkh_read_locked(&f->mu, &f->done);
+}
+
+static void test_wait_from_callback(void)
+{
+    zkit_client_t *c = fw_connect(zkh_connect_string(zk), NULL, 10000);
+    zkit_discovery_t *d;
+    zkit_service_registration_t *r;
+    zkit_service_instance_t a = full_instance("svc", "cb");
+    from_callback_t f;
+    char base[64];
+    CU_ASSERT_FATAL(c != NULL);
+    memset(&f, 0, sizeof(f));
+    pthread_mutex_init(&f.mu, NULL);
+    zkh_unique_path(base, sizeof(base), "cbwait");
+    CU_ASSERT_EQUAL_FATAL(zkit_discovery_new(&d, c, base), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_service_provider_new(&f.p, d, "svc", NULL), 0);
+    CU_ASSERT_EQUAL(zkit_service_provider_wait_ready(f.p, WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_discovery_register(&r, d, &a, wait_from_callback, &f), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(callback_done, &f, WAIT_MS), 0);
+    CU_ASSERT_EQUAL(f.wait_rc, ZKIT_EDEADLK);
+    CU_ASSERT_EQUAL(f.look_rc, 0);
+    zkit_service_registration_free(r);
+    zkit_service_provider_free(f.p);
+    zkit_discovery_free(d);
+    zkh_delete_tree(zk, base);
+    zkit_client_close(c);
+    pthread_mutex_destroy(&f.mu);
+}
+
 /* ---- faults ----------------------------------------------------------------------------------- */
 
 typedef enum fault { FAULT_EXPIRY, FAULT_PARTITION, FAULT_RESTART } fault_t;
@@ -1005,6 +1062,7 @@ static const zkh_test_t tests[] = {
     ZKH_TEST(test_json),
     ZKH_TEST(test_register_query_update),
     ZKH_TEST(test_malformed_skipped),
+    ZKH_TEST(test_wait_from_callback),
     ZKH_TEST(test_session_expiry),
     ZKH_TEST(test_partition_past_session_timeout),
     ZKH_TEST(test_round_robin_and_random),
