@@ -15,6 +15,8 @@
  *     leaves an instance out after `threshold` errors, for `down_timeout_ms` from the first;
  *   - 1,000 instances of a service: each listed by a query and by a provider (times printed
  *     with ZKIT_TEST_VERBOSE);
+ *   - examples/discovery_demo: calls reach every live instance; a killed one (its node still
+ *     there) is noted down and the calls go on to the live one;
  *   - zkit-register and zkit-discover: registered while the command runs (its exit status
  *     passed on) or until SIGTERM, listed (lines, --one, --json), gone after; usage errors.
  *
@@ -1057,6 +1059,51 @@ static void test_cli_tools(void)
     zkit_client_close(c);
 }
 
+/* ---- the example: examples/discovery_demo.c ------------------------------------------------- */
+
+/* Two servers; calls reach both (random picks: 40 calls miss one with probability 2^-39); one
+ * killed (its node left until its session expires): every call is still answered, by the
+ * other, the dead one noted down after its errors. */
+static void test_demo(void)
+{
+    char *cs = (char *)zkh_connect_string(zk);
+    char *s1_argv[] = { DISCOVERY_DEMO_BIN, "serve", "--connect", cs, "--id", "s1", NULL };
+    char *s2_argv[] = { DISCOVERY_DEMO_BIN, "serve", "--connect", cs, "--id", "s2", NULL };
+    char *call_argv[] = { DISCOVERY_DEMO_BIN, "call", "--connect", cs, "--calls", "40", NULL };
+    char line[256];
+    tool_t s1, s2, caller;
+    int seen1 = 0, seen2 = 0, answers = 0;
+    CU_ASSERT_FATAL(tool_start(&s1, s1_argv) == 0);
+    CU_ASSERT_FATAL(tool_start(&s2, s2_argv) == 0);
+    CU_ASSERT_FATAL(fgets(line, sizeof(line), s1.out) && strncmp(line, "SERVING s1 ", 11) == 0);
+    CU_ASSERT_FATAL(fgets(line, sizeof(line), s2.out) && strncmp(line, "SERVING s2 ", 11) == 0);
+    CU_ASSERT_FATAL(tool_start(&caller, call_argv) == 0);
+    while (fgets(line, sizeof(line), caller.out)) {
+        answers++;
+        seen1 += strncmp(line, "s1 ping ", 8) == 0;
+        seen2 += strncmp(line, "s2 ping ", 8) == 0;
+    }
+    CU_ASSERT_EQUAL(tool_wait(&caller, WAIT_MS), 0);
+    CU_ASSERT_EQUAL(answers, 40);
+    CU_ASSERT(seen1 > 0 && seen2 > 0 && seen1 + seen2 == 40);
+
+    kill(s1.pid, SIGKILL);
+    CU_ASSERT_EQUAL(tool_wait(&s1, WAIT_MS), 128 + SIGKILL);
+    answers = seen1 = 0;
+    CU_ASSERT_FATAL(tool_start(&caller, call_argv) == 0);
+    while (fgets(line, sizeof(line), caller.out)) {
+        answers++;
+        seen1 += strncmp(line, "s1 ", 3) == 0;
+    }
+    CU_ASSERT_EQUAL(tool_wait(&caller, WAIT_MS), 0);
+    CU_ASSERT_EQUAL(answers, 40);
+    CU_ASSERT_EQUAL(seen1, 0);
+
+    kill(s2.pid, SIGTERM);
+    CU_ASSERT_EQUAL(tool_wait(&s2, WAIT_MS), 0);
+    zkh_delete_tree(zk, "/demo-services");
+}
+
 static const zkh_test_t tests[] = {
     ZKH_TEST(test_bad_arguments),
     ZKH_TEST(test_json),
@@ -1070,6 +1117,7 @@ static const zkh_test_t tests[] = {
     ZKH_TEST(test_down_policy),
     ZKH_TEST(test_cli_tools),
     ZKH_TEST(test_thousand_instances),
+    ZKH_TEST(test_demo),
     ZKH_TEST(test_server_restart),
     { NULL, NULL }
 };
