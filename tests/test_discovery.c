@@ -89,7 +89,7 @@ static zkit_service_instance_t full_instance(const char *name, const char *id)
     return i;
 }
 
-/* ---- bad arguments ---------------------------------------------------------------------------- */
+/* ---- bad arguments -------------------------------------------------------------------------- */
 
 static void test_bad_arguments(void)
 {
@@ -218,7 +218,7 @@ static void test_bad_arguments(void)
     zkit_client_close(c);
 }
 
-/* ---- the JSON --------------------------------------------------------------------------------- */
+/* ---- the JSON ------------------------------------------------------------------------------- */
 
 static void test_json(void)
 {
@@ -304,7 +304,7 @@ static void test_json(void)
     }
 }
 
-/* ---- register, query, update, unregister ------------------------------------------------------ */
+/* ---- register, query, update, unregister ---------------------------------------------------- */
 
 static void test_register_query_update(void)
 {
@@ -442,7 +442,7 @@ static void test_register_query_update(void)
     zkit_client_close(other);
 }
 
-/* ---- malformed nodes -------------------------------------------------------------------------- */
+/* ---- malformed nodes ------------------------------------------------------------------------ */
 
 static long all_count(void *arg)
 {
@@ -557,7 +557,7 @@ static void test_wait_from_callback(void)
     pthread_mutex_destroy(&f.mu);
 }
 
-/* ---- faults ----------------------------------------------------------------------------------- */
+/* ---- faults --------------------------------------------------------------------------------- */
 
 typedef enum fault { FAULT_EXPIRY, FAULT_PARTITION, FAULT_RESTART } fault_t;
 
@@ -687,7 +687,7 @@ static void test_server_restart(void)
     run_fault(FAULT_RESTART);
 }
 
-/* ---- providers -------------------------------------------------------------------------------- */
+/* ---- providers ------------------------------------------------------------------------------ */
 
 typedef struct fleet {
     zkit_client_t *c;
@@ -806,8 +806,11 @@ static void test_sticky(void)
     for (int k = 0; k < 20; k++)
         CU_ASSERT_EQUAL(pick(p), next);
     /* a noted-down pick is left: the sticky one moves */
-    CU_ASSERT_EQUAL(zkit_service_provider_note_error(p, next == 0 ? "i0" : next == 1 ? "i1" : "i2"), 0);
-    CU_ASSERT_EQUAL(zkit_service_provider_note_error(p, next == 0 ? "i0" : next == 1 ? "i1" : "i2"), 0);
+    {
+        const char *next_id = next == 0 ? "i0" : next == 1 ? "i1" : "i2";
+        CU_ASSERT_EQUAL(zkit_service_provider_note_error(p, next_id), 0);
+        CU_ASSERT_EQUAL(zkit_service_provider_note_error(p, next_id), 0);
+    }
     {
         int moved = pick(p);
         CU_ASSERT(moved >= 0 && moved != next && moved != first);
@@ -868,7 +871,7 @@ static void test_down_policy(void)
 }
 
 
-/* ---- a large service ---------------------------------------------------------------------------- */
+/* ---- a large service ------------------------------------------------------------------------ */
 
 /* 1,000 instances of one service: every one listed by a query and by a provider's cache; the
  * times (registration of all, the query, the provider's load, one pick) with ZKIT_TEST_VERBOSE. */
@@ -931,7 +934,7 @@ static void test_thousand_instances(void)
     zkit_client_close(other);
 }
 
-/* ---- zkit-register and zkit-discover ---------------------------------------------------------- */
+/* ---- zkit-register and zkit-discover -------------------------------------------------------- */
 
 typedef struct tool {
     pid_t pid;

@@ -22,7 +22,8 @@ static int str_eq(const char *a, const char *b)
 
 static int same(const zkit_service_instance_t *a, const zkit_service_instance_t *b, int uri)
 {
-    return (!uri || str_eq(a->uri_spec, b->uri_spec)) && str_eq(a->name, b->name) && str_eq(a->id, b->id) && str_eq(a->address, b->address) &&
+    return (!uri || str_eq(a->uri_spec, b->uri_spec)) && str_eq(a->name, b->name) &&
+           str_eq(a->id, b->id) && str_eq(a->address, b->address) &&
            a->port == b->port && a->ssl_port == b->ssl_port && str_eq(a->payload, b->payload) &&
            a->registration_time_utc == b->registration_time_utc &&
            a->service_type == b->service_type && a->enabled == b->enabled;
