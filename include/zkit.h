@@ -18,5 +18,6 @@
 #include "zkit/persist.h"
 #include "zkit/group.h"
 #include "zkit/partition.h"
+#include "zkit/discovery.h"
 
 #endif

@@ -8,7 +8,8 @@
 # reference (make doc),
 # libuv and libevent for the event-loop adapters' tests and examples, and debhelper and
 # lintian for the package build (scripts/build-debs.sh), and stress-ng for the load
-# scripts/flake-hunt.sh --load puts beside the test command.
+# scripts/flake-hunt.sh --load puts beside the test command; jansson for service discovery's
+# JSON, and Curator's discovery for its Java interop peer.
 #
 # Silent when everything is already there, so it can run before every build.
 # Uses sudo only when not root (and only if sudo exists).
@@ -23,9 +24,11 @@ packages=(
     libzookeeper-mt-dev
     libcunit1-dev
     uuid-dev
+    libjansson-dev
     zookeeper
     default-jre-headless
     libcurator-recipes-java
+    libcurator-discovery-java
     default-jdk-headless
     python3-kazoo
     tzdata

@@ -33,11 +33,12 @@ jars=${CURATOR_PEER_JARS:-/usr/share/java}
 # "no binding" warning and all logging. Jar manifests may pull in more, unused.
 cp=
 deps=()
-for j in curator-recipes curator-framework curator-client zookeeper zookeeper-jute guava \
-         slf4j-api slf4j-nop; do
+for j in curator-recipes curator-framework curator-client curator-x-discovery zookeeper \
+         zookeeper-jute guava slf4j-api slf4j-nop jackson-databind jackson-core \
+         jackson-annotations; do
     if [ ! -r "$jars/$j.jar" ]; then
         echo "curator-peer: $jars/$j.jar not found (install libcurator-recipes-java," \
-             "libzookeeper-java, libslf4j-java)" >&2
+             "libcurator-discovery-java, libzookeeper-java, libslf4j-java)" >&2
         exit 77
     fi
     deps+=("$jars/$j.jar")

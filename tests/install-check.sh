@@ -9,7 +9,7 @@
 # dpkg -x into ROOT; empty for a real install); the other directories are the configured ones.
 # Nothing outside ROOT and a scratch directory is touched.  The steps:
 #   1. files: the library (shared and static), every public header of the source tree,
-#      zkit.pc, zkit-lock and zkit-watch and their man pages, every docs/*.md and examples/* source, and with
+#      zkit.pc, zkit-lock, zkit-watch, zkit-register and zkit-discover and their man pages, every docs/*.md and examples/* source, and with
 #      --api-doc yes the HTML reference and the man3 pages (man 3 zkit_lock_acquire);
 #   2. tests/install_hello.c built with `pkg-config --cflags --libs zkit` (shared) and with
 #      `pkg-config --static` against libzkit.a, run, and checked to load the right library;
@@ -67,7 +67,8 @@ has() { [[ -f $1 || -f $1.gz ]]; }
 missing=()
 for f in "$lib/libzkit.so" "$lib/libzkit.so.0" "$lib/libzkit.a" "$lib/pkgconfig/zkit.pc" \
          "$inc/zkit.h" "$bin/zkit-lock" "$man/man1/zkit-lock.1" "$bin/zkit-watch" \
-         "$man/man1/zkit-watch.1"; do
+         "$man/man1/zkit-watch.1" "$bin/zkit-register" "$man/man1/zkit-register.1" \
+         "$bin/zkit-discover" "$man/man1/zkit-discover.1"; do
     has "$f" || missing+=("$f")
 done
 while IFS= read -r h; do
@@ -138,6 +139,14 @@ if out=$("$bin/zkit-watch" --help 2>&1) && [[ $out == *"Usage: zkit-watch"* ]]; 
 else
     bad "installed zkit-watch --help: $out"
 fi
+
+for tool in zkit-register zkit-discover; do
+    if out=$("$bin/$tool" --help 2>&1) && [[ $out == *"Usage: $tool"* ]]; then
+        ok "installed $tool --help"
+    else
+        bad "installed $tool --help: $out"
+    fi
+done
 
 # ---- 3. against a throwaway server ---------------------------------------------------------
 if [[ $server == yes ]]; then

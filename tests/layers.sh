@@ -14,9 +14,9 @@ set -u
 LIBRARY="
 src/framework errors clock log retry paths options tasks client listeners timers watches ops
     create txn batch api session
-src/recipes nodename schedule rewatch treecache cache persist group machine engine lockstate ownnode
-    lockcore mutex lock multilock segment guard view semaphore semmutex latch selector leaderquery
-    job wakeup sharedvalue atomic barrier dbarrier partition
+src/recipes nodename schedule rewatch treecache cache persist group instance discovery provider
+    machine engine lockstate ownnode lockcore mutex lock multilock segment guard view semaphore
+    semmutex latch selector leaderquery job wakeup sharedvalue atomic barrier dbarrier partition
 "
 # zkit-lock.
 TOOL="
@@ -26,6 +26,14 @@ src/tools zkl-msg zkl-opts zkl-events zkl-locks zkl-list zkl-child zkit-lock
 WATCH="
 src/tools zkl-msg zkl-opts zkl-events zkl-locks zkl-child zkw-format zkw-source zkw-run
     zkit-watch
+"
+# zkit-register and zkit-discover (service discovery): on zkit-lock's messages, options, event
+# pipe, connection and command lookup.
+REGISTER="
+src/tools zkl-msg zkl-opts zkl-events zkl-locks zkl-child zkit-register
+"
+DISCOVER="
+src/tools zkl-msg zkl-opts zkl-events zkl-locks zkl-child zkit-discover
 "
 # zkit-bench: the outputs and the measurement helpers, the figures, the two modes, main.
 BENCH="
@@ -90,6 +98,8 @@ listed=$(mktemp)
 check "$LIBRARY"
 check "$TOOL"
 check "$WATCH"
+check "$REGISTER"
+check "$DISCOVER"
 check "$BENCH"
 # Every source file of the stacks' directories must be listed in one of them.
 for d in $(sed 's,/[^/]*$,,' "$listed" | sort -u); do

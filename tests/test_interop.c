@@ -24,6 +24,11 @@
  * Curator's DistributedAtomicLong, both promoted to the same lock path, incrementing one
  * counter end with the exact total; a zkit member and a Curator member pass one double
  * barrier together.
+ *
+ * Service discovery: an instance registered by zkit is found by Curator's ServiceDiscovery
+ * with every field as zkit wrote it and picked by Curator's ServiceProvider; one registered by
+ * Curator is found by zkit (query and provider) with every field as Curator wrote it, and
+ * seen gone once Curator unregisters it.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -33,6 +38,7 @@
 #include <CUnit/CUnit.h>
 
 #include "peer_support.h"
+#include "zkit/discovery.h"
 
 #ifndef CURATOR_PEER
 #define CURATOR_PEER "tests/curator-peer.sh"
@@ -959,6 +965,147 @@ static void test_group_member_curator(void)
     pthread_mutex_destroy(&seen.mu);
 }
 
+/* ---- service discovery: zkit and Curator's ServiceDiscovery ------------------------------------ */
+
+static int instances_equal(const zkit_service_instance_t *a, const zkit_service_instance_t *b)
+{
+#define SAME_STR(x, y) ((!(x) && !(y)) || ((x) && (y) && strcmp((x), (y)) == 0))
+    return SAME_STR(a->name, b->name) && SAME_STR(a->id, b->id) &&
+           SAME_STR(a->address, b->address) && a->port == b->port &&
+           a->ssl_port == b->ssl_port && SAME_STR(a->payload, b->payload) &&
+           a->registration_time_utc == b->registration_time_utc &&
+           a->service_type == b->service_type && SAME_STR(a->uri_spec, b->uri_spec) &&
+           a->enabled == b->enabled;
+#undef SAME_STR
+}
+
+/* Asks the peer for its query until an instance with `id` is listed (10 s): the instance as
+ * Curator read it, or NULL. */
+static zkit_service_instance_t *peer_finds(proc_t *p, const char *id)
+{
+    int64_t due = zkh_now_ms() + 10000;
+    char line[4096];
+    do {
+        zkit_service_instance_t *found = NULL;
+        proc_write(p, "query\n");
+        for (;;) {
+            zkit_service_instance_t *one = NULL;
+            if (proc_read_line(p, line, sizeof(line), 10000) != 0)
+                return found;
+            if (strcmp(line, "END") == 0)
+                break;
+            if (strncmp(line, "INSTANCE ", 9) == 0 &&
+                zkit_service_instance_from_json(&one, line + 9, strlen(line + 9)) == 0 &&
+                strcmp(one->id, id) == 0 && !found)
+                found = one;
+            else
+                zkit_service_instances_free(one, 1);
+        }
+        if (found)
+            return found;
+        zkh_sleep_ms(50);
+    } while (zkh_now_ms() < due);
+    return NULL;
+}
+
+static void test_discovery_curator(void)
+{
+    zkit_client_t *c = lk_client(10000);
+    zkit_discovery_t *d = NULL;
+    zkit_service_registration_t *r = NULL;
+    zkit_service_provider_t *prov = NULL;
+    zkit_service_instance_t mine = ZKIT_SERVICE_INSTANCE_INIT, *got = NULL, *all = NULL;
+    proc_t peer;
+    char base[64], line[256] = "";
+    size_t n = 0, skipped = 9;
+    char *argv[] = { (char *)CURATOR_PEER, (char *)PEER_BUILD_DIR,
+                     (char *)zkh_connect_string(zk), (char *)"discovery", base, (char *)"web",
+                     (char *)"java-1", NULL };
+    CU_ASSERT_FATAL(c != NULL);
+    zkh_unique_path(base, sizeof(base), "ix-discovery");
+    CU_ASSERT_EQUAL_FATAL(zkit_discovery_new(&d, c, base), 0);
+    mine.name = "web";
+    mine.id = "zkit-1";
+    mine.address = "10.9.8.7";
+    mine.port = 8080;
+    mine.ssl_port = 8443;
+    mine.payload = "{\"@class\":\"java.util.LinkedHashMap\",\"zone\":\"us\",\"w\":[1,2.5,true,null]}";
+    mine.registration_time_utc = 1700000000123LL;
+    mine.uri_spec = "{scheme}://{address}:{port}/api";
+    mine.enabled = 1;
+    CU_ASSERT_EQUAL_FATAL(zkit_discovery_register(&r, d, &mine, NULL, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_service_registration_wait(r, 10000), 0);
+
+    CU_ASSERT_FATAL(proc_spawn(&peer, argv) == 0);
+    CU_ASSERT_FATAL(proc_read_line(&peer, line, sizeof(line), PEER_START_MS) == 0 &&
+                    strcmp(line, "REGISTERED") == 0);
+    /* zkit's instance as Curator reads it: every field */
+    got = peer_finds(&peer, "zkit-1");
+    CU_ASSERT_FATAL(got != NULL);
+    CU_ASSERT(instances_equal(got, &mine));
+    zkit_service_instances_free(got, 1);
+    /* a disabled zkit instance: Curator reads enabled=false */
+    mine.enabled = 0;
+    CU_ASSERT_EQUAL(zkit_service_registration_update(r, &mine), 0);
+    for (int64_t due = zkh_now_ms() + 10000; zkh_now_ms() < due; zkh_sleep_ms(50)) {
+        int done;
+        got = peer_finds(&peer, "zkit-1");
+        done = got && got->enabled == 0;
+        zkit_service_instances_free(got, 1);
+        if (done)
+            break;
+    }
+    got = peer_finds(&peer, "zkit-1");
+    CU_ASSERT(got != NULL && instances_equal(got, &mine));
+    zkit_service_instances_free(got, 1);
+    /* Curator's provider leaves the disabled one out: it picks its own */
+    proc_write(&peer, "pick\n");
+    CU_ASSERT(proc_read_line(&peer, line, sizeof(line), 10000) == 0 &&
+              strcmp(line, "PICK java-1") == 0);
+
+    /* Curator's instance as zkit reads it: every field */
+    CU_ASSERT_EQUAL_FATAL(zkit_discovery_instance(&got, d, "web", "java-1"), 0);
+    CU_ASSERT_STRING_EQUAL(got->name, "web");
+    CU_ASSERT_STRING_EQUAL(got->id, "java-1");
+    CU_ASSERT_STRING_EQUAL(got->address, "10.1.2.3");
+    CU_ASSERT_EQUAL(got->port, 7001);
+    CU_ASSERT_EQUAL(got->ssl_port, 7443);
+    CU_ASSERT_STRING_EQUAL(got->payload, "{\"@class\":\"java.util.LinkedHashMap\",\"zone\":\"eu\"}");
+    CU_ASSERT_EQUAL(got->registration_time_utc, 1700000000999LL);
+    CU_ASSERT_EQUAL(got->service_type, ZKIT_SERVICE_DYNAMIC);
+    CU_ASSERT_STRING_EQUAL(got->uri_spec, "{scheme}://{address}:{port}");
+    CU_ASSERT_EQUAL(got->enabled, 1);
+    zkit_service_instances_free(got, 1);
+    CU_ASSERT_EQUAL(zkit_discovery_instances(&all, &n, &skipped, d, "web"), 0);
+    CU_ASSERT_EQUAL(n, 2);
+    CU_ASSERT_EQUAL(skipped, 0);
+    zkit_service_instances_free(all, n);
+    /* zkit's provider picks Curator's (its own is disabled) */
+    CU_ASSERT_EQUAL_FATAL(zkit_service_provider_new(&prov, d, "web", NULL), 0);
+    CU_ASSERT_EQUAL(zkit_service_provider_wait_ready(prov, 10000), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_service_provider_get(&got, prov), 0);
+    CU_ASSERT_STRING_EQUAL(got->id, "java-1");
+    zkit_service_instances_free(got, 1);
+
+    /* Curator unregisters: gone for zkit */
+    proc_write(&peer, "close\n");
+    CU_ASSERT(proc_read_line(&peer, line, sizeof(line), 10000) == 0 && strcmp(line, "CLOSED") == 0);
+    CU_ASSERT_EQUAL(exit_code(proc_wait(&peer, 10000)), 0);
+    CU_ASSERT_EQUAL(zkit_discovery_instance(&got, d, "web", "java-1"), ZKIT_ENONODE);
+    for (int64_t due = zkh_now_ms() + 10000; zkh_now_ms() < due; zkh_sleep_ms(20)) {
+        if (zkit_service_provider_get(&got, prov) == ZKIT_ENONODE)
+            break;
+        zkit_service_instances_free(got, 1);
+        got = NULL;
+    }
+    CU_ASSERT_EQUAL(zkit_service_provider_get(&got, prov), ZKIT_ENONODE);
+    zkit_service_provider_free(prov);
+    zkit_service_registration_free(r);
+    zkit_discovery_free(d);
+    zkh_delete_tree(zk, base);
+    zkit_client_close(c);
+}
+
 /* ---- registration --------------------------------------------------------------------------- */
 
 /* Is the Curator peer usable at all (java, javac, the jars)?  This also compiles it.  77 (the
@@ -1012,6 +1159,8 @@ static const zkh_test_t tests[] = {
       test_atomic_long_curator },
     { "double barrier: a zkit and a Curator member pass together", test_double_barrier_curator },
     { "group: a zkit member and a Curator GroupMember see each other", test_group_member_curator },
+    { "discovery: zkit and Curator's ServiceDiscovery find each other's instances",
+      test_discovery_curator },
     { NULL, NULL }
 };
 

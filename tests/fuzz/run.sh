@@ -11,7 +11,7 @@ set -uo pipefail
 src=${1:?SRCDIR} build=${2:?BUILDDIR} seconds=${3:?SECONDS}
 shift 3
 targets=("$@")
-((${#targets[@]})) || targets=(fuzz_paths fuzz_lock_order fuzz_cron fuzz_job_record fuzz_cli)
+((${#targets[@]})) || targets=(fuzz_paths fuzz_lock_order fuzz_cron fuzz_job_record fuzz_cli fuzz_instance)
 
 cc=${FUZZ_CC:-clang}
 work=$build/fuzz
@@ -64,7 +64,7 @@ for t in "${targets[@]}"; do
     objects=("${lib_objects[@]}")
     [[ $t == fuzz_cli ]] && objects+=("${tool_objects[@]}")
     if ! "$cc" "${flags[@]}" -fsanitize=fuzzer "$src/tests/fuzz/$t.c" "${objects[@]}" \
-        -lzookeeper_mt -luuid -lpthread -o "$bin"; then
+        -lzookeeper_mt -luuid -ljansson -lpthread -o "$bin"; then
         echo "fuzz: $t: build FAILED" >&2
         failed=1
         continue

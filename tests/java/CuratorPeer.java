@@ -17,6 +17,7 @@
  *   CuratorPeer CONNECT atomic PATH LOCK_PATH|- INCREMENTS
  *   CuratorPeer CONNECT dbarrier PATH MEMBERS TIMEOUT_MS
  *   CuratorPeer CONNECT group PATH ID DATA
+ *   CuratorPeer CONNECT discovery BASE SERVICE ID
  *
  * KIND: mutex (InterProcessMutex), read / write (InterProcessReadWriteLock halves),
  *       semaphore (InterProcessSemaphoreMutex); contend has kinds of its own (below).
@@ -110,6 +111,16 @@
  *                     then "END"
  *          data D  -> setThisData(D), "DATA"
  *          close   -> close() (its node deleted), "CLOSED", exit 0
+ *          EOF     -> the same without printing
+ * discovery: a ServiceDiscovery (curator-x-discovery, its default serializer) at BASE that
+ *        registers instance ID of SERVICE: address 10.1.2.3, port 7001, sslPort 7443, payload a
+ *        LinkedHashMap {zone=eu}, registrationTimeUTC 1700000000999, DYNAMIC, uriSpec
+ *        "{scheme}://{address}:{port}" ("REGISTERED").  Commands on stdin, one a line:
+ *          query   -> "INSTANCE <json>" per queryForInstances(SERVICE), the JSON written with
+ *                     every field (JsonInstanceSerializer in its non-compatible mode), then "END"
+ *          pick    -> "PICK <id>" from a ServiceProvider of SERVICE (round robin), or
+ *                     "PICK -" when it has none
+ *          close   -> close() (its instance unregistered), "CLOSED", exit 0
  *          EOF     -> the same without printing
  *
  * Participants: mutex, read, write: getParticipantNodes() of that lock, i.e. the children
@@ -366,7 +377,8 @@ public class CuratorPeer {
             /* revoke takes node paths only; the other modes KIND PATH and their own args. */
             boolean revocable = mode.equals("hold") && args.length == 6 && args[5].equals("revocable");
             boolean leader = mode.equals("latch") || mode.equals("selector")
-                    || mode.equals("count") || mode.equals("dbarrier") || mode.equals("group");
+                    || mode.equals("count") || mode.equals("dbarrier") || mode.equals("group")
+                    || mode.equals("discovery");
             if (mode.equals("atomic")) {
                 leader = true; /* PATH LOCK_PATH N: the same shape once LOCK_PATH is taken */
             }
@@ -422,6 +434,8 @@ public class CuratorPeer {
                 rc = dbarrier(client, path, Integer.parseInt(args[3]), Long.parseLong(args[4]));
             } else if (mode.equals("group")) {
                 rc = group(client, path, args[3], args[4]);
+            } else if (mode.equals("discovery")) {
+                rc = discovery(client, path, args[3], args[4]);
             } else if (leader) {
                 Path log = Paths.get(args[4]);
                 rc = mode.equals("latch") ? latch(client, path, args[3], log)
@@ -864,6 +878,54 @@ public class CuratorPeer {
                 out("DATA");
             } else if (!command.line.isEmpty()) {
                 err("unknown command '" + command.line + "' (members, data D, close)");
+            }
+        }
+    }
+
+    static int discovery(CuratorFramework client, String base, String service, String id)
+            throws Exception {
+        java.util.Map<String, Object> payload = new java.util.LinkedHashMap<>();
+        payload.put("zone", "eu");
+        org.apache.curator.x.discovery.ServiceInstance<Object> instance =
+                org.apache.curator.x.discovery.ServiceInstance.builder()
+                        .name(service).id(id).address("10.1.2.3").port(7001).sslPort(7443)
+                        .payload((Object) payload).registrationTimeUTC(1700000000999L)
+                        .serviceType(org.apache.curator.x.discovery.ServiceType.DYNAMIC)
+                        .uriSpec(new org.apache.curator.x.discovery.UriSpec(
+                                "{scheme}://{address}:{port}"))
+                        .build();
+        org.apache.curator.x.discovery.ServiceDiscovery<Object> discovery =
+                org.apache.curator.x.discovery.ServiceDiscoveryBuilder.builder(Object.class)
+                        .client(client).basePath(base).thisInstance(instance).build();
+        org.apache.curator.x.discovery.details.JsonInstanceSerializer<Object> full =
+                new org.apache.curator.x.discovery.details.JsonInstanceSerializer<>(
+                        Object.class, false);
+        BlockingQueue<Command> commands = stdinCommands();
+        discovery.start();
+        out("REGISTERED");
+        for (;;) {
+            Command command = commands.take();
+            if (command == Command.EOF || command.line.equals("close")) {
+                discovery.close();
+                if (command != Command.EOF) {
+                    out("CLOSED");
+                }
+                return EXIT_OK;
+            } else if (command.line.equals("query")) {
+                for (org.apache.curator.x.discovery.ServiceInstance<Object> i
+                        : discovery.queryForInstances(service)) {
+                    out("INSTANCE " + new String(full.serialize(i), StandardCharsets.UTF_8));
+                }
+                out("END");
+            } else if (command.line.equals("pick")) {
+                org.apache.curator.x.discovery.ServiceProvider<Object> provider =
+                        discovery.serviceProviderBuilder().serviceName(service).build();
+                provider.start();
+                org.apache.curator.x.discovery.ServiceInstance<Object> i = provider.getInstance();
+                out("PICK " + (i == null ? "-" : i.getId()));
+                provider.close();
+            } else if (!command.line.isEmpty()) {
+                err("unknown command '" + command.line + "' (query, pick, close)");
             }
         }
     }
