@@ -14,6 +14,9 @@
  * stores (base64 of the SHA-1 of "user:password") are written out below, so that the test
  * checks the server's own record of them.
  */
+#ifdef HAVE_CONFIG_H
+#include "config.h" /* HAVE_ZOOKEEPER_SSL */
+#endif
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -196,6 +199,14 @@ static void test_default_acls(void)
     CU_ASSERT_EQUAL(zkit_client_new(&bad, &o), ZKIT_EINVAL);
     CU_ASSERT_PTR_NULL(bad);
     CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "world_open_acl"));
+#ifndef HAVE_ZOOKEEPER_SSL
+    /* TLS asked of a build without it: refused, never a session in the clear. */
+    o.world_open_acl = 0;
+    o.tls_cert = "ca.pem,client.pem,client.key";
+    CU_ASSERT_EQUAL(zkit_client_new(&bad, &o), ZKIT_EUNSUPPORTED);
+    CU_ASSERT_PTR_NULL(bad);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "zookeeper_init_ssl"));
+#endif
 
     clients_close(&k, base);
 }

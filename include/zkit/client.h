@@ -135,11 +135,18 @@ typedef struct zkit_client_options {
     int world_open_acl;              /* 1: with digest credentials and no default_acl, still
                                       * create nodes world:anyone with all permissions (as
                                       * Curator and kazoo do).  Default 0; 0 or 1 */
+    const char *tls_cert;            /* NULL = plain TCP (the default).  Else TLS to the
+                                      * servers' secureClientPort, with libzookeeper's
+                                      * "ca.pem,client.pem,client.key[,password]" (its
+                                      * zookeeper_init_ssl).  Only in a zkit built against a
+                                      * libzookeeper_mt with OpenSSL (zkit_client_new() is
+                                      * ZKIT_EUNSUPPORTED otherwise: Debian's 3.8.0 has none;
+                                      * see docs/framework.md, "TLS and SASL") */
 } zkit_client_options_t;
 
 #define ZKIT_CLIENT_OPTIONS_INIT \
     { ZKIT_CLIENT_OPTIONS_VERSION, NULL, 60000, 15000, NULL, NULL, NULL, 0, NULL, 0, NULL, \
-      NULL, 0, NULL, 0, NULL, NULL, ZKIT_LOG_WARN, ZKIT_DELIVER_ON_EVENT_THREAD, 0 }
+      NULL, 0, NULL, 0, NULL, NULL, ZKIT_LOG_WARN, ZKIT_DELIVER_ON_EVENT_THREAD, 0, NULL }
 
 /*
  * Fills `opts`, a struct of version `version`, with the defaults, writing only the fields that
@@ -160,7 +167,8 @@ ZKIT_EXTERN void zkit_client_options_init(zkit_client_options_t *opts);
  * Creates a client and starts connecting in the background (it does not wait for the
  * connection: see zkit_client_block_until_connected()).  The options are copied.
  * Returns 0, ZKIT_EINVAL (bad options or connect string, a port outside 1..65535 included),
- * ZKIT_EBADPATH (bad namespace), ZKIT_ENOMEM or ZKIT_ESYSTEM.  A chroot in the connect string
+ * ZKIT_EBADPATH (bad namespace), ZKIT_EUNSUPPORTED (tls_cert without TLS in this build),
+ * ZKIT_ENOMEM or ZKIT_ESYSTEM.  A chroot in the connect string
  * ("host:2181/app") must exist on the server: nothing is created above it, so creates under a
  * missing chroot fail with ZKIT_ENONODE.  A namespace is created on demand.
  */

@@ -4,6 +4,9 @@
  * with the ACL a create carries when its options give none.
  */
 
+#ifdef HAVE_CONFIG_H
+#include "config.h" /* HAVE_ZOOKEEPER_SSL */
+#endif
 #include <errno.h>
 #include <stddef.h>
 #include <limits.h>
@@ -65,7 +68,7 @@ ZKIT_EXTERN void (zkit_client_options_init)(zkit_client_options_t *opts)
 /* Options of any version from 1 to the library's are accepted: a program built against older
  * headers passes a struct without the fields added since, which keep their defaults.
  * Version 2 added `delivery`: a version 1 caller's callbacks run on the event thread.
- * Version 3 added `world_open_acl`: a caller of an older version gets the secure default ACL
+ * Version 3 added `world_open_acl` and `tls_cert`: a caller of an older version gets the secure default ACL
  * with digest credentials, as a new one does (the default of the field). */
 static int options_version_known(unsigned version)
 {
@@ -146,6 +149,20 @@ int zkit__options_validate(const zkit_client_options_t *o)
         options_error(o, "client options: world_open_acl %d is neither 0 nor 1",
                       o->world_open_acl);
         return ZKIT_EINVAL;
+    }
+    if (o->version >= 3 && o->tls_cert) {
+#ifdef HAVE_ZOOKEEPER_SSL
+        if (!o->tls_cert[0]) {
+            options_error(o, "client options: tls_cert is empty (NULL for plain TCP)");
+            return ZKIT_EINVAL;
+        }
+#else
+        /* Refused rather than ignored: a client asked for TLS must not talk in the clear. */
+        options_error(o, "client options: tls_cert given, but this zkit was built against a "
+                         "libzookeeper_mt without TLS (no zookeeper_init_ssl); see "
+                         "docs/framework.md, \"TLS and SASL\"");
+        return ZKIT_EUNSUPPORTED;
+#endif
     }
     if (!o->connect_string || !o->connect_string[0]) {
         options_error(o, "client options: connect_string is required");
@@ -338,6 +355,8 @@ int zkit__options_copy(zkit_client_t *c, const zkit_client_options_t *o)
     c->conf.acl_provider = o->acl_provider;
     c->conf.acl_provider_arg = o->acl_provider_arg;
     c->conf.can_be_read_only = o->can_be_read_only;
+    if (o->version >= 3 && o->tls_cert && !(c->conf.tls_cert = strdup(o->tls_cert)))
+        return ZKIT_ENOMEM;
     /* Fields added in version 2 are read only from callers that know them. */
     if (o->version >= 2)
         c->delivery.dispatch_mode = o->delivery == ZKIT_DELIVER_ON_DISPATCH;
