@@ -17,7 +17,11 @@ make kazoo see zkit's (Curator-layout) nodes, as docs/recipes.md gives them:
   WriteLock(client, path, extra_lock_patterns=["__READ__", "__WRIT__"])
 
 stdout: one line per event, flushed at once; stderr: errors.  Exit codes: 0 ok, 1 error,
-2 timeout, 77 kazoo is not installed (probe, or any mode).
+2 timeout, 3 refused by an ACL (hold: "NOAUTH"), 77 kazoo is not installed (probe, or any
+mode).
+
+Credentials: with ZKIT_PEER_AUTH=user:password in the environment the client adds them as a
+digest identity (KazooClient's auth_data); its nodes keep kazoo's default ACL (world-open).
 
 probe: exit 0 when kazoo can be imported (prints "KAZOO <version>").
 hold:  acquire (TIMEOUT_MS < 0 = wait forever, 0 = try once), print "ACQUIRED <our node>"
@@ -70,12 +74,12 @@ import sys
 import threading
 import time
 
-EXIT_OK, EXIT_ERROR, EXIT_TIMEOUT, EXIT_SKIP = 0, 1, 2, 77
+EXIT_OK, EXIT_ERROR, EXIT_TIMEOUT, EXIT_NOAUTH, EXIT_SKIP = 0, 1, 2, 3, 77
 
 try:
     import kazoo
     from kazoo.client import KazooClient
-    from kazoo.exceptions import LockTimeout, NoNodeError
+    from kazoo.exceptions import LockTimeout, NoAuthError, NoNodeError
     from kazoo.recipe.lock import Lock, ReadLock, WriteLock
 except ImportError as e:
     print("kazoo-peer: kazoo not importable (%s): install python3-kazoo" % e, file=sys.stderr)
@@ -177,6 +181,9 @@ def hold(client, kind, path, timeout_ms):
                                  timeout=None if timeout_ms < 0 else timeout_ms / 1000.0)
     except LockTimeout:
         lock = None
+    except NoAuthError:
+        out("NOAUTH")
+        return EXIT_NOAUTH
     if lock is None:
         out("TIMEOUT")
         return EXIT_TIMEOUT
@@ -325,7 +332,9 @@ def main(argv):
         err("usage: kazoo-peer.py CONNECT hold|loop|order|cache KIND PATH ... (see its header)")
         return EXIT_ERROR
     connect, mode, kind, path = argv[1], argv[2], argv[3], argv[4]
-    client = KazooClient(hosts=connect, timeout=10.0)
+    auth = os.environ.get("ZKIT_PEER_AUTH")
+    client = KazooClient(hosts=connect, timeout=10.0,
+                         auth_data=[("digest", auth)] if auth else None)
     client.start(timeout=15)
     try:
         if mode == "cache":

@@ -1271,6 +1271,8 @@ static void test_multi_path(void)
 }
 
 /* Credentials from a file protect the lock's nodes; the namespace prefixes the path. */
+static int run_list(const char *out, const char *err, const char *const *args);
+
 static void test_auth_and_namespace(void)
 {
     char path[64], base[300], auth[300], ns_path[128], ns[64];
@@ -1299,6 +1301,17 @@ static void test_auth_and_namespace(void)
         const char *args[] = { "--connect", cs, "--namespace", ns, "--auth-file", auth, "-n",
                                path, "--", "true", NULL };
         CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 1); /* same credentials: just taken */
+    }
+    {
+        /* Listing needs no credentials (READ for the world); -v names the node's owner. */
+        char out[300], err[300], *text;
+        const char *args[] = { "--namespace", ns, "--list", "-v", path, NULL };
+        scratch(out, sizeof(out), "auth-list.out");
+        scratch(err, sizeof(err), "auth-list.err");
+        CU_ASSERT_EQUAL(run_list(out, err, args), 0);
+        text = slurp(out);
+        CU_ASSERT(text && strncmp(text, "holder ", 7) == 0 && strstr(text, " owner=alice "));
+        free(text);
     }
     CU_ASSERT_EQUAL(stop_holder(holder), 143);
     /* The nodes are ours only: the test's unauthenticated handle cannot delete them, but the
@@ -1994,6 +2007,9 @@ static void test_list_verbose(void)
                       strstr(text, name) < second);
             CU_ASSERT(text && strstr(text, want) && strstr(text, want) < second);
             CU_ASSERT(text && strstr(text, token_text) && strstr(text, token_text) < second);
+            /* No credentials: a world-open node, whose owner is anyone. */
+            CU_ASSERT(text && strstr(text, " owner=anyone token=") &&
+                      strstr(text, " owner=anyone ") < second);
             CU_ASSERT(second && strncmp(second + 1, "waiting ", 8) == 0 &&
                       strstr(second, want) && strstr(second, " token="));
             if (line_count(text) != 2)

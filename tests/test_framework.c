@@ -1226,6 +1226,7 @@ static void test_acl(void)
     static const zkit_auth_t auth = { "digest", "fwuser:fwsecret" };
     static const zkit_auth_t other = { "digest", "intruder:guess" };
     zkit_acl_t creator_only = { ZKIT_PERM_ALL, "auth", "" };
+    zkit_acl_t world_all = { ZKIT_PERM_ALL, "world", "anyone" };
     zkit_create_options_t opts = ZKIT_CREATE_OPTIONS_INIT;
     char base[64], by_auth[96], by_digest[96], digest_id[256] = "";
     zkit_client_t *owner = connect_auth(&auth), *friend = connect_auth(&auth);
@@ -1244,7 +1245,11 @@ static void test_acl(void)
     zkh_unique_path(base, sizeof(base), "fwacl");
     snprintf(by_auth, sizeof(by_auth), "%s/by-auth", base);
     snprintf(by_digest, sizeof(by_digest), "%s/by-digest", base);
-    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, owner, base, "", 0, NULL), 0);
+    /* World-open, as the owner's default (creator ALL, world READ) would not be: the
+     * stranger's delete below needs DELETE on this parent. */
+    opts.acl = &world_all;
+    opts.acl_count = 1;
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, owner, base, "", 0, &opts), 0);
     /* Reading an ACL needs READ or ADMIN on the node. */
     CU_ASSERT_EQUAL(zoo_add_auth(raw, auth.scheme, auth.credential, (int)strlen(auth.credential),
                                  NULL, NULL), ZOK);

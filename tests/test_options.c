@@ -41,6 +41,18 @@ static void test_client_version_1_fills_its_fields_only(void)
     CU_ASSERT(bytes_are((const unsigned char *)&b + v1, sizeof(b) - v1, 0xA5));
 }
 
+static void test_client_version_2_fills_its_fields_only(void)
+{
+    client_buf_t b;
+    size_t v2 = offsetof(zkit_client_options_t, world_open_acl);
+    memset(&b, 0xA5, sizeof(b));
+    CU_ASSERT_EQUAL(zkit_client_options_init_version(&b.opts, 2), 0);
+    CU_ASSERT_EQUAL(b.opts.version, 2);
+    CU_ASSERT_EQUAL(b.opts.delivery, ZKIT_DELIVER_ON_EVENT_THREAD);
+    /* world_open_acl and tls_cert (version 3) are the caller's, untouched. */
+    CU_ASSERT(bytes_are((const unsigned char *)&b + v2, sizeof(b) - v2, 0xA5));
+}
+
 static void test_client_current_version(void)
 {
     client_buf_t b;
@@ -48,6 +60,8 @@ static void test_client_current_version(void)
     zkit_client_options_init(&b.opts);
     CU_ASSERT_EQUAL(b.opts.version, ZKIT_CLIENT_OPTIONS_VERSION);
     CU_ASSERT_EQUAL(b.opts.delivery, ZKIT_DELIVER_ON_EVENT_THREAD);
+    CU_ASSERT_EQUAL(b.opts.world_open_acl, 0);
+    CU_ASSERT_PTR_NULL(b.opts.tls_cert);
     CU_ASSERT(bytes_are(b.guard, GUARD, 0xA5));
 }
 
@@ -82,6 +96,7 @@ static void test_job_options(void)
 
 const zkh_test_t options_tests[] = {
     ZKH_TEST(test_client_version_1_fills_its_fields_only),
+    ZKH_TEST(test_client_version_2_fills_its_fields_only),
     ZKH_TEST(test_client_current_version),
     ZKH_TEST(test_unknown_versions_write_nothing),
     ZKH_TEST(test_job_options),

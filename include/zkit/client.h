@@ -50,6 +50,18 @@ typedef struct zkit_acl {
     const char *id;
 } zkit_acl_t;
 
+/*
+ * The default ACL of a client with digest credentials (and no default_acl of its own): all
+ * permissions for the creating identity (the "auth" scheme: the server stores the digest of
+ * every credential the session added) and READ for everyone.  Every node the client creates
+ * gets it, the parents ZKIT_CREATE_PARENTS makes and the namespace node included, so no
+ * other identity can create or delete children under them, nor write their data or ACL;
+ * everyone can still read, list and watch them.  ZooKeeper checks a delete against the
+ * parent's DELETE permission: see docs/reliability.md ("Security") for what that protects.
+ */
+#define ZKIT_ACL_CREATOR_ALL_WORLD_READ \
+    { { ZKIT_PERM_ALL, "auth", "" }, { ZKIT_PERM_READ, "world", "anyone" } }
+
 /* Credentials added to every session, e.g. { "digest", "user:password" }. */
 typedef struct zkit_auth {
     const char *scheme;
@@ -93,7 +105,7 @@ typedef enum zkit_delivery {
  * against older headers keeps working, the fields it lacks taking their defaults) and rejects
  * 0 and any later version with ZKIT_EINVAL (see zkit_error_message()).
  */
-#define ZKIT_CLIENT_OPTIONS_VERSION 2
+#define ZKIT_CLIENT_OPTIONS_VERSION 3
 
 typedef struct zkit_client_options {
     unsigned version;                /* ZKIT_CLIENT_OPTIONS_VERSION (1 to it accepted) */
@@ -105,7 +117,9 @@ typedef struct zkit_client_options {
     const char *namespace_name;      /* e.g. "myapp" -> every path under /myapp; NULL = none */
     const zkit_auth_t *auth;         /* credentials, re-applied on every new session */
     size_t auth_count;
-    const zkit_acl_t *default_acl;   /* NULL = world:anyone with all permissions */
+    const zkit_acl_t *default_acl;   /* NULL = ZKIT_ACL_CREATOR_ALL_WORLD_READ when `auth`
+                                      * holds a digest credential, else world:anyone with
+                                      * all permissions (see world_open_acl) */
     size_t default_acl_count;
     zkit_acl_provider_fn acl_provider; /* optional, consulted before default_acl */
     void *acl_provider_arg;
@@ -117,11 +131,22 @@ typedef struct zkit_client_options {
     zkit_log_level_t log_level;      /* default ZKIT_LOG_WARN */
     /* Since version 2. */
     zkit_delivery_t delivery;        /* default ZKIT_DELIVER_ON_EVENT_THREAD */
+    /* Since version 3. */
+    int world_open_acl;              /* 1: with digest credentials and no default_acl, still
+                                      * create nodes world:anyone with all permissions (as
+                                      * Curator and kazoo do).  Default 0; 0 or 1 */
+    const char *tls_cert;            /* NULL = plain TCP (the default).  Else TLS to the
+                                      * servers' secureClientPort, with libzookeeper's
+                                      * "ca.pem,client.pem,client.key[,password]" (its
+                                      * zookeeper_init_ssl).  Only in a zkit built against a
+                                      * libzookeeper_mt with OpenSSL (zkit_client_new() is
+                                      * ZKIT_EUNSUPPORTED otherwise: Debian's 3.8.0 has none;
+                                      * see docs/framework.md, "TLS and SASL") */
 } zkit_client_options_t;
 
 #define ZKIT_CLIENT_OPTIONS_INIT \
     { ZKIT_CLIENT_OPTIONS_VERSION, NULL, 60000, 15000, NULL, NULL, NULL, 0, NULL, 0, NULL, \
-      NULL, 0, NULL, 0, NULL, NULL, ZKIT_LOG_WARN, ZKIT_DELIVER_ON_EVENT_THREAD }
+      NULL, 0, NULL, 0, NULL, NULL, ZKIT_LOG_WARN, ZKIT_DELIVER_ON_EVENT_THREAD, 0, NULL }
 
 /*
  * Fills `opts`, a struct of version `version`, with the defaults, writing only the fields that
@@ -142,7 +167,8 @@ ZKIT_EXTERN void zkit_client_options_init(zkit_client_options_t *opts);
  * Creates a client and starts connecting in the background (it does not wait for the
  * connection: see zkit_client_block_until_connected()).  The options are copied.
  * Returns 0, ZKIT_EINVAL (bad options or connect string, a port outside 1..65535 included),
- * ZKIT_EBADPATH (bad namespace), ZKIT_ENOMEM or ZKIT_ESYSTEM.  A chroot in the connect string
+ * ZKIT_EBADPATH (bad namespace), ZKIT_EUNSUPPORTED (tls_cert without TLS in this build),
+ * ZKIT_ENOMEM or ZKIT_ESYSTEM.  A chroot in the connect string
  * ("host:2181/app") must exist on the server: nothing is created above it, so creates under a
  * missing chroot fail with ZKIT_ENONODE.  A namespace is created on demand.
  */

@@ -106,6 +106,8 @@ typedef struct zkit_result {
     size_t data_len;
     char *const *children;     /* get-children: the names (not paths), unsorted */
     size_t child_count;
+    const zkit_acl_t *acl;     /* get-ACL: the entries as the server stores them */
+    size_t acl_count;
 } zkit_result_t;
 
 /* Completion of an asynchronous operation; runs on the event thread, exactly once. */
@@ -161,6 +163,30 @@ ZKIT_EXTERN int zkit_get_children(char ***names, size_t *count, zkit_stat_t *sta
 ZKIT_EXTERN int zkit_get_children_async(zkit_client_t *client, const char *path,
                                         const zkit_watcher_t *watcher, zkit_completion_fn done,
                                         void *arg);
+
+/*
+ * Reads a node's ACL as the server stores it (an "auth" entry comes back as the digest
+ * entries it stood for: { perms, "digest", "user:base64(sha1(user:password))" }).  `*acl`
+ * receives the entries in one block (free it, strings included, with one zkit_free());
+ * `*stat` (optional) the node's Stat, whose aversion is the ACL's version.  The server
+ * answers only a reader with READ or ADMIN on the node (else ZKIT_ENOAUTH).
+ */
+ZKIT_EXTERN int zkit_get_acl(zkit_acl_t **acl, size_t *count, zkit_stat_t *stat,
+                             zkit_client_t *client, const char *path);
+ZKIT_EXTERN int zkit_get_acl_async(zkit_client_t *client, const char *path,
+                                   zkit_completion_fn done, void *arg);
+
+/*
+ * Replaces a node's ACL (at least one entry); `version` is the ACL's (the Stat's aversion),
+ * -1 matches any.  Needs ADMIN on the node (else ZKIT_ENOAUTH); an entry the server cannot
+ * use (an "auth" entry from a session without credentials, an unknown scheme) is
+ * ZKIT_EZOOKEEPER with zkit_last_zk_error() ZINVALIDACL (-114).  Only this node changes: its children keep their own ACLs.
+ */
+ZKIT_EXTERN int zkit_set_acl(zkit_client_t *client, const char *path, const zkit_acl_t *acl,
+                             size_t count, int version);
+ZKIT_EXTERN int zkit_set_acl_async(zkit_client_t *client, const char *path,
+                                   const zkit_acl_t *acl, size_t count, int version,
+                                   zkit_completion_fn done, void *arg);
 
 /*
  * Cancels watches set through this client on `path` with the same fn and arg, locally and on

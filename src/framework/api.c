@@ -359,6 +359,96 @@ ZKIT_EXTERN int zkit_set_data_async(zkit_client_t *c, const char *path, const vo
     return op ? submit_async(op, done, arg) : rc;
 }
 
+/* ---- ACLs ---------------------------------------------------------------------------------- */
+
+ZKIT_EXTERN int zkit_get_acl(zkit_acl_t **acl, size_t *count, zkit_stat_t *stat,
+                             zkit_client_t *c, const char *path)
+{
+    int rc;
+    zkit__op_t *op;
+    if (acl)
+        *acl = NULL;
+    if (count)
+        *count = 0;
+    if (!acl || !count) {
+        zkit__log_reject(c ? &c->log : NULL, "get_acl: NULL output");
+        return ZKIT_EINVAL;
+    }
+    if (!(op = build_simple(c, ZKIT__OP_GET_ACL, path, NULL, "get_acl", &rc)))
+        return rc;
+    rc = zkit__op_run_blocking(op);
+    if (rc == 0) {
+        *acl = op->result_acl; /* handed over: one block */
+        *count = op->result_acl_count;
+        op->result_acl = NULL;
+        op->result_acl_count = 0;
+    }
+    copy_stat_out(stat, op);
+    zkit__op_unref(op);
+    return rc;
+}
+
+ZKIT_EXTERN int zkit_get_acl_async(zkit_client_t *c, const char *path, zkit_completion_fn done,
+                                   void *arg)
+{
+    int rc;
+    zkit__op_t *op = build_simple(c, ZKIT__OP_GET_ACL, path, NULL, "get_acl", &rc);
+    return op ? submit_async(op, done, arg) : rc;
+}
+
+static zkit__op_t *build_set_acl(zkit_client_t *c, const char *path, const zkit_acl_t *acl,
+                                 size_t count, int version, int *rc)
+{
+    zkit_create_options_t o = ZKIT_CREATE_OPTIONS_INIT;
+    zkit__op_t *op;
+    if (c && (!acl || count == 0)) {
+        /* The server refuses an empty ACL; a NULL one is a mistake of the caller's. */
+        zkit__log_reject(&c->log, "set_acl: no ACL entries");
+        *rc = ZKIT_EINVAL;
+        return NULL;
+    }
+    if (!(op = build_simple(c, ZKIT__OP_SET_ACL, path, NULL, "set_acl", rc)))
+        return NULL;
+    for (size_t i = 0; i < count; i++) {
+        if (!acl[i].scheme || !acl[i].id) {
+            zkit__log_reject(&c->log, "set_acl: ACL entry %zu incomplete", i);
+            zkit__op_unref(op);
+            *rc = ZKIT_EINVAL;
+            return NULL;
+        }
+    }
+    /* The same copy as a create's own ACL. */
+    o.acl = acl;
+    o.acl_count = count;
+    if ((*rc = zkit__create_acl(&op->acl, &op->acl_allocated, c, path, &o)) != 0) {
+        zkit__op_unref(op);
+        return NULL;
+    }
+    op->version = version;
+    return op;
+}
+
+ZKIT_EXTERN int zkit_set_acl(zkit_client_t *c, const char *path, const zkit_acl_t *acl,
+                             size_t count, int version)
+{
+    int rc;
+    zkit__op_t *op = build_set_acl(c, path, acl, count, version, &rc);
+    if (!op)
+        return rc;
+    rc = zkit__op_run_blocking(op);
+    zkit__op_unref(op);
+    return rc;
+}
+
+ZKIT_EXTERN int zkit_set_acl_async(zkit_client_t *c, const char *path, const zkit_acl_t *acl,
+                                   size_t count, int version, zkit_completion_fn done,
+                                   void *arg)
+{
+    int rc;
+    zkit__op_t *op = build_set_acl(c, path, acl, count, version, &rc);
+    return op ? submit_async(op, done, arg) : rc;
+}
+
 ZKIT_EXTERN int zkit_get_children(char ***names, size_t *count, zkit_stat_t *stat,
                                   zkit_client_t *c, const char *path,
                                   const zkit_watcher_t *watcher)

@@ -4,6 +4,9 @@
  * references and calls in progress, the queries of its state, and the test hooks.
  * session.c drives it; every other framework file uses it.
  */
+#ifdef HAVE_CONFIG_H
+#include "config.h" /* HAVE_ZOOKEEPER_SSL */
+#endif
 #include <errno.h>
 #include <limits.h>
 #include <netdb.h>
@@ -167,6 +170,14 @@ static void add_credentials(zkit_client_t *c, zhandle_t *zh)
     }
 }
 
+#ifdef HAVE_ZOOKEEPER_SSL
+/* libzookeeper's header declares it only when built with HAVE_OPENSSL_H, which would make it
+ * include OpenSSL's headers too; the library has it (configure checked), so declare it. */
+zhandle_t *zookeeper_init_ssl(const char *host, const char *cert, watcher_fn fn,
+                              int recv_timeout, const clientid_t *clientid, void *context,
+                              int flags);
+#endif
+
 /* Creates a handle for a fresh session.  Called with c->mu held; does not block on the
  * network (libzookeeper connects in its own thread). */
 int zkit__handle_open(zkit_client_t *c)
@@ -177,6 +188,13 @@ int zkit__handle_open(zkit_client_t *c)
         return ZKIT_ENOMEM;
     hc->client = c;
     hc->generation = c->handle.generation + 1;
+#ifdef HAVE_ZOOKEEPER_SSL
+    if (c->conf.tls_cert)
+        zh = zookeeper_init_ssl(c->conf.connect_string, c->conf.tls_cert, session_watcher,
+                                c->conf.session_timeout_ms, NULL, hc,
+                                c->conf.can_be_read_only ? ZOO_READONLY : 0);
+    else
+#endif
     zh = zookeeper_init2(c->conf.connect_string, session_watcher, c->conf.session_timeout_ms,
                          NULL, hc, c->conf.can_be_read_only ? ZOO_READONLY : 0,
                          zk_log_callback);
@@ -275,6 +293,7 @@ void zkit__client_free(zkit_client_t *c)
     free(c->conf.ns_root);
     free(c->batch.last_batch_parent);
     free(c->conf.default_data);
+    free(c->conf.tls_cert);
     zkit__event_delivery_free(c);
     zkit__logger_destroy(&c->log);
     pthread_mutex_destroy(&c->mu);

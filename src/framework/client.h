@@ -123,6 +123,7 @@ typedef struct zkit__client_conf {
     zkit_acl_provider_fn acl_provider;
     void *acl_provider_arg;
     int can_be_read_only;
+    char *tls_cert;                 /* NULL = plain TCP */
     char *default_data;
     size_t default_data_len;
 } zkit__client_conf_t;

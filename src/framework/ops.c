@@ -82,6 +82,7 @@ void zkit__op_unref(zkit__op_t *op)
     }
     free(op->result_path);
     free(op->result_data);
+    free(op->result_acl);
     free_children(op);
     pthread_cond_destroy(&op->cond);
     free(op);
@@ -103,6 +104,8 @@ void zkit__op_result(const zkit__op_t *op, zkit_result_t *out)
     out->data_len = op->result_len;
     out->children = op->children;
     out->child_count = op->child_count;
+    out->acl = op->result_acl;
+    out->acl_count = op->result_acl_count;
 }
 
 static void deliver_now(zkit__op_t *op)
@@ -541,6 +544,48 @@ static void on_strings_stat(int rc, const struct String_vector *names, const str
     attempt_free(a);
 }
 
+/* The entries in one block, the structs first and their strings after them, so that the
+ * caller frees the whole with one zkit_free(). */
+static int copy_acl(zkit__op_t *op, const struct ACL_vector *acl)
+{
+    size_t bytes, count;
+    char *text;
+    free(op->result_acl);
+    op->result_acl = NULL;
+    op->result_acl_count = 0;
+    if (!acl || acl->count <= 0)
+        return ZOK;
+    count = (size_t)acl->count;
+    bytes = count * sizeof(zkit_acl_t);
+    for (size_t i = 0; i < count; i++)
+        bytes += strlen(acl->data[i].id.scheme) + strlen(acl->data[i].id.id) + 2;
+    if (!(op->result_acl = malloc(bytes)))
+        return ZK_NOMEM;
+    text = (char *)(op->result_acl + count);
+    for (size_t i = 0; i < count; i++) {
+        size_t slen = strlen(acl->data[i].id.scheme) + 1, ilen = strlen(acl->data[i].id.id) + 1;
+        op->result_acl[i].perms = acl->data[i].perms;
+        op->result_acl[i].scheme = memcpy(text, acl->data[i].id.scheme, slen);
+        text += slen;
+        op->result_acl[i].id = memcpy(text, acl->data[i].id.id, ilen);
+        text += ilen;
+    }
+    op->result_acl_count = count;
+    return ZOK;
+}
+
+static void on_acl(int rc, struct ACL_vector *acl, struct Stat *stat, const void *data)
+{
+    attempt_t *a = (attempt_t *)data;
+    zkit__op_t *op = a->op;
+    if (completion_begin(a, rc, 0)) {
+        if (rc == ZOK && (rc = copy_acl(op, acl)) == ZOK)
+            copy_stat(op, stat);
+        attempt_result(op, rc);
+    }
+    attempt_free(a);
+}
+
 static void on_multi(int rc, const void *data)
 {
     attempt_t *a = (attempt_t *)data;
@@ -643,6 +688,10 @@ static int issue_main(zkit__op_t *op, zhandle_t *zh, attempt_t *a, uint64_t gene
         return zoo_adelete(zh, op->path, op->version, on_void, a);
     case ZKIT__OP_SET:
         return zoo_aset(zh, op->path, op->data, (int)op->len, op->version, on_stat, a);
+    case ZKIT__OP_GET_ACL:
+        return zoo_aget_acl(zh, op->path, on_acl, a);
+    case ZKIT__OP_SET_ACL:
+        return zoo_aset_acl(zh, op->path, op->version, &op->acl, on_void, a);
     case ZKIT__OP_MULTI:
         if (op->parent_rounds > 0)
             issue_parents(op, zh);

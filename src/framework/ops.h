@@ -21,7 +21,9 @@ typedef enum zkit__op_type {
     ZKIT__OP_GET,
     ZKIT__OP_SET,
     ZKIT__OP_CHILDREN,
-    ZKIT__OP_MULTI              /* a transaction: see zkit__multi_t */
+    ZKIT__OP_MULTI,             /* a transaction: see zkit__multi_t */
+    ZKIT__OP_GET_ACL,
+    ZKIT__OP_SET_ACL            /* the ACL in `acl`, the version in `version` */
 } zkit__op_type_t;
 
 /* Where a create stands in protected-mode recovery. */
@@ -123,6 +125,8 @@ struct zkit__op {
     size_t result_len;
     char **children;                /* one block (free it alone), the names inside it */
     size_t child_count;
+    zkit_acl_t *result_acl;         /* get-ACL: one block, as children */
+    size_t result_acl_count;
 
     zkit__report_t report;          /* where its end is reported */
     zkit_completion_fn done;

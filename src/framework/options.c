@@ -4,6 +4,9 @@
  * with the ACL a create carries when its options give none.
  */
 
+#ifdef HAVE_CONFIG_H
+#include "config.h" /* HAVE_ZOOKEEPER_SSL */
+#endif
 #include <errno.h>
 #include <stddef.h>
 #include <limits.h>
@@ -28,7 +31,8 @@ static size_t options_size(unsigned version)
 {
     switch (version) {
     case 1: return offsetof(zkit_client_options_t, delivery);
-    case 2: return sizeof(zkit_client_options_t);
+    case 2: return offsetof(zkit_client_options_t, world_open_acl);
+    case 3: return sizeof(zkit_client_options_t);
     }
     return 0;
 }
@@ -63,7 +67,9 @@ ZKIT_EXTERN void (zkit_client_options_init)(zkit_client_options_t *opts)
 
 /* Options of any version from 1 to the library's are accepted: a program built against older
  * headers passes a struct without the fields added since, which keep their defaults.
- * Version 2 added `delivery`: a version 1 caller's callbacks run on the event thread. */
+ * Version 2 added `delivery`: a version 1 caller's callbacks run on the event thread.
+ * Version 3 added `world_open_acl` and `tls_cert`: a caller of an older version gets the secure default ACL
+ * with digest credentials, as a new one does (the default of the field). */
 static int options_version_known(unsigned version)
 {
     return version >= 1 && version <= ZKIT_CLIENT_OPTIONS_VERSION;
@@ -138,6 +144,25 @@ int zkit__options_validate(const zkit_client_options_t *o)
         options_error(o, "client options: delivery %d is neither ZKIT_DELIVER_ON_EVENT_THREAD "
                          "nor ZKIT_DELIVER_ON_DISPATCH", (int)o->delivery);
         return ZKIT_EINVAL;
+    }
+    if (o->version >= 3 && o->world_open_acl != 0 && o->world_open_acl != 1) {
+        options_error(o, "client options: world_open_acl %d is neither 0 nor 1",
+                      o->world_open_acl);
+        return ZKIT_EINVAL;
+    }
+    if (o->version >= 3 && o->tls_cert) {
+#ifdef HAVE_ZOOKEEPER_SSL
+        if (!o->tls_cert[0]) {
+            options_error(o, "client options: tls_cert is empty (NULL for plain TCP)");
+            return ZKIT_EINVAL;
+        }
+#else
+        /* Refused rather than ignored: a client asked for TLS must not talk in the clear. */
+        options_error(o, "client options: tls_cert given, but this zkit was built against a "
+                         "libzookeeper_mt without TLS (no zookeeper_init_ssl); see "
+                         "docs/framework.md, \"TLS and SASL\"");
+        return ZKIT_EUNSUPPORTED;
+#endif
     }
     if (!o->connect_string || !o->connect_string[0]) {
         options_error(o, "client options: connect_string is required");
@@ -281,9 +306,35 @@ static int copy_default_data(zkit_client_t *c, const zkit_client_options_t *o)
     return 0;
 }
 
-int zkit__options_copy(zkit_client_t *c, const zkit_client_options_t *o)
+/* Whether the options' credentials name an identity the "auth" ACL scheme can stand for:
+ * a digest one (an "auth" entry with no such identity is refused by the server as an invalid
+ * ACL). */
+static int has_digest_credential(const zkit_client_options_t *o)
+{
+    for (size_t i = 0; i < o->auth_count; i++)
+        if (strcmp(o->auth[i].scheme, "digest") == 0)
+            return 1;
+    return 0;
+}
+
+/* The ACL of creates that name none and that no provider answers for: the options' own;
+ * with digest credentials, all for the creator and READ for the world, unless the options
+ * ask for world-open nodes (a field of version 3); else world-open, as Curator's default. */
+static int copy_default_acl(zkit_client_t *c, const zkit_client_options_t *o)
 {
     static const zkit_acl_t open_acl = { ZKIT_PERM_ALL, "world", "anyone" };
+    static const zkit_acl_t secure_acl[] = ZKIT_ACL_CREATOR_ALL_WORLD_READ;
+    int world_open = o->version >= 3 && o->world_open_acl;
+    if (o->default_acl_count)
+        return acl_vector_from(&c->conf.default_acl, o->default_acl, o->default_acl_count);
+    if (has_digest_credential(o) && !world_open)
+        return acl_vector_from(&c->conf.default_acl, secure_acl,
+                               sizeof(secure_acl) / sizeof(secure_acl[0]));
+    return acl_vector_from(&c->conf.default_acl, &open_acl, 1);
+}
+
+int zkit__options_copy(zkit_client_t *c, const zkit_client_options_t *o)
+{
     int rc;
     c->conf.connect_string = strdup(o->connect_string);
     c->conf.session_timeout_ms = o->session_timeout_ms;
@@ -299,15 +350,13 @@ int zkit__options_copy(zkit_client_t *c, const zkit_client_options_t *o)
     }
     if ((rc = copy_auth(c, o)) != 0)
         return rc;
-    if (o->default_acl_count)
-        rc = acl_vector_from(&c->conf.default_acl, o->default_acl, o->default_acl_count);
-    else
-        rc = acl_vector_from(&c->conf.default_acl, &open_acl, 1);
-    if (rc != 0)
+    if ((rc = copy_default_acl(c, o)) != 0)
         return rc;
     c->conf.acl_provider = o->acl_provider;
     c->conf.acl_provider_arg = o->acl_provider_arg;
     c->conf.can_be_read_only = o->can_be_read_only;
+    if (o->version >= 3 && o->tls_cert && !(c->conf.tls_cert = strdup(o->tls_cert)))
+        return ZKIT_ENOMEM;
     /* Fields added in version 2 are read only from callers that know them. */
     if (o->version >= 2)
         c->delivery.dispatch_mode = o->delivery == ZKIT_DELIVER_ON_DISPATCH;

@@ -3,7 +3,8 @@
  *
  * One line per participant: "holder" or "waiting", the age of its node (from the node's
  * ctime, so it shares the server's clock, not ours), the node name and its data; with
- * --verbose, between name and data, the node's role, the session that owns it and its
+ * --verbose, between name and data, the node's role, the session that owns it, the identity
+ * its ACL gives ADMIN to (its owner: a digest user, "anyone" for a world-open node) and its
  * fencing token (its czxid, as ZKIT_FENCING_TOKEN gives it to the holder).  Children
  * of no lock layout (zkit_lock_node_role) come last as "foreign": they have no place in the
  * queue, and zkit refuses to lock such a path.  A missing path, and a path that is not a
@@ -105,14 +106,42 @@ static const char *role_word(const char *name, int lease)
     }
 }
 
-/* --verbose: "role=R session=0xS token=T  " ("-" for what is not known). */
-static void print_details(const char *name, int lease, const zkit_stat_t *st, int found)
+/* "owner=O ": the first identity the node's ACL gives ADMIN: a digest entry's user (the
+ * server shows "user:x" to a reader without ADMIN), "anyone" for world:anyone, else
+ * scheme:id; "-" when the ACL cannot be read (gone, or no READ for us). */
+static void print_owner(zkit_client_t *client, const char *dir, const char *name)
+{
+    char *path = zkl_join_path(dir, name);
+    zkit_acl_t *acl = NULL;
+    size_t count = 0;
+    const zkit_acl_t *admin = NULL;
+    if (path && zkit_get_acl(&acl, &count, NULL, client, path) == 0) {
+        for (size_t i = 0; i < count && !admin; i++)
+            if (acl[i].perms & ZKIT_PERM_ADMIN)
+                admin = &acl[i];
+    }
+    if (!admin)
+        printf("owner=- ");
+    else if (strcmp(admin->scheme, "digest") == 0)
+        printf("owner=%.*s ", (int)strcspn(admin->id, ":"), admin->id);
+    else if (strcmp(admin->scheme, "world") == 0)
+        printf("owner=anyone ");
+    else
+        printf("owner=%s:%s ", admin->scheme, admin->id);
+    zkit_free(acl);
+    free(path);
+}
+
+/* --verbose: "role=R session=0xS owner=O token=T  " ("-" for what is not known). */
+static void print_details(zkit_client_t *client, const char *dir, const char *name, int lease,
+                          const zkit_stat_t *st, int found)
 {
     printf("role=%s ", role_word(name, lease));
     if (found && st->ephemeral_owner != 0)
         printf("session=0x%" PRIx64 " ", (uint64_t)st->ephemeral_owner);
     else
         printf("session=- "); /* persistent (a foreign child), or gone */
+    print_owner(client, dir, name);
     if (found)
         printf("token=%" PRId64 "  ", st->czxid);
     else
@@ -134,7 +163,7 @@ static void print_entries(zkit_client_t *client, const char *dir, const entry_t 
         print_age(&st, found);
         printf("  %s  ", list[i].name);
         if (verbose)
-            print_details(list[i].name, max_holders > 0, &st, found);
+            print_details(client, dir, list[i].name, max_holders > 0, &st, found);
         print_data(list[i].data, list[i].data_len);
         putchar('\n');
     }

@@ -87,13 +87,6 @@ static char *node_data(const zkl_options_t *o)
     return text;
 }
 
-/* With credentials, our nodes are writable only by the same credentials (so nobody else can
- * delete a held lock's node) and readable by all (so --list works without them). */
-static const zkit_acl_t auth_acl[] = {
-    { ZKIT_PERM_ALL, "auth", "" },
-    { ZKIT_PERM_READ, "world", "anyone" }
-};
-
 static int client_status(int rc, const zkl_options_t *o)
 {
     if (rc == ZKIT_EBADPATH) {
@@ -118,10 +111,11 @@ static int new_client(zkit_client_t **out, const zkl_options_t *o, const char *d
     co.connection_timeout_ms = o->session_timeout_ms;
     co.namespace_name = o->namespace_name;
     if (o->credential) {
+        /* With digest credentials the client's default ACL makes our nodes writable only
+         * by the same credentials (nobody else can delete a held lock's node) and readable
+         * by all (--list works without them). */
         co.auth = &auth;
         co.auth_count = 1;
-        co.default_acl = auth_acl;
-        co.default_acl_count = sizeof(auth_acl) / sizeof(auth_acl[0]);
     }
     co.default_data = data;
     co.default_data_len = strlen(data);

@@ -24,6 +24,9 @@
  *
  * stdout: one line per event, flushed at once. stderr: errors (and nothing else, logging is
  * silenced with slf4j-nop). Exit codes: 0 ok, 1 error, 2 timeout.
+ * With ZKIT_PEER_AUTH=user:password in the environment, the session adds those digest
+ * credentials (CuratorFrameworkFactory.Builder.authorization); an ACL that refuses a request
+ * is then an error (exit 1, "NoAuth" on stderr).
  *
  * hold:  acquire (TIMEOUT_MS < 0 = wait forever, 0 = try once), print "ACQUIRED <our node>"
  *        (full path; "-" if it cannot be found) or "TIMEOUT" (exit 2). Then commands on
@@ -409,11 +412,17 @@ public class CuratorPeer {
                 System.exit(contend(connect, kind, path, Integer.parseInt(args[4]),
                         Integer.parseInt(args[5])));
             }
-            client = CuratorFrameworkFactory.builder()
+            CuratorFrameworkFactory.Builder builder = CuratorFrameworkFactory.builder()
                     .connectString(connect)
                     .sessionTimeoutMs(10000)
-                    .retryPolicy(new ExponentialBackoffRetry(100, 3))
-                    .build();
+                    .retryPolicy(new ExponentialBackoffRetry(100, 3));
+            /* Digest credentials from the environment (never argv); the ACL provider stays
+             * Curator's default (world-open nodes). */
+            String auth = System.getenv("ZKIT_PEER_AUTH");
+            if (auth != null && !auth.isEmpty()) {
+                builder.authorization("digest", auth.getBytes(StandardCharsets.UTF_8));
+            }
+            client = builder.build();
             final CuratorFramework c = client;
             /* SIGTERM / SIGINT: close the session so our ephemeral nodes go at once. */
             Runtime.getRuntime().addShutdownHook(new Thread(c::close));

@@ -1,0 +1,683 @@
+/*
+ * test_acl.c - who may touch zkit's nodes, against one real standalone ZooKeeper server: the
+ * default ACL of a client with digest credentials (all for the creator, READ for the world),
+ * on plain creates, container parents and recipe nodes; what an explicit default ACL, a
+ * create's own ACL and world_open_acl change; zkit_get_acl / zkit_set_acl; and, for a held
+ * lock's node, a leader's node, a semaphore mutex's lease, a job's record and a znode written
+ * under a lock's guard, that a client of another identity and one without credentials are
+ * refused (ZKIT_ENOAUTH) while the holder stays HELD (its state callback hears nothing), that
+ * the same identity on another client can still break, queue behind and acquire, and that an
+ * identity the ACL names can queue and acquire.  A world-open lock is the control: there the
+ * same delete succeeds and the holder hears LOST.
+ *
+ * Identities: "owner:ownersecret", "peer:peersecret", and none.  The digests the server
+ * stores (base64 of the SHA-1 of "user:password") are written out below, so that the test
+ * checks the server's own record of them.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h" /* HAVE_ZOOKEEPER_SSL */
+#endif
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <CUnit/CUnit.h>
+
+#include "fw_support.h"
+#include "lock_support.h"
+#include "zkit/job.h"
+#include "zkit/leader.h"
+#include "zkit/txn.h"
+
+#define OWNER_CRED "owner:ownersecret"
+#define OWNER_ID "owner:jh4sjveern15wWHHRa3Cf336gZw="
+#define PEER_CRED "peer:peersecret"
+#define PEER_ID "peer:vhA07HJ5gQ0omR12O80ip7b1hgA="
+
+static const zkit_auth_t owner_auth = { "digest", OWNER_CRED };
+static const zkit_auth_t peer_auth = { "digest", PEER_CRED };
+
+/* A client with `auth` (NULL: none); world_open as the option; `acl` a default ACL. */
+static zkit_client_t *client_with(const zkit_auth_t *auth, int world_open, const zkit_acl_t *acl,
+                                  size_t acl_count)
+{
+    zkit_client_options_t o;
+    fw_options(&o, zkh_connect_string(zk), NULL, 10000, NULL);
+    o.auth = auth;
+    o.auth_count = auth ? 1 : 0;
+    o.world_open_acl = world_open;
+    o.default_acl = acl;
+    o.default_acl_count = acl_count;
+    return fw_connect_opts(&o);
+}
+
+/* Whether the ACL of `path`, read by `c`, is exactly the entries given (in the server's
+ * order, which is the order of the create's list). */
+static int acl_is(zkit_client_t *c, const char *path, const zkit_acl_t *want, size_t n)
+{
+    zkit_acl_t *acl = NULL;
+    size_t count = 0;
+    int same;
+    if (zkit_get_acl(&acl, &count, NULL, c, path) != 0)
+        return 0;
+    same = count == n;
+    for (size_t i = 0; same && i < n; i++)
+        same = acl[i].perms == want[i].perms && strcmp(acl[i].scheme, want[i].scheme) == 0 &&
+               strcmp(acl[i].id, want[i].id) == 0;
+    if (!same)
+        for (size_t i = 0; i < count; i++)
+            fprintf(stderr, "  %s: %s:%s perms %d\n", path, acl[i].scheme, acl[i].id,
+                    acl[i].perms);
+    zkit_free(acl);
+    return same;
+}
+
+static const zkit_acl_t secure_acl[] = { { ZKIT_PERM_ALL, "digest", OWNER_ID },
+                                         { ZKIT_PERM_READ, "world", "anyone" } };
+/* What a reader without ADMIN on the node sees: the server blanks the digest ("user:x"). */
+static const zkit_acl_t secure_acl_masked[] = { { ZKIT_PERM_ALL, "digest", "owner:x" },
+                                                { ZKIT_PERM_READ, "world", "anyone" } };
+static const zkit_acl_t open_acl[] = { { ZKIT_PERM_ALL, "world", "anyone" } };
+
+/* Deletes a test's tree through the client that owns it (no other may).  The server reaps a
+ * container once it is empty, possibly between the listing and the delete: gone is done. */
+static void remove_tree(zkit_client_t *c, const char *path)
+{
+    int rc = zkit_delete(c, path, -1, ZKIT_DELETE_CHILDREN);
+    if (rc != 0 && rc != ZKIT_ENONODE)
+        fprintf(stderr, "acl: deleting %s: %s\n", path, zkit_strerror(rc));
+    CU_ASSERT(rc == 0 || rc == ZKIT_ENONODE);
+}
+
+typedef struct clients {
+    zkit_client_t *owner, *twin, *peer, *stranger;
+} clients_t;
+
+static void clients_open(clients_t *k)
+{
+    k->owner = client_with(&owner_auth, 0, NULL, 0);
+    k->twin = client_with(&owner_auth, 0, NULL, 0);
+    k->peer = client_with(&peer_auth, 0, NULL, 0);
+    k->stranger = client_with(NULL, 0, NULL, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(k->owner);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(k->twin);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(k->peer);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(k->stranger);
+}
+
+static void clients_close(clients_t *k, const char *base)
+{
+    /* Only the owner may delete what it made. */
+    if (base)
+        remove_tree(k->owner, base);
+    zkit_client_close(k->owner);
+    zkit_client_close(k->twin);
+    zkit_client_close(k->peer);
+    zkit_client_close(k->stranger);
+}
+
+/* Neither another identity nor a client without credentials may delete `node` or write it;
+ * both may still read it. */
+static void assert_others_refused(clients_t *k, const char *node)
+{
+    zkit_client_t *others[2] = { k->peer, k->stranger };
+    for (int i = 0; i < 2; i++) {
+        char *data = NULL;
+        size_t len;
+        CU_ASSERT_EQUAL(zkit_delete(others[i], node, -1, 0), ZKIT_ENOAUTH);
+        CU_ASSERT_EQUAL(zkit_set_data(NULL, others[i], node, "x", 1, -1), ZKIT_ENOAUTH);
+        CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, others[i], node, NULL), 0);
+        zkit_free(data);
+    }
+    CU_ASSERT_EQUAL(zkit_exists(NULL, k->owner, node, NULL), 0);
+}
+
+/* ---- the default ACLs ------------------------------------------------------------------- */
+
+static void test_default_acls(void)
+{
+    static const zkit_acl_t creator_only[] = { { ZKIT_PERM_ALL, "auth", "" } };
+    static const zkit_acl_t creator_only_stored[] = { { ZKIT_PERM_ALL, "digest", OWNER_ID } };
+    clients_t k;
+    char base[64], deep[128], mid[128], top[128], path[160];
+    zkit_client_t *open_owner, *explicit_owner, *bad = NULL;
+    zkit_create_options_t parents = ZKIT_CREATE_OPTIONS_INIT;
+    zkit_client_options_t o;
+
+    clients_open(&k);
+    zkh_unique_path(base, sizeof(base), "acl-default");
+    snprintf(top, sizeof(top), "%s/a", base);
+    snprintf(mid, sizeof(mid), "%s/a/b", base);
+    snprintf(deep, sizeof(deep), "%s/a/b/c", base);
+
+    /* Credentials: the node and the containers made above it are the creator's. */
+    parents.flags = ZKIT_CREATE_PARENTS;
+    CU_ASSERT_EQUAL_FATAL(zkit_create(NULL, NULL, k.owner, deep, "d", 1, &parents), 0);
+    CU_ASSERT(acl_is(k.owner, base, secure_acl, 2));
+    CU_ASSERT(acl_is(k.owner, top, secure_acl, 2));
+    CU_ASSERT(acl_is(k.owner, mid, secure_acl, 2));
+    CU_ASSERT(acl_is(k.owner, deep, secure_acl, 2));
+    /* READ for the world: a stranger reads the ACL too, the digest blanked. */
+    CU_ASSERT(acl_is(k.stranger, deep, secure_acl_masked, 2));
+
+    /* Nobody else creates under them, deletes from them or writes them; the twin does. */
+    snprintf(path, sizeof(path), "%s/x", mid);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, k.peer, path, "", 0, NULL), ZKIT_ENOAUTH);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, k.stranger, path, "", 0, NULL), ZKIT_ENOAUTH);
+    assert_others_refused(&k, deep);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, k.twin, path, "", 0, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, k.twin, deep, "t", 1, -1), 0);
+    CU_ASSERT_EQUAL(zkit_delete(k.twin, path, -1, 0), 0);
+
+    /* Without credentials: world-open, as before. */
+    snprintf(path, sizeof(path), "%s-stranger", base);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, k.stranger, path, "", 0, NULL), 0);
+    CU_ASSERT(acl_is(k.stranger, path, open_acl, 1));
+    CU_ASSERT_EQUAL(zkit_delete(k.peer, path, -1, 0), 0);
+
+    /* world_open_acl: credentials, world-open nodes (Curator's and kazoo's default). */
+    open_owner = client_with(&owner_auth, 1, NULL, 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(open_owner);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, open_owner, path, "", 0, NULL), 0);
+    CU_ASSERT(acl_is(open_owner, path, open_acl, 1));
+    CU_ASSERT_EQUAL(zkit_delete(k.stranger, path, -1, 0), 0);
+    zkit_client_close(open_owner);
+
+    /* An explicit default ACL wins, and a create's own ACL wins over it. */
+    explicit_owner = client_with(&owner_auth, 0, creator_only, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(explicit_owner);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, explicit_owner, path, "", 0, NULL), 0);
+    CU_ASSERT(acl_is(explicit_owner, path, creator_only_stored, 1));
+    CU_ASSERT_EQUAL(zkit_get_data(&(char *){ NULL }, &(size_t){ 0 }, NULL, k.stranger, path,
+                                  NULL), ZKIT_ENOAUTH);
+    CU_ASSERT_EQUAL(zkit_delete(explicit_owner, path, -1, 0), 0);
+    {
+        zkit_create_options_t own = ZKIT_CREATE_OPTIONS_INIT;
+        own.acl = open_acl;
+        own.acl_count = 1;
+        CU_ASSERT_EQUAL(zkit_create(NULL, NULL, k.owner, path, "", 0, &own), 0);
+        CU_ASSERT(acl_is(k.owner, path, open_acl, 1));
+        CU_ASSERT_EQUAL(zkit_delete(k.stranger, path, -1, 0), 0);
+    }
+    zkit_client_close(explicit_owner);
+
+    /* world_open_acl takes 0 or 1 only. */
+    fw_options(&o, zkh_connect_string(zk), NULL, 10000, NULL);
+    o.world_open_acl = 2;
+    CU_ASSERT_EQUAL(zkit_client_new(&bad, &o), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NULL(bad);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "world_open_acl"));
+#ifndef HAVE_ZOOKEEPER_SSL
+    /* TLS asked of a build without it: refused, never a session in the clear. */
+    o.world_open_acl = 0;
+    o.tls_cert = "ca.pem,client.pem,client.key";
+    CU_ASSERT_EQUAL(zkit_client_new(&bad, &o), ZKIT_EUNSUPPORTED);
+    CU_ASSERT_PTR_NULL(bad);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "zookeeper_init_ssl"));
+#endif
+
+    clients_close(&k, base);
+}
+
+/* A version 2 caller (built before world_open_acl) with credentials gets the secure default:
+ * the field it lacks is not read. */
+static void test_version_2_caller(void)
+{
+    zkit_client_options_t o;
+    zkit_client_t *c;
+    char path[64];
+    fw_options(&o, zkh_connect_string(zk), NULL, 10000, NULL);
+    o.version = 2;
+    o.world_open_acl = 1; /* past a version 2 struct: must be ignored */
+    o.auth = &owner_auth;
+    o.auth_count = 1;
+    c = fw_connect_opts(&o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    zkh_unique_path(path, sizeof(path), "acl-v2");
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, path, "", 0, NULL), 0);
+    CU_ASSERT(acl_is(c, path, secure_acl, 2));
+    CU_ASSERT_EQUAL(zkit_delete(c, path, -1, 0), 0);
+    zkit_client_close(c);
+}
+
+/* ---- zkit_get_acl / zkit_set_acl ------------------------------------------------------------ */
+
+typedef struct acl_done {
+    pthread_mutex_t mu;
+    int calls, error;
+    size_t count;
+    int perms0;
+    char id0[128];
+    int32_t aversion;
+} acl_done_t;
+
+static void on_acl_done(zkit_client_t *c, const zkit_result_t *r, void *arg)
+{
+    acl_done_t *d = arg;
+    (void)c;
+    pthread_mutex_lock(&d->mu);
+    d->error = r->error;
+    d->count = r->acl_count;
+    if (r->acl_count > 0) {
+        d->perms0 = r->acl[0].perms;
+        snprintf(d->id0, sizeof(d->id0), "%s:%s", r->acl[0].scheme, r->acl[0].id);
+    }
+    d->aversion = r->stat ? r->stat->aversion : -1;
+    d->calls++;
+    pthread_mutex_unlock(&d->mu);
+}
+
+static int acl_done_called(void *arg)
+{
+    acl_done_t *d = arg;
+    int n;
+    pthread_mutex_lock(&d->mu);
+    n = d->calls;
+    pthread_mutex_unlock(&d->mu);
+    return n > 0;
+}
+
+static void acl_done_reset(acl_done_t *d)
+{
+    pthread_mutex_lock(&d->mu);
+    d->calls = 0;
+    d->error = 1;
+    d->count = 0;
+    d->id0[0] = '\0';
+    pthread_mutex_unlock(&d->mu);
+}
+
+static void test_acl_calls(void)
+{
+    static const zkit_acl_t peer_too[] = { { ZKIT_PERM_ALL, "auth", "" },
+                                           { ZKIT_PERM_READ | ZKIT_PERM_WRITE, "digest", PEER_ID } };
+    static const zkit_acl_t incomplete[] = { { ZKIT_PERM_ALL, "world", NULL } };
+    acl_done_t d = { .mu = PTHREAD_MUTEX_INITIALIZER };
+    clients_t k;
+    char base[64], missing[96];
+    zkit_acl_t *acl = NULL;
+    size_t count = 7;
+    zkit_stat_t st;
+
+    clients_open(&k);
+    zkh_unique_path(base, sizeof(base), "acl-calls");
+    snprintf(missing, sizeof(missing), "%s/missing", base);
+    CU_ASSERT_EQUAL_FATAL(zkit_create(NULL, NULL, k.owner, base, "b", 1, NULL), 0);
+
+    CU_ASSERT_EQUAL(zkit_get_acl(&acl, &count, &st, k.owner, base), 0);
+    CU_ASSERT_EQUAL(count, 2);
+    CU_ASSERT_EQUAL(st.aversion, 0);
+    zkit_free(acl);
+
+    /* The peer is refused a write until the ACL names it; the ACL's version moves. */
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, k.peer, base, "p", 1, -1), ZKIT_ENOAUTH);
+    CU_ASSERT_EQUAL(zkit_set_acl(k.peer, base, peer_too, 2, -1), ZKIT_ENOAUTH);
+    CU_ASSERT_EQUAL(zkit_set_acl(k.owner, base, peer_too, 2, 5), ZKIT_EBADVERSION);
+    CU_ASSERT_EQUAL(zkit_set_acl(k.owner, base, peer_too, 2, 0), 0);
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, k.peer, base, "p", 1, -1), 0);
+    /* READ left the world with the new ACL. */
+    CU_ASSERT_EQUAL(zkit_get_acl(&acl, &count, NULL, k.stranger, base), ZKIT_ENOAUTH);
+    CU_ASSERT_PTR_NULL(acl);
+    CU_ASSERT_EQUAL(count, 0);
+
+    /* Asynchronous, on the event thread, with the Stat. */
+    acl_done_reset(&d);
+    CU_ASSERT_EQUAL(zkit_get_acl_async(k.peer, base, on_acl_done, &d), 0);
+    CU_ASSERT_EQUAL_FATAL(zkh_wait_until(acl_done_called, &d, 10000), 0);
+    CU_ASSERT_EQUAL(d.error, 0);
+    CU_ASSERT_EQUAL(d.count, 2);
+    CU_ASSERT_STRING_EQUAL(d.id0, "digest:owner:x"); /* the peer has no ADMIN */
+    CU_ASSERT_EQUAL(d.perms0, ZKIT_PERM_ALL);
+    CU_ASSERT_EQUAL(d.aversion, 1);
+    acl_done_reset(&d);
+    CU_ASSERT_EQUAL(zkit_set_acl_async(k.owner, base, secure_acl, 2, 1, on_acl_done, &d), 0);
+    CU_ASSERT_EQUAL_FATAL(zkh_wait_until(acl_done_called, &d, 10000), 0);
+    CU_ASSERT_EQUAL(d.error, 0);
+    CU_ASSERT(acl_is(k.stranger, base, secure_acl_masked, 2));
+    CU_ASSERT(acl_is(k.owner, base, secure_acl, 2));
+    acl_done_reset(&d);
+    CU_ASSERT_EQUAL(zkit_set_acl_async(k.stranger, base, open_acl, 1, -1, on_acl_done, &d), 0);
+    CU_ASSERT_EQUAL_FATAL(zkh_wait_until(acl_done_called, &d, 10000), 0);
+    CU_ASSERT_EQUAL(d.error, ZKIT_ENOAUTH);
+    acl_done_reset(&d);
+    CU_ASSERT_EQUAL(zkit_get_acl_async(k.owner, missing, on_acl_done, &d), 0);
+    CU_ASSERT_EQUAL_FATAL(zkh_wait_until(acl_done_called, &d, 10000), 0);
+    CU_ASSERT_EQUAL(d.error, ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(d.count, 0);
+
+    CU_ASSERT_EQUAL(zkit_get_acl(&acl, &count, NULL, k.owner, missing), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkit_set_acl(k.owner, missing, open_acl, 1, -1), ZKIT_ENONODE);
+    /* "auth" with no credentials stands for nobody: the server refuses it. */
+    {
+        char path[96];
+        snprintf(path, sizeof(path), "%s-open", base);
+        CU_ASSERT_EQUAL(zkit_create(NULL, NULL, k.stranger, path, "", 0, NULL), 0);
+        CU_ASSERT_EQUAL(zkit_set_acl(k.stranger, path, peer_too, 1, -1), ZKIT_EZOOKEEPER);
+        CU_ASSERT_EQUAL(zkit_last_zk_error(), ZINVALIDACL);
+        CU_ASSERT_EQUAL(zkit_delete(k.stranger, path, -1, 0), 0);
+    }
+
+    /* Bad input: a clear code and a message, nothing sent. */
+    CU_ASSERT_EQUAL(zkit_get_acl(NULL, &count, NULL, k.owner, base), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_get_acl(&acl, NULL, NULL, k.owner, base), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_get_acl(&acl, &count, NULL, NULL, base), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_get_acl(&acl, &count, NULL, k.owner, "bad"), ZKIT_EBADPATH);
+    CU_ASSERT_EQUAL(zkit_get_acl_async(k.owner, "/a/", on_acl_done, &d), ZKIT_EBADPATH);
+    CU_ASSERT_EQUAL(zkit_set_acl(k.owner, base, NULL, 1, -1), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "set_acl"));
+    CU_ASSERT_EQUAL(zkit_set_acl(k.owner, base, open_acl, 0, -1), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_set_acl(k.owner, base, incomplete, 1, -1), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "incomplete"));
+    CU_ASSERT_EQUAL(zkit_set_acl(NULL, base, open_acl, 1, -1), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(zkit_set_acl_async(k.owner, "bad", open_acl, 1, -1, on_acl_done, &d),
+                    ZKIT_EBADPATH);
+    CU_ASSERT(acl_is(k.owner, base, secure_acl, 2));
+
+    clients_close(&k, base);
+}
+
+/* ---- recipe nodes ------------------------------------------------------------------------- */
+
+/* A held mutex: the others can neither delete nor write its node, nor delete its directory,
+ * nor queue; the holder hears nothing and still holds.  The twin (same credentials) queues
+ * and acquires after the release. */
+static void test_lock_node_protected(void)
+{
+    clients_t k;
+    char base[64], dir[96];
+    zkit_lock_t *held = NULL, *rival = NULL, *twin = NULL;
+    char *node = NULL;
+    states_t st;
+    bg_t waiter;
+    size_t n = 0;
+    zkit_participant_t *list = NULL;
+
+    clients_open(&k);
+    states_init(&st);
+    zkh_unique_path(base, sizeof(base), "acl-lock");
+    snprintf(dir, sizeof(dir), "%s/lock", base);
+    CU_ASSERT_EQUAL_FATAL(zkit_mutex_new(&held, k.owner, dir), 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(held, states_record, &st), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(held, 10000), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_node(&node, held), 0);
+    CU_ASSERT(acl_is(k.owner, node, secure_acl, 2));
+    CU_ASSERT(acl_is(k.owner, dir, secure_acl, 2));
+
+    assert_others_refused(&k, node);
+    CU_ASSERT_EQUAL(zkit_delete(k.peer, dir, -1, ZKIT_DELETE_CHILDREN), ZKIT_ENOAUTH);
+    CU_ASSERT_EQUAL(zkit_delete(k.stranger, dir, -1, 0), ZKIT_ENOAUTH);
+    /* They can see who holds it, but not queue behind. */
+    CU_ASSERT_EQUAL(zkit_mutex_new(&rival, k.stranger, dir), 0);
+    CU_ASSERT_EQUAL(zkit_lock_participants(&list, &n, rival), 0);
+    CU_ASSERT_EQUAL(n, 1);
+    zkit_participants_free(list, n);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(rival, 5000), ZKIT_ENOAUTH);
+    zkit_lock_free(rival);
+    CU_ASSERT_EQUAL(zkit_mutex_new(&rival, k.peer, dir), 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(rival, 5000), ZKIT_ENOAUTH);
+    zkit_lock_free(rival);
+
+    /* The node is there (a read after every refused request on the server's one order) and
+     * the holder heard nothing and holds. */
+    CU_ASSERT_EQUAL(zkit_exists(NULL, k.owner, node, NULL), 0);
+    CU_ASSERT(zkit_lock_is_held(held));
+    CU_ASSERT_EQUAL(states_first(&st, ZKIT_LOCK_LOST), -1);
+    CU_ASSERT_EQUAL(states_first(&st, ZKIT_LOCK_UNCERTAIN), -1);
+
+    /* The same identity on another client queues and acquires after the release. */
+    CU_ASSERT_EQUAL_FATAL(zkit_mutex_new(&twin, k.twin, dir), 0);
+    bg_start(&waiter, twin, 15000, 0);
+    CU_ASSERT_EQUAL(wait_participants(held, 2, 10000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(held), 0);
+    CU_ASSERT_EQUAL(bg_finish(&waiter, 15000), 0);
+    CU_ASSERT_EQUAL(waiter.rc, 0);
+    zkit_lock_free(twin);
+    zkit_lock_free(held);
+    free(node);
+    clients_close(&k, base);
+}
+
+/* The control: the same delete on a world-open lock succeeds, and the holder hears LOST. */
+static void test_world_open_lock_is_breakable(void)
+{
+    zkit_client_t *owner = client_with(&owner_auth, 1, NULL, 0);
+    zkit_client_t *stranger = client_with(NULL, 0, NULL, 0);
+    char base[64];
+    zkit_lock_t *held = NULL;
+    char *node = NULL;
+    states_t st;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(owner);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(stranger);
+    states_init(&st);
+    zkh_unique_path(base, sizeof(base), "acl-open");
+    CU_ASSERT_EQUAL_FATAL(zkit_mutex_new(&held, owner, base), 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(held, states_record, &st), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(held, 10000), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_node(&node, held), 0);
+    CU_ASSERT(acl_is(owner, node, open_acl, 1));
+    CU_ASSERT_EQUAL(zkit_delete(stranger, node, -1, 0), 0);
+    /* The holder's watch on its node fires at once; 10 s is the session timeout. */
+    CU_ASSERT_EQUAL(wait_state(&st, ZKIT_LOCK_LOST, 10000), 0);
+    CU_ASSERT(!zkit_lock_is_held(held));
+    zkit_lock_free(held);
+    free(node);
+    remove_tree(owner, base);
+    zkit_client_close(owner);
+    zkit_client_close(stranger);
+}
+
+static void latch_states_record(zkit_latch_t *latch, zkit_lock_state_t state, void *arg)
+{
+    (void)latch;
+    states_record(NULL, state, arg);
+}
+
+static void test_leader_node_protected(void)
+{
+    clients_t k;
+    char base[64], path[96];
+    zkit_latch_t *latch = NULL;
+    char *node = NULL, *leader = NULL;
+    states_t st;
+
+    clients_open(&k);
+    states_init(&st);
+    zkh_unique_path(base, sizeof(base), "acl-leader");
+    snprintf(path, sizeof(path), "%s/leader", base);
+    CU_ASSERT_EQUAL_FATAL(zkit_latch_new(&latch, k.owner, path, "owner-host"), 0);
+    CU_ASSERT_EQUAL(zkit_latch_set_state_callback(latch, latch_states_record, &st), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_latch_start(latch), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_latch_await(latch, 10000), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_latch_node(&node, latch), 0);
+    CU_ASSERT(acl_is(k.owner, node, secure_acl, 2));
+
+    assert_others_refused(&k, node);
+    CU_ASSERT_EQUAL(zkit_delete(k.stranger, path, -1, 0), ZKIT_ENOAUTH);
+    /* Everyone may still ask who leads. */
+    CU_ASSERT_EQUAL(zkit_latch_leader(&leader, k.stranger, path), 0);
+    if (leader)
+        CU_ASSERT_STRING_EQUAL(leader, "owner-host");
+    free(leader);
+
+    CU_ASSERT_EQUAL(zkit_exists(NULL, k.owner, node, NULL), 0);
+    CU_ASSERT(zkit_latch_has_leadership(latch));
+    CU_ASSERT_EQUAL(states_first(&st, ZKIT_LOCK_LOST), -1);
+    CU_ASSERT_EQUAL(zkit_latch_close(latch), 0);
+    zkit_latch_free(latch);
+    free(node);
+    clients_close(&k, base);
+}
+
+/* A semaphore mutex's lease: refused to others; the same identity on another client may
+ * delete it (an operator breaking the lock on purpose), and the holder hears LOST. */
+static void test_semaphore_mutex_same_identity(void)
+{
+    clients_t k;
+    char base[64];
+    zkit_lock_t *held = NULL;
+    char *node = NULL;
+    states_t st;
+
+    clients_open(&k);
+    states_init(&st);
+    zkh_unique_path(base, sizeof(base), "acl-semmutex");
+    CU_ASSERT_EQUAL_FATAL(zkit_semaphore_mutex_new(&held, k.owner, base), 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(held, states_record, &st), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(held, 10000), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_node(&node, held), 0);
+    CU_ASSERT(acl_is(k.owner, node, secure_acl, 2));
+
+    assert_others_refused(&k, node);
+    CU_ASSERT(zkit_lock_is_held(held));
+    CU_ASSERT_EQUAL(states_first(&st, ZKIT_LOCK_LOST), -1);
+
+    CU_ASSERT_EQUAL(zkit_delete(k.twin, node, -1, 0), 0);
+    CU_ASSERT_EQUAL(wait_state(&st, ZKIT_LOCK_LOST, 10000), 0);
+    CU_ASSERT(!zkit_lock_is_held(held));
+    zkit_lock_free(held);
+    free(node);
+    clients_close(&k, base);
+}
+
+/* An identity the owner's ACL names queues behind the owner and acquires after it; a
+ * stranger still cannot. */
+static void test_named_identity_queues(void)
+{
+    static const zkit_acl_t shared[] = { { ZKIT_PERM_ALL, "auth", "" },
+                                         { ZKIT_PERM_ALL, "digest", PEER_ID },
+                                         { ZKIT_PERM_READ, "world", "anyone" } };
+    zkit_client_t *owner = client_with(&owner_auth, 0, shared, 3);
+    zkit_client_t *peer = client_with(&peer_auth, 0, shared, 3);
+    zkit_client_t *stranger = client_with(NULL, 0, NULL, 0);
+    char base[64];
+    zkit_lock_t *held = NULL, *queued = NULL, *rival = NULL;
+    bg_t waiter;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(owner);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(peer);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(stranger);
+    zkh_unique_path(base, sizeof(base), "acl-shared");
+    CU_ASSERT_EQUAL_FATAL(zkit_mutex_new(&held, owner, base), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(held, 10000), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_mutex_new(&queued, peer, base), 0);
+    bg_start(&waiter, queued, 15000, 0);
+    CU_ASSERT_EQUAL(wait_participants(held, 2, 10000), 0);
+    CU_ASSERT_EQUAL(zkit_mutex_new(&rival, stranger, base), 0);
+    CU_ASSERT_EQUAL(zkit_lock_acquire(rival, 5000), ZKIT_ENOAUTH);
+    zkit_lock_free(rival);
+    CU_ASSERT_EQUAL(zkit_lock_release(held), 0);
+    CU_ASSERT_EQUAL(bg_finish(&waiter, 15000), 0);
+    CU_ASSERT_EQUAL(waiter.rc, 0);
+    zkit_lock_free(queued);
+    zkit_lock_free(held);
+    remove_tree(owner, base);
+    zkit_client_close(owner);
+    zkit_client_close(peer);
+    zkit_client_close(stranger);
+}
+
+static int job_ok(zkit_job_run_t *run, void *arg)
+{
+    (void)run;
+    (void)arg;
+    return 0;
+}
+
+static void test_job_record_protected(void)
+{
+    clients_t k;
+    char base[64], record[96], *data = NULL;
+    size_t len = 0;
+    zkit_job_options_t jo;
+    zkit_job_attempt_t a;
+    int64_t now = (int64_t)time(NULL);
+
+    clients_open(&k);
+    zkh_unique_path(base, sizeof(base), "acl-job");
+    snprintf(record, sizeof(record), "%s/last", base);
+    zkit_job_options_init(&jo);
+    jo.path = base;
+    jo.period_s = 60;
+    jo.fn = job_ok;
+    jo.min_hold_ms = 0;
+    CU_ASSERT_EQUAL_FATAL(zkit_job_run_slot_once(&a, k.owner, &jo, now), 0);
+    CU_ASSERT_EQUAL(a.outcome, ZKIT_JOB_RAN);
+    CU_ASSERT(a.recorded);
+    CU_ASSERT(acl_is(k.owner, record, secure_acl, 2));
+
+    assert_others_refused(&k, record);
+    /* The record still says the slot ran: another attempt of the owner's finds it done. */
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, k.stranger, record, NULL), 0);
+    if (data) {
+        char want[32];
+        snprintf(want, sizeof(want), "%lld", (long long)a.slot);
+        CU_ASSERT_STRING_EQUAL(data, want);
+    }
+    zkit_free(data);
+    CU_ASSERT_EQUAL(zkit_job_run_slot_once(&a, k.owner, &jo, now), 0);
+    CU_ASSERT_EQUAL(a.outcome, ZKIT_JOB_DONE);
+    /* Another identity's host reads the record (READ for the world) and skips the slot. */
+    CU_ASSERT_EQUAL(zkit_job_run_slot_once(&a, k.peer, &jo, now), 0);
+    CU_ASSERT_EQUAL(a.outcome, ZKIT_JOB_DONE);
+    clients_close(&k, base);
+}
+
+/* A znode written under a lock's guard (the stock of examples/flash-sale): the guard makes
+ * the owner's writes safe against a lost lock; the ACL keeps everyone else's out. */
+static void test_guarded_znode_protected(void)
+{
+    clients_t k;
+    char base[64], lockdir[96], stock[96];
+    zkit_lock_t *held = NULL;
+    zkit_txn_t *txn = NULL;
+    states_t st;
+
+    clients_open(&k);
+    states_init(&st);
+    zkh_unique_path(base, sizeof(base), "acl-guard");
+    snprintf(lockdir, sizeof(lockdir), "%s/lock", base);
+    snprintf(stock, sizeof(stock), "%s/stock", base);
+    CU_ASSERT_EQUAL_FATAL(zkit_mutex_new(&held, k.owner, lockdir), 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(held, states_record, &st), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(held, 10000), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_txn_new(&txn, k.owner), 0);
+    CU_ASSERT_EQUAL(zkit_lock_guard_txn(txn, held), 0);
+    CU_ASSERT_EQUAL(zkit_txn_create(txn, stock, "10", 2, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_txn_commit(NULL, txn), 0);
+    zkit_txn_free(txn);
+    CU_ASSERT(acl_is(k.owner, stock, secure_acl, 2));
+
+    assert_others_refused(&k, stock);
+    CU_ASSERT_EQUAL(zkit_txn_new(&txn, k.owner), 0);
+    CU_ASSERT_EQUAL(zkit_lock_guard_txn(txn, held), 0);
+    CU_ASSERT_EQUAL(zkit_txn_set_data(txn, stock, "9", 1, 0), 0);
+    CU_ASSERT_EQUAL(zkit_txn_commit(NULL, txn), 0);
+    zkit_txn_free(txn);
+    CU_ASSERT(zkit_lock_is_held(held));
+    CU_ASSERT_EQUAL(states_first(&st, ZKIT_LOCK_LOST), -1);
+    CU_ASSERT_EQUAL(zkit_lock_release(held), 0);
+    zkit_lock_free(held);
+    clients_close(&k, base);
+}
+
+static const zkh_test_t tests[] = {
+    ZKH_TEST(test_default_acls),
+    ZKH_TEST(test_version_2_caller),
+    ZKH_TEST(test_acl_calls),
+    ZKH_TEST(test_lock_node_protected),
+    ZKH_TEST(test_world_open_lock_is_breakable),
+    ZKH_TEST(test_leader_node_protected),
+    ZKH_TEST(test_semaphore_mutex_same_identity),
+    ZKH_TEST(test_named_identity_queues),
+    ZKH_TEST(test_job_record_protected),
+    ZKH_TEST(test_guarded_znode_protected),
+    { NULL, NULL }
+};
+
+int main(void)
+{
+    return lk_main("acl", tests, NULL);
+}
