@@ -474,7 +474,11 @@ static void test_partition_expires_before_rival(void)
     zkh_proxy_unblock(proxy);
     CU_ASSERT_EQUAL(zkit_client_block_until_connected(hc, 15000), 0);
     CU_ASSERT_EQUAL(zkit_lock_release(holder), ZKIT_ELOCKLOST);
-    CU_ASSERT_EQUAL(states_first(&st, ZKIT_LOCK_HELD), -1);
+    /* Never HELD again once cut off (a HELD before the cut, after a confirmation answered
+     * late on a loaded machine, is the library's rule). */
+    CU_ASSERT_EQUAL(states_first_since(&st, ZKIT_LOCK_HELD, blocked_at), -1);
+    if (states_first_since(&st, ZKIT_LOCK_HELD, blocked_at) != -1)
+        states_print(&st, "segment partition");
     (void)held;
     for (int i = 0; i < STRIPES - 1; i++)
         CU_ASSERT_EQUAL(zkit_lock_release(others[i].seg), 0);
