@@ -1825,6 +1825,77 @@ static void test_watch_release_at_close(void)
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
+/* ---- a watch cancelled while its read is in flight ------------------------------------- */
+
+typedef struct inflight {
+    pthread_mutex_t mu;
+    int done, rc, fired;
+} inflight_t;
+
+static void inflight_done(zkit_client_t *client, const zkit_result_t *result, void *arg)
+{
+    inflight_t *f = arg;
+    (void)client;
+    pthread_mutex_lock(&f->mu);
+    f->done = 1;
+    f->rc = result->error;
+    pthread_mutex_unlock(&f->mu);
+}
+
+static void inflight_watch(zkit_client_t *client, zkit_event_t event, const char *path,
+                           void *arg)
+{
+    inflight_t *f = arg;
+    (void)client, (void)event, (void)path;
+    pthread_mutex_lock(&f->mu);
+    f->fired++;
+    pthread_mutex_unlock(&f->mu);
+}
+
+static int inflight_answered(void *arg)
+{
+    inflight_t *f = arg;
+    return zkh_read_locked(&f->mu, &f->done);
+}
+
+/* libzookeeper knows of a watch only once the read that sets it is answered: a cancel while
+ * the read is in flight must still take the watch off the server once it is armed, or the
+ * server keeps it until the node changes.  The read's replies are held at a proxy while the
+ * cancel is made. */
+static void test_watch_cancelled_in_flight(void)
+{
+    zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    zkit_client_t *c, *direct = fw_connect(zkh_connect_string(zk), NULL, 10000);
+    inflight_t f;
+    zkit_watcher_t watcher = { inflight_watch, &f };
+    const char *path = "/inflight-watch";
+    memset(&f, 0, sizeof(f));
+    pthread_mutex_init(&f.mu, NULL);
+    CU_ASSERT_FATAL(proxy != NULL && direct != NULL);
+    c = fw_connect(zkh_proxy_address(proxy), NULL, 10000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, 0, 10000), 0);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, direct, path, "x", 1, NULL), 0);
+    zkh_proxy_hold_replies(proxy, 1);
+    CU_ASSERT_EQUAL(zkit_get_data_async(c, path, &watcher, inflight_done, &f), 0);
+    /* the read has reached the server, which arms the watch: seen from its watch count */
+    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, 1, 10000), 0);
+    zkit__watch_cancel(c, path, ZKIT_WATCH_DATA, &watcher);
+    zkh_proxy_hold_replies(proxy, 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(inflight_answered, &f, 10000), 0);
+    CU_ASSERT_EQUAL(f.rc, 0);
+    /* the removal follows the answer; the server's count is polled, bounded */
+    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, 0, 10000), 0);
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, direct, path, "y", 1, -1), 0);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, "/", NULL), 0); /* the event, had one come, is in */
+    CU_ASSERT_EQUAL(zkh_read_locked(&f.mu, &f.fired), 0);
+    CU_ASSERT_EQUAL(zkit_delete(direct, path, -1, 0), 0);
+    zkit_client_close(c);
+    zkit_client_close(direct);
+    zkh_proxy_stop(proxy);
+    pthread_mutex_destroy(&f.mu);
+}
+
 /* ---- registration ---------------------------------------------------------------------- */
 
 /* Listener ids are positive; 0 is what the client records while no listener runs. */
@@ -1904,6 +1975,8 @@ static const zkh_test_t tests[] = {
     { "event-thread tasks in caller storage", test_event_thread_tasks },
     { "closed client kept by a reference", test_closed_client },
     { "a watch's release taking the client's lock at close", test_watch_release_at_close },
+    { "a watch cancelled while its read is in flight leaves none on the server",
+      test_watch_cancelled_in_flight },
     { NULL, NULL }
 };
 
