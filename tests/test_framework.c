@@ -1896,6 +1896,44 @@ static void test_watch_cancelled_in_flight(void)
     pthread_mutex_destroy(&f.mu);
 }
 
+/* A removal whose reply is lost with the connection: libzookeeper kept its watcher and arms it
+ * again on the next connection, though the server had applied the removal; the removal must be
+ * asked again there.  The removal's reply is held at a proxy, then the connection reset. */
+static void test_watch_removal_lost_with_connection(void)
+{
+    zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    zkit_client_t *c, *direct = fw_connect(zkh_connect_string(zk), NULL, 10000);
+    inflight_t f;
+    zkit_watcher_t watcher = { inflight_watch, &f };
+    const char *path = "/removal-lost";
+    memset(&f, 0, sizeof(f));
+    pthread_mutex_init(&f.mu, NULL);
+    CU_ASSERT_FATAL(proxy != NULL && direct != NULL);
+    c = fw_connect(zkh_proxy_address(proxy), NULL, 10000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, 0, 10000), 0);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, direct, path, "x", 1, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, path, &watcher), 0);
+    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, 1, 10000), 0);
+    zkh_proxy_hold_replies(proxy, 1);
+    zkit__watch_cancel(c, path, ZKIT_WATCH_DATA, &watcher);
+    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, 0, 10000), 0); /* applied; its reply held */
+    zkh_proxy_block(proxy); /* the connection goes, and the held reply with it */
+    zkh_proxy_hold_replies(proxy, 0);
+    zkh_proxy_unblock(proxy);
+    CU_ASSERT_EQUAL(zkit_client_block_until_connected(c, 15000), 0);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, "/", NULL), 0); /* past the reconnection's handshake */
+    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, 0, 10000), 0);
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, direct, path, "y", 1, -1), 0);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, "/", NULL), 0);
+    CU_ASSERT_EQUAL(zkh_read_locked(&f.mu, &f.fired), 0);
+    CU_ASSERT_EQUAL(zkit_delete(direct, path, -1, 0), 0);
+    zkit_client_close(c);
+    zkit_client_close(direct);
+    zkh_proxy_stop(proxy);
+    pthread_mutex_destroy(&f.mu);
+}
+
 /* ---- registration ---------------------------------------------------------------------- */
 
 /* Listener ids are positive; 0 is what the client records while no listener runs. */
@@ -1977,6 +2015,8 @@ static const zkh_test_t tests[] = {
     { "a watch's release taking the client's lock at close", test_watch_release_at_close },
     { "a watch cancelled while its read is in flight leaves none on the server",
       test_watch_cancelled_in_flight },
+    { "a watch removal lost with the connection is asked again",
+      test_watch_removal_lost_with_connection },
     { NULL, NULL }
 };
 

@@ -83,6 +83,8 @@ typedef struct zkit__watch {
     uint64_t generation;
     int kind;                 /* ZKIT_WATCH_DATA or ZKIT_WATCH_CHILDREN */
     int removed;
+    int removal_lost;         /* its removal was lost with the connection: sent again on the
+                               * next one, as libzookeeper re-arms the watch there */
     int fired;                /* its event is queued for delivery */
     zkit_event_t event;       /* the event, once fired */
     zkit__task_t task;        /* its delivery on the event thread */

@@ -192,6 +192,9 @@ zkit__watch_t *zkit__watch_new(zkit_client_t *c, uint64_t generation, int kind,
                                const zkit__watch_opts_t *opts);
 /* Drops a registration libzookeeper did not arm (the call failed). */
 void zkit__watch_discard(zkit__watch_t *w);
+/* On a new connection of handle `generation` (c->mu held): sends again the removals that the
+ * previous connection lost. */
+void zkit__watches_connected(zkit_client_t *c, zhandle_t *zh, uint64_t generation);
 /* The watcher function handed to libzookeeper. */
 void zkit__watch_fire(zhandle_t *zh, int type, int state, const char *path, void *ctx);
 

@@ -394,6 +394,7 @@ static void on_connected(zkit_client_t *c, int read_only, int64_t at_ms)
     const clientid_t *id = zoo_client_id(c->handle.zh);
     int same_session;
     c->handle.connected = 1;
+    zkit__watches_connected(c, c->handle.zh, c->handle.generation);
     vouch_at(c, at_ms);
     c->confirm.stalled = 0;
     /* A handle whose first server was read-only has no session the quorum knows: at its first

@@ -353,6 +353,12 @@ static void cancel_done(int rc, const void *data)
     drop = rc == ZOK && is_listed(c, k->watch) && !k->watch->fired;
     if (drop)
         unlink_watch(c, k->watch);
+    /* A removal lost with the connection leaves libzookeeper its watcher, which it arms again
+     * on the next connection (even if the server had applied the removal): it is asked again
+     * there, or the server would keep the watch until the node changed. */
+    else if ((rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) && is_listed(c, k->watch) &&
+             !k->watch->fired)
+        k->watch->removal_lost = 1;
     pthread_mutex_unlock(&c->mu);
     if (drop)
         free_watch(k->watch);
@@ -369,6 +375,15 @@ static void send_cancel(zkit_client_t *c, zhandle_t *zh, zkit__watch_t *w)
     k->watch = w;
     if (send_removal(c, zh, w, cancel_done, k) != ZOK)
         free(k);
+}
+
+void zkit__watches_connected(zkit_client_t *c, zhandle_t *zh, uint64_t generation)
+{
+    for (zkit__watch_t *w = c->watches; w; w = w->next)
+        if (w->removal_lost && w->removed && !w->fired && w->generation == generation) {
+            w->removal_lost = 0;
+            send_cancel(c, zh, w);
+        }
 }
 
 /* Marks every match removed and, unless local_only, asks the server to drop the armed ones
