@@ -30,6 +30,7 @@ static int check_client_path(zkit_client_t *c, const char *path, const char *wha
     if (zkit__client_is_closing(c)) {
         /* Expected while a daemon shuts down (cleanup racing the close): not an error. */
         zkit__log(&c->log, ZKIT_LOG_DEBUG, "%s: client is closing", what);
+        zkit__error_set("%s %s: the client is closed", what, path);
         return ZKIT_ECLOSED;
     }
     return 0;
@@ -52,7 +53,7 @@ static zkit__op_t *op_for(zkit_client_t *c, zkit__op_type_t type, const char *pa
     zkit__op_t *op = zkit__op_new(c, type);
     if (!op || !(op->path = zkit__path_fix(c->conf.ns, path))) {
         zkit__op_unref(op);
-        *rc = ZKIT_ENOMEM;
+        *rc = zkit__error_fresh(ZKIT_ENOMEM, path);
         return NULL;
     }
     return op;
@@ -414,9 +415,13 @@ ZKIT_EXTERN int zkit_watch_remove(zkit_client_t *c, const char *path, zkit_watch
         return ZKIT_EINVAL;
     }
     if (!(full = zkit__path_fix(c->conf.ns, path)))
-        return ZKIT_ENOMEM;
+        return zkit__error_fresh(ZKIT_ENOMEM, "watch_remove");
     rc = zkit__watch_remove_full(c, full, (int)kind, watcher);
     free(full);
+    if (rc == ZKIT_ENOTREGISTERED)
+        zkit__error_set("watch_remove %s: no such watch registered by this watcher", path);
+    else if (rc != 0)
+        zkit__error_fresh(rc, "watch_remove");
     return rc;
 }
 

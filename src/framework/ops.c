@@ -1006,6 +1006,19 @@ void zkit__op_complete(zkit__op_t *op, int error)
     op_finish(op, error);
 }
 
+static const char *op_name(zkit__op_type_t type)
+{
+    switch (type) {
+    case ZKIT__OP_CREATE: return "create";
+    case ZKIT__OP_DELETE: return "delete";
+    case ZKIT__OP_EXISTS: return "exists";
+    case ZKIT__OP_GET: return "get_data";
+    case ZKIT__OP_SET: return "set_data";
+    case ZKIT__OP_CHILDREN: return "get_children";
+    default: return "transaction";
+    }
+}
+
 int zkit__op_run_blocking(zkit__op_t *op)
 {
     zkit_client_t *c = op->client;
@@ -1023,6 +1036,13 @@ int zkit__op_run_blocking(zkit__op_t *op)
     pthread_mutex_unlock(&c->mu);
     if (op->error && op->zk_rc)
         zkit__set_last_zk_error(op->zk_rc);
+    /* The caller's thread learns why here: the ZooKeeper code names the server's answer. */
+    if (op->error && op->zk_rc)
+        zkit__error_set("%s %s: %s (ZooKeeper: %s)", op_name(op->type),
+                        op->path ? op->path : "", zkit_strerror(op->error), zerror(op->zk_rc));
+    else if (op->error)
+        zkit__error_set("%s %s: %s", op_name(op->type), op->path ? op->path : "",
+                        zkit_strerror(op->error));
     return op->error;
 }
 

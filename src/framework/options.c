@@ -88,42 +88,49 @@ static void options_error(const zkit_client_options_t *o, const char *fmt, ...)
 }
 
 /*
- * 1 when the connect string names hosts before any chroot, each "host:port" with a port from
- * 1 to 65535.  libzookeeper accepts a string of no hosts ("/app") and then never connects, and
- * hands the port text to getaddrinfo, which takes 99999 as 34463: the client would quietly
- * connect somewhere else.
+ * NULL when the connect string names hosts before any chroot, each "host:port" with a port
+ * from 1 to 65535; else what is wrong, in `why`.  libzookeeper accepts a string of no hosts
+ * ("/app") and then never connects, hands the port text to getaddrinfo, which takes 99999 as
+ * 34463 (the client would quietly connect somewhere else), and refuses a host without a port
+ * saying so only in its log.
  */
-static int connect_ports_valid(const char *connect)
+static const char *connect_string_problem(const char *connect, char *why, size_t why_len)
 {
     size_t hosts_len = strcspn(connect, "/");
     const char *p = connect, *end = connect + hosts_len;
     if (hosts_len == 0)
-        return 0;
+        return "no host before the chroot";
     while (p < end) {
         const char *comma = memchr(p, ',', (size_t)(end - p));
         const char *stop = comma ? comma : end, *colon = NULL;
+        int len = (int)(stop - p);
         long port = 0;
         for (const char *q = p; q < stop; q++)
             if (*q == ':')
                 colon = q;
-        if (colon) {
-            const char *d = colon + 1;
-            if (d == stop)
-                return 0;
-            for (; d < stop; d++) {
-                if (*d < '0' || *d > '9' || (port = port * 10 + (*d - '0')) > 65535)
-                    return 0;
-            }
-            if (port == 0)
-                return 0;
+        if (!colon || colon == p) {
+            snprintf(why, why_len, "'%.*s' is not host:port (%s)", len, p,
+                     !colon ? "no port" : "no host");
+            return why;
+        }
+        for (const char *d = colon + 1; d < stop; d++) {
+            if (*d < '0' || *d > '9' || (port = port * 10 + (*d - '0')) > 65535)
+                break;
+        }
+        if (colon + 1 == stop || port == 0 || port > 65535 ||
+            strspn(colon + 1, "0123456789") != (size_t)(stop - colon - 1)) {
+            snprintf(why, why_len, "'%.*s': the port is not a number from 1 to 65535", len, p);
+            return why;
         }
         p = stop + 1;
     }
-    return 1;
+    return NULL;
 }
 
 int zkit__options_validate(const zkit_client_options_t *o)
 {
+    char why[160];
+    const char *problem;
     if (!o) {
         options_error(o, "client options: NULL");
         return ZKIT_EINVAL;
@@ -143,9 +150,8 @@ int zkit__options_validate(const zkit_client_options_t *o)
         options_error(o, "client options: connect_string is required");
         return ZKIT_EINVAL;
     }
-    if (!connect_ports_valid(o->connect_string)) {
-        options_error(o, "client options: connect string '%s': no host, or a port not in "
-                         "1..65535", o->connect_string);
+    if ((problem = connect_string_problem(o->connect_string, why, sizeof(why))) != NULL) {
+        options_error(o, "client options: connect string '%s': %s", o->connect_string, problem);
         return ZKIT_EINVAL;
     }
     if (o->session_timeout_ms <= 0 || o->connection_timeout_ms <= 0) {
