@@ -93,7 +93,12 @@ typedef enum zkit_delivery {
  * against older headers keeps working, the fields it lacks taking their defaults) and rejects
  * 0 and any later version with ZKIT_EINVAL (see zkit_error_message()).
  */
-#define ZKIT_CLIENT_OPTIONS_VERSION 2
+#define ZKIT_CLIENT_OPTIONS_VERSION 3
+
+/* operation_timeout_ms values: the connection timeout (the default), or no bound but the
+ * retry policy's. */
+#define ZKIT_OPERATION_TIMEOUT_DEFAULT 0
+#define ZKIT_OPERATION_TIMEOUT_NONE (-1)
 
 typedef struct zkit_client_options {
     unsigned version;                /* ZKIT_CLIENT_OPTIONS_VERSION (1 to it accepted) */
@@ -117,11 +122,21 @@ typedef struct zkit_client_options {
     zkit_log_level_t log_level;      /* default ZKIT_LOG_WARN */
     /* Since version 2. */
     zkit_delivery_t delivery;        /* default ZKIT_DELIVER_ON_EVENT_THREAD */
+    /* Since version 3. */
+    int operation_timeout_ms;        /* the longest a framework call (zkit/ops.h, zkit/txn.h)
+                                      * takes, waiting for a connection and retries included;
+                                      * then ZKIT_ECONNLOSS.  Also how long a try-once lock
+                                      * acquisition waits for a connection.  Default
+                                      * ZKIT_OPERATION_TIMEOUT_DEFAULT (0): the connection
+                                      * timeout; ZKIT_OPERATION_TIMEOUT_NONE (also what
+                                      * options of versions 1 and 2 get): the retry policy
+                                      * alone.  See docs/framework.md, "What blocks". */
 } zkit_client_options_t;
 
 #define ZKIT_CLIENT_OPTIONS_INIT \
     { ZKIT_CLIENT_OPTIONS_VERSION, NULL, 60000, 15000, NULL, NULL, NULL, 0, NULL, 0, NULL, \
-      NULL, 0, NULL, 0, NULL, NULL, ZKIT_LOG_WARN, ZKIT_DELIVER_ON_EVENT_THREAD }
+      NULL, 0, NULL, 0, NULL, NULL, ZKIT_LOG_WARN, ZKIT_DELIVER_ON_EVENT_THREAD, \
+      ZKIT_OPERATION_TIMEOUT_DEFAULT }
 
 /*
  * Fills `opts`, a struct of version `version`, with the defaults, writing only the fields that

@@ -128,6 +128,8 @@ static int submit_with(zkit__op_t *op, zkit__report_t report, zkit_completion_fn
 {
     int rc;
     op->report = report;
+    /* Reported on the event thread: a public call, which the operation timeout bounds. */
+    op->bounded = report == ZKIT__REPORT_ON_EVENT_THREAD;
     op->done = done;
     op->arg = arg;
     rc = report == ZKIT__REPORT_IN_PLACE ? zkit__batch_submit(op) : zkit__op_submit(op);

@@ -339,7 +339,8 @@ void zkit__call_exit(zkit_client_t *c)
 
 int zkit__client_connection_timeout(zkit_client_t *c)
 {
-    return c->conf.connection_timeout_ms;
+    return c->conf.operation_timeout_ms > 0 ? c->conf.operation_timeout_ms
+                                            : c->conf.connection_timeout_ms;
 }
 
 void zkit__client_log(zkit_client_t *c, zkit_log_level_t level, const char *fmt, ...)

@@ -28,7 +28,8 @@ static size_t options_size(unsigned version)
 {
     switch (version) {
     case 1: return offsetof(zkit_client_options_t, delivery);
-    case 2: return sizeof(zkit_client_options_t);
+    case 2: return offsetof(zkit_client_options_t, operation_timeout_ms);
+    case 3: return sizeof(zkit_client_options_t);
     }
     return 0;
 }
@@ -63,7 +64,9 @@ ZKIT_EXTERN void (zkit_client_options_init)(zkit_client_options_t *opts)
 
 /* Options of any version from 1 to the library's are accepted: a program built against older
  * headers passes a struct without the fields added since, which keep their defaults.
- * Version 2 added `delivery`: a version 1 caller's callbacks run on the event thread. */
+ * Version 2 added `delivery`: a version 1 caller's callbacks run on the event thread.
+ * Version 3 added `operation_timeout_ms`: an older caller's calls are bounded by the retry
+ * policy alone, as they were. */
 static int options_version_known(unsigned version)
 {
     return version >= 1 && version <= ZKIT_CLIENT_OPTIONS_VERSION;
@@ -156,6 +159,12 @@ int zkit__options_validate(const zkit_client_options_t *o)
     }
     if (o->session_timeout_ms <= 0 || o->connection_timeout_ms <= 0) {
         options_error(o, "client options: timeouts must be positive");
+        return ZKIT_EINVAL;
+    }
+    if (o->version >= 3 && o->operation_timeout_ms < ZKIT_OPERATION_TIMEOUT_NONE) {
+        options_error(o, "client options: operation_timeout_ms %d: a number of ms, "
+                         "ZKIT_OPERATION_TIMEOUT_DEFAULT (0) or ZKIT_OPERATION_TIMEOUT_NONE (-1)",
+                      o->operation_timeout_ms);
         return ZKIT_EINVAL;
     }
     /* libzookeeper reads a connection's handshake against 2/3 of the requested timeout
@@ -294,6 +303,11 @@ int zkit__options_copy(zkit_client_t *c, const zkit_client_options_t *o)
     c->conf.connect_string = strdup(o->connect_string);
     c->conf.session_timeout_ms = o->session_timeout_ms;
     c->conf.connection_timeout_ms = o->connection_timeout_ms;
+    /* Options of an older version keep the calls of their time: bounded by the retry policy
+     * alone. */
+    c->conf.operation_timeout_ms = o->version < 3                 ? ZKIT_OPERATION_TIMEOUT_NONE
+                                   : o->operation_timeout_ms != 0 ? o->operation_timeout_ms
+                                                                  : o->connection_timeout_ms;
     c->conf.retry = o->retry ? zkit_retry_copy(o->retry) : zkit_retry_exponential(1000, 3, 0);
     if (!c->conf.connect_string || !c->conf.retry)
         return ZKIT_ENOMEM;

@@ -705,6 +705,7 @@ static int commit_reported(zkit_txn_t *txn, zkit__report_t report, zkit_txn_done
     txn->done = done;
     txn->done_arg = arg;
     zop->report = report;
+    zop->bounded = report == ZKIT__REPORT_ON_EVENT_THREAD; /* the public call's */
     zop->done = async_done;
     zop->arg = txn;
     rc = zkit__op_submit(zop);

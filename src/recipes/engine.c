@@ -1220,8 +1220,10 @@ static void on_deadline(void *arg)
     pthread_mutex_lock(&acq->mu);
     if (acq->state == ACQ_DONE)
         acq_unlock(acq);
-    else
-        finish(acq, zkit__client_is_closing(acq->client) ? ZKIT_ECLOSED : ZKIT_ETIMEDOUT);
+    else /* a try-once ends here only when the connection or the server kept it waiting */
+        finish(acq, zkit__client_is_closing(acq->client) ? ZKIT_ECLOSED
+                    : acq->deadline_ms == 0              ? ZKIT_ECONNLOSS
+                                                         : ZKIT_ETIMEDOUT);
     zkit__acq_unref(acq);
 }
 
