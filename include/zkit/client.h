@@ -6,7 +6,9 @@
  * callback the client makes (connection listeners, watches, asynchronous completions, lock
  * state callbacks) runs on the client's own event thread, one at a time and in order, never
  * on libzookeeper's threads; a callback may therefore call any zkit function, including
- * blocking ones, though blocking there delays the callbacks queued behind it.
+ * blocking ones, though blocking there delays the callbacks queued behind it.  The log
+ * function (log_fn) is the exception: it runs on whichever thread writes the line,
+ * libzookeeper's included (zkit/common.h).
  */
 #ifndef ZKIT_CLIENT_H
 #define ZKIT_CLIENT_H
