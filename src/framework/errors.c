@@ -85,7 +85,7 @@ int zkit__error_unless_set(unsigned mark, int error, const char *fmt, ...)
 {
     char what[ZKIT__ERROR_MESSAGE_MAX];
     va_list ap;
-    if (error == 0 || error_count != mark)
+    if (error >= 0 || error_count != mark)
         return error;
     va_start(ap, fmt);
     vsnprintf(what, sizeof(what), fmt, ap);

@@ -792,7 +792,7 @@ ZKIT_EXTERN int zkit_multilock_new_from(zkit_lock_t **out, zkit_lock_t *const *l
     return zkit__error_unless_set(mark, rc, "multilock_new_from");
 }
 
-ZKIT_EXTERN int zkit_multilock_count(size_t *count, const zkit_lock_t *lock)
+static int multilock_count_call(size_t *count, const zkit_lock_t *lock)
 {
     if (count)
         *count = 0;
@@ -802,8 +802,15 @@ ZKIT_EXTERN int zkit_multilock_count(size_t *count, const zkit_lock_t *lock)
     return 0;
 }
 
-ZKIT_EXTERN int zkit_multilock_part(char **path, char **node, int64_t *token,
-                                    const zkit_lock_t *lock, size_t index)
+ZKIT_EXTERN int zkit_multilock_count(size_t *count, const zkit_lock_t *lock)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = multilock_count_call(count, lock);
+    return zkit__error_unless_set(mark, rc, "multilock_count");
+}
+
+static int multilock_part_call(char **path, char **node, int64_t *token, const zkit_lock_t *lock,
+                               size_t index)
 {
     zkit_lock_t *l = (zkit_lock_t *)lock;
     const multi_t *m;
@@ -837,4 +844,12 @@ ZKIT_EXTERN int zkit_multilock_part(char **path, char **node, int64_t *token,
         *path = NULL;
     }
     return rc;
+}
+
+ZKIT_EXTERN int zkit_multilock_part(char **path, char **node, int64_t *token,
+                                    const zkit_lock_t *lock, size_t index)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = multilock_part_call(path, node, token, lock, index);
+    return zkit__error_unless_set(mark, rc, "multilock_part");
 }
