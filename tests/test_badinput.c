@@ -635,9 +635,12 @@ static int big_data_of(zkit_lock_t *l)
 }
 static int null_data_of(zkit_lock_t *l) { return zkit_lock_set_data(l, NULL, 3); }
 static int participants_null(zkit_lock_t *l) { return zkit_lock_participants(NULL, NULL, l); }
+/* A fresh thread's message starts empty: the failure must give it one (else 2000). */
 static void *release_elsewhere(void *arg)
 {
     intptr_t rc = zkit_lock_release(arg);
+    if (rc != 0 && !strstr(zkit_error_message(), "release"))
+        rc = 2000;
     return (void *)rc;
 }
 static int wrong_thread(zkit_lock_t *l)
@@ -923,10 +926,15 @@ typedef struct bad_case {
     const char *input;
     int (*call)(void);
     int expect;
-    int logs; /* 1: a line reaches the client's log function */
+    int logs; /* LOG: a line reaches the client's log function */
 } bad_case_t;
 
 #define LOG 1
+/* The call answers yes or no, not with an error code (the entry maps "no" to one): no
+ * zkit_error_message() of its own is due. */
+#define NO_CODE 2
+/* The failing call runs on a thread of the entry's own, which checks the message there. */
+#define ELSEWHERE 4
 
 static const bad_case_t lib_cases[] = {
     { "zkit_path_validate(NULL)", p_null, ZKIT_EBADPATH, 0 },
@@ -1046,7 +1054,8 @@ static const bad_case_t lib_cases[] = {
     { "zkit_lock_release(NULL)", l_release_null, ZKIT_EINVAL, 0 },
     { "release before acquire", l_release_unheld, ZKIT_ENOTHELD, LOG },
     { "release once more than acquired", l_release_twice, ZKIT_ENOTHELD, LOG },
-    { "release from a thread that does not hold", l_wrong_thread, ZKIT_ENOTOWNER, LOG },
+    { "release from a thread that does not hold", l_wrong_thread, ZKIT_ENOTOWNER,
+      LOG | ELSEWHERE },
     { "semaphore mutex: release before acquire", l_semmutex_release_unheld, ZKIT_ENOTHELD, LOG },
     { "read holder asks for the write lock", l_upgrade, ZKIT_EDEADLK, 0 },
     { "zkit_lock_node not held", l_node_unheld, ZKIT_ENOTHELD, 0 },
@@ -1081,7 +1090,7 @@ static const bad_case_t lib_cases[] = {
     { "zkit_retry_n_times sleep -10", r_n_negative_sleep, ZKIT_EINVAL, 0 },
     { "zkit_retry_until_elapsed max -5", r_until_negative, ZKIT_EINVAL, 0 },
     { "zkit_retry_custom fn NULL", r_custom_null, ZKIT_EINVAL, 0 },
-    { "zkit_retry_allow policy NULL", r_allow_null, ZKIT_EINVAL, 0 },
+    { "zkit_retry_allow policy NULL", r_allow_null, ZKIT_EINVAL, NO_CODE },
 
     { "zkit_job_start opts NULL", j_null, ZKIT_EINVAL, LOG },
     { "job options version 0", j_version, ZKIT_EINVAL, LOG },
@@ -1114,27 +1123,54 @@ static void on_alarm(int sig)
     abort();
 }
 
+/* A failure of another call, whose message no entry's own can contain: what each failing
+ * entry must replace in zkit_error_message(). */
+#define SENTINEL_PATH "/sentinel//message"
+
+static void set_sentinel_message(void)
+{
+    zkit_lock_t *lock = NULL;
+    if (zkit_mutex_new(&lock, cl, SENTINEL_PATH) != ZKIT_EBADPATH ||
+        !strstr(zkit_error_message(), SENTINEL_PATH))
+        fprintf(stderr, "badinput: the sentinel failure did not set its message\n");
+}
+
+/*
+ * Each entry returns its code in time, logs where marked; and every entry that fails leaves a
+ * fresh zkit_error_message(): not the previous failure's (a sentinel set just before it by a
+ * different failing call), and not empty.
+ */
 static void test_library(void)
 {
-    int failures = 0;
+    int failures = 0, stale = 0;
     signal(SIGALRM, on_alarm);
     for (size_t i = 0; i < LIB_CASES; i++) {
         const bad_case_t *k = &lib_cases[i];
-        int before = logged(), rc, after;
-        int64_t start = zkh_now_ms(), took;
+        int before, rc, after;
+        int64_t start, took;
+        set_sentinel_message();
+        before = logged();
+        start = zkh_now_ms();
         alarm(CASE_BOUND_MS / 1000 * 3);
         rc = k->call();
         alarm(0);
         took = zkh_now_ms() - start;
         after = logged();
-        if (rc != k->expect || took > CASE_BOUND_MS || (k->logs && after == before)) {
+        if (rc != k->expect || took > CASE_BOUND_MS || ((k->logs & LOG) && after == before)) {
             failures++;
             fprintf(stderr, "badinput: %s: got %d (%s), want %d (%s); %lld ms; %s\n", k->input,
                     rc, zkit_strerror(rc), k->expect, zkit_strerror(k->expect), (long long)took,
-                    k->logs && after == before ? "no log line" : "logged");
+                    (k->logs & LOG) && after == before ? "no log line" : "logged");
+        }
+        if (rc != 0 && !(k->logs & (NO_CODE | ELSEWHERE)) && (!zkit_error_message()[0] ||
+                        strstr(zkit_error_message(), SENTINEL_PATH))) {
+            stale++;
+            fprintf(stderr, "badinput: %s: %s, message not replaced: '%s'\n", k->input,
+                    zkit_strerror(rc), zkit_error_message());
         }
     }
     CU_ASSERT_EQUAL(failures, 0);
+    CU_ASSERT_EQUAL(stale, 0);
     printf("badinput: %zu library entries\n", LIB_CASES);
 }
 
@@ -1440,6 +1476,13 @@ static void test_error_message(void)
     CU_ASSERT_EQUAL(zkit_client_new(&c, &co), ZKIT_EINVAL);
     CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "'no-such-host.invalid:2181'"));
     CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "does not resolve"));
+    /* A host without a port: the reason (libzookeeper's refusal went only to its log), not
+     * the previous failure's message. */
+    set_sentinel_message();
+    co.connect_string = "bogus host";
+    CU_ASSERT_EQUAL(zkit_client_new(&c, &co), ZKIT_EINVAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "'bogus host' is not host:port (no port)"));
+    CU_ASSERT_PTR_NULL(strstr(zkit_error_message(), SENTINEL_PATH));
     co = options(cs());
     o = job_options();
     o.fn = NULL;

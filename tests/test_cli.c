@@ -676,6 +676,75 @@ static void test_shell_command(void)
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
+/*
+ * flock's syntax: the word after PATH starts the command, without '--' (`zkit-lock PATH
+ * COMMAND ARGS...`), whether the command is named plainly or by an absolute path, and its own
+ * options and '--' are its.  The command runs under the lock (a second zkit-lock -n, run from
+ * the command, finds it taken).  Several PATHs still take '--', and -c several PATHs.
+ */
+static void test_flock_syntax(void)
+{
+    char path[64], path2[64], file[300], script[1200], *text;
+    const char *cs = zkh_connect_string(zk);
+    int64_t elapsed;
+    zkh_unique_path(path, sizeof(path), "cli-flock");
+    zkh_unique_path(path2, sizeof(path2), "cli-flock2");
+    scratch(file, sizeof(file), "flock.out");
+    snprintf(script, sizeof(script),
+             "'%s' --connect '%s' -q -n \"$ZKIT_LOCK_PATH\" -- true; "
+             "echo \"$? $ZKIT_LOCK_PATH $*\" > '%s'; exit 5",
+             tool, cs, file);
+    {
+        /* An absolute command, no '--': it used to be taken for a second lock path, held
+         * without running anything.  Its options are its own. */
+        const char *args[] = { "--connect", cs, path, "/bin/sh", "-c", script, "sh", "-v", "x",
+                               NULL };
+        CU_ASSERT_EQUAL(run_tool(&elapsed, NULL, args), 5);
+        CU_ASSERT(elapsed < 10000);
+    }
+    text = slurp(file);
+    {
+        char want[300];
+        snprintf(want, sizeof(want), "1 %s -v x\n", path);
+        CU_ASSERT(text && strcmp(text, want) == 0);
+    }
+    free(text);
+    unlink(file);
+    {
+        /* A command named plainly keeps a '--' among its arguments. */
+        const char *args[] = { "--connect", cs, path, "sh", "-c", script, "sh", "-v", "--", "x",
+                               NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 5);
+    }
+    text = slurp(file);
+    {
+        char want[300];
+        snprintf(want, sizeof(want), "1 %s -v -- x\n", path);
+        CU_ASSERT(text && strcmp(text, want) == 0);
+    }
+    free(text);
+    {
+        const char *args[] = { "--connect", cs, path, "echo", "hi", NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 0);
+    }
+    {
+        /* A second absolute word without a later '--' is the command: not found, not held. */
+        const char *args[] = { "--connect", cs, path, path2, NULL };
+        CU_ASSERT_EQUAL(run_tool(&elapsed, NULL, args), 127);
+        CU_ASSERT(elapsed < 10000);
+    }
+    {
+        const char *args[] = { "--connect", cs, "-c", "exit 4", path, path2, NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 4);
+    }
+    {
+        const char *args[] = { "--connect", cs, path, path2, "--", "sh", "-c", "exit 3", NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 3);
+    }
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path2), 0);
+}
+
 /* ---- holding without a command ---------------------------------------------------------- */
 
 /* zkit-lock PATH with no command; its stdout goes to `out`. */
@@ -2340,6 +2409,7 @@ static const zkh_test_t tests[] = {
     { "exit status and environment", test_exit_status_and_environment },
     { "closed standard descriptors are not reused", test_closed_standard_descriptors },
     { "-c runs a shell command", test_shell_command },
+    { "flock's syntax: PATH COMMAND without '--'", test_flock_syntax },
     { "no command: held until a signal", test_hold_without_command },
     { "--semaphore N: a limit other than the holders' is refused", test_semaphore_limit_conflict },
     { "no command: a lost lock ends with 75", test_hold_lost },

@@ -1097,8 +1097,8 @@ static void test_unreachable_server(void)
 
     fw_options(&o, "127.0.0.1:1", NULL, 10000, retry);
     o.connection_timeout_ms = 300;
+    o.operation_timeout_ms = ZKIT_OPERATION_TIMEOUT_NONE; /* the retry policy decides */
     CU_ASSERT_EQUAL_FATAL(zkit_client_new(&c, &o), 0);
-    zkit_retry_free(retry);
     start = zkh_now_ms();
     CU_ASSERT_EQUAL(zkit_client_block_until_connected(c, 500), ZKIT_ETIMEDOUT);
     CU_ASSERT(zkh_now_ms() - start >= 490);
@@ -1113,6 +1113,18 @@ static void test_unreachable_server(void)
     /* ... not the session timeout, which an operation waiting for a session would take. */
     CU_ASSERT(zkh_now_ms() - start < o.session_timeout_ms / 2);
     CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/x", "", 0, NULL), ZKIT_ECONNLOSS);
+    zkit_client_close(c);
+
+    /* By default the operation timeout is the connection timeout: one wait of 1 s, where
+     * the policy's retry would make two (2.01 s at least). */
+    o.operation_timeout_ms = ZKIT_OPERATION_TIMEOUT_DEFAULT;
+    o.connection_timeout_ms = 1000;
+    CU_ASSERT_EQUAL_FATAL(zkit_client_new(&c, &o), 0);
+    zkit_retry_free(retry);
+    start = zkh_now_ms();
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, c, "/x", NULL), ZKIT_ECONNLOSS);
+    CU_ASSERT(zkh_now_ms() - start >= 990);
+    CU_ASSERT(zkh_now_ms() - start < 2000);
     zkit_client_close(c);
 }
 

@@ -18,6 +18,7 @@
 
 #include "framework/client.h" /* test hooks: zkit__test_session_credentials, active_calls */
 #include "fw_support.h"
+#include "zkit/lock.h"
 
 static zkh_cluster_t *zk;
 
@@ -326,12 +327,155 @@ static void test_close_wakes_blocked_call(void)
     CU_ASSERT_EQUAL(zkh_restart(zk, 0), 0);
 }
 
+/* ---- calls on a client whose server is gone end by the operation timeout --------------- */
+
+typedef struct async_end {
+    pthread_mutex_t mu;
+    int done, error;
+    int64_t at_ms;
+} async_end_t;
+
+static void async_ended(zkit_client_t *c, const zkit_result_t *r, void *arg)
+{
+    async_end_t *e = arg;
+    (void)c;
+    pthread_mutex_lock(&e->mu);
+    e->error = r->error;
+    e->at_ms = zkh_now_ms();
+    e->done = 1;
+    pthread_mutex_unlock(&e->mu);
+}
+
+static int async_is_done(void *arg)
+{
+    async_end_t *e = arg;
+    int done;
+    pthread_mutex_lock(&e->mu);
+    done = e->done;
+    pthread_mutex_unlock(&e->mu);
+    return done;
+}
+
+static int lock_has_no_node(void *arg)
+{
+    zkit_participant_t *list = NULL;
+    size_t count = 0;
+    int rc = zkit_lock_participants(&list, &count, arg);
+    zkit_participants_free(list, count);
+    return rc == 0 && count == 0;
+}
+
+/* Whether a call took [timeout - 50 ms, timeout + slack]: it waited for the connection as
+ * long as it was allowed, and no longer.  The slack covers a timer's lateness on a loaded
+ * machine; the retry policy's own schedule (forever, 100 ms) would go on without end. */
+#define FAIL_FAST_SLACK_MS 1500
+static int within(int64_t took, int timeout_ms)
+{
+    if (took < timeout_ms - 50 || took > timeout_ms + FAIL_FAST_SLACK_MS)
+        fprintf(stderr, "session: a call took %lld ms against a %d ms timeout\n",
+                (long long)took, timeout_ms);
+    return took >= timeout_ms - 50 && took <= timeout_ms + FAIL_FAST_SLACK_MS;
+}
+
+/*
+ * With the server stopped, a framework call waits for a connection no longer than the
+ * operation timeout, whatever the retry policy (here: forever), and ends with
+ * ZKIT_ECONNLOSS and a message naming the call; an asynchronous call's completion comes by
+ * the same bound.  A try-once lock acquisition ends by it too, with ZKIT_ECONNLOSS, not the
+ * ZKIT_ETIMEDOUT of a lock held by someone else.  The default operation timeout is the
+ * connection timeout.  Once the server is back the same client works.
+ */
+static void test_calls_fail_fast_when_disconnected(void)
+{
+    const int op_timeout = 1500, conn_timeout = 2500;
+    watched_client_t w, d;
+    zkit_client_options_t o;
+    zkit_lock_t *lock = NULL;
+    async_end_t e = { .done = 0 };
+    char path[64];
+    zkit_stat_t st;
+    int64_t start;
+    int rc;
+
+    zkh_unique_path(path, sizeof(path), "failfast");
+    fw_state_log_init(&w.log);
+    /* A session that outlives the outage: this is about calls, not about expiry. */
+    fw_options(&o, zkh_connect_string(zk), NULL, 30000, NULL);
+    o.retry = zkit_retry_forever(100);
+    o.connection_timeout_ms = conn_timeout;
+    o.operation_timeout_ms = op_timeout;
+    w.client = fw_connect_opts(&o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(w.client);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(NULL, w.client, fw_state_listener, &w.log), 0);
+    /* The default: the connection timeout bounds the calls. */
+    fw_state_log_init(&d.log);
+    o.operation_timeout_ms = ZKIT_OPERATION_TIMEOUT_DEFAULT;
+    d.client = fw_connect_opts(&o);
+    zkit_retry_free((zkit_retry_t *)o.retry);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d.client);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(NULL, d.client, fw_state_listener, &d.log), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_mutex_new(&lock, w.client, path), 0);
+
+    CU_ASSERT_EQUAL_FATAL(zkh_stop(zk, 0), 0);
+    CU_ASSERT(fw_state_wait(&w.log, 0, ZKIT_CONN_SUSPENDED, STATE_WAIT_MS) >= 0);
+    CU_ASSERT(fw_state_wait(&d.log, 0, ZKIT_CONN_SUSPENDED, STATE_WAIT_MS) >= 0);
+
+    start = zkh_now_ms();
+    rc = zkit_exists(&st, w.client, path, NULL);
+    CU_ASSERT_EQUAL(rc, ZKIT_ECONNLOSS);
+    CU_ASSERT(within(zkh_now_ms() - start, op_timeout));
+    CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "exists"));
+
+    start = zkh_now_ms();
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, w.client, path, "x", 1, NULL), ZKIT_ECONNLOSS);
+    CU_ASSERT(within(zkh_now_ms() - start, op_timeout));
+
+    pthread_mutex_init(&e.mu, NULL);
+    start = zkh_now_ms();
+    CU_ASSERT_EQUAL_FATAL(zkit_get_data_async(w.client, path, NULL, async_ended, &e), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(async_is_done, &e, op_timeout + FAIL_FAST_SLACK_MS), 0);
+    pthread_mutex_lock(&e.mu);
+    CU_ASSERT_EQUAL(e.error, ZKIT_ECONNLOSS);
+    CU_ASSERT(e.done && within(e.at_ms - start, op_timeout));
+    pthread_mutex_unlock(&e.mu);
+
+    start = zkh_now_ms();
+    rc = zkit_lock_acquire(lock, 0);
+    CU_ASSERT_EQUAL(rc, ZKIT_ECONNLOSS);
+    CU_ASSERT(zkh_now_ms() - start <= op_timeout + FAIL_FAST_SLACK_MS);
+    CU_ASSERT_STRING_NOT_EQUAL(zkit_error_message(), "");
+
+    start = zkh_now_ms();
+    CU_ASSERT_EQUAL(zkit_exists(&st, d.client, path, NULL), ZKIT_ECONNLOSS);
+    CU_ASSERT(within(zkh_now_ms() - start, conn_timeout));
+
+    CU_ASSERT_EQUAL_FATAL(zkh_restart(zk, 0), 0);
+    CU_ASSERT_EQUAL(zkit_client_block_until_connected(w.client, STATE_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(zkit_exists(&st, w.client, "/", NULL), 0);
+    /* The try-once's create, retried by the policy, may land once connected, at any moment:
+     * the acquisition that gave up deletes that node when it hears of it, which a waiting
+     * acquire sees; then nothing of it is left. */
+    rc = zkit_lock_acquire(lock, STATE_WAIT_MS);
+    if (rc != 0)
+        fprintf(stderr, "session: acquire after the restart: %s (%s)\n", zkit_strerror(rc),
+                zkit_error_message());
+    CU_ASSERT_EQUAL(rc, 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(lock), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(lock_has_no_node, lock, STATE_WAIT_MS), 0);
+    zkit_lock_free(lock);
+    watched_close(&d);
+    watched_close(&w);
+    pthread_mutex_destroy(&e.mu);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
 static const zkh_test_t tests[] = {
     { "restart within the session timeout", test_restart_within_timeout },
     { "forced expiry", test_forced_expiry },
     { "frozen server", test_frozen_server },
     { "guaranteed delete after an outage", test_guaranteed_delete_after_outage },
     { "close wakes a blocked call", test_close_wakes_blocked_call },
+    { "calls fail fast when disconnected", test_calls_fail_fast_when_disconnected },
     { NULL, NULL }
 };
 

@@ -6,7 +6,9 @@
  * callback the client makes (connection listeners, watches, asynchronous completions, lock
  * state callbacks) runs on the client's own event thread, one at a time and in order, never
  * on libzookeeper's threads; a callback may therefore call any zkit function, including
- * blocking ones, though blocking there delays the callbacks queued behind it.
+ * blocking ones, though blocking there delays the callbacks queued behind it.  The log
+ * function (log_fn) is the exception: it runs on whichever thread writes the line,
+ * libzookeeper's included (zkit/common.h).
  */
 #ifndef ZKIT_CLIENT_H
 #define ZKIT_CLIENT_H
@@ -107,6 +109,11 @@ typedef enum zkit_delivery {
  */
 #define ZKIT_CLIENT_OPTIONS_VERSION 3
 
+/* operation_timeout_ms values: the connection timeout (the default), or no bound but the
+ * retry policy's. */
+#define ZKIT_OPERATION_TIMEOUT_DEFAULT 0
+#define ZKIT_OPERATION_TIMEOUT_NONE (-1)
+
 typedef struct zkit_client_options {
     unsigned version;                /* ZKIT_CLIENT_OPTIONS_VERSION (1 to it accepted) */
     const char *connect_string;      /* "host:port,host:port"; required */
@@ -142,11 +149,20 @@ typedef struct zkit_client_options {
                                       * libzookeeper_mt with OpenSSL (zkit_client_new() is
                                       * ZKIT_EUNSUPPORTED otherwise: Debian's 3.8.0 has none;
                                       * see docs/framework.md, "TLS and SASL") */
+    int operation_timeout_ms;        /* the longest a framework call (zkit/ops.h, zkit/txn.h)
+                                      * takes, waiting for a connection and retries included;
+                                      * then ZKIT_ECONNLOSS.  Also how long a try-once lock
+                                      * acquisition waits for a connection.  Default
+                                      * ZKIT_OPERATION_TIMEOUT_DEFAULT (0): the connection
+                                      * timeout; ZKIT_OPERATION_TIMEOUT_NONE (also what
+                                      * options of versions 1 and 2 get): the retry policy
+                                      * alone.  See docs/framework.md, "What blocks". */
 } zkit_client_options_t;
 
 #define ZKIT_CLIENT_OPTIONS_INIT \
     { ZKIT_CLIENT_OPTIONS_VERSION, NULL, 60000, 15000, NULL, NULL, NULL, 0, NULL, 0, NULL, \
-      NULL, 0, NULL, 0, NULL, NULL, ZKIT_LOG_WARN, ZKIT_DELIVER_ON_EVENT_THREAD, 0, NULL }
+      NULL, 0, NULL, 0, NULL, NULL, ZKIT_LOG_WARN, ZKIT_DELIVER_ON_EVENT_THREAD, 0, NULL, \
+      ZKIT_OPERATION_TIMEOUT_DEFAULT }
 
 /*
  * Fills `opts`, a struct of version `version`, with the defaults, writing only the fields that

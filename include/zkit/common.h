@@ -68,11 +68,13 @@ ZKIT_EXTERN const char *zkit_strerror(int error);
 ZKIT_EXTERN int zkit_last_zk_error(void);
 
 /*
- * The detail of the last failure on the calling thread that came with one: which argument or
- * option was bad and why (e.g. "jitter_ms: must be below the shortest slot (60000 ms)"), or
- * "" when there is none.  Per thread, in storage of the thread's own that the next failing
- * call overwrites; never NULL.  A successful call does not clear it: read it right after the
- * call that failed.
+ * What the last failed call on the calling thread says about its failure: which argument or
+ * option was bad and why (e.g. "jitter_ms: must be below the shortest slot (60000 ms)"), the
+ * server's answer ("exists /a: node does not exist (ZooKeeper: no node)"), or, where there
+ * is no more to say, the call's name and zkit_strerror() of its code.  Every call that
+ * returns an error code sets it, so it never describes an earlier call; "" before the
+ * thread's first failure.  Per thread, in storage of the thread's own; never NULL.  A
+ * successful call does not clear it: read it right after the call that failed.
  */
 ZKIT_EXTERN const char *zkit_error_message(void);
 

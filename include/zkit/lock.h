@@ -212,7 +212,9 @@ ZKIT_EXTERN int zkit_lock_acquire(zkit_lock_t *lock, int timeout_ms);
  * then held on behalf of the thread that called this function, and `done` acts for that
  * thread on `lock`: inside it, zkit_lock_release(), zkit_lock_is_held(), zkit_lock_node(),
  * zkit_lock_fencing_token(), zkit_lock_valid_until() and zkit_lock_guard_txn() answer for
- * that thread's holding (a reentrant acquire there adds to it).  Returns 0, or an error
+ * that thread's holding (a reentrant acquire there adds to it); on any other lock it acts as
+ * the event thread itself, and once it has returned only the starting thread holds and may
+ * release the lock (the semaphore mutex: any thread of the process).  Returns 0, or an error
  * (ZKIT_EINVAL, ZKIT_ECLOSED, ZKIT_EDEADLK, ZKIT_ENOMEM, ZKIT_ETOOBIG when the lock's node
  * data and path do not fit in one request): then `done` never runs.  `done` hears 0 only
  * for a holding still valid as it runs: one lost or expired while the completion waited for

@@ -30,6 +30,7 @@ static int check_client_path(zkit_client_t *c, const char *path, const char *wha
     if (zkit__client_is_closing(c)) {
         /* Expected while a daemon shuts down (cleanup racing the close): not an error. */
         zkit__log(&c->log, ZKIT_LOG_DEBUG, "%s: client is closing", what);
+        zkit__error_set("%s %s: the client is closed", what, path);
         return ZKIT_ECLOSED;
     }
     return 0;
@@ -52,7 +53,7 @@ static zkit__op_t *op_for(zkit_client_t *c, zkit__op_type_t type, const char *pa
     zkit__op_t *op = zkit__op_new(c, type);
     if (!op || !(op->path = zkit__path_fix(c->conf.ns, path))) {
         zkit__op_unref(op);
-        *rc = ZKIT_ENOMEM;
+        *rc = zkit__error_fresh(ZKIT_ENOMEM, path);
         return NULL;
     }
     return op;
@@ -127,6 +128,8 @@ static int submit_with(zkit__op_t *op, zkit__report_t report, zkit_completion_fn
 {
     int rc;
     op->report = report;
+    /* Reported on the event thread: a public call, which the operation timeout bounds. */
+    op->bounded = report == ZKIT__REPORT_ON_EVENT_THREAD;
     op->done = done;
     op->arg = arg;
     rc = report == ZKIT__REPORT_IN_PLACE ? zkit__batch_submit(op) : zkit__op_submit(op);
@@ -157,8 +160,8 @@ static void copy_stat_out(zkit_stat_t *out, const zkit__op_t *op)
 
 /* ---- create ------------------------------------------------------------------------------- */
 
-ZKIT_EXTERN int zkit_create(char **created, zkit_stat_t *stat, zkit_client_t *c, const char *path,
-                            const void *data, size_t len, const zkit_create_options_t *opts)
+static int create_call(char **created, zkit_stat_t *stat, zkit_client_t *c, const char *path,
+                       const void *data, size_t len, const zkit_create_options_t *opts)
 {
     int rc;
     size_t ns_len;
@@ -182,13 +185,29 @@ ZKIT_EXTERN int zkit_create(char **created, zkit_stat_t *stat, zkit_client_t *c,
     return rc;
 }
 
-ZKIT_EXTERN int zkit_create_async(zkit_client_t *c, const char *path, const void *data, size_t len,
-                                  const zkit_create_options_t *opts, zkit_completion_fn done,
-                                  void *arg)
+ZKIT_EXTERN int zkit_create(char **created, zkit_stat_t *stat, zkit_client_t *c, const char *path,
+                            const void *data, size_t len, const zkit_create_options_t *opts)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = create_call(created, stat, c, path, data, len, opts);
+    return zkit__error_unless_set(mark, rc, "create");
+}
+
+static int create_async_call(zkit_client_t *c, const char *path, const void *data, size_t len,
+                             const zkit_create_options_t *opts, zkit_completion_fn done, void *arg)
 {
     int rc;
     zkit__op_t *op = build_create(c, path, data, len, opts, &rc);
     return op ? submit_async(op, done, arg) : rc;
+}
+
+ZKIT_EXTERN int zkit_create_async(zkit_client_t *c, const char *path, const void *data, size_t len,
+                                  const zkit_create_options_t *opts, zkit_completion_fn done,
+                                  void *arg)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = create_async_call(c, path, data, len, opts, done, arg);
+    return zkit__error_unless_set(mark, rc, "create_async");
 }
 
 /* ---- delete ------------------------------------------------------------------------------- */
@@ -228,7 +247,7 @@ static int delete_children(zkit_client_t *c, const char *path)
     return rc;
 }
 
-ZKIT_EXTERN int zkit_delete(zkit_client_t *c, const char *path, int version, unsigned flags)
+static int delete_call(zkit_client_t *c, const char *path, int version, unsigned flags)
 {
     int rc;
     zkit__op_t *op = build_delete(c, path, version, flags, &rc);
@@ -243,8 +262,15 @@ ZKIT_EXTERN int zkit_delete(zkit_client_t *c, const char *path, int version, uns
     return rc;
 }
 
-ZKIT_EXTERN int zkit_delete_async(zkit_client_t *c, const char *path, int version, unsigned flags,
-                                  zkit_completion_fn done, void *arg)
+ZKIT_EXTERN int zkit_delete(zkit_client_t *c, const char *path, int version, unsigned flags)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = delete_call(c, path, version, flags);
+    return zkit__error_unless_set(mark, rc, "delete");
+}
+
+static int delete_async_call(zkit_client_t *c, const char *path, int version, unsigned flags,
+                             zkit_completion_fn done, void *arg)
 {
     int rc;
     zkit__op_t *op;
@@ -254,6 +280,14 @@ ZKIT_EXTERN int zkit_delete_async(zkit_client_t *c, const char *path, int versio
     }
     op = build_delete(c, path, version, flags, &rc);
     return op ? submit_async(op, done, arg) : rc;
+}
+
+ZKIT_EXTERN int zkit_delete_async(zkit_client_t *c, const char *path, int version, unsigned flags,
+                                  zkit_completion_fn done, void *arg)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = delete_async_call(c, path, version, flags, done, arg);
+    return zkit__error_unless_set(mark, rc, "delete_async");
 }
 
 /* ---- reads -------------------------------------------------------------------------------- */
@@ -272,24 +306,40 @@ static zkit__op_t *run_read(zkit_client_t *c, zkit__op_type_t type, const char *
     return op;
 }
 
-ZKIT_EXTERN int zkit_exists(zkit_stat_t *stat, zkit_client_t *c, const char *path,
-                            const zkit_watcher_t *watcher)
+static int exists_call(zkit_stat_t *stat, zkit_client_t *c, const char *path,
+                       const zkit_watcher_t *watcher)
 {
     int rc;
     zkit__op_unref(run_read(c, ZKIT__OP_EXISTS, path, watcher, "exists", stat, &rc));
     return rc;
 }
 
-ZKIT_EXTERN int zkit_exists_async(zkit_client_t *c, const char *path,
-                                  const zkit_watcher_t *watcher, zkit_completion_fn done,
-                                  void *arg)
+ZKIT_EXTERN int zkit_exists(zkit_stat_t *stat, zkit_client_t *c, const char *path,
+                            const zkit_watcher_t *watcher)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = exists_call(stat, c, path, watcher);
+    return zkit__error_unless_set(mark, rc, "exists");
+}
+
+static int exists_async_call(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
+                             zkit_completion_fn done, void *arg)
 {
     return start_read(c, ZKIT__OP_EXISTS, path, watcher, "exists", ZKIT__REPORT_ON_EVENT_THREAD,
                       done, arg);
 }
 
-ZKIT_EXTERN int zkit_get_data(char **data, size_t *len, zkit_stat_t *stat, zkit_client_t *c,
-                              const char *path, const zkit_watcher_t *watcher)
+ZKIT_EXTERN int zkit_exists_async(zkit_client_t *c, const char *path,
+                                  const zkit_watcher_t *watcher, zkit_completion_fn done,
+                                  void *arg)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = exists_async_call(c, path, watcher, done, arg);
+    return zkit__error_unless_set(mark, rc, "exists_async");
+}
+
+static int get_data_call(char **data, size_t *len, zkit_stat_t *stat, zkit_client_t *c,
+                         const char *path, const zkit_watcher_t *watcher)
 {
     int rc;
     zkit__op_t *op;
@@ -311,12 +361,28 @@ ZKIT_EXTERN int zkit_get_data(char **data, size_t *len, zkit_stat_t *stat, zkit_
     return rc;
 }
 
+ZKIT_EXTERN int zkit_get_data(char **data, size_t *len, zkit_stat_t *stat, zkit_client_t *c,
+                              const char *path, const zkit_watcher_t *watcher)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = get_data_call(data, len, stat, c, path, watcher);
+    return zkit__error_unless_set(mark, rc, "get_data");
+}
+
+static int get_data_async_call(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
+                               zkit_completion_fn done, void *arg)
+{
+    return start_read(c, ZKIT__OP_GET, path, watcher, "get_data", ZKIT__REPORT_ON_EVENT_THREAD,
+                      done, arg);
+}
+
 ZKIT_EXTERN int zkit_get_data_async(zkit_client_t *c, const char *path,
                                     const zkit_watcher_t *watcher, zkit_completion_fn done,
                                     void *arg)
 {
-    return start_read(c, ZKIT__OP_GET, path, watcher, "get_data", ZKIT__REPORT_ON_EVENT_THREAD,
-                      done, arg);
+    unsigned mark = zkit__error_mark();
+    int rc = get_data_async_call(c, path, watcher, done, arg);
+    return zkit__error_unless_set(mark, rc, "get_data_async");
 }
 
 static zkit__op_t *build_set(zkit_client_t *c, const char *path, const void *data, size_t len,
@@ -338,8 +404,8 @@ static zkit__op_t *build_set(zkit_client_t *c, const char *path, const void *dat
     return op;
 }
 
-ZKIT_EXTERN int zkit_set_data(zkit_stat_t *stat, zkit_client_t *c, const char *path,
-                              const void *data, size_t len, int version)
+static int set_data_call(zkit_stat_t *stat, zkit_client_t *c, const char *path, const void *data,
+                         size_t len, int version)
 {
     int rc;
     zkit__op_t *op = build_set(c, path, data, len, version, &rc);
@@ -351,12 +417,28 @@ ZKIT_EXTERN int zkit_set_data(zkit_stat_t *stat, zkit_client_t *c, const char *p
     return rc;
 }
 
-ZKIT_EXTERN int zkit_set_data_async(zkit_client_t *c, const char *path, const void *data,
-                                    size_t len, int version, zkit_completion_fn done, void *arg)
+ZKIT_EXTERN int zkit_set_data(zkit_stat_t *stat, zkit_client_t *c, const char *path,
+                              const void *data, size_t len, int version)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = set_data_call(stat, c, path, data, len, version);
+    return zkit__error_unless_set(mark, rc, "set_data");
+}
+
+static int set_data_async_call(zkit_client_t *c, const char *path, const void *data, size_t len,
+                               int version, zkit_completion_fn done, void *arg)
 {
     int rc;
     zkit__op_t *op = build_set(c, path, data, len, version, &rc);
     return op ? submit_async(op, done, arg) : rc;
+}
+
+ZKIT_EXTERN int zkit_set_data_async(zkit_client_t *c, const char *path, const void *data,
+                                    size_t len, int version, zkit_completion_fn done, void *arg)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = set_data_async_call(c, path, data, len, version, done, arg);
+    return zkit__error_unless_set(mark, rc, "set_data_async");
 }
 
 /* ---- ACLs ---------------------------------------------------------------------------------- */
@@ -449,9 +531,8 @@ ZKIT_EXTERN int zkit_set_acl_async(zkit_client_t *c, const char *path, const zki
     return op ? submit_async(op, done, arg) : rc;
 }
 
-ZKIT_EXTERN int zkit_get_children(char ***names, size_t *count, zkit_stat_t *stat,
-                                  zkit_client_t *c, const char *path,
-                                  const zkit_watcher_t *watcher)
+static int get_children_call(char ***names, size_t *count, zkit_stat_t *stat, zkit_client_t *c,
+                             const char *path, const zkit_watcher_t *watcher)
 {
     int rc;
     zkit__op_t *op;
@@ -482,18 +563,36 @@ ZKIT_EXTERN int zkit_get_children(char ***names, size_t *count, zkit_stat_t *sta
     return rc;
 }
 
-ZKIT_EXTERN int zkit_get_children_async(zkit_client_t *c, const char *path,
-                                        const zkit_watcher_t *watcher, zkit_completion_fn done,
-                                        void *arg)
+ZKIT_EXTERN int zkit_get_children(char ***names, size_t *count, zkit_stat_t *stat,
+                                  zkit_client_t *c, const char *path,
+                                  const zkit_watcher_t *watcher)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = get_children_call(names, count, stat, c, path, watcher);
+    return zkit__error_unless_set(mark, rc, "get_children");
+}
+
+static int get_children_async_call(zkit_client_t *c, const char *path,
+                                   const zkit_watcher_t *watcher, zkit_completion_fn done,
+                                   void *arg)
 {
     return start_read(c, ZKIT__OP_CHILDREN, path, watcher, "get_children",
                       ZKIT__REPORT_ON_EVENT_THREAD, done, arg);
 }
 
+ZKIT_EXTERN int zkit_get_children_async(zkit_client_t *c, const char *path,
+                                        const zkit_watcher_t *watcher, zkit_completion_fn done,
+                                        void *arg)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = get_children_async_call(c, path, watcher, done, arg);
+    return zkit__error_unless_set(mark, rc, "get_children_async");
+}
+
 /* ---- watches and memory ------------------------------------------------------------------- */
 
-ZKIT_EXTERN int zkit_watch_remove(zkit_client_t *c, const char *path, zkit_watch_kind_t kind,
-                                  const zkit_watcher_t *watcher)
+static int watch_remove_call(zkit_client_t *c, const char *path, zkit_watch_kind_t kind,
+                             const zkit_watcher_t *watcher)
 {
     char *full;
     int rc;
@@ -504,10 +603,22 @@ ZKIT_EXTERN int zkit_watch_remove(zkit_client_t *c, const char *path, zkit_watch
         return ZKIT_EINVAL;
     }
     if (!(full = zkit__path_fix(c->conf.ns, path)))
-        return ZKIT_ENOMEM;
+        return zkit__error_fresh(ZKIT_ENOMEM, "watch_remove");
     rc = zkit__watch_remove_full(c, full, (int)kind, watcher);
     free(full);
+    if (rc == ZKIT_ENOTREGISTERED)
+        zkit__error_set("watch_remove %s: no such watch registered by this watcher", path);
+    else if (rc != 0)
+        zkit__error_fresh(rc, "watch_remove");
     return rc;
+}
+
+ZKIT_EXTERN int zkit_watch_remove(zkit_client_t *c, const char *path, zkit_watch_kind_t kind,
+                                  const zkit_watcher_t *watcher)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = watch_remove_call(c, path, kind, watcher);
+    return zkit__error_unless_set(mark, rc, "watch_remove");
 }
 
 ZKIT_EXTERN void zkit_free(void *ptr)

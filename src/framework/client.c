@@ -358,7 +358,8 @@ void zkit__call_exit(zkit_client_t *c)
 
 int zkit__client_connection_timeout(zkit_client_t *c)
 {
-    return c->conf.connection_timeout_ms;
+    return c->conf.operation_timeout_ms > 0 ? c->conf.operation_timeout_ms
+                                            : c->conf.connection_timeout_ms;
 }
 
 void zkit__client_log(zkit_client_t *c, zkit_log_level_t level, const char *fmt, ...)
@@ -384,7 +385,7 @@ ZKIT_EXTERN int zkit_client_block_until_connected(zkit_client_t *c, int timeout_
     struct timespec ts;
     int rc = 0;
     if (!c)
-        return ZKIT_EINVAL;
+        return zkit__error_fresh(ZKIT_EINVAL, "block_until_connected: NULL client");
     if (timeout_ms >= 0)
         zkit__deadline_timespec(zkit__monotonic_ms() + timeout_ms, &ts);
     pthread_mutex_lock(&c->mu);
@@ -396,6 +397,11 @@ ZKIT_EXTERN int zkit_client_block_until_connected(zkit_client_t *c, int timeout_
     }
     rc = c->closing ? ZKIT_ECLOSED : c->handle.connected ? 0 : ZKIT_ETIMEDOUT;
     pthread_mutex_unlock(&c->mu);
+    if (rc == ZKIT_ETIMEDOUT)
+        zkit__error_set("block_until_connected: no connection to '%s' within %d ms",
+                        c->conf.connect_string, timeout_ms);
+    else if (rc != 0)
+        zkit__error_fresh(rc, "block_until_connected");
     return rc;
 }
 

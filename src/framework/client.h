@@ -116,6 +116,7 @@ typedef struct zkit__client_conf {
     char *connect_string;
     int session_timeout_ms;
     int connection_timeout_ms;
+    int operation_timeout_ms;      /* > 0, or -1: no bound (ZKIT_OPERATION_TIMEOUT_NONE) */
     zkit_retry_t *retry;
     char *ns;                       /* namespace without slashes, or NULL */
     char *ns_root;                  /* "/ns", or NULL */

@@ -11,6 +11,8 @@
 /* Per thread so that two threads failing at once each see their own cause. */
 static __thread int last_zk_error;
 static _Thread_local char error_message[ZKIT__ERROR_MESSAGE_MAX];
+/* How many messages this thread has been given: tells whether a call set its own. */
+static _Thread_local unsigned error_count;
 
 ZKIT_EXTERN const char *zkit_version(void)
 {
@@ -72,6 +74,30 @@ void zkit__error_set(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(error_message, sizeof(error_message), fmt, ap);
     va_end(ap);
+    error_count++;
+}
+
+unsigned zkit__error_mark(void)
+{
+    return error_count;
+}
+
+int zkit__error_unless_set(unsigned mark, int error, const char *fmt, ...)
+{
+    char what[ZKIT__ERROR_MESSAGE_MAX];
+    va_list ap;
+    if (error >= 0 || error_count != mark)
+        return error;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    return zkit__error_fresh(error, what);
+}
+
+int zkit__error_fresh(int error, const char *what)
+{
+    zkit__error_set("%s: %s", what, zkit_strerror(error));
+    return error;
 }
 
 /* The mapping itself, kept free of side effects. */

@@ -24,4 +24,22 @@ int zkit__error_from_zk(int zk_rc);
 /* Sets the calling thread's zkit_error_message() (truncated to fit).  "" clears it. */
 void zkit__error_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/*
+ * For a failure with no detail of its own: sets zkit_error_message() to "WHAT: " followed by
+ * zkit_strerror(error), so that the message never describes an earlier call; returns `error`.
+ * `what` names the call (and its object, e.g. "exists /a/b").
+ */
+int zkit__error_fresh(int error, const char *what);
+
+/*
+ * For a public call whose failure (a negative code) may come with a detail set deeper down: a
+ * mark taken at the call's start, and at its end zkit__error_unless_set(), which gives a
+ * failure that set no message since the mark the generic one ("WHAT: " and
+ * zkit_strerror(error)), so that the message is the call's own; returns `error`.  A positive
+ * result (a yes, a count) is no failure.
+ */
+unsigned zkit__error_mark(void);
+int zkit__error_unless_set(unsigned mark, int error, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 #endif

@@ -214,9 +214,10 @@ ZKIT_EXTERN int zkit_client_add_listener(int *id, zkit_client_t *c, zkit_state_l
 {
     zkit__listener_t *l;
     if (!c || !fn)
-        return ZKIT_EINVAL;
+        return zkit__error_fresh(ZKIT_EINVAL, !c ? "add_listener: NULL client"
+                                                 : "add_listener: NULL listener function");
     if (!(l = zkit__listener_add(c, fn, arg)))
-        return ZKIT_ENOMEM;
+        return zkit__error_fresh(ZKIT_ENOMEM, "add_listener");
     if (id)
         *id = l->id;
     return 0;
@@ -228,7 +229,7 @@ ZKIT_EXTERN int zkit_client_remove_listener(zkit_client_t *c, int id)
 {
     zkit__listener_t *l;
     if (!c)
-        return ZKIT_EINVAL;
+        return zkit__error_fresh(ZKIT_EINVAL, "remove_listener: NULL client");
     pthread_mutex_lock(&c->mu);
     for (l = c->notify.listeners; l && (l->removed || l->id != id); l = l->next)
         ;
@@ -236,5 +237,7 @@ ZKIT_EXTERN int zkit_client_remove_listener(zkit_client_t *c, int id)
         listener_remove_locked(c, l);
     wait_listener_idle(c, id);
     pthread_mutex_unlock(&c->mu);
+    if (!l)
+        zkit__error_set("remove_listener: no listener with id %d", id);
     return l ? 0 : ZKIT_ENOTREGISTERED;
 }

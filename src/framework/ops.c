@@ -230,6 +230,9 @@ static void retry_or_give_up(zkit__op_t *op, int error)
         allowed = zkit_retry_allow(&sleep_ms, op->client->conf.retry, op->retry_count,
                                    now - op->start_ms, error);
     }
+    /* A retry that could not be sent before the operation timeout is not made. */
+    if (allowed && op->deadline_ms && now + sleep_ms >= op->deadline_ms)
+        allowed = 0;
     if (!allowed || (closing = zkit__client_is_closing(op->client))) {
         give_up(op, closing ? ZKIT_ECLOSED : error);
         return;
@@ -387,15 +390,18 @@ static void arm_watchdog(zkit__op_t *op, uint64_t seq)
      * session old only makes the watchdog a little early or late. */
     int negotiated = __atomic_load_n(&c->handle.negotiated_timeout_ms, __ATOMIC_RELAXED);
     int timeout = negotiated > 0 ? negotiated : c->conf.session_timeout_ms;
+    int64_t due;
     uint64_t id;
     if (!w)
         return; /* libzookeeper still bounds the attempt in the normal case */
     zkit__op_ref(op);
     w->op = op;
     w->seq = seq;
-    id = zkit__schedule_cancellable(c,
-                                    zkit__monotonic_ms() + timeout + c->conf.connection_timeout_ms,
-                                    watchdog_fire, w);
+    due = zkit__monotonic_ms() + timeout + c->conf.connection_timeout_ms;
+    /* A silent server ends the attempt by the operation's deadline, which ends the op. */
+    if (op->deadline_ms && op->deadline_ms < due)
+        due = op->deadline_ms;
+    id = zkit__schedule_cancellable(c, due, watchdog_fire, w);
     if (!id) {
         zkit__op_unref(op);
         free(w);
@@ -744,16 +750,20 @@ static int issue_step(zkit__op_t *op, zhandle_t *zh, attempt_t *a, uint64_t gene
     return issue_main(op, zh, a, generation);
 }
 
-/* Waits (without blocking) for a connection, up to the connection timeout per attempt. */
+/* Waits (without blocking) for a connection, up to the connection timeout per attempt and
+ * the operation's deadline. */
 static int wait_for_connection(zkit__op_t *op)
 {
-    int64_t now = zkit__monotonic_ms();
+    int64_t now = zkit__monotonic_ms(), until;
     if (zkit__client_connected(op->client))
         return 0;
     if (op->attempt_start_ms == 0)
         op->attempt_start_ms = now;
-    if (now - op->attempt_start_ms < op->client->conf.connection_timeout_ms) {
-        schedule_attempt(op, op->attempt_start_ms + op->client->conf.connection_timeout_ms, 1);
+    until = op->attempt_start_ms + op->client->conf.connection_timeout_ms;
+    if (op->deadline_ms && op->deadline_ms < until)
+        until = op->deadline_ms;
+    if (now < until) {
+        schedule_attempt(op, until, 1);
         return 1;
     }
     return -1;
@@ -1028,6 +1038,8 @@ int zkit__op_submit(zkit__op_t *op)
     zkit_client_t *c = op->client;
     int undelivered;
     op->start_ms = zkit__monotonic_ms();
+    if (op->bounded && c->conf.operation_timeout_ms > 0 && !op->deadline_ms)
+        op->deadline_ms = op->start_ms + c->conf.operation_timeout_ms;
     pthread_mutex_lock(&c->mu);
     op->in_submit = 1;
     pthread_mutex_unlock(&c->mu);
@@ -1055,11 +1067,25 @@ void zkit__op_complete(zkit__op_t *op, int error)
     op_finish(op, error);
 }
 
+static const char *op_name(zkit__op_type_t type)
+{
+    switch (type) {
+    case ZKIT__OP_CREATE: return "create";
+    case ZKIT__OP_DELETE: return "delete";
+    case ZKIT__OP_EXISTS: return "exists";
+    case ZKIT__OP_GET: return "get_data";
+    case ZKIT__OP_SET: return "set_data";
+    case ZKIT__OP_CHILDREN: return "get_children";
+    default: return "transaction";
+    }
+}
+
 int zkit__op_run_blocking(zkit__op_t *op)
 {
     zkit_client_t *c = op->client;
     op->report = ZKIT__REPORT_IN_PLACE;
     op->done = NULL;
+    op->bounded = 1;
     pthread_mutex_lock(&c->mu);
     c->active_calls++;
     pthread_mutex_unlock(&c->mu);
@@ -1072,6 +1098,13 @@ int zkit__op_run_blocking(zkit__op_t *op)
     pthread_mutex_unlock(&c->mu);
     if (op->error && op->zk_rc)
         zkit__set_last_zk_error(op->zk_rc);
+    /* The caller's thread learns why here: the ZooKeeper code names the server's answer. */
+    if (op->error && op->zk_rc)
+        zkit__error_set("%s %s: %s (ZooKeeper: %s)", op_name(op->type),
+                        op->path ? op->path : "", zkit_strerror(op->error), zerror(op->zk_rc));
+    else if (op->error)
+        zkit__error_set("%s %s: %s", op_name(op->type), op->path ? op->path : "",
+                        zkit_strerror(op->error));
     return op->error;
 }
 

@@ -68,8 +68,9 @@ ZKIT_EXTERN void (zkit_client_options_init)(zkit_client_options_t *opts)
 /* Options of any version from 1 to the library's are accepted: a program built against older
  * headers passes a struct without the fields added since, which keep their defaults.
  * Version 2 added `delivery`: a version 1 caller's callbacks run on the event thread.
- * Version 3 added `world_open_acl` and `tls_cert`: a caller of an older version gets the secure default ACL
- * with digest credentials, as a new one does (the default of the field). */
+ * Version 3 added `world_open_acl`, `tls_cert` and `operation_timeout_ms`: a caller of an older
+ * version gets the secure default ACL with digest credentials, as a new one does (the default
+ * of the field), and calls bounded by the retry policy alone, as they were. */
 static int options_version_known(unsigned version)
 {
     return version >= 1 && version <= ZKIT_CLIENT_OPTIONS_VERSION;
@@ -94,42 +95,49 @@ static void options_error(const zkit_client_options_t *o, const char *fmt, ...)
 }
 
 /*
- * 1 when the connect string names hosts before any chroot, each "host:port" with a port from
- * 1 to 65535.  libzookeeper accepts a string of no hosts ("/app") and then never connects, and
- * hands the port text to getaddrinfo, which takes 99999 as 34463: the client would quietly
- * connect somewhere else.
+ * NULL when the connect string names hosts before any chroot, each "host:port" with a port
+ * from 1 to 65535; else what is wrong, in `why`.  libzookeeper accepts a string of no hosts
+ * ("/app") and then never connects, hands the port text to getaddrinfo, which takes 99999 as
+ * 34463 (the client would quietly connect somewhere else), and refuses a host without a port
+ * saying so only in its log.
  */
-static int connect_ports_valid(const char *connect)
+static const char *connect_string_problem(const char *connect, char *why, size_t why_len)
 {
     size_t hosts_len = strcspn(connect, "/");
     const char *p = connect, *end = connect + hosts_len;
     if (hosts_len == 0)
-        return 0;
+        return "no host before the chroot";
     while (p < end) {
         const char *comma = memchr(p, ',', (size_t)(end - p));
         const char *stop = comma ? comma : end, *colon = NULL;
+        int len = (int)(stop - p);
         long port = 0;
         for (const char *q = p; q < stop; q++)
             if (*q == ':')
                 colon = q;
-        if (colon) {
-            const char *d = colon + 1;
-            if (d == stop)
-                return 0;
-            for (; d < stop; d++) {
-                if (*d < '0' || *d > '9' || (port = port * 10 + (*d - '0')) > 65535)
-                    return 0;
-            }
-            if (port == 0)
-                return 0;
+        if (!colon || colon == p) {
+            snprintf(why, why_len, "'%.*s' is not host:port (%s)", len, p,
+                     !colon ? "no port" : "no host");
+            return why;
+        }
+        for (const char *d = colon + 1; d < stop; d++) {
+            if (*d < '0' || *d > '9' || (port = port * 10 + (*d - '0')) > 65535)
+                break;
+        }
+        if (colon + 1 == stop || port == 0 || port > 65535 ||
+            strspn(colon + 1, "0123456789") != (size_t)(stop - colon - 1)) {
+            snprintf(why, why_len, "'%.*s': the port is not a number from 1 to 65535", len, p);
+            return why;
         }
         p = stop + 1;
     }
-    return 1;
+    return NULL;
 }
 
 int zkit__options_validate(const zkit_client_options_t *o)
 {
+    char why[160];
+    const char *problem;
     if (!o) {
         options_error(o, "client options: NULL");
         return ZKIT_EINVAL;
@@ -168,13 +176,18 @@ int zkit__options_validate(const zkit_client_options_t *o)
         options_error(o, "client options: connect_string is required");
         return ZKIT_EINVAL;
     }
-    if (!connect_ports_valid(o->connect_string)) {
-        options_error(o, "client options: connect string '%s': no host, or a port not in "
-                         "1..65535", o->connect_string);
+    if ((problem = connect_string_problem(o->connect_string, why, sizeof(why))) != NULL) {
+        options_error(o, "client options: connect string '%s': %s", o->connect_string, problem);
         return ZKIT_EINVAL;
     }
     if (o->session_timeout_ms <= 0 || o->connection_timeout_ms <= 0) {
         options_error(o, "client options: timeouts must be positive");
+        return ZKIT_EINVAL;
+    }
+    if (o->version >= 3 && o->operation_timeout_ms < ZKIT_OPERATION_TIMEOUT_NONE) {
+        options_error(o, "client options: operation_timeout_ms %d: a number of ms, "
+                         "ZKIT_OPERATION_TIMEOUT_DEFAULT (0) or ZKIT_OPERATION_TIMEOUT_NONE (-1)",
+                      o->operation_timeout_ms);
         return ZKIT_EINVAL;
     }
     /* libzookeeper reads a connection's handshake against 2/3 of the requested timeout
@@ -339,6 +352,11 @@ int zkit__options_copy(zkit_client_t *c, const zkit_client_options_t *o)
     c->conf.connect_string = strdup(o->connect_string);
     c->conf.session_timeout_ms = o->session_timeout_ms;
     c->conf.connection_timeout_ms = o->connection_timeout_ms;
+    /* Options of an older version keep the calls of their time: bounded by the retry policy
+     * alone. */
+    c->conf.operation_timeout_ms = o->version < 3                 ? ZKIT_OPERATION_TIMEOUT_NONE
+                                   : o->operation_timeout_ms != 0 ? o->operation_timeout_ms
+                                                                  : o->connection_timeout_ms;
     c->conf.retry = o->retry ? zkit_retry_copy(o->retry) : zkit_retry_exponential(1000, 3, 0);
     if (!c->conf.connect_string || !c->conf.retry)
         return ZKIT_ENOMEM;

@@ -11,6 +11,7 @@
 
 #include "zkit/common.h"
 #include "zkit/ops.h"
+#include "framework/errors.h"
 #include "framework/paths.h"
 
 /* ---- UTF-8 ---------------------------------------------------------------------------- */
@@ -117,7 +118,12 @@ int zkit__path_validate(const char *path)
 
 ZKIT_EXTERN int zkit_path_validate(const char *path)
 {
-    return zkit__path_validate(path);
+    int rc = zkit__path_validate(path);
+    if (rc != 0)
+        zkit__error_set("invalid path%s%s%s: absolute, not ending in '/', without empty, '.' "
+                        "or '..' parts, control or private-use characters, valid UTF-8",
+                        path ? " '" : " (NULL)", path ? path : "", path ? "'" : "");
+    return rc;
 }
 
 /* A namespace is valid when "/" + ns is a valid path other than the root.  A leading or

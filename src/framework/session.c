@@ -643,12 +643,12 @@ ZKIT_EXTERN int zkit_client_new(zkit_client_t **out, const zkit_client_options_t
     zkit_client_t *c;
     int rc;
     if (!out)
-        return ZKIT_EINVAL;
+        return zkit__error_fresh(ZKIT_EINVAL, "client_new: NULL output");
     *out = NULL;
     if ((rc = zkit__options_validate(opts)) != 0)
         return rc;
     if (!(c = zkit__client_alloc(opts)))
-        return ZKIT_ENOMEM;
+        return zkit__error_fresh(ZKIT_ENOMEM, "client_new");
     if ((rc = zkit__options_copy(c, opts)) == 0) {
         pthread_mutex_lock(&c->mu);
         rc = zkit__handle_open(c);
@@ -660,6 +660,8 @@ ZKIT_EXTERN int zkit_client_new(zkit_client_t **out, const zkit_client_options_t
     if (rc != 0) {
         if (rc == ZKIT_ENOMEM)
             zkit__log(&c->log, ZKIT_LOG_ERROR, "out of memory creating a client");
+        if (rc == ZKIT_ENOMEM || rc == ZKIT_ESYSTEM)
+            zkit__error_fresh(rc, "client_new: starting the client");
         zkit__client_free(c);
         return rc;
     }

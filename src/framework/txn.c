@@ -80,7 +80,7 @@ static const zkit__multi_t multi_hooks;
 
 /* ---- building ------------------------------------------------------------------------------ */
 
-ZKIT_EXTERN int zkit_txn_new(zkit_txn_t **out, zkit_client_t *client)
+static int txn_new_call(zkit_txn_t **out, zkit_client_t *client)
 {
     zkit_txn_t *txn;
     if (!out || !client) {
@@ -101,6 +101,13 @@ ZKIT_EXTERN int zkit_txn_new(zkit_txn_t **out, zkit_client_t *client)
     zkit__client_ref(client);
     *out = txn;
     return 0;
+}
+
+ZKIT_EXTERN int zkit_txn_new(zkit_txn_t **out, zkit_client_t *client)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = txn_new_call(out, client);
+    return zkit__error_unless_set(mark, rc, "txn_new");
 }
 
 static int txn_busy(zkit_txn_t *txn)
@@ -228,8 +235,8 @@ static int copy_data(txn_op_t *op, const void *data, size_t len)
     return 0;
 }
 
-ZKIT_EXTERN int zkit_txn_create(zkit_txn_t *txn, const char *path, const void *data, size_t len,
-                                const zkit_create_options_t *opts)
+static int txn_create_call(zkit_txn_t *txn, const char *path, const void *data, size_t len,
+                           const zkit_create_options_t *opts)
 {
     static const zkit_create_options_t defaults = ZKIT_CREATE_OPTIONS_INIT;
     const zkit_create_options_t *o = opts ? opts : &defaults;
@@ -274,7 +281,15 @@ ZKIT_EXTERN int zkit_txn_create(zkit_txn_t *txn, const char *path, const void *d
     return txn_count_op(txn, op, len);
 }
 
-ZKIT_EXTERN int zkit_txn_delete(zkit_txn_t *txn, const char *path, int version)
+ZKIT_EXTERN int zkit_txn_create(zkit_txn_t *txn, const char *path, const void *data, size_t len,
+                                const zkit_create_options_t *opts)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = txn_create_call(txn, path, data, len, opts);
+    return zkit__error_unless_set(mark, rc, "txn_create");
+}
+
+static int txn_delete_call(zkit_txn_t *txn, const char *path, int version)
 {
     txn_op_t *op;
     int rc;
@@ -286,8 +301,15 @@ ZKIT_EXTERN int zkit_txn_delete(zkit_txn_t *txn, const char *path, int version)
     return txn_count_op(txn, op, 0);
 }
 
-ZKIT_EXTERN int zkit_txn_set_data(zkit_txn_t *txn, const char *path, const void *data,
-                                  size_t len, int version)
+ZKIT_EXTERN int zkit_txn_delete(zkit_txn_t *txn, const char *path, int version)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = txn_delete_call(txn, path, version);
+    return zkit__error_unless_set(mark, rc, "txn_delete");
+}
+
+static int txn_set_data_call(zkit_txn_t *txn, const char *path, const void *data, size_t len,
+                             int version)
 {
     txn_op_t *op;
     int rc;
@@ -306,6 +328,14 @@ ZKIT_EXTERN int zkit_txn_set_data(zkit_txn_t *txn, const char *path, const void 
     return txn_count_op(txn, op, len);
 }
 
+ZKIT_EXTERN int zkit_txn_set_data(zkit_txn_t *txn, const char *path, const void *data, size_t len,
+                                  int version)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = txn_set_data_call(txn, path, data, len, version);
+    return zkit__error_unless_set(mark, rc, "txn_set_data");
+}
+
 static int add_check(zkit_txn_t *txn, const char *path, int version, int guard,
                      const char *what)
 {
@@ -320,9 +350,16 @@ static int add_check(zkit_txn_t *txn, const char *path, int version, int guard,
     return txn_count_op(txn, op, 0);
 }
 
-ZKIT_EXTERN int zkit_txn_check(zkit_txn_t *txn, const char *path, int version)
+static int txn_check_call(zkit_txn_t *txn, const char *path, int version)
 {
     return add_check(txn, path, version, 0, "txn_check");
+}
+
+ZKIT_EXTERN int zkit_txn_check(zkit_txn_t *txn, const char *path, int version)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = txn_check_call(txn, path, version);
+    return zkit__error_unless_set(mark, rc, "txn_check");
 }
 
 int zkit__txn_add_guard(zkit_txn_t *txn, const char *path)
@@ -641,7 +678,7 @@ static void end_commit(zkit_txn_t *txn)
     pthread_mutex_unlock(&txn->mu);
 }
 
-ZKIT_EXTERN int zkit_txn_commit(long *failed, zkit_txn_t *txn)
+static int txn_commit_call(long *failed, zkit_txn_t *txn)
 {
     zkit__op_t *zop;
     int rc;
@@ -660,6 +697,13 @@ ZKIT_EXTERN int zkit_txn_commit(long *failed, zkit_txn_t *txn)
         *failed = txn->failed;
     end_commit(txn);
     return rc;
+}
+
+ZKIT_EXTERN int zkit_txn_commit(long *failed, zkit_txn_t *txn)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = txn_commit_call(failed, txn);
+    return zkit__error_unless_set(mark, rc, "txn_commit");
 }
 
 static void txn_really_free(zkit_txn_t *txn)
@@ -705,6 +749,7 @@ static int commit_reported(zkit_txn_t *txn, zkit__report_t report, zkit_txn_done
     txn->done = done;
     txn->done_arg = arg;
     zop->report = report;
+    zop->bounded = report == ZKIT__REPORT_ON_EVENT_THREAD; /* the public call's */
     zop->done = async_done;
     zop->arg = txn;
     rc = zkit__op_submit(zop);
@@ -714,9 +759,16 @@ static int commit_reported(zkit_txn_t *txn, zkit__report_t report, zkit_txn_done
     return rc;
 }
 
-ZKIT_EXTERN int zkit_txn_commit_async(zkit_txn_t *txn, zkit_txn_done_fn done, void *arg)
+static int txn_commit_async_call(zkit_txn_t *txn, zkit_txn_done_fn done, void *arg)
 {
     return commit_reported(txn, ZKIT__REPORT_ON_EVENT_THREAD, done, arg);
+}
+
+ZKIT_EXTERN int zkit_txn_commit_async(zkit_txn_t *txn, zkit_txn_done_fn done, void *arg)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = txn_commit_async_call(txn, done, arg);
+    return zkit__error_unless_set(mark, rc, "txn_commit_async");
 }
 
 int zkit__txn_commit_request(zkit_txn_t *txn, zkit_txn_done_fn done, void *arg)
@@ -724,7 +776,7 @@ int zkit__txn_commit_request(zkit_txn_t *txn, zkit_txn_done_fn done, void *arg)
     return commit_reported(txn, ZKIT__REPORT_IN_PLACE, done, arg);
 }
 
-ZKIT_EXTERN int zkit_txn_result(zkit_txn_result_t *out, const zkit_txn_t *txn, size_t index)
+static int txn_result_call(zkit_txn_result_t *out, const zkit_txn_t *txn, size_t index)
 {
     const txn_op_t *op;
     if (!out || !txn) {
@@ -749,6 +801,13 @@ ZKIT_EXTERN int zkit_txn_result(zkit_txn_result_t *out, const zkit_txn_t *txn, s
                                      op->result_path);
     out->stat = op->has_stat ? &op->stat : NULL;
     return 0;
+}
+
+ZKIT_EXTERN int zkit_txn_result(zkit_txn_result_t *out, const zkit_txn_t *txn, size_t index)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = txn_result_call(out, txn, index);
+    return zkit__error_unless_set(mark, rc, "txn_result");
 }
 
 ZKIT_EXTERN void zkit_txn_free(zkit_txn_t *txn)

@@ -207,8 +207,8 @@ static int change(zkit_atomic_result_t *result, zkit_atomic_long_t *al, change_t
     return 0;
 }
 
-ZKIT_EXTERN int zkit_atomic_long_new(zkit_atomic_long_t **out, zkit_client_t *client,
-                                     const char *path, const zkit_atomic_options_t *opts)
+static int atomic_long_new_call(zkit_atomic_long_t **out, zkit_client_t *client, const char *path,
+                                const zkit_atomic_options_t *opts)
 {
     zkit_atomic_options_t o = ZKIT_ATOMIC_OPTIONS_INIT;
     zkit_atomic_long_t *al;
@@ -268,7 +268,15 @@ ZKIT_EXTERN int zkit_atomic_long_new(zkit_atomic_long_t **out, zkit_client_t *cl
     return 0;
 }
 
-ZKIT_EXTERN int zkit_atomic_long_get(zkit_atomic_result_t *result, zkit_atomic_long_t *al)
+ZKIT_EXTERN int zkit_atomic_long_new(zkit_atomic_long_t **out, zkit_client_t *client,
+                                     const char *path, const zkit_atomic_options_t *opts)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = atomic_long_new_call(out, client, path, opts);
+    return zkit__error_unless_set(mark, rc, "atomic_long_new");
+}
+
+static int atomic_long_get_call(zkit_atomic_result_t *result, zkit_atomic_long_t *al)
 {
     int32_t version;
     int exists, rc;
@@ -281,31 +289,67 @@ ZKIT_EXTERN int zkit_atomic_long_get(zkit_atomic_result_t *result, zkit_atomic_l
     return 0;
 }
 
-ZKIT_EXTERN int zkit_atomic_long_increment(zkit_atomic_result_t *result, zkit_atomic_long_t *al)
+ZKIT_EXTERN int zkit_atomic_long_get(zkit_atomic_result_t *result, zkit_atomic_long_t *al)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = atomic_long_get_call(result, al);
+    return zkit__error_unless_set(mark, rc, "atomic_long_get");
+}
+
+static int atomic_long_increment_call(zkit_atomic_result_t *result, zkit_atomic_long_t *al)
 {
     return change(result, al, CHANGE_ADD, 1, "increment");
 }
 
-ZKIT_EXTERN int zkit_atomic_long_decrement(zkit_atomic_result_t *result, zkit_atomic_long_t *al)
+ZKIT_EXTERN int zkit_atomic_long_increment(zkit_atomic_result_t *result, zkit_atomic_long_t *al)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = atomic_long_increment_call(result, al);
+    return zkit__error_unless_set(mark, rc, "atomic_long_increment");
+}
+
+static int atomic_long_decrement_call(zkit_atomic_result_t *result, zkit_atomic_long_t *al)
 {
     return change(result, al, CHANGE_ADD, -1, "decrement");
+}
+
+ZKIT_EXTERN int zkit_atomic_long_decrement(zkit_atomic_result_t *result, zkit_atomic_long_t *al)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = atomic_long_decrement_call(result, al);
+    return zkit__error_unless_set(mark, rc, "atomic_long_decrement");
+}
+
+static int atomic_long_add_call(zkit_atomic_result_t *result, zkit_atomic_long_t *al,
+                                int64_t delta)
+{
+    return change(result, al, CHANGE_ADD, delta, "add");
 }
 
 ZKIT_EXTERN int zkit_atomic_long_add(zkit_atomic_result_t *result, zkit_atomic_long_t *al,
                                      int64_t delta)
 {
-    return change(result, al, CHANGE_ADD, delta, "add");
+    unsigned mark = zkit__error_mark();
+    int rc = atomic_long_add_call(result, al, delta);
+    return zkit__error_unless_set(mark, rc, "atomic_long_add");
+}
+
+static int atomic_long_try_set_call(zkit_atomic_result_t *result, zkit_atomic_long_t *al,
+                                    int64_t value)
+{
+    return change(result, al, CHANGE_SET, value, "try_set");
 }
 
 ZKIT_EXTERN int zkit_atomic_long_try_set(zkit_atomic_result_t *result, zkit_atomic_long_t *al,
                                          int64_t value)
 {
-    return change(result, al, CHANGE_SET, value, "try_set");
+    unsigned mark = zkit__error_mark();
+    int rc = atomic_long_try_set_call(result, al, value);
+    return zkit__error_unless_set(mark, rc, "atomic_long_try_set");
 }
 
-ZKIT_EXTERN int zkit_atomic_long_compare_and_set(zkit_atomic_result_t *result,
-                                                 zkit_atomic_long_t *al, int64_t expected,
-                                                 int64_t value)
+static int atomic_long_compare_and_set_call(zkit_atomic_result_t *result, zkit_atomic_long_t *al,
+                                            int64_t expected, int64_t value)
 {
     unsigned char b[8];
     int32_t version;
@@ -329,7 +373,16 @@ ZKIT_EXTERN int zkit_atomic_long_compare_and_set(zkit_atomic_result_t *result,
     return 0;
 }
 
-ZKIT_EXTERN int zkit_atomic_long_force_set(zkit_atomic_long_t *al, int64_t value)
+ZKIT_EXTERN int zkit_atomic_long_compare_and_set(zkit_atomic_result_t *result,
+                                                 zkit_atomic_long_t *al, int64_t expected,
+                                                 int64_t value)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = atomic_long_compare_and_set_call(result, al, expected, value);
+    return zkit__error_unless_set(mark, rc, "atomic_long_compare_and_set");
+}
+
+static int atomic_long_force_set_call(zkit_atomic_long_t *al, int64_t value)
 {
     zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
     unsigned char b[8];
@@ -352,7 +405,14 @@ ZKIT_EXTERN int zkit_atomic_long_force_set(zkit_atomic_long_t *al, int64_t value
     return rc;
 }
 
-ZKIT_EXTERN int zkit_atomic_long_initialize(int *created, zkit_atomic_long_t *al, int64_t value)
+ZKIT_EXTERN int zkit_atomic_long_force_set(zkit_atomic_long_t *al, int64_t value)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = atomic_long_force_set_call(al, value);
+    return zkit__error_unless_set(mark, rc, "atomic_long_force_set");
+}
+
+static int atomic_long_initialize_call(int *created, zkit_atomic_long_t *al, int64_t value)
 {
     zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
     unsigned char b[8];
@@ -369,6 +429,13 @@ ZKIT_EXTERN int zkit_atomic_long_initialize(int *created, zkit_atomic_long_t *al
     if (rc == 0 && created)
         *created = 1;
     return rc == ZKIT_ENODEEXISTS ? 0 : rc;
+}
+
+ZKIT_EXTERN int zkit_atomic_long_initialize(int *created, zkit_atomic_long_t *al, int64_t value)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = atomic_long_initialize_call(created, al, value);
+    return zkit__error_unless_set(mark, rc, "atomic_long_initialize");
 }
 
 ZKIT_EXTERN void zkit_atomic_long_free(zkit_atomic_long_t *al)

@@ -36,7 +36,7 @@ static void on_node(zkit_node_watch_t *watch, const char *path, const zkit_stat_
     pthread_mutex_unlock(&wt->mu);
 }
 
-ZKIT_EXTERN int zkit_barrier_new(zkit_barrier_t **out, zkit_client_t *client, const char *path)
+static int barrier_new_call(zkit_barrier_t **out, zkit_client_t *client, const char *path)
 {
     zkit_barrier_t *b;
     if (!out || !client) {
@@ -58,7 +58,14 @@ ZKIT_EXTERN int zkit_barrier_new(zkit_barrier_t **out, zkit_client_t *client, co
     return 0;
 }
 
-ZKIT_EXTERN int zkit_barrier_set(zkit_barrier_t *b)
+ZKIT_EXTERN int zkit_barrier_new(zkit_barrier_t **out, zkit_client_t *client, const char *path)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = barrier_new_call(out, client, path);
+    return zkit__error_unless_set(mark, rc, "barrier_new");
+}
+
+static int barrier_set_call(zkit_barrier_t *b)
 {
     zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
     int rc;
@@ -71,7 +78,14 @@ ZKIT_EXTERN int zkit_barrier_set(zkit_barrier_t *b)
     return rc == ZKIT_ENODEEXISTS ? 0 : rc;
 }
 
-ZKIT_EXTERN int zkit_barrier_remove(zkit_barrier_t *b)
+ZKIT_EXTERN int zkit_barrier_set(zkit_barrier_t *b)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = barrier_set_call(b);
+    return zkit__error_unless_set(mark, rc, "barrier_set");
+}
+
+static int barrier_remove_call(zkit_barrier_t *b)
 {
     int rc;
     if (!b) {
@@ -82,7 +96,14 @@ ZKIT_EXTERN int zkit_barrier_remove(zkit_barrier_t *b)
     return rc == ZKIT_ENONODE ? 0 : rc;
 }
 
-ZKIT_EXTERN int zkit_barrier_wait(zkit_barrier_t *b, int timeout_ms)
+ZKIT_EXTERN int zkit_barrier_remove(zkit_barrier_t *b)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = barrier_remove_call(b);
+    return zkit__error_unless_set(mark, rc, "barrier_remove");
+}
+
+static int barrier_wait_call(zkit_barrier_t *b, int timeout_ms)
 {
     zkit_watch_options_t wo = ZKIT_WATCH_OPTIONS_INIT;
     zkit_node_watch_t *watch = NULL;
@@ -128,6 +149,13 @@ ZKIT_EXTERN int zkit_barrier_wait(zkit_barrier_t *b, int timeout_ms)
     pthread_cond_destroy(&wt.cond);
     zkit__call_exit(b->client);
     return rc;
+}
+
+ZKIT_EXTERN int zkit_barrier_wait(zkit_barrier_t *b, int timeout_ms)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = barrier_wait_call(b, timeout_ms);
+    return zkit__error_unless_set(mark, rc, "barrier_wait");
 }
 
 ZKIT_EXTERN void zkit_barrier_free(zkit_barrier_t *b)

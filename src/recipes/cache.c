@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "framework/errors.h"
 #include "framework/async.h"
 #include "framework/paths.h"
 #include "recipes/rewatch.h"
@@ -87,9 +88,8 @@ static void children_trampoline(zkit__rewatch_t *core, const zkit__rewatch_state
     w->fn(w, st->path, st->stat, st->names, st->count, w->arg);
 }
 
-ZKIT_EXTERN int zkit_node_watch_new(zkit_node_watch_t **out, zkit_client_t *client,
-                                    const char *path, const zkit_watch_options_t *opts,
-                                    zkit_node_watch_fn fn, void *arg)
+static int node_watch_new_call(zkit_node_watch_t **out, zkit_client_t *client, const char *path,
+                               const zkit_watch_options_t *opts, zkit_node_watch_fn fn, void *arg)
 {
     zkit_node_watch_t *w;
     int rc;
@@ -113,6 +113,15 @@ ZKIT_EXTERN int zkit_node_watch_new(zkit_node_watch_t **out, zkit_client_t *clie
     return 0;
 }
 
+ZKIT_EXTERN int zkit_node_watch_new(zkit_node_watch_t **out, zkit_client_t *client,
+                                    const char *path, const zkit_watch_options_t *opts,
+                                    zkit_node_watch_fn fn, void *arg)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = node_watch_new_call(out, client, path, opts, fn, arg);
+    return zkit__error_unless_set(mark, rc, "node_watch_new");
+}
+
 ZKIT_EXTERN void zkit_node_watch_free(zkit_node_watch_t *w)
 {
     if (!w)
@@ -121,9 +130,9 @@ ZKIT_EXTERN void zkit_node_watch_free(zkit_node_watch_t *w)
     free(w);
 }
 
-ZKIT_EXTERN int zkit_children_watch_new(zkit_children_watch_t **out, zkit_client_t *client,
-                                        const char *path, const zkit_watch_options_t *opts,
-                                        zkit_children_watch_fn fn, void *arg)
+static int children_watch_new_call(zkit_children_watch_t **out, zkit_client_t *client,
+                                   const char *path, const zkit_watch_options_t *opts,
+                                   zkit_children_watch_fn fn, void *arg)
 {
     zkit_children_watch_t *w;
     int rc;
@@ -145,6 +154,15 @@ ZKIT_EXTERN int zkit_children_watch_new(zkit_children_watch_t **out, zkit_client
     *out = w;
     zkit__rewatch_start(w->core);
     return 0;
+}
+
+ZKIT_EXTERN int zkit_children_watch_new(zkit_children_watch_t **out, zkit_client_t *client,
+                                        const char *path, const zkit_watch_options_t *opts,
+                                        zkit_children_watch_fn fn, void *arg)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = children_watch_new_call(out, client, path, opts, fn, arg);
+    return zkit__error_unless_set(mark, rc, "children_watch_new");
 }
 
 ZKIT_EXTERN void zkit_children_watch_free(zkit_children_watch_t *w)
@@ -539,18 +557,36 @@ static int cache_new(zkit_cache_t **out, zkit_client_t *client, const char *path
     return 0;
 }
 
+static int node_cache_new_call(zkit_cache_t **out, zkit_client_t *client, const char *path,
+                               const zkit_watch_options_t *opts, zkit_cache_listener_fn listener,
+                               void *arg)
+{
+    return cache_new(out, client, path, opts, listener, arg, 0);
+}
+
 ZKIT_EXTERN int zkit_node_cache_new(zkit_cache_t **out, zkit_client_t *client, const char *path,
                                     const zkit_watch_options_t *opts,
                                     zkit_cache_listener_fn listener, void *arg)
 {
-    return cache_new(out, client, path, opts, listener, arg, 0);
+    unsigned mark = zkit__error_mark();
+    int rc = node_cache_new_call(out, client, path, opts, listener, arg);
+    return zkit__error_unless_set(mark, rc, "node_cache_new");
+}
+
+static int children_cache_new_call(zkit_cache_t **out, zkit_client_t *client, const char *path,
+                                   const zkit_watch_options_t *opts,
+                                   zkit_cache_listener_fn listener, void *arg)
+{
+    return cache_new(out, client, path, opts, listener, arg, 1);
 }
 
 ZKIT_EXTERN int zkit_children_cache_new(zkit_cache_t **out, zkit_client_t *client,
                                         const char *path, const zkit_watch_options_t *opts,
                                         zkit_cache_listener_fn listener, void *arg)
 {
-    return cache_new(out, client, path, opts, listener, arg, 1);
+    unsigned mark = zkit__error_mark();
+    int rc = children_cache_new_call(out, client, path, opts, listener, arg);
+    return zkit__error_unless_set(mark, rc, "children_cache_new");
 }
 
 ZKIT_EXTERN int zkit_tree_cache_new(zkit_cache_t **out, zkit_client_t *client, const char *path,
@@ -603,8 +639,8 @@ static entry_t *entry_at(zkit_cache_t *cache, const char *path)
     return found ? cache->entries[at] : NULL;
 }
 
-ZKIT_EXTERN int zkit_cache_get(char **data, size_t *len, zkit_stat_t *stat, zkit_cache_t *cache,
-                               const char *path)
+static int cache_get_call(char **data, size_t *len, zkit_stat_t *stat, zkit_cache_t *cache,
+                          const char *path)
 {
     entry_t *e;
     int rc = 0;
@@ -632,7 +668,15 @@ ZKIT_EXTERN int zkit_cache_get(char **data, size_t *len, zkit_stat_t *stat, zkit
     return rc;
 }
 
-ZKIT_EXTERN int zkit_cache_list(char ***names, size_t *count, zkit_cache_t *cache)
+ZKIT_EXTERN int zkit_cache_get(char **data, size_t *len, zkit_stat_t *stat, zkit_cache_t *cache,
+                               const char *path)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = cache_get_call(data, len, stat, cache, path);
+    return zkit__error_unless_set(mark, rc, "cache_get");
+}
+
+static int cache_list_call(char ***names, size_t *count, zkit_cache_t *cache)
 {
     char **out;
     size_t n = 0;
@@ -668,6 +712,13 @@ ZKIT_EXTERN int zkit_cache_list(char ***names, size_t *count, zkit_cache_t *cach
     *names = out;
     *count = n;
     return 0;
+}
+
+ZKIT_EXTERN int zkit_cache_list(char ***names, size_t *count, zkit_cache_t *cache)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = cache_list_call(names, count, cache);
+    return zkit__error_unless_set(mark, rc, "cache_list");
 }
 
 ZKIT_EXTERN int zkit_cache_children(char ***names, size_t *count, zkit_cache_t *cache,
@@ -717,7 +768,7 @@ static void fold_status(zkit__rewatch_t *w, int *current, int64_t *since, int *f
     }
 }
 
-ZKIT_EXTERN int zkit_cache_status(int *current, int64_t *since_ms, zkit_cache_t *cache)
+static int cache_status_call(int *current, int64_t *since_ms, zkit_cache_t *cache)
 {
     int cur = 0, first = 1;
     int64_t since = 0;
@@ -735,6 +786,13 @@ ZKIT_EXTERN int zkit_cache_status(int *current, int64_t *since_ms, zkit_cache_t 
     if (since_ms)
         *since_ms = since;
     return 0;
+}
+
+ZKIT_EXTERN int zkit_cache_status(int *current, int64_t *since_ms, zkit_cache_t *cache)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = cache_status_call(current, since_ms, cache);
+    return zkit__error_unless_set(mark, rc, "cache_status");
 }
 
 ZKIT_EXTERN void zkit_cache_free(zkit_cache_t *cache)

@@ -193,8 +193,8 @@ static int wait_for(zkit_double_barrier_t *db, view_t *v, judge_fn judge, uint64
 
 /* ---- the calls -------------------------------------------------------------------------- */
 
-ZKIT_EXTERN int zkit_double_barrier_new(zkit_double_barrier_t **out, zkit_client_t *client,
-                                        const char *path, int member_count)
+static int double_barrier_new_call(zkit_double_barrier_t **out, zkit_client_t *client,
+                                   const char *path, int member_count)
 {
     zkit_double_barrier_t *db;
     if (!out || !client) {
@@ -230,6 +230,14 @@ ZKIT_EXTERN int zkit_double_barrier_new(zkit_double_barrier_t **out, zkit_client
     zkit__client_ref(client);
     *out = db;
     return 0;
+}
+
+ZKIT_EXTERN int zkit_double_barrier_new(zkit_double_barrier_t **out, zkit_client_t *client,
+                                        const char *path, int member_count)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = double_barrier_new_call(out, client, path, member_count);
+    return zkit__error_unless_set(mark, rc, "double_barrier_new");
 }
 
 /* The checks of a wait; on 0 the wait is marked in progress. */
@@ -274,7 +282,7 @@ static void end_wait(zkit_double_barrier_t *db)
     zkit__call_exit(db->client);
 }
 
-ZKIT_EXTERN int zkit_double_barrier_enter(zkit_double_barrier_t *db, int timeout_ms)
+static int double_barrier_enter_call(zkit_double_barrier_t *db, int timeout_ms)
 {
     zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
     int64_t start = zkit__monotonic_ms();
@@ -330,7 +338,14 @@ ZKIT_EXTERN int zkit_double_barrier_enter(zkit_double_barrier_t *db, int timeout
     return rc == 1 ? 0 : rc;
 }
 
-ZKIT_EXTERN int zkit_double_barrier_leave(zkit_double_barrier_t *db, int timeout_ms)
+ZKIT_EXTERN int zkit_double_barrier_enter(zkit_double_barrier_t *db, int timeout_ms)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = double_barrier_enter_call(db, timeout_ms);
+    return zkit__error_unless_set(mark, rc, "double_barrier_enter");
+}
+
+static int double_barrier_leave_call(zkit_double_barrier_t *db, int timeout_ms)
 {
     int64_t start = zkit__monotonic_ms();
     view_t v = { .db = db };
@@ -378,7 +393,14 @@ ZKIT_EXTERN int zkit_double_barrier_leave(zkit_double_barrier_t *db, int timeout
     return rc;
 }
 
-ZKIT_EXTERN int zkit_double_barrier_node(char **path, const zkit_double_barrier_t *db)
+ZKIT_EXTERN int zkit_double_barrier_leave(zkit_double_barrier_t *db, int timeout_ms)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = double_barrier_leave_call(db, timeout_ms);
+    return zkit__error_unless_set(mark, rc, "double_barrier_leave");
+}
+
+static int double_barrier_node_call(char **path, const zkit_double_barrier_t *db)
 {
     zkit_double_barrier_t *m = (zkit_double_barrier_t *)db;
     int rc = 0;
@@ -395,6 +417,13 @@ ZKIT_EXTERN int zkit_double_barrier_node(char **path, const zkit_double_barrier_
     if (rc)
         *path = NULL;
     return rc;
+}
+
+ZKIT_EXTERN int zkit_double_barrier_node(char **path, const zkit_double_barrier_t *db)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = double_barrier_node_call(path, db);
+    return zkit__error_unless_set(mark, rc, "double_barrier_node");
 }
 
 ZKIT_EXTERN void zkit_double_barrier_free(zkit_double_barrier_t *db)

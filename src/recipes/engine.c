@@ -1244,7 +1244,10 @@ static void on_deadline(void *arg)
     zkit__acq_t *acq = acq_of(arg);
     acq_actions_t act = ACQ_ACTIONS_INIT;
     zkit__machine_lock(&acq->m);
-    acq_end(acq, zkit__client_is_closing(acq->m.client) ? ZKIT_ECLOSED : ZKIT_ETIMEDOUT, &act);
+    /* a try-once ends here only when the connection or the server kept it waiting */
+    acq_end(acq, zkit__client_is_closing(acq->m.client) ? ZKIT_ECLOSED
+                 : acq->deadline_ms == 0                ? ZKIT_ECONNLOSS
+                                                        : ZKIT_ETIMEDOUT, &act);
     ACQ_LEAVE(acq, &act);
     zkit__acq_unref(acq); /* the timer's */
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "framework/errors.h"
 #include "framework/async.h"
 #include "framework/paths.h"
 #include "zkit/cache.h"
@@ -66,10 +67,10 @@ static void group_free_parts(zkit_group_t *g)
     free(g);
 }
 
-ZKIT_EXTERN int zkit_group_join(zkit_group_t **out, zkit_client_t *client, const char *path,
-                                const char *id, const void *data, size_t len,
-                                zkit_group_listener_fn listener, zkit_persistent_node_fn state_fn,
-                                void *arg)
+static int group_join_call(zkit_group_t **out, zkit_client_t *client, const char *path,
+                           const char *id, const void *data, size_t len,
+                           zkit_group_listener_fn listener, zkit_persistent_node_fn state_fn,
+                           void *arg)
 {
     zkit_persistent_options_t po = ZKIT_PERSISTENT_OPTIONS_INIT;
     zkit_group_t *g;
@@ -125,7 +126,17 @@ ZKIT_EXTERN int zkit_group_join(zkit_group_t **out, zkit_client_t *client, const
     return 0;
 }
 
-ZKIT_EXTERN int zkit_group_set_data(zkit_group_t *g, const void *data, size_t len)
+ZKIT_EXTERN int zkit_group_join(zkit_group_t **out, zkit_client_t *client, const char *path,
+                                const char *id, const void *data, size_t len,
+                                zkit_group_listener_fn listener, zkit_persistent_node_fn state_fn,
+                                void *arg)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = group_join_call(out, client, path, id, data, len, listener, state_fn, arg);
+    return zkit__error_unless_set(mark, rc, "group_join");
+}
+
+static int group_set_data_call(zkit_group_t *g, const void *data, size_t len)
 {
     char *copy;
     int rc;
@@ -147,13 +158,27 @@ ZKIT_EXTERN int zkit_group_set_data(zkit_group_t *g, const void *data, size_t le
     return 0;
 }
 
-ZKIT_EXTERN int zkit_group_wait_joined(zkit_group_t *g, int timeout_ms)
+ZKIT_EXTERN int zkit_group_set_data(zkit_group_t *g, const void *data, size_t len)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = group_set_data_call(g, data, len);
+    return zkit__error_unless_set(mark, rc, "group_set_data");
+}
+
+static int group_wait_joined_call(zkit_group_t *g, int timeout_ms)
 {
     if (!g) {
         zkit__client_reject(NULL, "group_wait_joined: NULL group");
         return ZKIT_EINVAL;
     }
     return zkit_persistent_node_wait(g->node, timeout_ms);
+}
+
+ZKIT_EXTERN int zkit_group_wait_joined(zkit_group_t *g, int timeout_ms)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = group_wait_joined_call(g, timeout_ms);
+    return zkit__error_unless_set(mark, rc, "group_wait_joined");
 }
 
 ZKIT_EXTERN void zkit_group_members_free(zkit_group_member_t *members, size_t count)
@@ -178,7 +203,7 @@ static char *copy_text(const char *data, size_t len)
     return out;
 }
 
-ZKIT_EXTERN int zkit_group_members(zkit_group_member_t **members, size_t *count, zkit_group_t *g)
+static int group_members_call(zkit_group_member_t **members, size_t *count, zkit_group_t *g)
 {
     zkit_group_member_t *out;
     char **names = NULL;
@@ -242,6 +267,13 @@ ZKIT_EXTERN int zkit_group_members(zkit_group_member_t **members, size_t *count,
     *members = out;
     *count = k;
     return 0;
+}
+
+ZKIT_EXTERN int zkit_group_members(zkit_group_member_t **members, size_t *count, zkit_group_t *g)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = group_members_call(members, count, g);
+    return zkit__error_unless_set(mark, rc, "group_members");
 }
 
 ZKIT_EXTERN void zkit_group_free(zkit_group_t *g)

@@ -9,6 +9,7 @@
  */
 #include <stdlib.h>
 
+#include "framework/errors.h"
 #include "recipes/lock.h"
 #include "framework/txn.h"
 
@@ -26,7 +27,7 @@ static int add_guards(zkit_txn_t *txn, char **nodes, size_t count)
     return rc;
 }
 
-ZKIT_EXTERN int zkit_lock_guard_txn(zkit_txn_t *txn, const zkit_lock_t *lock)
+static int lock_guard_txn_call(zkit_txn_t *txn, const zkit_lock_t *lock)
 {
     char **nodes = NULL, *node = NULL;
     size_t count = 0;
@@ -61,4 +62,11 @@ ZKIT_EXTERN int zkit_lock_guard_txn(zkit_txn_t *txn, const zkit_lock_t *lock)
     }
     free(node);
     return rc;
+}
+
+ZKIT_EXTERN int zkit_lock_guard_txn(zkit_txn_t *txn, const zkit_lock_t *lock)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = lock_guard_txn_call(txn, lock);
+    return zkit__error_unless_set(mark, rc, "lock_guard_txn");
 }

@@ -766,14 +766,21 @@ static void report_failure(zkit_client_t *client, const char *msg)
         zkit__error_set("%s", msg);
 }
 
-ZKIT_EXTERN int zkit_job_start(zkit_job_t **out, zkit_client_t *client,
-                               const zkit_job_options_t *opts)
+static int job_start_call(zkit_job_t **out, zkit_client_t *client, const zkit_job_options_t *opts)
 {
     char msg[ZKIT__ERROR_MESSAGE_MAX] = "";
     int rc = start_job(out, client, opts, msg, sizeof(msg));
     if (rc != 0)
         report_failure(client, msg);
     return rc;
+}
+
+ZKIT_EXTERN int zkit_job_start(zkit_job_t **out, zkit_client_t *client,
+                               const zkit_job_options_t *opts)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = job_start_call(out, client, opts);
+    return zkit__error_unless_set(mark, rc, "job_start");
 }
 
 /* The slot the schedule puts `at_s` in, or ZKIT_EINVAL (with a message) when there is none. */
@@ -810,8 +817,8 @@ static int slot_begun(int64_t slot, int64_t start_s, char *err, size_t errlen)
 
 /* A job object without a thread carries the attempt: the same code, paths and lock as a job's
  * thread uses, freed when the attempt is over. */
-ZKIT_EXTERN int zkit_job_run_slot_once(zkit_job_attempt_t *attempt, zkit_client_t *client,
-                                       const zkit_job_options_t *opts, int64_t at_s)
+static int job_run_slot_once_call(zkit_job_attempt_t *attempt, zkit_client_t *client,
+                                  const zkit_job_options_t *opts, int64_t at_s)
 {
     zkit__schedule_t schedule;
     zkit_job_t *job;
@@ -841,6 +848,14 @@ ZKIT_EXTERN int zkit_job_run_slot_once(zkit_job_attempt_t *attempt, zkit_client_
     else if (rc != 0)
         report_failure(client, err[0] ? err : zkit_strerror(rc));
     return rc;
+}
+
+ZKIT_EXTERN int zkit_job_run_slot_once(zkit_job_attempt_t *attempt, zkit_client_t *client,
+                                       const zkit_job_options_t *opts, int64_t at_s)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = job_run_slot_once_call(attempt, client, opts, at_s);
+    return zkit__error_unless_set(mark, rc, "job_run_slot_once");
 }
 
 ZKIT_EXTERN void zkit_job_stop(zkit_job_t *job)
@@ -873,7 +888,7 @@ ZKIT_EXTERN int64_t zkit_job_run_scheduled_time(const zkit_job_run_t *run)
     return run ? run->scheduled_s : 0;
 }
 
-ZKIT_EXTERN int zkit_job_run_cancelled(const zkit_job_run_t *run)
+static int job_run_cancelled_call(const zkit_job_run_t *run)
 {
     int cancelled;
     if (!run)
@@ -884,6 +899,13 @@ ZKIT_EXTERN int zkit_job_run_cancelled(const zkit_job_run_t *run)
     cancelled = cancelled || lock_was_lost(run->job) || lock_in_doubt(run);
     /* Checked when asked, so a max_run_ms needs no timer of its own. */
     return cancelled || zkit__monotonic_ms() >= run->deadline_ms;
+}
+
+ZKIT_EXTERN int zkit_job_run_cancelled(const zkit_job_run_t *run)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = job_run_cancelled_call(run);
+    return zkit__error_unless_set(mark, rc, "job_run_cancelled");
 }
 
 ZKIT_EXTERN int64_t zkit_job_run_fencing_token(const zkit_job_run_t *run)

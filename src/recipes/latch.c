@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "framework/errors.h"
 #include "zkit/leader.h"
 #include "recipes/view.h"
 
@@ -385,13 +386,21 @@ static int new_latch_lock(zkit_lock_t **out, zkit_client_t *client, const char *
     return rc;
 }
 
-ZKIT_EXTERN int zkit_latch_lock_new(zkit_lock_t **out, zkit_client_t *client, const char *path,
-                                    const char *id)
+static int latch_lock_new_call(zkit_lock_t **out, zkit_client_t *client, const char *path,
+                               const char *id)
 {
     if (!out)
         return ZKIT_EINVAL;
     *out = NULL;
     return new_latch_lock(out, client, path, id);
+}
+
+ZKIT_EXTERN int zkit_latch_lock_new(zkit_lock_t **out, zkit_client_t *client, const char *path,
+                                    const char *id)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = latch_lock_new_call(out, client, path, id);
+    return zkit__error_unless_set(mark, rc, "latch_lock_new");
 }
 
 /* The leader's holding for queries (its view's), whichever thread asks: 0, ZKIT_ENOTHELD or
@@ -409,8 +418,8 @@ static int query(const void *latch, char **node, int64_t *token, int64_t *valid_
     return zkit__lock_query_holder(l->lock, pthread_self(), node, token, valid_until);
 }
 
-ZKIT_EXTERN int zkit_latch_new(zkit_latch_t **out, zkit_client_t *client, const char *path,
-                               const char *id)
+static int latch_new_call(zkit_latch_t **out, zkit_client_t *client, const char *path,
+                          const char *id)
 {
     zkit_latch_t *latch;
     int rc;
@@ -438,6 +447,14 @@ ZKIT_EXTERN int zkit_latch_new(zkit_latch_t **out, zkit_client_t *client, const 
     return 0;
 }
 
+ZKIT_EXTERN int zkit_latch_new(zkit_latch_t **out, zkit_client_t *client, const char *path,
+                               const char *id)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = latch_new_call(out, client, path, id);
+    return zkit__error_unless_set(mark, rc, "latch_new");
+}
+
 ZKIT_EXTERN zkit_lock_t *zkit_latch_lock(zkit_latch_t *latch)
 {
     return latch ? latch->view : NULL;
@@ -462,19 +479,32 @@ static int set_before_start(zkit_latch_t *latch, int listener, void *fn, void *a
     return rc;
 }
 
-ZKIT_EXTERN int zkit_latch_set_listener(zkit_latch_t *latch, zkit_latch_listener_fn fn,
-                                        void *arg)
+static int latch_set_listener_call(zkit_latch_t *latch, zkit_latch_listener_fn fn, void *arg)
 {
     return set_before_start(latch, 1, (void *)fn, arg);
+}
+
+ZKIT_EXTERN int zkit_latch_set_listener(zkit_latch_t *latch, zkit_latch_listener_fn fn, void *arg)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = latch_set_listener_call(latch, fn, arg);
+    return zkit__error_unless_set(mark, rc, "latch_set_listener");
+}
+
+static int latch_set_state_callback_call(zkit_latch_t *latch, zkit_latch_state_fn fn, void *arg)
+{
+    return set_before_start(latch, 0, (void *)fn, arg);
 }
 
 ZKIT_EXTERN int zkit_latch_set_state_callback(zkit_latch_t *latch, zkit_latch_state_fn fn,
                                               void *arg)
 {
-    return set_before_start(latch, 0, (void *)fn, arg);
+    unsigned mark = zkit__error_mark();
+    int rc = latch_set_state_callback_call(latch, fn, arg);
+    return zkit__error_unless_set(mark, rc, "latch_set_state_callback");
 }
 
-ZKIT_EXTERN int zkit_latch_start(zkit_latch_t *latch)
+static int latch_start_call(zkit_latch_t *latch)
 {
     int rc;
     if (!latch)
@@ -499,13 +529,20 @@ ZKIT_EXTERN int zkit_latch_start(zkit_latch_t *latch)
     return rc;
 }
 
+ZKIT_EXTERN int zkit_latch_start(zkit_latch_t *latch)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = latch_start_call(latch);
+    return zkit__error_unless_set(mark, rc, "latch_start");
+}
+
 /* Whether the await may start (latch->mu held): 0, or the error to return. */
 static int await_check(const zkit_latch_t *latch)
 {
     return !latch->started || latch->closed ? ZKIT_ESTATE : 0;
 }
 
-ZKIT_EXTERN int zkit_latch_await(zkit_latch_t *latch, int timeout_ms)
+static int latch_await_call(zkit_latch_t *latch, int timeout_ms)
 {
     awaiter_t *w;
     int rc;
@@ -537,8 +574,15 @@ ZKIT_EXTERN int zkit_latch_await(zkit_latch_t *latch, int timeout_ms)
     return rc;
 }
 
-ZKIT_EXTERN int zkit_latch_await_async(zkit_latch_t *latch, int timeout_ms,
-                                       zkit_latch_await_fn done, void *arg)
+ZKIT_EXTERN int zkit_latch_await(zkit_latch_t *latch, int timeout_ms)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = latch_await_call(latch, timeout_ms);
+    return zkit__error_unless_set(mark, rc, "latch_await");
+}
+
+static int latch_await_async_call(zkit_latch_t *latch, int timeout_ms, zkit_latch_await_fn done,
+                                  void *arg)
 {
     awaiter_t *w;
     int rc, now = 0, leading;
@@ -555,12 +599,27 @@ ZKIT_EXTERN int zkit_latch_await_async(zkit_latch_t *latch, int timeout_ms,
     return rc;
 }
 
-ZKIT_EXTERN int zkit_latch_cancel_awaits(zkit_latch_t *latch)
+ZKIT_EXTERN int zkit_latch_await_async(zkit_latch_t *latch, int timeout_ms,
+                                       zkit_latch_await_fn done, void *arg)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = latch_await_async_call(latch, timeout_ms, done, arg);
+    return zkit__error_unless_set(mark, rc, "latch_await_async");
+}
+
+static int latch_cancel_awaits_call(zkit_latch_t *latch)
 {
     if (!latch)
         return ZKIT_EINVAL;
     finish_all(latch, ZKIT_ECANCELED, ZKIT_ECANCELED);
     return 0;
+}
+
+ZKIT_EXTERN int zkit_latch_cancel_awaits(zkit_latch_t *latch)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = latch_cancel_awaits_call(latch);
+    return zkit__error_unless_set(mark, rc, "latch_cancel_awaits");
 }
 
 ZKIT_EXTERN int zkit_latch_has_leadership(const zkit_latch_t *latch)
@@ -570,27 +629,55 @@ ZKIT_EXTERN int zkit_latch_has_leadership(const zkit_latch_t *latch)
 
 /* The holding queries of the latch are those of its view (zkit_latch_lock). */
 
-ZKIT_EXTERN int zkit_latch_fencing_token(int64_t *token, const zkit_latch_t *latch)
+static int latch_fencing_token_call(int64_t *token, const zkit_latch_t *latch)
 {
     return zkit_lock_fencing_token(token, latch ? latch->view : NULL);
 }
 
-ZKIT_EXTERN int zkit_latch_valid_until(int64_t *deadline_ms, const zkit_latch_t *latch)
+ZKIT_EXTERN int zkit_latch_fencing_token(int64_t *token, const zkit_latch_t *latch)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = latch_fencing_token_call(token, latch);
+    return zkit__error_unless_set(mark, rc, "latch_fencing_token");
+}
+
+static int latch_valid_until_call(int64_t *deadline_ms, const zkit_latch_t *latch)
 {
     return zkit_lock_valid_until(deadline_ms, latch ? latch->view : NULL);
 }
 
-ZKIT_EXTERN int zkit_latch_node(char **path, const zkit_latch_t *latch)
+ZKIT_EXTERN int zkit_latch_valid_until(int64_t *deadline_ms, const zkit_latch_t *latch)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = latch_valid_until_call(deadline_ms, latch);
+    return zkit__error_unless_set(mark, rc, "latch_valid_until");
+}
+
+static int latch_node_call(char **path, const zkit_latch_t *latch)
 {
     return zkit_lock_node(path, latch ? latch->view : NULL);
 }
 
-ZKIT_EXTERN int zkit_latch_guard_txn(zkit_txn_t *txn, const zkit_latch_t *latch)
+ZKIT_EXTERN int zkit_latch_node(char **path, const zkit_latch_t *latch)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = latch_node_call(path, latch);
+    return zkit__error_unless_set(mark, rc, "latch_node");
+}
+
+static int latch_guard_txn_call(zkit_txn_t *txn, const zkit_latch_t *latch)
 {
     return zkit_lock_guard_txn(txn, latch ? latch->view : NULL);
 }
 
-ZKIT_EXTERN int zkit_latch_close(zkit_latch_t *latch)
+ZKIT_EXTERN int zkit_latch_guard_txn(zkit_txn_t *txn, const zkit_latch_t *latch)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = latch_guard_txn_call(txn, latch);
+    return zkit__error_unless_set(mark, rc, "latch_guard_txn");
+}
+
+static int latch_close_call(zkit_latch_t *latch)
 {
     zkit__req_t *req;
     uint64_t timer;
@@ -631,6 +718,13 @@ ZKIT_EXTERN int zkit_latch_close(zkit_latch_t *latch)
     release_all(latch->lock);
     zkit__client_log(latch->client, ZKIT_LOG_INFO, "leader latch %s: closed", latch->lock->path);
     return 0;
+}
+
+ZKIT_EXTERN int zkit_latch_close(zkit_latch_t *latch)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = latch_close_call(latch);
+    return zkit__error_unless_set(mark, rc, "latch_close");
 }
 
 ZKIT_EXTERN void zkit_latch_free(zkit_latch_t *latch)

@@ -11,7 +11,7 @@
 #include "framework/errors.h"
 #include "framework/paths.h"
 
-ZKIT_EXTERN int zkit_lock_acquire(zkit_lock_t *lock, int timeout_ms)
+static int lock_acquire_call(zkit_lock_t *lock, int timeout_ms)
 {
     zkit_client_t *client;
     int rc;
@@ -36,8 +36,15 @@ ZKIT_EXTERN int zkit_lock_acquire(zkit_lock_t *lock, int timeout_ms)
     return rc;
 }
 
-ZKIT_EXTERN int zkit_lock_acquire_async(zkit_lock_t *lock, int timeout_ms,
-                                        zkit_lock_acquired_fn done, void *arg)
+ZKIT_EXTERN int zkit_lock_acquire(zkit_lock_t *lock, int timeout_ms)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = lock_acquire_call(lock, timeout_ms);
+    return zkit__error_unless_set(mark, rc, "lock_acquire");
+}
+
+static int lock_acquire_async_call(zkit_lock_t *lock, int timeout_ms, zkit_lock_acquired_fn done,
+                                   void *arg)
 {
     zkit__req_t proto;
     if (!lock || !done)
@@ -48,14 +55,29 @@ ZKIT_EXTERN int zkit_lock_acquire_async(zkit_lock_t *lock, int timeout_ms,
     return zkit__req_start(NULL, lock, zkit__lock_caller(lock), timeout_ms, &proto);
 }
 
-ZKIT_EXTERN int zkit_lock_cancel(zkit_lock_t *lock)
+ZKIT_EXTERN int zkit_lock_acquire_async(zkit_lock_t *lock, int timeout_ms,
+                                        zkit_lock_acquired_fn done, void *arg)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = lock_acquire_async_call(lock, timeout_ms, done, arg);
+    return zkit__error_unless_set(mark, rc, "lock_acquire_async");
+}
+
+static int lock_cancel_call(zkit_lock_t *lock)
 {
     if (!lock)
         return ZKIT_EINVAL;
     return zkit__lock_cancel_all(lock);
 }
 
-ZKIT_EXTERN int zkit_lock_release(zkit_lock_t *lock)
+ZKIT_EXTERN int zkit_lock_cancel(zkit_lock_t *lock)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = lock_cancel_call(lock);
+    return zkit__error_unless_set(mark, rc, "lock_cancel");
+}
+
+static int lock_release_call(zkit_lock_t *lock)
 {
     int rc, entered;
     if (!lock)
@@ -66,6 +88,13 @@ ZKIT_EXTERN int zkit_lock_release(zkit_lock_t *lock)
     if (entered)
         zkit__call_exit(lock->client);
     return rc;
+}
+
+ZKIT_EXTERN int zkit_lock_release(zkit_lock_t *lock)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = lock_release_call(lock);
+    return zkit__error_unless_set(mark, rc, "lock_release");
 }
 
 ZKIT_EXTERN int zkit_lock_is_held(const zkit_lock_t *lock)
@@ -86,7 +115,7 @@ ZKIT_EXTERN int zkit_lock_is_acquired_in_process(const zkit_lock_t *lock)
     return held;
 }
 
-ZKIT_EXTERN int zkit_lock_node(char **path, const zkit_lock_t *lock)
+static int lock_node_call(char **path, const zkit_lock_t *lock)
 {
     if (!path)
         return ZKIT_EINVAL;
@@ -96,21 +125,42 @@ ZKIT_EXTERN int zkit_lock_node(char **path, const zkit_lock_t *lock)
     return lock->ops->query(lock, zkit__lock_caller(lock), path, NULL, NULL);
 }
 
-ZKIT_EXTERN int zkit_lock_fencing_token(int64_t *token, const zkit_lock_t *lock)
+ZKIT_EXTERN int zkit_lock_node(char **path, const zkit_lock_t *lock)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = lock_node_call(path, lock);
+    return zkit__error_unless_set(mark, rc, "lock_node");
+}
+
+static int lock_fencing_token_call(int64_t *token, const zkit_lock_t *lock)
 {
     if (!lock || !token)
         return ZKIT_EINVAL;
     return lock->ops->query(lock, zkit__lock_caller(lock), NULL, token, NULL);
 }
 
-ZKIT_EXTERN int zkit_lock_valid_until(int64_t *deadline_ms, const zkit_lock_t *lock)
+ZKIT_EXTERN int zkit_lock_fencing_token(int64_t *token, const zkit_lock_t *lock)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = lock_fencing_token_call(token, lock);
+    return zkit__error_unless_set(mark, rc, "lock_fencing_token");
+}
+
+static int lock_valid_until_call(int64_t *deadline_ms, const zkit_lock_t *lock)
 {
     if (!lock || !deadline_ms)
         return ZKIT_EINVAL;
     return lock->ops->query(lock, zkit__lock_caller(lock), NULL, NULL, deadline_ms);
 }
 
-ZKIT_EXTERN int zkit_lock_set_data(zkit_lock_t *lock, const void *data, size_t len)
+ZKIT_EXTERN int zkit_lock_valid_until(int64_t *deadline_ms, const zkit_lock_t *lock)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = lock_valid_until_call(deadline_ms, lock);
+    return zkit__error_unless_set(mark, rc, "lock_valid_until");
+}
+
+static int lock_set_data_call(zkit_lock_t *lock, const void *data, size_t len)
 {
     char *copy;
     if (!lock || (!data && len))
@@ -132,7 +182,14 @@ ZKIT_EXTERN int zkit_lock_set_data(zkit_lock_t *lock, const void *data, size_t l
     return lock->ops->data_set ? lock->ops->data_set(lock, data, len) : 0;
 }
 
-ZKIT_EXTERN int zkit_lock_set_state_callback(zkit_lock_t *lock, zkit_lock_state_fn fn, void *arg)
+ZKIT_EXTERN int zkit_lock_set_data(zkit_lock_t *lock, const void *data, size_t len)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = lock_set_data_call(lock, data, len);
+    return zkit__error_unless_set(mark, rc, "lock_set_data");
+}
+
+static int lock_set_state_callback_call(zkit_lock_t *lock, zkit_lock_state_fn fn, void *arg)
 {
     if (!lock)
         return ZKIT_EINVAL;
@@ -145,8 +202,14 @@ ZKIT_EXTERN int zkit_lock_set_state_callback(zkit_lock_t *lock, zkit_lock_state_
     return 0;
 }
 
-ZKIT_EXTERN int zkit_lock_set_revocation_callback(zkit_lock_t *lock, zkit_revocation_fn fn,
-                                                  void *arg)
+ZKIT_EXTERN int zkit_lock_set_state_callback(zkit_lock_t *lock, zkit_lock_state_fn fn, void *arg)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = lock_set_state_callback_call(lock, fn, arg);
+    return zkit__error_unless_set(mark, rc, "lock_set_state_callback");
+}
+
+static int lock_set_revocation_callback_call(zkit_lock_t *lock, zkit_revocation_fn fn, void *arg)
 {
     if (!lock)
         return ZKIT_EINVAL;
@@ -154,6 +217,14 @@ ZKIT_EXTERN int zkit_lock_set_revocation_callback(zkit_lock_t *lock, zkit_revoca
     if (lock->ops->revocation_set)
         lock->ops->revocation_set(lock, fn != NULL);
     return 0;
+}
+
+ZKIT_EXTERN int zkit_lock_set_revocation_callback(zkit_lock_t *lock, zkit_revocation_fn fn,
+                                                  void *arg)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = lock_set_revocation_callback_call(lock, fn, arg);
+    return zkit__error_unless_set(mark, rc, "lock_set_revocation_callback");
 }
 
 ZKIT_EXTERN void zkit_participants_free(zkit_participant_t *list, size_t count)
@@ -167,8 +238,7 @@ ZKIT_EXTERN void zkit_participants_free(zkit_participant_t *list, size_t count)
     free(list);
 }
 
-ZKIT_EXTERN int zkit_lock_participants(zkit_participant_t **list, size_t *count,
-                                       zkit_lock_t *lock)
+static int lock_participants_call(zkit_participant_t **list, size_t *count, zkit_lock_t *lock)
 {
     char **names = NULL, *dir, *child;
     const char *token = NULL;
@@ -211,6 +281,13 @@ ZKIT_EXTERN int zkit_lock_participants(zkit_participant_t **list, size_t *count,
     }
     *count = kept;
     return 0;
+}
+
+ZKIT_EXTERN int zkit_lock_participants(zkit_participant_t **list, size_t *count, zkit_lock_t *lock)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = lock_participants_call(list, count, lock);
+    return zkit__error_unless_set(mark, rc, "lock_participants");
 }
 
 ZKIT_EXTERN void zkit_lock_free(zkit_lock_t *lock)

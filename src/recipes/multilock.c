@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "recipes/lock.h"
+#include "framework/errors.h"
 #include "framework/batch.h"
 
 /* How often one acquisition may start over after losing a part. */
@@ -722,8 +723,8 @@ static int multilock_wrap(zkit_lock_t **out, zkit_client_t *client, zkit_lock_t 
     return 0;
 }
 
-ZKIT_EXTERN int zkit_multilock_new(zkit_lock_t **out, zkit_client_t *client,
-                                   const char *const *paths, size_t count)
+static int multilock_new_call(zkit_lock_t **out, zkit_client_t *client, const char *const *paths,
+                              size_t count)
 {
     zkit_lock_t **parts;
     size_t made = 0;
@@ -750,8 +751,15 @@ ZKIT_EXTERN int zkit_multilock_new(zkit_lock_t **out, zkit_client_t *client,
     return rc;
 }
 
-ZKIT_EXTERN int zkit_multilock_new_from(zkit_lock_t **out, zkit_lock_t *const *locks,
-                                        size_t count)
+ZKIT_EXTERN int zkit_multilock_new(zkit_lock_t **out, zkit_client_t *client,
+                                   const char *const *paths, size_t count)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = multilock_new_call(out, client, paths, count);
+    return zkit__error_unless_set(mark, rc, "multilock_new");
+}
+
+static int multilock_new_from_call(zkit_lock_t **out, zkit_lock_t *const *locks, size_t count)
 {
     zkit_lock_t **parts;
     int rc;
@@ -777,7 +785,14 @@ ZKIT_EXTERN int zkit_multilock_new_from(zkit_lock_t **out, zkit_lock_t *const *l
     return rc;
 }
 
-ZKIT_EXTERN int zkit_multilock_count(size_t *count, const zkit_lock_t *lock)
+ZKIT_EXTERN int zkit_multilock_new_from(zkit_lock_t **out, zkit_lock_t *const *locks, size_t count)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = multilock_new_from_call(out, locks, count);
+    return zkit__error_unless_set(mark, rc, "multilock_new_from");
+}
+
+static int multilock_count_call(size_t *count, const zkit_lock_t *lock)
 {
     if (count)
         *count = 0;
@@ -787,8 +802,15 @@ ZKIT_EXTERN int zkit_multilock_count(size_t *count, const zkit_lock_t *lock)
     return 0;
 }
 
-ZKIT_EXTERN int zkit_multilock_part(char **path, char **node, int64_t *token,
-                                    const zkit_lock_t *lock, size_t index)
+ZKIT_EXTERN int zkit_multilock_count(size_t *count, const zkit_lock_t *lock)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = multilock_count_call(count, lock);
+    return zkit__error_unless_set(mark, rc, "multilock_count");
+}
+
+static int multilock_part_call(char **path, char **node, int64_t *token, const zkit_lock_t *lock,
+                               size_t index)
 {
     zkit_lock_t *l = (zkit_lock_t *)lock;
     const multi_t *m;
@@ -822,4 +844,12 @@ ZKIT_EXTERN int zkit_multilock_part(char **path, char **node, int64_t *token,
         *path = NULL;
     }
     return rc;
+}
+
+ZKIT_EXTERN int zkit_multilock_part(char **path, char **node, int64_t *token,
+                                    const zkit_lock_t *lock, size_t index)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = multilock_part_call(path, node, token, lock, index);
+    return zkit__error_unless_set(mark, rc, "multilock_part");
 }

@@ -13,6 +13,7 @@
 #include <uuid/uuid.h>
 
 #include "recipes/lock.h"
+#include "framework/errors.h"
 
 struct zkit_rwlock {
     zkit_lock_t *read;
@@ -223,12 +224,19 @@ const zkit__lock_ops_t zkit__latch_ops = {
 
 /* ---- constructors ------------------------------------------------------------------------ */
 
-ZKIT_EXTERN int zkit_mutex_new(zkit_lock_t **out, zkit_client_t *client, const char *path)
+static int mutex_new_call(zkit_lock_t **out, zkit_client_t *client, const char *path)
 {
     return zkit__lock_init(out, client, path, &zkit__mutex_ops, &zkit__mutex_driver);
 }
 
-ZKIT_EXTERN int zkit_rwlock_new(zkit_rwlock_t **out, zkit_client_t *client, const char *path)
+ZKIT_EXTERN int zkit_mutex_new(zkit_lock_t **out, zkit_client_t *client, const char *path)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = mutex_new_call(out, client, path);
+    return zkit__error_unless_set(mark, rc, "mutex_new");
+}
+
+static int rwlock_new_call(zkit_rwlock_t **out, zkit_client_t *client, const char *path)
 {
     zkit_rwlock_t *rw;
     int rc;
@@ -249,6 +257,13 @@ ZKIT_EXTERN int zkit_rwlock_new(zkit_rwlock_t **out, zkit_client_t *client, cons
     rw->write->kind_data = rw;
     *out = rw;
     return 0;
+}
+
+ZKIT_EXTERN int zkit_rwlock_new(zkit_rwlock_t **out, zkit_client_t *client, const char *path)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = rwlock_new_call(out, client, path);
+    return zkit__error_unless_set(mark, rc, "rwlock_new");
 }
 
 ZKIT_EXTERN zkit_lock_t *zkit_rwlock_read(zkit_rwlock_t *rw)

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "recipes/lock.h"
+#include "framework/errors.h"
 
 typedef struct ticket {
     LIST_ENTRY(ticket) link;
@@ -150,7 +151,7 @@ static void revocation_on_event_thread(void *arg)
         fn(lock, fn_arg);
 }
 
-ZKIT_EXTERN int zkit_lock_revoke(zkit_client_t *client, const char *node_path)
+static int lock_revoke_call(zkit_client_t *client, const char *node_path)
 {
     int rc;
     if (!client || !node_path)
@@ -160,6 +161,13 @@ ZKIT_EXTERN int zkit_lock_revoke(zkit_client_t *client, const char *node_path)
     zkit__client_log(client, rc == 0 || rc == ZKIT_ENONODE ? ZKIT_LOG_DEBUG : ZKIT_LOG_ERROR,
                      "revoke %s: %s", node_path, rc == 0 ? "requested" : zkit_strerror(rc));
     return rc;
+}
+
+ZKIT_EXTERN int zkit_lock_revoke(zkit_client_t *client, const char *node_path)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = lock_revoke_call(client, node_path);
+    return zkit__error_unless_set(mark, rc, "lock_revoke");
 }
 
 /* ---- the own-node watch -------------------------------------------------------------------- */

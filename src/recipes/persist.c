@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "framework/errors.h"
 #include "framework/async.h"
 #include "zkit/persist.h"
 
@@ -636,10 +637,10 @@ static char *copy_bytes(const void *data, size_t len)
     return out;
 }
 
-ZKIT_EXTERN int zkit_persistent_node_new(zkit_persistent_node_t **out, zkit_client_t *client,
-                                         const char *path, const void *data, size_t len,
-                                         const zkit_persistent_options_t *opts,
-                                         zkit_persistent_node_fn fn, void *arg)
+static int persistent_node_new_call(zkit_persistent_node_t **out, zkit_client_t *client,
+                                    const char *path, const void *data, size_t len,
+                                    const zkit_persistent_options_t *opts,
+                                    zkit_persistent_node_fn fn, void *arg)
 {
     zkit_persistent_node_t *n;
     pthread_condattr_t attr;
@@ -696,8 +697,17 @@ ZKIT_EXTERN int zkit_persistent_node_new(zkit_persistent_node_t **out, zkit_clie
     return 0;
 }
 
-ZKIT_EXTERN int zkit_persistent_node_set_data(zkit_persistent_node_t *n, const void *data,
-                                              size_t len)
+ZKIT_EXTERN int zkit_persistent_node_new(zkit_persistent_node_t **out, zkit_client_t *client,
+                                         const char *path, const void *data, size_t len,
+                                         const zkit_persistent_options_t *opts,
+                                         zkit_persistent_node_fn fn, void *arg)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = persistent_node_new_call(out, client, path, data, len, opts, fn, arg);
+    return zkit__error_unless_set(mark, rc, "persistent_node_new");
+}
+
+static int persistent_node_set_data_call(zkit_persistent_node_t *n, const void *data, size_t len)
 {
     char *copy;
     int rc;
@@ -720,7 +730,15 @@ ZKIT_EXTERN int zkit_persistent_node_set_data(zkit_persistent_node_t *n, const v
     return 0;
 }
 
-ZKIT_EXTERN int zkit_persistent_node_wait(zkit_persistent_node_t *n, int timeout_ms)
+ZKIT_EXTERN int zkit_persistent_node_set_data(zkit_persistent_node_t *n, const void *data,
+                                              size_t len)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = persistent_node_set_data_call(n, data, len);
+    return zkit__error_unless_set(mark, rc, "persistent_node_set_data");
+}
+
+static int persistent_node_wait_call(zkit_persistent_node_t *n, int timeout_ms)
 {
     int64_t due;
     int rc = 0;
@@ -774,8 +792,15 @@ ZKIT_EXTERN int zkit_persistent_node_wait(zkit_persistent_node_t *n, int timeout
     return rc;
 }
 
-ZKIT_EXTERN int zkit_persistent_node_status(zkit_persistent_status_t *status, char **path,
-                                            zkit_persistent_node_t *n)
+ZKIT_EXTERN int zkit_persistent_node_wait(zkit_persistent_node_t *n, int timeout_ms)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = persistent_node_wait_call(n, timeout_ms);
+    return zkit__error_unless_set(mark, rc, "persistent_node_wait");
+}
+
+static int persistent_node_status_call(zkit_persistent_status_t *status, char **path,
+                                       zkit_persistent_node_t *n)
 {
     int rc = 0;
     if (path)
@@ -795,6 +820,14 @@ ZKIT_EXTERN int zkit_persistent_node_status(zkit_persistent_status_t *status, ch
         rc = ZKIT_ENOMEM;
     pthread_mutex_unlock(&n->mu);
     return rc;
+}
+
+ZKIT_EXTERN int zkit_persistent_node_status(zkit_persistent_status_t *status, char **path,
+                                            zkit_persistent_node_t *n)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = persistent_node_status_call(status, path, n);
+    return zkit__error_unless_set(mark, rc, "persistent_node_status");
 }
 
 ZKIT_EXTERN void zkit_persistent_node_free(zkit_persistent_node_t *n)

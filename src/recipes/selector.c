@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "framework/errors.h"
 #include "zkit/leader.h"
 #include "recipes/view.h"
 
@@ -173,9 +174,8 @@ static int query(const void *sel, char **node, int64_t *token, int64_t *valid_un
     return zkit__lock_query_holder(s->mutex, s->thread, node, token, valid_until);
 }
 
-ZKIT_EXTERN int zkit_selector_new(zkit_selector_t **out, zkit_client_t *client,
-                                  const char *path, const char *id, zkit_selector_fn fn,
-                                  void *arg)
+static int selector_new_call(zkit_selector_t **out, zkit_client_t *client, const char *path,
+                             const char *id, zkit_selector_fn fn, void *arg)
 {
     zkit_selector_t *sel;
     int rc;
@@ -201,7 +201,15 @@ ZKIT_EXTERN int zkit_selector_new(zkit_selector_t **out, zkit_client_t *client,
     return 0;
 }
 
-ZKIT_EXTERN int zkit_selector_set_auto_requeue(zkit_selector_t *sel, int on)
+ZKIT_EXTERN int zkit_selector_new(zkit_selector_t **out, zkit_client_t *client, const char *path,
+                                  const char *id, zkit_selector_fn fn, void *arg)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = selector_new_call(out, client, path, id, fn, arg);
+    return zkit__error_unless_set(mark, rc, "selector_new");
+}
+
+static int selector_set_auto_requeue_call(zkit_selector_t *sel, int on)
 {
     int rc = 0;
     if (!sel)
@@ -215,8 +223,15 @@ ZKIT_EXTERN int zkit_selector_set_auto_requeue(zkit_selector_t *sel, int on)
     return rc;
 }
 
-ZKIT_EXTERN int zkit_selector_set_state_callback(zkit_selector_t *sel, zkit_selector_state_fn fn,
-                                                 void *arg)
+ZKIT_EXTERN int zkit_selector_set_auto_requeue(zkit_selector_t *sel, int on)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = selector_set_auto_requeue_call(sel, on);
+    return zkit__error_unless_set(mark, rc, "selector_set_auto_requeue");
+}
+
+static int selector_set_state_callback_call(zkit_selector_t *sel, zkit_selector_state_fn fn,
+                                            void *arg)
 {
     if (!sel)
         return ZKIT_EINVAL;
@@ -227,7 +242,15 @@ ZKIT_EXTERN int zkit_selector_set_state_callback(zkit_selector_t *sel, zkit_sele
     return 0;
 }
 
-ZKIT_EXTERN int zkit_selector_start(zkit_selector_t *sel)
+ZKIT_EXTERN int zkit_selector_set_state_callback(zkit_selector_t *sel, zkit_selector_state_fn fn,
+                                                 void *arg)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = selector_set_state_callback_call(sel, fn, arg);
+    return zkit__error_unless_set(mark, rc, "selector_set_state_callback");
+}
+
+static int selector_start_call(zkit_selector_t *sel)
 {
     int rc = 0;
     if (!sel)
@@ -259,7 +282,14 @@ ZKIT_EXTERN int zkit_selector_start(zkit_selector_t *sel)
     return rc;
 }
 
-ZKIT_EXTERN int zkit_selector_requeue(zkit_selector_t *sel)
+ZKIT_EXTERN int zkit_selector_start(zkit_selector_t *sel)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = selector_start_call(sel);
+    return zkit__error_unless_set(mark, rc, "selector_start");
+}
+
+static int selector_requeue_call(zkit_selector_t *sel)
 {
     int rc = 0;
     if (!sel)
@@ -275,6 +305,13 @@ ZKIT_EXTERN int zkit_selector_requeue(zkit_selector_t *sel)
     return rc;
 }
 
+ZKIT_EXTERN int zkit_selector_requeue(zkit_selector_t *sel)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = selector_requeue_call(sel);
+    return zkit__error_unless_set(mark, rc, "selector_requeue");
+}
+
 ZKIT_EXTERN int zkit_selector_should_stop(const zkit_selector_t *sel)
 {
     zkit_selector_t *s = (zkit_selector_t *)sel;
@@ -287,7 +324,7 @@ ZKIT_EXTERN int zkit_selector_should_stop(const zkit_selector_t *sel)
     return stop;
 }
 
-ZKIT_EXTERN int zkit_selector_wait_stop(zkit_selector_t *sel, int timeout_ms)
+static int selector_wait_stop_call(zkit_selector_t *sel, int timeout_ms)
 {
     int64_t due;
     int rc;
@@ -311,6 +348,13 @@ ZKIT_EXTERN int zkit_selector_wait_stop(zkit_selector_t *sel, int timeout_ms)
     return rc;
 }
 
+ZKIT_EXTERN int zkit_selector_wait_stop(zkit_selector_t *sel, int timeout_ms)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = selector_wait_stop_call(sel, timeout_ms);
+    return zkit__error_unless_set(mark, rc, "selector_wait_stop");
+}
+
 ZKIT_EXTERN int zkit_selector_has_leadership(const zkit_selector_t *sel)
 {
     return sel && !zkit_selector_should_stop(sel) && query(sel, NULL, NULL, NULL) == 0;
@@ -323,22 +367,43 @@ ZKIT_EXTERN zkit_lock_t *zkit_selector_lock(zkit_selector_t *sel)
 
 /* The holding queries of the selector are those of its view (zkit_selector_lock). */
 
-ZKIT_EXTERN int zkit_selector_fencing_token(int64_t *token, const zkit_selector_t *sel)
+static int selector_fencing_token_call(int64_t *token, const zkit_selector_t *sel)
 {
     return zkit_lock_fencing_token(token, sel ? sel->view : NULL);
 }
 
-ZKIT_EXTERN int zkit_selector_valid_until(int64_t *deadline_ms, const zkit_selector_t *sel)
+ZKIT_EXTERN int zkit_selector_fencing_token(int64_t *token, const zkit_selector_t *sel)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = selector_fencing_token_call(token, sel);
+    return zkit__error_unless_set(mark, rc, "selector_fencing_token");
+}
+
+static int selector_valid_until_call(int64_t *deadline_ms, const zkit_selector_t *sel)
 {
     return zkit_lock_valid_until(deadline_ms, sel ? sel->view : NULL);
 }
 
-ZKIT_EXTERN int zkit_selector_guard_txn(zkit_txn_t *txn, const zkit_selector_t *sel)
+ZKIT_EXTERN int zkit_selector_valid_until(int64_t *deadline_ms, const zkit_selector_t *sel)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = selector_valid_until_call(deadline_ms, sel);
+    return zkit__error_unless_set(mark, rc, "selector_valid_until");
+}
+
+static int selector_guard_txn_call(zkit_txn_t *txn, const zkit_selector_t *sel)
 {
     return zkit_lock_guard_txn(txn, sel ? sel->view : NULL);
 }
 
-ZKIT_EXTERN int zkit_selector_close(zkit_selector_t *sel)
+ZKIT_EXTERN int zkit_selector_guard_txn(zkit_txn_t *txn, const zkit_selector_t *sel)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = selector_guard_txn_call(txn, sel);
+    return zkit__error_unless_set(mark, rc, "selector_guard_txn");
+}
+
+static int selector_close_call(zkit_selector_t *sel)
 {
     uint64_t timer;
     int join_here, running;
@@ -394,6 +459,13 @@ ZKIT_EXTERN int zkit_selector_close(zkit_selector_t *sel)
         pthread_cond_wait(&sel->cond, &sel->mu);
     pthread_mutex_unlock(&sel->mu);
     return 0;
+}
+
+ZKIT_EXTERN int zkit_selector_close(zkit_selector_t *sel)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = selector_close_call(sel);
+    return zkit__error_unless_set(mark, rc, "selector_close");
 }
 
 ZKIT_EXTERN void zkit_selector_free(zkit_selector_t *sel)

@@ -1095,8 +1095,8 @@ static void on_connection_state(zkit_client_t *c, zkit_conn_state_t state, void 
 
 /* ---- the counting semaphore's interface -------------------------------------------------- */
 
-ZKIT_EXTERN int zkit_semaphore_new(zkit_semaphore_t **out, zkit_client_t *client,
-                                   const char *path, int max_leases)
+static int semaphore_new_call(zkit_semaphore_t **out, zkit_client_t *client, const char *path,
+                              int max_leases)
 {
     zkit_semaphore_t *sem;
     char *locks;
@@ -1134,6 +1134,14 @@ ZKIT_EXTERN int zkit_semaphore_new(zkit_semaphore_t **out, zkit_client_t *client
     }
     *out = sem;
     return 0;
+}
+
+ZKIT_EXTERN int zkit_semaphore_new(zkit_semaphore_t **out, zkit_client_t *client, const char *path,
+                                   int max_leases)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = semaphore_new_call(out, client, path, max_leases);
+    return zkit__error_unless_set(mark, rc, "semaphore_new");
 }
 
 ZKIT_EXTERN int zkit_semaphore_cancel(zkit_semaphore_t *sem)
@@ -1186,8 +1194,8 @@ static int check_count(zkit_semaphore_t *sem, int count)
     return 0;
 }
 
-ZKIT_EXTERN int zkit_semaphore_acquire(zkit_lease_t **leases, zkit_semaphore_t *sem, int count,
-                                       int timeout_ms)
+static int semaphore_acquire_call(zkit_lease_t **leases, zkit_semaphore_t *sem, int count,
+                                  int timeout_ms)
 {
     zkit_client_t *client;
     zkit__sem_acq_t *a;
@@ -1232,8 +1240,16 @@ ZKIT_EXTERN int zkit_semaphore_acquire(zkit_lease_t **leases, zkit_semaphore_t *
     return rc;
 }
 
-ZKIT_EXTERN int zkit_semaphore_acquire_async(zkit_semaphore_t *sem, int count, int timeout_ms,
-                                             zkit_leases_acquired_fn done, void *arg)
+ZKIT_EXTERN int zkit_semaphore_acquire(zkit_lease_t **leases, zkit_semaphore_t *sem, int count,
+                                       int timeout_ms)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = semaphore_acquire_call(leases, sem, count, timeout_ms);
+    return zkit__error_unless_set(mark, rc, "semaphore_acquire");
+}
+
+static int semaphore_acquire_async_call(zkit_semaphore_t *sem, int count, int timeout_ms,
+                                        zkit_leases_acquired_fn done, void *arg)
 {
     zkit__sem_acq_t *a;
     int rc;
@@ -1248,6 +1264,14 @@ ZKIT_EXTERN int zkit_semaphore_acquire_async(zkit_semaphore_t *sem, int count, i
     zkit__sem_acq_unref(a); /* no caller's reference: the delivery holds the machine's */
     zkit__sem_acq_next(a);
     return 0;
+}
+
+ZKIT_EXTERN int zkit_semaphore_acquire_async(zkit_semaphore_t *sem, int count, int timeout_ms,
+                                             zkit_leases_acquired_fn done, void *arg)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = semaphore_acquire_async_call(sem, count, timeout_ms, done, arg);
+    return zkit__error_unless_set(mark, rc, "semaphore_acquire_async");
 }
 
 int zkit__semaphore_data_set(zkit_semaphore_t *sem, const void *data, size_t len)
@@ -1278,7 +1302,7 @@ ZKIT_EXTERN int zkit_semaphore_set_state_callback(zkit_semaphore_t *sem, zkit_le
     return 0;
 }
 
-ZKIT_EXTERN int zkit_lease_release(zkit_lease_t *lease)
+static int lease_release_call(zkit_lease_t *lease)
 {
     int rc;
     if (!lease)
@@ -1286,6 +1310,13 @@ ZKIT_EXTERN int zkit_lease_release(zkit_lease_t *lease)
     rc = zkit__lock_release_as(lease->lock, pthread_self());
     lease_free(lease);
     return rc;
+}
+
+ZKIT_EXTERN int zkit_lease_release(zkit_lease_t *lease)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = lease_release_call(lease);
+    return zkit__error_unless_set(mark, rc, "lease_release");
 }
 
 ZKIT_EXTERN zkit_lock_t *zkit_lease_lock(zkit_lease_t *lease)
@@ -1310,9 +1341,16 @@ ZKIT_EXTERN int zkit_lease_is_held(const zkit_lease_t *lease)
     return zkit_lock_is_held(lease ? lease->lock : NULL);
 }
 
-ZKIT_EXTERN int zkit_lease_valid_until(int64_t *deadline_ms, const zkit_lease_t *lease)
+static int lease_valid_until_call(int64_t *deadline_ms, const zkit_lease_t *lease)
 {
     return zkit_lock_valid_until(deadline_ms, lease ? lease->lock : NULL);
+}
+
+ZKIT_EXTERN int zkit_lease_valid_until(int64_t *deadline_ms, const zkit_lease_t *lease)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = lease_valid_until_call(deadline_ms, lease);
+    return zkit__error_unless_set(mark, rc, "lease_valid_until");
 }
 
 ZKIT_EXTERN int zkit_lease_guard_txn(zkit_txn_t *txn, const zkit_lease_t *lease)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "framework/errors.h"
 #include "recipes/semaphore.h"
 #include "framework/paths.h"
 
@@ -86,8 +87,7 @@ const zkit__lock_ops_t zkit__semaphore_mutex_ops = {
     .destroy = semmutex_destroy,
 };
 
-ZKIT_EXTERN int zkit_semaphore_mutex_new(zkit_lock_t **out, zkit_client_t *client,
-                                         const char *path)
+static int semaphore_mutex_new_call(zkit_lock_t **out, zkit_client_t *client, const char *path)
 {
     zkit_lock_t *lock;
     zkit_semaphore_t *sem;
@@ -106,4 +106,12 @@ ZKIT_EXTERN int zkit_semaphore_mutex_new(zkit_lock_t **out, zkit_client_t *clien
     lock->kind_data = sem;
     *out = lock;
     return 0;
+}
+
+ZKIT_EXTERN int zkit_semaphore_mutex_new(zkit_lock_t **out, zkit_client_t *client,
+                                         const char *path)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = semaphore_mutex_new_call(out, client, path);
+    return zkit__error_unless_set(mark, rc, "semaphore_mutex_new");
 }

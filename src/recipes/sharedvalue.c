@@ -168,8 +168,8 @@ static void on_state(zkit_node_watch_t *watch, const char *path, const zkit_stat
 
 /* ---- shared value ----------------------------------------------------------------------- */
 
-ZKIT_EXTERN int zkit_shared_value_new(zkit_shared_value_t **out, zkit_client_t *client,
-                                      const char *path, const void *seed, size_t seed_len)
+static int shared_value_new_call(zkit_shared_value_t **out, zkit_client_t *client,
+                                 const char *path, const void *seed, size_t seed_len)
 {
     zkit_shared_value_t *sv;
     if (!out) {
@@ -209,7 +209,15 @@ ZKIT_EXTERN int zkit_shared_value_new(zkit_shared_value_t **out, zkit_client_t *
     return 0;
 }
 
-ZKIT_EXTERN int zkit_shared_value_start(zkit_shared_value_t *sv)
+ZKIT_EXTERN int zkit_shared_value_new(zkit_shared_value_t **out, zkit_client_t *client,
+                                      const char *path, const void *seed, size_t seed_len)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = shared_value_new_call(out, client, path, seed, seed_len);
+    return zkit__error_unless_set(mark, rc, "shared_value_new");
+}
+
+static int shared_value_start_call(zkit_shared_value_t *sv)
 {
     zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
     zkit_stat_t st;
@@ -247,6 +255,13 @@ ZKIT_EXTERN int zkit_shared_value_start(zkit_shared_value_t *sv)
     return rc;
 }
 
+ZKIT_EXTERN int zkit_shared_value_start(zkit_shared_value_t *sv)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = shared_value_start_call(sv);
+    return zkit__error_unless_set(mark, rc, "shared_value_start");
+}
+
 /* 0 when started, else ZKIT_ESTATE described. */
 static int check_started(zkit_shared_value_t *sv)
 {
@@ -260,8 +275,8 @@ static int check_started(zkit_shared_value_t *sv)
     return ZKIT_ESTATE;
 }
 
-ZKIT_EXTERN int zkit_shared_value_get(char **value, size_t *len, zkit_shared_version_t *version,
-                                      zkit_shared_value_t *sv)
+static int shared_value_get_call(char **value, size_t *len, zkit_shared_version_t *version,
+                                 zkit_shared_value_t *sv)
 {
     int rc = 0;
     if (value)
@@ -289,6 +304,14 @@ ZKIT_EXTERN int zkit_shared_value_get(char **value, size_t *len, zkit_shared_ver
     return rc;
 }
 
+ZKIT_EXTERN int zkit_shared_value_get(char **value, size_t *len, zkit_shared_version_t *version,
+                                      zkit_shared_value_t *sv)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = shared_value_get_call(value, len, version, sv);
+    return zkit__error_unless_set(mark, rc, "shared_value_get");
+}
+
 static int check_write(zkit_shared_value_t *sv, const void *value, size_t len)
 {
     if (!sv) {
@@ -303,7 +326,7 @@ static int check_write(zkit_shared_value_t *sv, const void *value, size_t len)
     return check_started(sv);
 }
 
-ZKIT_EXTERN int zkit_shared_value_set(zkit_shared_value_t *sv, const void *value, size_t len)
+static int shared_value_set_call(zkit_shared_value_t *sv, const void *value, size_t len)
 {
     zkit_stat_t st;
     int rc;
@@ -318,9 +341,15 @@ ZKIT_EXTERN int zkit_shared_value_set(zkit_shared_value_t *sv, const void *value
     return rc;
 }
 
-ZKIT_EXTERN int zkit_shared_value_try_set(zkit_shared_value_t *sv,
-                                          const zkit_shared_version_t *prev, const void *value,
-                                          size_t len)
+ZKIT_EXTERN int zkit_shared_value_set(zkit_shared_value_t *sv, const void *value, size_t len)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = shared_value_set_call(sv, value, len);
+    return zkit__error_unless_set(mark, rc, "shared_value_set");
+}
+
+static int shared_value_try_set_call(zkit_shared_value_t *sv, const zkit_shared_version_t *prev,
+                                     const void *value, size_t len)
 {
     zkit_stat_t st;
     int rc, current;
@@ -355,6 +384,15 @@ ZKIT_EXTERN int zkit_shared_value_try_set(zkit_shared_value_t *sv,
     return rc;
 }
 
+ZKIT_EXTERN int zkit_shared_value_try_set(zkit_shared_value_t *sv,
+                                          const zkit_shared_version_t *prev, const void *value,
+                                          size_t len)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = shared_value_try_set_call(sv, prev, value, len);
+    return zkit__error_unless_set(mark, rc, "shared_value_try_set");
+}
+
 static int add_listener(int *id, zkit_shared_value_t *sv, const listener_t *l)
 {
     if (id)
@@ -379,8 +417,8 @@ static int add_listener(int *id, zkit_shared_value_t *sv, const listener_t *l)
     return 0;
 }
 
-ZKIT_EXTERN int zkit_shared_value_add_listener(int *id, zkit_shared_value_t *sv,
-                                               zkit_shared_value_fn fn, void *arg)
+static int shared_value_add_listener_call(int *id, zkit_shared_value_t *sv,
+                                          zkit_shared_value_fn fn, void *arg)
 {
     listener_t l = { 0, fn, NULL, arg };
     if (!sv || !fn) {
@@ -390,7 +428,15 @@ ZKIT_EXTERN int zkit_shared_value_add_listener(int *id, zkit_shared_value_t *sv,
     return add_listener(id, sv, &l);
 }
 
-ZKIT_EXTERN int zkit_shared_value_remove_listener(zkit_shared_value_t *sv, int id)
+ZKIT_EXTERN int zkit_shared_value_add_listener(int *id, zkit_shared_value_t *sv,
+                                               zkit_shared_value_fn fn, void *arg)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = shared_value_add_listener_call(id, sv, fn, arg);
+    return zkit__error_unless_set(mark, rc, "shared_value_add_listener");
+}
+
+static int shared_value_remove_listener_call(zkit_shared_value_t *sv, int id)
 {
     int i;
     if (!sv) {
@@ -409,6 +455,13 @@ ZKIT_EXTERN int zkit_shared_value_remove_listener(zkit_shared_value_t *sv, int i
         pthread_cond_wait(&sv->cond, &sv->mu);
     pthread_mutex_unlock(&sv->mu);
     return 0;
+}
+
+ZKIT_EXTERN int zkit_shared_value_remove_listener(zkit_shared_value_t *sv, int id)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = shared_value_remove_listener_call(sv, id);
+    return zkit__error_unless_set(mark, rc, "shared_value_remove_listener");
 }
 
 ZKIT_EXTERN void zkit_shared_value_free(zkit_shared_value_t *sv)
@@ -433,8 +486,8 @@ ZKIT_EXTERN void zkit_shared_value_free(zkit_shared_value_t *sv)
 
 /* ---- shared count ----------------------------------------------------------------------- */
 
-ZKIT_EXTERN int zkit_shared_count_new(zkit_shared_count_t **out, zkit_client_t *client,
-                                      const char *path, int32_t seed)
+static int shared_count_new_call(zkit_shared_count_t **out, zkit_client_t *client,
+                                 const char *path, int32_t seed)
 {
     unsigned char b[4];
     zkit_shared_count_t *sc;
@@ -456,6 +509,14 @@ ZKIT_EXTERN int zkit_shared_count_new(zkit_shared_count_t **out, zkit_client_t *
     return 0;
 }
 
+ZKIT_EXTERN int zkit_shared_count_new(zkit_shared_count_t **out, zkit_client_t *client,
+                                      const char *path, int32_t seed)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = shared_count_new_call(out, client, path, seed);
+    return zkit__error_unless_set(mark, rc, "shared_count_new");
+}
+
 #define SC_CHECK(sc)                                            \
     do {                                                        \
         if (!(sc)) {                                            \
@@ -464,14 +525,21 @@ ZKIT_EXTERN int zkit_shared_count_new(zkit_shared_count_t **out, zkit_client_t *
         }                                                       \
     } while (0)
 
-ZKIT_EXTERN int zkit_shared_count_start(zkit_shared_count_t *sc)
+static int shared_count_start_call(zkit_shared_count_t *sc)
 {
     SC_CHECK(sc);
     return zkit_shared_value_start(sc->sv);
 }
 
-ZKIT_EXTERN int zkit_shared_count_get(int32_t *count, zkit_shared_version_t *version,
-                                      zkit_shared_count_t *sc)
+ZKIT_EXTERN int zkit_shared_count_start(zkit_shared_count_t *sc)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = shared_count_start_call(sc);
+    return zkit__error_unless_set(mark, rc, "shared_count_start");
+}
+
+static int shared_count_get_call(int32_t *count, zkit_shared_version_t *version,
+                                 zkit_shared_count_t *sc)
 {
     zkit_shared_value_t *sv;
     int rc;
@@ -498,7 +566,15 @@ ZKIT_EXTERN int zkit_shared_count_get(int32_t *count, zkit_shared_version_t *ver
     return rc;
 }
 
-ZKIT_EXTERN int zkit_shared_count_set(zkit_shared_count_t *sc, int32_t count)
+ZKIT_EXTERN int zkit_shared_count_get(int32_t *count, zkit_shared_version_t *version,
+                                      zkit_shared_count_t *sc)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = shared_count_get_call(count, version, sc);
+    return zkit__error_unless_set(mark, rc, "shared_count_get");
+}
+
+static int shared_count_set_call(zkit_shared_count_t *sc, int32_t count)
 {
     unsigned char b[4];
     SC_CHECK(sc);
@@ -506,8 +582,15 @@ ZKIT_EXTERN int zkit_shared_count_set(zkit_shared_count_t *sc, int32_t count)
     return zkit_shared_value_set(sc->sv, b, 4);
 }
 
-ZKIT_EXTERN int zkit_shared_count_try_set(zkit_shared_count_t *sc,
-                                          const zkit_shared_version_t *prev, int32_t count)
+ZKIT_EXTERN int zkit_shared_count_set(zkit_shared_count_t *sc, int32_t count)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = shared_count_set_call(sc, count);
+    return zkit__error_unless_set(mark, rc, "shared_count_set");
+}
+
+static int shared_count_try_set_call(zkit_shared_count_t *sc, const zkit_shared_version_t *prev,
+                                     int32_t count)
 {
     unsigned char b[4];
     SC_CHECK(sc);
@@ -515,8 +598,16 @@ ZKIT_EXTERN int zkit_shared_count_try_set(zkit_shared_count_t *sc,
     return zkit_shared_value_try_set(sc->sv, prev, b, 4);
 }
 
-ZKIT_EXTERN int zkit_shared_count_add_listener(int *id, zkit_shared_count_t *sc,
-                                               zkit_shared_count_fn fn, void *arg)
+ZKIT_EXTERN int zkit_shared_count_try_set(zkit_shared_count_t *sc,
+                                          const zkit_shared_version_t *prev, int32_t count)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = shared_count_try_set_call(sc, prev, count);
+    return zkit__error_unless_set(mark, rc, "shared_count_try_set");
+}
+
+static int shared_count_add_listener_call(int *id, zkit_shared_count_t *sc,
+                                          zkit_shared_count_fn fn, void *arg)
 {
     listener_t l = { 0, NULL, fn, arg };
     SC_CHECK(sc);
@@ -527,10 +618,25 @@ ZKIT_EXTERN int zkit_shared_count_add_listener(int *id, zkit_shared_count_t *sc,
     return add_listener(id, sc->sv, &l);
 }
 
-ZKIT_EXTERN int zkit_shared_count_remove_listener(zkit_shared_count_t *sc, int id)
+ZKIT_EXTERN int zkit_shared_count_add_listener(int *id, zkit_shared_count_t *sc,
+                                               zkit_shared_count_fn fn, void *arg)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = shared_count_add_listener_call(id, sc, fn, arg);
+    return zkit__error_unless_set(mark, rc, "shared_count_add_listener");
+}
+
+static int shared_count_remove_listener_call(zkit_shared_count_t *sc, int id)
 {
     SC_CHECK(sc);
     return zkit_shared_value_remove_listener(sc->sv, id);
+}
+
+ZKIT_EXTERN int zkit_shared_count_remove_listener(zkit_shared_count_t *sc, int id)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = shared_count_remove_listener_call(sc, id);
+    return zkit__error_unless_set(mark, rc, "shared_count_remove_listener");
 }
 
 ZKIT_EXTERN void zkit_shared_count_free(zkit_shared_count_t *sc)

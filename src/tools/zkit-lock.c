@@ -2,9 +2,10 @@
  * zkit-lock.c - run a command while holding a ZooKeeper lock, like flock(1) or `consul lock`,
  * but safe when the lock is lost: the command is killed before anyone else can hold it.
  *
+ *   zkit-lock [options] PATH COMMAND [ARGS...]       (flock's syntax: one PATH)
  *   zkit-lock [options] PATH [PATH...] -- COMMAND [ARGS...]
  *   zkit-lock [options] -c 'SHELL COMMAND' PATH [PATH...]
- *   zkit-lock [options] PATH [PATH...]              (no command: holds until signalled)
+ *   zkit-lock [options] PATH                        (no command: holds until signalled)
  *   zkit-lock [options] --once-per SECONDS PATH -- COMMAND [ARGS...]
  *   zkit-lock [options] --list PATH
  *
@@ -28,9 +29,10 @@
 /* ---- options ------------------------------------------------------------------------------ */
 
 static const char usage_text[] =
-    "Usage: zkit-lock [options] PATH [PATH...] -- COMMAND [ARGS...]\n"
+    "Usage: zkit-lock [options] PATH COMMAND [ARGS...]\n"
+    "       zkit-lock [options] PATH [PATH...] -- COMMAND [ARGS...]\n"
     "       zkit-lock [options] -c 'SHELL COMMAND' PATH [PATH...]\n"
-    "       zkit-lock [options] PATH [PATH...]\n"
+    "       zkit-lock [options] PATH\n"
     "       zkit-lock [options] --once-per SECONDS PATH -- COMMAND [ARGS...]\n"
     "       zkit-lock [options] --list PATH\n"
     "\n"
@@ -38,7 +40,12 @@ static const char usage_text[] =
     "mutex; several PATHs are locked together).  If the lock is lost or can no longer be\n"
     "guaranteed, COMMAND's process group is terminated before anyone else can get the lock.\n"
     "\n"
-    "Without a COMMAND the lock is held until SIGINT, SIGTERM, SIGHUP or SIGQUIT (then\n"
+    "As with flock(1), the word after PATH starts COMMAND, and what follows is COMMAND's.\n"
+    "Several PATHs need '--' before COMMAND (or -c): a second word is taken for a PATH only\n"
+    "when it starts with '/' and a '--' follows it.  A COMMAND given by an absolute name\n"
+    "whose own arguments include '--' needs a '--' before it.\n"
+    "\n"
+    "Without a COMMAND the lock on the one PATH is held until SIGINT, SIGTERM, SIGHUP or SIGQUIT (then\n"
     "released; exit 0), and one line \"held NODE token TOKEN\" is printed on stdout once\n"
     "it is acquired; exit 75 if the lock is lost meanwhile.\n"
     "\n"
@@ -219,8 +226,27 @@ static void print_version(void)
 }
 
 /*
+ * Whether the word at argv[i], after a first PATH, is another PATH rather than the start of
+ * the command in flock's syntax (zkit-lock PATH COMMAND ARGS...): only if it could be a lock
+ * path and a "--" follows, so that the command ends up after it.  Without that rule a
+ * forgotten "--" made the command a second lock path, held without running anything.
+ */
+static int another_path(int argc, char **argv, int i)
+{
+    if (argv[i][0] != '/')
+        return 0;
+    for (int k = i + 1; k < argc; k++) {
+        if (strcmp(argv[k], "--") == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/*
  * getopt_long stops at each PATH ("+" mode); we take it and go on, so options may come before,
- * between or after the PATHs.  "--" ends it all: the rest is the command.
+ * between or after the PATHs.  "--" ends it all: the rest is the command.  Without "--", the
+ * word after the first PATH starts the command (see another_path), unless -c gave it already
+ * or --list wants a path.
  * Returns -1 to go on, or the exit status (0 after --help).
  */
 static int scan_arguments(zkl_options_t *o, int argc, char **argv)
@@ -237,6 +263,11 @@ static int scan_arguments(zkl_options_t *o, int argc, char **argv)
             }
             if (optind >= argc)
                 return -1;
+            if (o->path_count >= 1 && !o->shell_command && !o->list_mode &&
+                !another_path(argc, argv, optind)) {
+                o->command = argv + optind;
+                return -1;
+            }
             o->paths[o->path_count++] = argv[optind++];
             continue;
         }
@@ -259,7 +290,8 @@ static int check_path(const char *path)
 {
     if (zkit_path_validate(path) != 0 || strcmp(path, "/") == 0)
         return zkl_usage_error("bad lock path '%s': must be absolute, not the root, without "
-                           "empty, '.' or '..' parts or control characters", path);
+                           "empty, '.' or '..' parts or control characters (the PATH comes "
+                           "first: zkit-lock PATH COMMAND, or PATH... -- COMMAND)", path);
     return 0;
 }
 
