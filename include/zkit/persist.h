@@ -110,7 +110,9 @@ ZKIT_EXTERN int zkit_persistent_node_new(zkit_persistent_node_t **out, zkit_clie
 
 /*
  * Changes the node's data: kept, and written to our node when it is present (at once, or when
- * it is next created).  Returns once stored: 0, ZKIT_EINVAL, ZKIT_ETOOBIG or ZKIT_ENOMEM.
+ * it is next created).  Returns once stored: 0, ZKIT_EINVAL, ZKIT_ETOOBIG or ZKIT_ENOMEM.  A
+ * create already on its way carries the data it was sent with: the node is then present with
+ * that data first, and the write of the new data follows.
  */
 ZKIT_EXTERN int zkit_persistent_node_set_data(zkit_persistent_node_t *node, const void *data,
                                               size_t len);
