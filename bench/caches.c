@@ -180,15 +180,15 @@ static void zkit_heard(zkit_cache_t *cache, const zkit_cache_event_t *e, void *a
     pthread_mutex_unlock(&z->mu);
 }
 
-/* zkit's cache of the tree: the children cache of its root for a flat tree.  A tree of two
- * levels needs the tree cache (zkit_tree_cache_new(out, client, t->path, t->levels, NULL,
- * listener, arg)), which this build does not have. */
+/* zkit's cache of the tree: the children cache of its root for a flat tree (the peers'
+ * caches of one level are of the children too), the tree cache down to the leaves for a
+ * deeper one (it holds the root as well: one node more than the tree's count). */
 static int zkit_tree_open(zkit_cache_t **out, zkit_client_t *client, const cache_tree_t *t,
                           zkit_cache_listener_fn listener, void *arg)
 {
     if (t->levels == 1)
         return zkit_children_cache_new(out, client, t->path, NULL, listener, arg);
-    return ZKIT_EINVAL;
+    return zkit_tree_cache_new(out, client, t->path, t->levels, NULL, listener, arg);
 }
 
 /* This process's resident set, in bytes. */
