@@ -180,15 +180,15 @@ static void zkit_heard(zkit_cache_t *cache, const zkit_cache_event_t *e, void *a
     pthread_mutex_unlock(&z->mu);
 }
 
-/* zkit's cache of the tree: the children cache of its root for a flat tree.  A tree of two
- * levels needs the tree cache (zkit_tree_cache_new(out, client, t->path, t->levels, NULL,
- * listener, arg)), which this build does not have. */
+/* zkit's cache of the tree: the children cache of its root for a flat tree (the peers'
+ * caches of one level are of the children too), the tree cache down to the leaves for a
+ * deeper one (it holds the root as well: one node more than the tree's count). */
 static int zkit_tree_open(zkit_cache_t **out, zkit_client_t *client, const cache_tree_t *t,
                           zkit_cache_listener_fn listener, void *arg)
 {
     if (t->levels == 1)
         return zkit_children_cache_new(out, client, t->path, NULL, listener, arg);
-    return ZKIT_EINVAL;
+    return zkit_tree_cache_new(out, client, t->path, t->levels, NULL, listener, arg);
 }
 
 /* This process's resident set, in bytes. */
@@ -463,17 +463,27 @@ static void run_round(const options_t *o, const cache_tree_t *t, zkit_client_t *
         if (wanted && !started[i] && !row->skipped)
             row->ok = 0;
     }
-    /* The floor: one unmeasured load, then the timed one. */
+    /* The floor: one unmeasured load, then the timed one, with the resident set around it:
+     * what a bare zhandle holding one watch per node costs (libzookeeper keeps each watch
+     * with its path), the part of any cache's memory no cache over it can save. */
     if (rows[FLOOR_ROW].ok) {
+        row_t *row = &rows[FLOOR_ROW];
         double ms;
         long sent;
+        long long rss0, rss1;
         int warm = cache_tree_floor(o, t, &ms, &sent, NULL, NULL, NULL);
         settle(o);
+        malloc_trim(0);
+        rss0 = resident_bytes();
         if (warm == 0 &&
             cache_tree_floor(o, t, &ms, &sent, floor_heard, &logs[FLOOR_ROW], &floor) == 0) {
-            rows[FLOOR_ROW].load_ms[round] = ms;
-            rows[FLOOR_ROW].requests[round] = (double)sent;
-            rows[FLOOR_ROW].nodes[round] = (double)t->nodes;
+            rss1 = resident_bytes();
+            row->load_ms[round] = ms;
+            row->requests[round] = (double)sent;
+            row->nodes[round] = (double)t->nodes;
+            row->bytes[round] = (double)(rss1 - rss0) / (double)t->nodes;
+            malloc_trim(0);
+            row->trimmed[round] = (double)(resident_bytes() - rss0) / (double)t->nodes;
         } else {
             rows[FLOOR_ROW].ok = 0;
         }
@@ -589,7 +599,7 @@ static void print_rows(const options_t *o, const cache_tree_t *t, row_t *rows)
         }
         if (r->memory)
             printf(" %10.0f", median_of(r->bytes, o->rounds));
-        if (r->memory && i == ZKIT_ROW)
+        if (r->memory && (i == ZKIT_ROW || i == FLOOR_ROW))
             printf(" (%.0f trimmed)", median_of(r->trimmed, o->rounds));
         putchar('\n');
         rec = (record_t){ .section = "cache-load", .name = r->name, .round = o->rounds,
@@ -611,6 +621,13 @@ static void print_rows(const options_t *o, const cache_tree_t *t, row_t *rows)
     }
     printf("\nnames + data: %.0f bytes a node (aim: zkit's memory at most 2x, %.0f bytes)\n",
            per_node, 2 * per_node);
+    if (rows[FLOOR_ROW].ok && rows[ZKIT_ROW].ok)
+        printf("libzookeeper's watches alone (the floor's handle): %.0f bytes a node (%.0f "
+               "trimmed); zkit's cache: %.0f (%.0f trimmed)\n",
+               median_of(rows[FLOOR_ROW].bytes, o->rounds),
+               median_of(rows[FLOOR_ROW].trimmed, o->rounds),
+               median_of(rows[ZKIT_ROW].bytes, o->rounds),
+               median_of(rows[ZKIT_ROW].trimmed, o->rounds));
     for (int i = FLOOR_ROW; i < ROWS; i++) {
         if (i == ZKIT_ROW)
             continue;
@@ -660,8 +677,7 @@ static int shape_rows(const options_t *o, const char *shape, zkit_client_t *clie
     snprintf(rows[CURATOR_TREE_ROW].name, sizeof rows[0].name, "Curator TreeCache");
     snprintf(rows[KAZOO_ROW].name, sizeof rows[0].name, "kazoo TreeCache");
     for (int i = 0; i < ROWS; i++)
-        rows[i].ok = rows[i].memory = i != FLOOR_ROW;
-    rows[FLOOR_ROW].ok = 1;
+        rows[i].ok = rows[i].memory = 1;
     rows[CURATOR_CACHE_ROW].skipped = rows[CURATOR_TREE_ROW].skipped = !o->curator;
     rows[KAZOO_ROW].skipped = !o->kazoo;
     if (!(zh = raw_connect(o->connect, &conn)))
@@ -717,7 +733,9 @@ int cache_rows(const options_t *o)
            "same node can hide one).  bytes/node = memory held once loaded, per node: zkit, "
            "this\nprocess's resident set after the load minus before it (trimmed: both after "
            "malloc_trim);\nCurator, the JVM's heap used after System.gc(); kazoo, its "
-           "process's resident set after\ngc.collect().  The floor = a bare zhandle, watched "
+           "process's resident set after\ngc.collect(); the floor, this process's resident set "
+           "around its load, its handle\nholding one watch per node.  The floor = a bare "
+           "zhandle, watched "
            "get-children of each inner node and\nwatched get-data of every node, each sent as "
            "soon as the listing naming it is back;\nit stays open through the writes and "
            "reads a node again on its watch event, as a cache must\n(its lag: the reply's "

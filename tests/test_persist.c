@@ -198,11 +198,27 @@ static int back_in_new_session(void *arg)
     return zkit_exists(&st, w->reader, w->path, NULL) == 0 && st.ephemeral_owner == now;
 }
 
+typedef struct parent_wait {
+    zkit_client_t *c;
+    const char *path;
+} parent_wait_t;
+
+static int no_children_left(void *arg)
+{
+    parent_wait_t *w = arg;
+    return server_children(w->c, w->path) <= 0; /* none, or the parent gone */
+}
+
 /* Deletes a parent made as a container: the server may have removed it already (it reaps
- * empty containers), which is fine; a child left behind is not. */
+ * empty containers), which is fine; a child left behind is not.  A member or node freed just
+ * before sent its delete on its own session without waiting for the answer, so the children
+ * are given until WAIT_MS to go (each delete is one round trip on a live session). */
 static void remove_container(zkit_client_t *c, const char *path)
 {
-    int rc = zkit_delete(c, path, -1, 0);
+    parent_wait_t w = { c, path };
+    int rc;
+    (void)zkh_wait_until(no_children_left, &w, WAIT_MS);
+    rc = zkit_delete(c, path, -1, 0);
     CU_ASSERT(rc == 0 || rc == ZKIT_ENONODE);
 }
 

@@ -430,6 +430,85 @@ static void test_children(void)
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, parent), 0);
 }
 
+/* --tree over a 2-level subtree: the initial content parent before children, then each
+ * change of any level in the server's order, a deleted subtree children first; --depth 1
+ * leaves the grandchildren out. */
+static void test_tree(void)
+{
+    char root[64], a[96], a1[128], a2[128], b[96], b1[128], out[300], out1[300], want[2048],
+        line[256];
+    const char *cs = zkh_connect_string(zk);
+    pid_t w, w1;
+    zkh_unique_path(root, sizeof(root), "watch-tree");
+    snprintf(a, sizeof(a), "%s/a", root);
+    snprintf(a1, sizeof(a1), "%s/a/1", root);
+    snprintf(a2, sizeof(a2), "%s/a/2", root);
+    snprintf(b, sizeof(b), "%s/b", root);
+    snprintf(b1, sizeof(b1), "%s/b/1", root);
+    scratch(out, sizeof(out), "tree.out");
+    scratch(out1, sizeof(out1), "tree-depth1.out");
+    CU_ASSERT_EQUAL_FATAL(zk_create(root, "r", 1), ZOK);
+    CU_ASSERT_EQUAL_FATAL(zk_create(a, "a", 1), ZOK);
+    CU_ASSERT_EQUAL_FATAL(zk_create(a1, "a1", 2), ZOK);
+    {
+        const char *args[] = { "--connect", cs, "--data", "--tree", root, NULL };
+        w = spawn_tool(out, NULL, args);
+    }
+    {
+        const char *args[] = { "--connect", cs, "--tree", "--depth", "1", root, NULL };
+        w1 = spawn_tool(out1, NULL, args);
+    }
+    snprintf(line, sizeof(line), "%s INITIALIZED -1 \n", root);
+    CU_ASSERT_EQUAL_FATAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    snprintf(line, sizeof(line), "%s INITIALIZED -1\n", root);
+    CU_ASSERT_EQUAL_FATAL(wait_text(out1, line, EVENT_WAIT_MS), 0);
+    /* Each change waits for its line, so that the order is the server's and no two changes
+     * of one node fold into one state. */
+    CU_ASSERT_EQUAL(zk_create(a2, "a2", 2), ZOK);
+    snprintf(line, sizeof(line), "%s CREATED 0 a2\n", a2);
+    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(zk_create(b, "b", 1), ZOK);
+    snprintf(line, sizeof(line), "%s CREATED 0 b\n", b);
+    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    snprintf(line, sizeof(line), "%s CREATED 0\n", b);
+    CU_ASSERT_EQUAL(wait_text(out1, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(zk_create(b1, "b1", 2), ZOK);
+    snprintf(line, sizeof(line), "%s CREATED 0 b1\n", b1);
+    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(zk_set(a1, "A1"), ZOK);
+    snprintf(line, sizeof(line), "%s CHANGED 1 A1\n", a1);
+    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(zk_set(root, "R"), ZOK);
+    snprintf(line, sizeof(line), "%s CHANGED 1 R\n", root);
+    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    snprintf(line, sizeof(line), "%s CHANGED 1\n", root);
+    CU_ASSERT_EQUAL(wait_text(out1, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(zk_delete(b1), ZOK);
+    snprintf(line, sizeof(line), "%s DELETED 0 b1\n", b1);
+    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(zk_delete(b), ZOK);
+    snprintf(line, sizeof(line), "%s DELETED 0 b\n", b);
+    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    /* The depth-1 watch follows the root and its child set, not the grandchildren. */
+    snprintf(line, sizeof(line), "%s DELETED 0\n", b);
+    CU_ASSERT_EQUAL(wait_text(out1, line, EVENT_WAIT_MS), 0);
+    kill(w, SIGTERM);
+    kill(w1, SIGTERM);
+    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_status(w1, TOOL_WAIT_MS), 0);
+    snprintf(want, sizeof(want),
+             "%s CREATED 0 r\n%s CREATED 0 a\n%s CREATED 0 a1\n%s INITIALIZED -1 \n"
+             "%s CREATED 0 a2\n%s CREATED 0 b\n%s CREATED 0 b1\n%s CHANGED 1 A1\n"
+             "%s CHANGED 1 R\n%s DELETED 0 b1\n%s DELETED 0 b\n",
+             root, a, a1, root, a2, b, b1, a1, root, b1, b);
+    CU_ASSERT(text_is(out, want));
+    snprintf(want, sizeof(want),
+             "%s CREATED 0\n%s CREATED 0\n%s INITIALIZED -1\n%s CREATED 0\n%s CHANGED 1\n"
+             "%s DELETED 0\n", root, a, root, b, root, b);
+    CU_ASSERT(text_is(out1, want));
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, root), 0);
+}
+
 /* --once: the first change after the initial state, then exit 0; with --timeout and no
  * change, status 1 after that time; a signal before the change, 128 + the signal. */
 static void test_once(void)
@@ -656,6 +735,10 @@ static void test_usage_errors(void)
         { { "--connect", cs, "--namespace", "a//b", "/a", NULL }, 64 },
         { { "--connect", cs, "--auth-file", "/nonexistent/zkit-auth", "/a", NULL }, 64 },
         { { "--connect", cs, "--timeout", NULL }, 64 },
+        { { "--connect", cs, "--tree", "--children", "/a", NULL }, 64 },
+        { { "--connect", cs, "--depth", "1", "/a", NULL }, 64 },
+        { { "--connect", cs, "--tree", "--depth", "-1", "/a", NULL }, 64 },
+        { { "--connect", cs, "--tree", "--depth", "x", "/a", NULL }, 64 },
         /* A command that cannot run fails before any connection (none is reachable here). */
         { { "--connect", "127.0.0.1:1", "--connect-timeout", "3", "/a", "--",
             "./no-such-command-zkit", NULL }, 127 },
@@ -799,6 +882,7 @@ static const zkh_test_t tests[] = {
     { "create, change, delete: one line each, in order", test_events_in_order },
     { "--data: one event, one line, bytes escaped", test_data_escaping },
     { "--children", test_children },
+    { "--tree and --depth: a 2-level subtree's events in order", test_tree },
     { "--once and --timeout", test_once },
     { "a command: never two at once, a burst coalesced", test_command_coalesces },
     { "a command: absent node, deletion, --once, --children", test_command_absent_and_deleted },

@@ -2,22 +2,24 @@
  * cache.c - the public re-arming watches, the node and children caches built on them, and the
  * public face of the tree cache (treecache.c), which answers the reads of a tree cache.
  *
- * A children cache is one child-set watch on the parent and one node watch per listed child;
- * a node cache is one node watch.  Every watch delivers on the client's delivery, one callback
- * at a time, each with the newest state its watch has accepted, and the watches post their
- * deliveries in the order the server's answers came: so when a child set is delivered, it is
- * newer than every child state delivered before it, and a child missing from it is gone.
- * The snapshot changes only in those callbacks, under the cache's mutex, which the read calls
- * take too; the events are made there and heard after the mutex is released.
+ * A node cache is one node watch, which delivers on the client's delivery the newest state it
+ * has accepted; the snapshot changes only in that callback, under the cache's mutex, which the
+ * read calls take too; the events are made there and heard after the mutex is released.
+ *
+ * A children cache is a tree cache of depth 1 whose root, the parent, is read (its existence,
+ * incarnation and child set, with a Stat-only read for the first) but neither cached nor
+ * reported: each child is then one node of the tree (a name, a Stat, its data and two
+ * one-shot machines under the tree's one mutex) rather than a re-arming watch of its own,
+ * which keeps a child's cost near that of its name and data.
  */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "framework/errors.h"
 #include "framework/async.h"
 #include "framework/paths.h"
 #include "recipes/rewatch.h"
+#include "framework/errors.h"
 #include "recipes/treecache.h"
 #include "zkit/cache.h"
 
@@ -88,8 +90,9 @@ static void children_trampoline(zkit__rewatch_t *core, const zkit__rewatch_state
     w->fn(w, st->path, st->stat, st->names, st->count, w->arg);
 }
 
-static int node_watch_new_call(zkit_node_watch_t **out, zkit_client_t *client, const char *path,
-                               const zkit_watch_options_t *opts, zkit_node_watch_fn fn, void *arg)
+static int node_watch_new_call(zkit_node_watch_t **out, zkit_client_t *client,
+                                    const char *path, const zkit_watch_options_t *opts,
+                                    zkit_node_watch_fn fn, void *arg)
 {
     zkit_node_watch_t *w;
     int rc;
@@ -131,8 +134,8 @@ ZKIT_EXTERN void zkit_node_watch_free(zkit_node_watch_t *w)
 }
 
 static int children_watch_new_call(zkit_children_watch_t **out, zkit_client_t *client,
-                                   const char *path, const zkit_watch_options_t *opts,
-                                   zkit_children_watch_fn fn, void *arg)
+                                        const char *path, const zkit_watch_options_t *opts,
+                                        zkit_children_watch_fn fn, void *arg)
 {
     zkit_children_watch_t *w;
     int rc;
@@ -181,7 +184,6 @@ typedef struct entry {
     char *name;
     char *path;
     zkit__rewatch_t *watch;
-    int reported;        /* its watch has delivered a first state */
     int present;
     zkit_stat_t stat;
     char *data;
@@ -191,20 +193,16 @@ typedef struct entry {
 struct zkit_cache {
     zkit_client_t *client;
     char *path;
-    int children;               /* a children cache, else a node cache (or a tree cache) */
-    zkit__tree_t *tree;         /* a tree cache: everything but the path is there */
+    int children;               /* a children cache (a tree cache with a hidden root) */
+    zkit__tree_t *tree;         /* a tree or children cache: everything but the path is there */
     unsigned flags;
     zkit_cache_listener_fn listener;
     void *arg;
     int refs;                   /* atomic: the owner's, and one per callback running */
     pthread_mutex_t mu;
     int closed;
-    zkit__rewatch_t *parent;    /* the child-set watch of a children cache */
-    entry_t **entries;          /* sorted by name */
-    size_t count, cap;
-    int listed;                 /* the set of entries has been heard once */
+    entry_t *entry;             /* a node cache's node */
     int initialized;
-    size_t unreported;          /* entries whose first state has not come */
 };
 
 /* An event made under the cache's mutex, heard after it: owns its strings. */
@@ -235,9 +233,7 @@ static void cache_unref(zkit_cache_t *cache)
 {
     if (__atomic_sub_fetch(&cache->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
-    for (size_t i = 0; i < cache->count; i++)
-        entry_free(cache->entries[i]);
-    free(cache->entries);
+    entry_free(cache->entry);
     pthread_mutex_destroy(&cache->mu);
     zkit__client_unref(cache->client);
     free(cache->path);
@@ -255,30 +251,10 @@ static char *dup_bytes(const char *data, size_t len)
     return out;
 }
 
-/* Index of `name` in the sorted entries, or where it would go (*found 0). */
-static size_t find_entry(const zkit_cache_t *cache, const char *name, int *found)
-{
-    size_t lo = 0, hi = cache->count;
-    *found = 0;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(cache->entries[mid]->name, name);
-        if (c == 0) {
-            *found = 1;
-            return mid;
-        }
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-/* INITIALIZED once the set is known and each entry's first state has come (mu held). */
+/* INITIALIZED once the node's first state has come (mu held). */
 static int take_initialized(zkit_cache_t *cache)
 {
-    if (cache->initialized || !cache->listed || cache->unreported > 0)
+    if (cache->initialized)
         return 0;
     cache->initialized = 1;
     return 1;
@@ -373,10 +349,6 @@ static void on_entry(zkit__rewatch_t *w, const zkit__rewatch_state_t *st, void *
     } else if (e->present && make_deleted(e, &ev) == 0) {
         n = 1;
     }
-    if (!e->reported) {
-        e->reported = 1;
-        cache->unreported--;
-    }
     initialized = take_initialized(cache);
     cache_ref(cache);
     pthread_mutex_unlock(&cache->mu);
@@ -400,106 +372,15 @@ static entry_t *entry_new(zkit_cache_t *cache, const char *name, const char *pat
     return e;
 }
 
-/* Inserts an entry at `at` (mu held): a child of the cached path, or with `name` NULL the
- * cached node itself.  Its watch starts at once.  0 or ZKIT_ENOMEM. */
-static int insert_entry(zkit_cache_t *cache, size_t at, const char *name)
+/* Makes and starts the node cache's one entry (mu held).  0 or ZKIT_ENOMEM. */
+static int node_entry(zkit_cache_t *cache)
 {
-    entry_t *e;
-    char *path;
-    if (cache->count == cache->cap) {
-        size_t cap = cache->cap ? cache->cap * 2 : 8;
-        entry_t **grown = realloc(cache->entries, cap * sizeof(*grown));
-        if (!grown)
-            return ZKIT_ENOMEM;
-        cache->entries = grown;
-        cache->cap = cap;
-    }
-    path = name ? zkit__path_join(cache->path, name) : strdup(cache->path);
-    if (!path)
-        return ZKIT_ENOMEM;
-    if (!name)
-        name = zkit__path_basename(cache->path);
-    e = entry_new(cache, name, path);
-    free(path);
+    entry_t *e = entry_new(cache, zkit__path_basename(cache->path), cache->path);
     if (!e)
         return ZKIT_ENOMEM;
-    memmove(&cache->entries[at + 1], &cache->entries[at],
-            (cache->count - at) * sizeof(*cache->entries));
-    cache->entries[at] = e;
-    cache->count++;
-    cache->unreported++;
+    cache->entry = e;
     zkit__rewatch_start(e->watch);
     return 0;
-}
-
-/* Removes the entries not in `names` (sorted) into `gone`, with a DELETED event for each
- * present one (mu held).  Returns the number of events made. */
-static size_t remove_unlisted(zkit_cache_t *cache, char *const *names, size_t count,
-                              entry_t **gone, size_t *ngone, pending_event_t *ev)
-{
-    size_t kept = 0, n = 0, j = 0;
-    for (size_t i = 0; i < cache->count; i++) {
-        entry_t *e = cache->entries[i];
-        while (j < count && strcmp(names[j], e->name) < 0)
-            j++;
-        if (j < count && strcmp(names[j], e->name) == 0) {
-            cache->entries[kept++] = e;
-            continue;
-        }
-        if (e->present && make_deleted(e, &ev[n]) == 0)
-            n++;
-        if (!e->reported)
-            cache->unreported--;
-        gone[(*ngone)++] = e;
-    }
-    cache->count = kept;
-    return n;
-}
-
-/* The parent's child set was delivered (the client's delivery). */
-static void on_children(zkit__rewatch_t *w, const zkit__rewatch_state_t *st, void *arg)
-{
-    zkit_cache_t *cache = arg;
-    entry_t **gone = NULL;
-    pending_event_t *ev = NULL;
-    size_t ngone = 0, n = 0;
-    int initialized = 0, found;
-    (void)w;
-    pthread_mutex_lock(&cache->mu);
-    if (cache->closed) {
-        pthread_mutex_unlock(&cache->mu);
-        return;
-    }
-    if (cache->count) {
-        gone = calloc(cache->count, sizeof(*gone));
-        ev = calloc(cache->count, sizeof(*ev));
-    }
-    if (cache->count && (!gone || !ev)) {
-        /* Out of memory: the next child set delivered brings the cache up to date. */
-        free(gone);
-        free(ev);
-        pthread_mutex_unlock(&cache->mu);
-        return;
-    }
-    n = remove_unlisted(cache, st->names, st->count, gone, &ngone, ev);
-    for (size_t i = 0; i < st->count; i++) {
-        size_t at = find_entry(cache, st->names[i], &found);
-        if (!found && insert_entry(cache, at, st->names[i]) != 0)
-            zkit__client_log(cache->client, ZKIT_LOG_ERROR,
-                             "cache %s: out of memory adding %s", cache->path, st->names[i]);
-    }
-    cache->listed = 1;
-    initialized = take_initialized(cache);
-    cache_ref(cache);
-    pthread_mutex_unlock(&cache->mu);
-    for (size_t i = 0; i < ngone; i++) {
-        zkit__rewatch_free(gone[i]->watch);
-        entry_free(gone[i]);
-    }
-    emit(cache, ev, n, initialized);
-    free(gone);
-    free(ev);
-    cache_unref(cache);
 }
 
 /* A cache object of no kind yet (its mutex initialized, its client referenced). */
@@ -522,32 +403,23 @@ static zkit_cache_t *cache_alloc(zkit_client_t *client, const char *path,
     return cache;
 }
 
-static int cache_new(zkit_cache_t **out, zkit_client_t *client, const char *path,
-                     const zkit_watch_options_t *opts, zkit_cache_listener_fn listener,
-                     void *arg, int children)
+static int node_cache_new_call(zkit_cache_t **out, zkit_client_t *client, const char *path,
+                                    const zkit_watch_options_t *opts,
+                                    zkit_cache_listener_fn listener, void *arg)
 {
     zkit_cache_t *cache;
     int rc;
     if (!out)
         return ZKIT_EINVAL;
     *out = NULL;
-    if ((rc = check_args(client, path, opts, 1, children ? "children_cache" : "node_cache")))
+    if ((rc = check_args(client, path, opts, 1, "node_cache")))
         return rc;
     if (zkit__client_is_closing(client))
         return ZKIT_ECLOSED;
     if (!(cache = cache_alloc(client, path, opts, listener, arg)))
         return ZKIT_ENOMEM;
-    cache->children = children;
     pthread_mutex_lock(&cache->mu);
-    if (children) {
-        rc = zkit__rewatch_new(&cache->parent, client, path, ZKIT__REWATCH_CHILDREN, 0,
-                               on_children, cache);
-        if (rc == 0)
-            zkit__rewatch_start(cache->parent);
-    } else {
-        cache->listed = 1; /* the one entry is the node itself */
-        rc = insert_entry(cache, 0, NULL);
-    }
+    rc = node_entry(cache);
     pthread_mutex_unlock(&cache->mu);
     if (rc != 0) {
         cache_unref(cache);
@@ -555,13 +427,6 @@ static int cache_new(zkit_cache_t **out, zkit_client_t *client, const char *path
     }
     *out = cache;
     return 0;
-}
-
-static int node_cache_new_call(zkit_cache_t **out, zkit_client_t *client, const char *path,
-                               const zkit_watch_options_t *opts, zkit_cache_listener_fn listener,
-                               void *arg)
-{
-    return cache_new(out, client, path, opts, listener, arg, 0);
 }
 
 ZKIT_EXTERN int zkit_node_cache_new(zkit_cache_t **out, zkit_client_t *client, const char *path,
@@ -573,11 +438,42 @@ ZKIT_EXTERN int zkit_node_cache_new(zkit_cache_t **out, zkit_client_t *client, c
     return zkit__error_unless_set(mark, rc, "node_cache_new");
 }
 
-static int children_cache_new_call(zkit_cache_t **out, zkit_client_t *client, const char *path,
-                                   const zkit_watch_options_t *opts,
-                                   zkit_cache_listener_fn listener, void *arg)
+/* A tree cache (`hide_root` 0) or a children cache (a tree of depth 1, its root hidden), the
+ * arguments checked by the caller. */
+static int tree_new(zkit_cache_t **out, zkit_client_t *client, const char *path, int max_depth,
+                    int hide_root, const zkit_watch_options_t *opts,
+                    zkit_cache_listener_fn listener, void *arg)
 {
-    return cache_new(out, client, path, opts, listener, arg, 1);
+    zkit_cache_t *cache;
+    int rc;
+    if (zkit__client_is_closing(client))
+        return ZKIT_ECLOSED;
+    if (!(cache = cache_alloc(client, path, opts, listener, arg)))
+        return ZKIT_ENOMEM;
+    cache->children = hide_root;
+    rc = zkit__tree_new(&cache->tree, client, path, max_depth,
+                        cache->flags | (hide_root ? ZKIT__TREE_HIDE_ROOT : 0u), cache, listener,
+                        arg);
+    if (rc != 0) {
+        cache_unref(cache);
+        return rc;
+    }
+    *out = cache;
+    zkit__tree_start(cache->tree);
+    return 0;
+}
+
+static int children_cache_new_call(zkit_cache_t **out, zkit_client_t *client,
+                                        const char *path, const zkit_watch_options_t *opts,
+                                        zkit_cache_listener_fn listener, void *arg)
+{
+    int rc;
+    if (!out)
+        return ZKIT_EINVAL;
+    *out = NULL;
+    if ((rc = check_args(client, path, opts, 1, "children_cache")))
+        return rc;
+    return tree_new(out, client, path, 1, 1, opts, listener, arg);
 }
 
 ZKIT_EXTERN int zkit_children_cache_new(zkit_cache_t **out, zkit_client_t *client,
@@ -589,11 +485,10 @@ ZKIT_EXTERN int zkit_children_cache_new(zkit_cache_t **out, zkit_client_t *clien
     return zkit__error_unless_set(mark, rc, "children_cache_new");
 }
 
-ZKIT_EXTERN int zkit_tree_cache_new(zkit_cache_t **out, zkit_client_t *client, const char *path,
+static int tree_cache_new_call(zkit_cache_t **out, zkit_client_t *client, const char *path,
                                     int max_depth, const zkit_watch_options_t *opts,
                                     zkit_cache_listener_fn listener, void *arg)
 {
-    zkit_cache_t *cache;
     int rc;
     if (!out)
         return ZKIT_EINVAL;
@@ -605,42 +500,26 @@ ZKIT_EXTERN int zkit_tree_cache_new(zkit_cache_t **out, zkit_client_t *client, c
                             "ZKIT_TREE_CACHE_UNLIMITED (-1)", max_depth);
         return ZKIT_EINVAL;
     }
-    if (zkit__client_is_closing(client))
-        return ZKIT_ECLOSED;
-    if (!(cache = cache_alloc(client, path, opts, listener, arg)))
-        return ZKIT_ENOMEM;
-    rc = zkit__tree_new(&cache->tree, client, path, max_depth, cache->flags, cache, listener,
-                        arg);
-    if (rc != 0) {
-        cache_unref(cache);
-        return rc;
-    }
-    *out = cache;
-    zkit__tree_start(cache->tree);
-    return 0;
+    return tree_new(out, client, path, max_depth, 0, opts, listener, arg);
 }
 
-/* The entry for a full path (mu held), or NULL. */
+ZKIT_EXTERN int zkit_tree_cache_new(zkit_cache_t **out, zkit_client_t *client, const char *path,
+                                    int max_depth, const zkit_watch_options_t *opts,
+                                    zkit_cache_listener_fn listener, void *arg)
+{
+    unsigned mark = zkit__error_mark();
+    int rc = tree_cache_new_call(out, client, path, max_depth, opts, listener, arg);
+    return zkit__error_unless_set(mark, rc, "tree_cache_new");
+}
+
+/* A node cache's entry when `path` is its node (mu held), or NULL. */
 static entry_t *entry_at(zkit_cache_t *cache, const char *path)
 {
-    size_t plen = strlen(cache->path), at;
-    const char *name;
-    int found;
-    if (!cache->children)
-        return cache->count && strcmp(cache->entries[0]->path, path) == 0 ? cache->entries[0]
-                                                                          : NULL;
-    /* "<parent>/<name>", or "/<name>" under "/". */
-    if (plen == 1)
-        plen = 0;
-    if (strncmp(path, cache->path, plen) != 0 || path[plen] != '/')
-        return NULL;
-    name = path + plen + 1;
-    at = find_entry(cache, name, &found);
-    return found ? cache->entries[at] : NULL;
+    return cache->entry && strcmp(cache->entry->path, path) == 0 ? cache->entry : NULL;
 }
 
 static int cache_get_call(char **data, size_t *len, zkit_stat_t *stat, zkit_cache_t *cache,
-                          const char *path)
+                               const char *path)
 {
     entry_t *e;
     int rc = 0;
@@ -694,19 +573,17 @@ static int cache_list_call(char ***names, size_t *count, zkit_cache_t *cache)
         return (*names = calloc(1, sizeof(**names))) ? 0 : ZKIT_ENOMEM;
     }
     pthread_mutex_lock(&cache->mu);
-    if (!(out = calloc(cache->count ? cache->count : 1, sizeof(*out)))) {
+    if (!(out = calloc(1, sizeof(*out)))) {
         pthread_mutex_unlock(&cache->mu);
         return ZKIT_ENOMEM;
     }
-    for (size_t i = 0; i < cache->count; i++) {
-        if (!cache->entries[i]->present)
-            continue;
-        if (!(out[n] = strdup(cache->entries[i]->name))) {
+    if (cache->entry && cache->entry->present) {
+        if (!(out[0] = strdup(cache->entry->name))) {
             pthread_mutex_unlock(&cache->mu);
-            zkit_free_strings(out, n);
+            free(out);
             return ZKIT_ENOMEM;
         }
-        n++;
+        n = 1;
     }
     pthread_mutex_unlock(&cache->mu);
     *names = out;
@@ -721,7 +598,7 @@ ZKIT_EXTERN int zkit_cache_list(char ***names, size_t *count, zkit_cache_t *cach
     return zkit__error_unless_set(mark, rc, "cache_list");
 }
 
-ZKIT_EXTERN int zkit_cache_children(char ***names, size_t *count, zkit_cache_t *cache,
+static int cache_children_call(char ***names, size_t *count, zkit_cache_t *cache,
                                     const char *path)
 {
     entry_t *e;
@@ -732,10 +609,11 @@ ZKIT_EXTERN int zkit_cache_children(char ***names, size_t *count, zkit_cache_t *
         *count = 0;
     if (!names || !count || !cache || !path)
         return ZKIT_EINVAL;
-    if (cache->tree)
-        return zkit__tree_children(names, count, cache->tree, path);
+    /* A children cache's parent is not cached, yet lists its children. */
     if (cache->children && strcmp(path, cache->path) == 0)
         return zkit_cache_list(names, count, cache);
+    if (cache->tree)
+        return zkit__tree_children(names, count, cache->tree, path);
     /* Any other cached node has no cached children. */
     pthread_mutex_lock(&cache->mu);
     e = entry_at(cache, path);
@@ -747,40 +625,24 @@ ZKIT_EXTERN int zkit_cache_children(char ***names, size_t *count, zkit_cache_t *
     return rc;
 }
 
-/* Folds one watch's currency into the cache's: current while all are, since the last became
- * current; stale since the first became stale. */
-static void fold_status(zkit__rewatch_t *w, int *current, int64_t *since, int *first)
+ZKIT_EXTERN int zkit_cache_children(char ***names, size_t *count, zkit_cache_t *cache,
+                                    const char *path)
 {
-    int64_t at;
-    int cur = zkit__rewatch_current(w, &at);
-    if (*first) {
-        *current = cur;
-        *since = at;
-        *first = 0;
-    } else if (cur && *current) {
-        if (at > *since)
-            *since = at;
-    } else if (!cur && *current) {
-        *current = 0;
-        *since = at;
-    } else if (!cur && at < *since) {
-        *since = at;
-    }
+    unsigned mark = zkit__error_mark();
+    int rc = cache_children_call(names, count, cache, path);
+    return zkit__error_unless_set(mark, rc, "cache_children");
 }
 
 static int cache_status_call(int *current, int64_t *since_ms, zkit_cache_t *cache)
 {
-    int cur = 0, first = 1;
+    int cur;
     int64_t since = 0;
     if (!current || !cache)
         return ZKIT_EINVAL;
     if (cache->tree)
         return zkit__tree_status(current, since_ms, cache->tree);
     pthread_mutex_lock(&cache->mu);
-    if (cache->parent)
-        fold_status(cache->parent, &cur, &since, &first);
-    for (size_t i = 0; i < cache->count; i++)
-        fold_status(cache->entries[i]->watch, &cur, &since, &first);
+    cur = zkit__rewatch_current(cache->entry->watch, &since);
     pthread_mutex_unlock(&cache->mu);
     *current = cur;
     if (since_ms)
@@ -797,8 +659,6 @@ ZKIT_EXTERN int zkit_cache_status(int *current, int64_t *since_ms, zkit_cache_t 
 
 ZKIT_EXTERN void zkit_cache_free(zkit_cache_t *cache)
 {
-    zkit__rewatch_t **watches;
-    size_t n = 0;
     if (!cache)
         return;
     if (cache->tree) {
@@ -808,24 +668,8 @@ ZKIT_EXTERN void zkit_cache_free(zkit_cache_t *cache)
     }
     pthread_mutex_lock(&cache->mu);
     cache->closed = 1;
-    watches = calloc(cache->count + 1, sizeof(*watches));
-    if (watches) {
-        if (cache->parent)
-            watches[n++] = cache->parent;
-        for (size_t i = 0; i < cache->count; i++)
-            watches[n++] = cache->entries[i]->watch;
-    }
     pthread_mutex_unlock(&cache->mu);
-    /* Each free waits for its watch's callback, and with it for our listener. */
-    if (watches) {
-        for (size_t i = 0; i < n; i++)
-            zkit__rewatch_free(watches[i]);
-    } else {
-        /* Out of memory: free them one at a time under the closed flag (no callback adds). */
-        zkit__rewatch_free(cache->parent);
-        for (size_t i = 0; i < cache->count; i++)
-            zkit__rewatch_free(cache->entries[i]->watch);
-    }
-    free(watches);
+    /* Waits for the watch's callback, and with it for our listener. */
+    zkit__rewatch_free(cache->entry->watch);
     cache_unref(cache);
 }

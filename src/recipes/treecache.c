@@ -91,6 +91,7 @@ struct zkit__tree {
     zkit_client_t *client;
     int max_depth;
     int stat_only;
+    int hide_root;            /* a children cache: the root is read, not cached nor reported */
     zkit_cache_t *owner;
     zkit_cache_listener_fn listener;
     void *arg;
@@ -280,11 +281,18 @@ static void want(zkit__tree_t *t, tnode_t *n, unsigned issue, unsigned cancel)
     t->work_tail = n;
 }
 
-static zkit__read_kind_t first_step(const zkit__tree_t *t, int k)
+/* Whether node n keeps no data: every node with ZKIT_WATCH_STAT_ONLY, and the hidden root
+ * (whose existence and incarnation alone matter). */
+static int stat_only(const zkit__tree_t *t, const tnode_t *n)
+{
+    return t->stat_only || (t->hide_root && n == t->root);
+}
+
+static zkit__read_kind_t first_step(const zkit__tree_t *t, const tnode_t *n, int k)
 {
     if (k == KIDS)
         return ZKIT__READ_CHILDREN;
-    return t->stat_only ? ZKIT__READ_EXISTS : ZKIT__READ_DATA;
+    return stat_only(t, n) ? ZKIT__READ_EXISTS : ZKIT__READ_DATA;
 }
 
 /* A cause to read machine k again (mu held). */
@@ -300,7 +308,7 @@ static void kick(zkit__tree_t *t, tnode_t *n, int k)
     m->fetching = 1;
     m->dirty = 0;
     m->failed = 0;
-    m->step = first_step(t, k);
+    m->step = first_step(t, n, k);
     want(t, n, 1u << k, 0);
 }
 
@@ -445,11 +453,10 @@ static void enqueue(zkit__tree_t *t, tevent_t *e)
  * which moves into the event (a DELETED).  Out of memory, the event is lost (logged). */
 static void make_event(zkit__tree_t *t, tnode_t *n, zkit_cache_event_type_t type, int take_data)
 {
-    tevent_t *e = calloc(1, sizeof(*e));
-    if (t->closed) {
-        free(e);
-        return;
-    }
+    tevent_t *e;
+    if (t->closed || (t->hide_root && n == t->root))
+        return; /* a hidden root is read, never reported */
+    e = calloc(1, sizeof(*e));
     if (!e || !(e->path = node_path(n)) ||
         (!take_data && n->data && !(e->data = malloc(n->len + 1)))) {
         zkit__client_log(t->client, ZKIT_LOG_ERROR, "tree cache: out of memory: an event of "
@@ -605,17 +612,20 @@ static int take_data(zkit__tree_t *t, tnode_t *n, const zkit_result_t *r)
     int created;
     if (st->mzxid <= n->max_mzxid)
         return 0; /* not newer than a state accepted before */
-    if (!t->stat_only) {
+    if (!stat_only(t, n)) {
         if (!(data = malloc(r->data_len + 1)))
             return ZKIT_ENOMEM;
         if (r->data_len)
             memcpy(data, r->data, r->data_len);
         data[r->data_len] = '\0';
     }
-    if (n->present && st->czxid != n->stat.czxid) {
+    if (n->present && st->czxid != n->stat.czxid && !t->hide_root) {
         /* Deleted and created again: its old descendants went before it, and it is new.
          * Every cached child goes, even one already read in the new incarnation (listed by
-         * the old one under the same name): the new child set, read next, brings it back. */
+         * the old one under the same name): the new child set, read next, brings it back.
+         * A children cache (the root hidden, no grandchildren) keeps its children through
+         * the parent's re-creation, each read again on its own watch, and reports a child
+         * created again as a CHANGED with the new czxid, as its documentation says. */
         drop_kids(t, n);
         make_event(t, n, ZKIT_CACHE_DELETED, 1);
         n->present = 0;
@@ -701,7 +711,7 @@ static void read_done(zkit__tree_t *t, tnode_t *n, int k, int *again)
     }
     if (m->dirty) { /* still fetching: the next read follows */
         m->dirty = 0;
-        m->step = first_step(t, k);
+        m->step = first_step(t, n, k);
         *again = 1;
         return;
     }
@@ -715,7 +725,7 @@ static void on_read(tnode_t *n, int k, const zkit_result_t *r)
 {
     zkit__tree_t *t = n->tree;
     machine_t *m = &n->m[k];
-    zkit__read_kind_t next = first_step(t, k);
+    zkit__read_kind_t next = first_step(t, n, k);
     int again = 0, cancel = 0, ok = r->error == 0 || r->error == ZKIT_ENONODE;
     pthread_mutex_lock(&t->mu);
     if (!n->attached) {
@@ -867,6 +877,7 @@ int zkit__tree_new(zkit__tree_t **out, zkit_client_t *client, const char *path, 
     zkit__client_ref(client);
     t->max_depth = max_depth;
     t->stat_only = (flags & ZKIT_WATCH_STAT_ONLY) != 0;
+    t->hide_root = (flags & ZKIT__TREE_HIDE_ROOT) != 0;
     t->owner = owner;
     t->listener = listener;
     t->arg = arg;
@@ -980,7 +991,7 @@ int zkit__tree_get(char **data, size_t *len, zkit_stat_t *stat, zkit__tree_t *t,
     int rc = 0;
     pthread_mutex_lock(&t->mu);
     n = find(t, path);
-    if (!n || !n->present) {
+    if (!n || !n->present || (t->hide_root && n == t->root)) {
         rc = ZKIT_ENONODE;
     } else {
         if (data && n->data) {

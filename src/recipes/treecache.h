@@ -11,6 +11,11 @@
 
 typedef struct zkit__tree zkit__tree_t;
 
+/* A flag of zkit__tree_new beside the ZKIT_WATCH_* ones: the root is read (its existence,
+ * its incarnation and its child set) but neither cached nor reported, as a children cache's
+ * parent; zkit__tree_get does not find it. */
+#define ZKIT__TREE_HIDE_ROOT 0x10000u
+
 /* Makes a tree cache of a path and depth the caller has validated; its events are heard by
  * listener(owner, event, arg) on the client's delivery (listener may be NULL).  Started by
  * zkit__tree_start.  0, ZKIT_ENOMEM or ZKIT_ECLOSED. */

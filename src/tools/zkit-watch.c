@@ -1,5 +1,5 @@
 /*
- * zkit-watch.c - follow a ZooKeeper node or its children: print one line per change, or run a
+ * zkit-watch.c - follow a ZooKeeper node, its children or its subtree: print one line per change, or run a
  * command on each change (as `consul watch` or entr do), never two copies at once.
  *
  *   zkit-watch [options] PATH
@@ -24,12 +24,18 @@ static const char usage_text[] =
     "Usage: zkit-watch [options] PATH\n"
     "       zkit-watch [options] PATH -- COMMAND [ARGS...]\n"
     "\n"
-    "Follow the ZooKeeper node PATH (with --children, each child of PATH) and print one line\n"
-    "per change, or run COMMAND on each change.  PATH need not exist: its creation is seen.\n"
+    "Follow the ZooKeeper node PATH (with --children, each child of PATH; with --tree, PATH\n"
+    "and every node below it) and print one line per change, or run COMMAND on each change.\n"
+    "PATH need not exist: its creation is seen.\n"
     "\n"
     "Options:\n"
     "      --children             watch the children of PATH (each one's creation, change and\n"
     "                             deletion) instead of PATH itself\n"
+    "      --tree                 watch PATH and every node below it (each one's creation,\n"
+    "                             change and deletion; a parent created before its children,\n"
+    "                             deleted after them)\n"
+    "      --depth N              with --tree: only N levels below PATH (0 PATH alone, 1 PATH\n"
+    "                             and its children; default: every level)\n"
     "      --data                 print the node's data too, as a fourth field\n"
     "      --once                 exit after the first change that follows the initial state\n"
     "  -w, --timeout SECONDS      with --once: exit 1 if no change comes within SECONDS\n"
@@ -60,7 +66,8 @@ static const char usage_text[] =
     "With COMMAND nothing is printed: COMMAND runs once for the initial state (with the\n"
     "event INITIALIZED, also when PATH does not exist), then once per change, with the\n"
     "node's data on stdin (empty when it does not exist; with --children one line \"PATH\n"
-    "VERSION DATA\" per child, escaped as above) and ZKIT_WATCH_PATH, ZKIT_WATCH_EVENT and\n"
+    "VERSION DATA\" per child, escaped as above; with --tree one such line per node, PATH\n"
+    "first, each node before its children) and ZKIT_WATCH_PATH, ZKIT_WATCH_EVENT and\n"
     "ZKIT_WATCH_VERSION (-1 when it does not exist) in its environment.  Never two copies\n"
     "at once: changes during a run make exactly one more run, with the latest state.  With\n"
     "--once, COMMAND runs once, for the first change after the initial state.\n"
@@ -77,6 +84,8 @@ static const char usage_text[] =
 
 enum {
     OPT_CHILDREN = ZKL_OPT_FIRST_OWN,
+    OPT_TREE,
+    OPT_DEPTH,
     OPT_DATA,
     OPT_ONCE
 };
@@ -84,6 +93,8 @@ enum {
 static const struct option long_options[] = {
     ZKL_CONNECTION_LONG_OPTIONS,
     { "children", no_argument, NULL, OPT_CHILDREN },
+    { "tree", no_argument, NULL, OPT_TREE },
+    { "depth", required_argument, NULL, OPT_DEPTH },
     { "data", no_argument, NULL, OPT_DATA },
     { "once", no_argument, NULL, OPT_ONCE },
     { "timeout", required_argument, NULL, 'w' },
@@ -96,6 +107,20 @@ static const struct option long_options[] = {
 /* As zkit-lock's: "+" stops at PATH, so that nothing after "--" is taken for an option. */
 static const char short_options[] = "+:w:vqhV";
 
+/* --depth N: a level count, 0 to INT_MAX. */
+static int depth_option(zkw_options_t *o, const char *arg)
+{
+    char *end;
+    long n;
+    errno = 0;
+    n = strtol(arg, &end, 10);
+    if (errno != 0 || end == arg || *end != '\0' || n < 0 || n > INT_MAX)
+        return zkl_usage_error("bad --depth '%s': a number of levels, 0 or more", arg);
+    o->depth = (int)n;
+    o->depth_given = 1;
+    return 0;
+}
+
 static int apply_option(zkw_options_t *o, int c, const char *arg)
 {
     int64_t ms;
@@ -103,7 +128,9 @@ static int apply_option(zkw_options_t *o, int c, const char *arg)
     if (rc >= 0)
         return rc;
     switch (c) {
-    case OPT_CHILDREN: o->kind = ZKW_CHILDREN; return 0;
+    case OPT_CHILDREN: o->children = 1; return 0;
+    case OPT_TREE: o->tree = 1; return 0;
+    case OPT_DEPTH: return depth_option(o, arg);
     case OPT_DATA: o->with_data = 1; return 0;
     case OPT_ONCE: o->once = 1; return 0;
     case 'w':
@@ -157,6 +184,10 @@ static int check_options(const zkw_options_t *o)
     if (zkit_path_validate(o->path) != 0)
         return zkl_usage_error("bad path '%s': must be absolute, without empty, '.' or '..' "
                                "parts or control characters", o->path);
+    if (o->children && o->tree)
+        return zkl_usage_error("--children or --tree, not both");
+    if (o->depth_given && !o->tree)
+        return zkl_usage_error("--depth goes with --tree");
     if (o->command && !o->command[0])
         return zkl_usage_error("no command after '--'");
     if (o->timeout_ms >= 0 && !o->once)
@@ -172,8 +203,10 @@ static int parse_options(zkw_options_t *o, int argc, char **argv)
     memset(o, 0, sizeof(*o));
     zkl_default_connection(&o->conn);
     o->timeout_ms = -1;
+    o->depth = ZKIT_TREE_CACHE_UNLIMITED;
     if ((rc = scan_arguments(o, argc, argv)) >= 0)
         return rc;
+    o->kind = o->tree ? ZKW_TREE : o->children ? ZKW_CHILDREN : ZKW_NODE;
     zkl_set_verbosity(o->conn.verbosity);
     if ((rc = check_options(o)) == 0 && (rc = zkl_check_namespace(o->conn.namespace_name)) == 0)
         rc = zkl_load_credential(&o->conn);
@@ -207,12 +240,13 @@ static int print_event(const zkw_event_t *e, int with_data)
     return ZKL_EXIT_INTERNAL;
 }
 
-/* Asks for a run for `e`: the node's data, or with --children the cache's content. */
+/* Asks for a run for `e`: the node's data, or with --children or --tree the cache's
+ * content. */
 static int request_run(watch_t *w, const zkw_event_t *e)
 {
     zkw_text_t input = { NULL, 0, 0, 0 };
     int rc;
-    if (w->o->kind == ZKW_CHILDREN)
+    if (w->o->kind != ZKW_NODE)
         zkw_source_content(w->source, &input);
     else if (w->node)
         zkw_text_add(&input, w->node->data ? w->node->data : "", w->node->data ? w->node->len : 0);

@@ -1,8 +1,9 @@
 /*
  * zkit-watch.h - the pieces of the zkit-watch command shared by its files.
  *
- * zkit-watch follows a node (a node cache), a node's children (a children cache) and prints
- * one line per change, or runs a command on each change with never two copies at once.
+ * zkit-watch follows a node (a node cache), a node's children (a children cache) or a
+ * subtree (a tree cache) and prints one line per change, or runs a command on each change
+ * with never two copies at once.
  * Its files, bottom to top:
  *   zkw-format.c  the line format: escaping, event lines, content lines;
  *   zkw-source.c  the cache behind the watch (one small function per kind) and the queue of
@@ -32,12 +33,16 @@ enum { ZKW_EV_QUEUED = 130 };
 
 typedef enum zkw_kind {
     ZKW_NODE = 0,   /* the node itself: a node cache */
-    ZKW_CHILDREN    /* each child of the node: a children cache */
+    ZKW_CHILDREN,   /* each child of the node: a children cache */
+    ZKW_TREE        /* the node and its descendants down to `depth`: a tree cache */
 } zkw_kind_t;
 
 typedef struct zkw_options {
     zkl_options_t conn;        /* the connection options, shared with zkit-lock */
     zkw_kind_t kind;
+    int children, tree;        /* --children, --tree (kind follows from them) */
+    int depth;                 /* --depth with --tree; ZKIT_TREE_CACHE_UNLIMITED = none */
+    int depth_given;
     int with_data;             /* --data */
     int once;                  /* --once */
     int timeout_ms;            /* --timeout with --once; -1 = none */
@@ -85,7 +90,7 @@ int zkw_source_start(zkw_source_t **out, zkit_client_t *client, const zkw_option
 /* The oldest queued event (the caller frees it with zkw_event_free), or NULL. */
 zkw_event_t *zkw_source_take(zkw_source_t *s);
 /* The cache's content now, one line per node in path order: "PATH VERSION DATA\n", escaped
- * as event lines. */
+ * as event lines (a tree: the root first, then each node before its children). */
 void zkw_source_content(zkw_source_t *s, zkw_text_t *t);
 /* Stops the cache (no event is queued once it returns) and frees what is queued. */
 void zkw_source_free(zkw_source_t *s);

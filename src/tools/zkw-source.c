@@ -96,6 +96,12 @@ static int children_source(zkw_source_t *s, zkit_client_t *client,
     return zkit_children_cache_new(&s->cache, client, s->path, wo, on_cache_event, s);
 }
 
+static int tree_source(zkw_source_t *s, zkit_client_t *client, const zkit_watch_options_t *wo,
+                       int depth)
+{
+    return zkit_tree_cache_new(&s->cache, client, s->path, depth, wo, on_cache_event, s);
+}
+
 int zkw_source_start(zkw_source_t **out, zkit_client_t *client, const zkw_options_t *o)
 {
     zkit_watch_options_t wo;
@@ -110,7 +116,12 @@ int zkw_source_start(zkw_source_t **out, zkit_client_t *client, const zkw_option
     /* Without --data and without a command nobody reads the data: it need not travel. */
     if (!o->with_data && !o->command)
         wo.flags |= ZKIT_WATCH_STAT_ONLY;
-    rc = o->kind == ZKW_CHILDREN ? children_source(s, client, &wo) : node_source(s, client, &wo);
+    if (o->kind == ZKW_TREE)
+        rc = tree_source(s, client, &wo, o->depth);
+    else if (o->kind == ZKW_CHILDREN)
+        rc = children_source(s, client, &wo);
+    else
+        rc = node_source(s, client, &wo);
     if (rc != 0) {
         pthread_mutex_destroy(&s->mu);
         free(s);
@@ -156,11 +167,35 @@ static void content_line(zkw_source_t *s, zkw_text_t *t, const char *path)
     zkit_free(data);
 }
 
+/* A tree: the line of `path`, then its cached children's subtrees in name order. */
+static void tree_content(zkw_source_t *s, zkw_text_t *t, const char *path)
+{
+    char **names = NULL;
+    size_t count = 0;
+    content_line(s, t, path);
+    if (zkit_cache_children(&names, &count, s->cache, path) != 0)
+        return; /* not cached (the root absent, or gone since it was listed) */
+    for (size_t i = 0; i < count && !t->failed; i++) {
+        char *full = zkl_join_path(path, names[i]);
+        if (!full) {
+            t->failed = 1;
+            break;
+        }
+        tree_content(s, t, full);
+        free(full);
+    }
+    zkit_free_strings(names, count);
+}
+
 void zkw_source_content(zkw_source_t *s, zkw_text_t *t)
 {
     char **names = NULL;
     size_t count = 0;
     zkw_text_add(t, "", 0);
+    if (s->kind == ZKW_TREE) {
+        tree_content(s, t, s->path);
+        return;
+    }
     if (zkit_cache_list(&names, &count, s->cache) != 0) {
         t->failed = 1;
         return;
