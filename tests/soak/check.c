@@ -162,7 +162,7 @@ static char kind_class(const char *kind)
     if (strcmp(k, "sem3") == 0)
         return 'S';
     if (strcmp(k, "mutex") == 0 || strcmp(k, "semmutex") == 0 || strcmp(k, "multi") == 0 ||
-        strcmp(k, "job") == 0 || strcmp(k, "partition") == 0)
+        strcmp(k, "job") == 0 || strcmp(k, "partition") == 0 || strcmp(k, "segment") == 0)
         return 'X';
     return 0;
 }

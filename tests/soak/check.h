@@ -7,7 +7,8 @@
  *
  *   E T HOLDER KIND PATHS TOKENS SLOT   a holder entered: KIND is mutex, read, write, semmutex,
  *                                      sem3, multi, job, partition (an item of the set
- *                                      partitioner), cli-mutex, cli-read, cli-write,
+ *                                      partitioner), segment (PATHS: the stripe held),
+ *                                      cli-mutex, cli-read, cli-write,
  *                                      cli-sem3 or cli-multi; PATHS and TOKENS comma-separated,
  *                                      one token per path (0: unknown); SLOT the job's slot or -1
  *   X T HOLDER REASON RESULT           the holder stopped (REASON: done, lost, deadline, stop,

@@ -19,6 +19,7 @@
 #define SOAK_RW SOAK_ROOT "/rw"
 #define SOAK_SEMMUTEX SOAK_ROOT "/smx"
 #define SOAK_SEM SOAK_ROOT "/sem"
+#define SOAK_SEG SOAK_ROOT "/seg" /* a segmented lock's 3 stripes: SOAK_SEG/0, /1, /2 */
 #define SOAK_JOB SOAK_ROOT "/job"
 #define SOAK_JOB_LOCK SOAK_JOB "/lock"
 #define SOAK_JOB_RECORD SOAK_JOB "/last"

@@ -137,14 +137,16 @@ static const char *error_word(int rc, char *buf, size_t len)
 /* ---- one holder at a time per thread ---- */
 
 typedef enum kind {
-    K_MUTEX, K_READ, K_WRITE, K_SEMMUTEX, K_SEM3, K_MULTI, K_CLI
+    K_MUTEX, K_READ, K_WRITE, K_SEMMUTEX, K_SEM3, K_MULTI, K_CLI, K_SEGMENT
 } kind_t;
 
 static const char *const kind_names[] = { "mutex", "read", "write", "semmutex", "sem3",
-                                          "multi", "cli" };
-/* Thread t of process p runs kinds[(3p + t) % 8]: every kind on four threads, sem3 on eight. */
-static const kind_t thread_kinds[8] = { K_MUTEX, K_READ, K_WRITE, K_SEMMUTEX, K_SEM3, K_MULTI,
-                                        K_CLI, K_SEM3 };
+                                          "multi", "cli", "segment" };
+/* Thread t of process p runs kinds[(3p + t) % 9]: every kind on three threads or more, sem3 on
+ * six or more. */
+#define THREAD_KINDS 9
+static const kind_t thread_kinds[THREAD_KINDS] = { K_MUTEX, K_READ, K_WRITE, K_SEMMUTEX, K_SEM3,
+                                                   K_MULTI, K_CLI, K_SEM3, K_SEGMENT };
 
 typedef struct soak_thread {
     int index;
@@ -220,6 +222,9 @@ static int make_locks(soak_thread_t *t)
             rc = zkit_multilock_new_from(&t->lock, t->parts, (size_t)t->nparts);
         break;
     }
+    case K_SEGMENT:
+        rc = zkit_segment_new_under(&t->lock, t->client, SOAK_SEG, 3);
+        break;
     case K_CLI:
         return 0;
     }
@@ -287,6 +292,20 @@ static void describe_hold(soak_thread_t *t, char *buf, size_t len)
             token = 0;
         snprintf(buf, len, "%s %" PRId64, SOAK_SEM, token);
         return;
+    case K_SEGMENT: {
+        /* the stripe held: its path is the one a holder excludes others from */
+        char *stripe = NULL;
+        if (zkit_lock_fencing_token(&token, t->lock) != 0)
+            token = 0;
+        if (zkit_segment_held(NULL, &stripe, t->lock) != 0 || !stripe)
+            /* lost before it could be asked: a path of its own, overlapping nobody's */
+            snprintf(buf, len, "%s/unknown-p%d.t%d.%ld %" PRId64, SOAK_SEG, worker_id, t->index,
+                     t->seq, token);
+        else
+            snprintf(buf, len, "%s %" PRId64, stripe, token);
+        zkit_free(stripe);
+        return;
+    }
     default:
         if (zkit_lock_fencing_token(&token, t->lock) != 0)
             token = 0;
@@ -720,7 +739,7 @@ int soak_worker_main(int argc, char **argv)
         soak_thread_t *t = &threads[i];
         int rc;
         t->index = i;
-        t->kind = thread_kinds[(3 * worker_id + i) % 8];
+        t->kind = thread_kinds[(3 * worker_id + i) % THREAD_KINDS];
         t->rng = soak_rand(&seed);
         t->client = c;
         pthread_mutex_init(&t->mu, NULL);
