@@ -101,7 +101,10 @@ if [[ $api_doc == yes ]] && command -v man >/dev/null 2>&1; then
 fi
 
 # ---- 2. a program built through pkg-config, shared and static ------------------------------
-export PKG_CONFIG_LIBDIR=$lib/pkgconfig PKG_CONFIG_PATH=
+# zkit's own .pc from the tree under test; what it requires (jansson) from the system's, as a
+# package's dependencies are installed there.
+system_pc=$(pkg-config --variable pc_path pkg-config 2>/dev/null || true)
+export PKG_CONFIG_LIBDIR=$lib/pkgconfig${system_pc:+:$system_pc} PKG_CONFIG_PATH=
 export PKG_CONFIG_ALLOW_SYSTEM_CFLAGS=1 PKG_CONFIG_ALLOW_SYSTEM_LIBS=1
 [[ -n $root ]] && export PKG_CONFIG_SYSROOT_DIR=$root
 if ! version=$(pkg-config --modversion zkit 2>"$scratch/pc.err"); then
