@@ -83,6 +83,25 @@ static json_t *uri_parts(const char *spec, const char **bad)
             while (e > s && (unsigned char)e[-1] <= ' ')
                 e--;
         }
+        /* Literal text on both sides of a dropped empty variable ("a{}b") is one part, so
+         * that the parts give the same text back and that text the same parts. */
+        size_t count = json_array_size(parts);
+        json_t *prev = count ? json_array_get(parts, count - 1) : NULL;
+        if (!inside && prev && json_is_false(json_object_get(prev, "variable"))) {
+            json_t *pv = json_object_get(prev, "value");
+            size_t pn = json_string_length(pv);
+            char *joined = malloc(pn + (size_t)(e - s) + 1);
+            if (!joined || json_object_set_new(prev, "value", json_stringn(
+                               (memcpy(joined, json_string_value(pv), pn),
+                                memcpy(joined + pn, s, (size_t)(e - s)), joined),
+                               pn + (size_t)(e - s))) != 0) {
+                free(joined);
+                json_decref(parts);
+                return NULL;
+            }
+            free(joined);
+            continue;
+        }
         obj = json_pack("{s:s%,s:b}", "value", s, (size_t)(e - s), "variable", inside);
         if (!obj || json_array_append_new(parts, obj) != 0) {
             json_decref(parts);
@@ -119,6 +138,12 @@ static char *uri_text(json_t *spec, const char **bad)
         json_t *v = json_object_get(part, "value"), *var = json_object_get(part, "variable");
         if (!json_is_object(part) || !json_is_string(v) || (var && !json_is_boolean(var))) {
             *bad = "a uriSpec part is not {\"value\": string, \"variable\": bool}";
+            return NULL;
+        }
+        /* The text form has no escape for a brace: such a part has no text to keep. */
+        if (memchr(json_string_value(v), '{', json_string_length(v)) ||
+            memchr(json_string_value(v), '}', json_string_length(v))) {
+            *bad = "a uriSpec part holds a brace";
             return NULL;
         }
         total += json_string_length(v) + 2;
