@@ -61,8 +61,12 @@ static void put_at(zkit_client_t *c, const char *base, const char *rel, const ch
 static void delete_at(zkit_client_t *c, const char *base, const char *rel)
 {
     char p[160];
+    int rc;
     snprintf(p, sizeof(p), "%s%s%s", base, *rel ? "/" : "", rel);
-    CU_ASSERT_EQUAL(zkit_delete(c, p, -1, ZKIT_DELETE_CHILDREN), 0);
+    rc = zkit_delete(c, p, -1, ZKIT_DELETE_CHILDREN);
+    if (rc != 0)
+        fprintf(stderr, "delete %s: %d (%s)\n", p, rc, zkit_error_message());
+    CU_ASSERT_EQUAL(rc, 0);
 }
 
 static int expire_on(zkh_cluster_t *cluster, zkit_client_t *c)
@@ -650,6 +654,13 @@ static int node_gone(void *arg)
     return zkit_exists(NULL, g->client, g->path, NULL) == ZKIT_ENONODE;
 }
 
+/* Whether g->path exists as g->client sees it: the client answers again. */
+static int node_seen(void *arg)
+{
+    gone_wait_t *g = arg;
+    return zkit_exists(NULL, g->client, g->path, NULL) == 0;
+}
+
 static void test_tree_faults(void)
 {
     zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
@@ -721,6 +732,10 @@ static void test_tree_faults(void)
 
     zkit_cache_free(cache);
     CU_ASSERT_EQUAL(no_watches(zk, c), 0);
+    /* `other` sat idle through the restart: its reconnection is its own (its first attempts
+     * may meet the server before it serves), so the clean-up waits for it to answer. */
+    gone.path = base;
+    CU_ASSERT_EQUAL(zkh_wait_until(node_seen, &gone, WAIT_MS), 0);
     delete_at(other, base, "");
     zkit_client_close(c);
     zkit_client_close(other);
@@ -739,6 +754,7 @@ static void test_tree_leader_kill(void)
     writer_t *w;
     char base[64];
     compare_t cmp;
+    gone_wait_t gone;
     int leader;
     unsigned seed = (unsigned)zkh_wall_ms();
     CU_ASSERT_FATAL(ens != NULL);
@@ -768,6 +784,10 @@ static void test_tree_leader_kill(void)
 
     zkit_cache_free(cache);
     CU_ASSERT_EQUAL(no_watches(ens, c), 0);
+    /* `other` sat idle through the election: the clean-up waits for it to answer. */
+    gone.client = other;
+    gone.path = base;
+    CU_ASSERT_EQUAL(zkh_wait_until(node_seen, &gone, WAIT_MS), 0);
     delete_at(other, base, "");
     zkit_client_close(c);
     zkit_client_close(other);
