@@ -68,7 +68,9 @@ ZKIT_EXTERN const char *zkit_error_message(void)
     return error_message;
 }
 
-void zkit__error_set(const char *fmt, ...)
+/* Exported, though internal: libzkit-testing (zkit/testing.h) sets the message its callers
+ * read through this library's zkit_error_message(). */
+ZKIT_EXTERN void zkit__error_set(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);

@@ -21,7 +21,8 @@ int zkit__error_from_zk(int zk_rc);
 /* The longest detail zkit_error_message() gives, its terminating NUL included. */
 #define ZKIT__ERROR_MESSAGE_MAX 512
 
-/* Sets the calling thread's zkit_error_message() (truncated to fit).  "" clears it. */
+/* Sets the calling thread's zkit_error_message() (truncated to fit).  "" clears it.  The one
+ * internal symbol the shared library exports, for libzkit-testing (not part of the API). */
 void zkit__error_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /*
