@@ -6,20 +6,21 @@
  *     an async-signal-safe emergency cleanup that runs from atexit and from
  *     fatal/terminating signal handlers, so no JVM and no temp dir outlives
  *     the test process;
- *  2. cluster management: free ports, zoo.cfg generation, fork/exec of the
- *     JVM (own process group, PR_SET_PDEATHSIG), readiness probing with four
- *     letter words, stop/kill/restart/freeze/thaw;
+ *  2. cluster management on libzkit-testing (zkit/testing.h, src/testing/:
+ *     free ports, zoo.cfg, the JVM in its own process group with
+ *     PR_SET_PDEATHSIG, readiness, stop/kill/restart/freeze/thaw), to which
+ *     the harness adds its registry, its swept directories, read-only mode
+ *     and the peer-link proxies of an isolatable ensemble;
  *  3. ZooKeeper-side helpers built on the async C API with our own deadlines
  *     (synchronous calls have no timeout);
  *  4. a single-threaded poll() TCP proxy that can simulate a partition;
  *  5. the CUnit runner and small utilities.
- *
- * Debian's 3.8 server is started directly with java (no zkServer.sh) so that
- * the pid we hold is the JVM itself.  Its jar manifest carries the Class-Path
- * of its dependencies (jute, netty, slf4j-api, ...); we only add an SLF4J
- * binding and log4j so that our WARN-level log4j configuration applies.
+
  */
 #include "harness.h"
+
+#include "testing/server.h"
+#include "zkit/testing.h"
 
 #include <CUnit/Basic.h>
 #include <CUnit/CUnit.h>
@@ -49,22 +50,12 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Jars added to zookeeper.jar (whose manifest Class-Path brings the rest):
- * without an SLF4J binding the server would log nothing at all, which makes
- * start failures undiagnosable. */
-#define ZKH_CLASSPATH                                                          \
-    "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:"                       \
-    "/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar"
-
 #define ZKH_START_TIMEOUT_MS 60000
-#define ZKH_STOP_TIMEOUT_MS 5000
-#define ZKH_SHUTDOWN_GRACE_MS 2000
 #define ZKH_4LW_TIMEOUT_MS 2000
 #define ZKH_REJOIN_TIMEOUT_MS 20000
 #define ZKH_CLIENT_TIMEOUT_MS 10000
 #define ZKH_TREE_TIMEOUT_MS 30000
-#define ZKH_MAX_SERVERS 9
-#define ZKH_4LW_MAX (1024 * 1024)
+#define ZKH_MAX_SERVERS ZKIT_TEST_SERVER_MAX_MEMBERS
 
 #define REG_PROCS 128
 #define REG_DIRS 32
@@ -406,266 +397,27 @@ static void sweep_stale_dirs(void)
 }
 
 /* ======================================================================== */
-/* ports                                                                    */
+/* cluster: zkit/testing.h's servers, with the registry and the proxies     */
 /* ======================================================================== */
 
-static unsigned int rng_next(void)
-{
-    static uint64_t state;
-    pthread_mutex_lock(&reg_lock);
-    if (state == 0) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        state = (((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec) | 1;
-    }
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    unsigned int r = (unsigned int)(state >> 16);
-    pthread_mutex_unlock(&reg_lock);
-    return r;
-}
-
-static int bind_probe(int port, int *out_port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        close(fd);
-        return -1;
-    }
-    socklen_t len = sizeof a;
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    *out_port = ntohs(a.sin_port);
-    return fd;
-}
-
-/* Choose n distinct bindable ports.  We prefer random ports *below* the
- * kernel's ephemeral range: a port taken from that range (bind to 0) can be
- * handed out again as the source port of any outgoing connection, and tests
- * make many (clients reconnecting while a server is down would then steal
- * the port zkh_restart needs).  Falls back to bind(0) if there is no room. */
-static int alloc_ports(int n, int *ports)
-{
-    int lo = 32768;
-    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-    if (f != NULL) {
-        int a, b;
-        if (fscanf(f, "%d %d", &a, &b) == 2)
-            lo = a;
-        fclose(f);
-    }
-    const int floor_port = 10240;
-    int use_random = lo - floor_port >= 4096;
-    int fds[3 * ZKH_MAX_SERVERS];
-    int got = 0;
-    for (int tries = 0; got < n && tries < 1000; tries++) {
-        int want = use_random ? floor_port + (int)(rng_next() % (unsigned)(lo - floor_port)) : 0;
-        int dup = 0;
-        for (int j = 0; j < got; j++)
-            dup |= ports[j] == want;
-        if (dup)
-            continue;
-        int p;
-        int fd = bind_probe(want, &p);
-        if (fd < 0)
-            continue;
-        fds[got] = fd;
-        ports[got++] = p;
-    }
-    for (int j = 0; j < got; j++)
-        close(fds[j]);
-    return got == n ? 0 : -1;
-}
-
-/* ======================================================================== */
-/* four letter words                                                        */
-/* ======================================================================== */
-
-/* Send cmd to 127.0.0.1:port and read until the server closes, within
- * timeout_ms overall.  Returns a malloc'd NUL-terminated answer (length in
- * *len) or NULL. */
-static char *fourlw_port(int port, const char *cmd, int timeout_ms, size_t *len)
-{
-    int64_t deadline = zkh_now_ms() + timeout_ms;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return NULL;
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    char *buf = NULL;
-    size_t used = 0, cap = 0;
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
-        if (errno != EINPROGRESS)
-            goto fail;
-        struct pollfd p = {fd, POLLOUT, 0};
-        int64_t left = deadline - zkh_now_ms();
-        if (left <= 0 || poll(&p, 1, (int)left) != 1)
-            goto fail;
-        int err = 0;
-        socklen_t el = sizeof err;
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0)
-            goto fail;
-    }
-    size_t clen = strlen(cmd), sent = 0;
-    while (sent < clen) {
-        ssize_t w = send(fd, cmd + sent, clen - sent, MSG_NOSIGNAL);
-        if (w > 0) {
-            sent += (size_t)w;
-            continue;
-        }
-        if (w < 0 && errno != EAGAIN && errno != EINTR)
-            goto fail;
-        struct pollfd p = {fd, POLLOUT, 0};
-        int64_t left = deadline - zkh_now_ms();
-        if (left <= 0 || poll(&p, 1, (int)left) < 0)
-            goto fail;
-    }
-    for (;;) {
-        if (cap - used < 4096) {
-            if (cap >= ZKH_4LW_MAX)
-                goto fail;
-            size_t ncap = cap ? cap * 2 : 8192;
-            char *nb = realloc(buf, ncap);
-            if (nb == NULL)
-                goto fail;
-            buf = nb;
-            cap = ncap;
-        }
-        ssize_t r = recv(fd, buf + used, cap - used - 1, 0);
-        if (r > 0) {
-            used += (size_t)r;
-            continue;
-        }
-        if (r == 0)
-            break;
-        if (errno == ECONNRESET && used > 0)
-            break; /* the server may reset after writing everything */
-        if (errno != EAGAIN && errno != EINTR)
-            goto fail;
-        struct pollfd p = {fd, POLLIN, 0};
-        int64_t left = deadline - zkh_now_ms();
-        if (left <= 0 || poll(&p, 1, (int)left) == 0)
-            goto fail;
-    }
-    close(fd);
-    if (buf == NULL)
-        buf = malloc(1);
-    if (buf == NULL)
-        return NULL;
-    buf[used] = '\0';
-    if (len != NULL)
-        *len = used;
-    return buf;
-fail:
-    close(fd);
-    free(buf);
-    return NULL;
-}
-
-/* ======================================================================== */
-/* cluster                                                                  */
-/* ======================================================================== */
-
-enum { SRV_DOWN = 0, SRV_RUNNING = 1 };
-
-struct zkh_server {
-    int id; /* myid, index + 1 */
-    int port, peer_port, elect_port;
-    pid_t pid;
-    int slot; /* registry slot of pid */
-    int state;
-    int frozen;
-    char addr[32];
-    char dir[PATH_MAX];
-    char datadir[PATH_MAX];
-    char cfg[PATH_MAX];
-    char log[PATH_MAX];
-};
-
+/* The servers themselves (ports, configuration, the JVM, readiness, stop, kill, restart,
+ * freeze) are libzkit-testing's (src/testing/), the code users' tests run too.  The harness
+ * adds, through the hooks of src/testing/server.h: the registry above (every pid, for the
+ * emergency cleanup), its own locked and swept directory, read-only mode, and the peer-link
+ * proxies of an isolatable ensemble. */
 struct zkh_cluster {
     int n;
+    zkit_test_server_t *ts;
     char dir[PATH_MAX];
-    char log4j[PATH_MAX];
     int dir_slot;
     int lock_fd;
-    int read_only_mode; /* servers without quorum serve read-only clients */
-    int isolatable;     /* peer links run through the proxies in link */
-    char *connect;
-    struct zkh_server srv[ZKH_MAX_SERVERS];
+    int isolatable; /* peer links run through the proxies in link */
+    int slot[ZKH_MAX_SERVERS]; /* registry slot of each member's pid, -1 when none */
     /* link[i][j][0] and [1]: the proxies through which server i reaches server j's quorum
      * and election ports (NULL when i == j or the cluster is not isolatable). */
     zkh_proxy_t *link[ZKH_MAX_SERVERS][ZKH_MAX_SERVERS][2];
     int isolated[ZKH_MAX_SERVERS];
 };
-
-static const char *java_path(void)
-{
-    static char path[PATH_MAX];
-    if (path[0] != '\0')
-        return path;
-    const char *jh = getenv("JAVA_HOME");
-    if (jh != NULL && *jh != '\0') {
-        snprintf(path, sizeof path, "%s/bin/java", jh);
-        if (access(path, X_OK) == 0)
-            return path;
-    }
-    const char *pathenv = getenv("PATH");
-    if (pathenv != NULL) {
-        const char *p = pathenv;
-        while (*p != '\0') {
-            const char *colon = strchr(p, ':');
-            size_t l = colon ? (size_t)(colon - p) : strlen(p);
-            if (l > 0 && l < sizeof path - 6) {
-                snprintf(path, sizeof path, "%.*s/java", (int)l, p);
-                if (access(path, X_OK) == 0)
-                    return path;
-            }
-            p += l;
-            if (*p == ':')
-                p++;
-        }
-    }
-    snprintf(path, sizeof path, "/usr/bin/java");
-    return path;
-}
-
-static int write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    if (f == NULL)
-        return -1;
-    int ok = fputs(text, f) >= 0;
-    ok &= fclose(f) == 0;
-    return ok ? 0 : -1;
-}
-
-static void print_log_tail(const struct zkh_server *s)
-{
-    int fd = open(s->log, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    off_t end = lseek(fd, 0, SEEK_END);
-    off_t start = end > 3000 ? end - 3000 : 0;
-    char buf[3001];
-    ssize_t r = pread(fd, buf, (size_t)(end - start), start);
-    close(fd);
-    if (r <= 0)
-        return;
-    buf[r] = '\0';
-    fprintf(stderr, "zkh: ---- tail of server %d log (%s) ----\n%s\nzkh: ---- end of log ----\n",
-            s->id - 1, s->log, buf);
-    fflush(stderr);
-}
 
 static int proxy_port(zkh_proxy_t *p)
 {
@@ -684,15 +436,16 @@ static void stop_links(zkh_cluster_t *c)
 
 /* A proxy for every ordered pair of servers and each of the two peer ports, to the target's
  * current ports.  Per pair, so that cutting one server off leaves the others' links alone. */
-static int start_links(zkh_cluster_t *c)
+static int start_links(zkh_cluster_t *c, const zkit_test_server_t *ts)
 {
     stop_links(c);
     for (int i = 0; i < c->n; i++)
         for (int j = 0; j < c->n; j++)
             for (int k = 0; k < 2 && i != j; k++) {
+                int quorum, election;
                 char target[32];
-                snprintf(target, sizeof target, "127.0.0.1:%d",
-                         k == 0 ? c->srv[j].peer_port : c->srv[j].elect_port);
+                zkit__ts_member_ports(ts, j, NULL, &quorum, &election);
+                snprintf(target, sizeof target, "127.0.0.1:%d", k == 0 ? quorum : election);
                 if ((c->link[i][j][k] = zkh_proxy_start(target)) == NULL) {
                     stop_links(c);
                     return -1;
@@ -701,291 +454,36 @@ static int start_links(zkh_cluster_t *c)
     return 0;
 }
 
-/* Write zoo.cfg (and myid) for server s with the cluster's current ports.  In an isolatable
- * cluster each server lists its own peer ports (it binds them) and the others' through the
- * proxies of its links to them. */
-static int write_server_config(zkh_cluster_t *c, struct zkh_server *s)
+static void hook_spawned(void *arg, int member, pid_t pid)
 {
-    char text[4096];
-    int off = snprintf(text, sizeof text,
-                       "tickTime=500\n"
-                       "initLimit=10\n"
-                       "syncLimit=5\n"
-                       "dataDir=%s\n"
-                       "clientPort=%d\n"
-                       "clientPortAddress=127.0.0.1\n"
-                       "maxClientCnxns=0\n"
-                       "admin.enableServer=false\n",
-                       s->datadir, s->port);
-    /* A read-only server refuses to create a global session (it answers the handshake with
-     * a bare NOTREADONLY error header, which no client can parse), so new sessions have to
-     * start out local to be served there; the first ephemeral node makes one global. */
-    if (c->read_only_mode)
-        off += snprintf(text + off, sizeof text - (size_t)off, "localSessionsEnabled=true\n"
-                        "localSessionsUpgradingEnabled=true\n");
-    if (c->n > 1) {
-        for (int j = 0; j < c->n; j++) {
-            zkh_proxy_t *const *via = c->link[s->id - 1][j];
-            int through = c->isolatable && j != s->id - 1;
-            off += snprintf(text + off, sizeof text - (size_t)off, "server.%d=127.0.0.1:%d:%d\n",
-                            c->srv[j].id, through ? proxy_port(via[0]) : c->srv[j].peer_port,
-                            through ? proxy_port(via[1]) : c->srv[j].elect_port);
-        }
-    }
-    if (write_file(s->cfg, text) != 0)
-        return -1;
-    if (c->n > 1) {
-        char myid[PATH_MAX + 8], idtext[16];
-        snprintf(myid, sizeof myid, "%s/myid", s->datadir);
-        snprintf(idtext, sizeof idtext, "%d\n", s->id);
-        if (write_file(myid, idtext) != 0)
-            return -1;
-    }
-    return 0;
+    zkh_cluster_t *c = arg;
+    c->slot[member] = reg_add_pid(pid);
 }
 
-static void close_fds_from(int lowfd)
+/* Cleared before the pid is reaped, so the emergency cleanup never signals a recycled pid. */
+static void hook_forgetting(void *arg, int member, pid_t pid)
 {
-#ifdef SYS_close_range
-    if (syscall(SYS_close_range, (unsigned)lowfd, ~0U, 0) == 0)
+    (void)pid;
+    zkh_cluster_t *c = arg;
+    reg_clear_pid(c->slot[member]);
+    c->slot[member] = -1;
+}
+
+static int hook_ports_chosen(void *arg, zkit_test_server_t *ts)
+{
+    zkh_cluster_t *c = arg;
+    return c->isolatable ? start_links(c, ts) : 0;
+}
+
+/* In an isolatable cluster each server lists its own peer ports (it binds them) and the
+ * others' through the proxies of its links to them. */
+static void hook_peer_ports(void *arg, int from, int to, int *quorum, int *election)
+{
+    zkh_cluster_t *c = arg;
+    if (!c->isolatable)
         return;
-#endif
-    struct rlimit rl;
-    long max = 65536;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 1048576)
-        max = (long)rl.rlim_cur;
-    for (long fd = lowfd; fd < max; fd++)
-        close((int)fd);
-}
-
-/* fork/exec one JVM.  Everything the child needs is prepared before fork:
- * the test process has ZooKeeper client threads, so the child may only use
- * async-signal-safe calls until execve. */
-static int spawn_server(zkh_cluster_t *c, struct zkh_server *s)
-{
-    char a_tmp[PATH_MAX + 32], a_err[PATH_MAX + 32], a_log4j[PATH_MAX + 32], a_logdir[PATH_MAX + 32];
-    snprintf(a_tmp, sizeof a_tmp, "-Djava.io.tmpdir=%s", s->dir);
-    snprintf(a_err, sizeof a_err, "-XX:ErrorFile=%s/hs_err_pid%%p.log", s->dir);
-    snprintf(a_log4j, sizeof a_log4j, "-Dlog4j.configuration=file:%s", c->log4j);
-    snprintf(a_logdir, sizeof a_logdir, "-Dzookeeper.log.dir=%s", s->dir);
-    const char *java = java_path();
-    char *argv[40];
-    int k = 0;
-    argv[k++] = (char *)"java";
-    argv[k++] = (char *)"-Xmx256m";
-    /* Fast start-up matters more than throughput: one GC thread, C1 only,
-     * no hsperfdata file in /tmp (it would survive a SIGKILL). */
-    argv[k++] = (char *)"-XX:+UseSerialGC";
-    argv[k++] = (char *)"-XX:TieredStopAtLevel=1";
-    argv[k++] = (char *)"-XX:-UsePerfData";
-    argv[k++] = (char *)"-Xshare:auto";
-    argv[k++] = (char *)"-XX:+ExitOnOutOfMemoryError";
-    argv[k++] = (char *)"-Djava.net.preferIPv4Stack=true";
-    argv[k++] = a_tmp; /* snappy-java and friends unpack here, not in /tmp */
-    argv[k++] = a_err;
-    argv[k++] = a_log4j;
-    argv[k++] = a_logdir;
-    argv[k++] = (char *)"-Dzookeeper.jmx.log4j.disable=true";
-    argv[k++] = (char *)"-Dzookeeper.admin.enableServer=false";
-    argv[k++] = (char *)"-Dzookeeper.4lw.commands.whitelist=*";
-    argv[k++] = (char *)"-Dznode.container.checkIntervalMs=200";
-    argv[k++] = (char *)"-Dznode.container.maxPerMinute=100000";
-    argv[k++] = (char *)"-Dzookeeper.extendedTypesEnabled=true";
-    /* Peers give up on a dead peer's election port after 1 s instead of 5 s:
-     * faster leader election after zkh_kill in an ensemble. */
-    argv[k++] = (char *)"-Dzookeeper.cnxTimeout=1000";
-    if (c->read_only_mode)
-        argv[k++] = (char *)"-Dreadonlymode.enabled=true";
-    argv[k++] = (char *)"-cp";
-    argv[k++] = (char *)ZKH_CLASSPATH;
-    argv[k++] = (char *)(c->n > 1 ? "org.apache.zookeeper.server.quorum.QuorumPeerMain"
-                                  : "org.apache.zookeeper.server.ZooKeeperServerMain");
-    argv[k++] = s->cfg;
-    argv[k] = NULL;
-
-    int logfd = open(s->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (logfd < 0) {
-        hlog("cannot open %s: %s", s->log, strerror(errno));
-        return -1;
-    }
-    int nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (nullfd < 0) {
-        close(logfd);
-        return -1;
-    }
-    extern char **environ;
-    char **envp = environ;
-
-    /* Block every signal across fork: the child must not run our handlers
-     * (they would kill the parent's servers) before it resets them. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0) {
-        setpgid(0, 0); /* terminal ^C reaches only us; we kill the group */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(127); /* the parent died before prctl took effect */
-        struct sigaction dfl;
-        memset(&dfl, 0, sizeof dfl);
-        dfl.sa_handler = SIG_DFL;
-        for (int sig = 1; sig < _NSIG; sig++)
-            sigaction(sig, &dfl, NULL);
-        if (chdir(s->dir) != 0)
-            _exit(127);
-        dup2(nullfd, 0);
-        dup2(logfd, 1);
-        dup2(logfd, 2);
-        /* Inherited client sockets would keep connections half alive after
-         * the test closes them; the directory lock must die with us. */
-        close_fds_from(3);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        execve(java, argv, envp);
-        _exit(127);
-    }
-    int err = errno;
-    if (pid > 0) {
-        setpgid(pid, pid); /* also here: whichever runs first wins the race */
-        s->slot = reg_add_pid(pid);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    close(logfd);
-    close(nullfd);
-    if (pid < 0) {
-        hlog("fork: %s", strerror(err));
-        return -1;
-    }
-    s->pid = pid;
-    s->state = SRV_RUNNING;
-    s->frozen = 0;
-    return 0;
-}
-
-/* 1 if the server process has exited (not reaped), 0 if alive. */
-static int proc_exited(pid_t pid, int *status)
-{
-    siginfo_t si;
-    memset(&si, 0, sizeof si);
-    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0)
-        return errno == ECHILD; /* auto-reaped (SIGCHLD ignored) */
-    if (si.si_pid == 0)
-        return 0;
-    if (status != NULL)
-        *status = si.si_status;
-    return 1;
-}
-
-static void reap(struct zkh_server *s)
-{
-    if (s->pid <= 0)
-        return;
-    reg_clear_pid(s->slot);
-    s->slot = -1;
-    while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR)
-        ;
-    s->pid = 0;
-    s->state = SRV_DOWN;
-    s->frozen = 0;
-}
-
-static void kill_and_reap(struct zkh_server *s)
-{
-    if (s->pid <= 0)
-        return;
-    kill(-s->pid, SIGKILL);
-    kill(s->pid, SIGKILL);
-    reap(s);
-}
-
-/* How ready a server must be. */
-enum {
-    READY_RUOK,    /* JVM up and listening (an ensemble member without quorum) */
-    READY_SERVING, /* serving in any mode, and proven to be ours */
-    READY_QUORUM   /* serving as leader or follower, and proven to be ours */
-};
-
-/* Probe one server.  Returns 1 ready, 0 not yet, -1 failed in a way new
- * ports may cure (process died, or somebody else's server answers on our
- * port), -2 failed for good (java cannot be executed); why says what. */
-static int probe_ready(struct zkh_server *s, int level, char *why, size_t whylen)
-{
-    int status = 0;
-    if (proc_exited(s->pid, &status)) {
-        if (status == 127) { /* our child's execve failed: no retry helps */
-            snprintf(why, whylen, "server %d: cannot execute %.300s", s->id - 1, java_path());
-            return -2;
-        }
-        snprintf(why, whylen, "server %d (%s) exited during start-up (status %d)", s->id - 1,
-                 s->addr, status);
-        return -1;
-    }
-    char *r = fourlw_port(s->port, "ruok", 500, NULL);
-    int ok = r != NULL && strcmp(r, "imok") == 0;
-    free(r);
-    if (!ok) {
-        snprintf(why, whylen, "server %d (%s) does not answer ruok", s->id - 1, s->addr);
-        return 0;
-    }
-    if (level == READY_RUOK)
-        return 1;
-    r = fourlw_port(s->port, "srvr", 500, NULL);
-    ok = r != NULL && (strstr(r, "Mode: leader") != NULL || strstr(r, "Mode: follower") != NULL ||
-                       (level == READY_SERVING && strstr(r, "Mode: ") != NULL));
-    free(r);
-    if (!ok) {
-        snprintf(why, whylen, "server %d (%s) is not serving (no leader/follower mode)",
-                 s->id - 1, s->addr);
-        return 0;
-    }
-    /* The port might belong to another test run's server: `conf` names the
-     * data directory, which only ours can have. */
-    r = fourlw_port(s->port, "conf", 500, NULL);
-    ok = r != NULL && strstr(r, s->datadir) != NULL;
-    int answered = r != NULL;
-    free(r);
-    if (!ok) {
-        snprintf(why, whylen, "server %d (%s) answers but is not ours (port conflict)", s->id - 1,
-                 s->addr);
-        return answered ? -1 : 0;
-    }
-    return 1;
-}
-
-/* Wait until the servers whose bit is set in mask are ready.  0 ready, -1
- * worth retrying with new ports, -2 timed out or failed for good. */
-static int wait_ready(zkh_cluster_t *c, unsigned mask, int level, int64_t deadline, char *why,
-                      size_t whylen, int *failed_idx)
-{
-    unsigned ready = 0;
-    for (;;) {
-        for (int i = 0; i < c->n; i++) {
-            if (!(mask & (1u << i)) || (ready & (1u << i)))
-                continue;
-            int r = probe_ready(&c->srv[i], level, why, whylen);
-            if (r < 0) {
-                *failed_idx = i;
-                return r;
-            }
-            if (r > 0)
-                ready |= 1u << i;
-        }
-        if (ready == mask)
-            return 0;
-        if (zkh_now_ms() >= deadline) {
-            for (int i = 0; i < c->n; i++) {
-                if ((mask & (1u << i)) && !(ready & (1u << i))) {
-                    *failed_idx = i;
-                    break;
-                }
-            }
-            return -2;
-        }
-        zkh_sleep_ms(20);
-    }
+    *quorum = proxy_port(c->link[from][to][0]);
+    *election = proxy_port(c->link[from][to][1]);
 }
 
 static void free_cluster(zkh_cluster_t *c)
@@ -996,22 +494,7 @@ static void free_cluster(zkh_cluster_t *c)
     reg_clear_dir(c->dir_slot);
     if (c->lock_fd >= 0)
         close(c->lock_fd);
-    free(c->connect);
     free(c);
-}
-
-static int build_connect_string(zkh_cluster_t *c)
-{
-    size_t cap = (size_t)c->n * 24 + 1;
-    char *s = malloc(cap);
-    if (s == NULL)
-        return -1;
-    size_t off = 0;
-    for (int i = 0; i < c->n; i++)
-        off += (size_t)snprintf(s + off, cap - off, "%s%s", i ? "," : "", c->srv[i].addr);
-    free(c->connect);
-    c->connect = s;
-    return 0;
 }
 
 static zkh_cluster_t *start_cluster(int nservers, int read_only_mode, int isolatable)
@@ -1024,18 +507,16 @@ static zkh_cluster_t *start_cluster(int nservers, int read_only_mode, int isolat
     ensure_installed();
     sweep_stale_dirs();
     int64_t t0 = zkh_now_ms();
-    int64_t deadline = t0 + ZKH_START_TIMEOUT_MS;
 
     zkh_cluster_t *c = calloc(1, sizeof *c);
     if (c == NULL)
         return NULL;
     c->n = nservers;
-    c->read_only_mode = read_only_mode;
     c->isolatable = isolatable;
     c->dir_slot = -1;
     c->lock_fd = -1;
     for (int i = 0; i < nservers; i++)
-        c->srv[i].slot = -1;
+        c->slot[i] = -1;
 
     char tmpl[PATH_MAX];
     snprintf(tmpl, sizeof tmpl, "%s/zkh-%ld-XXXXXX", tmp_base(), (long)getpid());
@@ -1064,100 +545,24 @@ static zkh_cluster_t *start_cluster(int nservers, int read_only_mode, int isolat
         free_cluster(c);
         return NULL;
     }
-    if (snprintf(c->log4j, sizeof c->log4j, "%s/log4j.properties", c->dir) >=
-            (int)sizeof c->log4j ||
-        write_file(c->log4j, "log4j.rootLogger=WARN, CONSOLE\n"
-                             "log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender\n"
-                             "log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout\n"
-                             "log4j.appender.CONSOLE.layout.ConversionPattern="
-                             "%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n\n") != 0) {
-        hlog("zkh_start: cannot write %s", c->log4j);
+
+    zkit_test_server_options_t opts;
+    zkit_test_server_options_init(&opts);
+    opts.members = nservers;
+    opts.dir = c->dir;
+    opts.start_timeout_ms = ZKH_START_TIMEOUT_MS;
+    zkit__ts_hooks_t hooks = {c, read_only_mode, hook_spawned, hook_forgetting,
+                              hook_ports_chosen, hook_peer_ports};
+    if (zkit__test_server_start_hooked(&c->ts, &opts, &hooks) != 0) {
+        hlog("zkh_start(%d) failed after %lld ms: %s", nservers, (long long)(zkh_now_ms() - t0),
+             zkit_error_message());
         free_cluster(c);
         return NULL;
     }
-    for (int i = 0; i < nservers; i++) {
-        struct zkh_server *s = &c->srv[i];
-        s->id = i + 1;
-        /* Paths here are far shorter than PATH_MAX unless TMPDIR is absurd. */
-        if (snprintf(s->dir, sizeof s->dir, "%s/s%d", c->dir, i) >= (int)sizeof s->dir ||
-            snprintf(s->datadir, sizeof s->datadir, "%s/s%d/data", c->dir, i) >=
-                (int)sizeof s->datadir ||
-            snprintf(s->cfg, sizeof s->cfg, "%s/s%d/zoo.cfg", c->dir, i) >= (int)sizeof s->cfg ||
-            snprintf(s->log, sizeof s->log, "%s/s%d/server.log", c->dir, i) >= (int)sizeof s->log) {
-            hlog("zkh_start: TMPDIR path too long");
-            free_cluster(c);
-            return NULL;
-        }
-    }
-
-    char why[512] = "";
-    int failed = 0;
-    /* A port can be taken between our probe and the server's bind (another
-     * test run on this machine): then the server dies or a stranger answers,
-     * and we try again with fresh ports. */
-    for (int attempt = 0; attempt < 3; attempt++) {
-        int ports[3 * ZKH_MAX_SERVERS];
-        int per = nservers > 1 ? 3 : 1;
-        if (alloc_ports(nservers * per, ports) != 0) {
-            snprintf(why, sizeof why, "no free loopback ports");
-            break;
-        }
-        int setup_ok = 1;
-        for (int i = 0; i < nservers && setup_ok; i++) {
-            struct zkh_server *s = &c->srv[i];
-            s->port = ports[i * per];
-            s->peer_port = per > 1 ? ports[i * per + 1] : 0;
-            s->elect_port = per > 1 ? ports[i * per + 2] : 0;
-            snprintf(s->addr, sizeof s->addr, "127.0.0.1:%d", s->port);
-            rmtree(s->dir); /* a previous attempt's leftovers */
-            if (mkdir(s->dir, 0700) != 0 || mkdir(s->datadir, 0700) != 0)
-                setup_ok = 0;
-        }
-        if (setup_ok && isolatable && start_links(c) != 0) {
-            snprintf(why, sizeof why, "cannot start the peer link proxies");
-            break;
-        }
-        for (int i = 0; i < nservers && setup_ok; i++)
-            if (write_server_config(c, &c->srv[i]) != 0)
-                setup_ok = 0;
-        if (!setup_ok) {
-            snprintf(why, sizeof why, "cannot write server configuration: %s", strerror(errno));
-            break;
-        }
-        int spawned = 1;
-        for (int i = 0; i < nservers && spawned; i++)
-            if (spawn_server(c, &c->srv[i]) != 0)
-                spawned = 0;
-        if (!spawned) {
-            snprintf(why, sizeof why, "cannot start java");
-            break;
-        }
-        unsigned mask = (nservers >= 32) ? ~0u : ((1u << nservers) - 1);
-        int r = wait_ready(c, mask, nservers > 1 ? READY_QUORUM : READY_SERVING, deadline, why,
-                           sizeof why, &failed);
-        if (r == 0) {
-            if (build_connect_string(c) != 0) {
-                snprintf(why, sizeof why, "out of memory");
-                break;
-            }
-            if (verbose())
-                hlog("cluster of %d up in %lld ms at %s (%s)", nservers,
-                     (long long)(zkh_now_ms() - t0), c->connect, c->dir);
-            return c;
-        }
-        if (r == -2 || attempt == 2 || zkh_now_ms() >= deadline)
-            break; /* a plain timeout will not get better with new ports */
-        hlog("zkh_start: %s; retrying with new ports", why);
-        for (int i = 0; i < nservers; i++)
-            kill_and_reap(&c->srv[i]);
-    }
-    hlog("zkh_start(%d) failed after %lld ms: %s", nservers, (long long)(zkh_now_ms() - t0), why);
-    if (failed >= 0 && failed < nservers && c->srv[failed].log[0] != '\0')
-        print_log_tail(&c->srv[failed]);
-    for (int i = 0; i < nservers; i++)
-        kill_and_reap(&c->srv[i]);
-    free_cluster(c);
-    return NULL;
+    if (verbose())
+        hlog("cluster of %d up in %lld ms at %s (%s)", nservers, (long long)(zkh_now_ms() - t0),
+             zkit_test_server_connect_string(c->ts), c->dir);
+    return c;
 }
 
 zkh_cluster_t *zkh_start(int nservers)
@@ -1179,33 +584,13 @@ void zkh_shutdown(zkh_cluster_t *c)
 {
     if (c == NULL)
         return;
-    for (int i = 0; i < c->n; i++) {
-        struct zkh_server *s = &c->srv[i];
-        if (s->pid > 0) {
-            kill(s->pid, SIGTERM);
-            kill(s->pid, SIGCONT); /* a frozen JVM cannot act on SIGTERM */
-        }
-    }
-    int64_t deadline = zkh_now_ms() + ZKH_SHUTDOWN_GRACE_MS;
-    for (;;) {
-        int alive = 0;
-        for (int i = 0; i < c->n; i++)
-            if (c->srv[i].pid > 0 && !proc_exited(c->srv[i].pid, NULL))
-                alive++;
-        if (alive == 0 || zkh_now_ms() >= deadline)
-            break;
-        zkh_sleep_ms(10);
-    }
-    for (int i = 0; i < c->n; i++)
-        kill_and_reap(&c->srv[i]);
+    zkit_test_server_free(c->ts); /* every member stopped, the directory left to us */
     free_cluster(c);
 }
 
-static struct zkh_server *server_at(zkh_cluster_t *c, int i)
+static int valid(zkh_cluster_t *c, int i)
 {
-    if (c == NULL || i < 0 || i >= c->n)
-        return NULL;
-    return &c->srv[i];
+    return c != NULL && i >= 0 && i < c->n;
 }
 
 int zkh_server_count(zkh_cluster_t *c)
@@ -1215,134 +600,85 @@ int zkh_server_count(zkh_cluster_t *c)
 
 const char *zkh_connect_string(zkh_cluster_t *c)
 {
-    return c ? c->connect : NULL;
+    return c ? zkit_test_server_connect_string(c->ts) : NULL;
 }
 
 const char *zkh_server_address(zkh_cluster_t *c, int i)
 {
-    struct zkh_server *s = server_at(c, i);
-    return s ? s->addr : NULL;
+    return valid(c, i) ? zkit_test_server_address(c->ts, i) : NULL;
 }
 
 int zkh_server_port(zkh_cluster_t *c, int i)
 {
-    struct zkh_server *s = server_at(c, i);
-    return s ? s->port : -1;
+    int port;
+    return valid(c, i) && zkit__ts_member_ports(c->ts, i, &port, NULL, NULL) == 0 ? port : -1;
+}
+
+/* ZKIT_TEST_SERVER_DOWN, _RUNNING or _FROZEN; -1 for a bad i. */
+static int member_state(zkh_cluster_t *c, int i)
+{
+    zkit_test_server_state_t st;
+    if (!valid(c, i) || zkit_test_server_state(&st, NULL, c->ts, i) != 0)
+        return -1;
+    return (int)st;
 }
 
 int zkh_server_running(zkh_cluster_t *c, int i)
 {
-    struct zkh_server *s = server_at(c, i);
-    if (s == NULL)
-        return -1;
-    return s->state == SRV_RUNNING;
+    int st = member_state(c, i);
+    return st < 0 ? -1 : st != ZKIT_TEST_SERVER_DOWN;
+}
+
+/* Running and not frozen. */
+static int live(zkh_cluster_t *c, int i)
+{
+    return member_state(c, i) == ZKIT_TEST_SERVER_RUNNING;
 }
 
 int zkh_stop(zkh_cluster_t *c, int i)
 {
-    struct zkh_server *s = server_at(c, i);
-    if (s == NULL)
-        return -1;
-    if (s->state != SRV_RUNNING)
-        return 0;
-    kill(s->pid, SIGTERM);
-    kill(s->pid, SIGCONT);
-    int64_t deadline = zkh_now_ms() + ZKH_STOP_TIMEOUT_MS;
-    while (!proc_exited(s->pid, NULL) && zkh_now_ms() < deadline)
-        zkh_sleep_ms(10);
-    kill_and_reap(s); /* SIGKILL is harmless if it already exited */
-    return 0;
+    return valid(c, i) && zkit_test_server_stop(c->ts, i) == 0 ? 0 : -1;
 }
 
 int zkh_kill(zkh_cluster_t *c, int i)
 {
-    struct zkh_server *s = server_at(c, i);
-    if (s == NULL)
-        return -1;
-    kill_and_reap(s);
-    return 0;
+    return valid(c, i) && zkit_test_server_kill(c->ts, i) == 0 ? 0 : -1;
 }
 
 int zkh_restart(zkh_cluster_t *c, int i)
 {
-    struct zkh_server *s = server_at(c, i);
-    if (s == NULL)
+    if (!valid(c, i))
         return -1;
-    if (s->state == SRV_RUNNING) {
-        hlog("zkh_restart: server %d is running", i);
-        return -1;
-    }
-    int64_t t0 = zkh_now_ms();
-    if (spawn_server(c, s) != 0)
-        return -1;
-    /* A lone ensemble member cannot reach leader/follower mode; waiting for
-     * it would only burn the full timeout when a test restarts servers one
-     * after the other.  Require the mode only when a quorum is running
-     * (and not frozen). */
-    int live_count = 0;
-    for (int j = 0; j < c->n; j++)
-        live_count += c->srv[j].state == SRV_RUNNING && !c->srv[j].frozen;
-    int level = c->n == 1 ? READY_SERVING : live_count > c->n / 2 ? READY_QUORUM : READY_RUOK;
-    char why[512] = "";
-    int failed = i;
-    if (wait_ready(c, 1u << i, level, t0 + ZKH_START_TIMEOUT_MS, why, sizeof why, &failed) != 0) {
-        hlog("zkh_restart(%d) failed after %lld ms: %s", i, (long long)(zkh_now_ms() - t0), why);
-        print_log_tail(s);
-        kill_and_reap(s);
+    if (zkit_test_server_restart(c->ts, i) != 0) {
+        hlog("zkh_restart(%d): %s", i, zkit_error_message());
         return -1;
     }
     return 0;
-}
-
-/* Wait for the stop/continue notification so that the state change has
- * really happened when freeze/thaw return. */
-static void wait_job_state(pid_t pid, int flag, int code)
-{
-    int64_t deadline = zkh_now_ms() + 2000;
-    while (zkh_now_ms() < deadline) {
-        siginfo_t si;
-        memset(&si, 0, sizeof si);
-        if (waitid(P_PID, (id_t)pid, &si, flag | WNOHANG) != 0)
-            return;
-        if (si.si_pid == pid && si.si_code == code)
-            return;
-        zkh_sleep_ms(1);
-    }
 }
 
 int zkh_freeze(zkh_cluster_t *c, int i)
 {
-    struct zkh_server *s = server_at(c, i);
-    if (s == NULL || s->state != SRV_RUNNING)
-        return -1;
-    if (kill(s->pid, SIGSTOP) != 0)
-        return -1;
-    if (!s->frozen)
-        wait_job_state(s->pid, WSTOPPED, CLD_STOPPED);
-    s->frozen = 1;
-    return 0;
+    return valid(c, i) && zkit_test_server_freeze(c->ts, i) == 0 ? 0 : -1;
 }
 
 int zkh_thaw(zkh_cluster_t *c, int i)
 {
-    struct zkh_server *s = server_at(c, i);
-    if (s == NULL || s->state != SRV_RUNNING)
-        return -1;
-    if (kill(s->pid, SIGCONT) != 0)
-        return -1;
-    if (s->frozen)
-        wait_job_state(s->pid, WCONTINUED, CLD_CONTINUED);
-    s->frozen = 0;
-    return 0;
+    return valid(c, i) && zkit_test_server_thaw(c->ts, i) == 0 ? 0 : -1;
+}
+
+/* Member i's four-letter answer (malloc'd), or NULL. */
+static char *four_letter(zkh_cluster_t *c, int i, const char *cmd, int timeout_ms, size_t *len)
+{
+    int port = zkh_server_port(c, i);
+    return port > 0 ? zkit__ts_four_letter(port, cmd, timeout_ms, len) : NULL;
 }
 
 int zkh_four_letter(zkh_cluster_t *c, int i, const char *cmd, char *out, size_t outlen)
 {
-    struct zkh_server *s = server_at(c, i);
-    if (s == NULL || cmd == NULL)
+    if (!valid(c, i) || cmd == NULL)
         return -1;
     size_t len = 0;
-    char *ans = fourlw_port(s->port, cmd, ZKH_4LW_TIMEOUT_MS, &len);
+    char *ans = four_letter(c, i, cmd, ZKH_4LW_TIMEOUT_MS, &len);
     if (ans == NULL)
         return -1;
     size_t n = 0;
@@ -1371,7 +707,7 @@ static void apply_isolation(zkh_cluster_t *c)
 
 int zkh_isolate(zkh_cluster_t *c, int i)
 {
-    if (server_at(c, i) == NULL || !c->isolatable)
+    if (!valid(c, i) || !c->isolatable)
         return -1;
     c->isolated[i] = 1;
     apply_isolation(c);
@@ -1380,7 +716,7 @@ int zkh_isolate(zkh_cluster_t *c, int i)
 
 static int serves_in_quorum(zkh_cluster_t *c, int i)
 {
-    char *r = fourlw_port(c->srv[i].port, "srvr", 500, NULL);
+    char *r = four_letter(c, i, "srvr", 500, NULL);
     int ok = r != NULL && (strstr(r, "Mode: leader") != NULL || strstr(r, "Mode: follower"));
     free(r);
     return ok;
@@ -1388,12 +724,11 @@ static int serves_in_quorum(zkh_cluster_t *c, int i)
 
 int zkh_rejoin(zkh_cluster_t *c, int i)
 {
-    if (server_at(c, i) == NULL || !c->isolatable)
+    if (!valid(c, i) || !c->isolatable)
         return -1;
     c->isolated[i] = 0;
     apply_isolation(c);
-    struct zkh_server *s = &c->srv[i];
-    if (s->state != SRV_RUNNING || s->frozen)
+    if (!live(c, i))
         return 0;
     int64_t deadline = zkh_now_ms() + ZKH_REJOIN_TIMEOUT_MS;
     while (!serves_in_quorum(c, i)) {
@@ -1409,24 +744,10 @@ int zkh_rejoin(zkh_cluster_t *c, int i)
 
 int zkh_leader(zkh_cluster_t *c)
 {
-    if (c == NULL)
+    int member;
+    if (c == NULL || zkit_test_server_leader(&member, c->ts) != 0)
         return -1;
-    for (int i = 0; i < c->n; i++) {
-        struct zkh_server *s = &c->srv[i];
-        if (s->state != SRV_RUNNING || s->frozen)
-            continue;
-        char *r = fourlw_port(s->port, "srvr", ZKH_4LW_TIMEOUT_MS, NULL);
-        int leads = r != NULL && strstr(r, "Mode: leader") != NULL;
-        free(r);
-        if (leads)
-            return i;
-    }
-    return -1;
-}
-
-static int live(const struct zkh_server *s)
-{
-    return s->state == SRV_RUNNING && !s->frozen;
+    return member;
 }
 
 int zkh_watch_count(zkh_cluster_t *c)
@@ -1435,9 +756,9 @@ int zkh_watch_count(zkh_cluster_t *c)
         return -1;
     int total = 0;
     for (int i = 0; i < c->n; i++) {
-        if (!live(&c->srv[i]))
+        if (!live(c, i))
             continue;
-        char *ans = fourlw_port(c->srv[i].port, "wchs", ZKH_4LW_TIMEOUT_MS, NULL);
+        char *ans = four_letter(c, i, "wchs", ZKH_4LW_TIMEOUT_MS, NULL);
         const char *p = ans ? strstr(ans, "Total watches:") : NULL;
         if (p == NULL) {
             free(ans);
@@ -1464,9 +785,9 @@ int zkh_connection_server(zkh_cluster_t *c, int64_t session_id)
     if (c == NULL)
         return -1;
     for (int i = 0; i < c->n; i++) {
-        if (!live(&c->srv[i]))
+        if (!live(c, i))
             continue;
-        char *ans = fourlw_port(c->srv[i].port, "cons", ZKH_4LW_TIMEOUT_MS, NULL);
+        char *ans = four_letter(c, i, "cons", ZKH_4LW_TIMEOUT_MS, NULL);
         if (ans == NULL)
             continue;
         int found = 0;
@@ -1520,9 +841,9 @@ static int handle_settled(void *arg)
 static zhandle_t *connect_wait(zkh_cluster_t *c, const clientid_t *cid, int timeout_ms, int *state)
 {
     *state = 0;
-    if (c == NULL || c->connect == NULL)
+    if (c == NULL || zkh_connect_string(c) == NULL)
         return NULL;
-    zhandle_t *zh = zookeeper_init2(c->connect, noop_watcher, ZKH_CLIENT_TIMEOUT_MS, cid, NULL,
+    zhandle_t *zh = zookeeper_init2(zkh_connect_string(c), noop_watcher, ZKH_CLIENT_TIMEOUT_MS, cid, NULL,
                                     ZOO_NO_LOG_CLIENTENV, quiet_log);
     if (zh == NULL) {
         hlog("zookeeper_init: %s", strerror(errno));
@@ -1542,7 +863,7 @@ zhandle_t *zkh_raw_connect(zkh_cluster_t *c)
         return NULL;
     if (state != ZOO_CONNECTED_STATE) {
         hlog("zkh_raw_connect: not connected to %s within %d ms (state %d)",
-             c->connect, ZKH_CLIENT_TIMEOUT_MS, state);
+             zkh_connect_string(c), ZKH_CLIENT_TIMEOUT_MS, state);
         zookeeper_close(zh);
         return NULL;
     }
@@ -1617,9 +938,9 @@ static int kick_local_socket(int local_port, int peer_port)
 static void kick_stale_connections(zkh_cluster_t *c, int64_t session_id)
 {
     for (int i = 0; i < c->n; i++) {
-        if (c->srv[i].state != SRV_RUNNING || c->srv[i].frozen)
+        if (!live(c, i))
             continue;
-        char *ans = fourlw_port(c->srv[i].port, "cons", ZKH_4LW_TIMEOUT_MS, NULL);
+        char *ans = four_letter(c, i, "cons", ZKH_4LW_TIMEOUT_MS, NULL);
         if (ans == NULL)
             continue;
         for (char *line = ans; line != NULL && *line != '\0';) {
@@ -1631,7 +952,7 @@ static void kick_stale_connections(zkh_cluster_t *c, int64_t session_id)
             if (sid != NULL && addr != NULL &&
                 strtoull(sid + 6, NULL, 16) == (unsigned long long)(uint64_t)session_id) {
                 int port = atoi(addr + strlen("/127.0.0.1:"));
-                if (kick_local_socket(port, c->srv[i].port) > 0 && verbose())
+                if (kick_local_socket(port, zkh_server_port(c, i)) > 0 && verbose())
                     hlog("session 0x%llx: shut down stale connection from port %d",
                          (unsigned long long)session_id, port);
             }

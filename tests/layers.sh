@@ -18,6 +18,14 @@ src/recipes nodename schedule rewatch treecache cache persist group instance dis
     machine engine lockstate ownnode lockcore mutex lock multilock segment guard view semaphore
     semmutex latch selector leaderquery job wakeup sharedvalue atomic barrier dbarrier partition
 "
+# libzkit-testing (zkit/testing.h), on the library's errors.
+TESTING="
+src/testing net process state server
+"
+# zkit-test-server, on libzkit-testing's public calls.
+TESTSERVER="
+src/tools zkit-test-server
+"
 # zkit-lock.
 TOOL="
 src/tools zkl-msg zkl-opts zkl-events zkl-locks zkl-list zkl-child zkit-lock
@@ -45,7 +53,7 @@ status=0
 
 # The object of source NAME in DIR: a libtool convenience library's or a program's.
 object_of() {
-    for o in "$1/libzkit_core_la-$2.o" "$1/$2.o" "$1/zkit_lock-$2.o" "$1/zkit_watch-$2.o" \
+    for o in "$1/libzkit_core_la-$2.o" "$1/libzkit_testing_core_la-$2.o" "$1/$2.o" "$1/zkit_lock-$2.o" "$1/zkit_watch-$2.o" \
              "$1/zkit_bench-$2.o"; do
         if [ -f "$o" ]; then
             echo "$o"
@@ -96,6 +104,8 @@ srcdir=${srcdir:-.}
 [ -d "$srcdir/src" ] || srcdir=$(cd "$(dirname "$0")/.." && pwd)
 listed=$(mktemp)
 check "$LIBRARY"
+check "$TESTING"
+check "$TESTSERVER"
 check "$TOOL"
 check "$WATCH"
 check "$REGISTER"
