@@ -8,15 +8,21 @@
 # ROOT is where the tree was installed (make install DESTDIR=ROOT, or packages unpacked with
 # dpkg -x into ROOT; empty for a real install); the other directories are the configured ones.
 # Nothing outside ROOT and a scratch directory is touched.  The steps:
-#   1. files: the library (shared and static), every public header of the source tree,
-#      zkit.pc, zkit-lock, zkit-watch, zkit-register and zkit-discover and their man pages, every docs/*.md and examples/* source, and with
-#      --api-doc yes the HTML reference and the man3 pages (man 3 zkit_lock_acquire);
+#   1. files: the libraries (libzkit and libzkit-testing, shared and static), every public
+#      header of the source tree, zkit.pc and zkit-testing.pc, zkit-lock, zkit-watch,
+#      zkit-register, zkit-discover and zkit-test-server and their man pages, every docs/*.md
+#      and examples/* source, and with --api-doc yes the HTML reference and the man3 pages
+#      (man 3 zkit_lock_acquire);
 #   2. tests/install_hello.c built with `pkg-config --cflags --libs zkit` (shared) and with
 #      `pkg-config --static` against libzkit.a, run, and checked to load the right library;
-#   3. unless --no-server: a throwaway ZooKeeper (scripts/zk-server.sh), then a lock cycle by
+#      tests/install_testing.c (a user's test program) built with `pkg-config zkit-testing`;
+#   3. unless --no-server: install_testing run (it starts a throwaway server through
+#      zkit/testing.h, checks that a mutex excludes between two clients, and stops it); a
+#      throwaway ZooKeeper from the installed zkit-test-server, then a lock cycle by
 #      install_hello, the installed flash_sale and loop_epoll examples built from their
 #      installed sources and run, the installed zkit-lock running a command under a lock, and
-#      the installed zkit-watch seeing a node's creation (--once).
+#      the installed zkit-watch seeing a node's creation (--once); zkit-test-server stop
+#      removes the server's directory.
 # Prints one line per step; exit status 0 when all passed, 1 otherwise.
 set -uo pipefail
 
@@ -51,7 +57,7 @@ cc=${CC:-cc}
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/zkit-install-check.XXXXXX") || exit 1
 zkdir=$scratch/zk
 cleanup() {
-    [[ -f $zkdir/pid ]] && "$srcdir/scripts/zk-server.sh" stop "$zkdir" >/dev/null 2>&1
+    [[ -f $zkdir/state ]] && "$bin/zkit-test-server" stop "$zkdir" >/dev/null 2>&1
     rm -rf "$scratch"
 }
 trap cleanup EXIT
@@ -66,9 +72,12 @@ has() { [[ -f $1 || -f $1.gz ]]; }
 # ---- 1. files ---------------------------------------------------------------------------
 missing=()
 for f in "$lib/libzkit.so" "$lib/libzkit.so.0" "$lib/libzkit.a" "$lib/pkgconfig/zkit.pc" \
+         "$lib/libzkit-testing.so" "$lib/libzkit-testing.so.0" "$lib/libzkit-testing.a" \
+         "$lib/pkgconfig/zkit-testing.pc" \
          "$inc/zkit.h" "$bin/zkit-lock" "$man/man1/zkit-lock.1" "$bin/zkit-watch" \
          "$man/man1/zkit-watch.1" "$bin/zkit-register" "$man/man1/zkit-register.1" \
-         "$bin/zkit-discover" "$man/man1/zkit-discover.1"; do
+         "$bin/zkit-discover" "$man/man1/zkit-discover.1" "$bin/zkit-test-server" \
+         "$man/man1/zkit-test-server.1"; do
     has "$f" || missing+=("$f")
 done
 while IFS= read -r h; do
@@ -88,7 +97,7 @@ fi
 if ((${#missing[@]})); then
     bad "files missing: ${missing[*]}"
 else
-    ok "files: library, headers, zkit.pc, zkit-lock(1), zkit-watch(1), docs, examples$([[ $api_doc == yes ]] && echo ', API reference (HTML, man3)')"
+    ok "files: libraries, headers, zkit.pc, zkit-testing.pc, zkit-lock(1), zkit-watch(1), zkit-test-server(1), docs, examples$([[ $api_doc == yes ]] && echo ', API reference (HTML, man3)')"
 fi
 if [[ $api_doc == yes ]] && command -v man >/dev/null 2>&1; then
     # The per-function pages are links (.so) to their header's page: resolve one.
@@ -136,6 +145,26 @@ else
     bad "install_hello: '$out' (expected 'zkit $version')"
 fi
 
+# A user's test program on zkit/testing.h, through zkit-testing.pc (which requires zkit).
+testing_libs=$(pkg-config --libs zkit-testing 2>"$scratch/pc.err") &&
+    testing_cflags=$(pkg-config --cflags zkit-testing 2>>"$scratch/pc.err") || {
+    bad "pkg-config zkit-testing: $(cat "$scratch/pc.err")"
+    exit 1
+}
+# shellcheck disable=SC2086
+if $cc -o "$scratch/testing" "$srcdir/tests/install_testing.c" $testing_cflags $testing_libs \
+    2>"$scratch/cc.err"; then
+    loaded=$(ldd "$scratch/testing" | awk '$1 ~ /^libzkit-testing\.so/ { print $3 }')
+    if [[ $(readlink -f "$loaded") == $(readlink -f "$lib/libzkit-testing.so.0") ]]; then
+        ok "pkg-config zkit-testing: built install_testing ($testing_libs), loads $loaded"
+    else
+        bad "install_testing loads libzkit-testing from '$loaded', not from $lib"
+    fi
+else
+    bad "building install_testing through pkg-config: $(cat "$scratch/cc.err")"
+    exit 1
+fi
+
 # The installed command finds the installed library (LD_LIBRARY_PATH, set above).
 if out=$("$bin/zkit-watch" --help 2>&1) && [[ $out == *"Usage: zkit-watch"* ]]; then
     ok "installed zkit-watch --help"
@@ -153,11 +182,19 @@ done
 
 # ---- 3. against a throwaway server ---------------------------------------------------------
 if [[ $server == yes ]]; then
-    if ! "$srcdir/scripts/zk-server.sh" start "$zkdir" >"$scratch/zk.log" 2>&1; then
-        bad "could not start a throwaway ZooKeeper: $(tail -n 5 "$scratch/zk.log")"
+    if out=$(timeout 120 "$scratch/testing" 2>&1) && [[ $out == *"mutex excluded"* ]]; then
+        ok "install_testing: $out"
+    else
+        bad "install_testing (a user's test on zkit/testing.h): $out"
+    fi
+
+    if ! "$bin/zkit-test-server" start --dir "$zkdir" >"$scratch/zk.log" 2>&1; then
+        bad "could not start a throwaway ZooKeeper with zkit-test-server: $(tail -n 5 "$scratch/zk.log")"
         exit 1
     fi
     zk=$(cat "$zkdir/connect")
+    ok "installed zkit-test-server started a server at $zk"
+
     if out=$(timeout 60 "$scratch/hello" "$zk" /install-check/hello 2>&1) &&
         [[ $out == *"held /install-check/hello with fencing token"* ]]; then
         ok "install_hello took and released a mutex on $zk"
@@ -221,6 +258,13 @@ if [[ $server == yes ]]; then
         ok "installed zkit-watch saw a node's creation"
     else
         bad "installed zkit-watch: $(cat "$wout" "$werr")"
+    fi
+
+    if "$bin/zkit-test-server" stop "$zkdir" && [[ ! -e $zkdir ]] &&
+        ! timeout 2 bash -c 'exec 3<>"/dev/tcp/${1%:*}/${1##*:}"' _ "$zk" 2>/dev/null; then
+        ok "installed zkit-test-server stopped the server and removed its directory"
+    else
+        bad "zkit-test-server stop $zkdir: the directory or the server is still there"
     fi
 fi
 
