@@ -629,10 +629,10 @@ int zkh_server_running(zkh_cluster_t *c, int i)
     return st < 0 ? -1 : st != ZKIT_TEST_SERVER_DOWN;
 }
 
-/* Running and not frozen. */
+/* Running and not frozen: a look only, safe from the inspection helpers' threads. */
 static int live(zkh_cluster_t *c, int i)
 {
-    return member_state(c, i) == ZKIT_TEST_SERVER_RUNNING;
+    return valid(c, i) && zkit__ts_member_serving(c->ts, i);
 }
 
 int zkh_stop(zkh_cluster_t *c, int i)

@@ -193,9 +193,9 @@ static int is_ours(pid_t pid, const char *cfg)
     return 0;
 }
 
-int zkit__ts_exited(zkit_test_server_t *s, int i, int *status)
+int zkit__ts_exited(const zkit_test_server_t *s, int i, int *status)
 {
-    struct zkit__ts_member *m = &s->m[i];
+    const struct zkit__ts_member *m = &s->m[i];
     if (m->pid <= 0)
         return 1;
     if (!m->child)

@@ -468,6 +468,17 @@ static int running(zkit_test_server_t *s, int i)
     return 0;
 }
 
+/* Running and not frozen, without reaping or forgetting anything (so it may be asked from a
+ * thread other than the handle's, as the harness's inspection helpers do). */
+int zkit__ts_member_serving(const zkit_test_server_t *s, int i)
+{
+    if (s == NULL || i < 0 || i >= s->n || s->m[i].pid <= 0)
+        return 0;
+    if (zkit__ts_exited(s, i, NULL))
+        return 0;
+    return !(s->m[i].child ? s->m[i].frozen : zkit__ts_is_stopped(s, i));
+}
+
 /* The state file follows the pids, for the processes that open the directory later. */
 static void save_quietly(zkit_test_server_t *s)
 {
@@ -600,8 +611,7 @@ ZKIT_EXTERN int zkit_test_server_leader(int *member, const zkit_test_server_t *s
         return ZKIT_EINVAL;
     }
     for (int i = 0; i < server->n; i++) {
-        zkit_test_server_state_t st;
-        if (zkit_test_server_state(&st, NULL, server, i) != 0 || st != ZKIT_TEST_SERVER_RUNNING)
+        if (!zkit__ts_member_serving(server, i))
             continue;
         char *r = zkit__ts_four_letter(server->m[i].port, "srvr", LEADER_TIMEOUT_MS, NULL);
         int leads = r != NULL && (strstr(r, "Mode: leader") != NULL ||

@@ -75,6 +75,8 @@ struct zkit_test_server {
 
 int zkit__test_server_start_hooked(zkit_test_server_t **out, const zkit_test_server_options_t *opts,
                                    const zkit__ts_hooks_t *hooks);
+/* 1 when member i runs unfrozen; it only looks (no reaping), so other threads may ask. */
+int zkit__ts_member_serving(const zkit_test_server_t *s, int i);
 /* Member i's client, quorum and election ports: 0 or -1 (bad i). */
 int zkit__ts_member_ports(const zkit_test_server_t *s, int i, int *client, int *quorum,
                           int *election);
@@ -85,7 +87,7 @@ int zkit__ts_member_ports(const zkit_test_server_t *s, int i, int *client, int *
 int zkit__ts_spawn(zkit_test_server_t *s, int i);
 /* 1 when member i's process is gone (exited, or not ours any more), 0 while it runs; with
  * status (not NULL) the exit status of a child. */
-int zkit__ts_exited(zkit_test_server_t *s, int i, int *status);
+int zkit__ts_exited(const zkit_test_server_t *s, int i, int *status);
 /* Sends sig to member i's process if it is still ours: 0, or -1 (down, not ours). */
 int zkit__ts_signal(zkit_test_server_t *s, int i, int sig);
 /* SIGKILLs member i (if still ours), waits for it to go (a child is reaped) and marks it
