@@ -199,7 +199,10 @@ static void test_recycled_pid_left_alone(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "not a zkit test server"));
     unlink(path);
     CU_ASSERT_EQUAL(zkit_test_server_open(&op, dir), ZKIT_ENONODE);
-    rmdir(dir);
+    /* The opened handle kept the state file up to date, and the connect string with it. */
+    snprintf(path, sizeof path, "%s/connect", dir);
+    CU_ASSERT_EQUAL(unlink(path), 0);
+    CU_ASSERT_EQUAL(rmdir(dir), 0);
 }
 
 static void test_bad_input(void)
@@ -284,8 +287,8 @@ static void test_bad_member(void)
     CU_ASSERT_EQUAL(zkit_test_server_thaw(op, -5), ZKIT_EINVAL);
     CU_ASSERT_EQUAL(zkit_test_server_thaw(op, 0), ZKIT_ESTATE);
     zkit_test_server_free(op);
-    unlink(path);
-    rmdir(dir);
+    CU_ASSERT_EQUAL(unlink(path), 0);
+    CU_ASSERT_EQUAL(rmdir(dir), 0);
 }
 
 /* Runs `zkit-test-server ARGS` through the shell; its stdout into out. */
