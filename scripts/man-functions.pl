@@ -59,9 +59,17 @@ sub brief {
     my ($text, $header) = @_;
     return "a function of <$header>" if $text eq '';
     my $flat = join ' ', split /\s*\n\s*/, $text;
-    $flat =~ s/^(.*?[.;:])(\s|$).*/$1/;
-    $flat =~ s/[.;:]$//;
-    $flat = substr($flat, 0, 117) . '...' if length $flat > 120;
+    # The first sentence ("e.g." and "i.e." do not end one), without a parenthesis it leaves
+    # open; a long one is cut after a word.
+    $flat =~ s/^((?:e\.g\.|i\.e\.|[^.])*?)\.(\s.*)?$/$1/s;
+    while (($flat =~ tr/(//) > ($flat =~ tr/)//) && $flat =~ /^(.*\S)\s*\(/s) {
+        $flat = $1;
+    }
+    if (length $flat > 110) {
+        $flat = substr($flat, 0, 100);
+        $flat =~ s/[\s,;:(]+\S*$//;
+        $flat .= '...';
+    }
     return $flat;
 }
 

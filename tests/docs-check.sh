@@ -63,7 +63,7 @@ if [ -d doc/man/man3 ]; then
     constants=$(cd doc/man/man3 && ls | grep '^ZKIT_' | head -n 5)
     [ -z "$constants" ] || fail "doc/man/man3 has pages of constants: $(echo $constants) ..."
 fi
-echo "docs-check: $(wc -l <"$tmp/functions") functions, each with its man page"
+echo "docs-check: $(wc -l <"$tmp/functions") functions and their man pages checked"
 
 # ---- 2. the documentation's C blocks compile ------------------------------------------------
 perl -e '
