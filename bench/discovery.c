@@ -2,12 +2,14 @@
  * discovery.c - --discovery N: service discovery on curator-x-discovery's layout, zkit's
  * (zkit/discovery.h) beside Curator's ServiceDiscovery (the peer's discobench mode) and the
  * floor (a bare zhandle's requests: the ephemeral create, the getData of one instance, the
- * getChildren and the getData of each), in the same rounds against the same server:
+ * getChildren and the getData of each, those sent at once), in the same rounds against the
+ * same server:
  *   - registration: from the call that registers a DYNAMIC instance to the moment another
  *     client sees its node (an exists watch of a bare observer zhandle, set before; the
  *     Curator peer stamps System.nanoTime, CLOCK_MONOTONIC as ours, before its call);
  *   - lookup: one instance by id (Curator's queryForInstance), of a service of SMALL;
- *   - listing: every instance of that service (queryForInstances), read and parsed;
+ *   - listing: every instance of that service (queryForInstances), read and parsed (zkit
+ *     sends the reads at once, Curator one at a time);
  *   - listing of a service of BIG instances.
  * N registrations, lookups and listings per side per round, N / 20 (at least 1) listings of
  * the big service; the same counts unmeasured first (a JVM's JIT, the server's caches).  Each
@@ -197,23 +199,50 @@ static int register_once(bench_t *b, int side, samples_t *out)
     return rc == 0 && t ? 0 : -1;
 }
 
-/* The floor's listing: the children, then each one's data, one request at a time as zkit's
- * and Curator's listings read them. */
+/* The floor's listing: the children, then every child's data, all the reads sent at once (as
+ * zkit's listing sends them; Curator's reads one at a time). */
+typedef struct floor_reads {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    long pending, found;
+} floor_reads_t;
+
+static void floor_read(int rc, const char *value, int len, const struct Stat *stat,
+                       const void *data)
+{
+    floor_reads_t *r = (floor_reads_t *)data;
+    (void)value;
+    (void)len;
+    (void)stat;
+    pthread_mutex_lock(&r->mu);
+    r->found += rc == ZOK;
+    if (--r->pending == 0)
+        pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
 static int floor_list(bench_t *b, const char *service, long *found)
 {
     char dir[128], path[256];
     struct String_vector names = { 0, NULL };
-    static char buf[4096];
+    floor_reads_t r = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
     snprintf(dir, sizeof dir, "%s/%s", BASE, service);
     if (zoo_get_children(b->floor_zh, dir, 0, &names) != ZOK)
         return -1;
-    *found = 0;
+    r.pending = names.count;
     for (int i = 0; i < names.count; i++) {
-        int len = sizeof buf;
         snprintf(path, sizeof path, "%s/%s", dir, names.data[i]);
-        if (zoo_get(b->floor_zh, path, 0, buf, &len, NULL) == ZOK)
-            (*found)++;
+        if (zoo_aget(b->floor_zh, path, 0, floor_read, &r) != ZOK) {
+            pthread_mutex_lock(&r.mu);
+            r.pending--;
+            pthread_mutex_unlock(&r.mu);
+        }
     }
+    pthread_mutex_lock(&r.mu);
+    while (r.pending > 0)
+        pthread_cond_wait(&r.cv, &r.mu);
+    *found = r.found;
+    pthread_mutex_unlock(&r.mu);
     deallocate_String_vector(&names);
     return 0;
 }
@@ -433,7 +462,8 @@ int discovery_rows(const options_t *o)
         print_rows(&b);
     printf("\nregister -> visible: from the register call to another client's exists watch "
            "firing (CLOCK_MONOTONIC\non both ends).  Listings: the children, then each "
-           "instance's data one request at a time\n(the floor: without parsing).  p50/Curator: "
+           "instance's data (zkit and the floor: all\nthe reads sent at once; Curator: one at "
+           "a time; the floor does not parse).  p50/Curator: "
            "the median over rounds of the ratio of the\nrounds' p50s, and its range; "
            "p99/Curator: over all samples.\n");
     if (b.curator)
