@@ -463,9 +463,8 @@ int discovery_rows(const options_t *o)
     printf("\nregister -> visible: from the register call to another client's exists watch "
            "firing (CLOCK_MONOTONIC\non both ends).  Listings: the children, then each "
            "instance's data (zkit and the floor: all\nthe reads sent at once; Curator: one at "
-           "a time; the floor does not parse).  p50/Curator: "
-           "the median over rounds of the ratio of the\nrounds' p50s, and its range; "
-           "p99/Curator: over all samples.\n");
+           "a time; the floor does not parse).  p50/Curator: the\nmedian over rounds of the "
+           "ratio of the rounds' p50s, and its range; p99/Curator: over all\nsamples.\n");
     if (b.curator)
         peerproc_stop(&b.peer, 10000);
     zkit_discovery_free(b.d);
