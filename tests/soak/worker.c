@@ -676,6 +676,8 @@ static zkit_client_t *connect_client(void)
         exit(1);
     }
     write_creds(c);
+    /* the first session, in case its CONNECTED came before the listener was added */
+    soak_log('K', "p%d %" PRIx64, worker_id, (uint64_t)zkit_client_session_id(c));
     return c;
 }
 
