@@ -262,9 +262,12 @@ ZKIT_EXTERN void zkit_service_registration_free(zkit_service_registration_t *r)
 {
     if (!r)
         return;
-    if (r->node)
-        zkit_persistent_node_free(r->node); /* deletes the node if it is ours */
-    else
+    if (r->node) {
+        zkit_persistent_node_free(r->node); /* sends the node's delete if it is ours */
+        /* Returns once the server has applied it, as Curator's unregisterService does: a read
+         * on the same session is answered after the delete sent before it. */
+        (void)zkit_exists(NULL, r->client, r->path, NULL);
+    } else
         (void)zkit_delete(r->client, r->path, -1, ZKIT_DELETE_GUARANTEED);
     zkit__instance_clear(&r->inst);
     pthread_mutex_destroy(&r->mu);
