@@ -9,6 +9,9 @@ int main(void)
     zkit_client_options_t opts = ZKIT_CLIENT_OPTIONS_INIT;
     zkit_create_options_t create = ZKIT_CREATE_OPTIONS_INIT;
     (void)opts;
+    zkit_client_stats_t stats;
     (void)create;
+    stats.version = ZKIT_STATS_VERSION;
+    (void)stats;
     return ZKIT_VERSION_MAJOR >= 0 ? 0 : 1;
 }

@@ -107,6 +107,8 @@ static void deliver_state(void *arg)
 void zkit__client_change_state(zkit_client_t *c, zkit_conn_state_t state)
 {
     zkit__state_slot_t *slot;
+    if (state == ZKIT_CONN_LOST && c->state != ZKIT_CONN_LOST)
+        ZKIT__COUNT(c->counters.session_losses);
     c->state = state;
     if (state == ZKIT_CONN_SUSPENDED)
         c->faults.suspended_since_ms = c->suspended_since_ms;
