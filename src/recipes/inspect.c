@@ -233,10 +233,12 @@ static int list_call(zkit_lock_participant_t **list, size_t *count, zkit_client_
     }
     if (rc == 0 && n > 0 && !(out = calloc(n, sizeof(*out))))
         rc = ZKIT_ENOMEM;
+    /* Every role first: describing an entry takes its name from `parts`. */
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        out[i].role = role_of(parts, i, layout, max_leases);
     now = wall_clock_ms();
     for (size_t i = 0; rc == 0 && i < n; i++)
-        rc = describe(&out[i], client, dir ? dir : path, &parts[i],
-                      role_of(parts, i, layout, max_leases), now);
+        rc = describe(&out[i], client, dir ? dir : path, &parts[i], out[i].role, now);
     zkit_participants_free(parts, n);
     free(dir);
     if (rc != 0) {
