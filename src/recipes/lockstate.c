@@ -68,7 +68,7 @@ static int any_live_holder(const zkit_lock_t *lock, int announced)
 
 /* Marks every holding with a node LOST; 1 if one that was announced had not been told so (an
  * EXPIRED holding hears LOST too once the session is really gone). */
-static int tell_all_lost(zkit_lock_t *lock)
+static int tell_all_lost(zkit_lock_t *lock) ZKIT__REQUIRES(lock->mu)
 {
     int untold = 0;
     /* The client's close tells its holders LOST as the session's end does. */
@@ -85,7 +85,7 @@ static int tell_all_lost(zkit_lock_t *lock)
 }
 
 /* Past the validity deadline. */
-static void mark_all_lost(zkit_lock_t *lock)
+static void mark_all_lost(zkit_lock_t *lock) ZKIT__REQUIRES(lock->mu)
 {
     for (zkit__holder_t *h = lock->holders; h; h = h->next)
         if (h->node) {
