@@ -95,7 +95,7 @@ static char *participants_text(zkit_client_t *client, const char *path, size_t *
                 : list[i].role == ZKIT_ROLE_WAITING ? "waiting"
                                                     : "foreign",
                 list[i].name, (uint64_t)list[i].session, list[i].token, list[i].age_ms);
-    zkit_lock_participants_free(list, count);
+    zkit_lock_participant_list_free(list, count);
     fclose(f);
     return text;
 }

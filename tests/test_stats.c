@@ -315,7 +315,7 @@ static void test_participants_mutex(void)
     CU_ASSERT_EQUAL(list[2].session, zkit_client_session_id(c[2]));
     CU_ASSERT(list[0].data && list[0].data_len == 3 && memcmp(list[0].data, "who", 3) == 0);
     CU_ASSERT(list[2].token > list[1].token && list[1].token > list[0].token);
-    zkit_lock_participants_free(list, count);
+    zkit_lock_participant_list_free(list, count);
     CU_ASSERT_EQUAL(zkit_lock_release(l[0]), 0);
     for (int i = 0; i < 2; i++) {
         CU_ASSERT_EQUAL(bg_finish(&w[i], 20000), 0);
@@ -333,7 +333,7 @@ static void test_participants_mutex(void)
         free(empty);
     }
     CU_ASSERT(count == 0 && list == NULL);
-    zkit_lock_participants_free(list, count);
+    zkit_lock_participant_list_free(list, count);
     fx_end(&f);
     for (int i = 0; i < 3; i++) {
         zkit_lock_free(l[i]);
@@ -385,7 +385,7 @@ static void test_participants_rwlock(void)
         CU_ASSERT_EQUAL(list[2].session, zkit_client_session_id(c[2]));
         CU_ASSERT_EQUAL(list[3].role, ZKIT_ROLE_WAITING);
         CU_ASSERT_EQUAL(list[3].node_role, ZKIT_NODE_READER);
-        zkit_lock_participants_free(list, count);
+        zkit_lock_participant_list_free(list, count);
     }
     for (int i = 0; i < 2; i++)
         CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_read(rw[i])), 0);
@@ -434,7 +434,7 @@ static void test_participants_semaphore(void)
     /* The holders' tokens, in either order of the two leases. */
     CU_ASSERT((list[0].token == token[0] && list[1].token == token[1]) ||
               (list[0].token == token[1] && list[1].token == token[0]));
-    zkit_lock_participants_free(list, count);
+    zkit_lock_participant_list_free(list, count);
     CU_ASSERT_EQUAL(zkit_lease_release(held[0]), 0);
     CU_ASSERT_EQUAL(sem_bg_join(&w, 20000), 0);
     CU_ASSERT_EQUAL(w.rc, 0);
@@ -641,7 +641,7 @@ static void test_bad_input(void)
     CU_ASSERT(zkit_error_message()[0] != '\0');
     CU_ASSERT_PTR_NULL(zkit_loss_cause_name((zkit_loss_cause_t)ZKIT_LOSS_CAUSES));
     CU_ASSERT_STRING_EQUAL(zkit_loss_cause_name(ZKIT_LOSS_VALIDITY), "validity");
-    zkit_lock_participants_free(NULL, 3);
+    zkit_lock_participant_list_free(NULL, 3);
     zkit_lock_free(lock);
     zkit_client_close(c);
 }

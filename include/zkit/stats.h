@@ -50,7 +50,8 @@ ZKIT_EXTERN int64_t zkit_histogram_bound_ms(unsigned index);
 typedef struct zkit_client_stats {
     unsigned version;             /* set to the version filled */
     uint64_t requests_sent;       /* requests handed to a server; each attempt of a retried
-                                   * request counts (a transaction is one request) */
+                                   * request counts (a transaction is one request; the
+                                   * session's own probes and confirming syncs do not) */
     uint64_t requests_completed;  /* framework requests ended, successful or not (a retried
                                    * one counts once) */
     uint64_t requests_failed;     /* of those, ended with a connection error, a timeout or
@@ -176,12 +177,12 @@ typedef struct zkit_lock_participant {
  * Lists the participants of the lock at `path` as the server shows them now.  `max_leases`
  * is the semaphore's (ZKIT_LAYOUT_SEMAPHORE), else ignored.  0 (an empty list for a path
  * without children), ZKIT_EINVAL, ZKIT_EBADPATH, ZKIT_ENONODE (no such path) or a connection
- * error.  Free with zkit_lock_participants_free().
+ * error.  Free with zkit_lock_participant_list_free().
  */
 ZKIT_EXTERN int zkit_lock_list_participants(zkit_lock_participant_t **list, size_t *count,
                                             zkit_client_t *client, const char *path,
                                             zkit_lock_layout_t layout, int max_leases);
-ZKIT_EXTERN void zkit_lock_participants_free(zkit_lock_participant_t *list, size_t count);
+ZKIT_EXTERN void zkit_lock_participant_list_free(zkit_lock_participant_t *list, size_t count);
 
 #ifdef __cplusplus
 }

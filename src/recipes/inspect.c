@@ -24,7 +24,7 @@ static int64_t wall_clock_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-ZKIT_EXTERN void zkit_lock_participants_free(zkit_lock_participant_t *list, size_t count)
+ZKIT_EXTERN void zkit_lock_participant_list_free(zkit_lock_participant_t *list, size_t count)
 {
     if (!list)
         return;
@@ -242,7 +242,7 @@ static int list_call(zkit_lock_participant_t **list, size_t *count, zkit_client_
     zkit_participants_free(parts, n);
     free(dir);
     if (rc != 0) {
-        zkit_lock_participants_free(out, n);
+        zkit_lock_participant_list_free(out, n);
         return rc;
     }
     *list = out;

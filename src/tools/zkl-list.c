@@ -207,7 +207,7 @@ static int list_participants(zkit_client_t *client, const zkl_options_t *o)
         print_entries(client, where, list, count, dir != NULL, o->verbosity >= ZKL_VERBOSE);
         status = tell_foreign(where, list, count);
     }
-    zkit_lock_participants_free(list, count);
+    zkit_lock_participant_list_free(list, count);
     free(dir);
     if (rc == ZKIT_ENONODE) /* gone since we looked */
         return look_at_path(client, o);
