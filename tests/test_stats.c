@@ -1,7 +1,8 @@
 /*
  * test_stats.c - metrics and introspection (zkit/stats.h): the counters of a client and of a
  * lock say what happened (acquisitions with a contender, their waits, a timeout, a session
- * expiry as one loss and one session change, requests sent), the histograms add up, the
+ * expiry as one loss and one session change, a partition past the validity deadline as one
+ * loss by validity, a close as one by close, requests sent), the histograms add up, the
  * Prometheus text parses and carries the same figures, and a lock's participants match the
  * server's children with the holders first and the tokens their holders were given.  Bad
  * input: ZKIT_EINVAL with a message.
@@ -204,6 +205,69 @@ static void test_expiry_counted(void)
     fx_end(&f);
     zkit_lock_free(lock);
     zkit_client_close(c);
+    free(path);
+}
+
+/* A node gone from the server (node_czxid answers -1): a zkh_wait_until predicate. */
+static int node_gone(void *path)
+{
+    return node_czxid(path) == -1;
+}
+
+/* A partition past the validity deadline: one loss by validity (EXPIRED), not a second one by
+ * session when the session's end is heard after the partition heals. */
+static void test_partition_counted(void)
+{
+    fixture_t f;
+    zkit_client_t *c;
+    zkit_lock_t *lock;
+    zkh_proxy_t *proxy;
+    states_t st;
+    char *path, *node = NULL;
+    zkit_lock_stats_t ls;
+    zkit_client_stats_t cs;
+    lk_session_change_t change;
+    fx_begin(&f, "partition");
+    states_init(&st);
+    path = lk_join(f.base, "lock");
+    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(proxy != NULL);
+    /* 2 s: EXPIRED within about 2 s of the cut, the session gone on the server 2 s after it. */
+    c = lk_client_to(zkh_proxy_address(proxy), 2000);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(lock, states_record, &st), 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(lock, 5000) == 0);
+    CU_ASSERT_EQUAL(zkit_lock_node(&node, lock), 0);
+    change.client = c;
+    change.old = zkit_client_session_id(c);
+    zkh_proxy_block(proxy);
+    CU_ASSERT_EQUAL(wait_state(&st, ZKIT_LOCK_EXPIRED, 10000), 0);
+    ls = lock_stats(lock);
+    CU_ASSERT_EQUAL(ls.losses[ZKIT_LOSS_VALIDITY], 1);
+    CU_ASSERT_EQUAL(ls.holding, 0);
+    CU_ASSERT(client_stats(c).disconnects >= 1);
+    /* Heal only once the server has ended the session: the reconnect then hears LOST. */
+    CU_ASSERT_FATAL(node != NULL);
+    CU_ASSERT_EQUAL(zkh_wait_until(node_gone, node, 15000), 0);
+    zkh_proxy_unblock(proxy);
+    CU_ASSERT_EQUAL(wait_state(&st, ZKIT_LOCK_LOST, 15000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(lk_session_changed, &change, 15000), 0);
+    ls = lock_stats(lock);
+    CU_ASSERT_EQUAL(ls.losses[ZKIT_LOSS_VALIDITY], 1);
+    CU_ASSERT_EQUAL(ls.losses[ZKIT_LOSS_SESSION], 0);
+    cs = client_stats(c);
+    CU_ASSERT_EQUAL(cs.session_losses, 1);
+    CU_ASSERT_EQUAL(cs.session_changes, 1);
+    CU_ASSERT_EQUAL(cs.sessions, 2);
+    if (ls.losses[ZKIT_LOSS_VALIDITY] != 1 || ls.losses[ZKIT_LOSS_SESSION] != 0)
+        states_print(&st, "partition");
+    CU_ASSERT_EQUAL(zkit_lock_release(lock), ZKIT_ELOCKLOST);
+    fx_end(&f);
+    zkit_lock_free(lock);
+    zkit_client_close(c);
+    zkh_proxy_stop(proxy);
+    zkit_free(node);
     free(path);
 }
 
@@ -651,6 +715,7 @@ static const zkh_test_t tests[] = {
     { "acquisitions with a contender: counts and waits", test_acquisitions_counted },
     { "session expiry: one loss, one session change", test_expiry_counted },
     { "client closed while held: one loss", test_close_counted },
+    { "partition past the validity deadline: one loss", test_partition_counted },
     { "requests sent and completed", test_requests_counted },
     { "participants of a mutex", test_participants_mutex },
     { "participants of a read-write lock", test_participants_rwlock },

@@ -59,7 +59,8 @@ typedef struct zkit_client_stats {
     uint64_t connects;            /* connections established, the first one included */
     uint64_t reconnects;          /* connections established after the first (same session
                                    * or a new one) */
-    uint64_t disconnects;         /* connections lost (each SUSPENDED) */
+    uint64_t disconnects;         /* connections lost or found silent: each SUSPENDED
+                                   * after a connected state */
     uint64_t sessions;            /* sessions established */
     uint64_t session_changes;     /* sessions established after the first: each replaced
                                    * one that expired or was lost */

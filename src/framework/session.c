@@ -459,7 +459,6 @@ static void on_disconnected(zkit_client_t *c, int64_t at_ms)
         if (c->confirm.held_locks > 0 && c->confirm.confirmed_until_ms < since)
             since = c->confirm.confirmed_until_ms;
         c->suspended_since_ms = since;
-        ZKIT__COUNT(c->counters.disconnects);
         zkit__client_change_state(c, ZKIT_CONN_SUSPENDED);
     }
     c->handle.connected = 0;
