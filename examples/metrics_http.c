@@ -12,6 +12,9 @@
  * seconds needs nothing more.  --port 0 takes a free port; the line "listening on port N"
  * says which.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* accept4, open_memstream */
+#endif
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
