@@ -54,8 +54,9 @@ typedef struct zkit_client_stats {
                                    * session's own probes and confirming syncs do not) */
     uint64_t requests_completed;  /* framework requests ended, successful or not (a retried
                                    * one counts once) */
-    uint64_t requests_failed;     /* of those, ended with a connection error, a timeout or
-                                   * the client's close (not an answer such as ZKIT_ENONODE) */
+    uint64_t requests_failed;     /* of those, ended with a connection error, a timeout,
+                                   * the session's end or the client's close (not an answer
+                                   * such as ZKIT_ENONODE) */
     uint64_t connects;            /* connections established, the first one included */
     uint64_t reconnects;          /* connections established after the first (same session
                                    * or a new one) */
