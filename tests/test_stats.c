@@ -46,7 +46,7 @@ static zkit_client_stats_t client_stats(const zkit_client_t *c)
     return s;
 }
 
-/* ---- the histogram's buckets ------------------------------------------------------------------ */
+/* ---- the histogram's buckets ----------------------------------------------------------------- */
 
 static void test_histogram_buckets(void)
 {
@@ -70,7 +70,7 @@ static void test_histogram_buckets(void)
     CU_ASSERT_EQUAL(zkit_histogram_bound_ms(1000), -1);
 }
 
-/* ---- acquisitions with a contender -------------------------------------------------------------- */
+/* ---- acquisitions with a contender ----------------------------------------------------------- */
 
 static void test_acquisitions_counted(void)
 {
@@ -147,7 +147,7 @@ static void test_acquisitions_counted(void)
     free(path);
 }
 
-/* ---- a session expiry ------------------------------------------------------------------------- */
+/* ---- a session expiry ------------------------------------------------------------------------ */
 
 static void test_expiry_counted(void)
 {
@@ -301,7 +301,7 @@ static void test_close_counted(void)
     free(path);
 }
 
-/* ---- requests ----------------------------------------------------------------------------------- */
+/* ---- requests -------------------------------------------------------------------------------- */
 
 static void test_requests_counted(void)
 {
@@ -323,7 +323,7 @@ static void test_requests_counted(void)
     zkit_client_close(c);
 }
 
-/* ---- participants -------------------------------------------------------------------------------- */
+/* ---- participants ---------------------------------------------------------------------------- */
 
 /* Every listed name is a child of `dir` on the server, and their counts agree. */
 static void assert_matches_server(const char *dir, const zkit_lock_participant_t *list,
@@ -512,7 +512,7 @@ static void test_participants_semaphore(void)
     free(path);
 }
 
-/* ---- the Prometheus text ------------------------------------------------------------------------ */
+/* ---- the Prometheus text --------------------------------------------------------------------- */
 
 /* Every line a comment ("# HELP name text", "# TYPE name type") or a sample
  * name{label="value",...} value; each family typed once; returns the lines checked. */
@@ -524,10 +524,12 @@ static int check_exposition(const char *text)
     char types[128][96];
     int ntypes = 0;
     CU_ASSERT_FATAL(regcomp(&sample_re,
-                            "^[a-zA-Z_:][a-zA-Z0-9_:]*(\\{[^}]*\\})? [-+]?([0-9.]+([eE][-+]?[0-9]+)?|Inf|NaN)$",
+                            "^[a-zA-Z_:][a-zA-Z0-9_:]*(\\{[^}]*\\})? "
+                            "[-+]?([0-9.]+([eE][-+]?[0-9]+)?|Inf|NaN)$",
                             REG_EXTENDED | REG_NOSUB) == 0);
     CU_ASSERT_FATAL(regcomp(&label_re,
-                            "^[a-zA-Z_][a-zA-Z0-9_]*=\"([^\"\\\\]|\\\\.)*\"(,[a-zA-Z_][a-zA-Z0-9_]*=\"([^\"\\\\]|\\\\.)*\")*$",
+                            "^[a-zA-Z_][a-zA-Z0-9_]*=\"([^\"\\\\]|\\\\.)*\""
+                            "(,[a-zA-Z_][a-zA-Z0-9_]*=\"([^\"\\\\]|\\\\.)*\")*$",
                             REG_EXTENDED | REG_NOSUB) == 0);
     CU_ASSERT(text[strlen(text) - 1] == '\n');
     for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
@@ -645,7 +647,7 @@ static void test_prometheus_text(void)
     free(path);
 }
 
-/* ---- bad input --------------------------------------------------------------------------------- */
+/* ---- bad input ------------------------------------------------------------------------------- */
 
 #define ASSERT_EINVAL_SAID(call)                                                               \
     do {                                                                                       \

@@ -184,7 +184,8 @@ static void write_client(writer_t *w, const zkit_client_stats_t *s)
         const char *name, *help;
         size_t offset;
     } counters[] = {
-#define C(field, help) { "zkit_client_" #field "_total", help, offsetof(zkit_client_stats_t, field) }
+#define C(field, help) \
+    { "zkit_client_" #field "_total", help, offsetof(zkit_client_stats_t, field) }
         C(requests_sent, "Requests handed to a ZooKeeper server (each attempt counts)."),
         C(requests_completed, "Requests ended, successful or not."),
         C(requests_failed, "Requests ended by a connection error, a timeout or the close."),
