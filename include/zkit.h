@@ -19,5 +19,6 @@
 #include "zkit/group.h"
 #include "zkit/partition.h"
 #include "zkit/discovery.h"
+#include "zkit/stats.h"
 
 #endif

@@ -8,6 +8,8 @@
  *   - transfer keeps the total constant in every audit and at the end;
  *   - two copies of each event-loop example (epoll, libuv, libevent) on one lock lose no
  *     update of their shared counter;
+ *   - metrics_http holds its lock and serves its metrics (Prometheus text) and participants
+ *     over HTTP; SIGTERM releases the lock;
  *   - config_watch (libuv, a node cache) applies its configuration at start and on each
  *     change, keeps it while the node is deleted, and applies it again on its re-creation;
  *   - after each run no lock node is left on the server and no worker process survives;
@@ -36,7 +38,10 @@
 #include <unistd.h>
 
 #include <CUnit/CUnit.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 
 #include "harness.h"
 #include "zkit.h"
@@ -390,6 +395,73 @@ static void test_config_watch(void)
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
+/* One HTTP GET on 127.0.0.1:port: the whole response in `buf` (bounded by 15 s). */
+static int http_get(int port, const char *target, char *buf, size_t cap)
+{
+    struct sockaddr_in addr;
+    char req[256];
+    size_t len = 0;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), n;
+    struct timeval tv = { 15, 0 };
+    buf[0] = '\0';
+    if (fd < 0)
+        return -1;
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    memset(&addr, 0, sizeof(addr));
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons((uint16_t)port);
+    n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\n\r\n", target);
+    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 ||
+        write(fd, req, (size_t)n) != n) {
+        close(fd);
+        return -1;
+    }
+    while (len + 1 < cap && (n = (int)read(fd, buf + len, cap - 1 - len)) > 0)
+        len += (size_t)n;
+    buf[len] = '\0';
+    close(fd);
+    return n == 0 ? 0 : -1;
+}
+
+/* metrics_http holds its lock and serves the lock's and the client's figures as Prometheus
+ * text and the participants; SIGTERM releases the lock and ends it. */
+static void test_metrics_http(void)
+{
+    char path[128], line[256];
+    static char body[MAX_OUTPUT], out[MAX_OUTPUT];
+    static run_t r;
+    started_t s;
+    const char *at;
+    int port = 0;
+    zkh_unique_path(path, sizeof path, "metrics-http");
+    {
+        const char *args[] = { "--path", path, "--port", "0", NULL };
+        start_demo(&s, "metrics_http", args);
+    }
+    CU_ASSERT_EQUAL(wait_output(&s, "holding the lock\n"), 0);
+    read_all(s.out_fd, out, sizeof out);
+    at = strstr(out, "listening on port ");
+    CU_ASSERT_FATAL(at != NULL && sscanf(at, "listening on port %d", &port) == 1 && port > 0);
+    CU_ASSERT_EQUAL(http_get(port, "/metrics", body, sizeof body), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(body, "HTTP/1.0 200 OK\r\n"));
+    snprintf(line, sizeof line, "\nzkit_lock_holding{lock=\"%s\",kind=\"mutex\"} 1\n", path);
+    CU_ASSERT_PTR_NOT_NULL(strstr(body, line));
+    snprintf(line, sizeof line,
+             "\nzkit_lock_acquisitions_total{lock=\"%s\",kind=\"mutex\"} 1\n", path);
+    CU_ASSERT_PTR_NOT_NULL(strstr(body, line));
+    CU_ASSERT_PTR_NOT_NULL(strstr(body, "\nzkit_client_connected 1\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(body, "\nzkit_client_sessions_total 1\n"));
+    CU_ASSERT_EQUAL(http_get(port, "/participants", body, sizeof body), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(body, "\r\n\r\nholder _c_"));
+    CU_ASSERT_EQUAL(http_get(port, "/nothing", body, sizeof body), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(body, "HTTP/1.0 404 "));
+    kill(s.pid, SIGTERM);
+    finish_demo(&s, &r, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "stopped\n"));
+    assert_no_lock_nodes(path);
+}
+
 /* ---- a frozen holder --------------------------------------------------------------------- */
 
 /* The file-backed sale under the fault: the resumed buyer's stale write oversells. */
@@ -660,6 +732,7 @@ static const zkh_test_t tests[] = {
     { "bad options fail fast", test_bad_option },
     { "event-loop examples: two daemons lose no update", test_loop_examples },
     { "config_watch reloads its configuration from a node cache", test_config_watch },
+    { "metrics_http serves its lock's metrics and participants", test_metrics_http },
     { "frozen buyer, stock in a file: oversold", test_flash_sale_frozen_file },
     { "frozen buyer, guarded stock: exactly 300 sold", test_flash_sale_frozen_guarded },
     { "a frozen holder's guarded commit is refused, every round",

@@ -23,6 +23,7 @@
 #include "framework/log.h"
 #include "framework/lifetime.h"
 #include "framework/listeners.h"
+#include "framework/stats.h"
 #include "framework/tasks.h"
 #include "framework/timers.h"
 
@@ -251,6 +252,7 @@ struct zkit_client {
     void *attempts;                 /* requests in flight (ops.c's list) */
     zkit__client_batch_t batch;
     zkit__faults_t faults;          /* test-only (zkit__test_fault_*) */
+    zkit__client_counters_t counters; /* zkit_client_stats (stats.c) */
 };
 
 /* Queues a task (c->mu held): 0, or ZKIT_ECLOSED once delivery has ended (tasks.c). */

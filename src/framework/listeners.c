@@ -107,6 +107,13 @@ static void deliver_state(void *arg)
 void zkit__client_change_state(zkit_client_t *c, zkit_conn_state_t state)
 {
     zkit__state_slot_t *slot;
+    if (state == ZKIT_CONN_LOST && c->state != ZKIT_CONN_LOST)
+        ZKIT__COUNT(c->counters.session_losses);
+    /* Whatever noticed it: the handle, the supervisor (silence, a stall) or a lapsed
+     * confirmation of held locks. */
+    if (state == ZKIT_CONN_SUSPENDED && c->state != ZKIT_CONN_SUSPENDED &&
+        c->state != ZKIT_CONN_LOST && c->state != ZKIT_CONN_NONE)
+        ZKIT__COUNT(c->counters.disconnects);
     c->state = state;
     if (state == ZKIT_CONN_SUSPENDED)
         c->faults.suspended_since_ms = c->suspended_since_ms;

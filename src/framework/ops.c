@@ -136,6 +136,14 @@ static void op_finish(zkit__op_t *op, int error)
     }
     op->finished = 1;
     op->error = error;
+    if (op->start_us) {
+        ZKIT__COUNT(c->counters.requests_completed);
+        if (error == ZKIT_ECONNLOSS || error == ZKIT_ETIMEDOUT || error == ZKIT_ECLOSED ||
+            error == ZKIT_ESESSIONEXPIRED)
+            ZKIT__COUNT(c->counters.requests_failed);
+        zkit__histogram_observe(&c->counters.request_latency,
+                                zkit__stats_now_us() - op->start_us);
+    }
     in_submit = op->in_submit;
     pthread_cond_broadcast(&op->cond);
     pthread_mutex_unlock(&c->mu);
@@ -817,6 +825,8 @@ static void attempt_issue(zkit__op_t *op)
     } else {
         rc = zh ? issue_step(op, zh, a, generation) : ZCONNECTIONLOSS;
     }
+    if (zh && rc == ZOK)
+        ZKIT__COUNT(c->counters.requests_sent);
     if (zh && rc != ZOK) {
         /* Not sent, so ours alone: off the list while we still hold the handle, or a handle
          * closed right after (a session lost meanwhile) would abandon and free it too. */
@@ -1038,6 +1048,8 @@ int zkit__op_submit(zkit__op_t *op)
     zkit_client_t *c = op->client;
     int undelivered;
     op->start_ms = zkit__monotonic_ms();
+    if (!op->start_us)
+        op->start_us = zkit__stats_now_us();
     if (op->bounded && c->conf.operation_timeout_ms > 0 && !op->deadline_ms)
         op->deadline_ms = op->start_ms + c->conf.operation_timeout_ms;
     pthread_mutex_lock(&c->mu);

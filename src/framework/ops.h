@@ -106,6 +106,8 @@ struct zkit__op {
 
     int retry_count;
     int64_t start_ms;
+    int64_t start_us;               /* for the request latency (zkit_client_stats); 0: never
+                                     * submitted */
     int bounded;                    /* a public call: ends by the operation timeout */
     int64_t deadline_ms;            /* when it ends (ZKIT_ECONNLOSS) if bounded; 0: never */
     int64_t attempt_start_ms;       /* for the wait for a connection */

@@ -393,6 +393,9 @@ static void on_connected(zkit_client_t *c, int read_only, int64_t at_ms)
 {
     const clientid_t *id = zoo_client_id(c->handle.zh);
     int same_session;
+    ZKIT__COUNT(c->counters.connects);
+    if (c->ever_connected)
+        ZKIT__COUNT(c->counters.reconnects);
     c->handle.connected = 1;
     zkit__watches_connected(c, c->handle.zh, c->handle.generation);
     vouch_at(c, at_ms);
@@ -410,6 +413,8 @@ static void on_connected(zkit_client_t *c, int read_only, int64_t at_ms)
         zkit__client_change_state(c, ZKIT_CONN_LOST);
     }
     same_session = c->handle.session_id != 0 && id->client_id == c->handle.session_id;
+    if (!same_session && ZKIT__COUNT(c->counters.sessions) > 1)
+        ZKIT__COUNT(c->counters.session_changes);
     c->handle.session_id = id->client_id;
     memcpy(c->handle.session_passwd, id->passwd, sizeof(c->handle.session_passwd));
     __atomic_store_n(&c->handle.negotiated_timeout_ms, zoo_recv_timeout(c->handle.zh),

@@ -31,6 +31,7 @@
 #include "recipes/engine.h"
 #include "framework/async.h"
 #include "framework/annotations.h"
+#include "framework/stats.h"
 
 typedef struct zkit__req zkit__req_t;
 
@@ -48,6 +49,7 @@ typedef struct zkit__holder {
                                  * only then are its states reported */
     zkit__acq_t *holding_acq;   /* referenced while a watch of the acquisition stands in
                                  * for the own-node watch (ownnode.c) */
+    int64_t granted_us;         /* for the hold time (zkit_lock_stats) */
 } zkit__holder_t;
 
 /* What an acquisition hands over when it succeeds. */
@@ -104,6 +106,7 @@ struct zkit__req {
     zkit_lock_t *lock;
     pthread_t owner;
     int timeout_ms;
+    int64_t start_us;           /* for the wait time (zkit_lock_stats) */
     int done;                   /* under lock->mu */
     int error;
     int reentered;              /* a reentrant acquisition: the holding was there before */
@@ -147,6 +150,7 @@ struct zkit_lock {
     int callers;                /* threads inside a blocking zkit_lock_acquire (under mu): a
                                  * free waits for them to leave */
     int freeing;                /* zkit_lock_free has begun (atomic) */
+    zkit_lock_stats_t stats;    /* under mu; the gauges are counted when read (lockstats.c) */
 };
 
 /* ---- lockcore.c: construction, requests, holders, release ---- */
@@ -201,6 +205,10 @@ int zkit__delete_node(zkit_client_t *client, const char *node);
 /* A connection state change, for the lock's holders (event thread, lock->mu not held). */
 void zkit__lockstate_connection(zkit_lock_t *lock, zkit_conn_state_t state)
     ZKIT__EXCLUDES(lock->mu);
+/* Counts the loss of holding `h` (lock->mu held) if it is not known lost yet: call before
+ * marking it lost. */
+void zkit__lock_count_loss(zkit_lock_t *lock, const zkit__holder_t *h, zkit_loss_cause_t cause)
+    ZKIT__REQUIRES(lock->mu);
 /* Frees what reporting reserved (the lock is being freed). */
 void zkit__lockstate_detach(zkit_lock_t *lock);
 /* Reserves what reporting the states of a new holding needs (lock->mu held). */

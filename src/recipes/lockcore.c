@@ -148,6 +148,7 @@ static int add_holder(zkit_lock_t *lock, pthread_t owner, const zkit__grant_t *g
     }
     h->thread = owner;
     h->count = 1;
+    h->granted_us = zkit__stats_now_us();
     h->czxid = grant->czxid;
     h->session = grant->session;
     h->announced = announced;
@@ -193,6 +194,7 @@ int zkit__holding_announce(zkit_lock_t *lock, pthread_t owner)
         h->announced = 1;
         nodeless = h->node == NULL;
     } else if (!h->announced) {
+        zkit__lock_count_loss(lock, h, ZKIT_LOSS_UNREPORTED);
         h->lost = h->told_lost = 1; /* unheard, and so never to be reported */
     }
     zkit__mutex_unlock(&lock->mu);
@@ -261,6 +263,26 @@ static void tell(zkit__req_t *req)
     }
 }
 
+/* An acquisition ended (lock->mu held). */
+static void count_end(zkit_lock_t *lock, const zkit__req_t *req, int error)
+    ZKIT__REQUIRES(lock->mu)
+{
+    zkit_lock_stats_t *s = &lock->stats;
+    if (error == 0) {
+        s->acquisitions++;
+        /* Set by the kinds that know, just before they complete (mutex.c, multilock.c). */
+        if (__atomic_load_n(&lock->contended, __ATOMIC_RELAXED))
+            s->contended++;
+        zkit__histogram_observe(&s->wait, zkit__stats_now_us() - req->start_us);
+    } else if (error == ZKIT_ETIMEDOUT) {
+        s->timeouts++;
+    } else if (error == ZKIT_ECANCELED) {
+        s->cancellations++;
+    } else {
+        s->failures++;
+    }
+}
+
 void zkit__req_complete(zkit__req_t *req, int error, const zkit__grant_t *grant)
 {
     zkit_lock_t *lock = req->lock;
@@ -276,6 +298,7 @@ void zkit__req_complete(zkit__req_t *req, int error, const zkit__grant_t *grant)
         (error = add_holder(lock, req->owner, grant, req->internal_done != NULL)) != 0 &&
         grant->node)
         zkit__delete_node(lock->client, grant->node);
+    count_end(lock, req, error);
     req->error = error;
     req->done = 1;
     if (req->user_done)
@@ -305,6 +328,7 @@ static int try_reenter(zkit_lock_t *lock, pthread_t owner, int *rc)
             *rc = ZKIT_ELOCKLOST;
         } else {
             h->count++;
+            lock->stats.reentries++;
             *rc = 0;
         }
     }
@@ -359,6 +383,7 @@ int zkit__req_start(zkit__req_t **out, zkit_lock_t *lock, pthread_t owner, int t
     lock_ref(lock);
     req->owner = owner;
     req->timeout_ms = timeout_ms;
+    req->start_us = zkit__stats_now_us();
     req->user_done = proto->user_done;
     req->user_arg = proto->user_arg;
     req->internal_done = proto->internal_done;
@@ -564,6 +589,10 @@ int zkit__lock_release_as(zkit_lock_t *lock, pthread_t owner)
     int rc, given;
     zkit__mutex_lock(&lock->mu);
     h = unhold(lock, owner, &rc);
+    if (h) {
+        lock->stats.releases++;
+        zkit__histogram_observe(&lock->stats.hold, zkit__stats_now_us() - h->granted_us);
+    }
     zkit__mutex_unlock(&lock->mu);
     if (rc == ZKIT_ENOTOWNER || rc == ZKIT_ENOTHELD)
         zkit__client_reject(lock->client, "lock %s: release %s", lock->path,

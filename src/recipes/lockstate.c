@@ -48,6 +48,12 @@ void zkit__lockstate_report(zkit_lock_t *lock, zkit_lock_state_t state)
         fn(lock, state, arg);
 }
 
+void zkit__lock_count_loss(zkit_lock_t *lock, const zkit__holder_t *h, zkit_loss_cause_t cause)
+{
+    if (!h->lost && (unsigned)cause < ZKIT_LOSS_CAUSES)
+        lock->stats.losses[cause]++;
+}
+
 /* Whether a holding with a node is live (`announced`: and its requester has heard of it, as a
  * state is reported only for those; a grant not yet told is checked when it is, by
  * zkit__holding_announce).  Holdings without a node of their own (a multi-lock's) hear
@@ -62,23 +68,30 @@ static int any_live_holder(const zkit_lock_t *lock, int announced)
 
 /* Marks every holding with a node LOST; 1 if one that was announced had not been told so (an
  * EXPIRED holding hears LOST too once the session is really gone). */
-static int tell_all_lost(zkit_lock_t *lock)
+static int tell_all_lost(zkit_lock_t *lock) ZKIT__REQUIRES(lock->mu)
 {
     int untold = 0;
+    /* The client's close tells its holders LOST as the session's end does. */
+    zkit_loss_cause_t cause =
+        zkit__client_is_closing(lock->client) ? ZKIT_LOSS_CLOSED : ZKIT_LOSS_SESSION;
     for (zkit__holder_t *h = lock->holders; h; h = h->next)
         if (h->node) {
             untold |= !h->told_lost && h->announced;
+            zkit__lock_count_loss(lock, h, cause);
             h->lost = 1;
             h->told_lost = 1;
         }
     return untold;
 }
 
-static void mark_all_lost(zkit_lock_t *lock)
+/* Past the validity deadline. */
+static void mark_all_lost(zkit_lock_t *lock) ZKIT__REQUIRES(lock->mu)
 {
     for (zkit__holder_t *h = lock->holders; h; h = h->next)
-        if (h->node)
+        if (h->node) {
+            zkit__lock_count_loss(lock, h, ZKIT_LOSS_VALIDITY);
             h->lost = 1;
+        }
 }
 
 zkit__holder_t *zkit__lockstate_live_holder(const zkit_lock_t *lock, const char *node)
@@ -96,6 +109,7 @@ void zkit__lockstate_node_lost(zkit_lock_t *lock, const char *node)
     zkit__mutex_lock(&lock->mu);
     h = zkit__lockstate_live_holder(lock, node);
     if (h) {
+        zkit__lock_count_loss(lock, h, ZKIT_LOSS_DELETED);
         h->lost = h->told_lost = 1;
         tell = h->announced;
     }
@@ -284,6 +298,7 @@ void zkit__lockstate_connection(zkit_lock_t *lock, zkit_conn_state_t state)
         report = lock->disconnected && any_live_holder(lock, 1);
         for (zkit__holder_t *h = lock->holders; h; h = h->next)
             if (h->session != session && h->node && !h->told_lost) {
+                zkit__lock_count_loss(lock, h, ZKIT_LOSS_SESSION);
                 h->lost = h->told_lost = 1;
                 gone |= h->announced;
             }
