@@ -44,19 +44,10 @@ struct zkl_locks {
 static zkl_verbosity_t log_verbosity = ZKL_NORMAL;
 static volatile int log_closing; /* see zkl_close_abandoning */
 
-/* libzookeeper's lines, and the library's count of those it held back. */
-static int from_libzookeeper(const char *message)
-{
-    return strncmp(message, "libzookeeper:", 13) == 0 ||
-           strstr(message, "libzookeeper log lines suppressed") != NULL;
-}
-
 static void log_sink(zkit_log_level_t level, const char *message, void *arg)
 {
     (void)arg;
     if (log_verbosity == ZKL_QUIET || (log_closing && log_verbosity < ZKL_VERBOSE))
-        return;
-    if (from_libzookeeper(message) && log_verbosity < ZKL_DEBUG)
         return;
     if (log_verbosity < ZKL_VERBOSE && level > ZKIT_LOG_ERROR)
         return;
@@ -94,7 +85,8 @@ static int client_status(int rc, const zkl_options_t *o)
         return ZKL_EXIT_USAGE;
     }
     if (rc == ZKIT_EINVAL) {
-        zkl_error("cannot connect to '%s': invalid or unresolvable connect string", o->connect);
+        /* the library says which part of the connect string it refused */
+        zkl_error("cannot connect to '%s': %s", o->connect, zkit_error_message());
         return ZKL_EXIT_UNAVAILABLE;
     }
     zkl_error("cannot create a ZooKeeper client: %s", zkit_strerror(rc));
@@ -121,6 +113,7 @@ static int new_client(zkit_client_t **out, const zkl_options_t *o, const char *d
     co.default_data_len = strlen(data);
     co.log_fn = log_sink;
     co.log_level = o->verbosity >= ZKL_VERBOSE ? ZKIT_LOG_INFO : ZKIT_LOG_ERROR;
+    co.zookeeper_log_level = o->verbosity >= ZKL_DEBUG ? ZKIT_LOG_INFO : ZKIT_LOG_OFF;
     log_verbosity = o->verbosity;
     return zkit_client_new(out, &co); /* copies everything, credentials included */
 }
