@@ -61,7 +61,7 @@ int zkit__batch_submit(zkit__op_t *op)
         b->cap = cap;
     }
     zkit__op_ref(op);
-    op->deliver_always = 1; /* its submitter has been told 0 */
+    op->end.deliver_always = 1; /* its submitter has been told 0 */
     b->held[b->count++] = op;
     return 0;
 }
@@ -70,13 +70,13 @@ int zkit__batch_submit(zkit__op_t *op)
  * (see members_succeeded). */
 static int joins_creates(const zkit__op_t *op)
 {
-    return op->type == ZKIT__OP_CREATE && op->protected_prefix[0] &&
-           op->zk_mode == ZOO_EPHEMERAL_SEQUENTIAL;
+    return op->req.type == ZKIT__OP_CREATE && op->prot.prefix[0] &&
+           op->req.zk_mode == ZOO_EPHEMERAL_SEQUENTIAL;
 }
 
 static int joins_deletes(const zkit__op_t *op)
 {
-    return op->type == ZKIT__OP_DELETE && (op->flags & ZKIT_DELETE_GUARANTEED);
+    return op->req.type == ZKIT__OP_DELETE && (op->req.flags & ZKIT_DELETE_GUARANTEED);
 }
 
 static void group_free(group_t *g)
@@ -133,20 +133,20 @@ static void members_succeeded(group_t *g, const zkit_stat_t *first)
 {
     for (size_t i = 0; i < g->count; i++) {
         zkit__op_t *op = g->members[i];
-        if (op->type == ZKIT__OP_CREATE) {
+        if (op->req.type == ZKIT__OP_CREATE) {
             const char *made = zkit__txn_created_full_path(g->txn, i);
-            free(op->result_path);
-            if (!made || !(op->result_path = strdup(made))) {
+            free(op->res.path);
+            if (!made || !(op->res.path = strdup(made))) {
                 (void)zkit__op_submit_after_loss(op); /* out of memory: find it by its name */
                 continue;
             }
-            op->has_stat = first != NULL;
+            op->res.has_stat = first != NULL;
             if (first) {
-                memset(&op->stat, 0, sizeof(op->stat));
-                op->stat.czxid = op->stat.mzxid = op->stat.pzxid = first->czxid;
-                op->stat.ctime = op->stat.mtime = first->ctime;
-                op->stat.ephemeral_owner = first->ephemeral_owner;
-                op->stat.data_length = (int32_t)op->len;
+                memset(&op->res.stat, 0, sizeof(op->res.stat));
+                op->res.stat.czxid = op->res.stat.mzxid = op->res.stat.pzxid = first->czxid;
+                op->res.stat.ctime = op->res.stat.mtime = first->ctime;
+                op->res.stat.ephemeral_owner = first->ephemeral_owner;
+                op->res.stat.data_length = (int32_t)op->req.len;
             }
         }
         zkit__op_complete(op, 0);
@@ -168,14 +168,14 @@ static void first_node_stat(zkit_client_t *c, const zkit_result_t *r, void *arg)
 static int send_exists(group_t *g, const char *full_path, zkit_completion_fn done)
 {
     zkit__op_t *op = zkit__op_new(g->members[0]->client, ZKIT__OP_EXISTS);
-    if (!op || !(op->path = strdup(full_path))) {
+    if (!op || !(op->req.path = strdup(full_path))) {
         zkit__op_unref(op);
         return 0;
     }
-    op->report = ZKIT__REPORT_IN_PLACE;
-    op->deliver_always = 1;
-    op->done = done;
-    op->arg = g;
+    op->end.report = ZKIT__REPORT_IN_PLACE;
+    op->end.deliver_always = 1;
+    op->end.done = done;
+    op->end.arg = g;
     (void)zkit__op_submit(op);
     zkit__op_unref(op);
     return 1;
@@ -185,7 +185,7 @@ static int send_exists(group_t *g, const char *full_path, zkit_completion_fn don
 static int read_first_node_stat(group_t *g)
 {
     const char *first = zkit__txn_created_full_path(g->txn, 0);
-    return g->members[0]->type == ZKIT__OP_CREATE && first &&
+    return g->members[0]->req.type == ZKIT__OP_CREATE && first &&
            send_exists(g, first, first_node_stat);
 }
 
@@ -196,7 +196,7 @@ static void members_alone(group_t *g, int error)
     if (error != ZKIT_ECLOSED)
         zkit__log(&g->members[0]->client->log, ZKIT_LOG_DEBUG,
                   "a transaction of %zu requests starting at %s: %s; sending them one by one",
-                  g->count, g->members[0]->path, zkit_strerror(error));
+                  g->count, g->members[0]->req.path, zkit_strerror(error));
     for (size_t i = 0; i < g->count; i++) {
         zkit__op_t *op = g->members[i];
         if (error == ZKIT_ECLOSED)
@@ -222,13 +222,13 @@ static char *guess_first_path(const group_t *g)
     const zkit__op_t *first = g->members[0];
     zkit_client_t *c = first->client;
     char *parent, *guess = NULL;
-    if (first->type != ZKIT__OP_CREATE || first->zk_mode != ZOO_EPHEMERAL_SEQUENTIAL ||
-        !(parent = zkit__path_parent(first->path)))
+    if (first->req.type != ZKIT__OP_CREATE || first->req.zk_mode != ZOO_EPHEMERAL_SEQUENTIAL ||
+        !(parent = zkit__path_parent(first->req.path)))
         return NULL;
     pthread_mutex_lock(&c->mu);
     if (c->batch.last_batch_parent && strcmp(c->batch.last_batch_parent, parent) == 0 &&
-        c->batch.last_batch_sequence < INT32_MAX && (guess = malloc(strlen(first->path) + 12)))
-        sprintf(guess, "%s%010d", first->path, (int)c->batch.last_batch_sequence + 1);
+        c->batch.last_batch_sequence < INT32_MAX && (guess = malloc(strlen(first->req.path) + 12)))
+        sprintf(guess, "%s%010d", first->req.path, (int)c->batch.last_batch_sequence + 1);
     pthread_mutex_unlock(&c->mu);
     free(parent);
     return guess;
@@ -255,7 +255,7 @@ static void group_settle(group_t *g)
     const char *first = zkit__txn_created_full_path(g->txn, 0);
     if (g->error != 0) {
         members_alone(g, g->error);
-    } else if (g->members[0]->type == ZKIT__OP_CREATE) {
+    } else if (g->members[0]->req.type == ZKIT__OP_CREATE) {
         remember_first_sequence(g);
         if (g->guess_found && first && strcmp(first, g->guess) == 0)
             members_succeeded(g, &g->guess_stat);
