@@ -906,10 +906,15 @@ static void test_multi_transaction_each_way(void)
     CU_ASSERT_EQUAL(zkh_wait_until(no_lock_nodes, f.base, 5000), 0);
 
     /* The nodes' Stat not read after the transaction (the first node not found, by its
-     * guessed name or its own): each part reads its own before the multi-lock is held. */
+     * guessed name or its own): each part's create settles alone as after a lost reply,
+     * finding its node by its protected name (a lookup behind a sync) and reading its Stat,
+     * so each part is told what a create sent alone is told. */
     zkit__test_fault_exists_not_found(a, 2);
     CU_ASSERT_EQUAL(zkit_lock_acquire(multi, 5000), 0);
     zkit__test_fault_exists_not_found(a, 0);
+    CU_ASSERT_EQUAL(zkit__test_lookup_syncs(a), 8);
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT_EQUAL(owned_nodes(p[i], sa), 1);
     CU_ASSERT(tokens_are_czxids(multi, 4, 1));
     CU_ASSERT_EQUAL(zkit_lock_release(multi), 0);
 
@@ -1010,6 +1015,62 @@ static void test_multi_contended_tokens(void)
     }
     for (int i = 0; i < 3; i++)
         free(p[i]);
+}
+
+/*
+ * A semaphore mutex in a multi-lock takes its lease the fast way, its create in the parts'
+ * transaction: a create held by a batch reports its Stat, and reports before the listings
+ * sent behind it, as a create sent alone does.  So the internal mutex's queue never gets a
+ * node (its directory's child version stays as it was), every cycle, the first one too (no
+ * guessed name for the Stat yet), and the parts' tokens are their nodes' czxids, one for both.
+ */
+static void test_multi_semaphore_mutex_fast_way(void)
+{
+    zkit_create_options_t persistent = ZKIT_CREATE_OPTIONS_INIT;
+    fixture_t f;
+    zkit_client_t *a;
+    zkit_lock_t *parts[2], *multi;
+    zkit_stat_t before, after;
+    char *p1, *p2, *leases, *locks;
+    int64_t sa;
+    fx_begin(&f, "multi-semfast");
+    p1 = lk_join(f.base, "s1");
+    p2 = lk_join(f.base, "m2");
+    leases = lk_join(p1, "leases");
+    locks = lk_join(p1, "locks");
+    a = lk_client(10000);
+    CU_ASSERT_FATAL(a != NULL);
+    sa = zkit_client_session_id(a);
+    /* Persistent directories: a missing one would fail the transaction (the parts then go
+     * one by one), and the server does not reap them between cycles. */
+    persistent.flags = ZKIT_CREATE_PARENTS;
+    CU_ASSERT_FATAL(zkit_create(NULL, NULL, a, leases, NULL, 0, &persistent) == 0);
+    CU_ASSERT_FATAL(zkit_create(NULL, NULL, a, locks, NULL, 0, &persistent) == 0);
+    CU_ASSERT_FATAL(zkit_create(NULL, NULL, a, p2, NULL, 0, &persistent) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_mutex_new(&parts[0], a, p1) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&parts[1], a, p2) == 0);
+    CU_ASSERT_FATAL(zkit_multilock_new_from(&multi, parts, 2) == 0);
+    CU_ASSERT_FATAL(zkit_exists(&before, a, locks, NULL) == 0);
+    for (int i = 0; i < 3; i++) {
+        CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(multi, 5000), 0);
+        CU_ASSERT_EQUAL(owned_nodes(leases, sa), 1);
+        CU_ASSERT_EQUAL(owned_nodes(p2, sa), 1);
+        CU_ASSERT(tokens_are_czxids(multi, 2, 1));
+        CU_ASSERT_EQUAL_FATAL(zkit_lock_release(multi), 0);
+    }
+    CU_ASSERT_FATAL(zkit_exists(&after, a, locks, NULL) == 0);
+    CU_ASSERT_EQUAL(after.cversion, before.cversion);
+    CU_ASSERT_EQUAL(wait_children(leases, 0, 5000), 0);
+    CU_ASSERT_EQUAL(wait_children(p2, 0, 5000), 0);
+    fx_end(&f);
+    zkit_lock_free(multi);
+    zkit_lock_free(parts[0]);
+    zkit_lock_free(parts[1]);
+    zkit_client_close(a);
+    free(p1);
+    free(p2);
+    free(leases);
+    free(locks);
 }
 
 /* ---- the counting semaphore's fast way -------------------------------------------------------- */
@@ -1382,6 +1443,8 @@ static const zkh_test_t tests[] = {
       test_multi_transaction_each_way },
     { "multi-lock contended: one holder, every token its node's czxid",
       test_multi_contended_tokens },
+    { "multi-lock: a semaphore mutex part takes its lease the fast way in the transaction",
+      test_multi_semaphore_mutex_fast_way },
     { "semaphore: an uncontended lease in one round trip, without the internal mutex",
       test_semaphore_lease_the_fast_way },
     { "semaphore: a fast lease goes when a taker is in the internal mutex's queue",

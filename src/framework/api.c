@@ -51,7 +51,7 @@ static int check_size(zkit_client_t *c, const char *path, size_t len, const char
 static zkit__op_t *op_for(zkit_client_t *c, zkit__op_type_t type, const char *path, int *rc)
 {
     zkit__op_t *op = zkit__op_new(c, type);
-    if (!op || !(op->path = zkit__path_fix(c->conf.ns, path))) {
+    if (!op || !(op->req.path = zkit__path_fix(c->conf.ns, path))) {
         zkit__op_unref(op);
         *rc = zkit__error_fresh(ZKIT_ENOMEM, path);
         return NULL;
@@ -61,12 +61,12 @@ static zkit__op_t *op_for(zkit_client_t *c, zkit__op_type_t type, const char *pa
 
 static int set_data(zkit__op_t *op, const void *data, size_t len)
 {
-    op->data = malloc(len + 1);
-    if (!op->data)
+    op->req.data = malloc(len + 1);
+    if (!op->req.data)
         return ZKIT_ENOMEM;
     if (len)
-        memcpy(op->data, data, len);
-    op->len = len;
+        memcpy(op->req.data, data, len);
+    op->req.len = len;
     return 0;
 }
 
@@ -91,11 +91,11 @@ static zkit__op_t *build_create(zkit_client_t *c, const char *path, const void *
         return NULL;
     if (!(op = op_for(c, ZKIT__OP_CREATE, path, rc)))
         return NULL;
-    op->zk_mode = zkit__create_zk_mode(o->mode);
-    op->ttl_ms = o->ttl_ms;
-    op->flags = o->flags;
+    op->req.zk_mode = zkit__create_zk_mode(o->mode);
+    op->req.ttl_ms = o->ttl_ms;
+    op->req.flags = o->flags;
     if ((*rc = set_data(op, data, len)) != 0 ||
-        (*rc = zkit__create_acl(&op->acl, &op->acl_allocated, c, path, o)) != 0 ||
+        (*rc = zkit__create_acl(&op->req.acl, &op->req.acl_allocated, c, path, o)) != 0 ||
         ((o->flags & ZKIT_CREATE_PROTECTED) && (*rc = zkit__op_protect(op)) != 0)) {
         zkit__op_unref(op);
         return NULL;
@@ -117,7 +117,7 @@ static zkit__op_t *build_simple(zkit_client_t *c, zkit__op_type_t type, const ch
     if (!(op = op_for(c, type, path, rc)))
         return NULL;
     if (watcher)
-        op->watcher = *watcher;
+        op->req.watcher = *watcher;
     return op;
 }
 
@@ -127,11 +127,11 @@ static int submit_with(zkit__op_t *op, zkit__report_t report, zkit_completion_fn
                        void *arg)
 {
     int rc;
-    op->report = report;
+    op->end.report = report;
     /* Reported on the event thread: a public call, which the operation timeout bounds. */
-    op->bounded = report == ZKIT__REPORT_ON_EVENT_THREAD;
-    op->done = done;
-    op->arg = arg;
+    op->retry.bounded = report == ZKIT__REPORT_ON_EVENT_THREAD;
+    op->end.done = done;
+    op->end.arg = arg;
     rc = report == ZKIT__REPORT_IN_PLACE ? zkit__batch_submit(op) : zkit__op_submit(op);
     zkit__op_unref(op);
     return rc;
@@ -154,8 +154,8 @@ static int start_read(zkit_client_t *c, zkit__op_type_t type, const char *path,
 
 static void copy_stat_out(zkit_stat_t *out, const zkit__op_t *op)
 {
-    if (out && op->error == 0 && op->has_stat)
-        *out = op->stat;
+    if (out && op->res.error == 0 && op->res.has_stat)
+        *out = op->res.stat;
 }
 
 /* ---- create ------------------------------------------------------------------------------- */
@@ -176,7 +176,7 @@ static int create_call(char **created, zkit_stat_t *stat, zkit_client_t *c, cons
     ns_len = c->conf.ns_root ? strlen(c->conf.ns_root) : 0;
     rc = zkit__op_run_blocking(op);
     if (rc == 0 && created) {
-        *created = strdup(op->result_path + ns_len);
+        *created = strdup(op->res.path + ns_len);
         if (!*created)
             rc = ZKIT_ENOMEM;
     }
@@ -224,8 +224,8 @@ static zkit__op_t *build_delete(zkit_client_t *c, const char *path, int version,
         *rc = ZKIT_EINVAL;
         return NULL;
     }
-    op->version = version;
-    op->flags = flags & ZKIT_DELETE_GUARANTEED;
+    op->req.version = version;
+    op->req.flags = flags & ZKIT_DELETE_GUARANTEED;
     return op;
 }
 
@@ -351,11 +351,11 @@ static int get_data_call(char **data, size_t *len, zkit_stat_t *stat, zkit_clien
         return rc;
     if (rc == 0) {
         if (data) {
-            *data = op->result_data;
-            op->result_data = NULL;
+            *data = op->res.data;
+            op->res.data = NULL;
         }
         if (len)
-            *len = op->result_len;
+            *len = op->res.len;
     }
     zkit__op_unref(op);
     return rc;
@@ -388,11 +388,11 @@ int zkit__get_data_many(zkit_client_t *c, char *const *paths, size_t n, char **d
     for (size_t i = 0; i < n; i++) {
         if (!ops[i])
             continue;
-        errors[i] = ops[i]->finished ? ops[i]->error : ZKIT_ECLOSED;
-        if (ops[i]->finished && ops[i]->error == 0) {
-            data[i] = ops[i]->result_data;
-            ops[i]->result_data = NULL;
-            len[i] = ops[i]->result_len;
+        errors[i] = ops[i]->end.finished ? ops[i]->res.error : ZKIT_ECLOSED;
+        if (ops[i]->end.finished && ops[i]->res.error == 0) {
+            data[i] = ops[i]->res.data;
+            ops[i]->res.data = NULL;
+            len[i] = ops[i]->res.len;
         }
         zkit__op_unref(ops[i]);
     }
@@ -431,7 +431,7 @@ static zkit__op_t *build_set(zkit_client_t *c, const char *path, const void *dat
         zkit__op_unref(op);
         return NULL;
     }
-    op->version = version;
+    op->req.version = version;
     return op;
 }
 
@@ -491,10 +491,10 @@ ZKIT_EXTERN int zkit_get_acl(zkit_acl_t **acl, size_t *count, zkit_stat_t *stat,
         return rc;
     rc = zkit__op_run_blocking(op);
     if (rc == 0) {
-        *acl = op->result_acl; /* handed over: one block */
-        *count = op->result_acl_count;
-        op->result_acl = NULL;
-        op->result_acl_count = 0;
+        *acl = op->res.acl; /* handed over: one block */
+        *count = op->res.acl_count;
+        op->res.acl = NULL;
+        op->res.acl_count = 0;
     }
     copy_stat_out(stat, op);
     zkit__op_unref(op);
@@ -533,11 +533,11 @@ static zkit__op_t *build_set_acl(zkit_client_t *c, const char *path, const zkit_
     /* The same copy as a create's own ACL. */
     o.acl = acl;
     o.acl_count = count;
-    if ((*rc = zkit__create_acl(&op->acl, &op->acl_allocated, c, path, &o)) != 0) {
+    if ((*rc = zkit__create_acl(&op->req.acl, &op->req.acl_allocated, c, path, &o)) != 0) {
         zkit__op_unref(op);
         return NULL;
     }
-    op->version = version;
+    op->req.version = version;
     return op;
 }
 
@@ -578,18 +578,18 @@ static int get_children_call(char ***names, size_t *count, zkit_stat_t *stat, zk
     if (!(op = run_read(c, ZKIT__OP_CHILDREN, path, watcher, "get_children", stat, &rc)))
         return rc;
     /* The caller frees each name (zkit_free_strings): its own copies. */
-    if (rc == 0 && op->child_count > 0 &&
-        !(*names = calloc(op->child_count, sizeof(char *))))
+    if (rc == 0 && op->res.child_count > 0 &&
+        !(*names = calloc(op->res.child_count, sizeof(char *))))
         rc = ZKIT_ENOMEM;
-    for (size_t i = 0; rc == 0 && i < op->child_count; i++) {
-        if (!((*names)[i] = strdup(op->children[i]))) {
+    for (size_t i = 0; rc == 0 && i < op->res.child_count; i++) {
+        if (!((*names)[i] = strdup(op->res.children[i]))) {
             zkit_free_strings(*names, i);
             *names = NULL;
             rc = ZKIT_ENOMEM;
         }
     }
     if (rc == 0)
-        *count = op->child_count;
+        *count = op->res.child_count;
     zkit__op_unref(op);
     return rc;
 }
@@ -697,7 +697,7 @@ int zkit__request_set_data_in_session(zkit_client_t *c, const char *path, const 
     zkit__op_t *op = build_set(c, path, data, len, version, &rc);
     if (!op)
         return rc;
-    op->bound_session = session;
+    op->req.bound_session = session;
     return submit_request(op, done, arg);
 }
 
@@ -708,7 +708,7 @@ int zkit__request_delete_in_session(zkit_client_t *c, const char *path, int vers
     zkit__op_t *op = build_delete(c, path, version, 0, &rc);
     if (!op)
         return rc;
-    op->bound_session = session;
+    op->req.bound_session = session;
     return submit_request(op, done, arg);
 }
 
@@ -730,10 +730,10 @@ static int start_held_watch_read_sync(zkit_client_t *c, zkit__op_type_t type,
     zkit__op_t *op = build_simple(c, type, path, watcher, what, &rc);
     if (!op)
         return rc;
-    op->watch_opts.hold = hold;
-    op->watch_opts.release = release;
-    op->watch_opts.fire_in_place = 1;
-    op->sync_first = sync_first;
+    op->req.watch_opts.hold = hold;
+    op->req.watch_opts.release = release;
+    op->req.watch_opts.fire_in_place = 1;
+    op->req.sync_first = sync_first;
     return submit_request(op, done, arg);
 }
 

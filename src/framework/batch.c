@@ -21,8 +21,35 @@
 /* The batch this thread has open, innermost first. */
 static __thread zkit__batch_t *open_batch;
 
+/*
+ * The requests held after a transaction's first create report after its creates do.  Sent
+ * alone, a create is answered before the requests sent behind it, and the recipes count on
+ * it (a listing sent right behind a create is read knowing the create's node); a transaction's
+ * creates may report later than that, once their Stat has been read (see members_succeeded).
+ * Those requests are sent at their place all the same, and only their reports wait at the
+ * gate, which opens when the transaction's creates have reported.
+ */
+typedef struct behind behind_t;
+
+typedef struct gate {
+    pthread_mutex_t mu;
+    int refs;                   /* under mu: the group's, and one per request behind it */
+    int open;                   /* under mu */
+    behind_t *first, *last;     /* under mu: reports waiting, in the order they came */
+} gate_t;
+
+/* A held request reporting behind a gate: its own completion, called by behind_done. */
+struct behind {
+    behind_t *next;
+    gate_t *gate;
+    zkit__op_t *op;             /* a reference until it has reported */
+    zkit_completion_fn done;
+    void *arg;
+};
+
 /* Held requests sent as one transaction. */
 typedef struct group {
+    gate_t *gate;               /* NULL: none waits for this group */
     zkit_txn_t *txn;
     zkit__op_t **members;       /* one reference each, in transaction order */
     size_t count;
@@ -42,11 +69,6 @@ void zkit__batch_begin(zkit__batch_t *batch, zkit_client_t *client)
     open_batch = batch;
 }
 
-int zkit__batch_is_open(const zkit_client_t *client)
-{
-    return open_batch && open_batch->client == client;
-}
-
 int zkit__batch_submit(zkit__op_t *op)
 {
     zkit__batch_t *b = open_batch;
@@ -61,7 +83,7 @@ int zkit__batch_submit(zkit__op_t *op)
         b->cap = cap;
     }
     zkit__op_ref(op);
-    op->deliver_always = 1; /* its submitter has been told 0 */
+    op->end.deliver_always = 1; /* its submitter has been told 0 */
     b->held[b->count++] = op;
     return 0;
 }
@@ -70,17 +92,109 @@ int zkit__batch_submit(zkit__op_t *op)
  * (see members_succeeded). */
 static int joins_creates(const zkit__op_t *op)
 {
-    return op->type == ZKIT__OP_CREATE && op->protected_prefix[0] &&
-           op->zk_mode == ZOO_EPHEMERAL_SEQUENTIAL;
+    return op->req.type == ZKIT__OP_CREATE && op->prot.prefix[0] &&
+           op->req.zk_mode == ZOO_EPHEMERAL_SEQUENTIAL;
 }
 
 static int joins_deletes(const zkit__op_t *op)
 {
-    return op->type == ZKIT__OP_DELETE && (op->flags & ZKIT_DELETE_GUARANTEED);
+    return op->req.type == ZKIT__OP_DELETE && (op->req.flags & ZKIT_DELETE_GUARANTEED);
 }
 
+static void gate_unref(gate_t *gate)
+{
+    int last;
+    pthread_mutex_lock(&gate->mu);
+    last = --gate->refs == 0;
+    pthread_mutex_unlock(&gate->mu);
+    if (last) {
+        pthread_mutex_destroy(&gate->mu);
+        free(gate);
+    }
+}
+
+/* Reports a request that has waited for its gate, or did not need to. */
+static void behind_report(behind_t *b)
+{
+    zkit_result_t r;
+    if (b->done) {
+        zkit__op_result(b->op, &r);
+        b->done(b->op->client, &r, b->arg);
+    }
+    zkit__op_unref(b->op);
+    gate_unref(b->gate);
+    free(b);
+}
+
+/* The completion of a request behind a gate: it reports now if the gate is open, or else
+ * waits there (the op, still referenced, keeps its result). */
+static void behind_done(zkit_client_t *c, const zkit_result_t *r, void *arg)
+{
+    behind_t *b = arg;
+    gate_t *gate = b->gate;
+    int wait;
+    (void)c;
+    (void)r;
+    pthread_mutex_lock(&gate->mu);
+    wait = !gate->open;
+    if (wait) {
+        if (gate->last)
+            gate->last->next = b;
+        else
+            gate->first = b;
+        gate->last = b;
+    }
+    pthread_mutex_unlock(&gate->mu);
+    if (!wait)
+        behind_report(b);
+}
+
+static void gate_open(gate_t *gate)
+{
+    behind_t *b, *next;
+    pthread_mutex_lock(&gate->mu);
+    gate->open = 1;
+    b = gate->first;
+    gate->first = gate->last = NULL;
+    pthread_mutex_unlock(&gate->mu);
+    for (; b; b = next) {
+        next = b->next;
+        behind_report(b);
+    }
+    gate_unref(gate);
+}
+
+/* Puts a held request behind the group's gate (made with the first); on ENOMEM it reports
+ * as it comes. */
+static void put_behind(group_t *g, zkit__op_t *op)
+{
+    behind_t *b = calloc(1, sizeof(*b));
+    if (!b)
+        return;
+    if (!g->gate) {
+        if (!(g->gate = calloc(1, sizeof(*g->gate)))) {
+            free(b);
+            return;
+        }
+        pthread_mutex_init(&g->gate->mu, NULL);
+        g->gate->refs = 1; /* the group's, dropped by gate_open */
+    }
+    g->gate->refs++; /* not shared yet: nothing is sent */
+    b->gate = g->gate;
+    zkit__op_ref(op);
+    b->op = op;
+    b->done = op->end.done;
+    b->arg = op->end.arg;
+    op->end.done = behind_done;
+    op->end.arg = b;
+}
+
+/* Frees the group once its members have reported (or been sent alone): the requests behind
+ * it report then. */
 static void group_free(group_t *g)
 {
+    if (g->gate)
+        gate_open(g->gate);
     for (size_t i = 0; i < g->count; i++)
         zkit__op_unref(g->members[i]);
     free(g->members);
@@ -128,26 +242,30 @@ static group_t *group_new(const zkit__batch_t *b, const unsigned char *roles, in
  * Stat, read once, gives each node its Stat as created (versions 0, no children, its own data
  * length), instead of one request per node.  Only the creation fields are taken from it: the
  * node may have changed since (its data rewritten by a revoker).
+ *
+ * Without that Stat (`first` NULL: the first node was not found, because the session ended
+ * or someone deleted it, or the read failed), a create reports nothing less than it would
+ * sent alone: it settles alone as after a lost reply of its own, finding its node by its uuid
+ * and reading its Stat, or creating it again where it is gone.
  */
 static void members_succeeded(group_t *g, const zkit_stat_t *first)
 {
     for (size_t i = 0; i < g->count; i++) {
         zkit__op_t *op = g->members[i];
-        if (op->type == ZKIT__OP_CREATE) {
+        if (op->req.type == ZKIT__OP_CREATE) {
             const char *made = zkit__txn_created_full_path(g->txn, i);
-            free(op->result_path);
-            if (!made || !(op->result_path = strdup(made))) {
-                (void)zkit__op_submit_after_loss(op); /* out of memory: find it by its name */
+            free(op->res.path);
+            op->res.path = NULL;
+            if (!first || !made || !(op->res.path = strdup(made))) {
+                (void)zkit__op_submit_after_loss(op); /* delivers even on a closed client */
                 continue;
             }
-            op->has_stat = first != NULL;
-            if (first) {
-                memset(&op->stat, 0, sizeof(op->stat));
-                op->stat.czxid = op->stat.mzxid = op->stat.pzxid = first->czxid;
-                op->stat.ctime = op->stat.mtime = first->ctime;
-                op->stat.ephemeral_owner = first->ephemeral_owner;
-                op->stat.data_length = (int32_t)op->len;
-            }
+            memset(&op->res.stat, 0, sizeof(op->res.stat));
+            op->res.stat.czxid = op->res.stat.mzxid = op->res.stat.pzxid = first->czxid;
+            op->res.stat.ctime = op->res.stat.mtime = first->ctime;
+            op->res.stat.ephemeral_owner = first->ephemeral_owner;
+            op->res.stat.data_length = (int32_t)op->req.len;
+            op->res.has_stat = 1;
         }
         zkit__op_complete(op, 0);
     }
@@ -157,8 +275,8 @@ static void first_node_stat(zkit_client_t *c, const zkit_result_t *r, void *arg)
 {
     group_t *g = arg;
     (void)c;
-    /* Not found (the session ended since, or someone deleted it): the creates are reported
-     * without a Stat, and each lock looks at its own node. */
+    /* Not found (the session ended since, or someone deleted it): each create settles
+     * alone (see members_succeeded). */
     members_succeeded(g, r->error == 0 ? r->stat : NULL);
     group_free(g);
 }
@@ -168,14 +286,14 @@ static void first_node_stat(zkit_client_t *c, const zkit_result_t *r, void *arg)
 static int send_exists(group_t *g, const char *full_path, zkit_completion_fn done)
 {
     zkit__op_t *op = zkit__op_new(g->members[0]->client, ZKIT__OP_EXISTS);
-    if (!op || !(op->path = strdup(full_path))) {
+    if (!op || !(op->req.path = strdup(full_path))) {
         zkit__op_unref(op);
         return 0;
     }
-    op->report = ZKIT__REPORT_IN_PLACE;
-    op->deliver_always = 1;
-    op->done = done;
-    op->arg = g;
+    op->end.report = ZKIT__REPORT_IN_PLACE;
+    op->end.deliver_always = 1;
+    op->end.done = done;
+    op->end.arg = g;
     (void)zkit__op_submit(op);
     zkit__op_unref(op);
     return 1;
@@ -185,7 +303,7 @@ static int send_exists(group_t *g, const char *full_path, zkit_completion_fn don
 static int read_first_node_stat(group_t *g)
 {
     const char *first = zkit__txn_created_full_path(g->txn, 0);
-    return g->members[0]->type == ZKIT__OP_CREATE && first &&
+    return g->members[0]->req.type == ZKIT__OP_CREATE && first &&
            send_exists(g, first, first_node_stat);
 }
 
@@ -196,7 +314,7 @@ static void members_alone(group_t *g, int error)
     if (error != ZKIT_ECLOSED)
         zkit__log(&g->members[0]->client->log, ZKIT_LOG_DEBUG,
                   "a transaction of %zu requests starting at %s: %s; sending them one by one",
-                  g->count, g->members[0]->path, zkit_strerror(error));
+                  g->count, g->members[0]->req.path, zkit_strerror(error));
     for (size_t i = 0; i < g->count; i++) {
         zkit__op_t *op = g->members[i];
         if (error == ZKIT_ECLOSED)
@@ -222,13 +340,13 @@ static char *guess_first_path(const group_t *g)
     const zkit__op_t *first = g->members[0];
     zkit_client_t *c = first->client;
     char *parent, *guess = NULL;
-    if (first->type != ZKIT__OP_CREATE || first->zk_mode != ZOO_EPHEMERAL_SEQUENTIAL ||
-        !(parent = zkit__path_parent(first->path)))
+    if (first->req.type != ZKIT__OP_CREATE || first->req.zk_mode != ZOO_EPHEMERAL_SEQUENTIAL ||
+        !(parent = zkit__path_parent(first->req.path)))
         return NULL;
     pthread_mutex_lock(&c->mu);
     if (c->batch.last_batch_parent && strcmp(c->batch.last_batch_parent, parent) == 0 &&
-        c->batch.last_batch_sequence < INT32_MAX && (guess = malloc(strlen(first->path) + 12)))
-        sprintf(guess, "%s%010d", first->path, (int)c->batch.last_batch_sequence + 1);
+        c->batch.last_batch_sequence < INT32_MAX && (guess = malloc(strlen(first->req.path) + 12)))
+        sprintf(guess, "%s%010d", first->req.path, (int)c->batch.last_batch_sequence + 1);
     pthread_mutex_unlock(&c->mu);
     free(parent);
     return guess;
@@ -255,7 +373,7 @@ static void group_settle(group_t *g)
     const char *first = zkit__txn_created_full_path(g->txn, 0);
     if (g->error != 0) {
         members_alone(g, g->error);
-    } else if (g->members[0]->type == ZKIT__OP_CREATE) {
+    } else if (g->members[0]->req.type == ZKIT__OP_CREATE) {
         remember_first_sequence(g);
         if (g->guess_found && first && strcmp(first, g->guess) == 0)
             members_succeeded(g, &g->guess_stat);
@@ -336,6 +454,13 @@ void zkit__batch_end(zkit__batch_t *batch)
     if (roles) {
         groups[WITH_CREATES] = group_new(batch, roles, WITH_CREATES);
         groups[WITH_DELETES] = group_new(batch, roles, WITH_DELETES);
+    }
+    /* Before anything is sent: a request may report on another thread as soon as it is. */
+    for (size_t i = 0, behind = 0; groups[WITH_CREATES] && i < batch->count; i++) {
+        if (roles[i] == WITH_CREATES)
+            behind = 1;
+        else if (behind && (roles[i] == ALONE || !groups[roles[i]]))
+            put_behind(groups[WITH_CREATES], batch->held[i]);
     }
     for (size_t i = 0; i < batch->count; i++) {
         int role = roles ? roles[i] : ALONE;

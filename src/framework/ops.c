@@ -49,9 +49,9 @@ zkit__op_t *zkit__op_new(zkit_client_t *c, zkit__op_type_t type)
         return NULL;
     op->client = c;
     op->refs = 1;
-    op->type = type;
-    op->version = -1;
-    zkit__cond_init_monotonic(&op->cond);
+    op->req.type = type;
+    op->req.version = -1;
+    zkit__cond_init_monotonic(&op->end.cond);
     return op;
 }
 
@@ -62,29 +62,29 @@ void zkit__op_ref(zkit__op_t *op)
 
 static void free_children(zkit__op_t *op)
 {
-    free(op->children); /* one block: see copy_children */
-    op->children = NULL;
-    op->child_count = 0;
+    free(op->res.children); /* one block: see copy_children */
+    op->res.children = NULL;
+    op->res.child_count = 0;
 }
 
 void zkit__op_unref(zkit__op_t *op)
 {
     if (!op || __atomic_sub_fetch(&op->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
-    free(op->path);
-    free(op->data);
-    if (op->acl_allocated) {
-        for (int32_t i = 0; i < op->acl.count; i++) {
-            free(op->acl.data[i].id.scheme);
-            free(op->acl.data[i].id.id);
+    free(op->req.path);
+    free(op->req.data);
+    if (op->req.acl_allocated) {
+        for (int32_t i = 0; i < op->req.acl.count; i++) {
+            free(op->req.acl.data[i].id.scheme);
+            free(op->req.acl.data[i].id.id);
         }
-        free(op->acl.data);
+        free(op->req.acl.data);
     }
-    free(op->result_path);
-    free(op->result_data);
-    free(op->result_acl);
+    free(op->res.path);
+    free(op->res.data);
+    free(op->res.acl);
     free_children(op);
-    pthread_cond_destroy(&op->cond);
+    pthread_cond_destroy(&op->end.cond);
     free(op);
 }
 
@@ -93,27 +93,27 @@ void zkit__op_unref(zkit__op_t *op)
 void zkit__op_result(const zkit__op_t *op, zkit_result_t *out)
 {
     memset(out, 0, sizeof(*out));
-    out->error = op->error;
-    if (op->error != 0)
+    out->error = op->res.error;
+    if (op->res.error != 0)
         return;
-    if (op->result_path)
+    if (op->res.path)
         out->path = zkit__path_unfix(op->client->conf.ns_root ? op->client->conf.ns : NULL,
-                                     op->result_path);
-    out->stat = op->has_stat ? &op->stat : NULL;
-    out->data = op->result_data;
-    out->data_len = op->result_len;
-    out->children = op->children;
-    out->child_count = op->child_count;
-    out->acl = op->result_acl;
-    out->acl_count = op->result_acl_count;
+                                     op->res.path);
+    out->stat = op->res.has_stat ? &op->res.stat : NULL;
+    out->data = op->res.data;
+    out->data_len = op->res.len;
+    out->children = op->res.children;
+    out->child_count = op->res.child_count;
+    out->acl = op->res.acl;
+    out->acl_count = op->res.acl_count;
 }
 
 static void deliver_now(zkit__op_t *op)
 {
     zkit_result_t result;
-    if (op->done) {
+    if (op->end.done) {
         zkit__op_result(op, &result);
-        op->done(op->client, &result, op->arg);
+        op->end.done(op->client, &result, op->end.arg);
     }
 }
 
@@ -130,32 +130,32 @@ static void op_finish(zkit__op_t *op, int error)
     zkit_client_t *c = op->client;
     int in_submit, undelivered, rc;
     pthread_mutex_lock(&c->mu);
-    if (op->finished) {
+    if (op->end.finished) {
         pthread_mutex_unlock(&c->mu);
         return;
     }
-    op->finished = 1;
-    op->error = error;
-    if (op->start_us) {
+    op->end.finished = 1;
+    op->res.error = error;
+    if (op->retry.start_us) {
         ZKIT__COUNT(c->counters.requests_completed);
         if (error == ZKIT_ECONNLOSS || error == ZKIT_ETIMEDOUT || error == ZKIT_ECLOSED ||
             error == ZKIT_ESESSIONEXPIRED)
             ZKIT__COUNT(c->counters.requests_failed);
         zkit__histogram_observe(&c->counters.request_latency,
-                                zkit__stats_now_us() - op->start_us);
+                                zkit__stats_now_us() - op->retry.start_us);
     }
-    in_submit = op->in_submit;
-    pthread_cond_broadcast(&op->cond);
+    in_submit = op->end.in_submit;
+    pthread_cond_broadcast(&op->end.cond);
     pthread_mutex_unlock(&c->mu);
-    if (op->report == ZKIT__REPORT_IN_PLACE && !in_submit) {
+    if (op->end.report == ZKIT__REPORT_IN_PLACE && !in_submit) {
         deliver_now(op);
         return;
     }
     /* Reporting inside the submitting call would surprise a caller holding its own lock, so
      * an op reported in place finishing there reports from a timer. */
     zkit__op_ref(op);
-    if (op->report == ZKIT__REPORT_ON_EVENT_THREAD)
-        rc = zkit__run_on_event_thread_task(c, &op->task, deliver_queued, op);
+    if (op->end.report == ZKIT__REPORT_ON_EVENT_THREAD)
+        rc = zkit__run_on_event_thread_task(c, &op->end.task, deliver_queued, op);
     else
         rc = zkit__schedule(c, 0, deliver_queued, op);
     if (rc == 0)
@@ -165,8 +165,8 @@ static void op_finish(zkit__op_t *op, int error)
          * completion never runs, as for a request refused up front; unless its submitter was
          * told 0 already (a request held by a batch): then it reports here, in place. */
         pthread_mutex_lock(&c->mu);
-        undelivered = op->in_submit && !op->deliver_always;
-        op->undelivered = undelivered;
+        undelivered = op->end.in_submit && !op->end.deliver_always;
+        op->end.undelivered = undelivered;
         pthread_mutex_unlock(&c->mu);
         if (undelivered) {
             zkit__op_unref(op);
@@ -211,17 +211,17 @@ static void sweep_orphans(zkit_client_t *c, const char *full_path, const char *p
 /* The retry policy said no: clean up what the op may have left, then report. */
 static void give_up(zkit__op_t *op, int error)
 {
-    if (op->type == ZKIT__OP_CREATE && op->protected_prefix[0] && op->may_have_created) {
+    if (op->req.type == ZKIT__OP_CREATE && op->prot.prefix[0] && op->prot.may_have_created) {
         zkit__log(&op->client->log, ZKIT_LOG_WARN,
                   "protected create of %s failed (%s); removing any orphan in the background",
-                  op->path, zkit_strerror(error));
-        sweep_orphans(op->client, op->path, op->protected_prefix);
+                  op->req.path, zkit_strerror(error));
+        sweep_orphans(op->client, op->req.path, op->prot.prefix);
     }
-    if (op->type == ZKIT__OP_DELETE && (op->flags & ZKIT_DELETE_GUARANTEED)) {
+    if (op->req.type == ZKIT__OP_DELETE && (op->req.flags & ZKIT_DELETE_GUARANTEED)) {
         zkit__log(&op->client->log, ZKIT_LOG_WARN,
-                  "delete of %s failed (%s); retrying in the background", op->path,
+                  "delete of %s failed (%s); retrying in the background", op->req.path,
                   zkit_strerror(error));
-        zkit__delete_in_background(op->client, op->path);
+        zkit__delete_in_background(op->client, op->req.path);
     }
     op_finish(op, error);
 }
@@ -231,26 +231,26 @@ static void retry_or_give_up(zkit__op_t *op, int error)
     int sleep_ms = 0;
     int64_t now = zkit__monotonic_ms();
     int allowed, closing = 0;
-    if (op->flags & ZKIT__FLAG_BACKGROUND) {
-        sleep_ms = background_sleep(op->retry_count);
+    if (op->req.flags & ZKIT__FLAG_BACKGROUND) {
+        sleep_ms = background_sleep(op->retry.count);
         allowed = zkit_retry_is_retryable(error);
     } else {
-        allowed = zkit_retry_allow(&sleep_ms, op->client->conf.retry, op->retry_count,
-                                   now - op->start_ms, error);
+        allowed = zkit_retry_allow(&sleep_ms, op->client->conf.retry, op->retry.count,
+                                   now - op->retry.start_ms, error);
     }
     /* A retry that could not be sent before the operation timeout is not made. */
-    if (allowed && op->deadline_ms && now + sleep_ms >= op->deadline_ms)
+    if (allowed && op->retry.deadline_ms && now + sleep_ms >= op->retry.deadline_ms)
         allowed = 0;
     if (!allowed || (closing = zkit__client_is_closing(op->client))) {
         give_up(op, closing ? ZKIT_ECLOSED : error);
         return;
     }
-    op->retry_count++;
+    op->retry.count++;
     zkit__log(&op->client->log, ZKIT_LOG_DEBUG, "retry %d of %s after %d ms (%s)",
-              op->retry_count, op->path, sleep_ms, zkit_strerror(error));
-    if (op->type == ZKIT__OP_CREATE && op->protected_prefix[0] && op->may_have_created)
-        op->step = ZKIT__STEP_LOOKUP;
-    op->attempt_start_ms = 0;
+              op->retry.count, op->req.path, sleep_ms, zkit_strerror(error));
+    if (op->req.type == ZKIT__OP_CREATE && op->prot.prefix[0] && op->prot.may_have_created)
+        op->prot.step = ZKIT__STEP_LOOKUP;
+    op->attempt.wait_start_ms = 0;
     schedule_attempt(op, now + sleep_ms, 0);
 }
 
@@ -264,8 +264,8 @@ static attempt_t *attempt_new(zkit__op_t *op)
     zkit__op_ref(op);
     a->op = op;
     pthread_mutex_lock(&op->client->mu);
-    a->seq = ++op->attempt_seq;
-    op->attempt_pending = 1;
+    a->seq = ++op->attempt.seq;
+    op->attempt.pending = 1;
     pthread_mutex_unlock(&op->client->mu);
     return a;
 }
@@ -280,13 +280,13 @@ static int attempt_claim(zkit__op_t *op, uint64_t seq)
     uint64_t watchdog_id = 0;
     void *watchdog = NULL;
     pthread_mutex_lock(&op->client->mu);
-    live = op->attempt_pending && op->attempt_seq == seq && !op->finished;
+    live = op->attempt.pending && op->attempt.seq == seq && !op->end.finished;
     if (live) {
-        op->attempt_pending = 0;
-        watchdog_id = op->watchdog_id;
-        watchdog = op->watchdog;
-        op->watchdog_id = 0;
-        op->watchdog = NULL;
+        op->attempt.pending = 0;
+        watchdog_id = op->attempt.watchdog_id;
+        watchdog = op->attempt.watchdog;
+        op->attempt.watchdog_id = 0;
+        op->attempt.watchdog = NULL;
     }
     pthread_mutex_unlock(&op->client->mu);
     if (watchdog_id)
@@ -329,7 +329,7 @@ static void attempt_free(attempt_t *a)
     attempt_unlink(c, a);
     pthread_mutex_unlock(&c->mu);
     if (a->shot)
-        a->op->multi->free_shot(a->shot);
+        a->op->multi.hooks->free_shot(a->shot);
     zkit__op_unref(a->op);
     free(a);
 }
@@ -372,7 +372,7 @@ static void watchdog_fire(void *arg)
         int closing = zkit__client_is_closing(w->op->client);
         if (!closing)
             zkit__log(&w->op->client->log, ZKIT_LOG_WARN, "no reply for %s; treating as lost",
-                      w->op->path);
+                      w->op->req.path);
         attempt_result(w->op, closing ? ZCLOSING : ZOPERATIONTIMEOUT);
     }
     zkit__op_unref(w->op);
@@ -407,8 +407,8 @@ static void arm_watchdog(zkit__op_t *op, uint64_t seq)
     w->seq = seq;
     due = zkit__monotonic_ms() + timeout + c->conf.connection_timeout_ms;
     /* A silent server ends the attempt by the operation's deadline, which ends the op. */
-    if (op->deadline_ms && op->deadline_ms < due)
-        due = op->deadline_ms;
+    if (op->retry.deadline_ms && op->retry.deadline_ms < due)
+        due = op->retry.deadline_ms;
     id = zkit__schedule_cancellable(c, due, watchdog_fire, w);
     if (!id) {
         zkit__op_unref(op);
@@ -416,9 +416,9 @@ static void arm_watchdog(zkit__op_t *op, uint64_t seq)
         return;
     }
     pthread_mutex_lock(&c->mu);
-    if (op->attempt_pending && op->attempt_seq == seq) {
-        op->watchdog_id = id;
-        op->watchdog = w;
+    if (op->attempt.pending && op->attempt.seq == seq) {
+        op->attempt.watchdog_id = id;
+        op->attempt.watchdog = w;
         id = 0;
     }
     pthread_mutex_unlock(&c->mu);
@@ -445,8 +445,8 @@ static void copy_stat(zkit__op_t *op, const struct Stat *s)
 {
     if (!s)
         return;
-    zkit__stat_from_zk(&op->stat, s);
-    op->has_stat = 1;
+    zkit__stat_from_zk(&op->res.stat, s);
+    op->res.has_stat = 1;
 }
 
 /* Common front of every completion: watch bookkeeping, then whether to go on. */
@@ -463,8 +463,8 @@ static void on_string_stat(int rc, const char *value, const struct Stat *stat, c
     zkit__op_t *op = a->op;
     if (completion_begin(a, rc, 0)) {
         if (rc == ZOK) {
-            free(op->result_path);
-            op->result_path = value ? strdup(value) : NULL;
+            free(op->res.path);
+            op->res.path = value ? strdup(value) : NULL;
             copy_stat(op, stat);
         }
         attempt_result(op, rc);
@@ -483,7 +483,7 @@ static void on_void(int rc, const void *data)
 static void on_stat(int rc, const struct Stat *stat, const void *data)
 {
     attempt_t *a = (attempt_t *)data;
-    if (completion_begin(a, rc, a->op->type == ZKIT__OP_EXISTS)) {
+    if (completion_begin(a, rc, a->op->req.type == ZKIT__OP_EXISTS)) {
         if (rc == ZOK)
             copy_stat(a->op, stat);
         attempt_result(a->op, rc);
@@ -499,15 +499,15 @@ static void on_data(int rc, const char *value, int value_len, const struct Stat 
     if (completion_begin(a, rc, 0)) {
         if (rc == ZOK) {
             size_t len = value_len > 0 ? (size_t)value_len : 0;
-            free(op->result_data);
-            op->result_data = malloc(len + 1);
-            if (!op->result_data) {
+            free(op->res.data);
+            op->res.data = malloc(len + 1);
+            if (!op->res.data) {
                 rc = ZK_NOMEM;
             } else {
                 if (len)
-                    memcpy(op->result_data, value, len);
-                op->result_data[len] = '\0';
-                op->result_len = len;
+                    memcpy(op->res.data, value, len);
+                op->res.data[len] = '\0';
+                op->res.len = len;
                 copy_stat(op, stat);
             }
         }
@@ -530,15 +530,15 @@ static int copy_children(zkit__op_t *op, const struct String_vector *names)
     bytes = count * sizeof(char *);
     for (size_t i = 0; i < count; i++)
         bytes += strlen(names->data[i]) + 1;
-    if (!(op->children = malloc(bytes)))
+    if (!(op->res.children = malloc(bytes)))
         return ZK_NOMEM;
-    text = (char *)(op->children + count);
+    text = (char *)(op->res.children + count);
     for (size_t i = 0; i < count; i++) {
         size_t len = strlen(names->data[i]) + 1;
-        op->children[i] = memcpy(text, names->data[i], len);
+        op->res.children[i] = memcpy(text, names->data[i], len);
         text += len;
     }
-    op->child_count = count;
+    op->res.child_count = count;
     return ZOK;
 }
 
@@ -550,7 +550,7 @@ static void on_strings_stat(int rc, const struct String_vector *names, const str
     if (completion_begin(a, rc, 0)) {
         if (rc == ZOK) {
             rc = copy_children(op, names);
-            if (op->step == ZKIT__STEP_MAIN)
+            if (op->prot.step == ZKIT__STEP_MAIN)
                 copy_stat(op, stat);
         }
         attempt_result(op, rc);
@@ -564,27 +564,27 @@ static int copy_acl(zkit__op_t *op, const struct ACL_vector *acl)
 {
     size_t bytes, count;
     char *text;
-    free(op->result_acl);
-    op->result_acl = NULL;
-    op->result_acl_count = 0;
+    free(op->res.acl);
+    op->res.acl = NULL;
+    op->res.acl_count = 0;
     if (!acl || acl->count <= 0)
         return ZOK;
     count = (size_t)acl->count;
     bytes = count * sizeof(zkit_acl_t);
     for (size_t i = 0; i < count; i++)
         bytes += strlen(acl->data[i].id.scheme) + strlen(acl->data[i].id.id) + 2;
-    if (!(op->result_acl = malloc(bytes)))
+    if (!(op->res.acl = malloc(bytes)))
         return ZK_NOMEM;
-    text = (char *)(op->result_acl + count);
+    text = (char *)(op->res.acl + count);
     for (size_t i = 0; i < count; i++) {
         size_t slen = strlen(acl->data[i].id.scheme) + 1, ilen = strlen(acl->data[i].id.id) + 1;
-        op->result_acl[i].perms = acl->data[i].perms;
-        op->result_acl[i].scheme = memcpy(text, acl->data[i].id.scheme, slen);
+        op->res.acl[i].perms = acl->data[i].perms;
+        op->res.acl[i].scheme = memcpy(text, acl->data[i].id.scheme, slen);
         text += slen;
-        op->result_acl[i].id = memcpy(text, acl->data[i].id.id, ilen);
+        op->res.acl[i].id = memcpy(text, acl->data[i].id.id, ilen);
         text += ilen;
     }
-    op->result_acl_count = count;
+    op->res.acl_count = count;
     return ZOK;
 }
 
@@ -604,7 +604,7 @@ static void on_multi(int rc, const void *data)
 {
     attempt_t *a = (attempt_t *)data;
     if (completion_begin(a, rc, 0)) {
-        a->op->multi->collect(a->op, rc, a->shot);
+        a->op->multi.hooks->collect(a->op, rc, a->shot);
         attempt_result(a->op, rc);
     }
     attempt_free(a);
@@ -639,7 +639,7 @@ static int issue_sync(zkit__op_t *op, zhandle_t *zh, const char *path)
 /* The parent of a protected node's path, for the recovery lookup. */
 static char *op_parent(const zkit__op_t *op)
 {
-    return zkit__path_parent(op->path);
+    return zkit__path_parent(op->req.path);
 }
 
 /* A parent's create: only an ephemeral node in the way matters (see after_create_nonode).
@@ -652,7 +652,7 @@ static void on_parent_created(int rc, const char *value, const struct Stat *stat
     (void)value;
     (void)stat;
     if (rc == ZNOCHILDRENFOREPHEMERALS)
-        __atomic_store_n(&op->parent_under_ephemeral, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&op->parents.under_ephemeral, 1, __ATOMIC_RELEASE);
     zkit__op_unref(op);
 }
 
@@ -661,17 +661,17 @@ static void on_parent_created(int rc, const char *value, const struct Stat *stat
 static void issue_parents(zkit__op_t *op, zhandle_t *zh)
 {
     zkit_client_t *c = op->client;
-    char *ancestor = strdup(op->path);
+    char *ancestor = strdup(op->req.path);
     size_t stop = 1;
     if (!ancestor)
         return;
-    __atomic_store_n(&op->parent_under_ephemeral, 0, __ATOMIC_RELEASE);
-    if (!(op->flags & ZKIT_CREATE_PARENTS))
+    __atomic_store_n(&op->parents.under_ephemeral, 0, __ATOMIC_RELEASE);
+    if (!(op->req.flags & ZKIT_CREATE_PARENTS))
         stop = c->conf.ns_root ? strlen(c->conf.ns_root) : 0;
     for (char *slash = strchr(ancestor + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
         struct ACL_vector acl;
         int allocated;
-        if ((size_t)(slash - ancestor) > stop && !(op->flags & ZKIT_CREATE_PARENTS))
+        if ((size_t)(slash - ancestor) > stop && !(op->req.flags & ZKIT_CREATE_PARENTS))
             break;
         *slash = '\0';
         zkit__client_acl(c, zkit__path_unfix(c->conf.ns, ancestor), &acl, &allocated);
@@ -689,45 +689,46 @@ static void issue_parents(zkit__op_t *op, zhandle_t *zh)
 static int issue_main(zkit__op_t *op, zhandle_t *zh, attempt_t *a, uint64_t generation)
 {
     zkit_client_t *c = op->client;
-    switch (op->type) {
+    zkit__op_request_t *q = &op->req;
+    switch (q->type) {
     case ZKIT__OP_CREATE:
-        if (op->parent_rounds > 0)
+        if (op->parents.rounds > 0)
             issue_parents(op, zh);
-        if (op->ttl_ms > 0)
-            return zoo_acreate2_ttl(zh, op->path, op->data, (int)op->len, &op->acl, op->zk_mode,
-                                    op->ttl_ms, on_string_stat, a);
-        return zoo_acreate2(zh, op->path, op->data, (int)op->len, &op->acl, op->zk_mode,
+        if (q->ttl_ms > 0)
+            return zoo_acreate2_ttl(zh, q->path, q->data, (int)q->len, &q->acl, q->zk_mode,
+                                    q->ttl_ms, on_string_stat, a);
+        return zoo_acreate2(zh, q->path, q->data, (int)q->len, &q->acl, q->zk_mode,
                             on_string_stat, a);
     case ZKIT__OP_DELETE:
-        return zoo_adelete(zh, op->path, op->version, on_void, a);
+        return zoo_adelete(zh, q->path, q->version, on_void, a);
     case ZKIT__OP_SET:
-        return zoo_aset(zh, op->path, op->data, (int)op->len, op->version, on_stat, a);
+        return zoo_aset(zh, q->path, q->data, (int)q->len, q->version, on_stat, a);
     case ZKIT__OP_GET_ACL:
-        return zoo_aget_acl(zh, op->path, on_acl, a);
+        return zoo_aget_acl(zh, q->path, on_acl, a);
     case ZKIT__OP_SET_ACL:
-        return zoo_aset_acl(zh, op->path, op->version, &op->acl, on_void, a);
+        return zoo_aset_acl(zh, q->path, q->version, &q->acl, on_void, a);
     case ZKIT__OP_MULTI:
-        if (op->parent_rounds > 0)
+        if (op->parents.rounds > 0)
             issue_parents(op, zh);
-        return op->multi->issue(op, zh, on_multi, a, &a->shot);
+        return op->multi.hooks->issue(op, zh, on_multi, a, &a->shot);
     default:
         break;
     }
-    if (op->watcher.fn) {
-        int kind = op->type == ZKIT__OP_CHILDREN ? ZKIT_WATCH_CHILDREN : ZKIT_WATCH_DATA;
-        a->watch = zkit__watch_new(c, generation, kind, op->path, &op->watcher,
-                                   &op->watch_opts);
+    if (q->watcher.fn) {
+        int kind = q->type == ZKIT__OP_CHILDREN ? ZKIT_WATCH_CHILDREN : ZKIT_WATCH_DATA;
+        a->watch = zkit__watch_new(c, generation, kind, q->path, &q->watcher,
+                                   &q->watch_opts);
         if (!a->watch)
             return ZK_NOMEM;
     }
-    switch (op->type) {
+    switch (q->type) {
     case ZKIT__OP_EXISTS:
-        return zoo_awexists(zh, op->path, a->watch ? zkit__watch_fire : NULL, a->watch,
+        return zoo_awexists(zh, q->path, a->watch ? zkit__watch_fire : NULL, a->watch,
                             on_stat, a);
     case ZKIT__OP_GET:
-        return zoo_awget(zh, op->path, a->watch ? zkit__watch_fire : NULL, a->watch, on_data, a);
+        return zoo_awget(zh, q->path, a->watch ? zkit__watch_fire : NULL, a->watch, on_data, a);
     default:
-        return zoo_awget_children2(zh, op->path, a->watch ? zkit__watch_fire : NULL, a->watch,
+        return zoo_awget_children2(zh, q->path, a->watch ? zkit__watch_fire : NULL, a->watch,
                                    on_strings_stat, a);
     }
 }
@@ -749,11 +750,11 @@ static int issue_lookup(zkit__op_t *op, zhandle_t *zh, attempt_t *a)
 static int issue_step(zkit__op_t *op, zhandle_t *zh, attempt_t *a, uint64_t generation)
 {
     int rc;
-    if (op->step == ZKIT__STEP_LOOKUP)
+    if (op->prot.step == ZKIT__STEP_LOOKUP)
         return issue_lookup(op, zh, a);
-    if (op->step == ZKIT__STEP_VERIFY)
-        return zoo_aexists(zh, op->result_path, 0, on_stat, a);
-    if (op->sync_first && (rc = issue_sync(op, zh, op->path)) != ZOK)
+    if (op->prot.step == ZKIT__STEP_VERIFY)
+        return zoo_aexists(zh, op->res.path, 0, on_stat, a);
+    if (op->req.sync_first && (rc = issue_sync(op, zh, op->req.path)) != ZOK)
         return rc;
     return issue_main(op, zh, a, generation);
 }
@@ -765,11 +766,11 @@ static int wait_for_connection(zkit__op_t *op)
     int64_t now = zkit__monotonic_ms(), until;
     if (zkit__client_connected(op->client))
         return 0;
-    if (op->attempt_start_ms == 0)
-        op->attempt_start_ms = now;
-    until = op->attempt_start_ms + op->client->conf.connection_timeout_ms;
-    if (op->deadline_ms && op->deadline_ms < until)
-        until = op->deadline_ms;
+    if (op->attempt.wait_start_ms == 0)
+        op->attempt.wait_start_ms = now;
+    until = op->attempt.wait_start_ms + op->client->conf.connection_timeout_ms;
+    if (op->retry.deadline_ms && op->retry.deadline_ms < until)
+        until = op->retry.deadline_ms;
     if (now < until) {
         schedule_attempt(op, until, 1);
         return 1;
@@ -792,7 +793,7 @@ static void attempt_issue(zkit__op_t *op)
     waiting = wait_for_connection(op);
     if (waiting > 0)
         return;
-    op->attempt_start_ms = 0;
+    op->attempt.wait_start_ms = 0;
     if (waiting < 0) {
         retry_or_give_up(op, ZKIT_ECONNLOSS);
         return;
@@ -808,20 +809,20 @@ static void attempt_issue(zkit__op_t *op)
         pthread_mutex_lock(&c->mu);
         attempt_link(c, a, generation);
         /* The handle is the session: checked against the handle about to carry it. */
-        if (op->bound_session != 0 && (c->handle.generation != generation ||
-                                       c->handle.session_id != op->bound_session))
-            op->session_moved = 1;
+        if (op->req.bound_session != 0 && (c->handle.generation != generation ||
+                                       c->handle.session_id != op->req.bound_session))
+            op->attempt.session_moved = 1;
         pthread_mutex_unlock(&c->mu);
     }
-    if (zh && op->session_moved) {
+    if (zh && op->attempt.session_moved) {
         rc = ZSESSIONEXPIRED;
-    } else if (zh && op->type == ZKIT__OP_MULTI) {
+    } else if (zh && op->req.type == ZKIT__OP_MULTI) {
         /* Set before sending: the reply may be handled before zoo_amulti returns. */
-        int was_sent = op->multi_sent;
-        op->multi_sent = 1;
+        int was_sent = op->multi.sent;
+        op->multi.sent = 1;
         rc = issue_step(op, zh, a, generation);
         if (rc != ZOK)
-            op->multi_sent = was_sent;
+            op->multi.sent = was_sent;
     } else {
         rc = zh ? issue_step(op, zh, a, generation) : ZCONNECTIONLOSS;
     }
@@ -857,21 +858,21 @@ static void apply_faults(zkit__op_t *op, int *rc)
 {
     zkit__faults_t *f = &op->client->faults;
     pthread_mutex_lock(&op->client->mu);
-    if ((op->type == ZKIT__OP_CREATE || op->type == ZKIT__OP_MULTI) &&
-        op->step == ZKIT__STEP_MAIN && *rc == ZOK && f->lose_create_replies != 0) {
+    if ((op->req.type == ZKIT__OP_CREATE || op->req.type == ZKIT__OP_MULTI) &&
+        op->prot.step == ZKIT__STEP_MAIN && *rc == ZOK && f->lose_create_replies != 0) {
         if (f->lose_create_replies > 0)
             f->lose_create_replies--;
         *rc = ZCONNECTIONLOSS;
-    } else if (op->step == ZKIT__STEP_LOOKUP && f->fail_protected_lookups != 0) {
+    } else if (op->prot.step == ZKIT__STEP_LOOKUP && f->fail_protected_lookups != 0) {
         if (f->fail_protected_lookups > 0)
             f->fail_protected_lookups--;
         *rc = ZCONNECTIONLOSS;
-    } else if (op->type == ZKIT__OP_EXISTS && *rc == ZOK && f->exists_not_found != 0) {
+    } else if (op->req.type == ZKIT__OP_EXISTS && *rc == ZOK && f->exists_not_found != 0) {
         if (f->exists_not_found > 0)
             f->exists_not_found--;
         *rc = ZNONODE;
-    } else if (op->type == ZKIT__OP_CHILDREN && *rc == ZOK && f->lose_children_replies != 0 &&
-               ends_with(op->path, f->lose_children_suffix)) {
+    } else if (op->req.type == ZKIT__OP_CHILDREN && *rc == ZOK && f->lose_children_replies != 0 &&
+               ends_with(op->req.path, f->lose_children_suffix)) {
         if (f->lose_children_replies > 0)
             f->lose_children_replies--;
         *rc = ZCONNECTIONLOSS;
@@ -885,26 +886,26 @@ static void new_protected_prefix(zkit__op_t *op);
 static void after_lookup(zkit__op_t *op)
 {
     const char *found = NULL;
-    size_t plen = strlen(op->protected_prefix);
-    for (size_t i = 0; i < op->child_count && !found; i++) {
-        if (strncmp(op->children[i], op->protected_prefix, plen) == 0)
-            found = op->children[i];
+    size_t plen = strlen(op->prot.prefix);
+    for (size_t i = 0; i < op->res.child_count && !found; i++) {
+        if (strncmp(op->res.children[i], op->prot.prefix, plen) == 0)
+            found = op->res.children[i];
     }
     if (found) {
         char *parent = op_parent(op);
-        free(op->result_path);
-        op->result_path = parent ? zkit__path_join(parent, found) : NULL;
+        free(op->res.path);
+        op->res.path = parent ? zkit__path_join(parent, found) : NULL;
         free(parent);
         free_children(op);
-        if (!op->result_path) {
+        if (!op->res.path) {
             op_finish(op, ZKIT_ENOMEM);
             return;
         }
-        op->step = ZKIT__STEP_VERIFY;
+        op->prot.step = ZKIT__STEP_VERIFY;
     } else {
         free_children(op);
-        op->may_have_created = 0;
-        op->step = ZKIT__STEP_MAIN;
+        op->prot.may_have_created = 0;
+        op->prot.step = ZKIT__STEP_MAIN;
     }
     attempt_issue(op);
 }
@@ -913,18 +914,18 @@ static void after_lookup(zkit__op_t *op)
  * (an ephemeral of an expired session is about to vanish: create a fresh one instead). */
 static void after_verify(zkit__op_t *op)
 {
-    int ephemeral = op->zk_mode == ZOO_EPHEMERAL || op->zk_mode == ZOO_EPHEMERAL_SEQUENTIAL;
-    if (ephemeral && op->stat.ephemeral_owner != zkit__client_session(op->client)) {
+    int ephemeral = op->req.zk_mode == ZOO_EPHEMERAL || op->req.zk_mode == ZOO_EPHEMERAL_SEQUENTIAL;
+    if (ephemeral && op->res.stat.ephemeral_owner != zkit__client_session(op->client)) {
         zkit__log(&op->client->log, ZKIT_LOG_INFO,
                   "protected node %s belongs to an old session; creating a new one",
-                  op->result_path);
-        zkit__delete_in_background(op->client, op->result_path);
-        free(op->result_path);
-        op->result_path = NULL;
-        op->has_stat = 0;
+                  op->res.path);
+        zkit__delete_in_background(op->client, op->res.path);
+        free(op->res.path);
+        op->res.path = NULL;
+        op->res.has_stat = 0;
         new_protected_prefix(op);
-        op->may_have_created = 0;
-        op->step = ZKIT__STEP_MAIN;
+        op->prot.may_have_created = 0;
+        op->prot.step = ZKIT__STEP_MAIN;
         attempt_issue(op);
         return;
     }
@@ -933,17 +934,17 @@ static void after_verify(zkit__op_t *op)
 
 static void after_create_nonode(zkit__op_t *op)
 {
-    int can_make_parents = (op->flags & ZKIT_CREATE_PARENTS) || op->client->conf.ns_root;
+    int can_make_parents = (op->req.flags & ZKIT_CREATE_PARENTS) || op->client->conf.ns_root;
     /* A parent could not be created under an ephemeral node: the create is refused for that,
      * not for a missing node, and no further round can change it. */
-    if (op->parent_rounds > 0 &&
-        __atomic_load_n(&op->parent_under_ephemeral, __ATOMIC_ACQUIRE)) {
-        op->zk_rc = ZNOCHILDRENFOREPHEMERALS; /* the waiter's zkit_last_zk_error() */
+    if (op->parents.rounds > 0 &&
+        __atomic_load_n(&op->parents.under_ephemeral, __ATOMIC_ACQUIRE)) {
+        op->res.zk_rc = ZNOCHILDRENFOREPHEMERALS; /* the waiter's zkit_last_zk_error() */
         op_finish(op, ZKIT_ENOCHILDREN);
         return;
     }
-    if (can_make_parents && op->parent_rounds < MAX_PARENT_ROUNDS) {
-        op->parent_rounds++;
+    if (can_make_parents && op->parents.rounds < MAX_PARENT_ROUNDS) {
+        op->parents.rounds++;
         attempt_issue(op);
         return;
     }
@@ -955,8 +956,9 @@ static void attempt_result(zkit__op_t *op, int rc)
     int error;
     apply_faults(op, &rc);
     error = rc == ZOK ? 0 : rc == ZK_NOMEM ? ZKIT_ENOMEM : zkit__error_from_zk(rc);
-    op->zk_rc = rc;
-    if (op->session_moved || (op->bound_session != 0 && error == ZKIT_ESESSIONEXPIRED)) {
+    op->res.zk_rc = rc;
+    if (op->attempt.session_moved ||
+        (op->req.bound_session != 0 && error == ZKIT_ESESSIONEXPIRED)) {
         op_finish(op, ZKIT_ESESSIONEXPIRED); /* no other session may carry it */
         return;
     }
@@ -964,50 +966,52 @@ static void attempt_result(zkit__op_t *op, int rc)
         op_finish(op, ZKIT_ECLOSED);
         return;
     }
-    if (zkit_retry_is_retryable(error) && op->type == ZKIT__OP_MULTI && op->multi_sent &&
-        !op->multi_resend_safe) {
+    if (zkit_retry_is_retryable(error) && op->req.type == ZKIT__OP_MULTI && op->multi.sent &&
+        !op->multi.resend_safe) {
         /* The server may have applied it: sending it again could apply it twice. */
         zkit__log(&op->client->log, ZKIT_LOG_WARN,
                   "transaction starting at %s: %s after sending; its outcome is unknown",
-                  op->path, zkit_strerror(error));
+                  op->req.path, zkit_strerror(error));
         op_finish(op, error);
         return;
     }
     if (zkit_retry_is_retryable(error)) {
-        if (op->type == ZKIT__OP_CREATE && op->protected_prefix[0] && op->step == ZKIT__STEP_MAIN)
-            op->may_have_created = 1;
+        if (op->req.type == ZKIT__OP_CREATE && op->prot.prefix[0] &&
+            op->prot.step == ZKIT__STEP_MAIN)
+            op->prot.may_have_created = 1;
         retry_or_give_up(op, error);
         return;
     }
-    if (op->step == ZKIT__STEP_LOOKUP) {
+    if (op->prot.step == ZKIT__STEP_LOOKUP) {
         if (rc == ZOK) {
             after_lookup(op);
         } else { /* the parent is gone, so is any node of ours */
-            op->step = ZKIT__STEP_MAIN;
-            op->may_have_created = 0;
+            op->prot.step = ZKIT__STEP_MAIN;
+            op->prot.may_have_created = 0;
             attempt_issue(op);
         }
         return;
     }
-    if (op->step == ZKIT__STEP_VERIFY) {
+    if (op->prot.step == ZKIT__STEP_VERIFY) {
         if (rc == ZOK) {
             after_verify(op);
         } else {
-            op->step = ZKIT__STEP_MAIN;
-            op->may_have_created = 0;
+            op->prot.step = ZKIT__STEP_MAIN;
+            op->prot.may_have_created = 0;
             attempt_issue(op);
         }
         return;
     }
-    if (op->type == ZKIT__OP_CREATE && rc == ZNONODE) {
+    if (op->req.type == ZKIT__OP_CREATE && rc == ZNONODE) {
         after_create_nonode(op);
         return;
     }
-    if (op->type == ZKIT__OP_MULTI && rc == ZNONODE && op->multi->nonode_at_create(op)) {
+    if (op->req.type == ZKIT__OP_MULTI && rc == ZNONODE && op->multi.hooks->nonode_at_create(op)) {
         after_create_nonode(op); /* nothing was applied: sending again is safe */
         return;
     }
-    if (op->type == ZKIT__OP_DELETE && rc == ZNONODE && (op->flags & ZKIT_DELETE_GUARANTEED))
+    if (op->req.type == ZKIT__OP_DELETE && rc == ZNONODE &&
+        (op->req.flags & ZKIT_DELETE_GUARANTEED))
         error = 0;
     op_finish(op, error);
 }
@@ -1018,58 +1022,58 @@ static void new_protected_prefix(zkit__op_t *op)
 {
     uuid_t id;
     char text[37];
-    char *slash = strrchr(op->path, '/');
+    char *slash = strrchr(op->req.path, '/');
     const char *name;
     char *rebuilt;
-    size_t old_prefix = strlen(op->protected_prefix);
+    size_t old_prefix = strlen(op->prot.prefix);
     uuid_generate_random(id);
     uuid_unparse_lower(id, text);
     if (!slash)
         return;
     name = slash + 1 + old_prefix; /* the requested name, after any earlier prefix */
-    rebuilt = malloc((size_t)(slash - op->path) + 1 + 3 + 36 + 1 + strlen(name) + 1);
+    rebuilt = malloc((size_t)(slash - op->req.path) + 1 + 3 + 36 + 1 + strlen(name) + 1);
     if (!rebuilt)
         return;
-    snprintf(op->protected_prefix, sizeof(op->protected_prefix), "_c_%s-", text);
-    sprintf(rebuilt, "%.*s/%s%s", (int)(slash - op->path), op->path, op->protected_prefix,
+    snprintf(op->prot.prefix, sizeof(op->prot.prefix), "_c_%s-", text);
+    sprintf(rebuilt, "%.*s/%s%s", (int)(slash - op->req.path), op->req.path, op->prot.prefix,
             name);
-    free(op->path);
-    op->path = rebuilt;
+    free(op->req.path);
+    op->req.path = rebuilt;
 }
 
 int zkit__op_protect(zkit__op_t *op)
 {
     new_protected_prefix(op);
-    return op->protected_prefix[0] ? 0 : ZKIT_ENOMEM;
+    return op->prot.prefix[0] ? 0 : ZKIT_ENOMEM;
 }
 
 int zkit__op_submit(zkit__op_t *op)
 {
     zkit_client_t *c = op->client;
     int undelivered;
-    op->start_ms = zkit__monotonic_ms();
-    if (!op->start_us)
-        op->start_us = zkit__stats_now_us();
-    if (op->bounded && c->conf.operation_timeout_ms > 0 && !op->deadline_ms)
-        op->deadline_ms = op->start_ms + c->conf.operation_timeout_ms;
+    op->retry.start_ms = zkit__monotonic_ms();
+    if (!op->retry.start_us)
+        op->retry.start_us = zkit__stats_now_us();
+    if (op->retry.bounded && c->conf.operation_timeout_ms > 0 && !op->retry.deadline_ms)
+        op->retry.deadline_ms = op->retry.start_ms + c->conf.operation_timeout_ms;
     pthread_mutex_lock(&c->mu);
-    op->in_submit = 1;
+    op->end.in_submit = 1;
     pthread_mutex_unlock(&c->mu);
     attempt_issue(op);
     pthread_mutex_lock(&c->mu);
-    op->in_submit = 0;
-    undelivered = op->undelivered;
+    op->end.in_submit = 0;
+    undelivered = op->end.undelivered;
     pthread_mutex_unlock(&c->mu);
     if (!undelivered)
         return 0;
-    return op->error ? op->error : ZKIT_ECLOSED;
+    return op->res.error ? op->res.error : ZKIT_ECLOSED;
 }
 
 int zkit__op_submit_after_loss(zkit__op_t *op)
 {
-    if (op->type == ZKIT__OP_CREATE && op->protected_prefix[0]) {
-        op->may_have_created = 1;
-        op->step = ZKIT__STEP_LOOKUP;
+    if (op->req.type == ZKIT__OP_CREATE && op->prot.prefix[0]) {
+        op->prot.may_have_created = 1;
+        op->prot.step = ZKIT__STEP_LOOKUP;
     }
     return zkit__op_submit(op);
 }
@@ -1095,29 +1099,30 @@ static const char *op_name(zkit__op_type_t type)
 int zkit__op_run_blocking(zkit__op_t *op)
 {
     zkit_client_t *c = op->client;
-    op->report = ZKIT__REPORT_IN_PLACE;
-    op->done = NULL;
-    op->bounded = 1;
+    op->end.report = ZKIT__REPORT_IN_PLACE;
+    op->end.done = NULL;
+    op->retry.bounded = 1;
     pthread_mutex_lock(&c->mu);
     c->active_calls++;
     pthread_mutex_unlock(&c->mu);
     (void)zkit__op_submit(op); /* the result is read from the op once it finished */
     pthread_mutex_lock(&c->mu);
-    while (!op->finished)
-        pthread_cond_wait(&op->cond, &c->mu);
+    while (!op->end.finished)
+        pthread_cond_wait(&op->end.cond, &c->mu);
     if (--c->active_calls == 0)
         pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->mu);
-    if (op->error && op->zk_rc)
-        zkit__set_last_zk_error(op->zk_rc);
+    if (op->res.error && op->res.zk_rc)
+        zkit__set_last_zk_error(op->res.zk_rc);
     /* The caller's thread learns why here: the ZooKeeper code names the server's answer. */
-    if (op->error && op->zk_rc)
-        zkit__error_set("%s %s: %s (ZooKeeper: %s)", op_name(op->type),
-                        op->path ? op->path : "", zkit_strerror(op->error), zerror(op->zk_rc));
-    else if (op->error)
-        zkit__error_set("%s %s: %s", op_name(op->type), op->path ? op->path : "",
-                        zkit_strerror(op->error));
-    return op->error;
+    if (op->res.error && op->res.zk_rc)
+        zkit__error_set("%s %s: %s (ZooKeeper: %s)", op_name(op->req.type),
+                        op->req.path ? op->req.path : "", zkit_strerror(op->res.error),
+                        zerror(op->res.zk_rc));
+    else if (op->res.error)
+        zkit__error_set("%s %s: %s", op_name(op->req.type), op->req.path ? op->req.path : "",
+                        zkit_strerror(op->res.error));
+    return op->res.error;
 }
 
 int zkit__ops_run_blocking(zkit__op_t **ops, size_t n)
@@ -1135,32 +1140,32 @@ int zkit__ops_run_blocking(zkit__op_t **ops, size_t n)
     for (size_t i = 0; i < n; i++) {
         if (!ops[i])
             continue;
-        ops[i]->report = ZKIT__REPORT_IN_PLACE;
-        ops[i]->done = NULL;
-        ops[i]->bounded = 1;
+        ops[i]->end.report = ZKIT__REPORT_IN_PLACE;
+        ops[i]->end.done = NULL;
+        ops[i]->retry.bounded = 1;
         (void)zkit__op_submit(ops[i]); /* each result is read from its op once it finished */
     }
     pthread_mutex_lock(&c->mu);
     for (size_t i = 0; i < n; i++)
-        while (ops[i] && !ops[i]->finished)
-            pthread_cond_wait(&ops[i]->cond, &c->mu);
+        while (ops[i] && !ops[i]->end.finished)
+            pthread_cond_wait(&ops[i]->end.cond, &c->mu);
     if (--c->active_calls == 0)
         pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->mu);
     for (size_t i = 0; i < n && !first; i++) {
         const zkit__op_t *op = ops[i];
-        if (!op || !op->error || op->error == ZKIT_ENONODE)
+        if (!op || !op->res.error || op->res.error == ZKIT_ENONODE)
             continue;
-        first = op->error;
-        if (op->zk_rc)
-            zkit__set_last_zk_error(op->zk_rc);
-        if (op->zk_rc)
-            zkit__error_set("%s %s: %s (ZooKeeper: %s)", op_name(op->type),
-                            op->path ? op->path : "", zkit_strerror(op->error),
-                            zerror(op->zk_rc));
+        first = op->res.error;
+        if (op->res.zk_rc)
+            zkit__set_last_zk_error(op->res.zk_rc);
+        if (op->res.zk_rc)
+            zkit__error_set("%s %s: %s (ZooKeeper: %s)", op_name(op->req.type),
+                            op->req.path ? op->req.path : "", zkit_strerror(op->res.error),
+                            zerror(op->res.zk_rc));
         else
-            zkit__error_set("%s %s: %s", op_name(op->type), op->path ? op->path : "",
-                            zkit_strerror(op->error));
+            zkit__error_set("%s %s: %s", op_name(op->req.type), op->req.path ? op->req.path : "",
+                            zkit_strerror(op->res.error));
     }
     return first;
 }
@@ -1182,16 +1187,16 @@ void zkit__delete_in_background(zkit_client_t *c, const char *full_path)
 {
     zkit__op_t *op = zkit__op_new(c, ZKIT__OP_DELETE);
     char *label = strdup(full_path);
-    if (!op || !label || !(op->path = strdup(full_path))) {
+    if (!op || !label || !(op->req.path = strdup(full_path))) {
         zkit__log(&c->log, ZKIT_LOG_ERROR, "out of memory: cannot delete %s", full_path);
         free(label);
         zkit__op_unref(op);
         return;
     }
-    op->flags = ZKIT_DELETE_GUARANTEED | ZKIT__FLAG_BACKGROUND;
-    op->report = ZKIT__REPORT_IN_PLACE;
-    op->done = background_done;
-    op->arg = label;
+    op->req.flags = ZKIT_DELETE_GUARANTEED | ZKIT__FLAG_BACKGROUND;
+    op->end.report = ZKIT__REPORT_IN_PLACE;
+    op->end.done = background_done;
+    op->end.arg = label;
     if (zkit__op_submit(op) != 0)
         free(label);
     zkit__op_unref(op);
@@ -1203,19 +1208,19 @@ static void sweep_orphans(zkit_client_t *c, const char *full_path, const char *p
 {
     zkit__op_t *op = zkit__op_new(c, ZKIT__OP_CHILDREN);
     char *arg = malloc(strlen(full_path) + 1 + strlen(prefix) + 1);
-    if (!op || !arg || !(op->path = zkit__path_parent(full_path))) {
+    if (!op || !arg || !(op->req.path = zkit__path_parent(full_path))) {
         zkit__log(&c->log, ZKIT_LOG_ERROR, "out of memory: orphan of %s may remain", full_path);
         free(arg);
         zkit__op_unref(op);
         return;
     }
     /* The argument carries "<parent>\n<prefix>" so the listing knows what to delete. */
-    sprintf(arg, "%s\n%s", op->path, prefix);
-    op->flags = ZKIT__FLAG_BACKGROUND;
-    op->sync_first = 1;
-    op->report = ZKIT__REPORT_IN_PLACE;
-    op->done = sweep_listed;
-    op->arg = arg;
+    sprintf(arg, "%s\n%s", op->req.path, prefix);
+    op->req.flags = ZKIT__FLAG_BACKGROUND;
+    op->req.sync_first = 1;
+    op->end.report = ZKIT__REPORT_IN_PLACE;
+    op->end.done = sweep_listed;
+    op->end.arg = arg;
     if (zkit__op_submit(op) != 0)
         free(arg);
     zkit__op_unref(op);

@@ -23,7 +23,7 @@ typedef enum zkit__op_type {
     ZKIT__OP_CHILDREN,
     ZKIT__OP_MULTI,             /* a transaction: see zkit__multi_t */
     ZKIT__OP_GET_ACL,
-    ZKIT__OP_SET_ACL            /* the ACL in `acl`, the version in `version` */
+    ZKIT__OP_SET_ACL            /* the ACL in `req.acl`, the version in `req.version` */
 } zkit__op_type_t;
 
 /* Where a create stands in protected-mode recovery. */
@@ -73,70 +73,122 @@ typedef struct zkit__watch_opts {
     int fire_in_place;
 } zkit__watch_opts_t;
 
-struct zkit__op {
-    zkit_client_t *client;
-    int refs;                       /* atomic */
+/*
+ * An operation is built in parts, each written by one concern; `client` and `refs` are its
+ * own.  A field marked "under c->mu" is read and written with the client's mutex held, an
+ * "atomic" one with __atomic builtins; the others belong to whichever thread drives the op
+ * at the time (one at a time: the submitter, then the live attempt's completion or timer).
+ */
+
+/* The request as asked: written by its builder (api.c, txn.c, batch.c, ops.c's background
+ * work) before it is submitted.  Afterwards only protected-create recovery (a fresh prefix)
+ * and a transaction's namespace recovery rewrite `path`. */
+typedef struct zkit__op_request {
     zkit__op_type_t type;
-    zkit__op_step_t step;
     char *path;                     /* full path sent to the server */
     char *data;
     size_t len;
     int zk_mode;
     int64_t ttl_ms;
-    unsigned flags;                 /* ZKIT_CREATE_* or ZKIT_DELETE_* */
+    unsigned flags;                 /* ZKIT_CREATE_* or ZKIT_DELETE_*, ZKIT__FLAG_BACKGROUND */
     int version;
     struct ACL_vector acl;
     int acl_allocated;
     zkit_watcher_t watcher;         /* fn NULL = no watch */
     zkit__watch_opts_t watch_opts;
-    char protected_prefix[48];      /* "_c_<uuid>-" when protected */
-    int may_have_created;           /* a protected create attempt failed after sending */
     int sync_first;                 /* a recovery read: a sync goes just ahead of each attempt */
-    int parent_rounds;              /* NONODE -> create parents -> retry, bounded */
-    int parent_under_ephemeral;     /* this round, a parent's create met an ephemeral node
-                                     * (NOCHILDRENFOREPHEMERALS); atomic */
-    const zkit__multi_t *multi;     /* ZKIT__OP_MULTI */
-    void *multi_arg;                /* the transaction, alive until the op finishes */
-    int multi_resend_safe;          /* nothing in it writes: may be sent again after a loss */
-    int multi_sent;                 /* an attempt was handed to libzookeeper */
     int64_t bound_session;          /* non-zero: sent only on this session, else it ends with
                                      * ZKIT_ESESSIONEXPIRED (a write for what that session
                                      * owns, which another session may own by the next) */
-    int session_moved;              /* the attempt was not sent: the session is another */
+} zkit__op_request_t;
 
-    int retry_count;
+/* A protected create's recovery (ops.c): where it stands, and the name it looks for. */
+typedef struct zkit__op_protected {
+    char prefix[48];                /* "_c_<uuid>-"; empty: not a protected create */
+    zkit__op_step_t step;
+    int may_have_created;           /* an attempt failed after sending */
+} zkit__op_protected_t;
+
+/* A create's missing ancestors (ops.c), made as containers ahead of it. */
+typedef struct zkit__op_parents {
+    int rounds;                     /* NONODE -> create parents -> retry, bounded */
+    int under_ephemeral;            /* this round, a parent's create met an ephemeral node
+                                     * (NOCHILDRENFOREPHEMERALS); atomic */
+} zkit__op_parents_t;
+
+/* A transaction's part (ZKIT__OP_MULTI): set by txn.c, read by ops.c. */
+typedef struct zkit__op_multi {
+    const zkit__multi_t *hooks;
+    void *txn;                      /* the transaction, alive until the op finishes */
+    int resend_safe;                /* nothing in it writes: may be sent again after a loss */
+    int sent;                       /* an attempt was handed to libzookeeper */
+} zkit__op_multi_t;
+
+/* Across attempts (ops.c): the retry policy's count and the operation's deadline. */
+typedef struct zkit__op_retry {
+    int bounded;                    /* set by the submitter: a public call, which the
+                                     * operation timeout ends */
+    int64_t deadline_ms;            /* when it ends (ZKIT_ECONNLOSS) if bounded; 0: never */
     int64_t start_ms;
     int64_t start_us;               /* for the request latency (zkit_client_stats); 0: never
                                      * submitted */
-    int bounded;                    /* a public call: ends by the operation timeout */
-    int64_t deadline_ms;            /* when it ends (ZKIT_ECONNLOSS) if bounded; 0: never */
-    int64_t attempt_start_ms;       /* for the wait for a connection */
-    uint64_t attempt_seq;
-    uint64_t watchdog_id;           /* the live attempt's watchdog timer */
-    void *watchdog;                 /* and its argument, freed by whoever unschedules it */
-    int attempt_pending;
-    int in_submit;                  /* finishing now would run the callback in the caller */
-    int undelivered;                /* finished in submit on a closed client: submit reports */
-    int deliver_always;             /* never "undelivered": its submitter was already told 0 */
-    int finished;
+    int count;
+} zkit__op_retry_t;
 
-    int error;                      /* the result */
+/* The live attempt (ops.c).  A completion and the attempt's watchdog race for its outcome;
+ * the sequence number, under c->mu, settles which one counts. */
+typedef struct zkit__op_attempt {
+    uint64_t seq;                   /* under c->mu */
+    int pending;                    /* under c->mu */
+    uint64_t watchdog_id;           /* under c->mu: the live attempt's watchdog timer */
+    void *watchdog;                 /* and its argument, freed by whoever unschedules it */
+    int64_t wait_start_ms;          /* when the wait for a connection began; 0: not waiting */
+    int session_moved;              /* not sent: the session is not the bound one */
+} zkit__op_attempt_t;
+
+/* What the server answered, in zkit's form: written by the attempt that decides (and by a
+ * batch or transaction that settles the op), read once the op has finished. */
+typedef struct zkit__op_outcome {
+    int error;
     int zk_rc;
-    char *result_path;              /* full path created */
+    char *path;                     /* full path created */
     zkit_stat_t stat;
     int has_stat;
-    char *result_data;
-    size_t result_len;
+    char *data;
+    size_t len;
     char **children;                /* one block (free it alone), the names inside it */
     size_t child_count;
-    zkit_acl_t *result_acl;         /* get-ACL: one block, as children */
-    size_t result_acl_count;
+    zkit_acl_t *acl;                /* get-ACL: one block, as children */
+    size_t acl_count;
+} zkit__op_outcome_t;
 
-    zkit__report_t report;          /* where its end is reported */
+/* How and where the end is reported: `report`, `done` and `arg` set by the submitter, the
+ * rest the delivery's (ops.c). */
+typedef struct zkit__op_end {
+    zkit__report_t report;
     zkit_completion_fn done;
     void *arg;
     zkit__task_t task;              /* the event-thread delivery: an op finishes once */
-    pthread_cond_t cond;            /* blocking callers wait here (with client->mu) */
+    pthread_cond_t cond;            /* blocking callers wait here (with c->mu) */
+    int finished;                   /* under c->mu */
+    int in_submit;                  /* under c->mu: finishing now would run the callback in
+                                     * the caller */
+    int undelivered;                /* under c->mu: finished in submit on a closed client,
+                                     * so submit reports */
+    int deliver_always;             /* never "undelivered": its submitter was already told 0 */
+} zkit__op_end_t;
+
+struct zkit__op {
+    zkit_client_t *client;
+    int refs;                       /* atomic */
+    zkit__op_request_t req;
+    zkit__op_protected_t prot;
+    zkit__op_parents_t parents;
+    zkit__op_multi_t multi;
+    zkit__op_retry_t retry;
+    zkit__op_attempt_t attempt;
+    zkit__op_outcome_t res;
+    zkit__op_end_t end;
 };
 
 /* A new operation with one reference held by the caller.  NULL on ENOMEM. */

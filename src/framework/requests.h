@@ -7,7 +7,9 @@
  * thread, the supervisor, or a timer), never inside the submitting call.  Completions must not
  * block and must not make blocking zkit calls.  Paths are un-namespaced, as in the public API.
  * A call that returns an error (ZKIT_ECLOSED on a closing client, a bad argument, ENOMEM)
- * never calls its completion; one that returns 0 calls it exactly once.
+ * never calls its completion; one that returns 0 calls it exactly once.  A create that
+ * succeeds reports its path and its Stat, whether or not a batch of its thread held it
+ * (batch.h).
  */
 #ifndef ZKIT_FRAMEWORK_REQUESTS_H
 #define ZKIT_FRAMEWORK_REQUESTS_H

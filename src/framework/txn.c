@@ -399,25 +399,26 @@ int zkit__txn_add_op(zkit_txn_t *txn, const zkit__op_t *zop)
     char *path;
     txn_op_t *op;
     int rc;
-    if (zop->type != ZKIT__OP_CREATE && zop->type != ZKIT__OP_DELETE)
+    if (zop->req.type != ZKIT__OP_CREATE && zop->req.type != ZKIT__OP_DELETE)
         return ZKIT_EINVAL;
     if (txn_busy(txn))
         return ZKIT_ESTATE;
-    if (!(path = strdup(zop->path)))
+    if (!(path = strdup(zop->req.path)))
         return ZKIT_ENOMEM;
-    if (zop->type == ZKIT__OP_DELETE) {
+    if (zop->req.type == ZKIT__OP_DELETE) {
         if (!(op = txn_append_full(txn, ZKIT_TXN_DELETE, path, 0, &rc)))
             return rc;
-        op->version = zop->version;
+        op->version = zop->req.version;
         return txn_count_op(txn, op, 0);
     }
-    if (!(op = txn_append_full(txn, ZKIT_TXN_CREATE, path, zop->len, &rc)))
+    if (!(op = txn_append_full(txn, ZKIT_TXN_CREATE, path, zop->req.len, &rc)))
         return rc;
-    op->zk_mode = zop->zk_mode;
+    op->zk_mode = zop->req.zk_mode;
     op->acl_allocated = 1;
-    if ((rc = copy_data(op, zop->data, zop->len)) != 0 || (rc = acl_copy(&op->acl, &zop->acl)) != 0)
+    if ((rc = copy_data(op, zop->req.data, zop->req.len)) != 0 ||
+        (rc = acl_copy(&op->acl, &zop->req.acl)) != 0)
         return fail_op(op, rc);
-    return txn_count_op(txn, op, zop->len);
+    return txn_count_op(txn, op, zop->req.len);
 }
 
 const char *zkit__txn_created_full_path(const zkit_txn_t *txn, size_t index)
@@ -501,7 +502,7 @@ static shot_t *shot_new(const zkit_txn_t *txn)
 static int multi_issue(zkit__op_t *zop, zhandle_t *zh, void_completion_t done, const void *data,
                        void **out)
 {
-    zkit_txn_t *txn = zop->multi_arg;
+    zkit_txn_t *txn = zop->multi.txn;
     int state = zoo_state(zh), rc;
     shot_t *s;
     if (state == ZOO_EXPIRED_SESSION_STATE || state == ZOO_AUTH_FAILED_STATE)
@@ -562,7 +563,7 @@ static long failing_index(const shot_t *s)
 
 static void multi_collect(zkit__op_t *zop, int rc, void *arg)
 {
-    zkit_txn_t *txn = zop->multi_arg;
+    zkit_txn_t *txn = zop->multi.txn;
     shot_t *s = arg;
     txn->collected = 1;
     txn->failed = rc == ZOK ? -1 : failing_index(s);
@@ -583,16 +584,16 @@ static void multi_collect(zkit__op_t *zop, int rc, void *arg)
 
 static int multi_nonode_at_create(zkit__op_t *zop)
 {
-    zkit_txn_t *txn = zop->multi_arg;
+    zkit_txn_t *txn = zop->multi.txn;
     char *path;
-    if (!txn->client->conf.ns_root || zop->parent_rounds > 0 || txn->failed < 0 ||
+    if (!txn->client->conf.ns_root || zop->parents.rounds > 0 || txn->failed < 0 ||
         txn->ops[txn->failed].kind != ZKIT_TXN_CREATE)
         return 0;
     /* The machine creates the ancestors of op->path up to the namespace root. */
     if (!(path = strdup(txn->ops[txn->failed].path)))
         return 0;
-    free(zop->path);
-    zop->path = path;
+    free(zop->req.path);
+    zop->req.path = path;
     return 1;
 }
 
@@ -608,14 +609,14 @@ static const zkit__multi_t multi_hooks = {
 static zkit__op_t *build_multi(zkit_txn_t *txn, int *rc)
 {
     zkit__op_t *zop = zkit__op_new(txn->client, ZKIT__OP_MULTI);
-    if (!zop || !(zop->path = strdup(txn->count ? txn->ops[0].path : "(empty transaction)"))) {
+    if (!zop || !(zop->req.path = strdup(txn->count ? txn->ops[0].path : "(empty transaction)"))) {
         zkit__op_unref(zop);
         *rc = ZKIT_ENOMEM;
         return NULL;
     }
-    zop->multi = &multi_hooks;
-    zop->multi_arg = txn;
-    zop->multi_resend_safe = txn->writes == 0;
+    zop->multi.hooks = &multi_hooks;
+    zop->multi.txn = txn;
+    zop->multi.resend_safe = txn->writes == 0;
     txn->collected = 0;
     txn->failed = -1;
     txn->has_results = 0;
@@ -747,10 +748,10 @@ static int commit_reported(zkit_txn_t *txn, zkit__report_t report, zkit_txn_done
     }
     txn->done = done;
     txn->done_arg = arg;
-    zop->report = report;
-    zop->bounded = report == ZKIT__REPORT_ON_EVENT_THREAD; /* the public call's */
-    zop->done = async_done;
-    zop->arg = txn;
+    zop->end.report = report;
+    zop->retry.bounded = report == ZKIT__REPORT_ON_EVENT_THREAD; /* the public call's */
+    zop->end.done = async_done;
+    zop->end.arg = txn;
     rc = zkit__op_submit(zop);
     zkit__op_unref(zop);
     if (rc != 0)

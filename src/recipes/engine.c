@@ -946,11 +946,10 @@ static void created(zkit__acq_t *acq, const zkit_result_t *res, acq_actions_t *a
     zkit__client_confirm_write(acq->m.client, acq->create_sent_ms);
     acq->node = made_before ? zkit__path_join(acq->dir, acq->fixed_name) : strdup(res->path);
     acq->node_name = acq->node ? zkit__path_basename(acq->node) : NULL;
-    /* A create sent in a transaction (a multi-lock's parts) may come without a Stat. */
-    if (res->stat && !made_before)
-        acq->stat = *res->stat;
+    if (made_before)
+        memset(&acq->stat, 0, sizeof(acq->stat)); /* read before it holds (finish_held) */
     else
-        memset(&acq->stat, 0, sizeof(acq->stat));
+        acq->stat = *res->stat;
     if (!acq->node) {
         acq_end(acq, ZKIT_ENOMEM, act);
     } else if (acq->early_listing_pending) {

@@ -38,7 +38,6 @@
 
 #include "recipes/semaphore.h"
 #include "recipes/machine.h"
-#include "framework/batch.h"
 #include "framework/errors.h"
 #include "framework/paths.h"
 
@@ -406,8 +405,7 @@ static void created(run_t *run, const zkit_result_t *res, run_actions_t *act)
     } else {
         zkit__client_confirm_write(c, run->create_sent_ms);
         run->created = 1;
-        if (res->stat)
-            run->stat = *res->stat;
+        run->stat = *res->stat;
         /* A create retried after a disconnection may answer after the pipelined listing:
          * then that listing was set aside, and a fresh one decides. */
         if (run->relist_due && run->state == RUN_LISTING) {
@@ -648,13 +646,10 @@ static int run_begin(run_t *run) ZKIT__REQUIRES(run->m.mu)
     int rc;
     if (zkit__machine_arm_deadline(&run->m, due, on_run_deadline) != 0)
         return zkit__client_is_closing(sem->client) ? ZKIT_ECLOSED : ZKIT_ENOMEM;
-    if (run->deadline_ms != 0 && !zkit__batch_is_open(sem->client) &&
-        __atomic_load_n(&sem->try_fast, __ATOMIC_RELAXED)) {
+    if (run->deadline_ms != 0 && __atomic_load_n(&sem->try_fast, __ATOMIC_RELAXED)) {
         /* The fast way, while this object's last lease came without a wait.  Not for a
          * try-once run: its lease, counted by a taker that holds the internal mutex, would
-         * make that one fail if it tries once too, and nothing would turn the fast way off.
-         * Nor inside a batch (a multi-lock's part): a create held there may come back
-         * without its Stat, which a lease has no later step to read. */
+         * make that one fail if it tries once too, and nothing would turn the fast way off. */
         run->state = RUN_FAST;
         rc = send_fast(run);
         if (rc != 0) {
