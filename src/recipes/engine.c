@@ -311,9 +311,9 @@ long zkit__lock_index(char *const *names, size_t count, const char *name)
 /*
  * Our place in a listing, in one pass over it: the order is zkit__lock_sort's (sort key, then
  * place in the listing), but nothing is sorted.  A waiter reads every listing of its queue,
- * and deep in a queue every hand-off makes one waiter list it again (looking ahead), so with
- * a thousand waiters a sort and a copy of every name per listing were most of a waiting
- * process's work.
+ * and deep in a queue every hand-off makes one waiter list it again (after its predecessor's
+ * delete), so with a thousand waiters a sort and a copy of every name per listing were most
+ * of a waiting process's work.
  *
  * Why the deletion of wait_for alone can prove that nothing is left ahead of us (handoff).
  * The listing was taken after our create, and a node created after it sorts behind us:
