@@ -49,6 +49,8 @@ typedef struct result {
     double requests;  /* server requests per acquisition (mntr), or -1: not measured */
     double switches;  /* this process's voluntary context switches per acquisition, or -1 */
     long acquisitions; /* Curator contend: all it made, unmeasured ones included; else 0 */
+    double setup;      /* contention rows: server requests outside the timed part per client
+                        * (connect, parents, warm-up, close), or 0: not measured */
 } result_t;
 
 #endif

@@ -24,6 +24,10 @@ static void *zkit_contender(void *arg)
     int ok = client && zkit_mutex_new(&lock, client, ROOT "/contend") == 0;
     if (!ok)
         demo_failure(&c->failed, "contend: zkit client %d cannot start", t->me);
+    /* One unmeasured acquisition makes the parents, so that the timed part is the steady
+     * state alone (contend_run counts the set-up apart). */
+    else if (zkit_lock_acquire(lock, 120000) != 0 || zkit_lock_release(lock) != 0)
+        demo_failure(&c->failed, "contend: zkit client %d: warm-up acquisition", t->me);
     contend_go(c);
     for (long i = 0; ok && i < c->per_client; i++) {
         int rc = zkit_lock_acquire(lock, 120000);
@@ -51,6 +55,8 @@ static void raw_contend(contender_t *t, int trust_delete)
                    "", 0, 0 };
     if (!(ch.zh = raw_connect(c->opt->connect, &conn)))
         demo_failure(&c->failed, "contend: raw handle %d cannot connect", t->me);
+    else if (chain_acquire(&ch) != ZOK || zoo_delete(ch.zh, ch.created, -1) != ZOK)
+        demo_failure(&c->failed, "contend: raw handle %d: warm-up acquisition", t->me);
     contend_go(c);
     for (long i = 0; ch.zh && i < c->per_client; i++) {
         int rc = chain_acquire(&ch);
@@ -79,6 +85,12 @@ static void *floor_contender(void *arg)
 {
     raw_contend(arg, 1);
     return NULL;
+}
+
+/* Requests per acquisition over Curator's, both over their timed parts, or 0. */
+static double req_ratio(const result_t *r, const result_t *cur)
+{
+    return r->requests > 0 && cur->requests > 0 ? r->requests / cur->requests : 0;
 }
 
 int contend_rows(const options_t *o)
@@ -115,9 +127,9 @@ int contend_rows(const options_t *o)
     if (!(zh = raw_connect(o->connect, &conn)))
         return 1;
     raw_chain_parents(zh);
-    printf("%-*s %9s %9s %9s %8s %7s   %11s %11s %11s %12s\n", width, "measurement", "per sec",
-           "p50 ms", "p99 ms", "req/acq", "cs/acq", "p50/floor", "rate/chain", "p50/chain",
-           "rate/Curator");
+    printf("%-*s %9s %9s %9s %8s %7s %7s   %11s %11s %11s %12s %11s\n", width, "measurement",
+           "per sec", "p50 ms", "p99 ms", "req/acq", "cs/acq", "setup", "p50/floor",
+           "rate/chain", "p50/chain", "rate/Curator", "req/Curator");
     for (int i = 0; i < n; i++) {
         for (long r = 0; r < o->rounds; r++) {
             result_t chain, floor, zk, cur;
@@ -139,6 +151,9 @@ int contend_rows(const options_t *o)
             }
             if (floor_ok) {
                 print_figure(width, &floor);
+                if (cur_ok)
+                    printf("   %11s %11s %11s %11.2fx %10.2fx", "", "", "",
+                           floor.rate / cur.rate, req_ratio(&floor, &cur));
                 putchar('\n');
                 figure_record("contend", &floor, ks[i], r);
             } else {
@@ -163,7 +178,7 @@ int contend_rows(const options_t *o)
                 else
                     printf(" %11s %11s", "", "");
                 if (cur_ok)
-                    printf(" %11.2fx", zk.rate / cur.rate);
+                    printf(" %11.2fx %10.2fx", zk.rate / cur.rate, req_ratio(&zk, &cur));
                 putchar('\n');
             } else {
                 printf("%-*s %9s\n", width, zname, "FAILED");
@@ -196,9 +211,11 @@ int contend_rows(const options_t *o)
            "return from acquire\n(another client); rate over all timed acquisitions.  "
            "rate/chain, p50/chain and rate/Curator from\nthe same round; Curator's clients "
            "in a JVM per figure.\nreq/acq = requests the server counted (mntr "
-           "zk_packets_received) per acquisition: for zkit\nand the chain over the timed "
-           "part only (pings included, connects and closes not); for\nCurator and the "
-           "1000-waiter queue over the whole run, connects, closes and warm-up included.\n"
+           "zk_packets_received) per acquisition over the timed part (pings included;\n"
+           "connects, parents, warm-up and closes not); setup = the requests outside it per "
+           "client\n(zkit and the chain: one warm-up acquisition each; Curator: its JIT "
+           "warm-up, half its share);\nreq/Curator = req/acq over Curator's, same round.  "
+           "The 1000-waiter queue counts the whole run.\n"
            "cs/acq = voluntary context switches of this process (every thread) per "
            "acquisition, over the\ntimed part: the thread hops of a hand-off.\n"
            "raw delete-event floor = the chain taking its predecessor's delete event as the "

@@ -72,6 +72,7 @@ int contend_run(const options_t *o, int k, long warmup, void *(*body)(void *),
     contender_t t[MAX_CONTEND];
     pthread_t th[MAX_CONTEND];
     int started = 0, rc = -1;
+    long long packets_closed;
     long count;
     if (!c)
         return -1;
@@ -82,6 +83,7 @@ int contend_run(const options_t *o, int k, long warmup, void *(*body)(void *),
     c->capacity = c->per_client * k;
     c->last_holder = -1;
     c->packets_start = c->packets_end = -1;
+    c->packets_setup = server_packets_received(o->connect);
     c->ms = calloc((size_t)c->capacity, sizeof(double));
     if (!c->ms || pthread_barrier_init(&c->start, NULL, (unsigned)k) != 0) {
         free(c->ms);
@@ -100,6 +102,7 @@ int contend_run(const options_t *o, int k, long warmup, void *(*body)(void *),
     }
     for (int i = 0; i < k; i++)
         pthread_join(th[i], NULL);
+    packets_closed = server_packets_received(o->connect);
     count = c->count < c->capacity ? c->count : c->capacity;
     if (c->failed == 0 && count > 0) {
         int64_t span = demo_span_ns(c->end_ns, k, c->start_ns);
@@ -107,6 +110,12 @@ int contend_run(const options_t *o, int k, long warmup, void *(*body)(void *),
         out->rate = demo_rate(c->per_client * k, span);
         out->requests = per_acquisition(c->packets_start, c->packets_end, c->per_client * k);
         out->switches = per_acquisition(c->switches_start, c->switches_end, c->per_client * k);
+        /* Set-up apart: each client's connect, first create of the parents, warm-up and
+         * close, per client. */
+        if (c->packets_setup >= 0 && c->packets_start >= c->packets_setup &&
+            packets_closed >= c->packets_end && c->packets_end >= 0)
+            out->setup = (double)(c->packets_start - c->packets_setup +
+                                  packets_closed - c->packets_end) / k;
         rc = 0;
     }
     pthread_barrier_destroy(&c->start);
@@ -125,6 +134,10 @@ void print_figure(int width, const result_t *r)
         printf(" %8s", "-");
     if (r->switches >= 0)
         printf(" %7.1f", r->switches);
+    else
+        printf(" %7s", "-");
+    if (r->setup > 0)
+        printf(" %7.1f", r->setup);
     else
         printf(" %7s", "-");
 }

@@ -28,6 +28,7 @@ typedef struct contend {
     double *ms;
     long capacity;
     int64_t end_ns[MAX_CONTEND];
+    long long packets_setup;  /* the server's request count before any client connects */
     long long packets_start;  /* the server's request count when the timed part starts */
     long long packets_end;    /* ... and when every client is done, before any closes */
     long switches_start;      /* this process's voluntary context switches, the same two */

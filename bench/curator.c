@@ -219,11 +219,16 @@ static int curator_run(const options_t *o, const char *mode, const char *kind, c
     } else if (ended && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
         const char *line = strstr(text, "BENCH ");
         double rate, p50, p99;
-        long samples = a1, made = 0;
+        long samples = a1, made = 0, timed = 0, timed_requests = -1;
         if (line && (line == text || line[-1] == '\n') &&
-            sscanf(line, "BENCH %lf %lf %lf %ld %ld", &rate, &p50, &p99, &samples, &made) >= 3 &&
+            sscanf(line, "BENCH %lf %lf %lf %ld %ld %ld %ld", &rate, &p50, &p99, &samples,
+                   &made, &timed, &timed_requests) >= 3 &&
             rate > 0) {
-            *out = (result_t){ name, rate, p50, p99, samples, -1, -1, made };
+            *out = (result_t){ name, rate, p50, p99, samples, -1, -1, made, 0 };
+            /* contend: the server's count over the peer's timed part, as for zkit's rows */
+            out->requests = per_acquisition(0, timed_requests, timed);
+            if (out->requests >= 0)
+                out->setup = (double)timed_requests; /* curator_contend: the rest per client */
             rc = 0;
         } else {
             fprintf(stderr, "%s: no BENCH line from %s\n", name, o->curator);
@@ -287,15 +292,23 @@ void curator_rounds_hook(const options_t *o, long round, long cycles, void *arg)
 }
 
 /* Curator's `clients` sessions in one JVM on `kind` (the peer's contend mode), with the
- * server's requests per acquisition: counted over the whole run, so divided by every
- * acquisition it made, its unmeasured warm-up ones included. */
+ * server's requests per acquisition over the peer's timed part (it reads mntr at its own
+ * barriers) and, apart, those outside it per client: connects, parents, its JIT warm-up,
+ * closes.  A peer that cannot read mntr leaves the whole run divided by every acquisition
+ * it made. */
 int curator_contend(const options_t *o, const char *kind, const char *path, int clients,
                            const char *name, result_t *out)
 {
     long long before = server_packets_received(o->connect);
     int rc = curator_run(o, "contend", kind, path, clients, o->acquisitions, name, out);
-    if (rc == 0)
-        out->requests = per_acquisition(before, server_packets_received(o->connect),
-                                     out->acquisitions);
+    long long after = rc == 0 ? server_packets_received(o->connect) : -1;
+    if (rc != 0)
+        return rc;
+    if (out->requests < 0)
+        out->requests = per_acquisition(before, after, out->acquisitions);
+    else if (before >= 0 && after >= before + out->setup)
+        out->setup = (after - before - out->setup) / clients;
+    else
+        out->setup = 0;
     return rc;
 }

@@ -147,7 +147,9 @@ void recipe_rows(const options_t *o, int width, int *curator)
             if (zk_ok) {
                 print_figure(width, &zk);
                 if (cur_rc == 0)
-                    printf("   %12s %12s %11.2fx", "", "", zk.rate / cur.rate);
+                    printf("   %11s %11s %11s %11.2fx %10.2fx", "", "", "", zk.rate / cur.rate,
+                           zk.requests > 0 && cur.requests > 0 ? zk.requests / cur.requests
+                                                               : 0.0);
                 putchar('\n');
                 figure_record("recipes", &zk, k, r);
             } else {

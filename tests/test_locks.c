@@ -2133,7 +2133,8 @@ static int watch_listed(void *arg)
  * lock's directory, so the watch costs no request: a lock cycle is a create, a listing and a
  * delete.  Its loss is still heard: the directory's next change (a waiter arrives) moves the
  * watch onto our node, whose deletion is then LOST.  A holding taken after a wait rests on the
- * watch its acquisition armed on its own node; its deletion is LOST too.  A revocation
+ * directory watch of its last listing, or on its node once that fired; its deletion is LOST
+ * too.  A revocation
  * callback set after the acquisition watches the node's data at once.
  */
 static void test_held_watch_through_directory(void)
@@ -2205,8 +2206,8 @@ static void test_held_watch_through_directory(void)
     CU_ASSERT_EQUAL(b.rc, 0);
     CU_ASSERT_EQUAL(zkit_lock_release(lock), ZKIT_ELOCKLOST);
 
-    /* The waiter holds on the watch it armed on its own node while it waited: its node
-     * deleted is LOST too. */
+    /* The waiter holds on its last listing's directory watch or, once that fired, on a watch
+     * on its node: its node deleted is LOST too. */
     CU_ASSERT_FATAL(zkit_lock_participants(&list, &n, waiter) == 0 && n == 1);
     wnode = lk_join(path, list[0].name);
     zkit_participants_free(list, n);

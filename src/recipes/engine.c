@@ -7,12 +7,13 @@
  *         -> DECIDE: held -> done;  try-once -> give up;  else WATCH the node we wait for
  *         -> WATCH: get-data with a watch (no watch is left on a node already gone: NONODE
  *              means "look again now"); the watch event -> LIST -> DECIDE ...
+ *   Every listing also watches the directory's children, at no request of its own.
  *   Our node missing from a listing, or the session lost: start again with a new node.
  *   Deadline, error or cancel: cancel the watch, delete our node (guaranteed), report.
  *   Hand-off on the delete event: when the watched node's deletion alone proves that nothing
- *   is left ahead of us (see zkit__lock_place), its event ends the wait without a listing.
- *   Looking ahead (ahead_arm): deeper in a queue the node before the watched one is watched
- *   too, and its deletion brings the listing forward, so that the next delete qualifies.
+ *   is left ahead of us (see zkit__lock_place), and the directory watch of the listing that
+ *   showed it has not fired (our node was still there: handoff_proven), its event ends the
+ *   wait without a listing.
  *
  * The acquisition is a machine (machine.h): all transitions happen under its mutex in
  * callbacks that never block, and what must run without the mutex (the end, telling the owner
@@ -77,26 +78,24 @@ struct zkit__acq {
     int early_listing_pending;
     char *watched;                  /* the path we watch, or NULL */
     int handoff;                    /* the watched node's deletion alone makes us hold */
-    int own_watch;                  /* OWN_NONE, OWN_SENT, OWN_ARMED: our own node's watch */
-    uint64_t own_epoch;             /* the client's connection epoch when it was sent */
-    char *ahead;                    /* the node before the one we watch, watched too, or NULL */
+    uint64_t list_epoch;            /* the client's connection epoch when the last listing
+                                     * was sent */
+    uint64_t handoff_epoch;         /* ... when the listing that set `handoff` was sent */
     struct client_acqs *reg;        /* listed for the close of its client (see below) */
     struct zkit__acq *reg_prev, *reg_next;
-    int watch_dir;                  /* first listings watch the directory's children */
-    int keep_own_watch;             /* our node's watch outlives the wait (success only) */
+    int watch_dir;                  /* a holding may rest on the directory watch */
     int waited;                     /* a wait for another node began */
     int holding_watch;              /* HOLDING_*: what stands in for a watch on our node */
-    int dir_fired;                  /* a directory watch of this acquisition fired */
+    unsigned dir_armed;             /* this round's listings answered (each armed a directory
+                                     * watch) */
+    unsigned dir_fired;             /* directory watch events heard (any round's) */
     void (*holding_fn)(void *arg);  /* told when it fires (zkit__acq_watch_holding) */
     void *holding_arg;
     zkit_watcher_t dir_watcher;
     zkit_watcher_t watcher;
-    zkit_watcher_t own_watcher;
-    zkit_watcher_t ahead_watcher;
 };
 
-enum { OWN_NONE, OWN_SENT, OWN_ARMED };
-enum { HOLDING_NONE, HOLDING_DIR, HOLDING_OWN };
+enum { HOLDING_NONE, HOLDING_DIR };
 
 /*
  * What a decision leaves to be done once the acquisition's mutex is let go (acq_run): every
@@ -222,7 +221,6 @@ static void acq_destroy(zkit__machine_t *m)
     free(acq->fixed_name);
     free(acq->node);
     free(acq->watched);
-    free(acq->ahead);
     pthread_cond_destroy(&acq->waiting_told);
     free(acq);
 }
@@ -313,9 +311,9 @@ long zkit__lock_index(char *const *names, size_t count, const char *name)
 /*
  * Our place in a listing, in one pass over it: the order is zkit__lock_sort's (sort key, then
  * place in the listing), but nothing is sorted.  A waiter reads every listing of its queue,
- * and deep in a queue every hand-off makes one waiter list it again (looking ahead), so with
- * a thousand waiters a sort and a copy of every name per listing were most of a waiting
- * process's work.
+ * and deep in a queue every hand-off makes one waiter list it again (after its predecessor's
+ * delete), so with a thousand waiters a sort and a copy of every name per listing were most
+ * of a waiting process's work.
  *
  * Why the deletion of wait_for alone can prove that nothing is left ahead of us (handoff).
  * The listing was taken after our create, and a node created after it sorts behind us:
@@ -416,25 +414,6 @@ static void ignore_result(zkit_client_t *c, const zkit_result_t *r, void *arg)
     (void)arg;
 }
 
-/* Forgets the watch on our own node, locally: it is on our node, and the delete that ends our
- * node, whenever it comes, consumes the server's watch. */
-static void own_unwatch(zkit__acq_t *acq) ZKIT__REQUIRES(acq->m.mu)
-{
-    if (acq->own_watch != OWN_NONE && acq->node)
-        zkit__watch_cancel_local(acq->m.client, acq->node, ZKIT_WATCH_DATA, &acq->own_watcher);
-    acq->own_watch = OWN_NONE;
-}
-
-/* Drops the watch on the node two ahead of us. */
-static void ahead_unwatch(zkit__acq_t *acq) ZKIT__REQUIRES(acq->m.mu)
-{
-    if (acq->ahead) {
-        zkit__watch_cancel(acq->m.client, acq->ahead, ZKIT_WATCH_DATA, &acq->ahead_watcher);
-        free(acq->ahead);
-        acq->ahead = NULL;
-    }
-}
-
 /* Drops the watch on the node we wait for. */
 static void wait_unwatch(zkit__acq_t *acq) ZKIT__REQUIRES(acq->m.mu)
 {
@@ -448,8 +427,6 @@ static void wait_unwatch(zkit__acq_t *acq) ZKIT__REQUIRES(acq->m.mu)
 /* Drops the watches and our node. */
 static void clean_up(zkit__acq_t *acq) ZKIT__REQUIRES(acq->m.mu)
 {
-    own_unwatch(acq);
-    ahead_unwatch(acq);
     wait_unwatch(acq);
     if (acq->node) {
         zkit__request_delete(acq->m.client, acq->node, -1, ZKIT_DELETE_GUARANTEED,
@@ -565,14 +542,6 @@ static void acq_end(zkit__acq_t *acq, int error, acq_actions_t *act)
     if (error != 0)
         clean_up(acq);
     else {
-        /* Our node's watch, armed while we waited, stays for the holder (it is on our node:
-         * our release's delete uses it up). */
-        if (acq->keep_own_watch && acq->own_watch == OWN_ARMED &&
-            acq->holding_watch == HOLDING_NONE)
-            acq->holding_watch = HOLDING_OWN;
-        else
-            own_unwatch(acq);
-        ahead_unwatch(acq);
         /* A watch may still be armed here (a relisting after RECONNECTED found us first):
          * cancel it, or it would fire into this acquisition once freed. */
         wait_unwatch(acq);
@@ -611,11 +580,10 @@ static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg);
 static void on_listed(zkit_client_t *c, const zkit_result_t *res, void *arg);
 static void on_early_listed(zkit_client_t *c, const zkit_result_t *res, void *arg);
 static void on_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg);
-static void on_own_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg);
 static int handoff_proven(zkit__acq_t *acq, zkit_event_t event) ZKIT__REQUIRES(acq->m.mu);
+static int dir_unfired(const zkit__acq_t *acq) ZKIT__REQUIRES(acq->m.mu);
 static void finish_held(zkit__acq_t *acq, acq_actions_t *act) ZKIT__REQUIRES(acq->m.mu);
 static int restart(zkit__acq_t *acq, int why, acq_actions_t *act) ZKIT__REQUIRES(acq->m.mu);
-static void on_ahead_set(zkit_client_t *c, const zkit_result_t *res, void *arg);
 
 /* Sends a request for the current round (under the mutex). */
 typedef int (*submit_fn)(zkit__acq_t *acq, zkit__machine_reply_t *r);
@@ -657,22 +625,35 @@ static int submit_create(zkit__acq_t *acq, zkit__machine_reply_t *r) ZKIT__REQUI
     return rc;
 }
 
-static int submit_list(zkit__acq_t *acq, zkit__machine_reply_t *r) ZKIT__REQUIRES(acq->m.mu)
+/*
+ * Every listing watches the directory's children, which costs no request of its own.  Until
+ * that watch fires, nothing in the directory has changed since the listing: our node (which
+ * the listing shows) is still there.  A waiter relies on it for the hand-off on its
+ * predecessor's delete event (handoff_proven), a holder in place of a watch on its node
+ * (zkit__acq_watch_holding).  The watch is never armed again when it fires: a change in the
+ * directory wakes nobody into a request, so there is no herd.
+ *
+ * Each watch registration holds a reference on the acquisition for as long as it lives, so
+ * an event can never reach a freed acquisition (zkit__machine_watch_hold).
+ */
+static int submit_listing(zkit__acq_t *acq, zkit__machine_reply_t *r, zkit_completion_fn done)
+    ZKIT__REQUIRES(acq->m.mu)
 {
-    return zkit__request_get_children(acq->m.client, acq->dir, NULL, on_listed, r);
+    acq->list_epoch = zkit__client_connection_epoch(acq->m.client);
+    return zkit__request_get_children_watch(acq->m.client, acq->dir, &acq->dir_watcher,
+                                            zkit__machine_watch_hold,
+                                            zkit__machine_watch_release, done, r);
 }
 
-/* Each watch registration holds a reference on the acquisition for as long as it lives, so
- * an event can never reach a freed acquisition (zkit__machine_watch_hold). */
+static int submit_list(zkit__acq_t *acq, zkit__machine_reply_t *r) ZKIT__REQUIRES(acq->m.mu)
+{
+    return submit_listing(acq, r, on_listed);
+}
+
 static int submit_early_list(zkit__acq_t *acq, zkit__machine_reply_t *r)
     ZKIT__REQUIRES(acq->m.mu)
 {
-    if (acq->watch_dir)
-        return zkit__request_get_children_watch(acq->m.client, acq->dir, &acq->dir_watcher,
-                                                zkit__machine_watch_hold,
-                                                zkit__machine_watch_release, on_early_listed,
-                                                r);
-    return zkit__request_get_children(acq->m.client, acq->dir, NULL, on_early_listed, r);
+    return submit_listing(acq, r, on_early_listed);
 }
 
 static int submit_watch(zkit__acq_t *acq, zkit__machine_reply_t *r) ZKIT__REQUIRES(acq->m.mu)
@@ -682,65 +663,6 @@ static int submit_watch(zkit__acq_t *acq, zkit__machine_reply_t *r) ZKIT__REQUIR
                                         on_watch_set, r);
 }
 
-static int submit_ahead_watch(zkit__acq_t *acq, zkit__machine_reply_t *r)
-    ZKIT__REQUIRES(acq->m.mu)
-{
-    return zkit__request_get_data_watch(acq->m.client, acq->ahead, &acq->ahead_watcher,
-                                        zkit__machine_watch_hold, zkit__machine_watch_release,
-                                        on_ahead_set, r);
-}
-
-static int submit_own_watch(zkit__acq_t *acq, zkit__machine_reply_t *r)
-    ZKIT__REQUIRES(acq->m.mu)
-{
-    return zkit__request_get_data_watch(acq->m.client, acq->node, &acq->own_watcher,
-                                        zkit__machine_watch_hold, zkit__machine_watch_release,
-                                        on_own_watch_set, r);
-}
-
-/* Arms the watch on our own node, which a hand-off relies on.  Once its reply has come, a
- * deletion of our node is heard before any later deletion on the connection.  A watch sent in
- * an earlier connection epoch is sent again: after a reconnect only a fresh one is known to be
- * armed in order. */
-static int own_watch_arm(zkit__acq_t *acq, acq_actions_t *act) ZKIT__REQUIRES(acq->m.mu)
-{
-    uint64_t epoch = zkit__client_connection_epoch(acq->m.client);
-    if (acq->own_watch != OWN_NONE && acq->own_epoch == epoch)
-        return 0;
-    own_unwatch(acq);
-    acq->own_watch = OWN_SENT;
-    acq->own_epoch = epoch;
-    return step(acq, submit_own_watch, act);
-}
-
-/*
- * Looking ahead.  A waiter of a mutex or a write lock whose predecessor is not first also
- * watches the node before its predecessor.  That node's deletion usually means the
- * predecessor is taking the lock: we list again then, while it holds, and learn that our
- * predecessor is now first, so that its release hands the lock on by the delete event alone.
- * The listing moves earlier rather than adding one, and the watch only ever leads to a
- * listing, so it decides nothing by itself.  0, or -1 when the acquisition ended.
- */
-static int ahead_arm(zkit__acq_t *acq, const char *before_wait, acq_actions_t *act)
-    ZKIT__REQUIRES(acq->m.mu)
-{
-    char *path;
-    if (acq->handoff || acq->driver->reader || !before_wait) {
-        ahead_unwatch(acq);
-        return 0;
-    }
-    if (!(path = zkit__path_join(acq->dir, before_wait))) {
-        acq_end(acq, ZKIT_ENOMEM, act);
-        return -1;
-    }
-    if (acq->ahead && strcmp(acq->ahead, path) == 0) { /* still armed: keep it */
-        free(path);
-        return 0;
-    }
-    ahead_unwatch(acq);
-    acq->ahead = path;
-    return step(acq, submit_ahead_watch, act);
-}
 
 static void on_confirmed(zkit_client_t *c, const zkit_result_t *res, void *arg);
 
@@ -851,6 +773,10 @@ static int restart(zkit__acq_t *acq, int why, acq_actions_t *act)
     acq->restarts++;
     acq->m.round++;
     clean_up(acq);
+    /* The new round counts its own listings' watches; an earlier round's may still fire
+     * (counted in dir_fired), which only ever makes the count look fired. */
+    acq->dir_armed = 0;
+    acq->dir_fired = 0;
     free_names(acq->early_children, acq->early_count);
     acq->early_children = NULL;
     acq->early_count = 0;
@@ -895,7 +821,7 @@ static void decide(zkit__acq_t *acq, char *const *names, size_t count, int early
     if (acq->fixed_name || !place.wait_for) {
         /* This listing came after our create and armed the directory watch: any change
          * since, our node's deletion included, fires that watch. */
-        if (early && acq->watch_dir && !acq->dir_fired)
+        if (acq->watch_dir && dir_unfired(acq))
             acq->holding_watch = HOLDING_DIR;
         finish_held(acq, act);
         return;
@@ -918,15 +844,10 @@ static void decide(zkit__acq_t *acq, char *const *names, size_t count, int early
         acq->watched = path;
     }
     acq->handoff = place.handoff;
+    acq->handoff_epoch = acq->list_epoch;
     acq->state = ACQ_WATCHING;
     acq->waited = 1;
     acq->waiting_due = acq->waiting != NULL;
-    /* Armed with the first wait, so that it is in place for a hand-off that a later listing
-     * (looking ahead) makes possible. */
-    if (own_watch_arm(acq, act) != 0)
-        return;
-    if (ahead_arm(acq, place.before_wait, act) != 0)
-        return;
     if (!keep)
         step(acq, submit_watch, act);
 }
@@ -1015,6 +936,7 @@ static void handle_listing(zkit__acq_t *acq, const zkit_result_t *res, int early
             step(acq, submit_list, act);
         return;
     }
+    acq->dir_armed++; /* the listing's directory watch is registered (submit_listing) */
     if (!acq->node) { /* the create reply has not come: keep a copy of the listing for it */
         if (!(names = copy_names(res))) {
             acq_end(acq, ZKIT_ENOMEM, act);
@@ -1060,8 +982,9 @@ static void watch_set(zkit__acq_t *acq, const zkit_result_t *res, acq_actions_t 
     if (res->error == ZKIT_ENONODE) {
         /* Gone already, and get-data left no watch: look again now.  (An event that beats
          * this reply finds state WATCHING and relists itself.)  Its absence proves as much as
-         * its deletion event would: our own node's watch was armed by the request just
-         * before, so a deletion of our node would have been heard before this reply. */
+         * its deletion event would, under the same conditions (handoff_proven); in practice
+         * its deletion, a change in the directory after our listing, fired the listing's
+         * watch before this reply, and we list again. */
         free(acq->watched);
         acq->watched = NULL;
         if (handoff_proven(acq, ZKIT_EVENT_DELETED)) {
@@ -1081,29 +1004,6 @@ static void on_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg)
     on_reply(arg, res, watch_set);
 }
 
-/* The reply to the get-data that armed the watch on our own node. */
-static void own_watch_set(zkit__acq_t *acq, const zkit_result_t *res, acq_actions_t *act)
-    ZKIT__REQUIRES(acq->m.mu)
-{
-    (void)act;
-    if (res->error == 0 && res->stat && acq->stat.czxid == 0)
-        acq->stat = *res->stat; /* our node's, created in a transaction that told none */
-    if (acq->own_watch == OWN_SENT && res->error == 0) {
-        acq->own_watch = OWN_ARMED;
-    } else if (acq->own_watch == OWN_SENT) {
-        acq->own_watch = OWN_NONE; /* no watch left: no hand-off without a listing */
-        acq->handoff = 0;
-    }
-    /* NONODE: our node is gone; the next listing (at the watched node's event, or at once
-     * if that already came) starts again. */
-}
-
-static void on_own_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg)
-{
-    (void)c;
-    on_reply(arg, res, own_watch_set);
-}
-
 /* The watch standing in for the holder's fired: whoever asked to be told
  * (zkit__acq_watch_holding) is told, once, by acq_run. */
 static void holding_watch_fired(zkit__acq_t *acq, acq_actions_t *act) ZKIT__REQUIRES(acq->m.mu)
@@ -1115,102 +1015,37 @@ static void holding_watch_fired(zkit__acq_t *acq, acq_actions_t *act) ZKIT__REQU
     acq->holding_arg = NULL;
 }
 
-/* Our own node changed or went while we wait: the watch is used up.  A deletion comes before
- * any later one on the connection, so a hand-off can no longer follow; a listing decides
- * (and finds our node gone). */
-static void own_watch_fired(zkit__acq_t *acq, zkit_event_t event, acq_actions_t *act)
-    ZKIT__REQUIRES(acq->m.mu)
+/* Whether the directory watch of the last listing answered has not fired yet.  The watches
+ * of a round are armed one after another and each fires at the first change in the
+ * directory after its own listing, so none fires after the last one: once it has fired,
+ * every watch counted in dir_armed has, and dir_fired has reached it. */
+static int dir_unfired(const zkit__acq_t *acq)
 {
-    if (acq->state == ACQ_DONE && acq->holding_watch == HOLDING_OWN) {
-        acq->own_watch = OWN_NONE;
-        holding_watch_fired(acq, act);
-        return;
-    }
-    if (acq->state == ACQ_DONE || acq->own_watch == OWN_NONE)
-        return;
-    acq->own_watch = OWN_NONE;
-    acq->handoff = 0;
-    if (event != ZKIT_EVENT_DELETED || acq->state != ACQ_WATCHING)
-        return;
-    wait_unwatch(acq);
-    acq->state = ACQ_LISTING;
-    step(acq, submit_list, act);
-}
-
-static void acq_own_watch_fired(zkit_client_t *c, zkit_event_t event, const char *path,
-                                void *arg)
-{
-    zkit__acq_t *acq = arg;
-    acq_actions_t act = ACQ_ACTIONS_INIT;
-    (void)c;
-    (void)path;
-    zkit__machine_lock(&acq->m);
-    own_watch_fired(acq, event, &act);
-    ACQ_LEAVE(acq, &act);
-}
-
-/* The node two ahead went (or changed): list again while the predecessor's watch stays
- * armed. */
-static void look_ahead(zkit__acq_t *acq, acq_actions_t *act) ZKIT__REQUIRES(acq->m.mu)
-{
-    if (acq->state != ACQ_WATCHING)
-        return;
-    acq->state = ACQ_LISTING;
-    step(acq, submit_list, act);
-}
-
-static void ahead_set(zkit__acq_t *acq, const zkit_result_t *res, acq_actions_t *act)
-    ZKIT__REQUIRES(acq->m.mu)
-{
-    if (res->error == ZKIT_ENONODE && acq->ahead) { /* gone already; no watch was left */
-        free(acq->ahead);
-        acq->ahead = NULL;
-        look_ahead(acq, act);
-    }
-}
-
-static void on_ahead_set(zkit_client_t *c, const zkit_result_t *res, void *arg)
-{
-    (void)c;
-    on_reply(arg, res, ahead_set);
-}
-
-static void acq_ahead_fired(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
-{
-    zkit__acq_t *acq = arg;
-    acq_actions_t act = ACQ_ACTIONS_INIT;
-    (void)c;
-    (void)event;
-    zkit__machine_lock(&acq->m);
-    if (acq->state != ACQ_DONE && acq->ahead && strcmp(path, acq->ahead) == 0) {
-        free(acq->ahead);
-        acq->ahead = NULL;
-        look_ahead(acq, &act);
-    }
-    ACQ_LEAVE(acq, &act);
+    return acq->dir_armed > 0 && acq->dir_fired < acq->dir_armed;
 }
 
 /*
  * The hand-off on the delete event alone, or on the watch's get-data finding the node gone
  * (see zkit__lock_place for why the listing proves it), also needs: our own node still
  * there when the watched node went, and the event a real deletion rather than one
- * synthesized by a reconnect.  Both hold when the watch on our own node is armed and no
- * session event has come since it was sent: the watches of one connection fire in the order
- * of the changes, so a deletion of our node would have fired first (own_watch_fired clears
- * own_watch); and re-registered watches only fire after the reconnect's session event has
- * moved the epoch on.
+ * synthesized by a reconnect.  Both hold when the directory watch of the listing that
+ * decided has not fired and no session event has come since that listing was sent.  Our
+ * node's deletion is a change in the directory after that listing: it fires the listing's
+ * watch, and the events of one connection come in the order of the changes, so it is heard
+ * before a later deletion of the watched node.  Re-registered watches only fire after the
+ * reconnect's session event has moved the epoch on.
  */
 static int handoff_proven(zkit__acq_t *acq, zkit_event_t event)
 {
-    return event == ZKIT_EVENT_DELETED && acq->handoff && acq->own_watch == OWN_ARMED &&
-           acq->own_epoch == zkit__client_connection_epoch(acq->m.client);
+    return event == ZKIT_EVENT_DELETED && acq->handoff && dir_unfired(acq) &&
+           acq->handoff_epoch == zkit__client_connection_epoch(acq->m.client);
 }
 
 static void watch_fired(zkit__acq_t *acq, zkit_event_t event, const char *path,
                         acq_actions_t *act) ZKIT__REQUIRES(acq->m.mu)
 {
     if (acq->state == ACQ_LISTING && acq->watched && strcmp(path, acq->watched) == 0) {
-        /* A listing is under way (looking ahead): it decides; the watch is used up. */
+        /* A listing is under way (after a reconnect): it decides; the watch is used up. */
         free(acq->watched);
         acq->watched = NULL;
         return;
@@ -1263,7 +1098,7 @@ static void acq_dir_fired(zkit_client_t *c, zkit_event_t event, const char *path
     (void)event;
     (void)path;
     zkit__machine_lock(&acq->m);
-    acq->dir_fired = 1;
+    acq->dir_fired++;
     if (acq->holding_watch == HOLDING_DIR)
         holding_watch_fired(acq, &act);
     ACQ_LEAVE(acq, &act);
@@ -1323,12 +1158,7 @@ static zkit__acq_t *acq_alloc(const zkit__acq_params_t *p)
     acq->len = p->len;
     acq->watcher.fn = acq_watch_fired;
     acq->watcher.arg = acq;
-    acq->own_watcher.fn = acq_own_watch_fired;
-    acq->own_watcher.arg = acq;
-    acq->ahead_watcher.fn = acq_ahead_fired;
-    acq->ahead_watcher.arg = acq;
     acq->watch_dir = p->watch_dir;
-    acq->keep_own_watch = p->keep_own_watch;
     acq->dir_watcher.fn = acq_dir_fired;
     acq->dir_watcher.arg = acq;
     if (!acq->dir || !acq->data || (p->fixed_name && !acq->fixed_name)) {
@@ -1401,6 +1231,7 @@ static void connection_changed(zkit__acq_t *acq, zkit_conn_state_t state, acq_ac
          * for everyone behind it. */
         restart(acq, ZKIT_ELOCKLOST, act);
     } else if (state == ZKIT_CONN_RECONNECTED && acq->state == ACQ_WATCHING) {
+        acq->handoff = 0; /* the listing decides again, in the new connection */
         step(acq, submit_list, act);
     }
 }

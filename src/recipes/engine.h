@@ -65,10 +65,9 @@ typedef struct zkit__acq_params {
     size_t len;
     const char *fixed_name;          /* downgrade: create exactly this plain ephemeral child */
     int timeout_ms;                  /* < 0 forever, 0 try once */
-    int watch_dir;                   /* the first listing also watches the directory's
-                                      * children (see zkit__acq_watch_holding) */
-    int keep_own_watch;              /* the watch on our node armed while waiting is kept
-                                      * after success (see zkit__acq_watch_holding) */
+    int watch_dir;                   /* a holding may rest on the watch on the directory's
+                                      * children that every listing arms (see
+                                      * zkit__acq_watch_holding) */
     zkit__acq_done_fn done;
     zkit__acq_waiting_fn waiting;    /* NULL: not told */
     void *arg;
@@ -91,9 +90,8 @@ int zkit__acq_waited(const zkit__acq_t *acq);
 /*
  * After success: asks to be told, once, when a watch the acquisition already has, and that
  * our node's deletion fires, fires: the watch on the directory's children left by the listing
- * that found us holding (params.watch_dir: our node is one of those children), or the watch
- * on our own node armed while we waited (params.keep_own_watch).  Until then it stands in for
- * a watch on our node, at no request of its own.  `fn` runs on libzookeeper's completion
+ * that found us holding (params.watch_dir: our node is one of those children).  Until then it
+ * stands in for a watch on our node, at no request of its own.  `fn` runs on libzookeeper's completion
  * thread and must not block.  0 when registered; ZKIT_ESTATE when no such watch is armed (or
  * it fired already): watch the node.
  */

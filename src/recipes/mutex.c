@@ -62,13 +62,10 @@ static int engine_start(zkit__req_t *req, const char *fixed_name)
      * can look for it. */
     zkit__mutex_lock(&lock->mu);
     /* A watch the acquisition has anyway stands in for the holder's watch on its node, which
-     * saves a request per acquisition (ownnode.c): the first listing's watch on the directory
-     * while the lock is not contended (contended, waiters' first listings would only earn a
-     * notification each, and a holder's directory watch fires at the next arrival), or the
-     * watch on our node armed while we waited.  Not when revocation needs the node's data
-     * read. */
-    p.keep_own_watch = !lock->ops->unwatched && !lock->revoke_fn;
-    p.watch_dir = p.keep_own_watch && !__atomic_load_n(&lock->contended, __ATOMIC_RELAXED);
+     * saves a request per acquisition (ownnode.c): the watch on the directory that the
+     * listing which found us holding left, until the directory next changes.  Not when
+     * revocation needs the node's data read. */
+    p.watch_dir = !lock->ops->unwatched && !lock->revoke_fn;
     p.data = lock->has_data ? lock->data : NULL;
     p.len = lock->has_data ? lock->len : 0;
     rc = zkit__acq_start(&acq, &p);

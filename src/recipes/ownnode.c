@@ -269,9 +269,8 @@ void zkit__own_node_watch(zkit_lock_t *lock, const char *node)
 
 /*
  * The acquisition that took a holding may already have a watch that our node's deletion
- * fires: the watch an uncontended acquisition's listing left on the lock directory's children
- * after our create (our node is one of them), or the watch on our own node that a waiter arms
- * for its hand-off.  Until that watch fires, our node cannot have been deleted, so no request
+ * fires: the watch its last listing left on the lock directory's children after our create
+ * (our node is one of them), whether it waited or not.  Until that watch fires, our node cannot have been deleted, so no request
  * of ours is needed to hear it.  When it fires (an arrival or a departure in the directory, a
  * change or the deletion of our node), the holding is watched on its node from then on: the
  * get-data finds the node gone (LOST) or arms the node's watch.  A revocable lock watches its

@@ -67,9 +67,11 @@
  *        (returnLease); rwlock, an InterProcessReadWriteLock whose write half takes every
  *        tenth acquisition (counted over all clients) and its read half the others; multi, an
  *        InterProcessMultiLock of InterProcessMutexes at PATH/part-0 ... PATH/part-3. Prints
- *        "BENCH <acquisitions per second> <p50 ms> <p99 ms> <samples> <acquisitions>", the
- *        last being all this run made, the unmeasured ones included (for requests counted by
- *        the server over the whole run).
+ *        "BENCH <acquisitions per second> <p50 ms> <p99 ms> <samples> <acquisitions>
+ *        <timed acquisitions> <timed requests>", <acquisitions> being all this run made, the
+ *        unmeasured ones included, and <timed requests> the server's zk_packets_received
+ *        (mntr) from the start of the timed part to its end, before any close (-1 when mntr
+ *        cannot be read).
  *
  * cache: connects and prints "READY", then commands on stdin, one a line (run by bench/zkit-bench
  *        --caches; kazoo-peer.py's cache mode speaks the same):
@@ -1331,6 +1333,7 @@ public class CuratorPeer {
         final Contended[] locks = new Contended[clients];
         final CyclicBarrier barrier = new CyclicBarrier(clients);
         final long[] span = new long[2];
+        final long[] packets = { -1, -1 };
         final AtomicReference<Exception> failure = new AtomicReference<>();
         Thread[] ts = new Thread[clients];
         /* SIGTERM / SIGINT: close the sessions so their nodes go at once. */
@@ -1360,6 +1363,7 @@ public class CuratorPeer {
                             c.lastHolder = -1;
                             c.count.set(0);
                             if (phase == 1) {
+                                packets[0] = packetsReceived(connect);
                                 span[0] = System.nanoTime();
                             }
                         }
@@ -1378,7 +1382,10 @@ public class CuratorPeer {
                             }
                             lock.release();
                         }
-                        barrier.await();
+                        if (barrier.await() == 0 && phase == 1) {
+                            /* every client done, none closed yet */
+                            packets[1] = packetsReceived(connect);
+                        }
                         if (phase == 1) {
                             synchronized (span) {
                                 span[1] = Math.max(span[1], System.nanoTime());
@@ -1407,10 +1414,40 @@ public class CuratorPeer {
         }
         double[] ms = Arrays.copyOf(c.ms, n);
         Arrays.sort(ms);
-        out(String.format(Locale.ROOT, "BENCH %.3f %.6f %.6f %d %d",
+        out(String.format(Locale.ROOT, "BENCH %.3f %.6f %.6f %d %d %d %d",
                 (double) per * clients / ((span[1] - span[0]) / 1e9), percentile(ms, 50),
-                percentile(ms, 99), n, (long) (warm + per) * clients));
+                percentile(ms, 99), n, (long) (warm + per) * clients, (long) per * clients,
+                packets[0] >= 0 && packets[1] >= packets[0] ? packets[1] - packets[0] : -1));
         return EXIT_OK;
+    }
+
+    /**
+     * zk_packets_received of the first server in CONNECT (host:port[,...][/chroot]), read with
+     * the mntr four-letter word as bench/server_stats.c reads it; -1 when it cannot be read.
+     */
+    static long packetsReceived(String connect) {
+        String first = connect.split(",")[0];
+        int slash = first.indexOf('/');
+        if (slash >= 0) {
+            first = first.substring(0, slash);
+        }
+        int colon = first.lastIndexOf(':');
+        try (java.net.Socket s = new java.net.Socket(first.substring(0, colon),
+                Integer.parseInt(first.substring(colon + 1)))) {
+            s.setSoTimeout(5000);
+            s.getOutputStream().write("mntr".getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+            s.getOutputStream().flush();
+            java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(
+                    s.getInputStream(), java.nio.charset.StandardCharsets.US_ASCII));
+            for (String line; (line = in.readLine()) != null;) {
+                if (line.startsWith("zk_packets_received\t")) {
+                    return Long.parseLong(line.substring(line.indexOf('\t') + 1).trim());
+                }
+            }
+        } catch (Exception e) {
+            return -1;
+        }
+        return -1;
     }
 
     /** Nearest rank over sorted samples, as demo_percentile in examples/demo_util.c. */
