@@ -174,7 +174,7 @@ static int curator_figure(const options_t *o, int k, const char *path, const cha
     curator_env_free(env);
     if (rc == 0 && ok_sum > 0) {
         *out = (result_t){ name, (double)ok_sum * 1e9 / (double)(end - start), -1, -1, ok_sum,
-                           -1, -1, 0 };
+                           -1, -1, 0, 0 };
         *tries = (double)opt_sum / (double)ok_sum;
         *ptries = (double)prom_sum / (double)ok_sum;
     } else if (rc == 0) {

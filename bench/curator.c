@@ -275,7 +275,7 @@ result_t curator_figure_result(const curator_figure_t *f)
     return (result_t){ f->name, f->cycles / f->seconds,
                        f->rounds % 2 ? p50[mid] : (p50[mid - 1] + p50[mid]) / 2,
                        f->rounds % 2 ? p99[mid] : (p99[mid - 1] + p99[mid]) / 2,
-                       f->cycles, -1, -1, 0 };
+                       f->cycles, -1, -1, 0, 0 };
 }
 
 /* The round hook: Curator's figures after zkit's; once the peer says it cannot run here, the

@@ -11,7 +11,7 @@
 result_t summarize(const char *name, double *ms, long n, int64_t elapsed_ns)
 {
     demo_latency_t l = demo_latency(ms, (size_t)n);
-    result_t r = { name, demo_rate(n, elapsed_ns), l.p50, l.p99, n, -1, -1, 0 };
+    result_t r = { name, demo_rate(n, elapsed_ns), l.p50, l.p99, n, -1, -1, 0, 0 };
     return r;
 }
 
