@@ -380,7 +380,7 @@ void zkit__client_reject(zkit_client_t *c, const char *fmt, ...)
     va_end(ap);
 }
 
-ZKIT_EXTERN int zkit_client_block_until_connected(zkit_client_t *c, int timeout_ms)
+static int client_block_until_connected_call(zkit_client_t *c, int timeout_ms)
 {
     struct timespec ts;
     int rc = 0;
@@ -403,6 +403,11 @@ ZKIT_EXTERN int zkit_client_block_until_connected(zkit_client_t *c, int timeout_
     else if (rc != 0)
         zkit__error_fresh(rc, "block_until_connected");
     return rc;
+}
+
+ZKIT_EXTERN int zkit_client_block_until_connected(zkit_client_t *c, int timeout_ms)
+{
+    ZKIT__PUBLIC_CALL(client_block_until_connected, (c, timeout_ms));
 }
 
 ZKIT_EXTERN zkit_conn_state_t zkit_client_state(const zkit_client_t *cc)

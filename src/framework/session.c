@@ -638,7 +638,7 @@ static int start_threads(zkit_client_t *c)
     return 0;
 }
 
-ZKIT_EXTERN int zkit_client_new(zkit_client_t **out, const zkit_client_options_t *opts)
+static int client_new_call(zkit_client_t **out, const zkit_client_options_t *opts)
 {
     zkit_client_t *c;
     int rc;
@@ -667,6 +667,11 @@ ZKIT_EXTERN int zkit_client_new(zkit_client_t **out, const zkit_client_options_t
     }
     *out = c;
     return 0;
+}
+
+ZKIT_EXTERN int zkit_client_new(zkit_client_t **out, const zkit_client_options_t *opts)
+{
+    ZKIT__PUBLIC_CALL(client_new, (out, opts));
 }
 
 /* The close listeners' walk, on the event thread (or the closing thread in dispatch mode). */

@@ -271,9 +271,7 @@ static int atomic_long_new_call(zkit_atomic_long_t **out, zkit_client_t *client,
 ZKIT_EXTERN int zkit_atomic_long_new(zkit_atomic_long_t **out, zkit_client_t *client,
                                      const char *path, const zkit_atomic_options_t *opts)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = atomic_long_new_call(out, client, path, opts);
-    return zkit__error_unless_set(mark, rc, "atomic_long_new");
+    ZKIT__PUBLIC_CALL(atomic_long_new, (out, client, path, opts));
 }
 
 static int atomic_long_get_call(zkit_atomic_result_t *result, zkit_atomic_long_t *al)
@@ -291,9 +289,7 @@ static int atomic_long_get_call(zkit_atomic_result_t *result, zkit_atomic_long_t
 
 ZKIT_EXTERN int zkit_atomic_long_get(zkit_atomic_result_t *result, zkit_atomic_long_t *al)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = atomic_long_get_call(result, al);
-    return zkit__error_unless_set(mark, rc, "atomic_long_get");
+    ZKIT__PUBLIC_CALL(atomic_long_get, (result, al));
 }
 
 static int atomic_long_increment_call(zkit_atomic_result_t *result, zkit_atomic_long_t *al)
@@ -303,9 +299,7 @@ static int atomic_long_increment_call(zkit_atomic_result_t *result, zkit_atomic_
 
 ZKIT_EXTERN int zkit_atomic_long_increment(zkit_atomic_result_t *result, zkit_atomic_long_t *al)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = atomic_long_increment_call(result, al);
-    return zkit__error_unless_set(mark, rc, "atomic_long_increment");
+    ZKIT__PUBLIC_CALL(atomic_long_increment, (result, al));
 }
 
 static int atomic_long_decrement_call(zkit_atomic_result_t *result, zkit_atomic_long_t *al)
@@ -315,9 +309,7 @@ static int atomic_long_decrement_call(zkit_atomic_result_t *result, zkit_atomic_
 
 ZKIT_EXTERN int zkit_atomic_long_decrement(zkit_atomic_result_t *result, zkit_atomic_long_t *al)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = atomic_long_decrement_call(result, al);
-    return zkit__error_unless_set(mark, rc, "atomic_long_decrement");
+    ZKIT__PUBLIC_CALL(atomic_long_decrement, (result, al));
 }
 
 static int atomic_long_add_call(zkit_atomic_result_t *result, zkit_atomic_long_t *al,
@@ -329,9 +321,7 @@ static int atomic_long_add_call(zkit_atomic_result_t *result, zkit_atomic_long_t
 ZKIT_EXTERN int zkit_atomic_long_add(zkit_atomic_result_t *result, zkit_atomic_long_t *al,
                                      int64_t delta)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = atomic_long_add_call(result, al, delta);
-    return zkit__error_unless_set(mark, rc, "atomic_long_add");
+    ZKIT__PUBLIC_CALL(atomic_long_add, (result, al, delta));
 }
 
 static int atomic_long_try_set_call(zkit_atomic_result_t *result, zkit_atomic_long_t *al,
@@ -343,9 +333,7 @@ static int atomic_long_try_set_call(zkit_atomic_result_t *result, zkit_atomic_lo
 ZKIT_EXTERN int zkit_atomic_long_try_set(zkit_atomic_result_t *result, zkit_atomic_long_t *al,
                                          int64_t value)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = atomic_long_try_set_call(result, al, value);
-    return zkit__error_unless_set(mark, rc, "atomic_long_try_set");
+    ZKIT__PUBLIC_CALL(atomic_long_try_set, (result, al, value));
 }
 
 static int atomic_long_compare_and_set_call(zkit_atomic_result_t *result, zkit_atomic_long_t *al,
@@ -377,9 +365,7 @@ ZKIT_EXTERN int zkit_atomic_long_compare_and_set(zkit_atomic_result_t *result,
                                                  zkit_atomic_long_t *al, int64_t expected,
                                                  int64_t value)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = atomic_long_compare_and_set_call(result, al, expected, value);
-    return zkit__error_unless_set(mark, rc, "atomic_long_compare_and_set");
+    ZKIT__PUBLIC_CALL(atomic_long_compare_and_set, (result, al, expected, value));
 }
 
 static int atomic_long_force_set_call(zkit_atomic_long_t *al, int64_t value)
@@ -407,9 +393,7 @@ static int atomic_long_force_set_call(zkit_atomic_long_t *al, int64_t value)
 
 ZKIT_EXTERN int zkit_atomic_long_force_set(zkit_atomic_long_t *al, int64_t value)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = atomic_long_force_set_call(al, value);
-    return zkit__error_unless_set(mark, rc, "atomic_long_force_set");
+    ZKIT__PUBLIC_CALL(atomic_long_force_set, (al, value));
 }
 
 static int atomic_long_initialize_call(int *created, zkit_atomic_long_t *al, int64_t value)
@@ -433,9 +417,7 @@ static int atomic_long_initialize_call(int *created, zkit_atomic_long_t *al, int
 
 ZKIT_EXTERN int zkit_atomic_long_initialize(int *created, zkit_atomic_long_t *al, int64_t value)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = atomic_long_initialize_call(created, al, value);
-    return zkit__error_unless_set(mark, rc, "atomic_long_initialize");
+    ZKIT__PUBLIC_CALL(atomic_long_initialize, (created, al, value));
 }
 
 ZKIT_EXTERN void zkit_atomic_long_free(zkit_atomic_long_t *al)

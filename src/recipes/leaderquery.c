@@ -62,9 +62,7 @@ static int latch_participants_call(zkit_participant_t **list, size_t *count, zki
 ZKIT_EXTERN int zkit_latch_participants(zkit_participant_t **list, size_t *count,
                                         zkit_client_t *client, const char *path)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = latch_participants_call(list, count, client, path);
-    return zkit__error_unless_set(mark, rc, "latch_participants");
+    ZKIT__PUBLIC_CALL(latch_participants, (list, count, client, path));
 }
 
 static int latch_leader_call(char **id, zkit_client_t *client, const char *path)
@@ -74,9 +72,7 @@ static int latch_leader_call(char **id, zkit_client_t *client, const char *path)
 
 ZKIT_EXTERN int zkit_latch_leader(char **id, zkit_client_t *client, const char *path)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = latch_leader_call(id, client, path);
-    return zkit__error_unless_set(mark, rc, "latch_leader");
+    ZKIT__PUBLIC_CALL(latch_leader, (id, client, path));
 }
 
 static int selector_participants_call(zkit_participant_t **list, size_t *count,
@@ -88,9 +84,7 @@ static int selector_participants_call(zkit_participant_t **list, size_t *count,
 ZKIT_EXTERN int zkit_selector_participants(zkit_participant_t **list, size_t *count,
                                            zkit_client_t *client, const char *path)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = selector_participants_call(list, count, client, path);
-    return zkit__error_unless_set(mark, rc, "selector_participants");
+    ZKIT__PUBLIC_CALL(selector_participants, (list, count, client, path));
 }
 
 static int selector_leader_call(char **id, zkit_client_t *client, const char *path)
@@ -100,7 +94,5 @@ static int selector_leader_call(char **id, zkit_client_t *client, const char *pa
 
 ZKIT_EXTERN int zkit_selector_leader(char **id, zkit_client_t *client, const char *path)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = selector_leader_call(id, client, path);
-    return zkit__error_unless_set(mark, rc, "selector_leader");
+    ZKIT__PUBLIC_CALL(selector_leader, (id, client, path));
 }

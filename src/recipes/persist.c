@@ -702,9 +702,7 @@ ZKIT_EXTERN int zkit_persistent_node_new(zkit_persistent_node_t **out, zkit_clie
                                          const zkit_persistent_options_t *opts,
                                          zkit_persistent_node_fn fn, void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = persistent_node_new_call(out, client, path, data, len, opts, fn, arg);
-    return zkit__error_unless_set(mark, rc, "persistent_node_new");
+    ZKIT__PUBLIC_CALL(persistent_node_new, (out, client, path, data, len, opts, fn, arg));
 }
 
 static int persistent_node_set_data_call(zkit_persistent_node_t *n, const void *data, size_t len)
@@ -733,9 +731,7 @@ static int persistent_node_set_data_call(zkit_persistent_node_t *n, const void *
 ZKIT_EXTERN int zkit_persistent_node_set_data(zkit_persistent_node_t *n, const void *data,
                                               size_t len)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = persistent_node_set_data_call(n, data, len);
-    return zkit__error_unless_set(mark, rc, "persistent_node_set_data");
+    ZKIT__PUBLIC_CALL(persistent_node_set_data, (n, data, len));
 }
 
 static int persistent_node_wait_call(zkit_persistent_node_t *n, int timeout_ms)
@@ -794,9 +790,7 @@ static int persistent_node_wait_call(zkit_persistent_node_t *n, int timeout_ms)
 
 ZKIT_EXTERN int zkit_persistent_node_wait(zkit_persistent_node_t *n, int timeout_ms)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = persistent_node_wait_call(n, timeout_ms);
-    return zkit__error_unless_set(mark, rc, "persistent_node_wait");
+    ZKIT__PUBLIC_CALL(persistent_node_wait, (n, timeout_ms));
 }
 
 static int persistent_node_status_call(zkit_persistent_status_t *status, char **path,
@@ -825,9 +819,7 @@ static int persistent_node_status_call(zkit_persistent_status_t *status, char **
 ZKIT_EXTERN int zkit_persistent_node_status(zkit_persistent_status_t *status, char **path,
                                             zkit_persistent_node_t *n)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = persistent_node_status_call(status, path, n);
-    return zkit__error_unless_set(mark, rc, "persistent_node_status");
+    ZKIT__PUBLIC_CALL(persistent_node_status, (status, path, n));
 }
 
 ZKIT_EXTERN void zkit_persistent_node_free(zkit_persistent_node_t *n)

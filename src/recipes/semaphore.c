@@ -1139,12 +1139,10 @@ static int semaphore_new_call(zkit_semaphore_t **out, zkit_client_t *client, con
 ZKIT_EXTERN int zkit_semaphore_new(zkit_semaphore_t **out, zkit_client_t *client, const char *path,
                                    int max_leases)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = semaphore_new_call(out, client, path, max_leases);
-    return zkit__error_unless_set(mark, rc, "semaphore_new");
+    ZKIT__PUBLIC_CALL(semaphore_new, (out, client, path, max_leases));
 }
 
-ZKIT_EXTERN int zkit_semaphore_cancel(zkit_semaphore_t *sem)
+static int semaphore_cancel_call(zkit_semaphore_t *sem)
 {
     zkit__sem_acq_t *a;
     if (!sem)
@@ -1164,6 +1162,11 @@ ZKIT_EXTERN int zkit_semaphore_cancel(zkit_semaphore_t *sem)
         zkit__sem_acq_unref(a);
     }
     return 0;
+}
+
+ZKIT_EXTERN int zkit_semaphore_cancel(zkit_semaphore_t *sem)
+{
+    ZKIT__PUBLIC_CALL(semaphore_cancel, (sem));
 }
 
 ZKIT_EXTERN void zkit_semaphore_free(zkit_semaphore_t *sem)
@@ -1243,9 +1246,7 @@ static int semaphore_acquire_call(zkit_lease_t **leases, zkit_semaphore_t *sem, 
 ZKIT_EXTERN int zkit_semaphore_acquire(zkit_lease_t **leases, zkit_semaphore_t *sem, int count,
                                        int timeout_ms)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = semaphore_acquire_call(leases, sem, count, timeout_ms);
-    return zkit__error_unless_set(mark, rc, "semaphore_acquire");
+    ZKIT__PUBLIC_CALL(semaphore_acquire, (leases, sem, count, timeout_ms));
 }
 
 static int semaphore_acquire_async_call(zkit_semaphore_t *sem, int count, int timeout_ms,
@@ -1269,9 +1270,7 @@ static int semaphore_acquire_async_call(zkit_semaphore_t *sem, int count, int ti
 ZKIT_EXTERN int zkit_semaphore_acquire_async(zkit_semaphore_t *sem, int count, int timeout_ms,
                                              zkit_leases_acquired_fn done, void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = semaphore_acquire_async_call(sem, count, timeout_ms, done, arg);
-    return zkit__error_unless_set(mark, rc, "semaphore_acquire_async");
+    ZKIT__PUBLIC_CALL(semaphore_acquire_async, (sem, count, timeout_ms, done, arg));
 }
 
 int zkit__semaphore_data_set(zkit_semaphore_t *sem, const void *data, size_t len)
@@ -1290,8 +1289,8 @@ int zkit__semaphore_data_set(zkit_semaphore_t *sem, const void *data, size_t len
     return 0;
 }
 
-ZKIT_EXTERN int zkit_semaphore_set_state_callback(zkit_semaphore_t *sem, zkit_lease_state_fn fn,
-                                                  void *arg)
+static int semaphore_set_state_callback_call(zkit_semaphore_t *sem, zkit_lease_state_fn fn,
+                                             void *arg)
 {
     if (!sem)
         return ZKIT_EINVAL;
@@ -1300,6 +1299,12 @@ ZKIT_EXTERN int zkit_semaphore_set_state_callback(zkit_semaphore_t *sem, zkit_le
     sem->state_arg = fn ? arg : NULL;
     zkit__mutex_unlock(&sem->mu);
     return 0;
+}
+
+ZKIT_EXTERN int zkit_semaphore_set_state_callback(zkit_semaphore_t *sem, zkit_lease_state_fn fn,
+                                                  void *arg)
+{
+    ZKIT__PUBLIC_CALL(semaphore_set_state_callback, (sem, fn, arg));
 }
 
 static int lease_release_call(zkit_lease_t *lease)
@@ -1314,9 +1319,7 @@ static int lease_release_call(zkit_lease_t *lease)
 
 ZKIT_EXTERN int zkit_lease_release(zkit_lease_t *lease)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = lease_release_call(lease);
-    return zkit__error_unless_set(mark, rc, "lease_release");
+    ZKIT__PUBLIC_CALL(lease_release, (lease));
 }
 
 ZKIT_EXTERN zkit_lock_t *zkit_lease_lock(zkit_lease_t *lease)
@@ -1348,9 +1351,7 @@ static int lease_valid_until_call(int64_t *deadline_ms, const zkit_lease_t *leas
 
 ZKIT_EXTERN int zkit_lease_valid_until(int64_t *deadline_ms, const zkit_lease_t *lease)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = lease_valid_until_call(deadline_ms, lease);
-    return zkit__error_unless_set(mark, rc, "lease_valid_until");
+    ZKIT__PUBLIC_CALL(lease_valid_until, (deadline_ms, lease));
 }
 
 ZKIT_EXTERN int zkit_lease_guard_txn(zkit_txn_t *txn, const zkit_lease_t *lease)
