@@ -356,7 +356,7 @@ void zkit__call_exit(zkit_client_t *c)
     pthread_mutex_unlock(&c->mu);
 }
 
-int zkit__client_connection_timeout(zkit_client_t *c)
+int zkit__client_operation_timeout(zkit_client_t *c)
 {
     return c->conf.operation_timeout_ms > 0 ? c->conf.operation_timeout_ms
                                             : c->conf.connection_timeout_ms;

@@ -640,7 +640,7 @@ static int run_begin(run_t *run) ZKIT__REQUIRES(run->m.mu)
     int64_t due = run->deadline_ms > 0   ? run->deadline_ms
                   : run->deadline_ms < 0 ? INT64_MAX
                                          : zkit__monotonic_ms() +
-                                               zkit__client_connection_timeout(sem->client);
+                                               zkit__client_operation_timeout(sem->client);
     int rc;
     if (zkit__machine_arm_deadline(&run->m, due, on_run_deadline) != 0)
         return zkit__client_is_closing(sem->client) ? ZKIT_ECLOSED : ZKIT_ENOMEM;
