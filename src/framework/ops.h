@@ -99,9 +99,10 @@ struct zkit__op {
     void *multi_arg;                /* the transaction, alive until the op finishes */
     int multi_resend_safe;          /* nothing in it writes: may be sent again after a loss */
     int multi_sent;                 /* an attempt was handed to libzookeeper */
-    int64_t bound_session;          /* non-zero: sent only on this session, else it ends with
-                                     * ZKIT_ESESSIONEXPIRED (a write for what that session
-                                     * owns, which another session may own by the next) */
+    int64_t bound_session;          /* non-zero: sent only on the session of this id, else
+                                     * it ends with ZKIT_ESESSIONEXPIRED (a write for what
+                                     * that session owns, which another session may own by
+                                     * the next) */
     int session_moved;              /* the attempt was not sent: the session is another */
 
     int retry_count;

@@ -416,7 +416,7 @@ static void on_connected(zkit_client_t *c, int read_only, int64_t at_ms)
                      __ATOMIC_RELAXED);
     confirm_touches_forget(c);
     if (!same_session) {
-        /* No lock of this session is held yet: each grant confirms itself. */
+        /* A new session holds no lock yet: each grant confirms itself. */
         c->confirm.unconfirmed = 0;
         c->confirm.confirmed_until_ms = at_ms + c->handle.negotiated_timeout_ms / 12;
     } else if (c->confirm.unconfirmed ||

@@ -75,7 +75,7 @@ struct zkit_persistent_node {
     int32_t version;             /* its data version as last seen */
     uint64_t written_seq;        /* the data it holds */
     int armed;                   /* a watch of ours is set on node_path ... */
-    int64_t armed_session;       /* ... in this session */
+    int64_t armed_session;       /* ... in the session of this id */
     int verify;                  /* read it again before trusting what we know */
     int taken;                   /* a create met NodeExists: read what holds the name */
     int waiting;                 /* another session's node holds the name: wait for the watch */
@@ -242,7 +242,8 @@ static void issue(zkit_persistent_node_t *n, step_t step)
     n->sent_data_seq = n->data_seq;
     n->sent_session = session;
     if (step == STEP_VERIFY) {
-        /* A watch set in this session and not fired is still set: no second registration. */
+        /* A watch set in the current session and not fired is still set: no second
+         * registration. */
         watch = !(n->armed && n->armed_session == session && session != 0);
         n->verify = 0;
         n->taken = 0;

@@ -54,7 +54,7 @@ struct zkit__rewatch {
     int64_t synced_session;      /* the session a synced read was answered on */
     int sent_watch;              /* the read now out sets a watch */
     int armed;                   /* a watch of ours is set and has not fired ... */
-    int64_t armed_session;       /* ... in this session */
+    int64_t armed_session;       /* ... in the session of this id */
 
     /* the newest accepted state */
     int have;
@@ -132,7 +132,7 @@ static void issue(zkit__rewatch_t *w, zkit__read_kind_t step)
     int sync, watch, rc;
     pthread_mutex_lock(&w->mu);
     sync = session == 0 || session != w->synced_session;
-    /* A watch set in this session that has not fired is still set (libzookeeper sets it
+    /* A watch set in the current session that has not fired is still set (libzookeeper sets it
      * again on each reconnection, and it fires for what changed meanwhile): a read made only
      * to resynchronize adds none, so that reconnections do not pile registrations up. */
     watch = !(w->armed && w->armed_session == session && session != 0);
