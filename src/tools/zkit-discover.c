@@ -65,6 +65,31 @@ typedef struct options {
     int one, json;
 } options_t;
 
+static int own_option(void *target, int c, const char *arg)
+{
+    options_t *o = target;
+    switch (c) {
+    case OPT_BASE: o->base = arg; return 0;
+    case OPT_ONE: o->one = 1; return 0;
+    case OPT_JSON: o->json = 1; return 0;
+    default: return ZKL_EXIT_INTERNAL;
+    }
+}
+
+static int take_word(void *target, int argc, char **argv, int index)
+{
+    options_t *o = target;
+    (void)argc;
+    if (o->service)
+        return zkl_usage_error("one SERVICE only ('%s' and '%s' given)", o->service,
+                               argv[index]);
+    o->service = argv[index];
+    return ZKL_WORD_TAKEN;
+}
+
+static const zkl_grammar_t grammar = { "+:vqhV", long_options, usage_text, own_option,
+                                       take_word };
+
 /* -1 to go on, or the exit status (0 after --help or --version). */
 static int parse_options(options_t *o, int argc, char **argv)
 {
@@ -72,39 +97,8 @@ static int parse_options(options_t *o, int argc, char **argv)
     memset(o, 0, sizeof(*o));
     zkl_default_connection(&o->conn);
     o->base = DEFAULT_BASE;
-    opterr = 0;
-    for (;;) {
-        int before = optind, c = getopt_long(argc, argv, "+:vqhV", long_options, NULL);
-        if (c == -1) {
-            if (optind >= argc)
-                break;
-            if (o->service)
-                return zkl_usage_error("one SERVICE only ('%s' and '%s' given)", o->service,
-                                       argv[optind]);
-            o->service = argv[optind++];
-            continue;
-        }
-        if (c == '?' || c == ':')
-            return zkl_bad_option(c, optopt, argv[before]);
-        if (c == 'h') {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (c == 'V') {
-            printf("zkit-discover %s (libzkit %s)\n", ZKIT_VERSION_STRING, zkit_version());
-            return 0;
-        }
-        if ((rc = zkl_connection_option(&o->conn, c, optarg)) > 0)
-            return rc;
-        if (rc == 0)
-            continue;
-        if (c == OPT_BASE)
-            o->base = optarg;
-        else if (c == OPT_ONE)
-            o->one = 1;
-        else if (c == OPT_JSON)
-            o->json = 1;
-    }
+    if ((rc = zkl_scan_arguments(&grammar, o, &o->conn, argc, argv, NULL)) >= 0)
+        return rc;
     zkl_set_verbosity(o->conn.verbosity);
     if (!o->service)
         return zkl_usage_error("no SERVICE given");
@@ -114,8 +108,7 @@ static int parse_options(options_t *o, int argc, char **argv)
     if (zkit_path_validate(o->base) != 0 || strcmp(o->base, "/") == 0)
         return zkl_usage_error("bad base path '%s': must be absolute, not the root, without "
                                "empty, '.' or '..' parts", o->base);
-    if ((rc = zkl_check_namespace(o->conn.namespace_name)) == 0)
-        rc = zkl_load_credential(&o->conn);
+    rc = zkl_connection_ready(&o->conn);
     return rc == 0 ? -1 : rc;
 }
 

@@ -121,12 +121,10 @@ static int depth_option(zkw_options_t *o, const char *arg)
     return 0;
 }
 
-static int apply_option(zkw_options_t *o, int c, const char *arg)
+static int apply_option(void *target, int c, const char *arg)
 {
+    zkw_options_t *o = target;
     int64_t ms;
-    int rc = zkl_connection_option(&o->conn, c, arg);
-    if (rc >= 0)
-        return rc;
     switch (c) {
     case OPT_CHILDREN: o->children = 1; return 0;
     case OPT_TREE: o->tree = 1; return 0;
@@ -142,40 +140,18 @@ static int apply_option(zkw_options_t *o, int c, const char *arg)
     }
 }
 
-/* Returns -1 to go on, or the exit status (0 after --help or --version). */
-static int scan_arguments(zkw_options_t *o, int argc, char **argv)
+static int take_word(void *target, int argc, char **argv, int index)
 {
-    opterr = 0;
-    for (;;) {
-        int before = optind, c, rc;
-        c = getopt_long(argc, argv, short_options, long_options, NULL);
-        if (c == -1) {
-            if (before < argc && strcmp(argv[before], "--") == 0 && optind == before + 1) {
-                o->command = argv + optind;
-                return -1;
-            }
-            if (optind >= argc)
-                return -1;
-            if (o->path)
-                return zkl_usage_error("one PATH only ('%s' and '%s' given)", o->path,
-                                       argv[optind]);
-            o->path = argv[optind++];
-            continue;
-        }
-        if (c == '?' || c == ':')
-            return zkl_bad_option(c, optopt, argv[before]);
-        if (c == 'h') {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (c == 'V') {
-            printf("zkit-watch %s (libzkit %s)\n", ZKIT_VERSION_STRING, zkit_version());
-            return 0;
-        }
-        if ((rc = apply_option(o, c, optarg)) != 0)
-            return rc;
-    }
+    zkw_options_t *o = target;
+    (void)argc;
+    if (o->path)
+        return zkl_usage_error("one PATH only ('%s' and '%s' given)", o->path, argv[index]);
+    o->path = argv[index];
+    return ZKL_WORD_TAKEN;
 }
+
+static const zkl_grammar_t grammar = { short_options, long_options, usage_text, apply_option,
+                                       take_word };
 
 static int check_options(const zkw_options_t *o)
 {
@@ -204,12 +180,12 @@ static int parse_options(zkw_options_t *o, int argc, char **argv)
     zkl_default_connection(&o->conn);
     o->timeout_ms = -1;
     o->depth = ZKIT_TREE_CACHE_UNLIMITED;
-    if ((rc = scan_arguments(o, argc, argv)) >= 0)
+    if ((rc = zkl_scan_arguments(&grammar, o, &o->conn, argc, argv, &o->command)) >= 0)
         return rc;
     o->kind = o->tree ? ZKW_TREE : o->children ? ZKW_CHILDREN : ZKW_NODE;
     zkl_set_verbosity(o->conn.verbosity);
-    if ((rc = check_options(o)) == 0 && (rc = zkl_check_namespace(o->conn.namespace_name)) == 0)
-        rc = zkl_load_credential(&o->conn);
+    if ((rc = check_options(o)) == 0)
+        rc = zkl_connection_ready(&o->conn);
     return rc == 0 ? -1 : rc;
 }
 
