@@ -26,12 +26,12 @@
 #include <CUnit/CUnit.h>
 
 #include "harness.h"
+#include "proc_support.h"
 
 #ifndef ZKIT_WATCH_BIN
 #define ZKIT_WATCH_BIN "src/tools/zkit-watch"
 #endif
 
-#define MAX_ARGS 32
 #define TOOL_WAIT_MS 30000
 /* A change reaches a watcher on loopback in milliseconds; this bounds a loaded machine. */
 #define EVENT_WAIT_MS 15000
@@ -47,64 +47,10 @@ static void scratch(char *out, size_t len, const char *name)
     snprintf(out, len, "%s/%s", scratch_dir, name);
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char *text = NULL;
-    size_t size = 0;
-    if (!f)
-        return NULL;
-    if (getdelim(&text, &size, '\0', f) < 0) {
-        free(text);
-        text = strdup("");
-    }
-    fclose(f);
-    return text;
-}
-
-static int line_count(const char *text)
-{
-    int n = 0;
-    for (; text && *text; text++)
-        n += *text == '\n';
-    return n;
-}
-
-static int contains(const char *path, const char *needle)
-{
-    char *text = slurp(path);
-    int found = text && strstr(text, needle) != NULL;
-    free(text);
-    return found;
-}
-
-typedef struct grep_arg {
-    const char *path;
-    const char *needle;
-} grep_arg_t;
-
-static int grep_pred(void *arg)
-{
-    grep_arg_t *g = arg;
-    return contains(g->path, g->needle);
-}
-
-static int wait_text(const char *path, const char *needle, int timeout_ms)
-{
-    grep_arg_t g = { path, needle };
-    int rc = zkh_wait_until(grep_pred, &g, timeout_ms);
-    if (rc != 0) {
-        char *text = slurp(path);
-        fprintf(stderr, "watch-cli: no '%s' in %s:\n%s\n", needle, path, text ? text : "");
-        free(text);
-    }
-    return rc;
-}
-
 /* Whether the file's text is exactly `want`, printing both when not. */
 static int text_is(const char *path, const char *want)
 {
-    char *text = slurp(path);
+    char *text = proc_slurp(path);
     int same = text && strcmp(text, want) == 0;
     if (!same)
         fprintf(stderr, "watch-cli: %s is:\n%s\nexpected:\n%s\n", path, text ? text : "(none)",
@@ -113,132 +59,23 @@ static int text_is(const char *path, const char *want)
     return same;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
-
-/* Kills the process groups recorded in scratch *.pid files: commands a failed test left. */
-static int kill_recorded(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    size_t n = strlen(path);
-    (void)st;
-    (void)ftw;
-    if (flag == FTW_F && n > 4 && strcmp(path + n - 4, ".pid") == 0) {
-        char *text = slurp(path);
-        long pid = text ? strtol(text, NULL, 10) : 0;
-        if (pid > 1)
-            kill((pid_t)-pid, SIGKILL);
-        free(text);
-    }
-    return 0;
-}
-
 /* ---- processes -------------------------------------------------------------------------- */
 
 /* Starts zkit-watch with `args` (NULL-terminated), stdin from /dev/null, stdout and stderr to
  * files (NULL: /dev/null), in a process group of its own. */
 static pid_t spawn_tool(const char *out, const char *err, const char *const *args)
 {
-    const char *argv[MAX_ARGS + 2];
-    sigset_t all, old;
-    pid_t pid;
-    int n = 0;
-    argv[n++] = tool;
-    while (n <= MAX_ARGS && args[n - 1]) {
-        argv[n] = args[n - 1];
-        n++;
-    }
-    argv[n] = NULL;
-    /* The harness's handlers (which stop the servers) must never run in the child. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pid = fork();
-    if (pid == 0) {
-        struct sigaction dfl;
-        int in = open("/dev/null", O_RDONLY);
-        int o = open(out ? out : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
-        int e = open(err ? err : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
-        memset(&dfl, 0, sizeof(dfl));
-        dfl.sa_handler = SIG_DFL;
-        for (int sig = 1; sig < NSIG; sig++)
-            sigaction(sig, &dfl, NULL);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        setpgid(0, 0);
-        dup2(in, 0);
-        dup2(o, 1);
-        dup2(e, 2);
-        for (int fd = 3; fd < 1024; fd++)
-            close(fd);
-        execv(tool, (char *const *)argv);
-        _exit(127);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return pid;
-}
-
-/* Its status as a shell reports it (128+N for signal N), or -1 after timeout_ms, when its
- * group is killed and it is reaped. */
-static int wait_status(pid_t pid, int timeout_ms)
-{
-    int64_t deadline = zkh_now_ms() + timeout_ms;
-    int status;
-    for (;;) {
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid)
-            return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-        if (r < 0 && errno != EINTR)
-            return -1;
-        if (zkh_now_ms() >= deadline) {
-            kill(-pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            return -1;
-        }
-        usleep(5000);
-    }
+    return proc_spawn_args(tool, args, out, err, 1);
 }
 
 static int run_tool(int64_t *elapsed_ms, const char *out, const char *err,
                     const char *const *args)
 {
     int64_t start = zkh_now_ms();
-    int status = wait_status(spawn_tool(out, err, args), TOOL_WAIT_MS);
+    int status = proc_wait_status(spawn_tool(out, err, args), TOOL_WAIT_MS);
     if (elapsed_ms)
         *elapsed_ms = zkh_now_ms() - start;
     return status;
-}
-
-/* Whether a live (not zombie) process is in group `pgid`: /proc/PID/stat's pgrp field. */
-static int live_in_group(long pgid)
-{
-    DIR *proc = opendir("/proc");
-    struct dirent *e;
-    int alive = 0;
-    while (proc && !alive && (e = readdir(proc)) != NULL) {
-        char path[300], buf[1024], state, *close_paren;
-        long ppid, pgrp;
-        size_t n;
-        FILE *f;
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
-            continue;
-        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
-        if (!(f = fopen(path, "r")))
-            continue;
-        n = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        close_paren = strrchr(buf, ')');
-        if (close_paren && sscanf(close_paren + 1, " %c %ld %ld", &state, &ppid, &pgrp) == 3 &&
-            pgrp == pgid && state != 'Z' && state != 'X')
-            alive = 1;
-    }
-    if (proc)
-        closedir(proc);
-    return alive;
 }
 
 /* ---- the server side ---------------------------------------------------------------------- */
@@ -292,21 +129,21 @@ static void test_events_in_order(void)
         w = spawn_tool(out, NULL, args);
     }
     snprintf(line, sizeof(line), "%s INITIALIZED -1 \n", path);
-    CU_ASSERT_EQUAL_FATAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     CU_ASSERT_EQUAL(zk_create(path, "one", 3), ZOK);
     snprintf(line, sizeof(line), "%s CREATED 0 one\n", path);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     CU_ASSERT_EQUAL(zk_set(path, "two"), ZOK);
     snprintf(line, sizeof(line), "%s CHANGED 1 two\n", path);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     CU_ASSERT_EQUAL(zk_delete(path), ZOK);
     snprintf(line, sizeof(line), "%s DELETED 1 two\n", path);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     CU_ASSERT_EQUAL(zk_create(path, "three", 5), ZOK);
     snprintf(line, sizeof(line), "%s CREATED 0 three\n", path);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     kill(w, SIGTERM);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
     snprintf(want, sizeof(want),
              "%s INITIALIZED -1 \n%s CREATED 0 one\n%s CHANGED 1 two\n%s DELETED 1 two\n"
              "%s CREATED 0 three\n", path, path, path, path, path);
@@ -320,9 +157,9 @@ static void test_events_in_order(void)
         w = spawn_tool(out, NULL, args);
     }
     snprintf(line, sizeof(line), "%s INITIALIZED -1\n", path);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     kill(w, SIGINT);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
     snprintf(want, sizeof(want), "%s CREATED 0\n%s INITIALIZED -1\n", path, path);
     CU_ASSERT(text_is(out, want));
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
@@ -348,16 +185,16 @@ static void test_data_escaping(void)
         w = spawn_tool(out, NULL, args);
     }
     snprintf(line, sizeof(line), "%s INITIALIZED -1 \n", parent);
-    CU_ASSERT_EQUAL_FATAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     CU_ASSERT_EQUAL(zk_create(child, data, sizeof(data) - 1), ZOK);
-    CU_ASSERT_EQUAL(wait_text(out, " CREATED 0 ", EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out, " CREATED 0 ", EVENT_WAIT_MS), 0);
     CU_ASSERT_EQUAL(zk_create(empty, "", 0), ZOK);
     snprintf(line, sizeof(line), "%s CREATED 0 \n", empty);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     kill(w, SIGTERM);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 0);
-    text = slurp(out);
-    CU_ASSERT_EQUAL(line_count(text), 3);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
+    text = proc_slurp(out);
+    CU_ASSERT_EQUAL(proc_line_count(text), 3);
     for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
         char *f[5] = { NULL };
         int n = 0;
@@ -385,7 +222,7 @@ static void test_data_escaping(void)
     CU_ASSERT_EQUAL(seen, 2);
     free(text);
     /* The escaped bytes as the man page states them. */
-    CU_ASSERT(contains(out, "with\\x20space\\x5c CREATED 0 a\\x20b\\x0ac\\x5cd\\x09e\\x01\\x7f"
+    CU_ASSERT(proc_contains(out, "with\\x20space\\x5c CREATED 0 a\\x20b\\x0ac\\x5cd\\x09e\\x01\\x7f"
                             "\xc3\xa9\\x20\\x5cx41\n"));
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, parent), 0);
 }
@@ -406,23 +243,23 @@ static void test_children(void)
         w = spawn_tool(out, NULL, args);
     }
     snprintf(line, sizeof(line), "%s INITIALIZED -1\n", parent);
-    CU_ASSERT_EQUAL_FATAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     CU_ASSERT_EQUAL(zk_create(b, "2", 1), ZOK);
     snprintf(line, sizeof(line), "%s CREATED 0\n", b);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     CU_ASSERT_EQUAL(zk_set(a, "3"), ZOK);
     snprintf(line, sizeof(line), "%s CHANGED 1\n", a);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     CU_ASSERT_EQUAL(zk_delete(b), ZOK);
     snprintf(line, sizeof(line), "%s DELETED 0\n", b);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     /* The parent's own data is not a child: no line. */
     CU_ASSERT_EQUAL(zk_set(parent, "p"), ZOK);
     CU_ASSERT_EQUAL(zk_delete(a), ZOK);
     snprintf(line, sizeof(line), "%s DELETED 1\n", a);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     kill(w, SIGTERM);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
     snprintf(want, sizeof(want),
              "%s CREATED 0\n%s INITIALIZED -1\n%s CREATED 0\n%s CHANGED 1\n%s DELETED 0\n"
              "%s DELETED 1\n", a, parent, b, a, b, a);
@@ -459,43 +296,43 @@ static void test_tree(void)
         w1 = spawn_tool(out1, NULL, args);
     }
     snprintf(line, sizeof(line), "%s INITIALIZED -1 \n", root);
-    CU_ASSERT_EQUAL_FATAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     snprintf(line, sizeof(line), "%s INITIALIZED -1\n", root);
-    CU_ASSERT_EQUAL_FATAL(wait_text(out1, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(proc_wait_text(out1, line, EVENT_WAIT_MS), 0);
     /* Each change waits for its line, so that the order is the server's and no two changes
      * of one node fold into one state. */
     CU_ASSERT_EQUAL(zk_create(a2, "a2", 2), ZOK);
     snprintf(line, sizeof(line), "%s CREATED 0 a2\n", a2);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     CU_ASSERT_EQUAL(zk_create(b, "b", 1), ZOK);
     snprintf(line, sizeof(line), "%s CREATED 0 b\n", b);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     snprintf(line, sizeof(line), "%s CREATED 0\n", b);
-    CU_ASSERT_EQUAL(wait_text(out1, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out1, line, EVENT_WAIT_MS), 0);
     CU_ASSERT_EQUAL(zk_create(b1, "b1", 2), ZOK);
     snprintf(line, sizeof(line), "%s CREATED 0 b1\n", b1);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     CU_ASSERT_EQUAL(zk_set(a1, "A1"), ZOK);
     snprintf(line, sizeof(line), "%s CHANGED 1 A1\n", a1);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     CU_ASSERT_EQUAL(zk_set(root, "R"), ZOK);
     snprintf(line, sizeof(line), "%s CHANGED 1 R\n", root);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     snprintf(line, sizeof(line), "%s CHANGED 1\n", root);
-    CU_ASSERT_EQUAL(wait_text(out1, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out1, line, EVENT_WAIT_MS), 0);
     CU_ASSERT_EQUAL(zk_delete(b1), ZOK);
     snprintf(line, sizeof(line), "%s DELETED 0 b1\n", b1);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     CU_ASSERT_EQUAL(zk_delete(b), ZOK);
     snprintf(line, sizeof(line), "%s DELETED 0 b\n", b);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     /* The depth-1 watch follows the root and its child set, not the grandchildren. */
     snprintf(line, sizeof(line), "%s DELETED 0\n", b);
-    CU_ASSERT_EQUAL(wait_text(out1, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out1, line, EVENT_WAIT_MS), 0);
     kill(w, SIGTERM);
     kill(w1, SIGTERM);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 0);
-    CU_ASSERT_EQUAL(wait_status(w1, TOOL_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(w1, TOOL_WAIT_MS), 0);
     snprintf(want, sizeof(want),
              "%s CREATED 0 r\n%s CREATED 0 a\n%s CREATED 0 a1\n%s INITIALIZED -1 \n"
              "%s CREATED 0 a2\n%s CREATED 0 b\n%s CREATED 0 b1\n%s CHANGED 1 A1\n"
@@ -527,9 +364,9 @@ static void test_once(void)
         w = spawn_tool(out, NULL, args);
     }
     snprintf(line, sizeof(line), "%s INITIALIZED -1 \n", path);
-    CU_ASSERT_EQUAL_FATAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     CU_ASSERT_EQUAL(zk_set(path, "1"), ZOK);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
     snprintf(want, sizeof(want), "%s CREATED 0 0\n%s INITIALIZED -1 \n%s CHANGED 1 1\n", path,
              path, path);
     CU_ASSERT(text_is(out, want));
@@ -539,8 +376,8 @@ static void test_once(void)
         CU_ASSERT_EQUAL(run_tool(&elapsed, NULL, err, args), 1);
     }
     CU_ASSERT(elapsed >= 500 && elapsed < 10000);
-    text = slurp(err);
-    CU_ASSERT_EQUAL(line_count(text), 1);
+    text = proc_slurp(err);
+    CU_ASSERT_EQUAL(proc_line_count(text), 1);
     CU_ASSERT(text && strstr(text, "zkit-watch: ") == text && strstr(text, "no change within"));
     free(text);
 
@@ -550,9 +387,9 @@ static void test_once(void)
         w = spawn_tool(out, NULL, args);
     }
     snprintf(line, sizeof(line), "%s INITIALIZED -1\n", path);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     kill(w, SIGINT);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 128 + SIGINT);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 128 + SIGINT);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
@@ -606,7 +443,7 @@ static void test_command_coalesces(void)
                                "sh", dir, NULL };
         w = spawn_tool(NULL, err, args);
     }
-    CU_ASSERT_EQUAL_FATAL(wait_text(log, "start 1 ", EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(proc_wait_text(log, "start 1 ", EVENT_WAIT_MS), 0);
     for (int i = 1; i <= BURST; i++) {
         char v[16];
         snprintf(v, sizeof(v), "v%d", i);
@@ -615,21 +452,21 @@ static void test_command_coalesces(void)
     /* zkit-watch has heard the last write (it says so with -v) while run 1 still runs. */
     snprintf(waits, sizeof(waits), "%s CHANGED (version %d) waits for the running command",
              path, BURST);
-    CU_ASSERT_EQUAL(wait_text(err, waits, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(err, waits, EVENT_WAIT_MS), 0);
     release_run(dir, 1);
-    CU_ASSERT_EQUAL(wait_text(log, "start 2 ", EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(log, "start 2 ", EVENT_WAIT_MS), 0);
     release_run(dir, 2);
-    CU_ASSERT_EQUAL(wait_text(log, "end 2\n", EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(log, "end 2\n", EVENT_WAIT_MS), 0);
     /* A later change is run 3: nothing ran between. */
     CU_ASSERT_EQUAL(zk_set(path, "final"), ZOK);
-    CU_ASSERT_EQUAL(wait_text(log, "start 3 ", EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(log, "start 3 ", EVENT_WAIT_MS), 0);
     kill(w, SIGTERM);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
     /* zkit-watch left only after the command had ended: nothing of its group is alive. */
     {
-        char *text = slurp(pidfile);
+        char *text = proc_slurp(pidfile);
         long pg = text ? strtol(text, NULL, 10) : 0;
-        CU_ASSERT(pg > 1 && !live_in_group(pg));
+        CU_ASSERT(pg > 1 && !proc_live_in_group(pg));
         free(text);
     }
     snprintf(want, sizeof(want),
@@ -658,15 +495,15 @@ static void test_command_absent_and_deleted(void)
         w = spawn_tool(NULL, NULL, args);
     }
     snprintf(line, sizeof(line), "INITIALIZED -1 %s []\n", path);
-    CU_ASSERT_EQUAL_FATAL(wait_text(log, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(proc_wait_text(log, line, EVENT_WAIT_MS), 0);
     CU_ASSERT_EQUAL(zk_create(path, "x y", 3), ZOK);
     snprintf(line, sizeof(line), "CREATED 0 %s [x y]\n", path);
-    CU_ASSERT_EQUAL(wait_text(log, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(log, line, EVENT_WAIT_MS), 0);
     CU_ASSERT_EQUAL(zk_delete(path), ZOK);
     snprintf(line, sizeof(line), "DELETED 0 %s []\n", path);
-    CU_ASSERT_EQUAL(wait_text(log, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(log, line, EVENT_WAIT_MS), 0);
     kill(w, SIGHUP);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
     snprintf(want, sizeof(want), "INITIALIZED -1 %s []\nCREATED 0 %s [x y]\nDELETED 0 %s []\n",
              path, path, path);
     CU_ASSERT(text_is(log, want));
@@ -683,10 +520,10 @@ static void test_command_absent_and_deleted(void)
         scratch(err, sizeof(err), "absent-once.err");
         w = spawn_tool(NULL, err, args);
         /* -v tells when the cache is loaded: the change is made after it. */
-        CU_ASSERT_EQUAL(wait_text(err, "watching", EVENT_WAIT_MS), 0);
+        CU_ASSERT_EQUAL(proc_wait_text(err, "watching", EVENT_WAIT_MS), 0);
     }
     CU_ASSERT_EQUAL(zk_set(path, "b"), ZOK);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 3);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 3);
     CU_ASSERT(text_is(log, "CHANGED 1 [b]\n"));
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 
@@ -702,9 +539,9 @@ static void test_command_absent_and_deleted(void)
                                log, NULL };
         w = spawn_tool(NULL, NULL, args);
     }
-    CU_ASSERT_EQUAL(wait_text(log, "-- INITIALIZED\n", EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(log, "-- INITIALIZED\n", EVENT_WAIT_MS), 0);
     kill(w, SIGTERM);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
     snprintf(want, sizeof(want), "%s/k\\x201 0 d\\x201\n-- INITIALIZED\n", parent);
     CU_ASSERT(text_is(log, want));
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, parent), 0);
@@ -750,10 +587,10 @@ static void test_usage_errors(void)
         snprintf(err, sizeof(err), "%s/usage-%zu.err", scratch_dir, i);
         CU_ASSERT_EQUAL(run_tool(&elapsed, NULL, err, cases[i].args), cases[i].status);
         CU_ASSERT(elapsed < 5000);
-        text = slurp(err);
-        CU_ASSERT_EQUAL(line_count(text), 1);
+        text = proc_slurp(err);
+        CU_ASSERT_EQUAL(proc_line_count(text), 1);
         CU_ASSERT(text && strncmp(text, "zkit-watch: ", 12) == 0);
-        if (line_count(text) != 1)
+        if (proc_line_count(text) != 1)
             fprintf(stderr, "usage case %zu printed: %s\n", i, text ? text : "(nothing)");
         free(text);
     }
@@ -768,8 +605,8 @@ static void test_unreachable(void)
     scratch(err, sizeof(err), "unreachable.err");
     CU_ASSERT_EQUAL(run_tool(&elapsed, NULL, err, args), 68);
     CU_ASSERT(elapsed >= 300 && elapsed < 5000);
-    text = slurp(err);
-    CU_ASSERT_EQUAL(line_count(text), 1);
+    text = proc_slurp(err);
+    CU_ASSERT_EQUAL(proc_line_count(text), 1);
     CU_ASSERT(text && strstr(text, "zkit-watch: cannot connect to ZooKeeper at '127.0.0.1:1' "
                                    "within the 0.3 s connect timeout"));
     free(text);
@@ -823,8 +660,8 @@ static void test_partition(void)
         w = spawn_tool(out, err, args);
     }
     snprintf(line, sizeof(line), "%s INITIALIZED -1 \n", parent);
-    CU_ASSERT_EQUAL_FATAL(wait_text(out, line, EVENT_WAIT_MS), 0);
-    text = slurp(err);
+    CU_ASSERT_EQUAL_FATAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    text = proc_slurp(err);
     at = text ? strstr(text, "(session 0x") : NULL;
     CU_ASSERT_PTR_NOT_NULL_FATAL(at);
     snprintf(session.sid, sizeof(session.sid), "%.*s", (int)strcspn(at + 9, ",)"), at + 9);
@@ -836,9 +673,9 @@ static void test_partition(void)
     CU_ASSERT_EQUAL(zk_set(child, "short"), ZOK);
     zkh_proxy_unblock(proxy);
     snprintf(line, sizeof(line), "%s CHANGED 1 short\n", child);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
     CU_ASSERT(session_listed(&session));
-    CU_ASSERT(!contains(err, "the session expired"));
+    CU_ASSERT(!proc_contains(err, "the session expired"));
 
     /* A cut past the session's expiry. */
     zkh_proxy_block(proxy);
@@ -846,10 +683,10 @@ static void test_partition(void)
     CU_ASSERT_EQUAL(zkh_wait_until(session_gone_pred, &session, 15000), 0);
     zkh_proxy_unblock(proxy);
     snprintf(line, sizeof(line), "%s CHANGED 2 long\n", child);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
-    CU_ASSERT_EQUAL(wait_text(err, "the session expired", EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(err, "the session expired", EVENT_WAIT_MS), 0);
     kill(w, SIGTERM);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
     snprintf(want, sizeof(want),
              "%s CREATED 0 before\n%s INITIALIZED -1 \n%s CHANGED 1 short\n%s CHANGED 2 long\n",
              child, parent, child, child);
@@ -873,8 +710,8 @@ static int suite_cleanup(void)
     if (zh)
         zookeeper_close(zh);
     zh = NULL;
-    nftw(scratch_dir, kill_recorded, 8, FTW_PHYS);
-    nftw(scratch_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    nftw(scratch_dir, proc_kill_recorded, 8, FTW_PHYS);
+    nftw(scratch_dir, proc_remove_entry, 8, FTW_DEPTH | FTW_PHYS);
     return 0;
 }
 
