@@ -424,14 +424,24 @@ static void test_register_query_update(void)
     CU_ASSERT(same_instance(mine, &a));
     zkit_service_instances_free(mine, 1);
 
-    /* unregister: each node goes, the static one too */
+    /* unregister: each node goes, the static one too.  A dynamic registration's free sends
+     * its delete on its own session without waiting for the answer, so the other client sees
+     * it gone only once the server applied it: waited for, bounded. */
     zkit_service_registration_free(r1);
     zkit_service_registration_free(rs);
+    for (int64_t due = zkh_now_ms() + WAIT_MS;
+         zkh_now_ms() < due && zkit_discovery_instance(&got, od, "web", "a") == 0;
+         zkh_sleep_ms(10))
+        zkit_service_instances_free(got, 1);
     CU_ASSERT_EQUAL(zkit_discovery_instance(&got, od, "web", "a"), ZKIT_ENONODE);
     CU_ASSERT_EQUAL(zkit_discovery_instance(&got, od, "db", "s"), ZKIT_ENONODE);
     zkit_service_registration_free(r2);
     zkit_service_registration_free(r3);
     zkit_service_registration_free(rq);
+    for (int64_t due = zkh_now_ms() + WAIT_MS;
+         zkh_now_ms() < due && zkit_discovery_instances(&got, &n, NULL, od, "web") == 0 && n > 0;
+         zkh_sleep_ms(10))
+        zkit_service_instances_free(got, n);
     CU_ASSERT_EQUAL(zkit_discovery_instances(&got, &n, NULL, od, "web"), 0);
     CU_ASSERT_EQUAL(n, 0);
 
