@@ -83,7 +83,7 @@ int proc_wait_text(const char *path, const char *needle, int timeout_ms)
     return rc;
 }
 
-int proc_remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     (void)st;
     (void)flag;
@@ -92,7 +92,7 @@ int proc_remove_entry(const char *path, const struct stat *st, int flag, struct 
     return 0;
 }
 
-int proc_kill_recorded(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+static int kill_recorded(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     size_t n = strlen(path);
     (void)st;
@@ -105,6 +105,24 @@ int proc_kill_recorded(const char *path, const struct stat *st, int flag, struct
         free(text);
     }
     return 0;
+}
+
+void proc_scratch_clear(const char *dir)
+{
+    nftw(dir, kill_recorded, 8, FTW_PHYS);
+    nftw(dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
+int proc_one_line_from(const char *path, const char *program)
+{
+    char *text = proc_slurp(path);
+    size_t n = strlen(program);
+    int ok = proc_line_count(text) == 1 && strncmp(text, program, n) == 0 &&
+             strncmp(text + n, ": ", 2) == 0;
+    if (!ok)
+        fprintf(stderr, "%s printed: %s\n", path, text ? text : "(nothing)");
+    free(text);
+    return ok;
 }
 
 /* In the child: the inherited descriptors a leaky parent would leave (proc_spawn_open_fds_to). */

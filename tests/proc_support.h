@@ -28,10 +28,18 @@ int proc_wait_file(const char *path, int timeout_ms);
 /* Waits until the file holds `needle`: 0, or -1 after timeout_ms (the file's text printed). */
 int proc_wait_text(const char *path, const char *needle, int timeout_ms);
 
-/* nftw() callbacks for a scratch directory: one removes each entry (FTW_DEPTH), the other
- * kills the process groups recorded in *.pid files (commands a failed test left). */
-int proc_remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw);
-int proc_kill_recorded(const char *path, const struct stat *st, int flag, struct FTW *ftw);
+/* Whether the file holds exactly one line and it starts "PROGRAM: " (a tool's usage error);
+ * prints what it holds when not. */
+int proc_one_line_from(const char *path, const char *program);
+/* Ends the scratch directory: kills the process groups recorded in its *.pid files (commands
+ * a failed test left), then removes everything in it. */
+void proc_scratch_clear(const char *dir);
+
+/* A tool's command line that must be refused, and the status it must end with. */
+typedef struct proc_usage_case {
+    const char *args[12];
+    int status;
+} proc_usage_case_t;
 
 /* When above 3: the programs proc_spawn starts get descriptors 3 to this one open on
  * /dev/null (the soft descriptor limit raised as needed), as a parent that leaks many would

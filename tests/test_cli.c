@@ -767,16 +767,11 @@ static void test_ignored_signal_stays_ignored(void)
 
 /* ---- usage errors ------------------------------------------------------------------------ */
 
-typedef struct usage_case {
-    const char *args[12];
-    int status;
-} usage_case_t;
-
 static void test_usage_errors(void)
 {
     const char *cs = zkh_connect_string(zk);
     char badauth[300];
-    const usage_case_t cases[] = {
+    const proc_usage_case_t cases[] = {
         { { "--connect", cs, "--once-per", "2", "/cli-usage", NULL }, 64 },
         { { "--connect", cs, "/cli-usage", "--", NULL }, 64 },
         { { "--connect", cs, "--frobnicate", "/cli-usage", "--", "true", NULL }, 64 },
@@ -824,18 +819,13 @@ static void test_usage_errors(void)
     fputs("no-colon-here\n", f);
     fclose(f);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        char err[300], *text;
+        char err[300];
         int64_t elapsed;
         snprintf(err, sizeof(err), "%s/usage-%zu.err", scratch_dir, i);
         CU_ASSERT_EQUAL(run_tool(&elapsed, err, cases[i].args), cases[i].status);
         /* At once, but for the one given 1 s to connect to nothing. */
         CU_ASSERT(elapsed < 1000 + prompt);
-        text = proc_slurp(err);
-        CU_ASSERT_EQUAL(proc_line_count(text), 1);
-        CU_ASSERT(text && strncmp(text, "zkit-lock: ", 11) == 0);
-        if (proc_line_count(text) != 1)
-            fprintf(stderr, "usage case %zu printed: %s\n", i, text ? text : "(nothing)");
-        free(text);
+        CU_ASSERT(proc_one_line_from(err, "zkit-lock"));
     }
     CU_ASSERT_EQUAL(children("/cli-usage"), 0);
 }
@@ -2203,8 +2193,7 @@ static void test_verbosity_levels(void)
 
 static int suite_cleanup(void)
 {
-    nftw(scratch_dir, proc_kill_recorded, 8, FTW_PHYS);
-    nftw(scratch_dir, proc_remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    proc_scratch_clear(scratch_dir);
     return 0;
 }
 

@@ -78,6 +78,19 @@ static int run_tool(int64_t *elapsed_ms, const char *out, const char *err,
     return status;
 }
 
+/* Waits until `out` holds the line that fmt makes (its newline included): 0, or -1 after
+ * EVENT_WAIT_MS (the file printed). */
+static int wait_line(const char *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int wait_line(const char *out, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    return proc_wait_text(out, line, EVENT_WAIT_MS);
+}
+
 /* ---- the server side ---------------------------------------------------------------------- */
 
 static zhandle_t *zh; /* the tests' own handle, for the changes */
@@ -119,7 +132,7 @@ static size_t decode_field(char *s)
 /* A node absent at start: INITIALIZED, then one line per change, in the server's order. */
 static void test_events_in_order(void)
 {
-    char path[64], out[300], want[1024], line[256];
+    char path[64], out[300], want[1024];
     const char *cs = zkh_connect_string(zk);
     pid_t w;
     zkh_unique_path(path, sizeof(path), "watch-order");
@@ -128,20 +141,15 @@ static void test_events_in_order(void)
         const char *args[] = { "--connect", cs, "--data", path, NULL };
         w = spawn_tool(out, NULL, args);
     }
-    snprintf(line, sizeof(line), "%s INITIALIZED -1 \n", path);
-    CU_ASSERT_EQUAL_FATAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(wait_line(out, "%s INITIALIZED -1 \n", path), 0);
     CU_ASSERT_EQUAL(zk_create(path, "one", 3), ZOK);
-    snprintf(line, sizeof(line), "%s CREATED 0 one\n", path);
-    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CREATED 0 one\n", path), 0);
     CU_ASSERT_EQUAL(zk_set(path, "two"), ZOK);
-    snprintf(line, sizeof(line), "%s CHANGED 1 two\n", path);
-    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CHANGED 1 two\n", path), 0);
     CU_ASSERT_EQUAL(zk_delete(path), ZOK);
-    snprintf(line, sizeof(line), "%s DELETED 1 two\n", path);
-    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s DELETED 1 two\n", path), 0);
     CU_ASSERT_EQUAL(zk_create(path, "three", 5), ZOK);
-    snprintf(line, sizeof(line), "%s CREATED 0 three\n", path);
-    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CREATED 0 three\n", path), 0);
     kill(w, SIGTERM);
     CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
     snprintf(want, sizeof(want),
@@ -156,8 +164,7 @@ static void test_events_in_order(void)
         const char *args[] = { "--connect", cs, path, NULL };
         w = spawn_tool(out, NULL, args);
     }
-    snprintf(line, sizeof(line), "%s INITIALIZED -1\n", path);
-    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s INITIALIZED -1\n", path), 0);
     kill(w, SIGINT);
     CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
     snprintf(want, sizeof(want), "%s CREATED 0\n%s INITIALIZED -1\n", path, path);
@@ -170,7 +177,7 @@ static void test_events_in_order(void)
 static void test_data_escaping(void)
 {
     static const char data[] = "a b\nc\\d\te\x01\x7f\xc3\xa9 \\x41";
-    char parent[64], child[128], empty[128], out[300], line[256];
+    char parent[64], child[128], empty[128], out[300];
     const char *cs = zkh_connect_string(zk);
     char *text, *save = NULL;
     int seen = 0;
@@ -184,13 +191,11 @@ static void test_data_escaping(void)
         const char *args[] = { "--connect", cs, "--data", "--children", parent, NULL };
         w = spawn_tool(out, NULL, args);
     }
-    snprintf(line, sizeof(line), "%s INITIALIZED -1 \n", parent);
-    CU_ASSERT_EQUAL_FATAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(wait_line(out, "%s INITIALIZED -1 \n", parent), 0);
     CU_ASSERT_EQUAL(zk_create(child, data, sizeof(data) - 1), ZOK);
     CU_ASSERT_EQUAL(proc_wait_text(out, " CREATED 0 ", EVENT_WAIT_MS), 0);
     CU_ASSERT_EQUAL(zk_create(empty, "", 0), ZOK);
-    snprintf(line, sizeof(line), "%s CREATED 0 \n", empty);
-    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CREATED 0 \n", empty), 0);
     kill(w, SIGTERM);
     CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
     text = proc_slurp(out);
@@ -229,7 +234,7 @@ static void test_data_escaping(void)
 
 static void test_children(void)
 {
-    char parent[64], a[96], b[96], out[300], want[1024], line[256];
+    char parent[64], a[96], b[96], out[300], want[1024];
     const char *cs = zkh_connect_string(zk);
     pid_t w;
     zkh_unique_path(parent, sizeof(parent), "watch-children");
@@ -242,22 +247,17 @@ static void test_children(void)
         const char *args[] = { "--connect", cs, "--children", parent, NULL };
         w = spawn_tool(out, NULL, args);
     }
-    snprintf(line, sizeof(line), "%s INITIALIZED -1\n", parent);
-    CU_ASSERT_EQUAL_FATAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(wait_line(out, "%s INITIALIZED -1\n", parent), 0);
     CU_ASSERT_EQUAL(zk_create(b, "2", 1), ZOK);
-    snprintf(line, sizeof(line), "%s CREATED 0\n", b);
-    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CREATED 0\n", b), 0);
     CU_ASSERT_EQUAL(zk_set(a, "3"), ZOK);
-    snprintf(line, sizeof(line), "%s CHANGED 1\n", a);
-    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CHANGED 1\n", a), 0);
     CU_ASSERT_EQUAL(zk_delete(b), ZOK);
-    snprintf(line, sizeof(line), "%s DELETED 0\n", b);
-    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s DELETED 0\n", b), 0);
     /* The parent's own data is not a child: no line. */
     CU_ASSERT_EQUAL(zk_set(parent, "p"), ZOK);
     CU_ASSERT_EQUAL(zk_delete(a), ZOK);
-    snprintf(line, sizeof(line), "%s DELETED 1\n", a);
-    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s DELETED 1\n", a), 0);
     kill(w, SIGTERM);
     CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
     snprintf(want, sizeof(want),
@@ -272,8 +272,7 @@ static void test_children(void)
  * leaves the grandchildren out. */
 static void test_tree(void)
 {
-    char root[64], a[96], a1[128], a2[128], b[96], b1[128], out[300], out1[300], want[2048],
-        line[256];
+    char root[64], a[96], a1[128], a2[128], b[96], b1[128], out[300], out1[300], want[2048];
     const char *cs = zkh_connect_string(zk);
     pid_t w, w1;
     zkh_unique_path(root, sizeof(root), "watch-tree");
@@ -295,40 +294,28 @@ static void test_tree(void)
         const char *args[] = { "--connect", cs, "--tree", "--depth", "1", root, NULL };
         w1 = spawn_tool(out1, NULL, args);
     }
-    snprintf(line, sizeof(line), "%s INITIALIZED -1 \n", root);
-    CU_ASSERT_EQUAL_FATAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
-    snprintf(line, sizeof(line), "%s INITIALIZED -1\n", root);
-    CU_ASSERT_EQUAL_FATAL(proc_wait_text(out1, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(wait_line(out, "%s INITIALIZED -1 \n", root), 0);
+    CU_ASSERT_EQUAL_FATAL(wait_line(out1, "%s INITIALIZED -1\n", root), 0);
     /* Each change waits for its line, so that the order is the server's and no two changes
      * of one node fold into one state. */
     CU_ASSERT_EQUAL(zk_create(a2, "a2", 2), ZOK);
-    snprintf(line, sizeof(line), "%s CREATED 0 a2\n", a2);
-    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CREATED 0 a2\n", a2), 0);
     CU_ASSERT_EQUAL(zk_create(b, "b", 1), ZOK);
-    snprintf(line, sizeof(line), "%s CREATED 0 b\n", b);
-    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
-    snprintf(line, sizeof(line), "%s CREATED 0\n", b);
-    CU_ASSERT_EQUAL(proc_wait_text(out1, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CREATED 0 b\n", b), 0);
+    CU_ASSERT_EQUAL(wait_line(out1, "%s CREATED 0\n", b), 0);
     CU_ASSERT_EQUAL(zk_create(b1, "b1", 2), ZOK);
-    snprintf(line, sizeof(line), "%s CREATED 0 b1\n", b1);
-    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CREATED 0 b1\n", b1), 0);
     CU_ASSERT_EQUAL(zk_set(a1, "A1"), ZOK);
-    snprintf(line, sizeof(line), "%s CHANGED 1 A1\n", a1);
-    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CHANGED 1 A1\n", a1), 0);
     CU_ASSERT_EQUAL(zk_set(root, "R"), ZOK);
-    snprintf(line, sizeof(line), "%s CHANGED 1 R\n", root);
-    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
-    snprintf(line, sizeof(line), "%s CHANGED 1\n", root);
-    CU_ASSERT_EQUAL(proc_wait_text(out1, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CHANGED 1 R\n", root), 0);
+    CU_ASSERT_EQUAL(wait_line(out1, "%s CHANGED 1\n", root), 0);
     CU_ASSERT_EQUAL(zk_delete(b1), ZOK);
-    snprintf(line, sizeof(line), "%s DELETED 0 b1\n", b1);
-    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s DELETED 0 b1\n", b1), 0);
     CU_ASSERT_EQUAL(zk_delete(b), ZOK);
-    snprintf(line, sizeof(line), "%s DELETED 0 b\n", b);
-    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s DELETED 0 b\n", b), 0);
     /* The depth-1 watch follows the root and its child set, not the grandchildren. */
-    snprintf(line, sizeof(line), "%s DELETED 0\n", b);
-    CU_ASSERT_EQUAL(proc_wait_text(out1, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out1, "%s DELETED 0\n", b), 0);
     kill(w, SIGTERM);
     kill(w1, SIGTERM);
     CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
@@ -350,7 +337,7 @@ static void test_tree(void)
  * change, status 1 after that time; a signal before the change, 128 + the signal. */
 static void test_once(void)
 {
-    char path[64], out[300], err[300], want[512], line[256];
+    char path[64], out[300], err[300], want[512];
     const char *cs = zkh_connect_string(zk);
     int64_t elapsed;
     char *text;
@@ -363,8 +350,7 @@ static void test_once(void)
         const char *args[] = { "--connect", cs, "--once", "--data", path, NULL };
         w = spawn_tool(out, NULL, args);
     }
-    snprintf(line, sizeof(line), "%s INITIALIZED -1 \n", path);
-    CU_ASSERT_EQUAL_FATAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(wait_line(out, "%s INITIALIZED -1 \n", path), 0);
     CU_ASSERT_EQUAL(zk_set(path, "1"), ZOK);
     CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
     snprintf(want, sizeof(want), "%s CREATED 0 0\n%s INITIALIZED -1 \n%s CHANGED 1 1\n", path,
@@ -386,8 +372,7 @@ static void test_once(void)
         const char *args[] = { "--connect", cs, "--once", path, NULL };
         w = spawn_tool(out, NULL, args);
     }
-    snprintf(line, sizeof(line), "%s INITIALIZED -1\n", path);
-    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s INITIALIZED -1\n", path), 0);
     kill(w, SIGINT);
     CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 128 + SIGINT);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
@@ -484,7 +469,7 @@ static const char log_snippet[] =
  * deletion runs it with no data; --once runs it for one change and exits with its status. */
 static void test_command_absent_and_deleted(void)
 {
-    char path[64], log[300], line[256], want[1024], parent[64], child[96];
+    char path[64], log[300], want[1024], parent[64], child[96];
     const char *cs = zkh_connect_string(zk);
     pid_t w;
     zkh_unique_path(path, sizeof(path), "watch-absent");
@@ -494,14 +479,11 @@ static void test_command_absent_and_deleted(void)
                                NULL };
         w = spawn_tool(NULL, NULL, args);
     }
-    snprintf(line, sizeof(line), "INITIALIZED -1 %s []\n", path);
-    CU_ASSERT_EQUAL_FATAL(proc_wait_text(log, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(wait_line(log, "INITIALIZED -1 %s []\n", path), 0);
     CU_ASSERT_EQUAL(zk_create(path, "x y", 3), ZOK);
-    snprintf(line, sizeof(line), "CREATED 0 %s [x y]\n", path);
-    CU_ASSERT_EQUAL(proc_wait_text(log, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(log, "CREATED 0 %s [x y]\n", path), 0);
     CU_ASSERT_EQUAL(zk_delete(path), ZOK);
-    snprintf(line, sizeof(line), "DELETED 0 %s []\n", path);
-    CU_ASSERT_EQUAL(proc_wait_text(log, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(log, "DELETED 0 %s []\n", path), 0);
     kill(w, SIGHUP);
     CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
     snprintf(want, sizeof(want), "INITIALIZED -1 %s []\nCREATED 0 %s [x y]\nDELETED 0 %s []\n",
@@ -549,15 +531,10 @@ static void test_command_absent_and_deleted(void)
 
 /* ---- bad arguments and an unreachable server ------------------------------------------------ */
 
-typedef struct usage_case {
-    const char *args[12];
-    int status;
-} usage_case_t;
-
 static void test_usage_errors(void)
 {
     const char *cs = zkh_connect_string(zk);
-    const usage_case_t cases[] = {
+    const proc_usage_case_t cases[] = {
         { { "--connect", cs, NULL }, 64 },
         { { "--connect", cs, "/a", "/b", NULL }, 64 },
         { { "--connect", cs, "--frobnicate", "/a", NULL }, 64 },
@@ -582,17 +559,12 @@ static void test_usage_errors(void)
         { { "--connect", "127.0.0.1:1", "--connect-timeout", "3", "/a", "--", "/", NULL }, 126 },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        char err[300], *text;
+        char err[300];
         int64_t elapsed;
         snprintf(err, sizeof(err), "%s/usage-%zu.err", scratch_dir, i);
         CU_ASSERT_EQUAL(run_tool(&elapsed, NULL, err, cases[i].args), cases[i].status);
         CU_ASSERT(elapsed < 5000);
-        text = proc_slurp(err);
-        CU_ASSERT_EQUAL(proc_line_count(text), 1);
-        CU_ASSERT(text && strncmp(text, "zkit-watch: ", 12) == 0);
-        if (proc_line_count(text) != 1)
-            fprintf(stderr, "usage case %zu printed: %s\n", i, text ? text : "(nothing)");
-        free(text);
+        CU_ASSERT(proc_one_line_from(err, "zkit-watch"));
     }
 }
 
@@ -642,7 +614,7 @@ static int session_listed(const session_arg_t *s)
  */
 static void test_partition(void)
 {
-    char parent[64], child[96], out[300], err[300], line[256], want[512];
+    char parent[64], child[96], out[300], err[300], want[512];
     session_arg_t session;
     char *text, *at;
     zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
@@ -659,8 +631,7 @@ static void test_partition(void)
                                "-v", "--data", "--children", parent, NULL };
         w = spawn_tool(out, err, args);
     }
-    snprintf(line, sizeof(line), "%s INITIALIZED -1 \n", parent);
-    CU_ASSERT_EQUAL_FATAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(wait_line(out, "%s INITIALIZED -1 \n", parent), 0);
     text = proc_slurp(err);
     at = text ? strstr(text, "(session 0x") : NULL;
     CU_ASSERT_PTR_NOT_NULL_FATAL(at);
@@ -672,8 +643,7 @@ static void test_partition(void)
     zkh_proxy_block(proxy);
     CU_ASSERT_EQUAL(zk_set(child, "short"), ZOK);
     zkh_proxy_unblock(proxy);
-    snprintf(line, sizeof(line), "%s CHANGED 1 short\n", child);
-    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CHANGED 1 short\n", child), 0);
     CU_ASSERT(session_listed(&session));
     CU_ASSERT(!proc_contains(err, "the session expired"));
 
@@ -682,8 +652,7 @@ static void test_partition(void)
     CU_ASSERT_EQUAL(zk_set(child, "long"), ZOK);
     CU_ASSERT_EQUAL(zkh_wait_until(session_gone_pred, &session, 15000), 0);
     zkh_proxy_unblock(proxy);
-    snprintf(line, sizeof(line), "%s CHANGED 2 long\n", child);
-    CU_ASSERT_EQUAL(proc_wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CHANGED 2 long\n", child), 0);
     CU_ASSERT_EQUAL(proc_wait_text(err, "the session expired", EVENT_WAIT_MS), 0);
     kill(w, SIGTERM);
     CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
@@ -710,8 +679,7 @@ static int suite_cleanup(void)
     if (zh)
         zookeeper_close(zh);
     zh = NULL;
-    nftw(scratch_dir, proc_kill_recorded, 8, FTW_PHYS);
-    nftw(scratch_dir, proc_remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    proc_scratch_clear(scratch_dir);
     return 0;
 }
 
