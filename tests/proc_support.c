@@ -17,7 +17,7 @@
 #include "harness.h"
 #include "proc_support.h"
 
-int proc_spawn_open_fds_to;
+int proc_start_open_fds_to;
 
 char *proc_slurp(const char *path)
 {
@@ -125,19 +125,19 @@ int proc_one_line_from(const char *path, const char *program)
     return ok;
 }
 
-/* In the child: the inherited descriptors a leaky parent would leave (proc_spawn_open_fds_to). */
+/* In the child: the inherited descriptors a leaky parent would leave (proc_start_open_fds_to). */
 static void open_leaked_fds(void)
 {
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)proc_spawn_open_fds_to + 64) {
-        rl.rlim_cur = (rlim_t)proc_spawn_open_fds_to + 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < (rlim_t)proc_start_open_fds_to + 64) {
+        rl.rlim_cur = (rlim_t)proc_start_open_fds_to + 64;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
-    for (int fd = 3; fd <= proc_spawn_open_fds_to; fd++)
+    for (int fd = 3; fd <= proc_start_open_fds_to; fd++)
         dup2(0, fd);
 }
 
-pid_t proc_spawn(const char *file, const char *const *argv, const char *out, const char *err,
+pid_t proc_start(const char *file, const char *const *argv, const char *out, const char *err,
                  int own_group)
 {
     sigset_t all, old;
@@ -162,7 +162,7 @@ pid_t proc_spawn(const char *file, const char *const *argv, const char *out, con
         dup2(e, 2);
         for (int fd = 3; fd < 1024; fd++) /* nothing of ours: see test_cli's descriptor test */
             close(fd);
-        if (proc_spawn_open_fds_to > 3)
+        if (proc_start_open_fds_to > 3)
             open_leaked_fds();
         execv(file, (char *const *)argv);
         _exit(127);
@@ -171,7 +171,7 @@ pid_t proc_spawn(const char *file, const char *const *argv, const char *out, con
     return pid;
 }
 
-pid_t proc_spawn_args(const char *file, const char *const *args, const char *out,
+pid_t proc_start_args(const char *file, const char *const *args, const char *out,
                       const char *err, int own_group)
 {
     const char *argv[PROC_MAX_ARGS + 2];
@@ -182,7 +182,7 @@ pid_t proc_spawn_args(const char *file, const char *const *args, const char *out
         n++;
     }
     argv[n] = NULL;
-    return proc_spawn(file, argv, out, err, own_group);
+    return proc_start(file, argv, out, err, own_group);
 }
 
 int proc_wait_status(pid_t pid, int timeout_ms)

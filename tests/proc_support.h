@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-/* The longest argument list proc_spawn_args takes after the program. */
+/* The longest argument list proc_start_args takes after the program. */
 #define PROC_MAX_ARGS 32
 
 /* The file's whole text (malloc'd; "" when empty), or NULL when it cannot be read. */
@@ -41,19 +41,19 @@ typedef struct proc_usage_case {
     int status;
 } proc_usage_case_t;
 
-/* When above 3: the programs proc_spawn starts get descriptors 3 to this one open on
+/* When above 3: the programs proc_start starts get descriptors 3 to this one open on
  * /dev/null (the soft descriptor limit raised as needed), as a parent that leaks many would
  * leave them. */
-extern int proc_spawn_open_fds_to;
+extern int proc_start_open_fds_to;
 
 /* Starts `file` with argv (argv[0] included), stdin from /dev/null, stdout and stderr
  * appended to files (NULL: /dev/null), no other descriptor.  `own_group` puts it in a process
  * group of its own, so that a timeout can kill its tree. */
-pid_t proc_spawn(const char *file, const char *const *argv, const char *out, const char *err,
+pid_t proc_start(const char *file, const char *const *argv, const char *out, const char *err,
                  int own_group);
 /* The same with `file` as argv[0] and `args` (NULL-terminated, at most PROC_MAX_ARGS)
  * after it. */
-pid_t proc_spawn_args(const char *file, const char *const *args, const char *out,
+pid_t proc_start_args(const char *file, const char *const *args, const char *out,
                       const char *err, int own_group);
 /* Waits for a child: its status as a shell reports it (128+N for signal N), or -1 after
  * timeout_ms, when it (and its group, if it leads one) is killed and reaped. */

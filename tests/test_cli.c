@@ -92,14 +92,14 @@ static pid_t spawn_tool(const char *err, ...)
         n++;
     va_end(ap);
     argv[n] = NULL;
-    return proc_spawn(tool, argv, NULL, err, 0);
+    return proc_start(tool, argv, NULL, err, 0);
 }
 
 /* Runs zkit-lock to its end; *elapsed_ms (optional) gets how long it took. */
 static int run_tool(int64_t *elapsed_ms, const char *err, const char *const *args)
 {
     int64_t start = zkh_now_ms();
-    int status = proc_wait_status(proc_spawn_args(tool, args, NULL, err, 0), TOOL_WAIT_MS);
+    int status = proc_wait_status(proc_start_args(tool, args, NULL, err, 0), TOOL_WAIT_MS);
     if (elapsed_ms)
         *elapsed_ms = zkh_now_ms() - start;
     return status;
@@ -151,7 +151,7 @@ static pid_t start_holder(const char *connect, const char *path, const char *sni
     argv[n++] = "sh";
     argv[n++] = base;
     argv[n] = NULL;
-    pid = proc_spawn(tool, argv, NULL, err, 0);
+    pid = proc_start(tool, argv, NULL, err, 0);
     snprintf(ready, sizeof(ready), "%s.ready", base);
     if (proc_wait_file(ready, 15000) != 0) {
         proc_wait_status(pid, 0);
@@ -237,7 +237,7 @@ static void test_mutual_exclusion(void)
     for (int i = 0; i < WORKERS; i++) {
         const char *argv[] = { "sh", "-c", worker_loop, "sh", tool, zkh_connect_string(zk), path,
                                log, counter, critical_section, NULL };
-        workers[i] = proc_spawn("/bin/sh", argv, NULL, NULL, 1);
+        workers[i] = proc_start("/bin/sh", argv, NULL, NULL, 1);
     }
     for (int i = 0; i < WORKERS; i++)
         CU_ASSERT_EQUAL(proc_wait_status(workers[i], 90000), 0);
@@ -559,7 +559,7 @@ static pid_t start_hold(const char *connect, const char *path, const char *out, 
 {
     const char *argv[] = { tool, "--connect", connect, path, option, value, NULL };
     unlink(out);
-    return proc_spawn(tool, argv, out, err, 0);
+    return proc_start(tool, argv, out, err, 0);
 }
 
 /* Waits for the "held NODE token N" line: 0 with the node and token, else -1. */
@@ -754,7 +754,7 @@ static void test_ignored_signal_stays_ignored(void)
     snprintf(ready, sizeof(ready), "%s.ready", base);
     snprintf(pidfile, sizeof(pidfile), "%s.pid", base);
     argv[6] = path;
-    holder = proc_spawn("/bin/sh", argv, NULL, NULL, 0);
+    holder = proc_start("/bin/sh", argv, NULL, NULL, 0);
     CU_ASSERT_FATAL(holder > 0);
     CU_ASSERT_EQUAL_FATAL(proc_wait_file(ready, 15000), 0);
     kill(holder, SIGHUP);
@@ -1019,7 +1019,7 @@ static void test_list(void)
     CU_ASSERT_EQUAL(wait_children(path, 2, 10000), 0);
     {
         const char *argv[] = { tool, "--connect", cs, "--list", path, NULL };
-        CU_ASSERT_EQUAL(proc_wait_status(proc_spawn(tool, argv, out, NULL, 0), 10000), 0);
+        CU_ASSERT_EQUAL(proc_wait_status(proc_start(tool, argv, out, NULL, 0), 10000), 0);
     }
     text = proc_slurp(out);
     CU_ASSERT_EQUAL(proc_line_count(text), 2);
@@ -1053,7 +1053,7 @@ static void test_semaphore(void)
     }
     {
         const char *argv[] = { tool, "--connect", cs, "--semaphore", "2", "--list", path, NULL };
-        CU_ASSERT_EQUAL(proc_wait_status(proc_spawn(tool, argv, out, NULL, 0), 10000), 0);
+        CU_ASSERT_EQUAL(proc_wait_status(proc_start(tool, argv, out, NULL, 0), 10000), 0);
     }
     text = proc_slurp(out);
     CU_ASSERT_EQUAL(proc_line_count(text), 2);
@@ -1089,7 +1089,7 @@ static void test_read_write(void)
         const char *argv[] = { tool, "--connect", cs, "--list", path, NULL };
         char out[300], *text;
         scratch(out, sizeof(out), "rw.out");
-        CU_ASSERT_EQUAL(proc_wait_status(proc_spawn(tool, argv, out, NULL, 0), 10000), 0);
+        CU_ASSERT_EQUAL(proc_wait_status(proc_start(tool, argv, out, NULL, 0), 10000), 0);
         text = proc_slurp(out);
         CU_ASSERT_EQUAL(proc_line_count(text), 2);
         CU_ASSERT(text && strncmp(text, "holder ", 7) == 0 && strstr(text, "\nholder ") &&
@@ -1672,9 +1672,9 @@ static void test_sigkill_with_many_descriptors(void)
     scratch(base, sizeof(base), "sigkill-fds");
     scratch(err, sizeof(err), "sigkill-fds.err");
     snprintf(pidfile, sizeof(pidfile), "%s.pid", base);
-    proc_spawn_open_fds_to = 1100;
+    proc_start_open_fds_to = 1100;
     holder = start_holder(cs, path, hold_snippet, base, err, NULL);
-    proc_spawn_open_fds_to = 0;
+    proc_start_open_fds_to = 0;
     CU_ASSERT_FATAL(holder > 0);
     CU_ASSERT(proc_live_in_group(recorded_group(pidfile)));
     kill(holder, SIGKILL);
@@ -1756,7 +1756,7 @@ static int run_list(const char *out, const char *err, const char *const *args)
     for (int i = 0; args[i] && n <= MAX_ARGS; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
-    return proc_wait_status(proc_spawn(tool, argv, out, err, 0), TOOL_WAIT_MS);
+    return proc_wait_status(proc_start(tool, argv, out, err, 0), TOOL_WAIT_MS);
 }
 
 /* Whether every line of `text` starts with `word` and a blank, and there are `lines`. */
@@ -1794,7 +1794,8 @@ static void test_list_not_a_lock(void)
     scratch(err, sizeof(err), "nolock.err");
     CU_ASSERT_EQUAL(run_list(out, err, args), 65);
     text = proc_slurp(out);
-    CU_ASSERT(text && proc_line_count(text) >= 1 && all_lines_are(text, "foreign", proc_line_count(text)));
+    CU_ASSERT(text && proc_line_count(text) >= 1 &&
+              all_lines_are(text, "foreign", proc_line_count(text)));
     CU_ASSERT(text && strstr(text, "quota") != NULL);
     /* No absurd age from the zero ctime of the server's own nodes. */
     CU_ASSERT(text && strstr(text, "s  quota") == NULL);

@@ -65,7 +65,7 @@ static int text_is(const char *path, const char *want)
  * files (NULL: /dev/null), in a process group of its own. */
 static pid_t spawn_tool(const char *out, const char *err, const char *const *args)
 {
-    return proc_spawn_args(tool, args, out, err, 1);
+    return proc_start_args(tool, args, out, err, 1);
 }
 
 static int run_tool(int64_t *elapsed_ms, const char *out, const char *err,
