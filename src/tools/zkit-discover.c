@@ -7,7 +7,6 @@
  * On zkit-lock's messages, connection options and connection (zkl-msg.c, zkl-opts.c,
  * zkl-locks.c).
  */
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,10 +51,7 @@ static const struct option long_options[] = {
     { "base", required_argument, NULL, OPT_BASE },
     { "one", no_argument, NULL, OPT_ONE },
     { "json", no_argument, NULL, OPT_JSON },
-    ZKL_CONNECTION_LONG_OPTIONS,
-    { "help", no_argument, NULL, 'h' },
-    { "version", no_argument, NULL, 'V' },
-    { NULL, 0, NULL, 0 }
+    ZKL_COMMON_LONG_OPTIONS
 };
 
 typedef struct options {
@@ -197,10 +193,8 @@ int main(int argc, char **argv)
     zkl_set_program("zkit-discover");
     status = parse_options(&o, argc, argv);
     /* zkl_connect waits on the event pipe (a signal ends the wait) */
-    if (status < 0 && zkl_events_init() != 0) {
-        zkl_error("cannot set up signal handling: %s", strerror(errno));
-        status = ZKL_EXIT_INTERNAL;
-    }
+    if (status < 0)
+        status = zkl_prepare(NULL, NULL);
     if (status < 0 && (status = zkl_connect(&client, &o.conn)) == 0) {
         if (zkit_discovery_new(&d, client, o.base) != 0) {
             zkl_error("%s", zkit_error_message());

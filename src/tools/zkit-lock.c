@@ -125,7 +125,6 @@ enum {
 };
 
 static const struct option long_options[] = {
-    ZKL_CONNECTION_LONG_OPTIONS,
     { "timeout", required_argument, NULL, 'w' },
     { "wait", required_argument, NULL, 'w' },
     { "nonblock", no_argument, NULL, 'n' },
@@ -142,9 +141,7 @@ static const struct option long_options[] = {
     /* Optional, so that "--list -v PATH" takes -v as an option and PATH as the path. */
     { "list", optional_argument, NULL, OPT_LIST },
     { "command", required_argument, NULL, 'c' },
-    { "help", no_argument, NULL, 'h' },
-    { "version", no_argument, NULL, 'V' },
-    { NULL, 0, NULL, 0 }
+    ZKL_COMMON_LONG_OPTIONS
 };
 
 /* "+": stop at the first non-option, so that PATHs are collected in order and nothing after
@@ -663,18 +660,14 @@ int main(int argc, char **argv)
     zkit_client_t *client = NULL;
     char *paths = NULL, *program = NULL;
     int64_t started_s = unix_seconds();
-    int status, missing;
+    int status;
     zkl_note_inherited_fds(); /* before anything of ours is open */
     status = parse_options(&o, argc, argv);
     /* A command that cannot run fails before anything is locked. */
-    if (status < 0 && o.command && !(program = zkl_resolve_command(o.command[0], &missing)))
-        status = missing ? missing : ZKL_EXIT_INTERNAL;
+    if (status < 0)
+        status = zkl_prepare(o.command, &program);
     if (status < 0 && !(paths = join_paths(&o)))
         status = ZKL_EXIT_INTERNAL;
-    if (status < 0 && zkl_events_init() != 0) {
-        zkl_error("cannot set up signal handling: %s", strerror(errno));
-        status = ZKL_EXIT_INTERNAL;
-    }
     if (status < 0 && (status = zkl_connect(&client, &o)) == 0) {
         settle_kill_grace(&o, client);
         if (o.list_path) {

@@ -105,15 +105,19 @@ enum {
     ZKL_OPT_FIRST_OWN
 };
 
-/* The shared entries of a `struct option` table (-v and -q are short options too). */
-#define ZKL_CONNECTION_LONG_OPTIONS                                                   \
+/* The shared entries that end every `struct option` table: the connection options, -v and -q
+ * (short options too), --help and --version (-h, -V), and the terminator. */
+#define ZKL_COMMON_LONG_OPTIONS                                                       \
     { "connect", required_argument, NULL, ZKL_OPT_CONNECT },                          \
     { "namespace", required_argument, NULL, ZKL_OPT_NAMESPACE },                      \
     { "session-timeout", required_argument, NULL, ZKL_OPT_SESSION_TIMEOUT },          \
     { "connect-timeout", required_argument, NULL, ZKL_OPT_CONNECT_TIMEOUT },          \
     { "auth-file", required_argument, NULL, ZKL_OPT_AUTH_FILE },                      \
     { "verbose", no_argument, NULL, 'v' },                                            \
-    { "quiet", no_argument, NULL, 'q' }
+    { "quiet", no_argument, NULL, 'q' },                                              \
+    { "help", no_argument, NULL, 'h' },                                               \
+    { "version", no_argument, NULL, 'V' },                                            \
+    { NULL, 0, NULL, 0 }
 
 /* One line "PROGRAM: TEXT (see PROGRAM --help)" on stderr; returns ZKL_EXIT_USAGE. */
 int zkl_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -267,6 +271,10 @@ void zkl_note_inherited_fds(void);
 /* The file execvp() would run for `name` (malloc'd), looked up before anything is locked;
  * NULL with *status = 126 or 127 and a message when there is none. */
 char *zkl_resolve_command(const char *name, int *status);
+/* Before anything is started: the command's file looked up (*program, malloc'd; NULL without
+ * a command, when `program` may be NULL too), then the event pipe and its signal handlers set
+ * up.  -1 to go on, or the exit status (said). */
+int zkl_prepare(char *const *command, char **program);
 /* In a child about to exec (async-signal-safe): closes every descriptor above 2 that was not
  * open when zkl_note_inherited_fds ran, but `also_keep` (-1: none), and the standard ones
  * that were given closed. */

@@ -75,10 +75,7 @@ static const struct option long_options[] = {
     { "uri-spec", required_argument, NULL, OPT_URI_SPEC },
     { "disabled", no_argument, NULL, OPT_DISABLED },
     { "base", required_argument, NULL, OPT_BASE },
-    ZKL_CONNECTION_LONG_OPTIONS,
-    { "help", no_argument, NULL, 'h' },
-    { "version", no_argument, NULL, 'V' },
-    { NULL, 0, NULL, 0 }
+    ZKL_COMMON_LONG_OPTIONS
 };
 
 typedef struct options {
@@ -232,16 +229,12 @@ int main(int argc, char **argv)
     zkit_service_registration_t *reg = NULL;
     zkit_service_instance_t *mine = NULL;
     char *program = NULL;
-    int status, missing = 0, rc;
+    int status, rc;
     zkl_set_program("zkit-register");
     zkl_note_inherited_fds();
     status = parse_options(&o, argc, argv);
-    if (status < 0 && o.command && !(program = zkl_resolve_command(o.command[0], &missing)))
-        status = missing ? missing : ZKL_EXIT_INTERNAL;
-    if (status < 0 && zkl_events_init() != 0) {
-        zkl_error("cannot set up signal handling: %s", strerror(errno));
-        status = ZKL_EXIT_INTERNAL;
-    }
+    if (status < 0)
+        status = zkl_prepare(o.command, &program);
     if (status < 0 && (status = zkl_connect(&client, &o.conn)) == 0) {
         status = -1;
         if ((rc = zkit_discovery_new(&d, client, o.base)) != 0 ||

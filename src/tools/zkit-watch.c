@@ -91,7 +91,6 @@ enum {
 };
 
 static const struct option long_options[] = {
-    ZKL_CONNECTION_LONG_OPTIONS,
     { "children", no_argument, NULL, OPT_CHILDREN },
     { "tree", no_argument, NULL, OPT_TREE },
     { "depth", required_argument, NULL, OPT_DEPTH },
@@ -99,9 +98,7 @@ static const struct option long_options[] = {
     { "once", no_argument, NULL, OPT_ONCE },
     { "timeout", required_argument, NULL, 'w' },
     { "wait", required_argument, NULL, 'w' },
-    { "help", no_argument, NULL, 'h' },
-    { "version", no_argument, NULL, 'V' },
-    { NULL, 0, NULL, 0 }
+    ZKL_COMMON_LONG_OPTIONS
 };
 
 /* As zkit-lock's: "+" stops at PATH, so that nothing after "--" is taken for an option. */
@@ -392,7 +389,7 @@ int main(int argc, char **argv)
     zkw_options_t o;
     zkit_client_t *client = NULL;
     char *program = NULL;
-    int status, missing;
+    int status;
     zkl_set_program("zkit-watch");
     /* A reader that goes away (zkit-watch ... | head -1) ends the watch through EPIPE, with
      * status 0; COMMAND gets the default disposition back (zkl_events_reset_for_child). */
@@ -400,12 +397,8 @@ int main(int argc, char **argv)
     zkl_note_inherited_fds(); /* before anything of ours is open */
     status = parse_options(&o, argc, argv);
     /* A command that cannot run fails before anything is watched. */
-    if (status < 0 && o.command && !(program = zkl_resolve_command(o.command[0], &missing)))
-        status = missing ? missing : ZKL_EXIT_INTERNAL;
-    if (status < 0 && zkl_events_init() != 0) {
-        zkl_error("cannot set up signal handling: %s", strerror(errno));
-        status = ZKL_EXIT_INTERNAL;
-    }
+    if (status < 0)
+        status = zkl_prepare(o.command, &program);
     if (status < 0 && (status = zkl_connect(&client, &o.conn)) == 0)
         status = watch(client, &o, program);
     free(program);

@@ -175,6 +175,20 @@ char *zkl_resolve_command(const char *name, int *status)
     return NULL;
 }
 
+int zkl_prepare(char *const *command, char **program)
+{
+    int missing = 0;
+    if (program)
+        *program = NULL;
+    if (command && !(*program = zkl_resolve_command(command[0], &missing)))
+        return missing ? missing : ZKL_EXIT_INTERNAL;
+    if (zkl_events_init() != 0) {
+        zkl_error("cannot set up signal handling: %s", strerror(errno));
+        return ZKL_EXIT_INTERNAL;
+    }
+    return -1;
+}
+
 /* The terminal, when we run in its foreground: the command gets it, as a shell would give it,
  * so that it can read from it although it is in a process group of its own. */
 static int foreground_terminal(void)
