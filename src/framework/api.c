@@ -188,7 +188,7 @@ static int create_call(char **created, zkit_stat_t *stat, zkit_client_t *c, cons
 ZKIT_EXTERN int zkit_create(char **created, zkit_stat_t *stat, zkit_client_t *c, const char *path,
                             const void *data, size_t len, const zkit_create_options_t *opts)
 {
-    ZKIT__PUBLIC_CALL(create, (created, stat, c, path, data, len, opts));
+    ZKIT__PUBLIC_CALL(create, create_call(created, stat, c, path, data, len, opts));
 }
 
 static int create_async_call(zkit_client_t *c, const char *path, const void *data, size_t len,
@@ -203,7 +203,7 @@ ZKIT_EXTERN int zkit_create_async(zkit_client_t *c, const char *path, const void
                                   const zkit_create_options_t *opts, zkit_completion_fn done,
                                   void *arg)
 {
-    ZKIT__PUBLIC_CALL(create_async, (c, path, data, len, opts, done, arg));
+    ZKIT__PUBLIC_CALL(create_async, create_async_call(c, path, data, len, opts, done, arg));
 }
 
 /* ---- delete ------------------------------------------------------------------------------- */
@@ -260,7 +260,7 @@ static int delete_call(zkit_client_t *c, const char *path, int version, unsigned
 
 ZKIT_EXTERN int zkit_delete(zkit_client_t *c, const char *path, int version, unsigned flags)
 {
-    ZKIT__PUBLIC_CALL(delete, (c, path, version, flags));
+    ZKIT__PUBLIC_CALL(delete, delete_call(c, path, version, flags));
 }
 
 static int delete_async_call(zkit_client_t *c, const char *path, int version, unsigned flags,
@@ -279,7 +279,7 @@ static int delete_async_call(zkit_client_t *c, const char *path, int version, un
 ZKIT_EXTERN int zkit_delete_async(zkit_client_t *c, const char *path, int version, unsigned flags,
                                   zkit_completion_fn done, void *arg)
 {
-    ZKIT__PUBLIC_CALL(delete_async, (c, path, version, flags, done, arg));
+    ZKIT__PUBLIC_CALL(delete_async, delete_async_call(c, path, version, flags, done, arg));
 }
 
 /* ---- reads -------------------------------------------------------------------------------- */
@@ -309,21 +309,15 @@ static int exists_call(zkit_stat_t *stat, zkit_client_t *c, const char *path,
 ZKIT_EXTERN int zkit_exists(zkit_stat_t *stat, zkit_client_t *c, const char *path,
                             const zkit_watcher_t *watcher)
 {
-    ZKIT__PUBLIC_CALL(exists, (stat, c, path, watcher));
-}
-
-static int exists_async_call(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
-                             zkit_completion_fn done, void *arg)
-{
-    return start_read(c, ZKIT__OP_EXISTS, path, watcher, "exists", ZKIT__REPORT_ON_EVENT_THREAD,
-                      done, arg);
+    ZKIT__PUBLIC_CALL(exists, exists_call(stat, c, path, watcher));
 }
 
 ZKIT_EXTERN int zkit_exists_async(zkit_client_t *c, const char *path,
                                   const zkit_watcher_t *watcher, zkit_completion_fn done,
                                   void *arg)
 {
-    ZKIT__PUBLIC_CALL(exists_async, (c, path, watcher, done, arg));
+    ZKIT__PUBLIC_CALL(exists_async, start_read(c, ZKIT__OP_EXISTS, path, watcher, "exists",
+                                               ZKIT__REPORT_ON_EVENT_THREAD, done, arg));
 }
 
 static int get_data_call(char **data, size_t *len, zkit_stat_t *stat, zkit_client_t *c,
@@ -352,21 +346,15 @@ static int get_data_call(char **data, size_t *len, zkit_stat_t *stat, zkit_clien
 ZKIT_EXTERN int zkit_get_data(char **data, size_t *len, zkit_stat_t *stat, zkit_client_t *c,
                               const char *path, const zkit_watcher_t *watcher)
 {
-    ZKIT__PUBLIC_CALL(get_data, (data, len, stat, c, path, watcher));
-}
-
-static int get_data_async_call(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
-                               zkit_completion_fn done, void *arg)
-{
-    return start_read(c, ZKIT__OP_GET, path, watcher, "get_data", ZKIT__REPORT_ON_EVENT_THREAD,
-                      done, arg);
+    ZKIT__PUBLIC_CALL(get_data, get_data_call(data, len, stat, c, path, watcher));
 }
 
 ZKIT_EXTERN int zkit_get_data_async(zkit_client_t *c, const char *path,
                                     const zkit_watcher_t *watcher, zkit_completion_fn done,
                                     void *arg)
 {
-    ZKIT__PUBLIC_CALL(get_data_async, (c, path, watcher, done, arg));
+    ZKIT__PUBLIC_CALL(get_data_async, start_read(c, ZKIT__OP_GET, path, watcher, "get_data",
+                                                 ZKIT__REPORT_ON_EVENT_THREAD, done, arg));
 }
 
 static zkit__op_t *build_set(zkit_client_t *c, const char *path, const void *data, size_t len,
@@ -404,7 +392,7 @@ static int set_data_call(zkit_stat_t *stat, zkit_client_t *c, const char *path, 
 ZKIT_EXTERN int zkit_set_data(zkit_stat_t *stat, zkit_client_t *c, const char *path,
                               const void *data, size_t len, int version)
 {
-    ZKIT__PUBLIC_CALL(set_data, (stat, c, path, data, len, version));
+    ZKIT__PUBLIC_CALL(set_data, set_data_call(stat, c, path, data, len, version));
 }
 
 static int set_data_async_call(zkit_client_t *c, const char *path, const void *data, size_t len,
@@ -418,7 +406,7 @@ static int set_data_async_call(zkit_client_t *c, const char *path, const void *d
 ZKIT_EXTERN int zkit_set_data_async(zkit_client_t *c, const char *path, const void *data,
                                     size_t len, int version, zkit_completion_fn done, void *arg)
 {
-    ZKIT__PUBLIC_CALL(set_data_async, (c, path, data, len, version, done, arg));
+    ZKIT__PUBLIC_CALL(set_data_async, set_data_async_call(c, path, data, len, version, done, arg));
 }
 
 /* ---- ACLs ---------------------------------------------------------------------------------- */
@@ -453,7 +441,7 @@ static int get_acl_call(zkit_acl_t **acl, size_t *count, zkit_stat_t *stat,
 ZKIT_EXTERN int zkit_get_acl(zkit_acl_t **acl, size_t *count, zkit_stat_t *stat,
                              zkit_client_t *c, const char *path)
 {
-    ZKIT__PUBLIC_CALL(get_acl, (acl, count, stat, c, path));
+    ZKIT__PUBLIC_CALL(get_acl, get_acl_call(acl, count, stat, c, path));
 }
 
 static int get_acl_async_call(zkit_client_t *c, const char *path, zkit_completion_fn done,
@@ -467,7 +455,7 @@ static int get_acl_async_call(zkit_client_t *c, const char *path, zkit_completio
 ZKIT_EXTERN int zkit_get_acl_async(zkit_client_t *c, const char *path, zkit_completion_fn done,
                                    void *arg)
 {
-    ZKIT__PUBLIC_CALL(get_acl_async, (c, path, done, arg));
+    ZKIT__PUBLIC_CALL(get_acl_async, get_acl_async_call(c, path, done, arg));
 }
 
 static zkit__op_t *build_set_acl(zkit_client_t *c, const char *path, const zkit_acl_t *acl,
@@ -517,7 +505,7 @@ static int set_acl_call(zkit_client_t *c, const char *path, const zkit_acl_t *ac
 ZKIT_EXTERN int zkit_set_acl(zkit_client_t *c, const char *path, const zkit_acl_t *acl,
                              size_t count, int version)
 {
-    ZKIT__PUBLIC_CALL(set_acl, (c, path, acl, count, version));
+    ZKIT__PUBLIC_CALL(set_acl, set_acl_call(c, path, acl, count, version));
 }
 
 static int set_acl_async_call(zkit_client_t *c, const char *path, const zkit_acl_t *acl,
@@ -533,7 +521,7 @@ ZKIT_EXTERN int zkit_set_acl_async(zkit_client_t *c, const char *path, const zki
                                    size_t count, int version, zkit_completion_fn done,
                                    void *arg)
 {
-    ZKIT__PUBLIC_CALL(set_acl_async, (c, path, acl, count, version, done, arg));
+    ZKIT__PUBLIC_CALL(set_acl_async, set_acl_async_call(c, path, acl, count, version, done, arg));
 }
 
 static int get_children_call(char ***names, size_t *count, zkit_stat_t *stat, zkit_client_t *c,
@@ -572,22 +560,16 @@ ZKIT_EXTERN int zkit_get_children(char ***names, size_t *count, zkit_stat_t *sta
                                   zkit_client_t *c, const char *path,
                                   const zkit_watcher_t *watcher)
 {
-    ZKIT__PUBLIC_CALL(get_children, (names, count, stat, c, path, watcher));
-}
-
-static int get_children_async_call(zkit_client_t *c, const char *path,
-                                   const zkit_watcher_t *watcher, zkit_completion_fn done,
-                                   void *arg)
-{
-    return start_read(c, ZKIT__OP_CHILDREN, path, watcher, "get_children",
-                      ZKIT__REPORT_ON_EVENT_THREAD, done, arg);
+    ZKIT__PUBLIC_CALL(get_children, get_children_call(names, count, stat, c, path, watcher));
 }
 
 ZKIT_EXTERN int zkit_get_children_async(zkit_client_t *c, const char *path,
                                         const zkit_watcher_t *watcher, zkit_completion_fn done,
                                         void *arg)
 {
-    ZKIT__PUBLIC_CALL(get_children_async, (c, path, watcher, done, arg));
+    ZKIT__PUBLIC_CALL(get_children_async, start_read(c, ZKIT__OP_CHILDREN, path, watcher,
+                                                     "get_children", ZKIT__REPORT_ON_EVENT_THREAD,
+                                                     done, arg));
 }
 
 /* ---- watches and memory ------------------------------------------------------------------- */
@@ -617,7 +599,7 @@ static int watch_remove_call(zkit_client_t *c, const char *path, zkit_watch_kind
 ZKIT_EXTERN int zkit_watch_remove(zkit_client_t *c, const char *path, zkit_watch_kind_t kind,
                                   const zkit_watcher_t *watcher)
 {
-    ZKIT__PUBLIC_CALL(watch_remove, (c, path, kind, watcher));
+    ZKIT__PUBLIC_CALL(watch_remove, watch_remove_call(c, path, kind, watcher));
 }
 
 ZKIT_EXTERN void zkit_free(void *ptr)

@@ -407,7 +407,8 @@ static int client_block_until_connected_call(zkit_client_t *c, int timeout_ms)
 
 ZKIT_EXTERN int zkit_client_block_until_connected(zkit_client_t *c, int timeout_ms)
 {
-    ZKIT__PUBLIC_CALL(client_block_until_connected, (c, timeout_ms));
+    ZKIT__PUBLIC_CALL(client_block_until_connected,
+                      client_block_until_connected_call(c, timeout_ms));
 }
 
 ZKIT_EXTERN zkit_conn_state_t zkit_client_state(const zkit_client_t *cc)

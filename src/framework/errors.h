@@ -32,17 +32,18 @@ void zkit__error_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)))
 int zkit__error_fresh(int error, const char *what);
 
 /*
- * Every public call that can fail is written as a static NAME_call() doing the work and a
- * public zkit_NAME() whose body is ZKIT__PUBLIC_CALL(NAME, (ARGS)): the one place where a
- * call's failure gets a message of its own.  A failure (a negative code) that set no message
- * since the call began gets "NAME: " and zkit_strerror(code), so that zkit_error_message()
- * never describes an earlier call; a detail set deeper down (a rejected argument, the
- * server's answer) stays.  A positive result (a yes, a count) is no failure.
+ * Every public call that can fail is written as zkit_NAME() whose body is
+ * ZKIT__PUBLIC_CALL(NAME, CALL): CALL (usually a static NAME_call(ARGS), or the one expression
+ * that does the work) runs between the mark and the check, the one place where a call's
+ * failure gets a message of its own.  A failure (a negative code) that set no message since
+ * the call began gets "NAME: " and zkit_strerror(code), so that zkit_error_message() never
+ * describes an earlier call; a detail set deeper down (a rejected argument, the server's
+ * answer) stays.  A positive result (a yes, a count) is no failure.
  */
-#define ZKIT__PUBLIC_CALL(name, args)                                                        \
+#define ZKIT__PUBLIC_CALL(name, call)                                                        \
     do {                                                                                     \
         unsigned zkit__mark_ = zkit__error_mark();                                           \
-        int zkit__rc_ = name##_call args;                                                    \
+        int zkit__rc_ = (call);                                                              \
         return zkit__error_unless_set(zkit__mark_, zkit__rc_, #name);                        \
     } while (0)
 

@@ -226,7 +226,7 @@ static int client_add_listener_call(int *id, zkit_client_t *c, zkit_state_listen
 ZKIT_EXTERN int zkit_client_add_listener(int *id, zkit_client_t *c, zkit_state_listener_fn fn,
                                          void *arg)
 {
-    ZKIT__PUBLIC_CALL(client_add_listener, (id, c, fn, arg));
+    ZKIT__PUBLIC_CALL(client_add_listener, client_add_listener_call(id, c, fn, arg));
 }
 
 /* Linear in the live listeners: the id-based API is for the few listeners of an application;
@@ -250,5 +250,5 @@ static int client_remove_listener_call(zkit_client_t *c, int id)
 
 ZKIT_EXTERN int zkit_client_remove_listener(zkit_client_t *c, int id)
 {
-    ZKIT__PUBLIC_CALL(client_remove_listener, (c, id));
+    ZKIT__PUBLIC_CALL(client_remove_listener, client_remove_listener_call(c, id));
 }

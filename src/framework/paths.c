@@ -128,7 +128,7 @@ static int path_validate_call(const char *path)
 
 ZKIT_EXTERN int zkit_path_validate(const char *path)
 {
-    ZKIT__PUBLIC_CALL(path_validate, (path));
+    ZKIT__PUBLIC_CALL(path_validate, path_validate_call(path));
 }
 
 /* A namespace is valid when "/" + ns is a valid path other than the root.  A leading or

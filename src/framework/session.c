@@ -671,7 +671,7 @@ static int client_new_call(zkit_client_t **out, const zkit_client_options_t *opt
 
 ZKIT_EXTERN int zkit_client_new(zkit_client_t **out, const zkit_client_options_t *opts)
 {
-    ZKIT__PUBLIC_CALL(client_new, (out, opts));
+    ZKIT__PUBLIC_CALL(client_new, client_new_call(out, opts));
 }
 
 /* The close listeners' walk, on the event thread (or the closing thread in dispatch mode). */

@@ -280,7 +280,7 @@ static int client_fd_call(int *fd, const zkit_client_t *client)
 
 ZKIT_EXTERN int zkit_client_fd(int *fd, const zkit_client_t *client)
 {
-    ZKIT__PUBLIC_CALL(client_fd, (fd, client));
+    ZKIT__PUBLIC_CALL(client_fd, client_fd_call(fd, client));
 }
 
 static int client_dispatch_call(zkit_client_t *c)
@@ -315,5 +315,5 @@ static int client_dispatch_call(zkit_client_t *c)
 
 ZKIT_EXTERN int zkit_client_dispatch(zkit_client_t *c)
 {
-    ZKIT__PUBLIC_CALL(client_dispatch, (c));
+    ZKIT__PUBLIC_CALL(client_dispatch, client_dispatch_call(c));
 }

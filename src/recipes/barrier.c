@@ -60,7 +60,7 @@ static int barrier_new_call(zkit_barrier_t **out, zkit_client_t *client, const c
 
 ZKIT_EXTERN int zkit_barrier_new(zkit_barrier_t **out, zkit_client_t *client, const char *path)
 {
-    ZKIT__PUBLIC_CALL(barrier_new, (out, client, path));
+    ZKIT__PUBLIC_CALL(barrier_new, barrier_new_call(out, client, path));
 }
 
 static int barrier_set_call(zkit_barrier_t *b)
@@ -78,7 +78,7 @@ static int barrier_set_call(zkit_barrier_t *b)
 
 ZKIT_EXTERN int zkit_barrier_set(zkit_barrier_t *b)
 {
-    ZKIT__PUBLIC_CALL(barrier_set, (b));
+    ZKIT__PUBLIC_CALL(barrier_set, barrier_set_call(b));
 }
 
 static int barrier_remove_call(zkit_barrier_t *b)
@@ -94,7 +94,7 @@ static int barrier_remove_call(zkit_barrier_t *b)
 
 ZKIT_EXTERN int zkit_barrier_remove(zkit_barrier_t *b)
 {
-    ZKIT__PUBLIC_CALL(barrier_remove, (b));
+    ZKIT__PUBLIC_CALL(barrier_remove, barrier_remove_call(b));
 }
 
 static int barrier_wait_call(zkit_barrier_t *b, int timeout_ms)
@@ -147,7 +147,7 @@ static int barrier_wait_call(zkit_barrier_t *b, int timeout_ms)
 
 ZKIT_EXTERN int zkit_barrier_wait(zkit_barrier_t *b, int timeout_ms)
 {
-    ZKIT__PUBLIC_CALL(barrier_wait, (b, timeout_ms));
+    ZKIT__PUBLIC_CALL(barrier_wait, barrier_wait_call(b, timeout_ms));
 }
 
 ZKIT_EXTERN void zkit_barrier_free(zkit_barrier_t *b)

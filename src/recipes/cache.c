@@ -120,7 +120,7 @@ ZKIT_EXTERN int zkit_node_watch_new(zkit_node_watch_t **out, zkit_client_t *clie
                                     const char *path, const zkit_watch_options_t *opts,
                                     zkit_node_watch_fn fn, void *arg)
 {
-    ZKIT__PUBLIC_CALL(node_watch_new, (out, client, path, opts, fn, arg));
+    ZKIT__PUBLIC_CALL(node_watch_new, node_watch_new_call(out, client, path, opts, fn, arg));
 }
 
 ZKIT_EXTERN void zkit_node_watch_free(zkit_node_watch_t *w)
@@ -161,7 +161,8 @@ ZKIT_EXTERN int zkit_children_watch_new(zkit_children_watch_t **out, zkit_client
                                         const char *path, const zkit_watch_options_t *opts,
                                         zkit_children_watch_fn fn, void *arg)
 {
-    ZKIT__PUBLIC_CALL(children_watch_new, (out, client, path, opts, fn, arg));
+    ZKIT__PUBLIC_CALL(children_watch_new,
+                      children_watch_new_call(out, client, path, opts, fn, arg));
 }
 
 ZKIT_EXTERN void zkit_children_watch_free(zkit_children_watch_t *w)
@@ -429,7 +430,7 @@ ZKIT_EXTERN int zkit_node_cache_new(zkit_cache_t **out, zkit_client_t *client, c
                                     const zkit_watch_options_t *opts,
                                     zkit_cache_listener_fn listener, void *arg)
 {
-    ZKIT__PUBLIC_CALL(node_cache_new, (out, client, path, opts, listener, arg));
+    ZKIT__PUBLIC_CALL(node_cache_new, node_cache_new_call(out, client, path, opts, listener, arg));
 }
 
 /* A tree cache (`hide_root` 0) or a children cache (a tree of depth 1, its root hidden), the
@@ -474,7 +475,8 @@ ZKIT_EXTERN int zkit_children_cache_new(zkit_cache_t **out, zkit_client_t *clien
                                         const char *path, const zkit_watch_options_t *opts,
                                         zkit_cache_listener_fn listener, void *arg)
 {
-    ZKIT__PUBLIC_CALL(children_cache_new, (out, client, path, opts, listener, arg));
+    ZKIT__PUBLIC_CALL(children_cache_new,
+                      children_cache_new_call(out, client, path, opts, listener, arg));
 }
 
 static int tree_cache_new_call(zkit_cache_t **out, zkit_client_t *client, const char *path,
@@ -499,7 +501,8 @@ ZKIT_EXTERN int zkit_tree_cache_new(zkit_cache_t **out, zkit_client_t *client, c
                                     int max_depth, const zkit_watch_options_t *opts,
                                     zkit_cache_listener_fn listener, void *arg)
 {
-    ZKIT__PUBLIC_CALL(tree_cache_new, (out, client, path, max_depth, opts, listener, arg));
+    ZKIT__PUBLIC_CALL(tree_cache_new,
+                      tree_cache_new_call(out, client, path, max_depth, opts, listener, arg));
 }
 
 /* A node cache's entry when `path` is its node (mu held), or NULL. */
@@ -540,7 +543,7 @@ static int cache_get_call(char **data, size_t *len, zkit_stat_t *stat, zkit_cach
 ZKIT_EXTERN int zkit_cache_get(char **data, size_t *len, zkit_stat_t *stat, zkit_cache_t *cache,
                                const char *path)
 {
-    ZKIT__PUBLIC_CALL(cache_get, (data, len, stat, cache, path));
+    ZKIT__PUBLIC_CALL(cache_get, cache_get_call(data, len, stat, cache, path));
 }
 
 static int cache_list_call(char ***names, size_t *count, zkit_cache_t *cache)
@@ -581,7 +584,7 @@ static int cache_list_call(char ***names, size_t *count, zkit_cache_t *cache)
 
 ZKIT_EXTERN int zkit_cache_list(char ***names, size_t *count, zkit_cache_t *cache)
 {
-    ZKIT__PUBLIC_CALL(cache_list, (names, count, cache));
+    ZKIT__PUBLIC_CALL(cache_list, cache_list_call(names, count, cache));
 }
 
 static int cache_children_call(char ***names, size_t *count, zkit_cache_t *cache,
@@ -614,7 +617,7 @@ static int cache_children_call(char ***names, size_t *count, zkit_cache_t *cache
 ZKIT_EXTERN int zkit_cache_children(char ***names, size_t *count, zkit_cache_t *cache,
                                     const char *path)
 {
-    ZKIT__PUBLIC_CALL(cache_children, (names, count, cache, path));
+    ZKIT__PUBLIC_CALL(cache_children, cache_children_call(names, count, cache, path));
 }
 
 static int cache_status_call(int *current, int64_t *since_ms, zkit_cache_t *cache)
@@ -636,7 +639,7 @@ static int cache_status_call(int *current, int64_t *since_ms, zkit_cache_t *cach
 
 ZKIT_EXTERN int zkit_cache_status(int *current, int64_t *since_ms, zkit_cache_t *cache)
 {
-    ZKIT__PUBLIC_CALL(cache_status, (current, since_ms, cache));
+    ZKIT__PUBLIC_CALL(cache_status, cache_status_call(current, since_ms, cache));
 }
 
 ZKIT_EXTERN void zkit_cache_free(zkit_cache_t *cache)

@@ -235,7 +235,7 @@ static int double_barrier_new_call(zkit_double_barrier_t **out, zkit_client_t *c
 ZKIT_EXTERN int zkit_double_barrier_new(zkit_double_barrier_t **out, zkit_client_t *client,
                                         const char *path, int member_count)
 {
-    ZKIT__PUBLIC_CALL(double_barrier_new, (out, client, path, member_count));
+    ZKIT__PUBLIC_CALL(double_barrier_new, double_barrier_new_call(out, client, path, member_count));
 }
 
 /* The checks of a wait; on 0 the wait is marked in progress. */
@@ -338,7 +338,7 @@ static int double_barrier_enter_call(zkit_double_barrier_t *db, int timeout_ms)
 
 ZKIT_EXTERN int zkit_double_barrier_enter(zkit_double_barrier_t *db, int timeout_ms)
 {
-    ZKIT__PUBLIC_CALL(double_barrier_enter, (db, timeout_ms));
+    ZKIT__PUBLIC_CALL(double_barrier_enter, double_barrier_enter_call(db, timeout_ms));
 }
 
 static int double_barrier_leave_call(zkit_double_barrier_t *db, int timeout_ms)
@@ -391,7 +391,7 @@ static int double_barrier_leave_call(zkit_double_barrier_t *db, int timeout_ms)
 
 ZKIT_EXTERN int zkit_double_barrier_leave(zkit_double_barrier_t *db, int timeout_ms)
 {
-    ZKIT__PUBLIC_CALL(double_barrier_leave, (db, timeout_ms));
+    ZKIT__PUBLIC_CALL(double_barrier_leave, double_barrier_leave_call(db, timeout_ms));
 }
 
 static int double_barrier_node_call(char **path, const zkit_double_barrier_t *db)
@@ -415,7 +415,7 @@ static int double_barrier_node_call(char **path, const zkit_double_barrier_t *db
 
 ZKIT_EXTERN int zkit_double_barrier_node(char **path, const zkit_double_barrier_t *db)
 {
-    ZKIT__PUBLIC_CALL(double_barrier_node, (path, db));
+    ZKIT__PUBLIC_CALL(double_barrier_node, double_barrier_node_call(path, db));
 }
 
 ZKIT_EXTERN void zkit_double_barrier_free(zkit_double_barrier_t *db)

@@ -56,7 +56,7 @@ static int discovery_new_call(zkit_discovery_t **out, zkit_client_t *client,
 ZKIT_EXTERN int zkit_discovery_new(zkit_discovery_t **out, zkit_client_t *client,
                                    const char *base)
 {
-    ZKIT__PUBLIC_CALL(discovery_new, (out, client, base));
+    ZKIT__PUBLIC_CALL(discovery_new, discovery_new_call(out, client, base));
 }
 
 ZKIT_EXTERN void zkit_discovery_free(zkit_discovery_t *d)
@@ -198,7 +198,7 @@ ZKIT_EXTERN int zkit_discovery_register(zkit_service_registration_t **out, zkit_
                                         const zkit_service_instance_t *inst,
                                         zkit_persistent_node_fn fn, void *arg)
 {
-    ZKIT__PUBLIC_CALL(discovery_register, (out, d, inst, fn, arg));
+    ZKIT__PUBLIC_CALL(discovery_register, discovery_register_call(out, d, inst, fn, arg));
 }
 
 static int service_registration_update_call(zkit_service_registration_t *r,
@@ -242,7 +242,7 @@ static int service_registration_update_call(zkit_service_registration_t *r,
 ZKIT_EXTERN int zkit_service_registration_update(zkit_service_registration_t *r,
                                                  const zkit_service_instance_t *inst)
 {
-    ZKIT__PUBLIC_CALL(service_registration_update, (r, inst));
+    ZKIT__PUBLIC_CALL(service_registration_update, service_registration_update_call(r, inst));
 }
 
 static int service_registration_wait_call(zkit_service_registration_t *r, int timeout_ms)
@@ -256,7 +256,7 @@ static int service_registration_wait_call(zkit_service_registration_t *r, int ti
 
 ZKIT_EXTERN int zkit_service_registration_wait(zkit_service_registration_t *r, int timeout_ms)
 {
-    ZKIT__PUBLIC_CALL(service_registration_wait, (r, timeout_ms));
+    ZKIT__PUBLIC_CALL(service_registration_wait, service_registration_wait_call(r, timeout_ms));
 }
 
 static int service_registration_instance_call(zkit_service_instance_t **out,
@@ -286,7 +286,7 @@ static int service_registration_instance_call(zkit_service_instance_t **out,
 ZKIT_EXTERN int zkit_service_registration_instance(zkit_service_instance_t **out,
                                                    const zkit_service_registration_t *r)
 {
-    ZKIT__PUBLIC_CALL(service_registration_instance, (out, r));
+    ZKIT__PUBLIC_CALL(service_registration_instance, service_registration_instance_call(out, r));
 }
 
 ZKIT_EXTERN void zkit_service_registration_free(zkit_service_registration_t *r)
@@ -329,7 +329,7 @@ static int discovery_services_call(char ***names, size_t *count, zkit_discovery_
 
 ZKIT_EXTERN int zkit_discovery_services(char ***names, size_t *count, zkit_discovery_t *d)
 {
-    ZKIT__PUBLIC_CALL(discovery_services, (names, count, d));
+    ZKIT__PUBLIC_CALL(discovery_services, discovery_services_call(names, count, d));
 }
 
 static int discovery_instances_call(zkit_service_instance_t **instances, size_t *count,
@@ -401,7 +401,8 @@ ZKIT_EXTERN int zkit_discovery_instances(zkit_service_instance_t **instances, si
                                          size_t *skipped, zkit_discovery_t *d,
                                          const char *service)
 {
-    ZKIT__PUBLIC_CALL(discovery_instances, (instances, count, skipped, d, service));
+    ZKIT__PUBLIC_CALL(discovery_instances,
+                      discovery_instances_call(instances, count, skipped, d, service));
 }
 
 static int discovery_instance_call(zkit_service_instance_t **out, zkit_discovery_t *d,
@@ -429,5 +430,5 @@ static int discovery_instance_call(zkit_service_instance_t **out, zkit_discovery
 ZKIT_EXTERN int zkit_discovery_instance(zkit_service_instance_t **out, zkit_discovery_t *d,
                                         const char *service, const char *id)
 {
-    ZKIT__PUBLIC_CALL(discovery_instance, (out, d, service, id));
+    ZKIT__PUBLIC_CALL(discovery_instance, discovery_instance_call(out, d, service, id));
 }

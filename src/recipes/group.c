@@ -131,7 +131,8 @@ ZKIT_EXTERN int zkit_group_join(zkit_group_t **out, zkit_client_t *client, const
                                 zkit_group_listener_fn listener, zkit_persistent_node_fn state_fn,
                                 void *arg)
 {
-    ZKIT__PUBLIC_CALL(group_join, (out, client, path, id, data, len, listener, state_fn, arg));
+    ZKIT__PUBLIC_CALL(group_join,
+                      group_join_call(out, client, path, id, data, len, listener, state_fn, arg));
 }
 
 static int group_set_data_call(zkit_group_t *g, const void *data, size_t len)
@@ -158,7 +159,7 @@ static int group_set_data_call(zkit_group_t *g, const void *data, size_t len)
 
 ZKIT_EXTERN int zkit_group_set_data(zkit_group_t *g, const void *data, size_t len)
 {
-    ZKIT__PUBLIC_CALL(group_set_data, (g, data, len));
+    ZKIT__PUBLIC_CALL(group_set_data, group_set_data_call(g, data, len));
 }
 
 static int group_wait_joined_call(zkit_group_t *g, int timeout_ms)
@@ -172,7 +173,7 @@ static int group_wait_joined_call(zkit_group_t *g, int timeout_ms)
 
 ZKIT_EXTERN int zkit_group_wait_joined(zkit_group_t *g, int timeout_ms)
 {
-    ZKIT__PUBLIC_CALL(group_wait_joined, (g, timeout_ms));
+    ZKIT__PUBLIC_CALL(group_wait_joined, group_wait_joined_call(g, timeout_ms));
 }
 
 ZKIT_EXTERN void zkit_group_members_free(zkit_group_member_t *members, size_t count)
@@ -265,7 +266,7 @@ static int group_members_call(zkit_group_member_t **members, size_t *count, zkit
 
 ZKIT_EXTERN int zkit_group_members(zkit_group_member_t **members, size_t *count, zkit_group_t *g)
 {
-    ZKIT__PUBLIC_CALL(group_members, (members, count, g));
+    ZKIT__PUBLIC_CALL(group_members, group_members_call(members, count, g));
 }
 
 ZKIT_EXTERN void zkit_group_free(zkit_group_t *g)

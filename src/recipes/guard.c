@@ -66,5 +66,5 @@ static int lock_guard_txn_call(zkit_txn_t *txn, const zkit_lock_t *lock)
 
 ZKIT_EXTERN int zkit_lock_guard_txn(zkit_txn_t *txn, const zkit_lock_t *lock)
 {
-    ZKIT__PUBLIC_CALL(lock_guard_txn, (txn, lock));
+    ZKIT__PUBLIC_CALL(lock_guard_txn, lock_guard_txn_call(txn, lock));
 }

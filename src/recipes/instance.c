@@ -341,7 +341,7 @@ static int service_instance_to_json_call(char **json, const zkit_service_instanc
 
 ZKIT_EXTERN int zkit_service_instance_to_json(char **json, const zkit_service_instance_t *inst)
 {
-    ZKIT__PUBLIC_CALL(service_instance_to_json, (json, inst));
+    ZKIT__PUBLIC_CALL(service_instance_to_json, service_instance_to_json_call(json, inst));
 }
 
 /* ---- reading ----------------------------------------------------------------------------- */
@@ -469,5 +469,5 @@ static int service_instance_from_json_call(zkit_service_instance_t **out, const 
 ZKIT_EXTERN int zkit_service_instance_from_json(zkit_service_instance_t **out, const char *json,
                                                 size_t len)
 {
-    ZKIT__PUBLIC_CALL(service_instance_from_json, (out, json, len));
+    ZKIT__PUBLIC_CALL(service_instance_from_json, service_instance_from_json_call(out, json, len));
 }

@@ -778,7 +778,7 @@ static int job_start_call(zkit_job_t **out, zkit_client_t *client, const zkit_jo
 ZKIT_EXTERN int zkit_job_start(zkit_job_t **out, zkit_client_t *client,
                                const zkit_job_options_t *opts)
 {
-    ZKIT__PUBLIC_CALL(job_start, (out, client, opts));
+    ZKIT__PUBLIC_CALL(job_start, job_start_call(out, client, opts));
 }
 
 /* The slot the schedule puts `at_s` in, or ZKIT_EINVAL (with a message) when there is none. */
@@ -851,7 +851,7 @@ static int job_run_slot_once_call(zkit_job_attempt_t *attempt, zkit_client_t *cl
 ZKIT_EXTERN int zkit_job_run_slot_once(zkit_job_attempt_t *attempt, zkit_client_t *client,
                                        const zkit_job_options_t *opts, int64_t at_s)
 {
-    ZKIT__PUBLIC_CALL(job_run_slot_once, (attempt, client, opts, at_s));
+    ZKIT__PUBLIC_CALL(job_run_slot_once, job_run_slot_once_call(attempt, client, opts, at_s));
 }
 
 ZKIT_EXTERN void zkit_job_stop(zkit_job_t *job)
@@ -899,7 +899,7 @@ static int job_run_cancelled_call(const zkit_job_run_t *run)
 
 ZKIT_EXTERN int zkit_job_run_cancelled(const zkit_job_run_t *run)
 {
-    ZKIT__PUBLIC_CALL(job_run_cancelled, (run));
+    ZKIT__PUBLIC_CALL(job_run_cancelled, job_run_cancelled_call(run));
 }
 
 ZKIT_EXTERN int64_t zkit_job_run_fencing_token(const zkit_job_run_t *run)

@@ -398,7 +398,7 @@ static int latch_lock_new_call(zkit_lock_t **out, zkit_client_t *client, const c
 ZKIT_EXTERN int zkit_latch_lock_new(zkit_lock_t **out, zkit_client_t *client, const char *path,
                                     const char *id)
 {
-    ZKIT__PUBLIC_CALL(latch_lock_new, (out, client, path, id));
+    ZKIT__PUBLIC_CALL(latch_lock_new, latch_lock_new_call(out, client, path, id));
 }
 
 /* The leader's holding for queries (its view's), whichever thread asks: 0, ZKIT_ENOTHELD or
@@ -448,7 +448,7 @@ static int latch_new_call(zkit_latch_t **out, zkit_client_t *client, const char 
 ZKIT_EXTERN int zkit_latch_new(zkit_latch_t **out, zkit_client_t *client, const char *path,
                                const char *id)
 {
-    ZKIT__PUBLIC_CALL(latch_new, (out, client, path, id));
+    ZKIT__PUBLIC_CALL(latch_new, latch_new_call(out, client, path, id));
 }
 
 ZKIT_EXTERN zkit_lock_t *zkit_latch_lock(zkit_latch_t *latch)
@@ -475,25 +475,15 @@ static int set_before_start(zkit_latch_t *latch, int listener, void *fn, void *a
     return rc;
 }
 
-static int latch_set_listener_call(zkit_latch_t *latch, zkit_latch_listener_fn fn, void *arg)
-{
-    return set_before_start(latch, 1, (void *)fn, arg);
-}
-
 ZKIT_EXTERN int zkit_latch_set_listener(zkit_latch_t *latch, zkit_latch_listener_fn fn, void *arg)
 {
-    ZKIT__PUBLIC_CALL(latch_set_listener, (latch, fn, arg));
-}
-
-static int latch_set_state_callback_call(zkit_latch_t *latch, zkit_latch_state_fn fn, void *arg)
-{
-    return set_before_start(latch, 0, (void *)fn, arg);
+    ZKIT__PUBLIC_CALL(latch_set_listener, set_before_start(latch, 1, (void *)fn, arg));
 }
 
 ZKIT_EXTERN int zkit_latch_set_state_callback(zkit_latch_t *latch, zkit_latch_state_fn fn,
                                               void *arg)
 {
-    ZKIT__PUBLIC_CALL(latch_set_state_callback, (latch, fn, arg));
+    ZKIT__PUBLIC_CALL(latch_set_state_callback, set_before_start(latch, 0, (void *)fn, arg));
 }
 
 static int latch_start_call(zkit_latch_t *latch)
@@ -523,7 +513,7 @@ static int latch_start_call(zkit_latch_t *latch)
 
 ZKIT_EXTERN int zkit_latch_start(zkit_latch_t *latch)
 {
-    ZKIT__PUBLIC_CALL(latch_start, (latch));
+    ZKIT__PUBLIC_CALL(latch_start, latch_start_call(latch));
 }
 
 /* Whether the await may start (latch->mu held): 0, or the error to return. */
@@ -566,7 +556,7 @@ static int latch_await_call(zkit_latch_t *latch, int timeout_ms)
 
 ZKIT_EXTERN int zkit_latch_await(zkit_latch_t *latch, int timeout_ms)
 {
-    ZKIT__PUBLIC_CALL(latch_await, (latch, timeout_ms));
+    ZKIT__PUBLIC_CALL(latch_await, latch_await_call(latch, timeout_ms));
 }
 
 static int latch_await_async_call(zkit_latch_t *latch, int timeout_ms, zkit_latch_await_fn done,
@@ -590,7 +580,7 @@ static int latch_await_async_call(zkit_latch_t *latch, int timeout_ms, zkit_latc
 ZKIT_EXTERN int zkit_latch_await_async(zkit_latch_t *latch, int timeout_ms,
                                        zkit_latch_await_fn done, void *arg)
 {
-    ZKIT__PUBLIC_CALL(latch_await_async, (latch, timeout_ms, done, arg));
+    ZKIT__PUBLIC_CALL(latch_await_async, latch_await_async_call(latch, timeout_ms, done, arg));
 }
 
 static int latch_cancel_awaits_call(zkit_latch_t *latch)
@@ -603,7 +593,7 @@ static int latch_cancel_awaits_call(zkit_latch_t *latch)
 
 ZKIT_EXTERN int zkit_latch_cancel_awaits(zkit_latch_t *latch)
 {
-    ZKIT__PUBLIC_CALL(latch_cancel_awaits, (latch));
+    ZKIT__PUBLIC_CALL(latch_cancel_awaits, latch_cancel_awaits_call(latch));
 }
 
 ZKIT_EXTERN int zkit_latch_has_leadership(const zkit_latch_t *latch)
@@ -613,44 +603,26 @@ ZKIT_EXTERN int zkit_latch_has_leadership(const zkit_latch_t *latch)
 
 /* The holding queries of the latch are those of its view (zkit_latch_lock). */
 
-static int latch_fencing_token_call(int64_t *token, const zkit_latch_t *latch)
-{
-    return zkit_lock_fencing_token(token, latch ? latch->view : NULL);
-}
-
 ZKIT_EXTERN int zkit_latch_fencing_token(int64_t *token, const zkit_latch_t *latch)
 {
-    ZKIT__PUBLIC_CALL(latch_fencing_token, (token, latch));
-}
-
-static int latch_valid_until_call(int64_t *deadline_ms, const zkit_latch_t *latch)
-{
-    return zkit_lock_valid_until(deadline_ms, latch ? latch->view : NULL);
+    ZKIT__PUBLIC_CALL(latch_fencing_token,
+                      zkit_lock_fencing_token(token, latch ? latch->view : NULL));
 }
 
 ZKIT_EXTERN int zkit_latch_valid_until(int64_t *deadline_ms, const zkit_latch_t *latch)
 {
-    ZKIT__PUBLIC_CALL(latch_valid_until, (deadline_ms, latch));
-}
-
-static int latch_node_call(char **path, const zkit_latch_t *latch)
-{
-    return zkit_lock_node(path, latch ? latch->view : NULL);
+    ZKIT__PUBLIC_CALL(latch_valid_until,
+                      zkit_lock_valid_until(deadline_ms, latch ? latch->view : NULL));
 }
 
 ZKIT_EXTERN int zkit_latch_node(char **path, const zkit_latch_t *latch)
 {
-    ZKIT__PUBLIC_CALL(latch_node, (path, latch));
-}
-
-static int latch_guard_txn_call(zkit_txn_t *txn, const zkit_latch_t *latch)
-{
-    return zkit_lock_guard_txn(txn, latch ? latch->view : NULL);
+    ZKIT__PUBLIC_CALL(latch_node, zkit_lock_node(path, latch ? latch->view : NULL));
 }
 
 ZKIT_EXTERN int zkit_latch_guard_txn(zkit_txn_t *txn, const zkit_latch_t *latch)
 {
-    ZKIT__PUBLIC_CALL(latch_guard_txn, (txn, latch));
+    ZKIT__PUBLIC_CALL(latch_guard_txn, zkit_lock_guard_txn(txn, latch ? latch->view : NULL));
 }
 
 static int latch_close_call(zkit_latch_t *latch)
@@ -698,7 +670,7 @@ static int latch_close_call(zkit_latch_t *latch)
 
 ZKIT_EXTERN int zkit_latch_close(zkit_latch_t *latch)
 {
-    ZKIT__PUBLIC_CALL(latch_close, (latch));
+    ZKIT__PUBLIC_CALL(latch_close, latch_close_call(latch));
 }
 
 ZKIT_EXTERN void zkit_latch_free(zkit_latch_t *latch)

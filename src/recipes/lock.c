@@ -38,7 +38,7 @@ static int lock_acquire_call(zkit_lock_t *lock, int timeout_ms)
 
 ZKIT_EXTERN int zkit_lock_acquire(zkit_lock_t *lock, int timeout_ms)
 {
-    ZKIT__PUBLIC_CALL(lock_acquire, (lock, timeout_ms));
+    ZKIT__PUBLIC_CALL(lock_acquire, lock_acquire_call(lock, timeout_ms));
 }
 
 static int lock_acquire_async_call(zkit_lock_t *lock, int timeout_ms, zkit_lock_acquired_fn done,
@@ -56,7 +56,7 @@ static int lock_acquire_async_call(zkit_lock_t *lock, int timeout_ms, zkit_lock_
 ZKIT_EXTERN int zkit_lock_acquire_async(zkit_lock_t *lock, int timeout_ms,
                                         zkit_lock_acquired_fn done, void *arg)
 {
-    ZKIT__PUBLIC_CALL(lock_acquire_async, (lock, timeout_ms, done, arg));
+    ZKIT__PUBLIC_CALL(lock_acquire_async, lock_acquire_async_call(lock, timeout_ms, done, arg));
 }
 
 static int lock_cancel_call(zkit_lock_t *lock)
@@ -68,7 +68,7 @@ static int lock_cancel_call(zkit_lock_t *lock)
 
 ZKIT_EXTERN int zkit_lock_cancel(zkit_lock_t *lock)
 {
-    ZKIT__PUBLIC_CALL(lock_cancel, (lock));
+    ZKIT__PUBLIC_CALL(lock_cancel, lock_cancel_call(lock));
 }
 
 static int lock_release_call(zkit_lock_t *lock)
@@ -86,7 +86,7 @@ static int lock_release_call(zkit_lock_t *lock)
 
 ZKIT_EXTERN int zkit_lock_release(zkit_lock_t *lock)
 {
-    ZKIT__PUBLIC_CALL(lock_release, (lock));
+    ZKIT__PUBLIC_CALL(lock_release, lock_release_call(lock));
 }
 
 ZKIT_EXTERN int zkit_lock_is_held(const zkit_lock_t *lock)
@@ -119,7 +119,7 @@ static int lock_node_call(char **path, const zkit_lock_t *lock)
 
 ZKIT_EXTERN int zkit_lock_node(char **path, const zkit_lock_t *lock)
 {
-    ZKIT__PUBLIC_CALL(lock_node, (path, lock));
+    ZKIT__PUBLIC_CALL(lock_node, lock_node_call(path, lock));
 }
 
 static int lock_fencing_token_call(int64_t *token, const zkit_lock_t *lock)
@@ -131,7 +131,7 @@ static int lock_fencing_token_call(int64_t *token, const zkit_lock_t *lock)
 
 ZKIT_EXTERN int zkit_lock_fencing_token(int64_t *token, const zkit_lock_t *lock)
 {
-    ZKIT__PUBLIC_CALL(lock_fencing_token, (token, lock));
+    ZKIT__PUBLIC_CALL(lock_fencing_token, lock_fencing_token_call(token, lock));
 }
 
 static int lock_valid_until_call(int64_t *deadline_ms, const zkit_lock_t *lock)
@@ -143,7 +143,7 @@ static int lock_valid_until_call(int64_t *deadline_ms, const zkit_lock_t *lock)
 
 ZKIT_EXTERN int zkit_lock_valid_until(int64_t *deadline_ms, const zkit_lock_t *lock)
 {
-    ZKIT__PUBLIC_CALL(lock_valid_until, (deadline_ms, lock));
+    ZKIT__PUBLIC_CALL(lock_valid_until, lock_valid_until_call(deadline_ms, lock));
 }
 
 static int lock_set_data_call(zkit_lock_t *lock, const void *data, size_t len)
@@ -170,7 +170,7 @@ static int lock_set_data_call(zkit_lock_t *lock, const void *data, size_t len)
 
 ZKIT_EXTERN int zkit_lock_set_data(zkit_lock_t *lock, const void *data, size_t len)
 {
-    ZKIT__PUBLIC_CALL(lock_set_data, (lock, data, len));
+    ZKIT__PUBLIC_CALL(lock_set_data, lock_set_data_call(lock, data, len));
 }
 
 static int lock_set_state_callback_call(zkit_lock_t *lock, zkit_lock_state_fn fn, void *arg)
@@ -188,7 +188,7 @@ static int lock_set_state_callback_call(zkit_lock_t *lock, zkit_lock_state_fn fn
 
 ZKIT_EXTERN int zkit_lock_set_state_callback(zkit_lock_t *lock, zkit_lock_state_fn fn, void *arg)
 {
-    ZKIT__PUBLIC_CALL(lock_set_state_callback, (lock, fn, arg));
+    ZKIT__PUBLIC_CALL(lock_set_state_callback, lock_set_state_callback_call(lock, fn, arg));
 }
 
 static int lock_set_revocation_callback_call(zkit_lock_t *lock, zkit_revocation_fn fn, void *arg)
@@ -204,7 +204,8 @@ static int lock_set_revocation_callback_call(zkit_lock_t *lock, zkit_revocation_
 ZKIT_EXTERN int zkit_lock_set_revocation_callback(zkit_lock_t *lock, zkit_revocation_fn fn,
                                                   void *arg)
 {
-    ZKIT__PUBLIC_CALL(lock_set_revocation_callback, (lock, fn, arg));
+    ZKIT__PUBLIC_CALL(lock_set_revocation_callback,
+                      lock_set_revocation_callback_call(lock, fn, arg));
 }
 
 ZKIT_EXTERN void zkit_participants_free(zkit_participant_t *list, size_t count)
@@ -265,7 +266,7 @@ static int lock_participants_call(zkit_participant_t **list, size_t *count, zkit
 
 ZKIT_EXTERN int zkit_lock_participants(zkit_participant_t **list, size_t *count, zkit_lock_t *lock)
 {
-    ZKIT__PUBLIC_CALL(lock_participants, (list, count, lock));
+    ZKIT__PUBLIC_CALL(lock_participants, lock_participants_call(list, count, lock));
 }
 
 ZKIT_EXTERN void zkit_lock_free(zkit_lock_t *lock)

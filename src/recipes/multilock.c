@@ -754,7 +754,7 @@ static int multilock_new_call(zkit_lock_t **out, zkit_client_t *client, const ch
 ZKIT_EXTERN int zkit_multilock_new(zkit_lock_t **out, zkit_client_t *client,
                                    const char *const *paths, size_t count)
 {
-    ZKIT__PUBLIC_CALL(multilock_new, (out, client, paths, count));
+    ZKIT__PUBLIC_CALL(multilock_new, multilock_new_call(out, client, paths, count));
 }
 
 static int multilock_new_from_call(zkit_lock_t **out, zkit_lock_t *const *locks, size_t count)
@@ -785,7 +785,7 @@ static int multilock_new_from_call(zkit_lock_t **out, zkit_lock_t *const *locks,
 
 ZKIT_EXTERN int zkit_multilock_new_from(zkit_lock_t **out, zkit_lock_t *const *locks, size_t count)
 {
-    ZKIT__PUBLIC_CALL(multilock_new_from, (out, locks, count));
+    ZKIT__PUBLIC_CALL(multilock_new_from, multilock_new_from_call(out, locks, count));
 }
 
 static int multilock_count_call(size_t *count, const zkit_lock_t *lock)
@@ -800,7 +800,7 @@ static int multilock_count_call(size_t *count, const zkit_lock_t *lock)
 
 ZKIT_EXTERN int zkit_multilock_count(size_t *count, const zkit_lock_t *lock)
 {
-    ZKIT__PUBLIC_CALL(multilock_count, (count, lock));
+    ZKIT__PUBLIC_CALL(multilock_count, multilock_count_call(count, lock));
 }
 
 static int multilock_part_call(char **path, char **node, int64_t *token, const zkit_lock_t *lock,
@@ -843,5 +843,5 @@ static int multilock_part_call(char **path, char **node, int64_t *token, const z
 ZKIT_EXTERN int zkit_multilock_part(char **path, char **node, int64_t *token,
                                     const zkit_lock_t *lock, size_t index)
 {
-    ZKIT__PUBLIC_CALL(multilock_part, (path, node, token, lock, index));
+    ZKIT__PUBLIC_CALL(multilock_part, multilock_part_call(path, node, token, lock, index));
 }

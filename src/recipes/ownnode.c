@@ -165,7 +165,7 @@ static int lock_revoke_call(zkit_client_t *client, const char *node_path)
 
 ZKIT_EXTERN int zkit_lock_revoke(zkit_client_t *client, const char *node_path)
 {
-    ZKIT__PUBLIC_CALL(lock_revoke, (client, node_path));
+    ZKIT__PUBLIC_CALL(lock_revoke, lock_revoke_call(client, node_path));
 }
 
 /* ---- the own-node watch -------------------------------------------------------------------- */

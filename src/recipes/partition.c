@@ -532,7 +532,7 @@ ZKIT_EXTERN int zkit_partition_new(zkit_partition_t **out, zkit_client_t *client
                                    const char *path, const char *id,
                                    const zkit_partition_options_t *opts)
 {
-    ZKIT__PUBLIC_CALL(partition_new, (out, client, path, id, opts));
+    ZKIT__PUBLIC_CALL(partition_new, partition_new_call(out, client, path, id, opts));
 }
 
 /* ---- queries --------------------------------------------------------------------------- */
@@ -587,24 +587,14 @@ static int list_items(char ***items, size_t *count, const zkit_partition_t *cp, 
     return 0;
 }
 
-static int partition_items_call(char ***items, size_t *count, const zkit_partition_t *p)
-{
-    return list_items(items, count, p, 1, "partition_items");
-}
-
 ZKIT_EXTERN int zkit_partition_items(char ***items, size_t *count, const zkit_partition_t *p)
 {
-    ZKIT__PUBLIC_CALL(partition_items, (items, count, p));
-}
-
-static int partition_assigned_call(char ***items, size_t *count, const zkit_partition_t *p)
-{
-    return list_items(items, count, p, 0, "partition_assigned");
+    ZKIT__PUBLIC_CALL(partition_items, list_items(items, count, p, 1, "partition_items"));
 }
 
 ZKIT_EXTERN int zkit_partition_assigned(char ***items, size_t *count, const zkit_partition_t *p)
 {
-    ZKIT__PUBLIC_CALL(partition_assigned, (items, count, p));
+    ZKIT__PUBLIC_CALL(partition_assigned, list_items(items, count, p, 0, "partition_assigned"));
 }
 
 /* The owned item's lock (any thread), or NULL with the error in *rc. */
@@ -651,7 +641,7 @@ static int partition_valid_until_call(int64_t *deadline_ms, const zkit_partition
 ZKIT_EXTERN int zkit_partition_valid_until(int64_t *deadline_ms, const zkit_partition_t *p,
                                            const char *item)
 {
-    ZKIT__PUBLIC_CALL(partition_valid_until, (deadline_ms, p, item));
+    ZKIT__PUBLIC_CALL(partition_valid_until, partition_valid_until_call(deadline_ms, p, item));
 }
 
 static int partition_fencing_token_call(int64_t *token, const zkit_partition_t *p,
@@ -673,7 +663,7 @@ static int partition_fencing_token_call(int64_t *token, const zkit_partition_t *
 ZKIT_EXTERN int zkit_partition_fencing_token(int64_t *token, const zkit_partition_t *p,
                                              const char *item)
 {
-    ZKIT__PUBLIC_CALL(partition_fencing_token, (token, p, item));
+    ZKIT__PUBLIC_CALL(partition_fencing_token, partition_fencing_token_call(token, p, item));
 }
 
 /* ---- the end --------------------------------------------------------------------------- */

@@ -703,7 +703,8 @@ ZKIT_EXTERN int zkit_persistent_node_new(zkit_persistent_node_t **out, zkit_clie
                                          const zkit_persistent_options_t *opts,
                                          zkit_persistent_node_fn fn, void *arg)
 {
-    ZKIT__PUBLIC_CALL(persistent_node_new, (out, client, path, data, len, opts, fn, arg));
+    ZKIT__PUBLIC_CALL(persistent_node_new,
+                      persistent_node_new_call(out, client, path, data, len, opts, fn, arg));
 }
 
 static int persistent_node_set_data_call(zkit_persistent_node_t *n, const void *data, size_t len)
@@ -732,7 +733,7 @@ static int persistent_node_set_data_call(zkit_persistent_node_t *n, const void *
 ZKIT_EXTERN int zkit_persistent_node_set_data(zkit_persistent_node_t *n, const void *data,
                                               size_t len)
 {
-    ZKIT__PUBLIC_CALL(persistent_node_set_data, (n, data, len));
+    ZKIT__PUBLIC_CALL(persistent_node_set_data, persistent_node_set_data_call(n, data, len));
 }
 
 static int persistent_node_wait_call(zkit_persistent_node_t *n, int timeout_ms)
@@ -791,7 +792,7 @@ static int persistent_node_wait_call(zkit_persistent_node_t *n, int timeout_ms)
 
 ZKIT_EXTERN int zkit_persistent_node_wait(zkit_persistent_node_t *n, int timeout_ms)
 {
-    ZKIT__PUBLIC_CALL(persistent_node_wait, (n, timeout_ms));
+    ZKIT__PUBLIC_CALL(persistent_node_wait, persistent_node_wait_call(n, timeout_ms));
 }
 
 static int persistent_node_status_call(zkit_persistent_status_t *status, char **path,
@@ -820,7 +821,7 @@ static int persistent_node_status_call(zkit_persistent_status_t *status, char **
 ZKIT_EXTERN int zkit_persistent_node_status(zkit_persistent_status_t *status, char **path,
                                             zkit_persistent_node_t *n)
 {
-    ZKIT__PUBLIC_CALL(persistent_node_status, (status, path, n));
+    ZKIT__PUBLIC_CALL(persistent_node_status, persistent_node_status_call(status, path, n));
 }
 
 ZKIT_EXTERN void zkit_persistent_node_free(zkit_persistent_node_t *n)

@@ -131,7 +131,7 @@ ZKIT_EXTERN int zkit_service_provider_new(zkit_service_provider_t **out, zkit_di
                                           const char *service,
                                           const zkit_provider_options_t *opts)
 {
-    ZKIT__PUBLIC_CALL(service_provider_new, (out, d, service, opts));
+    ZKIT__PUBLIC_CALL(service_provider_new, service_provider_new_call(out, d, service, opts));
 }
 
 static int service_provider_wait_ready_call(zkit_service_provider_t *p, int timeout_ms)
@@ -166,7 +166,7 @@ static int service_provider_wait_ready_call(zkit_service_provider_t *p, int time
 
 ZKIT_EXTERN int zkit_service_provider_wait_ready(zkit_service_provider_t *p, int timeout_ms)
 {
-    ZKIT__PUBLIC_CALL(service_provider_wait_ready, (p, timeout_ms));
+    ZKIT__PUBLIC_CALL(service_provider_wait_ready, service_provider_wait_ready_call(p, timeout_ms));
 }
 
 /* Every cached node that reads as an instance, sorted by node name. */
@@ -267,7 +267,7 @@ static int service_provider_note_error_call(zkit_service_provider_t *p, const ch
 
 ZKIT_EXTERN int zkit_service_provider_note_error(zkit_service_provider_t *p, const char *id)
 {
-    ZKIT__PUBLIC_CALL(service_provider_note_error, (p, id));
+    ZKIT__PUBLIC_CALL(service_provider_note_error, service_provider_note_error_call(p, id));
 }
 
 static int service_provider_get_call(zkit_service_instance_t **out,
@@ -332,7 +332,7 @@ static int service_provider_get_call(zkit_service_instance_t **out,
 ZKIT_EXTERN int zkit_service_provider_get(zkit_service_instance_t **out,
                                           zkit_service_provider_t *p)
 {
-    ZKIT__PUBLIC_CALL(service_provider_get, (out, p));
+    ZKIT__PUBLIC_CALL(service_provider_get, service_provider_get_call(out, p));
 }
 
 static int service_provider_all_call(zkit_service_instance_t **instances, size_t *count,
@@ -352,7 +352,7 @@ static int service_provider_all_call(zkit_service_instance_t **instances, size_t
 ZKIT_EXTERN int zkit_service_provider_all(zkit_service_instance_t **instances, size_t *count,
                                           zkit_service_provider_t *p)
 {
-    ZKIT__PUBLIC_CALL(service_provider_all, (instances, count, p));
+    ZKIT__PUBLIC_CALL(service_provider_all, service_provider_all_call(instances, count, p));
 }
 
 ZKIT_EXTERN void zkit_service_provider_free(zkit_service_provider_t *p)

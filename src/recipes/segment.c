@@ -767,7 +767,7 @@ static int segment_new_call(zkit_lock_t **out, zkit_client_t *client,
 ZKIT_EXTERN int zkit_segment_new(zkit_lock_t **out, zkit_client_t *client,
                                  const char *const *paths, size_t count)
 {
-    ZKIT__PUBLIC_CALL(segment_new, (out, client, paths, count));
+    ZKIT__PUBLIC_CALL(segment_new, segment_new_call(out, client, paths, count));
 }
 
 static int segment_new_under_call(zkit_lock_t **out, zkit_client_t *client,
@@ -806,7 +806,7 @@ static int segment_new_under_call(zkit_lock_t **out, zkit_client_t *client,
 ZKIT_EXTERN int zkit_segment_new_under(zkit_lock_t **out, zkit_client_t *client,
                                        const char *dir, size_t count)
 {
-    ZKIT__PUBLIC_CALL(segment_new_under, (out, client, dir, count));
+    ZKIT__PUBLIC_CALL(segment_new_under, segment_new_under_call(out, client, dir, count));
 }
 
 static const seg_t *segment_of(const zkit_lock_t *lock, size_t index, int check_index)
@@ -833,7 +833,7 @@ static int segment_count_call(size_t *count, const zkit_lock_t *lock)
 
 ZKIT_EXTERN int zkit_segment_count(size_t *count, const zkit_lock_t *lock)
 {
-    ZKIT__PUBLIC_CALL(segment_count, (count, lock));
+    ZKIT__PUBLIC_CALL(segment_count, segment_count_call(count, lock));
 }
 
 ZKIT_EXTERN zkit_lock_t *zkit_segment_stripe(const zkit_lock_t *lock, size_t index)
@@ -868,7 +868,7 @@ static int segment_held_call(size_t *index, char **path, const zkit_lock_t *lock
 
 ZKIT_EXTERN int zkit_segment_held(size_t *index, char **path, const zkit_lock_t *lock)
 {
-    ZKIT__PUBLIC_CALL(segment_held, (index, path, lock));
+    ZKIT__PUBLIC_CALL(segment_held, segment_held_call(index, path, lock));
 }
 
 static int segment_retire_call(zkit_lock_t *lock, size_t index)
@@ -892,7 +892,7 @@ static int segment_retire_call(zkit_lock_t *lock, size_t index)
 
 ZKIT_EXTERN int zkit_segment_retire(zkit_lock_t *lock, size_t index)
 {
-    ZKIT__PUBLIC_CALL(segment_retire, (lock, index));
+    ZKIT__PUBLIC_CALL(segment_retire, segment_retire_call(lock, index));
 }
 
 static int segment_reopen_call(zkit_lock_t *lock, size_t index)
@@ -911,7 +911,7 @@ static int segment_reopen_call(zkit_lock_t *lock, size_t index)
 
 ZKIT_EXTERN int zkit_segment_reopen(zkit_lock_t *lock, size_t index)
 {
-    ZKIT__PUBLIC_CALL(segment_reopen, (lock, index));
+    ZKIT__PUBLIC_CALL(segment_reopen, segment_reopen_call(lock, index));
 }
 
 static int segment_is_retired_call(int *retired, const zkit_lock_t *lock, size_t index)
@@ -932,5 +932,5 @@ static int segment_is_retired_call(int *retired, const zkit_lock_t *lock, size_t
 
 ZKIT_EXTERN int zkit_segment_is_retired(int *retired, const zkit_lock_t *lock, size_t index)
 {
-    ZKIT__PUBLIC_CALL(segment_is_retired, (retired, lock, index));
+    ZKIT__PUBLIC_CALL(segment_is_retired, segment_is_retired_call(retired, lock, index));
 }

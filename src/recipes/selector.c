@@ -204,7 +204,7 @@ static int selector_new_call(zkit_selector_t **out, zkit_client_t *client, const
 ZKIT_EXTERN int zkit_selector_new(zkit_selector_t **out, zkit_client_t *client, const char *path,
                                   const char *id, zkit_selector_fn fn, void *arg)
 {
-    ZKIT__PUBLIC_CALL(selector_new, (out, client, path, id, fn, arg));
+    ZKIT__PUBLIC_CALL(selector_new, selector_new_call(out, client, path, id, fn, arg));
 }
 
 static int selector_set_auto_requeue_call(zkit_selector_t *sel, int on)
@@ -223,7 +223,7 @@ static int selector_set_auto_requeue_call(zkit_selector_t *sel, int on)
 
 ZKIT_EXTERN int zkit_selector_set_auto_requeue(zkit_selector_t *sel, int on)
 {
-    ZKIT__PUBLIC_CALL(selector_set_auto_requeue, (sel, on));
+    ZKIT__PUBLIC_CALL(selector_set_auto_requeue, selector_set_auto_requeue_call(sel, on));
 }
 
 static int selector_set_state_callback_call(zkit_selector_t *sel, zkit_selector_state_fn fn,
@@ -241,7 +241,7 @@ static int selector_set_state_callback_call(zkit_selector_t *sel, zkit_selector_
 ZKIT_EXTERN int zkit_selector_set_state_callback(zkit_selector_t *sel, zkit_selector_state_fn fn,
                                                  void *arg)
 {
-    ZKIT__PUBLIC_CALL(selector_set_state_callback, (sel, fn, arg));
+    ZKIT__PUBLIC_CALL(selector_set_state_callback, selector_set_state_callback_call(sel, fn, arg));
 }
 
 static int selector_start_call(zkit_selector_t *sel)
@@ -278,7 +278,7 @@ static int selector_start_call(zkit_selector_t *sel)
 
 ZKIT_EXTERN int zkit_selector_start(zkit_selector_t *sel)
 {
-    ZKIT__PUBLIC_CALL(selector_start, (sel));
+    ZKIT__PUBLIC_CALL(selector_start, selector_start_call(sel));
 }
 
 static int selector_requeue_call(zkit_selector_t *sel)
@@ -299,7 +299,7 @@ static int selector_requeue_call(zkit_selector_t *sel)
 
 ZKIT_EXTERN int zkit_selector_requeue(zkit_selector_t *sel)
 {
-    ZKIT__PUBLIC_CALL(selector_requeue, (sel));
+    ZKIT__PUBLIC_CALL(selector_requeue, selector_requeue_call(sel));
 }
 
 ZKIT_EXTERN int zkit_selector_should_stop(const zkit_selector_t *sel)
@@ -340,7 +340,7 @@ static int selector_wait_stop_call(zkit_selector_t *sel, int timeout_ms)
 
 ZKIT_EXTERN int zkit_selector_wait_stop(zkit_selector_t *sel, int timeout_ms)
 {
-    ZKIT__PUBLIC_CALL(selector_wait_stop, (sel, timeout_ms));
+    ZKIT__PUBLIC_CALL(selector_wait_stop, selector_wait_stop_call(sel, timeout_ms));
 }
 
 ZKIT_EXTERN int zkit_selector_has_leadership(const zkit_selector_t *sel)
@@ -355,34 +355,21 @@ ZKIT_EXTERN zkit_lock_t *zkit_selector_lock(zkit_selector_t *sel)
 
 /* The holding queries of the selector are those of its view (zkit_selector_lock). */
 
-static int selector_fencing_token_call(int64_t *token, const zkit_selector_t *sel)
-{
-    return zkit_lock_fencing_token(token, sel ? sel->view : NULL);
-}
-
 ZKIT_EXTERN int zkit_selector_fencing_token(int64_t *token, const zkit_selector_t *sel)
 {
-    ZKIT__PUBLIC_CALL(selector_fencing_token, (token, sel));
-}
-
-static int selector_valid_until_call(int64_t *deadline_ms, const zkit_selector_t *sel)
-{
-    return zkit_lock_valid_until(deadline_ms, sel ? sel->view : NULL);
+    ZKIT__PUBLIC_CALL(selector_fencing_token,
+                      zkit_lock_fencing_token(token, sel ? sel->view : NULL));
 }
 
 ZKIT_EXTERN int zkit_selector_valid_until(int64_t *deadline_ms, const zkit_selector_t *sel)
 {
-    ZKIT__PUBLIC_CALL(selector_valid_until, (deadline_ms, sel));
-}
-
-static int selector_guard_txn_call(zkit_txn_t *txn, const zkit_selector_t *sel)
-{
-    return zkit_lock_guard_txn(txn, sel ? sel->view : NULL);
+    ZKIT__PUBLIC_CALL(selector_valid_until,
+                      zkit_lock_valid_until(deadline_ms, sel ? sel->view : NULL));
 }
 
 ZKIT_EXTERN int zkit_selector_guard_txn(zkit_txn_t *txn, const zkit_selector_t *sel)
 {
-    ZKIT__PUBLIC_CALL(selector_guard_txn, (txn, sel));
+    ZKIT__PUBLIC_CALL(selector_guard_txn, zkit_lock_guard_txn(txn, sel ? sel->view : NULL));
 }
 
 static int selector_close_call(zkit_selector_t *sel)
@@ -445,7 +432,7 @@ static int selector_close_call(zkit_selector_t *sel)
 
 ZKIT_EXTERN int zkit_selector_close(zkit_selector_t *sel)
 {
-    ZKIT__PUBLIC_CALL(selector_close, (sel));
+    ZKIT__PUBLIC_CALL(selector_close, selector_close_call(sel));
 }
 
 ZKIT_EXTERN void zkit_selector_free(zkit_selector_t *sel)

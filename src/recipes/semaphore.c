@@ -1139,7 +1139,7 @@ static int semaphore_new_call(zkit_semaphore_t **out, zkit_client_t *client, con
 ZKIT_EXTERN int zkit_semaphore_new(zkit_semaphore_t **out, zkit_client_t *client, const char *path,
                                    int max_leases)
 {
-    ZKIT__PUBLIC_CALL(semaphore_new, (out, client, path, max_leases));
+    ZKIT__PUBLIC_CALL(semaphore_new, semaphore_new_call(out, client, path, max_leases));
 }
 
 static int semaphore_cancel_call(zkit_semaphore_t *sem)
@@ -1166,7 +1166,7 @@ static int semaphore_cancel_call(zkit_semaphore_t *sem)
 
 ZKIT_EXTERN int zkit_semaphore_cancel(zkit_semaphore_t *sem)
 {
-    ZKIT__PUBLIC_CALL(semaphore_cancel, (sem));
+    ZKIT__PUBLIC_CALL(semaphore_cancel, semaphore_cancel_call(sem));
 }
 
 ZKIT_EXTERN void zkit_semaphore_free(zkit_semaphore_t *sem)
@@ -1246,7 +1246,7 @@ static int semaphore_acquire_call(zkit_lease_t **leases, zkit_semaphore_t *sem, 
 ZKIT_EXTERN int zkit_semaphore_acquire(zkit_lease_t **leases, zkit_semaphore_t *sem, int count,
                                        int timeout_ms)
 {
-    ZKIT__PUBLIC_CALL(semaphore_acquire, (leases, sem, count, timeout_ms));
+    ZKIT__PUBLIC_CALL(semaphore_acquire, semaphore_acquire_call(leases, sem, count, timeout_ms));
 }
 
 static int semaphore_acquire_async_call(zkit_semaphore_t *sem, int count, int timeout_ms,
@@ -1270,7 +1270,8 @@ static int semaphore_acquire_async_call(zkit_semaphore_t *sem, int count, int ti
 ZKIT_EXTERN int zkit_semaphore_acquire_async(zkit_semaphore_t *sem, int count, int timeout_ms,
                                              zkit_leases_acquired_fn done, void *arg)
 {
-    ZKIT__PUBLIC_CALL(semaphore_acquire_async, (sem, count, timeout_ms, done, arg));
+    ZKIT__PUBLIC_CALL(semaphore_acquire_async,
+                      semaphore_acquire_async_call(sem, count, timeout_ms, done, arg));
 }
 
 int zkit__semaphore_data_set(zkit_semaphore_t *sem, const void *data, size_t len)
@@ -1304,7 +1305,8 @@ static int semaphore_set_state_callback_call(zkit_semaphore_t *sem, zkit_lease_s
 ZKIT_EXTERN int zkit_semaphore_set_state_callback(zkit_semaphore_t *sem, zkit_lease_state_fn fn,
                                                   void *arg)
 {
-    ZKIT__PUBLIC_CALL(semaphore_set_state_callback, (sem, fn, arg));
+    ZKIT__PUBLIC_CALL(semaphore_set_state_callback,
+                      semaphore_set_state_callback_call(sem, fn, arg));
 }
 
 static int lease_release_call(zkit_lease_t *lease)
@@ -1319,7 +1321,7 @@ static int lease_release_call(zkit_lease_t *lease)
 
 ZKIT_EXTERN int zkit_lease_release(zkit_lease_t *lease)
 {
-    ZKIT__PUBLIC_CALL(lease_release, (lease));
+    ZKIT__PUBLIC_CALL(lease_release, lease_release_call(lease));
 }
 
 ZKIT_EXTERN zkit_lock_t *zkit_lease_lock(zkit_lease_t *lease)
@@ -1344,14 +1346,10 @@ ZKIT_EXTERN int zkit_lease_is_held(const zkit_lease_t *lease)
     return zkit_lock_is_held(lease ? lease->lock : NULL);
 }
 
-static int lease_valid_until_call(int64_t *deadline_ms, const zkit_lease_t *lease)
-{
-    return zkit_lock_valid_until(deadline_ms, lease ? lease->lock : NULL);
-}
-
 ZKIT_EXTERN int zkit_lease_valid_until(int64_t *deadline_ms, const zkit_lease_t *lease)
 {
-    ZKIT__PUBLIC_CALL(lease_valid_until, (deadline_ms, lease));
+    ZKIT__PUBLIC_CALL(lease_valid_until,
+                      zkit_lock_valid_until(deadline_ms, lease ? lease->lock : NULL));
 }
 
 ZKIT_EXTERN int zkit_lease_guard_txn(zkit_txn_t *txn, const zkit_lease_t *lease)

@@ -212,7 +212,7 @@ static int shared_value_new_call(zkit_shared_value_t **out, zkit_client_t *clien
 ZKIT_EXTERN int zkit_shared_value_new(zkit_shared_value_t **out, zkit_client_t *client,
                                       const char *path, const void *seed, size_t seed_len)
 {
-    ZKIT__PUBLIC_CALL(shared_value_new, (out, client, path, seed, seed_len));
+    ZKIT__PUBLIC_CALL(shared_value_new, shared_value_new_call(out, client, path, seed, seed_len));
 }
 
 static int shared_value_start_call(zkit_shared_value_t *sv)
@@ -255,7 +255,7 @@ static int shared_value_start_call(zkit_shared_value_t *sv)
 
 ZKIT_EXTERN int zkit_shared_value_start(zkit_shared_value_t *sv)
 {
-    ZKIT__PUBLIC_CALL(shared_value_start, (sv));
+    ZKIT__PUBLIC_CALL(shared_value_start, shared_value_start_call(sv));
 }
 
 /* 0 when started, else ZKIT_ESTATE described. */
@@ -303,7 +303,7 @@ static int shared_value_get_call(char **value, size_t *len, zkit_shared_version_
 ZKIT_EXTERN int zkit_shared_value_get(char **value, size_t *len, zkit_shared_version_t *version,
                                       zkit_shared_value_t *sv)
 {
-    ZKIT__PUBLIC_CALL(shared_value_get, (value, len, version, sv));
+    ZKIT__PUBLIC_CALL(shared_value_get, shared_value_get_call(value, len, version, sv));
 }
 
 static int check_write(zkit_shared_value_t *sv, const void *value, size_t len)
@@ -337,7 +337,7 @@ static int shared_value_set_call(zkit_shared_value_t *sv, const void *value, siz
 
 ZKIT_EXTERN int zkit_shared_value_set(zkit_shared_value_t *sv, const void *value, size_t len)
 {
-    ZKIT__PUBLIC_CALL(shared_value_set, (sv, value, len));
+    ZKIT__PUBLIC_CALL(shared_value_set, shared_value_set_call(sv, value, len));
 }
 
 static int shared_value_try_set_call(zkit_shared_value_t *sv, const zkit_shared_version_t *prev,
@@ -380,7 +380,7 @@ ZKIT_EXTERN int zkit_shared_value_try_set(zkit_shared_value_t *sv,
                                           const zkit_shared_version_t *prev, const void *value,
                                           size_t len)
 {
-    ZKIT__PUBLIC_CALL(shared_value_try_set, (sv, prev, value, len));
+    ZKIT__PUBLIC_CALL(shared_value_try_set, shared_value_try_set_call(sv, prev, value, len));
 }
 
 static int add_listener(int *id, zkit_shared_value_t *sv, const listener_t *l)
@@ -421,7 +421,7 @@ static int shared_value_add_listener_call(int *id, zkit_shared_value_t *sv,
 ZKIT_EXTERN int zkit_shared_value_add_listener(int *id, zkit_shared_value_t *sv,
                                                zkit_shared_value_fn fn, void *arg)
 {
-    ZKIT__PUBLIC_CALL(shared_value_add_listener, (id, sv, fn, arg));
+    ZKIT__PUBLIC_CALL(shared_value_add_listener, shared_value_add_listener_call(id, sv, fn, arg));
 }
 
 static int shared_value_remove_listener_call(zkit_shared_value_t *sv, int id)
@@ -447,7 +447,7 @@ static int shared_value_remove_listener_call(zkit_shared_value_t *sv, int id)
 
 ZKIT_EXTERN int zkit_shared_value_remove_listener(zkit_shared_value_t *sv, int id)
 {
-    ZKIT__PUBLIC_CALL(shared_value_remove_listener, (sv, id));
+    ZKIT__PUBLIC_CALL(shared_value_remove_listener, shared_value_remove_listener_call(sv, id));
 }
 
 ZKIT_EXTERN void zkit_shared_value_free(zkit_shared_value_t *sv)
@@ -498,7 +498,7 @@ static int shared_count_new_call(zkit_shared_count_t **out, zkit_client_t *clien
 ZKIT_EXTERN int zkit_shared_count_new(zkit_shared_count_t **out, zkit_client_t *client,
                                       const char *path, int32_t seed)
 {
-    ZKIT__PUBLIC_CALL(shared_count_new, (out, client, path, seed));
+    ZKIT__PUBLIC_CALL(shared_count_new, shared_count_new_call(out, client, path, seed));
 }
 
 #define SC_CHECK(sc)                                            \
@@ -517,7 +517,7 @@ static int shared_count_start_call(zkit_shared_count_t *sc)
 
 ZKIT_EXTERN int zkit_shared_count_start(zkit_shared_count_t *sc)
 {
-    ZKIT__PUBLIC_CALL(shared_count_start, (sc));
+    ZKIT__PUBLIC_CALL(shared_count_start, shared_count_start_call(sc));
 }
 
 static int shared_count_get_call(int32_t *count, zkit_shared_version_t *version,
@@ -551,7 +551,7 @@ static int shared_count_get_call(int32_t *count, zkit_shared_version_t *version,
 ZKIT_EXTERN int zkit_shared_count_get(int32_t *count, zkit_shared_version_t *version,
                                       zkit_shared_count_t *sc)
 {
-    ZKIT__PUBLIC_CALL(shared_count_get, (count, version, sc));
+    ZKIT__PUBLIC_CALL(shared_count_get, shared_count_get_call(count, version, sc));
 }
 
 static int shared_count_set_call(zkit_shared_count_t *sc, int32_t count)
@@ -564,7 +564,7 @@ static int shared_count_set_call(zkit_shared_count_t *sc, int32_t count)
 
 ZKIT_EXTERN int zkit_shared_count_set(zkit_shared_count_t *sc, int32_t count)
 {
-    ZKIT__PUBLIC_CALL(shared_count_set, (sc, count));
+    ZKIT__PUBLIC_CALL(shared_count_set, shared_count_set_call(sc, count));
 }
 
 static int shared_count_try_set_call(zkit_shared_count_t *sc, const zkit_shared_version_t *prev,
@@ -579,7 +579,7 @@ static int shared_count_try_set_call(zkit_shared_count_t *sc, const zkit_shared_
 ZKIT_EXTERN int zkit_shared_count_try_set(zkit_shared_count_t *sc,
                                           const zkit_shared_version_t *prev, int32_t count)
 {
-    ZKIT__PUBLIC_CALL(shared_count_try_set, (sc, prev, count));
+    ZKIT__PUBLIC_CALL(shared_count_try_set, shared_count_try_set_call(sc, prev, count));
 }
 
 static int shared_count_add_listener_call(int *id, zkit_shared_count_t *sc,
@@ -597,7 +597,7 @@ static int shared_count_add_listener_call(int *id, zkit_shared_count_t *sc,
 ZKIT_EXTERN int zkit_shared_count_add_listener(int *id, zkit_shared_count_t *sc,
                                                zkit_shared_count_fn fn, void *arg)
 {
-    ZKIT__PUBLIC_CALL(shared_count_add_listener, (id, sc, fn, arg));
+    ZKIT__PUBLIC_CALL(shared_count_add_listener, shared_count_add_listener_call(id, sc, fn, arg));
 }
 
 static int shared_count_remove_listener_call(zkit_shared_count_t *sc, int id)
@@ -608,7 +608,7 @@ static int shared_count_remove_listener_call(zkit_shared_count_t *sc, int id)
 
 ZKIT_EXTERN int zkit_shared_count_remove_listener(zkit_shared_count_t *sc, int id)
 {
-    ZKIT__PUBLIC_CALL(shared_count_remove_listener, (sc, id));
+    ZKIT__PUBLIC_CALL(shared_count_remove_listener, shared_count_remove_listener_call(sc, id));
 }
 
 ZKIT_EXTERN void zkit_shared_count_free(zkit_shared_count_t *sc)
