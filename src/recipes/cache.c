@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "framework/async.h"
+#include "framework/bytes.h"
 #include "framework/paths.h"
 #include "recipes/rewatch.h"
 #include "framework/errors.h"
@@ -237,17 +238,6 @@ static void cache_unref(zkit_cache_t *cache)
     free(cache);
 }
 
-static char *dup_bytes(const char *data, size_t len)
-{
-    char *out = malloc(len + 1);
-    if (out) {
-        if (len)
-            memcpy(out, data, len);
-        out[len] = '\0';
-    }
-    return out;
-}
-
 /* INITIALIZED once the node's first state has come (mu held). */
 static int take_initialized(zkit_cache_t *cache)
 {
@@ -326,8 +316,8 @@ static void on_entry(zkit__rewatch_t *w, const zkit__rewatch_state_t *st, void *
         ev.type = e->present ? ZKIT_CACHE_CHANGED : ZKIT_CACHE_CREATED;
         ev.path = strdup(e->path);
         if (st->data) {
-            data = dup_bytes(st->data, st->len);
-            ev.data = dup_bytes(st->data, st->len);
+            data = zkit__bytes_copy(st->data, st->len);
+            ev.data = zkit__bytes_copy(st->data, st->len);
         }
         if (ev.path && (!st->data || (data && ev.data))) {
             free(e->data);
@@ -529,7 +519,7 @@ static int cache_get_call(char **data, size_t *len, zkit_stat_t *stat, zkit_cach
     if (!e || !e->present) {
         rc = ZKIT_ENONODE;
     } else {
-        if (data && e->data && !(*data = dup_bytes(e->data, e->len)))
+        if (data && e->data && !(*data = zkit__bytes_copy(e->data, e->len)))
             rc = ZKIT_ENOMEM;
         if (len)
             *len = e->len;

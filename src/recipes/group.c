@@ -8,6 +8,7 @@
 
 #include "framework/errors.h"
 #include "framework/async.h"
+#include "framework/bytes.h"
 #include "framework/paths.h"
 #include "zkit/cache.h"
 #include "zkit/group.h"
@@ -187,17 +188,6 @@ ZKIT_EXTERN void zkit_group_members_free(zkit_group_member_t *members, size_t co
     free(members);
 }
 
-static char *copy_text(const char *data, size_t len)
-{
-    char *out = malloc(len + 1);
-    if (out) {
-        if (len)
-            memcpy(out, data, len);
-        out[len] = '\0';
-    }
-    return out;
-}
-
 static int group_members_call(zkit_group_member_t **members, size_t *count, zkit_group_t *g)
 {
     zkit_group_member_t *out;
@@ -226,7 +216,7 @@ static int group_members_call(zkit_group_member_t **members, size_t *count, zkit
                 /* Not seen by the cache yet: this member with its own data (Curator's). */
                 out[k].id = strdup(g->id);
                 pthread_mutex_lock(&g->mu);
-                out[k].data = copy_text(g->data, g->len);
+                out[k].data = zkit__bytes_copy(g->data, g->len);
                 out[k].len = g->len;
                 pthread_mutex_unlock(&g->mu);
                 if (!out[k].id || !out[k].data)
@@ -247,7 +237,7 @@ static int group_members_call(zkit_group_member_t **members, size_t *count, zkit
                 break;
             }
             out[k].id = strdup(names[i]);
-            out[k].data = data ? data : copy_text("", 0);
+            out[k].data = data ? data : zkit__bytes_copy("", 0);
             out[k].len = len;
             if (!out[k].id || !out[k].data)
                 rc = ZKIT_ENOMEM;
