@@ -164,6 +164,9 @@ typedef struct zkl_grammar {
  */
 int zkl_scan_arguments(const zkl_grammar_t *g, void *target, zkl_options_t *conn, int argc,
                        char **argv, char ***command);
+/* A command's one operand (its PATH or SERVICE): `word` into *slot, or a second one refused
+ * ("one WHAT only").  ZKL_WORD_TAKEN, or ZKL_EXIT_USAGE (said). */
+int zkl_take_one(const char **slot, const char *what, const char *word);
 /* After the scan: the namespace checked and the credential read.  0 or an exit status (said). */
 int zkl_connection_ready(zkl_options_t *o);
 /* Reads --auth-file or $ZKIT_AUTH into o->credential: 0 or an exit status (said). */

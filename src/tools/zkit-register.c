@@ -110,13 +110,8 @@ static int own_option(void *target, int c, const char *arg)
 
 static int take_word(void *target, int argc, char **argv, int index)
 {
-    options_t *o = target;
     (void)argc;
-    if (o->inst.name)
-        return zkl_usage_error("one SERVICE only ('%s' and '%s' given)", o->inst.name,
-                               argv[index]);
-    o->inst.name = argv[index];
-    return ZKL_WORD_TAKEN;
+    return zkl_take_one(&((options_t *)target)->inst.name, "SERVICE", argv[index]);
 }
 
 static const zkl_grammar_t grammar = { "+:vqhV", long_options, usage_text, own_option,

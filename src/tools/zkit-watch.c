@@ -139,12 +139,8 @@ static int apply_option(void *target, int c, const char *arg)
 
 static int take_word(void *target, int argc, char **argv, int index)
 {
-    zkw_options_t *o = target;
     (void)argc;
-    if (o->path)
-        return zkl_usage_error("one PATH only ('%s' and '%s' given)", o->path, argv[index]);
-    o->path = argv[index];
-    return ZKL_WORD_TAKEN;
+    return zkl_take_one(&((zkw_options_t *)target)->path, "PATH", argv[index]);
 }
 
 static const zkl_grammar_t grammar = { short_options, long_options, usage_text, apply_option,

@@ -171,6 +171,14 @@ int zkl_scan_arguments(const zkl_grammar_t *g, void *target, zkl_options_t *conn
     }
 }
 
+int zkl_take_one(const char **slot, const char *what, const char *word)
+{
+    if (*slot)
+        return zkl_usage_error("one %s only ('%s' and '%s' given)", what, *slot, word);
+    *slot = word;
+    return ZKL_WORD_TAKEN;
+}
+
 int zkl_connection_ready(zkl_options_t *o)
 {
     int rc = zkl_check_namespace(o->namespace_name);
