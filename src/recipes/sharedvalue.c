@@ -14,6 +14,7 @@
 #include "zkit/cache.h"
 #include "zkit/ops.h"
 #include "framework/async.h"
+#include "framework/bytes.h"
 #include "framework/errors.h"
 
 typedef struct listener {
@@ -58,11 +59,8 @@ static void copy_update_locked(zkit_shared_value_t *sv, const char *value, size_
     char *v;
     if (sv->have && mzxid <= sv->version.mzxid)
         return;
-    if (!(v = malloc(len + 1)))
+    if (!(v = zkit__bytes_copy(value, len)))
         return; /* the copy stays older; the watch brings the state again */
-    if (len)
-        memcpy(v, value, len);
-    v[len] = '\0';
     free(sv->value);
     sv->value = v;
     sv->len = len;
