@@ -505,6 +505,8 @@ static void test_old_session_node_waited_out(void)
     CU_ASSERT_EQUAL(zkit_persistent_node_wait(n, WAIT_MS), 0);
     CU_ASSERT_EQUAL(wait_owned(c, path, zkit_client_session_id(c), 0), 0);
     CU_ASSERT_EQUAL(creations(n), 1);
+    /* The callback hears CREATED on the event thread, maybe after the wait returned. */
+    CU_ASSERT_EQUAL(wait_heard(h, ZKIT_PERSISTENT_CREATED), 0);
     pthread_mutex_lock(&h->mu);
     CU_ASSERT_EQUAL(h->created, 1);
     pthread_mutex_unlock(&h->mu);
