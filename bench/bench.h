@@ -36,6 +36,7 @@ typedef struct options {
     const char *kazoo;    /* tests/kazoo-peer.py, or NULL: no kazoo row */
     const char *python;   /* the Python that runs it */
     long counters;        /* --counters N: only the counter figures, N increments each */
+    long discovery;       /* --discovery N: only the discovery figures, N samples each */
 } options_t;
 
 /* One row of the table. */

@@ -10,7 +10,8 @@
 # when javac or the Curator jars are missing). The peer is compiled into $PEER_BUILD_DIR,
 # by default the tests directory of the build tree holding the binary (as `make check` does).
 #
-# `bench/run.sh --caches flat` runs the cache figures only (zkit-bench --caches).
+# `bench/run.sh --caches flat` runs the cache figures only (zkit-bench --caches), and
+# `bench/run.sh --discovery 200` the service discovery figures only (zkit-bench --discovery).
 # Targets, in order: a standalone server, then a 3-node ensemble with the clients on a
 # follower (BENCH_TARGETS="standalone" or "ensemble" for one).  Every figure is also written
 # to $BENCH_OUT (default ./bench-out) as results.json (JSON lines) and results.csv; with

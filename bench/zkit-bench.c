@@ -37,6 +37,10 @@
  *   (g) with --counters N: only counters (counters.c): increments per second of an atomic
  *       long, one client optimistic and 16 contending promoted to a lock, zkit's and (with
  *       --curator-peer) Curator's DistributedAtomicLong.
+ *   (h) with --discovery N: only service discovery (discovery.c): registration (register ->
+ *       visible to another client), lookup of one instance, listings of 10 and of 1,000
+ *       instances, zkit's, the floor's (bare requests) and (with --curator-peer) Curator's
+ *       ServiceDiscovery, interleaved --rounds times (default 3).
  *
  * (a), (a2) and (b) but the churn run in rounds (--rounds, default 5): every figure's
  * connection and lock is opened and warmed up first, then each round runs every figure for
@@ -64,6 +68,7 @@
 #include "caches.h"
 #include "contended.h"
 #include "counters.h"
+#include "discovery.h"
 #include "demo_util.h"
 #include "records.h"
 #include "uncontended.h"
@@ -100,7 +105,10 @@ static void usage(FILE *out)
             "                        Curator, interleaved --rounds times\n"
             "  --counters N          only the counter figures: N increments of an atomic long\n"
             "                        per figure, 1 client optimistic and 16 contending, zkit\n"
-            "                        and (with --curator-peer) Curator\n");
+            "                        and (with --curator-peer) Curator\n"
+            "  --discovery N         only the discovery figures: N registrations, lookups and\n"
+            "                        listings per side per round, zkit, the floor and (with\n"
+            "                        --curator-peer) Curator's ServiceDiscovery\n");
 }
 
 static int apply_option(int opt, const char *arg, void *opts)
@@ -132,6 +140,7 @@ static int apply_option(int opt, const char *arg, void *opts)
     case 'k': o->kazoo = arg; return 0;
     case 'y': o->python = arg; return 0;
     case 'I': return demo_parse_long(arg, 16, 10000000, "--counters", &o->counters);
+    case 'S': return demo_parse_long(arg, 1, 100000, "--discovery", &o->discovery);
     default: return -1; /* not in the table */
     }
 }
@@ -159,14 +168,15 @@ static int parse_options(int argc, char **argv, options_t *o)
         { "write-rate", required_argument, NULL, 'r' },
         { "kazoo-peer", required_argument, NULL, 'k' },
         { "python", required_argument, NULL, 'y' },
-        { "counters", required_argument, NULL, 'I' }, DEMO_LONGOPT_HELP,
+        { "counters", required_argument, NULL, 'I' },
+        { "discovery", required_argument, NULL, 'S' }, DEMO_LONGOPT_HELP,
         { NULL, 0, NULL, 0 }
     };
     int rc;
 
     *o = (options_t){ demo_default_connect(), 2000, 200, 4, 300, NULL, NULL, -1, NULL, 2000, -1,
                       NULL, NULL, "standalone", 0, 0, NULL, 10000, 100, 1000, 200, NULL,
-                      "/usr/bin/python3", 0 };
+                      "/usr/bin/python3", 0, 0 };
     rc = demo_parse_options(argc, argv, longopts, usage, apply_option, o);
     if (rc == 0 && o->curator && !o->peer_dir) {
         fprintf(stderr, "zkit-bench: --curator-peer needs --peer-build-dir\n");
@@ -175,8 +185,8 @@ static int parse_options(int argc, char **argv, options_t *o)
     if (o->curator_warmup < 0)
         o->curator_warmup = o->cycles / 2 > 500 ? o->cycles / 2 : 500;
     if (o->rounds < 0)
-        o->rounds = o->contend || o->caches ? 3 : 5;
-    if (!o->contend && !o->caches && o->rounds > o->cycles)
+        o->rounds = o->contend || o->caches || o->discovery ? 3 : 5;
+    if (!o->contend && !o->caches && !o->discovery && o->rounds > o->cycles)
         o->rounds = o->cycles; /* every round at least one cycle of each figure */
     return rc;
 }
@@ -195,5 +205,7 @@ int main(int argc, char **argv)
         return cache_rows(&o);
     if (o.counters)
         return counter_rows(&o);
+    if (o.discovery)
+        return discovery_rows(&o);
     return o.contend ? contend_rows(&o) : uncontended_rows(&o);
 }

@@ -1,12 +1,13 @@
 #!/bin/sh
 # doxygen-man.sh MAN3DIR - trims the man3 pages Doxygen wrote to the ones zkit installs.
 #
-# Doxygen writes a page per header (lock.h.3) and, with MAN_LINKS, a link page (.so) per
-# documented name, struct members included (path.3, version.3, error.3...).  Installed, those
-# generic names would clash with other packages' pages, so only names of zkit's own remain:
-#   - zkit_* and ZKIT_* pages (functions, types, macros, enumerators), and
+# Doxygen writes a page per header (lock.h.3) and per structure (zkit_acl_t.3); MAN_LINKS is
+# off, so no page per macro or constant (they stay on their header's page), and the page per
+# function comes from scripts/man-functions.pl.  Installed, generic names would clash with
+# other packages' pages, so only names of zkit's own remain:
+#   - zkit_* pages (structures), and
 #   - the header pages, renamed zkit_<header>.3 (zkit_lock.h.3; zkit.h.3 as it is),
-# with every link pointing at a kept page.  Two defects of Doxygen's man output are mended:
+# with every link (.so) pointing at a kept page.  Two defects of Doxygen's man output are mended:
 # a text line it starts with a quote (' is a control character to groff) is escaped, and a
 # page of an undescribed structure gets a NAME line with a description, as whatis needs.
 set -eu

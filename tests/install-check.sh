@@ -91,12 +91,15 @@ else
     ok "files: library, headers, zkit.pc, zkit-lock(1), zkit-watch(1), docs, examples$([[ $api_doc == yes ]] && echo ', API reference (HTML, man3)')"
 fi
 if [[ $api_doc == yes ]] && command -v man >/dev/null 2>&1; then
-    # The per-function pages are links (.so) to their header's page: resolve one.
+    # A page per function, named after it; none per constant (those are on the header's).
     if (cd "$man" && MANWIDTH=100 man -l man3/zkit_lock_acquire.3* 2>/dev/null) |
-        grep -q 'zkit_lock_acquire'; then
-        ok "man 3 zkit_lock_acquire renders"
+        grep -A1 '^NAME' | grep -q '^ *zkit_lock_acquire - '; then
+        ok "man 3 zkit_lock_acquire renders the function's own page"
     else
-        bad "man -l $man/man3/zkit_lock_acquire.3 does not render the function"
+        bad "man -l $man/man3/zkit_lock_acquire.3 does not render the function's own page"
+    fi
+    if ls "$man/man3" | grep -q '^ZKIT_'; then
+        bad "man3 pages of constants installed: $(ls "$man/man3" | grep '^ZKIT_' | head -n 3)"
     fi
 fi
 

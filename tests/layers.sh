@@ -38,7 +38,7 @@ src/tools zkl-msg zkl-opts zkl-events zkl-locks zkl-child zkit-discover
 # zkit-bench: the outputs and the measurement helpers, the figures, the two modes, main.
 BENCH="
 bench records server_stats stats rounds peerproc contention curator chain raw pipelined locks
-    churn handoff queue recipes cachetree caches counters contended uncontended zkit-bench
+    churn handoff queue recipes cachetree caches counters discovery contended uncontended zkit-bench
 "
 
 status=0

@@ -53,6 +53,18 @@ static void test_client_version_2_fills_its_fields_only(void)
     CU_ASSERT(bytes_are((const unsigned char *)&b + v2, sizeof(b) - v2, 0xA5));
 }
 
+static void test_client_version_3_fills_its_fields_only(void)
+{
+    client_buf_t b;
+    size_t v3 = offsetof(zkit_client_options_t, zookeeper_log_level);
+    memset(&b, 0xA5, sizeof(b));
+    CU_ASSERT_EQUAL(zkit_client_options_init_version(&b.opts, 3), 0);
+    CU_ASSERT_EQUAL(b.opts.version, 3);
+    CU_ASSERT_EQUAL(b.opts.operation_timeout_ms, ZKIT_OPERATION_TIMEOUT_DEFAULT);
+    /* zookeeper_log_level (version 4) is the caller's, untouched. */
+    CU_ASSERT(bytes_are((const unsigned char *)&b + v3, sizeof(b) - v3, 0xA5));
+}
+
 static void test_client_current_version(void)
 {
     client_buf_t b;
@@ -62,6 +74,7 @@ static void test_client_current_version(void)
     CU_ASSERT_EQUAL(b.opts.delivery, ZKIT_DELIVER_ON_EVENT_THREAD);
     CU_ASSERT_EQUAL(b.opts.world_open_acl, 0);
     CU_ASSERT_PTR_NULL(b.opts.tls_cert);
+    CU_ASSERT_EQUAL(b.opts.zookeeper_log_level, ZKIT_LOG_ERROR);
     CU_ASSERT(bytes_are(b.guard, GUARD, 0xA5));
 }
 
@@ -97,6 +110,7 @@ static void test_job_options(void)
 const zkh_test_t options_tests[] = {
     ZKH_TEST(test_client_version_1_fills_its_fields_only),
     ZKH_TEST(test_client_version_2_fills_its_fields_only),
+    ZKH_TEST(test_client_version_3_fills_its_fields_only),
     ZKH_TEST(test_client_current_version),
     ZKH_TEST(test_unknown_versions_write_nothing),
     ZKH_TEST(test_job_options),

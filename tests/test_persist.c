@@ -813,8 +813,20 @@ static void test_group_join_change_leave(void)
     pthread_mutex_destroy(&log2.mu);
 }
 
-/* A member whose session expires is seen leaving by the other, then joining again. */
-static void test_group_member_expiry(void)
+/* Events `type` for `id` at or after `from`. */
+static int events_of(group_log_t *log, int from, zkit_group_event_type_t type, const char *id)
+{
+    int n = 0;
+    pthread_mutex_lock(&log->mu);
+    for (int i = from; i < log->n; i++)
+        n += log->type[i] == type && strcmp(log->id[i], id) == 0;
+    pthread_mutex_unlock(&log->mu);
+    return n;
+}
+
+/* A member that loses its session (expired by the server, or cut off past its session
+ * timeout) is seen leaving by the other, then joining again, once. */
+static void run_group_fault(fw_fault_t fault)
 {
     zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
     zkit_client_t *c1 = fw_connect(zkh_connect_string(zk), NULL, 10000), *c2;
@@ -835,7 +847,9 @@ static void test_group_member_expiry(void)
     CU_ASSERT_FATAL(at >= 0);
 
     zkh_proxy_block(proxy);
-    CU_ASSERT_EQUAL(fw_expire(zk, c2), 0);
+    if (fault == FW_FAULT_EXPIRY)
+        CU_ASSERT_EQUAL(fw_expire(zk, c2), 0);
+    /* cut off: the server ends the session after its timeout (WAIT_MS is 5 of them) */
     left = wait_event(&log1, at + 1, ZKIT_GROUP_LEFT, "two", NULL);
     CU_ASSERT(left > at);
     zkh_proxy_unblock(proxy);
@@ -843,6 +857,12 @@ static void test_group_member_expiry(void)
     CU_ASSERT(back > left);
     CU_ASSERT(members_are(g1, "one", "two"));
     CU_ASSERT_EQUAL(server_children(c1, base), 2);
+    /* once: a round trip of the member's client orders after any create it still had out,
+     * and one of the observer's after the events that would follow */
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c2, base, NULL), 0);
+    CU_ASSERT_EQUAL(server_children(c1, base), 2);
+    CU_ASSERT_EQUAL(events_of(&log1, left + 1, ZKIT_GROUP_JOINED, "two"), 1);
+    CU_ASSERT_EQUAL(events_of(&log1, at + 1, ZKIT_GROUP_LEFT, "two"), 1);
 
     zkit_group_free(g2);
     zkit_group_free(g1);
@@ -851,6 +871,16 @@ static void test_group_member_expiry(void)
     zkit_client_close(c2);
     zkh_proxy_stop(proxy);
     pthread_mutex_destroy(&log1.mu);
+}
+
+static void test_group_member_expiry(void)
+{
+    run_group_fault(FW_FAULT_EXPIRY);
+}
+
+static void test_group_member_partition(void)
+{
+    run_group_fault(FW_FAULT_PARTITION);
 }
 
 static const zkh_test_t tests[] = {
@@ -866,6 +896,7 @@ static const zkh_test_t tests[] = {
     ZKH_TEST(test_parents),
     ZKH_TEST(test_group_join_change_leave),
     ZKH_TEST(test_group_member_expiry),
+    ZKH_TEST(test_group_member_partition),
     ZKH_TEST(test_server_restart),
     { NULL, NULL }
 };

@@ -391,8 +391,10 @@ static void test_calls_fail_fast_when_disconnected(void)
     watched_client_t w, d;
     zkit_client_options_t o;
     zkit_lock_t *lock = NULL;
+    zkit_semaphore_t *sem = NULL;
+    zkit_lease_t *lease = NULL;
     async_end_t e = { .done = 0 };
-    char path[64];
+    char path[64], sem_path[80];
     zkit_stat_t st;
     int64_t start;
     int rc;
@@ -415,6 +417,8 @@ static void test_calls_fail_fast_when_disconnected(void)
     CU_ASSERT_PTR_NOT_NULL_FATAL(d.client);
     CU_ASSERT_EQUAL(zkit_client_add_listener(NULL, d.client, fw_state_listener, &d.log), 0);
     CU_ASSERT_EQUAL_FATAL(zkit_mutex_new(&lock, w.client, path), 0);
+    snprintf(sem_path, sizeof(sem_path), "%s-sem", path);
+    CU_ASSERT_EQUAL_FATAL(zkit_semaphore_new(&sem, w.client, sem_path, 1), 0);
 
     CU_ASSERT_EQUAL_FATAL(zkh_stop(zk, 0), 0);
     CU_ASSERT(fw_state_wait(&w.log, 0, ZKIT_CONN_SUSPENDED, STATE_WAIT_MS) >= 0);
@@ -445,6 +449,13 @@ static void test_calls_fail_fast_when_disconnected(void)
     CU_ASSERT(zkh_now_ms() - start <= op_timeout + FAIL_FAST_SLACK_MS);
     CU_ASSERT_STRING_NOT_EQUAL(zkit_error_message(), "");
 
+    /* A semaphore's try-once likewise: no room is ZKIT_ETIMEDOUT, no connection is not. */
+    start = zkh_now_ms();
+    rc = zkit_semaphore_acquire(&lease, sem, 1, 0);
+    CU_ASSERT_EQUAL(rc, ZKIT_ECONNLOSS);
+    CU_ASSERT(zkh_now_ms() - start <= op_timeout + FAIL_FAST_SLACK_MS);
+    CU_ASSERT_STRING_NOT_EQUAL(zkit_error_message(), "");
+
     start = zkh_now_ms();
     CU_ASSERT_EQUAL(zkit_exists(&st, d.client, path, NULL), ZKIT_ECONNLOSS);
     CU_ASSERT(within(zkh_now_ms() - start, conn_timeout));
@@ -462,11 +473,16 @@ static void test_calls_fail_fast_when_disconnected(void)
     CU_ASSERT_EQUAL(rc, 0);
     CU_ASSERT_EQUAL(zkit_lock_release(lock), 0);
     CU_ASSERT_EQUAL(zkh_wait_until(lock_has_no_node, lock, STATE_WAIT_MS), 0);
+    /* The semaphore works again, its try-once's lease (if its create landed late) gone. */
+    CU_ASSERT_EQUAL(zkit_semaphore_acquire(&lease, sem, 1, STATE_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(zkit_lease_release(lease), 0);
+    zkit_semaphore_free(sem);
     zkit_lock_free(lock);
     watched_close(&d);
     watched_close(&w);
     pthread_mutex_destroy(&e.mu);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, sem_path), 0);
 }
 
 static const zkh_test_t tests[] = {

@@ -107,7 +107,7 @@ typedef enum zkit_delivery {
  * against older headers keeps working, the fields it lacks taking their defaults) and rejects
  * 0 and any later version with ZKIT_EINVAL (see zkit_error_message()).
  */
-#define ZKIT_CLIENT_OPTIONS_VERSION 3
+#define ZKIT_CLIENT_OPTIONS_VERSION 4
 
 /* operation_timeout_ms values: the connection timeout (the default), or no bound but the
  * retry policy's. */
@@ -133,9 +133,9 @@ typedef struct zkit_client_options {
     int can_be_read_only;            /* allow connections to read-only servers */
     const void *default_data;        /* data for creates that give none; NULL = local IP text */
     size_t default_data_len;
-    zkit_log_fn log_fn;              /* NULL = warnings and errors to stderr */
+    zkit_log_fn log_fn;              /* NULL = to stderr, "zkit LEVEL: message" */
     void *log_arg;
-    zkit_log_level_t log_level;      /* default ZKIT_LOG_WARN */
+    zkit_log_level_t log_level;      /* zkit's own lines: default ZKIT_LOG_WARN */
     /* Since version 2. */
     zkit_delivery_t delivery;        /* default ZKIT_DELIVER_ON_EVENT_THREAD */
     /* Since version 3. */
@@ -157,12 +157,19 @@ typedef struct zkit_client_options {
                                       * timeout; ZKIT_OPERATION_TIMEOUT_NONE (also what
                                       * options of versions 1 and 2 get): the retry policy
                                       * alone.  See docs/framework.md, "What blocks". */
+    /* Since version 4. */
+    zkit_log_level_t zookeeper_log_level; /* libzookeeper's own lines (log_level is zkit's):
+                                      * default ZKIT_LOG_ERROR (also what options of
+                                      * versions 1 to 3 get), ZKIT_LOG_OFF for none.
+                                      * Process-wide: libzookeeper's lines go to the oldest
+                                      * open client's log function at that client's level.
+                                      * ZKIT_LOG overrides both (zkit/common.h) */
 } zkit_client_options_t;
 
 #define ZKIT_CLIENT_OPTIONS_INIT \
     { ZKIT_CLIENT_OPTIONS_VERSION, NULL, 60000, 15000, NULL, NULL, NULL, 0, NULL, 0, NULL, \
       NULL, 0, NULL, 0, NULL, NULL, ZKIT_LOG_WARN, ZKIT_DELIVER_ON_EVENT_THREAD, 0, NULL, \
-      ZKIT_OPERATION_TIMEOUT_DEFAULT }
+      ZKIT_OPERATION_TIMEOUT_DEFAULT, ZKIT_LOG_ERROR }
 
 /*
  * Fills `opts`, a struct of version `version`, with the defaults, writing only the fields that

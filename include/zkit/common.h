@@ -78,15 +78,32 @@ ZKIT_EXTERN int zkit_last_zk_error(void);
  */
 ZKIT_EXTERN const char *zkit_error_message(void);
 
-/* Log levels, in increasing verbosity. */
+/*
+ * Log levels, in increasing verbosity.  A client's log has two sources, each with its own
+ * level (zkit/client.h): zkit's own lines (`log_level`, default ZKIT_LOG_WARN) and
+ * libzookeeper's (`zookeeper_log_level`, default ZKIT_LOG_ERROR), whose lines start with
+ * "libzookeeper: ".  A libzookeeper line that repeats is written once; its repeats are
+ * counted and written as one summary line at the same level,
+ * "libzookeeper: TEXT (N times in S s)", when the connection is back or every 30 s while they
+ * go on.  A call rejecting its arguments says why in zkit_error_message() and logs it at
+ * ZKIT_LOG_DEBUG only: the caller has the code and the message.
+ *
+ * The environment variable ZKIT_LOG, read by zkit_client_new(), overrides both levels of the
+ * options: a comma-separated list of LEVEL (both sources) or SOURCE:LEVEL items, applied in
+ * order, with SOURCE "zkit" or "zookeeper" and LEVEL "off", "error", "warn", "info" or
+ * "debug"; e.g. ZKIT_LOG=debug, ZKIT_LOG=zookeeper:off, ZKIT_LOG=zookeeper:warn,zkit:debug.
+ * A value that does not parse is ignored, with a warning.  See docs/framework.md, "Logging".
+ */
 typedef enum zkit_log_level {
+    ZKIT_LOG_OFF = -1,   /* as a level to filter at: nothing; never given to a log function */
     ZKIT_LOG_ERROR = 0,
     ZKIT_LOG_WARN = 1,
     ZKIT_LOG_INFO = 2,
     ZKIT_LOG_DEBUG = 3
 } zkit_log_level_t;
 
-/* A log sink.  May be called from any thread, including libzookeeper's; must not block. */
+/* A log sink: gets each line that passes its source's level, without a trailing newline.
+ * May be called from any thread, including libzookeeper's; must not block, nor call zkit. */
 typedef void (*zkit_log_fn)(zkit_log_level_t level, const char *message, void *arg);
 
 #ifdef __cplusplus

@@ -147,7 +147,9 @@ ZKIT_EXTERN int zkit_service_registration_instance(zkit_service_instance_t **out
                                                    const zkit_service_registration_t *reg);
 
 /* Unregisters: deletes the instance's node (Curator's unregisterService; a missing node is
- * fine) and frees the registration.  NULL is allowed. */
+ * fine) and frees the registration, returning once the server has answered the delete while
+ * the connection is up (for a dynamic instance, one more round trip: a read after it).  NULL
+ * is allowed. */
 ZKIT_EXTERN void zkit_service_registration_free(zkit_service_registration_t *reg);
 
 /* ---- queries (one listing each, no watch) ------------------------------------------------- */

@@ -280,7 +280,9 @@ ZKIT_EXTERN void zkit_lock_free(zkit_lock_t *lock);
 ZKIT_EXTERN int zkit_semaphore_new(zkit_semaphore_t **out, zkit_client_t *client,
                                    const char *path, int max_leases);
 /* Acquires `count` leases under one deadline; all or nothing.  `leases` (an array of at least
- * `count`) receives them. */
+ * `count`) receives them.  ZKIT_ETIMEDOUT when there was no room by the deadline (at once for
+ * a try-once, timeout 0); a try-once that could not reach the server within the client's
+ * operation timeout ends with ZKIT_ECONNLOSS instead. */
 ZKIT_EXTERN int zkit_semaphore_acquire(zkit_lease_t **leases, zkit_semaphore_t *sem, int count,
                                        int timeout_ms);
 

@@ -349,6 +349,37 @@ ZKIT_EXTERN int zkit_get_data(char **data, size_t *len, zkit_stat_t *stat, zkit_
     ZKIT__PUBLIC_CALL(get_data, get_data_call(data, len, stat, c, path, watcher));
 }
 
+int zkit__get_data_many(zkit_client_t *c, char *const *paths, size_t n, char **data,
+                        size_t *len, int *errors)
+{
+    zkit__op_t **ops = n ? calloc(n, sizeof(*ops)) : NULL;
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        data[i] = NULL;
+        len[i] = 0;
+        errors[i] = 0;
+    }
+    if (n && !ops)
+        return ZKIT_ENOMEM;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        ops[i] = build_simple(c, ZKIT__OP_GET, paths[i], NULL, "get_data", &rc);
+    if (rc == 0)
+        rc = zkit__ops_run_blocking(ops, n);
+    for (size_t i = 0; i < n; i++) {
+        if (!ops[i])
+            continue;
+        errors[i] = ops[i]->finished ? ops[i]->error : ZKIT_ECLOSED;
+        if (ops[i]->finished && ops[i]->error == 0) {
+            data[i] = ops[i]->result_data;
+            ops[i]->result_data = NULL;
+            len[i] = ops[i]->result_len;
+        }
+        zkit__op_unref(ops[i]);
+    }
+    free(ops);
+    return rc;
+}
+
 ZKIT_EXTERN int zkit_get_data_async(zkit_client_t *c, const char *path,
                                     const zkit_watcher_t *watcher, zkit_completion_fn done,
                                     void *arg)

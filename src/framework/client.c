@@ -60,12 +60,22 @@ static void zk_log_callback(const char *message)
 static void zk_log_register(zkit_client_t *c)
 {
     pthread_mutex_lock(&zk_log_mu);
+    /* libzookeeper formats only the lines its level lets through: no busier than ours. */
     if (zk_log_count == 0)
-        zoo_set_debug_level(c->log.level >= ZKIT_LOG_DEBUG ? ZOO_LOG_LEVEL_DEBUG
-                            : c->log.level >= ZKIT_LOG_INFO ? ZOO_LOG_LEVEL_INFO
-                                                             : ZOO_LOG_LEVEL_WARN);
+        zoo_set_debug_level(c->log.zk_level >= ZKIT_LOG_DEBUG ? ZOO_LOG_LEVEL_DEBUG
+                            : c->log.zk_level >= ZKIT_LOG_INFO ? ZOO_LOG_LEVEL_INFO
+                            : c->log.zk_level >= ZKIT_LOG_WARN ? ZOO_LOG_LEVEL_WARN
+                                                                : ZOO_LOG_LEVEL_ERROR);
     if (zk_log_count < sizeof(zk_log_clients) / sizeof(zk_log_clients[0]))
         zk_log_clients[zk_log_count++] = c;
+    pthread_mutex_unlock(&zk_log_mu);
+}
+
+void zkit__zk_log_flush(int all)
+{
+    pthread_mutex_lock(&zk_log_mu);
+    if (zk_log_count > 0)
+        zkit__log_zk_flush(&zk_log_clients[0]->log, all);
     pthread_mutex_unlock(&zk_log_mu);
 }
 
@@ -74,6 +84,8 @@ void zkit__zk_log_unregister(zkit_client_t *c)
     pthread_mutex_lock(&zk_log_mu);
     for (size_t i = 0; i < zk_log_count; i++) {
         if (zk_log_clients[i] == c) {
+            /* The counts of repeated lines kept for it, while its sink is still valid. */
+            zkit__log_zk_flush(&c->log, 1);
             memmove(&zk_log_clients[i], &zk_log_clients[i + 1],
                     (zk_log_count - i - 1) * sizeof(zk_log_clients[0]));
             zk_log_count--;
@@ -207,7 +219,11 @@ int zkit__handle_open(zkit_client_t *c)
                         err == ENOENT ? " (a host of the connect string does not resolve)"
                         : err == EINVAL ? " (libzookeeper cannot parse the connect string)"
                                         : "");
-        zkit__log(&c->log, ZKIT_LOG_ERROR, "%s", zkit_error_message());
+        /* The first handle's failure is zkit_client_new()'s, returned to its caller with the
+         * message: a caller's mistake, logged at debug level only.  A later one (a name that
+         * stopped resolving) is the supervisor's, which nobody else would hear of. */
+        zkit__log(&c->log, c->handle.generation == 0 ? ZKIT_LOG_DEBUG : ZKIT_LOG_ERROR, "%s",
+                  zkit_error_message());
         free(hc);
         return err == ENOMEM ? ZKIT_ENOMEM : ZKIT_EINVAL;
     }
@@ -308,7 +324,8 @@ zkit_client_t *zkit__client_alloc(const zkit_client_options_t *opts)
     zkit_client_t *c = calloc(1, sizeof(*c));
     if (!c)
         return NULL;
-    zkit__logger_init(&c->log, opts->log_fn, opts->log_arg, opts->log_level);
+    zkit__logger_init(&c->log, opts->log_fn, opts->log_arg, opts->log_level,
+                      opts->version >= 4 ? opts->zookeeper_log_level : ZKIT_LOG_ERROR);
     zk_log_register(c);
     pthread_mutex_init(&c->mu, NULL);
     zkit__cond_init_monotonic(&c->cond);

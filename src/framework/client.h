@@ -285,6 +285,9 @@ zkit_client_t *zkit__client_alloc(const zkit_client_options_t *opts);
 void zkit__client_free(zkit_client_t *c);
 /* libzookeeper's lines go to another client's sink from here. */
 void zkit__zk_log_unregister(zkit_client_t *c);
+/* Writes the summaries of libzookeeper's repeated lines that are due (all of them when `all`:
+ * a connection is back). */
+void zkit__zk_log_flush(int all);
 /* Opens a handle for a new session (c->mu held): 0 or an error. */
 int zkit__handle_open(zkit_client_t *c);
 /* Closes a handle already detached from the client (c->mu held; released while it waits for

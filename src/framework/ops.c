@@ -1109,6 +1109,51 @@ int zkit__op_run_blocking(zkit__op_t *op)
     return op->error;
 }
 
+int zkit__ops_run_blocking(zkit__op_t **ops, size_t n)
+{
+    zkit_client_t *c = NULL;
+    int first = 0;
+    for (size_t i = 0; i < n && !c; i++)
+        if (ops[i])
+            c = ops[i]->client;
+    if (!c)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    c->active_calls++;
+    pthread_mutex_unlock(&c->mu);
+    for (size_t i = 0; i < n; i++) {
+        if (!ops[i])
+            continue;
+        ops[i]->report = ZKIT__REPORT_IN_PLACE;
+        ops[i]->done = NULL;
+        ops[i]->bounded = 1;
+        (void)zkit__op_submit(ops[i]); /* each result is read from its op once it finished */
+    }
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < n; i++)
+        while (ops[i] && !ops[i]->finished)
+            pthread_cond_wait(&ops[i]->cond, &c->mu);
+    if (--c->active_calls == 0)
+        pthread_cond_broadcast(&c->cond);
+    pthread_mutex_unlock(&c->mu);
+    for (size_t i = 0; i < n && !first; i++) {
+        const zkit__op_t *op = ops[i];
+        if (!op || !op->error || op->error == ZKIT_ENONODE)
+            continue;
+        first = op->error;
+        if (op->zk_rc)
+            zkit__set_last_zk_error(op->zk_rc);
+        if (op->zk_rc)
+            zkit__error_set("%s %s: %s (ZooKeeper: %s)", op_name(op->type),
+                            op->path ? op->path : "", zkit_strerror(op->error),
+                            zerror(op->zk_rc));
+        else
+            zkit__error_set("%s %s: %s", op_name(op->type), op->path ? op->path : "",
+                            zkit_strerror(op->error));
+    }
+    return first;
+}
+
 /* ---- background work ------------------------------------------------------------------------- */
 
 static void background_done(zkit_client_t *c, const zkit_result_t *r, void *arg)

@@ -167,6 +167,10 @@ void zkit__op_result(const zkit__op_t *op, zkit_result_t *out);
  * the caller to read results; the caller still owns its reference). */
 int zkit__op_run_blocking(zkit__op_t *op);
 
+/* Runs `n` ops (NULL entries skipped) to their ends in the calling thread, all sent at once,
+ * and returns the first error other than ZKIT_ENONODE (0 if none; each op keeps its own). */
+int zkit__ops_run_blocking(zkit__op_t **ops, size_t n);
+
 /* Completes, with ZCLOSING, every request sent on the handle of `generation` (or older) that
  * libzookeeper did not complete before zookeeper_close() returned.  Without c->mu. */
 void zkit__ops_abandon(zkit_client_t *c, uint64_t generation);

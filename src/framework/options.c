@@ -32,7 +32,8 @@ static size_t options_size(unsigned version)
     switch (version) {
     case 1: return offsetof(zkit_client_options_t, delivery);
     case 2: return offsetof(zkit_client_options_t, world_open_acl);
-    case 3: return sizeof(zkit_client_options_t);
+    case 3: return offsetof(zkit_client_options_t, zookeeper_log_level);
+    case 4: return sizeof(zkit_client_options_t);
     }
     return 0;
 }
@@ -70,28 +71,34 @@ ZKIT_EXTERN void (zkit_client_options_init)(zkit_client_options_t *opts)
  * Version 2 added `delivery`: a version 1 caller's callbacks run on the event thread.
  * Version 3 added `world_open_acl`, `tls_cert` and `operation_timeout_ms`: a caller of an older
  * version gets the secure default ACL with digest credentials, as a new one does (the default
- * of the field), and calls bounded by the retry policy alone, as they were. */
+ * of the field), and calls bounded by the retry policy alone, as they were.  Version 4 added
+ * `zookeeper_log_level`: an older caller gets its default, libzookeeper's errors. */
 static int options_version_known(unsigned version)
 {
     return version >= 1 && version <= ZKIT_CLIENT_OPTIONS_VERSION;
 }
 
-/* A bad option, told through the log function the options name when they name one (there is
- * no client, and so no logger, yet). */
+/* A bad option: the caller's mistake, said by the code and zkit_error_message(), and logged at
+ * debug level only, through the log function the options name when they name one (there is
+ * no client, and so no logger, yet) at the level they (or ZKIT_LOG) set. */
 static void options_error(const zkit_client_options_t *o, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void options_error(const zkit_client_options_t *o, const char *fmt, ...)
 {
-    char text[512];
+    char text[512], why[256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
     zkit__error_set("%s", text);
-    if (o && options_version_known(o->version) && o->log_fn)
-        o->log_fn(ZKIT_LOG_ERROR, text, o->log_arg);
-    else
-        zkit__log_default(ZKIT_LOG_ERROR, "%s", text);
+    if (o && options_version_known(o->version) && o->log_fn) {
+        zkit_log_level_t level = o->log_level, zk_level = ZKIT_LOG_ERROR;
+        zkit__log_env_levels(&level, &zk_level, why, sizeof(why));
+        if (level >= ZKIT_LOG_DEBUG)
+            o->log_fn(ZKIT_LOG_DEBUG, text, o->log_arg);
+    } else {
+        zkit__log_default(ZKIT_LOG_DEBUG, "%s", text);
+    }
 }
 
 /*
@@ -182,6 +189,12 @@ int zkit__options_validate(const zkit_client_options_t *o)
     }
     if (o->session_timeout_ms <= 0 || o->connection_timeout_ms <= 0) {
         options_error(o, "client options: timeouts must be positive");
+        return ZKIT_EINVAL;
+    }
+    if (o->version >= 4 && (o->zookeeper_log_level < ZKIT_LOG_OFF ||
+                            o->zookeeper_log_level > ZKIT_LOG_DEBUG)) {
+        options_error(o, "client options: zookeeper_log_level %d: ZKIT_LOG_OFF (-1) to "
+                         "ZKIT_LOG_DEBUG (3)", (int)o->zookeeper_log_level);
         return ZKIT_EINVAL;
     }
     if (o->version >= 3 && o->operation_timeout_ms < ZKIT_OPERATION_TIMEOUT_NONE) {

@@ -57,4 +57,12 @@ int zkit__request_watched_read(zkit_client_t *c, zkit__read_kind_t kind, const c
                                void (*release)(void *arg), int sync_first,
                                zkit_completion_fn done, void *arg);
 
+/* A blocking call, unlike the others: the data of `n` nodes, their get-datas sent at once and
+ * each bounded as zkit_get_data is.  Per path: `data[i]` (free with zkit_free(); NULL on an
+ * error), `len[i]` and `errors[i]` (0, ZKIT_ENONODE, ...).  Returns 0 when every read was
+ * answered, even ZKIT_ENONODE; else the first other error (zkit_error_message() says which),
+ * or ZKIT_ENOMEM / a bad path's error before anything was sent. */
+int zkit__get_data_many(zkit_client_t *c, char *const *paths, size_t n, char **data,
+                        size_t *len, int *errors);
+
 #endif

@@ -509,10 +509,10 @@ static void handle_session_event(zkit_client_t *c, const zkit__session_event_t *
         c->handle.connected = 0;
         c->reopen_at_ms = zkit__monotonic_ms() + BOGUS_PEER_BACKOFF_MS;
         close_handle(c, zh, c->handle.generation);
-    } else if (ev->zk_state == ZOO_CONNECTED_STATE) {
-        on_connected(c, 0, ev->at_ms);
-    } else if (ev->zk_state == ZOO_READONLY_STATE) {
-        on_connected(c, 1, ev->at_ms);
+    } else if (ev->zk_state == ZOO_CONNECTED_STATE || ev->zk_state == ZOO_READONLY_STATE) {
+        /* The outage is over: how often libzookeeper repeated its complaints, said now. */
+        zkit__zk_log_flush(1);
+        on_connected(c, ev->zk_state == ZOO_READONLY_STATE, ev->at_ms);
     } else if (ev->zk_state == ZOO_EXPIRED_SESSION_STATE) {
         on_session_lost(c, "expired by the server");
     } else if (ev->zk_state == ZOO_AUTH_FAILED_STATE) {
@@ -567,6 +567,7 @@ static void supervise_once(zkit_client_t *c)
     if (!c->handle.zh && !c->closing && zkit__monotonic_ms() >= c->reopen_at_ms)
         replace_handle(c);
     zkit__timers_run(c, zkit__timers_take_due(c, zkit__monotonic_ms()));
+    zkit__zk_log_flush(0);
 }
 
 /* Closing while connected: let the requests already sent (typically the delete of a lock

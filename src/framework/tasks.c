@@ -270,8 +270,9 @@ static int client_fd_call(int *fd, const zkit_client_t *client)
     if (!fd || !client)
         return ZKIT_EINVAL;
     if (!client->delivery.dispatch_mode) {
-        zkit__log((zkit__logger_t *)&client->log, ZKIT_LOG_ERROR, "zkit_client_fd: the client "
-                  "delivers its callbacks on its event thread (set delivery = ZKIT_DELIVER_ON_DISPATCH)");
+        zkit__log_reject((zkit__logger_t *)&client->log, "zkit_client_fd: the client delivers "
+                         "its callbacks on its event thread (set delivery = "
+                         "ZKIT_DELIVER_ON_DISPATCH)");
         return ZKIT_ESTATE;
     }
     *fd = client->delivery.wake_fd;
@@ -288,13 +289,13 @@ static int client_dispatch_call(zkit_client_t *c)
     if (!c)
         return ZKIT_EINVAL;
     if (!c->delivery.dispatch_mode) {
-        zkit__log(&c->log, ZKIT_LOG_ERROR, "zkit_client_dispatch: the client delivers its "
-                  "callbacks on its event thread (set delivery = ZKIT_DELIVER_ON_DISPATCH)");
+        zkit__log_reject(&c->log, "zkit_client_dispatch: the client delivers its callbacks on "
+                         "its event thread (set delivery = ZKIT_DELIVER_ON_DISPATCH)");
         return ZKIT_ESTATE;
     }
     if (zkit__in_callback(c)) {
-        zkit__log(&c->log, ZKIT_LOG_ERROR, "zkit_client_dispatch called from a callback; "
-                  "ignored (callbacks run one at a time)");
+        zkit__log_reject(&c->log, "zkit_client_dispatch called from a callback; ignored "
+                         "(callbacks run one at a time)");
         return ZKIT_EDEADLK;
     }
     pthread_mutex_lock(&c->mu);

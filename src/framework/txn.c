@@ -125,13 +125,13 @@ static int check_add(zkit_txn_t *txn, const char *path, const char *what)
         return ZKIT_EINVAL;
     }
     if (zkit__path_validate(path) != 0) {
-        zkit__log(&txn->client->log, ZKIT_LOG_ERROR, "%s: invalid path '%s'", what,
-                  path ? path : "(null)");
+        zkit__log_reject(&txn->client->log, "%s: invalid path '%s'", what,
+                         path ? path : "(null)");
         return ZKIT_EBADPATH;
     }
     if (txn_busy(txn)) {
-        zkit__log(&txn->client->log, ZKIT_LOG_ERROR, "%s: a commit of this transaction is in "
-                  "flight", what);
+        zkit__log_reject(&txn->client->log, "%s: a commit of this transaction is in flight",
+                         what);
         return ZKIT_ESTATE;
     }
     return 0;
@@ -148,9 +148,9 @@ static txn_op_t *txn_append_full(zkit_txn_t *txn, zkit_txn_op_kind_t kind, char 
      * sum below the limit. */
     if (len > ZKIT__MAX_PACKET || path_len > ZKIT__MAX_PACKET ||
         txn->bytes + path_len + len + OP_OVERHEAD + ZKIT__PACKET_OVERHEAD > ZKIT__MAX_PACKET) {
-        zkit__log(&txn->client->log, ZKIT_LOG_ERROR,
-                  "transaction: operation %zu on %s makes the request exceed the server's "
-                  "limit", txn->count, path);
+        zkit__log_reject(&txn->client->log,
+                         "transaction: operation %zu on %s makes the request exceed the "
+                         "server's limit", txn->count, path);
         *rc = ZKIT_ETOOBIG;
         free(path);
         return NULL;
@@ -310,8 +310,7 @@ static int txn_set_data_call(zkit_txn_t *txn, const char *path, const void *data
     if ((rc = check_add(txn, path, "txn_set_data")) != 0)
         return rc;
     if (!data && len) {
-        zkit__log(&txn->client->log, ZKIT_LOG_ERROR, "txn_set_data %s: NULL data with a "
-                  "length", path);
+        zkit__log_reject(&txn->client->log, "txn_set_data %s: NULL data with a length", path);
         return ZKIT_EINVAL;
     }
     if (!(op = txn_append(txn, ZKIT_TXN_SET_DATA, path, len, &rc)))
@@ -641,7 +640,7 @@ static int begin_commit(zkit_txn_t *txn, const char *what)
     pthread_mutex_lock(&txn->mu);
     if (txn->in_flight) {
         pthread_mutex_unlock(&txn->mu);
-        zkit__log(&txn->client->log, ZKIT_LOG_ERROR, "%s: a commit is already in flight", what);
+        zkit__log_reject(&txn->client->log, "%s: a commit is already in flight", what);
         return ZKIT_ESTATE;
     }
     txn->in_flight = 1;
@@ -762,12 +761,12 @@ static int txn_result_call(zkit_txn_result_t *out, const zkit_txn_t *txn, size_t
     }
     memset(out, 0, sizeof(*out));
     if (!txn->has_results) {
-        zkit__log(&txn->client->log, ZKIT_LOG_ERROR, "txn_result: no commit has finished");
+        zkit__log_reject(&txn->client->log, "txn_result: no commit has finished");
         return ZKIT_ESTATE;
     }
     if (index >= txn->count) {
-        zkit__log(&txn->client->log, ZKIT_LOG_ERROR, "txn_result: index %zu out of range (%zu "
-                  "operations)", index, txn->count);
+        zkit__log_reject(&txn->client->log, "txn_result: index %zu out of range (%zu "
+                         "operations)", index, txn->count);
         return ZKIT_EINVAL;
     }
     op = &txn->ops[index];

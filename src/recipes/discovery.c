@@ -293,9 +293,12 @@ ZKIT_EXTERN void zkit_service_registration_free(zkit_service_registration_t *r)
 {
     if (!r)
         return;
-    if (r->node)
-        zkit_persistent_node_free(r->node); /* deletes the node if it is ours */
-    else
+    if (r->node) {
+        zkit_persistent_node_free(r->node); /* sends the node's delete if it is ours */
+        /* Returns once the server has applied it, as Curator's unregisterService does: a read
+         * on the same session is answered after the delete sent before it. */
+        (void)zkit_exists(NULL, r->client, r->path, NULL);
+    } else
         (void)zkit_delete(r->client, r->path, -1, ZKIT_DELETE_GUARANTEED);
     zkit__instance_clear(&r->inst);
     pthread_mutex_destroy(&r->mu);
@@ -337,8 +340,9 @@ static int discovery_instances_call(zkit_service_instance_t **instances, size_t 
                                     const char *service)
 {
     zkit_service_instance_t *out = NULL;
-    char **names = NULL, *dir;
-    size_t n = 0, k = 0, bad = 0;
+    char **names = NULL, *dir, **paths = NULL, **datas = NULL;
+    size_t n = 0, k = 0, bad = 0, *lens = NULL;
+    int *errors = NULL;
     int rc = 0;
     if (instances)
         *instances = NULL;
@@ -359,27 +363,48 @@ static int discovery_instances_call(zkit_service_instance_t **instances, size_t 
         qsort(names, n, sizeof(*names), by_name);
     if (rc == 0 && n && !(out = calloc(n, sizeof(*out))))
         rc = ZKIT_ENOMEM;
+    /* Every instance's read sent at once: a listing of many instances costs about one round
+     * trip and the server's time, not one round trip each. */
+    if (rc == 0 && n) {
+        paths = calloc(n, sizeof(*paths));
+        datas = calloc(n, sizeof(*datas));
+        lens = calloc(n, sizeof(*lens));
+        errors = calloc(n, sizeof(*errors));
+        if (!paths || !datas || !lens || !errors)
+            rc = ZKIT_ENOMEM;
+    }
+    for (size_t i = 0; i < n && rc == 0; i++)
+        if (!(paths[i] = zkit__path_join(dir, names[i])))
+            rc = ZKIT_ENOMEM;
+    if (rc == 0 && n)
+        rc = zkit__get_data_many(d->client, paths, n, datas, lens, errors);
     for (size_t i = 0; i < n && rc == 0; i++) {
-        char *path = zkit__path_join(dir, names[i]), *data = NULL;
         zkit_service_instance_t *one = NULL;
-        size_t len = 0;
-        int got = path ? zkit_get_data(&data, &len, NULL, d->client, path, NULL) : ZKIT_ENOMEM;
+        int got = errors[i];
         if (got == 0) {
-            got = zkit_service_instance_from_json(&one, data, len);
+            got = zkit_service_instance_from_json(&one, datas[i], lens[i]);
             if (got == ZKIT_EINVAL) {
                 zkit__client_log(d->client, ZKIT_LOG_WARN, "discovery: %s is not a service "
-                                 "instance (%s): skipped", path, zkit_error_message());
+                                 "instance (%s): skipped", paths[i], zkit_error_message());
                 bad++;
             } else if (got == 0) {
                 out[k++] = *one;
                 free(one);
             }
         }
-        zkit_free(data);
-        free(path);
         if (got != 0 && got != ZKIT_ENONODE && got != ZKIT_EINVAL)
             rc = got;
     }
+    for (size_t i = 0; i < n; i++) {
+        if (paths)
+            free(paths[i]);
+        if (datas)
+            zkit_free(datas[i]);
+    }
+    free(paths);
+    free(datas);
+    free(lens);
+    free(errors);
     zkit_free_strings(names, n);
     free(dir);
     if (rc != 0) {

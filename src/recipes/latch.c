@@ -537,8 +537,8 @@ static int latch_await_call(zkit_latch_t *latch, int timeout_ms)
         pthread_mutex_unlock(&latch->mu);
         if (timeout_ms == 0)
             return ZKIT_ETIMEDOUT;
-        zkit__client_log(latch->client, ZKIT_LOG_ERROR, "leader latch %s: a blocking await on "
-                         "the event thread would wait for itself", latch->lock->path);
+        zkit__client_reject(latch->client, "leader latch %s: a blocking await on the event "
+                            "thread would wait for itself", latch->lock->path);
         return ZKIT_EDEADLK;
     }
     if (!(w = await_add(latch, timeout_ms, NULL, NULL, &rc))) {

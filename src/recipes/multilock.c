@@ -820,8 +820,8 @@ static int multilock_part_call(char **path, char **node, int64_t *token, const z
         return ZKIT_EINVAL;
     m = lock->kind_data;
     if (index >= m->count) {
-        zkit__client_log(lock->client, ZKIT_LOG_ERROR, "multi-lock %s: no part %zu (it has %zu)",
-                         lock->path, index, m->count);
+        zkit__client_reject(lock->client, "multi-lock %s: no part %zu (it has %zu)", lock->path,
+                            index, m->count);
         return ZKIT_EINVAL;
     }
     if (path && !(*path = strdup(m->parts[index]->path)))

@@ -158,8 +158,9 @@ static int lock_revoke_call(zkit_client_t *client, const char *node_path)
         return ZKIT_EINVAL;
     /* Any version, as Curator's Revoker: the request is the data, not a compare-and-set. */
     rc = zkit_set_data(NULL, client, node_path, REVOKE_MESSAGE, REVOKE_MESSAGE_LEN, -1);
-    zkit__client_log(client, rc == 0 || rc == ZKIT_ENONODE ? ZKIT_LOG_DEBUG : ZKIT_LOG_ERROR,
-                     "revoke %s: %s", node_path, rc == 0 ? "requested" : zkit_strerror(rc));
+    /* Debug only, failures included: the caller has the code. */
+    zkit__client_log(client, ZKIT_LOG_DEBUG, "revoke %s: %s", node_path,
+                     rc == 0 ? "requested" : zkit_strerror(rc));
     return rc;
 }
 

@@ -387,8 +387,8 @@ static int selector_close_call(zkit_selector_t *sel)
     if (running && (pthread_equal(sel->thread, pthread_self()) ||
                     zkit__is_event_thread(sel->client))) {
         pthread_mutex_unlock(&sel->mu);
-        zkit__client_log(sel->client, ZKIT_LOG_ERROR, "leader selector %s: closed from its own "
-                         "callback or the event thread", sel->mutex->path);
+        zkit__client_reject(sel->client, "leader selector %s: closed from its own callback or "
+                            "the event thread", sel->mutex->path);
         return ZKIT_EDEADLK;
     }
     sel->closed = 1;

@@ -616,7 +616,11 @@ static void on_run_deadline(void *arg)
     run_t *run = run_of(arg);
     run_actions_t act = RUN_ACTIONS_INIT;
     zkit__machine_lock(&run->m);
-    run_end(run, zkit__client_is_closing(run->sem->client) ? ZKIT_ECLOSED : ZKIT_ETIMEDOUT,
+    /* a try-once run ends here only when the connection or the server kept it waiting: that
+     * is ZKIT_ECONNLOSS, as for a mutex, never the ZKIT_ETIMEDOUT of leases held elsewhere */
+    run_end(run, zkit__client_is_closing(run->sem->client) ? ZKIT_ECLOSED
+                 : run->deadline_ms == 0                   ? ZKIT_ECONNLOSS
+                                                           : ZKIT_ETIMEDOUT,
             &act);
     RUN_LEAVE(run, &act);
     run_unref(run); /* the timer's */

@@ -18,6 +18,7 @@
  *   CuratorPeer CONNECT dbarrier PATH MEMBERS TIMEOUT_MS
  *   CuratorPeer CONNECT group PATH ID DATA
  *   CuratorPeer CONNECT discovery BASE SERVICE ID
+ *   CuratorPeer CONNECT discobench BASE
  *
  * KIND: mutex (InterProcessMutex), read / write (InterProcessReadWriteLock halves),
  *       semaphore (InterProcessSemaphoreMutex); contend has kinds of its own (below).
@@ -125,6 +126,15 @@
  *                     "PICK -" when it has none
  *          close   -> close() (its instance unregistered), "CLOSED", exit 0
  *          EOF     -> the same without printing
+ * discobench: a ServiceDiscovery at BASE with no instance of its own (run by bench/zkit-bench
+ *        --discovery); prints "READY" once connected, then commands on stdin, one a line:
+ *          register SERVICE ID  -> registerService of a DYNAMIC instance (address 127.0.0.1,
+ *                                  port 8080): "REGISTERED <nanoTime before> <nanoTime after>"
+ *          unregister ID        -> unregisterService of it, "UNREGISTERED"
+ *          lookup SERVICE ID N  -> N timed queryForInstance calls
+ *          list SERVICE N       -> N timed queryForInstances calls
+ *             both: "SAMPLES <instances the first call found> <ms> ..." (one figure per call)
+ *          quit or EOF          -> close(), exit 0
  *
  * Participants: mutex, read, write: getParticipantNodes() of that lock, i.e. the children
  * of PATH sorted by Curator's sorter; the read half lists only __READ__ nodes and the write
@@ -381,7 +391,7 @@ public class CuratorPeer {
             boolean revocable = mode.equals("hold") && args.length == 6 && args[5].equals("revocable");
             boolean leader = mode.equals("latch") || mode.equals("selector")
                     || mode.equals("count") || mode.equals("dbarrier") || mode.equals("group")
-                    || mode.equals("discovery");
+                    || mode.equals("discovery") || mode.equals("discobench");
             if (mode.equals("atomic")) {
                 leader = true; /* PATH LOCK_PATH N: the same shape once LOCK_PATH is taken */
             }
@@ -392,7 +402,8 @@ public class CuratorPeer {
                     || (mode.equals("order") && args.length == 4)
                     || (mode.equals("bench") && args.length == 6)
                     || (mode.equals("contend") && args.length == 6)
-                    || (mode.equals("cache") && args.length == 4);
+                    || (mode.equals("cache") && args.length == 4)
+                    || (mode.equals("discobench") && args.length == 3);
             if (!ok) {
                 usage();
                 System.exit(EXIT_ERROR);
@@ -445,6 +456,8 @@ public class CuratorPeer {
                 rc = group(client, path, args[3], args[4]);
             } else if (mode.equals("discovery")) {
                 rc = discovery(client, path, args[3], args[4]);
+            } else if (mode.equals("discobench")) {
+                rc = discobench(client, path);
             } else if (leader) {
                 Path log = Paths.get(args[4]);
                 rc = mode.equals("latch") ? latch(client, path, args[3], log)
@@ -935,6 +948,64 @@ public class CuratorPeer {
                 provider.close();
             } else if (!command.line.isEmpty()) {
                 err("unknown command '" + command.line + "' (query, pick, close)");
+            }
+        }
+    }
+
+    static int discobench(CuratorFramework client, String base) throws Exception {
+        org.apache.curator.x.discovery.ServiceDiscovery<Object> discovery =
+                org.apache.curator.x.discovery.ServiceDiscoveryBuilder.builder(Object.class)
+                        .client(client).basePath(base).build();
+        java.util.Map<String, org.apache.curator.x.discovery.ServiceInstance<Object>> mine =
+                new java.util.HashMap<>();
+        BlockingQueue<Command> commands = stdinCommands();
+        discovery.start();
+        client.blockUntilConnected();
+        out("READY");
+        for (;;) {
+            Command command = commands.take();
+            if (command == Command.EOF || command.line.equals("quit")) {
+                discovery.close();
+                return EXIT_OK;
+            }
+            String[] w = command.line.split(" ");
+            if (w[0].equals("register") && w.length == 3) {
+                org.apache.curator.x.discovery.ServiceInstance<Object> instance =
+                        org.apache.curator.x.discovery.ServiceInstance.builder()
+                                .name(w[1]).id(w[2]).address("127.0.0.1").port(8080)
+                                .serviceType(org.apache.curator.x.discovery.ServiceType.DYNAMIC)
+                                .build();
+                long t0 = System.nanoTime();
+                discovery.registerService(instance);
+                long t1 = System.nanoTime();
+                mine.put(w[2], instance);
+                out("REGISTERED " + t0 + " " + t1);
+            } else if (w[0].equals("unregister") && w.length == 2) {
+                discovery.unregisterService(mine.remove(w[1]));
+                out("UNREGISTERED");
+            } else if ((w[0].equals("lookup") && w.length == 4)
+                    || (w[0].equals("list") && w.length == 3)) {
+                boolean one = w[0].equals("lookup");
+                int n = Integer.parseInt(w[w.length - 1]);
+                StringBuilder line = new StringBuilder();
+                int found = -1;
+                for (int i = 0; i < n; i++) {
+                    long t0 = System.nanoTime();
+                    int k;
+                    if (one) {
+                        k = discovery.queryForInstance(w[1], w[2]) == null ? 0 : 1;
+                    } else {
+                        k = discovery.queryForInstances(w[1]).size();
+                    }
+                    long t1 = System.nanoTime();
+                    if (found < 0) {
+                        found = k;
+                    }
+                    line.append(' ').append(String.format(Locale.ROOT, "%.4f", (t1 - t0) / 1e6));
+                }
+                out("SAMPLES " + found + line);
+            } else if (!command.line.isEmpty()) {
+                err("unknown command '" + command.line + "' (register, unregister, lookup, list, quit)");
             }
         }
     }

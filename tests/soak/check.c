@@ -50,6 +50,17 @@ typedef struct counter {
     long n;
 } counter_t;
 
+/* A line about the fleet (K, C, Y, N; check.h). */
+typedef struct fleet_line {
+    char type;
+    int64_t t;
+    char proc[16];        /* K, C, Y */
+    char kind[16];        /* C, Y, N */
+    char id[64];          /* C, Y, N */
+    uint64_t session;     /* K, C, Y: the session; N: the node's ephemeral owner */
+    char data[64];        /* Y, N */
+} fleet_line_t;
+
 typedef struct checker {
     FILE *out;
     soak_verdict_t *v;
@@ -72,6 +83,8 @@ typedef struct checker {
     } forced[1024];
     size_t nforced;
     long forced_notes;
+    fleet_line_t *fleet;
+    size_t nfleet, capfleet;
 } checker_t;
 
 static void *grow(void *p, size_t *cap, size_t need, size_t size)
@@ -253,6 +266,39 @@ static int crashed(const char *err)
     return 0;
 }
 
+static int parse_fleet(checker_t *ck, char type, const char *rest, int64_t t)
+{
+    fleet_line_t l;
+    unsigned long long session = 0;
+    int ok;
+    memset(&l, 0, sizeof(l));
+    l.type = type;
+    l.t = t;
+    switch (type) {
+    case 'K':
+        ok = sscanf(rest, "%15s %llx", l.proc, &session) == 2;
+        break;
+    case 'C':
+        ok = sscanf(rest, "%15s %15s %63s %llx", l.proc, l.kind, l.id, &session) == 4;
+        break;
+    case 'Y':
+        ok = sscanf(rest, "%15s %15s %63s %llx %63s", l.proc, l.kind, l.id, &session,
+                    l.data) == 5;
+        break;
+    default: /* N */
+        ok = sscanf(rest, "%15s %63s %llx %63s", l.kind, l.id, &session, l.data) == 4;
+        break;
+    }
+    if (!ok)
+        return -1;
+    l.session = session;
+    ck->fleet = grow(ck->fleet, &ck->capfleet, ck->nfleet + 1, sizeof(fleet_line_t));
+    ck->fleet[ck->nfleet++] = l;
+    if (type == 'C')
+        count(ck, "fleet creations", l.kind);
+    return 0;
+}
+
 static int parse_line(checker_t *ck, char *line)
 {
     char type, rest[2048], a[64], b[64];
@@ -266,6 +312,11 @@ static int parse_line(checker_t *ck, char *line)
     case 'S':
     case 'D':
         return parse_note(ck, type, rest, t);
+    case 'K':
+    case 'C':
+    case 'Y':
+    case 'N':
+        return parse_fleet(ck, type, rest, t);
     case 'A': {
         char err[64];
         if (sscanf(rest, "%63s %63s %63s", a, b, err) != 3)
@@ -715,6 +766,74 @@ static void check_unstopped(checker_t *ck)
     }
 }
 
+/*
+ * The fleet (check.h): each instance a worker expects (Y) is on the server exactly once (N),
+ * owned by the worker's session of the end and holding the data it set last, and it was made
+ * in that session within SOAK_FLEET_DUE_MS of the connection's return before it (the last K
+ * line of that session at or before its first C line); no node nobody expects.
+ */
+static void check_fleet(checker_t *ck)
+{
+    for (size_t i = 0; i < ck->nfleet; i++) {
+        const fleet_line_t *y = &ck->fleet[i], *node = NULL, *made = NULL, *back = NULL;
+        int nodes = 0;
+        if (y->type != 'Y')
+            continue;
+        count(ck, "fleet instances checked", y->kind);
+        for (size_t k = 0; k < ck->nfleet; k++) {
+            const fleet_line_t *n = &ck->fleet[k];
+            if (n->type == 'N' && strcmp(n->kind, y->kind) == 0 && strcmp(n->id, y->id) == 0) {
+                nodes++;
+                node = n;
+            }
+            if (n->type == 'C' && strcmp(n->proc, y->proc) == 0 &&
+                strcmp(n->kind, y->kind) == 0 && n->session == y->session &&
+                (!made || n->t < made->t))
+                made = n;
+        }
+        if (nodes == 0) {
+            violation(ck, "fleet: %s %s of %s is not on the server", y->kind, y->id, y->proc);
+            continue;
+        }
+        if (nodes > 1)
+            violation(ck, "fleet: %d nodes for %s %s of %s on the server (one at most)", nodes,
+                      y->kind, y->id, y->proc);
+        else if (node->session != y->session)
+            violation(ck, "fleet: %s %s is owned by session %" PRIx64 ", not %s's session %"
+                      PRIx64, y->kind, y->id, node->session, y->proc, y->session);
+        else if (strcmp(node->data, y->data) != 0)
+            violation(ck, "fleet: %s %s holds %s, not %s, the data %s set last", y->kind,
+                      y->id, node->data, y->data, y->proc);
+        if (!made) {
+            violation(ck, "fleet: %s %s of %s: never made in session %" PRIx64, y->kind, y->id,
+                      y->proc, y->session);
+            continue;
+        }
+        for (size_t k = 0; k < ck->nfleet; k++) {
+            const fleet_line_t *n = &ck->fleet[k];
+            if (n->type == 'K' && strcmp(n->proc, y->proc) == 0 && n->session == y->session &&
+                n->t <= made->t && (!back || n->t > back->t))
+                back = n;
+        }
+        if (back && made->t - back->t > SOAK_FLEET_DUE_MS * NS_PER_MS)
+            violation(ck, "fleet: %s %s of %s made %.3f ms after the connection came back at "
+                      "%.3f (due within %d ms)", y->kind, y->id, y->proc,
+                      ms(made->t - back->t), ms(back->t), SOAK_FLEET_DUE_MS);
+    }
+    for (size_t i = 0; i < ck->nfleet; i++) {
+        const fleet_line_t *n = &ck->fleet[i];
+        int expected = 0;
+        if (n->type != 'N')
+            continue;
+        for (size_t k = 0; k < ck->nfleet && !expected; k++)
+            expected = ck->fleet[k].type == 'Y' && strcmp(ck->fleet[k].kind, n->kind) == 0 &&
+                       strcmp(ck->fleet[k].id, n->id) == 0;
+        if (!expected)
+            violation(ck, "fleet: %s %s (owner %" PRIx64 ") on the server, expected by no "
+                      "worker", n->kind, n->id, n->session);
+    }
+}
+
 static void check_rss(checker_t *ck)
 {
     int64_t warm = ck->go + (ck->stop - ck->go) / 4;
@@ -808,6 +927,7 @@ static void release(checker_t *ck)
     free(ck->notes);
     free(ck->paths);
     free(ck->rss);
+    free(ck->fleet);
 }
 
 int soak_check_dir(soak_verdict_t *v, const char *dir, FILE *out)
@@ -825,6 +945,7 @@ int soak_check_dir(soak_verdict_t *v, const char *dir, FILE *out)
         check_paths(&ck);
         check_deadlines(&ck);
         check_jobs(&ck);
+        check_fleet(&ck);
         check_rss(&ck);
         print_counters(&ck);
         v->holders = (long)ck.nh;

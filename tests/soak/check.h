@@ -24,6 +24,16 @@
  *   F T FAULT TARGET DURATION_MS       a fault was injected
  *   Z T NAME VALUE                     an end-of-run count that must be 0 (lock znodes left,
  *                                      watches left, workers that failed, ...)
+ *   K T PROC SESSION                   the worker's connection came back (or was first made) in
+ *                                      SESSION (hex)
+ *   C T PROC KIND ID SESSION           the worker's fleet node KIND (node: a persistent
+ *                                      ephemeral sequential node, service: a registration,
+ *                                      member: a group member) for instance ID was (re)made,
+ *                                      owned by SESSION
+ *   Y T PROC KIND ID SESSION DATA      at the end: the node the server must hold for ID, owned
+ *                                      by SESSION (the worker's session then), holding DATA
+ *   N T KIND ID OWNER DATA             at the end: a fleet node the leader holds for ID (one
+ *                                      line per node), its ephemeral owner and data
  * T is in nanoseconds; DEADLINE_MS in milliseconds.
  *
  * Rules checked:
@@ -43,6 +53,9 @@
  *  - a timer job's slot is never run again once a run of it completed, unless that run's lock
  *    was told UNCERTAIN, EXPIRED or LOST (or its session was closed by force) before the
  *    slot started again: its record may not have been written (docs/jobs.md);
+ *  - the fleet: each instance of a Y line has exactly one node on the server (never two),
+ *    owned by the Y line's session, holding its data, first made in that session within
+ *    SOAK_FLEET_DUE_MS of the last K line of that session before it; no node without a Y line;
  *  - every Z count is 0;
  *  - no zkit-lock crashed (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL) or exited 70 (internal
  *    error), from the A lines of the zkit-lock commands;
@@ -62,6 +75,8 @@
 /* How soon a holder whose session was closed by force must have stopped: one session timeout
  * after the fault (it hears of it at its next contact with the server). */
 #define SOAK_FORCED_STOP_MS 4000
+/* How soon a fleet node must be made once the connection is back: one session timeout. */
+#define SOAK_FLEET_DUE_MS 4000
 
 typedef struct soak_verdict {
     long holders;     /* E lines */

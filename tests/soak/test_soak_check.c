@@ -233,6 +233,69 @@ static void test_rss_growth(void)
                                   "P 1 soak no-rss\nP 100000000000 soak stop\n", NULL), 0);
 }
 
+/* One worker's fleet: its session a1 from the start, lost at 5 s; b2 from 6 s (the
+ * connection back at 6.0 s, dropped and back again at 6.5 s), the three made again at 7 s. */
+static const char fleet_worker[] =
+    "K 1000000 p0 a1\n"
+    "C 1100000 p0 node p0 a1\n"
+    "C 1100000 p0 service p0 a1\n"
+    "C 1200000 p0 member p0 a1\n"
+    "K 6000000000 p0 b2\n"
+    "K 6500000000 p0 b2\n"
+    "C 7000000000 p0 node p0 b2\n"
+    "C 7000000000 p0 service p0 b2\n"
+    "C 7100000000 p0 member p0 b2\n"
+    "Y 90000000000 p0 node p0 b2 p0.v9\n"
+    "Y 90000000000 p0 service p0 b2 p0.v9\n"
+    "Y 90000000000 p0 member p0 b2 p0.v9\n"
+    "Z 90000000000 group-view-unconverged-p0 0\n";
+
+/* The fleet as the server holds it, then `extra` (more N lines). */
+static long fleet_violations(const char *worker, const char *extra)
+{
+    char server[1024];
+    snprintf(server, sizeof(server),
+             "N 91000000000 node p0 b2 p0.v9\n"
+             "N 91000000000 service p0 b2 p0.v9\n"
+             "N 91000000000 member p0 b2 p0.v9\n%s", extra);
+    return violations_of(worker, server);
+}
+
+static void test_fleet(void)
+{
+    CU_ASSERT_EQUAL(fleet_violations(fleet_worker, ""), 0);
+    /* two nodes for one instance id: a second sequential node left beside the first */
+    CU_ASSERT_EQUAL(fleet_violations(fleet_worker, "N 91000000000 node p0 b2 p0.v9\n"), 1);
+    /* a node of the old session the server still holds */
+    CU_ASSERT_EQUAL(fleet_violations(fleet_worker, "N 91000000000 service p0 a1 p0.v3\n"), 1);
+    /* a node of an instance no worker has */
+    CU_ASSERT_EQUAL(fleet_violations(fleet_worker, "N 91000000000 member p9 c3 x\n"), 1);
+    /* missing, owned by another session, stale data */
+    CU_ASSERT_EQUAL(violations_of(fleet_worker, "N 91000000000 service p0 a1 p0.v9\n"
+                                                "N 91000000000 member p0 b2 p0.v8\n"), 3);
+    /* made again 4.5 s after the connection came back (6.5 s) */
+    CU_ASSERT_EQUAL(fleet_violations(
+        "K 1000000 p0 a1\nC 1100000 p0 node p0 a1\nC 1100000 p0 service p0 a1\n"
+        "C 1200000 p0 member p0 a1\nK 6000000000 p0 b2\nK 6500000000 p0 b2\n"
+        "C 7000000000 p0 node p0 b2\nC 7000000000 p0 service p0 b2\n"
+        "C 11000000000 p0 member p0 b2\n"
+        "Y 90000000000 p0 node p0 b2 p0.v9\nY 90000000000 p0 service p0 b2 p0.v9\n"
+        "Y 90000000000 p0 member p0 b2 p0.v9\n", ""), 1);
+    /* never made in the session of the end */
+    CU_ASSERT_EQUAL(fleet_violations(
+        "K 1000000 p0 b2\nC 1100000 p0 node p0 b2\nC 1100000 p0 service p0 b2\n"
+        "Y 90000000000 p0 node p0 b2 p0.v9\nY 90000000000 p0 service p0 b2 p0.v9\n"
+        "Y 90000000000 p0 member p0 b2 p0.v9\n", ""), 1);
+    /* the group's view did not converge */
+    CU_ASSERT_EQUAL(fleet_violations("Y 90000000000 p0 member p0 b2 p0.v9\n"
+                                     "C 7100000000 p0 member p0 b2\n"
+                                     "Y 90000000000 p0 node p0 b2 p0.v9\n"
+                                     "C 7100000000 p0 node p0 b2\n"
+                                     "Y 90000000000 p0 service p0 b2 p0.v9\n"
+                                     "C 7100000000 p0 service p0 b2\n"
+                                     "Z 90000000000 group-view-unconverged-p0 1\n", ""), 1);
+}
+
 static const zkh_test_t tests[] = {
     ZKH_TEST(test_clean_log_passes),
     ZKH_TEST(test_mutex_overlap),
@@ -250,6 +313,7 @@ static const zkh_test_t tests[] = {
     ZKH_TEST(test_forced_session_close),
     ZKH_TEST(test_zkit_lock_crash),
     ZKH_TEST(test_rss_growth),
+    ZKH_TEST(test_fleet),
     { NULL, NULL }
 };
 

@@ -7,8 +7,9 @@
  *
  * stdin commands, one a line: "go" (start), "stop" (finish the holds, stop the job and the
  * tree's writer, free the locks, answer "IDLE" on stdout; the client stays open), "verify"
- * (compare the tree cache with the server, free it, answer "VERIFIED"; cachework.c), "exit"
- * (close the client, exit 0).
+ * (compare the tree cache with the server, free it; wait for the fleet's nodes and group view
+ * to settle, log what the server must hold; answer "VERIFIED"; cachework.c, fleetwork.c),
+ * "release" (leave the fleet, answer "RELEASED"), "exit" (close the client, exit 0).
  * CREDS is rewritten with "SESSION_ID PASSWD_HEX" on every new session, for the forced expiry.
  *
  * A zkit-lock command's end is the time it wrote last into its FIFO ("X T", on its normal end
@@ -40,6 +41,7 @@
 #include "framework/client.h" /* zkit__test_session_credentials */
 #include "soak.h"
 #include "partwork.h"
+#include "fleetwork.h"
 
 #define STOP_MARGIN_MS 100
 #define ACQUIRE_TIMEOUT_MS 4000
@@ -644,8 +646,11 @@ static void write_creds(zkit_client_t *c)
 static void conn_state(zkit_client_t *c, zkit_conn_state_t state, void *arg)
 {
     (void)arg;
-    if (state == ZKIT_CONN_CONNECTED || state == ZKIT_CONN_RECONNECTED)
+    if (state == ZKIT_CONN_CONNECTED || state == ZKIT_CONN_RECONNECTED) {
         write_creds(c);
+        /* the connection is back: the fleet's nodes are due within a session timeout */
+        soak_log('K', "p%d %" PRIx64, worker_id, (uint64_t)zkit_client_session_id(c));
+    }
 }
 
 static zkit_client_t *connect_client(void)
@@ -671,6 +676,8 @@ static zkit_client_t *connect_client(void)
         exit(1);
     }
     write_creds(c);
+    /* the first session, in case its CONNECTED came before the listener was added */
+    soak_log('K', "p%d %" PRIx64, worker_id, (uint64_t)zkit_client_session_id(c));
     return c;
 }
 
@@ -711,6 +718,7 @@ int soak_worker_main(int argc, char **argv)
     zkit_job_t *job;
     zkit_partition_t *part;
     soak_tree_t *tree;
+    soak_fleet_t *fleet;
     uint64_t seed;
     char cmd[64];
     const char *got;
@@ -751,6 +759,7 @@ int soak_worker_main(int argc, char **argv)
     }
     if (!(tree = soak_tree_start(c, worker_id, soak_rand(&seed))))
         return 1;
+    fleet = soak_fleet_start(c, worker_id, soak_rand(&seed));
     printf("READY\n");
     if (!(got = next_command(cmd, sizeof(cmd))) || strcmp(got, "go") != 0)
         return 1;
@@ -758,12 +767,14 @@ int soak_worker_main(int argc, char **argv)
     job = start_job(c);
     part = soak_partition_start(c, worker_id);
     soak_tree_write(tree);
+    soak_fleet_update(fleet);
     for (int i = 0; i < SOAK_THREADS; i++)
         pthread_create(&threads[i].thread, NULL, thread_main, &threads[i]);
     if (!(got = next_command(cmd, sizeof(cmd))) || strcmp(got, "stop") != 0)
         return 1;
     atomic_store(&stopping, 1);
     soak_tree_stop_writer(tree);
+    soak_fleet_stop_updates(fleet);
     for (int i = 0; i < SOAK_THREADS; i++)
         pthread_join(threads[i].thread, NULL);
     zkit_job_stop(job);
@@ -776,7 +787,13 @@ int soak_worker_main(int argc, char **argv)
     if (!(got = next_command(cmd, sizeof(cmd))) || strcmp(got, "verify") != 0)
         return 1;
     soak_tree_verify_free(tree);
+    soak_fleet_verify(fleet);
     printf("VERIFIED\n");
+    /* the orchestrator has listed the fleet on the servers: leave it */
+    if (!(got = next_command(cmd, sizeof(cmd))) || strcmp(got, "release") != 0)
+        return 1;
+    soak_fleet_free(fleet);
+    printf("RELEASED\n");
     if (!(got = next_command(cmd, sizeof(cmd))) || strcmp(got, "exit") != 0)
         return 1;
     zkit_exists(NULL, c, "/", NULL); /* the replies to what was sent, before the close */

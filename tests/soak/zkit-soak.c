@@ -1,7 +1,8 @@
 /*
  * zkit-soak.c - the randomized fault soak (docs/reliability.md): a 3-node ensemble, SOAK_PROCS
  * worker processes of SOAK_THREADS threads over every lock kind, a timer job, zkit-lock
- * commands, and a writer and a tree cache of shared state (cachework.c), each worker behind
+ * commands, a writer and a tree cache of shared state (cachework.c), and a persistent node, a
+ * service registration and a group member (fleetwork.c), each worker behind
  * TCP proxies of its own; a fault every 2-5 s drawn from a
  * seeded schedule; then the checker (check.c) reads the logs.
  *
@@ -30,6 +31,8 @@
 #include "harness.h"
 #include "check.h"
 #include "soak.h"
+#include "fleetwork.h"
+#include "zkit.h"
 
 #ifndef ZKIT_LOCK_BIN
 #define ZKIT_LOCK_BIN "zkit-lock"
@@ -426,6 +429,84 @@ static int lock_znodes_left(int *diverged)
     return left;
 }
 
+/* ---- the fleet on the servers ---- */
+
+/* A word for the log: spaces and the empty string replaced. */
+static void log_word(char *dst, size_t len, const char *src, size_t n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n && k + 1 < len; i++)
+        dst[k++] = src[i] == ' ' || src[i] == '\n' || src[i] == '\0' ? '_' : src[i];
+    if (!k && len > 1)
+        dst[k++] = '-';
+    dst[k] = '\0';
+}
+
+/* The nodes of the fleet's three directories as the leader holds them, each an N line when
+ * `log` (check.h); returns how many, -1 when the leader could not be asked. */
+static int fleet_nodes(int log)
+{
+    static const char *const dirs[3][2] = {
+        { SOAK_FLEET_NODES, SOAK_FLEET_KIND_NODE },
+        { SOAK_FLEET_BASE "/" SOAK_FLEET_SERVICE, SOAK_FLEET_KIND_SERVICE },
+        { SOAK_FLEET_GROUP, SOAK_FLEET_KIND_MEMBER } };
+    int leader = find_server("leader", 0), total = 0;
+    zhandle_t *zh = leader >= 0 ? server_connect(leader) : NULL;
+    if (!zh) {
+        fprintf(stderr, "soak: no leader to list the fleet on\n");
+        return -1;
+    }
+    for (int d = 0; d < 3; d++) {
+        struct String_vector names = { 0, NULL };
+        int rc = zoo_get_children(zh, dirs[d][0], 0, &names);
+        if (rc == ZNONODE)
+            continue;
+        if (rc != ZOK) {
+            fprintf(stderr, "soak: listing %s: %s\n", dirs[d][0], zerror(rc));
+            total = -1;
+            break;
+        }
+        for (int i = 0; i < names.count; i++) {
+            char path[512], buf[4096], id[128], data[128];
+            int len = sizeof(buf) - 1;
+            struct Stat st;
+            snprintf(path, sizeof(path), "%s/%s", dirs[d][0], names.data[i]);
+            if (zoo_get(zh, path, 0, buf, &len, &st) != ZOK)
+                continue; /* gone meanwhile */
+            total++;
+            if (!log)
+                continue;
+            if (len < 0)
+                len = 0;
+            buf[len] = '\0';
+            log_word(id, sizeof(id), names.data[i], strlen(names.data[i]));
+            log_word(data, sizeof(data), buf, (size_t)len);
+            if (d == 0 && soak_fleet_node_id(id, sizeof(id), names.data[i]) != 0)
+                log_word(id, sizeof(id), names.data[i], strlen(names.data[i]));
+            if (d == 1) {
+                /* the instance's own id and its payload (a JSON string: unquoted) */
+                zkit_service_instance_t *inst = NULL;
+                if (zkit_service_instance_from_json(&inst, buf, (size_t)len) == 0) {
+                    const char *p = inst->payload ? inst->payload : "";
+                    size_t n = strlen(p);
+                    if (n >= 2 && p[0] == '"' && p[n - 1] == '"')
+                        p++, n -= 2;
+                    log_word(id, sizeof(id), inst->id, strlen(inst->id));
+                    log_word(data, sizeof(data), p, n);
+                } else {
+                    snprintf(data, sizeof(data), "not-an-instance");
+                }
+                zkit_service_instances_free(inst, 1);
+            }
+            soak_log('N', "%s %s %" PRIx64 " %s", dirs[d][1], id, (uint64_t)st.ephemeralOwner,
+                     data);
+        }
+        deallocate_String_vector(&names);
+    }
+    zookeeper_close(zh);
+    return total;
+}
+
 /* Watches the servers still hold, from `mntr` (zk_watch_count); `wchc` printed when any. */
 static int watches_left(void)
 {
@@ -453,6 +534,7 @@ static void end_checks(void)
     soak_log('Z', "replica-divergence %d", diverged);
     soak_log('Z', "watches-wchs %d", watches < 0 ? 1 : watches);
     soak_log('Z', "watches-mntr %d", watches_left());
+    soak_log('Z', "fleet-nodes-left %d", fleet_nodes(0)); /* -1: not asked, a finding too */
 }
 
 /* ---- the run ---- */
@@ -496,7 +578,12 @@ static int run(int duration_s, uint64_t seed, const char *dir)
     soak_log('Z', "workers-not-idle %d", expect_all("IDLE", 60000, dir));
     tell_all("verify");
     soak_log('Z', "workers-not-verified %d",
-             expect_all("VERIFIED", SOAK_SESSION_TIMEOUT_MS + 60000, dir));
+             expect_all("VERIFIED", SOAK_SESSION_TIMEOUT_MS + 60000 + 30000, dir));
+    /* every worker has seen its fleet nodes settle (or given up): what the servers hold */
+    if (fleet_nodes(1) < 0)
+        soak_log('Z', "fleet-not-listed 1");
+    tell_all("release");
+    soak_log('Z', "workers-not-released %d", expect_all("RELEASED", 30000, dir));
     zkh_sleep_ms(2 * SOAK_SESSION_TIMEOUT_MS);
     end_checks();
     tell_all("exit");

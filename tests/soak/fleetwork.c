@@ -1,0 +1,283 @@
+/*
+ * fleetwork.c - a soak worker's presence in the fleet: a persistent ephemeral sequential node
+ * (zkit/persist.h; protected, a new name after each loss, so that a second node for one
+ * instance is possible and would be seen), a dynamic service registration (zkit/discovery.h)
+ * and a group member (zkit/group.h), all on the worker's client, so that every fault of the
+ * soak falls on them, their data changed now and then meanwhile.
+ *
+ * Logged for the checker (check.h): a C line each time one of the three is (re)created, with
+ * the session that owns it (the worker logs a K line at each connection, worker.c); at the
+ * end, once the changes of every worker have stopped, a Y line for each of the three: the
+ * session and data it must have on the server.  The orchestrator lists the fleet on the
+ * servers (N lines); the checker matches them: one node per instance, owned by that session,
+ * holding that data, created within one session timeout of the connection's return.
+ *
+ * The group's view is checked here: once every worker's changes stopped, the members the
+ * group lists must be every worker, each with the data the server holds, within
+ * SOAK_FLEET_SETTLE_MS (Z line group-view-unconverged-pN).
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zkit.h"
+#include "soak.h"
+#include "fleetwork.h"
+
+#define FLEET_PAUSE_MIN_MS 200
+#define FLEET_PAUSE_MAX_MS 1500
+/* How long the end waits for the fleet to settle once the changes stopped: a session timeout
+ * for a connection to come back and the nodes to be made, then room for a loaded machine. */
+#define SOAK_FLEET_SETTLE_MS (SOAK_SESSION_TIMEOUT_MS + 20000)
+
+struct soak_fleet {
+    zkit_client_t *client;
+    int id;
+    uint64_t rng;
+    zkit_persistent_node_t *node;
+    zkit_discovery_t *discovery;
+    zkit_service_registration_t *reg;
+    zkit_group_t *group;
+    pthread_t updater;
+    int updating;
+    atomic_int stop;
+    long version;  /* the data now: "pN.v<version>" (the updater's, read after it stopped) */
+};
+
+static void data_of(char *buf, size_t len, const soak_fleet_t *f)
+{
+    snprintf(buf, len, "p%d.v%ld", f->id, f->version);
+}
+
+/* A C line when one of the three is (re)created: which session owns it. */
+static void on_state(const zkit_persistent_status_t *s, int id, const char *kind)
+{
+    if (s->state == ZKIT_PERSISTENT_CREATED)
+        soak_log('C', "p%d %s p%d %" PRIx64, id, kind, id, (uint64_t)s->owner);
+}
+
+static void node_state(zkit_persistent_node_t *n, const zkit_persistent_status_t *s, void *arg)
+{
+    (void)n;
+    on_state(s, ((soak_fleet_t *)arg)->id, SOAK_FLEET_KIND_NODE);
+}
+
+static void reg_state(zkit_persistent_node_t *n, const zkit_persistent_status_t *s, void *arg)
+{
+    (void)n;
+    on_state(s, ((soak_fleet_t *)arg)->id, SOAK_FLEET_KIND_SERVICE);
+}
+
+static void member_state(zkit_persistent_node_t *n, const zkit_persistent_status_t *s,
+                         void *arg)
+{
+    (void)n;
+    on_state(s, ((soak_fleet_t *)arg)->id, SOAK_FLEET_KIND_MEMBER);
+}
+
+/* The instance with `data` as its payload (a JSON string). */
+static void instance_of(zkit_service_instance_t *inst, char *idbuf, char *payload, size_t len,
+                        const soak_fleet_t *f)
+{
+    char data[64];
+    data_of(data, sizeof(data), f);
+    zkit_service_instance_init(inst);
+    sprintf(idbuf, "p%d", f->id);
+    snprintf(payload, len, "\"%s\"", data);
+    inst->name = SOAK_FLEET_SERVICE;
+    inst->id = idbuf;
+    inst->address = "127.0.0.1";
+    inst->port = 10000 + f->id;
+    inst->payload = payload;
+}
+
+static void fail(int id, const char *what, int rc)
+{
+    fprintf(stderr, "soak worker %d: %s: %s: %s\n", id, what, zkit_strerror(rc),
+            zkit_error_message());
+    exit(1);
+}
+
+soak_fleet_t *soak_fleet_start(zkit_client_t *client, int id, uint64_t seed)
+{
+    soak_fleet_t *f = calloc(1, sizeof(*f));
+    zkit_persistent_options_t o;
+    zkit_service_instance_t inst;
+    char path[64], data[64], idbuf[16], payload[80];
+    int rc;
+    if (!f) {
+        fprintf(stderr, "soak worker %d: out of memory\n", id);
+        exit(1);
+    }
+    f->client = client;
+    f->id = id;
+    f->rng = seed;
+    data_of(data, sizeof(data), f);
+    zkit_persistent_options_init(&o);
+    o.mode = ZKIT_EPHEMERAL_SEQUENTIAL;
+    o.flags = ZKIT_PERSISTENT_PARENTS | ZKIT_PERSISTENT_PROTECTED | ZKIT_PERSISTENT_NEW_NAME;
+    snprintf(path, sizeof(path), "%s/p%d-", SOAK_FLEET_NODES, id);
+    if ((rc = zkit_persistent_node_new(&f->node, client, path, data, strlen(data), &o,
+                                       node_state, f)) != 0)
+        fail(id, "zkit_persistent_node_new", rc);
+    if ((rc = zkit_discovery_new(&f->discovery, client, SOAK_FLEET_BASE)) != 0)
+        fail(id, "zkit_discovery_new", rc);
+    instance_of(&inst, idbuf, payload, sizeof(payload), f);
+    if ((rc = zkit_discovery_register(&f->reg, f->discovery, &inst, reg_state, f)) != 0)
+        fail(id, "zkit_discovery_register", rc);
+    if ((rc = zkit_group_join(&f->group, client, SOAK_FLEET_GROUP, idbuf, data, strlen(data),
+                              NULL, member_state, f)) != 0)
+        fail(id, "zkit_group_join", rc);
+    return f;
+}
+
+static void *updater_main(void *arg)
+{
+    soak_fleet_t *f = arg;
+    while (!atomic_load(&f->stop)) {
+        zkit_service_instance_t inst;
+        char data[64], idbuf[16], payload[80];
+        int rc;
+        soak_sleep_ms(soak_rand_range(&f->rng, FLEET_PAUSE_MIN_MS, FLEET_PAUSE_MAX_MS));
+        f->version++;
+        data_of(data, sizeof(data), f);
+        instance_of(&inst, idbuf, payload, sizeof(payload), f);
+        /* each stores the data and writes it when it can: none fails for a fault */
+        if ((rc = zkit_persistent_node_set_data(f->node, data, strlen(data))) != 0 ||
+            (rc = zkit_group_set_data(f->group, data, strlen(data))) != 0 ||
+            (rc = zkit_service_registration_update(f->reg, &inst)) != 0)
+            fail(f->id, "a fleet data change", rc);
+    }
+    return NULL;
+}
+
+void soak_fleet_update(soak_fleet_t *f)
+{
+    f->updating = pthread_create(&f->updater, NULL, updater_main, f) == 0;
+}
+
+void soak_fleet_stop_updates(soak_fleet_t *f)
+{
+    atomic_store(&f->stop, 1);
+    if (f->updating)
+        pthread_join(f->updater, NULL);
+    f->updating = 0;
+}
+
+/* Whether the node at `path` is ours in the current session and holds `want` (for the
+ * service, as its payload). */
+static int node_right(soak_fleet_t *f, const char *path, const char *want, int service)
+{
+    char *data = NULL;
+    size_t len = 0;
+    zkit_stat_t st;
+    int ok = 0;
+    if (!path || zkit_get_data(&data, &len, &st, f->client, path, NULL) != 0)
+        return 0;
+    if (st.ephemeral_owner == zkit_client_session_id(f->client)) {
+        if (!service) {
+            ok = len == strlen(want) && memcmp(data, want, len) == 0;
+        } else {
+            zkit_service_instance_t *inst = NULL;
+            char quoted[80];
+            snprintf(quoted, sizeof(quoted), "\"%s\"", want);
+            ok = zkit_service_instance_from_json(&inst, data, len) == 0 && inst->payload &&
+                 strcmp(inst->payload, quoted) == 0;
+            zkit_service_instances_free(inst, 1);
+        }
+    }
+    zkit_free(data);
+    return ok;
+}
+
+/* Whether the group's view holds every worker, each with the data the server holds. */
+static int view_converged(soak_fleet_t *f)
+{
+    zkit_group_member_t *m = NULL;
+    size_t n = 0;
+    int ok;
+    if (zkit_group_members(&m, &n, f->group) != 0)
+        return 0;
+    ok = n == SOAK_PROCS;
+    for (size_t i = 0; ok && i < n; i++) {
+        char path[128], *data = NULL;
+        size_t len = 0;
+        snprintf(path, sizeof(path), "%s/%s", SOAK_FLEET_GROUP, m[i].id);
+        ok = zkit_get_data(&data, &len, NULL, f->client, path, NULL) == 0 && len == m[i].len &&
+             memcmp(data, m[i].data, len) == 0;
+        zkit_free(data);
+    }
+    zkit_group_members_free(m, n);
+    return ok;
+}
+
+void soak_fleet_verify(soak_fleet_t *f)
+{
+    int64_t end = soak_now_ms() + SOAK_FLEET_SETTLE_MS;
+    char want[64], own[128], member[128], *node_path = NULL;
+    int nodes_ok = 0, view_ok = 0;
+    data_of(want, sizeof(want), f);
+    snprintf(own, sizeof(own), "%s/%s/p%d", SOAK_FLEET_BASE, SOAK_FLEET_SERVICE, f->id);
+    snprintf(member, sizeof(member), "%s/p%d", SOAK_FLEET_GROUP, f->id);
+    for (int last = 0; !last;) {
+        zkit_persistent_status_t st;
+        last = soak_now_ms() >= end;
+        zkit_free(node_path);
+        node_path = NULL;
+        if (zkit_persistent_node_status(&st, &node_path, f->node) != 0 ||
+            st.state != ZKIT_PERSISTENT_CREATED) {
+            zkit_free(node_path);
+            node_path = NULL;
+        }
+        nodes_ok = node_right(f, node_path, want, 0) && node_right(f, own, want, 1) &&
+                   node_right(f, member, want, 0);
+        view_ok = view_converged(f);
+        if (nodes_ok && view_ok)
+            break;
+        if (!last)
+            soak_sleep_ms(100);
+    }
+    if (!nodes_ok || !view_ok)
+        fprintf(stderr, "soak worker %d: fleet not settled: own nodes %s, group view %s\n",
+                f->id, nodes_ok ? "right" : "wrong", view_ok ? "converged" : "not converged");
+    zkit_free(node_path);
+    /* What the server must hold, whatever this worker saw: the checker compares. */
+    for (int k = 0; k < 3; k++)
+        soak_log('Y', "p%d %s p%d %" PRIx64 " %s", f->id,
+                 k == 0 ? SOAK_FLEET_KIND_NODE : k == 1 ? SOAK_FLEET_KIND_SERVICE
+                                                      : SOAK_FLEET_KIND_MEMBER,
+                 f->id, (uint64_t)zkit_client_session_id(f->client), want);
+    soak_log('Z', "group-view-unconverged-p%d %d", f->id, !view_ok);
+}
+
+void soak_fleet_free(soak_fleet_t *f)
+{
+    if (!f)
+        return;
+    soak_fleet_stop_updates(f);
+    zkit_group_free(f->group);
+    zkit_service_registration_free(f->reg);
+    zkit_discovery_free(f->discovery);
+    zkit_persistent_node_free(f->node);
+    free(f);
+}
+
+int soak_fleet_node_id(char *id, size_t len, const char *name)
+{
+    size_t n;
+    if (strncmp(name, "_c_", 3) == 0) {
+        if (strlen(name) < 40 || name[39] != '-')
+            return -1;
+        name += 40;
+    }
+    n = strlen(name);
+    if (n < 12 || name[n - 11] != '-' || strspn(name + n - 10, "0123456789") != 10 ||
+        n - 11 >= len)
+        return -1;
+    memcpy(id, name, n - 11);
+    id[n - 11] = '\0';
+    return 0;
+}
