@@ -22,6 +22,7 @@
 #include "zkit/client.h"
 #include "zkit/ops.h"
 #include "zkit/retry.h"
+#include "framework/client.h" /* test hook: zkit__test_session_credentials */
 #include "harness.h"
 
 /* ---- a mutex + monotonic condition variable pair --------------------------------------- */
@@ -228,6 +229,84 @@ static inline int64_t fw_prompt_ms(zkit_client_t *c)
 {
     int64_t third = zkit_client_negotiated_timeout(c) / 3, answers = 50 * fw_answer_ms(c);
     return third > answers ? third : answers;
+}
+
+/* ---- faults ------------------------------------------------------------------------------ */
+
+/* Ends the client's session on the server (as its expiry would): 0, or -1. */
+static inline int fw_expire(zkh_cluster_t *zk, zkit_client_t *c)
+{
+    int64_t id;
+    char passwd[16];
+    if (zkit__test_session_credentials(c, &id, passwd) != 0)
+        return -1;
+    return zkh_expire_session(zk, id, passwd);
+}
+
+/* When the log heard `state` at entry `from` or later (monotonic ms), or -1 after wait_ms. */
+static inline int64_t fw_state_wait_at(fw_state_log_t *log, int from, zkit_conn_state_t state,
+                                       int wait_ms)
+{
+    int i = fw_state_wait(log, from, state, wait_ms);
+    int64_t at;
+    if (i < 0)
+        return -1;
+    pthread_mutex_lock(&log->mu);
+    at = log->at_ms[i];
+    pthread_mutex_unlock(&log->mu);
+    return at;
+}
+
+/* A client's ephemeral node as another client (`reader`) sees it. */
+typedef struct fw_node_wait {
+    zkit_client_t *reader;
+    zkit_client_t *c;
+    const char *path;
+    int64_t old_session; /* fw_node_back: the session the node must not belong to */
+    int any_session;     /* fw_node_back: or c's current session, whichever it is */
+} fw_node_wait_t;
+
+static inline int fw_node_gone(void *arg)
+{
+    fw_node_wait_t *w = arg;
+    return zkit_exists(NULL, w->reader, w->path, NULL) == ZKIT_ENONODE;
+}
+
+/* Back, owned by c's current session (a new one unless any_session). */
+static inline int fw_node_back(void *arg)
+{
+    fw_node_wait_t *w = arg;
+    zkit_stat_t st;
+    int64_t now = zkit_client_session_id(w->c);
+    if (now == 0 || (!w->any_session && now == w->old_session))
+        return 0;
+    return zkit_exists(&st, w->reader, w->path, NULL) == 0 && st.ephemeral_owner == now;
+}
+
+typedef enum fw_fault { FW_FAULT_EXPIRY, FW_FAULT_PARTITION, FW_FAULT_RESTART } fw_fault_t;
+
+/*
+ * The fault on w->c, connected through `proxy` to server 0 of zk: its session expired while
+ * the proxy holds its traffic, until the server dropped w->path (bounded by wait_ms); the
+ * proxy blocked past the session timeout, until the server dropped it (three session
+ * timeouts at most); or server 0 killed and restarted.  0, or -1 when a step failed.
+ */
+static inline int fw_fault_apply(zkh_cluster_t *zk, zkh_proxy_t *proxy, fw_fault_t fault,
+                                 fw_node_wait_t *w, int wait_ms)
+{
+    int rc = 0;
+    if (fault == FW_FAULT_RESTART)
+        return zkh_kill(zk, 0) == 0 && zkh_restart(zk, 0) == 0 ? 0 : -1;
+    zkh_proxy_block(proxy);
+    if (fault == FW_FAULT_EXPIRY) {
+        rc = fw_expire(zk, w->c);
+    } else {
+        wait_ms = zkit_client_negotiated_timeout(w->c) * 3;
+    }
+    if (rc == 0)
+        rc = zkh_wait_until(fw_node_gone, w, wait_ms);
+    zkh_proxy_unblock(proxy);
+    return rc == 0 ? 0 : -1;
 }
 
 /* ---- raw checks ------------------------------------------------------------------------- */

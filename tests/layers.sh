@@ -12,8 +12,8 @@ set -u
 
 # The framework, then the recipes on it (one library).
 LIBRARY="
-src/framework errors clock log stats retry paths options tasks client listeners timers watches ops
-    create txn batch api session
+src/framework bytes errors clock log stats retry paths options tasks client listeners timers
+    watches ops create txn batch api session
 src/recipes nodename schedule rewatch treecache cache persist group instance discovery provider
     machine engine lockstate ownnode lockcore mutex lock lockstats multilock segment guard view semaphore
     semmutex latch selector leaderquery inspect job wakeup sharedvalue atomic barrier dbarrier partition

@@ -7,6 +7,7 @@
 
 #include <CUnit/CUnit.h>
 
+#include "fw_support.h"
 #include "peer_support.h"
 
 static const char *peer_launcher, *peer_script;
@@ -265,4 +266,50 @@ void readers_share(const char *name)
     kind_lock_free(&l);
     zkit_client_close(c);
     free(path);
+}
+
+int peer_hold_as(proc_t *p, const char *cred, const char *path)
+{
+    int rc;
+    if (cred)
+        setenv("ZKIT_PEER_AUTH", cred, 1);
+    rc = peer_spawn(p, "hold", "mutex", path, "20000", NULL, NULL);
+    unsetenv("ZKIT_PEER_AUTH");
+    return rc;
+}
+
+void peer_acl_hold(peer_acl_t *a, const char *name)
+{
+    static const zkit_auth_t auth = { "digest", "owner:ownersecret" };
+    zkit_client_options_t o;
+    memset(a, 0, sizeof(*a));
+    fw_options(&o, zkh_connect_string(zk), NULL, 10000, NULL);
+    o.auth = &auth;
+    o.auth_count = 1;
+    a->c = fw_connect_opts(&o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a->c);
+    zkh_unique_path(a->path, sizeof(a->path), name);
+    CU_ASSERT_EQUAL_FATAL(zkit_mutex_new(&a->held, a->c, a->path), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(a->held, 10000), 0);
+}
+
+void peer_acl_owner_queues(peer_acl_t *a)
+{
+    char line[512] = "";
+    proc_t p;
+    int rc;
+    /* A second contender in the queue, the holder after the release. */
+    CU_ASSERT_EQUAL_FATAL(peer_hold_as(&p, "owner:ownersecret", a->path), 0);
+    CU_ASSERT_EQUAL(wait_participants(a->held, 2, peer_start_ms()), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(a->held), 0);
+    CU_ASSERT_EQUAL(proc_read_line(&p, line, sizeof(line), 10000), 0);
+    CU_ASSERT_EQUAL(strncmp(line, "ACQUIRED ", 9), 0);
+    CU_ASSERT_EQUAL(peer_release(&p), 0);
+    zkit_lock_free(a->held);
+    /* Only we can delete it; the server may have reaped the empty container first. */
+    rc = zkit_delete(a->c, a->path, -1, ZKIT_DELETE_CHILDREN);
+    if (rc != 0 && rc != ZKIT_ENONODE)
+        fprintf(stderr, "delete %s: %s\n", a->path, zkit_strerror(rc));
+    CU_ASSERT(rc == 0 || rc == ZKIT_ENONODE);
+    zkit_client_close(a->c);
 }

@@ -30,6 +30,23 @@ int peer_hold(proc_t *p, const char *kind, const char *path, char *node, size_t 
 /* Tells a holding peer to release; 0 when it said RELEASED and exited 0. */
 int peer_release(proc_t *p);
 
+/* Starts a holding peer of a mutex at `path` with digest credentials `cred` (NULL: none).
+ * The peer reads them from its environment (never argv); the variable is set only around the
+ * fork, on the test thread. */
+int peer_hold_as(proc_t *p, const char *cred, const char *path);
+
+/* The credentials tests: a zkit client with digest credentials "owner:ownersecret" holds a
+ * mutex at a fresh path named after `name` (its nodes: the creator's, READ for the world). */
+typedef struct peer_acl {
+    zkit_client_t *c;
+    zkit_lock_t *held;
+    char path[64];
+} peer_acl_t;
+void peer_acl_hold(peer_acl_t *a, const char *name);
+/* A peer with the owner's credentials queues behind zkit and acquires after the release;
+ * then the lock, its path and the client are done with. */
+void peer_acl_owner_queues(peer_acl_t *a);
+
 /* The lines a peer prints between a command and "END" (prefix stripped). */
 typedef struct names {
     int n;

@@ -816,6 +816,18 @@ static int r_allow_null(void)
     return zkit_retry_allow(&sleep_ms, NULL, 0, 0, ZKIT_ECONNLOSS) == 0 ? ZKIT_EINVAL : 0;
 }
 
+/* Calls whose every refusal is a bare code: their message comes from ZKIT__PUBLIC_CALL. */
+static int c_fd_null(void)
+{
+    return zkit_client_fd(NULL, cl);
+}
+static int c_dispatch_null(void) { return zkit_client_dispatch(NULL); }
+static int seg_count_null(void)
+{
+    size_t n = 7;
+    return zkit_segment_count(&n, NULL);
+}
+
 /* jobs */
 static int job_cb(zkit_job_run_t *run, void *arg)
 {
@@ -1100,6 +1112,9 @@ static const bad_case_t lib_cases[] = {
     { "zkit_retry_until_elapsed max -5", r_until_negative, ZKIT_EINVAL, 0 },
     { "zkit_retry_custom fn NULL", r_custom_null, ZKIT_EINVAL, 0 },
     { "zkit_retry_allow policy NULL", r_allow_null, ZKIT_EINVAL, NO_CODE },
+    { "zkit_client_fd fd NULL", c_fd_null, ZKIT_EINVAL, 0 },
+    { "zkit_client_dispatch(NULL)", c_dispatch_null, ZKIT_EINVAL, 0 },
+    { "zkit_segment_count lock NULL", seg_count_null, ZKIT_EINVAL, 0 },
 
     { "zkit_job_start opts NULL", j_null, ZKIT_EINVAL, LOG },
     { "job options version 0", j_version, ZKIT_EINVAL, LOG },

@@ -19,7 +19,6 @@
 
 #include <CUnit/CUnit.h>
 
-#include "framework/client.h" /* test hook: zkit__test_session_credentials */
 #include "fw_support.h"
 #include "zkit.h"
 
@@ -36,15 +35,6 @@ static zkit_client_t *client_to(const char *connect, int session_ms)
 static zkit_client_t *client(void)
 {
     return client_to(zkh_connect_string(zk), 10000);
-}
-
-static int expire(zkit_client_t *c)
-{
-    int64_t id;
-    char passwd[16];
-    if (zkit__test_session_credentials(c, &id, passwd) != 0)
-        return -1;
-    return zkh_expire_session(zk, id, passwd);
 }
 
 static int children(const char *path)
@@ -203,7 +193,7 @@ static void test_barrier_wait_survives_expiry(void)
     CU_ASSERT_EQUAL(zkit_barrier_set(ob), 0);
     w.b = b;
     waiter_start(&w, OP_WAIT, WAIT_MS);
-    CU_ASSERT_EQUAL(expire(c), 0);
+    CU_ASSERT_EQUAL(fw_expire(zk, c), 0);
     CU_ASSERT(fw_state_wait(&log, 0, ZKIT_CONN_LOST, WAIT_MS) >= 0);
     CU_ASSERT(fw_state_wait(&log, 0, ZKIT_CONN_RECONNECTED, WAIT_MS) >= 0);
     if (getenv("ZKIT_TEST_VERBOSE"))
@@ -291,7 +281,7 @@ static void test_double_barrier_member_expires(void)
     waiter_start(&w[0], OP_ENTER, WAIT_MS);
     waiter_start(&w[1], OP_ENTER, WAIT_MS);
     CU_ASSERT_EQUAL(wait_children(path, 2), 0);
-    CU_ASSERT_EQUAL(expire(c[0]), 0);
+    CU_ASSERT_EQUAL(fw_expire(zk, c[0]), 0);
     CU_ASSERT_EQUAL(waiter_finish(&w[0], WAIT_MS), ZKIT_ESESSIONEXPIRED);
     CU_ASSERT_EQUAL(wait_children(path, 1), 0);
     /* The third arrives: with the expired member gone, that is two, not three. */
@@ -305,7 +295,7 @@ static void test_double_barrier_member_expires(void)
     CU_ASSERT_EQUAL(waiter_finish(&w[2], WAIT_MS), 0);
     /* An entered member's session expires: its leave is told, and the others leave without
      * waiting for it. */
-    CU_ASSERT_EQUAL(expire(c[1]), 0);
+    CU_ASSERT_EQUAL(fw_expire(zk, c[1]), 0);
     CU_ASSERT_EQUAL(wait_children(path, N), 0); /* ready and two members */
     waiter_start(&w[0], OP_LEAVE, WAIT_MS);
     CU_ASSERT_EQUAL(zkit_double_barrier_leave(db[2], WAIT_MS), 0);

@@ -18,8 +18,8 @@
 
 #include <CUnit/CUnit.h>
 
-#include "framework/client.h" /* test hook: zkit__test_session_credentials */
 #include "cache_support.h"
+#include "framework/client.h" /* test hook: zkit__test_watch_registrations */
 #include "fw_support.h"
 #include "zkit/cache.h"
 
@@ -151,16 +151,6 @@ static void put(zkit_client_t *c, const char *path, const char *data)
 static void child_path(char *buf, size_t len, const char *base, const char *name)
 {
     snprintf(buf, len, "%s/%s", base, name);
-}
-
-/* Expires the client's session (the harness' second-handle trick). */
-static int expire(zkit_client_t *c)
-{
-    int64_t id;
-    char passwd[16];
-    if (zkit__test_session_credentials(c, &id, passwd) != 0)
-        return -1;
-    return zkh_expire_session(zk, id, passwd);
 }
 
 static int no_server_watches(void)
@@ -422,7 +412,7 @@ static void test_node_watch_session_expiry(void)
     CU_ASSERT_EQUAL(zkit_delete(other, path, -1, 0), 0);
     CU_ASSERT_EQUAL(zkit_create(NULL, NULL, other, path, "before", 6, NULL), 0);
     CU_ASSERT_EQUAL(zkit_set_data(NULL, other, path, "meanwhile", 9, -1), 0);
-    CU_ASSERT_EQUAL(expire(c), 0);
+    CU_ASSERT_EQUAL(fw_expire(zk, c), 0);
     zkh_proxy_unblock(proxy);
 
     CU_ASSERT_EQUAL_FATAL(wait_report(rec, n++, &missed), 0);
@@ -441,7 +431,7 @@ static void test_node_watch_session_expiry(void)
     /* A delete missed the same way. */
     zkh_proxy_block(proxy);
     CU_ASSERT_EQUAL(zkit_delete(other, path, -1, 0), 0);
-    CU_ASSERT_EQUAL(expire(c), 0);
+    CU_ASSERT_EQUAL(fw_expire(zk, c), 0);
     zkh_proxy_unblock(proxy);
     CU_ASSERT_EQUAL_FATAL(wait_report(rec, n++, &r), 0);
     CU_ASSERT_EQUAL(r.exists, 0);
@@ -667,7 +657,7 @@ static void test_children_cache(void)
     set_child(other, base, "f", "6");
     delete_child(other, base, "e");
     set_child(other, base, "c", "3c");
-    CU_ASSERT_EQUAL(expire(c), 0);
+    CU_ASSERT_EQUAL(fw_expire(zk, c), 0);
     zkh_proxy_unblock(proxy);
     CU_ASSERT_EQUAL(zkh_wait_until(cache_matches, &cmp, WAIT_MS), 0);
 

@@ -39,6 +39,7 @@
 #include <CUnit/CUnit.h>
 
 #include "harness.h"
+#include "proc_support.h"
 
 #ifndef ZKIT_LOCK_BIN
 #define ZKIT_LOCK_BIN "src/tools/zkit-lock"
@@ -77,141 +78,7 @@ static void scratch(char *out, size_t len, const char *name)
     snprintf(out, len, "%s/%s", scratch_dir, name);
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char *text = NULL;
-    size_t size = 0;
-    if (!f)
-        return NULL;
-    if (getdelim(&text, &size, '\0', f) < 0) {
-        free(text);
-        text = strdup("");
-    }
-    fclose(f);
-    return text;
-}
-
-static int line_count(const char *text)
-{
-    int n = 0;
-    for (; text && *text; text++)
-        n += *text == '\n';
-    return n;
-}
-
-static int contains(const char *path, const char *needle)
-{
-    char *text = slurp(path);
-    int found = text && strstr(text, needle) != NULL;
-    free(text);
-    return found;
-}
-
-static int exists_pred(void *arg)
-{
-    return access((const char *)arg, F_OK) == 0;
-}
-
-static int wait_file(const char *path, int timeout_ms)
-{
-    return zkh_wait_until(exists_pred, (void *)path, timeout_ms);
-}
-
-typedef struct grep_arg {
-    const char *path;
-    const char *needle;
-} grep_arg_t;
-
-static int grep_pred(void *arg)
-{
-    grep_arg_t *g = arg;
-    return contains(g->path, g->needle);
-}
-
-static int wait_text(const char *path, const char *needle, int timeout_ms)
-{
-    grep_arg_t g = { path, needle };
-    return zkh_wait_until(grep_pred, &g, timeout_ms);
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
-
-/* Kills the process groups recorded in scratch *.pid files: commands a failed test left. */
-static int kill_recorded(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    size_t n = strlen(path);
-    (void)st;
-    (void)ftw;
-    if (flag == FTW_F && n > 4 && strcmp(path + n - 4, ".pid") == 0) {
-        char *text = slurp(path);
-        long pid = text ? strtol(text, NULL, 10) : 0;
-        if (pid > 1)
-            kill((pid_t)-pid, SIGKILL);
-        free(text);
-    }
-    return 0;
-}
-
 /* ---- processes -------------------------------------------------------------------------- */
-
-/* When above 3: the programs spawn_argv starts get descriptors 3 to this one open on
- * /dev/null (the soft descriptor limit raised as needed), as a parent that leaks many would
- * leave them. */
-static int spawn_open_fds_to;
-
-/* Starts `file` with argv, stdin from /dev/null, stdout/stderr to files (NULL: /dev/null).
- * `own_group` puts it in a process group of its own, so that a timeout can kill its tree. */
-static pid_t spawn_argv(const char *file, const char *const *argv, const char *out,
-                        const char *err, int own_group)
-{
-    sigset_t all, old;
-    pid_t pid;
-    /* The harness's handlers (which stop the servers) must never run in the child: signals
-     * stay blocked across fork until the child has put the default dispositions back. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pid = fork();
-    if (pid == 0) {
-        struct sigaction dfl;
-        int in = open("/dev/null", O_RDONLY);
-        int o = open(out ? out : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
-        int e = open(err ? err : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
-        memset(&dfl, 0, sizeof(dfl));
-        dfl.sa_handler = SIG_DFL;
-        for (int sig = 1; sig < NSIG; sig++)
-            sigaction(sig, &dfl, NULL);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (own_group)
-            setpgid(0, 0);
-        dup2(in, 0);
-        dup2(o, 1);
-        dup2(e, 2);
-        for (int fd = 3; fd < 1024; fd++) /* nothing of ours: see the descriptor test */
-            close(fd);
-        if (spawn_open_fds_to > 3) {
-            struct rlimit rl;
-            if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
-                rl.rlim_cur < (rlim_t)spawn_open_fds_to + 64) {
-                rl.rlim_cur = (rlim_t)spawn_open_fds_to + 64;
-                setrlimit(RLIMIT_NOFILE, &rl);
-            }
-            for (int fd = 3; fd <= spawn_open_fds_to; fd++)
-                dup2(0, fd);
-        }
-        execv(file, (char *const *)argv);
-        _exit(127);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return pid;
-}
 
 /* zkit-lock with the NULL-terminated arguments after `err`. */
 static pid_t spawn_tool(const char *err, ...)
@@ -225,83 +92,22 @@ static pid_t spawn_tool(const char *err, ...)
         n++;
     va_end(ap);
     argv[n] = NULL;
-    return spawn_argv(tool, argv, NULL, err, 0);
-}
-
-/* Waits for a child: its status as a shell reports it (128+N for signal N), or -1 after
- * timeout_ms, when it (and its group, if it leads one) is killed and reaped. */
-static int wait_status(pid_t pid, int timeout_ms)
-{
-    int64_t deadline = zkh_now_ms() + timeout_ms;
-    int status;
-    for (;;) {
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid)
-            return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-        if (r < 0 && errno != EINTR)
-            return -1;
-        if (zkh_now_ms() >= deadline) {
-            kill(-pid, SIGKILL);
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            return -1;
-        }
-        usleep(5000);
-    }
+    return proc_start(tool, argv, NULL, err, 0);
 }
 
 /* Runs zkit-lock to its end; *elapsed_ms (optional) gets how long it took. */
 static int run_tool(int64_t *elapsed_ms, const char *err, const char *const *args)
 {
-    const char *argv[MAX_ARGS + 2];
     int64_t start = zkh_now_ms();
-    int n = 0, status;
-    argv[n++] = tool;
-    while (n <= MAX_ARGS && args[n - 1]) {
-        argv[n] = args[n - 1];
-        n++;
-    }
-    argv[n] = NULL;
-    status = wait_status(spawn_argv(tool, argv, NULL, err, 0), TOOL_WAIT_MS);
+    int status = proc_wait_status(proc_start_args(tool, args, NULL, err, 0), TOOL_WAIT_MS);
     if (elapsed_ms)
         *elapsed_ms = zkh_now_ms() - start;
     return status;
 }
 
-/* Whether a process of group `pgid` is alive.  kill(-pgid, 0) would also count zombies
- * (dead, waiting for init to reap them), so /proc/PID/stat is read: state, ppid, pgrp follow
- * the last ')'. */
-static int live_in_group(long pgid)
-{
-    DIR *proc = opendir("/proc");
-    struct dirent *e;
-    int alive = 0;
-    while (proc && !alive && (e = readdir(proc)) != NULL) {
-        char path[300], buf[1024], state, *close_paren;
-        long ppid, pgrp;
-        size_t n;
-        FILE *f;
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
-            continue;
-        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
-        if (!(f = fopen(path, "r")))
-            continue; /* gone meanwhile */
-        n = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        close_paren = strrchr(buf, ')');
-        if (close_paren && sscanf(close_paren + 1, " %c %ld %ld", &state, &ppid, &pgrp) == 3 &&
-            pgrp == pgid && state != 'Z' && state != 'X')
-            alive = 1;
-    }
-    if (proc)
-        closedir(proc);
-    return alive;
-}
-
 static long recorded_group(const char *pidfile)
 {
-    char *text = slurp(pidfile);
+    char *text = proc_slurp(pidfile);
     long pid = text ? strtol(text, NULL, 10) : 0;
     free(text);
     return pid;
@@ -309,7 +115,7 @@ static long recorded_group(const char *pidfile)
 
 static int group_gone_pred(void *arg)
 {
-    return !live_in_group(recorded_group((const char *)arg));
+    return !proc_live_in_group(recorded_group((const char *)arg));
 }
 
 /* Whether the recorded group still has a live process a moment (0.5 s at most) from now:
@@ -345,10 +151,10 @@ static pid_t start_holder(const char *connect, const char *path, const char *sni
     argv[n++] = "sh";
     argv[n++] = base;
     argv[n] = NULL;
-    pid = spawn_argv(tool, argv, NULL, err, 0);
+    pid = proc_start(tool, argv, NULL, err, 0);
     snprintf(ready, sizeof(ready), "%s.ready", base);
-    if (wait_file(ready, 15000) != 0) {
-        wait_status(pid, 0);
+    if (proc_wait_file(ready, 15000) != 0) {
+        proc_wait_status(pid, 0);
         return -1;
     }
     return pid;
@@ -360,7 +166,7 @@ static int stop_holder(pid_t pid)
     if (pid <= 0)
         return -1;
     kill(pid, SIGTERM);
-    return wait_status(pid, TOOL_WAIT_MS);
+    return proc_wait_status(pid, TOOL_WAIT_MS);
 }
 
 /* Children of `path` (0 when it is gone). */
@@ -400,7 +206,7 @@ static const char critical_section[] =
 
 static void check_log_pairs(const char *log)
 {
-    char *text = slurp(log), *save = NULL, *line;
+    char *text = proc_slurp(log), *save = NULL, *line;
     char enter_pid[32] = "";
     int lines = 0, bad = 0;
     CU_ASSERT_PTR_NOT_NULL_FATAL(text);
@@ -431,11 +237,11 @@ static void test_mutual_exclusion(void)
     for (int i = 0; i < WORKERS; i++) {
         const char *argv[] = { "sh", "-c", worker_loop, "sh", tool, zkh_connect_string(zk), path,
                                log, counter, critical_section, NULL };
-        workers[i] = spawn_argv("/bin/sh", argv, NULL, NULL, 1);
+        workers[i] = proc_start("/bin/sh", argv, NULL, NULL, 1);
     }
     for (int i = 0; i < WORKERS; i++)
-        CU_ASSERT_EQUAL(wait_status(workers[i], 90000), 0);
-    count = slurp(counter);
+        CU_ASSERT_EQUAL(proc_wait_status(workers[i], 90000), 0);
+    count = proc_slurp(counter);
     CU_ASSERT_PTR_NOT_NULL_FATAL(count);
     CU_ASSERT_EQUAL(atoi(count), WORKERS * ROUNDS);
     free(count);
@@ -487,8 +293,8 @@ static void test_nonblock_conflict(void)
         CU_ASSERT_EQUAL(run_tool(&elapsed, err, args), 1);
         CU_ASSERT(elapsed < prompt);
     }
-    text = slurp(err);
-    CU_ASSERT_EQUAL(line_count(text), 1);
+    text = proc_slurp(err);
+    CU_ASSERT_EQUAL(proc_line_count(text), 1);
     CU_ASSERT_PTR_NOT_NULL(text ? strstr(text, "already locked") : NULL);
     free(text);
     {
@@ -497,8 +303,8 @@ static void test_nonblock_conflict(void)
         CU_ASSERT_EQUAL(run_tool(&elapsed, err_quiet, args), 42);
         CU_ASSERT(elapsed < prompt);
     }
-    text = slurp(err_quiet);
-    CU_ASSERT_EQUAL(line_count(text), 0);
+    text = proc_slurp(err_quiet);
+    CU_ASSERT_EQUAL(proc_line_count(text), 0);
     free(text);
     CU_ASSERT_EQUAL(stop_holder(holder), 143);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
@@ -524,7 +330,7 @@ static void test_wait_timeout(void)
         pid_t waiter = spawn_tool(NULL, "--connect", cs, "-w", "20", path, "--", "true", NULL);
         CU_ASSERT_EQUAL(wait_children(path, 2, 10000), 0);
         CU_ASSERT_EQUAL(stop_holder(holder), 143);
-        CU_ASSERT_EQUAL(wait_status(waiter, 10000), 0);
+        CU_ASSERT_EQUAL(proc_wait_status(waiter, 10000), 0);
     }
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
@@ -542,7 +348,7 @@ static void run_env(const char *path, const char *file, char *out, size_t len)
     char *text;
     out[0] = '\0';
     CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 0);
-    if ((text = slurp(file)) != NULL)
+    if ((text = proc_slurp(file)) != NULL)
         snprintf(out, len, "%s", text);
     free(text);
 }
@@ -624,8 +430,8 @@ static void test_closed_standard_descriptors(void)
         _exit(127);
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    CU_ASSERT_EQUAL(wait_status(pid, 10000), 0);
-    text = slurp(file);
+    CU_ASSERT_EQUAL(proc_wait_status(pid, 10000), 0);
+    text = proc_slurp(file);
     CU_ASSERT_PTR_NOT_NULL(text);
     if (text && text[0])
         fprintf(stderr, "closed standard descriptors: the command had\n%s", text);
@@ -655,7 +461,7 @@ static void test_shell_command(void)
         const char *args[] = { "--connect", cs, "-c", script, path, NULL };
         CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 7);
     }
-    text = slurp(file);
+    text = proc_slurp(file);
     snprintf(prefix, sizeof(prefix), "1 %s|", path); /* the inner -n: already locked */
     CU_ASSERT(text && strncmp(text, prefix, strlen(prefix)) == 0);
     CU_ASSERT(text && token_of(text) > 0);
@@ -669,8 +475,8 @@ static void test_shell_command(void)
         CU_ASSERT_EQUAL(run_tool(&elapsed, err, args), 64);
         CU_ASSERT(elapsed < tool_prompt_ms(cs));
     }
-    text = slurp(err);
-    CU_ASSERT_EQUAL(line_count(text), 1);
+    text = proc_slurp(err);
+    CU_ASSERT_EQUAL(proc_line_count(text), 1);
     CU_ASSERT(text && strstr(text, "-c and a command after '--' exclude each other"));
     free(text);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
@@ -702,7 +508,7 @@ static void test_flock_syntax(void)
         CU_ASSERT_EQUAL(run_tool(&elapsed, NULL, args), 5);
         CU_ASSERT(elapsed < 10000);
     }
-    text = slurp(file);
+    text = proc_slurp(file);
     {
         char want[300];
         snprintf(want, sizeof(want), "1 %s -v x\n", path);
@@ -716,7 +522,7 @@ static void test_flock_syntax(void)
                                NULL };
         CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 5);
     }
-    text = slurp(file);
+    text = proc_slurp(file);
     {
         char want[300];
         snprintf(want, sizeof(want), "1 %s -v -- x\n", path);
@@ -753,7 +559,7 @@ static pid_t start_hold(const char *connect, const char *path, const char *out, 
 {
     const char *argv[] = { tool, "--connect", connect, path, option, value, NULL };
     unlink(out);
-    return spawn_argv(tool, argv, out, err, 0);
+    return proc_start(tool, argv, out, err, 0);
 }
 
 /* Waits for the "held NODE token N" line: 0 with the node and token, else -1. */
@@ -761,11 +567,11 @@ static int wait_held(const char *out, char *node, size_t node_len, long long *to
 {
     char format[32], *text;
     int ok;
-    if (wait_text(out, "\n", 15000) != 0)
+    if (proc_wait_text(out, "\n", 15000) != 0)
         return -1;
-    text = slurp(out);
+    text = proc_slurp(out);
     snprintf(format, sizeof(format), "held %%%zus token %%lld", node_len - 1);
-    ok = text && line_count(text) == 1 && sscanf(text, format, node, token) == 2;
+    ok = text && proc_line_count(text) == 1 && sscanf(text, format, node, token) == 2;
     free(text);
     return ok ? 0 : -1;
 }
@@ -803,7 +609,7 @@ static void test_hold_without_command(void)
             CU_ASSERT(elapsed >= 500);
         }
         kill(holder, signals[i]);
-        CU_ASSERT_EQUAL(wait_status(holder, 10000), 0);
+        CU_ASSERT_EQUAL(proc_wait_status(holder, 10000), 0);
         CU_ASSERT_EQUAL(wait_children(path, 0, 10000), 0);
         {
             const char *args[] = { "--connect", cs, "-n", path, "--", "true", NULL };
@@ -836,7 +642,7 @@ static void test_semaphore_limit_conflict(void)
                                NULL };
         CU_ASSERT_EQUAL(run_tool(NULL, err, args), 76);
     }
-    text = slurp(err);
+    text = proc_slurp(err);
     CU_ASSERT(text && strstr(text, "limit of 2 leases"));
     free(text);
     CU_ASSERT_EQUAL(children(leases), 1);
@@ -846,7 +652,7 @@ static void test_semaphore_limit_conflict(void)
         CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 0);
     }
     kill(holder, SIGTERM);
-    CU_ASSERT_EQUAL(wait_status(holder, 10000), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(holder, 10000), 0);
     CU_ASSERT_EQUAL(wait_children(leases, 0, 10000), 0);
     {
         const char *args[] = { "--connect", cs, "--semaphore", "3", "-n", path, "--", "true",
@@ -873,9 +679,9 @@ static void test_hold_lost(void)
     CU_ASSERT_EQUAL_FATAL(wait_held(out, node, sizeof(node), &token), 0);
     CU_ASSERT_EQUAL_FATAL(zkh_freeze(zk, 0), 0);
     frozen_at = zkh_now_ms();
-    CU_ASSERT_EQUAL(wait_status(holder, 10000), 75);
+    CU_ASSERT_EQUAL(proc_wait_status(holder, 10000), 75);
     CU_ASSERT(zkh_now_ms() - frozen_at < 2 * FROZEN_SESSION_MS);
-    CU_ASSERT(contains(err, "expired while disconnected"));
+    CU_ASSERT(proc_contains(err, "expired while disconnected"));
     CU_ASSERT_EQUAL(zkh_thaw(zk, 0), 0);
     CU_ASSERT_EQUAL(wait_children(path, 0, 15000), 0);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
@@ -896,8 +702,8 @@ static void test_signal_forwarding(void)
     holder = start_holder(cs, path, hold_trap_snippet, base, NULL, NULL);
     CU_ASSERT_FATAL(holder > 0);
     kill(holder, SIGTERM);
-    CU_ASSERT_EQUAL(wait_status(holder, 10000), 143);
-    CU_ASSERT(contains(log, "TERM"));
+    CU_ASSERT_EQUAL(proc_wait_status(holder, 10000), 143);
+    CU_ASSERT(proc_contains(log, "TERM"));
     CU_ASSERT(!group_alive(pidfile));
 
     /* Without a trap the command dies of the signal: 128 + SIGINT. */
@@ -907,7 +713,7 @@ static void test_signal_forwarding(void)
     holder = start_holder(cs, path, hold_snippet, base, NULL, NULL);
     CU_ASSERT_FATAL(holder > 0);
     kill(holder, SIGINT);
-    CU_ASSERT_EQUAL(wait_status(holder, 10000), 130);
+    CU_ASSERT_EQUAL(proc_wait_status(holder, 10000), 130);
     CU_ASSERT(!group_alive(pidfile));
 
     /* A stopped command is continued after the SIGTERM passed on to it: stopped, it could
@@ -920,8 +726,8 @@ static void test_signal_forwarding(void)
     CU_ASSERT_FATAL(recorded_group(pidfile) > 1);
     kill(-(pid_t)recorded_group(pidfile), SIGSTOP);
     kill(holder, SIGTERM);
-    CU_ASSERT_EQUAL(wait_status(holder, 10000), 143);
-    CU_ASSERT(contains(log, "TERM"));
+    CU_ASSERT_EQUAL(proc_wait_status(holder, 10000), 143);
+    CU_ASSERT(proc_contains(log, "TERM"));
     CU_ASSERT(!group_alive(pidfile));
     {
         const char *args[] = { "--connect", cs, "-n", path, "--", "true", NULL };
@@ -948,29 +754,24 @@ static void test_ignored_signal_stays_ignored(void)
     snprintf(ready, sizeof(ready), "%s.ready", base);
     snprintf(pidfile, sizeof(pidfile), "%s.pid", base);
     argv[6] = path;
-    holder = spawn_argv("/bin/sh", argv, NULL, NULL, 0);
+    holder = proc_start("/bin/sh", argv, NULL, NULL, 0);
     CU_ASSERT_FATAL(holder > 0);
-    CU_ASSERT_EQUAL_FATAL(wait_file(ready, 15000), 0);
+    CU_ASSERT_EQUAL_FATAL(proc_wait_file(ready, 15000), 0);
     kill(holder, SIGHUP);
     kill(holder, SIGTERM);
-    CU_ASSERT_EQUAL(wait_status(holder, 10000), 143);
-    CU_ASSERT(contains(log, "TERM"));
+    CU_ASSERT_EQUAL(proc_wait_status(holder, 10000), 143);
+    CU_ASSERT(proc_contains(log, "TERM"));
     CU_ASSERT(!group_alive(pidfile));
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
 /* ---- usage errors ------------------------------------------------------------------------ */
 
-typedef struct usage_case {
-    const char *args[12];
-    int status;
-} usage_case_t;
-
 static void test_usage_errors(void)
 {
     const char *cs = zkh_connect_string(zk);
     char badauth[300];
-    const usage_case_t cases[] = {
+    const proc_usage_case_t cases[] = {
         { { "--connect", cs, "--once-per", "2", "/cli-usage", NULL }, 64 },
         { { "--connect", cs, "/cli-usage", "--", NULL }, 64 },
         { { "--connect", cs, "--frobnicate", "/cli-usage", "--", "true", NULL }, 64 },
@@ -1018,18 +819,13 @@ static void test_usage_errors(void)
     fputs("no-colon-here\n", f);
     fclose(f);
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        char err[300], *text;
+        char err[300];
         int64_t elapsed;
         snprintf(err, sizeof(err), "%s/usage-%zu.err", scratch_dir, i);
         CU_ASSERT_EQUAL(run_tool(&elapsed, err, cases[i].args), cases[i].status);
         /* At once, but for the one given 1 s to connect to nothing. */
         CU_ASSERT(elapsed < 1000 + prompt);
-        text = slurp(err);
-        CU_ASSERT_EQUAL(line_count(text), 1);
-        CU_ASSERT(text && strncmp(text, "zkit-lock: ", 11) == 0);
-        if (line_count(text) != 1)
-            fprintf(stderr, "usage case %zu printed: %s\n", i, text ? text : "(nothing)");
-        free(text);
+        CU_ASSERT(proc_one_line_from(err, "zkit-lock"));
     }
     CU_ASSERT_EQUAL(children("/cli-usage"), 0);
 }
@@ -1053,11 +849,11 @@ static void test_frozen_server_kills_command(void)
     CU_ASSERT_FATAL(holder > 0);
     CU_ASSERT_EQUAL_FATAL(zkh_freeze(zk, 0), 0);
     frozen_at = zkh_now_ms();
-    status = wait_status(holder, 10000);
+    status = proc_wait_status(holder, 10000);
     CU_ASSERT_EQUAL(status, 75);
     CU_ASSERT(zkh_now_ms() - frozen_at < 2 * FROZEN_SESSION_MS);
     CU_ASSERT(!group_alive(pidfile));
-    CU_ASSERT(contains(err, "command terminated"));
+    CU_ASSERT(proc_contains(err, "command terminated"));
     CU_ASSERT_EQUAL(zkh_thaw(zk, 0), 0);
     /* The session expires on the server once it runs again, and our node with it. */
     CU_ASSERT_EQUAL(wait_children(path, 0, 15000), 0);
@@ -1093,9 +889,9 @@ static void test_partition_command_gone_before_rival(void)
                        "sh", base, self_path, NULL);
     CU_ASSERT_EQUAL(wait_children(path, 2, 30000), 0);
     zkh_proxy_block(proxy);
-    CU_ASSERT_EQUAL(wait_status(rival, 20000), 0);
-    CU_ASSERT_EQUAL(wait_status(holder, 20000), 75);
-    text = slurp(log);
+    CU_ASSERT_EQUAL(proc_wait_status(rival, 20000), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(holder, 20000), 75);
+    text = proc_slurp(log);
     CU_ASSERT_PTR_NOT_NULL(text);
     CU_ASSERT_PTR_NULL(text ? strstr(text, "RIVAL-OVERLAP") : "");
     /* The holder's TERM trap ran, and before the rival got the lock. */
@@ -1127,14 +923,14 @@ static void test_reconnect_in_time_keeps_command(void)
     holder = start_holder(zkh_proxy_address(proxy), path, hold_snippet, base, err,
                           "--session-timeout", "6", "--kill-grace", "0.1", "--verbose", NULL);
     CU_ASSERT_FATAL(holder > 0);
-    CU_ASSERT(contains(err, "kill grace 100 ms (--kill-grace)")); /* given: kept as it is */
+    CU_ASSERT(proc_contains(err, "kill grace 100 ms (--kill-grace)")); /* given: kept as it is */
     zkh_proxy_block(proxy);
-    CU_ASSERT_EQUAL(wait_text(err, "disconnected: the lock is valid", 10000), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(err, "disconnected: the lock is valid", 10000), 0);
     zkh_proxy_unblock(proxy);
-    CU_ASSERT_EQUAL(wait_text(err, "reconnected: the lock is held again", 5000), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(err, "reconnected: the lock is held again", 5000), 0);
     usleep(2000 * 1000); /* well past the deadline the disconnection had set */
     CU_ASSERT(group_alive(pidfile));
-    CU_ASSERT(!contains(err, "SIGTERM"));
+    CU_ASSERT(!proc_contains(err, "SIGTERM"));
     CU_ASSERT_EQUAL(stop_holder(holder), 143);
     zkh_proxy_stop(proxy);
     CU_ASSERT_EQUAL(wait_children(path, 0, 15000), 0);
@@ -1164,20 +960,20 @@ static void test_default_kill_grace(void)
     holder = start_holder(zkh_proxy_address(proxy), path, hold_trap_snippet, base, err,
                           "--session-timeout", "6", "--verbose", NULL);
     CU_ASSERT_FATAL(holder > 0);
-    text = slurp(err);
+    text = proc_slurp(err);
     line = text ? strstr(text, "kill grace ") : NULL;
     CU_ASSERT(line && sscanf(line, "kill grace %lld ms, of the %lld ms", &grace, &validity) == 2);
     CU_ASSERT(grace >= 500 && grace < validity && validity <= 2000);
     free(text);
     zkh_proxy_block(proxy);
-    CU_ASSERT_EQUAL(wait_text(err, "disconnected: the lock is valid", 10000), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(err, "disconnected: the lock is valid", 10000), 0);
     noticed = zkh_now_ms();
-    CU_ASSERT_EQUAL(wait_text(log, "TERM", 10000), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(log, "TERM", 10000), 0);
     /* validity - grace = 0.9 s after the notice; our own notice may come a little late. */
     CU_ASSERT(zkh_now_ms() - noticed >= 400);
-    CU_ASSERT_EQUAL(wait_status(holder, 15000), 75);
+    CU_ASSERT_EQUAL(proc_wait_status(holder, 15000), 75);
     CU_ASSERT(!group_alive(pidfile));
-    CU_ASSERT(contains(err, "command terminated"));
+    CU_ASSERT(proc_contains(err, "command terminated"));
     zkh_proxy_stop(proxy);
     CU_ASSERT_EQUAL(wait_children(path, 0, 15000), 0);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
@@ -1199,9 +995,9 @@ static void test_kill_on_suspend(void)
                           NULL);
     CU_ASSERT_FATAL(holder > 0);
     zkh_proxy_block(proxy);
-    CU_ASSERT_EQUAL(wait_status(holder, 15000), 75);
+    CU_ASSERT_EQUAL(proc_wait_status(holder, 15000), 75);
     CU_ASSERT(!group_alive(pidfile));
-    CU_ASSERT(contains(err, "--kill-on-suspend"));
+    CU_ASSERT(proc_contains(err, "--kill-on-suspend"));
     zkh_proxy_stop(proxy);
     CU_ASSERT_EQUAL(wait_children(path, 0, 15000), 0);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
@@ -1223,10 +1019,10 @@ static void test_list(void)
     CU_ASSERT_EQUAL(wait_children(path, 2, 10000), 0);
     {
         const char *argv[] = { tool, "--connect", cs, "--list", path, NULL };
-        CU_ASSERT_EQUAL(wait_status(spawn_argv(tool, argv, out, NULL, 0), 10000), 0);
+        CU_ASSERT_EQUAL(proc_wait_status(proc_start(tool, argv, out, NULL, 0), 10000), 0);
     }
-    text = slurp(out);
-    CU_ASSERT_EQUAL(line_count(text), 2);
+    text = proc_slurp(out);
+    CU_ASSERT_EQUAL(proc_line_count(text), 2);
     snprintf(pid_text, sizeof(pid_text), "pid=%ld", (long)holder);
     CU_ASSERT(text && strncmp(text, "holder ", 7) == 0 && strstr(text, "-lock-"));
     second = text ? strchr(text, '\n') : NULL;
@@ -1234,7 +1030,7 @@ static void test_list(void)
     CU_ASSERT(second && strncmp(second + 1, "waiting ", 8) == 0);
     free(text);
     CU_ASSERT_EQUAL(stop_holder(holder), 143);
-    CU_ASSERT_EQUAL(wait_status(waiter, 10000), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(waiter, 10000), 0);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
@@ -1257,10 +1053,10 @@ static void test_semaphore(void)
     }
     {
         const char *argv[] = { tool, "--connect", cs, "--semaphore", "2", "--list", path, NULL };
-        CU_ASSERT_EQUAL(wait_status(spawn_argv(tool, argv, out, NULL, 0), 10000), 0);
+        CU_ASSERT_EQUAL(proc_wait_status(proc_start(tool, argv, out, NULL, 0), 10000), 0);
     }
-    text = slurp(out);
-    CU_ASSERT_EQUAL(line_count(text), 2);
+    text = proc_slurp(out);
+    CU_ASSERT_EQUAL(proc_line_count(text), 2);
     CU_ASSERT(text && strncmp(text, "holder ", 7) == 0 && strstr(text, "\nholder "));
     free(text);
     CU_ASSERT_EQUAL(stop_holder(first), 143);
@@ -1293,9 +1089,9 @@ static void test_read_write(void)
         const char *argv[] = { tool, "--connect", cs, "--list", path, NULL };
         char out[300], *text;
         scratch(out, sizeof(out), "rw.out");
-        CU_ASSERT_EQUAL(wait_status(spawn_argv(tool, argv, out, NULL, 0), 10000), 0);
-        text = slurp(out);
-        CU_ASSERT_EQUAL(line_count(text), 2);
+        CU_ASSERT_EQUAL(proc_wait_status(proc_start(tool, argv, out, NULL, 0), 10000), 0);
+        text = proc_slurp(out);
+        CU_ASSERT_EQUAL(proc_line_count(text), 2);
         CU_ASSERT(text && strncmp(text, "holder ", 7) == 0 && strstr(text, "\nholder ") &&
                   strstr(text, "__READ__"));
         free(text);
@@ -1324,7 +1120,7 @@ static void test_multi_path(void)
                                NULL };
         CU_ASSERT_EQUAL(run_tool(NULL, NULL, args), 0);
     }
-    text = slurp(file);
+    text = proc_slurp(file);
     snprintf(want, sizeof(want), "%s %s|", p1, p2);
     CU_ASSERT(text && strncmp(text, want, strlen(want)) == 0 && strchr(text + strlen(want), ' '));
     free(text);
@@ -1378,7 +1174,7 @@ static void test_auth_and_namespace(void)
         scratch(out, sizeof(out), "auth-list.out");
         scratch(err, sizeof(err), "auth-list.err");
         CU_ASSERT_EQUAL(run_list(out, err, args), 0);
-        text = slurp(out);
+        text = proc_slurp(out);
         CU_ASSERT(text && strncmp(text, "holder ", 7) == 0 && strstr(text, " owner=alice "));
         free(text);
     }
@@ -1462,9 +1258,9 @@ static int fleet_wait(fleet_t *f)
 {
     int bad = 0;
     for (int i = 0; i < FLEET; i++) {
-        int status = wait_status(f->pids[i], TOOL_WAIT_MS);
-        char *text = slurp(f->err[i]);
-        if (status != 0 || line_count(text) != 0) {
+        int status = proc_wait_status(f->pids[i], TOOL_WAIT_MS);
+        char *text = proc_slurp(f->err[i]);
+        if (status != 0 || proc_line_count(text) != 0) {
             fprintf(stderr, "once-per: status %d, stderr: %s\n", status, text ? text : "");
             bad++;
         }
@@ -1498,7 +1294,7 @@ static int once_run(const char *period, const char *option, const char *value, c
 /* The log has `lines` runs, each under a node of PATH/lock. */
 static void check_log(const char *log, int lines, const char *path)
 {
-    char *text = slurp(log), *save = NULL, *line, prefix[128];
+    char *text = proc_slurp(log), *save = NULL, *line, prefix[128];
     int seen = 0;
     snprintf(prefix, sizeof(prefix), "%s/lock/_c_", path);
     for (line = text ? strtok_r(text, "\n", &save) : NULL; line;
@@ -1535,9 +1331,9 @@ static void test_once_per_slot(void)
     rec = (record_arg_t){ zh, path, (long long)slot };
     CU_ASSERT_EQUAL(zkh_wait_until(record_pred, &rec, 3500), 0);
     CU_ASSERT_EQUAL(once_run("4", "--verbose", NULL, path, once_snippet, log, err), 0);
-    CU_ASSERT(contains(err, "is already done; skipped"));
+    CU_ASSERT(proc_contains(err, "is already done; skipped"));
     CU_ASSERT_EQUAL(once_run("4", "--skip-exit-code", "5", path, once_snippet, log, err2), 5);
-    CU_ASSERT(!contains(err2, "zkit-lock"));
+    CU_ASSERT(!proc_contains(err2, "zkit-lock"));
     CU_ASSERT_EQUAL(zkh_wall_ms() / 4000, slot); /* else the checks above did not test one slot */
     CU_ASSERT_EQUAL(fleet_wait(&fleet), 0);
     check_log(log, 1, path);
@@ -1612,9 +1408,9 @@ static void test_once_per_bad_record(void)
         CU_ASSERT_EQUAL(once_run("3600", NULL, NULL, path, once_snippet, log, err), 65);
         snprintf(needle, sizeof(needle), "the record %s/last holds '%s', not a slot id", path,
                  bad[i]);
-        CU_ASSERT(contains(err, needle));
-        if (!contains(err, needle)) {
-            char *text = slurp(err);
+        CU_ASSERT(proc_contains(err, needle));
+        if (!proc_contains(err, needle)) {
+            char *text = proc_slurp(err);
             fprintf(stderr, "once-per bad record: expected '%s' in: %s\n", needle,
                     text ? text : "");
             free(text);
@@ -1652,7 +1448,7 @@ static void deleted_node_ends_command(const char *name, const char *queue, const
                                       const char *arg, char *path, size_t path_len,
                                       zhandle_t *zh)
 {
-    char dir[128], base[300], err[300], pidfile[320];
+    char dir[128], base[300], err[320], pidfile[320];
     pid_t holder;
     zkh_unique_path(path, path_len, name);
     snprintf(dir, sizeof(dir), "%s/%s", path, queue);
@@ -1663,9 +1459,9 @@ static void deleted_node_ends_command(const char *name, const char *queue, const
                           NULL);
     CU_ASSERT_FATAL(holder > 0);
     delete_children(zh, dir);
-    CU_ASSERT_EQUAL(wait_status(holder, 10000), 75);
+    CU_ASSERT_EQUAL(proc_wait_status(holder, 10000), 75);
     CU_ASSERT(!group_alive(pidfile));
-    CU_ASSERT(contains(err, "command terminated"));
+    CU_ASSERT(proc_contains(err, "command terminated"));
 }
 
 /* The lock is lost while the command runs (its node is deleted): the command is killed as in
@@ -1710,10 +1506,10 @@ static void test_semaphore_frozen_server(void)
     CU_ASSERT_FATAL(holder > 0);
     CU_ASSERT_EQUAL_FATAL(zkh_freeze(zk, 0), 0);
     frozen_at = zkh_now_ms();
-    CU_ASSERT_EQUAL(wait_status(holder, 10000), 75);
+    CU_ASSERT_EQUAL(proc_wait_status(holder, 10000), 75);
     CU_ASSERT(zkh_now_ms() - frozen_at < 2 * FROZEN_SESSION_MS);
     CU_ASSERT(!group_alive(pidfile));
-    CU_ASSERT(contains(err, "command terminated"));
+    CU_ASSERT(proc_contains(err, "command terminated"));
     CU_ASSERT_EQUAL(zkh_thaw(zk, 0), 0);
     CU_ASSERT_EQUAL(wait_children(path, 0, 15000), 0);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
@@ -1742,15 +1538,15 @@ static void test_background_child_keeps_lock(void)
     snprintf(log, sizeof(log), "%s.log", base);
     holder = start_holder(cs, path, background_snippet, base, err, NULL);
     CU_ASSERT_FATAL(holder > 0);
-    CU_ASSERT_EQUAL(wait_text(log, "enter-bg", 5000), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(log, "enter-bg", 5000), 0);
     snprintf(rival_snippet, sizeof(rival_snippet), "echo enter-rival >> '%s'", log);
     {
         const char *args[] = { "--connect", cs, "-w", "20", path, "--", "sh", "-c",
                                rival_snippet, NULL };
         CU_ASSERT_EQUAL(run_tool(NULL, err, args), 0);
     }
-    CU_ASSERT_EQUAL(wait_status(holder, TOOL_WAIT_MS), 0);
-    text = slurp(log);
+    CU_ASSERT_EQUAL(proc_wait_status(holder, TOOL_WAIT_MS), 0);
+    text = proc_slurp(log);
     CU_ASSERT_PTR_NOT_NULL(text);
     if (text) {
         if (strcmp(text, "enter-bg\nexit-bg\nenter-rival\n") != 0)
@@ -1795,13 +1591,13 @@ static void test_kill_group_on_exit(void)
     holder = start_holder(cs, path, background_snippet, base, err, "--kill-group-on-exit",
                           NULL);
     CU_ASSERT_FATAL(holder > 0);
-    CU_ASSERT_EQUAL(wait_status(holder, 10000), 0);
-    text = slurp(bgfile);
+    CU_ASSERT_EQUAL(proc_wait_status(holder, 10000), 0);
+    text = proc_slurp(bgfile);
     bg = text ? strtol(text, NULL, 10) : 0;
     free(text);
     CU_ASSERT_FATAL(bg > 1);
     CU_ASSERT_EQUAL(zkh_wait_until(pid_gone_pred, &bg, 2000), 0);
-    CU_ASSERT_EQUAL(contains(log, "exit-bg"), 0);
+    CU_ASSERT_EQUAL(proc_contains(log, "exit-bg"), 0);
     CU_ASSERT_EQUAL(wait_children(path, 0, 5000), 0);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
@@ -1820,10 +1616,10 @@ static void test_sigkill_ends_command(void)
     snprintf(pidfile, sizeof(pidfile), "%s.pid", base);
     holder = start_holder(cs, path, hold_snippet, base, err, NULL);
     CU_ASSERT_FATAL(holder > 0);
-    CU_ASSERT(live_in_group(recorded_group(pidfile)));
+    CU_ASSERT(proc_live_in_group(recorded_group(pidfile)));
     killed_at = zkh_now_ms();
     kill(holder, SIGKILL);
-    CU_ASSERT_EQUAL(wait_status(holder, 5000), 128 + SIGKILL);
+    CU_ASSERT_EQUAL(proc_wait_status(holder, 5000), 128 + SIGKILL);
     CU_ASSERT_EQUAL(zkh_wait_until(group_gone_pred, pidfile, 10000), 0);
     /* Gone within what an uncontended run takes (measured after the kill), far before the
      * session could expire; without the watchdog it would run on to its minute. */
@@ -1876,13 +1672,13 @@ static void test_sigkill_with_many_descriptors(void)
     scratch(base, sizeof(base), "sigkill-fds");
     scratch(err, sizeof(err), "sigkill-fds.err");
     snprintf(pidfile, sizeof(pidfile), "%s.pid", base);
-    spawn_open_fds_to = 1100;
+    proc_start_open_fds_to = 1100;
     holder = start_holder(cs, path, hold_snippet, base, err, NULL);
-    spawn_open_fds_to = 0;
+    proc_start_open_fds_to = 0;
     CU_ASSERT_FATAL(holder > 0);
-    CU_ASSERT(live_in_group(recorded_group(pidfile)));
+    CU_ASSERT(proc_live_in_group(recorded_group(pidfile)));
     kill(holder, SIGKILL);
-    CU_ASSERT_EQUAL(wait_status(holder, 5000), 128 + SIGKILL);
+    CU_ASSERT_EQUAL(proc_wait_status(holder, 5000), 128 + SIGKILL);
     CU_ASSERT_EQUAL(zkh_wait_until(group_gone_pred, pidfile, 2000), 0);
     if (recorded_group(pidfile) > 1) /* left over when the watchdog failed */
         kill(-(pid_t)recorded_group(pidfile), SIGKILL);
@@ -1938,7 +1734,7 @@ static void test_sigkill_right_after_fork(void)
         _exit(127);
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    CU_ASSERT_EQUAL(wait_status(pid, 10000), 128 + SIGKILL);
+    CU_ASSERT_EQUAL(proc_wait_status(pid, 10000), 128 + SIGKILL);
     CU_ASSERT_EQUAL(zkh_wait_until(marked_gone_pred, base, 3000), 0);
     CU_ASSERT_EQUAL(wait_children(path, 0, 8000), 0); /* the 2 s session ends */
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
@@ -1960,7 +1756,7 @@ static int run_list(const char *out, const char *err, const char *const *args)
     for (int i = 0; args[i] && n <= MAX_ARGS; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
-    return wait_status(spawn_argv(tool, argv, out, err, 0), TOOL_WAIT_MS);
+    return proc_wait_status(proc_start(tool, argv, out, err, 0), TOOL_WAIT_MS);
 }
 
 /* Whether every line of `text` starts with `word` and a blank, and there are `lines`. */
@@ -1997,13 +1793,14 @@ static void test_list_not_a_lock(void)
     scratch(out, sizeof(out), "nolock.out");
     scratch(err, sizeof(err), "nolock.err");
     CU_ASSERT_EQUAL(run_list(out, err, args), 65);
-    text = slurp(out);
-    CU_ASSERT(text && line_count(text) >= 1 && all_lines_are(text, "foreign", line_count(text)));
+    text = proc_slurp(out);
+    CU_ASSERT(text && proc_line_count(text) >= 1 &&
+              all_lines_are(text, "foreign", proc_line_count(text)));
     CU_ASSERT(text && strstr(text, "quota") != NULL);
     /* No absurd age from the zero ctime of the server's own nodes. */
     CU_ASSERT(text && strstr(text, "s  quota") == NULL);
     free(text);
-    CU_ASSERT(contains(err, "not a lock"));
+    CU_ASSERT(proc_contains(err, "not a lock"));
 }
 
 /* A missing path: a message and status 66, nothing on stdout; with --semaphore too. */
@@ -2017,22 +1814,22 @@ static void test_list_missing_path(void)
         const char *args[] = { "--list", path, NULL };
         CU_ASSERT_EQUAL(run_list(out, err, args), 66);
     }
-    text = slurp(out);
+    text = proc_slurp(out);
     CU_ASSERT(!text || text[0] == '\0');
     free(text);
-    CU_ASSERT(contains(err, "no such lock path"));
-    CU_ASSERT_EQUAL(line_count(text = slurp(err)), 1);
+    CU_ASSERT(proc_contains(err, "no such lock path"));
+    CU_ASSERT_EQUAL(proc_line_count(text = proc_slurp(err)), 1);
     free(text);
     {
         const char *args[] = { "--semaphore", "2", "--list", path, NULL };
         CU_ASSERT_EQUAL(run_list(out, err, args), 66);
     }
-    CU_ASSERT(contains(err, "no such lock path"));
+    CU_ASSERT(proc_contains(err, "no such lock path"));
     {
         const char *args[] = { "--list", "-v", path, NULL };
         CU_ASSERT_EQUAL(run_list(out, err, args), 66);
     }
-    CU_ASSERT(contains(err, "no such lock path"));
+    CU_ASSERT(proc_contains(err, "no such lock path"));
     CU_ASSERT_EQUAL(children(path), 0); /* listing created nothing */
 }
 
@@ -2068,10 +1865,10 @@ static void test_list_verbose(void)
         for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
             char token_text[40], *text, *second;
             CU_ASSERT_EQUAL(run_list(out, err, forms[i]), 0);
-            text = slurp(out);
+            text = proc_slurp(out);
             second = text ? strchr(text, '\n') : NULL;
             snprintf(token_text, sizeof(token_text), " token=%lld  ", token);
-            CU_ASSERT_EQUAL(line_count(text), 2);
+            CU_ASSERT_EQUAL(proc_line_count(text), 2);
             CU_ASSERT(text && strncmp(text, "holder ", 7) == 0 && strstr(text, name) &&
                       strstr(text, name) < second);
             CU_ASSERT(text && strstr(text, want) && strstr(text, want) < second);
@@ -2081,14 +1878,14 @@ static void test_list_verbose(void)
                       strstr(text, " owner=anyone ") < second);
             CU_ASSERT(second && strncmp(second + 1, "waiting ", 8) == 0 &&
                       strstr(second, want) && strstr(second, " token="));
-            if (line_count(text) != 2)
+            if (proc_line_count(text) != 2)
                 fprintf(stderr, "list -v form %zu printed: %s\n", i, text ? text : "(nothing)");
             free(text);
         }
     }
     kill(holder, SIGTERM);
-    CU_ASSERT_EQUAL(wait_status(holder, 10000), 0);
-    CU_ASSERT_EQUAL(wait_status(waiter, 10000), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(holder, 10000), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(waiter, 10000), 0);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
@@ -2111,17 +1908,17 @@ static void test_list_foreign_child(void)
         const char *args[] = { "--list", path, NULL };
         CU_ASSERT_EQUAL(run_list(out, err, args), 0);
     }
-    text = slurp(out);
-    CU_ASSERT_EQUAL(line_count(text), 2);
+    text = proc_slurp(out);
+    CU_ASSERT_EQUAL(proc_line_count(text), 2);
     CU_ASSERT(text && strncmp(text, "holder ", 7) == 0 && strstr(text, "-lock-"));
     CU_ASSERT(text && strstr(text, "\nforeign ") && strstr(text, "  junk  "));
     free(text);
-    CU_ASSERT(contains(err, "foreign"));
+    CU_ASSERT(proc_contains(err, "foreign"));
     {
         const char *args[] = { "-n", path, "--", "true", NULL };
         CU_ASSERT_EQUAL(run_list(out, err, args), 65);
     }
-    CU_ASSERT(contains(err, "\"junk\""));
+    CU_ASSERT(proc_contains(err, "\"junk\""));
     CU_ASSERT_EQUAL(stop_holder(holder), 143);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
@@ -2145,7 +1942,7 @@ static void test_list_wrong_kind(void)
         const char *args[] = { "--list", path, NULL };
         CU_ASSERT_EQUAL(run_list(out, err, args), 64);
     }
-    CU_ASSERT(contains(err, "--semaphore"));
+    CU_ASSERT(proc_contains(err, "--semaphore"));
     CU_ASSERT_EQUAL(stop_holder(holder), 143);
     holder = start_holder(cs, lock_path, hold_snippet, base2, NULL, NULL);
     CU_ASSERT_FATAL(holder > 0);
@@ -2153,7 +1950,7 @@ static void test_list_wrong_kind(void)
         const char *args[] = { "--semaphore", "2", "--list", lock_path, NULL };
         CU_ASSERT_EQUAL(run_list(out, err, args), 65);
     }
-    CU_ASSERT(contains(err, "not a semaphore"));
+    CU_ASSERT(proc_contains(err, "not a semaphore"));
     CU_ASSERT_EQUAL(stop_holder(holder), 143);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, lock_path), 0);
@@ -2174,7 +1971,7 @@ static void test_once_per_foreign_child(void)
                                "--", "true", NULL };
         CU_ASSERT_EQUAL(run_tool(NULL, err, args), 65);
     }
-    CU_ASSERT(contains(err, "\"junk\""));
+    CU_ASSERT(proc_contains(err, "\"junk\""));
     CU_ASSERT_EQUAL(children(lock), 1); /* no node of ours stays */
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
@@ -2193,7 +1990,7 @@ static void test_missing_chroot(void)
     scratch(err, sizeof(err), "chroot.err");
     CU_ASSERT_EQUAL(run_tool(NULL, err, lock_args), 78);
     CU_ASSERT_EQUAL(run_tool(NULL, err, once_args), 78);
-    text = slurp(err);
+    text = proc_slurp(err);
     CU_ASSERT(text && strstr(text, "chroot '/cli-no-such-chroot' of --connect does not exist"));
     CU_ASSERT(text && !strstr(text, "internal error"));
     free(text);
@@ -2234,7 +2031,7 @@ static void test_ephemeral_lock_path(void)
             args[n++] = "true";
             args[n] = NULL;
             CU_ASSERT_EQUAL(run_tool(NULL, err, args), 64);
-            text = slurp(err);
+            text = proc_slurp(err);
             CU_ASSERT(text && strstr(text, nested ? theirs : mine));
             CU_ASSERT(text && !strstr(text, "internal error") &&
                       !strstr(text, "does not exist"));
@@ -2264,13 +2061,13 @@ static void test_library_lines_through_handler(void)
         snprintf(qerr, sizeof(qerr), "%s/edge-%zu-q.err", scratch_dir, i);
         CU_ASSERT_EQUAL(run_tool(NULL, err, args), 69);
         CU_ASSERT_EQUAL(run_tool(NULL, qerr, qargs), 69);
-        text = slurp(err);
-        quiet = slurp(qerr);
+        text = proc_slurp(err);
+        quiet = proc_slurp(qerr);
         CU_ASSERT(text && strstr(text, "zkit-lock: cannot connect to") != NULL);
         CU_ASSERT(text && strstr(text, reasons[i]) != NULL);
         for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : "")
             CU_ASSERT(strncmp(p, "zkit-lock: ", 11) == 0);
-        CU_ASSERT_EQUAL(line_count(quiet), 1);
+        CU_ASSERT_EQUAL(proc_line_count(quiet), 1);
         CU_ASSERT(quiet && strncmp(quiet, "zkit-lock: cannot connect to", 28) == 0);
         CU_ASSERT(quiet && strstr(quiet, reasons[i]) != NULL);
         free(text);
@@ -2320,8 +2117,8 @@ static void test_connect_timeout(void)
         CU_ASSERT_EQUAL(run_tool(&elapsed, err, args), 68);
         CU_ASSERT(elapsed >= 500 && elapsed < 500 + prompt);
     }
-    text = slurp(err);
-    CU_ASSERT_EQUAL(line_count(text), 1);
+    text = proc_slurp(err);
+    CU_ASSERT_EQUAL(proc_line_count(text), 1);
     CU_ASSERT(text && strstr(text, "zkit-lock: cannot connect to ZooKeeper at '") &&
               strstr(text, "within the 0.5 s connect timeout"));
     free(text);
@@ -2331,7 +2128,7 @@ static void test_connect_timeout(void)
         CU_ASSERT_EQUAL(run_tool(&elapsed, err2, args), 68);
         CU_ASSERT(elapsed >= 300 && elapsed < 300 + prompt);
     }
-    CU_ASSERT(contains(err2, "within the 0.3 s connect timeout"));
+    CU_ASSERT(proc_contains(err2, "within the 0.3 s connect timeout"));
     {
         const char *args[] = { "--connect", cs, "--connect-timeout", "10s", "-n", path, "--",
                                "true", NULL };
@@ -2344,7 +2141,7 @@ static void test_connect_timeout(void)
 /* Whether every line of the file starts with "zkit-lock: ". */
 static int all_lines_ours(const char *file)
 {
-    char *text = slurp(file);
+    char *text = proc_slurp(file);
     int ours = text != NULL;
     for (const char *p = text; ours && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : "")
         ours = strncmp(p, "zkit-lock: ", 11) == 0;
@@ -2370,40 +2167,39 @@ static void test_verbosity_levels(void)
         const char *args[] = { "--connect", cs, "-v", path, "--", "true", NULL };
         CU_ASSERT_EQUAL(run_tool(NULL, err, args), 0);
     }
-    CU_ASSERT(contains(err, "zkit-lock: connected to "));
-    CU_ASSERT(contains(err, "zkit-lock: zkit: connection state CONNECTED"));
-    CU_ASSERT(!contains(err, "libzookeeper"));
+    CU_ASSERT(proc_contains(err, "zkit-lock: connected to "));
+    CU_ASSERT(proc_contains(err, "zkit-lock: zkit: connection state CONNECTED"));
+    CU_ASSERT(!proc_contains(err, "libzookeeper"));
     CU_ASSERT(all_lines_ours(err));
     {
         const char *args[] = { "--connect", cs, "-vv", path, "--", "true", NULL };
         CU_ASSERT_EQUAL(run_tool(NULL, err2, args), 0);
     }
-    CU_ASSERT(contains(err2, "zkit-lock: connected to "));
-    CU_ASSERT(contains(err2, "zkit-lock: zkit: connection state CONNECTED"));
-    CU_ASSERT(contains(err2, "zkit-lock: zkit: libzookeeper: "));
+    CU_ASSERT(proc_contains(err2, "zkit-lock: connected to "));
+    CU_ASSERT(proc_contains(err2, "zkit-lock: zkit: connection state CONNECTED"));
+    CU_ASSERT(proc_contains(err2, "zkit-lock: zkit: libzookeeper: "));
     CU_ASSERT(all_lines_ours(err2));
     {
         const char *args[] = { "--connect", "127.0.0.1:1", "--session-timeout", "1", "-v", path,
                                "--", "true", NULL };
         CU_ASSERT_EQUAL(run_tool(NULL, refused, args), 68);
     }
-    CU_ASSERT(contains(refused, "zkit-lock: cannot connect"));
-    CU_ASSERT(!contains(refused, "libzookeeper"));
+    CU_ASSERT(proc_contains(refused, "zkit-lock: cannot connect"));
+    CU_ASSERT(!proc_contains(refused, "libzookeeper"));
     {
         const char *args[] = { "--connect", "127.0.0.1:1", "--session-timeout", "1", "-v", "-v",
                                path, "--", "true", NULL };
         CU_ASSERT_EQUAL(run_tool(NULL, refused2, args), 68);
     }
-    CU_ASSERT(contains(refused2, "zkit-lock: cannot connect"));
-    CU_ASSERT(contains(refused2, "zkit-lock: zkit: libzookeeper: "));
+    CU_ASSERT(proc_contains(refused2, "zkit-lock: cannot connect"));
+    CU_ASSERT(proc_contains(refused2, "zkit-lock: zkit: libzookeeper: "));
     CU_ASSERT(all_lines_ours(refused2));
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
 static int suite_cleanup(void)
 {
-    nftw(scratch_dir, kill_recorded, 8, FTW_PHYS);
-    nftw(scratch_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    proc_scratch_clear(scratch_dir);
     return 0;
 }
 
@@ -2464,7 +2260,7 @@ int main(int argc, char **argv)
     const char *env = getenv("ZKIT_LOCK_BIN");
     /* Helper mode for a command under the lock: exit 0 iff the group has a live process. */
     if (argc == 3 && strcmp(argv[1], "--group-alive") == 0)
-        return live_in_group(strtol(argv[2], NULL, 10)) ? 0 : 1;
+        return proc_live_in_group(strtol(argv[2], NULL, 10)) ? 0 : 1;
     if (zkh_self_exe(self_path, sizeof(self_path)) != 0)
         return 1;
     if (env && env[0])

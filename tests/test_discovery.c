@@ -33,7 +33,6 @@
 
 #include <CUnit/CUnit.h>
 
-#include "framework/client.h" /* test hooks: session credentials */
 #include "fw_support.h"
 #include "zkit/discovery.h"
 
@@ -41,15 +40,6 @@ static zkh_cluster_t *zk;
 
 #define WAIT_MS 20000
 #define SESSION_MS 4000
-
-static int expire(zkit_client_t *c)
-{
-    int64_t id;
-    char passwd[16];
-    if (zkit__test_session_credentials(c, &id, passwd) != 0)
-        return -1;
-    return zkh_expire_session(zk, id, passwd);
-}
 
 static int server_children(zkit_client_t *reader, const char *path)
 {
@@ -424,14 +414,24 @@ static void test_register_query_update(void)
     CU_ASSERT(same_instance(mine, &a));
     zkit_service_instances_free(mine, 1);
 
-    /* unregister: each node goes, the static one too */
+    /* unregister: each node goes, the static one too.  A dynamic registration's free sends
+     * its delete on its own session without waiting for the answer, so the other client sees
+     * it gone only once the server applied it: waited for, bounded. */
     zkit_service_registration_free(r1);
     zkit_service_registration_free(rs);
+    for (int64_t due = zkh_now_ms() + WAIT_MS;
+         zkh_now_ms() < due && zkit_discovery_instance(&got, od, "web", "a") == 0;
+         zkh_sleep_ms(10))
+        zkit_service_instances_free(got, 1);
     CU_ASSERT_EQUAL(zkit_discovery_instance(&got, od, "web", "a"), ZKIT_ENONODE);
     CU_ASSERT_EQUAL(zkit_discovery_instance(&got, od, "db", "s"), ZKIT_ENONODE);
     zkit_service_registration_free(r2);
     zkit_service_registration_free(r3);
     zkit_service_registration_free(rq);
+    for (int64_t due = zkh_now_ms() + WAIT_MS;
+         zkh_now_ms() < due && zkit_discovery_instances(&got, &n, NULL, od, "web") == 0 && n > 0;
+         zkh_sleep_ms(10))
+        zkit_service_instances_free(got, n);
     CU_ASSERT_EQUAL(zkit_discovery_instances(&got, &n, NULL, od, "web"), 0);
     CU_ASSERT_EQUAL(n, 0);
 
@@ -559,33 +559,7 @@ static void test_wait_from_callback(void)
 
 /* ---- faults --------------------------------------------------------------------------------- */
 
-typedef enum fault { FAULT_EXPIRY, FAULT_PARTITION, FAULT_RESTART } fault_t;
-
-typedef struct back_wait {
-    zkit_client_t *reader;
-    zkit_client_t *c;
-    const char *path;
-    int64_t old_session;
-    int any_session;
-} back_wait_t;
-
-static int back(void *arg)
-{
-    back_wait_t *w = arg;
-    zkit_stat_t st;
-    int64_t now = zkit_client_session_id(w->c);
-    if (now == 0 || (!w->any_session && now == w->old_session))
-        return 0;
-    return zkit_exists(&st, w->reader, w->path, NULL) == 0 && st.ephemeral_owner == now;
-}
-
-static int gone(void *arg)
-{
-    back_wait_t *w = arg;
-    return zkit_exists(NULL, w->reader, w->path, NULL) == ZKIT_ENONODE;
-}
-
-static void run_fault(fault_t fault)
+static void run_fault(fw_fault_t fault)
 {
     zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
     zkit_client_t *c, *other = fw_connect(zkh_connect_string(zk), NULL, 10000);
@@ -594,9 +568,9 @@ static void run_fault(fault_t fault)
     zkit_service_registration_t *r;
     zkit_service_instance_t a = full_instance("svc", "only"), *got = NULL;
     char base[64], dir[96], path[128];
-    int64_t old_session, back_ms = -1, returned_ms;
-    int from, timeout, i;
-    back_wait_t bw;
+    int64_t back_ms = -1, returned_ms;
+    int from, timeout;
+    fw_node_wait_t bw;
     CU_ASSERT_FATAL(proxy != NULL && other != NULL);
     fw_state_log_init(&log);
     c = fw_connect(zkh_proxy_address(proxy), NULL, SESSION_MS);
@@ -610,33 +584,13 @@ static void run_fault(fault_t fault)
     CU_ASSERT_EQUAL_FATAL(zkit_discovery_new(&od, other, base), 0);
     CU_ASSERT_EQUAL_FATAL(zkit_discovery_register(&r, d, &a, NULL, NULL), 0);
     CU_ASSERT_EQUAL_FATAL(zkit_service_registration_wait(r, WAIT_MS), 0);
-    old_session = zkit_client_session_id(c);
     from = fw_state_count(&log);
-    bw.reader = other;
-    bw.c = c;
-    bw.path = path;
-    bw.old_session = old_session;
-    bw.any_session = 0;
+    bw = (fw_node_wait_t){ other, c, path, zkit_client_session_id(c), 0 };
 
-    if (fault == FAULT_EXPIRY) {
-        zkh_proxy_block(proxy);
-        CU_ASSERT_EQUAL(expire(c), 0);
-        CU_ASSERT_EQUAL(zkh_wait_until(gone, &bw, WAIT_MS), 0); /* the server dropped it */
-        zkh_proxy_unblock(proxy);
-    } else if (fault == FAULT_PARTITION) {
-        zkh_proxy_block(proxy);
-        CU_ASSERT_EQUAL(zkh_wait_until(gone, &bw, timeout * 3), 0);
-        zkh_proxy_unblock(proxy);
-    } else {
-        CU_ASSERT_EQUAL_FATAL(zkh_kill(zk, 0), 0);
-        CU_ASSERT_EQUAL_FATAL(zkh_restart(zk, 0), 0);
-    }
-    i = fw_state_wait(&log, from, ZKIT_CONN_RECONNECTED, WAIT_MS);
-    CU_ASSERT_FATAL(i >= 0);
-    pthread_mutex_lock(&log.mu);
-    returned_ms = log.at_ms[i];
-    pthread_mutex_unlock(&log.mu);
-    if (fault == FAULT_RESTART) {
+    CU_ASSERT_EQUAL_FATAL(fw_fault_apply(zk, proxy, fault, &bw, WAIT_MS), 0);
+    returned_ms = fw_state_wait_at(&log, from, ZKIT_CONN_RECONNECTED, WAIT_MS);
+    CU_ASSERT_FATAL(returned_ms > 0);
+    if (fault == FW_FAULT_RESTART) {
         /* the session may have lived through the restart: any session of c, once both clients
          * are back */
         CU_ASSERT_EQUAL(zkit_client_block_until_connected(other, WAIT_MS), 0);
@@ -644,7 +598,7 @@ static void run_fault(fault_t fault)
             returned_ms = zkh_now_ms();
         bw.any_session = 1;
     }
-    if (zkh_wait_until(back, &bw, WAIT_MS) == 0)
+    if (zkh_wait_until(fw_node_back, &bw, WAIT_MS) == 0)
         back_ms = zkh_now_ms();
     CU_ASSERT_FATAL(back_ms > 0);
     if (getenv("ZKIT_TEST_VERBOSE"))
@@ -662,7 +616,7 @@ static void run_fault(fault_t fault)
     CU_ASSERT_EQUAL(zkit_service_registration_wait(r, 0), 0);
 
     zkit_service_registration_free(r);
-    CU_ASSERT_EQUAL(zkh_wait_until(gone, &bw, WAIT_MS), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(fw_node_gone, &bw, WAIT_MS), 0);
     zkit_discovery_free(d);
     zkit_discovery_free(od);
     zkh_delete_tree(zk, base);
@@ -674,17 +628,17 @@ static void run_fault(fault_t fault)
 
 static void test_session_expiry(void)
 {
-    run_fault(FAULT_EXPIRY);
+    run_fault(FW_FAULT_EXPIRY);
 }
 
 static void test_partition_past_session_timeout(void)
 {
-    run_fault(FAULT_PARTITION);
+    run_fault(FW_FAULT_PARTITION);
 }
 
 static void test_server_restart(void)
 {
-    run_fault(FAULT_RESTART);
+    run_fault(FW_FAULT_RESTART);
 }
 
 /* ---- providers ------------------------------------------------------------------------------ */

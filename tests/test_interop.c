@@ -1134,18 +1134,6 @@ static int probe_peer(void)
 
 /* ---- credentials: the secure default ACL with a Curator peer ----------------------------- */
 
-/* Starts a Curator hold of `path` with digest credentials `cred` (NULL: none), read by the peer
- * from its environment; set only around the fork, on the test thread. */
-static int curator_hold_as(proc_t *p, const char *cred, const char *path)
-{
-    int rc;
-    if (cred)
-        setenv("ZKIT_PEER_AUTH", cred, 1);
-    rc = peer_spawn(p, "hold", "mutex", path, "20000", NULL, NULL);
-    unsetenv("ZKIT_PEER_AUTH");
-    return rc;
-}
-
 /*
  * zkit holds a mutex with digest credentials (its nodes: the creator's, READ for the world).
  * A Curator peer of another identity fails (exit 1, never ACQUIRED); one with the same
@@ -1153,40 +1141,17 @@ static int curator_hold_as(proc_t *p, const char *cred, const char *path)
  */
 static void test_acl_same_identity_curator_queues(void)
 {
-    static const zkit_auth_t auth = { "digest", "owner:ownersecret" };
-    zkit_client_options_t o;
-    zkit_client_t *c;
-    zkit_lock_t *held = NULL;
-    char path[64], line[512] = "";
+    peer_acl_t a;
+    char line[512] = "";
     proc_t p;
     int rc;
-
-    fw_options(&o, zkh_connect_string(zk), NULL, 10000, NULL);
-    o.auth = &auth;
-    o.auth_count = 1;
-    c = fw_connect_opts(&o);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    zkh_unique_path(path, sizeof(path), "curator-acl");
-    CU_ASSERT_EQUAL_FATAL(zkit_mutex_new(&held, c, path), 0);
-    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(held, 10000), 0);
-
-    CU_ASSERT_EQUAL_FATAL(curator_hold_as(&p, "peer:peersecret", path), 0);
+    peer_acl_hold(&a, "curator-acl");
+    CU_ASSERT_EQUAL_FATAL(peer_hold_as(&p, "peer:peersecret", a.path), 0);
     rc = proc_read_line(&p, line, sizeof(line), peer_start_ms());
     CU_ASSERT(rc != 0 || strncmp(line, "ACQUIRED", 8) != 0);
     CU_ASSERT_EQUAL(exit_code(proc_wait(&p, peer_start_ms())), 1);
-    CU_ASSERT(zkit_lock_is_held(held));
-
-    CU_ASSERT_EQUAL_FATAL(curator_hold_as(&p, "owner:ownersecret", path), 0);
-    CU_ASSERT_EQUAL(wait_participants(held, 2, peer_start_ms()), 0);
-    CU_ASSERT_EQUAL(zkit_lock_release(held), 0);
-    line[0] = '\0';
-    CU_ASSERT_EQUAL(proc_read_line(&p, line, sizeof(line), 10000), 0);
-    CU_ASSERT_EQUAL(strncmp(line, "ACQUIRED ", 9), 0);
-    CU_ASSERT_EQUAL(peer_release(&p), 0);
-    zkit_lock_free(held);
-    rc = zkit_delete(c, path, -1, ZKIT_DELETE_CHILDREN);
-    CU_ASSERT(rc == 0 || rc == ZKIT_ENONODE); /* the server may have reaped the container */
-    zkit_client_close(c);
+    CU_ASSERT(zkit_lock_is_held(a.held));
+    peer_acl_owner_queues(&a);
 }
 
 static const zkh_test_t tests[] = {

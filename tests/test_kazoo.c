@@ -401,19 +401,6 @@ static int probe_peer(void)
 
 /* ---- credentials: the secure default ACL with a kazoo peer ------------------------------- */
 
-/* Starts a kazoo hold of `path` with digest credentials `cred` (NULL: none).  The peer reads
- * them from its environment (never argv); the variable is set only around the fork, on the
- * test thread. */
-static int kazoo_hold_as(proc_t *p, const char *cred, const char *path)
-{
-    int rc;
-    if (cred)
-        setenv("ZKIT_PEER_AUTH", cred, 1);
-    rc = peer_spawn(p, "hold", "mutex", path, "20000", NULL, NULL);
-    unsetenv("ZKIT_PEER_AUTH");
-    return rc;
-}
-
 /*
  * zkit holds a mutex with digest credentials (its nodes: the creator's, READ for the world).
  * kazoo peers of another identity and without credentials are refused at once ("NOAUTH",
@@ -422,49 +409,20 @@ static int kazoo_hold_as(proc_t *p, const char *cred, const char *path)
  */
 static void test_acl_same_identity_kazoo_queues(void)
 {
-    static const zkit_auth_t auth = { "digest", "owner:ownersecret" };
     static const char *const refused[2] = { "peer:peersecret", NULL };
-    zkit_client_options_t o;
-    zkit_client_t *c;
-    zkit_lock_t *held = NULL;
-    char path[64], line[512];
+    peer_acl_t a;
+    char line[512];
     proc_t p;
-
-    fw_options(&o, zkh_connect_string(zk), NULL, 10000, NULL);
-    o.auth = &auth;
-    o.auth_count = 1;
-    c = fw_connect_opts(&o);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
-    zkh_unique_path(path, sizeof(path), "kazoo-acl");
-    CU_ASSERT_EQUAL_FATAL(zkit_mutex_new(&held, c, path), 0);
-    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(held, 10000), 0);
-
+    peer_acl_hold(&a, "kazoo-acl");
     for (int i = 0; i < 2; i++) {
         line[0] = '\0';
-        CU_ASSERT_EQUAL_FATAL(kazoo_hold_as(&p, refused[i], path), 0);
+        CU_ASSERT_EQUAL_FATAL(peer_hold_as(&p, refused[i], a.path), 0);
         CU_ASSERT_EQUAL(proc_read_line(&p, line, sizeof(line), peer_start_ms()), 0);
         CU_ASSERT_STRING_EQUAL(line, "NOAUTH");
         CU_ASSERT_EQUAL(exit_code(proc_wait(&p, 10000)), 3);
     }
-    CU_ASSERT(zkit_lock_is_held(held));
-
-    /* The same identity: a second contender in the queue, the holder after the release. */
-    CU_ASSERT_EQUAL_FATAL(kazoo_hold_as(&p, "owner:ownersecret", path), 0);
-    CU_ASSERT_EQUAL(wait_participants(held, 2, peer_start_ms()), 0);
-    CU_ASSERT_EQUAL(zkit_lock_release(held), 0);
-    line[0] = '\0';
-    CU_ASSERT_EQUAL(proc_read_line(&p, line, sizeof(line), 10000), 0);
-    CU_ASSERT_EQUAL(strncmp(line, "ACQUIRED ", 9), 0);
-    CU_ASSERT_EQUAL(peer_release(&p), 0);
-    zkit_lock_free(held);
-    {
-        /* Only we can delete it; the server may have reaped the empty container first. */
-        int rc = zkit_delete(c, path, -1, ZKIT_DELETE_CHILDREN);
-        if (rc != 0 && rc != ZKIT_ENONODE)
-            fprintf(stderr, "delete %s: %s\n", path, zkit_strerror(rc));
-        CU_ASSERT(rc == 0 || rc == ZKIT_ENONODE);
-    }
-    zkit_client_close(c);
+    CU_ASSERT(zkit_lock_is_held(a.held));
+    peer_acl_owner_queues(&a);
 }
 
 static const zkh_test_t tests[] = {

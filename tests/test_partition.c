@@ -24,7 +24,6 @@
 
 #include <CUnit/CUnit.h>
 
-#include "framework/client.h" /* test hook: session credentials */
 #include "fw_support.h"
 #include "zkit/partition.h"
 
@@ -442,15 +441,6 @@ static void test_partitioned_past_session(void)
     book_free(b);
 }
 
-static int expire(zkit_client_t *c)
-{
-    int64_t id;
-    char passwd[16];
-    if (zkit__test_session_credentials(c, &id, passwd) != 0)
-        return -1;
-    return zkh_expire_session(zk, id, passwd);
-}
-
 /*
  * m2's session closed from a second handle: the server deletes its nodes at once, so the
  * others may take its items before m2 can hear (as for any lock: docs/reliability.md).  m2 is
@@ -471,7 +461,7 @@ static void test_session_closed_elsewhere(void)
     CU_ASSERT_FATAL(wait_stable(ms, three, 3, STABLE_MS) == 0);
     mark = log_len(b);
     old_session = zkit_client_session_id(ms[2].client);
-    CU_ASSERT_FATAL(expire(ms[2].client) == 0);
+    CU_ASSERT_FATAL(fw_expire(zk, ms[2].client) == 0);
     CU_ASSERT_EQUAL(wait_stable(ms, three, 3, SESSION_MS + STABLE_MS), 0);
     CU_ASSERT_NOT_EQUAL(zkit_client_session_id(ms[2].client), old_session);
     for (int k = 2; k < NITEMS; k += 3) {

@@ -118,17 +118,6 @@ static int wait_heard(heard_t *h, zkit_persistent_state_t state)
     return zkh_wait_until(heard_state, &w, WAIT_MS);
 }
 
-/* ---- helpers ---------------------------------------------------------------------------------- */
-
-static int expire(zkit_client_t *c)
-{
-    int64_t id;
-    char passwd[16];
-    if (zkit__test_session_credentials(c, &id, passwd) != 0)
-        return -1;
-    return zkh_expire_session(zk, id, passwd);
-}
-
 /* The node as the server has it, read with a raw handle: 1 present (stat, data filled), 0
  * absent, -1 on error. */
 static int server_node(const char *path, struct Stat *stat, char *data, int cap)
@@ -180,24 +169,6 @@ static int wait_owned(zkit_client_t *reader, const char *path, int64_t session, 
     return zkh_wait_until(owned_by, &w, timeout_ms);
 }
 
-/* The node back owned by the client's current (new) session; returns when it was seen. */
-typedef struct back_wait {
-    zkit_client_t *reader;
-    zkit_client_t *c;
-    const char *path;
-    int64_t old_session;
-} back_wait_t;
-
-static int back_in_new_session(void *arg)
-{
-    back_wait_t *w = arg;
-    zkit_stat_t st;
-    int64_t now = zkit_client_session_id(w->c);
-    if (now == 0 || now == w->old_session)
-        return 0;
-    return zkit_exists(&st, w->reader, w->path, NULL) == 0 && st.ephemeral_owner == now;
-}
-
 typedef struct parent_wait {
     zkit_client_t *c;
     const char *path;
@@ -233,19 +204,6 @@ static uint64_t creations(zkit_persistent_node_t *node)
     if (zkit_persistent_node_status(&st, NULL, node) != 0)
         return 0;
     return st.creations;
-}
-
-/* The moment the client heard its connection return (RECONNECTED) at or after `from`. */
-static int64_t reconnected_at(fw_state_log_t *log, int from)
-{
-    int i = fw_state_wait(log, from, ZKIT_CONN_RECONNECTED, WAIT_MS);
-    int64_t at;
-    if (i < 0)
-        return -1;
-    pthread_mutex_lock(&log->mu);
-    at = log->at_ms[i];
-    pthread_mutex_unlock(&log->mu);
-    return at;
 }
 
 /* ---- bad arguments ---------------------------------------------------------------------------- */
@@ -398,12 +356,10 @@ static void test_lost_reply_adopted(void)
 
 /* ---- faults ----------------------------------------------------------------------------------- */
 
-typedef enum fault { FAULT_EXPIRY, FAULT_PARTITION, FAULT_RESTART } fault_t;
-
 /* The node under a parent (so that the server's children show any second node), its client
  * through a proxy; the fault; the node back within one session timeout of the connection's
  * return, owned by the current session, alone under the parent, counted once more. */
-static void run_fault(fault_t fault)
+static void run_fault(fw_fault_t fault)
 {
     zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
     zkit_client_t *c, *other = fw_connect(zkh_connect_string(zk), NULL, 10000);
@@ -414,7 +370,7 @@ static void run_fault(fault_t fault)
     char base[64], path[96];
     int64_t old_session, back_ms = -1, returned_ms;
     int from, timeout;
-    back_wait_t bw;
+    fw_node_wait_t bw;
     CU_ASSERT_FATAL(proxy != NULL && other != NULL);
     fw_state_log_init(&log);
     c = fw_connect(zkh_proxy_address(proxy), NULL, SESSION_MS);
@@ -429,24 +385,14 @@ static void run_fault(fault_t fault)
     CU_ASSERT_EQUAL_FATAL(zkit_persistent_node_wait(n, WAIT_MS), 0);
     old_session = zkit_client_session_id(c);
     from = fw_state_count(&log);
+    bw = (fw_node_wait_t){ other, c, path, old_session, 0 };
 
-    if (fault == FAULT_EXPIRY) {
-        zkh_proxy_block(proxy);
-        CU_ASSERT_EQUAL(expire(c), 0);
-        zkh_proxy_unblock(proxy);
-    } else if (fault == FAULT_PARTITION) {
-        zkh_proxy_block(proxy);
-        /* Past the session timeout: the server ends the session and its node goes. */
-        CU_ASSERT_EQUAL(wait_owned(other, path, 0, timeout * 3), 0);
-        zkh_proxy_unblock(proxy);
-    } else {
-        CU_ASSERT_EQUAL_FATAL(zkh_kill(zk, 0), 0);
-        CU_ASSERT_EQUAL_FATAL(zkh_restart(zk, 0), 0);
-    }
-
-    returned_ms = reconnected_at(&log, from);
+    /* An expiry or a partition past the session timeout: the server ends the session and its
+     * node goes. */
+    CU_ASSERT_EQUAL_FATAL(fw_fault_apply(zk, proxy, fault, &bw, WAIT_MS), 0);
+    returned_ms = fw_state_wait_at(&log, from, ZKIT_CONN_RECONNECTED, WAIT_MS);
     CU_ASSERT_FATAL(returned_ms > 0);
-    if (fault == FAULT_RESTART) {
+    if (fault == FW_FAULT_RESTART) {
         /* The session may have lived through the restart (then the node did too) or not:
          * either way it is there, owned by the current session.  Looked at through a handle
          * made now (`other` reconnects at its own pace, which is not what is measured); the
@@ -465,13 +411,8 @@ static void run_fault(fault_t fault)
         }
         zookeeper_close(zh);
         CU_ASSERT_EQUAL(zkit_client_block_until_connected(other, WAIT_MS), 0);
-    } else {
-        bw.reader = other;
-        bw.c = c;
-        bw.path = path;
-        bw.old_session = old_session;
-        if (zkh_wait_until(back_in_new_session, &bw, WAIT_MS) == 0)
-            back_ms = zkh_now_ms();
+    } else if (zkh_wait_until(fw_node_back, &bw, WAIT_MS) == 0) {
+        back_ms = zkh_now_ms();
     }
     CU_ASSERT_FATAL(back_ms > 0);
     if (getenv("ZKIT_TEST_VERBOSE"))
@@ -479,7 +420,7 @@ static void run_fault(fault_t fault)
                 (long long)(back_ms - returned_ms));
     CU_ASSERT(back_ms - returned_ms <= timeout);
     CU_ASSERT_EQUAL(server_children(other, base), 1);
-    if (fault != FAULT_RESTART || zkit_client_session_id(c) != old_session) {
+    if (fault != FW_FAULT_RESTART || zkit_client_session_id(c) != old_session) {
         CU_ASSERT_EQUAL(creations(n), 2);
     } else {
         CU_ASSERT_EQUAL(creations(n), 1);
@@ -501,17 +442,17 @@ static void run_fault(fault_t fault)
 
 static void test_session_expiry(void)
 {
-    run_fault(FAULT_EXPIRY);
+    run_fault(FW_FAULT_EXPIRY);
 }
 
 static void test_partition_past_session_timeout(void)
 {
-    run_fault(FAULT_PARTITION);
+    run_fault(FW_FAULT_PARTITION);
 }
 
 static void test_server_restart(void)
 {
-    run_fault(FAULT_RESTART);
+    run_fault(FW_FAULT_RESTART);
 }
 
 /* A node left at the path by another client whose connection is cut: its session lingers on
@@ -564,6 +505,8 @@ static void test_old_session_node_waited_out(void)
     CU_ASSERT_EQUAL(zkit_persistent_node_wait(n, WAIT_MS), 0);
     CU_ASSERT_EQUAL(wait_owned(c, path, zkit_client_session_id(c), 0), 0);
     CU_ASSERT_EQUAL(creations(n), 1);
+    /* The callback hears CREATED on the event thread, maybe after the wait returned. */
+    CU_ASSERT_EQUAL(wait_heard(h, ZKIT_PERSISTENT_CREATED), 0);
     pthread_mutex_lock(&h->mu);
     CU_ASSERT_EQUAL(h->created, 1);
     pthread_mutex_unlock(&h->mu);
@@ -657,7 +600,7 @@ static void run_sequential(unsigned flags)
     zkit_persistent_options_t o;
     char base[64], prefix[96], *first = NULL, *second = NULL;
     int64_t old_session;
-    back_wait_t bw;
+    fw_node_wait_t bw;
     CU_ASSERT_FATAL(proxy != NULL && other != NULL);
     c = fw_connect(zkh_proxy_address(proxy), NULL, SESSION_MS);
     CU_ASSERT_FATAL(c != NULL);
@@ -681,7 +624,7 @@ static void run_sequential(unsigned flags)
     old_session = zkit_client_session_id(c);
 
     zkh_proxy_block(proxy);
-    CU_ASSERT_EQUAL(expire(c), 0);
+    CU_ASSERT_EQUAL(fw_expire(zk, c), 0);
     zkh_proxy_unblock(proxy);
     for (int64_t due = zkh_now_ms() + WAIT_MS; zkh_now_ms() < due; zkh_sleep_ms(10))
         if (creations(n) == 2)
@@ -692,11 +635,8 @@ static void run_sequential(unsigned flags)
         CU_ASSERT_EQUAL(zkit_persistent_node_status(&st, &second, n), 0);
     }
     CU_ASSERT_FATAL(second != NULL);
-    bw.reader = other;
-    bw.c = c;
-    bw.path = second;
-    bw.old_session = old_session;
-    CU_ASSERT_EQUAL(zkh_wait_until(back_in_new_session, &bw, WAIT_MS), 0);
+    bw = (fw_node_wait_t){ other, c, second, old_session, 0 };
+    CU_ASSERT_EQUAL(zkh_wait_until(fw_node_back, &bw, WAIT_MS), 0);
     if (flags & ZKIT_PERSISTENT_NEW_NAME) {
         CU_ASSERT(strcmp(first, second) != 0);
     } else {
@@ -886,7 +826,7 @@ static int events_of(group_log_t *log, int from, zkit_group_event_type_t type, c
 
 /* A member that loses its session (expired by the server, or cut off past its session
  * timeout) is seen leaving by the other, then joining again, once. */
-static void run_group_fault(fault_t fault)
+static void run_group_fault(fw_fault_t fault)
 {
     zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
     zkit_client_t *c1 = fw_connect(zkh_connect_string(zk), NULL, 10000), *c2;
@@ -907,8 +847,8 @@ static void run_group_fault(fault_t fault)
     CU_ASSERT_FATAL(at >= 0);
 
     zkh_proxy_block(proxy);
-    if (fault == FAULT_EXPIRY)
-        CU_ASSERT_EQUAL(expire(c2), 0);
+    if (fault == FW_FAULT_EXPIRY)
+        CU_ASSERT_EQUAL(fw_expire(zk, c2), 0);
     /* cut off: the server ends the session after its timeout (WAIT_MS is 5 of them) */
     left = wait_event(&log1, at + 1, ZKIT_GROUP_LEFT, "two", NULL);
     CU_ASSERT(left > at);
@@ -935,12 +875,12 @@ static void run_group_fault(fault_t fault)
 
 static void test_group_member_expiry(void)
 {
-    run_group_fault(FAULT_EXPIRY);
+    run_group_fault(FW_FAULT_EXPIRY);
 }
 
 static void test_group_member_partition(void)
 {
-    run_group_fault(FAULT_PARTITION);
+    run_group_fault(FW_FAULT_PARTITION);
 }
 
 static const zkh_test_t tests[] = {

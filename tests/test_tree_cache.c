@@ -33,7 +33,7 @@
 #include <CUnit/CUnit.h>
 
 #include "cache_support.h"
-#include "framework/client.h" /* test hook: zkit__test_session_credentials */
+#include "framework/client.h" /* test hook: zkit__test_watch_registrations */
 #include "fw_support.h"
 #include "zkit/cache.h"
 
@@ -67,15 +67,6 @@ static void delete_at(zkit_client_t *c, const char *base, const char *rel)
     if (rc != 0)
         fprintf(stderr, "delete %s: %d (%s)\n", p, rc, zkit_error_message());
     CU_ASSERT_EQUAL(rc, 0);
-}
-
-static int expire_on(zkh_cluster_t *cluster, zkit_client_t *c)
-{
-    int64_t id;
-    char passwd[16];
-    if (zkit__test_session_credentials(c, &id, passwd) != 0)
-        return -1;
-    return zkh_expire_session(cluster, id, passwd);
 }
 
 /* The depth of `path` below `base` (0 for base). */
@@ -661,86 +652,108 @@ static int node_seen(void *arg)
     return zkit_exists(NULL, g->client, g->path, NULL) == 0;
 }
 
+/* A tree cache on `c` over a fresh base (made through `other`) that a random writer keeps
+ * changing on `cluster`. */
+typedef struct churn {
+    zkh_cluster_t *cluster;
+    zkit_client_t *c, *other;
+    char base[64];
+    cache_log_t *log;
+    zkit_cache_t *cache;
+    writer_t *w;
+    compare_t cmp;
+    unsigned seed;
+} churn_t;
+
+/* The writer started, the cache made while it writes, then compared once quiet. */
+static void churn_start(churn_t *t, const char *name)
+{
+    const char *connect = zkh_connect_string(t->cluster);
+    zkh_unique_path(t->base, sizeof(t->base), name);
+    t->log = cache_log_new_tree(t->base);
+    put_at(t->other, t->base, "", "");
+    t->w = writer_start(connect, t->base, t->seed);
+    CU_ASSERT_EQUAL(writer_wait(t->w, 30), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_tree_cache_new(&t->cache, t->c, t->base, -1, NULL, on_cache,
+                                              t->log), 0);
+    compare_init(&t->cmp, t->cluster, t->cache, t->base, t->log, -1);
+    CU_ASSERT_EQUAL(writer_wait(t->w, 30), 0);
+    quiet_and_compare(&t->w, connect, &t->cmp, t->seed + 1);
+}
+
+/* The writer stopped: the cache equal to the server's tree, its log sound; freed with no watch
+ * left.  `other` sat idle through the fault (its reconnection is its own: its first attempts
+ * may meet a server before it serves), so the clean-up waits for it to answer. */
+static void churn_end(churn_t *t, const char *name)
+{
+    gone_wait_t seen = { t->other, t->base };
+    CU_ASSERT(writer_stop(t->w) > 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(tree_matches, &t->cmp, WAIT_MS), 0);
+    assert_log_sound(t->log);
+    fprintf(stderr, "%s: %d events, %d nodes at the end\n", name, event_count(t->log),
+            zkh_read_locked(&t->log->mu, &t->log->nreplay));
+    zkit_cache_free(t->cache);
+    CU_ASSERT_EQUAL(no_watches(t->cluster, t->c), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(node_seen, &seen, WAIT_MS), 0);
+    delete_at(t->other, t->base, "");
+    zkit_client_close(t->c);
+    zkit_client_close(t->other);
+    cache_log_free(t->log);
+}
+
 static void test_tree_faults(void)
 {
     zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
-    zkit_client_t *c, *other = fw_connect(zkh_connect_string(zk), NULL, 10000);
     zkit_create_options_t eph = ZKIT_CREATE_OPTIONS_INIT;
-    cache_log_t *log;
-    zkit_cache_t *cache = NULL;
-    writer_t *w;
-    char base[64], mark[80];
+    churn_t t = { .cluster = zk, .seed = (unsigned)zkh_wall_ms() };
+    char mark[80];
     gone_wait_t gone;
-    compare_t cmp;
     int64_t session;
-    unsigned seed = (unsigned)zkh_wall_ms();
-    CU_ASSERT_FATAL(proxy != NULL && other != NULL);
-    fprintf(stderr, "test_tree_faults: seed %u\n", seed);
-    c = fw_connect(zkh_proxy_address(proxy), NULL, 4000);
-    CU_ASSERT_FATAL(c != NULL);
-    zkh_unique_path(base, sizeof(base), "treefaults");
-    log = cache_log_new_tree(base);
-    put_at(other, base, "", "");
-    w = writer_start(zkh_connect_string(zk), base, seed);
-    CU_ASSERT_EQUAL(writer_wait(w, 30), 0);
-    CU_ASSERT_EQUAL_FATAL(zkit_tree_cache_new(&cache, c, base, -1, NULL, on_cache, log), 0);
-    compare_init(&cmp, zk, cache, base, log, -1);
-    CU_ASSERT_EQUAL(writer_wait(w, 30), 0);
-    quiet_and_compare(&w, zkh_connect_string(zk), &cmp, seed + 1);
+    t.other = fw_connect(zkh_connect_string(zk), NULL, 10000);
+    CU_ASSERT_FATAL(proxy != NULL && t.other != NULL);
+    fprintf(stderr, "test_tree_faults: seed %u\n", t.seed);
+    t.c = fw_connect(zkh_proxy_address(proxy), NULL, 4000);
+    CU_ASSERT_FATAL(t.c != NULL);
+    churn_start(&t, "treefaults");
 
     /* A partition within the session: the cache goes stale, then comes back. */
-    session = zkit_client_session_id(c);
+    session = zkit_client_session_id(t.c);
     zkh_proxy_block(proxy);
-    CU_ASSERT_EQUAL(writer_wait(w, 20), 0);
+    CU_ASSERT_EQUAL(writer_wait(t.w, 20), 0);
     zkh_proxy_unblock(proxy);
-    CU_ASSERT_EQUAL(writer_wait(w, 20), 0);
-    quiet_and_compare(&w, zkh_connect_string(zk), &cmp, seed + 2);
-    CU_ASSERT_EQUAL(zkit_client_session_id(c), session);
+    CU_ASSERT_EQUAL(writer_wait(t.w, 20), 0);
+    quiet_and_compare(&t.w, zkh_connect_string(zk), &t.cmp, t.seed + 2);
+    CU_ASSERT_EQUAL(zkit_client_session_id(t.c), session);
 
     /* A partition past the session timeout: the server expires the session (its ephemeral
      * node goes) while the writer goes on. */
-    snprintf(mark, sizeof(mark), "%s-mark", base);
+    snprintf(mark, sizeof(mark), "%s-mark", t.base);
     eph.mode = ZKIT_EPHEMERAL;
-    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, mark, "", 0, &eph), 0);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, t.c, mark, "", 0, &eph), 0);
     zkh_proxy_block(proxy);
-    gone.client = other;
+    gone.client = t.other;
     gone.path = mark;
     CU_ASSERT_EQUAL(zkh_wait_until(node_gone, &gone, WAIT_MS), 0);
-    CU_ASSERT(zkh_wait_until(cache_stale, cache, WAIT_MS) == 0);
-    CU_ASSERT_EQUAL(writer_wait(w, 20), 0);
+    CU_ASSERT(zkh_wait_until(cache_stale, t.cache, WAIT_MS) == 0);
+    CU_ASSERT_EQUAL(writer_wait(t.w, 20), 0);
     zkh_proxy_unblock(proxy);
-    CU_ASSERT_EQUAL(writer_wait(w, 20), 0);
-    quiet_and_compare(&w, zkh_connect_string(zk), &cmp, seed + 3);
-    CU_ASSERT(zkit_client_session_id(c) != session);
+    CU_ASSERT_EQUAL(writer_wait(t.w, 20), 0);
+    quiet_and_compare(&t.w, zkh_connect_string(zk), &t.cmp, t.seed + 3);
+    CU_ASSERT(zkit_client_session_id(t.c) != session);
 
     /* A session expired while the writer goes on. */
-    session = zkit_client_session_id(c);
-    CU_ASSERT_EQUAL(expire_on(zk, c), 0);
-    CU_ASSERT_EQUAL(writer_wait(w, 20), 0);
-    quiet_and_compare(&w, zkh_connect_string(zk), &cmp, seed + 4);
-    CU_ASSERT(zkit_client_session_id(c) != session);
+    session = zkit_client_session_id(t.c);
+    CU_ASSERT_EQUAL(fw_expire(zk, t.c), 0);
+    CU_ASSERT_EQUAL(writer_wait(t.w, 20), 0);
+    quiet_and_compare(&t.w, zkh_connect_string(zk), &t.cmp, t.seed + 4);
+    CU_ASSERT(zkit_client_session_id(t.c) != session);
 
     /* A server restart, the writer going on before and after it. */
     CU_ASSERT_EQUAL_FATAL(zkh_kill(zk, 0), 0);
     CU_ASSERT_EQUAL_FATAL(zkh_restart(zk, 0), 0);
-    CU_ASSERT_EQUAL(writer_wait(w, 20), 0);
-    CU_ASSERT_EQUAL(writer_stop(w) > 0, 1);
-    CU_ASSERT_EQUAL(zkh_wait_until(tree_matches, &cmp, WAIT_MS), 0);
-    assert_log_sound(log);
-    fprintf(stderr, "test_tree_faults: %d events, %d nodes at the end\n", event_count(log),
-            zkh_read_locked(&log->mu, &log->nreplay));
-
-    zkit_cache_free(cache);
-    CU_ASSERT_EQUAL(no_watches(zk, c), 0);
-    /* `other` sat idle through the restart: its reconnection is its own (its first attempts
-     * may meet the server before it serves), so the clean-up waits for it to answer. */
-    gone.path = base;
-    CU_ASSERT_EQUAL(zkh_wait_until(node_seen, &gone, WAIT_MS), 0);
-    delete_at(other, base, "");
-    zkit_client_close(c);
-    zkit_client_close(other);
+    CU_ASSERT_EQUAL(writer_wait(t.w, 20), 0);
+    churn_end(&t, "test_tree_faults");
     zkh_proxy_stop(proxy);
-    cache_log_free(log);
 }
 
 /* ---- the leader killed on an ensemble ----------------------------------------------------- */
@@ -748,50 +761,22 @@ static void test_tree_faults(void)
 static void test_tree_leader_kill(void)
 {
     zkh_cluster_t *ens = zkh_start(3);
-    zkit_client_t *c, *other;
-    cache_log_t *log;
-    zkit_cache_t *cache = NULL;
-    writer_t *w;
-    char base[64];
-    compare_t cmp;
-    gone_wait_t gone;
+    churn_t t = { .cluster = ens, .seed = (unsigned)zkh_wall_ms() };
     int leader;
-    unsigned seed = (unsigned)zkh_wall_ms();
     CU_ASSERT_FATAL(ens != NULL);
-    fprintf(stderr, "test_tree_leader_kill: seed %u\n", seed);
-    c = fw_connect(zkh_connect_string(ens), NULL, 6000);
-    other = fw_connect(zkh_connect_string(ens), NULL, 10000);
-    CU_ASSERT_FATAL(c != NULL && other != NULL);
-    zkh_unique_path(base, sizeof(base), "treeleader");
-    log = cache_log_new_tree(base);
-    put_at(other, base, "", "");
-    w = writer_start(zkh_connect_string(ens), base, seed);
-    CU_ASSERT_EQUAL(writer_wait(w, 30), 0);
-    CU_ASSERT_EQUAL_FATAL(zkit_tree_cache_new(&cache, c, base, -1, NULL, on_cache, log), 0);
-    compare_init(&cmp, ens, cache, base, log, -1);
-    CU_ASSERT_EQUAL(writer_wait(w, 30), 0);
-    quiet_and_compare(&w, zkh_connect_string(ens), &cmp, seed + 1);
+    fprintf(stderr, "test_tree_leader_kill: seed %u\n", t.seed);
+    t.c = fw_connect(zkh_connect_string(ens), NULL, 6000);
+    t.other = fw_connect(zkh_connect_string(ens), NULL, 10000);
+    CU_ASSERT_FATAL(t.c != NULL && t.other != NULL);
+    churn_start(&t, "treeleader");
 
     leader = zkh_leader(ens);
     CU_ASSERT_FATAL(leader >= 0);
-    CU_ASSERT_EQUAL(writer_wait(w, 10), 0);
+    CU_ASSERT_EQUAL(writer_wait(t.w, 10), 0);
     CU_ASSERT_EQUAL(zkh_kill(ens, leader), 0);
     /* The writer goes on once the two others have elected a leader. */
-    CU_ASSERT_EQUAL(writer_wait(w, 30), 0);
-    CU_ASSERT(writer_stop(w) > 0);
-    CU_ASSERT_EQUAL(zkh_wait_until(tree_matches, &cmp, WAIT_MS), 0);
-    assert_log_sound(log);
-
-    zkit_cache_free(cache);
-    CU_ASSERT_EQUAL(no_watches(ens, c), 0);
-    /* `other` sat idle through the election: the clean-up waits for it to answer. */
-    gone.client = other;
-    gone.path = base;
-    CU_ASSERT_EQUAL(zkh_wait_until(node_seen, &gone, WAIT_MS), 0);
-    delete_at(other, base, "");
-    zkit_client_close(c);
-    zkit_client_close(other);
-    cache_log_free(log);
+    CU_ASSERT_EQUAL(writer_wait(t.w, 30), 0);
+    churn_end(&t, "test_tree_leader_kill");
     zkh_shutdown(ens);
 }
 

@@ -26,12 +26,12 @@
 #include <CUnit/CUnit.h>
 
 #include "harness.h"
+#include "proc_support.h"
 
 #ifndef ZKIT_WATCH_BIN
 #define ZKIT_WATCH_BIN "src/tools/zkit-watch"
 #endif
 
-#define MAX_ARGS 32
 #define TOOL_WAIT_MS 30000
 /* A change reaches a watcher on loopback in milliseconds; this bounds a loaded machine. */
 #define EVENT_WAIT_MS 15000
@@ -47,64 +47,10 @@ static void scratch(char *out, size_t len, const char *name)
     snprintf(out, len, "%s/%s", scratch_dir, name);
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char *text = NULL;
-    size_t size = 0;
-    if (!f)
-        return NULL;
-    if (getdelim(&text, &size, '\0', f) < 0) {
-        free(text);
-        text = strdup("");
-    }
-    fclose(f);
-    return text;
-}
-
-static int line_count(const char *text)
-{
-    int n = 0;
-    for (; text && *text; text++)
-        n += *text == '\n';
-    return n;
-}
-
-static int contains(const char *path, const char *needle)
-{
-    char *text = slurp(path);
-    int found = text && strstr(text, needle) != NULL;
-    free(text);
-    return found;
-}
-
-typedef struct grep_arg {
-    const char *path;
-    const char *needle;
-} grep_arg_t;
-
-static int grep_pred(void *arg)
-{
-    grep_arg_t *g = arg;
-    return contains(g->path, g->needle);
-}
-
-static int wait_text(const char *path, const char *needle, int timeout_ms)
-{
-    grep_arg_t g = { path, needle };
-    int rc = zkh_wait_until(grep_pred, &g, timeout_ms);
-    if (rc != 0) {
-        char *text = slurp(path);
-        fprintf(stderr, "watch-cli: no '%s' in %s:\n%s\n", needle, path, text ? text : "");
-        free(text);
-    }
-    return rc;
-}
-
 /* Whether the file's text is exactly `want`, printing both when not. */
 static int text_is(const char *path, const char *want)
 {
-    char *text = slurp(path);
+    char *text = proc_slurp(path);
     int same = text && strcmp(text, want) == 0;
     if (!same)
         fprintf(stderr, "watch-cli: %s is:\n%s\nexpected:\n%s\n", path, text ? text : "(none)",
@@ -113,132 +59,36 @@ static int text_is(const char *path, const char *want)
     return same;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
-
-/* Kills the process groups recorded in scratch *.pid files: commands a failed test left. */
-static int kill_recorded(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    size_t n = strlen(path);
-    (void)st;
-    (void)ftw;
-    if (flag == FTW_F && n > 4 && strcmp(path + n - 4, ".pid") == 0) {
-        char *text = slurp(path);
-        long pid = text ? strtol(text, NULL, 10) : 0;
-        if (pid > 1)
-            kill((pid_t)-pid, SIGKILL);
-        free(text);
-    }
-    return 0;
-}
-
 /* ---- processes -------------------------------------------------------------------------- */
 
 /* Starts zkit-watch with `args` (NULL-terminated), stdin from /dev/null, stdout and stderr to
  * files (NULL: /dev/null), in a process group of its own. */
 static pid_t spawn_tool(const char *out, const char *err, const char *const *args)
 {
-    const char *argv[MAX_ARGS + 2];
-    sigset_t all, old;
-    pid_t pid;
-    int n = 0;
-    argv[n++] = tool;
-    while (n <= MAX_ARGS && args[n - 1]) {
-        argv[n] = args[n - 1];
-        n++;
-    }
-    argv[n] = NULL;
-    /* The harness's handlers (which stop the servers) must never run in the child. */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pid = fork();
-    if (pid == 0) {
-        struct sigaction dfl;
-        int in = open("/dev/null", O_RDONLY);
-        int o = open(out ? out : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
-        int e = open(err ? err : "/dev/null", O_WRONLY | O_CREAT | O_APPEND, 0644);
-        memset(&dfl, 0, sizeof(dfl));
-        dfl.sa_handler = SIG_DFL;
-        for (int sig = 1; sig < NSIG; sig++)
-            sigaction(sig, &dfl, NULL);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        setpgid(0, 0);
-        dup2(in, 0);
-        dup2(o, 1);
-        dup2(e, 2);
-        for (int fd = 3; fd < 1024; fd++)
-            close(fd);
-        execv(tool, (char *const *)argv);
-        _exit(127);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    return pid;
-}
-
-/* Its status as a shell reports it (128+N for signal N), or -1 after timeout_ms, when its
- * group is killed and it is reaped. */
-static int wait_status(pid_t pid, int timeout_ms)
-{
-    int64_t deadline = zkh_now_ms() + timeout_ms;
-    int status;
-    for (;;) {
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid)
-            return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-        if (r < 0 && errno != EINTR)
-            return -1;
-        if (zkh_now_ms() >= deadline) {
-            kill(-pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            return -1;
-        }
-        usleep(5000);
-    }
+    return proc_start_args(tool, args, out, err, 1);
 }
 
 static int run_tool(int64_t *elapsed_ms, const char *out, const char *err,
                     const char *const *args)
 {
     int64_t start = zkh_now_ms();
-    int status = wait_status(spawn_tool(out, err, args), TOOL_WAIT_MS);
+    int status = proc_wait_status(spawn_tool(out, err, args), TOOL_WAIT_MS);
     if (elapsed_ms)
         *elapsed_ms = zkh_now_ms() - start;
     return status;
 }
 
-/* Whether a live (not zombie) process is in group `pgid`: /proc/PID/stat's pgrp field. */
-static int live_in_group(long pgid)
+/* Waits until `out` holds the line that fmt makes (its newline included): 0, or -1 after
+ * EVENT_WAIT_MS (the file printed). */
+static int wait_line(const char *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int wait_line(const char *out, const char *fmt, ...)
 {
-    DIR *proc = opendir("/proc");
-    struct dirent *e;
-    int alive = 0;
-    while (proc && !alive && (e = readdir(proc)) != NULL) {
-        char path[300], buf[1024], state, *close_paren;
-        long ppid, pgrp;
-        size_t n;
-        FILE *f;
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
-            continue;
-        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
-        if (!(f = fopen(path, "r")))
-            continue;
-        n = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        close_paren = strrchr(buf, ')');
-        if (close_paren && sscanf(close_paren + 1, " %c %ld %ld", &state, &ppid, &pgrp) == 3 &&
-            pgrp == pgid && state != 'Z' && state != 'X')
-            alive = 1;
-    }
-    if (proc)
-        closedir(proc);
-    return alive;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    return proc_wait_text(out, line, EVENT_WAIT_MS);
 }
 
 /* ---- the server side ---------------------------------------------------------------------- */
@@ -282,7 +132,7 @@ static size_t decode_field(char *s)
 /* A node absent at start: INITIALIZED, then one line per change, in the server's order. */
 static void test_events_in_order(void)
 {
-    char path[64], out[300], want[1024], line[256];
+    char path[64], out[300], want[1024];
     const char *cs = zkh_connect_string(zk);
     pid_t w;
     zkh_unique_path(path, sizeof(path), "watch-order");
@@ -291,22 +141,17 @@ static void test_events_in_order(void)
         const char *args[] = { "--connect", cs, "--data", path, NULL };
         w = spawn_tool(out, NULL, args);
     }
-    snprintf(line, sizeof(line), "%s INITIALIZED -1 \n", path);
-    CU_ASSERT_EQUAL_FATAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(wait_line(out, "%s INITIALIZED -1 \n", path), 0);
     CU_ASSERT_EQUAL(zk_create(path, "one", 3), ZOK);
-    snprintf(line, sizeof(line), "%s CREATED 0 one\n", path);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CREATED 0 one\n", path), 0);
     CU_ASSERT_EQUAL(zk_set(path, "two"), ZOK);
-    snprintf(line, sizeof(line), "%s CHANGED 1 two\n", path);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CHANGED 1 two\n", path), 0);
     CU_ASSERT_EQUAL(zk_delete(path), ZOK);
-    snprintf(line, sizeof(line), "%s DELETED 1 two\n", path);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s DELETED 1 two\n", path), 0);
     CU_ASSERT_EQUAL(zk_create(path, "three", 5), ZOK);
-    snprintf(line, sizeof(line), "%s CREATED 0 three\n", path);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CREATED 0 three\n", path), 0);
     kill(w, SIGTERM);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
     snprintf(want, sizeof(want),
              "%s INITIALIZED -1 \n%s CREATED 0 one\n%s CHANGED 1 two\n%s DELETED 1 two\n"
              "%s CREATED 0 three\n", path, path, path, path, path);
@@ -319,10 +164,9 @@ static void test_events_in_order(void)
         const char *args[] = { "--connect", cs, path, NULL };
         w = spawn_tool(out, NULL, args);
     }
-    snprintf(line, sizeof(line), "%s INITIALIZED -1\n", path);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s INITIALIZED -1\n", path), 0);
     kill(w, SIGINT);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
     snprintf(want, sizeof(want), "%s CREATED 0\n%s INITIALIZED -1\n", path, path);
     CU_ASSERT(text_is(out, want));
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
@@ -333,7 +177,7 @@ static void test_events_in_order(void)
 static void test_data_escaping(void)
 {
     static const char data[] = "a b\nc\\d\te\x01\x7f\xc3\xa9 \\x41";
-    char parent[64], child[128], empty[128], out[300], line[256];
+    char parent[64], child[128], empty[128], out[300];
     const char *cs = zkh_connect_string(zk);
     char *text, *save = NULL;
     int seen = 0;
@@ -347,17 +191,15 @@ static void test_data_escaping(void)
         const char *args[] = { "--connect", cs, "--data", "--children", parent, NULL };
         w = spawn_tool(out, NULL, args);
     }
-    snprintf(line, sizeof(line), "%s INITIALIZED -1 \n", parent);
-    CU_ASSERT_EQUAL_FATAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(wait_line(out, "%s INITIALIZED -1 \n", parent), 0);
     CU_ASSERT_EQUAL(zk_create(child, data, sizeof(data) - 1), ZOK);
-    CU_ASSERT_EQUAL(wait_text(out, " CREATED 0 ", EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(out, " CREATED 0 ", EVENT_WAIT_MS), 0);
     CU_ASSERT_EQUAL(zk_create(empty, "", 0), ZOK);
-    snprintf(line, sizeof(line), "%s CREATED 0 \n", empty);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CREATED 0 \n", empty), 0);
     kill(w, SIGTERM);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 0);
-    text = slurp(out);
-    CU_ASSERT_EQUAL(line_count(text), 3);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
+    text = proc_slurp(out);
+    CU_ASSERT_EQUAL(proc_line_count(text), 3);
     for (char *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
         char *f[5] = { NULL };
         int n = 0;
@@ -385,14 +227,14 @@ static void test_data_escaping(void)
     CU_ASSERT_EQUAL(seen, 2);
     free(text);
     /* The escaped bytes as the man page states them. */
-    CU_ASSERT(contains(out, "with\\x20space\\x5c CREATED 0 a\\x20b\\x0ac\\x5cd\\x09e\\x01\\x7f"
+    CU_ASSERT(proc_contains(out, "with\\x20space\\x5c CREATED 0 a\\x20b\\x0ac\\x5cd\\x09e\\x01\\x7f"
                             "\xc3\xa9\\x20\\x5cx41\n"));
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, parent), 0);
 }
 
 static void test_children(void)
 {
-    char parent[64], a[96], b[96], out[300], want[1024], line[256];
+    char parent[64], a[96], b[96], out[300], want[1024];
     const char *cs = zkh_connect_string(zk);
     pid_t w;
     zkh_unique_path(parent, sizeof(parent), "watch-children");
@@ -405,24 +247,19 @@ static void test_children(void)
         const char *args[] = { "--connect", cs, "--children", parent, NULL };
         w = spawn_tool(out, NULL, args);
     }
-    snprintf(line, sizeof(line), "%s INITIALIZED -1\n", parent);
-    CU_ASSERT_EQUAL_FATAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(wait_line(out, "%s INITIALIZED -1\n", parent), 0);
     CU_ASSERT_EQUAL(zk_create(b, "2", 1), ZOK);
-    snprintf(line, sizeof(line), "%s CREATED 0\n", b);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CREATED 0\n", b), 0);
     CU_ASSERT_EQUAL(zk_set(a, "3"), ZOK);
-    snprintf(line, sizeof(line), "%s CHANGED 1\n", a);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CHANGED 1\n", a), 0);
     CU_ASSERT_EQUAL(zk_delete(b), ZOK);
-    snprintf(line, sizeof(line), "%s DELETED 0\n", b);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s DELETED 0\n", b), 0);
     /* The parent's own data is not a child: no line. */
     CU_ASSERT_EQUAL(zk_set(parent, "p"), ZOK);
     CU_ASSERT_EQUAL(zk_delete(a), ZOK);
-    snprintf(line, sizeof(line), "%s DELETED 1\n", a);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s DELETED 1\n", a), 0);
     kill(w, SIGTERM);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
     snprintf(want, sizeof(want),
              "%s CREATED 0\n%s INITIALIZED -1\n%s CREATED 0\n%s CHANGED 1\n%s DELETED 0\n"
              "%s DELETED 1\n", a, parent, b, a, b, a);
@@ -435,8 +272,7 @@ static void test_children(void)
  * leaves the grandchildren out. */
 static void test_tree(void)
 {
-    char root[64], a[96], a1[128], a2[128], b[96], b1[128], out[300], out1[300], want[2048],
-        line[256];
+    char root[64], a[96], a1[128], a2[128], b[96], b1[128], out[300], out1[300], want[2048];
     const char *cs = zkh_connect_string(zk);
     pid_t w, w1;
     zkh_unique_path(root, sizeof(root), "watch-tree");
@@ -458,44 +294,32 @@ static void test_tree(void)
         const char *args[] = { "--connect", cs, "--tree", "--depth", "1", root, NULL };
         w1 = spawn_tool(out1, NULL, args);
     }
-    snprintf(line, sizeof(line), "%s INITIALIZED -1 \n", root);
-    CU_ASSERT_EQUAL_FATAL(wait_text(out, line, EVENT_WAIT_MS), 0);
-    snprintf(line, sizeof(line), "%s INITIALIZED -1\n", root);
-    CU_ASSERT_EQUAL_FATAL(wait_text(out1, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(wait_line(out, "%s INITIALIZED -1 \n", root), 0);
+    CU_ASSERT_EQUAL_FATAL(wait_line(out1, "%s INITIALIZED -1\n", root), 0);
     /* Each change waits for its line, so that the order is the server's and no two changes
      * of one node fold into one state. */
     CU_ASSERT_EQUAL(zk_create(a2, "a2", 2), ZOK);
-    snprintf(line, sizeof(line), "%s CREATED 0 a2\n", a2);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CREATED 0 a2\n", a2), 0);
     CU_ASSERT_EQUAL(zk_create(b, "b", 1), ZOK);
-    snprintf(line, sizeof(line), "%s CREATED 0 b\n", b);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
-    snprintf(line, sizeof(line), "%s CREATED 0\n", b);
-    CU_ASSERT_EQUAL(wait_text(out1, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CREATED 0 b\n", b), 0);
+    CU_ASSERT_EQUAL(wait_line(out1, "%s CREATED 0\n", b), 0);
     CU_ASSERT_EQUAL(zk_create(b1, "b1", 2), ZOK);
-    snprintf(line, sizeof(line), "%s CREATED 0 b1\n", b1);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CREATED 0 b1\n", b1), 0);
     CU_ASSERT_EQUAL(zk_set(a1, "A1"), ZOK);
-    snprintf(line, sizeof(line), "%s CHANGED 1 A1\n", a1);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CHANGED 1 A1\n", a1), 0);
     CU_ASSERT_EQUAL(zk_set(root, "R"), ZOK);
-    snprintf(line, sizeof(line), "%s CHANGED 1 R\n", root);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
-    snprintf(line, sizeof(line), "%s CHANGED 1\n", root);
-    CU_ASSERT_EQUAL(wait_text(out1, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CHANGED 1 R\n", root), 0);
+    CU_ASSERT_EQUAL(wait_line(out1, "%s CHANGED 1\n", root), 0);
     CU_ASSERT_EQUAL(zk_delete(b1), ZOK);
-    snprintf(line, sizeof(line), "%s DELETED 0 b1\n", b1);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s DELETED 0 b1\n", b1), 0);
     CU_ASSERT_EQUAL(zk_delete(b), ZOK);
-    snprintf(line, sizeof(line), "%s DELETED 0 b\n", b);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s DELETED 0 b\n", b), 0);
     /* The depth-1 watch follows the root and its child set, not the grandchildren. */
-    snprintf(line, sizeof(line), "%s DELETED 0\n", b);
-    CU_ASSERT_EQUAL(wait_text(out1, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out1, "%s DELETED 0\n", b), 0);
     kill(w, SIGTERM);
     kill(w1, SIGTERM);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 0);
-    CU_ASSERT_EQUAL(wait_status(w1, TOOL_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(w1, TOOL_WAIT_MS), 0);
     snprintf(want, sizeof(want),
              "%s CREATED 0 r\n%s CREATED 0 a\n%s CREATED 0 a1\n%s INITIALIZED -1 \n"
              "%s CREATED 0 a2\n%s CREATED 0 b\n%s CREATED 0 b1\n%s CHANGED 1 A1\n"
@@ -513,7 +337,7 @@ static void test_tree(void)
  * change, status 1 after that time; a signal before the change, 128 + the signal. */
 static void test_once(void)
 {
-    char path[64], out[300], err[300], want[512], line[256];
+    char path[64], out[300], err[300], want[512];
     const char *cs = zkh_connect_string(zk);
     int64_t elapsed;
     char *text;
@@ -526,10 +350,9 @@ static void test_once(void)
         const char *args[] = { "--connect", cs, "--once", "--data", path, NULL };
         w = spawn_tool(out, NULL, args);
     }
-    snprintf(line, sizeof(line), "%s INITIALIZED -1 \n", path);
-    CU_ASSERT_EQUAL_FATAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(wait_line(out, "%s INITIALIZED -1 \n", path), 0);
     CU_ASSERT_EQUAL(zk_set(path, "1"), ZOK);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
     snprintf(want, sizeof(want), "%s CREATED 0 0\n%s INITIALIZED -1 \n%s CHANGED 1 1\n", path,
              path, path);
     CU_ASSERT(text_is(out, want));
@@ -539,8 +362,8 @@ static void test_once(void)
         CU_ASSERT_EQUAL(run_tool(&elapsed, NULL, err, args), 1);
     }
     CU_ASSERT(elapsed >= 500 && elapsed < 10000);
-    text = slurp(err);
-    CU_ASSERT_EQUAL(line_count(text), 1);
+    text = proc_slurp(err);
+    CU_ASSERT_EQUAL(proc_line_count(text), 1);
     CU_ASSERT(text && strstr(text, "zkit-watch: ") == text && strstr(text, "no change within"));
     free(text);
 
@@ -549,10 +372,9 @@ static void test_once(void)
         const char *args[] = { "--connect", cs, "--once", path, NULL };
         w = spawn_tool(out, NULL, args);
     }
-    snprintf(line, sizeof(line), "%s INITIALIZED -1\n", path);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s INITIALIZED -1\n", path), 0);
     kill(w, SIGINT);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 128 + SIGINT);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 128 + SIGINT);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
@@ -606,7 +428,7 @@ static void test_command_coalesces(void)
                                "sh", dir, NULL };
         w = spawn_tool(NULL, err, args);
     }
-    CU_ASSERT_EQUAL_FATAL(wait_text(log, "start 1 ", EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(proc_wait_text(log, "start 1 ", EVENT_WAIT_MS), 0);
     for (int i = 1; i <= BURST; i++) {
         char v[16];
         snprintf(v, sizeof(v), "v%d", i);
@@ -615,21 +437,21 @@ static void test_command_coalesces(void)
     /* zkit-watch has heard the last write (it says so with -v) while run 1 still runs. */
     snprintf(waits, sizeof(waits), "%s CHANGED (version %d) waits for the running command",
              path, BURST);
-    CU_ASSERT_EQUAL(wait_text(err, waits, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(err, waits, EVENT_WAIT_MS), 0);
     release_run(dir, 1);
-    CU_ASSERT_EQUAL(wait_text(log, "start 2 ", EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(log, "start 2 ", EVENT_WAIT_MS), 0);
     release_run(dir, 2);
-    CU_ASSERT_EQUAL(wait_text(log, "end 2\n", EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(log, "end 2\n", EVENT_WAIT_MS), 0);
     /* A later change is run 3: nothing ran between. */
     CU_ASSERT_EQUAL(zk_set(path, "final"), ZOK);
-    CU_ASSERT_EQUAL(wait_text(log, "start 3 ", EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(log, "start 3 ", EVENT_WAIT_MS), 0);
     kill(w, SIGTERM);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
     /* zkit-watch left only after the command had ended: nothing of its group is alive. */
     {
-        char *text = slurp(pidfile);
+        char *text = proc_slurp(pidfile);
         long pg = text ? strtol(text, NULL, 10) : 0;
-        CU_ASSERT(pg > 1 && !live_in_group(pg));
+        CU_ASSERT(pg > 1 && !proc_live_in_group(pg));
         free(text);
     }
     snprintf(want, sizeof(want),
@@ -647,7 +469,7 @@ static const char log_snippet[] =
  * deletion runs it with no data; --once runs it for one change and exits with its status. */
 static void test_command_absent_and_deleted(void)
 {
-    char path[64], log[300], line[256], want[1024], parent[64], child[96];
+    char path[64], log[300], want[1024], parent[64], child[96];
     const char *cs = zkh_connect_string(zk);
     pid_t w;
     zkh_unique_path(path, sizeof(path), "watch-absent");
@@ -657,16 +479,13 @@ static void test_command_absent_and_deleted(void)
                                NULL };
         w = spawn_tool(NULL, NULL, args);
     }
-    snprintf(line, sizeof(line), "INITIALIZED -1 %s []\n", path);
-    CU_ASSERT_EQUAL_FATAL(wait_text(log, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL_FATAL(wait_line(log, "INITIALIZED -1 %s []\n", path), 0);
     CU_ASSERT_EQUAL(zk_create(path, "x y", 3), ZOK);
-    snprintf(line, sizeof(line), "CREATED 0 %s [x y]\n", path);
-    CU_ASSERT_EQUAL(wait_text(log, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(log, "CREATED 0 %s [x y]\n", path), 0);
     CU_ASSERT_EQUAL(zk_delete(path), ZOK);
-    snprintf(line, sizeof(line), "DELETED 0 %s []\n", path);
-    CU_ASSERT_EQUAL(wait_text(log, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(log, "DELETED 0 %s []\n", path), 0);
     kill(w, SIGHUP);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
     snprintf(want, sizeof(want), "INITIALIZED -1 %s []\nCREATED 0 %s [x y]\nDELETED 0 %s []\n",
              path, path, path);
     CU_ASSERT(text_is(log, want));
@@ -683,10 +502,10 @@ static void test_command_absent_and_deleted(void)
         scratch(err, sizeof(err), "absent-once.err");
         w = spawn_tool(NULL, err, args);
         /* -v tells when the cache is loaded: the change is made after it. */
-        CU_ASSERT_EQUAL(wait_text(err, "watching", EVENT_WAIT_MS), 0);
+        CU_ASSERT_EQUAL(proc_wait_text(err, "watching", EVENT_WAIT_MS), 0);
     }
     CU_ASSERT_EQUAL(zk_set(path, "b"), ZOK);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 3);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 3);
     CU_ASSERT(text_is(log, "CHANGED 1 [b]\n"));
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 
@@ -702,9 +521,9 @@ static void test_command_absent_and_deleted(void)
                                log, NULL };
         w = spawn_tool(NULL, NULL, args);
     }
-    CU_ASSERT_EQUAL(wait_text(log, "-- INITIALIZED\n", EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(log, "-- INITIALIZED\n", EVENT_WAIT_MS), 0);
     kill(w, SIGTERM);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
     snprintf(want, sizeof(want), "%s/k\\x201 0 d\\x201\n-- INITIALIZED\n", parent);
     CU_ASSERT(text_is(log, want));
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, parent), 0);
@@ -712,15 +531,10 @@ static void test_command_absent_and_deleted(void)
 
 /* ---- bad arguments and an unreachable server ------------------------------------------------ */
 
-typedef struct usage_case {
-    const char *args[12];
-    int status;
-} usage_case_t;
-
 static void test_usage_errors(void)
 {
     const char *cs = zkh_connect_string(zk);
-    const usage_case_t cases[] = {
+    const proc_usage_case_t cases[] = {
         { { "--connect", cs, NULL }, 64 },
         { { "--connect", cs, "/a", "/b", NULL }, 64 },
         { { "--connect", cs, "--frobnicate", "/a", NULL }, 64 },
@@ -745,17 +559,12 @@ static void test_usage_errors(void)
         { { "--connect", "127.0.0.1:1", "--connect-timeout", "3", "/a", "--", "/", NULL }, 126 },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        char err[300], *text;
+        char err[300];
         int64_t elapsed;
         snprintf(err, sizeof(err), "%s/usage-%zu.err", scratch_dir, i);
         CU_ASSERT_EQUAL(run_tool(&elapsed, NULL, err, cases[i].args), cases[i].status);
         CU_ASSERT(elapsed < 5000);
-        text = slurp(err);
-        CU_ASSERT_EQUAL(line_count(text), 1);
-        CU_ASSERT(text && strncmp(text, "zkit-watch: ", 12) == 0);
-        if (line_count(text) != 1)
-            fprintf(stderr, "usage case %zu printed: %s\n", i, text ? text : "(nothing)");
-        free(text);
+        CU_ASSERT(proc_one_line_from(err, "zkit-watch"));
     }
 }
 
@@ -768,8 +577,8 @@ static void test_unreachable(void)
     scratch(err, sizeof(err), "unreachable.err");
     CU_ASSERT_EQUAL(run_tool(&elapsed, NULL, err, args), 68);
     CU_ASSERT(elapsed >= 300 && elapsed < 5000);
-    text = slurp(err);
-    CU_ASSERT_EQUAL(line_count(text), 1);
+    text = proc_slurp(err);
+    CU_ASSERT_EQUAL(proc_line_count(text), 1);
     CU_ASSERT(text && strstr(text, "zkit-watch: cannot connect to ZooKeeper at '127.0.0.1:1' "
                                    "within the 0.3 s connect timeout"));
     free(text);
@@ -805,7 +614,7 @@ static int session_listed(const session_arg_t *s)
  */
 static void test_partition(void)
 {
-    char parent[64], child[96], out[300], err[300], line[256], want[512];
+    char parent[64], child[96], out[300], err[300], want[512];
     session_arg_t session;
     char *text, *at;
     zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
@@ -822,9 +631,8 @@ static void test_partition(void)
                                "-v", "--data", "--children", parent, NULL };
         w = spawn_tool(out, err, args);
     }
-    snprintf(line, sizeof(line), "%s INITIALIZED -1 \n", parent);
-    CU_ASSERT_EQUAL_FATAL(wait_text(out, line, EVENT_WAIT_MS), 0);
-    text = slurp(err);
+    CU_ASSERT_EQUAL_FATAL(wait_line(out, "%s INITIALIZED -1 \n", parent), 0);
+    text = proc_slurp(err);
     at = text ? strstr(text, "(session 0x") : NULL;
     CU_ASSERT_PTR_NOT_NULL_FATAL(at);
     snprintf(session.sid, sizeof(session.sid), "%.*s", (int)strcspn(at + 9, ",)"), at + 9);
@@ -835,21 +643,19 @@ static void test_partition(void)
     zkh_proxy_block(proxy);
     CU_ASSERT_EQUAL(zk_set(child, "short"), ZOK);
     zkh_proxy_unblock(proxy);
-    snprintf(line, sizeof(line), "%s CHANGED 1 short\n", child);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CHANGED 1 short\n", child), 0);
     CU_ASSERT(session_listed(&session));
-    CU_ASSERT(!contains(err, "the session expired"));
+    CU_ASSERT(!proc_contains(err, "the session expired"));
 
     /* A cut past the session's expiry. */
     zkh_proxy_block(proxy);
     CU_ASSERT_EQUAL(zk_set(child, "long"), ZOK);
     CU_ASSERT_EQUAL(zkh_wait_until(session_gone_pred, &session, 15000), 0);
     zkh_proxy_unblock(proxy);
-    snprintf(line, sizeof(line), "%s CHANGED 2 long\n", child);
-    CU_ASSERT_EQUAL(wait_text(out, line, EVENT_WAIT_MS), 0);
-    CU_ASSERT_EQUAL(wait_text(err, "the session expired", EVENT_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(wait_line(out, "%s CHANGED 2 long\n", child), 0);
+    CU_ASSERT_EQUAL(proc_wait_text(err, "the session expired", EVENT_WAIT_MS), 0);
     kill(w, SIGTERM);
-    CU_ASSERT_EQUAL(wait_status(w, TOOL_WAIT_MS), 0);
+    CU_ASSERT_EQUAL(proc_wait_status(w, TOOL_WAIT_MS), 0);
     snprintf(want, sizeof(want),
              "%s CREATED 0 before\n%s INITIALIZED -1 \n%s CHANGED 1 short\n%s CHANGED 2 long\n",
              child, parent, child, child);
@@ -873,8 +679,7 @@ static int suite_cleanup(void)
     if (zh)
         zookeeper_close(zh);
     zh = NULL;
-    nftw(scratch_dir, kill_recorded, 8, FTW_PHYS);
-    nftw(scratch_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    proc_scratch_clear(scratch_dir);
     return 0;
 }
 

@@ -188,9 +188,7 @@ static int create_call(char **created, zkit_stat_t *stat, zkit_client_t *c, cons
 ZKIT_EXTERN int zkit_create(char **created, zkit_stat_t *stat, zkit_client_t *c, const char *path,
                             const void *data, size_t len, const zkit_create_options_t *opts)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = create_call(created, stat, c, path, data, len, opts);
-    return zkit__error_unless_set(mark, rc, "create");
+    ZKIT__PUBLIC_CALL(create, create_call(created, stat, c, path, data, len, opts));
 }
 
 static int create_async_call(zkit_client_t *c, const char *path, const void *data, size_t len,
@@ -205,9 +203,7 @@ ZKIT_EXTERN int zkit_create_async(zkit_client_t *c, const char *path, const void
                                   const zkit_create_options_t *opts, zkit_completion_fn done,
                                   void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = create_async_call(c, path, data, len, opts, done, arg);
-    return zkit__error_unless_set(mark, rc, "create_async");
+    ZKIT__PUBLIC_CALL(create_async, create_async_call(c, path, data, len, opts, done, arg));
 }
 
 /* ---- delete ------------------------------------------------------------------------------- */
@@ -264,9 +260,7 @@ static int delete_call(zkit_client_t *c, const char *path, int version, unsigned
 
 ZKIT_EXTERN int zkit_delete(zkit_client_t *c, const char *path, int version, unsigned flags)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = delete_call(c, path, version, flags);
-    return zkit__error_unless_set(mark, rc, "delete");
+    ZKIT__PUBLIC_CALL(delete, delete_call(c, path, version, flags));
 }
 
 static int delete_async_call(zkit_client_t *c, const char *path, int version, unsigned flags,
@@ -285,9 +279,7 @@ static int delete_async_call(zkit_client_t *c, const char *path, int version, un
 ZKIT_EXTERN int zkit_delete_async(zkit_client_t *c, const char *path, int version, unsigned flags,
                                   zkit_completion_fn done, void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = delete_async_call(c, path, version, flags, done, arg);
-    return zkit__error_unless_set(mark, rc, "delete_async");
+    ZKIT__PUBLIC_CALL(delete_async, delete_async_call(c, path, version, flags, done, arg));
 }
 
 /* ---- reads -------------------------------------------------------------------------------- */
@@ -317,25 +309,15 @@ static int exists_call(zkit_stat_t *stat, zkit_client_t *c, const char *path,
 ZKIT_EXTERN int zkit_exists(zkit_stat_t *stat, zkit_client_t *c, const char *path,
                             const zkit_watcher_t *watcher)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = exists_call(stat, c, path, watcher);
-    return zkit__error_unless_set(mark, rc, "exists");
-}
-
-static int exists_async_call(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
-                             zkit_completion_fn done, void *arg)
-{
-    return start_read(c, ZKIT__OP_EXISTS, path, watcher, "exists", ZKIT__REPORT_ON_EVENT_THREAD,
-                      done, arg);
+    ZKIT__PUBLIC_CALL(exists, exists_call(stat, c, path, watcher));
 }
 
 ZKIT_EXTERN int zkit_exists_async(zkit_client_t *c, const char *path,
                                   const zkit_watcher_t *watcher, zkit_completion_fn done,
                                   void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = exists_async_call(c, path, watcher, done, arg);
-    return zkit__error_unless_set(mark, rc, "exists_async");
+    ZKIT__PUBLIC_CALL(exists_async, start_read(c, ZKIT__OP_EXISTS, path, watcher, "exists",
+                                               ZKIT__REPORT_ON_EVENT_THREAD, done, arg));
 }
 
 static int get_data_call(char **data, size_t *len, zkit_stat_t *stat, zkit_client_t *c,
@@ -364,9 +346,7 @@ static int get_data_call(char **data, size_t *len, zkit_stat_t *stat, zkit_clien
 ZKIT_EXTERN int zkit_get_data(char **data, size_t *len, zkit_stat_t *stat, zkit_client_t *c,
                               const char *path, const zkit_watcher_t *watcher)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = get_data_call(data, len, stat, c, path, watcher);
-    return zkit__error_unless_set(mark, rc, "get_data");
+    ZKIT__PUBLIC_CALL(get_data, get_data_call(data, len, stat, c, path, watcher));
 }
 
 int zkit__get_data_many(zkit_client_t *c, char *const *paths, size_t n, char **data,
@@ -400,20 +380,12 @@ int zkit__get_data_many(zkit_client_t *c, char *const *paths, size_t n, char **d
     return rc;
 }
 
-static int get_data_async_call(zkit_client_t *c, const char *path, const zkit_watcher_t *watcher,
-                               zkit_completion_fn done, void *arg)
-{
-    return start_read(c, ZKIT__OP_GET, path, watcher, "get_data", ZKIT__REPORT_ON_EVENT_THREAD,
-                      done, arg);
-}
-
 ZKIT_EXTERN int zkit_get_data_async(zkit_client_t *c, const char *path,
                                     const zkit_watcher_t *watcher, zkit_completion_fn done,
                                     void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = get_data_async_call(c, path, watcher, done, arg);
-    return zkit__error_unless_set(mark, rc, "get_data_async");
+    ZKIT__PUBLIC_CALL(get_data_async, start_read(c, ZKIT__OP_GET, path, watcher, "get_data",
+                                                 ZKIT__REPORT_ON_EVENT_THREAD, done, arg));
 }
 
 static zkit__op_t *build_set(zkit_client_t *c, const char *path, const void *data, size_t len,
@@ -451,9 +423,7 @@ static int set_data_call(zkit_stat_t *stat, zkit_client_t *c, const char *path, 
 ZKIT_EXTERN int zkit_set_data(zkit_stat_t *stat, zkit_client_t *c, const char *path,
                               const void *data, size_t len, int version)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = set_data_call(stat, c, path, data, len, version);
-    return zkit__error_unless_set(mark, rc, "set_data");
+    ZKIT__PUBLIC_CALL(set_data, set_data_call(stat, c, path, data, len, version));
 }
 
 static int set_data_async_call(zkit_client_t *c, const char *path, const void *data, size_t len,
@@ -467,15 +437,13 @@ static int set_data_async_call(zkit_client_t *c, const char *path, const void *d
 ZKIT_EXTERN int zkit_set_data_async(zkit_client_t *c, const char *path, const void *data,
                                     size_t len, int version, zkit_completion_fn done, void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = set_data_async_call(c, path, data, len, version, done, arg);
-    return zkit__error_unless_set(mark, rc, "set_data_async");
+    ZKIT__PUBLIC_CALL(set_data_async, set_data_async_call(c, path, data, len, version, done, arg));
 }
 
 /* ---- ACLs ---------------------------------------------------------------------------------- */
 
-ZKIT_EXTERN int zkit_get_acl(zkit_acl_t **acl, size_t *count, zkit_stat_t *stat,
-                             zkit_client_t *c, const char *path)
+static int get_acl_call(zkit_acl_t **acl, size_t *count, zkit_stat_t *stat,
+                        zkit_client_t *c, const char *path)
 {
     int rc;
     zkit__op_t *op;
@@ -501,12 +469,24 @@ ZKIT_EXTERN int zkit_get_acl(zkit_acl_t **acl, size_t *count, zkit_stat_t *stat,
     return rc;
 }
 
-ZKIT_EXTERN int zkit_get_acl_async(zkit_client_t *c, const char *path, zkit_completion_fn done,
-                                   void *arg)
+ZKIT_EXTERN int zkit_get_acl(zkit_acl_t **acl, size_t *count, zkit_stat_t *stat,
+                             zkit_client_t *c, const char *path)
+{
+    ZKIT__PUBLIC_CALL(get_acl, get_acl_call(acl, count, stat, c, path));
+}
+
+static int get_acl_async_call(zkit_client_t *c, const char *path, zkit_completion_fn done,
+                              void *arg)
 {
     int rc;
     zkit__op_t *op = build_simple(c, ZKIT__OP_GET_ACL, path, NULL, "get_acl", &rc);
     return op ? submit_async(op, done, arg) : rc;
+}
+
+ZKIT_EXTERN int zkit_get_acl_async(zkit_client_t *c, const char *path, zkit_completion_fn done,
+                                   void *arg)
+{
+    ZKIT__PUBLIC_CALL(get_acl_async, get_acl_async_call(c, path, done, arg));
 }
 
 static zkit__op_t *build_set_acl(zkit_client_t *c, const char *path, const zkit_acl_t *acl,
@@ -541,8 +521,8 @@ static zkit__op_t *build_set_acl(zkit_client_t *c, const char *path, const zkit_
     return op;
 }
 
-ZKIT_EXTERN int zkit_set_acl(zkit_client_t *c, const char *path, const zkit_acl_t *acl,
-                             size_t count, int version)
+static int set_acl_call(zkit_client_t *c, const char *path, const zkit_acl_t *acl,
+                        size_t count, int version)
 {
     int rc;
     zkit__op_t *op = build_set_acl(c, path, acl, count, version, &rc);
@@ -553,13 +533,26 @@ ZKIT_EXTERN int zkit_set_acl(zkit_client_t *c, const char *path, const zkit_acl_
     return rc;
 }
 
-ZKIT_EXTERN int zkit_set_acl_async(zkit_client_t *c, const char *path, const zkit_acl_t *acl,
-                                   size_t count, int version, zkit_completion_fn done,
-                                   void *arg)
+ZKIT_EXTERN int zkit_set_acl(zkit_client_t *c, const char *path, const zkit_acl_t *acl,
+                             size_t count, int version)
+{
+    ZKIT__PUBLIC_CALL(set_acl, set_acl_call(c, path, acl, count, version));
+}
+
+static int set_acl_async_call(zkit_client_t *c, const char *path, const zkit_acl_t *acl,
+                              size_t count, int version, zkit_completion_fn done,
+                              void *arg)
 {
     int rc;
     zkit__op_t *op = build_set_acl(c, path, acl, count, version, &rc);
     return op ? submit_async(op, done, arg) : rc;
+}
+
+ZKIT_EXTERN int zkit_set_acl_async(zkit_client_t *c, const char *path, const zkit_acl_t *acl,
+                                   size_t count, int version, zkit_completion_fn done,
+                                   void *arg)
+{
+    ZKIT__PUBLIC_CALL(set_acl_async, set_acl_async_call(c, path, acl, count, version, done, arg));
 }
 
 static int get_children_call(char ***names, size_t *count, zkit_stat_t *stat, zkit_client_t *c,
@@ -598,26 +591,16 @@ ZKIT_EXTERN int zkit_get_children(char ***names, size_t *count, zkit_stat_t *sta
                                   zkit_client_t *c, const char *path,
                                   const zkit_watcher_t *watcher)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = get_children_call(names, count, stat, c, path, watcher);
-    return zkit__error_unless_set(mark, rc, "get_children");
-}
-
-static int get_children_async_call(zkit_client_t *c, const char *path,
-                                   const zkit_watcher_t *watcher, zkit_completion_fn done,
-                                   void *arg)
-{
-    return start_read(c, ZKIT__OP_CHILDREN, path, watcher, "get_children",
-                      ZKIT__REPORT_ON_EVENT_THREAD, done, arg);
+    ZKIT__PUBLIC_CALL(get_children, get_children_call(names, count, stat, c, path, watcher));
 }
 
 ZKIT_EXTERN int zkit_get_children_async(zkit_client_t *c, const char *path,
                                         const zkit_watcher_t *watcher, zkit_completion_fn done,
                                         void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = get_children_async_call(c, path, watcher, done, arg);
-    return zkit__error_unless_set(mark, rc, "get_children_async");
+    ZKIT__PUBLIC_CALL(get_children_async, start_read(c, ZKIT__OP_CHILDREN, path, watcher,
+                                                     "get_children", ZKIT__REPORT_ON_EVENT_THREAD,
+                                                     done, arg));
 }
 
 /* ---- watches and memory ------------------------------------------------------------------- */
@@ -647,9 +630,7 @@ static int watch_remove_call(zkit_client_t *c, const char *path, zkit_watch_kind
 ZKIT_EXTERN int zkit_watch_remove(zkit_client_t *c, const char *path, zkit_watch_kind_t kind,
                                   const zkit_watcher_t *watcher)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = watch_remove_call(c, path, kind, watcher);
-    return zkit__error_unless_set(mark, rc, "watch_remove");
+    ZKIT__PUBLIC_CALL(watch_remove, watch_remove_call(c, path, kind, watcher));
 }
 
 ZKIT_EXTERN void zkit_free(void *ptr)

@@ -373,7 +373,7 @@ void zkit__call_exit(zkit_client_t *c)
     pthread_mutex_unlock(&c->mu);
 }
 
-int zkit__client_connection_timeout(zkit_client_t *c)
+int zkit__client_operation_timeout(zkit_client_t *c)
 {
     return c->conf.operation_timeout_ms > 0 ? c->conf.operation_timeout_ms
                                             : c->conf.connection_timeout_ms;
@@ -397,7 +397,7 @@ void zkit__client_reject(zkit_client_t *c, const char *fmt, ...)
     va_end(ap);
 }
 
-ZKIT_EXTERN int zkit_client_block_until_connected(zkit_client_t *c, int timeout_ms)
+static int client_block_until_connected_call(zkit_client_t *c, int timeout_ms)
 {
     struct timespec ts;
     int rc = 0;
@@ -420,6 +420,12 @@ ZKIT_EXTERN int zkit_client_block_until_connected(zkit_client_t *c, int timeout_
     else if (rc != 0)
         zkit__error_fresh(rc, "block_until_connected");
     return rc;
+}
+
+ZKIT_EXTERN int zkit_client_block_until_connected(zkit_client_t *c, int timeout_ms)
+{
+    ZKIT__PUBLIC_CALL(client_block_until_connected,
+                      client_block_until_connected_call(c, timeout_ms));
 }
 
 ZKIT_EXTERN zkit_conn_state_t zkit_client_state(const zkit_client_t *cc)

@@ -84,15 +84,10 @@ unsigned zkit__error_mark(void)
     return error_count;
 }
 
-int zkit__error_unless_set(unsigned mark, int error, const char *fmt, ...)
+int zkit__error_unless_set(unsigned mark, int error, const char *what)
 {
-    char what[ZKIT__ERROR_MESSAGE_MAX];
-    va_list ap;
     if (error >= 0 || error_count != mark)
         return error;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof(what), fmt, ap);
-    va_end(ap);
     return zkit__error_fresh(error, what);
 }
 

@@ -33,14 +33,24 @@ void zkit__error_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)))
 int zkit__error_fresh(int error, const char *what);
 
 /*
- * For a public call whose failure (a negative code) may come with a detail set deeper down: a
- * mark taken at the call's start, and at its end zkit__error_unless_set(), which gives a
- * failure that set no message since the mark the generic one ("WHAT: " and
- * zkit_strerror(error)), so that the message is the call's own; returns `error`.  A positive
- * result (a yes, a count) is no failure.
+ * Every public call that can fail is written as zkit_NAME() whose body is
+ * ZKIT__PUBLIC_CALL(NAME, CALL): CALL (usually a static NAME_call(ARGS), or the one expression
+ * that does the work) runs between the mark and the check, the one place where a call's
+ * failure gets a message of its own.  A failure (a negative code) that set no message since
+ * the call began gets "NAME: " and zkit_strerror(code), so that zkit_error_message() never
+ * describes an earlier call; a detail set deeper down (a rejected argument, the server's
+ * answer) stays.  A positive result (a yes, a count) is no failure.
  */
+#define ZKIT__PUBLIC_CALL(name, call)                                                        \
+    do {                                                                                     \
+        unsigned zkit__mark_ = zkit__error_mark();                                           \
+        int zkit__rc_ = (call);                                                              \
+        return zkit__error_unless_set(zkit__mark_, zkit__rc_, #name);                        \
+    } while (0)
+
+/* ZKIT__PUBLIC_CALL's two halves: how many messages the thread has been given, and the
+ * generic message for a failure that set none since `mark`; returns `error`. */
 unsigned zkit__error_mark(void);
-int zkit__error_unless_set(unsigned mark, int error, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+int zkit__error_unless_set(unsigned mark, int error, const char *what);
 
 #endif

@@ -24,10 +24,10 @@ int zkit__client_is_closing(zkit_client_t *c);
 int zkit__call_enter(zkit_client_t *c);
 void zkit__call_exit(zkit_client_t *c);
 
-/* How long a call that waits for nobody else (a try-once acquisition) may wait for a
- * connection, in ms: the operation timeout option, which defaults to the connection
- * timeout (and is the connection timeout when the option says no bound). */
-int zkit__client_connection_timeout(zkit_client_t *c);
+/* The operation timeout in ms: how long a call that waits for nobody else (a try-once
+ * acquisition) may wait for a connection.  The option defaults to the connection timeout,
+ * and is the connection timeout when the option says no bound. */
+int zkit__client_operation_timeout(zkit_client_t *c);
 /* When the client noticed the current disconnect (monotonic ms); now if connected. */
 int64_t zkit__client_disconnected_since(zkit_client_t *c);
 /* The connection as the client knows it now, which the listeners may not have heard yet (the

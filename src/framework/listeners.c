@@ -216,8 +216,8 @@ void zkit__listener_remove(zkit_client_t *c, zkit__listener_t *l)
     pthread_mutex_unlock(&c->mu);
 }
 
-ZKIT_EXTERN int zkit_client_add_listener(int *id, zkit_client_t *c, zkit_state_listener_fn fn,
-                                         void *arg)
+static int client_add_listener_call(int *id, zkit_client_t *c, zkit_state_listener_fn fn,
+                                    void *arg)
 {
     zkit__listener_t *l;
     if (!c || !fn)
@@ -230,9 +230,15 @@ ZKIT_EXTERN int zkit_client_add_listener(int *id, zkit_client_t *c, zkit_state_l
     return 0;
 }
 
+ZKIT_EXTERN int zkit_client_add_listener(int *id, zkit_client_t *c, zkit_state_listener_fn fn,
+                                         void *arg)
+{
+    ZKIT__PUBLIC_CALL(client_add_listener, client_add_listener_call(id, c, fn, arg));
+}
+
 /* Linear in the live listeners: the id-based API is for the few listeners of an application;
  * the library's own objects use the handles. */
-ZKIT_EXTERN int zkit_client_remove_listener(zkit_client_t *c, int id)
+static int client_remove_listener_call(zkit_client_t *c, int id)
 {
     zkit__listener_t *l;
     if (!c)
@@ -247,4 +253,9 @@ ZKIT_EXTERN int zkit_client_remove_listener(zkit_client_t *c, int id)
     if (!l)
         zkit__error_set("remove_listener: no listener with id %d", id);
     return l ? 0 : ZKIT_ENOTREGISTERED;
+}
+
+ZKIT_EXTERN int zkit_client_remove_listener(zkit_client_t *c, int id)
+{
+    ZKIT__PUBLIC_CALL(client_remove_listener, client_remove_listener_call(c, id));
 }

@@ -910,8 +910,9 @@ static void after_lookup(zkit__op_t *op)
     attempt_issue(op);
 }
 
-/* Protected create: the node with our uuid exists; accept it only if this session owns it
- * (an ephemeral of an expired session is about to vanish: create a fresh one instead). */
+/* Protected create: the node with our uuid exists; accept it only if the client's current
+ * session owns it (an ephemeral of an expired session is about to vanish: create a fresh one
+ * instead). */
 static void after_verify(zkit__op_t *op)
 {
     int ephemeral = op->req.zk_mode == ZOO_EPHEMERAL || op->req.zk_mode == ZOO_EPHEMERAL_SEQUENTIAL;

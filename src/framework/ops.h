@@ -97,9 +97,10 @@ typedef struct zkit__op_request {
     zkit_watcher_t watcher;         /* fn NULL = no watch */
     zkit__watch_opts_t watch_opts;
     int sync_first;                 /* a recovery read: a sync goes just ahead of each attempt */
-    int64_t bound_session;          /* non-zero: sent only on this session, else it ends with
-                                     * ZKIT_ESESSIONEXPIRED (a write for what that session
-                                     * owns, which another session may own by the next) */
+    int64_t bound_session;          /* non-zero: sent only on the session of this id, else
+                                     * it ends with ZKIT_ESESSIONEXPIRED (a write for what
+                                     * that session owns, which another session may own by
+                                     * the next) */
 } zkit__op_request_t;
 
 /* A protected create's recovery (ops.c): where it stands, and the name it looks for. */

@@ -116,7 +116,7 @@ int zkit__path_validate(const char *path)
     return components_validate(path + 1);
 }
 
-ZKIT_EXTERN int zkit_path_validate(const char *path)
+static int path_validate_call(const char *path)
 {
     int rc = zkit__path_validate(path);
     if (rc != 0)
@@ -124,6 +124,11 @@ ZKIT_EXTERN int zkit_path_validate(const char *path)
                         "or '..' parts, control or private-use characters, valid UTF-8",
                         path ? " '" : " (NULL)", path ? path : "", path ? "'" : "");
     return rc;
+}
+
+ZKIT_EXTERN int zkit_path_validate(const char *path)
+{
+    ZKIT__PUBLIC_CALL(path_validate, path_validate_call(path));
 }
 
 /* A namespace is valid when "/" + ns is a valid path other than the root.  A leading or

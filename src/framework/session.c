@@ -421,7 +421,7 @@ static void on_connected(zkit_client_t *c, int read_only, int64_t at_ms)
                      __ATOMIC_RELAXED);
     confirm_touches_forget(c);
     if (!same_session) {
-        /* No lock of this session is held yet: each grant confirms itself. */
+        /* A new session holds no lock yet: each grant confirms itself. */
         c->confirm.unconfirmed = 0;
         c->confirm.confirmed_until_ms = at_ms + c->handle.negotiated_timeout_ms / 12;
     } else if (c->confirm.unconfirmed ||
@@ -644,7 +644,7 @@ static int start_threads(zkit_client_t *c)
     return 0;
 }
 
-ZKIT_EXTERN int zkit_client_new(zkit_client_t **out, const zkit_client_options_t *opts)
+static int client_new_call(zkit_client_t **out, const zkit_client_options_t *opts)
 {
     zkit_client_t *c;
     int rc;
@@ -673,6 +673,11 @@ ZKIT_EXTERN int zkit_client_new(zkit_client_t **out, const zkit_client_options_t
     }
     *out = c;
     return 0;
+}
+
+ZKIT_EXTERN int zkit_client_new(zkit_client_t **out, const zkit_client_options_t *opts)
+{
+    ZKIT__PUBLIC_CALL(client_new, client_new_call(out, opts));
 }
 
 /* The close listeners' walk, on the event thread (or the closing thread in dispatch mode). */

@@ -263,7 +263,7 @@ void zkit__event_delivery_free(zkit_client_t *c)
         close(c->delivery.wake_fd);
 }
 
-ZKIT_EXTERN int zkit_client_fd(int *fd, const zkit_client_t *client)
+static int client_fd_call(int *fd, const zkit_client_t *client)
 {
     if (fd)
         *fd = -1;
@@ -279,7 +279,12 @@ ZKIT_EXTERN int zkit_client_fd(int *fd, const zkit_client_t *client)
     return 0;
 }
 
-ZKIT_EXTERN int zkit_client_dispatch(zkit_client_t *c)
+ZKIT_EXTERN int zkit_client_fd(int *fd, const zkit_client_t *client)
+{
+    ZKIT__PUBLIC_CALL(client_fd, client_fd_call(fd, client));
+}
+
+static int client_dispatch_call(zkit_client_t *c)
 {
     if (!c)
         return ZKIT_EINVAL;
@@ -307,4 +312,9 @@ ZKIT_EXTERN int zkit_client_dispatch(zkit_client_t *c)
     end_dispatch_locked(c);
     pthread_mutex_unlock(&c->mu);
     return 0;
+}
+
+ZKIT_EXTERN int zkit_client_dispatch(zkit_client_t *c)
+{
+    ZKIT__PUBLIC_CALL(client_dispatch, client_dispatch_call(c));
 }

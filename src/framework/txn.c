@@ -105,9 +105,7 @@ static int txn_new_call(zkit_txn_t **out, zkit_client_t *client)
 
 ZKIT_EXTERN int zkit_txn_new(zkit_txn_t **out, zkit_client_t *client)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = txn_new_call(out, client);
-    return zkit__error_unless_set(mark, rc, "txn_new");
+    ZKIT__PUBLIC_CALL(txn_new, txn_new_call(out, client));
 }
 
 static int txn_busy(zkit_txn_t *txn)
@@ -284,9 +282,7 @@ static int txn_create_call(zkit_txn_t *txn, const char *path, const void *data, 
 ZKIT_EXTERN int zkit_txn_create(zkit_txn_t *txn, const char *path, const void *data, size_t len,
                                 const zkit_create_options_t *opts)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = txn_create_call(txn, path, data, len, opts);
-    return zkit__error_unless_set(mark, rc, "txn_create");
+    ZKIT__PUBLIC_CALL(txn_create, txn_create_call(txn, path, data, len, opts));
 }
 
 static int txn_delete_call(zkit_txn_t *txn, const char *path, int version)
@@ -303,9 +299,7 @@ static int txn_delete_call(zkit_txn_t *txn, const char *path, int version)
 
 ZKIT_EXTERN int zkit_txn_delete(zkit_txn_t *txn, const char *path, int version)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = txn_delete_call(txn, path, version);
-    return zkit__error_unless_set(mark, rc, "txn_delete");
+    ZKIT__PUBLIC_CALL(txn_delete, txn_delete_call(txn, path, version));
 }
 
 static int txn_set_data_call(zkit_txn_t *txn, const char *path, const void *data, size_t len,
@@ -330,9 +324,7 @@ static int txn_set_data_call(zkit_txn_t *txn, const char *path, const void *data
 ZKIT_EXTERN int zkit_txn_set_data(zkit_txn_t *txn, const char *path, const void *data, size_t len,
                                   int version)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = txn_set_data_call(txn, path, data, len, version);
-    return zkit__error_unless_set(mark, rc, "txn_set_data");
+    ZKIT__PUBLIC_CALL(txn_set_data, txn_set_data_call(txn, path, data, len, version));
 }
 
 static int add_check(zkit_txn_t *txn, const char *path, int version, int guard,
@@ -349,16 +341,9 @@ static int add_check(zkit_txn_t *txn, const char *path, int version, int guard,
     return txn_count_op(txn, op, 0);
 }
 
-static int txn_check_call(zkit_txn_t *txn, const char *path, int version)
-{
-    return add_check(txn, path, version, 0, "txn_check");
-}
-
 ZKIT_EXTERN int zkit_txn_check(zkit_txn_t *txn, const char *path, int version)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = txn_check_call(txn, path, version);
-    return zkit__error_unless_set(mark, rc, "txn_check");
+    ZKIT__PUBLIC_CALL(txn_check, add_check(txn, path, version, 0, "txn_check"));
 }
 
 int zkit__txn_add_guard(zkit_txn_t *txn, const char *path)
@@ -701,9 +686,7 @@ static int txn_commit_call(long *failed, zkit_txn_t *txn)
 
 ZKIT_EXTERN int zkit_txn_commit(long *failed, zkit_txn_t *txn)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = txn_commit_call(failed, txn);
-    return zkit__error_unless_set(mark, rc, "txn_commit");
+    ZKIT__PUBLIC_CALL(txn_commit, txn_commit_call(failed, txn));
 }
 
 static void txn_really_free(zkit_txn_t *txn)
@@ -759,16 +742,10 @@ static int commit_reported(zkit_txn_t *txn, zkit__report_t report, zkit_txn_done
     return rc;
 }
 
-static int txn_commit_async_call(zkit_txn_t *txn, zkit_txn_done_fn done, void *arg)
-{
-    return commit_reported(txn, ZKIT__REPORT_ON_EVENT_THREAD, done, arg);
-}
-
 ZKIT_EXTERN int zkit_txn_commit_async(zkit_txn_t *txn, zkit_txn_done_fn done, void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = txn_commit_async_call(txn, done, arg);
-    return zkit__error_unless_set(mark, rc, "txn_commit_async");
+    ZKIT__PUBLIC_CALL(txn_commit_async,
+                      commit_reported(txn, ZKIT__REPORT_ON_EVENT_THREAD, done, arg));
 }
 
 int zkit__txn_commit_request(zkit_txn_t *txn, zkit_txn_done_fn done, void *arg)
@@ -805,9 +782,7 @@ static int txn_result_call(zkit_txn_result_t *out, const zkit_txn_t *txn, size_t
 
 ZKIT_EXTERN int zkit_txn_result(zkit_txn_result_t *out, const zkit_txn_t *txn, size_t index)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = txn_result_call(out, txn, index);
-    return zkit__error_unless_set(mark, rc, "txn_result");
+    ZKIT__PUBLIC_CALL(txn_result, txn_result_call(out, txn, index));
 }
 
 ZKIT_EXTERN void zkit_txn_free(zkit_txn_t *txn)

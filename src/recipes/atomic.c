@@ -271,9 +271,7 @@ static int atomic_long_new_call(zkit_atomic_long_t **out, zkit_client_t *client,
 ZKIT_EXTERN int zkit_atomic_long_new(zkit_atomic_long_t **out, zkit_client_t *client,
                                      const char *path, const zkit_atomic_options_t *opts)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = atomic_long_new_call(out, client, path, opts);
-    return zkit__error_unless_set(mark, rc, "atomic_long_new");
+    ZKIT__PUBLIC_CALL(atomic_long_new, atomic_long_new_call(out, client, path, opts));
 }
 
 static int atomic_long_get_call(zkit_atomic_result_t *result, zkit_atomic_long_t *al)
@@ -291,61 +289,29 @@ static int atomic_long_get_call(zkit_atomic_result_t *result, zkit_atomic_long_t
 
 ZKIT_EXTERN int zkit_atomic_long_get(zkit_atomic_result_t *result, zkit_atomic_long_t *al)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = atomic_long_get_call(result, al);
-    return zkit__error_unless_set(mark, rc, "atomic_long_get");
-}
-
-static int atomic_long_increment_call(zkit_atomic_result_t *result, zkit_atomic_long_t *al)
-{
-    return change(result, al, CHANGE_ADD, 1, "increment");
+    ZKIT__PUBLIC_CALL(atomic_long_get, atomic_long_get_call(result, al));
 }
 
 ZKIT_EXTERN int zkit_atomic_long_increment(zkit_atomic_result_t *result, zkit_atomic_long_t *al)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = atomic_long_increment_call(result, al);
-    return zkit__error_unless_set(mark, rc, "atomic_long_increment");
-}
-
-static int atomic_long_decrement_call(zkit_atomic_result_t *result, zkit_atomic_long_t *al)
-{
-    return change(result, al, CHANGE_ADD, -1, "decrement");
+    ZKIT__PUBLIC_CALL(atomic_long_increment, change(result, al, CHANGE_ADD, 1, "increment"));
 }
 
 ZKIT_EXTERN int zkit_atomic_long_decrement(zkit_atomic_result_t *result, zkit_atomic_long_t *al)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = atomic_long_decrement_call(result, al);
-    return zkit__error_unless_set(mark, rc, "atomic_long_decrement");
-}
-
-static int atomic_long_add_call(zkit_atomic_result_t *result, zkit_atomic_long_t *al,
-                                int64_t delta)
-{
-    return change(result, al, CHANGE_ADD, delta, "add");
+    ZKIT__PUBLIC_CALL(atomic_long_decrement, change(result, al, CHANGE_ADD, -1, "decrement"));
 }
 
 ZKIT_EXTERN int zkit_atomic_long_add(zkit_atomic_result_t *result, zkit_atomic_long_t *al,
                                      int64_t delta)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = atomic_long_add_call(result, al, delta);
-    return zkit__error_unless_set(mark, rc, "atomic_long_add");
-}
-
-static int atomic_long_try_set_call(zkit_atomic_result_t *result, zkit_atomic_long_t *al,
-                                    int64_t value)
-{
-    return change(result, al, CHANGE_SET, value, "try_set");
+    ZKIT__PUBLIC_CALL(atomic_long_add, change(result, al, CHANGE_ADD, delta, "add"));
 }
 
 ZKIT_EXTERN int zkit_atomic_long_try_set(zkit_atomic_result_t *result, zkit_atomic_long_t *al,
                                          int64_t value)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = atomic_long_try_set_call(result, al, value);
-    return zkit__error_unless_set(mark, rc, "atomic_long_try_set");
+    ZKIT__PUBLIC_CALL(atomic_long_try_set, change(result, al, CHANGE_SET, value, "try_set"));
 }
 
 static int atomic_long_compare_and_set_call(zkit_atomic_result_t *result, zkit_atomic_long_t *al,
@@ -377,9 +343,8 @@ ZKIT_EXTERN int zkit_atomic_long_compare_and_set(zkit_atomic_result_t *result,
                                                  zkit_atomic_long_t *al, int64_t expected,
                                                  int64_t value)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = atomic_long_compare_and_set_call(result, al, expected, value);
-    return zkit__error_unless_set(mark, rc, "atomic_long_compare_and_set");
+    ZKIT__PUBLIC_CALL(atomic_long_compare_and_set,
+                      atomic_long_compare_and_set_call(result, al, expected, value));
 }
 
 static int atomic_long_force_set_call(zkit_atomic_long_t *al, int64_t value)
@@ -407,9 +372,7 @@ static int atomic_long_force_set_call(zkit_atomic_long_t *al, int64_t value)
 
 ZKIT_EXTERN int zkit_atomic_long_force_set(zkit_atomic_long_t *al, int64_t value)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = atomic_long_force_set_call(al, value);
-    return zkit__error_unless_set(mark, rc, "atomic_long_force_set");
+    ZKIT__PUBLIC_CALL(atomic_long_force_set, atomic_long_force_set_call(al, value));
 }
 
 static int atomic_long_initialize_call(int *created, zkit_atomic_long_t *al, int64_t value)
@@ -433,9 +396,7 @@ static int atomic_long_initialize_call(int *created, zkit_atomic_long_t *al, int
 
 ZKIT_EXTERN int zkit_atomic_long_initialize(int *created, zkit_atomic_long_t *al, int64_t value)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = atomic_long_initialize_call(created, al, value);
-    return zkit__error_unless_set(mark, rc, "atomic_long_initialize");
+    ZKIT__PUBLIC_CALL(atomic_long_initialize, atomic_long_initialize_call(created, al, value));
 }
 
 ZKIT_EXTERN void zkit_atomic_long_free(zkit_atomic_long_t *al)

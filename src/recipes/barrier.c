@@ -60,9 +60,7 @@ static int barrier_new_call(zkit_barrier_t **out, zkit_client_t *client, const c
 
 ZKIT_EXTERN int zkit_barrier_new(zkit_barrier_t **out, zkit_client_t *client, const char *path)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = barrier_new_call(out, client, path);
-    return zkit__error_unless_set(mark, rc, "barrier_new");
+    ZKIT__PUBLIC_CALL(barrier_new, barrier_new_call(out, client, path));
 }
 
 static int barrier_set_call(zkit_barrier_t *b)
@@ -80,9 +78,7 @@ static int barrier_set_call(zkit_barrier_t *b)
 
 ZKIT_EXTERN int zkit_barrier_set(zkit_barrier_t *b)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = barrier_set_call(b);
-    return zkit__error_unless_set(mark, rc, "barrier_set");
+    ZKIT__PUBLIC_CALL(barrier_set, barrier_set_call(b));
 }
 
 static int barrier_remove_call(zkit_barrier_t *b)
@@ -98,9 +94,7 @@ static int barrier_remove_call(zkit_barrier_t *b)
 
 ZKIT_EXTERN int zkit_barrier_remove(zkit_barrier_t *b)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = barrier_remove_call(b);
-    return zkit__error_unless_set(mark, rc, "barrier_remove");
+    ZKIT__PUBLIC_CALL(barrier_remove, barrier_remove_call(b));
 }
 
 static int barrier_wait_call(zkit_barrier_t *b, int timeout_ms)
@@ -153,9 +147,7 @@ static int barrier_wait_call(zkit_barrier_t *b, int timeout_ms)
 
 ZKIT_EXTERN int zkit_barrier_wait(zkit_barrier_t *b, int timeout_ms)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = barrier_wait_call(b, timeout_ms);
-    return zkit__error_unless_set(mark, rc, "barrier_wait");
+    ZKIT__PUBLIC_CALL(barrier_wait, barrier_wait_call(b, timeout_ms));
 }
 
 ZKIT_EXTERN void zkit_barrier_free(zkit_barrier_t *b)

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "framework/async.h"
+#include "framework/bytes.h"
 #include "framework/paths.h"
 #include "recipes/rewatch.h"
 #include "framework/errors.h"
@@ -120,9 +121,7 @@ ZKIT_EXTERN int zkit_node_watch_new(zkit_node_watch_t **out, zkit_client_t *clie
                                     const char *path, const zkit_watch_options_t *opts,
                                     zkit_node_watch_fn fn, void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = node_watch_new_call(out, client, path, opts, fn, arg);
-    return zkit__error_unless_set(mark, rc, "node_watch_new");
+    ZKIT__PUBLIC_CALL(node_watch_new, node_watch_new_call(out, client, path, opts, fn, arg));
 }
 
 ZKIT_EXTERN void zkit_node_watch_free(zkit_node_watch_t *w)
@@ -163,9 +162,8 @@ ZKIT_EXTERN int zkit_children_watch_new(zkit_children_watch_t **out, zkit_client
                                         const char *path, const zkit_watch_options_t *opts,
                                         zkit_children_watch_fn fn, void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = children_watch_new_call(out, client, path, opts, fn, arg);
-    return zkit__error_unless_set(mark, rc, "children_watch_new");
+    ZKIT__PUBLIC_CALL(children_watch_new,
+                      children_watch_new_call(out, client, path, opts, fn, arg));
 }
 
 ZKIT_EXTERN void zkit_children_watch_free(zkit_children_watch_t *w)
@@ -238,17 +236,6 @@ static void cache_unref(zkit_cache_t *cache)
     zkit__client_unref(cache->client);
     free(cache->path);
     free(cache);
-}
-
-static char *dup_bytes(const char *data, size_t len)
-{
-    char *out = malloc(len + 1);
-    if (out) {
-        if (len)
-            memcpy(out, data, len);
-        out[len] = '\0';
-    }
-    return out;
 }
 
 /* INITIALIZED once the node's first state has come (mu held). */
@@ -329,8 +316,8 @@ static void on_entry(zkit__rewatch_t *w, const zkit__rewatch_state_t *st, void *
         ev.type = e->present ? ZKIT_CACHE_CHANGED : ZKIT_CACHE_CREATED;
         ev.path = strdup(e->path);
         if (st->data) {
-            data = dup_bytes(st->data, st->len);
-            ev.data = dup_bytes(st->data, st->len);
+            data = zkit__bytes_copy(st->data, st->len);
+            ev.data = zkit__bytes_copy(st->data, st->len);
         }
         if (ev.path && (!st->data || (data && ev.data))) {
             free(e->data);
@@ -433,9 +420,7 @@ ZKIT_EXTERN int zkit_node_cache_new(zkit_cache_t **out, zkit_client_t *client, c
                                     const zkit_watch_options_t *opts,
                                     zkit_cache_listener_fn listener, void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = node_cache_new_call(out, client, path, opts, listener, arg);
-    return zkit__error_unless_set(mark, rc, "node_cache_new");
+    ZKIT__PUBLIC_CALL(node_cache_new, node_cache_new_call(out, client, path, opts, listener, arg));
 }
 
 /* A tree cache (`hide_root` 0) or a children cache (a tree of depth 1, its root hidden), the
@@ -480,9 +465,8 @@ ZKIT_EXTERN int zkit_children_cache_new(zkit_cache_t **out, zkit_client_t *clien
                                         const char *path, const zkit_watch_options_t *opts,
                                         zkit_cache_listener_fn listener, void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = children_cache_new_call(out, client, path, opts, listener, arg);
-    return zkit__error_unless_set(mark, rc, "children_cache_new");
+    ZKIT__PUBLIC_CALL(children_cache_new,
+                      children_cache_new_call(out, client, path, opts, listener, arg));
 }
 
 static int tree_cache_new_call(zkit_cache_t **out, zkit_client_t *client, const char *path,
@@ -507,9 +491,8 @@ ZKIT_EXTERN int zkit_tree_cache_new(zkit_cache_t **out, zkit_client_t *client, c
                                     int max_depth, const zkit_watch_options_t *opts,
                                     zkit_cache_listener_fn listener, void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = tree_cache_new_call(out, client, path, max_depth, opts, listener, arg);
-    return zkit__error_unless_set(mark, rc, "tree_cache_new");
+    ZKIT__PUBLIC_CALL(tree_cache_new,
+                      tree_cache_new_call(out, client, path, max_depth, opts, listener, arg));
 }
 
 /* A node cache's entry when `path` is its node (mu held), or NULL. */
@@ -536,7 +519,7 @@ static int cache_get_call(char **data, size_t *len, zkit_stat_t *stat, zkit_cach
     if (!e || !e->present) {
         rc = ZKIT_ENONODE;
     } else {
-        if (data && e->data && !(*data = dup_bytes(e->data, e->len)))
+        if (data && e->data && !(*data = zkit__bytes_copy(e->data, e->len)))
             rc = ZKIT_ENOMEM;
         if (len)
             *len = e->len;
@@ -550,9 +533,7 @@ static int cache_get_call(char **data, size_t *len, zkit_stat_t *stat, zkit_cach
 ZKIT_EXTERN int zkit_cache_get(char **data, size_t *len, zkit_stat_t *stat, zkit_cache_t *cache,
                                const char *path)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = cache_get_call(data, len, stat, cache, path);
-    return zkit__error_unless_set(mark, rc, "cache_get");
+    ZKIT__PUBLIC_CALL(cache_get, cache_get_call(data, len, stat, cache, path));
 }
 
 static int cache_list_call(char ***names, size_t *count, zkit_cache_t *cache)
@@ -593,9 +574,7 @@ static int cache_list_call(char ***names, size_t *count, zkit_cache_t *cache)
 
 ZKIT_EXTERN int zkit_cache_list(char ***names, size_t *count, zkit_cache_t *cache)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = cache_list_call(names, count, cache);
-    return zkit__error_unless_set(mark, rc, "cache_list");
+    ZKIT__PUBLIC_CALL(cache_list, cache_list_call(names, count, cache));
 }
 
 static int cache_children_call(char ***names, size_t *count, zkit_cache_t *cache,
@@ -628,9 +607,7 @@ static int cache_children_call(char ***names, size_t *count, zkit_cache_t *cache
 ZKIT_EXTERN int zkit_cache_children(char ***names, size_t *count, zkit_cache_t *cache,
                                     const char *path)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = cache_children_call(names, count, cache, path);
-    return zkit__error_unless_set(mark, rc, "cache_children");
+    ZKIT__PUBLIC_CALL(cache_children, cache_children_call(names, count, cache, path));
 }
 
 static int cache_status_call(int *current, int64_t *since_ms, zkit_cache_t *cache)
@@ -652,9 +629,7 @@ static int cache_status_call(int *current, int64_t *since_ms, zkit_cache_t *cach
 
 ZKIT_EXTERN int zkit_cache_status(int *current, int64_t *since_ms, zkit_cache_t *cache)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = cache_status_call(current, since_ms, cache);
-    return zkit__error_unless_set(mark, rc, "cache_status");
+    ZKIT__PUBLIC_CALL(cache_status, cache_status_call(current, since_ms, cache));
 }
 
 ZKIT_EXTERN void zkit_cache_free(zkit_cache_t *cache)

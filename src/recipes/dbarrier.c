@@ -235,9 +235,7 @@ static int double_barrier_new_call(zkit_double_barrier_t **out, zkit_client_t *c
 ZKIT_EXTERN int zkit_double_barrier_new(zkit_double_barrier_t **out, zkit_client_t *client,
                                         const char *path, int member_count)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = double_barrier_new_call(out, client, path, member_count);
-    return zkit__error_unless_set(mark, rc, "double_barrier_new");
+    ZKIT__PUBLIC_CALL(double_barrier_new, double_barrier_new_call(out, client, path, member_count));
 }
 
 /* The checks of a wait; on 0 the wait is marked in progress. */
@@ -340,9 +338,7 @@ static int double_barrier_enter_call(zkit_double_barrier_t *db, int timeout_ms)
 
 ZKIT_EXTERN int zkit_double_barrier_enter(zkit_double_barrier_t *db, int timeout_ms)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = double_barrier_enter_call(db, timeout_ms);
-    return zkit__error_unless_set(mark, rc, "double_barrier_enter");
+    ZKIT__PUBLIC_CALL(double_barrier_enter, double_barrier_enter_call(db, timeout_ms));
 }
 
 static int double_barrier_leave_call(zkit_double_barrier_t *db, int timeout_ms)
@@ -395,9 +391,7 @@ static int double_barrier_leave_call(zkit_double_barrier_t *db, int timeout_ms)
 
 ZKIT_EXTERN int zkit_double_barrier_leave(zkit_double_barrier_t *db, int timeout_ms)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = double_barrier_leave_call(db, timeout_ms);
-    return zkit__error_unless_set(mark, rc, "double_barrier_leave");
+    ZKIT__PUBLIC_CALL(double_barrier_leave, double_barrier_leave_call(db, timeout_ms));
 }
 
 static int double_barrier_node_call(char **path, const zkit_double_barrier_t *db)
@@ -421,9 +415,7 @@ static int double_barrier_node_call(char **path, const zkit_double_barrier_t *db
 
 ZKIT_EXTERN int zkit_double_barrier_node(char **path, const zkit_double_barrier_t *db)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = double_barrier_node_call(path, db);
-    return zkit__error_unless_set(mark, rc, "double_barrier_node");
+    ZKIT__PUBLIC_CALL(double_barrier_node, double_barrier_node_call(path, db));
 }
 
 ZKIT_EXTERN void zkit_double_barrier_free(zkit_double_barrier_t *db)

@@ -11,6 +11,7 @@
 #include <uuid/uuid.h>
 
 #include "framework/async.h"
+#include "framework/errors.h"
 #include "framework/paths.h"
 #include "recipes/discovery.h"
 #include "recipes/instance.h"
@@ -29,8 +30,8 @@ struct zkit_service_registration {
     zkit_service_instance_t inst;
 };
 
-ZKIT_EXTERN int zkit_discovery_new(zkit_discovery_t **out, zkit_client_t *client,
-                                   const char *base)
+static int discovery_new_call(zkit_discovery_t **out, zkit_client_t *client,
+                              const char *base)
 {
     zkit_discovery_t *d;
     if (!out || !client) {
@@ -50,6 +51,12 @@ ZKIT_EXTERN int zkit_discovery_new(zkit_discovery_t **out, zkit_client_t *client
     d->client = client;
     *out = d;
     return 0;
+}
+
+ZKIT_EXTERN int zkit_discovery_new(zkit_discovery_t **out, zkit_client_t *client,
+                                   const char *base)
+{
+    ZKIT__PUBLIC_CALL(discovery_new, discovery_new_call(out, client, base));
 }
 
 ZKIT_EXTERN void zkit_discovery_free(zkit_discovery_t *d)
@@ -126,9 +133,9 @@ static int write_static(zkit_client_t *client, const char *path, const char *jso
     return rc;
 }
 
-ZKIT_EXTERN int zkit_discovery_register(zkit_service_registration_t **out, zkit_discovery_t *d,
-                                        const zkit_service_instance_t *inst,
-                                        zkit_persistent_node_fn fn, void *arg)
+static int discovery_register_call(zkit_service_registration_t **out, zkit_discovery_t *d,
+                                   const zkit_service_instance_t *inst,
+                                   zkit_persistent_node_fn fn, void *arg)
 {
     zkit_service_registration_t *r;
     char uuid_text[37], *json = NULL;
@@ -187,8 +194,15 @@ ZKIT_EXTERN int zkit_discovery_register(zkit_service_registration_t **out, zkit_
     return 0;
 }
 
-ZKIT_EXTERN int zkit_service_registration_update(zkit_service_registration_t *r,
-                                                 const zkit_service_instance_t *inst)
+ZKIT_EXTERN int zkit_discovery_register(zkit_service_registration_t **out, zkit_discovery_t *d,
+                                        const zkit_service_instance_t *inst,
+                                        zkit_persistent_node_fn fn, void *arg)
+{
+    ZKIT__PUBLIC_CALL(discovery_register, discovery_register_call(out, d, inst, fn, arg));
+}
+
+static int service_registration_update_call(zkit_service_registration_t *r,
+                                            const zkit_service_instance_t *inst)
 {
     zkit_service_instance_t copy;
     char *json = NULL;
@@ -225,7 +239,13 @@ ZKIT_EXTERN int zkit_service_registration_update(zkit_service_registration_t *r,
     return 0;
 }
 
-ZKIT_EXTERN int zkit_service_registration_wait(zkit_service_registration_t *r, int timeout_ms)
+ZKIT_EXTERN int zkit_service_registration_update(zkit_service_registration_t *r,
+                                                 const zkit_service_instance_t *inst)
+{
+    ZKIT__PUBLIC_CALL(service_registration_update, service_registration_update_call(r, inst));
+}
+
+static int service_registration_wait_call(zkit_service_registration_t *r, int timeout_ms)
 {
     if (!r) {
         zkit__client_reject(NULL, "service_registration_wait: NULL registration");
@@ -234,8 +254,13 @@ ZKIT_EXTERN int zkit_service_registration_wait(zkit_service_registration_t *r, i
     return r->node ? zkit_persistent_node_wait(r->node, timeout_ms) : 0;
 }
 
-ZKIT_EXTERN int zkit_service_registration_instance(zkit_service_instance_t **out,
-                                                   const zkit_service_registration_t *r)
+ZKIT_EXTERN int zkit_service_registration_wait(zkit_service_registration_t *r, int timeout_ms)
+{
+    ZKIT__PUBLIC_CALL(service_registration_wait, service_registration_wait_call(r, timeout_ms));
+}
+
+static int service_registration_instance_call(zkit_service_instance_t **out,
+                                              const zkit_service_registration_t *r)
 {
     zkit_service_instance_t *inst;
     int rc;
@@ -256,6 +281,12 @@ ZKIT_EXTERN int zkit_service_registration_instance(zkit_service_instance_t **out
     }
     *out = inst;
     return 0;
+}
+
+ZKIT_EXTERN int zkit_service_registration_instance(zkit_service_instance_t **out,
+                                                   const zkit_service_registration_t *r)
+{
+    ZKIT__PUBLIC_CALL(service_registration_instance, service_registration_instance_call(out, r));
 }
 
 ZKIT_EXTERN void zkit_service_registration_free(zkit_service_registration_t *r)
@@ -282,7 +313,7 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-ZKIT_EXTERN int zkit_discovery_services(char ***names, size_t *count, zkit_discovery_t *d)
+static int discovery_services_call(char ***names, size_t *count, zkit_discovery_t *d)
 {
     int rc;
     if (names)
@@ -299,9 +330,14 @@ ZKIT_EXTERN int zkit_discovery_services(char ***names, size_t *count, zkit_disco
     return rc == ZKIT_ENONODE ? 0 : rc;
 }
 
-ZKIT_EXTERN int zkit_discovery_instances(zkit_service_instance_t **instances, size_t *count,
-                                         size_t *skipped, zkit_discovery_t *d,
-                                         const char *service)
+ZKIT_EXTERN int zkit_discovery_services(char ***names, size_t *count, zkit_discovery_t *d)
+{
+    ZKIT__PUBLIC_CALL(discovery_services, discovery_services_call(names, count, d));
+}
+
+static int discovery_instances_call(zkit_service_instance_t **instances, size_t *count,
+                                    size_t *skipped, zkit_discovery_t *d,
+                                    const char *service)
 {
     zkit_service_instance_t *out = NULL;
     char **names = NULL, *dir, **paths = NULL, **datas = NULL;
@@ -386,8 +422,16 @@ ZKIT_EXTERN int zkit_discovery_instances(zkit_service_instance_t **instances, si
     return 0;
 }
 
-ZKIT_EXTERN int zkit_discovery_instance(zkit_service_instance_t **out, zkit_discovery_t *d,
-                                        const char *service, const char *id)
+ZKIT_EXTERN int zkit_discovery_instances(zkit_service_instance_t **instances, size_t *count,
+                                         size_t *skipped, zkit_discovery_t *d,
+                                         const char *service)
+{
+    ZKIT__PUBLIC_CALL(discovery_instances,
+                      discovery_instances_call(instances, count, skipped, d, service));
+}
+
+static int discovery_instance_call(zkit_service_instance_t **out, zkit_discovery_t *d,
+                                   const char *service, const char *id)
 {
     char *path, *data = NULL;
     size_t len = 0;
@@ -406,4 +450,10 @@ ZKIT_EXTERN int zkit_discovery_instance(zkit_service_instance_t **out, zkit_disc
     zkit_free(data);
     free(path);
     return rc;
+}
+
+ZKIT_EXTERN int zkit_discovery_instance(zkit_service_instance_t **out, zkit_discovery_t *d,
+                                        const char *service, const char *id)
+{
+    ZKIT__PUBLIC_CALL(discovery_instance, discovery_instance_call(out, d, service, id));
 }

@@ -1188,7 +1188,7 @@ int zkit__acq_start(zkit__acq_t **out, const zkit__acq_params_t *p)
          * retry policy on an unreachable server either: one connection timeout at most.
          * Without a timer (out of memory) it waits for its answers alone. */
         int64_t due = acq->deadline_ms > 0 ? acq->deadline_ms
-                                            : now + zkit__client_connection_timeout(p->client);
+                                            : now + zkit__client_operation_timeout(p->client);
         (void)zkit__machine_arm_deadline(&acq->m, due, on_deadline);
     }
     if (acq->deadline_ms < 0)

@@ -8,6 +8,7 @@
 
 #include "framework/errors.h"
 #include "framework/async.h"
+#include "framework/bytes.h"
 #include "framework/paths.h"
 #include "zkit/cache.h"
 #include "zkit/group.h"
@@ -131,9 +132,8 @@ ZKIT_EXTERN int zkit_group_join(zkit_group_t **out, zkit_client_t *client, const
                                 zkit_group_listener_fn listener, zkit_persistent_node_fn state_fn,
                                 void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = group_join_call(out, client, path, id, data, len, listener, state_fn, arg);
-    return zkit__error_unless_set(mark, rc, "group_join");
+    ZKIT__PUBLIC_CALL(group_join,
+                      group_join_call(out, client, path, id, data, len, listener, state_fn, arg));
 }
 
 static int group_set_data_call(zkit_group_t *g, const void *data, size_t len)
@@ -160,9 +160,7 @@ static int group_set_data_call(zkit_group_t *g, const void *data, size_t len)
 
 ZKIT_EXTERN int zkit_group_set_data(zkit_group_t *g, const void *data, size_t len)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = group_set_data_call(g, data, len);
-    return zkit__error_unless_set(mark, rc, "group_set_data");
+    ZKIT__PUBLIC_CALL(group_set_data, group_set_data_call(g, data, len));
 }
 
 static int group_wait_joined_call(zkit_group_t *g, int timeout_ms)
@@ -176,9 +174,7 @@ static int group_wait_joined_call(zkit_group_t *g, int timeout_ms)
 
 ZKIT_EXTERN int zkit_group_wait_joined(zkit_group_t *g, int timeout_ms)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = group_wait_joined_call(g, timeout_ms);
-    return zkit__error_unless_set(mark, rc, "group_wait_joined");
+    ZKIT__PUBLIC_CALL(group_wait_joined, group_wait_joined_call(g, timeout_ms));
 }
 
 ZKIT_EXTERN void zkit_group_members_free(zkit_group_member_t *members, size_t count)
@@ -190,17 +186,6 @@ ZKIT_EXTERN void zkit_group_members_free(zkit_group_member_t *members, size_t co
         free(members[i].data);
     }
     free(members);
-}
-
-static char *copy_text(const char *data, size_t len)
-{
-    char *out = malloc(len + 1);
-    if (out) {
-        if (len)
-            memcpy(out, data, len);
-        out[len] = '\0';
-    }
-    return out;
 }
 
 static int group_members_call(zkit_group_member_t **members, size_t *count, zkit_group_t *g)
@@ -231,7 +216,7 @@ static int group_members_call(zkit_group_member_t **members, size_t *count, zkit
                 /* Not seen by the cache yet: this member with its own data (Curator's). */
                 out[k].id = strdup(g->id);
                 pthread_mutex_lock(&g->mu);
-                out[k].data = copy_text(g->data, g->len);
+                out[k].data = zkit__bytes_copy(g->data, g->len);
                 out[k].len = g->len;
                 pthread_mutex_unlock(&g->mu);
                 if (!out[k].id || !out[k].data)
@@ -252,7 +237,7 @@ static int group_members_call(zkit_group_member_t **members, size_t *count, zkit
                 break;
             }
             out[k].id = strdup(names[i]);
-            out[k].data = data ? data : copy_text("", 0);
+            out[k].data = data ? data : zkit__bytes_copy("", 0);
             out[k].len = len;
             if (!out[k].id || !out[k].data)
                 rc = ZKIT_ENOMEM;
@@ -271,9 +256,7 @@ static int group_members_call(zkit_group_member_t **members, size_t *count, zkit
 
 ZKIT_EXTERN int zkit_group_members(zkit_group_member_t **members, size_t *count, zkit_group_t *g)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = group_members_call(members, count, g);
-    return zkit__error_unless_set(mark, rc, "group_members");
+    ZKIT__PUBLIC_CALL(group_members, group_members_call(members, count, g));
 }
 
 ZKIT_EXTERN void zkit_group_free(zkit_group_t *g)

@@ -66,7 +66,5 @@ static int lock_guard_txn_call(zkit_txn_t *txn, const zkit_lock_t *lock)
 
 ZKIT_EXTERN int zkit_lock_guard_txn(zkit_txn_t *txn, const zkit_lock_t *lock)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = lock_guard_txn_call(txn, lock);
-    return zkit__error_unless_set(mark, rc, "lock_guard_txn");
+    ZKIT__PUBLIC_CALL(lock_guard_txn, lock_guard_txn_call(txn, lock));
 }

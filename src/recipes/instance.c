@@ -290,7 +290,7 @@ static json_t *string_or_null(const char *s)
     return s ? json_string(s) : json_null();
 }
 
-ZKIT_EXTERN int zkit_service_instance_to_json(char **json, const zkit_service_instance_t *inst)
+static int service_instance_to_json_call(char **json, const zkit_service_instance_t *inst)
 {
     json_t *obj, *payload = NULL, *uri = NULL;
     const char *bad;
@@ -339,6 +339,11 @@ ZKIT_EXTERN int zkit_service_instance_to_json(char **json, const zkit_service_in
     return *json ? 0 : ZKIT_ENOMEM;
 }
 
+ZKIT_EXTERN int zkit_service_instance_to_json(char **json, const zkit_service_instance_t *inst)
+{
+    ZKIT__PUBLIC_CALL(service_instance_to_json, service_instance_to_json_call(json, inst));
+}
+
 /* ---- reading ----------------------------------------------------------------------------- */
 
 /* A string member: absent -> `dflt` (may be NULL), null -> `null_value`, string -> copy.
@@ -377,8 +382,8 @@ static int parse_error(const char *fmt, const char *detail)
     return ZKIT_EINVAL;
 }
 
-ZKIT_EXTERN int zkit_service_instance_from_json(zkit_service_instance_t **out, const char *json,
-                                                size_t len)
+static int service_instance_from_json_call(zkit_service_instance_t **out, const char *json,
+                                           size_t len)
 {
     zkit_service_instance_t *inst;
     json_error_t err;
@@ -459,4 +464,10 @@ ZKIT_EXTERN int zkit_service_instance_from_json(zkit_service_instance_t **out, c
     }
     *out = inst;
     return 0;
+}
+
+ZKIT_EXTERN int zkit_service_instance_from_json(zkit_service_instance_t **out, const char *json,
+                                                size_t len)
+{
+    ZKIT__PUBLIC_CALL(service_instance_from_json, service_instance_from_json_call(out, json, len));
 }

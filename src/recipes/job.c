@@ -778,9 +778,7 @@ static int job_start_call(zkit_job_t **out, zkit_client_t *client, const zkit_jo
 ZKIT_EXTERN int zkit_job_start(zkit_job_t **out, zkit_client_t *client,
                                const zkit_job_options_t *opts)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = job_start_call(out, client, opts);
-    return zkit__error_unless_set(mark, rc, "job_start");
+    ZKIT__PUBLIC_CALL(job_start, job_start_call(out, client, opts));
 }
 
 /* The slot the schedule puts `at_s` in, or ZKIT_EINVAL (with a message) when there is none. */
@@ -853,9 +851,7 @@ static int job_run_slot_once_call(zkit_job_attempt_t *attempt, zkit_client_t *cl
 ZKIT_EXTERN int zkit_job_run_slot_once(zkit_job_attempt_t *attempt, zkit_client_t *client,
                                        const zkit_job_options_t *opts, int64_t at_s)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = job_run_slot_once_call(attempt, client, opts, at_s);
-    return zkit__error_unless_set(mark, rc, "job_run_slot_once");
+    ZKIT__PUBLIC_CALL(job_run_slot_once, job_run_slot_once_call(attempt, client, opts, at_s));
 }
 
 ZKIT_EXTERN void zkit_job_stop(zkit_job_t *job)
@@ -903,9 +899,7 @@ static int job_run_cancelled_call(const zkit_job_run_t *run)
 
 ZKIT_EXTERN int zkit_job_run_cancelled(const zkit_job_run_t *run)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = job_run_cancelled_call(run);
-    return zkit__error_unless_set(mark, rc, "job_run_cancelled");
+    ZKIT__PUBLIC_CALL(job_run_cancelled, job_run_cancelled_call(run));
 }
 
 ZKIT_EXTERN int64_t zkit_job_run_fencing_token(const zkit_job_run_t *run)

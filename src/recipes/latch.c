@@ -398,9 +398,7 @@ static int latch_lock_new_call(zkit_lock_t **out, zkit_client_t *client, const c
 ZKIT_EXTERN int zkit_latch_lock_new(zkit_lock_t **out, zkit_client_t *client, const char *path,
                                     const char *id)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = latch_lock_new_call(out, client, path, id);
-    return zkit__error_unless_set(mark, rc, "latch_lock_new");
+    ZKIT__PUBLIC_CALL(latch_lock_new, latch_lock_new_call(out, client, path, id));
 }
 
 /* The leader's holding for queries (its view's), whichever thread asks: 0, ZKIT_ENOTHELD or
@@ -450,9 +448,7 @@ static int latch_new_call(zkit_latch_t **out, zkit_client_t *client, const char 
 ZKIT_EXTERN int zkit_latch_new(zkit_latch_t **out, zkit_client_t *client, const char *path,
                                const char *id)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = latch_new_call(out, client, path, id);
-    return zkit__error_unless_set(mark, rc, "latch_new");
+    ZKIT__PUBLIC_CALL(latch_new, latch_new_call(out, client, path, id));
 }
 
 ZKIT_EXTERN zkit_lock_t *zkit_latch_lock(zkit_latch_t *latch)
@@ -479,29 +475,15 @@ static int set_before_start(zkit_latch_t *latch, int listener, void *fn, void *a
     return rc;
 }
 
-static int latch_set_listener_call(zkit_latch_t *latch, zkit_latch_listener_fn fn, void *arg)
-{
-    return set_before_start(latch, 1, (void *)fn, arg);
-}
-
 ZKIT_EXTERN int zkit_latch_set_listener(zkit_latch_t *latch, zkit_latch_listener_fn fn, void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = latch_set_listener_call(latch, fn, arg);
-    return zkit__error_unless_set(mark, rc, "latch_set_listener");
-}
-
-static int latch_set_state_callback_call(zkit_latch_t *latch, zkit_latch_state_fn fn, void *arg)
-{
-    return set_before_start(latch, 0, (void *)fn, arg);
+    ZKIT__PUBLIC_CALL(latch_set_listener, set_before_start(latch, 1, (void *)fn, arg));
 }
 
 ZKIT_EXTERN int zkit_latch_set_state_callback(zkit_latch_t *latch, zkit_latch_state_fn fn,
                                               void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = latch_set_state_callback_call(latch, fn, arg);
-    return zkit__error_unless_set(mark, rc, "latch_set_state_callback");
+    ZKIT__PUBLIC_CALL(latch_set_state_callback, set_before_start(latch, 0, (void *)fn, arg));
 }
 
 static int latch_start_call(zkit_latch_t *latch)
@@ -531,9 +513,7 @@ static int latch_start_call(zkit_latch_t *latch)
 
 ZKIT_EXTERN int zkit_latch_start(zkit_latch_t *latch)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = latch_start_call(latch);
-    return zkit__error_unless_set(mark, rc, "latch_start");
+    ZKIT__PUBLIC_CALL(latch_start, latch_start_call(latch));
 }
 
 /* Whether the await may start (latch->mu held): 0, or the error to return. */
@@ -576,9 +556,7 @@ static int latch_await_call(zkit_latch_t *latch, int timeout_ms)
 
 ZKIT_EXTERN int zkit_latch_await(zkit_latch_t *latch, int timeout_ms)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = latch_await_call(latch, timeout_ms);
-    return zkit__error_unless_set(mark, rc, "latch_await");
+    ZKIT__PUBLIC_CALL(latch_await, latch_await_call(latch, timeout_ms));
 }
 
 static int latch_await_async_call(zkit_latch_t *latch, int timeout_ms, zkit_latch_await_fn done,
@@ -602,9 +580,7 @@ static int latch_await_async_call(zkit_latch_t *latch, int timeout_ms, zkit_latc
 ZKIT_EXTERN int zkit_latch_await_async(zkit_latch_t *latch, int timeout_ms,
                                        zkit_latch_await_fn done, void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = latch_await_async_call(latch, timeout_ms, done, arg);
-    return zkit__error_unless_set(mark, rc, "latch_await_async");
+    ZKIT__PUBLIC_CALL(latch_await_async, latch_await_async_call(latch, timeout_ms, done, arg));
 }
 
 static int latch_cancel_awaits_call(zkit_latch_t *latch)
@@ -617,9 +593,7 @@ static int latch_cancel_awaits_call(zkit_latch_t *latch)
 
 ZKIT_EXTERN int zkit_latch_cancel_awaits(zkit_latch_t *latch)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = latch_cancel_awaits_call(latch);
-    return zkit__error_unless_set(mark, rc, "latch_cancel_awaits");
+    ZKIT__PUBLIC_CALL(latch_cancel_awaits, latch_cancel_awaits_call(latch));
 }
 
 ZKIT_EXTERN int zkit_latch_has_leadership(const zkit_latch_t *latch)
@@ -629,52 +603,26 @@ ZKIT_EXTERN int zkit_latch_has_leadership(const zkit_latch_t *latch)
 
 /* The holding queries of the latch are those of its view (zkit_latch_lock). */
 
-static int latch_fencing_token_call(int64_t *token, const zkit_latch_t *latch)
-{
-    return zkit_lock_fencing_token(token, latch ? latch->view : NULL);
-}
-
 ZKIT_EXTERN int zkit_latch_fencing_token(int64_t *token, const zkit_latch_t *latch)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = latch_fencing_token_call(token, latch);
-    return zkit__error_unless_set(mark, rc, "latch_fencing_token");
-}
-
-static int latch_valid_until_call(int64_t *deadline_ms, const zkit_latch_t *latch)
-{
-    return zkit_lock_valid_until(deadline_ms, latch ? latch->view : NULL);
+    ZKIT__PUBLIC_CALL(latch_fencing_token,
+                      zkit_lock_fencing_token(token, latch ? latch->view : NULL));
 }
 
 ZKIT_EXTERN int zkit_latch_valid_until(int64_t *deadline_ms, const zkit_latch_t *latch)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = latch_valid_until_call(deadline_ms, latch);
-    return zkit__error_unless_set(mark, rc, "latch_valid_until");
-}
-
-static int latch_node_call(char **path, const zkit_latch_t *latch)
-{
-    return zkit_lock_node(path, latch ? latch->view : NULL);
+    ZKIT__PUBLIC_CALL(latch_valid_until,
+                      zkit_lock_valid_until(deadline_ms, latch ? latch->view : NULL));
 }
 
 ZKIT_EXTERN int zkit_latch_node(char **path, const zkit_latch_t *latch)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = latch_node_call(path, latch);
-    return zkit__error_unless_set(mark, rc, "latch_node");
-}
-
-static int latch_guard_txn_call(zkit_txn_t *txn, const zkit_latch_t *latch)
-{
-    return zkit_lock_guard_txn(txn, latch ? latch->view : NULL);
+    ZKIT__PUBLIC_CALL(latch_node, zkit_lock_node(path, latch ? latch->view : NULL));
 }
 
 ZKIT_EXTERN int zkit_latch_guard_txn(zkit_txn_t *txn, const zkit_latch_t *latch)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = latch_guard_txn_call(txn, latch);
-    return zkit__error_unless_set(mark, rc, "latch_guard_txn");
+    ZKIT__PUBLIC_CALL(latch_guard_txn, zkit_lock_guard_txn(txn, latch ? latch->view : NULL));
 }
 
 static int latch_close_call(zkit_latch_t *latch)
@@ -722,9 +670,7 @@ static int latch_close_call(zkit_latch_t *latch)
 
 ZKIT_EXTERN int zkit_latch_close(zkit_latch_t *latch)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = latch_close_call(latch);
-    return zkit__error_unless_set(mark, rc, "latch_close");
+    ZKIT__PUBLIC_CALL(latch_close, latch_close_call(latch));
 }
 
 ZKIT_EXTERN void zkit_latch_free(zkit_latch_t *latch)

@@ -53,54 +53,28 @@ static int leader(char **id, zkit_client_t *client, const char *path,
     return rc;
 }
 
-static int latch_participants_call(zkit_participant_t **list, size_t *count, zkit_client_t *client,
-                                   const char *path)
-{
-    return participants(list, count, client, path, &zkit__latch_ops, &zkit__latch_driver);
-}
-
 ZKIT_EXTERN int zkit_latch_participants(zkit_participant_t **list, size_t *count,
                                         zkit_client_t *client, const char *path)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = latch_participants_call(list, count, client, path);
-    return zkit__error_unless_set(mark, rc, "latch_participants");
-}
-
-static int latch_leader_call(char **id, zkit_client_t *client, const char *path)
-{
-    return leader(id, client, path, &zkit__latch_ops, &zkit__latch_driver);
+    ZKIT__PUBLIC_CALL(latch_participants, participants(list, count, client, path, &zkit__latch_ops,
+                                                       &zkit__latch_driver));
 }
 
 ZKIT_EXTERN int zkit_latch_leader(char **id, zkit_client_t *client, const char *path)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = latch_leader_call(id, client, path);
-    return zkit__error_unless_set(mark, rc, "latch_leader");
-}
-
-static int selector_participants_call(zkit_participant_t **list, size_t *count,
-                                      zkit_client_t *client, const char *path)
-{
-    return participants(list, count, client, path, &zkit__mutex_ops, &zkit__mutex_driver);
+    ZKIT__PUBLIC_CALL(latch_leader,
+                      leader(id, client, path, &zkit__latch_ops, &zkit__latch_driver));
 }
 
 ZKIT_EXTERN int zkit_selector_participants(zkit_participant_t **list, size_t *count,
                                            zkit_client_t *client, const char *path)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = selector_participants_call(list, count, client, path);
-    return zkit__error_unless_set(mark, rc, "selector_participants");
-}
-
-static int selector_leader_call(char **id, zkit_client_t *client, const char *path)
-{
-    return leader(id, client, path, &zkit__mutex_ops, &zkit__mutex_driver);
+    ZKIT__PUBLIC_CALL(selector_participants, participants(list, count, client, path,
+                                                          &zkit__mutex_ops, &zkit__mutex_driver));
 }
 
 ZKIT_EXTERN int zkit_selector_leader(char **id, zkit_client_t *client, const char *path)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = selector_leader_call(id, client, path);
-    return zkit__error_unless_set(mark, rc, "selector_leader");
+    ZKIT__PUBLIC_CALL(selector_leader,
+                      leader(id, client, path, &zkit__mutex_ops, &zkit__mutex_driver));
 }

@@ -38,9 +38,7 @@ static int lock_acquire_call(zkit_lock_t *lock, int timeout_ms)
 
 ZKIT_EXTERN int zkit_lock_acquire(zkit_lock_t *lock, int timeout_ms)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = lock_acquire_call(lock, timeout_ms);
-    return zkit__error_unless_set(mark, rc, "lock_acquire");
+    ZKIT__PUBLIC_CALL(lock_acquire, lock_acquire_call(lock, timeout_ms));
 }
 
 static int lock_acquire_async_call(zkit_lock_t *lock, int timeout_ms, zkit_lock_acquired_fn done,
@@ -58,9 +56,7 @@ static int lock_acquire_async_call(zkit_lock_t *lock, int timeout_ms, zkit_lock_
 ZKIT_EXTERN int zkit_lock_acquire_async(zkit_lock_t *lock, int timeout_ms,
                                         zkit_lock_acquired_fn done, void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = lock_acquire_async_call(lock, timeout_ms, done, arg);
-    return zkit__error_unless_set(mark, rc, "lock_acquire_async");
+    ZKIT__PUBLIC_CALL(lock_acquire_async, lock_acquire_async_call(lock, timeout_ms, done, arg));
 }
 
 static int lock_cancel_call(zkit_lock_t *lock)
@@ -72,9 +68,7 @@ static int lock_cancel_call(zkit_lock_t *lock)
 
 ZKIT_EXTERN int zkit_lock_cancel(zkit_lock_t *lock)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = lock_cancel_call(lock);
-    return zkit__error_unless_set(mark, rc, "lock_cancel");
+    ZKIT__PUBLIC_CALL(lock_cancel, lock_cancel_call(lock));
 }
 
 static int lock_release_call(zkit_lock_t *lock)
@@ -92,9 +86,7 @@ static int lock_release_call(zkit_lock_t *lock)
 
 ZKIT_EXTERN int zkit_lock_release(zkit_lock_t *lock)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = lock_release_call(lock);
-    return zkit__error_unless_set(mark, rc, "lock_release");
+    ZKIT__PUBLIC_CALL(lock_release, lock_release_call(lock));
 }
 
 ZKIT_EXTERN int zkit_lock_is_held(const zkit_lock_t *lock)
@@ -127,9 +119,7 @@ static int lock_node_call(char **path, const zkit_lock_t *lock)
 
 ZKIT_EXTERN int zkit_lock_node(char **path, const zkit_lock_t *lock)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = lock_node_call(path, lock);
-    return zkit__error_unless_set(mark, rc, "lock_node");
+    ZKIT__PUBLIC_CALL(lock_node, lock_node_call(path, lock));
 }
 
 static int lock_fencing_token_call(int64_t *token, const zkit_lock_t *lock)
@@ -141,9 +131,7 @@ static int lock_fencing_token_call(int64_t *token, const zkit_lock_t *lock)
 
 ZKIT_EXTERN int zkit_lock_fencing_token(int64_t *token, const zkit_lock_t *lock)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = lock_fencing_token_call(token, lock);
-    return zkit__error_unless_set(mark, rc, "lock_fencing_token");
+    ZKIT__PUBLIC_CALL(lock_fencing_token, lock_fencing_token_call(token, lock));
 }
 
 static int lock_valid_until_call(int64_t *deadline_ms, const zkit_lock_t *lock)
@@ -155,9 +143,7 @@ static int lock_valid_until_call(int64_t *deadline_ms, const zkit_lock_t *lock)
 
 ZKIT_EXTERN int zkit_lock_valid_until(int64_t *deadline_ms, const zkit_lock_t *lock)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = lock_valid_until_call(deadline_ms, lock);
-    return zkit__error_unless_set(mark, rc, "lock_valid_until");
+    ZKIT__PUBLIC_CALL(lock_valid_until, lock_valid_until_call(deadline_ms, lock));
 }
 
 static int lock_set_data_call(zkit_lock_t *lock, const void *data, size_t len)
@@ -184,9 +170,7 @@ static int lock_set_data_call(zkit_lock_t *lock, const void *data, size_t len)
 
 ZKIT_EXTERN int zkit_lock_set_data(zkit_lock_t *lock, const void *data, size_t len)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = lock_set_data_call(lock, data, len);
-    return zkit__error_unless_set(mark, rc, "lock_set_data");
+    ZKIT__PUBLIC_CALL(lock_set_data, lock_set_data_call(lock, data, len));
 }
 
 static int lock_set_state_callback_call(zkit_lock_t *lock, zkit_lock_state_fn fn, void *arg)
@@ -204,9 +188,7 @@ static int lock_set_state_callback_call(zkit_lock_t *lock, zkit_lock_state_fn fn
 
 ZKIT_EXTERN int zkit_lock_set_state_callback(zkit_lock_t *lock, zkit_lock_state_fn fn, void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = lock_set_state_callback_call(lock, fn, arg);
-    return zkit__error_unless_set(mark, rc, "lock_set_state_callback");
+    ZKIT__PUBLIC_CALL(lock_set_state_callback, lock_set_state_callback_call(lock, fn, arg));
 }
 
 static int lock_set_revocation_callback_call(zkit_lock_t *lock, zkit_revocation_fn fn, void *arg)
@@ -222,9 +204,8 @@ static int lock_set_revocation_callback_call(zkit_lock_t *lock, zkit_revocation_
 ZKIT_EXTERN int zkit_lock_set_revocation_callback(zkit_lock_t *lock, zkit_revocation_fn fn,
                                                   void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = lock_set_revocation_callback_call(lock, fn, arg);
-    return zkit__error_unless_set(mark, rc, "lock_set_revocation_callback");
+    ZKIT__PUBLIC_CALL(lock_set_revocation_callback,
+                      lock_set_revocation_callback_call(lock, fn, arg));
 }
 
 ZKIT_EXTERN void zkit_participants_free(zkit_participant_t *list, size_t count)
@@ -285,9 +266,7 @@ static int lock_participants_call(zkit_participant_t **list, size_t *count, zkit
 
 ZKIT_EXTERN int zkit_lock_participants(zkit_participant_t **list, size_t *count, zkit_lock_t *lock)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = lock_participants_call(list, count, lock);
-    return zkit__error_unless_set(mark, rc, "lock_participants");
+    ZKIT__PUBLIC_CALL(lock_participants, lock_participants_call(list, count, lock));
 }
 
 ZKIT_EXTERN void zkit_lock_free(zkit_lock_t *lock)

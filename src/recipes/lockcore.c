@@ -42,8 +42,8 @@ static void ignore_result(zkit_client_t *c, const zkit_result_t *r, void *arg)
 
 int zkit__delete_node(zkit_client_t *client, const char *node)
 {
-    /* Not waiting for the reply: the delete is ordered before this session's later requests,
-     * retried in the background, and a failure is logged. */
+    /* Not waiting for the reply: the delete is ordered before the client's later requests on
+     * its session, retried in the background, and a failure is logged. */
     return zkit__request_delete(client, node, -1, ZKIT_DELETE_GUARANTEED, ignore_result, client);
 }
 

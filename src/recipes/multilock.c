@@ -754,9 +754,7 @@ static int multilock_new_call(zkit_lock_t **out, zkit_client_t *client, const ch
 ZKIT_EXTERN int zkit_multilock_new(zkit_lock_t **out, zkit_client_t *client,
                                    const char *const *paths, size_t count)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = multilock_new_call(out, client, paths, count);
-    return zkit__error_unless_set(mark, rc, "multilock_new");
+    ZKIT__PUBLIC_CALL(multilock_new, multilock_new_call(out, client, paths, count));
 }
 
 static int multilock_new_from_call(zkit_lock_t **out, zkit_lock_t *const *locks, size_t count)
@@ -787,9 +785,7 @@ static int multilock_new_from_call(zkit_lock_t **out, zkit_lock_t *const *locks,
 
 ZKIT_EXTERN int zkit_multilock_new_from(zkit_lock_t **out, zkit_lock_t *const *locks, size_t count)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = multilock_new_from_call(out, locks, count);
-    return zkit__error_unless_set(mark, rc, "multilock_new_from");
+    ZKIT__PUBLIC_CALL(multilock_new_from, multilock_new_from_call(out, locks, count));
 }
 
 static int multilock_count_call(size_t *count, const zkit_lock_t *lock)
@@ -804,9 +800,7 @@ static int multilock_count_call(size_t *count, const zkit_lock_t *lock)
 
 ZKIT_EXTERN int zkit_multilock_count(size_t *count, const zkit_lock_t *lock)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = multilock_count_call(count, lock);
-    return zkit__error_unless_set(mark, rc, "multilock_count");
+    ZKIT__PUBLIC_CALL(multilock_count, multilock_count_call(count, lock));
 }
 
 static int multilock_part_call(char **path, char **node, int64_t *token, const zkit_lock_t *lock,
@@ -849,7 +843,5 @@ static int multilock_part_call(char **path, char **node, int64_t *token, const z
 ZKIT_EXTERN int zkit_multilock_part(char **path, char **node, int64_t *token,
                                     const zkit_lock_t *lock, size_t index)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = multilock_part_call(path, node, token, lock, index);
-    return zkit__error_unless_set(mark, rc, "multilock_part");
+    ZKIT__PUBLIC_CALL(multilock_part, multilock_part_call(path, node, token, lock, index));
 }

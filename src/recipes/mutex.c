@@ -221,16 +221,10 @@ const zkit__lock_ops_t zkit__latch_ops = {
 
 /* ---- constructors ------------------------------------------------------------------------ */
 
-static int mutex_new_call(zkit_lock_t **out, zkit_client_t *client, const char *path)
-{
-    return zkit__lock_init(out, client, path, &zkit__mutex_ops, &zkit__mutex_driver);
-}
-
 ZKIT_EXTERN int zkit_mutex_new(zkit_lock_t **out, zkit_client_t *client, const char *path)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = mutex_new_call(out, client, path);
-    return zkit__error_unless_set(mark, rc, "mutex_new");
+    ZKIT__PUBLIC_CALL(mutex_new,
+                      zkit__lock_init(out, client, path, &zkit__mutex_ops, &zkit__mutex_driver));
 }
 
 static int rwlock_new_call(zkit_rwlock_t **out, zkit_client_t *client, const char *path)
@@ -258,9 +252,7 @@ static int rwlock_new_call(zkit_rwlock_t **out, zkit_client_t *client, const cha
 
 ZKIT_EXTERN int zkit_rwlock_new(zkit_rwlock_t **out, zkit_client_t *client, const char *path)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = rwlock_new_call(out, client, path);
-    return zkit__error_unless_set(mark, rc, "rwlock_new");
+    ZKIT__PUBLIC_CALL(rwlock_new, rwlock_new_call(out, client, path));
 }
 
 ZKIT_EXTERN zkit_lock_t *zkit_rwlock_read(zkit_rwlock_t *rw)

@@ -166,9 +166,7 @@ static int lock_revoke_call(zkit_client_t *client, const char *node_path)
 
 ZKIT_EXTERN int zkit_lock_revoke(zkit_client_t *client, const char *node_path)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = lock_revoke_call(client, node_path);
-    return zkit__error_unless_set(mark, rc, "lock_revoke");
+    ZKIT__PUBLIC_CALL(lock_revoke, lock_revoke_call(client, node_path));
 }
 
 /* ---- the own-node watch -------------------------------------------------------------------- */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "framework/async.h"
+#include "framework/errors.h"
 #include "framework/paths.h"
 #include "zkit/group.h"
 #include "zkit/lock.h"
@@ -462,9 +463,9 @@ static void free_locks(zkit_partition_t *p)
     }
 }
 
-ZKIT_EXTERN int zkit_partition_new(zkit_partition_t **out, zkit_client_t *client,
-                                   const char *path, const char *id,
-                                   const zkit_partition_options_t *opts)
+static int partition_new_call(zkit_partition_t **out, zkit_client_t *client,
+                              const char *path, const char *id,
+                              const zkit_partition_options_t *opts)
 {
     zkit_partition_t *p;
     zkit_group_t *group = NULL;
@@ -527,6 +528,13 @@ ZKIT_EXTERN int zkit_partition_new(zkit_partition_t **out, zkit_client_t *client
     return 0;
 }
 
+ZKIT_EXTERN int zkit_partition_new(zkit_partition_t **out, zkit_client_t *client,
+                                   const char *path, const char *id,
+                                   const zkit_partition_options_t *opts)
+{
+    ZKIT__PUBLIC_CALL(partition_new, partition_new_call(out, client, path, id, opts));
+}
+
 /* ---- queries --------------------------------------------------------------------------- */
 
 ZKIT_EXTERN zkit_partition_state_t zkit_partition_state(const zkit_partition_t *cp)
@@ -581,12 +589,12 @@ static int list_items(char ***items, size_t *count, const zkit_partition_t *cp, 
 
 ZKIT_EXTERN int zkit_partition_items(char ***items, size_t *count, const zkit_partition_t *p)
 {
-    return list_items(items, count, p, 1, "partition_items");
+    ZKIT__PUBLIC_CALL(partition_items, list_items(items, count, p, 1, "partition_items"));
 }
 
 ZKIT_EXTERN int zkit_partition_assigned(char ***items, size_t *count, const zkit_partition_t *p)
 {
-    return list_items(items, count, p, 0, "partition_assigned");
+    ZKIT__PUBLIC_CALL(partition_assigned, list_items(items, count, p, 0, "partition_assigned"));
 }
 
 /* The owned item's lock (any thread), or NULL with the error in *rc. */
@@ -614,8 +622,8 @@ static zkit_lock_t *owned_lock(int *rc, const zkit_partition_t *cp, const char *
     return owned ? it->lock : NULL;
 }
 
-ZKIT_EXTERN int zkit_partition_valid_until(int64_t *deadline_ms, const zkit_partition_t *p,
-                                           const char *item)
+static int partition_valid_until_call(int64_t *deadline_ms, const zkit_partition_t *p,
+                                      const char *item)
 {
     zkit_lock_t *lock;
     int rc;
@@ -630,8 +638,14 @@ ZKIT_EXTERN int zkit_partition_valid_until(int64_t *deadline_ms, const zkit_part
     return zkit_lock_valid_until(deadline_ms, lock);
 }
 
-ZKIT_EXTERN int zkit_partition_fencing_token(int64_t *token, const zkit_partition_t *p,
-                                             const char *item)
+ZKIT_EXTERN int zkit_partition_valid_until(int64_t *deadline_ms, const zkit_partition_t *p,
+                                           const char *item)
+{
+    ZKIT__PUBLIC_CALL(partition_valid_until, partition_valid_until_call(deadline_ms, p, item));
+}
+
+static int partition_fencing_token_call(int64_t *token, const zkit_partition_t *p,
+                                        const char *item)
 {
     zkit_lock_t *lock;
     int rc;
@@ -644,6 +658,12 @@ ZKIT_EXTERN int zkit_partition_fencing_token(int64_t *token, const zkit_partitio
     if (!(lock = owned_lock(&rc, p, item, "partition_fencing_token")))
         return rc;
     return zkit_lock_fencing_token(token, lock);
+}
+
+ZKIT_EXTERN int zkit_partition_fencing_token(int64_t *token, const zkit_partition_t *p,
+                                             const char *item)
+{
+    ZKIT__PUBLIC_CALL(partition_fencing_token, partition_fencing_token_call(token, p, item));
 }
 
 /* ---- the end --------------------------------------------------------------------------- */

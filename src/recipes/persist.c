@@ -75,7 +75,7 @@ struct zkit_persistent_node {
     int32_t version;             /* its data version as last seen */
     uint64_t written_seq;        /* the data it holds */
     int armed;                   /* a watch of ours is set on node_path ... */
-    int64_t armed_session;       /* ... in this session */
+    int64_t armed_session;       /* ... in the session of this id */
     int verify;                  /* read it again before trusting what we know */
     int taken;                   /* a create met NodeExists: read what holds the name */
     int waiting;                 /* another session's node holds the name: wait for the watch */
@@ -242,7 +242,8 @@ static void issue(zkit_persistent_node_t *n, step_t step)
     n->sent_data_seq = n->data_seq;
     n->sent_session = session;
     if (step == STEP_VERIFY) {
-        /* A watch set in this session and not fired is still set: no second registration. */
+        /* A watch set in the current session and not fired is still set: no second
+         * registration. */
         watch = !(n->armed && n->armed_session == session && session != 0);
         n->verify = 0;
         n->taken = 0;
@@ -702,9 +703,8 @@ ZKIT_EXTERN int zkit_persistent_node_new(zkit_persistent_node_t **out, zkit_clie
                                          const zkit_persistent_options_t *opts,
                                          zkit_persistent_node_fn fn, void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = persistent_node_new_call(out, client, path, data, len, opts, fn, arg);
-    return zkit__error_unless_set(mark, rc, "persistent_node_new");
+    ZKIT__PUBLIC_CALL(persistent_node_new,
+                      persistent_node_new_call(out, client, path, data, len, opts, fn, arg));
 }
 
 static int persistent_node_set_data_call(zkit_persistent_node_t *n, const void *data, size_t len)
@@ -733,9 +733,7 @@ static int persistent_node_set_data_call(zkit_persistent_node_t *n, const void *
 ZKIT_EXTERN int zkit_persistent_node_set_data(zkit_persistent_node_t *n, const void *data,
                                               size_t len)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = persistent_node_set_data_call(n, data, len);
-    return zkit__error_unless_set(mark, rc, "persistent_node_set_data");
+    ZKIT__PUBLIC_CALL(persistent_node_set_data, persistent_node_set_data_call(n, data, len));
 }
 
 static int persistent_node_wait_call(zkit_persistent_node_t *n, int timeout_ms)
@@ -794,9 +792,7 @@ static int persistent_node_wait_call(zkit_persistent_node_t *n, int timeout_ms)
 
 ZKIT_EXTERN int zkit_persistent_node_wait(zkit_persistent_node_t *n, int timeout_ms)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = persistent_node_wait_call(n, timeout_ms);
-    return zkit__error_unless_set(mark, rc, "persistent_node_wait");
+    ZKIT__PUBLIC_CALL(persistent_node_wait, persistent_node_wait_call(n, timeout_ms));
 }
 
 static int persistent_node_status_call(zkit_persistent_status_t *status, char **path,
@@ -825,9 +821,7 @@ static int persistent_node_status_call(zkit_persistent_status_t *status, char **
 ZKIT_EXTERN int zkit_persistent_node_status(zkit_persistent_status_t *status, char **path,
                                             zkit_persistent_node_t *n)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = persistent_node_status_call(status, path, n);
-    return zkit__error_unless_set(mark, rc, "persistent_node_status");
+    ZKIT__PUBLIC_CALL(persistent_node_status, persistent_node_status_call(status, path, n));
 }
 
 ZKIT_EXTERN void zkit_persistent_node_free(zkit_persistent_node_t *n)

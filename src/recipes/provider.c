@@ -14,6 +14,7 @@
 
 #include "framework/async.h"
 #include "framework/clock.h"
+#include "framework/errors.h"
 #include "framework/paths.h"
 #include "recipes/discovery.h"
 #include "recipes/instance.h"
@@ -75,9 +76,9 @@ static void provider_free_parts(zkit_service_provider_t *p)
     free(p);
 }
 
-ZKIT_EXTERN int zkit_service_provider_new(zkit_service_provider_t **out, zkit_discovery_t *d,
-                                          const char *service,
-                                          const zkit_provider_options_t *opts)
+static int service_provider_new_call(zkit_service_provider_t **out, zkit_discovery_t *d,
+                                     const char *service,
+                                     const zkit_provider_options_t *opts)
 {
     zkit_provider_options_t o = ZKIT_PROVIDER_OPTIONS_INIT;
     zkit_service_provider_t *p;
@@ -126,7 +127,14 @@ ZKIT_EXTERN int zkit_service_provider_new(zkit_service_provider_t **out, zkit_di
     return 0;
 }
 
-ZKIT_EXTERN int zkit_service_provider_wait_ready(zkit_service_provider_t *p, int timeout_ms)
+ZKIT_EXTERN int zkit_service_provider_new(zkit_service_provider_t **out, zkit_discovery_t *d,
+                                          const char *service,
+                                          const zkit_provider_options_t *opts)
+{
+    ZKIT__PUBLIC_CALL(service_provider_new, service_provider_new_call(out, d, service, opts));
+}
+
+static int service_provider_wait_ready_call(zkit_service_provider_t *p, int timeout_ms)
 {
     int64_t due;
     int rc = 0;
@@ -154,6 +162,11 @@ ZKIT_EXTERN int zkit_service_provider_wait_ready(zkit_service_provider_t *p, int
     }
     pthread_mutex_unlock(&p->mu);
     return rc;
+}
+
+ZKIT_EXTERN int zkit_service_provider_wait_ready(zkit_service_provider_t *p, int timeout_ms)
+{
+    ZKIT__PUBLIC_CALL(service_provider_wait_ready, service_provider_wait_ready_call(p, timeout_ms));
 }
 
 /* Every cached node that reads as an instance, sorted by node name. */
@@ -218,7 +231,7 @@ static int is_down(zkit_service_provider_t *p, const char *id)
     return 0;
 }
 
-ZKIT_EXTERN int zkit_service_provider_note_error(zkit_service_provider_t *p, const char *id)
+static int service_provider_note_error_call(zkit_service_provider_t *p, const char *id)
 {
     down_record_t *grown;
     int64_t now;
@@ -252,8 +265,13 @@ ZKIT_EXTERN int zkit_service_provider_note_error(zkit_service_provider_t *p, con
     return rc;
 }
 
-ZKIT_EXTERN int zkit_service_provider_get(zkit_service_instance_t **out,
-                                          zkit_service_provider_t *p)
+ZKIT_EXTERN int zkit_service_provider_note_error(zkit_service_provider_t *p, const char *id)
+{
+    ZKIT__PUBLIC_CALL(service_provider_note_error, service_provider_note_error_call(p, id));
+}
+
+static int service_provider_get_call(zkit_service_instance_t **out,
+                                     zkit_service_provider_t *p)
 {
     zkit_service_instance_t *all, *one;
     size_t n, *ok, m = 0, pick = 0;
@@ -311,8 +329,14 @@ ZKIT_EXTERN int zkit_service_provider_get(zkit_service_instance_t **out,
     return rc;
 }
 
-ZKIT_EXTERN int zkit_service_provider_all(zkit_service_instance_t **instances, size_t *count,
+ZKIT_EXTERN int zkit_service_provider_get(zkit_service_instance_t **out,
                                           zkit_service_provider_t *p)
+{
+    ZKIT__PUBLIC_CALL(service_provider_get, service_provider_get_call(out, p));
+}
+
+static int service_provider_all_call(zkit_service_instance_t **instances, size_t *count,
+                                     zkit_service_provider_t *p)
 {
     if (instances)
         *instances = NULL;
@@ -323,6 +347,12 @@ ZKIT_EXTERN int zkit_service_provider_all(zkit_service_instance_t **instances, s
         return ZKIT_EINVAL;
     }
     return cached(instances, count, p);
+}
+
+ZKIT_EXTERN int zkit_service_provider_all(zkit_service_instance_t **instances, size_t *count,
+                                          zkit_service_provider_t *p)
+{
+    ZKIT__PUBLIC_CALL(service_provider_all, service_provider_all_call(instances, count, p));
 }
 
 ZKIT_EXTERN void zkit_service_provider_free(zkit_service_provider_t *p)

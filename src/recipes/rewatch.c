@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "framework/async.h"
+#include "framework/bytes.h"
 #include "recipes/rewatch.h"
 
 struct zkit__rewatch {
@@ -54,7 +55,7 @@ struct zkit__rewatch {
     int64_t synced_session;      /* the session a synced read was answered on */
     int sent_watch;              /* the read now out sets a watch */
     int armed;                   /* a watch of ours is set and has not fired ... */
-    int64_t armed_session;       /* ... in this session */
+    int64_t armed_session;       /* ... in the session of this id */
 
     /* the newest accepted state */
     int have;
@@ -132,7 +133,7 @@ static void issue(zkit__rewatch_t *w, zkit__read_kind_t step)
     int sync, watch, rc;
     pthread_mutex_lock(&w->mu);
     sync = session == 0 || session != w->synced_session;
-    /* A watch set in this session that has not fired is still set (libzookeeper sets it
+    /* A watch set in the current session that has not fired is still set (libzookeeper sets it
      * again on each reconnection, and it fires for what changed meanwhile): a read made only
      * to resynchronize adds none, so that reconnections do not pile registrations up. */
     watch = !(w->armed && w->armed_session == session && session != 0);
@@ -278,17 +279,6 @@ static char **copy_names(char *const *names, size_t count, int sort)
     return out;
 }
 
-static char *copy_data(const char *data, size_t len)
-{
-    char *out = malloc(len + 1);
-    if (out) {
-        if (len)
-            memcpy(out, data, len);
-        out[len] = '\0';
-    }
-    return out;
-}
-
 /* An answer (mu held): 0 handled, ZKIT_ENOMEM to read again later. */
 static int accept_present(zkit__rewatch_t *w, const zkit_result_t *r)
 {
@@ -307,7 +297,7 @@ static int accept_present(zkit__rewatch_t *w, const zkit_result_t *r)
             w->stat = *r->stat; /* the same set: nothing to report, but order by the newer */
             return 0;
         }
-    } else if (!w->stat_only && !(data = copy_data(r->data, r->data_len))) {
+    } else if (!w->stat_only && !(data = zkit__bytes_copy(r->data, r->data_len))) {
         return ZKIT_ENOMEM;
     }
     set_absent(w);
@@ -448,7 +438,7 @@ static void deliver(void *arg)
     if (w->exists) {
         stat = w->stat;
         st.stat = &stat;
-        if (w->data && !(data = copy_data(w->data, w->len)))
+        if (w->data && !(data = zkit__bytes_copy(w->data, w->len)))
             ok = 0;
         if (w->kind == ZKIT__REWATCH_CHILDREN && !(names = copy_names(w->names, w->count, 0)))
             ok = 0;

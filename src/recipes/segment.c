@@ -33,6 +33,7 @@
 
 #include "recipes/lock.h"
 #include "recipes/rewatch.h"
+#include "framework/errors.h"
 #include "framework/paths.h"
 
 #define MAX_STRIPES 64
@@ -747,8 +748,8 @@ static int check_count(zkit_client_t *client, size_t count)
     return 0;
 }
 
-ZKIT_EXTERN int zkit_segment_new(zkit_lock_t **out, zkit_client_t *client,
-                                 const char *const *paths, size_t count)
+static int segment_new_call(zkit_lock_t **out, zkit_client_t *client,
+                            const char *const *paths, size_t count)
 {
     int rc;
     if (out)
@@ -763,8 +764,14 @@ ZKIT_EXTERN int zkit_segment_new(zkit_lock_t **out, zkit_client_t *client,
     return segment_build(out, client, paths[0], paths, count);
 }
 
-ZKIT_EXTERN int zkit_segment_new_under(zkit_lock_t **out, zkit_client_t *client,
-                                       const char *dir, size_t count)
+ZKIT_EXTERN int zkit_segment_new(zkit_lock_t **out, zkit_client_t *client,
+                                 const char *const *paths, size_t count)
+{
+    ZKIT__PUBLIC_CALL(segment_new, segment_new_call(out, client, paths, count));
+}
+
+static int segment_new_under_call(zkit_lock_t **out, zkit_client_t *client,
+                                  const char *dir, size_t count)
 {
     char *paths[MAX_STRIPES];
     size_t made = 0;
@@ -796,6 +803,12 @@ ZKIT_EXTERN int zkit_segment_new_under(zkit_lock_t **out, zkit_client_t *client,
     return rc;
 }
 
+ZKIT_EXTERN int zkit_segment_new_under(zkit_lock_t **out, zkit_client_t *client,
+                                       const char *dir, size_t count)
+{
+    ZKIT__PUBLIC_CALL(segment_new_under, segment_new_under_call(out, client, dir, count));
+}
+
 static const seg_t *segment_of(const zkit_lock_t *lock, size_t index, int check_index)
 {
     const seg_t *s;
@@ -810,12 +823,17 @@ static const seg_t *segment_of(const zkit_lock_t *lock, size_t index, int check_
     return s;
 }
 
-ZKIT_EXTERN int zkit_segment_count(size_t *count, const zkit_lock_t *lock)
+static int segment_count_call(size_t *count, const zkit_lock_t *lock)
 {
     const seg_t *s = segment_of(lock, 0, 0);
     if (count)
         *count = s ? s->count : 0;
     return count && s ? 0 : ZKIT_EINVAL;
+}
+
+ZKIT_EXTERN int zkit_segment_count(size_t *count, const zkit_lock_t *lock)
+{
+    ZKIT__PUBLIC_CALL(segment_count, segment_count_call(count, lock));
 }
 
 ZKIT_EXTERN zkit_lock_t *zkit_segment_stripe(const zkit_lock_t *lock, size_t index)
@@ -824,7 +842,7 @@ ZKIT_EXTERN zkit_lock_t *zkit_segment_stripe(const zkit_lock_t *lock, size_t ind
     return s ? s->stripes[index] : NULL;
 }
 
-ZKIT_EXTERN int zkit_segment_held(size_t *index, char **path, const zkit_lock_t *lock)
+static int segment_held_call(size_t *index, char **path, const zkit_lock_t *lock)
 {
     const seg_t *s = segment_of(lock, 0, 0);
     pthread_t owner;
@@ -848,7 +866,12 @@ ZKIT_EXTERN int zkit_segment_held(size_t *index, char **path, const zkit_lock_t 
     return 0;
 }
 
-ZKIT_EXTERN int zkit_segment_retire(zkit_lock_t *lock, size_t index)
+ZKIT_EXTERN int zkit_segment_held(size_t *index, char **path, const zkit_lock_t *lock)
+{
+    ZKIT__PUBLIC_CALL(segment_held, segment_held_call(index, path, lock));
+}
+
+static int segment_retire_call(zkit_lock_t *lock, size_t index)
 {
     const seg_t *s = segment_of(lock, index, 1);
     zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
@@ -867,7 +890,12 @@ ZKIT_EXTERN int zkit_segment_retire(zkit_lock_t *lock, size_t index)
     return rc;
 }
 
-ZKIT_EXTERN int zkit_segment_reopen(zkit_lock_t *lock, size_t index)
+ZKIT_EXTERN int zkit_segment_retire(zkit_lock_t *lock, size_t index)
+{
+    ZKIT__PUBLIC_CALL(segment_retire, segment_retire_call(lock, index));
+}
+
+static int segment_reopen_call(zkit_lock_t *lock, size_t index)
 {
     const seg_t *s = segment_of(lock, index, 1);
     int rc;
@@ -881,7 +909,12 @@ ZKIT_EXTERN int zkit_segment_reopen(zkit_lock_t *lock, size_t index)
     return rc;
 }
 
-ZKIT_EXTERN int zkit_segment_is_retired(int *retired, const zkit_lock_t *lock, size_t index)
+ZKIT_EXTERN int zkit_segment_reopen(zkit_lock_t *lock, size_t index)
+{
+    ZKIT__PUBLIC_CALL(segment_reopen, segment_reopen_call(lock, index));
+}
+
+static int segment_is_retired_call(int *retired, const zkit_lock_t *lock, size_t index)
 {
     const seg_t *s = segment_of(lock, index, 1);
     int rc;
@@ -895,4 +928,9 @@ ZKIT_EXTERN int zkit_segment_is_retired(int *retired, const zkit_lock_t *lock, s
         rc = 0;
     }
     return rc;
+}
+
+ZKIT_EXTERN int zkit_segment_is_retired(int *retired, const zkit_lock_t *lock, size_t index)
+{
+    ZKIT__PUBLIC_CALL(segment_is_retired, segment_is_retired_call(retired, lock, index));
 }

@@ -204,9 +204,7 @@ static int selector_new_call(zkit_selector_t **out, zkit_client_t *client, const
 ZKIT_EXTERN int zkit_selector_new(zkit_selector_t **out, zkit_client_t *client, const char *path,
                                   const char *id, zkit_selector_fn fn, void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = selector_new_call(out, client, path, id, fn, arg);
-    return zkit__error_unless_set(mark, rc, "selector_new");
+    ZKIT__PUBLIC_CALL(selector_new, selector_new_call(out, client, path, id, fn, arg));
 }
 
 static int selector_set_auto_requeue_call(zkit_selector_t *sel, int on)
@@ -225,9 +223,7 @@ static int selector_set_auto_requeue_call(zkit_selector_t *sel, int on)
 
 ZKIT_EXTERN int zkit_selector_set_auto_requeue(zkit_selector_t *sel, int on)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = selector_set_auto_requeue_call(sel, on);
-    return zkit__error_unless_set(mark, rc, "selector_set_auto_requeue");
+    ZKIT__PUBLIC_CALL(selector_set_auto_requeue, selector_set_auto_requeue_call(sel, on));
 }
 
 static int selector_set_state_callback_call(zkit_selector_t *sel, zkit_selector_state_fn fn,
@@ -245,9 +241,7 @@ static int selector_set_state_callback_call(zkit_selector_t *sel, zkit_selector_
 ZKIT_EXTERN int zkit_selector_set_state_callback(zkit_selector_t *sel, zkit_selector_state_fn fn,
                                                  void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = selector_set_state_callback_call(sel, fn, arg);
-    return zkit__error_unless_set(mark, rc, "selector_set_state_callback");
+    ZKIT__PUBLIC_CALL(selector_set_state_callback, selector_set_state_callback_call(sel, fn, arg));
 }
 
 static int selector_start_call(zkit_selector_t *sel)
@@ -284,9 +278,7 @@ static int selector_start_call(zkit_selector_t *sel)
 
 ZKIT_EXTERN int zkit_selector_start(zkit_selector_t *sel)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = selector_start_call(sel);
-    return zkit__error_unless_set(mark, rc, "selector_start");
+    ZKIT__PUBLIC_CALL(selector_start, selector_start_call(sel));
 }
 
 static int selector_requeue_call(zkit_selector_t *sel)
@@ -307,9 +299,7 @@ static int selector_requeue_call(zkit_selector_t *sel)
 
 ZKIT_EXTERN int zkit_selector_requeue(zkit_selector_t *sel)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = selector_requeue_call(sel);
-    return zkit__error_unless_set(mark, rc, "selector_requeue");
+    ZKIT__PUBLIC_CALL(selector_requeue, selector_requeue_call(sel));
 }
 
 ZKIT_EXTERN int zkit_selector_should_stop(const zkit_selector_t *sel)
@@ -350,9 +340,7 @@ static int selector_wait_stop_call(zkit_selector_t *sel, int timeout_ms)
 
 ZKIT_EXTERN int zkit_selector_wait_stop(zkit_selector_t *sel, int timeout_ms)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = selector_wait_stop_call(sel, timeout_ms);
-    return zkit__error_unless_set(mark, rc, "selector_wait_stop");
+    ZKIT__PUBLIC_CALL(selector_wait_stop, selector_wait_stop_call(sel, timeout_ms));
 }
 
 ZKIT_EXTERN int zkit_selector_has_leadership(const zkit_selector_t *sel)
@@ -367,40 +355,21 @@ ZKIT_EXTERN zkit_lock_t *zkit_selector_lock(zkit_selector_t *sel)
 
 /* The holding queries of the selector are those of its view (zkit_selector_lock). */
 
-static int selector_fencing_token_call(int64_t *token, const zkit_selector_t *sel)
-{
-    return zkit_lock_fencing_token(token, sel ? sel->view : NULL);
-}
-
 ZKIT_EXTERN int zkit_selector_fencing_token(int64_t *token, const zkit_selector_t *sel)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = selector_fencing_token_call(token, sel);
-    return zkit__error_unless_set(mark, rc, "selector_fencing_token");
-}
-
-static int selector_valid_until_call(int64_t *deadline_ms, const zkit_selector_t *sel)
-{
-    return zkit_lock_valid_until(deadline_ms, sel ? sel->view : NULL);
+    ZKIT__PUBLIC_CALL(selector_fencing_token,
+                      zkit_lock_fencing_token(token, sel ? sel->view : NULL));
 }
 
 ZKIT_EXTERN int zkit_selector_valid_until(int64_t *deadline_ms, const zkit_selector_t *sel)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = selector_valid_until_call(deadline_ms, sel);
-    return zkit__error_unless_set(mark, rc, "selector_valid_until");
-}
-
-static int selector_guard_txn_call(zkit_txn_t *txn, const zkit_selector_t *sel)
-{
-    return zkit_lock_guard_txn(txn, sel ? sel->view : NULL);
+    ZKIT__PUBLIC_CALL(selector_valid_until,
+                      zkit_lock_valid_until(deadline_ms, sel ? sel->view : NULL));
 }
 
 ZKIT_EXTERN int zkit_selector_guard_txn(zkit_txn_t *txn, const zkit_selector_t *sel)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = selector_guard_txn_call(txn, sel);
-    return zkit__error_unless_set(mark, rc, "selector_guard_txn");
+    ZKIT__PUBLIC_CALL(selector_guard_txn, zkit_lock_guard_txn(txn, sel ? sel->view : NULL));
 }
 
 static int selector_close_call(zkit_selector_t *sel)
@@ -463,9 +432,7 @@ static int selector_close_call(zkit_selector_t *sel)
 
 ZKIT_EXTERN int zkit_selector_close(zkit_selector_t *sel)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = selector_close_call(sel);
-    return zkit__error_unless_set(mark, rc, "selector_close");
+    ZKIT__PUBLIC_CALL(selector_close, selector_close_call(sel));
 }
 
 ZKIT_EXTERN void zkit_selector_free(zkit_selector_t *sel)

@@ -642,7 +642,7 @@ static int run_begin(run_t *run) ZKIT__REQUIRES(run->m.mu)
     int64_t due = run->deadline_ms > 0   ? run->deadline_ms
                   : run->deadline_ms < 0 ? INT64_MAX
                                          : zkit__monotonic_ms() +
-                                               zkit__client_connection_timeout(sem->client);
+                                               zkit__client_operation_timeout(sem->client);
     int rc;
     if (zkit__machine_arm_deadline(&run->m, due, on_run_deadline) != 0)
         return zkit__client_is_closing(sem->client) ? ZKIT_ECLOSED : ZKIT_ENOMEM;
@@ -1138,12 +1138,10 @@ static int semaphore_new_call(zkit_semaphore_t **out, zkit_client_t *client, con
 ZKIT_EXTERN int zkit_semaphore_new(zkit_semaphore_t **out, zkit_client_t *client, const char *path,
                                    int max_leases)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = semaphore_new_call(out, client, path, max_leases);
-    return zkit__error_unless_set(mark, rc, "semaphore_new");
+    ZKIT__PUBLIC_CALL(semaphore_new, semaphore_new_call(out, client, path, max_leases));
 }
 
-ZKIT_EXTERN int zkit_semaphore_cancel(zkit_semaphore_t *sem)
+static int semaphore_cancel_call(zkit_semaphore_t *sem)
 {
     zkit__sem_acq_t *a;
     if (!sem)
@@ -1163,6 +1161,11 @@ ZKIT_EXTERN int zkit_semaphore_cancel(zkit_semaphore_t *sem)
         zkit__sem_acq_unref(a);
     }
     return 0;
+}
+
+ZKIT_EXTERN int zkit_semaphore_cancel(zkit_semaphore_t *sem)
+{
+    ZKIT__PUBLIC_CALL(semaphore_cancel, semaphore_cancel_call(sem));
 }
 
 ZKIT_EXTERN void zkit_semaphore_free(zkit_semaphore_t *sem)
@@ -1242,9 +1245,7 @@ static int semaphore_acquire_call(zkit_lease_t **leases, zkit_semaphore_t *sem, 
 ZKIT_EXTERN int zkit_semaphore_acquire(zkit_lease_t **leases, zkit_semaphore_t *sem, int count,
                                        int timeout_ms)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = semaphore_acquire_call(leases, sem, count, timeout_ms);
-    return zkit__error_unless_set(mark, rc, "semaphore_acquire");
+    ZKIT__PUBLIC_CALL(semaphore_acquire, semaphore_acquire_call(leases, sem, count, timeout_ms));
 }
 
 static int semaphore_acquire_async_call(zkit_semaphore_t *sem, int count, int timeout_ms,
@@ -1268,9 +1269,8 @@ static int semaphore_acquire_async_call(zkit_semaphore_t *sem, int count, int ti
 ZKIT_EXTERN int zkit_semaphore_acquire_async(zkit_semaphore_t *sem, int count, int timeout_ms,
                                              zkit_leases_acquired_fn done, void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = semaphore_acquire_async_call(sem, count, timeout_ms, done, arg);
-    return zkit__error_unless_set(mark, rc, "semaphore_acquire_async");
+    ZKIT__PUBLIC_CALL(semaphore_acquire_async,
+                      semaphore_acquire_async_call(sem, count, timeout_ms, done, arg));
 }
 
 int zkit__semaphore_data_set(zkit_semaphore_t *sem, const void *data, size_t len)
@@ -1289,8 +1289,8 @@ int zkit__semaphore_data_set(zkit_semaphore_t *sem, const void *data, size_t len
     return 0;
 }
 
-ZKIT_EXTERN int zkit_semaphore_set_state_callback(zkit_semaphore_t *sem, zkit_lease_state_fn fn,
-                                                  void *arg)
+static int semaphore_set_state_callback_call(zkit_semaphore_t *sem, zkit_lease_state_fn fn,
+                                             void *arg)
 {
     if (!sem)
         return ZKIT_EINVAL;
@@ -1299,6 +1299,13 @@ ZKIT_EXTERN int zkit_semaphore_set_state_callback(zkit_semaphore_t *sem, zkit_le
     sem->state_arg = fn ? arg : NULL;
     zkit__mutex_unlock(&sem->mu);
     return 0;
+}
+
+ZKIT_EXTERN int zkit_semaphore_set_state_callback(zkit_semaphore_t *sem, zkit_lease_state_fn fn,
+                                                  void *arg)
+{
+    ZKIT__PUBLIC_CALL(semaphore_set_state_callback,
+                      semaphore_set_state_callback_call(sem, fn, arg));
 }
 
 static int lease_release_call(zkit_lease_t *lease)
@@ -1313,9 +1320,7 @@ static int lease_release_call(zkit_lease_t *lease)
 
 ZKIT_EXTERN int zkit_lease_release(zkit_lease_t *lease)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = lease_release_call(lease);
-    return zkit__error_unless_set(mark, rc, "lease_release");
+    ZKIT__PUBLIC_CALL(lease_release, lease_release_call(lease));
 }
 
 ZKIT_EXTERN zkit_lock_t *zkit_lease_lock(zkit_lease_t *lease)
@@ -1340,16 +1345,10 @@ ZKIT_EXTERN int zkit_lease_is_held(const zkit_lease_t *lease)
     return zkit_lock_is_held(lease ? lease->lock : NULL);
 }
 
-static int lease_valid_until_call(int64_t *deadline_ms, const zkit_lease_t *lease)
-{
-    return zkit_lock_valid_until(deadline_ms, lease ? lease->lock : NULL);
-}
-
 ZKIT_EXTERN int zkit_lease_valid_until(int64_t *deadline_ms, const zkit_lease_t *lease)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = lease_valid_until_call(deadline_ms, lease);
-    return zkit__error_unless_set(mark, rc, "lease_valid_until");
+    ZKIT__PUBLIC_CALL(lease_valid_until,
+                      zkit_lock_valid_until(deadline_ms, lease ? lease->lock : NULL));
 }
 
 ZKIT_EXTERN int zkit_lease_guard_txn(zkit_txn_t *txn, const zkit_lease_t *lease)

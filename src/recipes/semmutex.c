@@ -111,7 +111,5 @@ static int semaphore_mutex_new_call(zkit_lock_t **out, zkit_client_t *client, co
 ZKIT_EXTERN int zkit_semaphore_mutex_new(zkit_lock_t **out, zkit_client_t *client,
                                          const char *path)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = semaphore_mutex_new_call(out, client, path);
-    return zkit__error_unless_set(mark, rc, "semaphore_mutex_new");
+    ZKIT__PUBLIC_CALL(semaphore_mutex_new, semaphore_mutex_new_call(out, client, path));
 }

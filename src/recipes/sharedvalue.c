@@ -14,6 +14,7 @@
 #include "zkit/cache.h"
 #include "zkit/ops.h"
 #include "framework/async.h"
+#include "framework/bytes.h"
 #include "framework/errors.h"
 
 typedef struct listener {
@@ -58,11 +59,8 @@ static void copy_update_locked(zkit_shared_value_t *sv, const char *value, size_
     char *v;
     if (sv->have && mzxid <= sv->version.mzxid)
         return;
-    if (!(v = malloc(len + 1)))
+    if (!(v = zkit__bytes_copy(value, len)))
         return; /* the copy stays older; the watch brings the state again */
-    if (len)
-        memcpy(v, value, len);
-    v[len] = '\0';
     free(sv->value);
     sv->value = v;
     sv->len = len;
@@ -212,9 +210,7 @@ static int shared_value_new_call(zkit_shared_value_t **out, zkit_client_t *clien
 ZKIT_EXTERN int zkit_shared_value_new(zkit_shared_value_t **out, zkit_client_t *client,
                                       const char *path, const void *seed, size_t seed_len)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = shared_value_new_call(out, client, path, seed, seed_len);
-    return zkit__error_unless_set(mark, rc, "shared_value_new");
+    ZKIT__PUBLIC_CALL(shared_value_new, shared_value_new_call(out, client, path, seed, seed_len));
 }
 
 static int shared_value_start_call(zkit_shared_value_t *sv)
@@ -257,9 +253,7 @@ static int shared_value_start_call(zkit_shared_value_t *sv)
 
 ZKIT_EXTERN int zkit_shared_value_start(zkit_shared_value_t *sv)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = shared_value_start_call(sv);
-    return zkit__error_unless_set(mark, rc, "shared_value_start");
+    ZKIT__PUBLIC_CALL(shared_value_start, shared_value_start_call(sv));
 }
 
 /* 0 when started, else ZKIT_ESTATE described. */
@@ -307,9 +301,7 @@ static int shared_value_get_call(char **value, size_t *len, zkit_shared_version_
 ZKIT_EXTERN int zkit_shared_value_get(char **value, size_t *len, zkit_shared_version_t *version,
                                       zkit_shared_value_t *sv)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = shared_value_get_call(value, len, version, sv);
-    return zkit__error_unless_set(mark, rc, "shared_value_get");
+    ZKIT__PUBLIC_CALL(shared_value_get, shared_value_get_call(value, len, version, sv));
 }
 
 static int check_write(zkit_shared_value_t *sv, const void *value, size_t len)
@@ -343,9 +335,7 @@ static int shared_value_set_call(zkit_shared_value_t *sv, const void *value, siz
 
 ZKIT_EXTERN int zkit_shared_value_set(zkit_shared_value_t *sv, const void *value, size_t len)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = shared_value_set_call(sv, value, len);
-    return zkit__error_unless_set(mark, rc, "shared_value_set");
+    ZKIT__PUBLIC_CALL(shared_value_set, shared_value_set_call(sv, value, len));
 }
 
 static int shared_value_try_set_call(zkit_shared_value_t *sv, const zkit_shared_version_t *prev,
@@ -388,9 +378,7 @@ ZKIT_EXTERN int zkit_shared_value_try_set(zkit_shared_value_t *sv,
                                           const zkit_shared_version_t *prev, const void *value,
                                           size_t len)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = shared_value_try_set_call(sv, prev, value, len);
-    return zkit__error_unless_set(mark, rc, "shared_value_try_set");
+    ZKIT__PUBLIC_CALL(shared_value_try_set, shared_value_try_set_call(sv, prev, value, len));
 }
 
 static int add_listener(int *id, zkit_shared_value_t *sv, const listener_t *l)
@@ -431,9 +419,7 @@ static int shared_value_add_listener_call(int *id, zkit_shared_value_t *sv,
 ZKIT_EXTERN int zkit_shared_value_add_listener(int *id, zkit_shared_value_t *sv,
                                                zkit_shared_value_fn fn, void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = shared_value_add_listener_call(id, sv, fn, arg);
-    return zkit__error_unless_set(mark, rc, "shared_value_add_listener");
+    ZKIT__PUBLIC_CALL(shared_value_add_listener, shared_value_add_listener_call(id, sv, fn, arg));
 }
 
 static int shared_value_remove_listener_call(zkit_shared_value_t *sv, int id)
@@ -459,9 +445,7 @@ static int shared_value_remove_listener_call(zkit_shared_value_t *sv, int id)
 
 ZKIT_EXTERN int zkit_shared_value_remove_listener(zkit_shared_value_t *sv, int id)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = shared_value_remove_listener_call(sv, id);
-    return zkit__error_unless_set(mark, rc, "shared_value_remove_listener");
+    ZKIT__PUBLIC_CALL(shared_value_remove_listener, shared_value_remove_listener_call(sv, id));
 }
 
 ZKIT_EXTERN void zkit_shared_value_free(zkit_shared_value_t *sv)
@@ -512,9 +496,7 @@ static int shared_count_new_call(zkit_shared_count_t **out, zkit_client_t *clien
 ZKIT_EXTERN int zkit_shared_count_new(zkit_shared_count_t **out, zkit_client_t *client,
                                       const char *path, int32_t seed)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = shared_count_new_call(out, client, path, seed);
-    return zkit__error_unless_set(mark, rc, "shared_count_new");
+    ZKIT__PUBLIC_CALL(shared_count_new, shared_count_new_call(out, client, path, seed));
 }
 
 #define SC_CHECK(sc)                                            \
@@ -533,9 +515,7 @@ static int shared_count_start_call(zkit_shared_count_t *sc)
 
 ZKIT_EXTERN int zkit_shared_count_start(zkit_shared_count_t *sc)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = shared_count_start_call(sc);
-    return zkit__error_unless_set(mark, rc, "shared_count_start");
+    ZKIT__PUBLIC_CALL(shared_count_start, shared_count_start_call(sc));
 }
 
 static int shared_count_get_call(int32_t *count, zkit_shared_version_t *version,
@@ -569,9 +549,7 @@ static int shared_count_get_call(int32_t *count, zkit_shared_version_t *version,
 ZKIT_EXTERN int zkit_shared_count_get(int32_t *count, zkit_shared_version_t *version,
                                       zkit_shared_count_t *sc)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = shared_count_get_call(count, version, sc);
-    return zkit__error_unless_set(mark, rc, "shared_count_get");
+    ZKIT__PUBLIC_CALL(shared_count_get, shared_count_get_call(count, version, sc));
 }
 
 static int shared_count_set_call(zkit_shared_count_t *sc, int32_t count)
@@ -584,9 +562,7 @@ static int shared_count_set_call(zkit_shared_count_t *sc, int32_t count)
 
 ZKIT_EXTERN int zkit_shared_count_set(zkit_shared_count_t *sc, int32_t count)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = shared_count_set_call(sc, count);
-    return zkit__error_unless_set(mark, rc, "shared_count_set");
+    ZKIT__PUBLIC_CALL(shared_count_set, shared_count_set_call(sc, count));
 }
 
 static int shared_count_try_set_call(zkit_shared_count_t *sc, const zkit_shared_version_t *prev,
@@ -601,9 +577,7 @@ static int shared_count_try_set_call(zkit_shared_count_t *sc, const zkit_shared_
 ZKIT_EXTERN int zkit_shared_count_try_set(zkit_shared_count_t *sc,
                                           const zkit_shared_version_t *prev, int32_t count)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = shared_count_try_set_call(sc, prev, count);
-    return zkit__error_unless_set(mark, rc, "shared_count_try_set");
+    ZKIT__PUBLIC_CALL(shared_count_try_set, shared_count_try_set_call(sc, prev, count));
 }
 
 static int shared_count_add_listener_call(int *id, zkit_shared_count_t *sc,
@@ -621,9 +595,7 @@ static int shared_count_add_listener_call(int *id, zkit_shared_count_t *sc,
 ZKIT_EXTERN int zkit_shared_count_add_listener(int *id, zkit_shared_count_t *sc,
                                                zkit_shared_count_fn fn, void *arg)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = shared_count_add_listener_call(id, sc, fn, arg);
-    return zkit__error_unless_set(mark, rc, "shared_count_add_listener");
+    ZKIT__PUBLIC_CALL(shared_count_add_listener, shared_count_add_listener_call(id, sc, fn, arg));
 }
 
 static int shared_count_remove_listener_call(zkit_shared_count_t *sc, int id)
@@ -634,9 +606,7 @@ static int shared_count_remove_listener_call(zkit_shared_count_t *sc, int id)
 
 ZKIT_EXTERN int zkit_shared_count_remove_listener(zkit_shared_count_t *sc, int id)
 {
-    unsigned mark = zkit__error_mark();
-    int rc = shared_count_remove_listener_call(sc, id);
-    return zkit__error_unless_set(mark, rc, "shared_count_remove_listener");
+    ZKIT__PUBLIC_CALL(shared_count_remove_listener, shared_count_remove_listener_call(sc, id));
 }
 
 ZKIT_EXTERN void zkit_shared_count_free(zkit_shared_count_t *sc)

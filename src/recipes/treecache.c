@@ -104,7 +104,7 @@ struct zkit__tree {
     tnode_t *root;
     tnode_t *work_head, *work_tail;
 
-    int64_t synced_session;   /* a synced read was answered on this session */
+    int64_t synced_session;   /* a synced read was answered on the session of this id */
     int connected;            /* as the listener last heard */
     uint64_t epoch;           /* counts the (re)connections the listener heard */
     size_t pending;           /* active machines not current */
@@ -367,7 +367,7 @@ static void issue(zkit__tree_t *t, tnode_t *n, int k)
     zkit__read_kind_t step;
     pthread_mutex_lock(&t->mu);
     sync = session == 0 || session != t->synced_session;
-    /* A watch set in this session that has not fired is still set (libzookeeper sets it
+    /* A watch set in the current session that has not fired is still set (libzookeeper sets it
      * again on each reconnection): a read made only to resynchronize adds none. */
     watch = !(m->armed && m->armed_session == session && session != 0);
     m->sent_watch = (unsigned)watch;

@@ -7,7 +7,6 @@
  * On zkit-lock's messages, connection options and connection (zkl-msg.c, zkl-opts.c,
  * zkl-locks.c).
  */
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,10 +51,7 @@ static const struct option long_options[] = {
     { "base", required_argument, NULL, OPT_BASE },
     { "one", no_argument, NULL, OPT_ONE },
     { "json", no_argument, NULL, OPT_JSON },
-    ZKL_CONNECTION_LONG_OPTIONS,
-    { "help", no_argument, NULL, 'h' },
-    { "version", no_argument, NULL, 'V' },
-    { NULL, 0, NULL, 0 }
+    ZKL_COMMON_LONG_OPTIONS
 };
 
 typedef struct options {
@@ -65,6 +61,26 @@ typedef struct options {
     int one, json;
 } options_t;
 
+static int own_option(void *target, int c, const char *arg)
+{
+    options_t *o = target;
+    switch (c) {
+    case OPT_BASE: o->base = arg; return 0;
+    case OPT_ONE: o->one = 1; return 0;
+    case OPT_JSON: o->json = 1; return 0;
+    default: return ZKL_EXIT_INTERNAL;
+    }
+}
+
+static int take_word(void *target, int argc, char **argv, int index)
+{
+    (void)argc;
+    return zkl_take_one(&((options_t *)target)->service, "SERVICE", argv[index]);
+}
+
+static const zkl_grammar_t grammar = { "+:vqhV", long_options, usage_text, own_option,
+                                       take_word };
+
 /* -1 to go on, or the exit status (0 after --help or --version). */
 static int parse_options(options_t *o, int argc, char **argv)
 {
@@ -72,39 +88,8 @@ static int parse_options(options_t *o, int argc, char **argv)
     memset(o, 0, sizeof(*o));
     zkl_default_connection(&o->conn);
     o->base = DEFAULT_BASE;
-    opterr = 0;
-    for (;;) {
-        int before = optind, c = getopt_long(argc, argv, "+:vqhV", long_options, NULL);
-        if (c == -1) {
-            if (optind >= argc)
-                break;
-            if (o->service)
-                return zkl_usage_error("one SERVICE only ('%s' and '%s' given)", o->service,
-                                       argv[optind]);
-            o->service = argv[optind++];
-            continue;
-        }
-        if (c == '?' || c == ':')
-            return zkl_bad_option(c, optopt, argv[before]);
-        if (c == 'h') {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (c == 'V') {
-            printf("zkit-discover %s (libzkit %s)\n", ZKIT_VERSION_STRING, zkit_version());
-            return 0;
-        }
-        if ((rc = zkl_connection_option(&o->conn, c, optarg)) > 0)
-            return rc;
-        if (rc == 0)
-            continue;
-        if (c == OPT_BASE)
-            o->base = optarg;
-        else if (c == OPT_ONE)
-            o->one = 1;
-        else if (c == OPT_JSON)
-            o->json = 1;
-    }
+    if ((rc = zkl_scan_arguments(&grammar, o, &o->conn, argc, argv, NULL)) >= 0)
+        return rc;
     zkl_set_verbosity(o->conn.verbosity);
     if (!o->service)
         return zkl_usage_error("no SERVICE given");
@@ -114,8 +99,7 @@ static int parse_options(options_t *o, int argc, char **argv)
     if (zkit_path_validate(o->base) != 0 || strcmp(o->base, "/") == 0)
         return zkl_usage_error("bad base path '%s': must be absolute, not the root, without "
                                "empty, '.' or '..' parts", o->base);
-    if ((rc = zkl_check_namespace(o->conn.namespace_name)) == 0)
-        rc = zkl_load_credential(&o->conn);
+    rc = zkl_connection_ready(&o->conn);
     return rc == 0 ? -1 : rc;
 }
 
@@ -204,10 +188,8 @@ int main(int argc, char **argv)
     zkl_set_program("zkit-discover");
     status = parse_options(&o, argc, argv);
     /* zkl_connect waits on the event pipe (a signal ends the wait) */
-    if (status < 0 && zkl_events_init() != 0) {
-        zkl_error("cannot set up signal handling: %s", strerror(errno));
-        status = ZKL_EXIT_INTERNAL;
-    }
+    if (status < 0)
+        status = zkl_prepare(NULL, NULL);
     if (status < 0 && (status = zkl_connect(&client, &o.conn)) == 0) {
         if (zkit_discovery_new(&d, client, o.base) != 0) {
             zkl_error("%s", zkit_error_message());

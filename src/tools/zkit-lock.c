@@ -125,7 +125,6 @@ enum {
 };
 
 static const struct option long_options[] = {
-    ZKL_CONNECTION_LONG_OPTIONS,
     { "timeout", required_argument, NULL, 'w' },
     { "wait", required_argument, NULL, 'w' },
     { "nonblock", no_argument, NULL, 'n' },
@@ -142,21 +141,19 @@ static const struct option long_options[] = {
     /* Optional, so that "--list -v PATH" takes -v as an option and PATH as the path. */
     { "list", optional_argument, NULL, OPT_LIST },
     { "command", required_argument, NULL, 'c' },
-    { "help", no_argument, NULL, 'h' },
-    { "version", no_argument, NULL, 'V' },
-    { NULL, 0, NULL, 0 }
+    ZKL_COMMON_LONG_OPTIONS
 };
 
 /* "+": stop at the first non-option, so that PATHs are collected in order and nothing after
  * "--" is ever taken for an option; ":": we word the errors ourselves, on one line. */
 static const char short_options[] = "+:c:w:nE:vqhV";
 
-static int set_kind(zkl_options_t *o, zkl_kind_t kind, int *kind_given)
+static int set_kind(zkl_options_t *o, zkl_kind_t kind)
 {
-    if (*kind_given && o->kind != kind)
+    if (o->kind_given && o->kind != kind)
         return zkl_usage_error("--read, --write, --semaphore and --leader exclude each other");
     o->kind = kind;
-    *kind_given = 1;
+    o->kind_given = 1;
     return 0;
 }
 
@@ -176,12 +173,10 @@ static int apply_once_option(zkl_options_t *o, int c, const char *arg)
     return 0;
 }
 
-static int apply_option(zkl_options_t *o, int c, const char *arg, int *kind_given)
+static int apply_option(void *target, int c, const char *arg)
 {
+    zkl_options_t *o = target;
     int64_t ms;
-    int rc = zkl_connection_option(o, c, arg);
-    if (rc >= 0)
-        return rc;
     switch (c) {
     case 'n':
         o->timeout_ms = 0;
@@ -193,13 +188,13 @@ static int apply_option(zkl_options_t *o, int c, const char *arg, int *kind_give
         o->timeout_ms = (int)ms;
         o->wait_option = "-w";
         return 0;
-    case OPT_READ: return set_kind(o, ZKL_READ, kind_given);
-    case OPT_WRITE: return set_kind(o, ZKL_WRITE, kind_given);
-    case OPT_LEADER: return set_kind(o, ZKL_LEADER, kind_given);
+    case OPT_READ: return set_kind(o, ZKL_READ);
+    case OPT_WRITE: return set_kind(o, ZKL_WRITE);
+    case OPT_LEADER: return set_kind(o, ZKL_LEADER);
     case OPT_SEMAPHORE:
         if (zkl_parse_int(arg, 1, INT_MAX, &o->max_leases) != 0)
             return zkl_usage_error("--semaphore: '%s' is not a positive number of leases", arg);
-        return set_kind(o, ZKL_SEMAPHORE, kind_given);
+        return set_kind(o, ZKL_SEMAPHORE);
     case OPT_KILL_GRACE: return zkl_seconds_option("--kill-grace", arg, 0, &o->kill_grace_ms);
     case OPT_KILL_ON_SUSPEND: o->kill_on_suspend = 1; return 0;
     case OPT_KILL_GROUP_ON_EXIT: o->kill_group_on_exit = 1; return 0;
@@ -220,10 +215,6 @@ static int apply_option(zkl_options_t *o, int c, const char *arg, int *kind_give
     }
 }
 
-static void print_version(void)
-{
-    printf("zkit-lock %s (libzkit %s)\n", ZKIT_VERSION_STRING, zkit_version());
-}
 
 /*
  * Whether the word at argv[i], after a first PATH, is another PATH rather than the start of
@@ -243,48 +234,23 @@ static int another_path(int argc, char **argv, int i)
 }
 
 /*
- * getopt_long stops at each PATH ("+" mode); we take it and go on, so options may come before,
- * between or after the PATHs.  "--" ends it all: the rest is the command.  Without "--", the
- * word after the first PATH starts the command (see another_path), unless -c gave it already
- * or --list wants a path.
- * Returns -1 to go on, or the exit status (0 after --help).
+ * getopt_long stops at each PATH ("+" mode); it is taken and the scan goes on, so options may
+ * come before, between or after the PATHs.  "--" ends it all: the rest is the command.
+ * Without "--", the word after the first PATH starts the command (see another_path), unless
+ * -c gave it already or --list wants a path.
  */
-static int scan_arguments(zkl_options_t *o, int argc, char **argv)
+static int take_word(void *target, int argc, char **argv, int index)
 {
-    int kind_given = 0;
-    opterr = 0;
-    for (;;) {
-        int before = optind, c, rc;
-        c = getopt_long(argc, argv, short_options, long_options, NULL);
-        if (c == -1) {
-            if (before < argc && strcmp(argv[before], "--") == 0 && optind == before + 1) {
-                o->command = argv + optind;
-                return -1;
-            }
-            if (optind >= argc)
-                return -1;
-            if (o->path_count >= 1 && !o->shell_command && !o->list_mode &&
-                !another_path(argc, argv, optind)) {
-                o->command = argv + optind;
-                return -1;
-            }
-            o->paths[o->path_count++] = argv[optind++];
-            continue;
-        }
-        if (c == '?' || c == ':')
-            return zkl_bad_option(c, optopt, argv[before]);
-        if (c == 'h') {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (c == 'V') {
-            print_version();
-            return 0;
-        }
-        if ((rc = apply_option(o, c, optarg, &kind_given)) != 0)
-            return rc;
-    }
+    zkl_options_t *o = target;
+    if (o->path_count >= 1 && !o->shell_command && !o->list_mode &&
+        !another_path(argc, argv, index))
+        return ZKL_WORD_COMMAND;
+    o->paths[o->path_count++] = argv[index];
+    return ZKL_WORD_TAKEN;
 }
+
+static const zkl_grammar_t grammar = { short_options, long_options, usage_text, apply_option,
+                                       take_word };
 
 static int check_path(const char *path)
 {
@@ -393,7 +359,7 @@ static int parse_options(zkl_options_t *o, int argc, char **argv)
     default_options(o, calloc((size_t)argc + 1, sizeof(char *)));
     if (!o->paths)
         return ZKL_EXIT_INTERNAL;
-    if ((rc = scan_arguments(o, argc, argv)) >= 0)
+    if ((rc = zkl_scan_arguments(&grammar, o, o, argc, argv, &o->command)) >= 0)
         return rc;
     zkl_set_verbosity(o->verbosity);
     rc = use_shell_command(o);
@@ -402,9 +368,7 @@ static int parse_options(zkl_options_t *o, int argc, char **argv)
     if (o->skip_code < 0)
         o->skip_code = 0;
     if (rc == 0)
-        rc = zkl_check_namespace(o->namespace_name);
-    if (rc == 0)
-        rc = zkl_load_credential(o);
+        rc = zkl_connection_ready(o);
     return rc == 0 ? -1 : rc;
 }
 
@@ -696,18 +660,14 @@ int main(int argc, char **argv)
     zkit_client_t *client = NULL;
     char *paths = NULL, *program = NULL;
     int64_t started_s = unix_seconds();
-    int status, missing;
+    int status;
     zkl_note_inherited_fds(); /* before anything of ours is open */
     status = parse_options(&o, argc, argv);
     /* A command that cannot run fails before anything is locked. */
-    if (status < 0 && o.command && !(program = zkl_resolve_command(o.command[0], &missing)))
-        status = missing ? missing : ZKL_EXIT_INTERNAL;
+    if (status < 0)
+        status = zkl_prepare(o.command, &program);
     if (status < 0 && !(paths = join_paths(&o)))
         status = ZKL_EXIT_INTERNAL;
-    if (status < 0 && zkl_events_init() != 0) {
-        zkl_error("cannot set up signal handling: %s", strerror(errno));
-        status = ZKL_EXIT_INTERNAL;
-    }
     if (status < 0 && (status = zkl_connect(&client, &o)) == 0) {
         settle_kill_grace(&o, client);
         if (o.list_path) {

@@ -8,8 +8,9 @@
  *   zkl-locks.c   the lock kinds behind one interface (acquire, validity, nodes, release);
  *   zkl-child.c   running the command and killing it when the lock cannot be guaranteed;
  *   zkl-list.c    --list.
- * zkl-msg.c (messages), zkl-opts.c (the connection options), zkl-events.c, zkl-locks.c (the
- * connection) and zkl-child.c (command lookup, descriptors) serve zkit-watch too.
+ * zkl-msg.c (messages), zkl-opts.c (the command line, the connection options), zkl-events.c,
+ * zkl-locks.c (the connection) and zkl-child.c (command lookup, descriptors, the command's
+ * environment) serve zkit-watch, zkit-register and zkit-discover too.
  */
 #ifndef ZKIT_LOCK_TOOL_H
 #define ZKIT_LOCK_TOOL_H
@@ -57,6 +58,7 @@ typedef struct zkl_options {
     const char *namespace_name;
     int timeout_ms;            /* -1 waits forever */
     zkl_kind_t kind;
+    int kind_given;            /* --read, --write, --semaphore or --leader given */
     int max_leases;            /* --semaphore N */
     int session_timeout_ms;
     int connect_timeout_ms;    /* the first connection's deadline; -1 = the session timeout */
@@ -89,7 +91,7 @@ void zkl_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void zkl_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void zkl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* ---- zkl-opts.c: the options zkit-lock and zkit-watch share ---- */
+/* ---- zkl-opts.c: the command line the tools share ---- */
 
 #define ZKL_DEFAULT_CONNECT "127.0.0.1:2181"
 
@@ -103,15 +105,19 @@ enum {
     ZKL_OPT_FIRST_OWN
 };
 
-/* The shared entries of a `struct option` table (-v and -q are short options too). */
-#define ZKL_CONNECTION_LONG_OPTIONS                                                   \
+/* The shared entries that end every `struct option` table: the connection options, -v and -q
+ * (short options too), --help and --version (-h, -V), and the terminator. */
+#define ZKL_COMMON_LONG_OPTIONS                                                       \
     { "connect", required_argument, NULL, ZKL_OPT_CONNECT },                          \
     { "namespace", required_argument, NULL, ZKL_OPT_NAMESPACE },                      \
     { "session-timeout", required_argument, NULL, ZKL_OPT_SESSION_TIMEOUT },          \
     { "connect-timeout", required_argument, NULL, ZKL_OPT_CONNECT_TIMEOUT },          \
     { "auth-file", required_argument, NULL, ZKL_OPT_AUTH_FILE },                      \
     { "verbose", no_argument, NULL, 'v' },                                            \
-    { "quiet", no_argument, NULL, 'q' }
+    { "quiet", no_argument, NULL, 'q' },                                              \
+    { "help", no_argument, NULL, 'h' },                                               \
+    { "version", no_argument, NULL, 'V' },                                            \
+    { NULL, 0, NULL, 0 }
 
 /* One line "PROGRAM: TEXT (see PROGRAM --help)" on stderr; returns ZKL_EXIT_USAGE. */
 int zkl_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -131,6 +137,38 @@ int zkl_connection_option(zkl_options_t *o, int c, const char *arg);
 int zkl_bad_option(int c, int optopt_char, const char *word);
 /* 0, or ZKL_EXIT_USAGE (said) for a namespace that cannot prefix a path. */
 int zkl_check_namespace(const char *ns);
+
+/* What zkl_scan_arguments does with a word that is no option (see zkl_grammar_t.word). */
+enum { ZKL_WORD_TAKEN = -1, ZKL_WORD_COMMAND = -2 };
+
+/* A command's command line: its getopt tables ("+" so that getopt_long stops at each word,
+ * ":" so that its errors are worded by zkl_bad_option), its --help text, and what it does with
+ * its own options and with the words that are no option. */
+typedef struct zkl_grammar {
+    const char *short_options;
+    const struct option *long_options;
+    const char *usage_text;
+    /* An option that is no connection option: 0, or an exit status (said). */
+    int (*option)(void *target, int c, const char *arg);
+    /* The word argv[index]: ZKL_WORD_TAKEN, ZKL_WORD_COMMAND (the command starts there), or an
+     * exit status (said). */
+    int (*word)(void *target, int argc, char **argv, int index);
+} zkl_grammar_t;
+
+/*
+ * Reads the command line: options may come before, between or after the words.  Connection
+ * options go to `conn`, the command's own to g->option, the words to g->word.  With `command`,
+ * "--" ends it all and the rest is the command (*command, else left as it was); without, the
+ * words after "--" are words too.  -h prints g->usage_text and -V the version line.  Returns
+ * -1 to go on, or the exit status (0 after --help or --version).
+ */
+int zkl_scan_arguments(const zkl_grammar_t *g, void *target, zkl_options_t *conn, int argc,
+                       char **argv, char ***command);
+/* A command's one operand (its PATH or SERVICE): `word` into *slot, or a second one refused
+ * ("one WHAT only").  ZKL_WORD_TAKEN, or ZKL_EXIT_USAGE (said). */
+int zkl_take_one(const char **slot, const char *what, const char *word);
+/* After the scan: the namespace checked and the credential read.  0 or an exit status (said). */
+int zkl_connection_ready(zkl_options_t *o);
 /* Reads --auth-file or $ZKIT_AUTH into o->credential: 0 or an exit status (said). */
 int zkl_load_credential(zkl_options_t *o);
 /* Wipes and frees o->credential. */
@@ -236,10 +274,20 @@ void zkl_note_inherited_fds(void);
 /* The file execvp() would run for `name` (malloc'd), looked up before anything is locked;
  * NULL with *status = 126 or 127 and a message when there is none. */
 char *zkl_resolve_command(const char *name, int *status);
+/* Before anything is started: the command's file looked up (*program, malloc'd; NULL without
+ * a command, when `program` may be NULL too), then the event pipe and its signal handlers set
+ * up.  -1 to go on, or the exit status (said). */
+int zkl_prepare(char *const *command, char **program);
 /* In a child about to exec (async-signal-safe): closes every descriptor above 2 that was not
  * open when zkl_note_inherited_fds ran, but `also_keep` (-1: none), and the standard ones
  * that were given closed. */
 void zkl_close_unkept_fds(int also_keep);
+/* The command's environment, built before fork() (the child of a threaded process may only
+ * make async-signal-safe calls, which setenv() is not): environ without any of the `count`
+ * variables `names`, then each names[i]=values[i].  NULL when out of memory. */
+char **zkl_child_environment(const char *const *names, const char *const *values, size_t count);
+/* Frees an environment of zkl_child_environment (its last `count` entries are its own). */
+void zkl_free_environment(char **env, size_t count);
 /* Runs the command under the lock and returns zkit-lock's exit status: the command's, or
  * ZKL_EXIT_LOCK_LOST when it had to be killed (a message is printed). */
 int zkl_run_command(const zkl_run_t *run);

@@ -75,10 +75,7 @@ static const struct option long_options[] = {
     { "uri-spec", required_argument, NULL, OPT_URI_SPEC },
     { "disabled", no_argument, NULL, OPT_DISABLED },
     { "base", required_argument, NULL, OPT_BASE },
-    ZKL_CONNECTION_LONG_OPTIONS,
-    { "help", no_argument, NULL, 'h' },
-    { "version", no_argument, NULL, 'V' },
-    { NULL, 0, NULL, 0 }
+    ZKL_COMMON_LONG_OPTIONS
 };
 
 typedef struct options {
@@ -88,8 +85,9 @@ typedef struct options {
     char **command;
 } options_t;
 
-static int own_option(options_t *o, int c, const char *arg)
+static int own_option(void *target, int c, const char *arg)
 {
+    options_t *o = target;
     switch (c) {
     case OPT_ADDRESS: o->inst.address = arg; return 0;
     case OPT_PORT:
@@ -110,6 +108,15 @@ static int own_option(options_t *o, int c, const char *arg)
     }
 }
 
+static int take_word(void *target, int argc, char **argv, int index)
+{
+    (void)argc;
+    return zkl_take_one(&((options_t *)target)->inst.name, "SERVICE", argv[index]);
+}
+
+static const zkl_grammar_t grammar = { "+:vqhV", long_options, usage_text, own_option,
+                                       take_word };
+
 /* -1 to go on, or the exit status (0 after --help or --version). */
 static int parse_options(options_t *o, int argc, char **argv)
 {
@@ -118,37 +125,8 @@ static int parse_options(options_t *o, int argc, char **argv)
     zkl_default_connection(&o->conn);
     zkit_service_instance_init(&o->inst);
     o->base = DEFAULT_BASE;
-    opterr = 0;
-    for (;;) {
-        int before = optind, c = getopt_long(argc, argv, "+:vqhV", long_options, NULL);
-        if (c == -1) {
-            if (before < argc && strcmp(argv[before], "--") == 0 && optind == before + 1) {
-                o->command = argv + optind;
-                break;
-            }
-            if (optind >= argc)
-                break;
-            if (o->inst.name)
-                return zkl_usage_error("one SERVICE only ('%s' and '%s' given)", o->inst.name,
-                                       argv[optind]);
-            o->inst.name = argv[optind++];
-            continue;
-        }
-        if (c == '?' || c == ':')
-            return zkl_bad_option(c, optopt, argv[before]);
-        if (c == 'h') {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (c == 'V') {
-            printf("zkit-register %s (libzkit %s)\n", ZKIT_VERSION_STRING, zkit_version());
-            return 0;
-        }
-        if ((rc = zkl_connection_option(&o->conn, c, optarg)) > 0)
-            return rc;
-        if (rc < 0 && (rc = own_option(o, c, optarg)) != 0)
-            return rc;
-    }
+    if ((rc = zkl_scan_arguments(&grammar, o, &o->conn, argc, argv, &o->command)) >= 0)
+        return rc;
     zkl_set_verbosity(o->conn.verbosity);
     if (!o->inst.name)
         return zkl_usage_error("no SERVICE given");
@@ -170,8 +148,7 @@ static int parse_options(options_t *o, int argc, char **argv)
     if (zkit_path_validate(o->base) != 0 || strcmp(o->base, "/") == 0)
         return zkl_usage_error("bad base path '%s': must be absolute, not the root, without "
                                "empty, '.' or '..' parts", o->base);
-    if ((rc = zkl_check_namespace(o->conn.namespace_name)) == 0)
-        rc = zkl_load_credential(&o->conn);
+    rc = zkl_connection_ready(&o->conn);
     return rc == 0 ? -1 : rc;
 }
 
@@ -247,16 +224,12 @@ int main(int argc, char **argv)
     zkit_service_registration_t *reg = NULL;
     zkit_service_instance_t *mine = NULL;
     char *program = NULL;
-    int status, missing = 0, rc;
+    int status, rc;
     zkl_set_program("zkit-register");
     zkl_note_inherited_fds();
     status = parse_options(&o, argc, argv);
-    if (status < 0 && o.command && !(program = zkl_resolve_command(o.command[0], &missing)))
-        status = missing ? missing : ZKL_EXIT_INTERNAL;
-    if (status < 0 && zkl_events_init() != 0) {
-        zkl_error("cannot set up signal handling: %s", strerror(errno));
-        status = ZKL_EXIT_INTERNAL;
-    }
+    if (status < 0)
+        status = zkl_prepare(o.command, &program);
     if (status < 0 && (status = zkl_connect(&client, &o.conn)) == 0) {
         status = -1;
         if ((rc = zkit_discovery_new(&d, client, o.base)) != 0 ||

@@ -91,7 +91,6 @@ enum {
 };
 
 static const struct option long_options[] = {
-    ZKL_CONNECTION_LONG_OPTIONS,
     { "children", no_argument, NULL, OPT_CHILDREN },
     { "tree", no_argument, NULL, OPT_TREE },
     { "depth", required_argument, NULL, OPT_DEPTH },
@@ -99,9 +98,7 @@ static const struct option long_options[] = {
     { "once", no_argument, NULL, OPT_ONCE },
     { "timeout", required_argument, NULL, 'w' },
     { "wait", required_argument, NULL, 'w' },
-    { "help", no_argument, NULL, 'h' },
-    { "version", no_argument, NULL, 'V' },
-    { NULL, 0, NULL, 0 }
+    ZKL_COMMON_LONG_OPTIONS
 };
 
 /* As zkit-lock's: "+" stops at PATH, so that nothing after "--" is taken for an option. */
@@ -121,12 +118,10 @@ static int depth_option(zkw_options_t *o, const char *arg)
     return 0;
 }
 
-static int apply_option(zkw_options_t *o, int c, const char *arg)
+static int apply_option(void *target, int c, const char *arg)
 {
+    zkw_options_t *o = target;
     int64_t ms;
-    int rc = zkl_connection_option(&o->conn, c, arg);
-    if (rc >= 0)
-        return rc;
     switch (c) {
     case OPT_CHILDREN: o->children = 1; return 0;
     case OPT_TREE: o->tree = 1; return 0;
@@ -142,40 +137,14 @@ static int apply_option(zkw_options_t *o, int c, const char *arg)
     }
 }
 
-/* Returns -1 to go on, or the exit status (0 after --help or --version). */
-static int scan_arguments(zkw_options_t *o, int argc, char **argv)
+static int take_word(void *target, int argc, char **argv, int index)
 {
-    opterr = 0;
-    for (;;) {
-        int before = optind, c, rc;
-        c = getopt_long(argc, argv, short_options, long_options, NULL);
-        if (c == -1) {
-            if (before < argc && strcmp(argv[before], "--") == 0 && optind == before + 1) {
-                o->command = argv + optind;
-                return -1;
-            }
-            if (optind >= argc)
-                return -1;
-            if (o->path)
-                return zkl_usage_error("one PATH only ('%s' and '%s' given)", o->path,
-                                       argv[optind]);
-            o->path = argv[optind++];
-            continue;
-        }
-        if (c == '?' || c == ':')
-            return zkl_bad_option(c, optopt, argv[before]);
-        if (c == 'h') {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (c == 'V') {
-            printf("zkit-watch %s (libzkit %s)\n", ZKIT_VERSION_STRING, zkit_version());
-            return 0;
-        }
-        if ((rc = apply_option(o, c, optarg)) != 0)
-            return rc;
-    }
+    (void)argc;
+    return zkl_take_one(&((zkw_options_t *)target)->path, "PATH", argv[index]);
 }
+
+static const zkl_grammar_t grammar = { short_options, long_options, usage_text, apply_option,
+                                       take_word };
 
 static int check_options(const zkw_options_t *o)
 {
@@ -204,12 +173,12 @@ static int parse_options(zkw_options_t *o, int argc, char **argv)
     zkl_default_connection(&o->conn);
     o->timeout_ms = -1;
     o->depth = ZKIT_TREE_CACHE_UNLIMITED;
-    if ((rc = scan_arguments(o, argc, argv)) >= 0)
+    if ((rc = zkl_scan_arguments(&grammar, o, &o->conn, argc, argv, &o->command)) >= 0)
         return rc;
     o->kind = o->tree ? ZKW_TREE : o->children ? ZKW_CHILDREN : ZKW_NODE;
     zkl_set_verbosity(o->conn.verbosity);
-    if ((rc = check_options(o)) == 0 && (rc = zkl_check_namespace(o->conn.namespace_name)) == 0)
-        rc = zkl_load_credential(&o->conn);
+    if ((rc = check_options(o)) == 0)
+        rc = zkl_connection_ready(&o->conn);
     return rc == 0 ? -1 : rc;
 }
 
@@ -416,7 +385,7 @@ int main(int argc, char **argv)
     zkw_options_t o;
     zkit_client_t *client = NULL;
     char *program = NULL;
-    int status, missing;
+    int status;
     zkl_set_program("zkit-watch");
     /* A reader that goes away (zkit-watch ... | head -1) ends the watch through EPIPE, with
      * status 0; COMMAND gets the default disposition back (zkl_events_reset_for_child). */
@@ -424,12 +393,8 @@ int main(int argc, char **argv)
     zkl_note_inherited_fds(); /* before anything of ours is open */
     status = parse_options(&o, argc, argv);
     /* A command that cannot run fails before anything is watched. */
-    if (status < 0 && o.command && !(program = zkl_resolve_command(o.command[0], &missing)))
-        status = missing ? missing : ZKL_EXIT_INTERNAL;
-    if (status < 0 && zkl_events_init() != 0) {
-        zkl_error("cannot set up signal handling: %s", strerror(errno));
-        status = ZKL_EXIT_INTERNAL;
-    }
+    if (status < 0)
+        status = zkl_prepare(o.command, &program);
     if (status < 0 && (status = zkl_connect(&client, &o.conn)) == 0)
         status = watch(client, &o, program);
     free(program);

@@ -65,12 +65,11 @@ typedef struct guard {
 
 /* ---- starting the command ----------------------------------------------------------------- */
 
-static int is_our_variable(const char *entry)
+static int is_one_of(const char *entry, const char *const *names, size_t count)
 {
-    static const char *const names[] = { "ZKIT_LOCK_PATH=", "ZKIT_LOCK_NODE=",
-                                         "ZKIT_FENCING_TOKEN=" };
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        if (strncmp(entry, names[i], strlen(names[i])) == 0)
+    for (size_t i = 0; i < count; i++) {
+        size_t len = strlen(names[i]);
+        if (strncmp(entry, names[i], len) == 0 && entry[len] == '=')
             return 1;
     }
     return 0;
@@ -85,40 +84,34 @@ static char *env_entry(const char *name, const char *value)
     return entry;
 }
 
-/* The command's environment, built before fork(): the child of a threaded process may only
- * make async-signal-safe calls, which setenv() is not. */
-static char **child_environment(const zkl_run_t *run)
+char **zkl_child_environment(const char *const *names, const char *const *values, size_t count)
 {
-    size_t n = 0, used = 0;
+    size_t n = 0, used = 0, made;
     char **env;
     while (environ[n])
         n++;
-    env = calloc(n + 4, sizeof(*env));
-    if (!env)
+    if (!(env = calloc(n + count + 1, sizeof(*env))))
         return NULL;
     for (size_t i = 0; i < n; i++) {
-        if (!is_our_variable(environ[i]))
+        if (!is_one_of(environ[i], names, count))
             env[used++] = environ[i];
     }
-    env[used] = env_entry("ZKIT_LOCK_PATH", run->lock_path);
-    env[used + 1] = env_entry("ZKIT_LOCK_NODE", run->lock_node);
-    env[used + 2] = env_entry("ZKIT_FENCING_TOKEN", run->token);
-    if (!env[used] || !env[used + 1] || !env[used + 2]) {
-        for (int i = 0; i < 3; i++)
-            free(env[used + i]);
-        free(env);
-        return NULL;
+    for (made = 0; made < count; made++) {
+        if (!(env[used + made] = env_entry(names[made], values[made]))) {
+            zkl_free_environment(env, made);
+            return NULL;
+        }
     }
     return env;
 }
 
-static void free_environment(char **env)
+void zkl_free_environment(char **env, size_t count)
 {
     size_t i = 0;
     while (env[i])
         i++;
-    /* Only the last three entries are ours; the others belong to environ. */
-    for (size_t k = i >= 3 ? i - 3 : 0; k < i; k++)
+    /* Only the last `count` entries are ours; the others belong to environ. */
+    for (size_t k = i >= count ? i - count : 0; k < i; k++)
         free(env[k]);
     free(env);
 }
@@ -180,6 +173,20 @@ char *zkl_resolve_command(const char *name, int *status)
         zkl_error("cannot run '%s': %s", name, strerror(error));
     *status = error == ENOENT ? ZKL_EXIT_NOT_FOUND : ZKL_EXIT_CANNOT_EXEC;
     return NULL;
+}
+
+int zkl_prepare(char *const *command, char **program)
+{
+    int missing = 0;
+    if (program)
+        *program = NULL;
+    if (command && !(*program = zkl_resolve_command(command[0], &missing)))
+        return missing ? missing : ZKL_EXIT_INTERNAL;
+    if (zkl_events_init() != 0) {
+        zkl_error("cannot set up signal handling: %s", strerror(errno));
+        return ZKL_EXIT_INTERNAL;
+    }
+    return -1;
 }
 
 /* The terminal, when we run in its foreground: the command gets it, as a shell would give it,
@@ -648,6 +655,9 @@ static int supervise(guard_t *g)
 
 int zkl_run_command(const zkl_run_t *run)
 {
+    static const char *const names[] = { "ZKIT_LOCK_PATH", "ZKIT_LOCK_NODE",
+                                         "ZKIT_FENCING_TOKEN" };
+    const char *const values[] = { run->lock_path, run->lock_node, run->token };
     guard_t g;
     int status;
     char **env;
@@ -655,7 +665,7 @@ int zkl_run_command(const zkl_run_t *run)
     g.run = run;
     g.term_at = g.kill_at = INT64_MAX;
     g.tty = foreground_terminal();
-    env = child_environment(run);
+    env = zkl_child_environment(names, values, 3);
     if (!env) {
         zkl_error("out of memory");
         return ZKL_EXIT_INTERNAL;
@@ -665,7 +675,7 @@ int zkl_run_command(const zkl_run_t *run)
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     g.watchdog = watchdog_start();
     status = spawn(&g, run->program, env);
-    free_environment(env);
+    zkl_free_environment(env, 3);
     if (status != 0) {
         watchdog_disarm(&g);
         return status;

@@ -1,11 +1,12 @@
 /*
- * zkl-opts.c - the options zkit-lock and zkit-watch share: where ZooKeeper is (--connect,
- * --namespace), the session (--session-timeout, --connect-timeout), credentials (--auth-file
- * or $ZKIT_AUTH) and verbosity (-v, -q); and the wording of every usage error, one line on
- * stderr that points at --help.  Both commands take these options with the same names,
- * values and messages.
+ * zkl-opts.c - the command line the tools share: the reading of it (options among the words,
+ * "--" before the command, --help, --version), where ZooKeeper is (--connect, --namespace),
+ * the session (--session-timeout, --connect-timeout), credentials (--auth-file or $ZKIT_AUTH)
+ * and verbosity (-v, -q); and the wording of every usage error, one line on stderr that points
+ * at --help.  Every tool takes these options with the same names, values and messages.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -128,6 +129,60 @@ int zkl_bad_option(int c, int optopt_char, const char *word)
     if (is_long)
         return zkl_usage_error("unknown option '%s'", word);
     return zkl_usage_error("unknown option '-%c'", optopt_char);
+}
+
+int zkl_scan_arguments(const zkl_grammar_t *g, void *target, zkl_options_t *conn, int argc,
+                       char **argv, char ***command)
+{
+    opterr = 0;
+    for (;;) {
+        int before = optind, c, rc;
+        c = getopt_long(argc, argv, g->short_options, g->long_options, NULL);
+        if (c == -1) {
+            if (command && before < argc && strcmp(argv[before], "--") == 0 &&
+                optind == before + 1) {
+                *command = argv + optind;
+                return -1;
+            }
+            if (optind >= argc)
+                return -1;
+            if ((rc = g->word(target, argc, argv, optind)) == ZKL_WORD_TAKEN) {
+                optind++;
+                continue;
+            }
+            if (rc == ZKL_WORD_COMMAND && command)
+                *command = argv + optind;
+            return rc == ZKL_WORD_COMMAND ? -1 : rc;
+        }
+        if (c == '?' || c == ':')
+            return zkl_bad_option(c, optopt, argv[before]);
+        if (c == 'h') {
+            fputs(g->usage_text, stdout);
+            return 0;
+        }
+        if (c == 'V') {
+            printf("%s %s (libzkit %s)\n", zkl_program(), ZKIT_VERSION_STRING, zkit_version());
+            return 0;
+        }
+        if ((rc = zkl_connection_option(conn, c, optarg)) < 0)
+            rc = g->option(target, c, optarg);
+        if (rc != 0)
+            return rc;
+    }
+}
+
+int zkl_take_one(const char **slot, const char *what, const char *word)
+{
+    if (*slot)
+        return zkl_usage_error("one %s only ('%s' and '%s' given)", what, *slot, word);
+    *slot = word;
+    return ZKL_WORD_TAKEN;
+}
+
+int zkl_connection_ready(zkl_options_t *o)
+{
+    int rc = zkl_check_namespace(o->namespace_name);
+    return rc == 0 ? zkl_load_credential(o) : rc;
 }
 
 int zkl_check_namespace(const char *ns)

@@ -22,8 +22,7 @@
 
 #include "tools/zkit-watch.h"
 
-extern char **environ;
-
+/* ZKIT_WATCH_PATH, ZKIT_WATCH_VERSION and ZKIT_WATCH_EVENT. */
 #define OUR_VARIABLES 3
 
 struct zkw_runner {
@@ -49,57 +48,15 @@ int zkw_runner_new(zkw_runner_t **out, char **argv, const char *program)
     return 0;
 }
 
-static int is_our_variable(const char *entry)
-{
-    return strncmp(entry, "ZKIT_WATCH_PATH=", 16) == 0 ||
-           strncmp(entry, "ZKIT_WATCH_VERSION=", 19) == 0 ||
-           strncmp(entry, "ZKIT_WATCH_EVENT=", 17) == 0;
-}
-
-static char *env_entry(const char *name, const char *value)
-{
-    size_t n = strlen(name) + strlen(value) + 2;
-    char *entry = malloc(n);
-    if (entry)
-        snprintf(entry, n, "%s=%s", name, value);
-    return entry;
-}
-
-/* Built before fork(): the child of a threaded process may only make async-signal-safe
- * calls.  The last OUR_VARIABLES entries are ours to free. */
+/* The event in the command's environment. */
 static char **child_environment(const zkw_event_t *e)
 {
-    size_t n = 0, used = 0;
-    char version[24], **env;
-    while (environ[n])
-        n++;
-    if (!(env = calloc(n + OUR_VARIABLES + 1, sizeof(*env))))
-        return NULL;
-    for (size_t i = 0; i < n; i++) {
-        if (!is_our_variable(environ[i]))
-            env[used++] = environ[i];
-    }
+    static const char *const names[] = { "ZKIT_WATCH_PATH", "ZKIT_WATCH_VERSION",
+                                         "ZKIT_WATCH_EVENT" };
+    char version[24];
+    const char *values[] = { e->path, version, zkw_type_name(e->type) };
     snprintf(version, sizeof(version), "%d", (int)e->version);
-    env[used] = env_entry("ZKIT_WATCH_PATH", e->path);
-    env[used + 1] = env_entry("ZKIT_WATCH_VERSION", version);
-    env[used + 2] = env_entry("ZKIT_WATCH_EVENT", zkw_type_name(e->type));
-    if (!env[used] || !env[used + 1] || !env[used + 2]) {
-        for (int i = 0; i < OUR_VARIABLES; i++)
-            free(env[used + i]);
-        free(env);
-        return NULL;
-    }
-    return env;
-}
-
-static void free_environment(char **env)
-{
-    size_t i = 0;
-    while (env[i])
-        i++;
-    for (size_t k = i - OUR_VARIABLES; k < i; k++)
-        free(env[k]);
-    free(env);
+    return zkl_child_environment(names, values, OUR_VARIABLES);
 }
 
 /* The input as a file at offset 0, or -1. */
@@ -150,7 +107,7 @@ static int start(zkw_runner_t *r, const zkw_event_t *e, const char *input, size_
     if (!env || in < 0) {
         zkl_error("cannot start the command: %s", env ? strerror(errno) : "out of memory");
         if (env)
-            free_environment(env);
+            zkl_free_environment(env, OUR_VARIABLES);
         if (in >= 0)
             close(in);
         return ZKL_EXIT_INTERNAL;
@@ -159,7 +116,7 @@ static int start(zkw_runner_t *r, const zkw_event_t *e, const char *input, size_
     if (r->pid == 0)
         exec_child(r, env, in, parent);
     close(in);
-    free_environment(env);
+    zkl_free_environment(env, OUR_VARIABLES);
     if (r->pid < 0) {
         r->pid = 0;
         zkl_error("cannot start the command: %s", strerror(errno));
