@@ -993,7 +993,7 @@ static void test_run_slot_once_refuses_a_future_slot(void)
 typedef struct log_capture {
     pthread_mutex_t mu;
     pthread_cond_t cond;
-    char text[8192];
+    char text[65536];
     size_t len;
 } log_capture_t;
 
@@ -1009,6 +1009,23 @@ static void capture_log(zkit_log_level_t level, const char *message, void *arg)
     pthread_mutex_unlock(&cap->mu);
 }
 
+/* How many captured lines of `level` contain `needle`. */
+static int captured_at(log_capture_t *cap, zkit_log_level_t level, const char *needle)
+{
+    int n = 0;
+    pthread_mutex_lock(&cap->mu);
+    for (const char *line = cap->text; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        const char *hit = strstr(line, needle);
+        if (hit && hit < line + len && atoi(line) == (int)level)
+            n++;
+        line += len + (end ? 1 : 0);
+    }
+    pthread_mutex_unlock(&cap->mu);
+    return n;
+}
+
 /* How many captured lines contain `needle`. */
 static int captured(log_capture_t *cap, const char *needle)
 {
@@ -1020,7 +1037,14 @@ static int captured(log_capture_t *cap, const char *needle)
     return n;
 }
 
+static zkit_client_t *capturing_client_at(log_capture_t *cap, zkit_log_level_t level);
+
 static zkit_client_t *capturing_client(log_capture_t *cap)
+{
+    return capturing_client_at(cap, ZKIT_LOG_WARN);
+}
+
+static zkit_client_t *capturing_client_at(log_capture_t *cap, zkit_log_level_t level)
 {
     zkit_client_options_t o = ZKIT_CLIENT_OPTIONS_INIT;
     zkit_client_t *c = NULL;
@@ -1031,7 +1055,7 @@ static zkit_client_t *capturing_client(log_capture_t *cap)
     o.session_timeout_ms = 10000;
     o.log_fn = capture_log;
     o.log_arg = cap;
-    o.log_level = ZKIT_LOG_WARN;
+    o.log_level = level;
     if (zkit_client_new(&c, &o) != 0)
         return NULL;
     if (zkit_client_block_until_connected(c, 10000) != 0) {
@@ -1771,16 +1795,17 @@ static void test_bad_options(void)
 #undef REFUSED_WITH
 
 /*
- * A refused option is logged through the client's log as well as put in
- * zkit_error_message(), with the same text (docs/errors.md), for zkit_job_start and for
- * zkit_job_run_slot_once alike; so is a one-shot attempt that fails at the lock.
+ * A refused option is the caller's mistake: returned with its text in zkit_error_message()
+ * (docs/errors.md) and logged through the client's log at debug only, never above, for
+ * zkit_job_start and for zkit_job_run_slot_once alike; so is a one-shot attempt that fails
+ * at the lock, whose caller has the code and the message.
  */
 static void test_bad_options_are_logged(void)
 {
     zkit_job_options_t o = ZKIT_JOB_OPTIONS_INIT;
     zkit_job_attempt_t a;
     log_capture_t cap;
-    zkit_client_t *c = capturing_client(&cap);
+    zkit_client_t *c = capturing_client_at(&cap, ZKIT_LOG_DEBUG);
     zkit_job_t *job = NULL;
     char path[64], needle[160];
     CU_ASSERT_PTR_NOT_NULL_FATAL(c);
@@ -1790,11 +1815,15 @@ static void test_bad_options_are_logged(void)
     o.fn = never_called;
     o.jitter_ms = 60000;
     CU_ASSERT_EQUAL(zkit_job_start(&job, c, &o), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(captured_at(&cap, ZKIT_LOG_DEBUG,
+                                "jitter_ms: must be below the shortest slot (60000 ms)"), 1);
     CU_ASSERT_EQUAL(captured(&cap, "jitter_ms: must be below the shortest slot (60000 ms)"), 1);
     o.jitter_ms = 0;
     o.period_s = 0;
     o.cron = "0 24 * * *";
     CU_ASSERT_EQUAL(zkit_job_run_slot_once(&a, c, &o, 60017), ZKIT_EINVAL);
+    CU_ASSERT_EQUAL(captured_at(&cap, ZKIT_LOG_DEBUG,
+                                "cron '0 24 * * *': hour: 24 is out of range 0-23"), 1);
     CU_ASSERT_EQUAL(captured(&cap, "cron '0 24 * * *': hour: 24 is out of range 0-23"), 1);
     CU_ASSERT_PTR_NOT_NULL(strstr(zkit_error_message(), "hour: 24"));
     /* The lock's directory holds a child of no known layout: the attempt fails, named. */
@@ -1809,6 +1838,8 @@ static void test_bad_options_are_logged(void)
     CU_ASSERT_EQUAL(zkit_job_run_slot_once(&a, c, &o, 60017), ZKIT_EFOREIGN);
     CU_ASSERT(zkit_error_message()[0] != '\0');
     CU_ASSERT(captured(&cap, zkit_error_message()) >= 1);
+    CU_ASSERT_EQUAL(captured(&cap, zkit_error_message()),
+                    captured_at(&cap, ZKIT_LOG_DEBUG, zkit_error_message()));
     if (captured(&cap, zkit_error_message()) < 1)
         fprintf(stderr, "not logged: '%s'\n", zkit_error_message());
     zkit_client_close(c);
@@ -1835,7 +1866,7 @@ static int close_admin(void)
 static const zkh_test_t tests[] = {
     { "no run begins once the job is stopping", test_no_run_begins_after_stop },
     { "bad options are refused with a message", test_bad_options },
-    { "refused options and failed attempts are logged", test_bad_options_are_logged },
+    { "refused options and failed attempts are logged at debug", test_bad_options_are_logged },
     { "stop waits for a running callback", test_stop_waits_for_running_callback },
     { "a lost lock cancels the run, which is not recorded",
       test_lost_lock_cancels_and_is_not_recorded },
