@@ -74,6 +74,23 @@ static int bind_probe(int port, int *out_port)
     return fd;
 }
 
+int zkit__ts_port_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, ok;
+    struct sockaddr_in a;
+    if (fd < 0)
+        return 0;
+    /* a closed server's accepted connections may linger in TIME_WAIT: they do not count */
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
 /* Random ports between 10240 and the ephemeral range; bind(0) when there is no room. */
 int zkit__ts_alloc_ports(int n, int *ports)
 {

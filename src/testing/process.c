@@ -240,6 +240,10 @@ void zkit__ts_kill_wait(zkit_test_server_t *s, int i)
         int64_t deadline = zkit__ts_now_ms() + 10000;
         while (is_ours(m->pid, m->cfg) && zkit__ts_now_ms() < deadline)
             zkit__ts_sleep_ms(5);
+        /* The command line goes with the first thread's memory, before the JVM's other
+         * threads have exited and closed its sockets: gone means its client port is free. */
+        while (!zkit__ts_port_free(m->port) && zkit__ts_now_ms() < deadline)
+            zkit__ts_sleep_ms(5);
     }
     m->pid = 0;
     m->child = 0;

@@ -24,6 +24,8 @@ void zkit__ts_sleep_ms(int64_t ms);
  * from that range may be taken as the source port of any outgoing connection, e.g. a client
  * reconnecting to a stopped member, which would steal the port its restart needs).  0 or -1. */
 int zkit__ts_alloc_ports(int n, int *ports);
+/* Whether nothing listens on loopback `port` (its bind would succeed). */
+int zkit__ts_port_free(int port);
 /* Sends cmd to 127.0.0.1:port and reads until the server closes, within timeout_ms overall.
  * A malloc'd NUL-terminated answer (its length in *len when len is not NULL), or NULL. */
 char *zkit__ts_four_letter(int port, const char *cmd, int timeout_ms, size_t *len);
