@@ -48,8 +48,14 @@ typedef enum acq_state {
     ACQ_DONE
 } acq_state_t;
 
-struct zkit__acq {
-    zkit__machine_t m;              /* first (machine.h); its mutex guards what follows */
+/*
+ * An acquisition, in parts each owned by one concern.  Everything is under the machine's
+ * mutex (acq->m.mu) unless its part says otherwise.
+ */
+
+/* The request as asked and its owner's callbacks: set by acq_alloc and zkit__acq_start,
+ * read-only after. */
+typedef struct acq_request {
     char *dir;
     const zkit__driver_t *driver;
     char *data;
@@ -57,22 +63,35 @@ struct zkit__acq {
     int has_data;
     char *fixed_name;
     int64_t deadline_ms;            /* -1 forever; 0 try once */
-    int64_t create_sent_ms;         /* when this round's create was submitted */
-    int confirm_failures;           /* grant syncs that failed (finish_held) */
+    int watch_dir;                  /* a holding may rest on the directory watch */
     zkit__acq_done_fn done;
     zkit__acq_waiting_fn waiting;
     void *arg;
+} acq_request_t;
 
-    acq_state_t state;
+/* Telling the owner (acq_settle, acq_run, zkit__acq_start): what to tell, and the tellings
+ * in progress outside the mutex. */
+typedef struct acq_tell {
     int starting;                   /* inside zkit__acq_start: an end there is returned */
     int start_error;                /* what it returns then (the done callback never runs) */
     int waiting_due;                /* a wait began: tell the owner once the mutex is let go */
     int waiting_tells;              /* tellings of a wait in progress, outside the mutex */
     pthread_cond_t waiting_told;    /* signalled when the last of them returns */
-    int restarts;
+} acq_tell_t;
+
+/* Our node: written by the round's create, its confirmation and the restarts. */
+typedef struct acq_own {
     char *node;                     /* our node, un-namespaced */
     const char *node_name;          /* its last component */
     zkit_stat_t stat;               /* czxid 0: not known yet */
+    int64_t create_sent_ms;         /* when this round's create was submitted */
+    int confirm_failures;           /* grant syncs that failed (finish_held) */
+    int restarts;
+} acq_own_t;
+
+/* The queue as last seen and the hand-off: written by the listings, the watch on the node
+ * ahead and the directory watch's events. */
+typedef struct acq_queue {
     char **early_children;          /* the pipelined listing, if it beat the create reply */
     size_t early_count;
     int early_listing_pending;
@@ -81,18 +100,42 @@ struct zkit__acq {
     uint64_t list_epoch;            /* the client's connection epoch when the last listing
                                      * was sent */
     uint64_t handoff_epoch;         /* ... when the listing that set `handoff` was sent */
-    struct client_acqs *reg;        /* listed for the close of its client (see below) */
-    struct zkit__acq *reg_prev, *reg_next;
-    int watch_dir;                  /* a holding may rest on the directory watch */
     int waited;                     /* a wait for another node began */
-    int holding_watch;              /* HOLDING_*: what stands in for a watch on our node */
     unsigned dir_armed;             /* this round's listings answered (each armed a directory
                                      * watch) */
     unsigned dir_fired;             /* directory watch events heard (any round's) */
-    void (*holding_fn)(void *arg);  /* told when it fires (zkit__acq_watch_holding) */
-    void *holding_arg;
-    zkit_watcher_t dir_watcher;
-    zkit_watcher_t watcher;
+} acq_queue_t;
+
+/* The holding's watch: set when the lock is held (`watch`), taken by its holder
+ * (zkit__acq_watch_holding), told once when it fires. */
+typedef struct acq_holding {
+    int watch;                      /* HOLDING_*: what stands in for a watch on our node */
+    void (*fn)(void *arg);          /* told when it fires (zkit__acq_watch_holding) */
+    void *arg;
+} acq_holding_t;
+
+/* The close registry's links (see below): under registry_mu, not the machine's mutex. */
+typedef struct acq_registry {
+    struct client_acqs *list;       /* listed for the close of its client */
+    struct zkit__acq *prev, *next;
+} acq_registry_t;
+
+/* The watchers handed to the framework: set once by acq_alloc. */
+typedef struct acq_watchers {
+    zkit_watcher_t dir;             /* on the directory's children */
+    zkit_watcher_t watched;         /* on the node ahead (queue.watched) */
+} acq_watchers_t;
+
+struct zkit__acq {
+    zkit__machine_t m;              /* first (machine.h); its mutex guards what follows */
+    acq_state_t state;
+    acq_request_t req;
+    acq_tell_t tell;
+    acq_own_t own;
+    acq_queue_t queue;
+    acq_holding_t holding;
+    acq_registry_t reg;
+    acq_watchers_t watchers;
 };
 
 enum { HOLDING_NONE, HOLDING_DIR };
@@ -144,11 +187,11 @@ static __thread telling_t *tellings;
  * owner may cancel other acquisitions from there. */
 static void acq_settle(zkit__acq_t *acq, acq_actions_t *act) ZKIT__REQUIRES(acq->m.mu)
 {
-    int tell = acq->waiting_due && acq->state == ACQ_WATCHING;
-    acq->waiting_due = 0;
+    int tell = acq->tell.waiting_due && acq->state == ACQ_WATCHING;
+    acq->tell.waiting_due = 0;
     if (tell) {
         zkit__acq_ref(acq);
-        acq->waiting_tells++;
+        acq->tell.waiting_tells++;
         act->tell_waiting = 1;
     }
 }
@@ -162,8 +205,8 @@ static void await_waiting_told(zkit__acq_t *acq) ZKIT__EXCLUDES(acq->m.mu)
         if (t->acq == acq)
             return;
     zkit__machine_lock(&acq->m);
-    while (acq->waiting_tells > 0)
-        zkit__cond_wait(&acq->waiting_told, &acq->m.mu);
+    while (acq->tell.waiting_tells > 0)
+        zkit__cond_wait(&acq->tell.waiting_told, &acq->m.mu);
     zkit__machine_unlock(&acq->m);
 }
 
@@ -174,11 +217,11 @@ static void acq_run(zkit__acq_t *acq, const acq_actions_t *act) ZKIT__EXCLUDES(a
     if (act->tell_waiting) {
         telling_t telling = { acq, tellings };
         tellings = &telling;
-        acq->waiting(acq, acq->arg);
+        acq->req.waiting(acq, acq->req.arg);
         tellings = telling.outer;
         zkit__machine_lock(&acq->m);
-        if (--acq->waiting_tells == 0)
-            pthread_cond_broadcast(&acq->waiting_told);
+        if (--acq->tell.waiting_tells == 0)
+            pthread_cond_broadcast(&acq->tell.waiting_told);
         zkit__machine_unlock(&acq->m);
         zkit__acq_unref(acq);
     }
@@ -189,7 +232,7 @@ static void acq_run(zkit__acq_t *acq, const acq_actions_t *act) ZKIT__EXCLUDES(a
     zkit__machine_disarm(&acq->m, act->timer);
     if (act->report) {
         await_waiting_told(acq);
-        acq->done(acq, act->error, acq->arg);
+        acq->req.done(acq, act->error, acq->req.arg);
     }
     if (act->listed)
         zkit__acq_unref(acq); /* the close list's reference */
@@ -215,13 +258,13 @@ static void free_names(char **names, size_t count)
 static void acq_destroy(zkit__machine_t *m)
 {
     zkit__acq_t *acq = acq_of(m);
-    free_names(acq->early_children, acq->early_count);
-    free(acq->dir);
-    free(acq->data);
-    free(acq->fixed_name);
-    free(acq->node);
-    free(acq->watched);
-    pthread_cond_destroy(&acq->waiting_told);
+    free_names(acq->queue.early_children, acq->queue.early_count);
+    free(acq->req.dir);
+    free(acq->req.data);
+    free(acq->req.fixed_name);
+    free(acq->own.node);
+    free(acq->queue.watched);
+    pthread_cond_destroy(&acq->tell.waiting_told);
     free(acq);
 }
 
@@ -417,10 +460,11 @@ static void ignore_result(zkit_client_t *c, const zkit_result_t *r, void *arg)
 /* Drops the watch on the node we wait for. */
 static void wait_unwatch(zkit__acq_t *acq) ZKIT__REQUIRES(acq->m.mu)
 {
-    if (acq->watched) {
-        zkit__watch_cancel(acq->m.client, acq->watched, ZKIT_WATCH_DATA, &acq->watcher);
-        free(acq->watched);
-        acq->watched = NULL;
+    if (acq->queue.watched) {
+        zkit__watch_cancel(acq->m.client, acq->queue.watched, ZKIT_WATCH_DATA,
+                           &acq->watchers.watched);
+        free(acq->queue.watched);
+        acq->queue.watched = NULL;
     }
 }
 
@@ -428,12 +472,12 @@ static void wait_unwatch(zkit__acq_t *acq) ZKIT__REQUIRES(acq->m.mu)
 static void clean_up(zkit__acq_t *acq) ZKIT__REQUIRES(acq->m.mu)
 {
     wait_unwatch(acq);
-    if (acq->node) {
-        zkit__request_delete(acq->m.client, acq->node, -1, ZKIT_DELETE_GUARANTEED,
+    if (acq->own.node) {
+        zkit__request_delete(acq->m.client, acq->own.node, -1, ZKIT_DELETE_GUARANTEED,
                              ignore_result, NULL);
-        free(acq->node);
-        acq->node = NULL;
-        acq->node_name = NULL;
+        free(acq->own.node);
+        acq->own.node = NULL;
+        acq->own.node_name = NULL;
     }
 }
 
@@ -467,12 +511,12 @@ static void on_client_close(void *arg)
             break;
         }
     }
-    for (acq = entry->acqs; acq; acq = acq->reg_next)
-        acq->reg = NULL; /* from now on acq_end leaves the links alone */
+    for (acq = entry->acqs; acq; acq = acq->reg.next)
+        acq->reg.list = NULL; /* from now on acq_end leaves the links alone */
     zkit__mutex_unlock(&registry_mu);
     for (acq = entry->acqs; acq; acq = next) {
         acq_actions_t act = ACQ_ACTIONS_INIT;
-        next = acq->reg_next;
+        next = acq->reg.next;
         zkit__machine_lock(&acq->m);
         acq_end(acq, ZKIT_ECLOSED, &act);
         ACQ_LEAVE(acq, &act);
@@ -499,11 +543,11 @@ static void registry_add(zkit__acq_t *acq) ZKIT__REQUIRES(acq->m.mu)
     }
     if (entry) {
         zkit__acq_ref(acq);
-        acq->reg = entry;
-        acq->reg_prev = NULL;
-        acq->reg_next = entry->acqs;
+        acq->reg.list = entry;
+        acq->reg.prev = NULL;
+        acq->reg.next = entry->acqs;
         if (entry->acqs)
-            entry->acqs->reg_prev = acq;
+            entry->acqs->reg.prev = acq;
         entry->acqs = acq;
     }
     zkit__mutex_unlock(&registry_mu);
@@ -514,15 +558,15 @@ static int registry_remove(zkit__acq_t *acq) ZKIT__REQUIRES(acq->m.mu)
 {
     int listed;
     zkit__mutex_lock(&registry_mu);
-    listed = acq->reg != NULL;
+    listed = acq->reg.list != NULL;
     if (listed) {
-        if (acq->reg_prev)
-            acq->reg_prev->reg_next = acq->reg_next;
+        if (acq->reg.prev)
+            acq->reg.prev->reg.next = acq->reg.next;
         else
-            acq->reg->acqs = acq->reg_next;
-        if (acq->reg_next)
-            acq->reg_next->reg_prev = acq->reg_prev;
-        acq->reg = NULL;
+            acq->reg.list->acqs = acq->reg.next;
+        if (acq->reg.next)
+            acq->reg.next->reg.prev = acq->reg.prev;
+        acq->reg.list = NULL;
     }
     zkit__mutex_unlock(&registry_mu);
     return listed;
@@ -546,14 +590,14 @@ static void acq_end(zkit__acq_t *acq, int error, acq_actions_t *act)
          * cancel it, or it would fire into this acquisition once freed. */
         wait_unwatch(acq);
     }
-    act->report = !acq->starting || error == 0; /* a start ends only in errors */
+    act->report = !acq->tell.starting || error == 0; /* a start ends only in errors */
     if (!act->report)
-        acq->start_error = error;
+        acq->tell.start_error = error;
 }
 
 static int deadline_passed(const zkit__acq_t *acq)
 {
-    return acq->deadline_ms > 0 && zkit__monotonic_ms() >= acq->deadline_ms;
+    return acq->req.deadline_ms > 0 && zkit__monotonic_ms() >= acq->req.deadline_ms;
 }
 
 /* ---- steps --------------------------------------------------------------------------------- */
@@ -607,20 +651,20 @@ static int submit_create(zkit__acq_t *acq, zkit__machine_reply_t *r) ZKIT__REQUI
     zkit_create_options_t opts = ZKIT_CREATE_OPTIONS_INIT;
     char *path;
     int rc;
-    if (acq->fixed_name) {
+    if (acq->req.fixed_name) {
         opts.mode = ZKIT_EPHEMERAL;
         opts.flags = ZKIT_CREATE_PARENTS;
-        path = zkit__path_join(acq->dir, acq->fixed_name);
+        path = zkit__path_join(acq->req.dir, acq->req.fixed_name);
     } else {
         opts.mode = ZKIT_EPHEMERAL_SEQUENTIAL;
         opts.flags = ZKIT_CREATE_PARENTS | ZKIT_CREATE_PROTECTED;
-        path = zkit__path_join(acq->dir, acq->driver->token);
+        path = zkit__path_join(acq->req.dir, acq->req.driver->token);
     }
     if (!path)
         return ZKIT_ENOMEM;
-    acq->create_sent_ms = zkit__monotonic_ms();
-    rc = zkit__request_create(acq->m.client, path, acq->has_data ? acq->data : NULL, acq->len,
-                              &opts, on_created, r);
+    acq->own.create_sent_ms = zkit__monotonic_ms();
+    rc = zkit__request_create(acq->m.client, path, acq->req.has_data ? acq->req.data : NULL,
+                              acq->req.len, &opts, on_created, r);
     free(path);
     return rc;
 }
@@ -639,8 +683,8 @@ static int submit_create(zkit__acq_t *acq, zkit__machine_reply_t *r) ZKIT__REQUI
 static int submit_listing(zkit__acq_t *acq, zkit__machine_reply_t *r, zkit_completion_fn done)
     ZKIT__REQUIRES(acq->m.mu)
 {
-    acq->list_epoch = zkit__client_connection_epoch(acq->m.client);
-    return zkit__request_get_children_watch(acq->m.client, acq->dir, &acq->dir_watcher,
+    acq->queue.list_epoch = zkit__client_connection_epoch(acq->m.client);
+    return zkit__request_get_children_watch(acq->m.client, acq->req.dir, &acq->watchers.dir,
                                             zkit__machine_watch_hold,
                                             zkit__machine_watch_release, done, r);
 }
@@ -658,7 +702,7 @@ static int submit_early_list(zkit__acq_t *acq, zkit__machine_reply_t *r)
 
 static int submit_watch(zkit__acq_t *acq, zkit__machine_reply_t *r) ZKIT__REQUIRES(acq->m.mu)
 {
-    return zkit__request_get_data_watch(acq->m.client, acq->watched, &acq->watcher,
+    return zkit__request_get_data_watch(acq->m.client, acq->queue.watched, &acq->watchers.watched,
                                         zkit__machine_watch_hold, zkit__machine_watch_release,
                                         on_watch_set, r);
 }
@@ -668,7 +712,7 @@ static void on_confirmed(zkit_client_t *c, const zkit_result_t *res, void *arg);
 
 static int submit_confirm(zkit__acq_t *acq, zkit__machine_reply_t *r) ZKIT__REQUIRES(acq->m.mu)
 {
-    return zkit__request_get_data(acq->m.client, acq->node, NULL, on_confirmed, r);
+    return zkit__request_get_data(acq->m.client, acq->own.node, NULL, on_confirmed, r);
 }
 
 static void on_synced(int error, void *arg);
@@ -687,10 +731,10 @@ static int submit_sync(zkit__acq_t *acq, zkit__machine_reply_t *r) ZKIT__REQUIRE
  * about to vanish: start again with a new node. */
 static void finish_held(zkit__acq_t *acq, acq_actions_t *act)
 {
-    if (acq->stat.czxid == 0) {
+    if (acq->own.stat.czxid == 0) {
         acq->state = ACQ_CONFIRMING;
         step(acq, submit_confirm, act);
-    } else if (acq->stat.ephemeral_owner != zkit_client_session_id(acq->m.client)) {
+    } else if (acq->own.stat.ephemeral_owner != zkit_client_session_id(acq->m.client)) {
         restart(acq, ZKIT_ELOCKLOST, act);
     } else if (!zkit__client_confirmed(acq->m.client)) {
         /* Our create is too old to vouch that the leader still has our session (a long
@@ -713,7 +757,7 @@ static void synced(zkit__acq_t *acq, int error, acq_actions_t *act) ZKIT__REQUIR
         /* Answered too late to vouch for the holding (a slow leader, a busy completion
          * thread): ask again; each sync sent narrows the gap the next answer counts with. */
         step(acq, submit_sync, act);
-    } else if (++acq->confirm_failures >= MAX_CONFIRM_FAILURES) {
+    } else if (++acq->own.confirm_failures >= MAX_CONFIRM_FAILURES) {
         acq_end(acq, error, act);
     } else {
         acq->state = ACQ_LISTING;
@@ -741,7 +785,7 @@ static void confirmed(zkit__acq_t *acq, const zkit_result_t *res, acq_actions_t 
     } else if (res->error != 0 || !res->stat) {
         acq_end(acq, res->error ? res->error : ZKIT_ESTATE, act);
     } else {
-        acq->stat = *res->stat;
+        acq->own.stat = *res->stat;
         finish_held(acq, act);
     }
 }
@@ -756,7 +800,7 @@ static void on_confirmed(zkit_client_t *c, const zkit_result_t *res, void *arg)
 static void begin_round(zkit__acq_t *acq, acq_actions_t *act) ZKIT__REQUIRES(acq->m.mu)
 {
     acq->state = ACQ_CREATING;
-    acq->early_listing_pending = 1;
+    acq->queue.early_listing_pending = 1;
     if (step(acq, submit_create, act) != 0)
         return;
     step(acq, submit_early_list, act);
@@ -766,22 +810,22 @@ static void begin_round(zkit__acq_t *acq, acq_actions_t *act) ZKIT__REQUIRES(acq
  * acquisition ended instead. */
 static int restart(zkit__acq_t *acq, int why, acq_actions_t *act)
 {
-    if (acq->restarts >= MAX_RESTARTS || deadline_passed(acq) || acq->deadline_ms == 0) {
+    if (acq->own.restarts >= MAX_RESTARTS || deadline_passed(acq) || acq->req.deadline_ms == 0) {
         acq_end(acq, why, act);
         return -1;
     }
-    acq->restarts++;
+    acq->own.restarts++;
     acq->m.round++;
     clean_up(acq);
     /* The new round counts its own listings' watches; an earlier round's may still fire
      * (counted in dir_fired), which only ever makes the count look fired. */
-    acq->dir_armed = 0;
-    acq->dir_fired = 0;
-    free_names(acq->early_children, acq->early_count);
-    acq->early_children = NULL;
-    acq->early_count = 0;
+    acq->queue.dir_armed = 0;
+    acq->queue.dir_fired = 0;
+    free_names(acq->queue.early_children, acq->queue.early_count);
+    acq->queue.early_children = NULL;
+    acq->queue.early_count = 0;
     zkit__client_log(acq->m.client, ZKIT_LOG_INFO, "lock %s: our node is gone; starting again",
-                     acq->dir);
+                     acq->req.dir);
     begin_round(acq, act);
     return 0;
 }
@@ -793,11 +837,11 @@ static void decide(zkit__acq_t *acq, char *const *names, size_t count, int early
     zkit__lock_place_t place;
     char *path;
     int keep;
-    zkit__lock_place(&place, acq->driver, names, count, acq->node_name);
+    zkit__lock_place(&place, acq->req.driver, names, count, acq->own.node_name);
     if (place.foreign) { /* it has no place in the queue: guessing one could let two hold */
         zkit__client_log(acq->m.client, ZKIT_LOG_ERROR,
                          "lock %s: child \"%s\" has no lock node layout zkit knows "
-                         "(Curator's or kazoo's); refusing to order it", acq->dir,
+                         "(Curator's or kazoo's); refusing to order it", acq->req.dir,
                          place.foreign);
         acq_end(acq, ZKIT_EFOREIGN, act);
         return;
@@ -814,40 +858,40 @@ static void decide(zkit__acq_t *acq, char *const *names, size_t count, int early
      * for a write holder, it holds at once, while that write node is there.  Without it (lost
      * before its holder heard, or this is a new session) the node has jumped the queue, ahead
      * of a writer that may hold by now: the write lock it came from is lost. */
-    if (acq->fixed_name && !place.writer_level) {
+    if (acq->req.fixed_name && !place.writer_level) {
         acq_end(acq, ZKIT_ELOCKLOST, act);
         return;
     }
-    if (acq->fixed_name || !place.wait_for) {
+    if (acq->req.fixed_name || !place.wait_for) {
         /* This listing came after our create and armed the directory watch: any change
          * since, our node's deletion included, fires that watch. */
-        if (acq->watch_dir && dir_unfired(acq))
-            acq->holding_watch = HOLDING_DIR;
+        if (acq->req.watch_dir && dir_unfired(acq))
+            acq->holding.watch = HOLDING_DIR;
         finish_held(acq, act);
         return;
     }
-    if (acq->deadline_ms == 0 || deadline_passed(acq)) {
+    if (acq->req.deadline_ms == 0 || deadline_passed(acq)) {
         acq_end(acq, ZKIT_ETIMEDOUT, act);
         return;
     }
-    if (!(path = zkit__path_join(acq->dir, place.wait_for))) {
+    if (!(path = zkit__path_join(acq->req.dir, place.wait_for))) {
         acq_end(acq, ZKIT_ENOMEM, act);
         return;
     }
     /* Relisting while watching: a watch still armed on the same node is kept (it survives
      * reconnects); another one is dropped first. */
-    keep = acq->watched && strcmp(acq->watched, path) == 0;
+    keep = acq->queue.watched && strcmp(acq->queue.watched, path) == 0;
     if (keep) {
         free(path);
     } else {
         wait_unwatch(acq);
-        acq->watched = path;
+        acq->queue.watched = path;
     }
-    acq->handoff = place.handoff;
-    acq->handoff_epoch = acq->list_epoch;
+    acq->queue.handoff = place.handoff;
+    acq->queue.handoff_epoch = acq->queue.list_epoch;
     acq->state = ACQ_WATCHING;
-    acq->waited = 1;
-    acq->waiting_due = acq->waiting != NULL;
+    acq->queue.waited = 1;
+    acq->tell.waiting_due = acq->req.waiting != NULL;
     if (!keep)
         step(acq, submit_watch, act);
 }
@@ -859,27 +903,28 @@ static void decide(zkit__acq_t *acq, char *const *names, size_t count, int early
 static void created(zkit__acq_t *acq, const zkit_result_t *res, acq_actions_t *act)
     ZKIT__REQUIRES(acq->m.mu)
 {
-    int made_before = res->error == ZKIT_ENODEEXISTS && acq->fixed_name;
+    int made_before = res->error == ZKIT_ENODEEXISTS && acq->req.fixed_name;
     if (res->error != 0 && !made_before) {
         acq_end(acq, res->error, act);
         return;
     }
-    zkit__client_confirm_write(acq->m.client, acq->create_sent_ms);
-    acq->node = made_before ? zkit__path_join(acq->dir, acq->fixed_name) : strdup(res->path);
-    acq->node_name = acq->node ? zkit__path_basename(acq->node) : NULL;
+    zkit__client_confirm_write(acq->m.client, acq->own.create_sent_ms);
+    acq->own.node = made_before ? zkit__path_join(acq->req.dir, acq->req.fixed_name)
+                                : strdup(res->path);
+    acq->own.node_name = acq->own.node ? zkit__path_basename(acq->own.node) : NULL;
     if (made_before)
-        memset(&acq->stat, 0, sizeof(acq->stat)); /* read before it holds (finish_held) */
+        memset(&acq->own.stat, 0, sizeof(acq->own.stat)); /* read before it holds (finish_held) */
     else
-        acq->stat = *res->stat;
-    if (!acq->node) {
+        acq->own.stat = *res->stat;
+    if (!acq->own.node) {
         acq_end(acq, ZKIT_ENOMEM, act);
-    } else if (acq->early_listing_pending) {
+    } else if (acq->queue.early_listing_pending) {
         acq->state = ACQ_LISTING; /* the pipelined listing will decide */
-    } else if (acq->early_children) {
-        char **names = acq->early_children;
-        size_t count = acq->early_count;
-        acq->early_children = NULL;
-        acq->early_count = 0;
+    } else if (acq->queue.early_children) {
+        char **names = acq->queue.early_children;
+        size_t count = acq->queue.early_count;
+        acq->queue.early_children = NULL;
+        acq->queue.early_count = 0;
         decide(acq, names, count, 1, act);
         free_names(names, count);
     } else if (step(acq, submit_list, act) == 0) {
@@ -898,10 +943,10 @@ static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
      * it must not stay.  Not after a mere restart: the new round, with the same name, takes
      * that node as its own.  dir and fixed_name do not change after the start, and the
      * reply holds a reference. */
-    if (res->error == ZKIT_ENODEEXISTS && acq->fixed_name) {
+    if (res->error == ZKIT_ENODEEXISTS && acq->req.fixed_name) {
         zkit__machine_lock(&acq->m);
         if (acq->state == ACQ_DONE)
-            fixed_path = zkit__path_join(acq->dir, acq->fixed_name);
+            fixed_path = zkit__path_join(acq->req.dir, acq->req.fixed_name);
         zkit__machine_unlock(&acq->m);
     }
     if (!on_reply(r, res, created)) {
@@ -932,18 +977,18 @@ static void handle_listing(zkit__acq_t *acq, const zkit_result_t *res, int early
     if (res->error != 0) {
         if (!early)
             acq_end(acq, res->error, act);
-        else if (acq->node) /* the create's own outcome decides; list again once it is known */
+        else if (acq->own.node) /* the create's own outcome decides; list again once it is known */
             step(acq, submit_list, act);
         return;
     }
-    acq->dir_armed++; /* the listing's directory watch is registered (submit_listing) */
-    if (!acq->node) { /* the create reply has not come: keep a copy of the listing for it */
+    acq->queue.dir_armed++; /* the listing's directory watch is registered (submit_listing) */
+    if (!acq->own.node) { /* the create reply has not come: keep a copy of the listing for it */
         if (!(names = copy_names(res))) {
             acq_end(acq, ZKIT_ENOMEM, act);
             return;
         }
-        acq->early_children = names;
-        acq->early_count = res->child_count;
+        acq->queue.early_children = names;
+        acq->queue.early_count = res->child_count;
         return;
     }
     /* The names are read only while this reply is being delivered. */
@@ -953,7 +998,7 @@ static void handle_listing(zkit__acq_t *acq, const zkit_result_t *res, int early
 static void early_listed(zkit__acq_t *acq, const zkit_result_t *res, acq_actions_t *act)
     ZKIT__REQUIRES(acq->m.mu)
 {
-    acq->early_listing_pending = 0;
+    acq->queue.early_listing_pending = 0;
     handle_listing(acq, res, 1, act);
 }
 
@@ -985,8 +1030,8 @@ static void watch_set(zkit__acq_t *acq, const zkit_result_t *res, acq_actions_t 
          * its deletion event would, under the same conditions (handoff_proven); in practice
          * its deletion, a change in the directory after our listing, fired the listing's
          * watch before this reply, and we list again. */
-        free(acq->watched);
-        acq->watched = NULL;
+        free(acq->queue.watched);
+        acq->queue.watched = NULL;
         if (handoff_proven(acq, ZKIT_EVENT_DELETED)) {
             finish_held(acq, act);
             return;
@@ -1008,11 +1053,11 @@ static void on_watch_set(zkit_client_t *c, const zkit_result_t *res, void *arg)
  * (zkit__acq_watch_holding) is told, once, by acq_run. */
 static void holding_watch_fired(zkit__acq_t *acq, acq_actions_t *act) ZKIT__REQUIRES(acq->m.mu)
 {
-    act->holding_fn = acq->holding_fn;
-    act->holding_arg = acq->holding_arg;
-    acq->holding_watch = HOLDING_NONE;
-    acq->holding_fn = NULL;
-    acq->holding_arg = NULL;
+    act->holding_fn = acq->holding.fn;
+    act->holding_arg = acq->holding.arg;
+    acq->holding.watch = HOLDING_NONE;
+    acq->holding.fn = NULL;
+    acq->holding.arg = NULL;
 }
 
 /* Whether the directory watch of the last listing answered has not fired yet.  The watches
@@ -1021,7 +1066,7 @@ static void holding_watch_fired(zkit__acq_t *acq, acq_actions_t *act) ZKIT__REQU
  * every watch counted in dir_armed has, and dir_fired has reached it. */
 static int dir_unfired(const zkit__acq_t *acq)
 {
-    return acq->dir_armed > 0 && acq->dir_fired < acq->dir_armed;
+    return acq->queue.dir_armed > 0 && acq->queue.dir_fired < acq->queue.dir_armed;
 }
 
 /*
@@ -1037,23 +1082,23 @@ static int dir_unfired(const zkit__acq_t *acq)
  */
 static int handoff_proven(zkit__acq_t *acq, zkit_event_t event)
 {
-    return event == ZKIT_EVENT_DELETED && acq->handoff && dir_unfired(acq) &&
-           acq->handoff_epoch == zkit__client_connection_epoch(acq->m.client);
+    return event == ZKIT_EVENT_DELETED && acq->queue.handoff && dir_unfired(acq) &&
+           acq->queue.handoff_epoch == zkit__client_connection_epoch(acq->m.client);
 }
 
 static void watch_fired(zkit__acq_t *acq, zkit_event_t event, const char *path,
                         acq_actions_t *act) ZKIT__REQUIRES(acq->m.mu)
 {
-    if (acq->state == ACQ_LISTING && acq->watched && strcmp(path, acq->watched) == 0) {
+    if (acq->state == ACQ_LISTING && acq->queue.watched && strcmp(path, acq->queue.watched) == 0) {
         /* A listing is under way (after a reconnect): it decides; the watch is used up. */
-        free(acq->watched);
-        acq->watched = NULL;
+        free(acq->queue.watched);
+        acq->queue.watched = NULL;
         return;
     }
-    if (acq->state != ACQ_WATCHING || !acq->watched || strcmp(path, acq->watched) != 0)
+    if (acq->state != ACQ_WATCHING || !acq->queue.watched || strcmp(path, acq->queue.watched) != 0)
         return;
-    free(acq->watched);
-    acq->watched = NULL;
+    free(acq->queue.watched);
+    acq->queue.watched = NULL;
     if (handoff_proven(acq, event)) {
         finish_held(acq, act);
         return;
@@ -1080,7 +1125,7 @@ static void on_deadline(void *arg)
     zkit__machine_lock(&acq->m);
     /* a try-once ends here only when the connection or the server kept it waiting */
     acq_end(acq, zkit__client_is_closing(acq->m.client) ? ZKIT_ECLOSED
-                 : acq->deadline_ms == 0                ? ZKIT_ECONNLOSS
+                 : acq->req.deadline_ms == 0            ? ZKIT_ECONNLOSS
                                                         : ZKIT_ETIMEDOUT, &act);
     ACQ_LEAVE(acq, &act);
     zkit__acq_unref(acq); /* the timer's */
@@ -1098,8 +1143,8 @@ static void acq_dir_fired(zkit_client_t *c, zkit_event_t event, const char *path
     (void)event;
     (void)path;
     zkit__machine_lock(&acq->m);
-    acq->dir_fired++;
-    if (acq->holding_watch == HOLDING_DIR)
+    acq->queue.dir_fired++;
+    if (acq->holding.watch == HOLDING_DIR)
         holding_watch_fired(acq, &act);
     ACQ_LEAVE(acq, &act);
 }
@@ -1109,7 +1154,7 @@ int zkit__acq_waited(const zkit__acq_t *acq)
     zkit__acq_t *a = (zkit__acq_t *)acq;
     int waited;
     zkit__machine_lock(&a->m);
-    waited = a->waited;
+    waited = a->queue.waited;
     zkit__machine_unlock(&a->m);
     return waited;
 }
@@ -1118,9 +1163,9 @@ int zkit__acq_watch_holding(zkit__acq_t *acq, void (*fn)(void *arg), void *arg)
 {
     int rc = ZKIT_ESTATE;
     zkit__machine_lock(&acq->m);
-    if (acq->holding_watch != HOLDING_NONE && !acq->holding_fn) {
-        acq->holding_fn = fn;
-        acq->holding_arg = arg;
+    if (acq->holding.watch != HOLDING_NONE && !acq->holding.fn) {
+        acq->holding.fn = fn;
+        acq->holding.arg = arg;
         rc = 0;
     }
     zkit__machine_unlock(&acq->m);
@@ -1131,9 +1176,9 @@ void *zkit__acq_unwatch_holding(zkit__acq_t *acq)
 {
     void *arg;
     zkit__machine_lock(&acq->m);
-    arg = acq->holding_fn ? acq->holding_arg : NULL;
-    acq->holding_fn = NULL;
-    acq->holding_arg = NULL;
+    arg = acq->holding.fn ? acq->holding.arg : NULL;
+    acq->holding.fn = NULL;
+    acq->holding.arg = NULL;
     zkit__machine_unlock(&acq->m);
     return arg;
 }
@@ -1144,24 +1189,24 @@ static zkit__acq_t *acq_alloc(const zkit__acq_params_t *p)
     if (!acq)
         return NULL;
     zkit__machine_init(&acq->m, p->client, acq_destroy);
-    pthread_cond_init(&acq->waiting_told, NULL);
-    acq->driver = p->driver;
-    acq->done = p->done;
-    acq->waiting = p->waiting;
-    acq->arg = p->arg;
-    acq->dir = strdup(p->dir);
-    acq->fixed_name = p->fixed_name ? strdup(p->fixed_name) : NULL;
-    acq->has_data = p->data != NULL;
-    acq->data = malloc(p->len + 1);
-    if (acq->data && p->len)
-        memcpy(acq->data, p->data, p->len);
-    acq->len = p->len;
-    acq->watcher.fn = acq_watch_fired;
-    acq->watcher.arg = acq;
-    acq->watch_dir = p->watch_dir;
-    acq->dir_watcher.fn = acq_dir_fired;
-    acq->dir_watcher.arg = acq;
-    if (!acq->dir || !acq->data || (p->fixed_name && !acq->fixed_name)) {
+    pthread_cond_init(&acq->tell.waiting_told, NULL);
+    acq->req.driver = p->driver;
+    acq->req.done = p->done;
+    acq->req.waiting = p->waiting;
+    acq->req.arg = p->arg;
+    acq->req.dir = strdup(p->dir);
+    acq->req.fixed_name = p->fixed_name ? strdup(p->fixed_name) : NULL;
+    acq->req.has_data = p->data != NULL;
+    acq->req.data = malloc(p->len + 1);
+    if (acq->req.data && p->len)
+        memcpy(acq->req.data, p->data, p->len);
+    acq->req.len = p->len;
+    acq->watchers.watched.fn = acq_watch_fired;
+    acq->watchers.watched.arg = acq;
+    acq->req.watch_dir = p->watch_dir;
+    acq->watchers.dir.fn = acq_dir_fired;
+    acq->watchers.dir.arg = acq;
+    if (!acq->req.dir || !acq->req.data || (p->fixed_name && !acq->req.fixed_name)) {
         zkit__acq_unref(acq);
         return NULL;
     }
@@ -1176,26 +1221,26 @@ int zkit__acq_start(zkit__acq_t **out, const zkit__acq_params_t *p)
     int error;
     if (!acq)
         return ZKIT_ENOMEM;
-    acq->deadline_ms = p->timeout_ms < 0 ? -1 : p->timeout_ms == 0 ? 0 : now + p->timeout_ms;
+    acq->req.deadline_ms = p->timeout_ms < 0 ? -1 : p->timeout_ms == 0 ? 0 : now + p->timeout_ms;
     zkit__acq_ref(acq); /* the machine's own reference, dropped by its end */
     zkit__acq_ref(acq); /* the caller's */
     /* The mutex is taken before the deadline timer exists: a timer that falls due at once
      * (a 1 ms timeout) then ends the acquisition only after its first round was sent, and
      * the round is never sent for an acquisition that has ended. */
     zkit__machine_lock(&acq->m);
-    if (acq->deadline_ms != -1) {
+    if (acq->req.deadline_ms != -1) {
         /* Trying once does not wait for other holders, but it must not wait out a whole
          * retry policy on an unreachable server either: one connection timeout at most.
          * Without a timer (out of memory) it waits for its answers alone. */
-        int64_t due = acq->deadline_ms > 0 ? acq->deadline_ms
+        int64_t due = acq->req.deadline_ms > 0 ? acq->req.deadline_ms
                                             : now + zkit__client_operation_timeout(p->client);
         (void)zkit__machine_arm_deadline(&acq->m, due, on_deadline);
     }
-    if (acq->deadline_ms < 0)
+    if (acq->req.deadline_ms < 0)
         registry_add(acq);
-    acq->starting = 1;
+    acq->tell.starting = 1;
     begin_round(acq, &act);
-    acq->starting = 0;
+    acq->tell.starting = 0;
     error = act.ended ? act.error : 0; /* ended here: only a request refused */
     ACQ_LEAVE(acq, &act);
     if (error != 0) {
@@ -1210,12 +1255,12 @@ int zkit__acq_start(zkit__acq_t **out, const zkit__acq_params_t *p)
 
 const char *zkit__acq_node(const zkit__acq_t *acq)
 {
-    return acq->node;
+    return acq->own.node;
 }
 
 const zkit_stat_t *zkit__acq_stat(const zkit__acq_t *acq)
 {
-    return &acq->stat;
+    return &acq->own.stat;
 }
 
 static void connection_changed(zkit__acq_t *acq, zkit_conn_state_t state, acq_actions_t *act)
@@ -1231,7 +1276,7 @@ static void connection_changed(zkit__acq_t *acq, zkit_conn_state_t state, acq_ac
          * for everyone behind it. */
         restart(acq, ZKIT_ELOCKLOST, act);
     } else if (state == ZKIT_CONN_RECONNECTED && acq->state == ACQ_WATCHING) {
-        acq->handoff = 0; /* the listing decides again, in the new connection */
+        acq->queue.handoff = 0; /* the listing decides again, in the new connection */
         step(acq, submit_list, act);
     }
 }
