@@ -38,28 +38,30 @@ typedef enum step {
     STEP_WRITE
 } step_t;
 
-struct zkit_persistent_node {
+/* What the object is: set by persistent_node_new_call before it is shared (the listener just
+ * before it is returned), read without the mutex from then on. */
+typedef struct persist_cfg {
     zkit_client_t *client;
     char *base;                  /* the path as given */
     zkit_create_mode_t mode;
     unsigned flags;
     zkit_persistent_node_fn fn;
     void *arg;
-    int refs;                    /* atomic */
     zkit_watcher_t watcher;
     zkit__listener_t *listener;
+} persist_cfg_t;
 
-    pthread_mutex_t mu;
-    pthread_cond_t cond;         /* state changes, for the waiters (CLOCK_MONOTONIC) */
-    int closed;
-    int waiters;
-
-    /* the data the owner wants */
+/* The data the owner wants: set by persistent_node_set_data_call under the mutex; issue
+ * copies it out under it. */
+typedef struct persist_want {
     char *data;
     size_t len;
     uint64_t data_seq;
+} persist_want_t;
 
-    /* the machine */
+/* The step out: under the mutex, by kick, issue and finish_step (any thread, the completion
+ * thread), retry_timer and failed (`retry_pending`); the completions read it. */
+typedef struct persist_out {
     int busy;                    /* a step is out */
     int dirty;
     int retry_pending;
@@ -68,6 +70,13 @@ struct zkit_persistent_node {
     uint64_t sent_data_seq;      /* the data it carries (CREATE, WRITE) */
     int64_t sent_session;
     int sent_watch;
+} persist_out_t;
+
+/* What the machine knows of our node: under the mutex, by the completions (on_create,
+ * on_verify, on_write: libzookeeper's completion thread), issue (`verify`, `taken`),
+ * next_step (through now_gone), on_watch, on_state and persistent_node_set_data_call
+ * (`held`). */
+typedef struct persist_known {
     char *node_path;             /* our node's path once known (NULL: a sequential node not
                                   * created yet, or to be created anew) */
     int64_t owned;               /* the session our node is present in, 0 when none */
@@ -80,17 +89,39 @@ struct zkit_persistent_node {
     int taken;                   /* a create met NodeExists: read what holds the name */
     int waiting;                 /* another session's node holds the name: wait for the watch */
     int held;                    /* FAILED: no step until a reconnection or a data change */
+} persist_known_t;
 
-    /* the state */
+/* The state: written by set_state (and now_ours' `creations`) under the mutex, which wakes
+ * `cond`; read under it by the waiters, persistent_node_status_call and deliver. */
+typedef struct persist_status {
     zkit_persistent_state_t state;
     int64_t conflict_owner;
     int error;
     uint64_t creations;
     uint64_t seq;                /* counts states */
+} persist_status_t;
+
+/* Delivery: under the mutex, by set_state (posting `task`) and deliver (the event thread);
+ * zkit_persistent_node_free waits on `cond` for `delivering` to end. */
+typedef struct persist_delivery {
     uint64_t delivered_seq;
     int task_posted;
     int delivering;
     zkit__task_t task;
+} persist_delivery_t;
+
+struct zkit_persistent_node {
+    persist_cfg_t cfg;
+    int refs;                    /* atomic */
+    pthread_mutex_t mu;          /* guards every part below but `cfg` */
+    pthread_cond_t cond;         /* state changes, for the waiters (CLOCK_MONOTONIC) */
+    int closed;                  /* set by zkit_persistent_node_free */
+    int waiters;                 /* persistent_node_wait_call's, counted for the free */
+    persist_want_t want;
+    persist_out_t out;
+    persist_known_t known;
+    persist_status_t status;
+    persist_delivery_t delivery;
 };
 
 static void node_ref(void *arg)
@@ -104,19 +135,19 @@ static void node_unref(void *arg)
     zkit_persistent_node_t *n = arg;
     if (__atomic_sub_fetch(&n->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
-    zkit__client_unref(n->client);
+    zkit__client_unref(n->cfg.client);
     pthread_mutex_destroy(&n->mu);
     pthread_cond_destroy(&n->cond);
-    free(n->data);
-    free(n->sent_path);
-    free(n->node_path);
-    free(n->base);
+    free(n->want.data);
+    free(n->out.sent_path);
+    free(n->known.node_path);
+    free(n->cfg.base);
     free(n);
 }
 
 static int sequential(const zkit_persistent_node_t *n)
 {
-    return n->mode == ZKIT_EPHEMERAL_SEQUENTIAL;
+    return n->cfg.mode == ZKIT_EPHEMERAL_SEQUENTIAL;
 }
 
 /* ---- states and their delivery ----------------------------------------------------------- */
@@ -127,20 +158,20 @@ static void deliver(void *arg);
 static void set_state(zkit_persistent_node_t *n, zkit_persistent_state_t state, int64_t owner,
                       int error)
 {
-    if (n->state == state && n->conflict_owner == owner && n->error == error &&
+    if (n->status.state == state && n->status.conflict_owner == owner && n->status.error == error &&
         state != ZKIT_PERSISTENT_CREATED)
         return;
-    n->state = state;
-    n->conflict_owner = owner;
-    n->error = error;
-    n->seq++;
+    n->status.state = state;
+    n->status.conflict_owner = owner;
+    n->status.error = error;
+    n->status.seq++;
     pthread_cond_broadcast(&n->cond);
-    if (!n->fn || n->task_posted || n->closed)
+    if (!n->cfg.fn || n->delivery.task_posted || n->closed)
         return;
-    n->task_posted = 1;
+    n->delivery.task_posted = 1;
     node_ref(n);
-    if (zkit__run_on_event_thread_task(n->client, &n->task, deliver, n) != 0) {
-        n->task_posted = 0;
+    if (zkit__run_on_event_thread_task(n->cfg.client, &n->delivery.task, deliver, n) != 0) {
+        n->delivery.task_posted = 0;
         __atomic_sub_fetch(&n->refs, 1, __ATOMIC_ACQ_REL);
     }
 }
@@ -150,18 +181,18 @@ static void now_ours(zkit_persistent_node_t *n, int64_t session, const char *pat
                      const zkit_stat_t *stat)
 {
     char *copy;
-    if (!n->node_path || strcmp(n->node_path, path) != 0) {
+    if (!n->known.node_path || strcmp(n->known.node_path, path) != 0) {
         if ((copy = strdup(path)) != NULL) {
-            free(n->node_path);
-            n->node_path = copy;
+            free(n->known.node_path);
+            n->known.node_path = copy;
         }
     }
-    n->version = stat->version;
-    n->waiting = 0;
-    n->held = 0;
-    if (n->owned != session) {
-        n->owned = session;
-        n->creations++;
+    n->known.version = stat->version;
+    n->known.waiting = 0;
+    n->known.held = 0;
+    if (n->known.owned != session) {
+        n->known.owned = session;
+        n->status.creations++;
         set_state(n, ZKIT_PERSISTENT_CREATED, session, 0);
     }
 }
@@ -169,16 +200,16 @@ static void now_ours(zkit_persistent_node_t *n, int64_t session, const char *pat
 /* Our node is gone from where we knew it (mu held): the next step creates it. */
 static void now_gone(zkit_persistent_node_t *n)
 {
-    if (n->owned) {
-        n->previous = n->owned;
-        n->owned = 0;
+    if (n->known.owned) {
+        n->known.previous = n->known.owned;
+        n->known.owned = 0;
     }
-    n->armed = 0;
-    if (sequential(n) && (n->flags & ZKIT_PERSISTENT_NEW_NAME)) {
-        free(n->node_path);
-        n->node_path = NULL;
+    n->known.armed = 0;
+    if (sequential(n) && (n->cfg.flags & ZKIT_PERSISTENT_NEW_NAME)) {
+        free(n->known.node_path);
+        n->known.node_path = NULL;
     }
-    if (n->state == ZKIT_PERSISTENT_CREATED)
+    if (n->status.state == ZKIT_PERSISTENT_CREATED)
         set_state(n, ZKIT_PERSISTENT_PENDING, 0, 0);
 }
 
@@ -192,7 +223,7 @@ static void failed(zkit_persistent_node_t *n);
 /* The path a create or a read is about (mu held). */
 static const char *target(const zkit_persistent_node_t *n)
 {
-    return n->node_path ? n->node_path : n->base;
+    return n->known.node_path ? n->known.node_path : n->cfg.base;
 }
 
 /* The next step (mu held). */
@@ -200,16 +231,16 @@ static step_t next_step(zkit_persistent_node_t *n, int64_t session)
 {
     if (n->closed)
         return STEP_NONE;
-    if (n->owned && n->owned != session)
+    if (n->known.owned && n->known.owned != session)
         now_gone(n); /* the session that had it is over */
-    if (!n->owned) {
-        if (n->held || n->waiting)
+    if (!n->known.owned) {
+        if (n->known.held || n->known.waiting)
             return STEP_NONE;
-        return n->taken ? STEP_VERIFY : STEP_CREATE; /* a taken name is read, not retaken */
+        return n->known.taken ? STEP_VERIFY : STEP_CREATE; /* a taken name is read, not retaken */
     }
-    if (n->verify || !n->armed || n->armed_session != session)
+    if (n->known.verify || !n->known.armed || n->known.armed_session != session)
         return STEP_VERIFY;
-    if (n->written_seq != n->data_seq)
+    if (n->known.written_seq != n->want.data_seq)
         return STEP_WRITE;
     return STEP_NONE;
 }
@@ -218,59 +249,59 @@ static step_t next_step(zkit_persistent_node_t *n, int64_t session)
 static void issue(zkit_persistent_node_t *n, step_t step)
 {
     zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
-    int64_t session = zkit_client_session_id(n->client);
+    int64_t session = zkit_client_session_id(n->cfg.client);
     char *path = NULL, *data = NULL;
     size_t len = 0;
     int watch = 0, version = -1, rc;
     int64_t owned;
     pthread_mutex_lock(&n->mu);
-    if (!(path = strdup(target(n))) || (step != STEP_VERIFY && n->len &&
-                                        !(data = malloc(n->len)))) {
+    if (!(path = strdup(target(n))) || (step != STEP_VERIFY && n->want.len &&
+                                        !(data = malloc(n->want.len)))) {
         free(path);
-        n->busy = 0;
+        n->out.busy = 0;
         failed(n);
         pthread_mutex_unlock(&n->mu);
         return;
     }
     if (data) {
-        memcpy(data, n->data, n->len);
-        len = n->len;
+        memcpy(data, n->want.data, n->want.len);
+        len = n->want.len;
     }
-    n->step = step;
-    free(n->sent_path);
-    n->sent_path = strdup(path);
-    n->sent_data_seq = n->data_seq;
-    n->sent_session = session;
+    n->out.step = step;
+    free(n->out.sent_path);
+    n->out.sent_path = strdup(path);
+    n->out.sent_data_seq = n->want.data_seq;
+    n->out.sent_session = session;
     if (step == STEP_VERIFY) {
         /* A watch set in the current session and not fired is still set: no second
          * registration. */
-        watch = !(n->armed && n->armed_session == session && session != 0);
-        n->verify = 0;
-        n->taken = 0;
+        watch = !(n->known.armed && n->known.armed_session == session && session != 0);
+        n->known.verify = 0;
+        n->known.taken = 0;
     }
-    n->sent_watch = watch;
-    owned = n->owned;
-    version = n->version;
-    co.mode = n->mode;
-    if (sequential(n) && n->node_path)
+    n->out.sent_watch = watch;
+    owned = n->known.owned;
+    version = n->known.version;
+    co.mode = n->cfg.mode;
+    if (sequential(n) && n->known.node_path)
         co.mode = ZKIT_EPHEMERAL; /* the old name again */
-    else if (sequential(n) && (n->flags & ZKIT_PERSISTENT_PROTECTED))
+    else if (sequential(n) && (n->cfg.flags & ZKIT_PERSISTENT_PROTECTED))
         co.flags |= ZKIT_CREATE_PROTECTED;
-    if (n->flags & ZKIT_PERSISTENT_PARENTS)
+    if (n->cfg.flags & ZKIT_PERSISTENT_PARENTS)
         co.flags |= ZKIT_CREATE_PARENTS;
     pthread_mutex_unlock(&n->mu);
     node_ref(n);
     switch (step) {
     case STEP_CREATE:
-        rc = zkit__request_create(n->client, path, data ? data : "", len, &co, on_create, n);
+        rc = zkit__request_create(n->cfg.client, path, data ? data : "", len, &co, on_create, n);
         break;
     case STEP_VERIFY:
-        rc = zkit__request_watched_read(n->client, ZKIT__READ_DATA, path,
-                                        watch ? &n->watcher : NULL, node_ref, node_unref, 0,
+        rc = zkit__request_watched_read(n->cfg.client, ZKIT__READ_DATA, path,
+                                        watch ? &n->cfg.watcher : NULL, node_ref, node_unref, 0,
                                         on_verify, n);
         break;
     default:
-        rc = zkit__request_set_data_in_session(n->client, path, data ? data : "", len, version,
+        rc = zkit__request_set_data_in_session(n->cfg.client, path, data ? data : "", len, version,
                                                owned, on_write, n);
         break;
     }
@@ -278,12 +309,12 @@ static void issue(zkit_persistent_node_t *n, step_t step)
     if (rc != 0) {
         int closed;
         pthread_mutex_lock(&n->mu);
-        n->busy = 0;
+        n->out.busy = 0;
         closed = n->closed;
         failed(n);
         pthread_mutex_unlock(&n->mu);
         if (closed) /* the free left the cancelling to this step */
-            zkit__watch_cancel(n->client, path, ZKIT_WATCH_ANY, &n->watcher);
+            zkit__watch_cancel(n->cfg.client, path, ZKIT_WATCH_ANY, &n->cfg.watcher);
         node_unref(n);
     }
     free(path);
@@ -298,14 +329,14 @@ static void kick(zkit_persistent_node_t *n)
         pthread_mutex_unlock(&n->mu);
         return;
     }
-    if (n->busy) {
-        n->dirty = 1;
+    if (n->out.busy) {
+        n->out.dirty = 1;
         pthread_mutex_unlock(&n->mu);
         return;
     }
-    n->dirty = 0;
-    step = next_step(n, zkit_client_session_id(n->client));
-    n->busy = step != STEP_NONE;
+    n->out.dirty = 0;
+    step = next_step(n, zkit_client_session_id(n->cfg.client));
+    n->out.busy = step != STEP_NONE;
     pthread_mutex_unlock(&n->mu);
     if (step != STEP_NONE)
         issue(n, step);
@@ -315,7 +346,7 @@ static void retry_timer(void *arg)
 {
     zkit_persistent_node_t *n = arg;
     pthread_mutex_lock(&n->mu);
-    n->retry_pending = 0;
+    n->out.retry_pending = 0;
     pthread_mutex_unlock(&n->mu);
     kick(n);
     node_unref(n);
@@ -325,12 +356,13 @@ static void retry_timer(void *arg)
  * after a second for a failure the connection does not explain. */
 static void failed(zkit_persistent_node_t *n)
 {
-    if (n->closed || n->retry_pending || zkit__client_is_closing(n->client))
+    if (n->closed || n->out.retry_pending || zkit__client_is_closing(n->cfg.client))
         return;
-    n->retry_pending = 1;
+    n->out.retry_pending = 1;
     node_ref(n);
-    if (zkit__schedule_on_connect(n->client, zkit__monotonic_ms() + 1000, retry_timer, n) != 0) {
-        n->retry_pending = 0;
+    if (zkit__schedule_on_connect(n->cfg.client, zkit__monotonic_ms() + 1000, retry_timer,
+                                  n) != 0) {
+        n->out.retry_pending = 0;
         __atomic_sub_fetch(&n->refs, 1, __ATOMIC_ACQ_REL); /* the caller still holds one */
     }
 }
@@ -343,20 +375,20 @@ static void finish_step(zkit_persistent_node_t *n, int cancel)
     step_t step = STEP_NONE;
     char *paths[2] = { NULL, NULL };
     pthread_mutex_lock(&n->mu);
-    n->busy = 0;
-    if (!n->closed && !n->retry_pending) {
-        n->dirty = 0;
-        step = next_step(n, zkit_client_session_id(n->client));
-        n->busy = step != STEP_NONE;
+    n->out.busy = 0;
+    if (!n->closed && !n->out.retry_pending) {
+        n->out.dirty = 0;
+        step = next_step(n, zkit_client_session_id(n->cfg.client));
+        n->out.busy = step != STEP_NONE;
     }
     if (cancel) {
-        paths[0] = n->sent_path ? strdup(n->sent_path) : NULL;
-        paths[1] = n->node_path ? strdup(n->node_path) : NULL;
+        paths[0] = n->out.sent_path ? strdup(n->out.sent_path) : NULL;
+        paths[1] = n->known.node_path ? strdup(n->known.node_path) : NULL;
     }
     pthread_mutex_unlock(&n->mu);
     for (int i = 0; i < 2; i++) {
         if (paths[i])
-            zkit__watch_cancel(n->client, paths[i], ZKIT_WATCH_ANY, &n->watcher);
+            zkit__watch_cancel(n->cfg.client, paths[i], ZKIT_WATCH_ANY, &n->cfg.watcher);
         free(paths[i]);
     }
     if (step != STEP_NONE)
@@ -392,24 +424,24 @@ static void on_create(zkit_client_t *c, const zkit_result_t *r, void *arg)
             zkit__request_delete_in_session(c, r->path, -1, session, ignore_result, NULL);
     } else if (r->error == 0) {
         if (r->stat->ephemeral_owner == session && session != 0) {
-            n->written_seq = n->sent_data_seq;
+            n->known.written_seq = n->out.sent_data_seq;
             now_ours(n, session, r->path, r->stat);
         } else {
             /* Made on a session that has ended since (the create was retried across the
              * expiry): that node is the server's to remove; ours is made on this one. */
-            n->previous = r->stat->ephemeral_owner;
-            n->taken = 1;
-            if (!n->node_path)
-                n->node_path = strdup(r->path);
+            n->known.previous = r->stat->ephemeral_owner;
+            n->known.taken = 1;
+            if (!n->known.node_path)
+                n->known.node_path = strdup(r->path);
         }
     } else if (r->error == ZKIT_ENODEEXISTS) {
-        n->taken = 1;
+        n->known.taken = 1;
     } else if (transient(r->error)) {
         failed(n);
     } else if (r->error != ZKIT_ECLOSED) {
         zkit__client_log(c, ZKIT_LOG_WARN, "persistent node %s: create refused: %s",
-                         n->sent_path, zkit_strerror(r->error));
-        n->held = 1;
+                         n->out.sent_path, zkit_strerror(r->error));
+        n->known.held = 1;
         set_state(n, ZKIT_PERSISTENT_FAILED, 0, r->error);
     }
     pthread_mutex_unlock(&n->mu);
@@ -418,7 +450,8 @@ static void on_create(zkit_client_t *c, const zkit_result_t *r, void *arg)
 
 static int same_data(const zkit_persistent_node_t *n, const zkit_result_t *r)
 {
-    return r->data_len == n->len && (n->len == 0 || memcmp(r->data, n->data, n->len) == 0);
+    return r->data_len == n->want.len &&
+           (n->want.len == 0 || memcmp(r->data, n->want.data, n->want.len) == 0);
 }
 
 static void on_verify(zkit_client_t *c, const zkit_result_t *r, void *arg)
@@ -431,46 +464,48 @@ static void on_verify(zkit_client_t *c, const zkit_result_t *r, void *arg)
         cancel = 1;
     } else if (r->error == 0) {
         int64_t owner = r->stat->ephemeral_owner;
-        if (n->sent_watch) {
-            n->armed = 1;
-            n->armed_session = n->sent_session;
+        if (n->out.sent_watch) {
+            n->known.armed = 1;
+            n->known.armed_session = n->out.sent_session;
         }
-        if (n->sent_session != session) {
-            n->verify = n->taken = 1; /* answered on another session than it was sent on */
+        if (n->out.sent_session != session) {
+            /* answered on another session than it was sent on */
+            n->known.verify = n->known.taken = 1;
         } else if (owner == session && session != 0) {
             if (same_data(n, r))
-                n->written_seq = n->data_seq;
-            else if (n->written_seq == n->data_seq)
-                n->written_seq = n->data_seq - 1; /* changed by someone else: ours again */
-            now_ours(n, session, n->sent_path, r->stat);
+                n->known.written_seq = n->want.data_seq;
+            else if (n->known.written_seq == n->want.data_seq)
+                /* changed by someone else: ours again */
+                n->known.written_seq = n->want.data_seq - 1;
+            now_ours(n, session, n->out.sent_path, r->stat);
         } else {
             /* Not ours: never adopted, never deleted; its watch tells when it goes. */
-            if (n->owned)
+            if (n->known.owned)
                 now_gone(n);
-            if (!n->node_path)
-                n->node_path = strdup(n->sent_path);
-            n->waiting = 1;
-            if (owner != 0 && owner == n->previous) {
+            if (!n->known.node_path)
+                n->known.node_path = strdup(n->out.sent_path);
+            n->known.waiting = 1;
+            if (owner != 0 && owner == n->known.previous) {
                 zkit__client_log(c, ZKIT_LOG_INFO, "persistent node %s: waiting for the node "
-                                 "of our previous session 0x%llx to go", n->sent_path,
+                                 "of our previous session 0x%llx to go", n->out.sent_path,
                                  (unsigned long long)owner);
                 set_state(n, ZKIT_PERSISTENT_PENDING, 0, 0);
             } else {
                 zkit__client_log(c, ZKIT_LOG_WARN, "persistent node %s: held by session 0x%llx; "
-                                 "waiting for it to go", n->sent_path,
+                                 "waiting for it to go", n->out.sent_path,
                                  (unsigned long long)owner);
                 set_state(n, ZKIT_PERSISTENT_CONFLICT, owner, 0);
             }
         }
     } else if (r->error == ZKIT_ENONODE) {
-        n->armed = 0; /* a get-data of a missing node sets no watch */
-        if (n->sent_session == session)
+        n->known.armed = 0; /* a get-data of a missing node sets no watch */
+        if (n->out.sent_session == session)
             now_gone(n);
-        n->waiting = 0;
-        if (n->state == ZKIT_PERSISTENT_CONFLICT)
+        n->known.waiting = 0;
+        if (n->status.state == ZKIT_PERSISTENT_CONFLICT)
             set_state(n, ZKIT_PERSISTENT_PENDING, 0, 0);
     } else if (r->error != ZKIT_ECLOSED) {
-        n->verify = n->taken = 1;
+        n->known.verify = n->known.taken = 1;
         failed(n);
     }
     pthread_mutex_unlock(&n->mu);
@@ -483,12 +518,12 @@ static void on_write(zkit_client_t *c, const zkit_result_t *r, void *arg)
     (void)c;
     pthread_mutex_lock(&n->mu);
     if (r->error == 0) {
-        n->version = r->stat->version;
-        n->written_seq = n->sent_data_seq;
+        n->known.version = r->stat->version;
+        n->known.written_seq = n->out.sent_data_seq;
     } else if (r->error == ZKIT_EBADVERSION || r->error == ZKIT_ENONODE) {
-        n->verify = 1;
+        n->known.verify = 1;
     } else if (r->error == ZKIT_ESESSIONEXPIRED) {
-        n->verify = 1; /* not sent: the session is another now (next_step sees it) */
+        n->known.verify = 1; /* not sent: the session is another now (next_step sees it) */
     } else if (r->error != ZKIT_ECLOSED) {
         failed(n);
     }
@@ -504,9 +539,9 @@ static void on_watch(zkit_client_t *c, zkit_event_t event, const char *path, voi
     (void)event;
     (void)path;
     pthread_mutex_lock(&n->mu);
-    n->armed = 0;
-    n->waiting = 0;
-    n->verify = 1;
+    n->known.armed = 0;
+    n->known.waiting = 0;
+    n->known.verify = 1;
     pthread_mutex_unlock(&n->mu);
     kick(n);
 }
@@ -519,12 +554,12 @@ static void on_state(zkit_client_t *c, zkit_conn_state_t state, void *arg)
     (void)c;
     pthread_mutex_lock(&n->mu);
     if (state == ZKIT_CONN_LOST) {
-        if (n->state == ZKIT_PERSISTENT_CREATED)
+        if (n->status.state == ZKIT_PERSISTENT_CREATED)
             set_state(n, ZKIT_PERSISTENT_PENDING, 0, 0);
     } else if (state != ZKIT_CONN_SUSPENDED && state != ZKIT_CONN_NONE) {
-        n->verify = 1;
-        n->waiting = 0;
-        n->held = 0;
+        n->known.verify = 1;
+        n->known.waiting = 0;
+        n->known.held = 0;
         look = 1;
     }
     pthread_mutex_unlock(&n->mu);
@@ -548,29 +583,30 @@ static void deliver(void *arg)
     zkit_persistent_status_t st;
     char *path;
     pthread_mutex_lock(&n->mu);
-    n->task_posted = 0;
-    if (n->closed || n->delivered_seq == n->seq) {
+    n->delivery.task_posted = 0;
+    if (n->closed || n->delivery.delivered_seq == n->status.seq) {
         pthread_mutex_unlock(&n->mu);
         node_unref(n);
         return;
     }
     memset(&st, 0, sizeof(st));
-    st.state = n->state;
-    st.owner = n->state == ZKIT_PERSISTENT_CREATED ? n->owned : n->conflict_owner;
-    st.error = n->error;
-    st.creations = n->creations;
+    st.state = n->status.state;
+    st.owner = n->status.state == ZKIT_PERSISTENT_CREATED ? n->known.owned
+                                                          : n->status.conflict_owner;
+    st.error = n->status.error;
+    st.creations = n->status.creations;
     if (!(path = strdup(target(n)))) { /* out of memory: the next state posts it again */
         pthread_mutex_unlock(&n->mu);
         node_unref(n);
         return;
     }
-    n->delivered_seq = n->seq;
-    n->delivering = 1;
+    n->delivery.delivered_seq = n->status.seq;
+    n->delivery.delivering = 1;
     pthread_mutex_unlock(&n->mu);
     st.path = path;
-    n->fn(n, &st, n->arg);
+    n->cfg.fn(n, &st, n->cfg.arg);
     pthread_mutex_lock(&n->mu);
-    n->delivering = 0;
+    n->delivery.delivering = 0;
     pthread_cond_broadcast(&n->cond);
     pthread_mutex_unlock(&n->mu);
     free(path);
@@ -664,35 +700,35 @@ static int persistent_node_new_call(zkit_persistent_node_t **out, zkit_client_t 
         return rc;
     if (zkit__client_is_closing(client))
         return ZKIT_ECLOSED;
-    if (!(n = calloc(1, sizeof(*n))) || !(n->base = strdup(path)) ||
-        !(n->data = copy_bytes(data, len))) {
+    if (!(n = calloc(1, sizeof(*n))) || !(n->cfg.base = strdup(path)) ||
+        !(n->want.data = copy_bytes(data, len))) {
         if (n)
-            free(n->base);
+            free(n->cfg.base);
         free(n);
         return ZKIT_ENOMEM;
     }
-    n->client = client;
+    n->cfg.client = client;
     zkit__client_ref(client);
-    n->len = len;
-    n->data_seq = 1;
-    n->mode = opts ? opts->mode : ZKIT_EPHEMERAL;
-    n->flags = opts ? opts->flags : 0;
-    n->fn = fn;
-    n->arg = arg;
+    n->want.len = len;
+    n->want.data_seq = 1;
+    n->cfg.mode = opts ? opts->mode : ZKIT_EPHEMERAL;
+    n->cfg.flags = opts ? opts->flags : 0;
+    n->cfg.fn = fn;
+    n->cfg.arg = arg;
     n->refs = 1;
-    n->watcher.fn = on_watch;
-    n->watcher.arg = n;
-    n->state = ZKIT_PERSISTENT_PENDING;
+    n->cfg.watcher.fn = on_watch;
+    n->cfg.watcher.arg = n;
+    n->status.state = ZKIT_PERSISTENT_PENDING;
     pthread_mutex_init(&n->mu, NULL);
     pthread_condattr_init(&attr);
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&n->cond, &attr);
     pthread_condattr_destroy(&attr);
-    if (!(n->listener = zkit__listener_add(client, on_state, n))) {
+    if (!(n->cfg.listener = zkit__listener_add(client, on_state, n))) {
         node_unref(n);
         return ZKIT_ENOMEM;
     }
-    zkit__listener_on_close(client, n->listener, on_close);
+    zkit__listener_on_close(client, n->cfg.listener, on_close);
     *out = n;
     kick(n);
     return 0;
@@ -715,16 +751,16 @@ static int persistent_node_set_data_call(zkit_persistent_node_t *n, const void *
         zkit__client_reject(NULL, "persistent_node_set_data: NULL node");
         return ZKIT_EINVAL;
     }
-    if ((rc = check_data(n->client, data, len, "persistent_node_set_data")) != 0)
+    if ((rc = check_data(n->cfg.client, data, len, "persistent_node_set_data")) != 0)
         return rc;
     if (!(copy = copy_bytes(data, len)))
         return ZKIT_ENOMEM;
     pthread_mutex_lock(&n->mu);
-    free(n->data);
-    n->data = copy;
-    n->len = len;
-    n->data_seq++;
-    n->held = 0;
+    free(n->want.data);
+    n->want.data = copy;
+    n->want.len = len;
+    n->want.data_seq++;
+    n->known.held = 0;
     pthread_mutex_unlock(&n->mu);
     kick(n);
     return 0;
@@ -745,34 +781,34 @@ static int persistent_node_wait_call(zkit_persistent_node_t *n, int timeout_ms)
         zkit__client_reject(NULL, "persistent_node_wait: NULL node");
         return ZKIT_EINVAL;
     }
-    if (timeout_ms != 0 && zkit__is_event_thread(n->client)) {
+    if (timeout_ms != 0 && zkit__is_event_thread(n->cfg.client)) {
         /* A re-creation after an expiry starts from the connection-state listener, which
          * runs there. */
-        zkit__client_reject(n->client, "persistent_node_wait: a non-zero timeout on the "
+        zkit__client_reject(n->cfg.client, "persistent_node_wait: a non-zero timeout on the "
                             "client's event thread");
         return ZKIT_EDEADLK;
     }
-    if (zkit__call_enter(n->client) != 0)
+    if (zkit__call_enter(n->cfg.client) != 0)
         return ZKIT_ECLOSED;
     due = zkit__monotonic_ms() + (timeout_ms > 0 ? timeout_ms : 0);
     pthread_mutex_lock(&n->mu);
     n->waiters++;
     for (;;) {
         int64_t now = zkit__monotonic_ms();
-        if (n->state == ZKIT_PERSISTENT_CREATED) {
+        if (n->status.state == ZKIT_PERSISTENT_CREATED) {
             rc = 0;
             break;
         }
-        if (n->state == ZKIT_PERSISTENT_FAILED) {
-            rc = n->error;
+        if (n->status.state == ZKIT_PERSISTENT_FAILED) {
+            rc = n->status.error;
             break;
         }
-        if (zkit__client_is_closing(n->client) || n->closed) {
+        if (zkit__client_is_closing(n->cfg.client) || n->closed) {
             rc = ZKIT_ECLOSED;
             break;
         }
         if (timeout_ms >= 0 && now >= due) {
-            rc = n->state == ZKIT_PERSISTENT_CONFLICT ? ZKIT_ENODEEXISTS : ZKIT_ETIMEDOUT;
+            rc = n->status.state == ZKIT_PERSISTENT_CONFLICT ? ZKIT_ENODEEXISTS : ZKIT_ETIMEDOUT;
             break;
         }
         if (timeout_ms < 0) {
@@ -786,7 +822,7 @@ static int persistent_node_wait_call(zkit_persistent_node_t *n, int timeout_ms)
     n->waiters--;
     pthread_cond_broadcast(&n->cond);
     pthread_mutex_unlock(&n->mu);
-    zkit__call_exit(n->client);
+    zkit__call_exit(n->cfg.client);
     return rc;
 }
 
@@ -802,16 +838,17 @@ static int persistent_node_status_call(zkit_persistent_status_t *status, char **
     if (path)
         *path = NULL;
     if (!status || !n) {
-        zkit__client_reject(n ? n->client : NULL, "persistent_node_status: NULL %s",
+        zkit__client_reject(n ? n->cfg.client : NULL, "persistent_node_status: NULL %s",
                             status ? "node" : "status");
         return ZKIT_EINVAL;
     }
     memset(status, 0, sizeof(*status));
     pthread_mutex_lock(&n->mu);
-    status->state = n->state;
-    status->owner = n->state == ZKIT_PERSISTENT_CREATED ? n->owned : n->conflict_owner;
-    status->error = n->error;
-    status->creations = n->creations;
+    status->state = n->status.state;
+    status->owner = n->status.state == ZKIT_PERSISTENT_CREATED ? n->known.owned
+                                                               : n->status.conflict_owner;
+    status->error = n->status.error;
+    status->creations = n->status.creations;
     if (path && !(*path = strdup(target(n))))
         rc = ZKIT_ENOMEM;
     pthread_mutex_unlock(&n->mu);
@@ -833,30 +870,30 @@ ZKIT_EXTERN void zkit_persistent_node_free(zkit_persistent_node_t *n)
         return;
     pthread_mutex_lock(&n->mu);
     n->closed = 1;
-    busy = n->busy;
-    owned = n->owned;
-    node_path = n->node_path ? strdup(n->node_path) : NULL;
-    base = strdup(n->base);
+    busy = n->out.busy;
+    owned = n->known.owned;
+    node_path = n->known.node_path ? strdup(n->known.node_path) : NULL;
+    base = strdup(n->cfg.base);
     pthread_cond_broadcast(&n->cond);
     pthread_mutex_unlock(&n->mu);
-    zkit__listener_remove(n->client, n->listener);
+    zkit__listener_remove(n->cfg.client, n->cfg.listener);
     /* Ours in the session that is current: deleted, on that session only (after an expiry
      * the server has removed it, and the name may be another session's by then). */
-    if (owned && node_path && owned == zkit_client_session_id(n->client))
-        zkit__request_delete_in_session(n->client, node_path, -1, owned, ignore_result, NULL);
+    if (owned && node_path && owned == zkit_client_session_id(n->cfg.client))
+        zkit__request_delete_in_session(n->cfg.client, node_path, -1, owned, ignore_result, NULL);
     /* A step out may have listed its watch without having sent it yet: its completion, which
      * sees the object closed, cancels instead (as a re-arming watch does). */
     if (!busy) {
         if (node_path)
-            zkit__watch_cancel(n->client, node_path, ZKIT_WATCH_ANY, &n->watcher);
+            zkit__watch_cancel(n->cfg.client, node_path, ZKIT_WATCH_ANY, &n->cfg.watcher);
         if (base && (!node_path || strcmp(base, node_path) != 0))
-            zkit__watch_cancel(n->client, base, ZKIT_WATCH_ANY, &n->watcher);
+            zkit__watch_cancel(n->cfg.client, base, ZKIT_WATCH_ANY, &n->cfg.watcher);
     }
     free(node_path);
     free(base);
     pthread_mutex_lock(&n->mu);
-    if (!zkit__is_event_thread(n->client))
-        while (n->delivering || n->waiters)
+    if (!zkit__is_event_thread(n->cfg.client))
+        while (n->delivery.delivering || n->waiters)
             pthread_cond_wait(&n->cond, &n->mu);
     pthread_mutex_unlock(&n->mu);
     node_unref(n);
