@@ -273,12 +273,12 @@ static void test_fleet(void)
     /* missing, owned by another session, stale data */
     CU_ASSERT_EQUAL(violations_of(fleet_worker, "N 91000000000 service p0 a1 p0.v9\n"
                                                 "N 91000000000 member p0 b2 p0.v8\n"), 3);
-    /* made again 4.5 s after the connection came back (6.5 s) */
+    /* made again 8.5 s after the connection came back (6.5 s) */
     CU_ASSERT_EQUAL(fleet_violations(
         "K 1000000 p0 a1\nC 1100000 p0 node p0 a1\nC 1100000 p0 service p0 a1\n"
         "C 1200000 p0 member p0 a1\nK 6000000000 p0 b2\nK 6500000000 p0 b2\n"
         "C 7000000000 p0 node p0 b2\nC 7000000000 p0 service p0 b2\n"
-        "C 11000000000 p0 member p0 b2\n"
+        "C 15000000000 p0 member p0 b2\n"
         "Y 90000000000 p0 node p0 b2 p0.v9\nY 90000000000 p0 service p0 b2 p0.v9\n"
         "Y 90000000000 p0 member p0 b2 p0.v9\n", ""), 1);
     /* never made in the session of the end */
