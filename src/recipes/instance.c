@@ -82,6 +82,10 @@ static json_t *uri_parts(const char *spec, const char **bad)
                 s++;
             while (e > s && (unsigned char)e[-1] <= ' ')
                 e--;
+            /* a variable of white space alone is as empty as "{}": no part, so that the
+             * parts' text ("{}") gives the same parts back */
+            if (s == e)
+                continue;
         }
         /* Literal text on both sides of a dropped empty variable ("a{}b") is one part, so
          * that the parts give the same text back and that text the same parts. */
