@@ -1005,6 +1005,59 @@ static int either_acquired(void *arg)
     return logged_acquired(pair[0]) || logged_acquired(pair[1]);
 }
 
+/* Three clients on one mutex: H holds it (logged as 1) and W (2) waits behind it; the third
+ * lock is the test's to start.  trio_end frees what trio_begin made. */
+typedef struct trio {
+    fixture_t f;
+    zkit_client_t *c[3];
+    zkit_lock_t *l[3];            /* H, W, the third */
+    logged_t w;
+    char dir[256], *log, *path;
+} trio_t;
+
+static void trio_begin(trio_t *t, const char *name)
+{
+    fx_begin(&t->f, name);
+    scratch_dir(t->dir, sizeof t->dir);
+    CU_ASSERT_FATAL(t->dir[0] != '\0');
+    t->log = lk_join(t->dir, "log");
+    t->path = lk_join(t->f.base, "lock");
+    for (int i = 0; i < 3; i++) {
+        t->c[i] = lk_client(10000);
+        CU_ASSERT_FATAL(t->c[i] != NULL);
+        CU_ASSERT_FATAL(zkit_mutex_new(&t->l[i], t->c[i], t->path) == 0);
+    }
+    CU_ASSERT_FATAL(zkit_lock_acquire(t->l[0], 5000) == 0);
+    log_mark(t->log, "ENTER", 1);
+    logged_start(&t->w, t->l[1], t->log, 2, 60000);
+    CU_ASSERT_EQUAL(wait_participants(t->l[0], 2, 5000), 0);
+}
+
+/* Deletes W's node (second in line) from a bare session, as somebody else would. */
+static void trio_delete_w(trio_t *t)
+{
+    char *wnode = participant_path(t->l[0], t->path, 1);
+    zhandle_t *zh;
+    CU_ASSERT_FATAL(wnode != NULL);
+    zh = zkh_raw_connect(zk);
+    CU_ASSERT_FATAL(zh != NULL);
+    CU_ASSERT_EQUAL(zoo_delete(zh, wnode, -1), ZOK);
+    zookeeper_close(zh);
+    free(wnode);
+}
+
+static void trio_end(trio_t *t)
+{
+    fx_end(&t->f);
+    for (int i = 0; i < 3; i++) {
+        zkit_lock_free(t->l[i]);
+        zkit_client_close(t->c[i]);
+    }
+    scratch_remove(t->dir);
+    free(t->log);
+    free(t->path);
+}
+
 /* W waits alone behind H, so H's delete would hand W the lock on the event alone; somebody
  * deletes W's node, then H releases.  The deletion fired the directory watch of W's listing,
  * so H's delete proves nothing: W lists again, finds its node gone and queues again.  Y,
@@ -1012,121 +1065,53 @@ static int either_acquired(void *arg)
  * and Y would hold together, and W would never queue again. */
 static void test_handoff_own_node_deleted_alone(void)
 {
-    fixture_t f;
-    zkit_client_t *hc, *wc, *yc;
-    zkit_lock_t *h, *wl, *yl;
-    logged_t w, y, *pair[2] = { &w, &y }, *first, *second;
-    zhandle_t *zh;
-    char dir[256], *log, *path, *wnode;
-    fx_begin(&f, "handoff-own-deleted-alone");
-    scratch_dir(dir, sizeof dir);
-    CU_ASSERT_FATAL(dir[0] != '\0');
-    log = lk_join(dir, "log");
-    path = lk_join(f.base, "lock");
-    hc = lk_client(10000);
-    wc = lk_client(10000);
-    yc = lk_client(10000);
-    CU_ASSERT_FATAL(hc != NULL && wc != NULL && yc != NULL);
-    CU_ASSERT_FATAL(zkit_mutex_new(&h, hc, path) == 0);
-    CU_ASSERT_FATAL(zkit_mutex_new(&wl, wc, path) == 0);
-    CU_ASSERT_FATAL(zkit_mutex_new(&yl, yc, path) == 0);
-    CU_ASSERT_FATAL(zkit_lock_acquire(h, 5000) == 0);
-    log_mark(log, "ENTER", 1);
-    logged_start(&w, wl, log, 2, 60000);
-    CU_ASSERT_EQUAL(wait_participants(h, 2, 5000), 0);
+    trio_t t;
+    logged_t y, *pair[2] = { &t.w, &y }, *first, *second;
+    trio_begin(&t, "handoff-own-deleted-alone");
     /* W's watch on H's node (sent after its listing's reply) and H's on its own node (W's
      * arrival fired the directory watch H held on). */
-    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, f.watches0 + 2, 5000), 0);
-    wnode = participant_path(h, path, 1);
-    CU_ASSERT_FATAL(wnode != NULL);
-    zh = zkh_raw_connect(zk);
-    CU_ASSERT_FATAL(zh != NULL);
-    CU_ASSERT_EQUAL(zoo_delete(zh, wnode, -1), ZOK);
-    zookeeper_close(zh);
-    log_mark(log, "EXIT", 1);
-    CU_ASSERT_EQUAL(zkit_lock_release(h), 0);
-    logged_start(&y, yl, log, 3, 60000);
+    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, t.f.watches0 + 2, 5000), 0);
+    trio_delete_w(&t);
+    log_mark(t.log, "EXIT", 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(t.l[0]), 0);
+    logged_start(&y, t.l[2], t.log, 3, 60000);
     /* W queues again beside Y: two nodes. */
-    CU_ASSERT_EQUAL(wait_participants(h, 2, 10000), 0);
+    CU_ASSERT_EQUAL(wait_participants(t.l[0], 2, 10000), 0);
     CU_ASSERT_EQUAL(zkh_wait_until(either_acquired, pair, 10000), 0);
-    first = logged_acquired(&w) ? &w : &y;
-    second = first == &w ? &y : &w;
+    first = logged_acquired(&t.w) ? &t.w : &y;
+    second = first == &t.w ? &y : &t.w;
     CU_ASSERT_EQUAL(logged_finish(first, 10000), 0);
     CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, second, 10000), 0);
     CU_ASSERT_EQUAL(logged_finish(second, 10000), 0);
-    CU_ASSERT_EQUAL(w.rc, 0);
+    CU_ASSERT_EQUAL(t.w.rc, 0);
     CU_ASSERT_EQUAL(y.rc, 0);
-    assert_log_clean("handoff-own-deleted-alone", log, 3);
-    fx_end(&f);
-    zkit_lock_free(h);
-    zkit_lock_free(wl);
-    zkit_lock_free(yl);
-    zkit_client_close(hc);
-    zkit_client_close(wc);
-    zkit_client_close(yc);
-    scratch_remove(dir);
-    free(wnode);
-    free(log);
-    free(path);
+    assert_log_clean("handoff-own-deleted-alone", t.log, 3);
+    trio_end(&t);
 }
 
 /* W waits first in line; somebody deletes W's node, then H releases.  W hears its own
  * node's deletion first and queues again; H's deletion is no hand-off for it. */
 static void test_handoff_own_node_deleted(void)
 {
-    fixture_t f;
-    zkit_client_t *hc, *wc, *xc;
-    zkit_lock_t *h, *wl, *xl;
-    logged_t w, x;
-    zhandle_t *zh;
-    char dir[256], *log, *path, *wnode;
-    fx_begin(&f, "handoff-own-deleted");
-    scratch_dir(dir, sizeof dir);
-    CU_ASSERT_FATAL(dir[0] != '\0');
-    log = lk_join(dir, "log");
-    path = lk_join(f.base, "lock");
-    hc = lk_client(10000);
-    wc = lk_client(10000);
-    xc = lk_client(10000);
-    CU_ASSERT_FATAL(hc != NULL && wc != NULL && xc != NULL);
-    CU_ASSERT_FATAL(zkit_mutex_new(&h, hc, path) == 0);
-    CU_ASSERT_FATAL(zkit_mutex_new(&wl, wc, path) == 0);
-    CU_ASSERT_FATAL(zkit_mutex_new(&xl, xc, path) == 0);
-    CU_ASSERT_FATAL(zkit_lock_acquire(h, 5000) == 0);
-    log_mark(log, "ENTER", 1);
-    logged_start(&w, wl, log, 2, 60000);
-    CU_ASSERT_EQUAL(wait_participants(h, 2, 5000), 0);
-    logged_start(&x, xl, log, 3, 60000);
-    CU_ASSERT_EQUAL(wait_participants(h, 3, 5000), 0);
-    wnode = participant_path(h, path, 1);
-    CU_ASSERT_FATAL(wnode != NULL);
+    trio_t t;
+    logged_t x;
+    trio_begin(&t, "handoff-own-deleted");
+    logged_start(&x, t.l[2], t.log, 3, 60000);
+    CU_ASSERT_EQUAL(wait_participants(t.l[0], 3, 5000), 0);
     /* W's node goes first, then H's: W hears them in that order. */
-    zh = zkh_raw_connect(zk);
-    CU_ASSERT_FATAL(zh != NULL);
-    CU_ASSERT_EQUAL(zoo_delete(zh, wnode, -1), ZOK);
-    log_mark(log, "EXIT", 1);
-    CU_ASSERT_EQUAL(zkit_lock_release(h), 0);
-    zookeeper_close(zh);
+    trio_delete_w(&t);
+    log_mark(t.log, "EXIT", 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(t.l[0]), 0);
     CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &x, 10000), 0);
-    CU_ASSERT_EQUAL(wait_participants(h, 2, 10000), 0);
-    CU_ASSERT_EQUAL(logged_acquired(&w), 0);
+    CU_ASSERT_EQUAL(wait_participants(t.l[0], 2, 10000), 0);
+    CU_ASSERT_EQUAL(logged_acquired(&t.w), 0);
     CU_ASSERT_EQUAL(logged_finish(&x, 10000), 0);
-    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &w, 10000), 0);
-    CU_ASSERT_EQUAL(logged_finish(&w, 10000), 0);
-    CU_ASSERT_EQUAL(w.rc, 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &t.w, 10000), 0);
+    CU_ASSERT_EQUAL(logged_finish(&t.w, 10000), 0);
+    CU_ASSERT_EQUAL(t.w.rc, 0);
     CU_ASSERT_EQUAL(x.rc, 0);
-    assert_log_clean("handoff-own-deleted", log, 3);
-    fx_end(&f);
-    zkit_lock_free(h);
-    zkit_lock_free(wl);
-    zkit_lock_free(xl);
-    zkit_client_close(hc);
-    zkit_client_close(wc);
-    zkit_client_close(xc);
-    scratch_remove(dir);
-    free(wnode);
-    free(log);
-    free(path);
+    assert_log_clean("handoff-own-deleted", t.log, 3);
+    trio_end(&t);
 }
 
 /*

@@ -78,7 +78,7 @@ static const char usage_text[] =
     "\n"
     "Exit status: 0 once a signal ended the watch, or with --once after the change (with\n"
     "COMMAND: COMMAND's status); 1 --once --timeout: no change in time; 128+N signal N\n"
-    "before the change came (--once); 64 usage error; 68 no connection to ZooKeeper within\n"
+    "while waiting for a change (--once); 64 usage error; 68 no connection to ZooKeeper within\n"
     "the connect timeout; 69 bad connect string; 70 internal error; 126 COMMAND not\n"
     "executable; 127 COMMAND not found.\n";
 
@@ -309,7 +309,7 @@ static int ends_watch(int sig)
 }
 
 /* The status a signal ends with: 0 for a watch (its normal end); with --once, 128 + the
- * signal before the change came, the command's status after. */
+ * signal while waiting for a change, the command's status once it ran. */
 static int signal_status(const watch_t *w, int sig)
 {
     if (!w->o->once)
