@@ -18,7 +18,9 @@
  * waits in enter or leave is told ZKIT_ESESSIONEXPIRED (its node is gone; in enter it has not
  * entered and its count is given back).  The others are never stuck for ever on it: its node
  * is gone, so leave waits for it no longer, and an enter that still needs it waits for another
- * member to arrive, bounded by its own timeout.
+ * member to arrive, bounded by its own timeout.  A lost connection alone ends no wait: its
+ * requests are tried again once connected, while the wait's time lasts and until the client
+ * declares the session lost (ZKIT_ESESSIONEXPIRED).
  *
  * Timeouts: milliseconds from the start of the call on the monotonic clock, negative waits
  * until the condition or the client's close, 0 looks once.  An enter that times out deletes

@@ -191,6 +191,27 @@ static int wait_for(zkit_double_barrier_t *db, view_t *v, judge_fn judge, uint64
     return rc;
 }
 
+/* A create for a wait that ends at `due`: one cut short by the connection's loss is tried
+ * again while the wait has time and the session lives, since the wait itself would go on
+ * through that loss.  A node already there is no error (our own create, whose reply was lost:
+ * the names are ours alone).  0, ZKIT_ESESSIONEXPIRED, or the create's error. */
+static int create_in_wait(zkit_double_barrier_t *db, const char *path,
+                          const zkit_create_options_t *co, uint64_t losts0, int64_t due)
+{
+    for (;;) {
+        int rc = zkit_create(NULL, NULL, db->client, path, NULL, 0, co);
+        if (rc == 0 || rc == ZKIT_ENODEEXISTS)
+            return 0;
+        if (rc != ZKIT_ECONNLOSS || zkit__monotonic_ms() >= due)
+            return rc;
+        pthread_mutex_lock(&db->mu);
+        rc = db->losts != losts0 ? ZKIT_ESESSIONEXPIRED : 0;
+        pthread_mutex_unlock(&db->mu);
+        if (rc != 0)
+            return rc;
+    }
+}
+
 /* ---- the calls -------------------------------------------------------------------------- */
 
 static int double_barrier_new_call(zkit_double_barrier_t **out, zkit_client_t *client,
@@ -284,6 +305,7 @@ static int double_barrier_enter_call(zkit_double_barrier_t *db, int timeout_ms)
 {
     zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
     int64_t start = zkit__monotonic_ms();
+    int64_t due = timeout_ms < 0 ? INT64_MAX : start + timeout_ms;
     view_t v = { .db = db };
     uuid_t id;
     uint64_t losts0;
@@ -302,33 +324,38 @@ static int double_barrier_enter_call(zkit_double_barrier_t *db, int timeout_ms)
     }
     co.mode = ZKIT_EPHEMERAL;
     co.flags = ZKIT_CREATE_PARENTS;
-    rc = zkit_create(NULL, NULL, db->client, node, NULL, 0, &co);
-    if (rc == ZKIT_ENODEEXISTS)
-        rc = 0; /* our own create, whose first reply was lost: the uuid is ours */
+    rc = create_in_wait(db, node, &co, losts0, due);
+    pthread_mutex_lock(&db->mu);
+    if (rc == 0 || rc == ZKIT_ECONNLOSS || rc == ZKIT_ESESSIONEXPIRED) {
+        /* Unless refused, the create may have been applied: the node is ours to take back. */
+        db->node = node;
+        db->in = 1;
+        db->session = zkit_client_session_id(db->client);
+        node = NULL;
+    }
+    pthread_mutex_unlock(&db->mu);
     if (rc != 0) {
+        drop_node(db);
         free(node);
         end_wait(db);
         return rc;
     }
-    pthread_mutex_lock(&db->mu);
-    db->node = node;
-    db->in = 1;
-    db->session = zkit_client_session_id(db->client);
-    pthread_mutex_unlock(&db->mu);
-    /* Look once, then wait. */
+    /* Look once, then wait.  A look the connection's loss cut short is no answer: the watch
+     * reads again once connected, and a loss of the session itself ends the wait (on_state). */
     if ((rc = view_read(&v)) == 0) {
         pthread_mutex_lock(&db->mu);
         rc = judge_enter(db, &v, losts0);
         pthread_mutex_unlock(&db->mu);
+    } else if (rc == ZKIT_ECONNLOSS && timeout_ms != 0) {
+        rc = 0;
     }
     if (rc == 0)
         rc = timeout_ms == 0 ? ZKIT_ETIMEDOUT
-                             : wait_for(db, &v, judge_enter, losts0,
-                                        timeout_ms < 0 ? INT64_MAX : start + timeout_ms);
+                             : wait_for(db, &v, judge_enter, losts0, due);
     if (rc == 1 && !v.ready) {
         /* We counted N: let the others in (Curator's members wait for "ready"). */
-        rc = zkit_create(NULL, NULL, db->client, db->ready_path, NULL, 0, NULL);
-        rc = rc == 0 || rc == ZKIT_ENODEEXISTS ? 1 : rc;
+        rc = create_in_wait(db, db->ready_path, NULL, losts0, due);
+        rc = rc == 0 ? 1 : rc;
     }
     if (rc != 1)
         drop_node(db);
@@ -375,6 +402,8 @@ static int double_barrier_leave_call(zkit_double_barrier_t *db, int timeout_ms)
         pthread_mutex_lock(&db->mu);
         rc = judge_leave(db, &v, 0);
         pthread_mutex_unlock(&db->mu);
+    } else if (rc == ZKIT_ECONNLOSS && timeout_ms != 0) {
+        rc = 0; /* as in enter: the watch reads again once connected */
     }
     if (rc == 0)
         rc = timeout_ms == 0 ? ZKIT_ETIMEDOUT
