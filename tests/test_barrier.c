@@ -354,6 +354,69 @@ static void test_double_barrier_partitioned_member(void)
     zkh_proxy_stop(proxy);
 }
 
+static uint64_t requests_failed(zkit_client_t *c)
+{
+    zkit_client_stats_t st;
+    return zkit_client_stats(&st, ZKIT_STATS_VERSION, c) == 0 ? st.requests_failed : 0;
+}
+
+typedef struct failed_more {
+    zkit_client_t *client;
+    uint64_t than;
+} failed_more_t;
+
+static int failed_more(void *arg)
+{
+    failed_more_t *f = arg;
+    return requests_failed(f->client) > f->than;
+}
+
+/* A cut shorter than the session: the enter's requests that it cuts short (the client's
+ * operation timeout is far below the cut) are tried again, and the enter goes on once the
+ * connection is back, in the same session, to let both members in. */
+static void test_double_barrier_short_cut(void)
+{
+    zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    zkit_client_options_t o;
+    zkit_client_t *cut, *other;
+    zkit_double_barrier_t *db = NULL, *odb = NULL;
+    failed_more_t f;
+    waiter_t w;
+    char path[128];
+    int64_t session;
+    CU_ASSERT_FATAL(proxy != NULL);
+    fw_options(&o, zkh_proxy_address(proxy), NULL, SESSION_MS, NULL);
+    o.operation_timeout_ms = 300;
+    cut = fw_connect_opts(&o);
+    other = client();
+    CU_ASSERT_FATAL(cut && other);
+    memset(&w, 0, sizeof w);
+    zkh_unique_path(path, sizeof path, "dbarrier-short-cut");
+    CU_ASSERT_EQUAL_FATAL(zkit_double_barrier_new(&db, cut, path, 2), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_double_barrier_new(&odb, other, path, 2), 0);
+    session = zkit_client_session_id(cut);
+    f.client = cut;
+    f.than = requests_failed(cut);
+    zkh_proxy_block(proxy);
+    w.db = db;
+    waiter_start(&w, OP_ENTER, -1);
+    /* Held until a request of the enter has failed for want of the connection. */
+    CU_ASSERT_EQUAL(zkh_wait_until(failed_more, &f, WAIT_MS), 0);
+    CU_ASSERT_EQUAL(waiter_done(&w), 0);
+    zkh_proxy_unblock(proxy);
+    CU_ASSERT_EQUAL(wait_children(path, 1), 0);
+    CU_ASSERT_EQUAL(zkit_double_barrier_enter(odb, WAIT_MS), 0);
+    CU_ASSERT_EQUAL(waiter_finish(&w, WAIT_MS), 0);
+    CU_ASSERT_EQUAL(zkit_client_session_id(cut), session);
+    CU_ASSERT_EQUAL(zkit_double_barrier_leave(odb, 0), ZKIT_ETIMEDOUT); /* cut is still in */
+    CU_ASSERT_EQUAL(zkit_double_barrier_leave(db, WAIT_MS), 0);
+    zkit_double_barrier_free(db);
+    zkit_double_barrier_free(odb);
+    zkit_client_close(cut);
+    zkit_client_close(other);
+    zkh_proxy_stop(proxy);
+}
+
 /* Closing the client ends pending waits with ZKIT_ECLOSED, and a member's node goes with it. */
 static void test_close_with_waits_pending(void)
 {
@@ -421,6 +484,8 @@ static const zkh_test_t tests[] = {
     { "double barrier: a member's session expires while waiting",
       test_double_barrier_member_expires },
     { "double barrier: a member cut off by a partition", test_double_barrier_partitioned_member },
+    { "double barrier: a cut shorter than the session ends no enter",
+      test_double_barrier_short_cut },
     { "close with waits pending", test_close_with_waits_pending },
     { "bad inputs", test_bad_inputs },
     { NULL, NULL }

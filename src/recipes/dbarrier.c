@@ -191,25 +191,33 @@ static int wait_for(zkit_double_barrier_t *db, view_t *v, judge_fn judge, uint64
     return rc;
 }
 
-/* A create for a wait that ends at `due`: one cut short by the connection's loss is tried
- * again while the wait has time and the session lives, since the wait itself would go on
- * through that loss.  A node already there is no error (our own create, whose reply was lost:
- * the names are ours alone).  0, ZKIT_ESESSIONEXPIRED, or the create's error. */
+/* Whether a request the connection's loss cut short is tried again, in a wait that ends at
+ * `due`: yes while the wait has time and the session lives (no LOST heard since `losts0`),
+ * since the wait itself would go on through that loss.  When LOST was heard, *rc becomes
+ * ZKIT_ESESSIONEXPIRED. */
+static int try_again(zkit_double_barrier_t *db, int *rc, uint64_t losts0, int64_t due)
+{
+    int again;
+    if (*rc != ZKIT_ECONNLOSS || zkit__monotonic_ms() >= due)
+        return 0;
+    pthread_mutex_lock(&db->mu);
+    again = db->losts == losts0;
+    pthread_mutex_unlock(&db->mu);
+    if (!again)
+        *rc = ZKIT_ESESSIONEXPIRED;
+    return again;
+}
+
+/* A create in a wait (try_again).  A node already there is no error: our own create whose
+ * reply was lost (a member's name is ours alone), or "ready" made by another member. */
 static int create_in_wait(zkit_double_barrier_t *db, const char *path,
                           const zkit_create_options_t *co, uint64_t losts0, int64_t due)
 {
-    for (;;) {
-        int rc = zkit_create(NULL, NULL, db->client, path, NULL, 0, co);
-        if (rc == 0 || rc == ZKIT_ENODEEXISTS)
-            return 0;
-        if (rc != ZKIT_ECONNLOSS || zkit__monotonic_ms() >= due)
-            return rc;
-        pthread_mutex_lock(&db->mu);
-        rc = db->losts != losts0 ? ZKIT_ESESSIONEXPIRED : 0;
-        pthread_mutex_unlock(&db->mu);
-        if (rc != 0)
-            return rc;
-    }
+    int rc;
+    do
+        rc = zkit_create(NULL, NULL, db->client, path, NULL, 0, co);
+    while (try_again(db, &rc, losts0, due));
+    return rc == ZKIT_ENODEEXISTS ? 0 : rc;
 }
 
 /* ---- the calls -------------------------------------------------------------------------- */
@@ -371,18 +379,24 @@ ZKIT_EXTERN int zkit_double_barrier_enter(zkit_double_barrier_t *db, int timeout
 static int double_barrier_leave_call(zkit_double_barrier_t *db, int timeout_ms)
 {
     int64_t start = zkit__monotonic_ms();
+    int64_t due = timeout_ms < 0 ? INT64_MAX : start + timeout_ms;
     view_t v = { .db = db };
     char *node;
     int64_t session;
+    uint64_t losts0;
     int rc;
     if ((rc = begin_wait(db, 1, "leave")) != 0)
         return rc;
     pthread_mutex_lock(&db->mu);
     node = db->node;
     session = db->session;
+    losts0 = db->losts;
     pthread_mutex_unlock(&db->mu);
-    rc = zkit_delete(db->client, node, -1, 0);
-    if (rc == ZKIT_ENONODE && zkit_client_session_id(db->client) != session) {
+    do
+        rc = zkit_delete(db->client, node, -1, 0);
+    while (try_again(db, &rc, losts0, due));
+    if (rc == ZKIT_ESESSIONEXPIRED ||
+        (rc == ZKIT_ENONODE && zkit_client_session_id(db->client) != session)) {
         drop_node(db);
         end_wait(db);
         return ZKIT_ESESSIONEXPIRED; /* we had left with our session */
@@ -407,8 +421,7 @@ static int double_barrier_leave_call(zkit_double_barrier_t *db, int timeout_ms)
     }
     if (rc == 0)
         rc = timeout_ms == 0 ? ZKIT_ETIMEDOUT
-                             : wait_for(db, &v, judge_leave, 0,
-                                        timeout_ms < 0 ? INT64_MAX : start + timeout_ms);
+                             : wait_for(db, &v, judge_leave, 0, due);
     if (rc == 1) {
         /* Everyone is out: the next round starts without "ready" (Curator's last step). */
         int drc = zkit_delete(db->client, db->ready_path, -1, 0);
