@@ -1097,6 +1097,21 @@ static const char *op_name(zkit__op_type_t type)
     }
 }
 
+/* The caller's thread learns why a blocking call failed (op->res.error set): the ZooKeeper
+ * code names the server's answer. */
+static void say_error(const zkit__op_t *op)
+{
+    if (op->res.zk_rc) {
+        zkit__set_last_zk_error(op->res.zk_rc);
+        zkit__error_set("%s %s: %s (ZooKeeper: %s)", op_name(op->req.type),
+                        op->req.path ? op->req.path : "", zkit_strerror(op->res.error),
+                        zerror(op->res.zk_rc));
+    } else {
+        zkit__error_set("%s %s: %s", op_name(op->req.type), op->req.path ? op->req.path : "",
+                        zkit_strerror(op->res.error));
+    }
+}
+
 int zkit__op_run_blocking(zkit__op_t *op)
 {
     zkit_client_t *c = op->client;
@@ -1113,16 +1128,8 @@ int zkit__op_run_blocking(zkit__op_t *op)
     if (--c->active_calls == 0)
         pthread_cond_broadcast(&c->cond);
     pthread_mutex_unlock(&c->mu);
-    if (op->res.error && op->res.zk_rc)
-        zkit__set_last_zk_error(op->res.zk_rc);
-    /* The caller's thread learns why here: the ZooKeeper code names the server's answer. */
-    if (op->res.error && op->res.zk_rc)
-        zkit__error_set("%s %s: %s (ZooKeeper: %s)", op_name(op->req.type),
-                        op->req.path ? op->req.path : "", zkit_strerror(op->res.error),
-                        zerror(op->res.zk_rc));
-    else if (op->res.error)
-        zkit__error_set("%s %s: %s", op_name(op->req.type), op->req.path ? op->req.path : "",
-                        zkit_strerror(op->res.error));
+    if (op->res.error)
+        say_error(op);
     return op->res.error;
 }
 
@@ -1158,15 +1165,7 @@ int zkit__ops_run_blocking(zkit__op_t **ops, size_t n)
         if (!op || !op->res.error || op->res.error == ZKIT_ENONODE)
             continue;
         first = op->res.error;
-        if (op->res.zk_rc)
-            zkit__set_last_zk_error(op->res.zk_rc);
-        if (op->res.zk_rc)
-            zkit__error_set("%s %s: %s (ZooKeeper: %s)", op_name(op->req.type),
-                            op->req.path ? op->req.path : "", zkit_strerror(op->res.error),
-                            zerror(op->res.zk_rc));
-        else
-            zkit__error_set("%s %s: %s", op_name(op->req.type), op->req.path ? op->req.path : "",
-                            zkit_strerror(op->res.error));
+        say_error(op);
     }
     return first;
 }

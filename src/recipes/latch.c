@@ -48,7 +48,7 @@ struct zkit_latch {
     int announced;              /* leader, and the listener has returned from hearing it */
     int notifying;              /* listener calls in progress (a close waits for them) */
     pthread_t notifier;         /* the thread making them */
-    zkit__req_t *join;          /* the join in progress */
+    zkit__lock_acq_t *join;     /* the join in progress */
     uint64_t rejoin_timer;
     zkit_latch_listener_fn listener;
     void *listener_arg;
@@ -274,7 +274,7 @@ static void lead_if_held(zkit_latch_t *latch)
 static void on_elected(zkit_lock_t *lock, int error, void *arg)
 {
     zkit_latch_t *latch = arg;
-    zkit__req_t *req;
+    zkit__lock_acq_t *req;
     int closed;
     pthread_mutex_lock(&latch->mu);
     req = latch->join;
@@ -294,7 +294,7 @@ static void on_elected(zkit_lock_t *lock, int error, void *arg)
             latch_unref(latch);
     }
     pthread_mutex_unlock(&latch->mu);
-    zkit__req_unref(req);
+    zkit__lock_acq_unref(req);
     if (error == 0 && closed)
         release_all(lock); /* elected as it closed */
     if (error == 0 && !closed) {
@@ -306,7 +306,7 @@ static void on_elected(zkit_lock_t *lock, int error, void *arg)
 
 static int join(zkit_latch_t *latch)
 {
-    zkit__req_t proto, *req;
+    zkit__lock_acq_t proto, *req;
     int rc;
     memset(&proto, 0, sizeof(proto));
     proto.user_done = on_elected;
@@ -321,7 +321,7 @@ static int join(zkit_latch_t *latch)
         return 0;
     }
     /* Under latch->mu: the end takes it too, so latch->join is set before it looks. */
-    rc = zkit__req_start(&req, latch->lock, pthread_self(), -1, &proto);
+    rc = zkit__lock_acq_start(&req, latch->lock, pthread_self(), -1, &proto);
     if (rc == 0)
         latch->join = req;
     pthread_mutex_unlock(&latch->mu);
@@ -627,7 +627,7 @@ ZKIT_EXTERN int zkit_latch_guard_txn(zkit_txn_t *txn, const zkit_latch_t *latch)
 
 static int latch_close_call(zkit_latch_t *latch)
 {
-    zkit__req_t *req;
+    zkit__lock_acq_t *req;
     uint64_t timer;
     if (!latch)
         return ZKIT_EINVAL;
@@ -659,8 +659,8 @@ static int latch_close_call(zkit_latch_t *latch)
     if (timer && zkit__unschedule(latch->client, timer))
         latch_unref(latch);
     if (req) {
-        zkit__req_cancel(req); /* its end (on the event thread) sees the latch closed */
-        zkit__req_unref(req);
+        zkit__lock_acq_cancel(req); /* its end (on the event thread) sees the latch closed */
+        zkit__lock_acq_unref(req);
     }
     finish_all(latch, ZKIT_ECANCELED, ZKIT_ESTATE);
     release_all(latch->lock);

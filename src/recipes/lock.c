@@ -44,13 +44,13 @@ ZKIT_EXTERN int zkit_lock_acquire(zkit_lock_t *lock, int timeout_ms)
 static int lock_acquire_async_call(zkit_lock_t *lock, int timeout_ms, zkit_lock_acquired_fn done,
                                    void *arg)
 {
-    zkit__req_t proto;
+    zkit__lock_acq_t proto;
     if (!lock || !done)
         return ZKIT_EINVAL;
     memset(&proto, 0, sizeof(proto));
     proto.user_done = done;
     proto.user_arg = arg;
-    return zkit__req_start(NULL, lock, zkit__lock_caller(lock), timeout_ms, &proto);
+    return zkit__lock_acq_start(NULL, lock, zkit__lock_caller(lock), timeout_ms, &proto);
 }
 
 ZKIT_EXTERN int zkit_lock_acquire_async(zkit_lock_t *lock, int timeout_ms,

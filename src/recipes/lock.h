@@ -33,7 +33,7 @@
 #include "framework/annotations.h"
 #include "framework/stats.h"
 
-typedef struct zkit__req zkit__req_t;
+typedef struct zkit__lock_acq zkit__lock_acq_t;
 
 /* One holding of a lock: a thread (for thread-owned kinds) with its reentrancy count. */
 typedef struct zkit__holder {
@@ -68,9 +68,9 @@ typedef struct zkit__lock_ops {
     /* Rules checked before an acquisition starts (read-write lock); may set *fixed_name for
      * the kind's start.  NULL: none. */
     int (*check)(zkit_lock_t *lock, pthread_t owner, char **fixed_name);
-    /* Starts the kind's machine for `req`; it ends with zkit__req_complete, never inside this
-     * call.  Called with no lock held. */
-    int (*start)(zkit__req_t *req, const char *fixed_name);
+    /* Starts the kind's machine for `req`; it ends with zkit__lock_acq_complete, never inside
+     * this call.  Called with no lock held. */
+    int (*start)(zkit__lock_acq_t *req, const char *fixed_name);
     /* The machine a start stored in req->machine (under lock->mu): a reference taken and
      * dropped around every use from outside it, and dropped when the request is freed. */
     void (*machine_ref)(void *machine);
@@ -97,11 +97,11 @@ typedef struct zkit__lock_ops {
 
 /* An acquisition of a lock on behalf of a thread, blocking, asynchronous or internal (a part
  * of a multi-lock). */
-typedef void (*zkit__req_done_fn)(zkit__req_t *req, int error, void *arg);
-typedef void (*zkit__req_waiting_fn)(zkit__req_t *req, void *arg);
+typedef void (*zkit__lock_acq_done_fn)(zkit__lock_acq_t *req, int error, void *arg);
+typedef void (*zkit__lock_acq_waiting_fn)(zkit__lock_acq_t *req, void *arg);
 
-struct zkit__req {
-    LIST_ENTRY(zkit__req) link; /* in lock->pending while it runs */
+struct zkit__lock_acq {
+    LIST_ENTRY(zkit__lock_acq) link; /* in lock->pending while it runs */
     int refs;
     zkit_lock_t *lock;
     pthread_t owner;
@@ -114,8 +114,8 @@ struct zkit__req {
     /* exactly one way of hearing the end: */
     zkit_lock_acquired_fn user_done;      /* asynchronous: on the event thread */
     void *user_arg;
-    zkit__req_done_fn internal_done;      /* internal: where the machine ends, must not block */
-    zkit__req_waiting_fn internal_waiting; /* internal: the machine must wait for others */
+    zkit__lock_acq_done_fn internal_done; /* internal: where the machine ends, must not block */
+    zkit__lock_acq_waiting_fn internal_waiting; /* internal: the machine must wait for others */
     void *internal_arg;
     zkit__task_t task;          /* the asynchronous completion's delivery, reserved */
 };
@@ -134,7 +134,7 @@ struct zkit_lock {
     size_t len;
     int has_data;
     zkit__holder_t *holders;
-    LIST_HEAD(, zkit__req) pending;
+    LIST_HEAD(, zkit__lock_acq) pending;
     zkit_lock_state_fn state_fn;
     void *state_arg;
     zkit_revocation_fn revoke_fn;   /* NULL: not revocable */
@@ -161,17 +161,17 @@ int zkit__lock_init(zkit_lock_t **out, zkit_client_t *client, const char *path,
 void zkit__lock_destroy(zkit_lock_t *lock);
 
 /* Starts an acquisition.  Exactly one of user_done / internal_done set in `proto`.  The
- * request is returned with a reference for the caller (zkit__req_unref) when `out` is
+ * request is returned with a reference for the caller (zkit__lock_acq_unref) when `out` is
  * non-NULL.  A reentrant acquisition completes at once (asynchronously for user_done). */
-int zkit__req_start(zkit__req_t **out, zkit_lock_t *lock, pthread_t owner, int timeout_ms,
-                    const zkit__req_t *proto);
-void zkit__req_unref(zkit__req_t *req);
+int zkit__lock_acq_start(zkit__lock_acq_t **out, zkit_lock_t *lock, pthread_t owner, int timeout_ms,
+                         const zkit__lock_acq_t *proto);
+void zkit__lock_acq_unref(zkit__lock_acq_t *req);
 /* Ends a request in progress with ZKIT_ECANCELED (no-op when it has ended). */
-void zkit__req_cancel(zkit__req_t *req);
+void zkit__lock_acq_cancel(zkit__lock_acq_t *req);
 /* The kind's machine ended: records the holding (error 0) and tells the requester. */
-void zkit__req_complete(zkit__req_t *req, int error, const zkit__grant_t *grant);
+void zkit__lock_acq_complete(zkit__lock_acq_t *req, int error, const zkit__grant_t *grant);
 /* The kind's machine must wait for others (once per wait). */
-void zkit__req_waiting(zkit__req_t *req);
+void zkit__lock_acq_waiting(zkit__lock_acq_t *req);
 /* Adds a holding directly (a lease of the counting semaphore); it is announced by whoever
  * tells its requester (zkit__holding_announce). */
 int zkit__lock_adopt(zkit_lock_t *lock, pthread_t owner, const zkit__grant_t *grant);

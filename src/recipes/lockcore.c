@@ -3,7 +3,7 @@
  * progress ("requests"), holders with reentrancy, and release.  The kind's own work goes
  * through its table of operations (lock.h).
  *
- * A request ends exactly once, in zkit__req_complete, called by the kind's machine.  Then,
+ * A request ends exactly once, in zkit__lock_acq_complete, called by the kind's machine.  Then,
  * under lock->mu, it leaves the pending list and, on success, becomes a holder.  A blocking
  * requester waits on lock->cond; an asynchronous one hears on the event thread through a
  * delivery reserved in the request; an internal one (a part of a multi-lock) hears where the
@@ -107,12 +107,12 @@ int zkit__lock_init(zkit_lock_t **out, zkit_client_t *client, const char *path,
 
 /* ---- requests ------------------------------------------------------------------------------ */
 
-static void req_ref(zkit__req_t *req)
+static void lock_acq_ref(zkit__lock_acq_t *req)
 {
     __atomic_add_fetch(&req->refs, 1, __ATOMIC_ACQ_REL);
 }
 
-void zkit__req_unref(zkit__req_t *req)
+void zkit__lock_acq_unref(zkit__lock_acq_t *req)
 {
     if (!req || __atomic_sub_fetch(&req->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
@@ -206,7 +206,7 @@ int zkit__holding_announce(zkit_lock_t *lock, pthread_t owner)
 
 /* The requester is told of a grant now: 0 if it stands; else the grant is given back and
  * ZKIT_ELOCKLOST is what the requester hears. */
-static int confirm_grant(zkit__req_t *req)
+static int confirm_grant(zkit__lock_acq_t *req)
 {
     zkit_lock_t *lock = req->lock;
     /* Granted as the lock is being freed: the free gives the holding back, and the waiter
@@ -225,7 +225,7 @@ static int confirm_grant(zkit__req_t *req)
 }
 
 /* The asynchronous acquisition whose completion the calling thread runs, if any. */
-static __thread const zkit__req_t *delivering;
+static __thread const zkit__lock_acq_t *delivering;
 
 pthread_t zkit__lock_caller(const zkit_lock_t *lock)
 {
@@ -238,18 +238,18 @@ pthread_t zkit__lock_caller(const zkit_lock_t *lock)
 
 static void deliver_async(void *arg)
 {
-    zkit__req_t *req = arg;
-    const zkit__req_t *outer = delivering;
+    zkit__lock_acq_t *req = arg;
+    const zkit__lock_acq_t *outer = delivering;
     if (req->error == 0)
         req->error = confirm_grant(req);
     delivering = req;
     req->user_done(req->lock, req->error, req->user_arg);
     delivering = outer;
-    zkit__req_unref(req);
+    zkit__lock_acq_unref(req);
 }
 
 /* Tells the requester; the machine's reference is handed over to the telling. */
-static void tell(zkit__req_t *req)
+static void tell(zkit__lock_acq_t *req)
 {
     zkit_lock_t *lock = req->lock;
     if (req->user_done) {
@@ -257,14 +257,14 @@ static void tell(zkit__req_t *req)
             deliver_async(req); /* the event thread has ended (closed): report here */
     } else if (req->internal_done) {
         req->internal_done(req, req->error, req->internal_arg);
-        zkit__req_unref(req);
+        zkit__lock_acq_unref(req);
     } else {
-        zkit__req_unref(req); /* blocking: the waiter was woken under lock->mu */
+        zkit__lock_acq_unref(req); /* blocking: the waiter was woken under lock->mu */
     }
 }
 
 /* An acquisition ended (lock->mu held). */
-static void count_end(zkit_lock_t *lock, const zkit__req_t *req, int error)
+static void count_end(zkit_lock_t *lock, const zkit__lock_acq_t *req, int error)
     ZKIT__REQUIRES(lock->mu)
 {
     zkit_lock_stats_t *s = &lock->stats;
@@ -283,7 +283,7 @@ static void count_end(zkit_lock_t *lock, const zkit__req_t *req, int error)
     }
 }
 
-void zkit__req_complete(zkit__req_t *req, int error, const zkit__grant_t *grant)
+void zkit__lock_acq_complete(zkit__lock_acq_t *req, int error, const zkit__grant_t *grant)
 {
     zkit_lock_t *lock = req->lock;
     zkit__mutex_lock(&lock->mu);
@@ -308,7 +308,7 @@ void zkit__req_complete(zkit__req_t *req, int error, const zkit__grant_t *grant)
     tell(req);
 }
 
-void zkit__req_waiting(zkit__req_t *req)
+void zkit__lock_acq_waiting(zkit__lock_acq_t *req)
 {
     if (req->internal_waiting)
         req->internal_waiting(req, req->internal_arg);
@@ -348,7 +348,7 @@ static void undo_reenter(zkit_lock_t *lock, pthread_t owner)
 }
 
 /* A reentrant acquisition: reported like any other, but at once. */
-static int reenter_request(zkit__req_t *req)
+static int reenter_request(zkit__lock_acq_t *req)
 {
     zkit_lock_t *lock = req->lock;
     req->done = 1;
@@ -366,10 +366,10 @@ static int reenter_request(zkit__req_t *req)
     return 0;
 }
 
-int zkit__req_start(zkit__req_t **out, zkit_lock_t *lock, pthread_t owner, int timeout_ms,
-                    const zkit__req_t *proto)
+int zkit__lock_acq_start(zkit__lock_acq_t **out, zkit_lock_t *lock, pthread_t owner, int timeout_ms,
+                         const zkit__lock_acq_t *proto)
 {
-    zkit__req_t *req;
+    zkit__lock_acq_t *req;
     char *fixed_name = NULL;
     int rc;
     if (out)
@@ -416,15 +416,15 @@ int zkit__req_start(zkit__req_t **out, zkit_lock_t *lock, pthread_t owner, int t
     /* Not started: no completion will run. */
     if (out) {
         *out = NULL;
-        zkit__req_unref(req);
+        zkit__lock_acq_unref(req);
     }
-    zkit__req_unref(req);
+    zkit__lock_acq_unref(req);
     return rc;
 }
 
 /* The request's machine with a reference, or NULL when the request has ended (or its start
  * has not stored it yet: a start stores it under lock->mu before anything can end it). */
-static void *running_machine(zkit__req_t *req)
+static void *running_machine(zkit__lock_acq_t *req)
 {
     void *machine = NULL;
     zkit__mutex_lock(&req->lock->mu);
@@ -436,7 +436,7 @@ static void *running_machine(zkit__req_t *req)
     return machine;
 }
 
-void zkit__req_cancel(zkit__req_t *req)
+void zkit__lock_acq_cancel(zkit__lock_acq_t *req)
 {
     void *machine = running_machine(req);
     if (machine) {
@@ -447,9 +447,9 @@ void zkit__req_cancel(zkit__req_t *req)
 
 /* Calls fn on every request in progress, outside lock->mu (fn may end the request, which
  * takes lock->mu).  Each request is held by a reference meanwhile. */
-static void each_pending(zkit_lock_t *lock, void (*fn)(zkit__req_t *req, void *arg), void *arg)
+static void each_pending(zkit_lock_t *lock, void (*fn)(zkit__lock_acq_t *req, void *arg), void *arg)
 {
-    zkit__req_t *list[16], **all = list, *r;
+    zkit__lock_acq_t *list[16], **all = list, *r;
     size_t n = 0, cap = sizeof(list) / sizeof(list[0]);
     zkit__mutex_lock(&lock->mu);
     LIST_FOREACH(r, &lock->pending, link)
@@ -462,22 +462,22 @@ static void each_pending(zkit_lock_t *lock, void (*fn)(zkit__req_t *req, void *a
     LIST_FOREACH(r, &lock->pending, link) {
         if (all == list && n == cap)
             break;
-        req_ref(r);
+        lock_acq_ref(r);
         all[n++] = r;
     }
     zkit__mutex_unlock(&lock->mu);
     for (size_t i = 0; i < n; i++) {
         fn(all[i], arg);
-        zkit__req_unref(all[i]);
+        zkit__lock_acq_unref(all[i]);
     }
     if (all != list)
         free(all);
 }
 
-static void cancel_one(zkit__req_t *req, void *arg)
+static void cancel_one(zkit__lock_acq_t *req, void *arg)
 {
     (void)arg;
-    zkit__req_cancel(req);
+    zkit__lock_acq_cancel(req);
 }
 
 int zkit__lock_cancel_all(zkit_lock_t *lock)
@@ -486,7 +486,7 @@ int zkit__lock_cancel_all(zkit_lock_t *lock)
     return 0;
 }
 
-static void forward_connection_event(zkit__req_t *req, void *arg)
+static void forward_connection_event(zkit__lock_acq_t *req, void *arg)
 {
     void *machine = running_machine(req);
     if (machine) {
@@ -527,10 +527,10 @@ int zkit__lock_adopt(zkit_lock_t *lock, pthread_t owner, const zkit__grant_t *gr
 
 int zkit__lock_acquire_as(zkit_lock_t *lock, int timeout_ms, pthread_t owner)
 {
-    zkit__req_t proto, *req;
+    zkit__lock_acq_t proto, *req;
     int rc;
     memset(&proto, 0, sizeof(proto));
-    if ((rc = zkit__req_start(&req, lock, owner, timeout_ms, &proto)) != 0)
+    if ((rc = zkit__lock_acq_start(&req, lock, owner, timeout_ms, &proto)) != 0)
         return rc;
     zkit__mutex_lock(&lock->mu);
     while (!req->done)
@@ -540,7 +540,7 @@ int zkit__lock_acquire_as(zkit_lock_t *lock, int timeout_ms, pthread_t owner)
     if (rc == 0 && (rc = confirm_grant(req)) != 0)
         zkit__error_set("lock %s: granted, but the holding was lost (session ended or validity "
                         "deadline passed) before the acquisition could return", lock->path);
-    zkit__req_unref(req);
+    zkit__lock_acq_unref(req);
     return rc;
 }
 

@@ -27,7 +27,7 @@ ZKIT_EXTERN const char *zkit_loss_cause_name(zkit_loss_cause_t cause)
 static void snapshot(zkit_lock_stats_t *s, const zkit_lock_t *lock)
 {
     zkit_lock_t *l = (zkit_lock_t *)lock;
-    zkit__req_t *r;
+    zkit__lock_acq_t *r;
     zkit__mutex_lock(&l->mu);
     *s = l->stats;
     s->holding = 0;

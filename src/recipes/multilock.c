@@ -45,20 +45,20 @@ typedef enum part_state {
     PART_HELD
 } part_state_t;
 
-typedef struct mrun mrun_t;
+typedef struct multi_acq multi_acq_t;
 
 typedef struct part {
-    mrun_t *run;
+    multi_acq_t *ma;
     size_t index;
     part_state_t state;
     int waiting;                /* its request waits for another holder */
-    zkit__req_t *req;
+    zkit__lock_acq_t *req;
 } part_t;
 
-struct mrun {
+struct multi_acq {
     zkit__mutex_t mu;
     int refs;
-    zkit__req_t *req;           /* the multi-lock's own request */
+    zkit__lock_acq_t *req;      /* the multi-lock's own request */
     zkit_lock_t **locks;        /* the parts, sorted: a copy, for the multi-lock may be freed
                                  * while a part's request still ends (a cancel, a deadline) */
     size_t count;
@@ -71,75 +71,75 @@ struct mrun {
     part_t *parts;
 };
 
-static void mrun_ref(mrun_t *run)
+static void multi_acq_ref(multi_acq_t *ma)
 {
-    __atomic_add_fetch(&run->refs, 1, __ATOMIC_ACQ_REL);
+    __atomic_add_fetch(&ma->refs, 1, __ATOMIC_ACQ_REL);
 }
 
-static void mrun_unref(mrun_t *run)
+static void multi_acq_unref(multi_acq_t *ma)
 {
-    if (!run || __atomic_sub_fetch(&run->refs, 1, __ATOMIC_ACQ_REL) != 0)
+    if (!ma || __atomic_sub_fetch(&ma->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
-    for (size_t i = 0; i < run->count; i++)
-        zkit__req_unref(run->parts[i].req);
-    free(run->parts);
-    free(run->locks);
-    pthread_mutex_destroy(&run->mu);
-    free(run);
+    for (size_t i = 0; i < ma->count; i++)
+        zkit__lock_acq_unref(ma->parts[i].req);
+    free(ma->parts);
+    free(ma->locks);
+    pthread_mutex_destroy(&ma->mu);
+    free(ma);
 }
 
-static int remaining(const mrun_t *run)
+static int remaining(const multi_acq_t *ma)
 {
-    return run->deadline_ms <= 0 ? (int)run->deadline_ms : zkit__remaining_ms(run->deadline_ms);
+    return ma->deadline_ms <= 0 ? (int)ma->deadline_ms : zkit__remaining_ms(ma->deadline_ms);
 }
 
-/* Work decided under run->mu and done after it: requests to start, cancel, release. */
+/* Work decided under ma->mu and done after it: requests to start, cancel, release. */
 typedef struct todo {
     size_t start[64], cancel[64], release[64];
     size_t n_start, n_cancel, n_release;
 } todo_t;
 
-static void on_part_done(zkit__req_t *req, int error, void *arg);
+static void on_part_done(zkit__lock_acq_t *req, int error, void *arg);
 static void multi_states_reset(zkit_lock_t *lock);
-static void on_part_waiting(zkit__req_t *req, void *arg);
+static void on_part_waiting(zkit__lock_acq_t *req, void *arg);
 
-static void ended_with(mrun_t *run, int error);
+static void ended_with(multi_acq_t *ma, int error);
 
 /* The first part not held, or count when all are. */
-static size_t first_missing(const mrun_t *run)
+static size_t first_missing(const multi_acq_t *ma)
 {
     size_t f = 0;
-    while (f < run->count && run->parts[f].state == PART_HELD)
+    while (f < ma->count && ma->parts[f].state == PART_HELD)
         f++;
     return f;
 }
 
 /* Decides what the parts need now.  Returns 1 when everything is held. */
-static int plan(mrun_t *run, todo_t *t) ZKIT__REQUIRES(run->mu)
+static int plan(multi_acq_t *ma, todo_t *t) ZKIT__REQUIRES(ma->mu)
 {
-    size_t f = first_missing(run), count = run->count;
+    size_t f = first_missing(ma), count = ma->count;
     if (f == count)
         return 1;
-    if (run->parts[f].state == PART_IDLE) {
+    if (ma->parts[f].state == PART_IDLE) {
         /* Request every idle part from here on, back to back; but while the lock is
          * contended, the first part alone until it is held: the others would mostly be
          * created only to be given back (a create, a listing and a delete each) when the
          * first part must wait. */
-        size_t end = run->first_part_alone && f == 0 ? 1 : count;
+        size_t end = ma->first_part_alone && f == 0 ? 1 : count;
         for (size_t i = f; i < end; i++)
-            if (run->parts[i].state == PART_IDLE && t->n_start < 64) {
-                run->parts[i].state = PART_PENDING;
-                run->parts[i].waiting = 0;
+            if (ma->parts[i].state == PART_IDLE && t->n_start < 64) {
+                ma->parts[i].state = PART_PENDING;
+                ma->parts[i].waiting = 0;
                 t->start[t->n_start++] = i;
             }
-    } else if (run->parts[f].state == PART_PENDING && run->parts[f].waiting) {
+    } else if (ma->parts[f].state == PART_PENDING && ma->parts[f].waiting) {
         /* We must wait at f: give back every later part first. */
         for (size_t i = f + 1; i < count; i++) {
-            if (run->parts[i].state == PART_PENDING && t->n_cancel < 64) {
-                run->parts[i].state = PART_GIVING_BACK;
+            if (ma->parts[i].state == PART_PENDING && t->n_cancel < 64) {
+                ma->parts[i].state = PART_GIVING_BACK;
                 t->cancel[t->n_cancel++] = i;
-            } else if (run->parts[i].state == PART_HELD && t->n_release < 64) {
-                run->parts[i].state = PART_IDLE;
+            } else if (ma->parts[i].state == PART_HELD && t->n_release < 64) {
+                ma->parts[i].state = PART_IDLE;
                 t->release[t->n_release++] = i;
             }
         }
@@ -147,116 +147,117 @@ static int plan(mrun_t *run, todo_t *t) ZKIT__REQUIRES(run->mu)
     return 0;
 }
 
-/* Gives back every part: for the end of the run, or a new start. */
-static void plan_give_back_all(mrun_t *run, todo_t *t) ZKIT__REQUIRES(run->mu)
+/* Gives back every part: for the end of the acquisition, or a new start. */
+static void plan_give_back_all(multi_acq_t *ma, todo_t *t) ZKIT__REQUIRES(ma->mu)
 {
-    for (size_t i = 0; i < run->count; i++) {
-        if (run->parts[i].state == PART_PENDING) {
-            run->parts[i].state = PART_GIVING_BACK;
+    for (size_t i = 0; i < ma->count; i++) {
+        if (ma->parts[i].state == PART_PENDING) {
+            ma->parts[i].state = PART_GIVING_BACK;
             t->cancel[t->n_cancel++] = i;
-        } else if (run->parts[i].state == PART_HELD) {
-            run->parts[i].state = PART_IDLE;
+        } else if (ma->parts[i].state == PART_HELD) {
+            ma->parts[i].state = PART_IDLE;
             t->release[t->n_release++] = i;
         }
     }
 }
 
-static void start_part(mrun_t *run, size_t i)
+static void start_part(multi_acq_t *ma, size_t i)
 {
-    part_t *p = &run->parts[i];
-    zkit__req_t proto, *req = NULL, *old;
+    part_t *p = &ma->parts[i];
+    zkit__lock_acq_t proto, *req = NULL, *old;
     int rc, given_back;
     memset(&proto, 0, sizeof(proto));
     proto.internal_done = on_part_done;
     proto.internal_waiting = on_part_waiting;
     proto.internal_arg = p;
-    mrun_ref(run); /* the part request's, dropped in on_part_done */
-    rc = zkit__req_start(&req, run->locks[i], run->owner, remaining(run), &proto);
-    zkit__mutex_lock(&run->mu);
+    multi_acq_ref(ma); /* the part request's, dropped in on_part_done */
+    rc = zkit__lock_acq_start(&req, ma->locks[i], ma->owner, remaining(ma), &proto);
+    zkit__mutex_lock(&ma->mu);
     old = p->req; /* the part's previous request, ended before this one started */
     p->req = rc == 0 ? req : NULL;
     if (rc != 0)
         p->state = PART_IDLE;
-    /* Given back while it was being started (the run ended, or started over, on another
-     * thread): that cancel found the previous request, so this one is cancelled here. */
+    /* Given back while it was being started (the acquisition ended, or started over, on
+     * another thread): that cancel found the previous request, so this one is cancelled
+     * here. */
     given_back = rc == 0 && p->state == PART_GIVING_BACK;
-    zkit__mutex_unlock(&run->mu);
-    zkit__req_unref(old);
+    zkit__mutex_unlock(&ma->mu);
+    zkit__lock_acq_unref(old);
     if (given_back)
-        zkit__req_cancel(req);
+        zkit__lock_acq_cancel(req);
     if (rc != 0) {
-        mrun_unref(run);
-        ended_with(run, rc);
+        multi_acq_unref(ma);
+        ended_with(ma, rc);
     }
 }
 
-static void act(mrun_t *run, todo_t *t)
+static void act(multi_acq_t *ma, todo_t *t)
 {
-    zkit_lock_t **parts = run->locks;
+    zkit_lock_t **parts = ma->locks;
     for (size_t k = 0; k < t->n_release; k++)
-        zkit__lock_release_as(parts[t->release[k]], run->owner);
+        zkit__lock_release_as(parts[t->release[k]], ma->owner);
     for (size_t k = 0; k < t->n_cancel; k++) {
-        zkit__req_t *req;
-        zkit__mutex_lock(&run->mu);
-        req = run->parts[t->cancel[k]].req;
-        zkit__mutex_unlock(&run->mu);
+        zkit__lock_acq_t *req;
+        zkit__mutex_lock(&ma->mu);
+        req = ma->parts[t->cancel[k]].req;
+        zkit__mutex_unlock(&ma->mu);
         if (req)
-            zkit__req_cancel(req);
+            zkit__lock_acq_cancel(req);
     }
     if (t->n_start > 1) {
         /* Their creates go as one transaction, their listings right behind it. */
         zkit__batch_t batch;
-        zkit__batch_begin(&batch, run->locks[0]->client);
+        zkit__batch_begin(&batch, ma->locks[0]->client);
         for (size_t k = 0; k < t->n_start; k++)
-            start_part(run, t->start[k]);
+            start_part(ma, t->start[k]);
         zkit__batch_end(&batch);
     } else if (t->n_start == 1) {
-        start_part(run, t->start[0]);
+        start_part(ma, t->start[0]);
     }
 }
 
 /* Ends the multi-lock's request once (everything given back on error). */
-static void ended_with(mrun_t *run, int error)
+static void ended_with(multi_acq_t *ma, int error)
 {
     todo_t t;
-    zkit__req_t *req;
+    zkit__lock_acq_t *req;
     memset(&t, 0, sizeof(t));
-    zkit__mutex_lock(&run->mu);
-    if (run->ended) {
-        zkit__mutex_unlock(&run->mu);
+    zkit__mutex_lock(&ma->mu);
+    if (ma->ended) {
+        zkit__mutex_unlock(&ma->mu);
         return;
     }
-    run->ended = 1;
-    req = run->req;
+    ma->ended = 1;
+    req = ma->req;
     if (error != 0)
-        plan_give_back_all(run, &t);
-    __atomic_store_n(&req->lock->contended, run->waited, __ATOMIC_RELAXED);
-    zkit__mutex_unlock(&run->mu);
-    act(run, &t);
+        plan_give_back_all(ma, &t);
+    __atomic_store_n(&req->lock->contended, ma->waited, __ATOMIC_RELAXED);
+    zkit__mutex_unlock(&ma->mu);
+    act(ma, &t);
     if (error == 0)
         multi_states_reset(req->lock);
     {
         zkit__grant_t none = { .node = NULL }; /* the multi-lock's holding has no node */
-        zkit__req_complete(req, error, error == 0 ? &none : NULL);
+        zkit__lock_acq_complete(req, error, error == 0 ? &none : NULL);
     }
 }
 
 /* Whether every held part is still held, in the session of `session`. */
-static int parts_intact(mrun_t *run, int64_t session)
+static int parts_intact(multi_acq_t *ma, int64_t session)
 {
     int intact = 1;
-    for (size_t i = 0; i < run->count && intact; i++) {
-        zkit_lock_t *lock = run->locks[i];
+    for (size_t i = 0; i < ma->count && intact; i++) {
+        zkit_lock_t *lock = ma->locks[i];
         zkit__holder_t *h;
-        zkit__mutex_lock(&run->mu);
-        if (run->parts[i].state != PART_HELD) {
-            zkit__mutex_unlock(&run->mu);
+        zkit__mutex_lock(&ma->mu);
+        if (ma->parts[i].state != PART_HELD) {
+            zkit__mutex_unlock(&ma->mu);
             continue;
         }
-        zkit__mutex_unlock(&run->mu);
+        zkit__mutex_unlock(&ma->mu);
         zkit__mutex_lock(&lock->mu);
         for (h = lock->holders; h; h = h->next)
-            if (!lock->ops->thread_owned || pthread_equal(h->thread, run->owner))
+            if (!lock->ops->thread_owned || pthread_equal(h->thread, ma->owner))
                 break;
         intact = h && !h->lost && (!h->node || h->session == session);
         zkit__mutex_unlock(&lock->mu);
@@ -265,13 +266,13 @@ static int parts_intact(mrun_t *run, int64_t session)
 }
 
 /* The session of the part just taken (its holder's). */
-static int64_t part_session(mrun_t *run, size_t i)
+static int64_t part_session(multi_acq_t *ma, size_t i)
 {
-    zkit_lock_t *lock = run->locks[i];
+    zkit_lock_t *lock = ma->locks[i];
     int64_t session = 0;
     zkit__mutex_lock(&lock->mu);
     for (zkit__holder_t *h = lock->holders; h; h = h->next)
-        if (!lock->ops->thread_owned || pthread_equal(h->thread, run->owner)) {
+        if (!lock->ops->thread_owned || pthread_equal(h->thread, ma->owner)) {
             session = h->session;
             break;
         }
@@ -279,134 +280,134 @@ static int64_t part_session(mrun_t *run, size_t i)
     return session;
 }
 
-static int deadline_passed(const mrun_t *run)
+static int deadline_passed(const multi_acq_t *ma)
 {
-    return run->deadline_ms == 0 ||
-           (run->deadline_ms > 0 && zkit__monotonic_ms() >= run->deadline_ms);
+    return ma->deadline_ms == 0 ||
+           (ma->deadline_ms > 0 && zkit__monotonic_ms() >= ma->deadline_ms);
 }
 
 /* A part held before was lost: give back everything and start over, in order. */
-static void start_over(mrun_t *run)
+static void start_over(multi_acq_t *ma)
 {
     todo_t t;
     memset(&t, 0, sizeof(t));
-    zkit__mutex_lock(&run->mu);
-    if (run->ended) {
-        zkit__mutex_unlock(&run->mu);
+    zkit__mutex_lock(&ma->mu);
+    if (ma->ended) {
+        zkit__mutex_unlock(&ma->mu);
         return;
     }
-    if (run->restarts++ >= MAX_RESTARTS || deadline_passed(run)) {
-        zkit__mutex_unlock(&run->mu);
-        ended_with(run, ZKIT_ELOCKLOST);
+    if (ma->restarts++ >= MAX_RESTARTS || deadline_passed(ma)) {
+        zkit__mutex_unlock(&ma->mu);
+        ended_with(ma, ZKIT_ELOCKLOST);
         return;
     }
-    plan_give_back_all(run, &t);
-    zkit__mutex_unlock(&run->mu);
-    zkit__client_log(run->locks[0]->client, ZKIT_LOG_INFO,
+    plan_give_back_all(ma, &t);
+    zkit__mutex_unlock(&ma->mu);
+    zkit__client_log(ma->locks[0]->client, ZKIT_LOG_INFO,
                      "multi-lock %s: a lock was lost while waiting for another; starting over",
-                     run->locks[0]->path);
-    act(run, &t);
+                     ma->locks[0]->path);
+    act(ma, &t);
     /* The parts given back are requested again as they become idle (on_part_done). */
     memset(&t, 0, sizeof(t));
-    zkit__mutex_lock(&run->mu);
-    plan(run, &t);
-    zkit__mutex_unlock(&run->mu);
-    act(run, &t);
+    zkit__mutex_lock(&ma->mu);
+    plan(ma, &t);
+    zkit__mutex_unlock(&ma->mu);
+    act(ma, &t);
 }
 
-static void on_part_done(zkit__req_t *req, int error, void *arg)
+static void on_part_done(zkit__lock_acq_t *req, int error, void *arg)
 {
     part_t *p = arg;
-    mrun_t *run = p->run;
+    multi_acq_t *ma = p->ma;
     todo_t t;
     int all = 0, lost = 0, fail = 0;
     (void)req; /* a part is requested again only after its request ended: this is current */
     memset(&t, 0, sizeof(t));
-    zkit__mutex_lock(&run->mu);
-    if (run->ended || p->state == PART_GIVING_BACK) {
+    zkit__mutex_lock(&ma->mu);
+    if (ma->ended || p->state == PART_GIVING_BACK) {
         p->state = PART_IDLE;
         if (error == 0)
             t.release[t.n_release++] = p->index;
-        if (!run->ended)
-            all = plan(run, &t);
+        if (!ma->ended)
+            all = plan(ma, &t);
     } else if (error == 0) {
         p->state = PART_HELD;
-        zkit__mutex_unlock(&run->mu);
-        lost = !parts_intact(run, part_session(run, p->index));
-        zkit__mutex_lock(&run->mu);
-        if (!lost && !run->ended)
-            all = plan(run, &t);
+        zkit__mutex_unlock(&ma->mu);
+        lost = !parts_intact(ma, part_session(ma, p->index));
+        zkit__mutex_lock(&ma->mu);
+        if (!lost && !ma->ended)
+            all = plan(ma, &t);
     } else {
         p->state = PART_IDLE;
         fail = 1;
     }
-    zkit__mutex_unlock(&run->mu);
-    act(run, &t);
+    zkit__mutex_unlock(&ma->mu);
+    act(ma, &t);
     if (fail)
-        ended_with(run, error);
+        ended_with(ma, error);
     else if (lost)
-        start_over(run);
+        start_over(ma);
     else if (all)
-        ended_with(run, 0);
-    mrun_unref(run); /* the part request's */
+        ended_with(ma, 0);
+    multi_acq_unref(ma); /* the part request's */
 }
 
-static void on_part_waiting(zkit__req_t *req, void *arg)
+static void on_part_waiting(zkit__lock_acq_t *req, void *arg)
 {
     part_t *p = arg;
-    mrun_t *run = p->run;
+    multi_acq_t *ma = p->ma;
     todo_t t;
     memset(&t, 0, sizeof(t));
-    zkit__mutex_lock(&run->mu);
+    zkit__mutex_lock(&ma->mu);
     (void)req;
-    if (p->state == PART_PENDING && !run->ended) {
+    if (p->state == PART_PENDING && !ma->ended) {
         p->waiting = 1;
-        run->waited = 1;
-        plan(run, &t);
+        ma->waited = 1;
+        plan(ma, &t);
     }
-    zkit__mutex_unlock(&run->mu);
-    act(run, &t);
+    zkit__mutex_unlock(&ma->mu);
+    act(ma, &t);
 }
 
 /* ---- the kind ---------------------------------------------------------------------------------- */
 
-static int multi_start(zkit__req_t *req, const char *fixed_name)
+static int multi_start(zkit__lock_acq_t *req, const char *fixed_name)
 {
     zkit_lock_t *lock = req->lock;
     multi_t *m = lock->kind_data;
-    mrun_t *run = calloc(1, sizeof(*run));
+    multi_acq_t *ma = calloc(1, sizeof(*ma));
     todo_t t;
     (void)fixed_name;
-    if (!run || !(run->parts = calloc(m->count, sizeof(*run->parts))) ||
-        !(run->locks = malloc(m->count * sizeof(*run->locks)))) {
-        if (run)
-            free(run->parts);
-        free(run);
+    if (!ma || !(ma->parts = calloc(m->count, sizeof(*ma->parts))) ||
+        !(ma->locks = malloc(m->count * sizeof(*ma->locks)))) {
+        if (ma)
+            free(ma->parts);
+        free(ma);
         return ZKIT_ENOMEM;
     }
-    pthread_mutex_init(&run->mu, NULL);
-    run->refs = 2; /* the request's (req->machine), the start's */
-    run->req = req;
-    memcpy(run->locks, m->parts, m->count * sizeof(*run->locks));
-    run->count = m->count;
-    run->owner = req->owner;
-    run->first_part_alone = m->count > 1 && __atomic_load_n(&lock->contended, __ATOMIC_RELAXED);
-    run->deadline_ms = req->timeout_ms < 0    ? -1
-                       : req->timeout_ms == 0 ? 0
-                                              : zkit__monotonic_ms() + req->timeout_ms;
+    pthread_mutex_init(&ma->mu, NULL);
+    ma->refs = 2; /* the request's (req->machine), the start's */
+    ma->req = req;
+    memcpy(ma->locks, m->parts, m->count * sizeof(*ma->locks));
+    ma->count = m->count;
+    ma->owner = req->owner;
+    ma->first_part_alone = m->count > 1 && __atomic_load_n(&lock->contended, __ATOMIC_RELAXED);
+    ma->deadline_ms = req->timeout_ms < 0    ? -1
+                      : req->timeout_ms == 0 ? 0
+                                             : zkit__monotonic_ms() + req->timeout_ms;
     for (size_t i = 0; i < m->count; i++) {
-        run->parts[i].run = run;
-        run->parts[i].index = i;
+        ma->parts[i].ma = ma;
+        ma->parts[i].index = i;
     }
     zkit__mutex_lock(&lock->mu);
-    req->machine = run;
+    req->machine = ma;
     zkit__mutex_unlock(&lock->mu);
     memset(&t, 0, sizeof(t));
-    zkit__mutex_lock(&run->mu);
-    plan(run, &t);
-    zkit__mutex_unlock(&run->mu);
-    act(run, &t);
-    mrun_unref(run);
+    zkit__mutex_lock(&ma->mu);
+    plan(ma, &t);
+    zkit__mutex_unlock(&ma->mu);
+    act(ma, &t);
+    multi_acq_unref(ma);
     return 0;
 }
 
@@ -417,12 +418,12 @@ static void multi_cancel(void *machine)
 
 static void multi_ref(void *machine)
 {
-    mrun_ref(machine);
+    multi_acq_ref(machine);
 }
 
 static void multi_unref(void *machine)
 {
-    mrun_unref(machine);
+    multi_acq_unref(machine);
 }
 
 /* Whether every part is still held by `owner`, none lost or expired.  A lost part's node may

@@ -24,7 +24,7 @@ struct zkit_rwlock {
 
 static void on_acquired(zkit__acq_t *acq, int error, void *arg)
 {
-    zkit__req_t *req = arg;
+    zkit__lock_acq_t *req = arg;
     zkit__grant_t grant;
     memset(&grant, 0, sizeof(grant));
     if (error == 0) {
@@ -34,16 +34,16 @@ static void on_acquired(zkit__acq_t *acq, int error, void *arg)
         grant.acq = acq;
     }
     __atomic_store_n(&req->lock->contended, zkit__acq_waited(acq), __ATOMIC_RELAXED);
-    zkit__req_complete(req, error, error == 0 ? &grant : NULL);
+    zkit__lock_acq_complete(req, error, error == 0 ? &grant : NULL);
 }
 
 static void on_waiting(zkit__acq_t *acq, void *arg)
 {
     (void)acq;
-    zkit__req_waiting(arg);
+    zkit__lock_acq_waiting(arg);
 }
 
-static int engine_start(zkit__req_t *req, const char *fixed_name)
+static int engine_start(zkit__lock_acq_t *req, const char *fixed_name)
 {
     zkit_lock_t *lock = req->lock;
     zkit__acq_params_t p;

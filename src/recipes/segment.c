@@ -94,19 +94,19 @@ typedef enum stripe_state {
 
 enum { PHASE_TRY, PHASE_WAIT };
 
-typedef struct srun srun_t;
+typedef struct seg_acq seg_acq_t;
 
 typedef struct sreq {
-    srun_t *run;
+    seg_acq_t *sa;
     size_t index;
     stripe_state_t state;
-    zkit__req_t *req;
+    zkit__lock_acq_t *req;
 } sreq_t;
 
-struct srun {
+struct seg_acq {
     pthread_mutex_t mu;
     int refs;
-    zkit__req_t *req;           /* the segmented lock's own request */
+    zkit__lock_acq_t *req;      /* the segmented lock's own request */
     seg_t *seg;
     pthread_t owner;
     int64_t deadline_ms;        /* -1 forever, 0 try once */
@@ -123,42 +123,42 @@ struct srun {
     sreq_t *stripes;
 };
 
-static void srun_ref(srun_t *run)
+static void seg_acq_ref(seg_acq_t *sa)
 {
-    __atomic_add_fetch(&run->refs, 1, __ATOMIC_ACQ_REL);
+    __atomic_add_fetch(&sa->refs, 1, __ATOMIC_ACQ_REL);
 }
 
-static void srun_unref(srun_t *run)
+static void seg_acq_unref(seg_acq_t *sa)
 {
-    if (!run || __atomic_sub_fetch(&run->refs, 1, __ATOMIC_ACQ_REL) != 0)
+    if (!sa || __atomic_sub_fetch(&sa->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
-    for (size_t i = 0; i < run->seg->count; i++)
-        zkit__req_unref(run->stripes[i].req);
-    free(run->stripes);
-    seg_unref(run->seg);
-    pthread_mutex_destroy(&run->mu);
-    free(run);
+    for (size_t i = 0; i < sa->seg->count; i++)
+        zkit__lock_acq_unref(sa->stripes[i].req);
+    free(sa->stripes);
+    seg_unref(sa->seg);
+    pthread_mutex_destroy(&sa->mu);
+    free(sa);
 }
 
-static int remaining(const srun_t *run)
+static int remaining(const seg_acq_t *sa)
 {
-    return run->deadline_ms <= 0 ? (int)run->deadline_ms : zkit__remaining_ms(run->deadline_ms);
+    return sa->deadline_ms <= 0 ? (int)sa->deadline_ms : zkit__remaining_ms(sa->deadline_ms);
 }
 
-static int deadline_passed(const srun_t *run)
+static int deadline_passed(const seg_acq_t *sa)
 {
-    return run->deadline_ms == 0 ||
-           (run->deadline_ms > 0 && zkit__monotonic_ms() >= run->deadline_ms);
+    return sa->deadline_ms == 0 ||
+           (sa->deadline_ms > 0 && zkit__monotonic_ms() >= sa->deadline_ms);
 }
 
-/* Work decided under run->mu and done after it. */
+/* Work decided under sa->mu and done after it. */
 typedef struct todo {
     size_t start[MAX_STRIPES], cancel[MAX_STRIPES], release[MAX_STRIPES];
     size_t n_start, n_cancel, n_release;
     int try_once;               /* the starts are tries (timeout 0) */
     long check;                 /* a marker to read, -1 none */
     int recheck;                /* read every marker */
-    int end;                    /* complete the request with run->error */
+    int end;                    /* complete the request with sa->error */
 } todo_t;
 
 static void todo_init(todo_t *t)
@@ -167,212 +167,212 @@ static void todo_init(todo_t *t)
     t->check = -1;
 }
 
-static void plan_start(srun_t *run, todo_t *t, size_t i)
+static void plan_start(seg_acq_t *sa, todo_t *t, size_t i)
 {
-    run->stripes[i].state = ST_PENDING;
-    run->pending++;
+    sa->stripes[i].state = ST_PENDING;
+    sa->pending++;
     t->start[t->n_start++] = i;
 }
 
-/* Decides what comes next (run->mu held). */
-static void plan(srun_t *run, todo_t *t)
+/* Decides what comes next (sa->mu held). */
+static void plan(seg_acq_t *sa, todo_t *t)
 {
-    seg_t *s = run->seg;
-    if (run->ended)
+    seg_t *s = sa->seg;
+    if (sa->ended)
         return;
     /* A decided end, or a confirmed candidate: nothing else of ours may stay. */
-    if (run->error || run->confirmed) {
+    if (sa->error || sa->confirmed) {
         for (size_t i = 0; i < s->count; i++) {
-            sreq_t *r = &run->stripes[i];
+            sreq_t *r = &sa->stripes[i];
             if (r->state == ST_PENDING) {
                 r->state = ST_CANCELLING;
                 t->cancel[t->n_cancel++] = i;
-            } else if (r->state == ST_HELD && (long)i != run->winner) {
+            } else if (r->state == ST_HELD && (long)i != sa->winner) {
                 r->state = ST_IDLE;
                 t->release[t->n_release++] = i;
             }
         }
         /* The candidate goes back too, unless its marker read is out: the read's end gives it
          * back then. */
-        if (run->error && run->winner >= 0 && !run->checking) {
-            run->stripes[run->winner].state = ST_IDLE;
-            t->release[t->n_release++] = (size_t)run->winner;
-            run->winner = -1;
+        if (sa->error && sa->winner >= 0 && !sa->checking) {
+            sa->stripes[sa->winner].state = ST_IDLE;
+            t->release[t->n_release++] = (size_t)sa->winner;
+            sa->winner = -1;
         }
-        if (run->pending == 0 && !run->checking && run->rechecking == 0) {
-            run->ended = 1;
+        if (sa->pending == 0 && !sa->checking && sa->rechecking == 0) {
+            sa->ended = 1;
             t->end = 1;
         }
         return;
     }
-    if (run->winner >= 0) {
+    if (sa->winner >= 0) {
         /* A candidate: the others are given back while its marker is read. */
         for (size_t i = 0; i < s->count; i++)
-            if ((long)i != run->winner && run->stripes[i].state == ST_PENDING) {
-                run->stripes[i].state = ST_CANCELLING;
+            if ((long)i != sa->winner && sa->stripes[i].state == ST_PENDING) {
+                sa->stripes[i].state = ST_CANCELLING;
                 t->cancel[t->n_cancel++] = i;
             }
         return;
     }
-    if (run->pending > 0 || run->rechecking > 0)
+    if (sa->pending > 0 || sa->rechecking > 0)
         return;
-    if (run->phase == PHASE_TRY) {
-        while (run->tried < s->count) {
-            size_t i = (run->start + run->tried++) % s->count;
-            if (run->deadline_ms > 0 && deadline_passed(run)) {
-                run->error = ZKIT_ETIMEDOUT;
-                plan(run, t);
+    if (sa->phase == PHASE_TRY) {
+        while (sa->tried < s->count) {
+            size_t i = (sa->start + sa->tried++) % s->count;
+            if (sa->deadline_ms > 0 && deadline_passed(sa)) {
+                sa->error = ZKIT_ETIMEDOUT;
+                plan(sa, t);
                 return;
             }
             if (!is_retired(s, i)) {
                 t->try_once = 1;
-                plan_start(run, t, i);
+                plan_start(sa, t, i);
                 return;
             }
         }
-        run->phase = PHASE_WAIT;
+        sa->phase = PHASE_WAIT;
     }
     {
         size_t open = 0;
         for (size_t i = 0; i < s->count; i++)
             open += !is_retired(s, i);
-        if (open == 0 && !run->rechecked) {
+        if (open == 0 && !sa->rechecked) {
             /* What this object knows may lag behind a reopen elsewhere: the markers are
              * read once before the answer is ZKIT_ERETIRED. */
-            run->rechecked = 1;
-            run->rechecking = s->count;
+            sa->rechecked = 1;
+            sa->rechecking = s->count;
             t->recheck = 1;
             return;
         }
         if (open == 0)
-            run->error = ZKIT_ERETIRED;
-        else if (deadline_passed(run))
-            run->error = ZKIT_ETIMEDOUT;
+            sa->error = ZKIT_ERETIRED;
+        else if (deadline_passed(sa))
+            sa->error = ZKIT_ETIMEDOUT;
         else
             for (size_t i = 0; i < s->count; i++)
                 if (!is_retired(s, i))
-                    plan_start(run, t, i);
+                    plan_start(sa, t, i);
     }
-    if (run->error)
-        plan(run, t);
+    if (sa->error)
+        plan(sa, t);
 }
 
-static void on_stripe_done(zkit__req_t *req, int error, void *arg);
+static void on_stripe_done(zkit__lock_acq_t *req, int error, void *arg);
 static void on_marker(zkit_client_t *client, const zkit_result_t *result, void *arg);
 
-static void advance(srun_t *run);
+static void advance(seg_acq_t *sa);
 
 static void on_recheck(zkit_client_t *client, const zkit_result_t *result, void *arg)
 {
     sreq_t *r = arg;
-    srun_t *run = r->run;
+    seg_acq_t *sa = r->sa;
     size_t left;
     (void)client;
     if (result->error == 0)
-        __atomic_store_n(&run->seg->retired[r->index], 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&sa->seg->retired[r->index], 1, __ATOMIC_RELEASE);
     else if (result->error == ZKIT_ENONODE)
-        __atomic_store_n(&run->seg->retired[r->index], 0, __ATOMIC_RELEASE);
-    pthread_mutex_lock(&run->mu);
-    if (result->error != 0 && result->error != ZKIT_ENONODE && !run->error)
-        run->error = result->error;
-    left = --run->rechecking;
+        __atomic_store_n(&sa->seg->retired[r->index], 0, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&sa->mu);
+    if (result->error != 0 && result->error != ZKIT_ENONODE && !sa->error)
+        sa->error = result->error;
+    left = --sa->rechecking;
     if (left == 0) { /* a stripe reopened is tried like any other */
-        run->phase = PHASE_TRY;
-        run->tried = 0;
+        sa->phase = PHASE_TRY;
+        sa->tried = 0;
     }
-    pthread_mutex_unlock(&run->mu);
+    pthread_mutex_unlock(&sa->mu);
     if (left == 0)
-        advance(run);
-    srun_unref(run); /* the read's */
+        advance(sa);
+    seg_acq_unref(sa); /* the read's */
 }
 
-static void start_stripe(srun_t *run, size_t i, int timeout_ms)
+static void start_stripe(seg_acq_t *sa, size_t i, int timeout_ms)
 {
-    sreq_t *r = &run->stripes[i];
-    zkit__req_t proto, *req = NULL, *old;
+    sreq_t *r = &sa->stripes[i];
+    zkit__lock_acq_t proto, *req = NULL, *old;
     int rc, cancelled;
     memset(&proto, 0, sizeof(proto));
     proto.internal_done = on_stripe_done;
     proto.internal_arg = r;
-    srun_ref(run); /* the stripe request's, dropped in on_stripe_done */
-    rc = zkit__req_start(&req, run->seg->stripes[i], run->owner, timeout_ms, &proto);
-    pthread_mutex_lock(&run->mu);
+    seg_acq_ref(sa); /* the stripe request's, dropped in on_stripe_done */
+    rc = zkit__lock_acq_start(&req, sa->seg->stripes[i], sa->owner, timeout_ms, &proto);
+    pthread_mutex_lock(&sa->mu);
     old = r->req; /* the stripe's previous request, ended before this one started */
     r->req = rc == 0 ? req : NULL;
     /* Cancelled while it was being started (on another thread): that cancel found no
      * request, so this one is cancelled here. */
     cancelled = rc == 0 && r->state == ST_CANCELLING;
-    pthread_mutex_unlock(&run->mu);
-    zkit__req_unref(old);
+    pthread_mutex_unlock(&sa->mu);
+    zkit__lock_acq_unref(old);
     if (cancelled)
-        zkit__req_cancel(req);
+        zkit__lock_acq_cancel(req);
     if (rc != 0) {
         /* Never started: it ends here, as one that failed. */
         on_stripe_done(NULL, rc, r);
     }
 }
 
-static void act(srun_t *run, todo_t *t)
+static void act(seg_acq_t *sa, todo_t *t)
 {
-    seg_t *s = run->seg;
+    seg_t *s = sa->seg;
     for (size_t k = 0; k < t->n_release; k++) {
         zkit__client_log(s->stripes[0]->client, ZKIT_LOG_DEBUG,
                          "segmented lock: stripe %s given back before reporting",
                          s->stripes[t->release[k]]->path);
-        zkit__lock_release_as(s->stripes[t->release[k]], run->owner);
+        zkit__lock_release_as(s->stripes[t->release[k]], sa->owner);
     }
     for (size_t k = 0; k < t->n_cancel; k++) {
-        zkit__req_t *req;
-        pthread_mutex_lock(&run->mu);
-        req = run->stripes[t->cancel[k]].req;
-        pthread_mutex_unlock(&run->mu);
+        zkit__lock_acq_t *req;
+        pthread_mutex_lock(&sa->mu);
+        req = sa->stripes[t->cancel[k]].req;
+        pthread_mutex_unlock(&sa->mu);
         if (req)
-            zkit__req_cancel(req);
+            zkit__lock_acq_cancel(req);
     }
     if (t->check >= 0) {
-        srun_ref(run); /* the read's */
+        seg_acq_ref(sa); /* the read's */
         if (zkit__request_watched_read(s->stripes[0]->client, ZKIT__READ_EXISTS,
                                        s->markers[t->check], NULL, NULL, NULL, 0, on_marker,
-                                       run) != 0) {
+                                       sa) != 0) {
             zkit_result_t failed = { .error = ZKIT_ECLOSED };
-            on_marker(NULL, &failed, run);
+            on_marker(NULL, &failed, sa);
         }
     }
     for (size_t i = 0; t->recheck && i < s->count; i++) {
-        srun_ref(run); /* the read's */
+        seg_acq_ref(sa); /* the read's */
         if (zkit__request_watched_read(s->stripes[0]->client, ZKIT__READ_EXISTS, s->markers[i],
-                                       NULL, NULL, NULL, 0, on_recheck, &run->stripes[i]) != 0) {
+                                       NULL, NULL, NULL, 0, on_recheck, &sa->stripes[i]) != 0) {
             zkit_result_t failed = { .error = ZKIT_ECLOSED };
-            on_recheck(NULL, &failed, &run->stripes[i]);
+            on_recheck(NULL, &failed, &sa->stripes[i]);
         }
     }
     for (size_t k = 0; k < t->n_start; k++)
-        start_stripe(run, t->start[k], t->try_once ? 0 : remaining(run));
+        start_stripe(sa, t->start[k], t->try_once ? 0 : remaining(sa));
     if (t->end) {
         zkit__grant_t none = { .node = NULL }; /* the holding rests on its stripe's */
-        int error = run->error;
+        int error = sa->error;
         if (error == 0)
             zkit__client_log(s->stripes[0]->client, ZKIT_LOG_DEBUG,
-                             "segmented lock: stripe %s held", s->stripes[run->winner]->path);
-        zkit__req_complete(run->req, error, error == 0 ? &none : NULL);
+                             "segmented lock: stripe %s held", s->stripes[sa->winner]->path);
+        zkit__lock_acq_complete(sa->req, error, error == 0 ? &none : NULL);
     }
 }
 
-static void advance(srun_t *run)
+static void advance(seg_acq_t *sa)
 {
     todo_t t;
     todo_init(&t);
-    pthread_mutex_lock(&run->mu);
-    plan(run, &t);
-    pthread_mutex_unlock(&run->mu);
-    act(run, &t);
+    pthread_mutex_lock(&sa->mu);
+    plan(sa, &t);
+    pthread_mutex_unlock(&sa->mu);
+    act(sa, &t);
 }
 
-static void on_stripe_done(zkit__req_t *req, int error, void *arg)
+static void on_stripe_done(zkit__lock_acq_t *req, int error, void *arg)
 {
     sreq_t *r = arg;
-    srun_t *run = r->run;
-    seg_t *s = run->seg;
+    seg_acq_t *sa = r->sa;
+    seg_t *s = sa->seg;
     todo_t t;
     (void)req; /* a stripe is requested again only after its request ended: this is current */
     todo_init(&t);
@@ -380,17 +380,17 @@ static void on_stripe_done(zkit__req_t *req, int error, void *arg)
         zkit__client_log(s->stripes[0]->client, ZKIT_LOG_DEBUG,
                          "segmented lock: stripe %s: %s", s->stripes[r->index]->path,
                          zkit_strerror(error));
-    pthread_mutex_lock(&run->mu);
-    run->pending--;
+    pthread_mutex_lock(&sa->mu);
+    sa->pending--;
     if (error == 0) {
-        if (r->state == ST_CANCELLING || run->winner >= 0 || run->error || run->ended) {
+        if (r->state == ST_CANCELLING || sa->winner >= 0 || sa->error || sa->ended) {
             /* Granted as it was being cancelled: never two held, so it goes back now. */
             r->state = ST_IDLE;
             t.release[t.n_release++] = r->index;
         } else {
             r->state = ST_HELD;
-            run->winner = (long)r->index;
-            run->checking = 1;
+            sa->winner = (long)r->index;
+            sa->checking = 1;
             t.check = (long)r->index;
         }
     } else {
@@ -398,104 +398,104 @@ static void on_stripe_done(zkit__req_t *req, int error, void *arg)
         r->state = ST_IDLE;
         if (cancelled_by_us || (error == ZKIT_ECANCELED && is_retired(s, r->index)))
             ; /* given back on purpose, or the stripe was retired: the others go on */
-        else if (error == ZKIT_ETIMEDOUT && run->phase == PHASE_TRY && !run->error)
+        else if (error == ZKIT_ETIMEDOUT && sa->phase == PHASE_TRY && !sa->error)
             ; /* taken: the next stripe is tried */
-        else if (!run->error)
-            run->error = error;
+        else if (!sa->error)
+            sa->error = error;
     }
-    plan(run, &t);
-    pthread_mutex_unlock(&run->mu);
-    act(run, &t);
-    srun_unref(run); /* the stripe request's */
+    plan(sa, &t);
+    pthread_mutex_unlock(&sa->mu);
+    act(sa, &t);
+    seg_acq_unref(sa); /* the stripe request's */
 }
 
 static void on_marker(zkit_client_t *client, const zkit_result_t *result, void *arg)
 {
-    srun_t *run = arg;
-    seg_t *s = run->seg;
+    seg_acq_t *sa = arg;
+    seg_t *s = sa->seg;
     todo_t t;
     long i;
     int retired = result->error == 0;
     (void)client;
     todo_init(&t);
-    pthread_mutex_lock(&run->mu);
-    i = run->winner;
-    run->checking = 0;
-    if (result->error != 0 && result->error != ZKIT_ENONODE && !run->error)
-        run->error = result->error;
-    if (retired || run->error) {
-        run->stripes[i].state = ST_IDLE;
+    pthread_mutex_lock(&sa->mu);
+    i = sa->winner;
+    sa->checking = 0;
+    if (result->error != 0 && result->error != ZKIT_ENONODE && !sa->error)
+        sa->error = result->error;
+    if (retired || sa->error) {
+        sa->stripes[i].state = ST_IDLE;
         t.release[t.n_release++] = (size_t)i;
-        run->winner = -1;
+        sa->winner = -1;
     } else {
-        run->confirmed = 1;
+        sa->confirmed = 1;
     }
-    pthread_mutex_unlock(&run->mu);
+    pthread_mutex_unlock(&sa->mu);
     if (retired) {
         zkit__client_log(s->stripes[0]->client, ZKIT_LOG_INFO,
                          "segmented lock: stripe %s is retired; moving on",
                          s->stripes[i]->path);
         __atomic_store_n(&s->retired[i], 1, __ATOMIC_RELEASE);
     }
-    act(run, &t); /* the candidate goes back before any other stripe is requested */
-    advance(run);
-    srun_unref(run); /* the read's */
+    act(sa, &t); /* the candidate goes back before any other stripe is requested */
+    advance(sa);
+    seg_acq_unref(sa); /* the read's */
 }
 
 /* ---- the kind ---------------------------------------------------------------------------- */
 
-static int seg_start(zkit__req_t *req, const char *fixed_name)
+static int seg_start(zkit__lock_acq_t *req, const char *fixed_name)
 {
     zkit_lock_t *lock = req->lock;
     seg_t *s = lock->kind_data;
-    srun_t *run = calloc(1, sizeof(*run));
+    seg_acq_t *sa = calloc(1, sizeof(*sa));
     (void)fixed_name;
-    if (!run || !(run->stripes = calloc(s->count, sizeof(*run->stripes)))) {
-        free(run);
+    if (!sa || !(sa->stripes = calloc(s->count, sizeof(*sa->stripes)))) {
+        free(sa);
         return ZKIT_ENOMEM;
     }
-    pthread_mutex_init(&run->mu, NULL);
-    run->refs = 2; /* the request's (req->machine), the start's */
-    run->req = req;
-    run->seg = s;
+    pthread_mutex_init(&sa->mu, NULL);
+    sa->refs = 2; /* the request's (req->machine), the start's */
+    sa->req = req;
+    sa->seg = s;
     seg_ref(s);
-    run->owner = req->owner;
-    run->winner = -1;
-    run->phase = PHASE_TRY;
-    run->start = __atomic_fetch_add(&s->next_start, 1, __ATOMIC_RELAXED) % s->count;
-    run->deadline_ms = req->timeout_ms < 0    ? -1
-                       : req->timeout_ms == 0 ? 0
-                                              : zkit__monotonic_ms() + req->timeout_ms;
+    sa->owner = req->owner;
+    sa->winner = -1;
+    sa->phase = PHASE_TRY;
+    sa->start = __atomic_fetch_add(&s->next_start, 1, __ATOMIC_RELAXED) % s->count;
+    sa->deadline_ms = req->timeout_ms < 0    ? -1
+                      : req->timeout_ms == 0 ? 0
+                                             : zkit__monotonic_ms() + req->timeout_ms;
     for (size_t i = 0; i < s->count; i++) {
-        run->stripes[i].run = run;
-        run->stripes[i].index = i;
+        sa->stripes[i].sa = sa;
+        sa->stripes[i].index = i;
     }
     pthread_mutex_lock(&lock->mu);
-    req->machine = run;
+    req->machine = sa;
     pthread_mutex_unlock(&lock->mu);
-    advance(run);
-    srun_unref(run);
+    advance(sa);
+    seg_acq_unref(sa);
     return 0;
 }
 
 static void seg_cancel(void *machine)
 {
-    srun_t *run = machine;
-    pthread_mutex_lock(&run->mu);
-    if (!run->error)
-        run->error = ZKIT_ECANCELED;
-    pthread_mutex_unlock(&run->mu);
-    advance(run);
+    seg_acq_t *sa = machine;
+    pthread_mutex_lock(&sa->mu);
+    if (!sa->error)
+        sa->error = ZKIT_ECANCELED;
+    pthread_mutex_unlock(&sa->mu);
+    advance(sa);
 }
 
 static void seg_machine_ref(void *machine)
 {
-    srun_ref(machine);
+    seg_acq_ref(machine);
 }
 
 static void seg_machine_unref(void *machine)
 {
-    srun_unref(machine);
+    seg_acq_unref(machine);
 }
 
 /* The stripe `owner` holds through this lock, or -1. */

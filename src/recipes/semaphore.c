@@ -7,7 +7,8 @@
  * holds its lease once <path>/leases has at most max_leases children.  The internal mutex is
  * released in every case.
  *
- * Taking one lease is a state machine ("run") driven by completions and watch events:
+ * Taking one lease is a state machine (a lease acquisition) driven by completions and watch
+ * events:
  *
  *   FAST     while nothing contends: create the lease, list the leases and list the
  *            internal mutex's queue, back to back (one round trip); held when the leases
@@ -28,10 +29,10 @@
  * rival taker count one lease more for a moment.  Curator's takers see the same.
  *
  * A lease is a lock object of its own kind with one holding, so it hears UNCERTAIN, HELD,
- * EXPIRED and LOST like any lock.  Several leases under one deadline are runs one after the
- * other; a lease lost while a later one is taken is never reported: everything is given
- * back and taking starts over, within the same deadline.  An internal acquisition (one lease
- * for a lock request) hands over the bare lease node instead of a lease object.
+ * EXPIRED and LOST like any lock.  Several leases under one deadline are lease acquisitions
+ * one after the other; a lease lost while a later one is taken is never reported: everything
+ * is given back and taking starts over, within the same deadline.  An internal acquisition
+ * (one lease for a lock request) hands over the bare lease node instead of a lease object.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -61,7 +62,7 @@ struct zkit_semaphore {
     void *state_arg;
     int try_fast;               /* atomic: the fast way (the last lease came without a wait) */
     LIST_HEAD(, zkit__sem_acq) acqs;  /* acquisitions in progress */
-    uint64_t connection_changes; /* numbers the changes told to runs */
+    uint64_t connection_changes; /* numbers the changes told to lease acquisitions */
     int callers;                /* threads inside a blocking acquire: a free waits for them */
     int freeing;                /* zkit_semaphore_free has begun: new acquisitions end
                                  * cancelled */
@@ -93,23 +94,30 @@ static void sem_unref(zkit_semaphore_t *sem)
     zkit__client_unref(client);
 }
 
-/* ---- one lease: the run ------------------------------------------------------------------- */
+/* ---- one lease: the lease acquisition ----------------------------------------------------- */
 
-typedef enum run_state { RUN_FAST, RUN_LOCKING, RUN_LISTING, RUN_WAITING, RUN_DONE } run_state_t;
+typedef enum lease_acq_state {
+    LEASE_ACQ_FAST,
+    LEASE_ACQ_LOCKING,
+    LEASE_ACQ_LISTING,
+    LEASE_ACQ_WAITING,
+    LEASE_ACQ_DONE
+} lease_acq_state_t;
 
-typedef struct run run_t;
-typedef void (*run_done_fn)(run_t *run, int error, void *arg);
-/* The run must wait for others (for the internal mutex, or for room).  Called with the run's
- * mutex held: the run cannot end meanwhile, so what `arg` names is still there.  It must not
- * take this run's mutex again (a multi-lock gives back only the parts after this one). */
-typedef void (*run_waiting_fn)(void *arg);
+typedef struct lease_acq lease_acq_t;
+typedef void (*lease_acq_done_fn)(lease_acq_t *la, int error, void *arg);
+/* The acquisition must wait for others (for the internal mutex, or for room).  Called with
+ * the acquisition's mutex held: it cannot end meanwhile, so what `arg` names is still there.
+ * It must not take this acquisition's mutex again (a multi-lock gives back only the parts
+ * after this one). */
+typedef void (*lease_acq_waiting_fn)(void *arg);
 
-struct run {
+struct lease_acq {
     zkit__machine_t m;          /* first (machine.h); its mutex guards what follows */
     zkit_semaphore_t *sem;
     int64_t deadline_ms;        /* -1 forever, 0 try once */
-    run_state_t state;
-    zkit__req_t *lock_req;      /* the internal mutex request */
+    lease_acq_state_t state;
+    zkit__lock_acq_t *lock_req; /* the internal mutex request */
     char *node;                 /* our lease, un-namespaced */
     zkit_stat_t stat;
     int created;                /* the create reply came */
@@ -119,53 +127,55 @@ struct run {
     int fast_room;              /* FAST: the leases' listing left room, our lease in it */
     int watching;               /* the children watch is armed */
     zkit_watcher_t watcher;
-    char *data;                 /* the lease's node data, copied when the run starts */
+    char *data;                 /* the lease's node data, copied when the acquisition
+                                 * starts */
     size_t len;
     int has_data;
-    run_done_fn done;
-    run_waiting_fn waiting;     /* NULL: not told */
+    lease_acq_done_fn done;
+    lease_acq_waiting_fn waiting; /* NULL: not told */
     int told_waiting;
     void *arg;
 };
 
 /*
- * What a decision leaves to be done once the run's mutex is let go (run_run), as in the
- * engine: the run's end.  The requests a decision sends are sent under the mutex.
+ * What a decision leaves to be done once the acquisition's mutex is let go (lease_acq_run), as
+ * in the engine: the acquisition's end.  The requests a decision sends are sent under the
+ * mutex.
  */
-typedef struct run_actions {
-    int ended;                  /* the run ended (run_end): */
+typedef struct lease_acq_actions {
+    int ended;                  /* the acquisition ended (lease_acq_end): */
     int error;                  /*   with this outcome, */
     uint64_t timer;             /*   this deadline timer to cancel, */
     int release_mutex;          /*   the internal mutex, held, to give back, */
-    zkit__req_t *cancel_req;    /*   or its request, still under way, to cancel */
-} run_actions_t;
+    zkit__lock_acq_t *cancel_req; /*   or its request, still under way, to cancel */
+} lease_acq_actions_t;
 
-#define RUN_ACTIONS_INIT { 0, 0, 0, 0, NULL }
+#define LEASE_ACQ_ACTIONS_INIT { 0, 0, 0, 0, NULL }
 
-static run_t *run_of(zkit__machine_t *m)
+static lease_acq_t *lease_acq_of(zkit__machine_t *m)
 {
-    return (run_t *)m; /* the machine is the first member */
+    return (lease_acq_t *)m; /* the machine is the first member */
 }
 
-static void run_ref(run_t *run)
+static void lease_acq_ref(lease_acq_t *la)
 {
-    zkit__machine_ref(&run->m);
+    zkit__machine_ref(&la->m);
 }
 
-static void run_unref(run_t *run)
+static void lease_acq_unref(lease_acq_t *la)
 {
-    if (run)
-        zkit__machine_unref(&run->m);
+    if (la)
+        zkit__machine_unref(&la->m);
 }
 
-static void run_destroy(zkit__machine_t *m)
+static void lease_acq_destroy(zkit__machine_t *m)
 {
-    run_t *run = run_of(m);
-    zkit__req_unref(run->lock_req);
-    free(run->node);
-    free(run->data);
-    sem_unref(run->sem);
-    free(run);
+    lease_acq_t *la = lease_acq_of(m);
+    zkit__lock_acq_unref(la->lock_req);
+    free(la->node);
+    free(la->data);
+    sem_unref(la->sem);
+    free(la);
 }
 
 static void ignore_result(zkit_client_t *c, const zkit_result_t *r, void *arg)
@@ -175,212 +185,214 @@ static void ignore_result(zkit_client_t *c, const zkit_result_t *r, void *arg)
     (void)arg;
 }
 
-/* Ends the run; run_run tells its owner, without the mutex. */
-static void run_end(run_t *run, int error, run_actions_t *act) ZKIT__REQUIRES(run->m.mu)
+/* Ends the acquisition; lease_acq_run tells its owner, without the mutex. */
+static void lease_acq_end(lease_acq_t *la, int error, lease_acq_actions_t *act)
+    ZKIT__REQUIRES(la->m.mu)
 {
-    zkit_semaphore_t *sem = run->sem;
-    if (!zkit__machine_end(&run->m, &act->timer))
+    zkit_semaphore_t *sem = la->sem;
+    if (!zkit__machine_end(&la->m, &act->timer))
         return;
-    run->state = RUN_DONE;
+    la->state = LEASE_ACQ_DONE;
     act->ended = 1;
     act->error = error;
     /* The internal mutex is given back in every case: cancelled while still wanted (a
      * holding that comes anyway is released by on_locked), released once held (its release
      * only sends the delete). */
-    act->release_mutex = run->holds_mutex;
-    act->cancel_req = run->holds_mutex ? NULL : run->lock_req;
-    run->holds_mutex = 0;
-    if (run->watching) {
-        zkit__watch_cancel(sem->client, sem->leases_dir, ZKIT_WATCH_CHILDREN, &run->watcher);
-        run->watching = 0;
+    act->release_mutex = la->holds_mutex;
+    act->cancel_req = la->holds_mutex ? NULL : la->lock_req;
+    la->holds_mutex = 0;
+    if (la->watching) {
+        zkit__watch_cancel(sem->client, sem->leases_dir, ZKIT_WATCH_CHILDREN, &la->watcher);
+        la->watching = 0;
     }
-    if (error != 0 && run->node) {
-        zkit__delete_node(sem->client, run->node);
-        free(run->node);
-        run->node = NULL;
+    if (error != 0 && la->node) {
+        zkit__delete_node(sem->client, la->node);
+        free(la->node);
+        la->node = NULL;
     }
 }
 
 /* Runs what the decisions left (the mutex let go); the end drops the machine's own
  * reference. */
-static void run_run(run_t *run, const run_actions_t *act) ZKIT__EXCLUDES(run->m.mu)
+static void lease_acq_run(lease_acq_t *la, const lease_acq_actions_t *act) ZKIT__EXCLUDES(la->m.mu)
 {
     if (!act->ended)
         return;
-    zkit__machine_disarm(&run->m, act->timer);
+    zkit__machine_disarm(&la->m, act->timer);
     if (act->release_mutex)
-        zkit__lock_release_as(run->sem->mutex, pthread_self());
+        zkit__lock_release_as(la->sem->mutex, pthread_self());
     else if (act->cancel_req)
-        zkit__req_cancel(act->cancel_req);
-    run->done(run, act->error, run->arg);
-    run_unref(run); /* the machine's own reference */
+        zkit__lock_acq_cancel(act->cancel_req);
+    la->done(la, act->error, la->arg);
+    lease_acq_unref(la); /* the machine's own reference */
 }
 
-/* The end of every section under the run's mutex: let it go, run the actions. */
-#define RUN_LEAVE(run, act)                                                                    \
+/* The end of every section under the acquisition's mutex: let it go, run the actions. */
+#define LEASE_ACQ_LEAVE(la, act)                                                               \
     do {                                                                                       \
-        zkit__machine_unlock(&(run)->m);                                                       \
-        run_run((run), (act));                                                                 \
+        zkit__machine_unlock(&(la)->m);                                                        \
+        lease_acq_run((la), (act));                                                            \
     } while (0)
 
-/* A step of the run on a reply, the reply current (under the mutex). */
-typedef void (*reply_step_fn)(run_t *run, const zkit_result_t *res, run_actions_t *act);
+/* A step of the acquisition on a reply, the reply current (under the mutex). */
+typedef void (*reply_step_fn)(lease_acq_t *la, const zkit_result_t *res, lease_acq_actions_t *act);
 
 /* Runs `fn` for a reply unless it is stale; 1 when it was current. */
 static int on_reply(zkit__machine_reply_t *r, const zkit_result_t *res, reply_step_fn fn)
 {
-    run_t *run = run_of(r->machine);
-    run_actions_t act = RUN_ACTIONS_INIT;
+    lease_acq_t *la = lease_acq_of(r->machine);
+    lease_acq_actions_t act = LEASE_ACQ_ACTIONS_INIT;
     int current;
-    zkit__machine_lock(&run->m);
-    current = zkit__machine_reply_current(&run->m, r);
+    zkit__machine_lock(&la->m);
+    current = zkit__machine_reply_current(&la->m, r);
     if (current)
-        fn(run, res, &act);
-    RUN_LEAVE(run, &act);
+        fn(la, res, &act);
+    LEASE_ACQ_LEAVE(la, &act);
     zkit__machine_reply_free(r);
     return current;
 }
 
-static int deadline_passed(const run_t *run)
+static int deadline_passed(const lease_acq_t *la)
 {
-    return run->deadline_ms == 0 ||
-           (run->deadline_ms > 0 && zkit__monotonic_ms() >= run->deadline_ms);
+    return la->deadline_ms == 0 ||
+           (la->deadline_ms > 0 && zkit__monotonic_ms() >= la->deadline_ms);
 }
 
 static void on_listed(zkit_client_t *c, const zkit_result_t *res, void *arg);
 
-/* Lists the leases, with the children watch when waiting.  The watch holds the run for as
- * long as it is registered, so an event can never reach a freed run (a watch armed by a
- * reply that comes after the run ended included). */
-static int list_leases(run_t *run, int watch) ZKIT__REQUIRES(run->m.mu)
+/* Lists the leases, with the children watch when waiting.  The watch holds the acquisition
+ * for as long as it is registered, so an event can never reach a freed acquisition (a watch
+ * armed by a reply that comes after the acquisition ended included). */
+static int list_leases(lease_acq_t *la, int watch) ZKIT__REQUIRES(la->m.mu)
 {
-    zkit__machine_reply_t *r = zkit__machine_reply_new(&run->m);
+    zkit__machine_reply_t *r = zkit__machine_reply_new(&la->m);
     int rc;
     if (!r)
         return ZKIT_ENOMEM;
     if (watch) {
-        if (run->watching)
-            zkit__watch_cancel(run->sem->client, run->sem->leases_dir, ZKIT_WATCH_CHILDREN,
-                               &run->watcher);
-        run->watching = 1;
+        if (la->watching)
+            zkit__watch_cancel(la->sem->client, la->sem->leases_dir, ZKIT_WATCH_CHILDREN,
+                               &la->watcher);
+        la->watching = 1;
     }
-    rc = watch ? zkit__request_get_children_watch(run->sem->client, run->sem->leases_dir,
-                                                  &run->watcher, zkit__machine_watch_hold,
+    rc = watch ? zkit__request_get_children_watch(la->sem->client, la->sem->leases_dir,
+                                                  &la->watcher, zkit__machine_watch_hold,
                                                   zkit__machine_watch_release, on_listed, r)
-               : zkit__request_get_children(run->sem->client, run->sem->leases_dir, NULL,
+               : zkit__request_get_children(la->sem->client, la->sem->leases_dir, NULL,
                                             on_listed, r);
     if (rc != 0) {
-        run->watching = run->watching && !watch;
+        la->watching = la->watching && !watch;
         zkit__machine_reply_free(r);
     }
     return rc;
 }
 
-/* Lists again, or ends the run when the listing cannot be sent. */
-static void relist_or_end(run_t *run, int watch, run_actions_t *act) ZKIT__REQUIRES(run->m.mu)
+/* Lists again, or ends the acquisition when the listing cannot be sent. */
+static void relist_or_end(lease_acq_t *la, int watch, lease_acq_actions_t *act)
+    ZKIT__REQUIRES(la->m.mu)
 {
-    int rc = list_leases(run, watch);
+    int rc = list_leases(la, watch);
     if (rc != 0)
-        run_end(run, rc, act);
+        lease_acq_end(la, rc, act);
 }
 
 /* Whether a listing of the leases shows ours. */
-static int lists_ours(const run_t *run, const zkit_result_t *res) ZKIT__REQUIRES(run->m.mu)
+static int lists_ours(const lease_acq_t *la, const zkit_result_t *res) ZKIT__REQUIRES(la->m.mu)
 {
-    const char *name = zkit__path_basename(run->node);
+    const char *name = zkit__path_basename(la->node);
     for (size_t i = 0; i < res->child_count; i++)
         if (strcmp(res->children[i], name) == 0)
             return 1;
     return 0;
 }
 
-static void finish_granted(run_t *run, run_actions_t *act) ZKIT__REQUIRES(run->m.mu);
+static void finish_granted(lease_acq_t *la, lease_acq_actions_t *act) ZKIT__REQUIRES(la->m.mu);
 
 /* The grant's sync came back (libzookeeper's completion thread). */
 static void on_lease_synced(int error, void *arg)
 {
     zkit__machine_reply_t *r = arg;
-    run_t *run = run_of(r->machine);
-    run_actions_t act = RUN_ACTIONS_INIT;
-    zkit__machine_lock(&run->m);
-    if (!zkit__machine_reply_current(&run->m, r))
+    lease_acq_t *la = lease_acq_of(r->machine);
+    lease_acq_actions_t act = LEASE_ACQ_ACTIONS_INIT;
+    zkit__machine_lock(&la->m);
+    if (!zkit__machine_reply_current(&la->m, r))
         ;
     else if (error == 0) /* held once confirmed; answered too late to vouch, it asks again */
-        finish_granted(run, &act);
+        finish_granted(la, &act);
     else
-        run_end(run, error, &act);
-    RUN_LEAVE(run, &act);
+        lease_acq_end(la, error, &act);
+    LEASE_ACQ_LEAVE(la, &act);
     zkit__machine_reply_free(r);
 }
 
 /* Our lease holds.  When its create is too old to vouch that the leader still has our
  * session (a long wait for room), the lease is handed over once the leader has answered a
  * sync. */
-static void finish_granted(run_t *run, run_actions_t *act)
+static void finish_granted(lease_acq_t *la, lease_acq_actions_t *act)
 {
     zkit__machine_reply_t *r;
     int rc;
-    if (zkit__client_confirmed(run->sem->client)) {
-        run_end(run, 0, act);
-    } else if (!(r = zkit__machine_reply_new(&run->m))) {
-        run_end(run, ZKIT_ENOMEM, act);
-    } else if ((rc = zkit__client_confirm(run->sem->client, on_lease_synced, r)) != 0) {
+    if (zkit__client_confirmed(la->sem->client)) {
+        lease_acq_end(la, 0, act);
+    } else if (!(r = zkit__machine_reply_new(&la->m))) {
+        lease_acq_end(la, ZKIT_ENOMEM, act);
+    } else if ((rc = zkit__client_confirm(la->sem->client, on_lease_synced, r)) != 0) {
         zkit__machine_reply_free(r);
-        run_end(run, rc, act);
+        lease_acq_end(la, rc, act);
     }
 }
 
-static int lists_room(const run_t *run, const zkit_result_t *res) ZKIT__REQUIRES(run->m.mu)
+static int lists_room(const lease_acq_t *la, const zkit_result_t *res) ZKIT__REQUIRES(la->m.mu)
 {
-    return lists_ours(run, res) && res->child_count <= (size_t)run->sem->max_leases;
+    return lists_ours(la, res) && res->child_count <= (size_t)la->sem->max_leases;
 }
 
-static void decide(run_t *run, const zkit_result_t *res, run_actions_t *act)
-    ZKIT__REQUIRES(run->m.mu)
+static void decide(lease_acq_t *la, const zkit_result_t *res, lease_acq_actions_t *act)
+    ZKIT__REQUIRES(la->m.mu)
 {
-    int mine = lists_ours(run, res);
+    int mine = lists_ours(la, res);
     if (!mine) {
-        run_end(run, ZKIT_ELOCKLOST, act); /* the session lost our lease */
-    } else if (res->child_count <= (size_t)run->sem->max_leases) {
+        lease_acq_end(la, ZKIT_ELOCKLOST, act); /* the session lost our lease */
+    } else if (res->child_count <= (size_t)la->sem->max_leases) {
         /* The fast way again once a lease came without any wait. */
-        if (!run->told_waiting)
-            __atomic_store_n(&run->sem->try_fast, 1, __ATOMIC_RELAXED);
-        finish_granted(run, act);
-    } else if (deadline_passed(run)) {
-        run_end(run, ZKIT_ETIMEDOUT, act);
-    } else if (run->state == RUN_WAITING && run->watching) {
+        if (!la->told_waiting)
+            __atomic_store_n(&la->sem->try_fast, 1, __ATOMIC_RELAXED);
+        finish_granted(la, act);
+    } else if (deadline_passed(la)) {
+        lease_acq_end(la, ZKIT_ETIMEDOUT, act);
+    } else if (la->state == LEASE_ACQ_WAITING && la->watching) {
         /* This listing armed the children watch: wait for it.  Listing again here would send
          * a listing per reply for as long as there is no room. */
     } else {
         int rc, tell;
-        run->state = RUN_WAITING;
-        __atomic_store_n(&run->sem->try_fast, 0, __ATOMIC_RELAXED);
-        if ((rc = list_leases(run, 1)) != 0) {
-            run_end(run, rc, act);
+        la->state = LEASE_ACQ_WAITING;
+        __atomic_store_n(&la->sem->try_fast, 0, __ATOMIC_RELAXED);
+        if ((rc = list_leases(la, 1)) != 0) {
+            lease_acq_end(la, rc, act);
             return;
         }
-        tell = run->waiting && !run->told_waiting;
-        run->told_waiting = 1;
+        tell = la->waiting && !la->told_waiting;
+        la->told_waiting = 1;
         if (tell)
-            run->waiting(run->arg);
+            la->waiting(la->arg);
     }
 }
 
-static void listed(run_t *run, const zkit_result_t *res, run_actions_t *act)
-    ZKIT__REQUIRES(run->m.mu)
+static void listed(lease_acq_t *la, const zkit_result_t *res, lease_acq_actions_t *act)
+    ZKIT__REQUIRES(la->m.mu)
 {
-    if (run->state == RUN_FAST) {
+    if (la->state == LEASE_ACQ_FAST) {
         /* Decided with the internal mutex's queue, listed next; a listing that beat the
          * create's reply leaves no room. */
-        run->fast_room = run->created && res->error == 0 && lists_room(run, res);
-    } else if (!run->created) {
+        la->fast_room = la->created && res->error == 0 && lists_room(la, res);
+    } else if (!la->created) {
         /* The listing beat the create's reply (the create made the parents first, or was
          * retried after a disconnection): list again once the create's outcome is known. */
-        run->relist_due = 1;
+        la->relist_due = 1;
     } else if (res->error != 0) {
-        run_end(run, res->error, act);
+        lease_acq_end(la, res->error, act);
     } else {
-        decide(run, res, act);
+        decide(la, res, act);
     }
 }
 
@@ -390,27 +402,27 @@ static void on_listed(zkit_client_t *c, const zkit_result_t *res, void *arg)
     on_reply(arg, res, listed);
 }
 
-static void lease_create_failed(run_t *run, int error, run_actions_t *act)
-    ZKIT__REQUIRES(run->m.mu);
+static void lease_create_failed(lease_acq_t *la, int error, lease_acq_actions_t *act)
+    ZKIT__REQUIRES(la->m.mu);
 
-static void created(run_t *run, const zkit_result_t *res, run_actions_t *act)
-    ZKIT__REQUIRES(run->m.mu)
+static void created(lease_acq_t *la, const zkit_result_t *res, lease_acq_actions_t *act)
+    ZKIT__REQUIRES(la->m.mu)
 {
-    zkit_client_t *c = run->sem->client;
+    zkit_client_t *c = la->sem->client;
     if (res->error != 0) {
-        lease_create_failed(run, res->error, act);
-    } else if (!(run->node = strdup(res->path))) {
+        lease_create_failed(la, res->error, act);
+    } else if (!(la->node = strdup(res->path))) {
         zkit__request_delete(c, res->path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
-        run_end(run, ZKIT_ENOMEM, act);
+        lease_acq_end(la, ZKIT_ENOMEM, act);
     } else {
-        zkit__client_confirm_write(c, run->create_sent_ms);
-        run->created = 1;
-        run->stat = *res->stat;
+        zkit__client_confirm_write(c, la->create_sent_ms);
+        la->created = 1;
+        la->stat = *res->stat;
         /* A create retried after a disconnection may answer after the pipelined listing:
          * then that listing was set aside, and a fresh one decides. */
-        if (run->relist_due && run->state == RUN_LISTING) {
-            run->relist_due = 0;
-            relist_or_end(run, 0, act);
+        if (la->relist_due && la->state == LEASE_ACQ_LISTING) {
+            la->relist_due = 0;
+            relist_or_end(la, 0, act);
         }
     }
 }
@@ -418,109 +430,110 @@ static void created(run_t *run, const zkit_result_t *res, run_actions_t *act)
 static void on_created(zkit_client_t *c, const zkit_result_t *res, void *arg)
 {
     if (!on_reply(arg, res, created) && res->error == 0)
-        /* the run ended meanwhile: its lease must not stay */
+        /* the acquisition ended meanwhile: its lease must not stay */
         zkit__request_delete(c, res->path, -1, ZKIT_DELETE_GUARANTEED, ignore_result, NULL);
 }
 
 /* Creates the lease and lists the leases, back to back. */
-static int send_lease(run_t *run) ZKIT__REQUIRES(run->m.mu)
+static int send_lease(lease_acq_t *la) ZKIT__REQUIRES(la->m.mu)
 {
-    zkit_semaphore_t *sem = run->sem;
+    zkit_semaphore_t *sem = la->sem;
     zkit_create_options_t opts = ZKIT_CREATE_OPTIONS_INIT;
     zkit__machine_reply_t *r;
     char *path = zkit__path_join(sem->leases_dir, "lease-");
     int rc = ZKIT_ENOMEM;
     opts.mode = ZKIT_EPHEMERAL_SEQUENTIAL;
     opts.flags = ZKIT_CREATE_PARENTS | ZKIT_CREATE_PROTECTED;
-    if (path && (r = zkit__machine_reply_new(&run->m)) != NULL) {
-        run->create_sent_ms = zkit__monotonic_ms();
-        rc = zkit__request_create(sem->client, path, run->has_data ? run->data : NULL, run->len,
+    if (path && (r = zkit__machine_reply_new(&la->m)) != NULL) {
+        la->create_sent_ms = zkit__monotonic_ms();
+        rc = zkit__request_create(sem->client, path, la->has_data ? la->data : NULL, la->len,
                                   &opts, on_created, r);
         if (rc != 0)
             zkit__machine_reply_free(r);
         else
-            rc = list_leases(run, 0);
+            rc = list_leases(la, 0);
     }
     free(path);
     return rc;
 }
 
 /* The internal mutex is ours: create the lease and list, back to back. */
-static void create_and_list(run_t *run, run_actions_t *act) ZKIT__REQUIRES(run->m.mu)
+static void create_and_list(lease_acq_t *la, lease_acq_actions_t *act) ZKIT__REQUIRES(la->m.mu)
 {
     int rc;
-    run->state = RUN_LISTING;
-    if ((rc = send_lease(run)) != 0)
-        run_end(run, rc, act);
+    la->state = LEASE_ACQ_LISTING;
+    if ((rc = send_lease(la)) != 0)
+        lease_acq_end(la, rc, act);
 }
 
-static void on_locked(zkit__req_t *req, int error, void *arg);
-static void on_lock_waiting(zkit__req_t *req, void *arg);
+static void on_locked(zkit__lock_acq_t *req, int error, void *arg);
+static void on_lock_waiting(zkit__lock_acq_t *req, void *arg);
 
 /* Requests the internal mutex.  Its machine ends at the earliest after this returns, and it
- * takes the run's mutex then: the order is a run's mutex, then the internal lock's. */
-static int start_mutex_request(run_t *run) ZKIT__REQUIRES(run->m.mu)
+ * takes the acquisition's mutex then: the order is a lease acquisition's mutex, then the
+ * internal lock's. */
+static int start_mutex_request(lease_acq_t *la) ZKIT__REQUIRES(la->m.mu)
 {
-    zkit__req_t proto;
-    int rc, timeout = run->deadline_ms < 0    ? -1
-                      : run->deadline_ms == 0 ? 0
-                                              : zkit__remaining_ms(run->deadline_ms);
+    zkit__lock_acq_t proto;
+    int rc, timeout = la->deadline_ms < 0    ? -1
+                      : la->deadline_ms == 0 ? 0
+                                             : zkit__remaining_ms(la->deadline_ms);
     memset(&proto, 0, sizeof(proto));
     proto.internal_done = on_locked;
     proto.internal_waiting = on_lock_waiting;
-    proto.internal_arg = run;
-    run->state = RUN_LOCKING;
-    run_ref(run); /* the internal request's, dropped in on_locked */
-    rc = zkit__req_start(&run->lock_req, run->sem->mutex, pthread_self(), timeout, &proto);
+    proto.internal_arg = la;
+    la->state = LEASE_ACQ_LOCKING;
+    lease_acq_ref(la); /* the internal request's, dropped in on_locked */
+    rc = zkit__lock_acq_start(&la->lock_req, la->sem->mutex, pthread_self(), timeout, &proto);
     if (rc != 0)
-        run_unref(run);
+        lease_acq_unref(la);
     return rc;
 }
 
 /* The fast way's lease goes: replies still on the way are dropped (a create's deletes the node
  * it made), and the node, if known, is deleted. */
-static void withdraw_fast(run_t *run) ZKIT__REQUIRES(run->m.mu)
+static void withdraw_fast(lease_acq_t *la) ZKIT__REQUIRES(la->m.mu)
 {
-    run->m.round++;
-    if (run->node) {
-        zkit__delete_node(run->sem->client, run->node);
-        free(run->node);
-        run->node = NULL;
+    la->m.round++;
+    if (la->node) {
+        zkit__delete_node(la->sem->client, la->node);
+        free(la->node);
+        la->node = NULL;
     }
-    run->created = 0;
-    run->relist_due = 0;
-    run->fast_room = 0;
+    la->created = 0;
+    la->relist_due = 0;
+    la->fast_room = 0;
 }
 
 /* No lease the fast way (no room, a taker in the internal mutex's queue, or a failure): the
  * lease goes at once, since a taker waiting for room under the internal mutex counts it, and
- * the run queues for the internal mutex as Curator's takers do. */
-static void fall_back(run_t *run, run_actions_t *act) ZKIT__REQUIRES(run->m.mu)
+ * the acquisition queues for the internal mutex as Curator's takers do. */
+static void fall_back(lease_acq_t *la, lease_acq_actions_t *act) ZKIT__REQUIRES(la->m.mu)
 {
     int rc;
-    __atomic_store_n(&run->sem->try_fast, 0, __ATOMIC_RELAXED);
-    withdraw_fast(run);
-    if (deadline_passed(run))
-        run_end(run, ZKIT_ETIMEDOUT, act);
-    else if ((rc = start_mutex_request(run)) != 0)
-        run_end(run, rc, act);
+    __atomic_store_n(&la->sem->try_fast, 0, __ATOMIC_RELAXED);
+    withdraw_fast(la);
+    if (deadline_passed(la))
+        lease_acq_end(la, ZKIT_ETIMEDOUT, act);
+    else if ((rc = start_mutex_request(la)) != 0)
+        lease_acq_end(la, rc, act);
 }
 
 /* The internal mutex's queue, listed right after the leases on the fast way: held when the
  * leases left room and nobody is queued (a missing directory is an empty queue).  This reply
  * may come in a later session than the leases' listing (lost, then retried after the session
  * ended), when our lease has gone with the old one: then it is not held. */
-static void locks_listed(run_t *run, const zkit_result_t *res, run_actions_t *act)
-    ZKIT__REQUIRES(run->m.mu)
+static void locks_listed(lease_acq_t *la, const zkit_result_t *res, lease_acq_actions_t *act)
+    ZKIT__REQUIRES(la->m.mu)
 {
     int nobody = res->error == ZKIT_ENONODE || (res->error == 0 && res->child_count == 0);
-    if (run->state != RUN_FAST)
+    if (la->state != LEASE_ACQ_FAST)
         return;
-    if (run->fast_room && nobody &&
-        run->stat.ephemeral_owner == zkit_client_session_id(run->sem->client))
-        finish_granted(run, act);
+    if (la->fast_room && nobody &&
+        la->stat.ephemeral_owner == zkit_client_session_id(la->sem->client))
+        finish_granted(la, act);
     else
-        fall_back(run, act);
+        fall_back(la, act);
 }
 
 static void on_locks_listed(zkit_client_t *c, const zkit_result_t *res, void *arg)
@@ -531,205 +544,205 @@ static void on_locks_listed(zkit_client_t *c, const zkit_result_t *res, void *ar
 
 /* The fast way: the lease's create, the leases' listing and the internal mutex's queue's
  * listing, back to back. */
-static int send_fast(run_t *run) ZKIT__REQUIRES(run->m.mu)
+static int send_fast(lease_acq_t *la) ZKIT__REQUIRES(la->m.mu)
 {
     zkit__machine_reply_t *r;
-    int rc = send_lease(run);
+    int rc = send_lease(la);
     if (rc != 0)
         return rc;
-    if (!(r = zkit__machine_reply_new(&run->m)))
+    if (!(r = zkit__machine_reply_new(&la->m)))
         return ZKIT_ENOMEM;
-    rc = zkit__request_get_children(run->sem->client, run->sem->mutex->path, NULL,
+    rc = zkit__request_get_children(la->sem->client, la->sem->mutex->path, NULL,
                                     on_locks_listed, r);
     if (rc != 0)
         zkit__machine_reply_free(r);
     return rc;
 }
 
-/* A lease create that failed ends the run, unless it was the fast way's: then the run queues
- * for the internal mutex. */
-static void lease_create_failed(run_t *run, int error, run_actions_t *act)
+/* A lease create that failed ends the acquisition, unless it was the fast way's: then the
+ * acquisition queues for the internal mutex. */
+static void lease_create_failed(lease_acq_t *la, int error, lease_acq_actions_t *act)
 {
-    if (run->state == RUN_FAST)
-        fall_back(run, act);
+    if (la->state == LEASE_ACQ_FAST)
+        fall_back(la, act);
     else
-        run_end(run, error, act);
+        lease_acq_end(la, error, act);
 }
 
-static void on_locked(zkit__req_t *req, int error, void *arg)
+static void on_locked(zkit__lock_acq_t *req, int error, void *arg)
 {
-    run_t *run = arg;
-    run_actions_t act = RUN_ACTIONS_INIT;
+    lease_acq_t *la = arg;
+    lease_acq_actions_t act = LEASE_ACQ_ACTIONS_INIT;
     int give_back = 0;
     (void)req;
-    zkit__machine_lock(&run->m);
-    if (run->state != RUN_LOCKING) {
-        give_back = error == 0; /* the run ended while the mutex came: give it back */
+    zkit__machine_lock(&la->m);
+    if (la->state != LEASE_ACQ_LOCKING) {
+        give_back = error == 0; /* the acquisition ended while the mutex came: give it back */
     } else if (error != 0) {
-        run_end(run, error, &act);
+        lease_acq_end(la, error, &act);
     } else {
-        run->holds_mutex = 1;
-        create_and_list(run, &act);
+        la->holds_mutex = 1;
+        create_and_list(la, &act);
     }
-    RUN_LEAVE(run, &act);
+    LEASE_ACQ_LEAVE(la, &act);
     if (give_back)
-        zkit__lock_release_as(run->sem->mutex, pthread_self());
-    run_unref(run); /* the internal request's reference */
+        zkit__lock_release_as(la->sem->mutex, pthread_self());
+    lease_acq_unref(la); /* the internal request's reference */
 }
 
 /* The internal mutex must wait for another taker. */
-static void on_lock_waiting(zkit__req_t *req, void *arg)
+static void on_lock_waiting(zkit__lock_acq_t *req, void *arg)
 {
-    run_t *run = arg;
+    lease_acq_t *la = arg;
     int tell;
     (void)req;
-    zkit__machine_lock(&run->m);
-    __atomic_store_n(&run->sem->try_fast, 0, __ATOMIC_RELAXED);
-    tell = run->waiting && !run->told_waiting && run->state == RUN_LOCKING;
-    run->told_waiting = 1;
+    zkit__machine_lock(&la->m);
+    __atomic_store_n(&la->sem->try_fast, 0, __ATOMIC_RELAXED);
+    tell = la->waiting && !la->told_waiting && la->state == LEASE_ACQ_LOCKING;
+    la->told_waiting = 1;
     if (tell)
-        run->waiting(run->arg);
-    zkit__machine_unlock(&run->m);
+        la->waiting(la->arg);
+    zkit__machine_unlock(&la->m);
 }
 
 static void on_leases_changed(zkit_client_t *c, zkit_event_t event, const char *path, void *arg)
 {
-    run_t *run = arg;
-    run_actions_t act = RUN_ACTIONS_INIT;
+    lease_acq_t *la = arg;
+    lease_acq_actions_t act = LEASE_ACQ_ACTIONS_INIT;
     (void)c;
     (void)event;
     (void)path;
-    zkit__machine_lock(&run->m);
-    run->watching = 0;
-    if (run->state == RUN_WAITING) {
-        run->m.round++;
-        relist_or_end(run, 1, &act);
+    zkit__machine_lock(&la->m);
+    la->watching = 0;
+    if (la->state == LEASE_ACQ_WAITING) {
+        la->m.round++;
+        relist_or_end(la, 1, &act);
     }
-    RUN_LEAVE(run, &act);
+    LEASE_ACQ_LEAVE(la, &act);
 }
 
 /* The deadline timer (machine.h), holding its reference. */
-static void on_run_deadline(void *arg)
+static void on_lease_acq_deadline(void *arg)
 {
-    run_t *run = run_of(arg);
-    run_actions_t act = RUN_ACTIONS_INIT;
-    zkit__machine_lock(&run->m);
-    /* a try-once run ends here only when the connection or the server kept it waiting: that
-     * is ZKIT_ECONNLOSS, as for a mutex, never the ZKIT_ETIMEDOUT of leases held elsewhere */
-    run_end(run, zkit__client_is_closing(run->sem->client) ? ZKIT_ECLOSED
-                 : run->deadline_ms == 0                   ? ZKIT_ECONNLOSS
-                                                           : ZKIT_ETIMEDOUT,
-            &act);
-    RUN_LEAVE(run, &act);
-    run_unref(run); /* the timer's */
+    lease_acq_t *la = lease_acq_of(arg);
+    lease_acq_actions_t act = LEASE_ACQ_ACTIONS_INIT;
+    zkit__machine_lock(&la->m);
+    /* a try-once acquisition ends here only when the connection or the server kept it waiting:
+     * that is ZKIT_ECONNLOSS, as for a mutex, never the ZKIT_ETIMEDOUT of leases held elsewhere */
+    lease_acq_end(la, zkit__client_is_closing(la->sem->client) ? ZKIT_ECLOSED
+                      : la->deadline_ms == 0                   ? ZKIT_ECONNLOSS
+                                                               : ZKIT_ETIMEDOUT,
+                  &act);
+    LEASE_ACQ_LEAVE(la, &act);
+    lease_acq_unref(la); /* the timer's */
 }
 
-/* A run that could not start: its machine will not end it, and the caller gets nothing, so
- * their references go. */
-static void run_unstart(run_t *run)
+/* An acquisition that could not start: its machine will not end it, and the caller gets
+ * nothing, so their references go. */
+static void lease_acq_unstart(lease_acq_t *la)
 {
-    run_unref(run);
-    run_unref(run);
+    lease_acq_unref(la);
+    lease_acq_unref(la);
 }
 
-/* Sends the run's first requests: 0, or the error that ends it at its start. */
-static int run_begin(run_t *run) ZKIT__REQUIRES(run->m.mu)
+/* Sends the acquisition's first requests: 0, or the error that ends it at its start. */
+static int lease_acq_begin(lease_acq_t *la) ZKIT__REQUIRES(la->m.mu)
 {
-    zkit_semaphore_t *sem = run->sem;
-    /* Every run has a timer: at its deadline; at the client's close for a run without one
-     * (timers run at once then), so a wait for room ends with ZKIT_ECLOSED; one connection
-     * timeout for a try-once, so it never waits out a whole retry policy. */
-    int64_t due = run->deadline_ms > 0   ? run->deadline_ms
-                  : run->deadline_ms < 0 ? INT64_MAX
-                                         : zkit__monotonic_ms() +
-                                               zkit__client_operation_timeout(sem->client);
+    zkit_semaphore_t *sem = la->sem;
+    /* Every acquisition has a timer: at its deadline; at the client's close for one without
+     * a deadline (timers run at once then), so a wait for room ends with ZKIT_ECLOSED; one
+     * connection timeout for a try-once, so it never waits out a whole retry policy. */
+    int64_t due = la->deadline_ms > 0   ? la->deadline_ms
+                  : la->deadline_ms < 0 ? INT64_MAX
+                                        : zkit__monotonic_ms() +
+                                              zkit__client_operation_timeout(sem->client);
     int rc;
-    if (zkit__machine_arm_deadline(&run->m, due, on_run_deadline) != 0)
+    if (zkit__machine_arm_deadline(&la->m, due, on_lease_acq_deadline) != 0)
         return zkit__client_is_closing(sem->client) ? ZKIT_ECLOSED : ZKIT_ENOMEM;
-    if (run->deadline_ms != 0 && __atomic_load_n(&sem->try_fast, __ATOMIC_RELAXED)) {
-        /* The fast way, while this object's last lease came without a wait.  Not for a
-         * try-once run: its lease, counted by a taker that holds the internal mutex, would
-         * make that one fail if it tries once too, and nothing would turn the fast way off. */
-        run->state = RUN_FAST;
-        rc = send_fast(run);
+    if (la->deadline_ms != 0 && __atomic_load_n(&sem->try_fast, __ATOMIC_RELAXED)) {
+        /* The fast way, while this object's last lease came without a wait.  Not for a try-once
+         * acquisition: its lease, counted by a taker that holds the internal mutex, would make
+         * that one fail if it tries once too, and nothing would turn the fast way off. */
+        la->state = LEASE_ACQ_FAST;
+        rc = send_fast(la);
         if (rc != 0) {
-            withdraw_fast(run);
-            rc = start_mutex_request(run);
+            withdraw_fast(la);
+            rc = start_mutex_request(la);
         }
     } else {
-        rc = start_mutex_request(run);
+        rc = start_mutex_request(la);
     }
     return rc;
 }
 
-/* Starts a run; called with sem->mu held. */
-static int run_start(run_t **out, zkit_semaphore_t *sem, int64_t deadline_ms, run_done_fn done,
-                     run_waiting_fn waiting, void *arg)
+/* Starts a lease acquisition; called with sem->mu held. */
+static int lease_acq_start(lease_acq_t **out, zkit_semaphore_t *sem, int64_t deadline_ms,
+                           lease_acq_done_fn done, lease_acq_waiting_fn waiting, void *arg)
 {
-    run_t *run = calloc(1, sizeof(*run));
+    lease_acq_t *la = calloc(1, sizeof(*la));
     uint64_t timer = 0;
     int rc;
-    if (!run)
+    if (!la)
         return ZKIT_ENOMEM;
-    /* The data is copied now (the caller holds sem->mu), so that the run never takes sem->mu
-     * while holding its own mutex: the order is sem->mu, then a run's. */
-    run->has_data = sem->has_data;
-    run->len = sem->len;
-    run->data = malloc(sem->len + 1);
-    if (run->data && sem->len)
-        memcpy(run->data, sem->data, sem->len);
-    if (!run->data) {
-        free(run);
+    /* The data is copied now (the caller holds sem->mu), so that the acquisition never takes
+     * sem->mu while holding its own mutex: the order is sem->mu, then a lease acquisition's. */
+    la->has_data = sem->has_data;
+    la->len = sem->len;
+    la->data = malloc(sem->len + 1);
+    if (la->data && sem->len)
+        memcpy(la->data, sem->data, sem->len);
+    if (!la->data) {
+        free(la);
         return ZKIT_ENOMEM;
     }
-    zkit__machine_init(&run->m, sem->client, run_destroy); /* the caller's reference */
-    run_ref(run); /* the machine's own */
-    run->sem = sem;
+    zkit__machine_init(&la->m, sem->client, lease_acq_destroy); /* the caller's reference */
+    lease_acq_ref(la); /* the machine's own */
+    la->sem = sem;
     sem_ref(sem);
-    run->deadline_ms = deadline_ms;
-    run->done = done;
-    run->waiting = waiting;
-    run->arg = arg;
-    run->watcher.fn = on_leases_changed;
-    run->watcher.arg = run;
-    /* The run's mutex is held while it starts, so nothing it starts can end it before it is
-     * complete. */
-    zkit__machine_lock(&run->m);
-    rc = run_begin(run);
+    la->deadline_ms = deadline_ms;
+    la->done = done;
+    la->waiting = waiting;
+    la->arg = arg;
+    la->watcher.fn = on_leases_changed;
+    la->watcher.arg = la;
+    /* The acquisition's mutex is held while it starts, so nothing it starts can end it before
+     * it is complete. */
+    zkit__machine_lock(&la->m);
+    rc = lease_acq_begin(la);
     if (rc != 0) {
-        zkit__machine_end(&run->m, &timer);
-        run->state = RUN_DONE;
+        zkit__machine_end(&la->m, &timer);
+        la->state = LEASE_ACQ_DONE;
     }
-    zkit__machine_unlock(&run->m);
+    zkit__machine_unlock(&la->m);
     if (rc != 0) {
-        zkit__machine_disarm(&run->m, timer);
-        run_unstart(run);
+        zkit__machine_disarm(&la->m, timer);
+        lease_acq_unstart(la);
         return rc;
     }
-    *out = run;
+    *out = la;
     return 0;
 }
 
-static void run_cancel(run_t *run)
+static void lease_acq_cancel(lease_acq_t *la)
 {
-    run_actions_t act = RUN_ACTIONS_INIT;
-    zkit__machine_lock(&run->m);
-    run_end(run, ZKIT_ECANCELED, &act);
-    RUN_LEAVE(run, &act);
+    lease_acq_actions_t act = LEASE_ACQ_ACTIONS_INIT;
+    zkit__machine_lock(&la->m);
+    lease_acq_end(la, ZKIT_ECANCELED, &act);
+    LEASE_ACQ_LEAVE(la, &act);
 }
 
-/* A connection event while the run waits for room (the semaphore's listener). */
-static void run_connection_event(run_t *run, zkit_conn_state_t state)
+/* A connection event while the acquisition waits for room (the semaphore's listener). */
+static void lease_acq_connection_event(lease_acq_t *la, zkit_conn_state_t state)
 {
-    run_actions_t act = RUN_ACTIONS_INIT;
-    zkit__machine_lock(&run->m);
-    if (run->state == RUN_WAITING && state == ZKIT_CONN_LOST) {
-        run_end(run, ZKIT_ELOCKLOST, &act); /* our lease went with the session */
-    } else if (run->state == RUN_WAITING && state == ZKIT_CONN_RECONNECTED) {
-        run->m.round++; /* a change may have been missed while disconnected: look again */
-        relist_or_end(run, 1, &act);
+    lease_acq_actions_t act = LEASE_ACQ_ACTIONS_INIT;
+    zkit__machine_lock(&la->m);
+    if (la->state == LEASE_ACQ_WAITING && state == ZKIT_CONN_LOST) {
+        lease_acq_end(la, ZKIT_ELOCKLOST, &act); /* our lease went with the session */
+    } else if (la->state == LEASE_ACQ_WAITING && state == ZKIT_CONN_RECONNECTED) {
+        la->m.round++; /* a change may have been missed while disconnected: look again */
+        relist_or_end(la, 1, &act);
     }
-    RUN_LEAVE(run, &act);
+    LEASE_ACQ_LEAVE(la, &act);
 }
 
 /* ---- leases ----------------------------------------------------------------------------------- */
@@ -757,12 +770,13 @@ static void lease_free(zkit_lease_t *lease)
     sem_unref(sem);
 }
 
-/* A lease object for a run's lease node, which it now owns (its holding is watched). */
-static int lease_new(zkit_lease_t **out, zkit_semaphore_t *sem, const run_t *run)
+/* A lease object for a lease acquisition's lease node, which it now owns (its holding is
+ * watched). */
+static int lease_new(zkit_lease_t **out, zkit_semaphore_t *sem, const lease_acq_t *la)
 {
     zkit_lease_t *lease = calloc(1, sizeof(*lease));
-    zkit__grant_t grant = { .node = run->node, .czxid = run->stat.czxid,
-                                .session = run->stat.ephemeral_owner };
+    zkit__grant_t grant = { .node = la->node, .czxid = la->stat.czxid,
+                                .session = la->stat.ephemeral_owner };
     int rc;
     if (!lease)
         return ZKIT_ENOMEM;
@@ -790,7 +804,8 @@ typedef enum acq_mode { ACQ_BLOCKING, ACQ_ASYNC, ACQ_INTERNAL } acq_mode_t;
 
 struct zkit__sem_acq {
     LIST_ENTRY(zkit__sem_acq) link;   /* in sem->acqs, under sem->mu */
-    uint64_t told_change;       /* the last connection change its run was told of */
+    uint64_t told_change;       /* the last connection change its lease acquisition was
+                                 * told of */
     int refs;
     zkit_semaphore_t *sem;
     int count;
@@ -798,7 +813,7 @@ struct zkit__sem_acq {
     int restarts;
     int got;
     zkit_lease_t **leases;
-    run_t *run;                 /* the run in progress (under sem->mu) */
+    lease_acq_t *la;            /* the lease acquisition in progress (under sem->mu) */
     int cancelled;
     int done;                   /* under sem->mu */
     int error;
@@ -919,23 +934,23 @@ static int leases_intact(zkit__sem_acq_t *a, int64_t session)
 }
 
 
-static void on_run_done(run_t *run, int error, void *arg)
+static void on_lease_acq_done(lease_acq_t *la, int error, void *arg)
 {
     zkit__sem_acq_t *a = arg;
     zkit_semaphore_t *sem = a->sem;
     int cancelled;
     zkit__mutex_lock(&sem->mu);
-    a->run = NULL;
+    a->la = NULL;
     cancelled = a->cancelled;
     zkit__mutex_unlock(&sem->mu);
     if (error == 0 && cancelled) { /* the lease came as it was cancelled: give it back */
-        zkit__delete_node(sem->client, run->node);
+        zkit__delete_node(sem->client, la->node);
         error = ZKIT_ECANCELED;
     }
-    if (error == 0 && !leases_intact(a, run->stat.ephemeral_owner)) {
+    if (error == 0 && !leases_intact(a, la->stat.ephemeral_owner)) {
         /* An earlier lease went (its session expired, or its node was deleted) while this
          * one was taken: never report it held.  Give everything back and start over. */
-        zkit__delete_node(sem->client, run->node);
+        zkit__delete_node(sem->client, la->node);
         give_back(a);
         if (a->restarts++ >= MAX_RESTARTS || a->deadline_ms == 0 ||
             (a->deadline_ms > 0 && zkit__monotonic_ms() >= a->deadline_ms)) {
@@ -950,18 +965,18 @@ static void on_run_done(run_t *run, int error, void *arg)
     }
     if (error == 0 && a->mode == ACQ_INTERNAL) {
         /* The semaphore mutex holds the node itself. */
-        a->node = run->node;
-        a->stat = run->stat;
-        run->node = NULL;
+        a->node = la->node;
+        a->stat = la->stat;
+        la->node = NULL;
         a->got = a->count;
     } else if (error == 0) {
-        error = lease_new(&a->leases[a->got], sem, run);
+        error = lease_new(&a->leases[a->got], sem, la);
         if (error == 0)
             a->got++;
         else
-            zkit__delete_node(sem->client, run->node);
-        free(run->node); /* the lease owns the node now */
-        run->node = NULL;
+            zkit__delete_node(sem->client, la->node);
+        free(la->node); /* the lease owns the node now */
+        la->node = NULL;
     }
     if (error != 0 || a->got == a->count)
         sem_acq_end(a, error);
@@ -970,7 +985,7 @@ static void on_run_done(run_t *run, int error, void *arg)
 }
 
 /* An internal acquisition's lease must wait: its requester is told. */
-static void on_run_waiting(void *arg)
+static void on_lease_acq_waiting(void *arg)
 {
     zkit__sem_acq_t *a = arg;
     a->internal_waiting(a->arg);
@@ -979,7 +994,7 @@ static void on_run_waiting(void *arg)
 void zkit__sem_acq_next(zkit__sem_acq_t *a)
 {
     zkit_semaphore_t *sem = a->sem;
-    run_t *run;
+    lease_acq_t *la;
     int rc;
     if (a->deadline_ms > 0 && a->got > 0 && zkit__monotonic_ms() >= a->deadline_ms) {
         sem_acq_end(a, ZKIT_ETIMEDOUT);
@@ -991,17 +1006,17 @@ void zkit__sem_acq_next(zkit__sem_acq_t *a)
         sem_acq_end(a, ZKIT_ECANCELED);
         return;
     }
-    /* Under sem->mu, so that a cancel finds the run; the run ends at the earliest after its
-     * start returns (its mutex is held while it starts). */
-    rc = run_start(&run, sem, a->deadline_ms, on_run_done,
-                   a->mode == ACQ_INTERNAL ? on_run_waiting : NULL, a);
+    /* Under sem->mu, so that a cancel finds the lease acquisition; it ends at the earliest
+     * after its start returns (its mutex is held while it starts). */
+    rc = lease_acq_start(&la, sem, a->deadline_ms, on_lease_acq_done,
+                         a->mode == ACQ_INTERNAL ? on_lease_acq_waiting : NULL, a);
     if (rc == 0)
-        a->run = run;
+        a->la = la;
     zkit__mutex_unlock(&sem->mu);
     if (rc != 0)
         sem_acq_end(a, rc);
     else
-        run_unref(run); /* the caller's reference: a->run is borrowed under sem->mu */
+        lease_acq_unref(la); /* the caller's reference: a->la is borrowed under sem->mu */
 }
 
 static int sem_acq_start(zkit__sem_acq_t **out, zkit_semaphore_t *sem, int count, int timeout_ms,
@@ -1044,24 +1059,24 @@ int zkit__sem_acq_start_internal(zkit__sem_acq_t **out, zkit_semaphore_t *sem, i
 void zkit__sem_acq_cancel(zkit__sem_acq_t *a)
 {
     zkit_semaphore_t *sem = a->sem;
-    run_t *run;
+    lease_acq_t *la;
     zkit__mutex_lock(&sem->mu);
     a->cancelled = 1;
-    run = a->run;
-    if (run)
-        run_ref(run);
+    la = a->la;
+    if (la)
+        lease_acq_ref(la);
     zkit__mutex_unlock(&sem->mu);
-    if (run) {
-        run_cancel(run);
-        run_unref(run);
+    if (la) {
+        lease_acq_cancel(la);
+        lease_acq_unref(la);
     }
 }
 
 /* ---- the semaphore's connection listener --------------------------------------------------- */
 
-/* Event thread: every run in progress hears the change, one at a time and outside sem->mu (a
- * run that ends takes it).  Each acquisition is marked with the change's number, so none is
- * told twice or missed, without a list to allocate. */
+/* Event thread: every lease acquisition in progress hears the change, one at a time and outside
+ * sem->mu (one that ends takes it).  Each acquisition is marked with the change's number, so
+ * none is told twice or missed, without a list to allocate. */
 static void on_connection_state(zkit_client_t *c, zkit_conn_state_t state, void *arg)
 {
     zkit_semaphore_t *sem = arg;
@@ -1074,21 +1089,21 @@ static void on_connection_state(zkit_client_t *c, zkit_conn_state_t state, void 
     zkit__mutex_unlock(&sem->mu);
     for (;;) {
         zkit__sem_acq_t *a;
-        run_t *run = NULL;
+        lease_acq_t *la = NULL;
         zkit__mutex_lock(&sem->mu);
         LIST_FOREACH(a, &sem->acqs, link)
-            if (a->run && a->told_change != change)
+            if (a->la && a->told_change != change)
                 break;
         if (a) {
             a->told_change = change;
-            run = a->run;
-            run_ref(run);
+            la = a->la;
+            lease_acq_ref(la);
         }
         zkit__mutex_unlock(&sem->mu);
-        if (!run)
+        if (!la)
             return;
-        run_connection_event(run, state);
-        run_unref(run);
+        lease_acq_connection_event(la, state);
+        lease_acq_unref(la);
     }
 }
 
@@ -1146,7 +1161,8 @@ static int semaphore_cancel_call(zkit_semaphore_t *sem)
     zkit__sem_acq_t *a;
     if (!sem)
         return ZKIT_EINVAL;
-    /* Cancel each acquisition once; one that starts a new run after this sees its flag. */
+    /* Cancel each acquisition once; one that starts a new lease acquisition after this
+     * sees its flag. */
     for (;;) {
         zkit__mutex_lock(&sem->mu);
         LIST_FOREACH(a, &sem->acqs, link)

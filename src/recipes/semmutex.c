@@ -16,17 +16,17 @@
 
 static void on_mutex_lease(int error, const zkit__grant_t *grant, void *arg)
 {
-    zkit__req_complete(arg, error, grant);
+    zkit__lock_acq_complete(arg, error, grant);
 }
 
 /* The lease must wait: the lock request is told (a multi-lock gives back the parts after
  * it). */
 static void on_mutex_waiting(void *arg)
 {
-    zkit__req_waiting(arg);
+    zkit__lock_acq_waiting(arg);
 }
 
-static int semmutex_start(zkit__req_t *req, const char *fixed_name)
+static int semmutex_start(zkit__lock_acq_t *req, const char *fixed_name)
 {
     zkit_semaphore_t *sem = req->lock->kind_data;
     zkit__sem_acq_t *a;
