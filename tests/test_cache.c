@@ -4,8 +4,9 @@
  * expired while changes were made (the watch reports the state it missed exactly once), a
  * partition and a server restart with changes made meanwhile, and at the end of the faults a
  * cache equal to the server's tree (read with a fresh handle, data and versions) and to the
- * replay of its own events.  Closing a watch or a cache leaves no watch on the server
- * (`wchs`).
+ * replay of its own events.  Closing a watch or a cache leaves no watch on the server: `mntr`'s
+ * zk_watch_count, data and child watches, back to 0 (`wchs` counts data watches only).  The
+ * other clients of a test only read and write, with no watch of their own, so 0 is exact.
  *
  * One standalone server for the binary.  Callbacks only record under a mutex; assertions run
  * on the test thread, and every wait is bounded.
@@ -153,9 +154,14 @@ static void child_path(char *buf, size_t len, const char *base, const char *name
     snprintf(buf, len, "%s/%s", base, name);
 }
 
+/* No watch on the server, data or child (mntr). */
 static int no_server_watches(void)
 {
-    return zkh_wait_watch_count(zk, 0, WAIT_MS);
+    int rc = zkh_wait_watch_count_all(zk, 0, WAIT_MS);
+    if (rc != 0)
+        fprintf(stderr, "watches left: mntr %d (wchs %d)\n", zkh_watch_count_all(zk),
+                zkh_watch_count(zk));
+    return rc;
 }
 
 /* ---- bad arguments ------------------------------------------------------------------------- */
@@ -342,6 +348,10 @@ static void test_children_watch_changes(void)
     CU_ASSERT_EQUAL_FATAL(wait_report(rec, n++, &r), 0);
     CU_ASSERT(r.exists);
     CU_ASSERT_EQUAL(r.count, 0);
+    /* The node exists: the watch is its get-children's child watch alone (the exists watch
+     * fired on the create), which mntr counts and wchs does not. */
+    CU_ASSERT_EQUAL(zkh_wait_watch_count_all(zk, 1, WAIT_MS), 0);
+    CU_ASSERT_EQUAL(zkh_watch_count(zk), 0);
 
     child_path(p, sizeof(p), base, "b");
     CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, p, "", 0, NULL), 0);

@@ -7,8 +7,9 @@
  *   - a node deleted and created again between two reads (its replies held at a proxy) is
  *     DELETED with its old subtree, then CREATED with its new czxid;
  *   - max_depth 0, 1, 2 and unlimited: the nodes cached, one data watch per cached node on
- *     the server (`wchs`), and one registration per cached node plus one per node above
- *     max_depth (its child watch) on the client;
+ *     the server (`wchs`, data watches only), one child watch more per node above max_depth
+ *     (`mntr`'s zk_watch_count, data and child watches), and one registration per watch on
+ *     the client;
  *   - ZKIT_WATCH_STAT_ONLY: Stats without data;
  *   - with a writer changing the tree meanwhile: a partition within the session, a partition
  *     past the session timeout (the server expires the session), a session expiry, a server
@@ -16,9 +17,10 @@
  *     cache equals the server's tree read with a fresh handle (every path, data, version,
  *     mzxid, czxid), the replay of its events gives the same tree, no event broke the tree's
  *     order, and no path was reported with an older mzxid after a newer one;
- *   - after every free, no data watch is left on the server (`wchs`; ZooKeeper's four-letter
- *     words do not count child watches) and no registration on the client (one goes when the
- *     server has removed its watch).
+ *   - after every free, no watch is left on the server (`mntr`'s zk_watch_count, data and
+ *     child watches, summed over the running servers) and no registration on the client (one
+ *     goes when the server has removed its watch).  The tests' other clients (the writer, the
+ *     one that sets the tree up) only read and write, with no watch, so 0 is exact.
  *
  * One standalone server for the binary, and an ensemble of its own for the leader test.
  * Listeners only record under a mutex (cache_support.c); assertions run on the test thread,
@@ -200,13 +202,14 @@ static void assert_log_sound(cache_log_t *log)
     pthread_mutex_unlock(&log->mu);
 }
 
-/* ZooKeeper's four-letter words count data watches only: the child watches are counted as
- * the client's armed registrations (a registration goes once the server has removed its
- * watch, or once it fired). */
+/* The watches on the server (`wchs` counts data watches, `mntr` data and child watches) and
+ * the client's armed registrations (one goes once the server has removed its watch, or once
+ * it fired). */
 typedef struct watch_wait {
     zkh_cluster_t *cluster;
     zkit_client_t *client;
-    int data;          /* the server's data watches */
+    int data;          /* the server's data watches (wchs) */
+    int all;           /* the server's data and child watches (mntr) */
     int registrations; /* the client's armed registrations, data and child */
 } watch_wait_t;
 
@@ -214,13 +217,19 @@ static int watches_are(void *arg)
 {
     watch_wait_t *w = arg;
     return zkh_watch_count(w->cluster) == w->data &&
+           zkh_watch_count_all(w->cluster) == w->all &&
            zkit__test_watch_registrations(w->client) == w->registrations;
 }
 
 static int no_watches(zkh_cluster_t *cluster, zkit_client_t *client)
 {
-    watch_wait_t w = { cluster, client, 0, 0 };
-    return zkh_wait_until(watches_are, &w, WAIT_MS);
+    watch_wait_t w = { cluster, client, 0, 0, 0 };
+    int rc = zkh_wait_until(watches_are, &w, WAIT_MS);
+    if (rc != 0)
+        fprintf(stderr, "watches left: wchs %d, mntr %d, registrations %d\n",
+                zkh_watch_count(cluster), zkh_watch_count_all(cluster),
+                zkit__test_watch_registrations(client));
+    return rc;
 }
 
 /* ---- a writer changing the tree -------------------------------------------------------- */
@@ -529,7 +538,7 @@ static void depth_case(zkit_client_t *c, const char *base, int max_depth, int no
 {
     cache_log_t *log = cache_log_new_tree(base);
     zkit_cache_t *cache = NULL;
-    watch_wait_t ww = { zk, c, nodes, registrations };
+    watch_wait_t ww = { zk, c, nodes, registrations, registrations };
     compare_t cmp;
     char p[160];
     CU_ASSERT_EQUAL_FATAL(zkit_tree_cache_new(&cache, c, base, max_depth, NULL, on_cache, log),
@@ -537,7 +546,8 @@ static void depth_case(zkit_client_t *c, const char *base, int max_depth, int no
     compare_init(&cmp, zk, cache, base, log, max_depth);
     CU_ASSERT_EQUAL(zkh_wait_until(tree_matches, &cmp, WAIT_MS), 0);
     CU_ASSERT_EQUAL(cache_walk(cache, base), nodes);
-    /* One data watch per cached node, one child watch per node above max_depth. */
+    /* One data watch per cached node, one child watch per node above max_depth: as many on
+     * the server as the client has registered. */
     CU_ASSERT_EQUAL(zkh_wait_until(watches_are, &ww, WAIT_MS), 0);
     if (max_depth == 1) {
         /* Changes below the depth are not seen; at it they are. */
