@@ -13,16 +13,18 @@
  *   - ZKIT_WATCH_STAT_ONLY: Stats without data;
  *   - with a writer changing the tree meanwhile: a partition within the session, a partition
  *     past the session timeout (the server expires the session), a session expiry, a server
- *     restart, and on a 3-server ensemble the leader killed.  Once connected and quiet, the
- *     cache equals the server's tree read with a fresh handle (every path, data, version,
- *     mzxid, czxid), the replay of its events gives the same tree, no event broke the tree's
- *     order, and no path was reported with an older mzxid after a newer one;
+ *     restart, the server frozen (SIGSTOP) for less than the session timeout and past it, and
+ *     on a 3-server ensemble the leader killed, and a follower (the cache's) killed and
+ *     started again.  Once connected and quiet, the cache equals the server's tree read with
+ *     a fresh handle (every path, data, version, mzxid, czxid), the replay of its events
+ *     gives the same tree, no event broke the tree's order, and no path was reported with an
+ *     older mzxid after a newer one;
  *   - after every free, no watch is left on the server (`mntr`'s zk_watch_count, data and
  *     child watches, summed over the running servers) and no registration on the client (one
  *     goes when the server has removed its watch).  The tests' other clients (the writer, the
  *     one that sets the tree up) only read and write, with no watch, so 0 is exact.
  *
- * One standalone server for the binary, and an ensemble of its own for the leader test.
+ * One standalone server for the binary, and an ensemble of its own for each ensemble test.
  * Listeners only record under a mutex (cache_support.c); assertions run on the test thread,
  * and every wait is bounded.
  */
@@ -766,6 +768,68 @@ static void test_tree_faults(void)
     zkh_proxy_stop(proxy);
 }
 
+/* ---- the server frozen -------------------------------------------------------------------- */
+
+#define FREEZE_SESSION_MS 4000
+
+typedef struct session_wait {
+    zkit_client_t *client;
+    int64_t session;
+} session_wait_t;
+
+/* Whether the client has a session other than s->session. */
+static int session_changed(void *arg)
+{
+    session_wait_t *s = arg;
+    int64_t id = zkit_client_session_id(s->client);
+    return id != 0 && id != s->session;
+}
+
+/* The standalone server stopped (SIGSTOP, its sockets open) while the writer runs: a short
+ * freeze, a quarter of the session timeout (under the two thirds after which the client gives
+ * a silent connection up), which the session rides through; and a long one, past the session
+ * timeout, after which the server may expire the session as it wakes (its session tracker and
+ * the client's reconnection race: either way the cache comes back equal). */
+static void test_tree_freeze(void)
+{
+    churn_t t = { .cluster = zk, .seed = (unsigned)zkh_wall_ms() };
+    const char *connect = zkh_connect_string(zk);
+    session_wait_t sw;
+    int64_t session, frozen_at;
+    t.other = fw_connect(connect, NULL, 10000);
+    t.c = fw_connect(connect, NULL, FREEZE_SESSION_MS);
+    CU_ASSERT_FATAL(t.c != NULL && t.other != NULL);
+    fprintf(stderr, "test_tree_freeze: seed %u\n", t.seed);
+    churn_start(&t, "treefreeze");
+
+    /* Short: the writer's requests wait, the session stays. */
+    session = zkit_client_session_id(t.c);
+    CU_ASSERT_EQUAL(writer_wait(t.w, 10), 0);
+    CU_ASSERT_EQUAL_FATAL(zkh_freeze(zk, 0), 0);
+    zkh_sleep_ms(FREEZE_SESSION_MS / 4); /* the fault's length */
+    CU_ASSERT_EQUAL(zkh_thaw(zk, 0), 0);
+    CU_ASSERT_EQUAL(writer_wait(t.w, 20), 0);
+    quiet_and_compare(&t.w, connect, &t.cmp, t.seed + 2);
+    CU_ASSERT_EQUAL(zkit_client_session_id(t.c), session);
+
+    /* Long: the client gives the connection up (the cache goes stale) and finds no server to
+     * take it; the freeze outlasts the session timeout. */
+    CU_ASSERT_EQUAL(writer_wait(t.w, 10), 0);
+    CU_ASSERT_EQUAL_FATAL(zkh_freeze(zk, 0), 0);
+    frozen_at = zkh_now_ms();
+    CU_ASSERT_EQUAL(zkh_wait_until(cache_stale, t.cache, WAIT_MS), 0);
+    zkh_sleep_ms(frozen_at + FREEZE_SESSION_MS + 1000 - zkh_now_ms());
+    CU_ASSERT_EQUAL(zkh_thaw(zk, 0), 0);
+    CU_ASSERT_EQUAL(writer_wait(t.w, 20), 0);
+    quiet_and_compare(&t.w, connect, &t.cmp, t.seed + 3);
+    sw.client = t.c;
+    sw.session = session;
+    fprintf(stderr, "test_tree_freeze: after the long freeze, %s session\n",
+            session_changed(&sw) ? "a new" : "the same");
+    CU_ASSERT_EQUAL(writer_wait(t.w, 10), 0);
+    churn_end(&t, "test_tree_freeze");
+}
+
 /* ---- the leader killed on an ensemble ----------------------------------------------------- */
 
 static void test_tree_leader_kill(void)
@@ -790,6 +854,45 @@ static void test_tree_leader_kill(void)
     zkh_shutdown(ens);
 }
 
+/* ---- a follower killed on an ensemble ---------------------------------------------------- */
+
+/* The cache's client is given the two followers alone, so that it is on one of them; that one
+ * is killed while the writer (on all three) runs, then started again. */
+static void test_tree_follower_kill(void)
+{
+    zkh_cluster_t *ens = zkh_start(3);
+    churn_t t = { .cluster = ens, .seed = (unsigned)zkh_wall_ms() };
+    char followers[64] = "";
+    int leader, on;
+    CU_ASSERT_FATAL(ens != NULL);
+    fprintf(stderr, "test_tree_follower_kill: seed %u\n", t.seed);
+    leader = zkh_leader(ens);
+    CU_ASSERT_FATAL(leader >= 0);
+    for (int i = 0; i < 3; i++)
+        if (i != leader)
+            snprintf(followers + strlen(followers), sizeof(followers) - strlen(followers),
+                     "%s%s", *followers ? "," : "", zkh_server_address(ens, i));
+    t.c = fw_connect(followers, NULL, 6000);
+    t.other = fw_connect(zkh_connect_string(ens), NULL, 10000);
+    CU_ASSERT_FATAL(t.c != NULL && t.other != NULL);
+    churn_start(&t, "treefollower");
+
+    on = zkh_connection_server(ens, zkit_client_session_id(t.c));
+    CU_ASSERT_FATAL(on >= 0 && on != leader);
+    CU_ASSERT_EQUAL(writer_wait(t.w, 10), 0);
+    CU_ASSERT_EQUAL(zkh_kill(ens, on), 0);
+    /* The two others still have a quorum: the writer goes on, and the cache's client moves to
+     * the other follower. */
+    CU_ASSERT_EQUAL(writer_wait(t.w, 30), 0);
+    quiet_and_compare(&t.w, zkh_connect_string(ens), &t.cmp, t.seed + 2);
+    CU_ASSERT(zkh_connection_server(ens, zkit_client_session_id(t.c)) != on);
+    /* ... and the killed follower comes back (it syncs with the leader before it serves). */
+    CU_ASSERT_EQUAL_FATAL(zkh_restart(ens, on), 0);
+    CU_ASSERT_EQUAL(writer_wait(t.w, 20), 0);
+    churn_end(&t, "test_tree_follower_kill");
+    zkh_shutdown(ens);
+}
+
 static const zkh_test_t tests[] = {
     ZKH_TEST(test_tree_bad_arguments),
     ZKH_TEST(test_tree_load_and_changes),
@@ -797,7 +900,9 @@ static const zkh_test_t tests[] = {
     ZKH_TEST(test_tree_max_depth),
     ZKH_TEST(test_tree_stat_only),
     ZKH_TEST(test_tree_faults),
+    ZKH_TEST(test_tree_freeze),
     ZKH_TEST(test_tree_leader_kill),
+    ZKH_TEST(test_tree_follower_kill),
     { NULL, NULL }
 };
 
