@@ -4,7 +4,8 @@
  * expired while changes were made (the watch reports the state it missed exactly once), a
  * partition and a server restart with changes made meanwhile, and at the end of the faults a
  * cache equal to the server's tree (read with a fresh handle, data and versions) and to the
- * replay of its own events.  Closing a watch or a cache leaves no watch on the server: `mntr`'s
+ * replay of its own events; the caches' listener reads the cache for each event's path and
+ * finds the event's state or a newer one (cache_support.c).  Closing a watch or a cache leaves no watch on the server: `mntr`'s
  * zk_watch_count, data and child watches, back to 0 (`wchs` counts data watches only).  The
  * other clients of a test only read and write, with no watch of their own, so 0 is exact.
  *
@@ -585,6 +586,13 @@ static int cache_matches(void *arg)
     return ok;
 }
 
+/* The listener read the cache for its events' paths (on_cache) and never found it behind. */
+static void assert_reads_fresh(cache_log_t *log)
+{
+    CU_ASSERT(zkh_read_locked(&log->mu, &log->reads) > 0);
+    CU_ASSERT_EQUAL(cache_log_reads_behind(log), 0);
+}
+
 static void set_child(zkit_client_t *c, const char *base, const char *name, const char *data)
 {
     char p[96];
@@ -685,6 +693,7 @@ static void test_children_cache(void)
     CU_ASSERT_EQUAL(log->events_before_init_after, 0);
     events = log->n;
     pthread_mutex_unlock(&log->mu);
+    assert_reads_fresh(log);
 
     zkit_cache_free(cache);
     CU_ASSERT_EQUAL(no_server_watches(), 0);
@@ -743,6 +752,7 @@ static void test_node_cache_stat_only(void)
     CU_ASSERT_EQUAL(log->count[ZKIT_CACHE_INITIALIZED], 1);
     CU_ASSERT_EQUAL(log->bad, 0);
     pthread_mutex_unlock(&log->mu);
+    assert_reads_fresh(log);
 
     zkit_cache_free(cache);
     CU_ASSERT_EQUAL(no_server_watches(), 0);
@@ -905,6 +915,7 @@ static void test_missing_parent_and_late_free(void)
     wait.n = 3;
     CU_ASSERT_EQUAL(zkh_wait_until(events_reach, &wait, WAIT_MS), 0);
     CU_ASSERT_EQUAL(zkit_cache_get(NULL, NULL, NULL, cache, p), ZKIT_ENONODE);
+    assert_reads_fresh(log);
 
     /* The client closes first; the cache is freed afterwards. */
     zkit_client_close(c);
@@ -972,6 +983,7 @@ static void test_reconnections_add_no_watches(void)
     cmp.want_current = 1;
     CU_ASSERT_EQUAL(zkh_wait_until(cache_matches, &cmp, WAIT_MS), 0);
     CU_ASSERT_EQUAL(zkh_read_locked(&log->mu, &log->bad), 0);
+    assert_reads_fresh(log);
     zkit_cache_free(cache);
     CU_ASSERT_EQUAL(no_server_watches(), 0);
     CU_ASSERT_EQUAL(zkit_delete(other, base, -1, ZKIT_DELETE_CHILDREN), 0);

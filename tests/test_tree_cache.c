@@ -11,6 +11,8 @@
  *     (`mntr`'s zk_watch_count, data and child watches), and one registration per watch on
  *     the client;
  *   - ZKIT_WATCH_STAT_ONLY: Stats without data;
+ *   - the listener reads the cache (zkit_cache_get) for each event's path: the node at the
+ *     event's version or later, a newer node of that name, or gone with its DELETED to come;
  *   - with a writer changing the tree meanwhile: a partition within the session, a partition
  *     past the session timeout (the server expires the session), a session expiry, a server
  *     restart, the server frozen (SIGSTOP) for less than the session timeout and past it, and
@@ -201,7 +203,10 @@ static void assert_log_sound(cache_log_t *log)
     CU_ASSERT_EQUAL(log->initialized, 1);
     CU_ASSERT_EQUAL(log->bad, 0);
     CU_ASSERT_EQUAL(log->older, 0);
+    CU_ASSERT(log->reads > 0);
     pthread_mutex_unlock(&log->mu);
+    /* the listener's reads of the cache gave the events' states or newer ones */
+    CU_ASSERT_EQUAL(cache_log_reads_behind(log), 0);
 }
 
 /* The watches on the server (`wchs` counts data watches, `mntr` data and child watches) and
