@@ -95,11 +95,74 @@ static int older_than_seen(cache_log_t *log, const zkit_cache_event_t *e)
     return 0;
 }
 
+/* The gone entry of `path`, added if missing (mu held); NULL when the table is full. */
+static path_gone_t *gone_entry(cache_log_t *log, const char *path)
+{
+    for (int i = 0; i < log->ngone; i++)
+        if (strcmp(log->gone[i].path, path) == 0)
+            return &log->gone[i];
+    if (log->ngone == CACHE_LOG_MAX)
+        return NULL;
+    snprintf(log->gone[log->ngone].path, sizeof(log->gone[0].path), "%s", path);
+    log->gone[log->ngone].pending = 0;
+    return &log->gone[log->ngone++];
+}
+
+/* What a read of the cache from the listener gave for the event's path, held against the
+ * event (mu held): the event's state or a newer one. */
+static void check_read(cache_log_t *log, const zkit_cache_event_t *e, int rc,
+                       const zkit_stat_t *st)
+{
+    path_gone_t *g = gone_entry(log, e->path);
+    int behind = 0;
+    log->reads++;
+    if (e->type == ZKIT_CACHE_DELETED) {
+        if (g)
+            g->pending = 0;
+        /* gone, or a newer node of the same name */
+        behind = rc == 0 ? st->czxid <= e->stat->czxid : rc != ZKIT_ENONODE;
+    } else if (rc == ZKIT_ENONODE) {
+        if (g)
+            g->pending = 1; /* right only if its DELETED comes */
+    } else {
+        /* the same node at the event's version or a later one, or a newer node */
+        behind = rc != 0 || st->czxid < e->stat->czxid ||
+                 (st->czxid == e->stat->czxid &&
+                  (st->version < e->stat->version || st->mzxid < e->stat->mzxid));
+    }
+    if (behind) {
+        log->reads_behind++;
+        fprintf(stderr, "cache read from the listener behind its event: %d %s (read %d, "
+                        "version %d mzxid %lld; event version %d mzxid %lld)\n",
+                (int)e->type, e->path, rc, rc == 0 ? st->version : -1,
+                rc == 0 ? (long long)st->mzxid : -1LL, e->stat->version,
+                (long long)e->stat->mzxid);
+    }
+}
+
+int cache_log_reads_behind(cache_log_t *log)
+{
+    int n;
+    pthread_mutex_lock(&log->mu);
+    n = log->reads_behind;
+    for (int i = 0; i < log->ngone; i++)
+        if (log->gone[i].pending) {
+            n++;
+            fprintf(stderr, "cache read from the listener found %s gone, and no DELETED "
+                            "followed\n", log->gone[i].path);
+        }
+    pthread_mutex_unlock(&log->mu);
+    return n;
+}
+
 void on_cache(zkit_cache_t *cache, const zkit_cache_event_t *e, void *arg)
 {
     cache_log_t *log = arg;
-    int at, bad = 0;
-    (void)cache;
+    int at, bad = 0, read_rc = 0;
+    zkit_stat_t read_stat;
+    memset(&read_stat, 0, sizeof(read_stat));
+    if (e->type != ZKIT_CACHE_INITIALIZED)
+        read_rc = zkit_cache_get(NULL, NULL, &read_stat, cache, e->path);
     pthread_mutex_lock(&log->mu);
     log->n++;
     log->count[e->type]++;
@@ -110,6 +173,7 @@ void on_cache(zkit_cache_t *cache, const zkit_cache_event_t *e, void *arg)
     }
     if (!log->initialized && e->type != ZKIT_CACHE_CREATED)
         log->events_before_init_after++;
+    check_read(log, e, read_rc, &read_stat);
     if (log->tree && !fits_tree(log, e))
         bad = 1;
     if (e->type != ZKIT_CACHE_DELETED && older_than_seen(log, e))

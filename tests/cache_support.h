@@ -27,6 +27,14 @@ typedef struct path_seen {
     int64_t mzxid;
 } path_seen_t;
 
+/* A path the listener found gone from the cache while hearing its CREATED or CHANGED: right
+ * only if the cache had already applied a later deletion, whose DELETED is then still to
+ * come (it clears the entry). */
+typedef struct path_gone {
+    char path[160];
+    int pending;
+} path_gone_t;
+
 typedef struct cache_log {
     pthread_mutex_t mu;
     int initialized;              /* INITIALIZED events heard */
@@ -42,6 +50,12 @@ typedef struct cache_log {
     char root[160];               /* ... the root's path */
     path_seen_t seen[CACHE_LOG_MAX];
     int nseen;
+    /* The listener reads the cache (zkit_cache_get) for each event's path: the cache is
+     * updated before the event is heard, so the read gives the event's state or a newer one. */
+    int reads;                    /* reads made from the listener */
+    int reads_behind;             /* ... that gave an older state (printed) */
+    path_gone_t gone[CACHE_LOG_MAX];
+    int ngone;
 } cache_log_t;
 
 cache_log_t *cache_log_new(void);
@@ -49,8 +63,13 @@ cache_log_t *cache_log_new(void);
 cache_log_t *cache_log_new_tree(const char *root);
 void cache_log_free(cache_log_t *log);
 
-/* The zkit_cache_listener_fn that records into the cache_log_t in arg. */
+/* The zkit_cache_listener_fn that records into the cache_log_t in arg, reading the cache for
+ * the event's path first. */
 void on_cache(zkit_cache_t *cache, const zkit_cache_event_t *e, void *arg);
+
+/* Reads from the listener that saw an older state than the event's, plus paths still found
+ * gone with no DELETED heard after (count once the log has heard everything). */
+int cache_log_reads_behind(cache_log_t *log);
 
 /* Index of `path` in the replayed map (log->mu held), or -1. */
 int replay_find(cache_log_t *log, const char *path);

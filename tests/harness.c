@@ -780,6 +780,36 @@ int zkh_wait_watch_count(zkh_cluster_t *c, int expected, int timeout_ms)
     return zkh_wait_count(watch_count_of, c, expected, timeout_ms);
 }
 
+int zkh_watch_count_all(zkh_cluster_t *c)
+{
+    if (c == NULL)
+        return -1;
+    int total = 0;
+    for (int i = 0; i < c->n; i++) {
+        if (!live(c, i))
+            continue;
+        char *ans = four_letter(c, i, "mntr", ZKH_4LW_TIMEOUT_MS, NULL);
+        const char *p = ans ? strstr(ans, "zk_watch_count\t") : NULL;
+        if (p == NULL) {
+            free(ans);
+            return -1;
+        }
+        total += atoi(p + strlen("zk_watch_count\t"));
+        free(ans);
+    }
+    return total;
+}
+
+static long watch_count_all_of(void *c)
+{
+    return zkh_watch_count_all(c);
+}
+
+int zkh_wait_watch_count_all(zkh_cluster_t *c, int expected, int timeout_ms)
+{
+    return zkh_wait_count(watch_count_all_of, c, expected, timeout_ms);
+}
+
 int zkh_connection_server(zkh_cluster_t *c, int64_t session_id)
 {
     if (c == NULL)

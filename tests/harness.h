@@ -117,6 +117,12 @@ int zkh_four_letter(zkh_cluster_t *c, int i, const char *cmd, char *out, size_t 
 int zkh_watch_count(zkh_cluster_t *c);
 /* Poll zkh_watch_count until it equals expected: 0, or -1 on timeout. */
 int zkh_wait_watch_count(zkh_cluster_t *c, int expected, int timeout_ms);
+/* Sum of `mntr`'s zk_watch_count over every running, unfrozen server: data and child watches
+ * (each path and connection pair once, as the server's watch tables hold them), where `wchs`
+ * counts data watches only; -1 if one of them does not answer. */
+int zkh_watch_count_all(zkh_cluster_t *c);
+/* Poll zkh_watch_count_all until it equals expected: 0, or -1 on timeout. */
+int zkh_wait_watch_count_all(zkh_cluster_t *c, int expected, int timeout_ms);
 /* Index of the running, unfrozen server whose `cons` lists the session
  * (sid=0x...), or -1. */
 int zkh_connection_server(zkh_cluster_t *c, int64_t session_id);

@@ -4,8 +4,10 @@
  * expired while changes were made (the watch reports the state it missed exactly once), a
  * partition and a server restart with changes made meanwhile, and at the end of the faults a
  * cache equal to the server's tree (read with a fresh handle, data and versions) and to the
- * replay of its own events.  Closing a watch or a cache leaves no watch on the server
- * (`wchs`).
+ * replay of its own events; the caches' listener reads the cache for each event's path and
+ * finds the event's state or a newer one (cache_support.c).  Closing a watch or a cache leaves no watch on the server: `mntr`'s
+ * zk_watch_count, data and child watches, back to 0 (`wchs` counts data watches only).  The
+ * other clients of a test only read and write, with no watch of their own, so 0 is exact.
  *
  * One standalone server for the binary.  Callbacks only record under a mutex; assertions run
  * on the test thread, and every wait is bounded.
@@ -153,9 +155,14 @@ static void child_path(char *buf, size_t len, const char *base, const char *name
     snprintf(buf, len, "%s/%s", base, name);
 }
 
+/* No watch on the server, data or child (mntr). */
 static int no_server_watches(void)
 {
-    return zkh_wait_watch_count(zk, 0, WAIT_MS);
+    int rc = zkh_wait_watch_count_all(zk, 0, WAIT_MS);
+    if (rc != 0)
+        fprintf(stderr, "watches left: mntr %d (wchs %d)\n", zkh_watch_count_all(zk),
+                zkh_watch_count(zk));
+    return rc;
 }
 
 /* ---- bad arguments ------------------------------------------------------------------------- */
@@ -342,6 +349,10 @@ static void test_children_watch_changes(void)
     CU_ASSERT_EQUAL_FATAL(wait_report(rec, n++, &r), 0);
     CU_ASSERT(r.exists);
     CU_ASSERT_EQUAL(r.count, 0);
+    /* The node exists: the watch is its get-children's child watch alone (the exists watch
+     * fired on the create), which mntr counts and wchs does not. */
+    CU_ASSERT_EQUAL(zkh_wait_watch_count_all(zk, 1, WAIT_MS), 0);
+    CU_ASSERT_EQUAL(zkh_watch_count(zk), 0);
 
     child_path(p, sizeof(p), base, "b");
     CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, p, "", 0, NULL), 0);
@@ -575,6 +586,13 @@ static int cache_matches(void *arg)
     return ok;
 }
 
+/* The listener read the cache for its events' paths (on_cache) and never found it behind. */
+static void assert_reads_fresh(cache_log_t *log)
+{
+    CU_ASSERT(zkh_read_locked(&log->mu, &log->reads) > 0);
+    CU_ASSERT_EQUAL(cache_log_reads_behind(log), 0);
+}
+
 static void set_child(zkit_client_t *c, const char *base, const char *name, const char *data)
 {
     char p[96];
@@ -675,6 +693,7 @@ static void test_children_cache(void)
     CU_ASSERT_EQUAL(log->events_before_init_after, 0);
     events = log->n;
     pthread_mutex_unlock(&log->mu);
+    assert_reads_fresh(log);
 
     zkit_cache_free(cache);
     CU_ASSERT_EQUAL(no_server_watches(), 0);
@@ -733,6 +752,7 @@ static void test_node_cache_stat_only(void)
     CU_ASSERT_EQUAL(log->count[ZKIT_CACHE_INITIALIZED], 1);
     CU_ASSERT_EQUAL(log->bad, 0);
     pthread_mutex_unlock(&log->mu);
+    assert_reads_fresh(log);
 
     zkit_cache_free(cache);
     CU_ASSERT_EQUAL(no_server_watches(), 0);
@@ -895,6 +915,7 @@ static void test_missing_parent_and_late_free(void)
     wait.n = 3;
     CU_ASSERT_EQUAL(zkh_wait_until(events_reach, &wait, WAIT_MS), 0);
     CU_ASSERT_EQUAL(zkit_cache_get(NULL, NULL, NULL, cache, p), ZKIT_ENONODE);
+    assert_reads_fresh(log);
 
     /* The client closes first; the cache is freed afterwards. */
     zkit_client_close(c);
@@ -962,6 +983,7 @@ static void test_reconnections_add_no_watches(void)
     cmp.want_current = 1;
     CU_ASSERT_EQUAL(zkh_wait_until(cache_matches, &cmp, WAIT_MS), 0);
     CU_ASSERT_EQUAL(zkh_read_locked(&log->mu, &log->bad), 0);
+    assert_reads_fresh(log);
     zkit_cache_free(cache);
     CU_ASSERT_EQUAL(no_server_watches(), 0);
     CU_ASSERT_EQUAL(zkit_delete(other, base, -1, ZKIT_DELETE_CHILDREN), 0);

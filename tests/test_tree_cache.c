@@ -7,20 +7,26 @@
  *   - a node deleted and created again between two reads (its replies held at a proxy) is
  *     DELETED with its old subtree, then CREATED with its new czxid;
  *   - max_depth 0, 1, 2 and unlimited: the nodes cached, one data watch per cached node on
- *     the server (`wchs`), and one registration per cached node plus one per node above
- *     max_depth (its child watch) on the client;
+ *     the server (`wchs`, data watches only), one child watch more per node above max_depth
+ *     (`mntr`'s zk_watch_count, data and child watches), and one registration per watch on
+ *     the client;
  *   - ZKIT_WATCH_STAT_ONLY: Stats without data;
+ *   - the listener reads the cache (zkit_cache_get) for each event's path: the node at the
+ *     event's version or later, a newer node of that name, or gone with its DELETED to come;
  *   - with a writer changing the tree meanwhile: a partition within the session, a partition
  *     past the session timeout (the server expires the session), a session expiry, a server
- *     restart, and on a 3-server ensemble the leader killed.  Once connected and quiet, the
- *     cache equals the server's tree read with a fresh handle (every path, data, version,
- *     mzxid, czxid), the replay of its events gives the same tree, no event broke the tree's
- *     order, and no path was reported with an older mzxid after a newer one;
- *   - after every free, no data watch is left on the server (`wchs`; ZooKeeper's four-letter
- *     words do not count child watches) and no registration on the client (one goes when the
- *     server has removed its watch).
+ *     restart, the server frozen (SIGSTOP) for less than the session timeout and past it, and
+ *     on a 3-server ensemble the leader killed, and a follower (the cache's) killed and
+ *     started again.  Once connected and quiet, the cache equals the server's tree read with
+ *     a fresh handle (every path, data, version, mzxid, czxid), the replay of its events
+ *     gives the same tree, no event broke the tree's order, and no path was reported with an
+ *     older mzxid after a newer one;
+ *   - after every free, no watch is left on the server (`mntr`'s zk_watch_count, data and
+ *     child watches, summed over the running servers) and no registration on the client (one
+ *     goes when the server has removed its watch).  The tests' other clients (the writer, the
+ *     one that sets the tree up) only read and write, with no watch, so 0 is exact.
  *
- * One standalone server for the binary, and an ensemble of its own for the leader test.
+ * One standalone server for the binary, and an ensemble of its own for each ensemble test.
  * Listeners only record under a mutex (cache_support.c); assertions run on the test thread,
  * and every wait is bounded.
  */
@@ -197,16 +203,20 @@ static void assert_log_sound(cache_log_t *log)
     CU_ASSERT_EQUAL(log->initialized, 1);
     CU_ASSERT_EQUAL(log->bad, 0);
     CU_ASSERT_EQUAL(log->older, 0);
+    CU_ASSERT(log->reads > 0);
     pthread_mutex_unlock(&log->mu);
+    /* the listener's reads of the cache gave the events' states or newer ones */
+    CU_ASSERT_EQUAL(cache_log_reads_behind(log), 0);
 }
 
-/* ZooKeeper's four-letter words count data watches only: the child watches are counted as
- * the client's armed registrations (a registration goes once the server has removed its
- * watch, or once it fired). */
+/* The watches on the server (`wchs` counts data watches, `mntr` data and child watches) and
+ * the client's armed registrations (one goes once the server has removed its watch, or once
+ * it fired). */
 typedef struct watch_wait {
     zkh_cluster_t *cluster;
     zkit_client_t *client;
-    int data;          /* the server's data watches */
+    int data;          /* the server's data watches (wchs) */
+    int all;           /* the server's data and child watches (mntr) */
     int registrations; /* the client's armed registrations, data and child */
 } watch_wait_t;
 
@@ -214,13 +224,19 @@ static int watches_are(void *arg)
 {
     watch_wait_t *w = arg;
     return zkh_watch_count(w->cluster) == w->data &&
+           zkh_watch_count_all(w->cluster) == w->all &&
            zkit__test_watch_registrations(w->client) == w->registrations;
 }
 
 static int no_watches(zkh_cluster_t *cluster, zkit_client_t *client)
 {
-    watch_wait_t w = { cluster, client, 0, 0 };
-    return zkh_wait_until(watches_are, &w, WAIT_MS);
+    watch_wait_t w = { cluster, client, 0, 0, 0 };
+    int rc = zkh_wait_until(watches_are, &w, WAIT_MS);
+    if (rc != 0)
+        fprintf(stderr, "watches left: wchs %d, mntr %d, registrations %d\n",
+                zkh_watch_count(cluster), zkh_watch_count_all(cluster),
+                zkit__test_watch_registrations(client));
+    return rc;
 }
 
 /* ---- a writer changing the tree -------------------------------------------------------- */
@@ -529,7 +545,7 @@ static void depth_case(zkit_client_t *c, const char *base, int max_depth, int no
 {
     cache_log_t *log = cache_log_new_tree(base);
     zkit_cache_t *cache = NULL;
-    watch_wait_t ww = { zk, c, nodes, registrations };
+    watch_wait_t ww = { zk, c, nodes, registrations, registrations };
     compare_t cmp;
     char p[160];
     CU_ASSERT_EQUAL_FATAL(zkit_tree_cache_new(&cache, c, base, max_depth, NULL, on_cache, log),
@@ -537,7 +553,8 @@ static void depth_case(zkit_client_t *c, const char *base, int max_depth, int no
     compare_init(&cmp, zk, cache, base, log, max_depth);
     CU_ASSERT_EQUAL(zkh_wait_until(tree_matches, &cmp, WAIT_MS), 0);
     CU_ASSERT_EQUAL(cache_walk(cache, base), nodes);
-    /* One data watch per cached node, one child watch per node above max_depth. */
+    /* One data watch per cached node, one child watch per node above max_depth: as many on
+     * the server as the client has registered. */
     CU_ASSERT_EQUAL(zkh_wait_until(watches_are, &ww, WAIT_MS), 0);
     if (max_depth == 1) {
         /* Changes below the depth are not seen; at it they are. */
@@ -756,6 +773,68 @@ static void test_tree_faults(void)
     zkh_proxy_stop(proxy);
 }
 
+/* ---- the server frozen -------------------------------------------------------------------- */
+
+#define FREEZE_SESSION_MS 4000
+
+typedef struct session_wait {
+    zkit_client_t *client;
+    int64_t session;
+} session_wait_t;
+
+/* Whether the client has a session other than s->session. */
+static int session_changed(void *arg)
+{
+    session_wait_t *s = arg;
+    int64_t id = zkit_client_session_id(s->client);
+    return id != 0 && id != s->session;
+}
+
+/* The standalone server stopped (SIGSTOP, its sockets open) while the writer runs: a short
+ * freeze, a quarter of the session timeout (under the two thirds after which the client gives
+ * a silent connection up), which the session rides through; and a long one, past the session
+ * timeout, after which the server may expire the session as it wakes (its session tracker and
+ * the client's reconnection race: either way the cache comes back equal). */
+static void test_tree_freeze(void)
+{
+    churn_t t = { .cluster = zk, .seed = (unsigned)zkh_wall_ms() };
+    const char *connect = zkh_connect_string(zk);
+    session_wait_t sw;
+    int64_t session, frozen_at;
+    t.other = fw_connect(connect, NULL, 10000);
+    t.c = fw_connect(connect, NULL, FREEZE_SESSION_MS);
+    CU_ASSERT_FATAL(t.c != NULL && t.other != NULL);
+    fprintf(stderr, "test_tree_freeze: seed %u\n", t.seed);
+    churn_start(&t, "treefreeze");
+
+    /* Short: the writer's requests wait, the session stays. */
+    session = zkit_client_session_id(t.c);
+    CU_ASSERT_EQUAL(writer_wait(t.w, 10), 0);
+    CU_ASSERT_EQUAL_FATAL(zkh_freeze(zk, 0), 0);
+    zkh_sleep_ms(FREEZE_SESSION_MS / 4); /* the fault's length */
+    CU_ASSERT_EQUAL(zkh_thaw(zk, 0), 0);
+    CU_ASSERT_EQUAL(writer_wait(t.w, 20), 0);
+    quiet_and_compare(&t.w, connect, &t.cmp, t.seed + 2);
+    CU_ASSERT_EQUAL(zkit_client_session_id(t.c), session);
+
+    /* Long: the client gives the connection up (the cache goes stale) and finds no server to
+     * take it; the freeze outlasts the session timeout. */
+    CU_ASSERT_EQUAL(writer_wait(t.w, 10), 0);
+    CU_ASSERT_EQUAL_FATAL(zkh_freeze(zk, 0), 0);
+    frozen_at = zkh_now_ms();
+    CU_ASSERT_EQUAL(zkh_wait_until(cache_stale, t.cache, WAIT_MS), 0);
+    zkh_sleep_ms(frozen_at + FREEZE_SESSION_MS + 1000 - zkh_now_ms());
+    CU_ASSERT_EQUAL(zkh_thaw(zk, 0), 0);
+    CU_ASSERT_EQUAL(writer_wait(t.w, 20), 0);
+    quiet_and_compare(&t.w, connect, &t.cmp, t.seed + 3);
+    sw.client = t.c;
+    sw.session = session;
+    fprintf(stderr, "test_tree_freeze: after the long freeze, %s session\n",
+            session_changed(&sw) ? "a new" : "the same");
+    CU_ASSERT_EQUAL(writer_wait(t.w, 10), 0);
+    churn_end(&t, "test_tree_freeze");
+}
+
 /* ---- the leader killed on an ensemble ----------------------------------------------------- */
 
 static void test_tree_leader_kill(void)
@@ -780,6 +859,45 @@ static void test_tree_leader_kill(void)
     zkh_shutdown(ens);
 }
 
+/* ---- a follower killed on an ensemble ---------------------------------------------------- */
+
+/* The cache's client is given the two followers alone, so that it is on one of them; that one
+ * is killed while the writer (on all three) runs, then started again. */
+static void test_tree_follower_kill(void)
+{
+    zkh_cluster_t *ens = zkh_start(3);
+    churn_t t = { .cluster = ens, .seed = (unsigned)zkh_wall_ms() };
+    char followers[64] = "";
+    int leader, on;
+    CU_ASSERT_FATAL(ens != NULL);
+    fprintf(stderr, "test_tree_follower_kill: seed %u\n", t.seed);
+    leader = zkh_leader(ens);
+    CU_ASSERT_FATAL(leader >= 0);
+    for (int i = 0; i < 3; i++)
+        if (i != leader)
+            snprintf(followers + strlen(followers), sizeof(followers) - strlen(followers),
+                     "%s%s", *followers ? "," : "", zkh_server_address(ens, i));
+    t.c = fw_connect(followers, NULL, 6000);
+    t.other = fw_connect(zkh_connect_string(ens), NULL, 10000);
+    CU_ASSERT_FATAL(t.c != NULL && t.other != NULL);
+    churn_start(&t, "treefollower");
+
+    on = zkh_connection_server(ens, zkit_client_session_id(t.c));
+    CU_ASSERT_FATAL(on >= 0 && on != leader);
+    CU_ASSERT_EQUAL(writer_wait(t.w, 10), 0);
+    CU_ASSERT_EQUAL(zkh_kill(ens, on), 0);
+    /* The two others still have a quorum: the writer goes on, and the cache's client moves to
+     * the other follower. */
+    CU_ASSERT_EQUAL(writer_wait(t.w, 30), 0);
+    quiet_and_compare(&t.w, zkh_connect_string(ens), &t.cmp, t.seed + 2);
+    CU_ASSERT(zkh_connection_server(ens, zkit_client_session_id(t.c)) != on);
+    /* ... and the killed follower comes back (it syncs with the leader before it serves). */
+    CU_ASSERT_EQUAL_FATAL(zkh_restart(ens, on), 0);
+    CU_ASSERT_EQUAL(writer_wait(t.w, 20), 0);
+    churn_end(&t, "test_tree_follower_kill");
+    zkh_shutdown(ens);
+}
+
 static const zkh_test_t tests[] = {
     ZKH_TEST(test_tree_bad_arguments),
     ZKH_TEST(test_tree_load_and_changes),
@@ -787,7 +905,9 @@ static const zkh_test_t tests[] = {
     ZKH_TEST(test_tree_max_depth),
     ZKH_TEST(test_tree_stat_only),
     ZKH_TEST(test_tree_faults),
+    ZKH_TEST(test_tree_freeze),
     ZKH_TEST(test_tree_leader_kill),
+    ZKH_TEST(test_tree_follower_kill),
     { NULL, NULL }
 };
 

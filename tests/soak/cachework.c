@@ -10,10 +10,14 @@
  *    in the cache, a CHANGED or DELETED only for one in it, and a DELETED the last state
  *    reported;
  *  - at the end, once every writer of every worker has stopped: the cache, the replay of its
- *    events onto an empty map, and the server's tree (walked through the same client) must
- *    agree on every path, its data and its version, with the cache current.  The servers
- *    settle on their own after the writers stop, so the comparison is a wait for agreement,
- *    bounded by SOAK_TREE_SETTLE_MS; what still differs then is printed.
+ *    events onto an empty map, and the server's tree must agree on every path, its data and
+ *    its version, with the cache current.  The server's tree is walked through a raw handle of
+ *    its own, after a sync of SOAK_TREE on it: the server that handle reads from has then
+ *    applied every change the leader had committed, which are all of them once the writers
+ *    stopped.  Walked through the worker's own client, a cache that agreed with a lagging
+ *    server (both reading from it) would pass.  The servers settle on their own after the
+ *    writers stop, so the comparison is a wait for agreement, bounded by
+ *    SOAK_TREE_SETTLE_MS; what still differs then is printed.
  * Each finding is a Z line: cache-order-pN and cache-mismatch-pN must be 0.
  */
 #include <inttypes.h>
@@ -22,6 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <zookeeper/zookeeper.h>
 
 #include "zkit.h"
 #include "soak.h"
@@ -254,30 +261,122 @@ void soak_tree_stop_writer(soak_tree_t *t)
 
 /* ---- the end comparison ---- */
 
-/* Every node of the subtree at `path` as the server has it, depth first; -1 on an error. */
-static int walk_server(map_t *out, zkit_client_t *c, const char *path)
+/* ---- the server's tree, read apart from zkit ---- */
+
+/* How long the comparison's own handle waits to connect, and for a sync's answer. */
+#define SERVER_READ_WAIT_MS 10000
+
+static void ignore_watch(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 {
-    char *data = NULL, **names = NULL;
-    size_t len = 0, count = 0;
-    zkit_stat_t st;
-    int rc = zkit_get_data(&data, &len, &st, c, path, NULL);
-    if (rc == ZKIT_ENONODE)
-        return 0; /* deleted between the parent's listing and this read */
-    if (rc != 0)
+    (void)zh, (void)type, (void)state, (void)path, (void)ctx;
+}
+
+typedef struct sync_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    int done;
+    int rc;
+} sync_wait_t;
+
+static void sync_done(int rc, const char *value, const void *data)
+{
+    sync_wait_t *w = (sync_wait_t *)data;
+    (void)value;
+    pthread_mutex_lock(&w->mu);
+    w->rc = rc;
+    w->done = 1;
+    pthread_cond_signal(&w->cond);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* A sync of `path` on zh: its server has applied what the leader committed before it.  0, or
+ * -1 (the error printed).  The sync's state lives on the heap: a sync whose answer did not
+ * come in time answers later (or with the handle's close), into memory still owned. */
+static int server_sync(zhandle_t *zh, const char *path, int id)
+{
+    sync_wait_t *w = calloc(1, sizeof(*w));
+    int64_t end = soak_now_ms() + SERVER_READ_WAIT_MS;
+    int rc;
+    if (!w)
+        abort();
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cond, NULL);
+    if ((rc = zoo_async(zh, path, sync_done, w)) != ZOK) {
+        fprintf(stderr, "soak worker %d: sync %s: %s\n", id, path, zerror(rc));
+        pthread_cond_destroy(&w->cond);
+        pthread_mutex_destroy(&w->mu);
+        free(w);
         return -1;
-    entry_set(map_add(out, path), &st, data, len);
-    zkit_free(data);
-    rc = zkit_get_children(&names, &count, NULL, c, path, NULL);
-    if (rc == ZKIT_ENONODE)
-        return 0;
-    if (rc != 0)
-        return -1;
-    for (size_t i = 0; i < count && rc == 0; i++) {
-        char child[512];
-        snprintf(child, sizeof(child), "%s/%s", path, names[i]);
-        rc = walk_server(out, c, child);
     }
-    zkit_free_strings(names, count);
+    pthread_mutex_lock(&w->mu);
+    while (!w->done && soak_now_ms() < end) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 20 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&w->cond, &w->mu, &ts);
+    }
+    rc = w->done ? w->rc : ZOPERATIONTIMEOUT;
+    pthread_mutex_unlock(&w->mu);
+    if (rc != ZOK)
+        fprintf(stderr, "soak worker %d: sync %s: %s\n", id, path, zerror(rc));
+    /* left to the completion when it has not come: it comes, at the latest, with the close */
+    if (w->done) {
+        pthread_cond_destroy(&w->cond);
+        pthread_mutex_destroy(&w->mu);
+        free(w);
+    }
+    return rc == ZOK ? 0 : -1;
+}
+
+/* A raw handle of the comparison's own on `connect`, connected, or NULL (printed). */
+static zhandle_t *server_connect(const char *connect, int id)
+{
+    zhandle_t *zh = zookeeper_init(connect, ignore_watch, SOAK_SESSION_TIMEOUT_MS, NULL, NULL, 0);
+    int64_t end = soak_now_ms() + SERVER_READ_WAIT_MS;
+    while (zh && zoo_state(zh) != ZOO_CONNECTED_STATE && soak_now_ms() < end)
+        soak_sleep_ms(20);
+    if (!zh || zoo_state(zh) != ZOO_CONNECTED_STATE) {
+        fprintf(stderr, "soak worker %d: a handle of the comparison's own did not connect to %s\n",
+                id, connect);
+        if (zh)
+            zookeeper_close(zh);
+        return NULL;
+    }
+    return zh;
+}
+
+/* Every node of the subtree at `path` as zh's server has it, depth first; -1 on an error. */
+static int walk_server(map_t *out, zhandle_t *zh, const char *path)
+{
+    static char data[4096]; /* the writers' data are a few bytes; one walk at a time */
+    struct String_vector names;
+    struct Stat st;
+    int len = (int)sizeof(data), rc = zoo_get(zh, path, 0, data, &len, &st);
+    zkit_stat_t zst;
+    if (rc == ZNONODE)
+        return 0; /* deleted between the parent's listing and this read */
+    if (rc != ZOK)
+        return -1;
+    memset(&zst, 0, sizeof(zst));
+    zst.mzxid = st.mzxid;
+    zst.version = st.version;
+    entry_set(map_add(out, path), &zst, len > 0 ? data : "", len > 0 ? (size_t)len : 0);
+    memset(&names, 0, sizeof(names));
+    rc = zoo_get_children(zh, path, 0, &names);
+    if (rc == ZNONODE)
+        return 0;
+    if (rc != ZOK)
+        return -1;
+    for (int i = 0; i < names.count && rc == 0; i++) {
+        char child[512];
+        snprintf(child, sizeof(child), "%s/%s", path, names.data[i]);
+        rc = walk_server(out, zh, child);
+    }
+    deallocate_String_vector(&names);
     return rc;
 }
 
@@ -352,16 +451,18 @@ static long diff(const map_t *a, const char *an, const map_t *b, const char *bn,
     return d;
 }
 
-void soak_tree_verify_free(soak_tree_t *t)
+void soak_tree_verify_free(soak_tree_t *t, const char *connect)
 {
     int64_t end = soak_now_ms() + SOAK_TREE_SETTLE_MS;
     long mismatch = 0;
+    zhandle_t *zh = server_connect(connect, t->id);
     for (int last = 0; !last;) {
         map_t server = { 0 }, cached = { 0 };
         int current = 0;
         last = soak_now_ms() >= end;
         (void)zkit_cache_status(&current, NULL, t->cache);
-        int walked = walk_server(&server, t->client, SOAK_TREE) == 0 &&
+        int walked = zh && server_sync(zh, SOAK_TREE, t->id) == 0 &&
+                     walk_server(&server, zh, SOAK_TREE) == 0 &&
                      walk_cache(&cached, t->cache, SOAK_TREE) == 0;
         pthread_mutex_lock(&t->mu);
         mismatch = !walked || !current;
@@ -382,6 +483,8 @@ void soak_tree_verify_free(soak_tree_t *t)
         if (!last)
             soak_sleep_ms(200);
     }
+    if (zh)
+        zookeeper_close(zh);
     soak_log('Z', "cache-order-p%d %ld", t->id, t->order_faults);
     soak_log('Z', "cache-mismatch-p%d %ld", t->id, mismatch);
     zkit_cache_free(t->cache);

@@ -57,8 +57,9 @@ void soak_tree_write(soak_tree_t *t);
 /* Stops the writer (waits for its last request). */
 void soak_tree_stop_writer(soak_tree_t *t);
 /* Once every worker's writer has stopped: waits, bounded, for the cache to agree with the
- * server and with the replay of its events, logs the Z lines, and frees the cache. */
-void soak_tree_verify_free(soak_tree_t *t);
+ * server (read through a handle of its own on `connect`, after a sync) and with the replay of
+ * its events, logs the Z lines, and frees the cache. */
+void soak_tree_verify_free(soak_tree_t *t, const char *connect);
 
 /* The worker process (worker.c): soak --worker ...; returns the exit code. */
 int soak_worker_main(int argc, char **argv);

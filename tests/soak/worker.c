@@ -786,7 +786,7 @@ int soak_worker_main(int argc, char **argv)
     /* every worker's writer has stopped once all are idle: the tree is quiet */
     if (!(got = next_command(cmd, sizeof(cmd))) || strcmp(got, "verify") != 0)
         return 1;
-    soak_tree_verify_free(tree);
+    soak_tree_verify_free(tree, connect_string);
     soak_fleet_verify(fleet);
     printf("VERIFIED\n");
     /* the orchestrator has listed the fleet on the servers: leave it */
