@@ -68,7 +68,7 @@ static void test_restart_within_timeout(void)
     char path[64];
     zkit_stat_t st;
     int64_t session;
-    int suspended, reconnected;
+    int suspended, reconnected, lost, in_time;
 
     CU_ASSERT_EQUAL_FATAL(watched_connect(&w, 10000, NULL, NULL, 0), 0);
     session = zkit_client_session_id(w.client);
@@ -80,25 +80,35 @@ static void test_restart_within_timeout(void)
 
     CU_ASSERT_EQUAL_FATAL(zkh_kill(zk, 0), 0);
     suspended = fw_state_wait(&w.log, 0, ZKIT_CONN_SUSPENDED, STATE_WAIT_MS);
-    CU_ASSERT(suspended >= 0);
+    CU_ASSERT_FATAL(suspended >= 0);
     CU_ASSERT_FALSE(zkit_client_is_connected(w.client));
     CU_ASSERT_EQUAL_FATAL(zkh_restart(zk, 0), 0);
-    reconnected = fw_state_wait(&w.log, suspended < 0 ? 0 : suspended, ZKIT_CONN_RECONNECTED,
-                                STATE_WAIT_MS);
-    CU_ASSERT(reconnected > suspended);
-    CU_ASSERT_FALSE(fw_state_seen(&w.log, 0, fw_state_count(&w.log), ZKIT_CONN_LOST));
-    if (reconnected < 0 || fw_state_seen(&w.log, 0, fw_state_count(&w.log), ZKIT_CONN_LOST))
-        fw_state_dump(&w.log, "restart within timeout");
-
-    /* The same session, and its ephemeral node with it. */
-    CU_ASSERT_EQUAL(zkit_client_session_id(w.client), session);
-    if (reconnected >= 0)
-        CU_ASSERT_EQUAL(w.log.session[reconnected], session);
-    CU_ASSERT_EQUAL(zkit_exists(&st, w.client, path, NULL), 0);
-    CU_ASSERT_EQUAL(st.ephemeral_owner, session);
+    /* The client declares its session lost a session timeout after the connection went; a
+     * server back with half of that to spare leaves it ample time to reconnect.  On a loaded
+     * machine a JVM can take longer to start: then the outcome is the race's (past the timeout,
+     * it must be LOST), and what is asserted is that states and session agree. */
+    in_time = zkh_now_ms() <= w.log.at_ms[suspended] + zkit_client_negotiated_timeout(w.client) / 2;
+    reconnected = fw_state_wait(&w.log, suspended, ZKIT_CONN_RECONNECTED, STATE_WAIT_MS);
+    CU_ASSERT_FATAL(reconnected > suspended);
+    lost = fw_state_seen(&w.log, 0, reconnected, ZKIT_CONN_LOST);
+    if (!in_time || lost)
+        fw_state_dump(&w.log, in_time ? "restart within timeout" : "restart slower than half "
+                      "the session timeout");
     CU_ASSERT_EQUAL(zkit_client_state(w.client), ZKIT_CONN_RECONNECTED);
-
-    CU_ASSERT_EQUAL(zkit_delete(w.client, path, -1, 0), 0);
+    CU_ASSERT_EQUAL(w.log.session[reconnected], zkit_client_session_id(w.client));
+    if (in_time || !lost) {
+        /* The same session, and its ephemeral node with it. */
+        CU_ASSERT_FALSE(lost);
+        CU_ASSERT_EQUAL(zkit_client_session_id(w.client), session);
+        CU_ASSERT_EQUAL(zkit_exists(&st, w.client, path, NULL), 0);
+        CU_ASSERT_EQUAL(st.ephemeral_owner, session);
+        CU_ASSERT_EQUAL(zkit_delete(w.client, path, -1, 0), 0);
+    } else {
+        /* A new session: the old one's node is not ours. */
+        CU_ASSERT(zkit_client_session_id(w.client) != session);
+        if (zkit_exists(&st, w.client, path, NULL) == 0)
+            CU_ASSERT_EQUAL(st.ephemeral_owner, session);
+    }
     watched_close(&w);
 }
 
