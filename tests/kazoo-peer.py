@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""kazoo-peer.py: a tiny kazoo lock client driven by the zkit C test-suite (tests/test_kazoo.c),
-so that zkit's locks can be checked for mutual exclusion against kazoo's own recipes.
+"""kazoo-peer.py: a tiny kazoo client driven by the zkit C test-suite (tests/test_kazoo.c),
+so that zkit's locks can be checked for mutual exclusion against kazoo's own recipes, and its
+counters and barriers against kazoo's Counter, Barrier and DoubleBarrier.
 
 Usage (run with the Python that has kazoo: Debian's python3-kazoo is for /usr/bin/python3):
 
