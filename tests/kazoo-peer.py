@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""kazoo-peer.py: a tiny kazoo lock client driven by the zkit C test-suite (tests/test_kazoo.c),
-so that zkit's locks can be checked for mutual exclusion against kazoo's own recipes.
+"""kazoo-peer.py: a tiny kazoo client driven by the zkit C test-suite (tests/test_kazoo.c),
+so that zkit's locks can be checked for mutual exclusion against kazoo's own recipes, and its
+counters and barriers against kazoo's Counter, Barrier and DoubleBarrier.
 
 Usage (run with the Python that has kazoo: Debian's python3-kazoo is for /usr/bin/python3):
 
@@ -9,6 +10,9 @@ Usage (run with the Python that has kazoo: Debian's python3-kazoo is for /usr/bi
   kazoo-peer.py CONNECT loop  KIND PATH ITERATIONS COUNTER_FILE LOG_FILE
   kazoo-peer.py CONNECT order KIND PATH
   kazoo-peer.py CONNECT cache tree-cache PATH
+  kazoo-peer.py CONNECT counter PATH curator|text INCREMENTS
+  kazoo-peer.py CONNECT barrier PATH
+  kazoo-peer.py CONNECT dbarrier PATH MEMBERS TIMEOUT_MS
 
 KIND: mutex (kazoo Lock), read (ReadLock), write (WriteLock), each with the settings that
 make kazoo see zkit's (Curator-layout) nodes, as docs/recipes.md gives them:
@@ -50,6 +54,28 @@ cache: (run by bench/zkit-bench --caches; the Curator peer's cache mode speaks t
                         since the load whose data starts with a decimal number: that number,
                         and time.monotonic_ns() on entry to the listener), "END"
          quit or EOF -> exit 0
+
+counter: a kazoo Counter at PATH, Counter(client, PATH, default=0, support_curator=True) for
+       "curator" (a 4-byte big-endian int, Curator's SharedCount bytes) or
+       Counter(client, PATH) for "text" (decimal text); prints "READY", then commands on
+       stdin, one a line:
+         go          -> INCREMENTS times counter += 1, then "DONE <INCREMENTS>"
+         add N       -> counter += N, "ADDED <post_value>"
+         get         -> "VALUE <value>"
+         close / EOF -> exit 0
+       A command that raises prints "ERROR <exception type>: <message>" and the peer goes on.
+barrier: a kazoo Barrier at PATH (Curator's DistributedBarrier layout: up while the node
+       exists); prints "READY", then commands, one a line (Curator's peer speaks the same):
+         set         -> create(), "SET"
+         remove      -> remove(), "REMOVED"
+         wait MS     -> "WAITING", then wait(MS / 1000): "RELEASED" once the barrier is down,
+                        or "TIMEOUT"
+         close / EOF -> exit 0
+dbarrier: a kazoo DoubleBarrier of MEMBERS at PATH: prints "NODE <its node name>", then
+       enter(), "ENTERED" (or "TIMEOUT", exit 2, when not entered within TIMEOUT_MS: kazoo's
+       enter has no timeout of its own, so it runs in a thread; "FAILED", exit 1, when kazoo
+       gave up on an error); then the command "leave" (or EOF) -> leave(), "LEFT" (or
+       "TIMEOUT", exit 2).
 
 Contenders are listed as kazoo's Lock.contenders() orders them (its pattern, its sort key),
 with node names instead of node data.
@@ -320,22 +346,136 @@ def cache(client, path):
     return EXIT_OK
 
 
+def counter(client, path, form, increments):
+    from kazoo.recipe.counter import Counter
+    if form == "curator":
+        c = Counter(client, path, default=0, support_curator=True)
+    else:
+        c = Counter(client, path)
+    out("READY")
+    for line in sys.stdin:
+        words = line.split()
+        if not words:
+            continue
+        try:
+            if words == ["go"]:
+                for _ in range(increments):
+                    c += 1
+                out("DONE %d" % increments)
+            elif words[0] == "add" and len(words) == 2:
+                c += int(words[1])
+                out("ADDED %r" % c.post_value)
+            elif words == ["get"]:
+                out("VALUE %r" % c.value)
+            elif words == ["close"]:
+                break
+            else:
+                err("counter: unknown command '%s' (go, add N, get, close)" % line.strip())
+        except Exception as e:  # the format disagreements the tests look for
+            out("ERROR %s: %s" % (type(e).__name__, e))
+    return EXIT_OK
+
+
+def barrier(client, path):
+    from kazoo.recipe.barrier import Barrier
+    b = Barrier(client, path)
+    out("READY")
+    for line in sys.stdin:
+        words = line.split()
+        if not words:
+            continue
+        if words == ["set"]:
+            b.create()
+            out("SET")
+        elif words == ["remove"]:
+            b.remove()
+            out("REMOVED")
+        elif words[0] == "wait" and len(words) == 2:
+            out("WAITING")
+            out("RELEASED" if b.wait(int(words[1]) / 1000.0) else "TIMEOUT")
+        elif words == ["close"]:
+            break
+        else:
+            err("barrier: unknown command '%s' (set, remove, wait MS, close)" % line.strip())
+    return EXIT_OK
+
+
+def in_thread(fn, timeout_s):
+    """fn() in a daemon thread: whether it returned within timeout_s."""
+    t = threading.Thread(target=fn, daemon=True)
+    t.start()
+    t.join(timeout_s)
+    return not t.is_alive()
+
+
+def dbarrier(client, path, members, timeout_ms):
+    from kazoo.recipe.barrier import DoubleBarrier
+    b = DoubleBarrier(client, path, members)
+    out("NODE " + b.node_name)
+    if not in_thread(b.enter, timeout_ms / 1000.0):
+        out("TIMEOUT")
+        return EXIT_TIMEOUT
+    if not b.participating:
+        out("FAILED")
+        return EXIT_ERROR
+    out("ENTERED")
+    for line in sys.stdin:
+        cmd = line.strip()
+        if cmd == "leave":
+            break
+        if cmd:
+            err("dbarrier: unknown command '%s' (leave)" % cmd)
+    if not in_thread(b.leave, timeout_ms / 1000.0):
+        out("TIMEOUT")
+        return EXIT_TIMEOUT
+    out("LEFT")
+    return EXIT_OK
+
+
+def own_modes(argv):
+    """The modes with arguments of their own (no KIND): (function, args) or None."""
+    if len(argv) < 4 or not argv[3].startswith("/"):
+        return None
+    mode, path, rest = argv[2], argv[3], argv[4:]
+    if mode == "counter" and len(rest) == 2 and rest[0] in ("curator", "text"):
+        return lambda client: counter(client, path, rest[0], int(rest[1]))
+    if mode == "barrier" and not rest:
+        return lambda client: barrier(client, path)
+    if mode == "dbarrier" and len(rest) == 2:
+        return lambda client: dbarrier(client, path, int(rest[0]), int(rest[1]))
+    return None
+
+
+def connect(hosts):
+    auth = os.environ.get("ZKIT_PEER_AUTH")
+    client = KazooClient(hosts=hosts, timeout=10.0,
+                         auth_data=[("digest", auth)] if auth else None)
+    client.start(timeout=15)
+    return client
+
+
 def main(argv):
     if len(argv) == 2 and argv[1] == "probe":
         out("KAZOO " + KAZOO_VERSION)
         return EXIT_OK
+    run = own_modes(argv)
+    if run is not None:
+        client = connect(argv[1])
+        try:
+            return run(client)
+        finally:
+            client.stop()
+            client.close()
     cache_mode = len(argv) == 5 and argv[2] == "cache" and argv[3] == "tree-cache"
     if not cache_mode and (len(argv) < 5 or argv[3] not in EXTRA_PATTERNS or
                            not ((argv[2] == "hold" and len(argv) == 6) or
                                 (argv[2] == "loop" and len(argv) == 8) or
                                 (argv[2] == "order" and len(argv) == 5))):
-        err("usage: kazoo-peer.py CONNECT hold|loop|order|cache KIND PATH ... (see its header)")
+        err("usage: kazoo-peer.py CONNECT hold|loop|order|cache|counter|barrier|dbarrier ..."
+            " (see its header)")
         return EXIT_ERROR
-    connect, mode, kind, path = argv[1], argv[2], argv[3], argv[4]
-    auth = os.environ.get("ZKIT_PEER_AUTH")
-    client = KazooClient(hosts=connect, timeout=10.0,
-                         auth_data=[("digest", auth)] if auth else None)
-    client.start(timeout=15)
+    mode, kind, path = argv[2], argv[3], argv[4]
+    client = connect(argv[1])
     try:
         if mode == "cache":
             return cache(client, path)

@@ -1,7 +1,8 @@
 /*
  * lock_worker.c - a separate process for the multi-process lock tests (test_locks,
- * test_lock_faults, test_interop).  One client of its own, one lock, nothing shared with the
- * test process but the server and the files named on the command line.
+ * test_lock_faults, test_interop, and test_partition's killed member).  One client of its
+ * own, one lock, nothing shared with the test process but the server and the files named on
+ * the command line.
  *
  *   lock_worker CONNECT loop KIND PATHS ITERATIONS COUNTERS LOG [LEASES]
  *   lock_worker CONNECT hold KIND PATHS SESSION_TIMEOUT_MS
@@ -33,9 +34,20 @@
  *   "COMMIT <first rc> <final rc>" (zkit error numbers), releases (whatever that says) and
  *   exits 0.  Used to be frozen (SIGSTOP) while armed, past its session timeout, and resumed
  *   into the commit.
+ *
+ *   lock_worker CONNECT partition PATH ID ITEMS SESSION_TIMEOUT_MS SETTLE_MS
+ *
+ * partition: connects with the given session timeout and joins a set partitioner at PATH as
+ *   member ID over ITEMS (comma-separated), settling SETTLE_MS; prints "SESSION <session id,
+ *   hex> <negotiated session timeout ms>", then "EVENT <event> <item> <ns>" each time an item
+ *   event is told (zkit_partition_event_name; ns CLOCK_MONOTONIC, taken in the callback),
+ *   one write a line.  Runs until killed (test_partition kills it with SIGKILL while it owns
+ *   items), and never longer than 120 s or its parent.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -368,6 +380,48 @@ static int run_guard(int argc, char **argv)
     return 0;
 }
 
+static void on_partition_item(zkit_partition_t *p, const char *item, zkit_partition_event_t ev,
+                              void *arg)
+{
+    (void)p, (void)arg;
+    printf("EVENT %s %s %lld\n", zkit_partition_event_name(ev), item, now_ns());
+}
+
+static int run_partition(int argc, char **argv)
+{
+    zkit_client_t *c;
+    zkit_partition_t *p;
+    zkit_partition_options_t o;
+    const char *items[64];
+    char *list, *save = NULL;
+    size_t n = 0;
+    int rc;
+    if (argc != 8) {
+        fprintf(stderr, "%s: partition needs PATH ID ITEMS SESSION_TIMEOUT_MS SETTLE_MS\n", prog);
+        return 1;
+    }
+    /* A test that dies must not leave a member owning items behind it. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() == 1)
+        return 1;
+    alarm(120);
+    list = argv[5];
+    for (char *tok = strtok_r(list, ",", &save); tok && n < 64; tok = strtok_r(NULL, ",", &save))
+        items[n++] = tok;
+    c = connect_client(argv[1], atoi(argv[6]));
+    printf("SESSION %llx %d\n", (unsigned long long)zkit_client_session_id(c),
+           zkit_client_negotiated_timeout(c));
+    zkit_partition_options_init(&o);
+    o.items = items;
+    o.item_count = n;
+    o.settle_ms = atoi(argv[7]);
+    o.item_fn = on_partition_item;
+    if ((rc = zkit_partition_new(&p, c, argv[3], argv[4], &o)) != 0)
+        die("zkit_partition_new", rc);
+    for (;;)
+        pause();
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -377,8 +431,12 @@ int main(int argc, char **argv)
         return run_hold(argc, argv);
     if (argc >= 3 && strcmp(argv[2], "guard") == 0)
         return run_guard(argc, argv);
+    if (argc >= 3 && strcmp(argv[2], "partition") == 0)
+        return run_partition(argc, argv);
     fprintf(stderr, "usage: %s CONNECT loop KIND PATHS ITERATIONS COUNTERS LOG [LEASES]\n"
                     "       %s CONNECT hold KIND PATHS SESSION_TIMEOUT_MS\n"
-                    "       %s CONNECT guard PATH NODE SESSION_TIMEOUT_MS\n", prog, prog, prog);
+                    "       %s CONNECT guard PATH NODE SESSION_TIMEOUT_MS\n"
+                    "       %s CONNECT partition PATH ID ITEMS SESSION_TIMEOUT_MS SETTLE_MS\n",
+            prog, prog, prog, prog);
     return 1;
 }

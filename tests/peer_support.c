@@ -1,6 +1,7 @@
 /*
  * peer_support.c - starting and talking to a lock peer in another language (peer_support.h).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -312,4 +313,116 @@ void peer_acl_owner_queues(peer_acl_t *a)
         fprintf(stderr, "delete %s: %s\n", a->path, zkit_strerror(rc));
     CU_ASSERT(rc == 0 || rc == ZKIT_ENONODE);
     zkit_client_close(a->c);
+}
+
+/* ---- barrier: zkit_barrier and the peer's barrier on one path ---- */
+
+/* The longest a barrier's release may take once its node is deleted: one watch event and one
+ * read (milliseconds on loopback, tens under load). */
+#define BARRIER_RELEASE_MS 10000
+/* How long a wait must still be waiting while the barrier is up, to show that it waits. */
+#define BARRIER_HELD_MS 500
+
+typedef struct barrier_waiter {
+    zkit_barrier_t *b;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    int done, rc;
+    int64_t at; /* zkh_now_ms() when it returned */
+} barrier_waiter_t;
+
+static void *barrier_wait_thread(void *arg)
+{
+    barrier_waiter_t *w = arg;
+    int rc = zkit_barrier_wait(w->b, 30000);
+    pthread_mutex_lock(&w->mu);
+    w->rc = rc;
+    w->at = zkh_now_ms();
+    w->done = 1;
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static int barrier_waiter_done(void *arg)
+{
+    barrier_waiter_t *w = arg;
+    int done;
+    pthread_mutex_lock(&w->mu);
+    done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    return done;
+}
+
+/* The peer's next line, which must be `want` (within `timeout_ms`). */
+static int peer_says(proc_t *p, const char *want, int timeout_ms)
+{
+    char line[512] = "";
+    if (proc_read_line(p, line, sizeof line, timeout_ms) != 0 || strcmp(line, want) != 0) {
+        fprintf(stderr, "peer: expected '%s', got '%s'\n", want, line);
+        return -1;
+    }
+    return 0;
+}
+
+void peer_barrier_both_ways(const char *name)
+{
+    fixture_t f;
+    zkit_client_t *c = lk_client(10000);
+    zkit_barrier_t *b = NULL;
+    barrier_waiter_t w = { .done = 0 };
+    proc_t p;
+    char *path, line[512];
+    int64_t t0;
+    CU_ASSERT_FATAL(c != NULL);
+    pthread_mutex_init(&w.mu, NULL);
+    fx_begin(&f, name);
+    path = lk_join(f.base, "barrier");
+    CU_ASSERT_EQUAL_FATAL(zkit_barrier_new(&b, c, path), 0);
+    CU_ASSERT_FATAL(peer_spawn(&p, "barrier", path, NULL, NULL, NULL, NULL) == 0);
+    CU_ASSERT_FATAL(peer_says(&p, "READY", peer_first_line_ms) == 0);
+
+    /* zkit sets it: the peer's wait holds while it is up and ends once zkit removes it. */
+    CU_ASSERT_EQUAL(zkit_barrier_set(b), 0);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, path, NULL), 0);
+    proc_write(&p, "wait 0\n");
+    CU_ASSERT(peer_says(&p, "WAITING", BARRIER_RELEASE_MS) == 0);
+    CU_ASSERT(peer_says(&p, "TIMEOUT", BARRIER_RELEASE_MS) == 0);
+    proc_write(&p, "wait 30000\n");
+    CU_ASSERT(peer_says(&p, "WAITING", BARRIER_RELEASE_MS) == 0);
+    line[0] = '\0';
+    CU_ASSERT(proc_read_line(&p, line, sizeof line, BARRIER_HELD_MS) != 0); /* still waiting */
+    if (line[0])
+        fprintf(stderr, "%s: the peer's wait ended with the barrier up: '%s'\n", name, line);
+    t0 = zkh_now_ms();
+    CU_ASSERT_EQUAL(zkit_barrier_remove(b), 0);
+    CU_ASSERT(peer_says(&p, "RELEASED", BARRIER_RELEASE_MS) == 0);
+    fprintf(stderr, "%s: the peer released %lld ms after zkit's remove\n", name,
+            (long long)(zkh_now_ms() - t0));
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, path, NULL), ZKIT_ENONODE);
+
+    /* The peer sets it: zkit's wait holds while it is up and ends once the peer removes it. */
+    proc_write(&p, "set\n");
+    CU_ASSERT(peer_says(&p, "SET", BARRIER_RELEASE_MS) == 0);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, path, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_barrier_wait(b, 0), ZKIT_ETIMEDOUT);
+    w.b = b;
+    CU_ASSERT_EQUAL_FATAL(pthread_create(&w.thread, NULL, barrier_wait_thread, &w), 0);
+    CU_ASSERT_NOT_EQUAL(zkh_wait_until(barrier_waiter_done, &w, BARRIER_HELD_MS), 0);
+    t0 = zkh_now_ms();
+    proc_write(&p, "remove\n");
+    CU_ASSERT(peer_says(&p, "REMOVED", BARRIER_RELEASE_MS) == 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(barrier_waiter_done, &w, BARRIER_RELEASE_MS), 0);
+    pthread_join(w.thread, NULL);
+    CU_ASSERT_EQUAL(w.rc, 0);
+    fprintf(stderr, "%s: zkit released %lld ms after the peer was told to remove\n", name,
+            (long long)(w.at - t0));
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, path, NULL), ZKIT_ENONODE);
+
+    proc_write(&p, "close\n");
+    CU_ASSERT_EQUAL(exit_code(proc_wait(&p, BARRIER_RELEASE_MS)), 0);
+    zkit_barrier_free(b);
+    fx_end(&f);
+    zkit_client_close(c);
+    pthread_mutex_destroy(&w.mu);
+    free(path);
 }

@@ -95,5 +95,10 @@ void peer_blocks_c(const char *name, const char *peer_kind, const char *c_kind);
 void c_blocks_peer(const char *name, const char *c_kind, const char *peer_kind);
 /* Readers share across the implementations, both ways. */
 void readers_share(const char *name);
+/* One barrier (Curator's DistributedBarrier layout) shared with the peer's `barrier` mode
+ * (READY; set -> SET, remove -> REMOVED, wait MS -> WAITING then RELEASED or TIMEOUT): zkit
+ * sets it and the peer's wait holds until zkit removes it; the peer sets it and zkit's wait
+ * holds until the peer removes it. */
+void peer_barrier_both_ways(const char *name);
 
 #endif

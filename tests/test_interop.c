@@ -22,8 +22,9 @@
  * Counters and barriers: zkit's shared count and Curator's SharedCount read and write one
  * node, each seeing the other's writes and a stale versioned write refused; zkit's and
  * Curator's DistributedAtomicLong, both promoted to the same lock path, incrementing one
- * counter end with the exact total; a zkit member and a Curator member pass one double
- * barrier together.
+ * counter end with the exact total; a barrier set by either side holds the other's waiter
+ * until its setter removes it (peer_support.c); a zkit member and a Curator member pass one
+ * double barrier together.
  *
  * Service discovery: an instance registered by zkit is found by Curator's ServiceDiscovery
  * with every field as zkit wrote it and picked by Curator's ServiceProvider; one registered by
@@ -836,6 +837,13 @@ static void test_double_barrier_curator(void)
     free(path);
 }
 
+/* A barrier set by zkit holds a Curator DistributedBarrier waiter until zkit removes it, and
+ * one set by Curator holds a zkit waiter until Curator removes it. */
+static void test_barrier_curator(void)
+{
+    peer_barrier_both_ways("ix-barrier");
+}
+
 /* ---- group membership: zkit_group and Curator's GroupMember --------------------------------- */
 
 #define GROUP_EVENTS 32
@@ -1180,6 +1188,8 @@ static const zkh_test_t tests[] = {
     { "shared count: zkit and Curator's SharedCount on one node", test_shared_count_curator },
     { "atomic long: zkit and Curator promoted on one counter, exact total",
       test_atomic_long_curator },
+    { "barrier: zkit and Curator's DistributedBarrier release each other's waiters",
+      test_barrier_curator },
     { "double barrier: a zkit and a Curator member pass together", test_double_barrier_curator },
     { "group: a zkit member and a Curator GroupMember see each other", test_group_member_curator },
     { "discovery: zkit and Curator's ServiceDiscovery find each other's instances",

@@ -13,7 +13,13 @@
  * Python and C processes incrementing one counter under one lock end with the exact total
  * and never overlap; a lock path holding a child of no known layout makes zkit fail with
  * ZKIT_EFOREIGN and a log line naming the child, leaving no node behind; with credentials,
- * a kazoo peer of the same identity queues behind zkit and others are refused.  The checks both
+ * a kazoo peer of the same identity queues behind zkit and others are refused.
+ *
+ * Counters and barriers: zkit's shared count and kazoo's Counter(support_curator=True) adding
+ * on one node end with the exact total; kazoo's counter and zkit's atomic long refuse each
+ * other's bytes, and a shared count refuses kazoo's decimal text; a barrier set by either side
+ * holds the other's waiter until its setter removes it; a zkit and a kazoo member pass one
+ * double barrier together, whichever leaves first.  The checks both
  * peers share are peer_support.c's (test_interop.c runs them against Curator).
  */
 #include <pthread.h>
@@ -425,6 +431,266 @@ static void test_acl_same_identity_kazoo_queues(void)
     peer_acl_owner_queues(&a);
 }
 
+/* ---- counters and barriers ------------------------------------------------------------------ */
+
+/* A peer line that starts with `prefix` (the rest copied out), within the peer's start time. */
+static int peer_expect(proc_t *p, const char *prefix, char *rest, size_t size)
+{
+    char line[512] = "";
+    if (proc_read_line(p, line, sizeof line, PEER_START_MS) != 0 ||
+        strncmp(line, prefix, strlen(prefix)) != 0) {
+        fprintf(stderr, "peer: expected '%s', got '%s'\n", prefix, line);
+        return -1;
+    }
+    if (rest)
+        snprintf(rest, size, "%s", line + strlen(prefix));
+    return 0;
+}
+
+#define KZ_THREADS 2
+#define KZ_INCREMENTS 100 /* per zkit thread */
+#define KZ_PEER_INCREMENTS "200"
+
+typedef struct kz_adder {
+    zkit_shared_count_t *sc;
+    pthread_t thread;
+    int ok, beaten, errors;
+} kz_adder_t;
+
+/* Adds one KZ_INCREMENTS times as a Curator SharedCount user does: a versioned write of the
+ * copy's value plus one, tried again when someone wrote first. */
+static void *kz_add(void *arg)
+{
+    kz_adder_t *a = arg;
+    while (a->ok < KZ_INCREMENTS && a->errors == 0) {
+        zkit_shared_version_t v;
+        int32_t n;
+        int rc = zkit_shared_count_get(&n, &v, a->sc);
+        if (rc == 0)
+            rc = zkit_shared_count_try_set(a->sc, &v, n + 1);
+        if (rc == 0)
+            a->ok++;
+        else if (rc == ZKIT_EBADVERSION)
+            a->beaten++;
+        else
+            a->errors++;
+    }
+    return NULL;
+}
+
+typedef struct kz_total {
+    zkit_shared_count_t *sc;
+    int32_t want;
+} kz_total_t;
+
+static int copy_shows_total(void *arg)
+{
+    kz_total_t *t = arg;
+    int32_t n = -1;
+    return zkit_shared_count_get(&n, NULL, t->sc) == 0 && n == t->want;
+}
+
+/* zkit's shared count and kazoo's Counter(support_curator=True) adding on one node at once:
+ * the exact total on both sides. */
+static void test_counter_kazoo(void)
+{
+    fixture_t f;
+    zkit_client_t *c = lk_client(10000);
+    zkit_shared_count_t *sc = NULL;
+    kz_adder_t a[KZ_THREADS];
+    kz_total_t total;
+    proc_t p;
+    char rest[128], *path;
+    int ok = 0, beaten = 0, peer_done = -1;
+    CU_ASSERT_FATAL(c != NULL);
+    fx_begin(&f, "kz-counter");
+    path = lk_join(f.base, "count");
+    /* zkit first: its seed gives the node its 4 bytes (kazoo would create it empty). */
+    CU_ASSERT_EQUAL_FATAL(zkit_shared_count_new(&sc, c, path, 0), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_shared_count_start(sc), 0);
+    CU_ASSERT_FATAL(peer_spawn(&p, "counter", path, "curator", KZ_PEER_INCREMENTS, NULL,
+                               NULL) == 0);
+    CU_ASSERT_FATAL(peer_expect(&p, "READY", NULL, 0) == 0);
+    proc_write(&p, "go\n");
+    memset(a, 0, sizeof a);
+    for (int i = 0; i < KZ_THREADS; i++) {
+        a[i].sc = sc;
+        CU_ASSERT_EQUAL_FATAL(pthread_create(&a[i].thread, NULL, kz_add, &a[i]), 0);
+    }
+    for (int i = 0; i < KZ_THREADS; i++) {
+        pthread_join(a[i].thread, NULL);
+        CU_ASSERT_EQUAL(a[i].errors, 0);
+        ok += a[i].ok;
+        beaten += a[i].beaten;
+    }
+    CU_ASSERT(peer_expect(&p, "DONE ", rest, sizeof rest) == 0);
+    CU_ASSERT_EQUAL(sscanf(rest, "%d", &peer_done), 1);
+    CU_ASSERT_EQUAL(ok, KZ_THREADS * KZ_INCREMENTS);
+    CU_ASSERT_EQUAL(peer_done, atoi(KZ_PEER_INCREMENTS));
+    fprintf(stderr, "kz-counter: %d zkit increments (%d versioned writes beaten), %d kazoo\n",
+            ok, beaten, peer_done);
+    /* kazoo reads the total from the node, zkit's copy comes to it (one watch event). */
+    snprintf(rest, sizeof rest, "VALUE %d", ok + peer_done);
+    proc_write(&p, "get\n");
+    CU_ASSERT(peer_expect(&p, rest, NULL, 0) == 0);
+    total.sc = sc;
+    total.want = ok + peer_done;
+    CU_ASSERT_EQUAL(zkh_wait_until(copy_shows_total, &total, 10000), 0);
+    proc_write(&p, "close\n");
+    CU_ASSERT_EQUAL(exit_code(proc_wait(&p, 10000)), 0);
+    zkit_shared_count_free(sc);
+    fx_end(&f);
+    zkit_client_close(c);
+    free(path);
+}
+
+/* Where kazoo's Counter and zkit's counters do not agree, as docs/recipes.md says: the
+ * atomic long's 8 bytes are not kazoo's 4 (neither reads the other's), and kazoo's plain
+ * Counter writes decimal text, which a shared count refuses unless it happens to be 4
+ * characters long. */
+static void test_counter_kazoo_disagrees(void)
+{
+    fixture_t f;
+    zkit_client_t *c = lk_client(10000);
+    zkit_atomic_long_t *al = NULL;
+    zkit_shared_count_t *sc = NULL;
+    zkit_atomic_result_t r;
+    proc_t p;
+    char rest[256], *along, *kcount, *text;
+    int32_t n;
+    CU_ASSERT_FATAL(c != NULL);
+    fx_begin(&f, "kz-counter-no");
+    along = lk_join(f.base, "along");
+    kcount = lk_join(f.base, "kcount");
+    text = lk_join(f.base, "text");
+    /* An atomic long's node: kazoo's 4-byte Counter cannot read it. */
+    CU_ASSERT_EQUAL_FATAL(zkit_atomic_long_new(&al, c, along, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_atomic_long_force_set(al, 5), 0);
+    CU_ASSERT_FATAL(peer_spawn(&p, "counter", along, "curator", "0", NULL, NULL) == 0);
+    CU_ASSERT_FATAL(peer_expect(&p, "READY", NULL, 0) == 0);
+    proc_write(&p, "add 1\n");
+    CU_ASSERT(peer_expect(&p, "ERROR ", rest, sizeof rest) == 0);
+    CU_ASSERT(strstr(rest, "4") != NULL); /* struct.error: unpack requires 4 bytes */
+    CU_ASSERT_EQUAL(zkit_atomic_long_get(&r, al), 0);
+    CU_ASSERT_EQUAL(r.pre_value, 5); /* untouched */
+    CU_ASSERT_EQUAL(exit_code(proc_wait(&p, 10000)), 0);
+    zkit_atomic_long_free(al);
+    al = NULL;
+    /* kazoo's 4-byte node: zkit's atomic long refuses it. */
+    CU_ASSERT_FATAL(peer_spawn(&p, "counter", kcount, "curator", "0", NULL, NULL) == 0);
+    CU_ASSERT_FATAL(peer_expect(&p, "READY", NULL, 0) == 0);
+    proc_write(&p, "add 3\n");
+    CU_ASSERT(peer_expect(&p, "ADDED 3", NULL, 0) == 0);
+    CU_ASSERT_EQUAL(exit_code(proc_wait(&p, 10000)), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_atomic_long_new(&al, c, kcount, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_atomic_long_get(&r, al), ZKIT_ESTATE);
+    zkit_atomic_long_free(al);
+    /* kazoo's plain Counter: "42" is no count for zkit. */
+    CU_ASSERT_FATAL(peer_spawn(&p, "counter", text, "text", "0", NULL, NULL) == 0);
+    CU_ASSERT_FATAL(peer_expect(&p, "READY", NULL, 0) == 0);
+    proc_write(&p, "add 42\n");
+    CU_ASSERT(peer_expect(&p, "ADDED 42", NULL, 0) == 0);
+    CU_ASSERT_EQUAL(exit_code(proc_wait(&p, 10000)), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_shared_count_new(&sc, c, text, 0), 0);
+    CU_ASSERT_EQUAL(zkit_shared_count_start(sc), 0);
+    CU_ASSERT_EQUAL(zkit_shared_count_get(&n, NULL, sc), ZKIT_ESTATE);
+    zkit_shared_count_free(sc);
+    fx_end(&f);
+    zkit_client_close(c);
+    free(along);
+    free(kcount);
+    free(text);
+}
+
+/* A barrier set by zkit holds a kazoo Barrier waiter until zkit removes it, and one set by
+ * kazoo holds a zkit waiter until kazoo removes it. */
+static void test_barrier_kazoo(void)
+{
+    peer_barrier_both_ways("kz-barrier");
+}
+
+typedef struct kz_leaver {
+    zkit_double_barrier_t *db;
+    pthread_t thread;
+    int rc;
+} kz_leaver_t;
+
+static void *kz_leave(void *arg)
+{
+    kz_leaver_t *l = arg;
+    l->rc = zkit_double_barrier_leave(l->db, 30000);
+    return NULL;
+}
+
+typedef struct kz_gone {
+    zkit_client_t *c;
+    const char *path;
+} kz_gone_t;
+
+static int node_gone(void *arg)
+{
+    kz_gone_t *g = arg;
+    return zkit_exists(NULL, g->c, g->path, NULL) == ZKIT_ENONODE;
+}
+
+static int is_hex32(const char *s)
+{
+    return strlen(s) == 32 && strspn(s, "0123456789abcdef") == 32;
+}
+
+/* A zkit member and a kazoo DoubleBarrier member on one double barrier of 2, twice: zkit
+ * leaves first, then kazoo does (kazoo's leave deletes "ready" on its way in, and its lowest
+ * member waits for the highest). */
+static void test_double_barrier_kazoo(void)
+{
+    fixture_t f;
+    zkit_client_t *c = lk_client(10000);
+    zkit_double_barrier_t *db = NULL;
+    proc_t p;
+    char *path, ready[300], name[128], *ours = NULL;
+    CU_ASSERT_FATAL(c != NULL);
+    fx_begin(&f, "kz-dbarrier");
+    path = lk_join(f.base, "barrier");
+    snprintf(ready, sizeof ready, "%s/ready", path);
+    CU_ASSERT_EQUAL_FATAL(zkit_double_barrier_new(&db, c, path, 2), 0);
+    for (int round = 0; round < 2; round++) {
+        kz_leaver_t l = { db, 0, 1 };
+        CU_ASSERT_FATAL(peer_spawn(&p, "dbarrier", path, "2", "30000", NULL, NULL) == 0);
+        CU_ASSERT_FATAL(peer_expect(&p, "NODE ", name, sizeof name) == 0);
+        CU_ASSERT(is_hex32(name)); /* uuid4().hex: no dashes, unlike Curator's and ours */
+        CU_ASSERT_EQUAL(wait_children(path, 1, PEER_START_MS), 0); /* kazoo waits for us */
+        CU_ASSERT_EQUAL(zkit_double_barrier_enter(db, 30000), 0);
+        CU_ASSERT(peer_expect(&p, "ENTERED", NULL, 0) == 0);
+        CU_ASSERT_EQUAL(zkit_exists(NULL, c, ready, NULL), 0);
+        CU_ASSERT_EQUAL(zkit_double_barrier_node(&ours, db), 0);
+        CU_ASSERT(ours != NULL && strlen(strrchr(ours, '/') + 1) == 36);
+        zkit_free(ours);
+        ours = NULL;
+        if (round == 0) {
+            /* zkit first: its node goes, it waits for kazoo's. */
+            pthread_create(&l.thread, NULL, kz_leave, &l);
+            CU_ASSERT_EQUAL(wait_children(path, 2, 10000), 0); /* ready + kazoo's member */
+            proc_write(&p, "leave\n");
+            CU_ASSERT(peer_expect(&p, "LEFT", NULL, 0) == 0);
+        } else {
+            /* kazoo first: it deletes "ready" and waits for our node (whichever is lowest). */
+            kz_gone_t gone = { c, ready };
+            proc_write(&p, "leave\n");
+            CU_ASSERT_EQUAL(zkh_wait_until(node_gone, &gone, 10000), 0);
+            pthread_create(&l.thread, NULL, kz_leave, &l);
+            CU_ASSERT(peer_expect(&p, "LEFT", NULL, 0) == 0);
+        }
+        pthread_join(l.thread, NULL);
+        CU_ASSERT_EQUAL(l.rc, 0);
+        CU_ASSERT_EQUAL(exit_code(proc_wait(&p, 10000)), 0);
+        CU_ASSERT_EQUAL(wait_children(path, 0, 10000), 0);
+    }
+    zkit_double_barrier_free(db);
+    fx_end(&f);
+    zkit_client_close(c);
+    free(path);
+}
+
 static const zkh_test_t tests[] = {
     { "node roles of each layout", test_node_roles },
     { "Curator and kazoo nodes merge by sequence", test_sort_merges_layouts },
@@ -445,6 +711,13 @@ static const zkh_test_t tests[] = {
     { "foreign child: unknown sequential name refused", test_foreign_sequential_child },
     { "credentials: a kazoo peer of the same identity queues, others are refused",
       test_acl_same_identity_kazoo_queues },
+    { "counter: zkit's shared count and kazoo's Counter(support_curator) add on one node, "
+      "exact total", test_counter_kazoo },
+    { "counter: kazoo's Counter and zkit's atomic long or text do not mix",
+      test_counter_kazoo_disagrees },
+    { "barrier: zkit and kazoo's Barrier release each other's waiters", test_barrier_kazoo },
+    { "double barrier: a zkit and a kazoo member pass together, either leaving first",
+      test_double_barrier_kazoo },
     { NULL, NULL }
 };
 

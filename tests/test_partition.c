@@ -9,6 +9,9 @@
  *     is let through it is told nothing twice, joins again and gets its share back;
  *   - a member whose session is closed from a second handle: told LOST, the rest rebalances,
  *     and it gets its share back in its new session;
+ *   - a member that is a process of its own, killed with SIGKILL while it owns its share: the
+ *     others own its items only once the server has expired its session (its member node,
+ *     polled, is still there until then), never before half a session timeout after the kill;
  *   - the client closed under a member; bad inputs.
  *
  * The ownership log is one list for the process, appended under a mutex by the item
@@ -17,17 +20,24 @@
  * assertions run on the test thread and every wait is bounded.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <CUnit/CUnit.h>
 
 #include "fw_support.h"
+#include "proc_support.h"
 #include "zkit/partition.h"
 
 static zkh_cluster_t *zk;
+
+#ifndef LOCK_WORKER
+#define LOCK_WORKER "tests/lock_worker"
+#endif
 
 #define NITEMS 20
 #define MAXM 4
@@ -36,6 +46,8 @@ static zkh_cluster_t *zk;
 /* A rebalance after a change: the settle time, then one acquisition per item (a create and a
  * listing each, a few ms on loopback); a wait for it is bounded generously above that. */
 #define STABLE_MS (SETTLE_MS + 15000)
+/* A member process's start: exec, connect, join (well under a second on loopback). */
+#define PROC_START_MS 15000
 
 static const char *item_names[NITEMS];
 static char item_store[NITEMS][16];
@@ -479,6 +491,206 @@ static void test_session_closed_elsewhere(void)
     book_free(b);
 }
 
+/* ---- a member process killed ------------------------------------------------------------- */
+
+#define TICK_MS 500 /* the harness's tickTime: the server expires sessions on its ticks */
+
+/* What the member process said (lock_worker partition): its session and its item events. */
+typedef struct child_said {
+    const char *file;
+    unsigned long long session;
+    int negotiated;
+    int acquired[NITEMS];  /* ACQUIRED lines per item */
+    int left[NITEMS];      /* RELEASE, EXPIRED or LOST lines per item */
+    int64_t last_ms;       /* the last event's time (CLOCK_MONOTONIC ms) */
+} child_said_t;
+
+static void child_read(child_said_t *c)
+{
+    char *text = proc_slurp(c->file), *save = NULL;
+    memset(c->acquired, 0, sizeof(c->acquired));
+    memset(c->left, 0, sizeof(c->left));
+    c->last_ms = 0;
+    if (!text)
+        return;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char ev[32], item[32];
+        long long ns;
+        int k;
+        if (sscanf(line, "SESSION %llx %d", &c->session, &c->negotiated) == 2)
+            continue;
+        if (sscanf(line, "EVENT %31s %31s %lld", ev, item, &ns) != 3 ||
+            (k = item_index(item)) < 0)
+            continue;
+        if (strcmp(ev, "ACQUIRED") == 0)
+            c->acquired[k]++;
+        else if (strcmp(ev, "RELEASE") == 0 || strcmp(ev, "EXPIRED") == 0 ||
+                 strcmp(ev, "LOST") == 0)
+            c->left[k]++;
+        c->last_ms = ns / 1000000;
+    }
+    free(text);
+}
+
+/* Stable with m0 and m1 here and m2 the process: each of m0's and m1's items (k % 3) owned by
+ * it alone as told, their states OWNED, and the process told ACQUIRED for each of its own. */
+typedef struct three_way {
+    member_t *ms;
+    child_said_t *child;
+} three_way_t;
+
+static int three_way_stable(void *arg)
+{
+    three_way_t *t = arg;
+    book_t *b = t->ms[0].book;
+    int ok = 1;
+    child_read(t->child);
+    pthread_mutex_lock(&b->mu);
+    for (int k = 0; k < NITEMS && ok; k++) {
+        int mine = k % 3;
+        if (mine == 2)
+            ok = b->owner_count[k] == 0 && t->child->acquired[k] == 1 && t->child->left[k] == 0;
+        else
+            ok = b->owner_count[k] == 1 && b->owned[mine][k];
+    }
+    ok = ok && b->state[0] == ZKIT_PARTITION_OWNED && b->state[1] == ZKIT_PARTITION_OWNED;
+    pthread_mutex_unlock(&b->mu);
+    return ok;
+}
+
+/*
+ * m2 is a process of its own (lock_worker partition), killed with SIGKILL while it owns its
+ * six items: nothing tells the server, so they stay its own until the server expires its
+ * session, a session timeout after its last message (an idle client pings every third of
+ * it), on the server's next tick.  The test polls m2's
+ * member node (an ephemeral of that session) to time the expiry on the server; the others'
+ * first ACQUIRED of each m2 item must come after the last poll that still saw the node.  The
+ * ownership log, m2's events included, never has an item owned twice: m2 was never told to
+ * leave any (it had no chance), and m0 and m1 entered them only after its session was gone.
+ */
+static void test_member_process_killed(void)
+{
+    char base[128], items[NITEMS * 16] = "", out[256], session_ms[16], settle_ms[16];
+    char *member_path;
+    book_t *b = book_new();
+    member_t ms[2];
+    const int two[2] = { 0, 1 };
+    child_said_t child = { .file = out };
+    three_way_t tw = { ms, &child };
+    zkit_stat_t st;
+    int64_t t_kill, last_present = -1, gone_at = -1, first_other = -1;
+    size_t mark;
+    pid_t pid;
+    int status;
+    zkh_unique_path(base, sizeof(base), "partkill");
+    snprintf(out, sizeof(out), "%s/zkit-partkill-%d.out",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    unlink(out);
+    for (int k = 0; k < NITEMS; k++)
+        snprintf(items + strlen(items), sizeof(items) - strlen(items), "%s%s", k ? "," : "",
+                 item_names[k]);
+    snprintf(session_ms, sizeof(session_ms), "%d", SESSION_MS);
+    snprintf(settle_ms, sizeof(settle_ms), "%d", SETTLE_MS);
+    for (int i = 0; i < 2; i++)
+        CU_ASSERT_FATAL(member_start(&ms[i], b, i, base, 0) == 0);
+    CU_ASSERT_FATAL(wait_stable(ms, two, 2, STABLE_MS) == 0);
+    {
+        const char *args[] = { zkh_server_address(zk, 0), "partition", base, "m2", items,
+                               session_ms, settle_ms, NULL };
+        pid = proc_start_args(LOCK_WORKER, args, out, NULL, 0);
+    }
+    CU_ASSERT_FATAL(pid > 0);
+    if (zkh_wait_until(three_way_stable, &tw, PROC_START_MS + STABLE_MS) != 0) {
+        char *text = proc_slurp(out);
+        fprintf(stderr, "\n  not stable with the process; it said:\n%s\n", text ? text : "");
+        free(text);
+        kill(pid, SIGKILL);
+        proc_wait_status(pid, 5000);
+        CU_FAIL_FATAL("the member process never owned its share");
+    }
+    CU_ASSERT_FATAL(child.session != 0 && child.negotiated > 0);
+    member_path = malloc(strlen(base) + 16);
+    sprintf(member_path, "%s/members/m2", base);
+    CU_ASSERT_EQUAL_FATAL(zkit_exists(&st, ms[0].client, member_path, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL((unsigned long long)st.ephemeral_owner, child.session);
+
+    mark = log_len(b);
+    t_kill = zkh_now_ms();
+    CU_ASSERT_EQUAL(kill(pid, SIGKILL), 0);
+    status = proc_wait_status(pid, 5000);
+    CU_ASSERT_EQUAL(status, 128 + SIGKILL);
+    /* The server's view: m2's session lives while its member node is there. */
+    for (int64_t due = t_kill + 3 * child.negotiated + TICK_MS + STABLE_MS; zkh_now_ms() < due;
+         zkh_sleep_ms(5)) {
+        int64_t sent = zkh_now_ms();
+        int rc = zkit_exists(&st, ms[0].client, member_path, NULL);
+        if (rc == 0 && (unsigned long long)st.ephemeral_owner == child.session) {
+            last_present = sent;
+        } else if (rc == ZKIT_ENONODE) {
+            gone_at = zkh_now_ms();
+            break;
+        }
+    }
+    CU_ASSERT(last_present >= t_kill);
+    CU_ASSERT(gone_at > 0);
+    CU_ASSERT_EQUAL(wait_stable(ms, two, 2, STABLE_MS), 0);
+
+    /* m2 owned its items to the end: told nothing after ACQUIRED, its last event before the
+     * kill. */
+    child_read(&child);
+    for (int k = 2; k < NITEMS; k += 3) {
+        CU_ASSERT_EQUAL(child.acquired[k], 1);
+        CU_ASSERT_EQUAL(child.left[k], 0);
+    }
+    CU_ASSERT(child.last_ms <= t_kill);
+    /* Each of its items entered by m0 or m1 only after the server dropped m2's session. */
+    for (int k = 2; k < NITEMS; k += 3) {
+        long other = first_other_enter(b, mark, -1, k);
+        int64_t at = -1;
+        CU_ASSERT(other >= 0);
+        if (other < 0)
+            continue;
+        pthread_mutex_lock(&b->mu);
+        at = b->log[other].ms;
+        pthread_mutex_unlock(&b->mu);
+        CU_ASSERT(at >= last_present);
+        if (first_other < 0 || at < first_other)
+            first_other = at;
+    }
+    /* Not before half the session timeout measured after the kill: the server counts a full
+     * timeout from the process's last message, and an idle client pings every third of it
+     * (half leaves a sixth for a ping made late by a loaded machine).  How late the server
+     * expires it is the server's own schedule (on the tick after the timeout, later on a
+     * loaded machine): bounded only by the poll above, and printed. */
+    CU_ASSERT(gone_at - t_kill >= child.negotiated / 2);
+    CU_ASSERT(first_other - t_kill >= child.negotiated / 2);
+    CU_ASSERT(first_other - gone_at <= STABLE_MS);
+    fprintf(stderr, "\n  killed member (session timeout %d ms): its session seen alive %lld ms "
+            "after the kill, gone at %lld ms; its items owned again from %lld ms\n",
+            child.negotiated, (long long)(last_present - t_kill), (long long)(gone_at - t_kill),
+            (long long)(first_other - t_kill));
+    /* Nothing of m2's session left on the server. */
+    {
+        size_t n = 0;
+        char **nodes = zkh_list_tree(zk, base, &n);
+        for (size_t i = 0; i < n; i++) {
+            if (zkit_exists(&st, ms[0].client, nodes[i], NULL) == 0 &&
+                (unsigned long long)st.ephemeral_owner == child.session) {
+                fprintf(stderr, "  %s still owned by the killed session\n", nodes[i]);
+                CU_FAIL("a node of the killed member's session is left");
+            }
+        }
+        zkh_free_list(nodes, n);
+    }
+    for (int i = 0; i < 2; i++)
+        member_stop(&ms[i]);
+    assert_log_clean(b, NITEMS + 6);
+    cleanup_tree(base);
+    book_free(b);
+    free(member_path);
+    unlink(out);
+}
+
 /* The client closed under a member: each item told LOST, state CLOSED; the other member takes
  * them; freeing after the close is safe. */
 static void test_client_closed(void)
@@ -652,6 +864,7 @@ static const zkh_test_t tests[] = {
     ZKH_TEST(test_join_and_leave),
     ZKH_TEST(test_partitioned_past_session),
     ZKH_TEST(test_session_closed_elsewhere),
+    ZKH_TEST(test_member_process_killed),
     ZKH_TEST(test_client_closed),
     ZKH_TEST(test_free_from_callback_refused),
     { NULL, NULL }

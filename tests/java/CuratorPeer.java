@@ -16,6 +16,7 @@
  *   CuratorPeer CONNECT count PATH SEED
  *   CuratorPeer CONNECT atomic PATH LOCK_PATH|- INCREMENTS
  *   CuratorPeer CONNECT dbarrier PATH MEMBERS TIMEOUT_MS
+ *   CuratorPeer CONNECT barrier PATH
  *   CuratorPeer CONNECT group PATH ID DATA
  *   CuratorPeer CONNECT discovery BASE SERVICE ID
  *   CuratorPeer CONNECT discobench BASE
@@ -111,6 +112,12 @@
  * dbarrier: a DistributedDoubleBarrier of MEMBERS at PATH: enter(TIMEOUT_MS) prints "ENTERED"
  *        or "TIMEOUT" (exit 2); then the command "leave" -> leave(TIMEOUT_MS), "LEFT" or
  *        "TIMEOUT"; EOF leaves too.
+ * barrier: a DistributedBarrier at PATH; prints "READY", then commands on stdin, one a line:
+ *          set       -> setBarrier(), "SET"
+ *          remove    -> removeBarrier(), "REMOVED"
+ *          wait MS   -> "WAITING", then waitOnBarrier(MS ms): "RELEASED" once the barrier is
+ *                       down, or "TIMEOUT" when MS passed with it up (MS 0: look once)
+ *          close / EOF -> exit 0
  * group: a GroupMember at PATH with id ID and payload DATA (UTF-8), started at once
  *        ("STARTED").  Commands on stdin, one a line:
  *          members -> "MEMBER <id> <data>" per member of getCurrentMembers(), sorted by id,
@@ -177,6 +184,7 @@ import org.apache.curator.framework.recipes.cache.TreeCacheEvent;
 import org.apache.curator.framework.recipes.atomic.AtomicValue;
 import org.apache.curator.framework.recipes.atomic.DistributedAtomicLong;
 import org.apache.curator.framework.recipes.atomic.PromotedToLock;
+import org.apache.curator.framework.recipes.barriers.DistributedBarrier;
 import org.apache.curator.framework.recipes.barriers.DistributedDoubleBarrier;
 import org.apache.curator.framework.recipes.leader.LeaderLatch;
 import org.apache.curator.framework.recipes.shared.SharedCount;
@@ -368,6 +376,7 @@ public class CuratorPeer {
                 + "       CuratorPeer CONNECT count PATH SEED\n"
                 + "       CuratorPeer CONNECT atomic PATH LOCK_PATH N\n"
                 + "       CuratorPeer CONNECT dbarrier PATH MEMBERS TIMEOUT_MS\n"
+                + "       CuratorPeer CONNECT barrier PATH\n"
                 + "       CuratorPeer CONNECT group PATH ID DATA\n"
                 + "KIND: mutex | read | write | semaphore (bench: mutex | semaphore;"
                 + " contend: see above)");
@@ -397,7 +406,11 @@ public class CuratorPeer {
             if (mode.equals("atomic")) {
                 leader = true; /* PATH LOCK_PATH N: the same shape once LOCK_PATH is taken */
             }
+            if (mode.equals("barrier")) {
+                leader = true; /* PATH alone */
+            }
             boolean ok = mode.equals("revoke") || (leader && args.length == 5)
+                    || (mode.equals("barrier") && args.length == 3)
                     || (mode.equals("count") && args.length == 4)
                     || (mode.equals("hold") && (args.length == 5 || revocable))
                     || (mode.equals("loop") && args.length == 7)
@@ -454,6 +467,8 @@ public class CuratorPeer {
                 rc = atomic(client, path, args[3], Integer.parseInt(args[4]));
             } else if (mode.equals("dbarrier")) {
                 rc = dbarrier(client, path, Integer.parseInt(args[3]), Long.parseLong(args[4]));
+            } else if (mode.equals("barrier")) {
+                rc = barrier(client, path);
             } else if (mode.equals("group")) {
                 rc = group(client, path, args[3], args[4]);
             } else if (mode.equals("discovery")) {
@@ -1144,6 +1159,32 @@ public class CuratorPeer {
                 return left ? EXIT_OK : EXIT_TIMEOUT;
             } else if (!command.line.isEmpty()) {
                 err("unknown command '" + command.line + "' (leave)");
+            }
+        }
+    }
+
+    static int barrier(CuratorFramework client, String path) throws Exception {
+        DistributedBarrier b = new DistributedBarrier(client, path);
+        BlockingQueue<Command> commands = stdinCommands();
+        out("READY");
+        for (;;) {
+            Command command = commands.take();
+            if (command == Command.EOF || command.line.equals("close")) {
+                return EXIT_OK;
+            }
+            String[] w = command.line.split(" ");
+            if (w[0].equals("set") && w.length == 1) {
+                b.setBarrier();
+                out("SET");
+            } else if (w[0].equals("remove") && w.length == 1) {
+                b.removeBarrier();
+                out("REMOVED");
+            } else if (w[0].equals("wait") && w.length == 2) {
+                out("WAITING");
+                boolean down = b.waitOnBarrier(Long.parseLong(w[1]), TimeUnit.MILLISECONDS);
+                out(down ? "RELEASED" : "TIMEOUT");
+            } else if (!command.line.isEmpty()) {
+                err("unknown command '" + command.line + "' (set, remove, wait MS, close)");
             }
         }
     }
