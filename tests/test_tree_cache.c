@@ -576,6 +576,70 @@ static void depth_case(zkit_client_t *c, const char *base, int max_depth, int no
     cache_log_free(log);
 }
 
+/* ---- a tree wider than the reads it keeps out ---------------------------------------------- */
+
+/* 200 children: 402 reads at the first load, more than the 256 a tree keeps out at once
+ * (treecache.c), so most wait for an answer before they are sent.  A free in the middle of
+ * such a load, the load itself, changes and the deletion of the whole tree leave the cache
+ * equal to the server and no watch behind. */
+static void test_tree_wider_than_reads_out(void)
+{
+    zkit_client_t *c = fw_connect(zkh_connect_string(zk), NULL, 10000);
+    cache_log_t *log, *early;
+    zkit_cache_t *cache = NULL;
+    char base[64], rel[16];
+    count_wait_t some;
+    compare_t cmp;
+    CU_ASSERT_FATAL(c != NULL);
+    zkh_unique_path(base, sizeof(base), "treewide");
+    log = cache_log_new_tree(base);
+    early = cache_log_new_tree(base);
+    put_at(c, base, "", "root");
+    for (int i = 0; i < 200; i++) {
+        snprintf(rel, sizeof(rel), "k%03d", i);
+        put_at(c, base, rel, "v");
+    }
+
+    /* Freed once the listing is in and children are being read, most reads still waiting. */
+    CU_ASSERT_EQUAL_FATAL(zkit_tree_cache_new(&cache, c, base, ZKIT_TREE_CACHE_UNLIMITED, NULL,
+                                              on_cache, early), 0);
+    some.log = early;
+    some.n = 3; /* the root and two children: the children's reads are out */
+    CU_ASSERT_EQUAL(zkh_wait_until(events_reach, &some, WAIT_MS), 0);
+    zkit_cache_free(cache);
+    CU_ASSERT_EQUAL(no_watches(zk, c), 0);
+
+    CU_ASSERT_EQUAL_FATAL(zkit_tree_cache_new(&cache, c, base, ZKIT_TREE_CACHE_UNLIMITED, NULL,
+                                              on_cache, log), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(initialized_count, log, WAIT_MS), 0);
+    pthread_mutex_lock(&log->mu);
+    CU_ASSERT_EQUAL(log->count[ZKIT_CACHE_CREATED], 201);
+    pthread_mutex_unlock(&log->mu);
+    /* Every node's data watch and child watch: the server's data watches, our registrations. */
+    {
+        watch_wait_t all = { zk, c, 201, 402 };
+        CU_ASSERT_EQUAL(zkh_wait_until(watches_are, &all, WAIT_MS), 0);
+    }
+    compare_init(&cmp, zk, cache, base, log, -1);
+    CU_ASSERT_EQUAL(zkh_wait_until(tree_matches, &cmp, WAIT_MS), 0);
+    for (int i = 0; i < 200; i += 7) {
+        snprintf(rel, sizeof(rel), "k%03d", i);
+        put_at(c, base, rel, "w");
+    }
+    CU_ASSERT_EQUAL(zkh_wait_until(tree_matches, &cmp, WAIT_MS), 0);
+    delete_at(c, base, "");
+    CU_ASSERT_EQUAL(zkh_wait_until(tree_matches, &cmp, WAIT_MS), 0);
+    pthread_mutex_lock(&log->mu);
+    CU_ASSERT_EQUAL(log->count[ZKIT_CACHE_DELETED], 201);
+    pthread_mutex_unlock(&log->mu);
+    assert_log_sound(log);
+    zkit_cache_free(cache);
+    CU_ASSERT_EQUAL(no_watches(zk, c), 0);
+    zkit_client_close(c);
+    cache_log_free(early);
+    cache_log_free(log);
+}
+
 static void test_tree_max_depth(void)
 {
     zkit_client_t *c = fw_connect(zkh_connect_string(zk), NULL, 10000);
@@ -902,6 +966,7 @@ static const zkh_test_t tests[] = {
     ZKH_TEST(test_tree_bad_arguments),
     ZKH_TEST(test_tree_load_and_changes),
     ZKH_TEST(test_tree_recreated_node),
+    ZKH_TEST(test_tree_wider_than_reads_out),
     ZKH_TEST(test_tree_max_depth),
     ZKH_TEST(test_tree_stat_only),
     ZKH_TEST(test_tree_faults),

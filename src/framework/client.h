@@ -77,22 +77,24 @@ typedef struct zkit__state_slot {
     int skip;                 /* superseded while queued (see change_state) */
 } zkit__state_slot_t;
 
-/* A watch registration: the context handed to libzookeeper for one armed watch. */
+/* A watch registration: the context handed to libzookeeper for one armed watch.  A cache
+ * keeps one per watched node for as long as it is watched, so it is one allocation, its
+ * path inside it, with its flags packed. */
 typedef struct zkit__watch {
     struct zkit__watch *prev, *next;
     zkit_client_t *client;
     uint64_t generation;
-    int kind;                 /* ZKIT_WATCH_DATA or ZKIT_WATCH_CHILDREN */
-    int removed;
-    int removal_lost;         /* its removal was lost with the connection: sent again on the
-                               * next one, as libzookeeper re-arms the watch there */
-    int fired;                /* its event is queued for delivery */
-    zkit_event_t event;       /* the event, once fired */
     zkit__task_t task;        /* its delivery on the event thread */
-    int fire_in_place;          /* internal: run the function where the event arrives */
     void (*release)(void *arg); /* internal: drops what the registration held on arg */
-    char *full_path;
     zkit_watcher_t watcher;
+    zkit_event_t event;       /* the event, once fired */
+    unsigned kind : 2;        /* ZKIT_WATCH_DATA or ZKIT_WATCH_CHILDREN */
+    unsigned removed : 1;
+    unsigned removal_lost : 1; /* its removal was lost with the connection: sent again on the
+                               * next one, as libzookeeper re-arms the watch there */
+    unsigned fired : 1;       /* its event is queued for delivery */
+    unsigned fire_in_place : 1; /* internal: run the function where the event arrives */
+    char full_path[];
 } zkit__watch_t;
 
 /* Test-only fault injection (see zkit__test_fault_set). */

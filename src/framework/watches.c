@@ -20,17 +20,17 @@ zkit__watch_t *zkit__watch_new(zkit_client_t *c, uint64_t generation, int kind,
                                const char *full_path, const zkit_watcher_t *watcher,
                                const zkit__watch_opts_t *opts)
 {
-    zkit__watch_t *w = calloc(1, sizeof(*w));
-    if (!w || !(w->full_path = strdup(full_path))) {
-        free(w);
+    size_t len = strlen(full_path);
+    zkit__watch_t *w = calloc(1, sizeof(*w) + len + 1);
+    if (!w)
         return NULL;
-    }
+    memcpy(w->full_path, full_path, len + 1);
     w->client = c;
     w->generation = generation;
-    w->kind = kind;
+    w->kind = (unsigned)kind & ZKIT_WATCH_ANY;
     w->watcher = *watcher;
     if (opts) {
-        w->fire_in_place = opts->fire_in_place;
+        w->fire_in_place = opts->fire_in_place != 0;
         w->release = opts->release;
         if (opts->hold)
             opts->hold(watcher->arg);
@@ -60,7 +60,6 @@ static void free_watch(zkit__watch_t *w)
 {
     if (w->release)
         w->release(w->watcher.arg);
-    free(w->full_path);
     free(w);
 }
 
@@ -137,6 +136,7 @@ void zkit__watch_fire(zhandle_t *zh, int type, int state, const char *path, void
     zkit_client_t *c = zkit__client_from_handle(zh);
     zkit__watch_t *w = ctx;
     zkit_event_t event;
+    int in_place;
     (void)state;
     (void)path;
     if (!c || !w || !event_from_zk(type, &event))
@@ -156,8 +156,10 @@ void zkit__watch_fire(zhandle_t *zh, int type, int state, const char *path, void
     }
     w->fired = 1;
     w->event = event;
+    /* Read under c->mu: the flags share one word, which a cancellation writes under it. */
+    in_place = w->fire_in_place;
     pthread_mutex_unlock(&c->mu);
-    if (w->fire_in_place) { /* internal, non-blocking: no event-thread trip */
+    if (in_place) { /* internal, non-blocking: no event-thread trip */
         w->watcher.fn(c, event, zkit__path_unfix(c->conf.ns, w->full_path), w->watcher.arg);
         zkit__watch_discard(w);
         return;

@@ -37,6 +37,14 @@
 
 enum { DATA = 0, KIDS = 1 }; /* a node's two machines */
 
+/* Reads a tree keeps out at once; the rest wait on the work list, each answer sending the
+ * next.  That is enough to keep a server busy, and it bounds what the reads hold while out
+ * (the framework's operation and attempt, libzookeeper's request and reply: about 1 KB a
+ * read) to a few hundred of them: sent all at once, one per node, their freed memory stayed
+ * resident between the nodes' records made among them (about 1 KB a node more than the
+ * cache holds; see docs/design.md, "Caches"). */
+#define MAX_IN_FLIGHT 256
+
 typedef struct machine {
     unsigned active : 1;     /* this node needs this machine (a child set above max_depth) */
     unsigned fetching : 1;   /* a read is out */
@@ -48,18 +56,23 @@ typedef struct machine {
     unsigned cur : 1;        /* read since the last reconnection, with nothing left to read */
     unsigned loaded : 1;     /* a first answer was taken */
     unsigned step : 2;       /* zkit__read_kind_t of the read out */
+    uint32_t sent_epoch;     /* the tree's epoch, truncated: only compared for equality */
     int64_t sent_session;
     int64_t armed_session;   /* the session the armed watch was set in */
-    uint64_t sent_epoch;
 } machine_t;
 
+/* One per cached node, for as long as the node is cached: one allocation with its name, and
+ * one for its data.  Sizes are narrowed to what ZooKeeper's own limits allow (a child count
+ * and a data length are 32-bit on the wire). */
 typedef struct tnode tnode_t;
 struct tnode {
     zkit__tree_t *tree;
     tnode_t *parent;          /* holds a reference; NULL for the root */
-    char *name;               /* the root's full path, else the last component */
     tnode_t **kids;           /* attached children, sorted by name */
-    size_t nkids, capkids;
+    tnode_t *work_next;
+    char *data;
+    uint32_t nkids, capkids;
+    uint32_t len;             /* of data */
     int depth;
     int refs;                 /* atomic */
     unsigned attached : 1;    /* in the tree */
@@ -67,13 +80,11 @@ struct tnode {
     unsigned queued : 1;      /* on the tree's work list */
     unsigned want_issue : 2;  /* work: send the read of machine k (bit k) ... */
     unsigned want_cancel : 2; /* ... cancel the watches of machine k */
-    tnode_t *work_next;
     machine_t m[2];
-    zkit_stat_t stat;
-    char *data;
-    size_t len;
-    int64_t max_mzxid;        /* the newest mzxid accepted, across incarnations */
+    zkit_stat_t stat;         /* stat.mzxid: the newest accepted, across incarnations (a gone
+                               * node keeps its last Stat) */
     int64_t max_pzxid;        /* the newest pzxid of an accepted child set */
+    char name[];              /* the root's full path, else the last component */
 };
 
 /* An event made under the mutex, heard after it. */
@@ -113,6 +124,7 @@ struct zkit__tree {
     int current;
     int64_t since_ms;
     int retry_pending;
+    size_t in_flight;         /* reads sent and not answered */
 
     tevent_t *ev_head, *ev_tail;
     int task_posted;
@@ -162,7 +174,6 @@ static void node_unref(void *arg)
     while (n && __atomic_sub_fetch(&n->refs, 1, __ATOMIC_ACQ_REL) == 0) {
         tnode_t *parent = n->parent;
         zkit__tree_t *t = n->tree;
-        free(n->name);
         free(n->data);
         free(n->kids);
         free(n);
@@ -173,11 +184,11 @@ static void node_unref(void *arg)
 
 static tnode_t *node_new(zkit__tree_t *t, tnode_t *parent, const char *name)
 {
-    tnode_t *n = calloc(1, sizeof(*n));
-    if (!n || !(n->name = strdup(name))) {
-        free(n);
+    size_t len = strlen(name);
+    tnode_t *n = calloc(1, sizeof(*n) + len + 1);
+    if (!n)
         return NULL;
-    }
+    memcpy(n->name, name, len + 1);
     n->tree = t;
     n->refs = 1; /* the tree's, while attached */
     n->attached = 1;
@@ -373,7 +384,7 @@ static void issue(zkit__tree_t *t, tnode_t *n, int k)
     m->sent_watch = (unsigned)watch;
     m->sent_session = session;
     m->sent_sync = (unsigned)sync;
-    m->sent_epoch = t->epoch;
+    m->sent_epoch = (uint32_t)t->epoch;
     step = (zkit__read_kind_t)m->step;
     pthread_mutex_unlock(&t->mu);
     node_ref(n); /* the read's */
@@ -385,6 +396,7 @@ static void issue(zkit__tree_t *t, tnode_t *n, int k)
     if (rc == 0)
         return;
     pthread_mutex_lock(&t->mu);
+    t->in_flight--;
     m->fetching = 0;
     detached = !n->attached;
     if (!detached)
@@ -402,9 +414,10 @@ static void run_work(zkit__tree_t *t)
         tnode_t *n;
         unsigned issue_bits, cancel_bits;
         pthread_mutex_lock(&t->mu);
-        if (!(n = t->work_head)) {
+        if (!(n = t->work_head) ||
+            (n->want_issue && t->in_flight >= MAX_IN_FLIGHT && !t->closed)) {
             pthread_mutex_unlock(&t->mu);
-            return;
+            return; /* the answer of a read out runs the rest */
         }
         if (!(t->work_head = n->work_next))
             t->work_tail = NULL;
@@ -412,6 +425,7 @@ static void run_work(zkit__tree_t *t)
         issue_bits = n->want_issue;
         cancel_bits = n->want_cancel;
         n->want_issue = n->want_cancel = 0;
+        t->in_flight += (issue_bits & 1u) + (issue_bits >> 1);
         pthread_mutex_unlock(&t->mu);
         for (int k = DATA; k <= KIDS; k++)
             if (cancel_bits & (1u << k))
@@ -610,7 +624,7 @@ static int take_data(zkit__tree_t *t, tnode_t *n, const zkit_result_t *r)
     const zkit_stat_t *st = r->stat;
     char *data = NULL;
     int created;
-    if (st->mzxid <= n->max_mzxid)
+    if (st->mzxid <= n->stat.mzxid)
         return 0; /* not newer than a state accepted before */
     if (!stat_only(t, n)) {
         if (!(data = malloc(r->data_len + 1)))
@@ -633,9 +647,8 @@ static int take_data(zkit__tree_t *t, tnode_t *n, const zkit_result_t *r)
     created = !n->present;
     free(n->data);
     n->data = data;
-    n->len = data ? r->data_len : 0;
+    n->len = data ? (uint32_t)r->data_len : 0;
     n->stat = *st;
-    n->max_mzxid = st->mzxid;
     n->present = 1;
     make_event(t, n, created ? ZKIT_CACHE_CREATED : ZKIT_CACHE_CHANGED, 0);
     if (created)
@@ -664,7 +677,7 @@ static int take_kids(zkit__tree_t *t, tnode_t *n, const zkit_result_t *r)
             return ZKIT_ENOMEM;
         }
         n->kids = grown;
-        n->capkids = count;
+        n->capkids = (uint32_t)count;
     }
     n->max_pzxid = r->stat->pzxid;
     /* The children no longer listed go, deepest first; the others stay in order. */
@@ -681,7 +694,7 @@ static int take_kids(zkit__tree_t *t, tnode_t *n, const zkit_result_t *r)
             detach(t, kid, 1);
         }
     }
-    n->nkids = kept;
+    n->nkids = (uint32_t)kept;
     /* The new ones come, each read from now on. */
     for (i = 0, j = 0; j < count; j++) {
         while (i < n->nkids && strcmp(n->kids[i]->name, names[j]) < 0)
@@ -716,7 +729,7 @@ static void read_done(zkit__tree_t *t, tnode_t *n, int k, int *again)
         return;
     }
     m->fetching = 0;
-    if (t->connected && m->sent_epoch == t->epoch)
+    if (t->connected && m->sent_epoch == (uint32_t)t->epoch)
         set_cur(t, m, 1);
 }
 
@@ -728,6 +741,7 @@ static void on_read(tnode_t *n, int k, const zkit_result_t *r)
     zkit__read_kind_t next = first_step(t, n, k);
     int again = 0, cancel = 0, ok = r->error == 0 || r->error == ZKIT_ENONODE;
     pthread_mutex_lock(&t->mu);
+    t->in_flight--;
     if (!n->attached) {
         /* Detached while this read was out: its watches are cancelled now. */
         m->fetching = 0;
