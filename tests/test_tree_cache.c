@@ -615,9 +615,10 @@ static void test_tree_wider_than_reads_out(void)
     pthread_mutex_lock(&log->mu);
     CU_ASSERT_EQUAL(log->count[ZKIT_CACHE_CREATED], 201);
     pthread_mutex_unlock(&log->mu);
-    /* Every node's data watch and child watch: the server's data watches, our registrations. */
+    /* Every node's data watch and child watch: the server's data watches, all its watches,
+     * our registrations. */
     {
-        watch_wait_t all = { zk, c, 201, 402 };
+        watch_wait_t all = { zk, c, 201, 402, 402 };
         CU_ASSERT_EQUAL(zkh_wait_until(watches_are, &all, WAIT_MS), 0);
     }
     compare_init(&cmp, zk, cache, base, log, -1);
