@@ -166,6 +166,12 @@ static void test_default_acls(void)
     snprintf(path, sizeof(path), "%s/x", mid);
     CU_ASSERT_EQUAL(zkit_create(NULL, NULL, k.peer, path, "", 0, NULL), ZKIT_ENOAUTH);
     CU_ASSERT_EQUAL(zkit_create(NULL, NULL, k.stranger, path, "", 0, NULL), ZKIT_ENOAUTH);
+    /* A missing container they would have to make under ours: refused, not "no node". */
+    snprintf(path, sizeof(path), "%s/x/y", mid);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, k.peer, path, "", 0, &parents), ZKIT_ENOAUTH);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, k.stranger, path, "", 0, &parents), ZKIT_ENOAUTH);
+    CU_ASSERT_EQUAL(zkit_last_zk_error(), ZNOAUTH);
+    snprintf(path, sizeof(path), "%s/x", mid);
     assert_others_refused(&k, deep);
     CU_ASSERT_EQUAL(zkit_create(NULL, NULL, k.twin, path, "", 0, NULL), 0);
     CU_ASSERT_EQUAL(zkit_set_data(NULL, k.twin, deep, "t", 1, -1), 0);
@@ -240,6 +246,104 @@ static void test_version_2_caller(void)
     CU_ASSERT(acl_is(c, path, secure_acl, 2));
     CU_ASSERT_EQUAL(zkit_delete(c, path, -1, 0), 0);
     zkit_client_close(c);
+}
+
+/* An ACL provider answering for paths whose last name is "special": creator ALL and READ
+ * for the peer only; for any other path it declines (non-zero) and the default applies. */
+static const zkit_acl_t special_acl[] = { { ZKIT_PERM_ALL, "auth", "" },
+                                          { ZKIT_PERM_READ, "digest", PEER_ID } };
+static const zkit_acl_t special_stored[] = { { ZKIT_PERM_ALL, "digest", OWNER_ID },
+                                             { ZKIT_PERM_READ, "digest", PEER_ID } };
+
+static int special_provider(const char *path, const zkit_acl_t **acl, size_t *count, void *arg)
+{
+    const char *last = strrchr(path, '/');
+    int *calls = arg;
+    __atomic_add_fetch(calls, 1, __ATOMIC_SEQ_CST);
+    if (!last || strcmp(last, "/special") != 0)
+        return 1;
+    *acl = special_acl;
+    *count = 2;
+    return 0;
+}
+
+static zkit_client_t *client_with_provider(const zkit_acl_t *acl, size_t acl_count, int *calls)
+{
+    zkit_client_options_t o;
+    fw_options(&o, zkh_connect_string(zk), NULL, 10000, NULL);
+    o.auth = &owner_auth;
+    o.auth_count = 1;
+    o.default_acl = acl;
+    o.default_acl_count = acl_count;
+    o.acl_provider = special_provider;
+    o.acl_provider_arg = calls;
+    return fw_connect_opts(&o);
+}
+
+/* The provider's answer wins over default_acl and over the secure default; where it declines,
+ * default_acl (if set) or the secure default applies, parents made on the way included. */
+static void test_acl_provider(void)
+{
+    static const zkit_acl_t creator_only[] = { { ZKIT_PERM_ALL, "auth", "" } };
+    static const zkit_acl_t creator_only_stored[] = { { ZKIT_PERM_ALL, "digest", OWNER_ID } };
+    zkit_create_options_t parents = ZKIT_CREATE_OPTIONS_INIT;
+    int calls_secure = 0, calls_explicit = 0;
+    zkit_client_t *secure = client_with_provider(NULL, 0, &calls_secure);
+    zkit_client_t *expl = client_with_provider(creator_only, 1, &calls_explicit);
+    zkit_client_t *peer = client_with(&peer_auth, 0, NULL, 0);
+    zkit_client_t *stranger = client_with(NULL, 0, NULL, 0);
+    char base[64], dir[96], special[128], plain[128];
+    char *data = NULL;
+    size_t len = 0;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(secure);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(expl);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(peer);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(stranger);
+    parents.flags = ZKIT_CREATE_PARENTS;
+    zkh_unique_path(base, sizeof(base), "acl-provider");
+
+    /* Secure default beside the provider. */
+    snprintf(dir, sizeof(dir), "%s/s", base);
+    snprintf(special, sizeof(special), "%s/special", dir);
+    snprintf(plain, sizeof(plain), "%s/plain", dir);
+    CU_ASSERT_EQUAL_FATAL(zkit_create(NULL, NULL, secure, special, "s", 1, &parents), 0);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, secure, plain, "p", 1, NULL), 0);
+    CU_ASSERT(acl_is(secure, special, special_stored, 2));
+    CU_ASSERT(acl_is(secure, plain, secure_acl, 2));
+    CU_ASSERT(acl_is(secure, dir, secure_acl, 2)); /* a parent: the provider declined */
+    CU_ASSERT(acl_is(secure, base, secure_acl, 2));
+    CU_ASSERT(__atomic_load_n(&calls_secure, __ATOMIC_SEQ_CST) >= 4);
+    /* The stored ACL is what the server enforces: READ for the peer, none for the world. */
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, peer, special, NULL), 0);
+    zkit_free(data);
+    data = NULL;
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, stranger, special, NULL), ZKIT_ENOAUTH);
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, peer, special, "x", 1, -1), ZKIT_ENOAUTH);
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, stranger, plain, NULL), 0);
+    zkit_free(data);
+    data = NULL;
+
+    /* An explicit default_acl beside the provider. */
+    snprintf(dir, sizeof(dir), "%s/e", base);
+    snprintf(special, sizeof(special), "%s/special", dir);
+    snprintf(plain, sizeof(plain), "%s/plain", dir);
+    CU_ASSERT_EQUAL_FATAL(zkit_create(NULL, NULL, expl, special, "s", 1, &parents), 0);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, expl, plain, "p", 1, NULL), 0);
+    CU_ASSERT(acl_is(expl, special, special_stored, 2));
+    CU_ASSERT(acl_is(expl, plain, creator_only_stored, 1));
+    CU_ASSERT(acl_is(expl, dir, creator_only_stored, 1));
+    CU_ASSERT(__atomic_load_n(&calls_explicit, __ATOMIC_SEQ_CST) >= 3);
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, peer, special, NULL), 0);
+    zkit_free(data);
+    data = NULL;
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, peer, plain, NULL), ZKIT_ENOAUTH);
+
+    remove_tree(secure, base);
+    zkit_client_close(secure);
+    zkit_client_close(expl);
+    zkit_client_close(peer);
+    zkit_client_close(stranger);
 }
 
 /* ---- zkit_get_acl / zkit_set_acl ------------------------------------------------------------ */
@@ -542,6 +646,110 @@ static void test_semaphore_mutex_same_identity(void)
     clients_close(&k, base);
 }
 
+/* The same identity on another client takes the semaphore mutex inside the directories the
+ * first client made (leases, locks) and releases it cleanly; another identity and a client
+ * without credentials cannot even queue there. */
+static void test_semaphore_mutex_twin_releases(void)
+{
+    clients_t k;
+    char base[64], leases[96];
+    zkit_lock_t *first = NULL, *twin = NULL, *rival = NULL;
+    zkit_client_t *others[2];
+    char *node = NULL;
+    char **children = NULL;
+    size_t n = 0;
+    states_t st;
+
+    clients_open(&k);
+    others[0] = k.peer;
+    others[1] = k.stranger;
+    states_init(&st);
+    zkh_unique_path(base, sizeof(base), "acl-semtwin");
+    snprintf(leases, sizeof(leases), "%s/leases", base);
+    /* The first client makes the directories, then lets go. */
+    CU_ASSERT_EQUAL_FATAL(zkit_semaphore_mutex_new(&first, k.owner, base), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(first, 10000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(first), 0);
+    zkit_lock_free(first);
+    CU_ASSERT(acl_is(k.owner, base, secure_acl, 2));
+    CU_ASSERT(acl_is(k.owner, leases, secure_acl, 2));
+
+    CU_ASSERT_EQUAL_FATAL(zkit_semaphore_mutex_new(&twin, k.twin, base), 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(twin, states_record, &st), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(twin, 10000), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_node(&node, twin), 0);
+    CU_ASSERT(acl_is(k.twin, node, secure_acl, 2));
+    /* Refused alike whether or not the server has reaped the emptied `locks` container yet
+     * (then it is the container's create that the ACL of `base` refuses). */
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL(zkit_semaphore_mutex_new(&rival, others[i], base), 0);
+        CU_ASSERT_EQUAL(zkit_lock_acquire(rival, 5000), ZKIT_ENOAUTH);
+        zkit_lock_free(rival);
+    }
+    assert_others_refused(&k, node);
+    CU_ASSERT(zkit_lock_is_held(twin));
+
+    CU_ASSERT_EQUAL(zkit_lock_release(twin), 0);
+    CU_ASSERT_EQUAL(states_first(&st, ZKIT_LOCK_LOST), -1);
+    /* The server's state: the lease is gone and nothing else is left in the leases. */
+    /* The release sends the delete without waiting for it; the twin's next request on the same
+     * session is answered after it, and the stranger's listing after that. */
+    CU_ASSERT_EQUAL(zkit_exists(NULL, k.twin, node, NULL), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkit_get_children(&children, &n, NULL, k.stranger, leases, NULL), 0);
+    CU_ASSERT_EQUAL(n, 0);
+    zkit_free_strings(children, n);
+    zkit_lock_free(twin);
+    free(node);
+    clients_close(&k, base);
+}
+
+/* A read-write lock: the others can delete neither the write holder's node nor a read
+ * holder's, and both holders stay HELD. */
+static void test_rwlock_nodes_protected(void)
+{
+    clients_t k;
+    char base[64], wbase[96], rbase[96];
+    zkit_rwlock_t *wrw = NULL, *rrw = NULL;
+    char *wnode = NULL, *rnode = NULL;
+    states_t wst, rst;
+
+    clients_open(&k);
+    states_init(&wst);
+    states_init(&rst);
+    zkh_unique_path(base, sizeof(base), "acl-rwlock");
+    snprintf(wbase, sizeof(wbase), "%s/w", base);
+    snprintf(rbase, sizeof(rbase), "%s/r", base);
+    /* One lock held for writing, another held for reading. */
+    CU_ASSERT_EQUAL_FATAL(zkit_rwlock_new(&wrw, k.owner, wbase), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_rwlock_new(&rrw, k.owner, rbase), 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(zkit_rwlock_write(wrw), states_record, &wst), 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(zkit_rwlock_read(rrw), states_record, &rst), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(zkit_rwlock_write(wrw), 10000), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(zkit_rwlock_read(rrw), 10000), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_node(&wnode, zkit_rwlock_write(wrw)), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_node(&rnode, zkit_rwlock_read(rrw)), 0);
+    CU_ASSERT(acl_is(k.owner, wnode, secure_acl, 2));
+    CU_ASSERT(acl_is(k.owner, rnode, secure_acl, 2));
+    CU_ASSERT(acl_is(k.owner, wbase, secure_acl, 2));
+
+    assert_others_refused(&k, wnode);
+    assert_others_refused(&k, rnode);
+    CU_ASSERT_EQUAL(zkit_delete(k.peer, wbase, -1, ZKIT_DELETE_CHILDREN), ZKIT_ENOAUTH);
+    CU_ASSERT(zkit_lock_is_held(zkit_rwlock_write(wrw)));
+    CU_ASSERT(zkit_lock_is_held(zkit_rwlock_read(rrw)));
+    CU_ASSERT_EQUAL(states_first(&wst, ZKIT_LOCK_LOST), -1);
+    CU_ASSERT_EQUAL(states_first(&rst, ZKIT_LOCK_LOST), -1);
+    CU_ASSERT_EQUAL(states_first(&wst, ZKIT_LOCK_UNCERTAIN), -1);
+    CU_ASSERT_EQUAL(states_first(&rst, ZKIT_LOCK_UNCERTAIN), -1);
+    CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_write(wrw)), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_read(rrw)), 0);
+    zkit_rwlock_free(wrw);
+    zkit_rwlock_free(rrw);
+    free(wnode);
+    free(rnode);
+    clients_close(&k, base);
+}
+
 /* An identity the owner's ACL names queues behind the owner and acquires after it; a
  * stranger still cannot. */
 static void test_named_identity_queues(void)
@@ -666,11 +874,14 @@ static void test_guarded_znode_protected(void)
 static const zkh_test_t tests[] = {
     ZKH_TEST(test_default_acls),
     ZKH_TEST(test_version_2_caller),
+    ZKH_TEST(test_acl_provider),
     ZKH_TEST(test_acl_calls),
     ZKH_TEST(test_lock_node_protected),
     ZKH_TEST(test_world_open_lock_is_breakable),
     ZKH_TEST(test_leader_node_protected),
     ZKH_TEST(test_semaphore_mutex_same_identity),
+    ZKH_TEST(test_semaphore_mutex_twin_releases),
+    ZKH_TEST(test_rwlock_nodes_protected),
     ZKH_TEST(test_named_identity_queues),
     ZKH_TEST(test_job_record_protected),
     ZKH_TEST(test_guarded_znode_protected),
