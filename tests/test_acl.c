@@ -1,14 +1,18 @@
 /*
  * test_acl.c - who may touch zkit's nodes, against one real standalone ZooKeeper server: the
  * default ACL of a client with digest credentials (all for the creator, READ for the world),
- * on plain creates, container parents and recipe nodes; what an explicit default ACL, a
- * create's own ACL and world_open_acl change; zkit_get_acl / zkit_set_acl; and, for a held
- * lock's node, a leader's node, a semaphore mutex's lease, a job's record and a znode written
- * under a lock's guard, that a client of another identity and one without credentials are
- * refused (ZKIT_ENOAUTH) while the holder stays HELD (its state callback hears nothing), that
- * the same identity on another client can still break, queue behind and acquire, and that an
- * identity the ACL names can queue and acquire.  A world-open lock is the control: there the
- * same delete succeeds and the holder hears LOST.
+ * on plain creates, container parents and recipe nodes; what an ACL provider, an explicit
+ * default ACL, a create's own ACL and world_open_acl change; zkit_get_acl / zkit_set_acl; and,
+ * for a held lock's node (mutex, read-write lock), a leader's node, a semaphore mutex's lease,
+ * a job's record and a znode written under a lock's guard, that a client of another identity
+ * and one without credentials are refused (ZKIT_ENOAUTH) while the holder stays HELD (its
+ * state callback hears nothing), that the same identity on another client can still break,
+ * queue behind, acquire and release, and that an identity the ACL names can queue and
+ * acquire.  A world-open lock is the control: there the same delete succeeds and the holder
+ * hears LOST.  Then one short case per other recipe (selector, counting semaphore, multi-lock,
+ * segmented lock, persistent node, group, discovery, shared count and value, atomic long,
+ * barriers, partitioner): its nodes and their containers carry the secure ACL, the others
+ * can neither delete nor write them, and the owner's object keeps its state.
  *
  * Identities: "owner:ownersecret", "peer:peersecret", and none.  The digests the server
  * stores (base64 of the SHA-1 of "user:password") are written out below, so that the test
@@ -27,8 +31,15 @@
 
 #include "fw_support.h"
 #include "lock_support.h"
+#include "zkit/barrier.h"
+#include "zkit/cache.h"
+#include "zkit/counter.h"
+#include "zkit/discovery.h"
+#include "zkit/group.h"
 #include "zkit/job.h"
 #include "zkit/leader.h"
+#include "zkit/partition.h"
+#include "zkit/persist.h"
 #include "zkit/txn.h"
 
 #define OWNER_CRED "owner:ownersecret"
@@ -166,6 +177,12 @@ static void test_default_acls(void)
     snprintf(path, sizeof(path), "%s/x", mid);
     CU_ASSERT_EQUAL(zkit_create(NULL, NULL, k.peer, path, "", 0, NULL), ZKIT_ENOAUTH);
     CU_ASSERT_EQUAL(zkit_create(NULL, NULL, k.stranger, path, "", 0, NULL), ZKIT_ENOAUTH);
+    /* A missing container they would have to make under ours: refused, not "no node". */
+    snprintf(path, sizeof(path), "%s/x/y", mid);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, k.peer, path, "", 0, &parents), ZKIT_ENOAUTH);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, k.stranger, path, "", 0, &parents), ZKIT_ENOAUTH);
+    CU_ASSERT_EQUAL(zkit_last_zk_error(), ZNOAUTH);
+    snprintf(path, sizeof(path), "%s/x", mid);
     assert_others_refused(&k, deep);
     CU_ASSERT_EQUAL(zkit_create(NULL, NULL, k.twin, path, "", 0, NULL), 0);
     CU_ASSERT_EQUAL(zkit_set_data(NULL, k.twin, deep, "t", 1, -1), 0);
@@ -240,6 +257,104 @@ static void test_version_2_caller(void)
     CU_ASSERT(acl_is(c, path, secure_acl, 2));
     CU_ASSERT_EQUAL(zkit_delete(c, path, -1, 0), 0);
     zkit_client_close(c);
+}
+
+/* An ACL provider answering for paths whose last name is "special": creator ALL and READ
+ * for the peer only; for any other path it declines (non-zero) and the default applies. */
+static const zkit_acl_t special_acl[] = { { ZKIT_PERM_ALL, "auth", "" },
+                                          { ZKIT_PERM_READ, "digest", PEER_ID } };
+static const zkit_acl_t special_stored[] = { { ZKIT_PERM_ALL, "digest", OWNER_ID },
+                                             { ZKIT_PERM_READ, "digest", PEER_ID } };
+
+static int special_provider(const char *path, const zkit_acl_t **acl, size_t *count, void *arg)
+{
+    const char *last = strrchr(path, '/');
+    int *calls = arg;
+    __atomic_add_fetch(calls, 1, __ATOMIC_SEQ_CST);
+    if (!last || strcmp(last, "/special") != 0)
+        return 1;
+    *acl = special_acl;
+    *count = 2;
+    return 0;
+}
+
+static zkit_client_t *client_with_provider(const zkit_acl_t *acl, size_t acl_count, int *calls)
+{
+    zkit_client_options_t o;
+    fw_options(&o, zkh_connect_string(zk), NULL, 10000, NULL);
+    o.auth = &owner_auth;
+    o.auth_count = 1;
+    o.default_acl = acl;
+    o.default_acl_count = acl_count;
+    o.acl_provider = special_provider;
+    o.acl_provider_arg = calls;
+    return fw_connect_opts(&o);
+}
+
+/* The provider's answer wins over default_acl and over the secure default; where it declines,
+ * default_acl (if set) or the secure default applies, parents made on the way included. */
+static void test_acl_provider(void)
+{
+    static const zkit_acl_t creator_only[] = { { ZKIT_PERM_ALL, "auth", "" } };
+    static const zkit_acl_t creator_only_stored[] = { { ZKIT_PERM_ALL, "digest", OWNER_ID } };
+    zkit_create_options_t parents = ZKIT_CREATE_OPTIONS_INIT;
+    int calls_secure = 0, calls_explicit = 0;
+    zkit_client_t *secure = client_with_provider(NULL, 0, &calls_secure);
+    zkit_client_t *expl = client_with_provider(creator_only, 1, &calls_explicit);
+    zkit_client_t *peer = client_with(&peer_auth, 0, NULL, 0);
+    zkit_client_t *stranger = client_with(NULL, 0, NULL, 0);
+    char base[64], dir[96], special[128], plain[128];
+    char *data = NULL;
+    size_t len = 0;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(secure);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(expl);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(peer);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(stranger);
+    parents.flags = ZKIT_CREATE_PARENTS;
+    zkh_unique_path(base, sizeof(base), "acl-provider");
+
+    /* Secure default beside the provider. */
+    snprintf(dir, sizeof(dir), "%s/s", base);
+    snprintf(special, sizeof(special), "%s/special", dir);
+    snprintf(plain, sizeof(plain), "%s/plain", dir);
+    CU_ASSERT_EQUAL_FATAL(zkit_create(NULL, NULL, secure, special, "s", 1, &parents), 0);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, secure, plain, "p", 1, NULL), 0);
+    CU_ASSERT(acl_is(secure, special, special_stored, 2));
+    CU_ASSERT(acl_is(secure, plain, secure_acl, 2));
+    CU_ASSERT(acl_is(secure, dir, secure_acl, 2)); /* a parent: the provider declined */
+    CU_ASSERT(acl_is(secure, base, secure_acl, 2));
+    CU_ASSERT(__atomic_load_n(&calls_secure, __ATOMIC_SEQ_CST) >= 4);
+    /* The stored ACL is what the server enforces: READ for the peer, none for the world. */
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, peer, special, NULL), 0);
+    zkit_free(data);
+    data = NULL;
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, stranger, special, NULL), ZKIT_ENOAUTH);
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, peer, special, "x", 1, -1), ZKIT_ENOAUTH);
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, stranger, plain, NULL), 0);
+    zkit_free(data);
+    data = NULL;
+
+    /* An explicit default_acl beside the provider. */
+    snprintf(dir, sizeof(dir), "%s/e", base);
+    snprintf(special, sizeof(special), "%s/special", dir);
+    snprintf(plain, sizeof(plain), "%s/plain", dir);
+    CU_ASSERT_EQUAL_FATAL(zkit_create(NULL, NULL, expl, special, "s", 1, &parents), 0);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, expl, plain, "p", 1, NULL), 0);
+    CU_ASSERT(acl_is(expl, special, special_stored, 2));
+    CU_ASSERT(acl_is(expl, plain, creator_only_stored, 1));
+    CU_ASSERT(acl_is(expl, dir, creator_only_stored, 1));
+    CU_ASSERT(__atomic_load_n(&calls_explicit, __ATOMIC_SEQ_CST) >= 3);
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, peer, special, NULL), 0);
+    zkit_free(data);
+    data = NULL;
+    CU_ASSERT_EQUAL(zkit_get_data(&data, &len, NULL, peer, plain, NULL), ZKIT_ENOAUTH);
+
+    remove_tree(secure, base);
+    zkit_client_close(secure);
+    zkit_client_close(expl);
+    zkit_client_close(peer);
+    zkit_client_close(stranger);
 }
 
 /* ---- zkit_get_acl / zkit_set_acl ------------------------------------------------------------ */
@@ -542,6 +657,110 @@ static void test_semaphore_mutex_same_identity(void)
     clients_close(&k, base);
 }
 
+/* The same identity on another client takes the semaphore mutex inside the directories the
+ * first client made (leases, locks) and releases it cleanly; another identity and a client
+ * without credentials cannot even queue there. */
+static void test_semaphore_mutex_twin_releases(void)
+{
+    clients_t k;
+    char base[64], leases[96];
+    zkit_lock_t *first = NULL, *twin = NULL, *rival = NULL;
+    zkit_client_t *others[2];
+    char *node = NULL;
+    char **children = NULL;
+    size_t n = 0;
+    states_t st;
+
+    clients_open(&k);
+    others[0] = k.peer;
+    others[1] = k.stranger;
+    states_init(&st);
+    zkh_unique_path(base, sizeof(base), "acl-semtwin");
+    snprintf(leases, sizeof(leases), "%s/leases", base);
+    /* The first client makes the directories, then lets go. */
+    CU_ASSERT_EQUAL_FATAL(zkit_semaphore_mutex_new(&first, k.owner, base), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(first, 10000), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(first), 0);
+    zkit_lock_free(first);
+    CU_ASSERT(acl_is(k.owner, base, secure_acl, 2));
+    CU_ASSERT(acl_is(k.owner, leases, secure_acl, 2));
+
+    CU_ASSERT_EQUAL_FATAL(zkit_semaphore_mutex_new(&twin, k.twin, base), 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(twin, states_record, &st), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(twin, 10000), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_node(&node, twin), 0);
+    CU_ASSERT(acl_is(k.twin, node, secure_acl, 2));
+    /* Refused alike whether or not the server has reaped the emptied `locks` container yet
+     * (then it is the container's create that the ACL of `base` refuses). */
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL(zkit_semaphore_mutex_new(&rival, others[i], base), 0);
+        CU_ASSERT_EQUAL(zkit_lock_acquire(rival, 5000), ZKIT_ENOAUTH);
+        zkit_lock_free(rival);
+    }
+    assert_others_refused(&k, node);
+    CU_ASSERT(zkit_lock_is_held(twin));
+
+    CU_ASSERT_EQUAL(zkit_lock_release(twin), 0);
+    CU_ASSERT_EQUAL(states_first(&st, ZKIT_LOCK_LOST), -1);
+    /* The server's state: the lease is gone and nothing else is left in the leases. */
+    /* The release sends the delete without waiting for it; the twin's next request on the same
+     * session is answered after it, and the stranger's listing after that. */
+    CU_ASSERT_EQUAL(zkit_exists(NULL, k.twin, node, NULL), ZKIT_ENONODE);
+    CU_ASSERT_EQUAL(zkit_get_children(&children, &n, NULL, k.stranger, leases, NULL), 0);
+    CU_ASSERT_EQUAL(n, 0);
+    zkit_free_strings(children, n);
+    zkit_lock_free(twin);
+    free(node);
+    clients_close(&k, base);
+}
+
+/* A read-write lock: the others can delete neither the write holder's node nor a read
+ * holder's, and both holders stay HELD. */
+static void test_rwlock_nodes_protected(void)
+{
+    clients_t k;
+    char base[64], wbase[96], rbase[96];
+    zkit_rwlock_t *wrw = NULL, *rrw = NULL;
+    char *wnode = NULL, *rnode = NULL;
+    states_t wst, rst;
+
+    clients_open(&k);
+    states_init(&wst);
+    states_init(&rst);
+    zkh_unique_path(base, sizeof(base), "acl-rwlock");
+    snprintf(wbase, sizeof(wbase), "%s/w", base);
+    snprintf(rbase, sizeof(rbase), "%s/r", base);
+    /* One lock held for writing, another held for reading. */
+    CU_ASSERT_EQUAL_FATAL(zkit_rwlock_new(&wrw, k.owner, wbase), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_rwlock_new(&rrw, k.owner, rbase), 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(zkit_rwlock_write(wrw), states_record, &wst), 0);
+    CU_ASSERT_EQUAL(zkit_lock_set_state_callback(zkit_rwlock_read(rrw), states_record, &rst), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(zkit_rwlock_write(wrw), 10000), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(zkit_rwlock_read(rrw), 10000), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_node(&wnode, zkit_rwlock_write(wrw)), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_node(&rnode, zkit_rwlock_read(rrw)), 0);
+    CU_ASSERT(acl_is(k.owner, wnode, secure_acl, 2));
+    CU_ASSERT(acl_is(k.owner, rnode, secure_acl, 2));
+    CU_ASSERT(acl_is(k.owner, wbase, secure_acl, 2));
+
+    assert_others_refused(&k, wnode);
+    assert_others_refused(&k, rnode);
+    CU_ASSERT_EQUAL(zkit_delete(k.peer, wbase, -1, ZKIT_DELETE_CHILDREN), ZKIT_ENOAUTH);
+    CU_ASSERT(zkit_lock_is_held(zkit_rwlock_write(wrw)));
+    CU_ASSERT(zkit_lock_is_held(zkit_rwlock_read(rrw)));
+    CU_ASSERT_EQUAL(states_first(&wst, ZKIT_LOCK_LOST), -1);
+    CU_ASSERT_EQUAL(states_first(&rst, ZKIT_LOCK_LOST), -1);
+    CU_ASSERT_EQUAL(states_first(&wst, ZKIT_LOCK_UNCERTAIN), -1);
+    CU_ASSERT_EQUAL(states_first(&rst, ZKIT_LOCK_UNCERTAIN), -1);
+    CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_write(wrw)), 0);
+    CU_ASSERT_EQUAL(zkit_lock_release(zkit_rwlock_read(rrw)), 0);
+    zkit_rwlock_free(wrw);
+    zkit_rwlock_free(rrw);
+    free(wnode);
+    free(rnode);
+    clients_close(&k, base);
+}
+
 /* An identity the owner's ACL names queues behind the owner and acquires after it; a
  * stranger still cannot. */
 static void test_named_identity_queues(void)
@@ -663,17 +882,409 @@ static void test_guarded_znode_protected(void)
     clients_close(&k, base);
 }
 
+/* ---- every other recipe's nodes: one short case each ------------------------------------ */
+
+/* `node` and every container above it up to `top` carry the secure default ACL; the others
+ * can neither delete nor write `node`, nor delete a container between them (`top` itself sits
+ * in the world-open root, where a delete is checked against the root's ACL). */
+static void assert_recipe_secure(clients_t *k, const char *top, const char *node)
+{
+    char p[256];
+    snprintf(p, sizeof(p), "%s", node);
+    while (strlen(p) >= strlen(top)) {
+        char *slash = strrchr(p, '/');
+        CU_ASSERT(acl_is(k->owner, p, secure_acl, 2));
+        if (strcmp(p, node) != 0 && strcmp(p, top) != 0) {
+            CU_ASSERT_EQUAL(zkit_delete(k->peer, p, -1, ZKIT_DELETE_CHILDREN), ZKIT_ENOAUTH);
+            CU_ASSERT_EQUAL(zkit_delete(k->stranger, p, -1, 0), ZKIT_ENOAUTH);
+        }
+        if (!slash || slash == p)
+            break;
+        *slash = '\0';
+    }
+    assert_others_refused(k, node);
+}
+
+/* The first child of `dir` (the caller's to free), or NULL. */
+static char *first_child(zkit_client_t *c, const char *dir)
+{
+    char **names = NULL, *path = NULL;
+    size_t n = 0;
+    if (zkit_get_children(&names, &n, NULL, c, dir, NULL) == 0 && n > 0) {
+        size_t len = strlen(dir) + strlen(names[0]) + 2;
+        path = malloc(len);
+        if (path)
+            snprintf(path, len, "%s/%s", dir, names[0]);
+    }
+    zkit_free_strings(names, n);
+    return path;
+}
+
+static void selector_lead(zkit_selector_t *sel, void *arg)
+{
+    (void)arg;
+    zkit_selector_wait_stop(sel, -1);
+}
+
+static int selector_leads(void *arg)
+{
+    return zkit_selector_has_leadership(arg);
+}
+
+static void test_selector_node_protected(void)
+{
+    clients_t k;
+    char base[64], path[96];
+    zkit_selector_t *sel = NULL;
+    char *node = NULL;
+
+    clients_open(&k);
+    zkh_unique_path(base, sizeof(base), "acl-selector");
+    snprintf(path, sizeof(path), "%s/sel", base);
+    CU_ASSERT_EQUAL_FATAL(zkit_selector_new(&sel, k.owner, path, "owner", selector_lead, NULL),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(zkit_selector_start(sel), 0);
+    CU_ASSERT_EQUAL_FATAL(zkh_wait_until(selector_leads, sel, 10000), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_node(&node, zkit_selector_lock(sel)), 0);
+    assert_recipe_secure(&k, base, node);
+    CU_ASSERT(zkit_selector_has_leadership(sel));
+    CU_ASSERT(!zkit_selector_should_stop(sel));
+    CU_ASSERT_EQUAL(zkit_selector_close(sel), 0);
+    zkit_selector_free(sel);
+    free(node);
+    clients_close(&k, base);
+}
+
+static void test_semaphore_leases_protected(void)
+{
+    clients_t k;
+    char base[64], path[96];
+    zkit_semaphore_t *sem = NULL;
+    zkit_lease_t *leases[2] = { NULL, NULL };
+
+    clients_open(&k);
+    zkh_unique_path(base, sizeof(base), "acl-semaphore");
+    snprintf(path, sizeof(path), "%s/sem", base);
+    CU_ASSERT_EQUAL_FATAL(zkit_semaphore_new(&sem, k.owner, path, 3), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_semaphore_acquire(leases, sem, 2, 10000), 0);
+    for (int i = 0; i < 2; i++) {
+        char *node = NULL;
+        CU_ASSERT_EQUAL_FATAL(zkit_lock_node(&node, zkit_lease_lock(leases[i])), 0);
+        assert_recipe_secure(&k, base, node);
+        free(node);
+    }
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT(zkit_lock_is_held(zkit_lease_lock(leases[i])));
+        CU_ASSERT_EQUAL(zkit_lease_release(leases[i]), 0);
+    }
+    zkit_semaphore_free(sem);
+    clients_close(&k, base);
+}
+
+static void test_multilock_nodes_protected(void)
+{
+    clients_t k;
+    char base[64], a[96], b[96];
+    const char *paths[2] = { a, b };
+    zkit_lock_t *ml = NULL;
+
+    clients_open(&k);
+    zkh_unique_path(base, sizeof(base), "acl-multilock");
+    snprintf(a, sizeof(a), "%s/a", base);
+    snprintf(b, sizeof(b), "%s/b", base);
+    CU_ASSERT_EQUAL_FATAL(zkit_multilock_new(&ml, k.owner, paths, 2), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(ml, 10000), 0);
+    for (size_t i = 0; i < 2; i++) {
+        char *path = NULL, *node = NULL;
+        int64_t token;
+        CU_ASSERT_EQUAL_FATAL(zkit_multilock_part(&path, &node, &token, ml, i), 0);
+        assert_recipe_secure(&k, base, node);
+        zkit_free(path);
+        zkit_free(node);
+    }
+    CU_ASSERT(zkit_lock_is_held(ml));
+    CU_ASSERT_EQUAL(zkit_lock_release(ml), 0);
+    zkit_lock_free(ml);
+    clients_close(&k, base);
+}
+
+static void test_segment_node_protected(void)
+{
+    clients_t k;
+    char base[64], dir[96];
+    zkit_lock_t *seg = NULL;
+    char *node = NULL;
+
+    clients_open(&k);
+    zkh_unique_path(base, sizeof(base), "acl-segment");
+    snprintf(dir, sizeof(dir), "%s/seg", base);
+    CU_ASSERT_EQUAL_FATAL(zkit_segment_new_under(&seg, k.owner, dir, 2), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(seg, 10000), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_node(&node, seg), 0);
+    assert_recipe_secure(&k, base, node);
+    CU_ASSERT(zkit_lock_is_held(seg));
+    CU_ASSERT_EQUAL(zkit_lock_release(seg), 0);
+    zkit_lock_free(seg);
+    free(node);
+    clients_close(&k, base);
+}
+
+static void test_persistent_node_protected(void)
+{
+    clients_t k;
+    char base[64], path[96];
+    zkit_persistent_options_t po = ZKIT_PERSISTENT_OPTIONS_INIT;
+    zkit_persistent_node_t *pn = NULL;
+    zkit_persistent_status_t status;
+
+    clients_open(&k);
+    zkh_unique_path(base, sizeof(base), "acl-persist");
+    snprintf(path, sizeof(path), "%s/p/node", base);
+    po.flags = ZKIT_PERSISTENT_PARENTS;
+    CU_ASSERT_EQUAL_FATAL(zkit_persistent_node_new(&pn, k.owner, path, "v", 1, &po, NULL, NULL),
+                          0);
+    CU_ASSERT_EQUAL_FATAL(zkit_persistent_node_wait(pn, 10000), 0);
+    assert_recipe_secure(&k, base, path);
+    CU_ASSERT_EQUAL(zkit_persistent_node_status(&status, NULL, pn), 0);
+    CU_ASSERT_EQUAL(status.state, ZKIT_PERSISTENT_CREATED);
+    CU_ASSERT_EQUAL(status.creations, 1);
+    zkit_persistent_node_free(pn);
+    clients_close(&k, base);
+}
+
+static void test_group_member_protected(void)
+{
+    clients_t k;
+    char base[64], group[96], member[128];
+    zkit_group_t *g = NULL;
+    zkit_group_member_t *members = NULL;
+    size_t n = 0;
+
+    clients_open(&k);
+    zkh_unique_path(base, sizeof(base), "acl-group");
+    snprintf(group, sizeof(group), "%s/g", base);
+    snprintf(member, sizeof(member), "%s/m1", group);
+    CU_ASSERT_EQUAL_FATAL(zkit_group_join(&g, k.owner, group, "m1", "d", 1, NULL, NULL, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_group_wait_joined(g, 10000), 0);
+    assert_recipe_secure(&k, base, member);
+    CU_ASSERT_EQUAL(zkit_group_members(&members, &n, g), 0);
+    CU_ASSERT_EQUAL(n, 1);
+    if (n == 1)
+        CU_ASSERT_STRING_EQUAL(members[0].data, "d");
+    zkit_group_members_free(members, n);
+    zkit_group_free(g);
+    clients_close(&k, base);
+}
+
+static void test_discovery_instance_protected(void)
+{
+    clients_t k;
+    char base[64], node[128];
+    zkit_discovery_t *d = NULL, *seen = NULL;
+    zkit_service_registration_t *reg = NULL;
+    zkit_service_instance_t inst = ZKIT_SERVICE_INSTANCE_INIT, *list = NULL;
+    size_t n = 0;
+
+    clients_open(&k);
+    zkh_unique_path(base, sizeof(base), "acl-discovery");
+    snprintf(node, sizeof(node), "%s/svc/i1", base);
+    inst.name = "svc";
+    inst.id = "i1";
+    inst.address = "10.0.0.1";
+    inst.port = 80;
+    CU_ASSERT_EQUAL_FATAL(zkit_discovery_new(&d, k.owner, base), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_discovery_register(&reg, d, &inst, NULL, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_service_registration_wait(reg, 10000), 0);
+    assert_recipe_secure(&k, base, node);
+    /* A discovery without credentials still lists the instance. */
+    CU_ASSERT_EQUAL_FATAL(zkit_discovery_new(&seen, k.stranger, base), 0);
+    CU_ASSERT_EQUAL(zkit_discovery_instances(&list, &n, NULL, seen, "svc"), 0);
+    CU_ASSERT_EQUAL(n, 1);
+    if (n == 1)
+        CU_ASSERT_STRING_EQUAL(list[0].address, "10.0.0.1");
+    zkit_service_instances_free(list, n);
+    zkit_discovery_free(seen);
+    zkit_service_registration_free(reg);
+    zkit_discovery_free(d);
+    clients_close(&k, base);
+}
+
+static int cache_current(void *arg)
+{
+    int current = 0;
+    return zkit_cache_status(&current, NULL, arg) == 0 && current;
+}
+
+/* A shared count and a shared value; caches create no nodes: a cache without credentials
+ * reads the owner's nodes through READ for the world. */
+static void test_shared_values_protected(void)
+{
+    clients_t k;
+    char base[64], cpath[96], vpath[96];
+    zkit_shared_count_t *sc = NULL;
+    zkit_shared_value_t *sv = NULL;
+    zkit_cache_t *cache = NULL;
+    int32_t count = 0;
+    char *value = NULL, **names = NULL;
+    size_t n = 0;
+
+    clients_open(&k);
+    zkh_unique_path(base, sizeof(base), "acl-shared");
+    snprintf(cpath, sizeof(cpath), "%s/count", base);
+    snprintf(vpath, sizeof(vpath), "%s/value", base);
+    CU_ASSERT_EQUAL_FATAL(zkit_shared_count_new(&sc, k.owner, cpath, 7), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_shared_count_start(sc), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_shared_value_new(&sv, k.owner, vpath, "seed", 4), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_shared_value_start(sv), 0);
+    assert_recipe_secure(&k, base, cpath);
+    assert_recipe_secure(&k, base, vpath);
+    /* The owner's writes go on. */
+    CU_ASSERT_EQUAL(zkit_shared_count_set(sc, 8), 0);
+    CU_ASSERT_EQUAL(zkit_shared_count_get(&count, NULL, sc), 0);
+    CU_ASSERT_EQUAL(count, 8);
+    CU_ASSERT_EQUAL(zkit_shared_value_get(&value, NULL, NULL, sv), 0);
+    if (value)
+        CU_ASSERT_STRING_EQUAL(value, "seed");
+    zkit_free(value);
+
+    CU_ASSERT_EQUAL_FATAL(zkit_tree_cache_new(&cache, k.stranger, base, 1, NULL, NULL, NULL), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(cache_current, cache, 10000), 0);
+    CU_ASSERT_EQUAL(zkit_cache_list(&names, &n, cache), 0);
+    CU_ASSERT_EQUAL(n, 2);
+    zkit_free_strings(names, n);
+    zkit_cache_free(cache);
+    zkit_shared_count_free(sc);
+    zkit_shared_value_free(sv);
+    clients_close(&k, base);
+}
+
+static void test_atomic_long_protected(void)
+{
+    clients_t k;
+    char base[64], path[96];
+    zkit_atomic_long_t *al = NULL;
+    zkit_atomic_result_t r;
+
+    clients_open(&k);
+    zkh_unique_path(base, sizeof(base), "acl-atomic");
+    snprintf(path, sizeof(path), "%s/a/n", base);
+    CU_ASSERT_EQUAL_FATAL(zkit_atomic_long_new(&al, k.owner, path, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_atomic_long_increment(&r, al), 0);
+    CU_ASSERT(r.succeeded);
+    assert_recipe_secure(&k, base, path);
+    CU_ASSERT_EQUAL(zkit_atomic_long_increment(&r, al), 0);
+    CU_ASSERT(r.succeeded);
+    CU_ASSERT_EQUAL(r.pre_value, 1);
+    CU_ASSERT_EQUAL(r.post_value, 2);
+    zkit_atomic_long_free(al);
+    clients_close(&k, base);
+}
+
+static void test_barriers_protected(void)
+{
+    clients_t k;
+    char base[64], bpath[96], dpath[96];
+    zkit_barrier_t *b = NULL;
+    zkit_double_barrier_t *db = NULL;
+    char *node = NULL;
+
+    clients_open(&k);
+    zkh_unique_path(base, sizeof(base), "acl-barrier");
+    snprintf(bpath, sizeof(bpath), "%s/b/barrier", base);
+    snprintf(dpath, sizeof(dpath), "%s/d", base);
+    CU_ASSERT_EQUAL_FATAL(zkit_barrier_new(&b, k.owner, bpath), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_barrier_set(b), 0);
+    assert_recipe_secure(&k, base, bpath);
+    /* Still up: nobody else could take it down. */
+    CU_ASSERT_EQUAL(zkit_barrier_wait(b, 0), ZKIT_ETIMEDOUT);
+    CU_ASSERT_EQUAL(zkit_barrier_remove(b), 0);
+    zkit_barrier_free(b);
+
+    CU_ASSERT_EQUAL_FATAL(zkit_double_barrier_new(&db, k.owner, dpath, 1), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_double_barrier_enter(db, 10000), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_double_barrier_node(&node, db), 0);
+    assert_recipe_secure(&k, base, node);
+    zkit_free(node);
+    node = NULL;
+    CU_ASSERT_EQUAL(zkit_double_barrier_node(&node, db), 0); /* still in */
+    zkit_free(node);
+    CU_ASSERT_EQUAL(zkit_double_barrier_leave(db, 10000), 0);
+    zkit_double_barrier_free(db);
+    clients_close(&k, base);
+}
+
+static void partition_item(zkit_partition_t *p, const char *item, zkit_partition_event_t event,
+                           void *arg)
+{
+    (void)p;
+    (void)item;
+    (void)event;
+    (void)arg;
+}
+
+static int partition_owns_one(void *arg)
+{
+    char **items = NULL;
+    size_t n = 0;
+    int ok = zkit_partition_items(&items, &n, arg) == 0 && n == 1;
+    zkit_free_strings(items, n);
+    return ok;
+}
+
+static void test_partition_nodes_protected(void)
+{
+    static const char *const items[] = { "a" };
+    clients_t k;
+    char base[64], member[96], leases[96];
+    zkit_partition_options_t po = ZKIT_PARTITION_OPTIONS_INIT;
+    zkit_partition_t *p = NULL;
+    char *lease = NULL;
+
+    clients_open(&k);
+    zkh_unique_path(base, sizeof(base), "acl-partition");
+    snprintf(member, sizeof(member), "%s/members/m1", base);
+    snprintf(leases, sizeof(leases), "%s/items/a/leases", base);
+    po.items = items;
+    po.item_count = 1;
+    po.settle_ms = 0;
+    po.item_fn = partition_item;
+    CU_ASSERT_EQUAL_FATAL(zkit_partition_new(&p, k.owner, base, "m1", &po), 0);
+    CU_ASSERT_EQUAL_FATAL(zkh_wait_until(partition_owns_one, p, 10000), 0);
+    assert_recipe_secure(&k, base, member);
+    lease = first_child(k.owner, leases);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(lease);
+    assert_recipe_secure(&k, base, lease);
+    CU_ASSERT(partition_owns_one(p));
+    free(lease);
+    zkit_partition_free(p);
+    clients_close(&k, base);
+}
+
 static const zkh_test_t tests[] = {
     ZKH_TEST(test_default_acls),
     ZKH_TEST(test_version_2_caller),
+    ZKH_TEST(test_acl_provider),
     ZKH_TEST(test_acl_calls),
     ZKH_TEST(test_lock_node_protected),
     ZKH_TEST(test_world_open_lock_is_breakable),
     ZKH_TEST(test_leader_node_protected),
     ZKH_TEST(test_semaphore_mutex_same_identity),
+    ZKH_TEST(test_semaphore_mutex_twin_releases),
+    ZKH_TEST(test_rwlock_nodes_protected),
     ZKH_TEST(test_named_identity_queues),
     ZKH_TEST(test_job_record_protected),
     ZKH_TEST(test_guarded_znode_protected),
+    ZKH_TEST(test_selector_node_protected),
+    ZKH_TEST(test_semaphore_leases_protected),
+    ZKH_TEST(test_multilock_nodes_protected),
+    ZKH_TEST(test_segment_node_protected),
+    ZKH_TEST(test_persistent_node_protected),
+    ZKH_TEST(test_group_member_protected),
+    ZKH_TEST(test_discovery_instance_protected),
+    ZKH_TEST(test_shared_values_protected),
+    ZKH_TEST(test_atomic_long_protected),
+    ZKH_TEST(test_barriers_protected),
+    ZKH_TEST(test_partition_nodes_protected),
     { NULL, NULL }
 };
 

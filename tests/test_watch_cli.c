@@ -529,6 +529,66 @@ static void test_command_absent_and_deleted(void)
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, parent), 0);
 }
 
+/* ---- credentials ------------------------------------------------------------------------------ */
+
+static int write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    int rc = f && fputs(text, f) >= 0 ? 0 : -1;
+    if (f && fclose(f) != 0)
+        rc = -1;
+    return rc;
+}
+
+/* A node only the identity "owner:ownersecret" may read (the digest is base64 of the SHA-1 of
+ * "owner:ownersecret"): zkit-watch with that identity's --auth-file reads it; without
+ * credentials, or with another identity, it is refused at once with status 77 and one line
+ * naming --auth-file, instead of a cache that would retry in silence. */
+static void test_auth_file(void)
+{
+    struct ACL owner_only[] = { { ZOO_PERM_ALL,
+                                         { "digest", "owner:jh4sjveern15wWHHRa3Cf336gZw=" } } };
+    struct ACL_vector acl = { 1, owner_only };
+    char path[64], out[300], err[300], owner[300], peer[300], want[256];
+    const char *cs = zkh_connect_string(zk);
+    int64_t elapsed;
+    char *text;
+    zkh_unique_path(path, sizeof(path), "watch-auth");
+    scratch(out, sizeof(out), "auth.out");
+    scratch(err, sizeof(err), "auth.err");
+    scratch(owner, sizeof(owner), "owner.auth");
+    scratch(peer, sizeof(peer), "peer.auth");
+    CU_ASSERT_EQUAL_FATAL(write_text(owner, "owner:ownersecret\n"), 0);
+    CU_ASSERT_EQUAL_FATAL(write_text(peer, "peer:peersecret\n"), 0);
+    CU_ASSERT_EQUAL_FATAL(zoo_create(zh, path, "secret", 6, &acl, 0, NULL, 0), ZOK);
+    {
+        const char *args[] = { "--connect", cs, "--auth-file", owner, "--once", "-w", "0.5",
+                               "--data", path, NULL };
+        CU_ASSERT_EQUAL(run_tool(NULL, out, NULL, args), 1);
+    }
+    snprintf(want, sizeof(want), "%s CREATED 0 secret\n%s INITIALIZED -1 \n", path, path);
+    CU_ASSERT(text_is(out, want));
+    for (int i = 0; i < 3; i++) {
+        const char *with[] = { "--connect", cs, "--auth-file", peer, path, NULL };
+        const char *without[] = { "--connect", cs, path, NULL };
+        const char *children[] = { "--connect", cs, "--children", path, NULL };
+        const char *const *args = i == 0 ? without : i == 1 ? with : children;
+        char name[32];
+        snprintf(name, sizeof(name), "refused-%d.out", i); /* the tool's files are appended to */
+        scratch(out, sizeof(out), name);
+        snprintf(name, sizeof(name), "refused-%d.err", i);
+        scratch(err, sizeof(err), name);
+        CU_ASSERT_EQUAL(run_tool(&elapsed, out, err, args), 77);
+        CU_ASSERT(elapsed < 10000);
+        CU_ASSERT(text_is(out, ""));
+        CU_ASSERT(proc_one_line_from(err, "zkit-watch"));
+        text = proc_slurp(err);
+        CU_ASSERT(text && strstr(text, path) && strstr(text, "--auth-file"));
+        free(text);
+    }
+    CU_ASSERT_EQUAL(zk_delete(path), ZOK); /* "/" is world-open: its ACL rules the delete */
+}
+
 /* ---- bad arguments and an unreachable server ------------------------------------------------ */
 
 static void test_usage_errors(void)
@@ -691,6 +751,7 @@ static const zkh_test_t tests[] = {
     { "--once and --timeout", test_once },
     { "a command: never two at once, a burst coalesced", test_command_coalesces },
     { "a command: absent node, deletion, --once, --children", test_command_absent_and_deleted },
+    { "--auth-file: a node only that identity may read; others exit 77", test_auth_file },
     { "usage errors", test_usage_errors },
     { "an unreachable server: status 68", test_unreachable },
     { "partition: short, and past the session", test_partition },

@@ -48,7 +48,8 @@ typedef enum zkit_create_mode {
 
 /* Create flags. */
 #define ZKIT_CREATE_PARENTS 1u   /* create missing parents as containers; one that would go
-                                  * under an ephemeral node makes the create ZKIT_ENOCHILDREN */
+                                  * under an ephemeral node makes the create ZKIT_ENOCHILDREN,
+                                  * one the ACL above it refuses ZKIT_ENOAUTH */
 #define ZKIT_CREATE_PROTECTED 2u /* "_c_<uuid>-" name prefix and recovery after a lost reply */
 
 /* The version of zkit_create_options_t in this header; any version from 1 up to the library's

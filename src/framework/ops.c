@@ -653,6 +653,8 @@ static void on_parent_created(int rc, const char *value, const struct Stat *stat
     (void)stat;
     if (rc == ZNOCHILDRENFOREPHEMERALS)
         __atomic_store_n(&op->parents.under_ephemeral, 1, __ATOMIC_RELEASE);
+    else if (rc == ZNOAUTH)
+        __atomic_store_n(&op->parents.refused, 1, __ATOMIC_RELEASE);
     zkit__op_unref(op);
 }
 
@@ -666,6 +668,7 @@ static void issue_parents(zkit__op_t *op, zhandle_t *zh)
     if (!ancestor)
         return;
     __atomic_store_n(&op->parents.under_ephemeral, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&op->parents.refused, 0, __ATOMIC_RELEASE);
     if (!(op->req.flags & ZKIT_CREATE_PARENTS))
         stop = c->conf.ns_root ? strlen(c->conf.ns_root) : 0;
     for (char *slash = strchr(ancestor + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
@@ -942,6 +945,13 @@ static void after_create_nonode(zkit__op_t *op)
         __atomic_load_n(&op->parents.under_ephemeral, __ATOMIC_ACQUIRE)) {
         op->res.zk_rc = ZNOCHILDRENFOREPHEMERALS; /* the waiter's zkit_last_zk_error() */
         op_finish(op, ZKIT_ENOCHILDREN);
+        return;
+    }
+    /* A missing parent the ACL above it does not let us create (a container the server
+     * reaped, under a directory of another identity): refused, not missing. */
+    if (op->parents.rounds > 0 && __atomic_load_n(&op->parents.refused, __ATOMIC_ACQUIRE)) {
+        op->res.zk_rc = ZNOAUTH;
+        op_finish(op, ZKIT_ENOAUTH);
         return;
     }
     if (can_make_parents && op->parents.rounds < MAX_PARENT_ROUNDS) {

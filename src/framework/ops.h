@@ -115,6 +115,8 @@ typedef struct zkit__op_parents {
     int rounds;                     /* NONODE -> create parents -> retry, bounded */
     int under_ephemeral;            /* this round, a parent's create met an ephemeral node
                                      * (NOCHILDRENFOREPHEMERALS); atomic */
+    int refused;                    /* this round, a parent's create was refused by its
+                                     * parent's ACL (NOAUTH); atomic */
 } zkit__op_parents_t;
 
 /* A transaction's part (ZKIT__OP_MULTI): set by txn.c, read by ops.c. */

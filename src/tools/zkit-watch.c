@@ -79,8 +79,8 @@ static const char usage_text[] =
     "Exit status: 0 once a signal ended the watch, or with --once after the change (with\n"
     "COMMAND: COMMAND's status); 1 --once --timeout: no change in time; 128+N signal N\n"
     "while waiting for a change (--once); 64 usage error; 68 no connection to ZooKeeper within\n"
-    "the connect timeout; 69 bad connect string; 70 internal error; 126 COMMAND not\n"
-    "executable; 127 COMMAND not found.\n";
+    "the connect timeout; 69 bad connect string; 70 internal error; 77 the node's ACL\n"
+    "refuses our credentials a read; 126 COMMAND not executable; 127 COMMAND not found.\n";
 
 enum {
     OPT_CHILDREN = ZKL_OPT_FIRST_OWN,
@@ -356,6 +356,25 @@ static int watch_loop(watch_t *w)
     }
 }
 
+/* A cache whose reads the node's ACL refuses would retry them in silence and never print
+ * its initial state: one read first, so that refused credentials are an error, 77, naming
+ * --auth-file.  A missing node, or any other answer, is left to the cache. */
+static int readable(zkit_client_t *client, const zkw_options_t *o)
+{
+    char *data = NULL, **names = NULL;
+    size_t len = 0, count = 0;
+    int rc = o->kind == ZKW_CHILDREN ? zkit_get_children(&names, &count, NULL, client, o->path, NULL)
+                                     : zkit_get_data(&data, &len, NULL, client, o->path, NULL);
+    zkit_free(data);
+    zkit_free_strings(names, count);
+    if (rc != ZKIT_ENOAUTH)
+        return 0;
+    zkl_error("%s: the server's ACL refuses to let %s read it (give --auth-file or $ZKIT_AUTH "
+              "with an identity the ACL names)", o->path,
+              o->conn.credential ? "these credentials" : "a client without credentials");
+    return ZKL_EXIT_NOPERM;
+}
+
 /* Connected: starts the cache (and the runner), runs the loop, and tidies up. */
 static int watch(zkit_client_t *client, const zkw_options_t *o, const char *program)
 {
@@ -364,6 +383,11 @@ static int watch(zkit_client_t *client, const zkw_options_t *o, const char *prog
     memset(&w, 0, sizeof(w));
     w.o = o;
     if (o->command && (status = zkw_runner_new(&w.runner, o->command, program)) != 0) {
+        zkit_client_close(client);
+        return status;
+    }
+    if ((status = readable(client, o)) != 0) {
+        zkw_runner_free(w.runner);
         zkit_client_close(client);
         return status;
     }
