@@ -873,7 +873,7 @@ static const char rival_snippet[] =
 
 static void test_partition_command_gone_before_rival(void)
 {
-    char path[64], base[300], log[300];
+    char path[64], base[300], log[300], err[300];
     const char *cs = zkh_connect_string(zk);
     zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
     pid_t holder, rival;
@@ -882,12 +882,22 @@ static void test_partition_command_gone_before_rival(void)
     zkh_unique_path(path, sizeof(path), "cli-partition");
     scratch(base, sizeof(base), "partition");
     scratch(log, sizeof(log), "partition.log");
-    holder = start_holder(zkh_proxy_address(proxy), path, hold_trap_snippet, base, NULL,
-                          "--session-timeout", "2", NULL);
+    scratch(err, sizeof(err), "partition.err");
+    /* 4 s: the holder's session must outlive the machine's own pauses until the cut, and a
+     * 2 s one did not once under the flake hunt's load (the holder was told its lock was
+     * gone, rightly, before the rival had queued). */
+    holder = start_holder(zkh_proxy_address(proxy), path, hold_trap_snippet, base, err,
+                          "--session-timeout", "4", NULL);
     CU_ASSERT_FATAL(holder > 0);
     rival = spawn_tool(NULL, "--connect", cs, "-w", "30", path, "--", "sh", "-c", rival_snippet,
                        "sh", base, self_path, NULL);
-    CU_ASSERT_EQUAL(wait_children(path, 2, 30000), 0);
+    if (wait_children(path, 2, 30000) != 0) {
+        text = proc_slurp(err);
+        fprintf(stderr, "partition: holder and rival never both queued; the holder said:\n%s\n",
+                text ? text : "");
+        free(text);
+        CU_FAIL("holder and rival never both queued");
+    }
     zkh_proxy_block(proxy);
     CU_ASSERT_EQUAL(proc_wait_status(rival, 20000), 0);
     CU_ASSERT_EQUAL(proc_wait_status(holder, 20000), 75);
