@@ -661,6 +661,82 @@ static void test_watch_remove(void)
     zkit_client_close(c);
 }
 
+/* Many registrations of other paths (enough to grow the client's index of them several
+ * times) change nothing for one path: its event runs exactly its own watchers, a removal
+ * there leaves the others, and cancelling one of the others leaves the rest.  Through a
+ * chroot in the connect string, since the index looks an event's registrations up by the
+ * path libzookeeper reports. */
+#define INDEX_OTHERS 1500
+
+static void test_watch_index(void)
+{
+    char root[64], connect[256], path[64];
+    watch_rec_t data = { 0 }, gone = { 0 }, kids = { 0 }, others = { 0 }, created = { 0 };
+    zkit_watcher_t w_data = { record_watch, &data }, w_gone = { record_watch, &gone };
+    zkit_watcher_t w_kids = { record_watch, &kids }, w_others = { record_watch, &others };
+    zkit_watcher_t w_created = { record_watch, &created };
+    zkit_client_t *plain = connect_ns(NULL), *c;
+    char *got = NULL;
+    char **names = NULL;
+    size_t len, count;
+    int base;
+
+    CU_ASSERT_PTR_NOT_NULL_FATAL(plain);
+    zkh_unique_path(root, sizeof(root), "fwindex");
+    CU_ASSERT_EQUAL_FATAL(zkit_create(NULL, NULL, plain, root, "", 0, NULL), 0);
+    snprintf(connect, sizeof(connect), "%s%s", zkh_connect_string(zk), root);
+    c = fw_connect(connect, NULL, 10000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    base = zkit__test_watch_registrations(c);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/p", "1", 1, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/other", "", 0, NULL), 0);
+
+    /* The path's own registrations, some before and some after the others. */
+    CU_ASSERT_EQUAL(zkit_get_data(&got, &len, NULL, c, "/p", &w_data), 0);
+    zkit_free(got);
+    for (int i = 0; i < INDEX_OTHERS; i++) {
+        snprintf(path, sizeof(path), "/other/n%04d", i);
+        CU_ASSERT_EQUAL(zkit_exists(NULL, c, path, &w_others), ZKIT_ENONODE);
+    }
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, "/p", &w_gone), 0);
+    CU_ASSERT_EQUAL(zkit_get_children(&names, &count, NULL, c, "/p", &w_kids), 0);
+    zkit_free_strings(names, count);
+    CU_ASSERT_EQUAL(zkit__test_watch_registrations(c), base + INDEX_OTHERS + 3);
+
+    /* A removal on the path takes its one registration, none of the others. */
+    CU_ASSERT_EQUAL(zkit_watch_remove(c, "/p", ZKIT_WATCH_DATA, &w_gone), 0);
+    CU_ASSERT_EQUAL(zkit_watch_remove(c, "/p", ZKIT_WATCH_DATA, &w_gone), ZKIT_ENOTREGISTERED);
+    CU_ASSERT_EQUAL(zkit__test_watch_registrations(c), base + INDEX_OTHERS + 2);
+
+    /* A change runs the path's data watcher alone: callbacks run in order on the event
+     * thread, so once a later sentinel has run the removed one would have too. */
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, c, "/p", "2", 1, -1), 0);
+    assert_fired_once(&data, ZKIT_EVENT_CHANGED, "/p");
+    CU_ASSERT_EQUAL(zkit_exists(NULL, c, "/other/n0007", &w_created), ZKIT_ENONODE);
+    /* Cancelling one of the others leaves the rest: of two creations, only the watchers of
+     * the one not cancelled run. */
+    zkit__watch_cancel(c, "/other/n0005", ZKIT_WATCH_DATA, &w_others);
+    CU_ASSERT_EQUAL(zkit__test_watch_registrations(c), base + INDEX_OTHERS + 1);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/other/n0005", "", 0, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_create(NULL, NULL, c, "/other/n0007", "", 0, NULL), 0);
+    assert_fired_once(&created, ZKIT_EVENT_CREATED, "/other/n0007");
+    assert_fired_once(&others, ZKIT_EVENT_CREATED, "/other/n0007");
+    CU_ASSERT_EQUAL(read_count(&gone.fired), 0);
+    CU_ASSERT_EQUAL(read_count(&kids.fired), 0);
+    CU_ASSERT_EQUAL(zkit__test_watch_registrations(c), base + INDEX_OTHERS - 1);
+
+    /* The path's deletion runs its children watcher, still armed among the others. */
+    CU_ASSERT_EQUAL(zkit_delete(c, "/p", -1, 0), 0);
+    assert_fired_once(&kids, ZKIT_EVENT_DELETED, "/p");
+    CU_ASSERT_EQUAL(read_count(&data.fired), 1);
+    CU_ASSERT_EQUAL(read_count(&others.fired), 1);
+    CU_ASSERT_EQUAL(zkit__test_watch_registrations(c), base + INDEX_OTHERS - 2);
+
+    zkit_client_close(c);
+    zkh_delete_tree(zk, root);
+    zkit_client_close(plain);
+}
+
 /* ---- asynchronous operations ------------------------------------------------------------ */
 
 typedef struct async_rec {
@@ -2017,6 +2093,7 @@ static const zkh_test_t tests[] = {
     { "protected create, final failure", test_protected_final_failure },
     { "watches fire", test_watches_fire },
     { "watch removal", test_watch_remove },
+    { "watch index", test_watch_index },
     { "async operations", test_async },
     { "async pending at close", test_async_pending_at_close },
     { "listener makes blocking calls", test_listener_blocking_call },

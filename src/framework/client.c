@@ -310,6 +310,7 @@ void zkit__client_free(zkit_client_t *c)
     free(c->batch.last_batch_parent);
     free(c->conf.default_data);
     free(c->conf.tls_cert);
+    free(c->watches.buckets); /* empty: every registration went with its handle */
     zkit__event_delivery_free(c);
     zkit__logger_destroy(&c->log);
     pthread_mutex_destroy(&c->mu);

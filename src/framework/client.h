@@ -79,9 +79,11 @@ typedef struct zkit__state_slot {
 
 /* A watch registration: the context handed to libzookeeper for one armed watch.  A cache
  * keeps one per watched node for as long as it is watched, so it is one allocation, its
- * path inside it, with its flags packed. */
+ * path inside it, with its flags packed.  Its links are those of its bucket in the client's
+ * index (watches.c): `pprev` points at the pointer that points at it (the bucket's head or
+ * the previous registration's `next`), NULL once it is no longer listed. */
 typedef struct zkit__watch {
-    struct zkit__watch *prev, *next;
+    struct zkit__watch *next, **pprev;
     zkit_client_t *client;
     uint64_t generation;
     zkit__task_t task;        /* its delivery on the event thread */
@@ -96,6 +98,16 @@ typedef struct zkit__watch {
     unsigned fire_in_place : 1; /* internal: run the function where the event arrives */
     char full_path[];
 } zkit__watch_t;
+
+/* The registrations listed on a client, by path (watches.c): open hashing, each bucket a list
+ * through the registrations' own links, a path's registrations newest first, as one list
+ * kept them all.  A power of two of buckets, doubled when there are as many registrations;
+ * never shrunk.  Under c->mu. */
+typedef struct zkit__watch_index {
+    zkit__watch_t **buckets;  /* NULL until the first registration */
+    size_t mask;              /* buckets - 1 */
+    size_t count;             /* registrations listed */
+} zkit__watch_index_t;
 
 /* Test-only fault injection (see zkit__test_fault_set). */
 typedef struct zkit__faults {
@@ -249,7 +261,7 @@ struct zkit_client {
     int active_calls;               /* blocking calls in progress (close waits for them) */
     zkit__client_notify_t notify;
 
-    zkit__watch_t *watches;         /* every armed registration (watches.c) */
+    zkit__watch_index_t watches;    /* every armed registration (watches.c) */
     zkit_watcher_t running_watch;   /* the watch callback running on the event thread */
     void *attempts;                 /* requests in flight (ops.c's list) */
     zkit__client_batch_t batch;

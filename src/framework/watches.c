@@ -3,11 +3,21 @@
  * delivery of its event on the event thread, and cancellation.
  *
  * Each attempt that sets a watch gets its own context, so libzookeeper's de-duplication by
- * (function, context) never merges two of our watchers.  Contexts live in the client's list
+ * (function, context) never merges two of our watchers.  Contexts live in the client's index
  * until the watch fires, is removed, or its handle is closed (libzookeeper then drops pending
  * watchers silently).  The watcher function checks a context is still listed before using it,
  * so a late or unexpected call cannot touch freed memory.
+ *
+ * The index is a hash table of our own keyed by path (zkit__watch_index_t in client.h), its
+ * buckets lists through the registrations' links: what an event, a cancellation and a
+ * removal look for are the registrations of one path, so each costs the registrations of
+ * that path (and the few of other paths sharing its bucket), never all of the client's.  A
+ * cache of 10,000 nodes holds 20,000 registrations: its free cancels each, and each of its
+ * events is checked against the index under c->mu, which a scan of every registration made
+ * quadratic and slow.  Within a bucket a path's registrations are newest first, the order
+ * one list of them all had, and a removal walks them in that order.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,12 +26,118 @@
 #include "framework/paths.h"
 #include "framework/watches.h"
 
+/* ---- the index ---------------------------------------------------------------------------- */
+
+/* The first table's buckets; it doubles whenever it holds as many registrations as buckets. */
+#define INDEX_MIN_BUCKETS 64
+
+/* FNV-1a over the path, then MurmurHash3's 64-bit finalizer, so that the low bits the mask
+ * keeps depend on every bit of the path (FNV's low bits see only the bytes' low bits). */
+static size_t path_hash(const char *path)
+{
+    uint64_t h = 14695981039346656037ULL;
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        h ^= *p;
+        h *= 1099511628211ULL;
+    }
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return (size_t)h;
+}
+
+/* The first registration of the paths hashing to `hash` (c->mu held). */
+static zkit__watch_t *bucket_first(const zkit_client_t *c, size_t hash)
+{
+    return c->watches.buckets ? c->watches.buckets[hash & c->watches.mask] : NULL;
+}
+
+/* Doubles the table (c->mu held).  Each bucket splits in two keeping its order, so a path's
+ * registrations stay newest first.  Without memory the table stays as it is: longer
+ * chains, the same answers. */
+static void index_grow(zkit__watch_index_t *ix)
+{
+    size_t old = ix->buckets ? ix->mask + 1 : 0;
+    size_t n = old ? old * 2 : INDEX_MIN_BUCKETS;
+    zkit__watch_t **b = calloc(n, sizeof(*b));
+    if (!b)
+        return;
+    for (size_t i = 0; i < old; i++) {
+        zkit__watch_t **tail[2] = { &b[i], &b[i + old] };
+        zkit__watch_t *w = ix->buckets[i], *next;
+        for (; w; w = next) {
+            int upper = (path_hash(w->full_path) & (n - 1)) != i;
+            next = w->next;
+            *tail[upper] = w;
+            w->pprev = tail[upper];
+            tail[upper] = &w->next;
+        }
+        *tail[0] = NULL;
+        *tail[1] = NULL;
+    }
+    free(ix->buckets);
+    ix->buckets = b;
+    ix->mask = n - 1;
+}
+
+/* Lists `w` first among its path's registrations (c->mu held): 0, or -1 when there is no
+ * memory for the first table. */
+static int index_add(zkit_client_t *c, zkit__watch_t *w, size_t hash)
+{
+    zkit__watch_index_t *ix = &c->watches;
+    zkit__watch_t **head;
+    if (!ix->buckets || ix->count > ix->mask)
+        index_grow(ix);
+    if (!ix->buckets)
+        return -1;
+    head = &ix->buckets[hash & ix->mask];
+    w->next = *head;
+    if (w->next)
+        w->next->pprev = &w->next;
+    *head = w;
+    w->pprev = head;
+    ix->count++;
+    return 0;
+}
+
+/* Called with c->mu held.  A registration no longer listed (its links then reused for a
+ * private list of the caller's) is left as it is. */
+static void unlink_watch(zkit_client_t *c, zkit__watch_t *w)
+{
+    if (!w->pprev)
+        return;
+    *w->pprev = w->next;
+    if (w->next)
+        w->next->pprev = w->pprev;
+    w->next = NULL;
+    w->pprev = NULL;
+    c->watches.count--;
+}
+
+/* Called with c->mu held; 1 if `ctx` is a live registration of `c` among those of the paths
+ * hashing to `hash`.  Addresses are only compared: `ctx` may have been freed. */
+static int is_listed(zkit_client_t *c, size_t hash, const void *ctx)
+{
+    for (const zkit__watch_t *w = bucket_first(c, hash); w; w = w->next)
+        if (w == ctx)
+            return 1;
+    return 0;
+}
+
+/* ---- registrations and their events ------------------------------------------------------- */
+
+static void free_watch(zkit__watch_t *w);
+
 zkit__watch_t *zkit__watch_new(zkit_client_t *c, uint64_t generation, int kind,
                                const char *full_path, const zkit_watcher_t *watcher,
                                const zkit__watch_opts_t *opts)
 {
     size_t len = strlen(full_path);
+    size_t hash = path_hash(full_path);
     zkit__watch_t *w = calloc(1, sizeof(*w) + len + 1);
+    int listed;
     if (!w)
         return NULL;
     memcpy(w->full_path, full_path, len + 1);
@@ -36,24 +152,13 @@ zkit__watch_t *zkit__watch_new(zkit_client_t *c, uint64_t generation, int kind,
             opts->hold(watcher->arg);
     }
     pthread_mutex_lock(&c->mu);
-    w->next = c->watches;
-    if (c->watches)
-        c->watches->prev = w;
-    c->watches = w;
+    listed = index_add(c, w, hash) == 0;
     pthread_mutex_unlock(&c->mu);
+    if (!listed) {
+        free_watch(w);
+        return NULL;
+    }
     return w;
-}
-
-/* Called with c->mu held. */
-static void unlink_watch(zkit_client_t *c, zkit__watch_t *w)
-{
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        c->watches = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
-    w->prev = w->next = NULL;
 }
 
 static void free_watch(zkit__watch_t *w)
@@ -70,15 +175,6 @@ void zkit__watch_discard(zkit__watch_t *w)
     unlink_watch(c, w);
     pthread_mutex_unlock(&c->mu);
     free_watch(w);
-}
-
-/* Called with c->mu held; 1 if `ctx` is a live registration of `c`. */
-static int is_listed(zkit_client_t *c, const void *ctx)
-{
-    for (zkit__watch_t *w = c->watches; w; w = w->next)
-        if (w == ctx)
-            return 1;
-    return 0;
 }
 
 /* The event thread: runs the user's watcher unless it was removed meanwhile. */
@@ -130,19 +226,22 @@ static int event_from_zk(int type, zkit_event_t *out)
 
 /* libzookeeper's completion thread.  Session events reach every armed watcher without
  * consuming it: only node events count.  The context is looked up by address in the client
- * found through the handle, never dereferenced before it is known to be live. */
+ * found through the handle, never dereferenced before it is known to be live: among the
+ * registrations of the event's path, which libzookeeper hands every watcher as its request
+ * named it (the chroot of the connect string taken off), the registration's own path. */
 void zkit__watch_fire(zhandle_t *zh, int type, int state, const char *path, void *ctx)
 {
     zkit_client_t *c = zkit__client_from_handle(zh);
     zkit__watch_t *w = ctx;
     zkit_event_t event;
+    size_t hash;
     int in_place;
     (void)state;
-    (void)path;
-    if (!c || !w || !event_from_zk(type, &event))
+    if (!c || !w || !path || !event_from_zk(type, &event))
         return;
+    hash = path_hash(path);
     pthread_mutex_lock(&c->mu);
-    if (!is_listed(c, w) || w->fired) {
+    if (!is_listed(c, hash, w) || w->fired) {
         pthread_mutex_unlock(&c->mu);
         return;
     }
@@ -176,13 +275,15 @@ void zkit__watch_fire(zhandle_t *zh, int type, int state, const char *path, void
  * it is held again on return. */
 void zkit__watches_drop_generation(zkit_client_t *c, uint64_t generation)
 {
-    zkit__watch_t *w = c->watches, *next, *dropped = NULL;
-    for (; w; w = next) {
-        next = w->next;
-        if (w->generation <= generation && !w->fired) {
-            unlink_watch(c, w);
-            w->next = dropped;
-            dropped = w;
+    zkit__watch_t *w, *next, *dropped = NULL;
+    for (size_t i = 0; c->watches.buckets && i <= c->watches.mask; i++) {
+        for (w = c->watches.buckets[i]; w; w = next) {
+            next = w->next;
+            if (w->generation <= generation && !w->fired) {
+                unlink_watch(c, w);
+                w->next = dropped;
+                dropped = w;
+            }
         }
     }
     if (!dropped)
@@ -201,7 +302,7 @@ static size_t take_matching(zkit_client_t *c, const char *full_path, int kind,
                             const zkit_watcher_t *watcher, zkit__watch_t **armed)
 {
     size_t matched = 0;
-    zkit__watch_t *w = c->watches, *next;
+    zkit__watch_t *w = bucket_first(c, path_hash(full_path)), *next;
     *armed = NULL;
     for (; w; w = next) {
         next = w->next;
@@ -251,7 +352,7 @@ static void removal_done(int rc, const void *data)
  * the server's watch of `w`'s type on its path. */
 static int watch_shared(zkit_client_t *c, const zkit__watch_t *w)
 {
-    for (const zkit__watch_t *o = c->watches; o; o = o->next) {
+    for (const zkit__watch_t *o = bucket_first(c, path_hash(w->full_path)); o; o = o->next) {
         if (o != w && !o->fired && !o->removed && o->generation == w->generation &&
             o->kind == w->kind &&
             strcmp(o->full_path, w->full_path) == 0)
@@ -343,6 +444,7 @@ int zkit__watch_remove_full(zkit_client_t *c, const char *full_path, int kind,
 typedef struct cancel {
     zkit_client_t *client;
     zkit__watch_t *watch;
+    size_t hash;            /* of its path: it is looked for without being read */
 } cancel_t;
 
 static void cancel_done(int rc, const void *data)
@@ -352,14 +454,14 @@ static void cancel_done(int rc, const void *data)
     int drop;
     pthread_mutex_lock(&c->mu);
     /* A registration that fired meanwhile belongs to its pending delivery, which frees it. */
-    drop = rc == ZOK && is_listed(c, k->watch) && !k->watch->fired;
+    drop = rc == ZOK && is_listed(c, k->hash, k->watch) && !k->watch->fired;
     if (drop)
         unlink_watch(c, k->watch);
     /* A removal lost with the connection leaves libzookeeper its watcher, which it arms again
      * on the next connection (even if the server had applied the removal): it is asked again
      * there, or the server would keep the watch until the node changed. */
-    else if ((rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) && is_listed(c, k->watch) &&
-             !k->watch->fired)
+    else if ((rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) &&
+             is_listed(c, k->hash, k->watch) && !k->watch->fired)
         k->watch->removal_lost = 1;
     pthread_mutex_unlock(&c->mu);
     if (drop)
@@ -375,17 +477,19 @@ static void send_cancel(zkit_client_t *c, zhandle_t *zh, zkit__watch_t *w)
         return; /* it stays listed and removed until it fires or its handle closes */
     k->client = c;
     k->watch = w;
+    k->hash = path_hash(w->full_path);
     if (send_removal(c, zh, w, cancel_done, k) != ZOK)
         free(k);
 }
 
 void zkit__watches_connected(zkit_client_t *c, zhandle_t *zh, uint64_t generation)
 {
-    for (zkit__watch_t *w = c->watches; w; w = w->next)
-        if (w->removal_lost && w->removed && !w->fired && w->generation == generation) {
-            w->removal_lost = 0;
-            send_cancel(c, zh, w);
-        }
+    for (size_t i = 0; c->watches.buckets && i <= c->watches.mask; i++)
+        for (zkit__watch_t *w = c->watches.buckets[i]; w; w = w->next)
+            if (w->removal_lost && w->removed && !w->fired && w->generation == generation) {
+                w->removal_lost = 0;
+                send_cancel(c, zh, w);
+            }
 }
 
 /* Marks every match removed and, unless local_only, asks the server to drop the armed ones
@@ -396,9 +500,10 @@ static void cancel_full(zkit_client_t *c, const char *full_path, int kind,
 {
     zkit__watch_t *w;
     uint64_t generation = 0;
+    size_t hash = path_hash(full_path);
     zhandle_t *zh = local_only ? NULL : zkit__conn_get(c, &generation);
     pthread_mutex_lock(&c->mu);
-    for (w = c->watches; w; w = w->next) {
+    for (w = bucket_first(c, hash); w; w = w->next) {
         if (w->removed || strcmp(w->full_path, full_path) != 0 || !(w->kind & kind) ||
             w->watcher.fn != watcher->fn || w->watcher.arg != watcher->arg)
             continue;
@@ -438,9 +543,10 @@ int zkit__test_watch_registrations(zkit_client_t *c)
 {
     int n = 0;
     pthread_mutex_lock(&c->mu);
-    for (const zkit__watch_t *w = c->watches; w; w = w->next)
-        if (!w->removed && !w->fired)
-            n++;
+    for (size_t i = 0; c->watches.buckets && i <= c->watches.mask; i++)
+        for (const zkit__watch_t *w = c->watches.buckets[i]; w; w = w->next)
+            if (!w->removed && !w->fired)
+                n++;
     pthread_mutex_unlock(&c->mu);
     return n;
 }
