@@ -64,9 +64,10 @@ struct soak_tree {
     pthread_t writer;
     int writing;
     atomic_int stop;
-    pthread_mutex_t mu; /* replay, order_faults */
+    pthread_mutex_t mu; /* replay, order_faults, fault_paths */
     map_t replay;
     long order_faults;
+    map_t fault_paths;  /* the paths of those faults */
     long events;
 };
 
@@ -135,6 +136,8 @@ static void order_fault(struct soak_tree *t, const char *what, const char *path,
                         int64_t got)
 {
     t->order_faults++;
+    if (!map_find(&t->fault_paths, path))
+        map_add(&t->fault_paths, path);
     fprintf(stderr, "soak worker %d: cache event out of order: %s %s (had mzxid %" PRId64
                     ", got %" PRId64 ")\n", t->id, what, path, had, got);
 }
@@ -420,9 +423,10 @@ static size_t present_sorted(entry_t **out, const map_t *m)
 }
 
 /* The differences between two maps (present entries only), at most `print` of them printed
- * with the names `an` and `bn`.  Returns their number. */
+ * with the names `an` and `bn`, their paths added to `into` unless NULL.  Returns their
+ * number. */
 static long diff(const map_t *a, const char *an, const map_t *b, const char *bn, int id,
-                 int print)
+                 int print, map_t *into)
 {
     entry_t *x, *y;
     size_t nx = present_sorted(&x, a), ny = present_sorted(&y, b), i = 0, j = 0;
@@ -439,6 +443,8 @@ static long diff(const map_t *a, const char *an, const map_t *b, const char *bn,
             what = "version or data";
         if (what) {
             d++;
+            if (into && !map_find(into, path))
+                map_add(into, path);
             if (print-- > 0)
                 fprintf(stderr, "soak worker %d: %s vs %s: %s %s%s\n", id, an, bn, path,
                         c == 0 ? "differs in " : "missing from ", what);
@@ -451,42 +457,108 @@ static long diff(const map_t *a, const char *an, const map_t *b, const char *bn,
     return d;
 }
 
+#define MAX_SERVERS 8
+
+/* One raw handle per server of `connect` ("host:port,host:port,..."), each connected or NULL. */
+static int servers_connect(zhandle_t **zh, const char *connect, int id)
+{
+    char *copy = strdup(connect), *save = NULL;
+    int n = 0;
+    if (!copy)
+        abort();
+    for (char *one = strtok_r(copy, ",", &save); one && n < MAX_SERVERS;
+         one = strtok_r(NULL, ",", &save))
+        zh[n++] = server_connect(one, id);
+    free(copy);
+    return n;
+}
+
+/*
+ * The cache must equal the tree of a server it could have read, synced: with every server in
+ * agreement, the tree.  ZooKeeper 3.8.0's replicas sometimes stop agreeing under the soak's
+ * leader and follower kills (servers at one last zxid with different nodes: "What the soak
+ * can still report" in docs/reliability.md), and then a cache agrees with the replica its
+ * client reads from, and moving between replicas reports a node again as it comes and goes.
+ * So the replicas are compared too: paths on which they differ are noted
+ * (cache-replicas-diverged-pN, not counted), and so are order faults on those paths only.
+ */
 void soak_tree_verify_free(soak_tree_t *t, const char *connect)
 {
     int64_t end = soak_now_ms() + SOAK_TREE_SETTLE_MS;
-    long mismatch = 0;
-    zhandle_t *zh = server_connect(connect, t->id);
+    long mismatch = 0, diverged = 0, excused = 0;
+    zhandle_t *zh[MAX_SERVERS] = { 0 };
+    int n = servers_connect(zh, connect, t->id);
+    map_t split = { 0 }; /* paths on which the replicas differ */
     for (int last = 0; !last;) {
-        map_t server = { 0 }, cached = { 0 };
-        int current = 0;
+        map_t server[MAX_SERVERS], cached = { 0 };
+        int current = 0, walked = 1, best = -1;
+        long best_d = 0;
+        memset(server, 0, sizeof(server));
         last = soak_now_ms() >= end;
         (void)zkit_cache_status(&current, NULL, t->cache);
-        int walked = zh && server_sync(zh, SOAK_TREE, t->id) == 0 &&
-                     walk_server(&server, zh, SOAK_TREE) == 0 &&
-                     walk_cache(&cached, t->cache, SOAK_TREE) == 0;
+        for (int k = 0; k < n; k++)
+            walked = walked && zh[k] && server_sync(zh[k], SOAK_TREE, t->id) == 0 &&
+                     walk_server(&server[k], zh[k], SOAK_TREE) == 0;
+        walked = walked && n > 0 && walk_cache(&cached, t->cache, SOAK_TREE) == 0;
+        map_clear(&split);
+        diverged = 0;
+        for (int k = 1; walked && k < n; k++)
+            diverged += diff(&server[0], "server 0", &server[k], "another server", t->id,
+                             0, &split);
+        for (int k = 0; walked && k < n; k++) {
+            long d = diff(&server[k], "server", &cached, "cache", t->id, 0, NULL);
+            if (best < 0 || d < best_d)
+                best = k, best_d = d;
+        }
         pthread_mutex_lock(&t->mu);
         mismatch = !walked || !current;
-        mismatch += diff(&server, "server", &cached, "cache", t->id, last ? 20 : 0);
-        mismatch += diff(&cached, "cache", &t->replay, "replay", t->id, last ? 20 : 0);
+        if (walked && last)
+            (void)diff(&server[best], "server", &cached, "cache", t->id, 20, NULL);
+        mismatch += walked ? best_d : 0;
+        mismatch += diff(&cached, "cache", &t->replay, "replay", t->id, last ? 20 : 0, NULL);
+        excused = 0;
+        for (size_t i = 0; i < t->fault_paths.n; i++)
+            excused += map_find(&split, t->fault_paths.e[i].path) != NULL;
         pthread_mutex_unlock(&t->mu);
         if (last && (!walked || !current))
             fprintf(stderr, "soak worker %d: the cache is %s%s\n", t->id,
                     current ? "current" : "not current",
                     walked ? "" : "; the tree could not be walked");
         if (!mismatch) {
-            fprintf(stderr, "soak worker %d: the cache of %zu nodes agrees, after %ld events\n", t->id, server.n,
-                   t->events);
+            fprintf(stderr, "soak worker %d: the cache of %zu nodes agrees, after %ld events\n",
+                    t->id, server[best].n, t->events);
             last = 1;
         }
-        map_clear(&server);
+        if (last && diverged) {
+            fprintf(stderr, "soak worker %d: the replicas differ on %ld paths at the end, "
+                    "among them:\n", t->id, diverged);
+            for (int k = 1; k < n; k++)
+                (void)diff(&server[0], "server 0", &server[k], "another server", t->id, 10,
+                           NULL);
+        }
+        for (int k = 0; k < n; k++)
+            map_clear(&server[k]);
         map_clear(&cached);
         if (!last)
             soak_sleep_ms(200);
     }
-    if (zh)
-        zookeeper_close(zh);
-    soak_log('Z', "cache-order-p%d %ld", t->id, t->order_faults);
+    for (int k = 0; k < n; k++)
+        if (zh[k])
+            zookeeper_close(zh[k]);
+    pthread_mutex_lock(&t->mu);
+    /* The order faults count unless every one of them lies on a path where the replicas
+     * split. */
+    {
+        long faults = t->order_faults;
+        if (excused == (long)t->fault_paths.n && diverged)
+            faults = 0;
+        soak_log('Z', "cache-order-p%d %ld", t->id, faults);
+    }
+    pthread_mutex_unlock(&t->mu);
     soak_log('Z', "cache-mismatch-p%d %ld", t->id, mismatch);
+    soak_log('Z', "cache-replicas-diverged-p%d %ld", t->id, diverged);
+    map_clear(&split);
+    map_clear(&t->fault_paths);
     zkit_cache_free(t->cache);
     map_clear(&t->replay);
     pthread_mutex_destroy(&t->mu);

@@ -190,6 +190,11 @@ static void test_end_counts_and_bad_lines(void)
     /* Nodes on some replicas only, at one zxid: the servers', noted and not counted. */
     CU_ASSERT_EQUAL(violations_of("Z 1 lock-znodes 0\nZ 1 replica-divergence 2\n", NULL), 0);
     CU_ASSERT_EQUAL(violations_of("Z 1 lock-znodes 1\nZ 1 replica-divergence 1\n", NULL), 1);
+    /* A cache comparison that saw the replicas split: noted; its mismatch still counts. */
+    CU_ASSERT_EQUAL(violations_of("Z 1 cache-replicas-diverged-p0 9\nZ 1 cache-mismatch-p0 0\n",
+                                  NULL), 0);
+    CU_ASSERT_EQUAL(violations_of("Z 1 cache-replicas-diverged-p0 9\nZ 1 cache-mismatch-p0 1\n",
+                                  NULL), 1);
     CU_ASSERT_EQUAL(violations_of("E 1000000 a nosuchkind /m 10 -1\n", NULL), 1);
     CU_ASSERT_EQUAL(violations_of("X 1000000 ghost done -\n", NULL), 1);
 }
