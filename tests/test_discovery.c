@@ -1016,6 +1016,80 @@ static void test_cli_tools(void)
     zkit_client_close(c);
 }
 
+/* --auth-file: a registration made with digest credentials is that identity's (READ for
+ * everyone, the secure default): a client without credentials cannot delete it, and
+ * zkit-discover lists it with the credentials or without; a missing file is a usage error. */
+static void test_cli_tools_auth_file(void)
+{
+    static const zkit_auth_t auth = { "digest", "svcuser:svcpass" };
+    zkit_client_options_t o;
+    zkit_client_t *anon = fw_connect(zkh_connect_string(zk), NULL, 10000), *owner;
+    char base[64], path[128], line[1024], authfile[] = "/tmp/zkit-disc-auth-XXXXXX";
+    char *cs = (char *)zkh_connect_string(zk);
+    char *reg[] = { ZKIT_REGISTER_BIN, "--connect", cs, "--auth-file", authfile, "--base", base,
+                    "web", "--address", "10.0.0.7", "--port", "83", "--id", "a1", NULL };
+    char *disc_anon[] = { ZKIT_DISCOVER_BIN, "--connect", cs, "--base", base, "web", NULL };
+    char *disc_auth[] = { ZKIT_DISCOVER_BIN, "--connect", cs, "--auth-file", authfile,
+                          "--base", base, "web", NULL };
+    char *reg_missing[] = { ZKIT_REGISTER_BIN, "--connect", cs, "--auth-file",
+                            "/nonexistent/zkit-auth", "web", "--address", "h", "--port", "1",
+                            NULL };
+    char *disc_missing[] = { ZKIT_DISCOVER_BIN, "--connect", cs, "--auth-file",
+                             "/nonexistent/zkit-auth", "web", NULL };
+    zkit_acl_t *acl = NULL;
+    size_t count = 0;
+    tool_t t;
+    int fd = mkstemp(authfile);
+    CU_ASSERT_FATAL(anon != NULL && fd >= 0);
+    CU_ASSERT_FATAL(write(fd, "svcuser:svcpass\n", 16) == 16);
+    close(fd);
+    fw_options(&o, zkh_connect_string(zk), NULL, 10000, NULL);
+    o.auth = &auth;
+    o.auth_count = 1;
+    owner = fw_connect_opts(&o);
+    CU_ASSERT_FATAL(owner != NULL);
+    zkh_unique_path(base, sizeof(base), "cli-auth");
+    snprintf(path, sizeof(path), "%s/web/a1", base);
+
+    CU_ASSERT_FATAL(tool_start(&t, reg) == 0);
+    CU_ASSERT_FATAL(fgets(line, sizeof(line), t.out) != NULL);
+    CU_ASSERT_STRING_EQUAL(line, "a1\n");
+    /* Its node: all permissions for svcuser (the digest masked to this reader), READ for
+     * everyone. */
+    CU_ASSERT_EQUAL_FATAL(zkit_get_acl(&acl, &count, NULL, anon, path), 0);
+    CU_ASSERT_EQUAL(count, 2);
+    if (count == 2) {
+        CU_ASSERT_EQUAL(acl[0].perms, ZKIT_PERM_ALL);
+        CU_ASSERT_STRING_EQUAL(acl[0].scheme, "digest");
+        CU_ASSERT_EQUAL(strncmp(acl[0].id, "svcuser:", 8), 0);
+        CU_ASSERT_EQUAL(acl[1].perms, ZKIT_PERM_READ);
+        CU_ASSERT_STRING_EQUAL(acl[1].scheme, "world");
+    }
+    zkit_free(acl);
+    CU_ASSERT_EQUAL(zkit_delete(anon, path, -1, 0), ZKIT_ENOAUTH);
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, anon, path, "x", 1, -1), ZKIT_ENOAUTH);
+    CU_ASSERT_EQUAL(tool_run(disc_anon, line, sizeof(line)), 0);
+    CU_ASSERT_STRING_EQUAL(line, "a1 10.0.0.7 83 - 1");
+    CU_ASSERT_EQUAL(tool_run(disc_auth, line, sizeof(line)), 0);
+    CU_ASSERT_STRING_EQUAL(line, "a1 10.0.0.7 83 - 1");
+    /* Its own identity takes it back. */
+    kill(t.pid, SIGTERM);
+    CU_ASSERT_EQUAL(tool_wait(&t, WAIT_MS), 0);
+    CU_ASSERT_EQUAL(zkit_exists(NULL, anon, path, NULL), ZKIT_ENONODE);
+
+    CU_ASSERT_EQUAL(tool_run(reg_missing, line, sizeof(line)), 64);
+    CU_ASSERT_EQUAL(tool_run(disc_missing, line, sizeof(line)), 64);
+
+    /* The containers above it are svcuser's too: removed through that identity. */
+    {
+        int rc = zkit_delete(owner, base, -1, ZKIT_DELETE_CHILDREN);
+        CU_ASSERT(rc == 0 || rc == ZKIT_ENONODE);
+    }
+    unlink(authfile);
+    zkit_client_close(owner);
+    zkit_client_close(anon);
+}
+
 /* ---- the example: examples/discovery_demo.c ------------------------------------------------- */
 
 /* Two servers; calls reach both (random picks: 40 calls miss one with probability 2^-39); one
@@ -1073,6 +1147,7 @@ static const zkh_test_t tests[] = {
     ZKH_TEST(test_sticky),
     ZKH_TEST(test_down_policy),
     ZKH_TEST(test_cli_tools),
+    ZKH_TEST(test_cli_tools_auth_file),
     ZKH_TEST(test_thousand_instances),
     ZKH_TEST(test_demo),
     ZKH_TEST(test_server_restart),
