@@ -750,7 +750,9 @@ int zkh_leader(zkh_cluster_t *c)
     return member;
 }
 
-int zkh_watch_count(zkh_cluster_t *c)
+/* The sum over the live members of the number after `key` in their answer to `word`; -1 when
+ * one does not answer with it. */
+static int four_letter_sum(zkh_cluster_t *c, const char *word, const char *key)
 {
     if (c == NULL)
         return -1;
@@ -758,16 +760,21 @@ int zkh_watch_count(zkh_cluster_t *c)
     for (int i = 0; i < c->n; i++) {
         if (!live(c, i))
             continue;
-        char *ans = four_letter(c, i, "wchs", ZKH_4LW_TIMEOUT_MS, NULL);
-        const char *p = ans ? strstr(ans, "Total watches:") : NULL;
+        char *ans = four_letter(c, i, word, ZKH_4LW_TIMEOUT_MS, NULL);
+        const char *p = ans ? strstr(ans, key) : NULL;
         if (p == NULL) {
             free(ans);
             return -1;
         }
-        total += atoi(p + strlen("Total watches:"));
+        total += atoi(p + strlen(key));
         free(ans);
     }
     return total;
+}
+
+int zkh_watch_count(zkh_cluster_t *c)
+{
+    return four_letter_sum(c, "wchs", "Total watches:");
 }
 
 static long watch_count_of(void *c)
@@ -782,22 +789,7 @@ int zkh_wait_watch_count(zkh_cluster_t *c, int expected, int timeout_ms)
 
 int zkh_watch_count_all(zkh_cluster_t *c)
 {
-    if (c == NULL)
-        return -1;
-    int total = 0;
-    for (int i = 0; i < c->n; i++) {
-        if (!live(c, i))
-            continue;
-        char *ans = four_letter(c, i, "mntr", ZKH_4LW_TIMEOUT_MS, NULL);
-        const char *p = ans ? strstr(ans, "zk_watch_count\t") : NULL;
-        if (p == NULL) {
-            free(ans);
-            return -1;
-        }
-        total += atoi(p + strlen("zk_watch_count\t"));
-        free(ans);
-    }
-    return total;
+    return four_letter_sum(c, "mntr", "zk_watch_count\t");
 }
 
 static long watch_count_all_of(void *c)

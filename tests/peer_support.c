@@ -426,3 +426,16 @@ void peer_barrier_both_ways(const char *name)
     pthread_mutex_destroy(&w.mu);
     free(path);
 }
+
+int peer_expect(proc_t *p, const char *prefix, char *rest, size_t size)
+{
+    char line[512] = "";
+    if (proc_read_line(p, line, sizeof line, peer_start_ms()) != 0 ||
+        strncmp(line, prefix, strlen(prefix)) != 0) {
+        fprintf(stderr, "peer: expected '%s', got '%s'\n", prefix, line);
+        return -1;
+    }
+    if (rest)
+        snprintf(rest, size, "%s", line + strlen(prefix));
+    return 0;
+}

@@ -29,6 +29,9 @@ int peer_hold(proc_t *p, const char *kind, const char *path, char *node, size_t 
 
 /* Tells a holding peer to release; 0 when it said RELEASED and exited 0. */
 int peer_release(proc_t *p);
+/* A peer line that starts with `prefix` (the rest copied out unless `rest` is NULL), within
+ * the peer's start time: 0, or -1 (what came printed). */
+int peer_expect(proc_t *p, const char *prefix, char *rest, size_t size);
 
 /* Starts a holding peer of a mutex at `path` with digest credentials `cred` (NULL: none).
  * The peer reads them from its environment (never argv); the variable is set only around the

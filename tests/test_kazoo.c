@@ -433,20 +433,6 @@ static void test_acl_same_identity_kazoo_queues(void)
 
 /* ---- counters and barriers ------------------------------------------------------------------ */
 
-/* A peer line that starts with `prefix` (the rest copied out), within the peer's start time. */
-static int peer_expect(proc_t *p, const char *prefix, char *rest, size_t size)
-{
-    char line[512] = "";
-    if (proc_read_line(p, line, sizeof line, PEER_START_MS) != 0 ||
-        strncmp(line, prefix, strlen(prefix)) != 0) {
-        fprintf(stderr, "peer: expected '%s', got '%s'\n", prefix, line);
-        return -1;
-    }
-    if (rest)
-        snprintf(rest, size, "%s", line + strlen(prefix));
-    return 0;
-}
-
 #define KZ_THREADS 2
 #define KZ_INCREMENTS 100 /* per zkit thread */
 #define KZ_PEER_INCREMENTS "200"
