@@ -294,6 +294,26 @@ void peer_acl_hold(peer_acl_t *a, const char *name)
     CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(a->held, 10000), 0);
 }
 
+void peer_acl_other_follows(peer_acl_t *a)
+{
+    char *node = NULL;
+    const char *name;
+    names_t seen;
+    int rc, found = 0;
+    CU_ASSERT_EQUAL_FATAL(zkit_lock_node(&node, a->held), 0);
+    name = strrchr(node, '/') ? strrchr(node, '/') + 1 : node;
+    memset(&seen, 0, sizeof(seen));
+    setenv("ZKIT_PEER_AUTH", "peer:peersecret", 1);
+    rc = peer_order("mutex", a->path, &seen);
+    unsetenv("ZKIT_PEER_AUTH");
+    CU_ASSERT_EQUAL(rc, 0);
+    for (int i = 0; i < seen.n; i++)
+        found += strcmp(seen.name[i], name) == 0;
+    CU_ASSERT_EQUAL(seen.n, 1);
+    CU_ASSERT_EQUAL(found, 1);
+    zkit_free(node);
+}
+
 void peer_acl_owner_queues(peer_acl_t *a)
 {
     char line[512] = "";

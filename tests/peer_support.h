@@ -46,6 +46,9 @@ typedef struct peer_acl {
     char path[64];
 } peer_acl_t;
 void peer_acl_hold(peer_acl_t *a, const char *name);
+/* A peer of another identity lists the lock's queue (world READ) and finds the holder's node
+ * alone in it. */
+void peer_acl_other_follows(peer_acl_t *a);
 /* A peer with the owner's credentials queues behind zkit and acquires after the release;
  * then the lock, its path and the client are done with. */
 void peer_acl_owner_queues(peer_acl_t *a);

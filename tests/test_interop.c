@@ -1130,8 +1130,9 @@ static int probe_peer(void)
 
 /*
  * zkit holds a mutex with digest credentials (its nodes: the creator's, READ for the world).
- * A Curator peer of another identity fails (exit 1, never ACQUIRED); one with the same
- * credentials queues behind zkit and acquires after the release.
+ * A Curator peer of another identity fails to take it (exit 1, never ACQUIRED) but lists its
+ * queue and finds zkit's node (world READ); one with the same credentials queues behind zkit
+ * and acquires after the release.
  */
 static void test_acl_same_identity_curator_queues(void)
 {
@@ -1145,6 +1146,7 @@ static void test_acl_same_identity_curator_queues(void)
     CU_ASSERT(rc != 0 || strncmp(line, "ACQUIRED", 8) != 0);
     CU_ASSERT_EQUAL(exit_code(proc_wait(&p, peer_start_ms())), 1);
     CU_ASSERT(zkit_lock_is_held(a.held));
+    peer_acl_other_follows(&a);
     peer_acl_owner_queues(&a);
 }
 

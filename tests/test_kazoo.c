@@ -410,8 +410,8 @@ static int probe_peer(void)
 /*
  * zkit holds a mutex with digest credentials (its nodes: the creator's, READ for the world).
  * kazoo peers of another identity and without credentials are refused at once ("NOAUTH",
- * exit 3); a kazoo peer with the same credentials queues behind zkit and acquires after the
- * release.
+ * exit 3), while one of another identity lists the queue and finds zkit's node (world READ);
+ * a kazoo peer with the same credentials queues behind zkit and acquires after the release.
  */
 static void test_acl_same_identity_kazoo_queues(void)
 {
@@ -428,6 +428,7 @@ static void test_acl_same_identity_kazoo_queues(void)
         CU_ASSERT_EQUAL(exit_code(proc_wait(&p, 10000)), 3);
     }
     CU_ASSERT(zkit_lock_is_held(a.held));
+    peer_acl_other_follows(&a);
     peer_acl_owner_queues(&a);
 }
 
