@@ -993,6 +993,130 @@ static void test_reconnections_add_no_watches(void)
     cache_log_free(log);
 }
 
+/* ---- a read the ACL refuses ------------------------------------------------------------- */
+
+typedef struct refusals {
+    pthread_mutex_t mu;
+    int lines;
+} refusals_t;
+
+static void count_refusals(zkit_log_level_t level, const char *message, void *arg)
+{
+    refusals_t *r = arg;
+    if (level == ZKIT_LOG_WARN && strstr(message, "refused to the client's credentials")) {
+        pthread_mutex_lock(&r->mu);
+        r->lines++;
+        pthread_mutex_unlock(&r->mu);
+    }
+}
+
+static int refusal_lines(refusals_t *r)
+{
+    return zkh_read_locked(&r->mu, &r->lines);
+}
+
+typedef struct sent_more {
+    zkit_client_t *client;
+    uint64_t than;
+} sent_more_t;
+
+static uint64_t requests_sent(zkit_client_t *c)
+{
+    zkit_client_stats_t st;
+    return zkit_client_stats(&st, ZKIT_STATS_VERSION, c) == 0 ? st.requests_sent : 0;
+}
+
+static int sent_more(void *arg)
+{
+    sent_more_t *m = arg;
+    return requests_sent(m->client) > m->than;
+}
+
+typedef struct both_loaded {
+    zkit_cache_t *node, *tree;
+    const char *path;
+} both_loaded_t;
+
+static int both_loaded(void *arg)
+{
+    both_loaded_t *b = arg;
+    zkit_cache_t *caches[2] = { b->node, b->tree };
+    for (int i = 0; i < 2; i++) {
+        char *data = NULL;
+        size_t len = 0;
+        int current = 0, ok;
+        if (zkit_cache_status(&current, NULL, caches[i]) != 0 || !current ||
+            zkit_cache_get(&data, &len, NULL, caches[i], b->path) != 0)
+            return 0;
+        ok = len == 2 && memcmp(data, "v1", 2) == 0;
+        zkit_free(data);
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+/* A node whose ACL refuses the cache's credentials a read: each cache says so once (a warning
+ * naming the path), not at each of its retries, stays stale, and loads the node once the ACL
+ * lets it read. */
+static void test_refused_read_said_once(void)
+{
+    static const zkit_auth_t auth = { "digest", "cacheowner:secret" };
+    static const zkit_acl_t owner_only = { ZKIT_PERM_ALL, "auth", "" };
+    static const zkit_acl_t open_acl = { ZKIT_PERM_ALL, "world", "anyone" };
+    zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
+    zkit_client_options_t o;
+    zkit_client_t *owner, *reader;
+    zkit_cache_t *node = NULL, *tree = NULL;
+    refusals_t r = { PTHREAD_MUTEX_INITIALIZER, 0 };
+    sent_more_t m;
+    both_loaded_t b;
+    char path[128];
+    int current = 1;
+    fw_options(&o, zkh_connect_string(zk), NULL, 10000, NULL);
+    o.auth = &auth;
+    o.auth_count = 1;
+    owner = fw_connect_opts(&o);
+    fw_options(&o, zkh_connect_string(zk), NULL, 10000, NULL);
+    o.log_fn = count_refusals;
+    o.log_arg = &r;
+    o.log_level = ZKIT_LOG_WARN;
+    reader = fw_connect_opts(&o);
+    CU_ASSERT_FATAL(owner && reader);
+    zkh_unique_path(path, sizeof path, "cache-refused");
+    co.acl = &owner_only;
+    co.acl_count = 1;
+    CU_ASSERT_EQUAL_FATAL(zkit_create(NULL, NULL, owner, path, "v1", 2, &co), 0);
+
+    CU_ASSERT_EQUAL_FATAL(zkit_node_cache_new(&node, reader, path, NULL, NULL, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_tree_cache_new(&tree, reader, path, ZKIT_TREE_CACHE_UNLIMITED,
+                                              NULL, NULL, NULL), 0);
+    /* Three retries each (a second apart) after the first refusals. */
+    m.client = reader;
+    for (int round = 0; round < 4; round++) {
+        m.than = requests_sent(reader) + 1;
+        CU_ASSERT_EQUAL(zkh_wait_until(sent_more, &m, WAIT_MS), 0);
+    }
+    CU_ASSERT_EQUAL(refusal_lines(&r), 2);
+    CU_ASSERT_EQUAL(zkit_cache_status(&current, NULL, node), 0);
+    CU_ASSERT_EQUAL(current, 0);
+    CU_ASSERT_EQUAL(zkit_cache_status(&current, NULL, tree), 0);
+    CU_ASSERT_EQUAL(current, 0);
+
+    CU_ASSERT_EQUAL(zkit_set_acl(owner, path, &open_acl, 1, -1), 0);
+    b.node = node;
+    b.tree = tree;
+    b.path = path;
+    CU_ASSERT_EQUAL(zkh_wait_until(both_loaded, &b, WAIT_MS), 0);
+    CU_ASSERT_EQUAL(refusal_lines(&r), 2);
+
+    zkit_cache_free(node);
+    zkit_cache_free(tree);
+    CU_ASSERT_EQUAL(zkit_delete(owner, path, -1, 0), 0);
+    zkit_client_close(reader);
+    zkit_client_close(owner);
+}
+
 static const zkh_test_t tests[] = {
     ZKH_TEST(test_bad_arguments),
     ZKH_TEST(test_node_watch_changes),
@@ -1006,6 +1130,7 @@ static const zkh_test_t tests[] = {
     ZKH_TEST(test_missing_parent_and_late_free),
     ZKH_TEST(test_reconnections_add_no_watches),
     ZKH_TEST(test_children_cache),
+    ZKH_TEST(test_refused_read_said_once),
     { NULL, NULL }
 };
 

@@ -49,6 +49,7 @@ typedef struct rewatch_read {
     int fetching;                /* a read is out */
     int dirty;                   /* a cause to read again came while it was out */
     int retry_pending;
+    int refused_said;            /* a refused read was logged since the last answer */
     zkit__read_kind_t step;      /* the read now out */
     int64_t sent_session;        /* session id when it was sent */
     int sent_sync;               /* it went behind a sync */
@@ -369,7 +370,7 @@ static void on_read(zkit_client_t *c, const zkit_result_t *r, void *arg)
 {
     zkit__rewatch_t *w = arg;
     zkit__read_kind_t next = first_step(w);
-    int again = 0, cancel = 0;
+    int again = 0, cancel = 0, refused = 0;
     (void)c;
     pthread_mutex_lock(&w->mu);
     if (w->closed) {
@@ -386,6 +387,7 @@ static void on_read(zkit_client_t *c, const zkit_result_t *r, void *arg)
     } else if (r->error == 0 && w->read.step == ZKIT__READ_EXISTS && next != ZKIT__READ_EXISTS) {
         again = 1; /* created since: read it */
     } else if (r->error == 0 || r->error == ZKIT_ENONODE) {
+        w->read.refused_said = 0;
         if (w->read.sent_sync)
             w->read.synced_session = w->read.sent_session;
         if (w->read.sent_watch) { /* set: on ZOK, and by an exists on ZNONODE too */
@@ -401,10 +403,19 @@ static void on_read(zkit_client_t *c, const zkit_result_t *r, void *arg)
     } else {
         w->read.fetching = 0;
         failed(w);
+        /* An ACL that refuses our credentials is no passing fault: said once until a read is
+         * answered again, not at every retry (the reads go on: the ACL may change). */
+        refused = r->error == ZKIT_ENOAUTH && !w->read.refused_said;
+        if (refused)
+            w->read.refused_said = 1;
     }
     if (again)
         w->read.fetching = 1;
     pthread_mutex_unlock(&w->mu);
+    if (refused)
+        zkit__client_log(w->cfg.client, ZKIT_LOG_WARN, "watch: reading %s is refused to the "
+                         "client's credentials (ZooKeeper NOAUTH): it stays stale and reads it "
+                         "again every second", w->cfg.path);
     if (cancel)
         zkit__watch_cancel(w->cfg.client, w->cfg.path, ZKIT_WATCH_ANY, &w->cfg.watcher);
     if (again)

@@ -124,6 +124,7 @@ struct zkit__tree {
     int current;
     int64_t since_ms;
     int retry_pending;
+    int refused_said;         /* a refused read was logged since the tree was last current */
     size_t in_flight;         /* reads sent and not answered */
 
     tevent_t *ev_head, *ev_tail;
@@ -237,6 +238,8 @@ static void update_current(zkit__tree_t *t)
         t->current = current;
         t->since_ms = zkit__monotonic_ms();
     }
+    if (current)
+        t->refused_said = 0;
 }
 
 static void set_cur(zkit__tree_t *t, machine_t *m, int cur)
@@ -740,6 +743,7 @@ static void on_read(tnode_t *n, int k, const zkit_result_t *r)
     machine_t *m = &n->m[k];
     zkit__read_kind_t next = first_step(t, n, k);
     int again = 0, cancel = 0, ok = r->error == 0 || r->error == ZKIT_ENONODE;
+    char *refused = NULL;
     pthread_mutex_lock(&t->mu);
     t->in_flight--;
     if (!n->attached) {
@@ -773,12 +777,24 @@ static void on_read(tnode_t *n, int k, const zkit_result_t *r)
     } else {
         m->fetching = 0;
         failed(t, m);
+        /* An ACL that refuses our credentials is no passing fault: said once while the tree
+         * stays stale, not at every retry (the reads go on: the ACL may change). */
+        if (r->error == ZKIT_ENOAUTH && !t->refused_said && !t->closed) {
+            t->refused_said = 1;
+            refused = node_path(n);
+        }
     }
     if (again) {
         m->step = next;
         want(t, n, 1u << k, 0); /* still fetching */
     }
     pthread_mutex_unlock(&t->mu);
+    if (refused) {
+        zkit__client_log(t->client, ZKIT_LOG_WARN, "cache: reading %s is refused to the "
+                         "client's credentials (ZooKeeper NOAUTH): the cache stays stale and "
+                         "reads it again every second", refused);
+        free(refused);
+    }
     if (cancel)
         cancel_watches(t, n, k);
     run_work(t);
