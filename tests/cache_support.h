@@ -13,7 +13,7 @@
 
 #include "zkit/cache.h"
 
-#define CACHE_LOG_MAX 512 /* paths the replay holds */
+#define CACHE_LOG_MAX 1024 /* paths the replay holds */
 
 typedef struct node_copy {
     char path[160];

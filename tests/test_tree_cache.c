@@ -46,7 +46,7 @@
 static zkh_cluster_t *zk;
 
 #define WAIT_MS 30000
-#define MAX_NODES 256
+#define MAX_NODES 640
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
@@ -578,8 +578,10 @@ static void depth_case(zkit_client_t *c, const char *base, int max_depth, int no
 
 /* ---- a tree wider than the reads it keeps out ---------------------------------------------- */
 
-/* 200 children: 402 reads at the first load, more than the 256 a tree keeps out at once
- * (treecache.c), so most wait for an answer before they are sent.  A free in the middle of
+#define WIDE 520 /* children: 1042 reads, over treecache.c's MAX_IN_FLIGHT */
+
+/* WIDE children: 2 (WIDE + 1) reads at the first load, more than the 1024 a tree keeps out at
+ * once (treecache.c), so some wait for an answer before they are sent.  A free in the middle of
  * such a load, the load itself, changes and the deletion of the whole tree leave the cache
  * equal to the server and no watch behind. */
 static void test_tree_wider_than_reads_out(void)
@@ -595,7 +597,7 @@ static void test_tree_wider_than_reads_out(void)
     log = cache_log_new_tree(base);
     early = cache_log_new_tree(base);
     put_at(c, base, "", "root");
-    for (int i = 0; i < 200; i++) {
+    for (int i = 0; i < WIDE; i++) {
         snprintf(rel, sizeof(rel), "k%03d", i);
         put_at(c, base, rel, "v");
     }
@@ -613,17 +615,17 @@ static void test_tree_wider_than_reads_out(void)
                                               on_cache, log), 0);
     CU_ASSERT_EQUAL(zkh_wait_until(initialized_count, log, WAIT_MS), 0);
     pthread_mutex_lock(&log->mu);
-    CU_ASSERT_EQUAL(log->count[ZKIT_CACHE_CREATED], 201);
+    CU_ASSERT_EQUAL(log->count[ZKIT_CACHE_CREATED], WIDE + 1);
     pthread_mutex_unlock(&log->mu);
     /* Every node's data watch and child watch: the server's data watches, all its watches,
      * our registrations. */
     {
-        watch_wait_t all = { zk, c, 201, 402, 402 };
+        watch_wait_t all = { zk, c, WIDE + 1, 2 * (WIDE + 1), 2 * (WIDE + 1) };
         CU_ASSERT_EQUAL(zkh_wait_until(watches_are, &all, WAIT_MS), 0);
     }
     compare_init(&cmp, zk, cache, base, log, -1);
     CU_ASSERT_EQUAL(zkh_wait_until(tree_matches, &cmp, WAIT_MS), 0);
-    for (int i = 0; i < 200; i += 7) {
+    for (int i = 0; i < WIDE; i += 7) {
         snprintf(rel, sizeof(rel), "k%03d", i);
         put_at(c, base, rel, "w");
     }
@@ -631,7 +633,7 @@ static void test_tree_wider_than_reads_out(void)
     delete_at(c, base, "");
     CU_ASSERT_EQUAL(zkh_wait_until(tree_matches, &cmp, WAIT_MS), 0);
     pthread_mutex_lock(&log->mu);
-    CU_ASSERT_EQUAL(log->count[ZKIT_CACHE_DELETED], 201);
+    CU_ASSERT_EQUAL(log->count[ZKIT_CACHE_DELETED], WIDE + 1);
     pthread_mutex_unlock(&log->mu);
     assert_log_sound(log);
     zkit_cache_free(cache);
