@@ -274,10 +274,10 @@ static void lead_if_held(zkit_latch_t *latch)
 static void on_elected(zkit_lock_t *lock, int error, void *arg)
 {
     zkit_latch_t *latch = arg;
-    zkit__lock_acq_t *req;
+    zkit__lock_acq_t *lacq;
     int closed;
     pthread_mutex_lock(&latch->mu);
-    req = latch->join;
+    lacq = latch->join;
     latch->join = NULL;
     closed = latch->closed;
     if (error == 0 && !closed) {
@@ -294,7 +294,7 @@ static void on_elected(zkit_lock_t *lock, int error, void *arg)
             latch_unref(latch);
     }
     pthread_mutex_unlock(&latch->mu);
-    zkit__lock_acq_unref(req);
+    zkit__lock_acq_unref(lacq);
     if (error == 0 && closed)
         release_all(lock); /* elected as it closed */
     if (error == 0 && !closed) {
@@ -306,7 +306,7 @@ static void on_elected(zkit_lock_t *lock, int error, void *arg)
 
 static int join(zkit_latch_t *latch)
 {
-    zkit__lock_acq_t proto, *req;
+    zkit__lock_acq_t proto, *lacq;
     int rc;
     memset(&proto, 0, sizeof(proto));
     proto.user_done = on_elected;
@@ -321,9 +321,9 @@ static int join(zkit_latch_t *latch)
         return 0;
     }
     /* Under latch->mu: the end takes it too, so latch->join is set before it looks. */
-    rc = zkit__lock_acq_start(&req, latch->lock, pthread_self(), -1, &proto);
+    rc = zkit__lock_acq_start(&lacq, latch->lock, pthread_self(), -1, &proto);
     if (rc == 0)
-        latch->join = req;
+        latch->join = lacq;
     pthread_mutex_unlock(&latch->mu);
     if (rc != 0) {
         zkit__client_log(latch->client, ZKIT_LOG_ERROR, "leader latch %s: cannot join: %s",
@@ -627,7 +627,7 @@ ZKIT_EXTERN int zkit_latch_guard_txn(zkit_txn_t *txn, const zkit_latch_t *latch)
 
 static int latch_close_call(zkit_latch_t *latch)
 {
-    zkit__lock_acq_t *req;
+    zkit__lock_acq_t *lacq;
     uint64_t timer;
     if (!latch)
         return ZKIT_EINVAL;
@@ -651,16 +651,16 @@ static int latch_close_call(zkit_latch_t *latch)
      * for. */
     while (latch->notifying && !pthread_equal(latch->notifier, pthread_self()))
         pthread_cond_wait(&latch->cond, &latch->mu);
-    req = latch->join;
+    lacq = latch->join;
     latch->join = NULL;
     timer = latch->rejoin_timer;
     latch->rejoin_timer = 0;
     pthread_mutex_unlock(&latch->mu);
     if (timer && zkit__unschedule(latch->client, timer))
         latch_unref(latch);
-    if (req) {
-        zkit__lock_acq_cancel(req); /* its end (on the event thread) sees the latch closed */
-        zkit__lock_acq_unref(req);
+    if (lacq) {
+        zkit__lock_acq_cancel(lacq); /* its end (on the event thread) sees the latch closed */
+        zkit__lock_acq_unref(lacq);
     }
     finish_all(latch, ZKIT_ECANCELED, ZKIT_ESTATE);
     release_all(latch->lock);

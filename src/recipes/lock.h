@@ -68,10 +68,10 @@ typedef struct zkit__lock_ops {
     /* Rules checked before an acquisition starts (read-write lock); may set *fixed_name for
      * the kind's start.  NULL: none. */
     int (*check)(zkit_lock_t *lock, pthread_t owner, char **fixed_name);
-    /* Starts the kind's machine for `req`; it ends with zkit__lock_acq_complete, never inside
+    /* Starts the kind's machine for `lacq`; it ends with zkit__lock_acq_complete, never inside
      * this call.  Called with no lock held. */
-    int (*start)(zkit__lock_acq_t *req, const char *fixed_name);
-    /* The machine a start stored in req->machine (under lock->mu): a reference taken and
+    int (*start)(zkit__lock_acq_t *lacq, const char *fixed_name);
+    /* The machine a start stored in lacq->machine (under lock->mu): a reference taken and
      * dropped around every use from outside it, and dropped when the request is freed. */
     void (*machine_ref)(void *machine);
     void (*machine_unref)(void *machine);
@@ -97,8 +97,8 @@ typedef struct zkit__lock_ops {
 
 /* An acquisition of a lock on behalf of a thread, blocking, asynchronous or internal (a part
  * of a multi-lock). */
-typedef void (*zkit__lock_acq_done_fn)(zkit__lock_acq_t *req, int error, void *arg);
-typedef void (*zkit__lock_acq_waiting_fn)(zkit__lock_acq_t *req, void *arg);
+typedef void (*zkit__lock_acq_done_fn)(zkit__lock_acq_t *lacq, int error, void *arg);
+typedef void (*zkit__lock_acq_waiting_fn)(zkit__lock_acq_t *lacq, void *arg);
 
 struct zkit__lock_acq {
     LIST_ENTRY(zkit__lock_acq) link; /* in lock->pending while it runs */
@@ -165,13 +165,13 @@ void zkit__lock_destroy(zkit_lock_t *lock);
  * non-NULL.  A reentrant acquisition completes at once (asynchronously for user_done). */
 int zkit__lock_acq_start(zkit__lock_acq_t **out, zkit_lock_t *lock, pthread_t owner, int timeout_ms,
                          const zkit__lock_acq_t *proto);
-void zkit__lock_acq_unref(zkit__lock_acq_t *req);
+void zkit__lock_acq_unref(zkit__lock_acq_t *lacq);
 /* Ends a request in progress with ZKIT_ECANCELED (no-op when it has ended). */
-void zkit__lock_acq_cancel(zkit__lock_acq_t *req);
+void zkit__lock_acq_cancel(zkit__lock_acq_t *lacq);
 /* The kind's machine ended: records the holding (error 0) and tells the requester. */
-void zkit__lock_acq_complete(zkit__lock_acq_t *req, int error, const zkit__grant_t *grant);
+void zkit__lock_acq_complete(zkit__lock_acq_t *lacq, int error, const zkit__grant_t *grant);
 /* The kind's machine must wait for others (once per wait). */
-void zkit__lock_acq_waiting(zkit__lock_acq_t *req);
+void zkit__lock_acq_waiting(zkit__lock_acq_t *lacq);
 /* Adds a holding directly (a lease of the counting semaphore); it is announced by whoever
  * tells its requester (zkit__holding_announce). */
 int zkit__lock_adopt(zkit_lock_t *lock, pthread_t owner, const zkit__grant_t *grant);

@@ -107,19 +107,19 @@ int zkit__lock_init(zkit_lock_t **out, zkit_client_t *client, const char *path,
 
 /* ---- requests ------------------------------------------------------------------------------ */
 
-static void lock_acq_ref(zkit__lock_acq_t *req)
+static void lock_acq_ref(zkit__lock_acq_t *lacq)
 {
-    __atomic_add_fetch(&req->refs, 1, __ATOMIC_ACQ_REL);
+    __atomic_add_fetch(&lacq->refs, 1, __ATOMIC_ACQ_REL);
 }
 
-void zkit__lock_acq_unref(zkit__lock_acq_t *req)
+void zkit__lock_acq_unref(zkit__lock_acq_t *lacq)
 {
-    if (!req || __atomic_sub_fetch(&req->refs, 1, __ATOMIC_ACQ_REL) != 0)
+    if (!lacq || __atomic_sub_fetch(&lacq->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
-    if (req->machine)
-        req->lock->ops->machine_unref(req->machine);
-    lock_unref(req->lock);
-    free(req);
+    if (lacq->machine)
+        lacq->lock->ops->machine_unref(lacq->machine);
+    lock_unref(lacq->lock);
+    free(lacq);
 }
 
 static void free_holder(zkit__holder_t *h)
@@ -206,21 +206,21 @@ int zkit__holding_announce(zkit_lock_t *lock, pthread_t owner)
 
 /* The requester is told of a grant now: 0 if it stands; else the grant is given back and
  * ZKIT_ELOCKLOST is what the requester hears. */
-static int confirm_grant(zkit__lock_acq_t *req)
+static int confirm_grant(zkit__lock_acq_t *lacq)
 {
-    zkit_lock_t *lock = req->lock;
+    zkit_lock_t *lock = lacq->lock;
     /* Granted as the lock is being freed: the free gives the holding back, and the waiter
      * hears what a free promises its waiters. */
     if (__atomic_load_n(&lock->freeing, __ATOMIC_ACQUIRE))
         return ZKIT_ECANCELED;
-    if (zkit__holding_announce(lock, req->owner) == 0)
+    if (zkit__holding_announce(lock, lacq->owner) == 0)
         return 0;
     zkit__client_log(lock->client, ZKIT_LOG_WARN, "lock %s: granted, but lost before the "
                      "grant could be reported; reported as ZKIT_ELOCKLOST", lock->path);
-    if (req->reentered)
-        undo_reenter(lock, req->owner); /* the holding it re-entered reports its own loss */
+    if (lacq->reentered)
+        undo_reenter(lock, lacq->owner); /* the holding it re-entered reports its own loss */
     else
-        zkit__lock_release_as(lock, req->owner);
+        zkit__lock_release_as(lock, lacq->owner);
     return ZKIT_ELOCKLOST;
 }
 
@@ -238,33 +238,33 @@ pthread_t zkit__lock_caller(const zkit_lock_t *lock)
 
 static void deliver_async(void *arg)
 {
-    zkit__lock_acq_t *req = arg;
+    zkit__lock_acq_t *lacq = arg;
     const zkit__lock_acq_t *outer = delivering;
-    if (req->error == 0)
-        req->error = confirm_grant(req);
-    delivering = req;
-    req->user_done(req->lock, req->error, req->user_arg);
+    if (lacq->error == 0)
+        lacq->error = confirm_grant(lacq);
+    delivering = lacq;
+    lacq->user_done(lacq->lock, lacq->error, lacq->user_arg);
     delivering = outer;
-    zkit__lock_acq_unref(req);
+    zkit__lock_acq_unref(lacq);
 }
 
 /* Tells the requester; the machine's reference is handed over to the telling. */
-static void tell(zkit__lock_acq_t *req)
+static void tell(zkit__lock_acq_t *lacq)
 {
-    zkit_lock_t *lock = req->lock;
-    if (req->user_done) {
-        if (zkit__run_on_event_thread_task(lock->client, &req->task, deliver_async, req) != 0)
-            deliver_async(req); /* the event thread has ended (closed): report here */
-    } else if (req->internal_done) {
-        req->internal_done(req, req->error, req->internal_arg);
-        zkit__lock_acq_unref(req);
+    zkit_lock_t *lock = lacq->lock;
+    if (lacq->user_done) {
+        if (zkit__run_on_event_thread_task(lock->client, &lacq->task, deliver_async, lacq) != 0)
+            deliver_async(lacq); /* the event thread has ended (closed): report here */
+    } else if (lacq->internal_done) {
+        lacq->internal_done(lacq, lacq->error, lacq->internal_arg);
+        zkit__lock_acq_unref(lacq);
     } else {
-        zkit__lock_acq_unref(req); /* blocking: the waiter was woken under lock->mu */
+        zkit__lock_acq_unref(lacq); /* blocking: the waiter was woken under lock->mu */
     }
 }
 
 /* An acquisition ended (lock->mu held). */
-static void count_end(zkit_lock_t *lock, const zkit__lock_acq_t *req, int error)
+static void count_end(zkit_lock_t *lock, const zkit__lock_acq_t *lacq, int error)
     ZKIT__REQUIRES(lock->mu)
 {
     zkit_lock_stats_t *s = &lock->stats;
@@ -273,7 +273,7 @@ static void count_end(zkit_lock_t *lock, const zkit__lock_acq_t *req, int error)
         /* Set by the kinds that know, just before they complete (mutex.c, multilock.c). */
         if (__atomic_load_n(&lock->contended, __ATOMIC_RELAXED))
             s->contended++;
-        zkit__histogram_observe(&s->wait, zkit__stats_now_us() - req->start_us);
+        zkit__histogram_observe(&s->wait, zkit__stats_now_us() - lacq->start_us);
     } else if (error == ZKIT_ETIMEDOUT) {
         s->timeouts++;
     } else if (error == ZKIT_ECANCELED) {
@@ -283,35 +283,35 @@ static void count_end(zkit_lock_t *lock, const zkit__lock_acq_t *req, int error)
     }
 }
 
-void zkit__lock_acq_complete(zkit__lock_acq_t *req, int error, const zkit__grant_t *grant)
+void zkit__lock_acq_complete(zkit__lock_acq_t *lacq, int error, const zkit__grant_t *grant)
 {
-    zkit_lock_t *lock = req->lock;
+    zkit_lock_t *lock = lacq->lock;
     zkit__mutex_lock(&lock->mu);
-    if (req->done) { /* ended already (the machine must not end twice; never report twice) */
+    if (lacq->done) { /* ended already (the machine must not end twice; never report twice) */
         zkit__mutex_unlock(&lock->mu);
         if (error == 0 && grant && grant->node)
             zkit__delete_node(lock->client, grant->node);
         return;
     }
-    LIST_REMOVE(req, link);
+    LIST_REMOVE(lacq, link);
     if (error == 0 &&
-        (error = add_holder(lock, req->owner, grant, req->internal_done != NULL)) != 0 &&
+        (error = add_holder(lock, lacq->owner, grant, lacq->internal_done != NULL)) != 0 &&
         grant->node)
         zkit__delete_node(lock->client, grant->node);
-    count_end(lock, req, error);
-    req->error = error;
-    req->done = 1;
-    if (req->user_done)
+    count_end(lock, lacq, error);
+    lacq->error = error;
+    lacq->done = 1;
+    if (lacq->user_done)
         __atomic_store_n(&lock->used_event_thread, 1, __ATOMIC_RELAXED);
     pthread_cond_broadcast(&lock->cond);
     zkit__mutex_unlock(&lock->mu);
-    tell(req);
+    tell(lacq);
 }
 
-void zkit__lock_acq_waiting(zkit__lock_acq_t *req)
+void zkit__lock_acq_waiting(zkit__lock_acq_t *lacq)
 {
-    if (req->internal_waiting)
-        req->internal_waiting(req, req->internal_arg);
+    if (lacq->internal_waiting)
+        lacq->internal_waiting(lacq, lacq->internal_arg);
 }
 
 /* A reentrant re-acquire needs no request.  1 if it applied (with *rc set). */
@@ -348,51 +348,51 @@ static void undo_reenter(zkit_lock_t *lock, pthread_t owner)
 }
 
 /* A reentrant acquisition: reported like any other, but at once. */
-static int reenter_request(zkit__lock_acq_t *req)
+static int reenter_request(zkit__lock_acq_t *lacq)
 {
-    zkit_lock_t *lock = req->lock;
-    req->done = 1;
-    req->error = 0;
-    req->reentered = 1;
-    if (req->user_done) {
+    zkit_lock_t *lock = lacq->lock;
+    lacq->done = 1;
+    lacq->error = 0;
+    lacq->reentered = 1;
+    if (lacq->user_done) {
         __atomic_store_n(&lock->used_event_thread, 1, __ATOMIC_RELAXED);
-        if (zkit__run_on_event_thread_task(lock->client, &req->task, deliver_async, req) != 0) {
-            undo_reenter(lock, req->owner);
+        if (zkit__run_on_event_thread_task(lock->client, &lacq->task, deliver_async, lacq) != 0) {
+            undo_reenter(lock, lacq->owner);
             return ZKIT_ECLOSED;
         }
         return 0;
     }
-    tell(req);
+    tell(lacq);
     return 0;
 }
 
 int zkit__lock_acq_start(zkit__lock_acq_t **out, zkit_lock_t *lock, pthread_t owner, int timeout_ms,
                          const zkit__lock_acq_t *proto)
 {
-    zkit__lock_acq_t *req;
+    zkit__lock_acq_t *lacq;
     char *fixed_name = NULL;
     int rc;
     if (out)
         *out = NULL;
     if (zkit__client_is_closing(lock->client))
         return ZKIT_ECLOSED;
-    if (!(req = calloc(1, sizeof(*req))))
+    if (!(lacq = calloc(1, sizeof(*lacq))))
         return ZKIT_ENOMEM;
-    req->refs = out ? 2 : 1; /* the machine's (handed to the telling), the caller's */
-    req->lock = lock;
+    lacq->refs = out ? 2 : 1; /* the machine's (handed to the telling), the caller's */
+    lacq->lock = lock;
     lock_ref(lock);
-    req->owner = owner;
-    req->timeout_ms = timeout_ms;
-    req->start_us = zkit__stats_now_us();
-    req->user_done = proto->user_done;
-    req->user_arg = proto->user_arg;
-    req->internal_done = proto->internal_done;
-    req->internal_waiting = proto->internal_waiting;
-    req->internal_arg = proto->internal_arg;
+    lacq->owner = owner;
+    lacq->timeout_ms = timeout_ms;
+    lacq->start_us = zkit__stats_now_us();
+    lacq->user_done = proto->user_done;
+    lacq->user_arg = proto->user_arg;
+    lacq->internal_done = proto->internal_done;
+    lacq->internal_waiting = proto->internal_waiting;
+    lacq->internal_arg = proto->internal_arg;
     if (out)
-        *out = req;
+        *out = lacq;
     if (try_reenter(lock, owner, &rc)) {
-        if (rc == 0 && (rc = reenter_request(req)) == 0)
+        if (rc == 0 && (rc = reenter_request(lacq)) == 0)
             return 0;
     } else if (!lock->ops->check || (rc = lock->ops->check(lock, owner, &fixed_name)) == 0) {
         int freeing;
@@ -401,53 +401,54 @@ int zkit__lock_acq_start(zkit__lock_acq_t **out, zkit_lock_t *lock, pthread_t ow
          * cancel could not see is never started. */
         freeing = __atomic_load_n(&lock->freeing, __ATOMIC_ACQUIRE);
         if (!freeing)
-            LIST_INSERT_HEAD(&lock->pending, req, link);
+            LIST_INSERT_HEAD(&lock->pending, lacq, link);
         zkit__mutex_unlock(&lock->mu);
-        rc = freeing ? ZKIT_ECANCELED : lock->ops->start(req, fixed_name);
+        rc = freeing ? ZKIT_ECANCELED : lock->ops->start(lacq, fixed_name);
         free(fixed_name);
         if (rc == 0)
             return 0;
         if (!freeing) {
             zkit__mutex_lock(&lock->mu);
-            LIST_REMOVE(req, link);
+            LIST_REMOVE(lacq, link);
             zkit__mutex_unlock(&lock->mu);
         }
     }
     /* Not started: no completion will run. */
     if (out) {
         *out = NULL;
-        zkit__lock_acq_unref(req);
+        zkit__lock_acq_unref(lacq);
     }
-    zkit__lock_acq_unref(req);
+    zkit__lock_acq_unref(lacq);
     return rc;
 }
 
 /* The request's machine with a reference, or NULL when the request has ended (or its start
  * has not stored it yet: a start stores it under lock->mu before anything can end it). */
-static void *running_machine(zkit__lock_acq_t *req)
+static void *running_machine(zkit__lock_acq_t *lacq)
 {
     void *machine = NULL;
-    zkit__mutex_lock(&req->lock->mu);
-    if (!req->done && req->machine) {
-        machine = req->machine;
-        req->lock->ops->machine_ref(machine);
+    zkit__mutex_lock(&lacq->lock->mu);
+    if (!lacq->done && lacq->machine) {
+        machine = lacq->machine;
+        lacq->lock->ops->machine_ref(machine);
     }
-    zkit__mutex_unlock(&req->lock->mu);
+    zkit__mutex_unlock(&lacq->lock->mu);
     return machine;
 }
 
-void zkit__lock_acq_cancel(zkit__lock_acq_t *req)
+void zkit__lock_acq_cancel(zkit__lock_acq_t *lacq)
 {
-    void *machine = running_machine(req);
+    void *machine = running_machine(lacq);
     if (machine) {
-        req->lock->ops->cancel(machine);
-        req->lock->ops->machine_unref(machine);
+        lacq->lock->ops->cancel(machine);
+        lacq->lock->ops->machine_unref(machine);
     }
 }
 
 /* Calls fn on every request in progress, outside lock->mu (fn may end the request, which
  * takes lock->mu).  Each request is held by a reference meanwhile. */
-static void each_pending(zkit_lock_t *lock, void (*fn)(zkit__lock_acq_t *req, void *arg), void *arg)
+static void each_pending(zkit_lock_t *lock, void (*fn)(zkit__lock_acq_t *lacq, void *arg),
+                         void *arg)
 {
     zkit__lock_acq_t *list[16], **all = list, *r;
     size_t n = 0, cap = sizeof(list) / sizeof(list[0]);
@@ -474,10 +475,10 @@ static void each_pending(zkit_lock_t *lock, void (*fn)(zkit__lock_acq_t *req, vo
         free(all);
 }
 
-static void cancel_one(zkit__lock_acq_t *req, void *arg)
+static void cancel_one(zkit__lock_acq_t *lacq, void *arg)
 {
     (void)arg;
-    zkit__lock_acq_cancel(req);
+    zkit__lock_acq_cancel(lacq);
 }
 
 int zkit__lock_cancel_all(zkit_lock_t *lock)
@@ -486,12 +487,12 @@ int zkit__lock_cancel_all(zkit_lock_t *lock)
     return 0;
 }
 
-static void forward_connection_event(zkit__lock_acq_t *req, void *arg)
+static void forward_connection_event(zkit__lock_acq_t *lacq, void *arg)
 {
-    void *machine = running_machine(req);
+    void *machine = running_machine(lacq);
     if (machine) {
-        req->lock->ops->connection_event(machine, *(zkit_conn_state_t *)arg);
-        req->lock->ops->machine_unref(machine);
+        lacq->lock->ops->connection_event(machine, *(zkit_conn_state_t *)arg);
+        lacq->lock->ops->machine_unref(machine);
     }
 }
 
@@ -527,20 +528,20 @@ int zkit__lock_adopt(zkit_lock_t *lock, pthread_t owner, const zkit__grant_t *gr
 
 int zkit__lock_acquire_as(zkit_lock_t *lock, int timeout_ms, pthread_t owner)
 {
-    zkit__lock_acq_t proto, *req;
+    zkit__lock_acq_t proto, *lacq;
     int rc;
     memset(&proto, 0, sizeof(proto));
-    if ((rc = zkit__lock_acq_start(&req, lock, owner, timeout_ms, &proto)) != 0)
+    if ((rc = zkit__lock_acq_start(&lacq, lock, owner, timeout_ms, &proto)) != 0)
         return rc;
     zkit__mutex_lock(&lock->mu);
-    while (!req->done)
+    while (!lacq->done)
         pthread_cond_wait(&lock->cond, &lock->mu);
-    rc = req->error;
+    rc = lacq->error;
     zkit__mutex_unlock(&lock->mu);
-    if (rc == 0 && (rc = confirm_grant(req)) != 0)
+    if (rc == 0 && (rc = confirm_grant(lacq)) != 0)
         zkit__error_set("lock %s: granted, but the holding was lost (session ended or validity "
                         "deadline passed) before the acquisition could return", lock->path);
-    zkit__lock_acq_unref(req);
+    zkit__lock_acq_unref(lacq);
     return rc;
 }
 

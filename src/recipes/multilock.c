@@ -52,13 +52,13 @@ typedef struct part {
     size_t index;
     part_state_t state;
     int waiting;                /* its request waits for another holder */
-    zkit__lock_acq_t *req;
+    zkit__lock_acq_t *lacq;
 } part_t;
 
 struct multi_acq {
     zkit__mutex_t mu;
     int refs;
-    zkit__lock_acq_t *req;      /* the multi-lock's own request */
+    zkit__lock_acq_t *lacq;      /* the multi-lock's own request */
     zkit_lock_t **locks;        /* the parts, sorted: a copy, for the multi-lock may be freed
                                  * while a part's request still ends (a cancel, a deadline) */
     size_t count;
@@ -81,7 +81,7 @@ static void multi_acq_unref(multi_acq_t *ma)
     if (!ma || __atomic_sub_fetch(&ma->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     for (size_t i = 0; i < ma->count; i++)
-        zkit__lock_acq_unref(ma->parts[i].req);
+        zkit__lock_acq_unref(ma->parts[i].lacq);
     free(ma->parts);
     free(ma->locks);
     pthread_mutex_destroy(&ma->mu);
@@ -99,9 +99,9 @@ typedef struct todo {
     size_t n_start, n_cancel, n_release;
 } todo_t;
 
-static void on_part_done(zkit__lock_acq_t *req, int error, void *arg);
+static void on_part_done(zkit__lock_acq_t *lacq, int error, void *arg);
 static void multi_states_reset(zkit_lock_t *lock);
-static void on_part_waiting(zkit__lock_acq_t *req, void *arg);
+static void on_part_waiting(zkit__lock_acq_t *lacq, void *arg);
 
 static void ended_with(multi_acq_t *ma, int error);
 
@@ -164,17 +164,17 @@ static void plan_give_back_all(multi_acq_t *ma, todo_t *t) ZKIT__REQUIRES(ma->mu
 static void start_part(multi_acq_t *ma, size_t i)
 {
     part_t *p = &ma->parts[i];
-    zkit__lock_acq_t proto, *req = NULL, *old;
+    zkit__lock_acq_t proto, *lacq = NULL, *old;
     int rc, given_back;
     memset(&proto, 0, sizeof(proto));
     proto.internal_done = on_part_done;
     proto.internal_waiting = on_part_waiting;
     proto.internal_arg = p;
     multi_acq_ref(ma); /* the part request's, dropped in on_part_done */
-    rc = zkit__lock_acq_start(&req, ma->locks[i], ma->owner, remaining(ma), &proto);
+    rc = zkit__lock_acq_start(&lacq, ma->locks[i], ma->owner, remaining(ma), &proto);
     zkit__mutex_lock(&ma->mu);
-    old = p->req; /* the part's previous request, ended before this one started */
-    p->req = rc == 0 ? req : NULL;
+    old = p->lacq; /* the part's previous request, ended before this one started */
+    p->lacq = rc == 0 ? lacq : NULL;
     if (rc != 0)
         p->state = PART_IDLE;
     /* Given back while it was being started (the acquisition ended, or started over, on
@@ -184,7 +184,7 @@ static void start_part(multi_acq_t *ma, size_t i)
     zkit__mutex_unlock(&ma->mu);
     zkit__lock_acq_unref(old);
     if (given_back)
-        zkit__lock_acq_cancel(req);
+        zkit__lock_acq_cancel(lacq);
     if (rc != 0) {
         multi_acq_unref(ma);
         ended_with(ma, rc);
@@ -197,12 +197,12 @@ static void act(multi_acq_t *ma, todo_t *t)
     for (size_t k = 0; k < t->n_release; k++)
         zkit__lock_release_as(parts[t->release[k]], ma->owner);
     for (size_t k = 0; k < t->n_cancel; k++) {
-        zkit__lock_acq_t *req;
+        zkit__lock_acq_t *lacq;
         zkit__mutex_lock(&ma->mu);
-        req = ma->parts[t->cancel[k]].req;
+        lacq = ma->parts[t->cancel[k]].lacq;
         zkit__mutex_unlock(&ma->mu);
-        if (req)
-            zkit__lock_acq_cancel(req);
+        if (lacq)
+            zkit__lock_acq_cancel(lacq);
     }
     if (t->n_start > 1) {
         /* Their creates go as one transaction, their listings right behind it. */
@@ -220,7 +220,7 @@ static void act(multi_acq_t *ma, todo_t *t)
 static void ended_with(multi_acq_t *ma, int error)
 {
     todo_t t;
-    zkit__lock_acq_t *req;
+    zkit__lock_acq_t *lacq;
     memset(&t, 0, sizeof(t));
     zkit__mutex_lock(&ma->mu);
     if (ma->ended) {
@@ -228,17 +228,17 @@ static void ended_with(multi_acq_t *ma, int error)
         return;
     }
     ma->ended = 1;
-    req = ma->req;
+    lacq = ma->lacq;
     if (error != 0)
         plan_give_back_all(ma, &t);
-    __atomic_store_n(&req->lock->contended, ma->waited, __ATOMIC_RELAXED);
+    __atomic_store_n(&lacq->lock->contended, ma->waited, __ATOMIC_RELAXED);
     zkit__mutex_unlock(&ma->mu);
     act(ma, &t);
     if (error == 0)
-        multi_states_reset(req->lock);
+        multi_states_reset(lacq->lock);
     {
         zkit__grant_t none = { .node = NULL }; /* the multi-lock's holding has no node */
-        zkit__lock_acq_complete(req, error, error == 0 ? &none : NULL);
+        zkit__lock_acq_complete(lacq, error, error == 0 ? &none : NULL);
     }
 }
 
@@ -315,13 +315,13 @@ static void start_over(multi_acq_t *ma)
     act(ma, &t);
 }
 
-static void on_part_done(zkit__lock_acq_t *req, int error, void *arg)
+static void on_part_done(zkit__lock_acq_t *lacq, int error, void *arg)
 {
     part_t *p = arg;
     multi_acq_t *ma = p->ma;
     todo_t t;
     int all = 0, lost = 0, fail = 0;
-    (void)req; /* a part is requested again only after its request ended: this is current */
+    (void)lacq; /* a part is requested again only after its request ended: this is current */
     memset(&t, 0, sizeof(t));
     zkit__mutex_lock(&ma->mu);
     if (ma->ended || p->state == PART_GIVING_BACK) {
@@ -352,14 +352,14 @@ static void on_part_done(zkit__lock_acq_t *req, int error, void *arg)
     multi_acq_unref(ma); /* the part request's */
 }
 
-static void on_part_waiting(zkit__lock_acq_t *req, void *arg)
+static void on_part_waiting(zkit__lock_acq_t *lacq, void *arg)
 {
     part_t *p = arg;
     multi_acq_t *ma = p->ma;
     todo_t t;
     memset(&t, 0, sizeof(t));
     zkit__mutex_lock(&ma->mu);
-    (void)req;
+    (void)lacq;
     if (p->state == PART_PENDING && !ma->ended) {
         p->waiting = 1;
         ma->waited = 1;
@@ -371,9 +371,9 @@ static void on_part_waiting(zkit__lock_acq_t *req, void *arg)
 
 /* ---- the kind ---------------------------------------------------------------------------------- */
 
-static int multi_start(zkit__lock_acq_t *req, const char *fixed_name)
+static int multi_start(zkit__lock_acq_t *lacq, const char *fixed_name)
 {
-    zkit_lock_t *lock = req->lock;
+    zkit_lock_t *lock = lacq->lock;
     multi_t *m = lock->kind_data;
     multi_acq_t *ma = calloc(1, sizeof(*ma));
     todo_t t;
@@ -386,21 +386,21 @@ static int multi_start(zkit__lock_acq_t *req, const char *fixed_name)
         return ZKIT_ENOMEM;
     }
     pthread_mutex_init(&ma->mu, NULL);
-    ma->refs = 2; /* the request's (req->machine), the start's */
-    ma->req = req;
+    ma->refs = 2; /* the request's (lacq->machine), the start's */
+    ma->lacq = lacq;
     memcpy(ma->locks, m->parts, m->count * sizeof(*ma->locks));
     ma->count = m->count;
-    ma->owner = req->owner;
+    ma->owner = lacq->owner;
     ma->first_part_alone = m->count > 1 && __atomic_load_n(&lock->contended, __ATOMIC_RELAXED);
-    ma->deadline_ms = req->timeout_ms < 0    ? -1
-                      : req->timeout_ms == 0 ? 0
-                                             : zkit__monotonic_ms() + req->timeout_ms;
+    ma->deadline_ms = lacq->timeout_ms < 0    ? -1
+                      : lacq->timeout_ms == 0 ? 0
+                                             : zkit__monotonic_ms() + lacq->timeout_ms;
     for (size_t i = 0; i < m->count; i++) {
         ma->parts[i].ma = ma;
         ma->parts[i].index = i;
     }
     zkit__mutex_lock(&lock->mu);
-    req->machine = ma;
+    lacq->machine = ma;
     zkit__mutex_unlock(&lock->mu);
     memset(&t, 0, sizeof(t));
     zkit__mutex_lock(&ma->mu);

@@ -24,7 +24,7 @@ struct zkit_rwlock {
 
 static void on_acquired(zkit__acq_t *acq, int error, void *arg)
 {
-    zkit__lock_acq_t *req = arg;
+    zkit__lock_acq_t *lacq = arg;
     zkit__grant_t grant;
     memset(&grant, 0, sizeof(grant));
     if (error == 0) {
@@ -33,8 +33,8 @@ static void on_acquired(zkit__acq_t *acq, int error, void *arg)
         grant.session = zkit__acq_stat(acq)->ephemeral_owner;
         grant.acq = acq;
     }
-    __atomic_store_n(&req->lock->contended, zkit__acq_waited(acq), __ATOMIC_RELAXED);
-    zkit__lock_acq_complete(req, error, error == 0 ? &grant : NULL);
+    __atomic_store_n(&lacq->lock->contended, zkit__acq_waited(acq), __ATOMIC_RELAXED);
+    zkit__lock_acq_complete(lacq, error, error == 0 ? &grant : NULL);
 }
 
 static void on_waiting(zkit__acq_t *acq, void *arg)
@@ -43,9 +43,9 @@ static void on_waiting(zkit__acq_t *acq, void *arg)
     zkit__lock_acq_waiting(arg);
 }
 
-static int engine_start(zkit__lock_acq_t *req, const char *fixed_name)
+static int engine_start(zkit__lock_acq_t *lacq, const char *fixed_name)
 {
-    zkit_lock_t *lock = req->lock;
+    zkit_lock_t *lock = lacq->lock;
     zkit__acq_params_t p;
     zkit__acq_t *acq = NULL;
     int rc;
@@ -54,11 +54,11 @@ static int engine_start(zkit__lock_acq_t *req, const char *fixed_name)
     p.dir = lock->path;
     p.driver = lock->driver;
     p.fixed_name = fixed_name;
-    p.timeout_ms = req->timeout_ms;
+    p.timeout_ms = lacq->timeout_ms;
     p.done = on_acquired;
-    p.waiting = req->internal_waiting ? on_waiting : NULL;
-    p.arg = req;
-    /* Under lock->mu: the machine's end takes it too, so req->machine is set before anyone
+    p.waiting = lacq->internal_waiting ? on_waiting : NULL;
+    p.arg = lacq;
+    /* Under lock->mu: the machine's end takes it too, so lacq->machine is set before anyone
      * can look for it. */
     zkit__mutex_lock(&lock->mu);
     /* A watch the acquisition has anyway stands in for the holder's watch on its node, which
@@ -70,7 +70,7 @@ static int engine_start(zkit__lock_acq_t *req, const char *fixed_name)
     p.len = lock->has_data ? lock->len : 0;
     rc = zkit__acq_start(&acq, &p);
     if (rc == 0)
-        req->machine = acq;
+        lacq->machine = acq;
     zkit__mutex_unlock(&lock->mu);
     return rc;
 }

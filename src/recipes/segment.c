@@ -85,28 +85,28 @@ static void retired_here(seg_t *s, size_t i)
 
 /* ---- an acquisition ------------------------------------------------------------------------- */
 
-typedef enum stripe_state {
-    ST_IDLE,
-    ST_PENDING,                 /* requested */
-    ST_CANCELLING,              /* requested, then cancelled: its end is awaited */
-    ST_HELD
-} stripe_state_t;
+typedef enum part_state {
+    PART_IDLE,                  /* not requested */
+    PART_PENDING,               /* requested */
+    PART_GIVING_BACK,           /* requested, then cancelled: its end is awaited */
+    PART_HELD
+} part_state_t;
 
 enum { PHASE_TRY, PHASE_WAIT };
 
 typedef struct seg_acq seg_acq_t;
 
-typedef struct sreq {
+typedef struct part {
     seg_acq_t *sa;
     size_t index;
-    stripe_state_t state;
-    zkit__lock_acq_t *req;
-} sreq_t;
+    part_state_t state;
+    zkit__lock_acq_t *lacq;
+} part_t;
 
 struct seg_acq {
     pthread_mutex_t mu;
     int refs;
-    zkit__lock_acq_t *req;      /* the segmented lock's own request */
+    zkit__lock_acq_t *lacq;      /* the segmented lock's own request */
     seg_t *seg;
     pthread_t owner;
     int64_t deadline_ms;        /* -1 forever, 0 try once */
@@ -120,7 +120,7 @@ struct seg_acq {
     int rechecked;              /* every stripe seemed retired: the markers were read */
     size_t rechecking;          /* those reads not answered yet */
     int ended;
-    sreq_t *stripes;
+    part_t *stripes;
 };
 
 static void seg_acq_ref(seg_acq_t *sa)
@@ -133,7 +133,7 @@ static void seg_acq_unref(seg_acq_t *sa)
     if (!sa || __atomic_sub_fetch(&sa->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     for (size_t i = 0; i < sa->seg->count; i++)
-        zkit__lock_acq_unref(sa->stripes[i].req);
+        zkit__lock_acq_unref(sa->stripes[i].lacq);
     free(sa->stripes);
     seg_unref(sa->seg);
     pthread_mutex_destroy(&sa->mu);
@@ -169,7 +169,7 @@ static void todo_init(todo_t *t)
 
 static void plan_start(seg_acq_t *sa, todo_t *t, size_t i)
 {
-    sa->stripes[i].state = ST_PENDING;
+    sa->stripes[i].state = PART_PENDING;
     sa->pending++;
     t->start[t->n_start++] = i;
 }
@@ -183,19 +183,19 @@ static void plan(seg_acq_t *sa, todo_t *t)
     /* A decided end, or a confirmed candidate: nothing else of ours may stay. */
     if (sa->error || sa->confirmed) {
         for (size_t i = 0; i < s->count; i++) {
-            sreq_t *r = &sa->stripes[i];
-            if (r->state == ST_PENDING) {
-                r->state = ST_CANCELLING;
+            part_t *r = &sa->stripes[i];
+            if (r->state == PART_PENDING) {
+                r->state = PART_GIVING_BACK;
                 t->cancel[t->n_cancel++] = i;
-            } else if (r->state == ST_HELD && (long)i != sa->winner) {
-                r->state = ST_IDLE;
+            } else if (r->state == PART_HELD && (long)i != sa->winner) {
+                r->state = PART_IDLE;
                 t->release[t->n_release++] = i;
             }
         }
         /* The candidate goes back too, unless its marker read is out: the read's end gives it
          * back then. */
         if (sa->error && sa->winner >= 0 && !sa->checking) {
-            sa->stripes[sa->winner].state = ST_IDLE;
+            sa->stripes[sa->winner].state = PART_IDLE;
             t->release[t->n_release++] = (size_t)sa->winner;
             sa->winner = -1;
         }
@@ -208,8 +208,8 @@ static void plan(seg_acq_t *sa, todo_t *t)
     if (sa->winner >= 0) {
         /* A candidate: the others are given back while its marker is read. */
         for (size_t i = 0; i < s->count; i++)
-            if ((long)i != sa->winner && sa->stripes[i].state == ST_PENDING) {
-                sa->stripes[i].state = ST_CANCELLING;
+            if ((long)i != sa->winner && sa->stripes[i].state == PART_PENDING) {
+                sa->stripes[i].state = PART_GIVING_BACK;
                 t->cancel[t->n_cancel++] = i;
             }
         return;
@@ -257,14 +257,14 @@ static void plan(seg_acq_t *sa, todo_t *t)
         plan(sa, t);
 }
 
-static void on_stripe_done(zkit__lock_acq_t *req, int error, void *arg);
+static void on_stripe_done(zkit__lock_acq_t *lacq, int error, void *arg);
 static void on_marker(zkit_client_t *client, const zkit_result_t *result, void *arg);
 
 static void advance(seg_acq_t *sa);
 
 static void on_recheck(zkit_client_t *client, const zkit_result_t *result, void *arg)
 {
-    sreq_t *r = arg;
+    part_t *r = arg;
     seg_acq_t *sa = r->sa;
     size_t left;
     (void)client;
@@ -288,24 +288,24 @@ static void on_recheck(zkit_client_t *client, const zkit_result_t *result, void 
 
 static void start_stripe(seg_acq_t *sa, size_t i, int timeout_ms)
 {
-    sreq_t *r = &sa->stripes[i];
-    zkit__lock_acq_t proto, *req = NULL, *old;
+    part_t *r = &sa->stripes[i];
+    zkit__lock_acq_t proto, *lacq = NULL, *old;
     int rc, cancelled;
     memset(&proto, 0, sizeof(proto));
     proto.internal_done = on_stripe_done;
     proto.internal_arg = r;
     seg_acq_ref(sa); /* the stripe request's, dropped in on_stripe_done */
-    rc = zkit__lock_acq_start(&req, sa->seg->stripes[i], sa->owner, timeout_ms, &proto);
+    rc = zkit__lock_acq_start(&lacq, sa->seg->stripes[i], sa->owner, timeout_ms, &proto);
     pthread_mutex_lock(&sa->mu);
-    old = r->req; /* the stripe's previous request, ended before this one started */
-    r->req = rc == 0 ? req : NULL;
+    old = r->lacq; /* the stripe's previous request, ended before this one started */
+    r->lacq = rc == 0 ? lacq : NULL;
     /* Cancelled while it was being started (on another thread): that cancel found no
      * request, so this one is cancelled here. */
-    cancelled = rc == 0 && r->state == ST_CANCELLING;
+    cancelled = rc == 0 && r->state == PART_GIVING_BACK;
     pthread_mutex_unlock(&sa->mu);
     zkit__lock_acq_unref(old);
     if (cancelled)
-        zkit__lock_acq_cancel(req);
+        zkit__lock_acq_cancel(lacq);
     if (rc != 0) {
         /* Never started: it ends here, as one that failed. */
         on_stripe_done(NULL, rc, r);
@@ -322,12 +322,12 @@ static void act(seg_acq_t *sa, todo_t *t)
         zkit__lock_release_as(s->stripes[t->release[k]], sa->owner);
     }
     for (size_t k = 0; k < t->n_cancel; k++) {
-        zkit__lock_acq_t *req;
+        zkit__lock_acq_t *lacq;
         pthread_mutex_lock(&sa->mu);
-        req = sa->stripes[t->cancel[k]].req;
+        lacq = sa->stripes[t->cancel[k]].lacq;
         pthread_mutex_unlock(&sa->mu);
-        if (req)
-            zkit__lock_acq_cancel(req);
+        if (lacq)
+            zkit__lock_acq_cancel(lacq);
     }
     if (t->check >= 0) {
         seg_acq_ref(sa); /* the read's */
@@ -354,7 +354,7 @@ static void act(seg_acq_t *sa, todo_t *t)
         if (error == 0)
             zkit__client_log(s->stripes[0]->client, ZKIT_LOG_DEBUG,
                              "segmented lock: stripe %s held", s->stripes[sa->winner]->path);
-        zkit__lock_acq_complete(sa->req, error, error == 0 ? &none : NULL);
+        zkit__lock_acq_complete(sa->lacq, error, error == 0 ? &none : NULL);
     }
 }
 
@@ -368,13 +368,13 @@ static void advance(seg_acq_t *sa)
     act(sa, &t);
 }
 
-static void on_stripe_done(zkit__lock_acq_t *req, int error, void *arg)
+static void on_stripe_done(zkit__lock_acq_t *lacq, int error, void *arg)
 {
-    sreq_t *r = arg;
+    part_t *r = arg;
     seg_acq_t *sa = r->sa;
     seg_t *s = sa->seg;
     todo_t t;
-    (void)req; /* a stripe is requested again only after its request ended: this is current */
+    (void)lacq; /* a stripe is requested again only after its request ended: this is current */
     todo_init(&t);
     if (error != 0)
         zkit__client_log(s->stripes[0]->client, ZKIT_LOG_DEBUG,
@@ -383,19 +383,19 @@ static void on_stripe_done(zkit__lock_acq_t *req, int error, void *arg)
     pthread_mutex_lock(&sa->mu);
     sa->pending--;
     if (error == 0) {
-        if (r->state == ST_CANCELLING || sa->winner >= 0 || sa->error || sa->ended) {
+        if (r->state == PART_GIVING_BACK || sa->winner >= 0 || sa->error || sa->ended) {
             /* Granted as it was being cancelled: never two held, so it goes back now. */
-            r->state = ST_IDLE;
+            r->state = PART_IDLE;
             t.release[t.n_release++] = r->index;
         } else {
-            r->state = ST_HELD;
+            r->state = PART_HELD;
             sa->winner = (long)r->index;
             sa->checking = 1;
             t.check = (long)r->index;
         }
     } else {
-        int cancelled_by_us = r->state == ST_CANCELLING;
-        r->state = ST_IDLE;
+        int cancelled_by_us = r->state == PART_GIVING_BACK;
+        r->state = PART_IDLE;
         if (cancelled_by_us || (error == ZKIT_ECANCELED && is_retired(s, r->index)))
             ; /* given back on purpose, or the stripe was retired: the others go on */
         else if (error == ZKIT_ETIMEDOUT && sa->phase == PHASE_TRY && !sa->error)
@@ -424,7 +424,7 @@ static void on_marker(zkit_client_t *client, const zkit_result_t *result, void *
     if (result->error != 0 && result->error != ZKIT_ENONODE && !sa->error)
         sa->error = result->error;
     if (retired || sa->error) {
-        sa->stripes[i].state = ST_IDLE;
+        sa->stripes[i].state = PART_IDLE;
         t.release[t.n_release++] = (size_t)i;
         sa->winner = -1;
     } else {
@@ -444,9 +444,9 @@ static void on_marker(zkit_client_t *client, const zkit_result_t *result, void *
 
 /* ---- the kind ---------------------------------------------------------------------------- */
 
-static int seg_start(zkit__lock_acq_t *req, const char *fixed_name)
+static int seg_start(zkit__lock_acq_t *lacq, const char *fixed_name)
 {
-    zkit_lock_t *lock = req->lock;
+    zkit_lock_t *lock = lacq->lock;
     seg_t *s = lock->kind_data;
     seg_acq_t *sa = calloc(1, sizeof(*sa));
     (void)fixed_name;
@@ -455,23 +455,23 @@ static int seg_start(zkit__lock_acq_t *req, const char *fixed_name)
         return ZKIT_ENOMEM;
     }
     pthread_mutex_init(&sa->mu, NULL);
-    sa->refs = 2; /* the request's (req->machine), the start's */
-    sa->req = req;
+    sa->refs = 2; /* the request's (lacq->machine), the start's */
+    sa->lacq = lacq;
     sa->seg = s;
     seg_ref(s);
-    sa->owner = req->owner;
+    sa->owner = lacq->owner;
     sa->winner = -1;
     sa->phase = PHASE_TRY;
     sa->start = __atomic_fetch_add(&s->next_start, 1, __ATOMIC_RELAXED) % s->count;
-    sa->deadline_ms = req->timeout_ms < 0    ? -1
-                      : req->timeout_ms == 0 ? 0
-                                             : zkit__monotonic_ms() + req->timeout_ms;
+    sa->deadline_ms = lacq->timeout_ms < 0    ? -1
+                      : lacq->timeout_ms == 0 ? 0
+                                             : zkit__monotonic_ms() + lacq->timeout_ms;
     for (size_t i = 0; i < s->count; i++) {
         sa->stripes[i].sa = sa;
         sa->stripes[i].index = i;
     }
     pthread_mutex_lock(&lock->mu);
-    req->machine = sa;
+    lacq->machine = sa;
     pthread_mutex_unlock(&lock->mu);
     advance(sa);
     seg_acq_unref(sa);

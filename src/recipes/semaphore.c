@@ -117,7 +117,7 @@ struct lease_acq {
     zkit_semaphore_t *sem;
     int64_t deadline_ms;        /* -1 forever, 0 try once */
     lease_acq_state_t state;
-    zkit__lock_acq_t *lock_req; /* the internal mutex request */
+    zkit__lock_acq_t *mutex_acq; /* the internal mutex's acquisition */
     char *node;                 /* our lease, un-namespaced */
     zkit_stat_t stat;
     int created;                /* the create reply came */
@@ -147,7 +147,7 @@ typedef struct lease_acq_actions {
     int error;                  /*   with this outcome, */
     uint64_t timer;             /*   this deadline timer to cancel, */
     int release_mutex;          /*   the internal mutex, held, to give back, */
-    zkit__lock_acq_t *cancel_req; /*   or its request, still under way, to cancel */
+    zkit__lock_acq_t *cancel_mutex_acq; /*   or its request, still under way, to cancel */
 } lease_acq_actions_t;
 
 #define LEASE_ACQ_ACTIONS_INIT { 0, 0, 0, 0, NULL }
@@ -171,7 +171,7 @@ static void lease_acq_unref(lease_acq_t *la)
 static void lease_acq_destroy(zkit__machine_t *m)
 {
     lease_acq_t *la = lease_acq_of(m);
-    zkit__lock_acq_unref(la->lock_req);
+    zkit__lock_acq_unref(la->mutex_acq);
     free(la->node);
     free(la->data);
     sem_unref(la->sem);
@@ -199,7 +199,7 @@ static void lease_acq_end(lease_acq_t *la, int error, lease_acq_actions_t *act)
      * holding that comes anyway is released by on_locked), released once held (its release
      * only sends the delete). */
     act->release_mutex = la->holds_mutex;
-    act->cancel_req = la->holds_mutex ? NULL : la->lock_req;
+    act->cancel_mutex_acq = la->holds_mutex ? NULL : la->mutex_acq;
     la->holds_mutex = 0;
     if (la->watching) {
         zkit__watch_cancel(sem->client, sem->leases_dir, ZKIT_WATCH_CHILDREN, &la->watcher);
@@ -221,8 +221,8 @@ static void lease_acq_run(lease_acq_t *la, const lease_acq_actions_t *act) ZKIT_
     zkit__machine_disarm(&la->m, act->timer);
     if (act->release_mutex)
         zkit__lock_release_as(la->sem->mutex, pthread_self());
-    else if (act->cancel_req)
-        zkit__lock_acq_cancel(act->cancel_req);
+    else if (act->cancel_mutex_acq)
+        zkit__lock_acq_cancel(act->cancel_mutex_acq);
     la->done(la, act->error, la->arg);
     lease_acq_unref(la); /* the machine's own reference */
 }
@@ -466,8 +466,8 @@ static void create_and_list(lease_acq_t *la, lease_acq_actions_t *act) ZKIT__REQ
         lease_acq_end(la, rc, act);
 }
 
-static void on_locked(zkit__lock_acq_t *req, int error, void *arg);
-static void on_lock_waiting(zkit__lock_acq_t *req, void *arg);
+static void on_locked(zkit__lock_acq_t *lacq, int error, void *arg);
+static void on_lock_waiting(zkit__lock_acq_t *lacq, void *arg);
 
 /* Requests the internal mutex.  Its machine ends at the earliest after this returns, and it
  * takes the acquisition's mutex then: the order is a lease acquisition's mutex, then the
@@ -484,7 +484,7 @@ static int start_mutex_request(lease_acq_t *la) ZKIT__REQUIRES(la->m.mu)
     proto.internal_arg = la;
     la->state = LEASE_ACQ_LOCKING;
     lease_acq_ref(la); /* the internal request's, dropped in on_locked */
-    rc = zkit__lock_acq_start(&la->lock_req, la->sem->mutex, pthread_self(), timeout, &proto);
+    rc = zkit__lock_acq_start(&la->mutex_acq, la->sem->mutex, pthread_self(), timeout, &proto);
     if (rc != 0)
         lease_acq_unref(la);
     return rc;
@@ -569,12 +569,12 @@ static void lease_create_failed(lease_acq_t *la, int error, lease_acq_actions_t 
         lease_acq_end(la, error, act);
 }
 
-static void on_locked(zkit__lock_acq_t *req, int error, void *arg)
+static void on_locked(zkit__lock_acq_t *lacq, int error, void *arg)
 {
     lease_acq_t *la = arg;
     lease_acq_actions_t act = LEASE_ACQ_ACTIONS_INIT;
     int give_back = 0;
-    (void)req;
+    (void)lacq;
     zkit__machine_lock(&la->m);
     if (la->state != LEASE_ACQ_LOCKING) {
         give_back = error == 0; /* the acquisition ended while the mutex came: give it back */
@@ -591,11 +591,11 @@ static void on_locked(zkit__lock_acq_t *req, int error, void *arg)
 }
 
 /* The internal mutex must wait for another taker. */
-static void on_lock_waiting(zkit__lock_acq_t *req, void *arg)
+static void on_lock_waiting(zkit__lock_acq_t *lacq, void *arg)
 {
     lease_acq_t *la = arg;
     int tell;
-    (void)req;
+    (void)lacq;
     zkit__machine_lock(&la->m);
     __atomic_store_n(&la->sem->try_fast, 0, __ATOMIC_RELAXED);
     tell = la->waiting && !la->told_waiting && la->state == LEASE_ACQ_LOCKING;

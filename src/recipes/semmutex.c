@@ -26,18 +26,18 @@ static void on_mutex_waiting(void *arg)
     zkit__lock_acq_waiting(arg);
 }
 
-static int semmutex_start(zkit__lock_acq_t *req, const char *fixed_name)
+static int semmutex_start(zkit__lock_acq_t *lacq, const char *fixed_name)
 {
-    zkit_semaphore_t *sem = req->lock->kind_data;
+    zkit_semaphore_t *sem = lacq->lock->kind_data;
     zkit__sem_acq_t *a;
     int rc;
     (void)fixed_name;
-    if ((rc = zkit__sem_acq_start_internal(&a, sem, req->timeout_ms, on_mutex_lease,
-                                           on_mutex_waiting, req)) != 0)
+    if ((rc = zkit__sem_acq_start_internal(&a, sem, lacq->timeout_ms, on_mutex_lease,
+                                           on_mutex_waiting, lacq)) != 0)
         return rc;
-    zkit__mutex_lock(&req->lock->mu);
-    req->machine = a;
-    zkit__mutex_unlock(&req->lock->mu);
+    zkit__mutex_lock(&lacq->lock->mu);
+    lacq->machine = a;
+    zkit__mutex_unlock(&lacq->lock->mu);
     zkit__sem_acq_next(a);
     return 0;
 }
