@@ -128,10 +128,12 @@ struct zkit__tree {
     int refused_said;         /* a refused read was logged since the tree was last current */
     size_t in_flight;         /* reads sent and not answered */
 
-    tevent_t *ev_head, *ev_tail;
-    int task_posted;
-    int delivering;
-    zkit__task_t task;
+    struct {                  /* to the listener, in order, on the event thread */
+        tevent_t *head, *tail;
+        int posted;           /* deliver() is posted or running */
+        int delivering;       /* a listener call is under way (close waits it out) */
+        zkit__task_t task;
+    } events;
 };
 
 /* ---- references ------------------------------------------------------------------------ */
@@ -156,7 +158,7 @@ static void tree_unref(zkit__tree_t *t)
 {
     if (__atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
-    free_events(t->ev_head);
+    free_events(t->events.head);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->cond);
     zkit__client_unref(t->client);
@@ -447,23 +449,23 @@ static void deliver(void *arg);
 
 static void post_delivery(zkit__tree_t *t)
 {
-    if (t->task_posted || t->closed)
+    if (t->events.posted || t->closed)
         return;
-    t->task_posted = 1;
+    t->events.posted = 1;
     tree_ref(t);
-    if (zkit__run_on_event_thread_task(t->client, &t->task, deliver, t) != 0) {
-        t->task_posted = 0;
+    if (zkit__run_on_event_thread_task(t->client, &t->events.task, deliver, t) != 0) {
+        t->events.posted = 0;
         __atomic_sub_fetch(&t->refs, 1, __ATOMIC_ACQ_REL);
     }
 }
 
 static void enqueue(zkit__tree_t *t, tevent_t *e)
 {
-    if (t->ev_tail)
-        t->ev_tail->next = e;
+    if (t->events.tail)
+        t->events.tail->next = e;
     else
-        t->ev_head = e;
-    t->ev_tail = e;
+        t->events.head = e;
+    t->events.tail = e;
     post_delivery(t);
 }
 
@@ -521,13 +523,13 @@ static void deliver(void *arg)
     zkit__tree_t *t = arg;
     pthread_mutex_lock(&t->mu);
     for (;;) {
-        tevent_t *e = t->ev_head;
+        tevent_t *e = t->events.head;
         zkit_cache_event_t ev;
         if (!e || t->closed)
             break;
-        if (!(t->ev_head = e->next))
-            t->ev_tail = NULL;
-        t->delivering = 1;
+        if (!(t->events.head = e->next))
+            t->events.tail = NULL;
+        t->events.delivering = 1;
         pthread_mutex_unlock(&t->mu);
         if (t->listener) {
             ev.type = e->type;
@@ -540,13 +542,13 @@ static void deliver(void *arg)
         e->next = NULL;
         free_events(e);
         pthread_mutex_lock(&t->mu);
-        t->delivering = 0;
+        t->events.delivering = 0;
         pthread_cond_broadcast(&t->cond);
     }
-    t->task_posted = 0;
+    t->events.posted = 0;
     if (t->closed) {
-        free_events(t->ev_head);
-        t->ev_head = t->ev_tail = NULL;
+        free_events(t->events.head);
+        t->events.head = t->events.tail = NULL;
     }
     pthread_mutex_unlock(&t->mu);
     tree_unref(t);
@@ -961,7 +963,7 @@ void zkit__tree_free(zkit__tree_t *t)
     run_work(t); /* the cancellations */
     pthread_mutex_lock(&t->mu);
     if (!zkit__is_event_thread(t->client))
-        while (t->delivering)
+        while (t->events.delivering)
             pthread_cond_wait(&t->cond, &t->mu);
     pthread_mutex_unlock(&t->mu);
     tree_unref(t);
