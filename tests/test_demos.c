@@ -17,10 +17,9 @@
  *     the lock, resumed (SIGCONT) while another holds it, oversells a file-backed stock, and
  *     with the stock in a znode under guarded transactions exactly the stock is sold;
  *   - rounds of a guarded commit racing its frozen-then-resumed holder (tests/lock_worker
- *     in "guard" mode): refused with ZKIT_ELOCKLOST every time, never applied.  20 rounds,
- *     or ZKIT_GUARD_ROUNDS (tests/sanitize-run.sh sets 5: each round waits about 1.5 s for a
- *     session to expire, and the sanitizer lanes look for memory errors, which the first
- *     rounds reach as well as the last).  A first commit whose reply is lost (unknown
+ *     in "guard" mode): refused with ZKIT_ELOCKLOST every time, never applied.  20 rounds
+ *     in every lane, or ZKIT_GUARD_ROUNDS (each round waits about 1.5 s for a session to
+ *     expire).  A first commit whose reply is lost (unknown
  *     outcome, docs/framework.md) is committed again, as the guard and the version allow,
  *     and that answer must be ZKIT_ELOCKLOST.
  *
