@@ -28,6 +28,11 @@ static char auth_path[64];
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+static void remove_auth_file(void)
+{
+    unlink(auth_path);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     int fd;
@@ -41,6 +46,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     if ((fd = mkstemp(auth_path)) < 0)
         abort();
     close(fd);
+    atexit(remove_auth_file); /* libFuzzer ends a timed run with exit() */
     return 0;
 }
 
