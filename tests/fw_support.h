@@ -22,6 +22,7 @@
 #include "zkit/client.h"
 #include "zkit/ops.h"
 #include "zkit/retry.h"
+#include "zkit/stats.h"
 #include "framework/client.h" /* test hook: zkit__test_session_credentials */
 #include "harness.h"
 
@@ -316,6 +317,30 @@ static inline int fw_raw_exists(zhandle_t *zh, const char *path, struct Stat *st
 {
     struct Stat local;
     return zoo_exists(zh, path, 0, stat ? stat : &local) == ZOK;
+}
+
+/* A client's request counters (zkit_client_stats): FW_SENT or FW_FAILED, 0 if unreadable. */
+typedef enum { FW_SENT, FW_FAILED } fw_counter_t;
+
+static inline uint64_t fw_requests(zkit_client_t *c, fw_counter_t which)
+{
+    zkit_client_stats_t st;
+    if (zkit_client_stats(&st, ZKIT_STATS_VERSION, c) != 0)
+        return 0;
+    return which == FW_SENT ? st.requests_sent : st.requests_failed;
+}
+
+/* A zkh_wait_until condition: the counter has passed `than`. */
+typedef struct fw_requests_past {
+    zkit_client_t *client;
+    fw_counter_t which;
+    uint64_t than;
+} fw_requests_past_t;
+
+static inline int fw_requests_past(void *arg)
+{
+    fw_requests_past_t *m = arg;
+    return fw_requests(m->client, m->which) > m->than;
 }
 
 #endif

@@ -354,23 +354,6 @@ static void test_double_barrier_partitioned_member(void)
     zkh_proxy_stop(proxy);
 }
 
-static uint64_t requests_failed(zkit_client_t *c)
-{
-    zkit_client_stats_t st;
-    return zkit_client_stats(&st, ZKIT_STATS_VERSION, c) == 0 ? st.requests_failed : 0;
-}
-
-typedef struct failed_more {
-    zkit_client_t *client;
-    uint64_t than;
-} failed_more_t;
-
-static int failed_more(void *arg)
-{
-    failed_more_t *f = arg;
-    return requests_failed(f->client) > f->than;
-}
-
 /* A cut shorter than the session: the enter's requests that it cuts short (the client's
  * operation timeout is far below the cut) are tried again, and the enter goes on once the
  * connection is back, in the same session, to let both members in. */
@@ -380,7 +363,7 @@ static void test_double_barrier_short_cut(void)
     zkit_client_options_t o;
     zkit_client_t *cut, *other;
     zkit_double_barrier_t *db = NULL, *odb = NULL;
-    failed_more_t f;
+    fw_requests_past_t f = { NULL, FW_FAILED, 0 };
     waiter_t w;
     char path[128];
     int64_t session;
@@ -396,12 +379,12 @@ static void test_double_barrier_short_cut(void)
     CU_ASSERT_EQUAL_FATAL(zkit_double_barrier_new(&odb, other, path, 2), 0);
     session = zkit_client_session_id(cut);
     f.client = cut;
-    f.than = requests_failed(cut);
+    f.than = fw_requests(cut, FW_FAILED);
     zkh_proxy_block(proxy);
     w.db = db;
     waiter_start(&w, OP_ENTER, -1);
     /* Held until a request of the enter has failed for want of the connection. */
-    CU_ASSERT_EQUAL(zkh_wait_until(failed_more, &f, WAIT_MS), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(fw_requests_past, &f, WAIT_MS), 0);
     CU_ASSERT_EQUAL(waiter_done(&w), 0);
     zkh_proxy_unblock(proxy);
     CU_ASSERT_EQUAL(wait_children(path, 1), 0);

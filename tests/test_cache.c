@@ -1015,23 +1015,6 @@ static int refusal_lines(refusals_t *r)
     return zkh_read_locked(&r->mu, &r->lines);
 }
 
-typedef struct sent_more {
-    zkit_client_t *client;
-    uint64_t than;
-} sent_more_t;
-
-static uint64_t requests_sent(zkit_client_t *c)
-{
-    zkit_client_stats_t st;
-    return zkit_client_stats(&st, ZKIT_STATS_VERSION, c) == 0 ? st.requests_sent : 0;
-}
-
-static int sent_more(void *arg)
-{
-    sent_more_t *m = arg;
-    return requests_sent(m->client) > m->than;
-}
-
 typedef struct both_loaded {
     zkit_cache_t *node, *tree;
     const char *path;
@@ -1069,7 +1052,7 @@ static void test_refused_read_said_once(void)
     zkit_client_t *owner, *reader;
     zkit_cache_t *node = NULL, *tree = NULL;
     refusals_t r = { PTHREAD_MUTEX_INITIALIZER, 0 };
-    sent_more_t m;
+    fw_requests_past_t m = { NULL, FW_SENT, 0 };
     both_loaded_t b;
     char path[128];
     int current = 1;
@@ -1094,8 +1077,8 @@ static void test_refused_read_said_once(void)
     /* Three retries each (a second apart) after the first refusals. */
     m.client = reader;
     for (int round = 0; round < 4; round++) {
-        m.than = requests_sent(reader) + 1;
-        CU_ASSERT_EQUAL(zkh_wait_until(sent_more, &m, WAIT_MS), 0);
+        m.than = fw_requests(reader, FW_SENT) + 1;
+        CU_ASSERT_EQUAL(zkh_wait_until(fw_requests_past, &m, WAIT_MS), 0);
     }
     CU_ASSERT_EQUAL(refusal_lines(&r), 2);
     CU_ASSERT_EQUAL(zkit_cache_status(&current, NULL, node), 0);
