@@ -95,6 +95,15 @@ typedef struct zkit__lock_ops {
     void (*destroy)(zkit_lock_t *lock);
 } zkit__lock_ops_t;
 
+/* Where one part of a composite acquisition stands: a multi-lock's path, a segmented lock's
+ * stripe, each taken by a lock-level acquisition of its own under the composite's deadline. */
+typedef enum zkit__part_state {
+    ZKIT__PART_IDLE,            /* not requested */
+    ZKIT__PART_PENDING,         /* requested */
+    ZKIT__PART_GIVING_BACK,     /* requested, then cancelled: its end is awaited */
+    ZKIT__PART_HELD
+} zkit__part_state_t;
+
 /* An acquisition of a lock on behalf of a thread, blocking, asynchronous or internal (a part
  * of a multi-lock). */
 typedef void (*zkit__lock_acq_done_fn)(zkit__lock_acq_t *lacq, int error, void *arg);

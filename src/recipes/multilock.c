@@ -38,19 +38,12 @@ typedef struct multi {
     zkit_lock_state_t told;
 } multi_t;
 
-typedef enum part_state {
-    PART_IDLE,                  /* not requested */
-    PART_PENDING,               /* requested */
-    PART_GIVING_BACK,           /* requested, then cancelled: its end is awaited */
-    PART_HELD
-} part_state_t;
-
 typedef struct multi_acq multi_acq_t;
 
 typedef struct part {
     multi_acq_t *ma;
     size_t index;
-    part_state_t state;
+    zkit__part_state_t state;
     int waiting;                /* its request waits for another holder */
     zkit__lock_acq_t *lacq;
 } part_t;
@@ -109,7 +102,7 @@ static void ended_with(multi_acq_t *ma, int error);
 static size_t first_missing(const multi_acq_t *ma)
 {
     size_t f = 0;
-    while (f < ma->count && ma->parts[f].state == PART_HELD)
+    while (f < ma->count && ma->parts[f].state == ZKIT__PART_HELD)
         f++;
     return f;
 }
@@ -120,26 +113,26 @@ static int plan(multi_acq_t *ma, todo_t *t) ZKIT__REQUIRES(ma->mu)
     size_t f = first_missing(ma), count = ma->count;
     if (f == count)
         return 1;
-    if (ma->parts[f].state == PART_IDLE) {
+    if (ma->parts[f].state == ZKIT__PART_IDLE) {
         /* Request every idle part from here on, back to back; but while the lock is
          * contended, the first part alone until it is held: the others would mostly be
          * created only to be given back (a create, a listing and a delete each) when the
          * first part must wait. */
         size_t end = ma->first_part_alone && f == 0 ? 1 : count;
         for (size_t i = f; i < end; i++)
-            if (ma->parts[i].state == PART_IDLE && t->n_start < 64) {
-                ma->parts[i].state = PART_PENDING;
+            if (ma->parts[i].state == ZKIT__PART_IDLE && t->n_start < 64) {
+                ma->parts[i].state = ZKIT__PART_PENDING;
                 ma->parts[i].waiting = 0;
                 t->start[t->n_start++] = i;
             }
-    } else if (ma->parts[f].state == PART_PENDING && ma->parts[f].waiting) {
+    } else if (ma->parts[f].state == ZKIT__PART_PENDING && ma->parts[f].waiting) {
         /* We must wait at f: give back every later part first. */
         for (size_t i = f + 1; i < count; i++) {
-            if (ma->parts[i].state == PART_PENDING && t->n_cancel < 64) {
-                ma->parts[i].state = PART_GIVING_BACK;
+            if (ma->parts[i].state == ZKIT__PART_PENDING && t->n_cancel < 64) {
+                ma->parts[i].state = ZKIT__PART_GIVING_BACK;
                 t->cancel[t->n_cancel++] = i;
-            } else if (ma->parts[i].state == PART_HELD && t->n_release < 64) {
-                ma->parts[i].state = PART_IDLE;
+            } else if (ma->parts[i].state == ZKIT__PART_HELD && t->n_release < 64) {
+                ma->parts[i].state = ZKIT__PART_IDLE;
                 t->release[t->n_release++] = i;
             }
         }
@@ -151,11 +144,11 @@ static int plan(multi_acq_t *ma, todo_t *t) ZKIT__REQUIRES(ma->mu)
 static void plan_give_back_all(multi_acq_t *ma, todo_t *t) ZKIT__REQUIRES(ma->mu)
 {
     for (size_t i = 0; i < ma->count; i++) {
-        if (ma->parts[i].state == PART_PENDING) {
-            ma->parts[i].state = PART_GIVING_BACK;
+        if (ma->parts[i].state == ZKIT__PART_PENDING) {
+            ma->parts[i].state = ZKIT__PART_GIVING_BACK;
             t->cancel[t->n_cancel++] = i;
-        } else if (ma->parts[i].state == PART_HELD) {
-            ma->parts[i].state = PART_IDLE;
+        } else if (ma->parts[i].state == ZKIT__PART_HELD) {
+            ma->parts[i].state = ZKIT__PART_IDLE;
             t->release[t->n_release++] = i;
         }
     }
@@ -176,11 +169,11 @@ static void start_part(multi_acq_t *ma, size_t i)
     old = p->lacq; /* the part's previous request, ended before this one started */
     p->lacq = rc == 0 ? lacq : NULL;
     if (rc != 0)
-        p->state = PART_IDLE;
+        p->state = ZKIT__PART_IDLE;
     /* Given back while it was being started (the acquisition ended, or started over, on
      * another thread): that cancel found the previous request, so this one is cancelled
      * here. */
-    given_back = rc == 0 && p->state == PART_GIVING_BACK;
+    given_back = rc == 0 && p->state == ZKIT__PART_GIVING_BACK;
     zkit__mutex_unlock(&ma->mu);
     zkit__lock_acq_unref(old);
     if (given_back)
@@ -250,7 +243,7 @@ static int parts_intact(multi_acq_t *ma, int64_t session)
         zkit_lock_t *lock = ma->locks[i];
         zkit__holder_t *h;
         zkit__mutex_lock(&ma->mu);
-        if (ma->parts[i].state != PART_HELD) {
+        if (ma->parts[i].state != ZKIT__PART_HELD) {
             zkit__mutex_unlock(&ma->mu);
             continue;
         }
@@ -324,21 +317,21 @@ static void on_part_done(zkit__lock_acq_t *lacq, int error, void *arg)
     (void)lacq; /* a part is requested again only after its request ended: this is current */
     memset(&t, 0, sizeof(t));
     zkit__mutex_lock(&ma->mu);
-    if (ma->ended || p->state == PART_GIVING_BACK) {
-        p->state = PART_IDLE;
+    if (ma->ended || p->state == ZKIT__PART_GIVING_BACK) {
+        p->state = ZKIT__PART_IDLE;
         if (error == 0)
             t.release[t.n_release++] = p->index;
         if (!ma->ended)
             all = plan(ma, &t);
     } else if (error == 0) {
-        p->state = PART_HELD;
+        p->state = ZKIT__PART_HELD;
         zkit__mutex_unlock(&ma->mu);
         lost = !parts_intact(ma, part_session(ma, p->index));
         zkit__mutex_lock(&ma->mu);
         if (!lost && !ma->ended)
             all = plan(ma, &t);
     } else {
-        p->state = PART_IDLE;
+        p->state = ZKIT__PART_IDLE;
         fail = 1;
     }
     zkit__mutex_unlock(&ma->mu);
@@ -360,7 +353,7 @@ static void on_part_waiting(zkit__lock_acq_t *lacq, void *arg)
     memset(&t, 0, sizeof(t));
     zkit__mutex_lock(&ma->mu);
     (void)lacq;
-    if (p->state == PART_PENDING && !ma->ended) {
+    if (p->state == ZKIT__PART_PENDING && !ma->ended) {
         p->waiting = 1;
         ma->waited = 1;
         plan(ma, &t);

@@ -85,13 +85,6 @@ static void retired_here(seg_t *s, size_t i)
 
 /* ---- an acquisition ------------------------------------------------------------------------- */
 
-typedef enum part_state {
-    PART_IDLE,                  /* not requested */
-    PART_PENDING,               /* requested */
-    PART_GIVING_BACK,           /* requested, then cancelled: its end is awaited */
-    PART_HELD
-} part_state_t;
-
 enum { PHASE_TRY, PHASE_WAIT };
 
 typedef struct seg_acq seg_acq_t;
@@ -99,7 +92,7 @@ typedef struct seg_acq seg_acq_t;
 typedef struct part {
     seg_acq_t *sa;
     size_t index;
-    part_state_t state;
+    zkit__part_state_t state;
     zkit__lock_acq_t *lacq;
 } part_t;
 
@@ -169,7 +162,7 @@ static void todo_init(todo_t *t)
 
 static void plan_start(seg_acq_t *sa, todo_t *t, size_t i)
 {
-    sa->stripes[i].state = PART_PENDING;
+    sa->stripes[i].state = ZKIT__PART_PENDING;
     sa->pending++;
     t->start[t->n_start++] = i;
 }
@@ -184,18 +177,18 @@ static void plan(seg_acq_t *sa, todo_t *t)
     if (sa->error || sa->confirmed) {
         for (size_t i = 0; i < s->count; i++) {
             part_t *r = &sa->stripes[i];
-            if (r->state == PART_PENDING) {
-                r->state = PART_GIVING_BACK;
+            if (r->state == ZKIT__PART_PENDING) {
+                r->state = ZKIT__PART_GIVING_BACK;
                 t->cancel[t->n_cancel++] = i;
-            } else if (r->state == PART_HELD && (long)i != sa->winner) {
-                r->state = PART_IDLE;
+            } else if (r->state == ZKIT__PART_HELD && (long)i != sa->winner) {
+                r->state = ZKIT__PART_IDLE;
                 t->release[t->n_release++] = i;
             }
         }
         /* The candidate goes back too, unless its marker read is out: the read's end gives it
          * back then. */
         if (sa->error && sa->winner >= 0 && !sa->checking) {
-            sa->stripes[sa->winner].state = PART_IDLE;
+            sa->stripes[sa->winner].state = ZKIT__PART_IDLE;
             t->release[t->n_release++] = (size_t)sa->winner;
             sa->winner = -1;
         }
@@ -208,8 +201,8 @@ static void plan(seg_acq_t *sa, todo_t *t)
     if (sa->winner >= 0) {
         /* A candidate: the others are given back while its marker is read. */
         for (size_t i = 0; i < s->count; i++)
-            if ((long)i != sa->winner && sa->stripes[i].state == PART_PENDING) {
-                sa->stripes[i].state = PART_GIVING_BACK;
+            if ((long)i != sa->winner && sa->stripes[i].state == ZKIT__PART_PENDING) {
+                sa->stripes[i].state = ZKIT__PART_GIVING_BACK;
                 t->cancel[t->n_cancel++] = i;
             }
         return;
@@ -301,7 +294,7 @@ static void start_stripe(seg_acq_t *sa, size_t i, int timeout_ms)
     r->lacq = rc == 0 ? lacq : NULL;
     /* Cancelled while it was being started (on another thread): that cancel found no
      * request, so this one is cancelled here. */
-    cancelled = rc == 0 && r->state == PART_GIVING_BACK;
+    cancelled = rc == 0 && r->state == ZKIT__PART_GIVING_BACK;
     pthread_mutex_unlock(&sa->mu);
     zkit__lock_acq_unref(old);
     if (cancelled)
@@ -383,19 +376,19 @@ static void on_stripe_done(zkit__lock_acq_t *lacq, int error, void *arg)
     pthread_mutex_lock(&sa->mu);
     sa->pending--;
     if (error == 0) {
-        if (r->state == PART_GIVING_BACK || sa->winner >= 0 || sa->error || sa->ended) {
+        if (r->state == ZKIT__PART_GIVING_BACK || sa->winner >= 0 || sa->error || sa->ended) {
             /* Granted as it was being cancelled: never two held, so it goes back now. */
-            r->state = PART_IDLE;
+            r->state = ZKIT__PART_IDLE;
             t.release[t.n_release++] = r->index;
         } else {
-            r->state = PART_HELD;
+            r->state = ZKIT__PART_HELD;
             sa->winner = (long)r->index;
             sa->checking = 1;
             t.check = (long)r->index;
         }
     } else {
-        int cancelled_by_us = r->state == PART_GIVING_BACK;
-        r->state = PART_IDLE;
+        int cancelled_by_us = r->state == ZKIT__PART_GIVING_BACK;
+        r->state = ZKIT__PART_IDLE;
         if (cancelled_by_us || (error == ZKIT_ECANCELED && is_retired(s, r->index)))
             ; /* given back on purpose, or the stripe was retired: the others go on */
         else if (error == ZKIT_ETIMEDOUT && sa->phase == PHASE_TRY && !sa->error)
@@ -424,7 +417,7 @@ static void on_marker(zkit_client_t *client, const zkit_result_t *result, void *
     if (result->error != 0 && result->error != ZKIT_ENONODE && !sa->error)
         sa->error = result->error;
     if (retired || sa->error) {
-        sa->stripes[i].state = PART_IDLE;
+        sa->stripes[i].state = ZKIT__PART_IDLE;
         t.release[t.n_release++] = (size_t)i;
         sa->winner = -1;
     } else {
