@@ -284,6 +284,34 @@ static inline int fw_node_back(void *arg)
     return zkit_exists(&st, w->reader, w->path, NULL) == 0 && st.ephemeral_owner == now;
 }
 
+/*
+ * After server 0 was restarted: waits (10 ms polls, at most wait_ms) until w->path is owned by
+ * c's current session; 0 then, with *back_ms when it was seen so and *from_ms when it could
+ * first be, else -1.  A session c kept through the restart kept its node: from `returned_ms`
+ * (the connection back).  A session c gave up while the server was down is still the server's:
+ * the server restores it when it starts, with a whole session timeout, and its node stays until
+ * the server ends it; c's new node can only come after, so from when the old node was first
+ * seen gone (or `returned_ms`, if later).
+ */
+static inline int fw_node_back_after_restart(const fw_node_wait_t *w, int64_t returned_ms,
+                                             int64_t *from_ms, int64_t *back_ms, int wait_ms)
+{
+    int64_t gone_ms = 0;
+    for (int64_t due = zkh_now_ms() + wait_ms; zkh_now_ms() < due; zkh_sleep_ms(10)) {
+        zkit_stat_t st;
+        int64_t now_ms = zkh_now_ms(), session = zkit_client_session_id(w->c);
+        int there = zkit_exists(&st, w->reader, w->path, NULL) == 0;
+        if (!gone_ms && !(there && st.ephemeral_owner == w->old_session))
+            gone_ms = now_ms;
+        if (there && session != 0 && st.ephemeral_owner == session) {
+            *back_ms = now_ms;
+            *from_ms = session == w->old_session || gone_ms < returned_ms ? returned_ms : gone_ms;
+            return 0;
+        }
+    }
+    return -1;
+}
+
 typedef enum fw_fault { FW_FAULT_EXPIRY, FW_FAULT_PARTITION, FW_FAULT_RESTART } fw_fault_t;
 
 /*
