@@ -163,7 +163,7 @@ static void test_read_only_server_after_quorum_loss(void)
     zkh_cluster_t *ro = zkh_start_read_only_capable(3), *saved = zk;
     char path[64];
     int64_t session, deadline, t0, uncertain_at, lost_at, asked;
-    int ro_index, lost_index, back_index, rc, held_ok;
+    int ro_index, lost_index, back_index, rc, held_ok, still_ro;
 
     CU_ASSERT_PTR_NOT_NULL_FATAL(ro);
     zk = ro; /* found_server looks here */
@@ -234,11 +234,16 @@ static void test_read_only_server_after_quorum_loss(void)
         CU_ASSERT_FALSE(zkit_lock_is_held(again));
         zkit_lock_free(again);
     }
-    CU_ASSERT_EQUAL(zkit_client_state(c), ZKIT_CONN_READ_ONLY);
+    /* NOTREADONLY came from the read-only server.  The connection to it may drop since (its
+     * pings answered later than two thirds of the 3 s session timeout on a loaded machine)
+     * and be made again, but with no quorum it never turns read-write. */
+    still_ro = zkit_client_state(c) == ZKIT_CONN_READ_ONLY;
+    CU_ASSERT_FALSE(ro_index >= 0 &&
+                    fw_state_seen(&log, ro_index, fw_state_count(&log), ZKIT_CONN_RECONNECTED));
     CU_ASSERT_EQUAL(states_count(&again_states), 0);
     held_ok = held_only_in_session(&states, &log, session);
     CU_ASSERT_TRUE(held_ok);
-    if (ro_index < 0 || rc == 0 || !held_ok || states_count(&again_states) != 0 ||
+    if (ro_index < 0 || rc == 0 || !held_ok || states_count(&again_states) != 0 || !still_ro ||
         getenv("ZKIT_TEST_VERBOSE")) {
         fw_state_dump(&log, "read-only");
         states_print(&states, "read-only, the holding");

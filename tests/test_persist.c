@@ -412,12 +412,15 @@ static void run_fault(fw_fault_t fault)
                 zkit_client_session_id(c) == old_session ? "kept" : "new", timeout);
     CU_ASSERT(back_ms - from_ms <= timeout);
     CU_ASSERT_EQUAL(server_children(other, base), 1);
+    /* The node is seen through `other` as soon as the server has applied the create, which
+     * may be before c's completion thread has read the create's reply: the object's own
+     * report is waited for. */
+    CU_ASSERT_EQUAL(zkit_persistent_node_wait(n, WAIT_MS), 0);
     if (fault != FW_FAULT_RESTART || zkit_client_session_id(c) != old_session) {
         CU_ASSERT_EQUAL(creations(n), 2);
     } else {
         CU_ASSERT_EQUAL(creations(n), 1);
     }
-    CU_ASSERT_EQUAL(zkit_persistent_node_wait(n, 0), 0);
     /* It stays one node: no second create follows later. */
     CU_ASSERT_EQUAL(zkit_set_data(NULL, other, path, "x", 1, -1), 0); /* a round trip */
     CU_ASSERT_EQUAL(server_children(other, base), 1);
