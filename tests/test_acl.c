@@ -677,13 +677,14 @@ static void test_semaphore_mutex_twin_releases(void)
     states_init(&st);
     zkh_unique_path(base, sizeof(base), "acl-semtwin");
     snprintf(leases, sizeof(leases), "%s/leases", base);
-    /* The first client makes the directories, then lets go. */
+    /* The first client makes the directories, then lets go.  Their ACLs are read while it
+     * holds: once released, `leases` is an empty container the server may reap at once. */
     CU_ASSERT_EQUAL_FATAL(zkit_semaphore_mutex_new(&first, k.owner, base), 0);
     CU_ASSERT_EQUAL_FATAL(zkit_lock_acquire(first, 10000), 0);
-    CU_ASSERT_EQUAL(zkit_lock_release(first), 0);
-    zkit_lock_free(first);
     CU_ASSERT(acl_is(k.owner, base, secure_acl, 2));
     CU_ASSERT(acl_is(k.owner, leases, secure_acl, 2));
+    CU_ASSERT_EQUAL(zkit_lock_release(first), 0);
+    zkit_lock_free(first);
 
     CU_ASSERT_EQUAL_FATAL(zkit_semaphore_mutex_new(&twin, k.twin, base), 0);
     CU_ASSERT_EQUAL(zkit_lock_set_state_callback(twin, states_record, &st), 0);

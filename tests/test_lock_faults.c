@@ -342,7 +342,11 @@ static void outage_then_back(const char *name, outage_fn cut, outage_fn heal, in
      * minus a margin after the disconnection. */
     CU_ASSERT_EQUAL(deadline_rc, 0);
     CU_ASSERT(deadline > uncertain_at && deadline <= uncertain_at + 10000 / 3);
-    CU_ASSERT_EQUAL(zkit_client_session_id(c), session);
+    /* Back within the session timeout of the cut, the session is kept; later (a restart that
+     * outlasted it on a loaded machine), the client may have given it up for a new one, and
+     * the lock is checked EXPIRED below. */
+    if (back >= 0 && back_at - t_cut < zkit_client_negotiated_timeout(c))
+        CU_ASSERT_EQUAL(zkit_client_session_id(c), session);
     if (getenv("ZKIT_TEST_VERBOSE") || back_at >= deadline - 50)
         fprintf(stderr, "%s: cut at %lld, uncertain +%lld, back +%lld, deadline +%lld\n", name,
                 (long long)t_cut, (long long)(uncertain_at - t_cut),
