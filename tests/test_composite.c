@@ -374,6 +374,21 @@ static void test_multi_with_write_half_partition_past_session(void)
     multi_partition("multi-rw-expiry", MULTI_WITH_WRITE_HALF);
 }
 
+/* A semaphore's two directories made persistent.  The server reaps an empty container (every
+ * 200 ms here) such as `leases` after a lease cycle, and a lease create that meets a reaped
+ * parent waits for its NONODE reply before it makes the parent again: with the replies held
+ * at a proxy, its node would never reach the server. */
+static void persistent_sem_dirs(zkit_client_t *client, const char *path)
+{
+    zkit_create_options_t persistent = ZKIT_CREATE_OPTIONS_INIT;
+    char *leases = lk_join(path, "leases"), *locks = lk_join(path, "locks");
+    persistent.flags = ZKIT_CREATE_PARENTS;
+    CU_ASSERT_FATAL(zkit_create(NULL, NULL, client, leases, NULL, 0, &persistent) == 0);
+    CU_ASSERT_FATAL(zkit_create(NULL, NULL, client, locks, NULL, 0, &persistent) == 0);
+    free(leases);
+    free(locks);
+}
+
 /* A semaphore taker A behind a proxy (SESSION_MS) on a thread of its own, a probe C taking
  * one lease without waiting, and their ENTER/EXIT log: what the semaphore's partition cases
  * share. */
@@ -408,6 +423,7 @@ static void sem_partition_begin(sem_partition_t *s, const char *name, int capaci
     s->a = lk_client_to(zkh_proxy_address(s->proxy), SESSION_MS);
     s->c = lk_client(10000);
     CU_ASSERT_FATAL(s->a != NULL && s->c != NULL);
+    persistent_sem_dirs(s->c, s->path);
     CU_ASSERT_FATAL(zkit_semaphore_new(&s->a_sem, s->a, s->path, capacity) == 0);
     CU_ASSERT_FATAL(zkit_semaphore_new(&s->p.sem, s->c, s->path, capacity) == 0);
     CU_ASSERT_FATAL((s->h = calloc(1, sizeof(*s->h))) != NULL);
@@ -1111,6 +1127,7 @@ static void test_semaphore_lease_the_fast_way(void)
     a = lk_client_to(zkh_proxy_address(proxy), 10000);
     CU_ASSERT_FATAL(a != NULL);
     CU_ASSERT_FATAL(zkit_semaphore_new(&sem, a, path, 1) == 0);
+    persistent_sem_dirs(a, path);
     one_lease_cycle(sem);
     session = zkit_client_session_id(a);
 
@@ -1263,7 +1280,6 @@ static void test_semaphore_try_once_not_beaten_by_rival(void)
     zkit_semaphore_t *sa, *sc;
     zkit_lock_t *xm;
     sem_bg_t first, once_a, once_c;
-    zkit_create_options_t persistent = ZKIT_CREATE_OPTIONS_INIT;
     char *path, *leases, *locks;
     int64_t a_session, c_session;
     fx_begin(&f, "sem-try-once-rival");
@@ -1281,11 +1297,7 @@ static void test_semaphore_try_once_not_beaten_by_rival(void)
     c_session = zkit_client_session_id(c);
     CU_ASSERT_FATAL(zkit_semaphore_new(&sa, a, path, 1) == 0);
     CU_ASSERT_FATAL(zkit_semaphore_new(&sc, c, path, 1) == 0);
-    /* Persistent directories: the server reaps empty containers (every 200 ms here), and a
-     * create that meets a reaped parent would wait for its held NONODE reply. */
-    persistent.flags = ZKIT_CREATE_PARENTS;
-    CU_ASSERT_FATAL(zkit_create(NULL, NULL, x, leases, NULL, 0, &persistent) == 0);
-    CU_ASSERT_FATAL(zkit_create(NULL, NULL, x, locks, NULL, 0, &persistent) == 0);
+    persistent_sem_dirs(x, path);
     one_lease_cycle(sa);
 
     /* A waits for the internal mutex once (X holds it): its fast lease goes, and it takes the
