@@ -299,7 +299,7 @@ static void want(zkit__tree_t *t, tnode_t *n, unsigned issue, unsigned cancel)
 }
 
 /* Whether node n keeps no data: every node with ZKIT_WATCH_STAT_ONLY, and the hidden root
- * (whose existence and incarnation alone matter). */
+ * (whose existence and incarnation alone matter).  Mu held: the close clears t->root. */
 static int stat_only(const zkit__tree_t *t, const tnode_t *n)
 {
     return t->stat_only || (t->hide_root && n == t->root);
@@ -744,10 +744,11 @@ static void on_read(tnode_t *n, int k, const zkit_result_t *r)
 {
     zkit__tree_t *t = n->tree;
     machine_t *m = &n->m[k];
-    zkit__read_kind_t next = first_step(t, n, k);
+    zkit__read_kind_t next;
     int again = 0, cancel = 0, ok = r->error == 0 || r->error == ZKIT_ENONODE;
     char *refused = NULL;
     pthread_mutex_lock(&t->mu);
+    next = first_step(t, n, k);
     t->in_flight--;
     if (!n->attached) {
         /* Detached while this read was out: its watches are cancelled now. */
