@@ -59,7 +59,15 @@ collect() {
         # CUnit names each failing test: "Suite NAME, Test TEST had failures:".
         tests=$(sed -n 's/^Suite .*, Test \(.*\) had failures:$/\1/p' "$log" | sort -u | paste -sd';' -)
         seeds=$(grep -io 'seed[ =:]*[0-9]\+' "$log" | sort -u | paste -sd';' - || true)
-        printf 'run %d\t%s\ttests: %s\tseed: %s\tcommit %s\n' "$k" "$suite" "${tests:-?}" \
+        # A suite can fail with every CUnit test passed: a sanitizer's report, a crash.
+        if [[ -z $tests ]]; then
+            if grep -q 'ThreadSanitizer\|AddressSanitizer\|LeakSanitizer\|runtime error:' "$log"; then
+                tests='none failed: a sanitizer report'
+            else
+                tests='none named: see the log'
+            fi
+        fi
+        printf 'run %d\t%s\ttests: %s\tseed: %s\tcommit %s\n' "$k" "$suite" "$tests" \
             "${seeds:-none printed}" "$commit" | tee -a "$out/failures"
     done < <(find "$top/build" \( -path '*/tests/*.trs' \) 2>/dev/null | sort)
     # The soak is no suite: its failure shows in the console output, seed first.

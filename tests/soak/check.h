@@ -34,6 +34,10 @@
  *                                      by SESSION (the worker's session then), holding DATA
  *   N T KIND ID OWNER DATA             at the end: a fleet node the leader holds for ID (one
  *                                      line per node), its ephemeral owner and data
+ *   W T PROC SENT                      the server answered (whatever its answer) a write the
+ *                                      worker's prober sent at SENT on the worker's client:
+ *                                      the first answer after one that failed for the
+ *                                      connection or session, then one each 500 ms
  * T is in nanoseconds; DEADLINE_MS in milliseconds.
  *
  * Rules checked:
@@ -55,7 +59,10 @@
  *    slot started again: its record may not have been written (docs/jobs.md);
  *  - the fleet: each instance of a Y line has exactly one node on the server (never two),
  *    owned by the Y line's session, holding its data, first made in that session within
- *    SOAK_FLEET_DUE_MS of the last K line of that session before it; no node without a Y line;
+ *    SOAK_FLEET_DUE_MS of the last K line of that session before it, or, if the server answered
+ *    none of the worker's writes sent since that K line sooner, of its first answer to one (a
+ *    W line; a node is made by the server's answer, so a server slower than the bound is
+ *    counted, not blamed on the recipe); no node without a Y line;
  *  - every Z count is 0;
  *  - no zkit-lock crashed (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL) or exited 70 (internal
  *    error), from the A lines of the zkit-lock commands;

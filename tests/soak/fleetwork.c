@@ -10,7 +10,9 @@
  * end, once the changes of every worker have stopped, a Y line for each of the three: the
  * session and data it must have on the server.  The orchestrator lists the fleet on the
  * servers (N lines); the checker matches them: one node per instance, owned by that session,
- * holding that data, created within one session timeout of the connection's return.
+ * holding that data, created in time after the connection's return (check.h).  What "in
+ * time" counts from is measured here too: a prober writes on the worker's client from the
+ * start to the end, and W lines say when the server answered a write sent when.
  *
  * The group's view is checked here: once every worker's changes stopped, the members the
  * group lists must be every worker, each with the data the server holds, within
@@ -29,6 +31,8 @@
 
 #define FLEET_PAUSE_MIN_MS 200
 #define FLEET_PAUSE_MAX_MS 1500
+#define PROBE_PAUSE_MS 50
+#define PROBE_LOG_EVERY_MS 500
 /* How long the end waits for the fleet to settle once the changes stopped: a session timeout
  * for a connection to come back and the nodes to be made, then room for a loaded machine. */
 #define SOAK_FLEET_SETTLE_MS (SOAK_SESSION_TIMEOUT_MS + 20000)
@@ -41,9 +45,9 @@ struct soak_fleet {
     zkit_discovery_t *discovery;
     zkit_service_registration_t *reg;
     zkit_group_t *group;
-    pthread_t updater;
-    int updating;
-    atomic_int stop;
+    pthread_t updater, prober;
+    int updating, probing;
+    atomic_int stop, stop_probe;
     long version;  /* the data now: "pN.v<version>" (the updater's, read after it stopped) */
 };
 
@@ -101,6 +105,48 @@ static void fail(int id, const char *what, int rc)
     exit(1);
 }
 
+/* Whether the server answered a write: an error of its own is an answer; a lost connection,
+ * an ended session or a deadline is not. */
+static int answered(int rc)
+{
+    return rc == 0 || rc == ZKIT_ENONODE || rc == ZKIT_EBADVERSION;
+}
+
+/* A fleet node is made when the server answers its create, so the bound on its remaking
+ * counts from when the server answered this client's writes again (check.h).  One write at a
+ * time on SOAK_FLEET_PROBE/pN; a W line (the answer's time, the send's) for the first answer
+ * after one that failed for the connection or session, then one each PROBE_LOG_EVERY_MS. */
+static void *prober_main(void *arg)
+{
+    soak_fleet_t *f = arg;
+    char path[64];
+    int owed = 1;
+    int64_t last_w = 0;
+    snprintf(path, sizeof(path), "%s/p%d", SOAK_FLEET_PROBE, f->id);
+    while (!atomic_load(&f->stop_probe)) {
+        int64_t sent = soak_now_ns(), now;
+        int rc = zkit_set_data(NULL, f->client, path, "", 0, -1);
+        now = soak_now_ns();
+        if (!answered(rc)) {
+            owed = 1;
+        } else if (owed || now - last_w >= PROBE_LOG_EVERY_MS * 1000000LL) {
+            soak_log_at('W', now, "p%d %" PRId64, f->id, sent);
+            owed = 0;
+            last_w = now;
+        }
+        soak_sleep_ms(PROBE_PAUSE_MS);
+    }
+    return NULL;
+}
+
+static void stop_prober(soak_fleet_t *f)
+{
+    atomic_store(&f->stop_probe, 1);
+    if (f->probing)
+        pthread_join(f->prober, NULL);
+    f->probing = 0;
+}
+
 soak_fleet_t *soak_fleet_start(zkit_client_t *client, int id, uint64_t seed)
 {
     soak_fleet_t *f = calloc(1, sizeof(*f));
@@ -116,6 +162,15 @@ soak_fleet_t *soak_fleet_start(zkit_client_t *client, int id, uint64_t seed)
     f->id = id;
     f->rng = seed;
     data_of(data, sizeof(data), f);
+    {
+        zkit_create_options_t co = ZKIT_CREATE_OPTIONS_INIT;
+        co.flags = ZKIT_CREATE_PARENTS;
+        snprintf(path, sizeof(path), "%s/p%d", SOAK_FLEET_PROBE, id);
+        if ((rc = zkit_create(NULL, NULL, client, path, "", 0, &co)) != 0 &&
+            rc != ZKIT_ENODEEXISTS)
+            fail(id, "creating the probe node", rc);
+        f->probing = pthread_create(&f->prober, NULL, prober_main, f) == 0;
+    }
     zkit_persistent_options_init(&o);
     o.mode = ZKIT_EPHEMERAL_SEQUENTIAL;
     o.flags = ZKIT_PERSISTENT_PARENTS | ZKIT_PERSISTENT_PROTECTED | ZKIT_PERSISTENT_NEW_NAME;
@@ -251,6 +306,7 @@ void soak_fleet_verify(soak_fleet_t *f)
                                                       : SOAK_FLEET_KIND_MEMBER,
                  f->id, (uint64_t)zkit_client_session_id(f->client), want);
     soak_log('Z', "group-view-unconverged-p%d %d", f->id, !view_ok);
+    stop_prober(f);
 }
 
 void soak_fleet_free(soak_fleet_t *f)
@@ -258,6 +314,7 @@ void soak_fleet_free(soak_fleet_t *f)
     if (!f)
         return;
     soak_fleet_stop_updates(f);
+    stop_prober(f);
     zkit_group_free(f->group);
     zkit_service_registration_free(f->reg);
     zkit_discovery_free(f->discovery);

@@ -14,6 +14,7 @@
 #define SOAK_FLEET_BASE SOAK_FLEET "/services"     /* discovery's base */
 #define SOAK_FLEET_SERVICE "soak"                  /* the service: base/soak/pN */
 #define SOAK_FLEET_GROUP SOAK_FLEET "/group"       /* group members pN */
+#define SOAK_FLEET_PROBE SOAK_FLEET "/probe"       /* persistent pN, the prober's writes */
 
 /* The kinds, as the C, Y and N lines name them (check.h). */
 #define SOAK_FLEET_KIND_NODE "node"
@@ -22,8 +23,9 @@
 
 typedef struct soak_fleet soak_fleet_t;
 
-/* Starts worker `id`'s node, registration and membership on `client` (exits the process on a
- * failure, printed). */
+/* Starts worker `id`'s node, registration and membership on `client`, and the prober that
+ * measures the server's answers to the client's writes until soak_fleet_verify (W lines,
+ * check.h); exits the process on a failure, printed. */
 soak_fleet_t *soak_fleet_start(zkit_client_t *client, int id, uint64_t seed);
 /* Starts changing their data now and then (all three the same "pN.vK"). */
 void soak_fleet_update(soak_fleet_t *f);

@@ -278,14 +278,36 @@ static void test_fleet(void)
     /* missing, owned by another session, stale data */
     CU_ASSERT_EQUAL(violations_of(fleet_worker, "N 91000000000 service p0 a1 p0.v9\n"
                                                 "N 91000000000 member p0 b2 p0.v8\n"), 3);
-    /* made again 8.5 s after the connection came back (6.5 s) */
+    /* made again 8.5 s after the connection came back (6.5 s), 8.4 s after the server
+     * answered a write sent since (an answer at 6.6 s to a write sent before is not counted) */
     CU_ASSERT_EQUAL(fleet_violations(
         "K 1000000 p0 a1\nC 1100000 p0 node p0 a1\nC 1100000 p0 service p0 a1\n"
         "C 1200000 p0 member p0 a1\nK 6000000000 p0 b2\nK 6500000000 p0 b2\n"
+        "W 6550000000 p0 6400000000\nW 6600000000 p0 6560000000\n"
         "C 7000000000 p0 node p0 b2\nC 7000000000 p0 service p0 b2\n"
         "C 15000000000 p0 member p0 b2\n"
         "Y 90000000000 p0 node p0 b2 p0.v9\nY 90000000000 p0 service p0 b2 p0.v9\n"
         "Y 90000000000 p0 member p0 b2 p0.v9\n", ""), 1);
+    /* the same, but the server answered nothing sent since the return before 14 s: it was
+     * slow, and the node made 1 s after its first answer is in time */
+    CU_ASSERT_EQUAL(fleet_violations(
+        "K 1000000 p0 a1\nC 1100000 p0 node p0 a1\nC 1100000 p0 service p0 a1\n"
+        "C 1200000 p0 member p0 a1\nK 6000000000 p0 b2\nK 6500000000 p0 b2\n"
+        "W 6550000000 p0 6400000000\nW 14000000000 p0 6560000000\n"
+        "C 7000000000 p0 node p0 b2\nC 7000000000 p0 service p0 b2\n"
+        "C 15000000000 p0 member p0 b2\n"
+        "Y 90000000000 p0 node p0 b2 p0.v9\nY 90000000000 p0 service p0 b2 p0.v9\n"
+        "Y 90000000000 p0 member p0 b2 p0.v9\n", ""), 0);
+    /* or answered it only after the node was made */
+    CU_ASSERT_EQUAL(fleet_violations(
+        "K 1000000 p0 a1\nC 1100000 p0 node p0 a1\nC 1100000 p0 service p0 a1\n"
+        "C 1200000 p0 member p0 a1\nK 6000000000 p0 b2\nK 6500000000 p0 b2\n"
+        "C 7000000000 p0 node p0 b2\nC 7000000000 p0 service p0 b2\n"
+        "C 15000000000 p0 member p0 b2\nW 15100000000 p0 6560000000\n"
+        "Y 90000000000 p0 node p0 b2 p0.v9\nY 90000000000 p0 service p0 b2 p0.v9\n"
+        "Y 90000000000 p0 member p0 b2 p0.v9\n", ""), 0);
+    /* a W line whose answer precedes its send does not parse */
+    CU_ASSERT_EQUAL(fleet_violations(fleet_worker, "W 7000000000 p0 8000000000\n"), 1);
     /* never made in the session of the end */
     CU_ASSERT_EQUAL(fleet_violations(
         "K 1000000 p0 b2\nC 1100000 p0 node p0 b2\nC 1100000 p0 service p0 b2\n"
