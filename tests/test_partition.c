@@ -374,6 +374,22 @@ static long first_event(book_t *b, size_t from, int member, int k, zkit_partitio
     return at;
 }
 
+/* Member `member`'s events for item k after `from`, with their times, on one line. */
+static void print_events(book_t *b, size_t from, int member, int k)
+{
+    static const char *const names[] = { "?", "ACQUIRED", "UNCERTAIN", "HELD", "RELEASE",
+                                         "EXPIRED", "LOST" };
+    pthread_mutex_lock(&b->mu);
+    printf("  m%d item %d:", member, k);
+    for (size_t i = from; i < b->n; i++)
+        if (b->log[i].member == member && b->log[i].item == k)
+            printf(" %s@%lld", b->log[i].ev >= 1 && b->log[i].ev <= 6 ? names[b->log[i].ev]
+                                                                      : "?",
+                   (long long)b->log[i].ms);
+    printf("\n");
+    pthread_mutex_unlock(&b->mu);
+}
+
 /* The first ACQUIRED of item k by a member other than `member` after `from`; -1 if none. */
 static long first_other_enter(book_t *b, size_t from, int member, int k)
 {
@@ -457,7 +473,10 @@ static void test_partitioned_past_session(void)
  * m2's session closed from a second handle: the server deletes its nodes at once, so the
  * others may take its items before m2 can hear (as for any lock: docs/reliability.md).  m2 is
  * told LOST for each of its items, the others rebalance, and m2 gets its share back in a new
- * session; the log after m2 heard is clean.
+ * session; the log after m2 heard is clean.  The server drops m2's connection as it closes
+ * the session, so m2 is disconnected before it hears why: when its reconnection takes longer
+ * than the items' deadline (a third of the session timeout; on a loaded machine under TSan it
+ * can), it is told EXPIRED first, rightly, and LOST is never told for an item already ended.
  */
 static void test_session_closed_elsewhere(void)
 {
@@ -478,9 +497,13 @@ static void test_session_closed_elsewhere(void)
     CU_ASSERT_NOT_EQUAL(zkit_client_session_id(ms[2].client), old_session);
     for (int k = 2; k < NITEMS; k += 3) {
         long lost = first_event(b, mark, 2, k, ZKIT_PARTITION_LOST);
+        long expired = first_event(b, mark, 2, k, ZKIT_PARTITION_EXPIRED);
+        long ended = lost >= 0 && (expired < 0 || lost < expired) ? lost : expired;
         long again = first_event(b, mark, 2, k, ZKIT_PARTITION_ACQUIRED);
-        CU_ASSERT(lost >= 0);
-        CU_ASSERT(again > lost);
+        CU_ASSERT(ended >= 0);
+        CU_ASSERT(again > ended);
+        if (ended < 0 || again <= ended || getenv("ZKIT_TEST_VERBOSE"))
+            print_events(b, mark, 2, k);
     }
     for (int i = 0; i < 3; i++)
         member_stop(&ms[i]);

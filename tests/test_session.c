@@ -75,6 +75,17 @@ static void watched_close(watched_client_t *w)
 
 /* ---- server stopped and restarted within the session timeout --------------------------- */
 
+typedef struct old_node {
+    zkit_client_t *client;
+    const char *path;
+} old_node_t;
+
+static int node_gone(void *arg)
+{
+    const old_node_t *o = arg;
+    return zkit_exists(NULL, o->client, o->path, NULL) == ZKIT_ENONODE;
+}
+
 static void test_restart_within_timeout(void)
 {
     watched_client_t w;
@@ -127,10 +138,15 @@ static void test_restart_within_timeout(void)
         CU_ASSERT_EQUAL(st.ephemeral_owner, session);
         CU_ASSERT_EQUAL(zkit_delete(w.client, path, -1, 0), 0);
     } else {
-        /* A new session: the old one's node is not ours. */
+        /* A new session: the old one's node is not ours, and it goes when the server ends
+         * the old session, which the restarted server restored with a whole session timeout
+         * (bounded at three: a hang guard). */
+        old_node_t old = { w.client, path };
         CU_ASSERT(zkit_client_session_id(w.client) != session);
         if (zkit_exists(&st, w.client, path, NULL) == 0)
             CU_ASSERT_EQUAL(st.ephemeral_owner, session);
+        CU_ASSERT_EQUAL(zkh_wait_until(node_gone, &old,
+                                       3 * zkit_client_negotiated_timeout(w.client)), 0);
     }
     watched_close(&w);
 }
