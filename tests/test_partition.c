@@ -377,14 +377,11 @@ static long first_event(book_t *b, size_t from, int member, int k, zkit_partitio
 /* Member `member`'s events for item k after `from`, with their times, on one line. */
 static void print_events(book_t *b, size_t from, int member, int k)
 {
-    static const char *const names[] = { "?", "ACQUIRED", "UNCERTAIN", "HELD", "RELEASE",
-                                         "EXPIRED", "LOST" };
     pthread_mutex_lock(&b->mu);
     printf("  m%d item %d:", member, k);
     for (size_t i = from; i < b->n; i++)
         if (b->log[i].member == member && b->log[i].item == k)
-            printf(" %s@%lld", b->log[i].ev >= 1 && b->log[i].ev <= 6 ? names[b->log[i].ev]
-                                                                      : "?",
+            printf(" %s@%lld", zkit_partition_event_name(b->log[i].ev),
                    (long long)b->log[i].ms);
     printf("\n");
     pthread_mutex_unlock(&b->mu);
