@@ -110,13 +110,17 @@ static void test_restart_within_timeout(void)
     CU_ASSERT_FALSE(zkit_client_is_connected(w.client));
     CU_ASSERT_EQUAL_FATAL(zkh_restart(zk, 0), 0);
     /* The client declares its session lost a session timeout after the connection went; a
-     * server back with half of that to spare leaves it ample time to reconnect, if the server
-     * answers its handshake.  Two things outside the client can make the outcome the race's
-     * (past the timeout, it must be LOST), and then what is asserted is that states and
-     * session agree: a JVM slower to start on a loaded machine, and a handshake the restarting
-     * server left unanswered (libzookeeper waits 2/3 of the session timeout for the answer,
-     * here 6.7 s, before it tries again: that alone can reach the timeout). */
-    in_time = zkh_now_ms() <= w.log.at_ms[suspended] + zkit_client_negotiated_timeout(w.client) / 2;
+     * server back with two thirds of that to spare leaves it ample time to reconnect, if the
+     * server answers its handshake.  Two things outside the client can make the outcome the
+     * race's (past the timeout, it must be LOST), and then what is asserted is that states
+     * and session agree: a JVM slower to start on a loaded machine, and a handshake the
+     * restarting server left unanswered (libzookeeper waits 2/3 of the session timeout for
+     * the answer, here 6.7 s, before it tries again: that alone can reach the timeout).  The
+     * client's log tells of an unanswered handshake only when libzookeeper gives up on it,
+     * so the server must be back by a third of the timeout for that to be told before the
+     * timeout: back later, a handshake still awaited when the session is declared lost is
+     * never told (seen under TSan on a loaded machine, back 4.7 s into a 10 s session). */
+    in_time = zkh_now_ms() <= w.log.at_ms[suspended] + zkit_client_negotiated_timeout(w.client) / 3;
     reconnected = fw_state_wait(&w.log, suspended, ZKIT_CONN_RECONNECTED, STATE_WAIT_MS);
     CU_ASSERT_FATAL(reconnected > suspended);
     lost = fw_state_seen(&w.log, 0, reconnected, ZKIT_CONN_LOST);
@@ -126,8 +130,8 @@ static void test_restart_within_timeout(void)
                "whole wait\n", unanswered);
     in_time = in_time && unanswered == 0;
     if (!in_time || lost)
-        fw_state_dump(&w.log, in_time ? "restart within timeout" : "restart slower than half "
-                      "the session timeout, or a handshake unanswered");
+        fw_state_dump(&w.log, in_time ? "restart within timeout" : "restart slower than a "
+                      "third of the session timeout, or a handshake unanswered");
     CU_ASSERT_EQUAL(zkit_client_state(w.client), ZKIT_CONN_RECONNECTED);
     CU_ASSERT_EQUAL(w.log.session[reconnected], zkit_client_session_id(w.client));
     if (in_time || !lost) {
