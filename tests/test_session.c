@@ -119,7 +119,7 @@ static void test_restart_within_timeout(void)
      * client's log tells of an unanswered handshake only when libzookeeper gives up on it,
      * so the server must be back by a third of the timeout for that to be told before the
      * timeout: back later, a handshake still awaited when the session is declared lost is
-     * never told (seen under TSan on a loaded machine, back 4.7 s into a 10 s session). */
+     * never told. */
     in_time = zkh_now_ms() <= w.log.at_ms[suspended] + zkit_client_negotiated_timeout(w.client) / 3;
     reconnected = fw_state_wait(&w.log, suspended, ZKIT_CONN_RECONNECTED, STATE_WAIT_MS);
     CU_ASSERT_FATAL(reconnected > suspended);
