@@ -49,26 +49,61 @@ die() {
 
 command -v dpkg-query >/dev/null 2>&1 || die "dpkg-query not found: this script supports Debian-based systems only"
 
-missing=()
-for pkg in "${packages[@]}"; do
-    # dpkg-query fails for packages it has never heard of; that is "missing" too.
-    status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
-    if [[ $status != "install ok installed" ]]; then
-        missing+=("$pkg")
-    fi
-done
+missing_packages() {
+    missing=()
+    local pkg status
+    for pkg in "${packages[@]}"; do
+        # dpkg-query fails for packages it has never heard of; that is "missing" too.
+        status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+        if [[ $status != "install ok installed" ]]; then
+            missing+=("$pkg")
+        fi
+    done
+}
 
+# apt-get update does not wait for the package-list lock: it fails at once when another
+# apt-get holds it. Wait for it instead, up to apt_wait seconds, as `apt-get install` does
+# for the dpkg lock with DPkg::Lock::Timeout. Only a held lock is waited out; any other
+# failure of apt-get update stops the script.
+apt_wait=600
+apt_update() {
+    local deadline=$((SECONDS + apt_wait)) out
+    while :; do
+        if out=$("$@" apt-get update 2>&1); then
+            printf '%s\n' "$out"
+            return 0
+        fi
+        if [[ $out != *"Could not get lock"* ]] || ((SECONDS >= deadline)); then
+            printf '%s\n' "$out" >&2
+            return 1
+        fi
+        sleep 2
+    done
+}
+
+missing_packages
 if ((${#missing[@]} > 0)); then
     sudo_cmd=()
     if ((EUID != 0)); then
         command -v sudo >/dev/null 2>&1 || die "not root and sudo is not available; install as root: ${missing[*]}"
         sudo_cmd=(sudo)
     fi
-    echo "install-deps: installing ${missing[*]}" >&2
-    # ${arr[@]+...} keeps `set -u` happy with an empty array on older bash.
-    ${sudo_cmd[@]+"${sudo_cmd[@]}"} apt-get update
-    ${sudo_cmd[@]+"${sudo_cmd[@]}"} env DEBIAN_FRONTEND=noninteractive \
-        apt-get install -y --no-install-recommends "${missing[@]}"
+    # Two copies of this script (two checkouts testing side by side, as flake-hunt.sh
+    # does) take turns here; the second finds what the first installed and skips it.
+    # Opened read-only so that users other than the one who made it can lock it too.
+    lock_file=/tmp/zkit-install-deps.lock
+    [[ -e $lock_file ]] || (umask 0 && : >>"$lock_file") || die "cannot create $lock_file"
+    exec {lock_fd}<"$lock_file" || die "cannot open $lock_file"
+    flock -w "$apt_wait" "$lock_fd" || die "another install-deps.sh held $lock_file for ${apt_wait}s"
+    missing_packages
+    if ((${#missing[@]} > 0)); then
+        echo "install-deps: installing ${missing[*]}" >&2
+        # ${arr[@]+...} keeps `set -u` happy with an empty array on older bash.
+        apt_update ${sudo_cmd[@]+"${sudo_cmd[@]}"} || die "apt-get update failed"
+        ${sudo_cmd[@]+"${sudo_cmd[@]}"} env DEBIAN_FRONTEND=noninteractive \
+            apt-get -o DPkg::Lock::Timeout="$apt_wait" install -y --no-install-recommends "${missing[@]}"
+    fi
+    exec {lock_fd}>&-
 fi
 
 # The Java test peer is compiled with javac: make sure the one on PATH is the
