@@ -14,9 +14,9 @@
  * Timed checks (docs/reliability.md, "Suites side by side"): a run that should end at once is
  * bounded by five uncontended runs measured in the same test (tool_prompt_ms), a frozen
  * server's command by twice its session timeout (FROZEN_SESSION_MS).  The --once-per tests
- * start at a slot's beginning with the time they need left (slot_with_time_left) and check
- * that their runs stayed in it: a machine so loaded that four zkit-lock runs outlast a slot
- * fails them, and says so.
+ * that need several runs within one slot choose the slot's length from runs measured in the
+ * same test (once_period_s), start at a slot's beginning with that time left
+ * (slot_with_time_left), and check that their runs stayed in it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -1223,6 +1223,29 @@ static int64_t slot_with_time_left(int period_s, int64_t need_ms)
     return zkh_wall_ms() / period_ms;
 }
 
+/*
+ * The period, in whole seconds, for a test whose checks must fall in one slot: `holds` runs
+ * that keep the lock its 1 s minimum, one after another, and twice the bound for runs that end
+ * at once (tool_prompt_ms: five times the slower of two runs measured now), which covers the
+ * test's other runs with room for the load to grow while it runs; never under `least_s`, the
+ * period an idle machine needs.  The measured runs are the same binary, sanitizers and
+ * machine as the checked ones, so on a loaded machine the slot grows with the load, instead of
+ * the runs outlasting a slot chosen on an idle one.  *need_ms is the time the checks need left
+ * in the slot (for slot_with_time_left), at most the period less the margin.
+ */
+static int once_period_s(int holds, int least_s, int64_t *need_ms)
+{
+    int64_t need = holds * 1000LL + 2 * tool_prompt_ms(zkh_connect_string(zk));
+    int64_t period_s = (need + SLOT_MARGIN_MS + 999) / 1000;
+    if (period_s < least_s)
+        period_s = least_s;
+    *need_ms = need < period_s * 1000 - SLOT_MARGIN_MS ? need : period_s * 1000 - SLOT_MARGIN_MS;
+    if (getenv("ZKIT_TEST_VERBOSE"))
+        fprintf(stderr, "once-per: %lld ms needed in a slot, period %lld s\n", (long long)need,
+                (long long)period_s);
+    return (int)period_s;
+}
+
 /* The slot recorded in PATH/last, or -1 while there is none. */
 static long long once_record(zhandle_t *zh, const char *path)
 {
@@ -1318,39 +1341,44 @@ static void check_log(const char *log, int lines, const char *path)
  * Three hosts' cron lines fire together: the command runs once, and every invocation exits 0
  * without a word.  Invoked again in the slot, it skips (saying why with --verbose; with the
  * skip code if one is given); in the next slot it runs once again.  Each round starts right
- * after a 4 s boundary, and the same-slot checks are made as soon as the slot is recorded,
+ * after a slot's boundary, and the same-slot checks are made as soon as the slot is recorded,
  * while the round's winner still keeps its lock (min hold, 1 s): the three starts, the record
- * and both checks have 3.8 s, which a loaded machine's process starts fit in.
+ * and both checks (five runs) get a slot of at least 4 s, longer as the runs measured beside
+ * them are slower (once_period_s).
  */
 static void test_once_per_slot(void)
 {
-    char path[64], log[300], base[300], err[300], err2[300];
+    char path[64], log[300], base[300], err[300], err2[300], period[16];
     zhandle_t *zh = zkh_raw_connect(zk);
     record_arg_t rec;
-    int64_t slot, next;
+    int64_t slot, next, need_ms;
+    int period_s = once_period_s(0, 4, &need_ms);
     fleet_t fleet;
     CU_ASSERT_PTR_NOT_NULL_FATAL(zh);
+    snprintf(period, sizeof(period), "%d", period_s);
     zkh_unique_path(path, sizeof(path), "cli-once");
     scratch(log, sizeof(log), "once.log");
     scratch(base, sizeof(base), "once");
     scratch(err, sizeof(err), "once-again.err");
     scratch(err2, sizeof(err2), "once-again2.err");
 
-    slot = slot_with_time_left(4, 4000 - SLOT_MARGIN_MS);
-    fleet_start(&fleet, "4", path, log, base);
+    slot = slot_with_time_left(period_s, need_ms);
+    fleet_start(&fleet, period, path, log, base);
     rec = (record_arg_t){ zh, path, (long long)slot };
-    CU_ASSERT_EQUAL(zkh_wait_until(record_pred, &rec, 3500), 0);
-    CU_ASSERT_EQUAL(once_run("4", "--verbose", NULL, path, once_snippet, log, err), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(record_pred, &rec, need_ms), 0);
+    CU_ASSERT_EQUAL(once_run(period, "--verbose", NULL, path, once_snippet, log, err), 0);
     CU_ASSERT(proc_contains(err, "is already done; skipped"));
-    CU_ASSERT_EQUAL(once_run("4", "--skip-exit-code", "5", path, once_snippet, log, err2), 5);
+    CU_ASSERT_EQUAL(once_run(period, "--skip-exit-code", "5", path, once_snippet, log, err2), 5);
     CU_ASSERT(!proc_contains(err2, "zkit-lock"));
-    CU_ASSERT_EQUAL(zkh_wall_ms() / 4000, slot); /* else the checks above did not test one slot */
+    /* else the checks above did not test one slot */
+    CU_ASSERT_EQUAL(zkh_wall_ms() / (period_s * 1000LL), slot);
     CU_ASSERT_EQUAL(fleet_wait(&fleet), 0);
     check_log(log, 1, path);
 
-    next = slot_with_time_left(4, 4000 - SLOT_MARGIN_MS);
+    /* All of a slot asked for: the next one, since this one has been used. */
+    next = slot_with_time_left(period_s, period_s * 1000LL - SLOT_MARGIN_MS);
     CU_ASSERT(next > slot);
-    fleet_start(&fleet, "4", path, log, base);
+    fleet_start(&fleet, period, path, log, base);
     CU_ASSERT_EQUAL(fleet_wait(&fleet), 0);
     check_log(log, 2, path);
     CU_ASSERT_EQUAL(once_record(zh, path), next);
@@ -1360,27 +1388,31 @@ static void test_once_per_slot(void)
 
 /*
  * A failing command leaves the slot open: its status is zkit-lock's, nothing is recorded, and
- * the next invocation in the slot runs it.  Three runs of at least the 1 s min hold each: a
- * 10 s slot with 6 s left keeps them all in one slot.
+ * the next invocation in the slot runs it.  Three runs in one slot, two of which keep the lock
+ * its 1 s minimum: a slot of at least 10 s, longer as the runs measured beside them are slower
+ * (once_period_s).
  */
 static void test_once_per_failure_not_recorded(void)
 {
-    char path[64], log[300];
+    char path[64], log[300], period[16];
     zhandle_t *zh = zkh_raw_connect(zk);
-    int64_t slot;
+    int64_t slot, need_ms;
+    int period_s = once_period_s(2, 10, &need_ms);
     CU_ASSERT_PTR_NOT_NULL_FATAL(zh);
+    snprintf(period, sizeof(period), "%d", period_s);
     zkh_unique_path(path, sizeof(path), "cli-once-fail");
     scratch(log, sizeof(log), "once-fail.log");
-    slot = slot_with_time_left(10, 6000);
-    CU_ASSERT_EQUAL(once_run("10", NULL, NULL, path, once_fail_snippet, log, NULL), 3);
+    slot = slot_with_time_left(period_s, need_ms);
+    CU_ASSERT_EQUAL(once_run(period, NULL, NULL, path, once_fail_snippet, log, NULL), 3);
     check_log(log, 1, path);
     CU_ASSERT_EQUAL(once_record(zh, path), -1);
-    CU_ASSERT_EQUAL(once_run("10", NULL, NULL, path, once_snippet, log, NULL), 0);
+    CU_ASSERT_EQUAL(once_run(period, NULL, NULL, path, once_snippet, log, NULL), 0);
     check_log(log, 2, path);
     CU_ASSERT_EQUAL(once_record(zh, path), slot);
-    CU_ASSERT_EQUAL(once_run("10", NULL, NULL, path, once_fail_snippet, log, NULL), 0);
+    CU_ASSERT_EQUAL(once_run(period, NULL, NULL, path, once_fail_snippet, log, NULL), 0);
     check_log(log, 2, path);
-    CU_ASSERT_EQUAL(zkh_wall_ms() / 10000, slot); /* else the checks above did not test one slot */
+    /* else the checks above did not test one slot */
+    CU_ASSERT_EQUAL(zkh_wall_ms() / (period_s * 1000LL), slot);
     zookeeper_close(zh);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
