@@ -154,7 +154,12 @@ static pid_t start_holder(const char *connect, const char *path, const char *sni
     pid = proc_start(tool, argv, NULL, err, 0);
     snprintf(ready, sizeof(ready), "%s.ready", base);
     if (proc_wait_file(ready, 15000) != 0) {
-        proc_wait_status(pid, 0);
+        /* Why it never ran its command: its status (-1: still running, killed now) and words. */
+        int status = proc_wait_status(pid, 0);
+        char *text = err ? proc_slurp(err) : NULL;
+        fprintf(stderr, "holder of %s: no %s in 15 s; status %d, stderr: %s\n", path, ready,
+                status, text ? text : "(not kept)");
+        free(text);
         return -1;
     }
     return pid;

@@ -497,8 +497,12 @@ static void cut_off_follower(int session_ms)
     rc = a.acquired ? a.rc : ZKIT_ETIMEDOUT;
     pthread_mutex_unlock(&a.mu);
     CU_ASSERT_EQUAL(rc, 0);
-    if (rc != 0)
+    if (rc != 0) {
+        fprintf(stderr, "cut-off follower, %d ms session: the holder's acquire: %s\n",
+                session_ms, zkit_strerror(rc));
+        states_print(&states, "cut-off holder");
         goto stop;
+    }
     bg_start(&b, lb, 20000, 1);
     b_started = 1;
     CU_ASSERT_EQUAL(wait_participants(lb, 2, 5000), 0);

@@ -2146,11 +2146,19 @@ static int jpeer_start(proc_t *p, const char *mode, const char *path, const char
     char *argv[] = { (char *)CURATOR_PEER, (char *)PEER_BUILD_DIR, (char *)zkh_connect_string(zk),
                      (char *)mode, (char *)path, (char *)id, (char *)log, NULL };
     char line[256] = "";
+    int64_t start = zkh_now_ms();
+    int read, code;
     if (proc_spawn(p, argv) != 0)
         return -1;
-    if (proc_read_line(p, line, sizeof(line), PEER_START_MS) == 0 && strcmp(line, "STARTED") == 0)
+    read = proc_read_line(p, line, sizeof(line), PEER_START_MS);
+    if (read == 0 && strcmp(line, "STARTED") == 0)
         return 0;
-    return exit_code(proc_wait(p, 10000)) == 77 ? 77 : -1;
+    code = exit_code(proc_wait(p, 10000));
+    if (code != 77)
+        fprintf(stderr, "curator peer %s: no STARTED after %lld ms (%s '%s'), exit %d\n", id,
+                (long long)(zkh_now_ms() - start), read == 0 ? "said" : "said nothing:", line,
+                code);
+    return code == 77 ? 77 : -1;
 }
 
 /* Reads lines until `want` (other lines are skipped): 0, or -1 after timeout_ms. */
