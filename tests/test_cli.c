@@ -47,12 +47,15 @@
 
 #define MAX_ARGS 32
 #define TOOL_WAIT_MS 30000
-/* The session timeout the frozen-server tests give the tool ("--session-timeout 2"; the
+/* The session timeout the frozen-server tests give the tool ("--session-timeout 4"; the
  * harness's tickTime of 500 ms grants it as asked).  Its lock is valid for less than that
  * after the server's last answer, and the command must be ended by then: the tests allow
  * twice that from the freeze, for the tool's and this process's turns on a loaded machine;
- * a tool that let its command run on would be ended only by the 10 s wait. */
-#define FROZEN_SESSION_MS 2000
+ * a tool that let its command run on would be ended only by the wait, three times it.  Not
+ * 2 s: a loaded machine's pauses can outlast the 1.3 s of silence after which such a client
+ * gives its connection up, and the tool lost its lock before the server was frozen. */
+#define FROZEN_SESSION_MS 4000
+#define FROZEN_SESSION "4"
 
 static zkh_cluster_t *zk;
 static const char *tool = ZKIT_LOCK_BIN;
@@ -679,12 +682,12 @@ static void test_hold_lost(void)
     zkh_unique_path(path, sizeof(path), "cli-hold-lost");
     scratch(out, sizeof(out), "hold-lost.out");
     scratch(err, sizeof(err), "hold-lost.err");
-    holder = start_hold(cs, path, out, err, "--session-timeout", "2");
+    holder = start_hold(cs, path, out, err, "--session-timeout", FROZEN_SESSION);
     CU_ASSERT_FATAL(holder > 0);
     CU_ASSERT_EQUAL_FATAL(wait_held(out, node, sizeof(node), &token), 0);
     CU_ASSERT_EQUAL_FATAL(zkh_freeze(zk, 0), 0);
     frozen_at = zkh_now_ms();
-    CU_ASSERT_EQUAL(proc_wait_status(holder, 10000), 75);
+    CU_ASSERT_EQUAL(proc_wait_status(holder, 3 * FROZEN_SESSION_MS), 75);
     CU_ASSERT(zkh_now_ms() - frozen_at < 2 * FROZEN_SESSION_MS);
     CU_ASSERT(proc_contains(err, "expired while disconnected"));
     CU_ASSERT_EQUAL(zkh_thaw(zk, 0), 0);
@@ -837,8 +840,8 @@ static void test_usage_errors(void)
 
 /* ---- losing the lock --------------------------------------------------------------------- */
 
-/* The server hangs: the client notices after 2/3 of the 2 s session timeout and the lock's
- * validity is then less than the kill grace, so the command is terminated at once. */
+/* The server hangs: the client notices after 2/3 of the 4 s session timeout and the lock's
+ * validity is then less than the 1 s kill grace, so the command is terminated at once. */
 static void test_frozen_server_kills_command(void)
 {
     char path[64], base[300], err[300], pidfile[320];
@@ -850,11 +853,12 @@ static void test_frozen_server_kills_command(void)
     scratch(base, sizeof(base), "frozen");
     scratch(err, sizeof(err), "frozen.err");
     scratch(pidfile, sizeof(pidfile), "frozen.pid");
-    holder = start_holder(cs, path, hold_snippet, base, err, "--session-timeout", "2", NULL);
+    holder = start_holder(cs, path, hold_snippet, base, err, "--session-timeout", FROZEN_SESSION,
+                          "--kill-grace", "1", NULL);
     CU_ASSERT_FATAL(holder > 0);
     CU_ASSERT_EQUAL_FATAL(zkh_freeze(zk, 0), 0);
     frozen_at = zkh_now_ms();
-    status = proc_wait_status(holder, 10000);
+    status = proc_wait_status(holder, 3 * FROZEN_SESSION_MS);
     CU_ASSERT_EQUAL(status, 75);
     CU_ASSERT(zkh_now_ms() - frozen_at < 2 * FROZEN_SESSION_MS);
     CU_ASSERT(!group_alive(pidfile));
@@ -1549,11 +1553,11 @@ static void test_semaphore_frozen_server(void)
     scratch(err, sizeof(err), "sem-frozen.err");
     snprintf(pidfile, sizeof(pidfile), "%s.pid", base);
     holder = start_holder(zkh_connect_string(zk), path, hold_snippet, base, err, "--semaphore",
-                          "2", "--session-timeout", "2", NULL);
+                          "2", "--session-timeout", FROZEN_SESSION, NULL);
     CU_ASSERT_FATAL(holder > 0);
     CU_ASSERT_EQUAL_FATAL(zkh_freeze(zk, 0), 0);
     frozen_at = zkh_now_ms();
-    CU_ASSERT_EQUAL(proc_wait_status(holder, 10000), 75);
+    CU_ASSERT_EQUAL(proc_wait_status(holder, 3 * FROZEN_SESSION_MS), 75);
     CU_ASSERT(zkh_now_ms() - frozen_at < 2 * FROZEN_SESSION_MS);
     CU_ASSERT(!group_alive(pidfile));
     CU_ASSERT(proc_contains(err, "command terminated"));

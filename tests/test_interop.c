@@ -548,13 +548,40 @@ static void test_mixed_loop_semaphore(void)
 
 /* ---- Curator waiters giving up in a mixed queue --------------------------------------------- */
 
-#define GIVE_UP_MS "12000" /* long enough for the queue behind to form (JVM starts) */
+/* Long enough for the queue behind a quitter to form: its peers' JVMs are started before it
+ * (gated), so what remains is a few requests and the first acquire of two JVMs. */
+#define GIVE_UP_MS "12000"
 
-/* Starts a Curator waiter that gives up after GIVE_UP_MS, and waits until its node is in. */
-static int peer_quitter(proc_t *p, const char *path, int children)
+/* Starts a Curator peer of a mutex: `mode` (hold or loop) and its arguments (a5 and a6 may be
+ * NULL), then `gated` (CuratorPeer.java).  0 once it said READY: its JVM started and
+ * connected, and it has made no node yet. */
+static int peer_start_gated(proc_t *p, const char *mode, const char *path, const char *a4,
+                            const char *a5, const char *a6)
 {
-    if (peer_spawn(p, "hold", "mutex", path, GIVE_UP_MS, NULL, NULL) != 0)
+    char *argv[12];
+    int n = 0;
+    argv[n++] = (char *)CURATOR_PEER;
+    argv[n++] = (char *)PEER_BUILD_DIR;
+    argv[n++] = (char *)zkh_connect_string(zk);
+    argv[n++] = (char *)mode;
+    argv[n++] = "mutex";
+    argv[n++] = (char *)path;
+    argv[n++] = (char *)a4;
+    if (a5)
+        argv[n++] = (char *)a5;
+    if (a6)
+        argv[n++] = (char *)a6;
+    argv[n++] = "gated";
+    argv[n] = NULL;
+    if (proc_spawn(p, argv) != 0)
         return -1;
+    return peer_expect(p, "READY", NULL, 0);
+}
+
+/* Lets a gated peer acquire, and waits until its node makes `children`. */
+static int peer_go(proc_t *p, const char *path, int children)
+{
+    proc_write(p, "go\n");
     return wait_children(path, children, PEER_START_MS);
 }
 
@@ -585,14 +612,18 @@ static void test_curator_quitters(void)
     }
     CU_ASSERT_FATAL(zkit_lock_acquire(l[0], 5000) == 0);
     log_mark(log, "ENTER", 1);
-    CU_ASSERT_FATAL(peer_quitter(&q1, path, 2) == 0);
+    /* The Curator JVMs start first: on a loaded machine two starts can outlast the quitters'
+     * GIVE_UP_MS, and the first would give up before the queue behind it formed. */
+    CU_ASSERT_FATAL(peer_start_gated(&q1, "hold", path, GIVE_UP_MS, NULL, NULL) == 0);
+    CU_ASSERT_FATAL(peer_start_gated(&q2, "hold", path, GIVE_UP_MS, NULL, NULL) == 0);
+    CU_ASSERT_FATAL(peer_start_gated(&cw, "loop", path, "1", counter, log) == 0);
+    CU_ASSERT_FATAL(peer_go(&q1, path, 2) == 0);
     logged_start(&z1, l[1], log, 2, 60000);
     CU_ASSERT_EQUAL(wait_children(path, 3, 5000), 0);
-    CU_ASSERT_FATAL(peer_quitter(&q2, path, 4) == 0);
+    CU_ASSERT_FATAL(peer_go(&q2, path, 4) == 0);
     logged_start(&z2, l[2], log, 3, 60000);
     CU_ASSERT_EQUAL(wait_children(path, 5, 5000), 0);
-    CU_ASSERT_FATAL(peer_spawn(&cw, "loop", "mutex", path, "1", counter, log) == 0);
-    CU_ASSERT_EQUAL(wait_children(path, 6, PEER_START_MS), 0);
+    CU_ASSERT_EQUAL(peer_go(&cw, path, 6), 0);
     /* Both Curator waiters give up; nobody else gets in while C holds. */
     CU_ASSERT_EQUAL(proc_read_line(&q1, line, sizeof line, 30000), 0);
     CU_ASSERT_STRING_EQUAL(line, "TIMEOUT");

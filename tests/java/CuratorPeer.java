@@ -4,8 +4,8 @@
  *
  * Started through tests/curator-peer.sh, which compiles this file on demand. Usage:
  *
- *   CuratorPeer CONNECT hold  KIND PATH TIMEOUT_MS [revocable]
- *   CuratorPeer CONNECT loop  KIND PATH ITERATIONS COUNTER_FILE LOG_FILE
+ *   CuratorPeer CONNECT hold  KIND PATH TIMEOUT_MS [revocable|gated]
+ *   CuratorPeer CONNECT loop  KIND PATH ITERATIONS COUNTER_FILE LOG_FILE [gated]
  *   CuratorPeer CONNECT order KIND PATH
  *   CuratorPeer CONNECT revoke NODE_PATH...
  *   CuratorPeer CONNECT bench KIND PATH CYCLES WARMUP
@@ -44,6 +44,9 @@
  *        "RELEASED" and exit 0. The listener runs on Curator's event thread and only hands
  *        the release to the main thread: InterProcessMutex must be released by the thread
  *        that acquired it.
+ * gated (hold, loop): once connected, print "READY" and wait for one line on stdin before the
+ *        first acquire, so that a test can start the JVMs ahead and form its queue without
+ *        their start-up in it.
  * loop:  ITERATIONS times: acquire (forever), append "ENTER <pid> <nanoTime>" to LOG_FILE,
  *        read the integer in COUNTER_FILE (missing or empty = 0), sleep 1-3 ms, write it back
  *        plus one (deliberately not atomic), append "EXIT <pid> <nanoTime>", release.
@@ -400,6 +403,8 @@ public class CuratorPeer {
             String mode = args[1];
             /* revoke takes node paths only; the other modes KIND PATH and their own args. */
             boolean revocable = mode.equals("hold") && args.length == 6 && args[5].equals("revocable");
+            boolean gated = (mode.equals("hold") && args.length == 6 && args[5].equals("gated"))
+                    || (mode.equals("loop") && args.length == 8 && args[7].equals("gated"));
             boolean leader = mode.equals("latch") || mode.equals("selector")
                     || mode.equals("count") || mode.equals("dbarrier") || mode.equals("group")
                     || mode.equals("discovery") || mode.equals("discobench");
@@ -412,8 +417,8 @@ public class CuratorPeer {
             boolean ok = mode.equals("revoke") || (leader && args.length == 5)
                     || (mode.equals("barrier") && args.length == 3)
                     || (mode.equals("count") && args.length == 4)
-                    || (mode.equals("hold") && (args.length == 5 || revocable))
-                    || (mode.equals("loop") && args.length == 7)
+                    || (mode.equals("hold") && (args.length == 5 || revocable || gated))
+                    || (mode.equals("loop") && (args.length == 7 || gated))
                     || (mode.equals("order") && args.length == 4)
                     || (mode.equals("bench") && args.length == 6)
                     || (mode.equals("contend") && args.length == 6)
@@ -480,7 +485,11 @@ public class CuratorPeer {
                 rc = mode.equals("latch") ? latch(client, path, args[3], log)
                                           : selector(client, path, args[3], log);
             } else {
-                rc = run(new Peer(client, kind, path), mode, args, revocable);
+                Peer peer = new Peer(client, kind, path);
+                if (gated) {
+                    awaitGo(client);
+                }
+                rc = run(peer, mode, args, revocable);
             }
         } catch (Exception e) {
             err("error: " + e);
@@ -652,6 +661,22 @@ public class CuratorPeer {
             current.close();
         }
         return EXIT_OK;
+    }
+
+    /**
+     * gated: "READY" once connected, then one line on stdin.  Read byte by byte from System.in
+     * itself (buffered once, for every reader), so that hold's reader of commands starts at the
+     * next line.
+     */
+    static void awaitGo(CuratorFramework client) throws Exception {
+        if (!client.blockUntilConnected(30, TimeUnit.SECONDS)) {
+            throw new IllegalStateException("no connection in 30 s");
+        }
+        out("READY");
+        int b;
+        while ((b = System.in.read()) != -1 && b != '\n') {
+            /* the rest of the line */
+        }
     }
 
     /** The modes that work on one lock (hold, loop, order, bench). */
