@@ -14,8 +14,7 @@
  *     ... clients on zkit_test_server_connect_string(zk) ...
  *     zkit_test_server_free(zk);   stops the server and removes its directory
  *
- * Servers: tickTime=500 ms (sessions negotiate 1 to 10 s), forceSync=no (a busy disk does
- * not stall them; docs/testing.md), four-letter words all allowed,
+ * Servers: tickTime=500 ms (sessions negotiate 1 to 10 s), four-letter words all allowed,
  * container nodes checked every 200 ms, TTL nodes enabled, admin server off; each logs
  * warnings to DIR/sN/server.log.  A server started by this process dies with the thread that
  * started it (PR_SET_PDEATHSIG), so call zkit_test_server_start() from a long-lived thread;

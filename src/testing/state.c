@@ -56,15 +56,8 @@ int zkit__ts_write_config(zkit_test_server_t *s, int i)
 {
     struct zkit__ts_member *m = &s->m[i];
     char text[4096];
-    /* forceSync=no: the transaction log is written but not fsynced.  A server's request
-     * pipeline, pings included, waits for its log's fsync; on a machine whose disk another
-     * writer saturates (a test run beside other work) that is seconds, and every client of
-     * the server loses its connection to a stall no test is about.  ZooKeeper asks for a log
-     * device of its own; a test server gets the same by not syncing.  Nothing a test does
-     * needs the fsync: a killed or restarted server's writes are in the page cache. */
     int off = snprintf(text, sizeof text,
                        "tickTime=500\n"
-                       "forceSync=no\n"
                        "initLimit=10\n"
                        "syncLimit=5\n"
                        "dataDir=%s\n"
