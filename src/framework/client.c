@@ -271,6 +271,14 @@ void zkit__conn_put(zkit_client_t *c)
     pthread_mutex_unlock(&c->mu);
 }
 
+int64_t zkit__client_hold_allowance_ms(const zkit_client_t *c)
+{
+    /* Well inside the third of the session timeout that libzookeeper leaves between pings,
+     * so a hold-up is seen before the connection's silence could be. */
+    int64_t allowance = __atomic_load_n(&c->handle.negotiated_timeout_ms, __ATOMIC_RELAXED) / 12;
+    return allowance > 40 ? allowance : 40;
+}
+
 int zkit__client_connected(zkit_client_t *c)
 {
     int connected;

@@ -155,6 +155,8 @@ typedef struct zkit__client_handle {
     int64_t session_id;
     char session_passwd[16];
     int negotiated_timeout_ms;      /* stored atomically: read without mu by every attempt */
+    int64_t replied_ms;             /* stored atomically: when the server last answered any
+                                     * request (ops.c: the reply watchdog) */
 } zkit__client_handle_t;
 
 /* Session events seen by the global watcher, waiting for the supervisor: a ring (client.c
@@ -334,6 +336,9 @@ void zkit__conn_put(zkit_client_t *c);
 int zkit__client_connected(zkit_client_t *c);
 /* The current session id (locks c->mu). */
 int64_t zkit__client_session(zkit_client_t *c);
+/* How late a thread of this client may wake before the process counts as held up (stopped,
+ * starved): a twelfth of the session timeout, at least 40 ms.  Needs no lock. */
+int64_t zkit__client_hold_allowance_ms(const zkit_client_t *c);
 
 /* The ACL for a create of `path` (un-namespaced). */
 void zkit__client_acl(zkit_client_t *c, const char *path, struct ACL_vector *out,

@@ -357,25 +357,102 @@ void zkit__ops_abandon(zkit_client_t *c, uint64_t generation)
     }
 }
 
-/* The watchdog: an attempt with no reply for this long is treated as lost.  libzookeeper
- * itself fails requests after 2/3 of the session timeout without traffic, so this fires only
- * on a stuck client (e.g. ZOOKEEPER-2802). */
+/*
+ * The watchdog: an attempt is treated as lost when neither it nor any other request of the
+ * client has had a reply for a session timeout plus a connection timeout.  libzookeeper itself
+ * fails requests after 2/3 of the session timeout without traffic, so this fires only on a
+ * stuck client (e.g. ZOOKEEPER-2802).
+ *
+ * Why "nor any other": the server answers a session's requests in the order they were sent,
+ * so while replies keep arriving an attempt without its own is waiting its turn in a queue,
+ * not lost.  A burst of requests to a slow server makes that queue longer than the timeout;
+ * treating its tail as lost would send every request of the tail again, behind the originals,
+ * and the queue would only grow (a retry storm that kept a loaded server from answering
+ * anyone for minutes).  Likewise a watchdog that runs late, this process having been held up
+ * (stopped, starved), counts from then: replies that came meanwhile have not been read yet.
+ * The operation timeout still ends the attempt at its deadline.
+ */
 typedef struct watchdog {
     zkit__op_t *op;
     uint64_t seq;
+    int64_t due_ms;
 } watchdog_t;
+
+static int watchdog_span_ms(zkit_client_t *c)
+{
+    /* Atomic rather than under c->mu: this runs for every attempt, and a timeout one
+     * session old only makes the watchdog a little early or late. */
+    int negotiated = __atomic_load_n(&c->handle.negotiated_timeout_ms, __ATOMIC_RELAXED);
+    return (negotiated > 0 ? negotiated : c->conf.session_timeout_ms) +
+           c->conf.connection_timeout_ms;
+}
+
+/* Called from every completion: a reply that came from the server (not one libzookeeper made
+ * up for a lost connection or a closing handle) shows the connection is moving. */
+static void note_reply(zkit_client_t *c, int rc)
+{
+    if (rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT && rc != ZCLOSING &&
+        rc != ZINVALIDSTATE)
+        __atomic_store_n(&c->handle.replied_ms, zkit__monotonic_ms(), __ATOMIC_RELAXED);
+}
+
+static void watchdog_fire(void *arg);
+
+/* Schedules `w` for `due` and hands it to its attempt; 0 if no timer could be had.  The
+ * attempt may end meanwhile (its reply claims it): then the new timer is cancelled here, or,
+ * if it has started, frees `w` itself. */
+static int watchdog_schedule(watchdog_t *w, int64_t due)
+{
+    zkit__op_t *op = w->op;
+    zkit_client_t *c = op->client;
+    uint64_t id;
+    w->due_ms = due;
+    id = zkit__schedule_cancellable(c, due, watchdog_fire, w);
+    if (!id)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    if (op->attempt.pending && op->attempt.seq == w->seq &&
+        (op->attempt.watchdog == NULL || op->attempt.watchdog == w)) {
+        op->attempt.watchdog_id = id;
+        op->attempt.watchdog = w;
+        id = 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (id) /* the attempt already ended */
+        watchdog_cancel(op, id, w);
+    return 1;
+}
 
 static void watchdog_fire(void *arg)
 {
     watchdog_t *w = arg;
-    if (attempt_claim(w->op, w->seq)) {
-        int closing = zkit__client_is_closing(w->op->client);
-        if (!closing)
-            zkit__log(&w->op->client->log, ZKIT_LOG_WARN, "no reply for %s; treating as lost",
-                      w->op->req.path);
-        attempt_result(w->op, closing ? ZCLOSING : ZOPERATIONTIMEOUT);
+    zkit__op_t *op = w->op;
+    zkit_client_t *c = op->client;
+    int64_t now = zkit__monotonic_ms();
+    int64_t heard = __atomic_load_n(&c->handle.replied_ms, __ATOMIC_RELAXED);
+    int64_t due;
+    int rescheduled = 0;
+    if (now - w->due_ms > zkit__client_hold_allowance_ms(c) && heard < now)
+        heard = now; /* held up: nothing could be heard until now */
+    due = heard + watchdog_span_ms(c);
+    if (due > now && !zkit__client_is_closing(c)) {
+        if (op->retry.deadline_ms && op->retry.deadline_ms < due)
+            due = op->retry.deadline_ms;
+        if (due > now) {
+            zkit__op_ref(op); /* `w` may be freed by the attempt's end once it is handed over */
+            rescheduled = watchdog_schedule(w, due);
+            zkit__op_unref(op);
+            if (rescheduled)
+                return;
+        }
     }
-    zkit__op_unref(w->op);
+    if (attempt_claim(op, w->seq)) {
+        int closing = zkit__client_is_closing(c);
+        if (!closing)
+            zkit__log(&c->log, ZKIT_LOG_WARN, "no reply for %s; treating as lost", op->req.path);
+        attempt_result(op, closing ? ZCLOSING : ZOPERATIONTIMEOUT);
+    }
+    zkit__op_unref(op);
     free(w);
 }
 
@@ -392,38 +469,21 @@ static void watchdog_cancel(zkit__op_t *op, uint64_t id, void *watchdog)
 /* Armed before the request is sent (its reply may come before the send returns). */
 static void arm_watchdog(zkit__op_t *op, uint64_t seq)
 {
-    zkit_client_t *c = op->client;
     watchdog_t *w = malloc(sizeof(*w));
-    /* Atomic rather than under c->mu: this runs for every attempt, and a timeout one
-     * session old only makes the watchdog a little early or late. */
-    int negotiated = __atomic_load_n(&c->handle.negotiated_timeout_ms, __ATOMIC_RELAXED);
-    int timeout = negotiated > 0 ? negotiated : c->conf.session_timeout_ms;
     int64_t due;
-    uint64_t id;
     if (!w)
         return; /* libzookeeper still bounds the attempt in the normal case */
     zkit__op_ref(op);
     w->op = op;
     w->seq = seq;
-    due = zkit__monotonic_ms() + timeout + c->conf.connection_timeout_ms;
+    due = zkit__monotonic_ms() + watchdog_span_ms(op->client);
     /* A silent server ends the attempt by the operation's deadline, which ends the op. */
     if (op->retry.deadline_ms && op->retry.deadline_ms < due)
         due = op->retry.deadline_ms;
-    id = zkit__schedule_cancellable(c, due, watchdog_fire, w);
-    if (!id) {
+    if (!watchdog_schedule(w, due)) {
         zkit__op_unref(op);
         free(w);
-        return;
     }
-    pthread_mutex_lock(&c->mu);
-    if (op->attempt.pending && op->attempt.seq == seq) {
-        op->attempt.watchdog_id = id;
-        op->attempt.watchdog = w;
-        id = 0;
-    }
-    pthread_mutex_unlock(&c->mu);
-    if (id) /* the attempt already ended */
-        watchdog_cancel(op, id, w);
 }
 
 void zkit__stat_from_zk(zkit_stat_t *out, const struct Stat *s)
@@ -452,6 +512,7 @@ static void copy_stat(zkit__op_t *op, const struct Stat *s)
 /* Common front of every completion: watch bookkeeping, then whether to go on. */
 static int completion_begin(attempt_t *a, int rc, int watch_armed_on_nonode)
 {
+    note_reply(a->op->client, rc);
     if (a->watch && !(rc == ZOK || (rc == ZNONODE && watch_armed_on_nonode)))
         zkit__watch_discard(a->watch);
     return attempt_claim(a->op, a->seq);

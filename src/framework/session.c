@@ -62,9 +62,9 @@ static void replace_handle(zkit_client_t *c)
  * libzookeeper still saying CONNECTED, and later counting the disconnect from the resumption,
  * while the server expired the session and let a rival take the lock long before.  So the
  * supervisor, which wakes every vouch_interval() while connected, vouches for the connection
- * each time; a wake later than vouch_allowance() after the last one means this process (or
- * the supervisor) was held up, and then nothing newer than the last vouch is trusted until
- * the server answers a probe sent after the gap.
+ * each time; a wake later than zkit__client_hold_allowance_ms() after the last one means this
+ * process (or the supervisor) was held up, and then nothing newer than the last vouch is
+ * trusted until the server answers a probe sent after the gap.
  *
  * CLOCK_MONOTONIC, which every deadline here is kept on (and zkit_lock_valid_until()
  * promises), stands still while the machine is suspended, whereas the servers' clocks do
@@ -97,21 +97,15 @@ static int64_t vouched_at(const zkit_client_t *c)
     return c->confirm.vouched_ms - (slept > 0 ? slept : 0);
 }
 
-static int64_t vouch_allowance(const zkit_client_t *c)
-{
-    int64_t allowance = c->handle.negotiated_timeout_ms / 12;
-    return allowance > 40 ? allowance : 40;
-}
-
 static int64_t vouch_interval(const zkit_client_t *c)
 {
-    int64_t interval = vouch_allowance(c) / 2;
+    int64_t interval = zkit__client_hold_allowance_ms(c) / 2;
     return interval < 1000 ? interval : 1000;
 }
 
 static int vouch_stale(const zkit_client_t *c, int64_t now)
 {
-    return c->confirm.stalled || now - vouched_at(c) > vouch_allowance(c);
+    return c->confirm.stalled || now - vouched_at(c) > zkit__client_hold_allowance_ms(c);
 }
 
 /* libzookeeper's completion thread: a reply to a probe proves the server had our session
