@@ -1359,12 +1359,16 @@ struct zkh_proxy {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int want_block, want_stop, want_hold;
+    long want_rate; /* bytes per second from the server side, 0 = no limit */
     unsigned req, ack;
     /* owned by the proxy thread */
     struct pconn **conns;
     size_t nconns, cap;
     int blocked;
     int held; /* replies (server to client) are not read */
+    long rate;      /* want_rate, taken between I/O rounds */
+    long budget;    /* bytes that may be read from the server side now (with a rate) */
+    int64_t refilled_ms;
 };
 
 static void set_nodelay(int fd)
@@ -1442,7 +1446,7 @@ static void proxy_accept(struct zkh_proxy *p)
 /* Move bytes both ways (only client to server while replies are held);
  * nonblocking throughout.  Returns -1 when the pair is finished (EOF drained,
  * or an error on either side). */
-static int pconn_service(struct pconn *pc, const struct pollfd *pfds, int held)
+static int pconn_service(struct pconn *pc, const struct pollfd *pfds, int held, long *budget)
 {
     if (pc->connecting) {
         if (pc->si < 0 || !(pfds[pc->si].revents & (POLLOUT | POLLERR | POLLHUP)))
@@ -1457,11 +1461,14 @@ static int pconn_service(struct pconn *pc, const struct pollfd *pfds, int held)
         int src = d == 0 ? pc->cfd : pc->sfd;
         int dst = d == 0 ? pc->sfd : pc->cfd;
         for (int round = 0; round < 4; round++) {
-            if (pc->len[d] == 0 && !pc->eof[d]) {
-                ssize_t r = recv(src, pc->buf[d], PROXY_BUF, 0);
+            size_t room = d == 1 && budget && *budget < PROXY_BUF ? (size_t)*budget : PROXY_BUF;
+            if (pc->len[d] == 0 && !pc->eof[d] && room > 0) {
+                ssize_t r = recv(src, pc->buf[d], room, 0);
                 if (r > 0) {
                     pc->len[d] = (size_t)r;
                     pc->off[d] = 0;
+                    if (d == 1 && budget)
+                        *budget -= r;
                 } else if (r == 0) {
                     pc->eof[d] = 1;
                 } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
@@ -1497,7 +1504,17 @@ static void *proxy_main(void *arg)
         int stop = p->want_stop, wb = p->want_block;
         unsigned req = p->req;
         p->held = p->want_hold;
+        p->rate = p->want_rate;
         pthread_mutex_unlock(&p->mu);
+        /* A rate refills the budget with the time gone by, up to one buffer's worth. */
+        int64_t now = zkh_now_ms();
+        if (p->rate > 0) {
+            p->budget += (long)((now - p->refilled_ms) * p->rate / 1000);
+            if (p->budget > PROXY_BUF)
+                p->budget = PROXY_BUF;
+        }
+        p->refilled_ms = now;
+        int starved = p->rate > 0 && p->budget <= 0;
         if (stop)
             break;
         if (wb && !p->blocked) {
@@ -1541,7 +1558,7 @@ static void *proxy_main(void *arg)
                     ce |= POLLIN;
                 if (pc->len[1] > 0 && !p->held)
                     ce |= POLLOUT;
-                if (pc->len[1] == 0 && !pc->eof[1] && !p->held)
+                if (pc->len[1] == 0 && !pc->eof[1] && !p->held && !starved)
                     se |= POLLIN;
                 if (pc->len[0] > 0)
                     se |= POLLOUT;
@@ -1556,7 +1573,7 @@ static void *proxy_main(void *arg)
                 pfds[n++] = (struct pollfd){pc->sfd, se, 0};
             }
         }
-        if (poll(pfds, (nfds_t)n, -1) < 0) {
+        if (poll(pfds, (nfds_t)n, starved ? 5 : -1) < 0) {
             if (errno != EINTR)
                 zkh_sleep_ms(1);
             continue;
@@ -1581,7 +1598,8 @@ static void *proxy_main(void *arg)
         for (size_t i = 0; i < p->nconns; i++) {
             struct pconn *pc = p->conns[i];
             int touched = (pc->ci >= 0 && pfds[pc->ci].revents) || (pc->si >= 0 && pfds[pc->si].revents);
-            if (touched && pconn_service(pc, pfds, p->held) != 0) {
+            if (touched &&
+                pconn_service(pc, pfds, p->held, p->rate > 0 ? &p->budget : NULL) != 0) {
                 pconn_close(pc);
                 continue;
             }
@@ -1594,11 +1612,14 @@ static void *proxy_main(void *arg)
     return NULL;
 }
 
-static void proxy_request(zkh_proxy_t *p, int block, int stop, int hold)
+/* One change at a time: stop, else a rate (>= 0), else hold (>= 0), else block. */
+static void proxy_request(zkh_proxy_t *p, int block, int stop, int hold, long rate)
 {
     pthread_mutex_lock(&p->mu);
     if (stop)
         p->want_stop = 1;
+    else if (rate >= 0)
+        p->want_rate = rate;
     else if (hold >= 0)
         p->want_hold = hold;
     else
@@ -1617,7 +1638,7 @@ static void proxy_request(zkh_proxy_t *p, int block, int stop, int hold)
     while ((int)(p->ack - my) < 0) {
         if (pthread_cond_timedwait(&p->cv, &p->mu, &ts) == ETIMEDOUT) {
             hlog("proxy %s: thread did not acknowledge %s", p->addr,
-                 hold >= 0 ? "hold" : block ? "block" : "unblock");
+                 rate >= 0 ? "rate" : hold >= 0 ? "hold" : block ? "block" : "unblock");
             break;
         }
     }
@@ -1701,26 +1722,32 @@ const char *zkh_proxy_address(zkh_proxy_t *p)
 void zkh_proxy_block(zkh_proxy_t *p)
 {
     if (p != NULL)
-        proxy_request(p, 1, 0, -1);
+        proxy_request(p, 1, 0, -1, -1);
 }
 
 void zkh_proxy_unblock(zkh_proxy_t *p)
 {
     if (p != NULL)
-        proxy_request(p, 0, 0, -1);
+        proxy_request(p, 0, 0, -1, -1);
 }
 
 void zkh_proxy_hold_replies(zkh_proxy_t *p, int hold)
 {
     if (p)
-        proxy_request(p, 0, 0, hold != 0);
+        proxy_request(p, 0, 0, hold != 0, -1);
+}
+
+void zkh_proxy_limit_replies(zkh_proxy_t *p, long bytes_per_s)
+{
+    if (p)
+        proxy_request(p, 0, 0, -1, bytes_per_s > 0 ? bytes_per_s : 0);
 }
 
 void zkh_proxy_stop(zkh_proxy_t *p)
 {
     if (p == NULL)
         return;
-    proxy_request(p, 0, 1, -1);
+    proxy_request(p, 0, 1, -1, -1);
     pthread_join(p->thread, NULL);
     free(p->conns);
     close(p->lfd);

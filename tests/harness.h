@@ -188,6 +188,9 @@ int zkh_wait_count(long (*count)(void *arg), void *arg, long expected, int timeo
  *           held replies are forwarded, in order, on the same connections.
  *           Keep a hold well below two thirds of the session timeout, or
  *           the client takes the silence for a dead server.
+ *  limit_replies(N): from the moment it returns, replies are forwarded at
+ *           no more than N bytes a second, a trickle that keeps the
+ *           connection alive; (0) lifts the limit.
  *  stop:    closes everything, joins the thread, frees.  NULL is accepted. */
 typedef struct zkh_proxy zkh_proxy_t;
 zkh_proxy_t *zkh_proxy_start(const char *target);
@@ -195,6 +198,7 @@ const char *zkh_proxy_address(zkh_proxy_t *p); /* "127.0.0.1:port" */
 void zkh_proxy_block(zkh_proxy_t *p);
 void zkh_proxy_unblock(zkh_proxy_t *p);
 void zkh_proxy_hold_replies(zkh_proxy_t *p, int hold);
+void zkh_proxy_limit_replies(zkh_proxy_t *p, long bytes_per_s);
 void zkh_proxy_stop(zkh_proxy_t *p);
 
 /* ---- test runs ---------------------------------------------------------- */

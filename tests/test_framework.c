@@ -1,8 +1,8 @@
 /*
  * test_framework.c - the framework's operations against one real ZooKeeper server: round trips
  * through a namespace, container parents, large data, versions, protected create recovery,
- * watches and their removal, asynchronous completions, blocking calls from callbacks, bad
- * input, ACLs and TTL nodes.
+ * watches and their removal, asynchronous completions, replies that come in order but slowly
+ * (each request sent once), blocking calls from callbacks, bad input, ACLs and TTL nodes.
  *
  * One standalone server serves the whole binary (started in main, shut down at the end even
  * when a test fails).  Every test removes what it created; the last test checks that the tree
@@ -872,6 +872,83 @@ static void test_async_pending_at_close(void)
     /* close() returns after the event thread has drained its queue. */
     CU_ASSERT_EQUAL(read_count(&pending.calls), 1);
     CU_ASSERT_EQUAL(pending.error, ZKIT_ECLOSED);
+}
+
+/* ---- replies that come in order, slowly ------------------------------------------------- */
+
+/*
+ * A burst of reads whose replies come back at a trickle (the proxy forwards about 20 a
+ * second), so that the last ones come later than the reply watchdog's span (the session
+ * timeout plus the connection timeout) while the earlier ones keep coming.  Each request is
+ * sent once: none is taken for lost and sent again behind itself, and each succeeds.
+ */
+#define TRICKLE_DATA 8192
+#define TRICKLE_PER_S 20
+
+typedef struct trickle {
+    int done, failed, first_error;
+    int64_t last_ms;
+} trickle_t;
+
+static void trickle_done(zkit_client_t *c, const zkit_result_t *r, void *arg)
+{
+    trickle_t *t = arg;
+    (void)c;
+    pthread_mutex_lock(&rec_mu);
+    if (r->error != 0 && t->failed++ == 0)
+        t->first_error = r->error;
+    t->last_ms = zkh_now_ms();
+    t->done++;
+    pthread_cond_broadcast(&rec_cond);
+    pthread_mutex_unlock(&rec_mu);
+}
+
+static void test_slow_replies_not_resent(void)
+{
+    char path[64];
+    static char data[TRICKLE_DATA];
+    zkh_proxy_t *proxy = zkh_proxy_start(zkh_connect_string(zk));
+    zkit_client_options_t o;
+    zkit_client_t *c;
+    zkit_client_stats_t before, after;
+    trickle_t t = { 0 };
+    int span, n, sent;
+    int64_t t0;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(proxy);
+    fw_options(&o, zkh_proxy_address(proxy), NULL, 4000, NULL);
+    o.connection_timeout_ms = 500;
+    o.operation_timeout_ms = ZKIT_OPERATION_TIMEOUT_NONE; /* only the watchdog ends a wait */
+    c = fw_connect_opts(&o);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    zkh_unique_path(path, sizeof(path), "trickle");
+    memset(data, 'x', sizeof(data));
+    CU_ASSERT_EQUAL_FATAL(zkit_create(NULL, NULL, c, path, data, sizeof(data), NULL), 0);
+    span = zkit_client_negotiated_timeout(c) + o.connection_timeout_ms;
+    n = 2 * span * TRICKLE_PER_S / 1000; /* at the limit, the last reply comes two spans late */
+    CU_ASSERT_EQUAL(zkit_client_stats(&before, ZKIT_STATS_VERSION, c), 0);
+    zkh_proxy_limit_replies(proxy, (long)TRICKLE_PER_S * (TRICKLE_DATA + 128));
+    t0 = zkh_now_ms();
+    for (int i = 0; i < n; i++)
+        CU_ASSERT_EQUAL(zkit_get_data_async(c, path, NULL, trickle_done, &t), 0);
+    /* The limit only slows replies down: twice the time it sets, and a span more. */
+    CU_ASSERT_TRUE(wait_count(&t.done, n, 2 * 1000 * n / TRICKLE_PER_S + span));
+    zkh_proxy_limit_replies(proxy, 0);
+    CU_ASSERT_EQUAL(zkit_client_stats(&after, ZKIT_STATS_VERSION, c), 0);
+    pthread_mutex_lock(&rec_mu);
+    sent = (int)(after.requests_sent - before.requests_sent);
+    fprintf(stderr, "trickle: %d reads, the last answered after %lld ms (watchdog span %d ms), "
+                    "%d requests sent, %d failed (first: %s)\n",
+            n, (long long)(t.last_ms - t0), span, sent, t.failed,
+            t.failed ? zkit_strerror(t.first_error) : "none");
+    CU_ASSERT_EQUAL(t.done, n);
+    CU_ASSERT_EQUAL(t.failed, 0);
+    /* What the test is about happened: replies came later than the span. */
+    CU_ASSERT(t.last_ms - t0 > span);
+    pthread_mutex_unlock(&rec_mu);
+    CU_ASSERT_EQUAL(sent, n);
+    CU_ASSERT_EQUAL(zkit_delete(c, path, -1, 0), 0);
+    zkit_client_close(c);
+    zkh_proxy_stop(proxy);
 }
 
 /* ---- a listener making blocking calls on the event thread ------------------------------- */
@@ -2096,6 +2173,7 @@ static const zkh_test_t tests[] = {
     { "watch index", test_watch_index },
     { "async operations", test_async },
     { "async pending at close", test_async_pending_at_close },
+    { "slow replies in order are not sent again", test_slow_replies_not_resent },
     { "listener makes blocking calls", test_listener_blocking_call },
     { "block until connected, negative timeout", test_block_until_connected_forever },
     { "bad input", test_bad_input },
