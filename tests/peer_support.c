@@ -26,10 +26,10 @@ int peer_start_ms(void)
     return peer_first_line_ms;
 }
 
-int peer_spawn(proc_t *p, const char *mode, const char *kind, const char *path, const char *a4,
-               const char *a5, const char *a6)
+int peer_spawn_list(proc_t *p, const char *mode, const char *kind, const char *path,
+                    const char *const *more)
 {
-    char *argv[12];
+    char *argv[13];
     int n = 0;
     argv[n++] = (char *)peer_launcher;
     argv[n++] = (char *)peer_script;
@@ -37,14 +37,25 @@ int peer_spawn(proc_t *p, const char *mode, const char *kind, const char *path, 
     argv[n++] = (char *)mode;
     argv[n++] = (char *)kind;
     argv[n++] = (char *)path;
-    if (a4)
-        argv[n++] = (char *)a4;
-    if (a5)
-        argv[n++] = (char *)a5;
-    if (a6)
-        argv[n++] = (char *)a6;
+    for (int i = 0; more && more[i] && i < 6; i++)
+        argv[n++] = (char *)more[i];
     argv[n] = NULL;
     return proc_spawn(p, argv);
+}
+
+int peer_spawn(proc_t *p, const char *mode, const char *kind, const char *path, const char *a4,
+               const char *a5, const char *a6)
+{
+    const char *more[4];
+    int n = 0;
+    if (a4)
+        more[n++] = a4;
+    if (a5)
+        more[n++] = a5;
+    if (a6)
+        more[n++] = a6;
+    more[n] = NULL;
+    return peer_spawn_list(p, mode, kind, path, more);
 }
 
 int peer_hold(proc_t *p, const char *kind, const char *path, char *node, size_t size)

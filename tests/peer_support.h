@@ -23,6 +23,9 @@ int peer_start_ms(void);
 /* Starts the peer in `mode` on KIND PATH with up to three more arguments (NULL ends them). */
 int peer_spawn(proc_t *p, const char *mode, const char *kind, const char *path, const char *a4,
                const char *a5, const char *a6);
+/* The same with the arguments after PATH as a NULL-terminated list (at most six). */
+int peer_spawn_list(proc_t *p, const char *mode, const char *kind, const char *path,
+                    const char *const *more);
 
 /* Starts a holding peer and waits for "ACQUIRED <node>" (node copied out). */
 int peer_hold(proc_t *p, const char *kind, const char *path, char *node, size_t size);

@@ -558,22 +558,14 @@ static void test_mixed_loop_semaphore(void)
 static int peer_start_gated(proc_t *p, const char *mode, const char *path, const char *a4,
                             const char *a5, const char *a6)
 {
-    char *argv[12];
-    int n = 0;
-    argv[n++] = (char *)CURATOR_PEER;
-    argv[n++] = (char *)PEER_BUILD_DIR;
-    argv[n++] = (char *)zkh_connect_string(zk);
-    argv[n++] = (char *)mode;
-    argv[n++] = "mutex";
-    argv[n++] = (char *)path;
-    argv[n++] = (char *)a4;
+    const char *more[5] = { a4 };
+    int n = 1;
     if (a5)
-        argv[n++] = (char *)a5;
+        more[n++] = a5;
     if (a6)
-        argv[n++] = (char *)a6;
-    argv[n++] = "gated";
-    argv[n] = NULL;
-    if (proc_spawn(p, argv) != 0)
+        more[n++] = a6;
+    more[n] = "gated";
+    if (peer_spawn_list(p, mode, "mutex", path, more) != 0)
         return -1;
     return peer_expect(p, "READY", NULL, 0);
 }
