@@ -1506,12 +1506,13 @@ static void *proxy_main(void *arg)
         p->held = p->want_hold;
         p->rate = p->want_rate;
         pthread_mutex_unlock(&p->mu);
-        /* A rate refills the budget with the time gone by, up to one buffer's worth. */
+        /* A rate refills the budget with the time gone by, up to four buffers' worth: a
+         * thread woken late on a loaded machine catches up, so the rate is what was set. */
         int64_t now = zkh_now_ms();
         if (p->rate > 0) {
             p->budget += (long)((now - p->refilled_ms) * p->rate / 1000);
-            if (p->budget > PROXY_BUF)
-                p->budget = PROXY_BUF;
+            if (p->budget > 4 * PROXY_BUF)
+                p->budget = 4 * PROXY_BUF;
         }
         p->refilled_ms = now;
         int starved = p->rate > 0 && p->budget <= 0;
