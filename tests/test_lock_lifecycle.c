@@ -889,6 +889,13 @@ static churn_mark_t churn_now(void)
  * `budget_s` only bounds the wait: a machine too loaded to run every cycle in it stops early,
  * and the tenths compared are then the first and the last whole one it ran (at least two are
  * needed to compare). */
+/* Counts a cycle's failure, keeping the first one's code. */
+static void churn_tally(int rc, int *failures, int *first_rc)
+{
+    if (rc != 0 && (*failures)++ == 0)
+        *first_rc = rc;
+}
+
 static void churn(const char *name, churn_fn fn, long n, long budget_s)
 {
     fixture_t f;
@@ -905,19 +912,17 @@ static void churn(const char *name, churn_fn fn, long n, long budget_s)
     long batch = tenth / 20 > 0 ? tenth / 20 : 1, fresh_warm = tenth / 10 > 0 ? tenth / 10 : 1;
     zkit_client_t *fresh;
     char *fresh_path;
-    int failures = 0, first_rc = 0, rc_fresh_warm;
+    int failures = 0, first_rc = 0;
     fx_begin(&f, name);
     path = lk_join(f.base, "lock");
     c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
     for (long i = 0; i < n; i++) {
-        int rc;
         if (i == warm)
             rss_warm = rss_kb();
         if (i >= warm && (i - warm) % tenth == 0 && nmarks < 12)
             marks[nmarks++] = churn_now();
-        if ((rc = fn(c, path)) != 0 && failures++ == 0)
-            first_rc = rc;
+        churn_tally(fn(c, path), &failures, &first_rc);
         done = i + 1;
         if ((i & 1023) == 0 && zkh_now_ms() > budget_due)
             break;
@@ -930,16 +935,13 @@ static void churn(const char *name, churn_fn fn, long n, long budget_s)
     fresh = lk_client(10000);
     CU_ASSERT_FATAL(fresh != NULL);
     for (long i = 0; i < fresh_warm; i++)
-        if ((rc_fresh_warm = fn(fresh, fresh_path)) != 0 && failures++ == 0)
-            first_rc = rc_fresh_warm;
+        churn_tally(fn(fresh, fresh_path), &failures, &first_rc);
     for (int round = 0; round < 10; round++) {
         for (int side = 0; side < 2; side++) {
             churn_mark_t a = churn_now(), b;
-            for (long i = 0; i < batch; i++) {
-                int rc = side == 0 ? fn(c, path) : fn(fresh, fresh_path);
-                if (rc != 0 && failures++ == 0)
-                    first_rc = rc;
-            }
+            for (long i = 0; i < batch; i++)
+                churn_tally(side == 0 ? fn(c, path) : fn(fresh, fresh_path), &failures,
+                            &first_rc);
             b = churn_now();
             *(side == 0 ? &aged_cpu : &fresh_cpu) += b.cpu_ms - a.cpu_ms + b.sys_ms - a.sys_ms;
         }
