@@ -35,8 +35,18 @@ jobs=$(nproc)
 test_jobs=${TEST_JOBS:-4}
 lanes=" ${LANES:-thread-safety check check-asan check-tsan soak fuzz install debs} "
 want() { [[ $lanes == *" $1 "* ]]; }
+# The throwaway servers' data, logs and every other scratch file under TMPDIR: on tmpfs
+# (/dev/shm) unless the caller chose a TMPDIR.  ZooKeeper fsyncs its log on every write and
+# answers nothing meanwhile; on a disk that is most of a server's system time (measured: the
+# plain lane 4m05s on tmpfs against 4m40s on disk, 13% less CPU).  What the suites check does
+# not depend on the disk: a killed or restarted member finds its files as it left them.
+scratch=
+if [[ -z ${TMPDIR:-} && -d /dev/shm && -w /dev/shm ]]; then
+    scratch=$(mktemp -d /dev/shm/zkit-test.XXXXXX)
+    export TMPDIR=$scratch
+fi
 results=$(mktemp -d)
-trap 'rm -rf "$results"' EXIT
+trap 'rm -rf "$results" ${scratch:+"$scratch"}' EXIT
 
 # For every suite that failed under DIR (a build tree): its sanitizer reports, which
 # tests/sanitize-run.sh appends to the log, or else the last lines of its log.
