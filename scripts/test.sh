@@ -112,10 +112,9 @@ fi
 make -j"$jobs" check-build soak-build >/dev/null || true  # a failure shows in its lane
 # The sanitizer trees are built beside the suites, on every core but at the lowest priority
 # (nice 19): the compilers take only what the suites leave idle, so the suites' timing is
-# theirs, and a build that outlasts the plain lane has the whole machine.  (At -j1 and
-# normal priority the builds ran 4.5 min past the plain suites, one core idle.)  The ASan
-# tree first: its lane starts as soon as both it and the plain lane are done, while the TSan
-# tree builds on beside it.
+# theirs, and a build that outlasts the plain lane has the whole machine (one compiler at a
+# time would leave a core idle once the suites end).  The ASan tree first: its lane starts
+# as soon as both it and the plain lane are done, while the TSan tree builds on beside it.
 if want check-asan || want check-tsan; then
     builds() {
         local start=$SECONDS ok=passed

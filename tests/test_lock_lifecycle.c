@@ -877,6 +877,13 @@ static churn_mark_t churn_now(void)
     return m;
 }
 
+/* Counts a cycle's failure, keeping the first one's code. */
+static void churn_tally(int rc, int *failures, int *first_rc)
+{
+    if (rc != 0 && (*failures)++ == 0)
+        *first_rc = rc;
+}
+
 /* Runs `n` cycles of `fn`: the RSS after the warm-up (the first tenth, at most 10,000) and at
  * the end must be within 1 MB.  A per-cycle leak into any list the library walks shows up as
  * a growing CPU time per cycle, which the load of a shared machine also changes over the
@@ -889,13 +896,6 @@ static churn_mark_t churn_now(void)
  * `budget_s` only bounds the wait: a machine too loaded to run every cycle in it stops early,
  * and the tenths compared are then the first and the last whole one it ran (at least two are
  * needed to compare). */
-/* Counts a cycle's failure, keeping the first one's code. */
-static void churn_tally(int rc, int *failures, int *first_rc)
-{
-    if (rc != 0 && (*failures)++ == 0)
-        *first_rc = rc;
-}
-
 static void churn(const char *name, churn_fn fn, long n, long budget_s)
 {
     fixture_t f;
