@@ -1788,6 +1788,28 @@ void zkh_unique_path(char *buf, size_t len, const char *prefix)
     snprintf(buf, len, "/%s-%ld-%u", prefix, (long)getpid(), n);
 }
 
+#ifdef ZKIT_BUILD_LIBDIR
+/* The suites run this tree's programs from .libs/ rather than through libtool's wrapper
+ * scripts (Makefile.am, TOOLS_BIN), so they load libzkit from where the wrapper would have
+ * pointed them: this tree's library directory first in LD_LIBRARY_PATH, set before main() so
+ * that every program a test starts inherits it.  Nothing else reads the variable here. */
+__attribute__((constructor)) static void use_build_libdir(void)
+{
+    const char *old = getenv("LD_LIBRARY_PATH");
+    if (old == NULL || *old == '\0') {
+        setenv("LD_LIBRARY_PATH", ZKIT_BUILD_LIBDIR, 1);
+        return;
+    }
+    size_t n = strlen(ZKIT_BUILD_LIBDIR) + 1 + strlen(old) + 1;
+    char *v = malloc(n);
+    if (v == NULL)
+        return;
+    snprintf(v, n, "%s:%s", ZKIT_BUILD_LIBDIR, old);
+    setenv("LD_LIBRARY_PATH", v, 1);
+    free(v);
+}
+#endif
+
 int zkh_self_exe(char *buf, size_t size)
 {
     ssize_t n = readlink("/proc/self/exe", buf, size - 1);
