@@ -862,10 +862,42 @@ static long latch_participant_count(void *arg)
     return (long)n;
 }
 
-/* Starts the rival's acquisitions and waits until each is queued behind the holder. */
-static void kinds_rival_start(kinds_rival_t *r)
-{
+typedef struct kind_queued {
+    kinds_rival_t *r;
+    kinds_holder_t *h;
+    int kind;
     char leases[128];
+} kind_queued_t;
+
+/* The rival's acquisition of a kind waits behind the holder's (two nodes where the holder's
+ * is), or the holder was told its holding ended. */
+static int kind_queued_or_ended(void *arg)
+{
+    kind_queued_t *q = arg;
+    long n;
+    if (kinds_ended(q->h, q->kind) >= 0)
+        return 1;
+    if (q->kind == K_LEASE)
+        n = children_of(q->leases);
+    else if (q->kind == K_LATCH)
+        n = latch_participant_count(q->r);
+    else
+        n = (long)participant_count(kinds_lock(&q->r->o, q->kind, 1));
+    return n == 2;
+}
+
+/*
+ * Starts the rival's acquisitions and waits until each is queued behind the holder.  A
+ * holding may have ended first: a pause of the machine longer than the holder's 1 s session
+ * (under ThreadSanitizer at a load of 30) loses the session before the cut, and the rival is
+ * then granted at once.  That run cannot show the cut's deadline, but the no-two-holders
+ * judgement holds it all the same (the holder told of the end before the grant, no "held"
+ * after it); it is reported.
+ */
+static void kinds_rival_start(kinds_rival_t *r, kinds_holder_t *h)
+{
+    kind_queued_t q = { .r = r, .h = h };
+    snprintf(q.leases, sizeof(q.leases), "%s/leases", r->paths[K_LEASE]);
     for (int k = 0; k < KINDS; k++) {
         if (k == K_LEASE) {
             sem_bg_start(&r->lease, r->o.sem, 1, 20000);
@@ -877,12 +909,13 @@ static void kinds_rival_start(kinds_rival_t *r)
             r->bg_started[k] = 1;
         }
     }
-    for (int k = 0; k < KINDS; k++)
-        if (r->bg_started[k])
-            CU_ASSERT_EQUAL(wait_participants(kinds_lock(&r->o, k, 1), 2, 5000), 0);
-    snprintf(leases, sizeof(leases), "%s/leases", r->paths[K_LEASE]);
-    CU_ASSERT_EQUAL(wait_children(leases, 2, 30000), 0);
-    CU_ASSERT_EQUAL(zkh_wait_count(latch_participant_count, r, 2, 5000), 0);
+    for (q.kind = 0; q.kind < KINDS; q.kind++) {
+        int bound = q.kind == K_LEASE ? 30000 : 5000;
+        CU_ASSERT_EQUAL(zkh_wait_until(kind_queued_or_ended, &q, bound), 0);
+        if (kinds_ended(h, q.kind) >= 0)
+            fprintf(stderr, "every kind: the holder's %s ended before the cut (its 1 s session "
+                    "lost to a pause); judged for two holders only\n", kind_name[q.kind]);
+    }
 }
 
 static void kinds_rival_finish(kinds_rival_t *r)
@@ -948,7 +981,7 @@ static void test_cut_off_follower_every_kind(void)
     CU_ASSERT_EQUAL(rc, 0);
     if (rc != 0)
         goto stop;
-    kinds_rival_start(&r);
+    kinds_rival_start(&r, &h);
     if (!(cut = cut_before_ping(ca, follower, session_ms, &touched)))
         goto stop;
 

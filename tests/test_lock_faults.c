@@ -706,7 +706,11 @@ static void test_suspended_holder(void)
     fx_begin(&f, "suspended");
     states_init(&st);
     path = lk_join(f.base, "lock");
-    c = lk_client(2000);
+    /* The longest session the test servers grant: the sleep is pretended, so the server
+     * keeps the session only while the connection really stays up, and a disconnection at
+     * the pretended wake-up is a session lost (rightly: the client cannot tell it from a
+     * suspended machine's), which a loaded machine's pauses make likely on a short one. */
+    c = lk_client(10000);
     CU_ASSERT_FATAL(c != NULL);
     CU_ASSERT_FATAL(zkit_mutex_new(&lock, c, path) == 0);
     CU_ASSERT_EQUAL(zkit_lock_set_state_callback(lock, states_record, &st), 0);
@@ -1069,7 +1073,8 @@ static void trio_end(trio_t *t)
 
 /* W waits alone behind H, so H's delete would hand W the lock on the event alone; somebody
  * deletes W's node, then H releases.  The deletion fired the directory watch of W's listing,
- * so H's delete proves nothing: W lists again, finds its node gone and queues again.  Y,
+ * so H's delete proves nothing: W lists again, finds its node (or, reaped, the directory)
+ * gone and queues again.  Y,
  * starting after H's release, finds no node of W's: were W to take the lock on the event, W
  * and Y would hold together, and W would never queue again. */
 static void test_handoff_own_node_deleted_alone(void)
@@ -1096,6 +1101,135 @@ static void test_handoff_own_node_deleted_alone(void)
     CU_ASSERT_EQUAL(y.rc, 0);
     assert_log_clean("handoff-own-deleted-alone", t.log, 3);
     trio_end(&t);
+}
+
+static int dir_reaped(void *arg)
+{
+    return raw_exists(arg) == 0;
+}
+
+/* As above, but W hears nothing until the server has reaped the directory, a container left
+ * empty by the two deletions.  W's listing then finds no directory at all, which says what a
+ * listing without W's node says: W queues again (the create makes the directory anew) and,
+ * alone, holds.  Without the replies held back, the reaping (every 200 ms on the test
+ * servers) races W's listing. */
+static void test_handoff_dir_reaped(void)
+{
+    fixture_t f;
+    zkit_client_t *ch, *cw;
+    zkit_lock_t *h, *w;
+    zkh_proxy_t *proxy;
+    logged_t lw;
+    char dir[256], *log, *path, *wnode;
+    zhandle_t *zh;
+    fx_begin(&f, "handoff-dir-reaped");
+    scratch_dir(dir, sizeof dir);
+    CU_ASSERT_FATAL(dir[0] != '\0');
+    log = lk_join(dir, "log");
+    path = lk_join(f.base, "lock");
+    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(proxy != NULL);
+    ch = lk_client(10000);
+    cw = lk_client_to(zkh_proxy_address(proxy), 10000);
+    CU_ASSERT_FATAL(ch != NULL && cw != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&h, ch, path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&w, cw, path) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(h, 5000) == 0);
+    log_mark(log, "ENTER", 1);
+    logged_start(&lw, w, log, 2, 60000);
+    CU_ASSERT_EQUAL(wait_participants(h, 2, 5000), 0);
+    /* W's watch on H's node and H's on its own node: W waits. */
+    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, f.watches0 + 2, 5000), 0);
+
+    zkh_proxy_hold_replies(proxy, 1);
+    wnode = participant_path(h, path, 1);
+    CU_ASSERT_FATAL(wnode != NULL);
+    zh = zkh_raw_connect(zk);
+    CU_ASSERT_FATAL(zh != NULL);
+    CU_ASSERT_EQUAL(zoo_delete(zh, wnode, -1), ZOK);
+    zookeeper_close(zh);
+    log_mark(log, "EXIT", 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(h), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(dir_reaped, path, 10000), 0);
+    zkh_proxy_hold_replies(proxy, 0);
+
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &lw, 10000), 0);
+    CU_ASSERT_EQUAL(logged_finish(&lw, 10000), 0);
+    CU_ASSERT_EQUAL(lw.rc, 0);
+    CU_ASSERT_EQUAL(lw.release_rc, 0);
+    assert_log_clean("handoff-dir-reaped", log, 2);
+    fx_end(&f);
+    free(wnode);
+    zkit_lock_free(h);
+    zkit_lock_free(w);
+    zkit_client_close(ch);
+    zkit_client_close(cw);
+    zkh_proxy_stop(proxy);
+    scratch_remove(dir);
+    free(log);
+    free(path);
+}
+
+/* The same for a counting semaphore's lease: W waits for room (its lease made under the
+ * internal mutex), hearing nothing while somebody deletes its lease, the holder lets go and
+ * the server reaps the leases' directory.  W's listing finds no directory: its lease is lost,
+ * as a listing without it would say, and W leaves no node behind. */
+static void test_semaphore_dir_reaped(void)
+{
+    fixture_t f;
+    zkit_client_t *ch, *cw;
+    zkit_semaphore_t *sh, *sw;
+    zkit_lease_t *held = NULL;
+    zkh_proxy_t *proxy;
+    sem_bg_t waiter;
+    int64_t session;
+    char *path, *leases, *node = NULL, *wnode;
+    size_t n = 0;
+    char **names;
+    zhandle_t *zh;
+    fx_begin(&f, "sem-dir-reaped");
+    path = lk_join(f.base, "sem");
+    leases = lk_join(path, "leases");
+    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(proxy != NULL);
+    ch = lk_client(10000);
+    cw = lk_client_to(zkh_proxy_address(proxy), 10000);
+    CU_ASSERT_FATAL(ch != NULL && cw != NULL);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sh, ch, path, 1) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_new(&sw, cw, path, 1) == 0);
+    CU_ASSERT_FATAL(zkit_semaphore_acquire(&held, sh, 1, 5000) == 0);
+    CU_ASSERT_FATAL(zkit_lease_node(&node, held) == 0);
+    sem_bg_start(&waiter, sw, 1, 30000);
+    session = zkit_client_session_id(cw);
+    /* Its lease and its node in the internal mutex's queue: it holds that mutex and has
+     * made the lease that waits for room.  Whatever it hears next, it lists the leases again. */
+    CU_ASSERT_EQUAL(wait_owned_nodes(path, session, 2, 5000), 0);
+
+    zkh_proxy_hold_replies(proxy, 1);
+    names = zkh_list_tree(zk, leases, &n);
+    CU_ASSERT_FATAL(names != NULL && n == 2); /* both leases */
+    wnode = strcmp(names[0], node) == 0 ? names[1] : names[0];
+    zh = zkh_raw_connect(zk);
+    CU_ASSERT_FATAL(zh != NULL);
+    CU_ASSERT_EQUAL(zoo_delete(zh, wnode, -1), ZOK);
+    zookeeper_close(zh);
+    CU_ASSERT_EQUAL(zkit_lease_release(held), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(dir_reaped, leases, 10000), 0);
+    zkh_proxy_hold_replies(proxy, 0);
+
+    CU_ASSERT_EQUAL(sem_bg_join(&waiter, 10000), 0);
+    CU_ASSERT_EQUAL(waiter.rc, ZKIT_ELOCKLOST);
+    CU_ASSERT_EQUAL(wait_owned_nodes(f.base, session, 0, 5000), 0);
+    zkh_free_list(names, n);
+    zkit_free(node);
+    fx_end(&f);
+    zkit_semaphore_free(sh);
+    zkit_semaphore_free(sw);
+    zkit_client_close(ch);
+    zkit_client_close(cw);
+    zkh_proxy_stop(proxy);
+    free(leases);
+    free(path);
 }
 
 /* W waits first in line; somebody deletes W's node, then H releases.  W hears its own
@@ -1258,6 +1392,9 @@ static const zkh_test_t tests[] = {
     { "hand-off: our own node deleted while first in line", test_handoff_own_node_deleted },
     { "hand-off: our own node deleted while alone behind the holder",
       test_handoff_own_node_deleted_alone },
+    { "hand-off: the directory reaped while we wait", test_handoff_dir_reaped },
+    { "semaphore: the leases' directory reaped while we wait: LOST",
+      test_semaphore_dir_reaped },
     { "hand-off: read-write lock, readers and writers", test_handoff_rwlock },
     { "hand-off: semaphore mutex", test_handoff_semaphore_mutex },
     { NULL, NULL }

@@ -8,7 +8,8 @@
  *         -> WATCH: get-data with a watch (no watch is left on a node already gone: NONODE
  *              means "look again now"); the watch event -> LIST -> DECIDE ...
  *   Every listing also watches the directory's children, at no request of its own.
- *   Our node missing from a listing, or the session lost: start again with a new node.
+ *   Our node missing from a listing (or the directory, a container, reaped with it), or the
+ *   session lost: start again with a new node.
  *   Deadline, error or cancel: cancel the watch, delete our node (guaranteed), report.
  *   Hand-off on the delete event: when the watched node's deletion alone proves that nothing
  *   is left ahead of us (see zkit__lock_place), and the directory watch of the listing that
@@ -975,10 +976,17 @@ static void handle_listing(zkit__acq_t *acq, const zkit_result_t *res, int early
 {
     char **names;
     if (res->error != 0) {
-        if (!early)
+        if (early) {
+            if (acq->own.node) /* the create's own outcome decides; list again once it is known */
+                step(acq, submit_list, act);
+        } else if (res->error == ZKIT_ENONODE) {
+            /* The directory is a container, which the server reaps once it is empty: gone
+             * after our create, it took our node with it, as a listing without our node
+             * would show. */
+            restart(acq, ZKIT_ELOCKLOST, act);
+        } else {
             acq_end(acq, res->error, act);
-        else if (acq->own.node) /* the create's own outcome decides; list again once it is known */
-            step(acq, submit_list, act);
+        }
         return;
     }
     acq->queue.dir_armed++; /* the listing's directory watch is registered (submit_listing) */

@@ -389,6 +389,9 @@ static void listed(lease_acq_t *la, const zkit_result_t *res, lease_acq_actions_
         /* The listing beat the create's reply (the create made the parents first, or was
          * retried after a disconnection): list again once the create's outcome is known. */
         la->relist_due = 1;
+    } else if (res->error == ZKIT_ENONODE) {
+        /* The leases' directory, a container, is reaped once empty: our lease went first. */
+        lease_acq_end(la, ZKIT_ELOCKLOST, act);
     } else if (res->error != 0) {
         lease_acq_end(la, res->error, act);
     } else {
