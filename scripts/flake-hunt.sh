@@ -70,8 +70,10 @@ collect() {
         printf 'run %d\t%s\ttests: %s\tseed: %s\tcommit %s\n' "$k" "$suite" "$tests" \
             "${seeds:-none printed}" "$commit" | tee -a "$out/failures"
     done < <(find "$top/build" \( -path '*/tests/*.trs' \) 2>/dev/null | sort)
-    # The soak is no suite: its failure shows in the console output, seed first.
+    # The soak is no suite: its failure shows in the console output, seed first, and its logs
+    # (hung workers' stacks included) in build/soak-failed.
     if grep -q 'make soak *FAILED' "$dir/console.log"; then
+        [[ -d $top/build/soak-failed ]] && cp -r "$top/build/soak-failed" "$dir/"
         printf 'run %d\tmake soak\t%s\tcommit %s\n' "$k" \
             "$(grep -o 'seed [0-9]\+' "$dir/console.log" | head -n 1)" "$commit" | tee -a "$out/failures"
     fi

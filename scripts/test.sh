@@ -141,9 +141,18 @@ if [[ -n ${builds_pid:-} ]]; then
 fi
 
 # The soak, then the fuzzers, then the packages, beside the TSan lane.
+# A failed soak keeps its logs and its hung workers' stacks (zkit-soak-*/ under TMPDIR); they
+# are moved to build/soak-failed/ before the scratch directory goes.
 soak_lane() {
     local start=$SECONDS
-    if make soak; then record "make soak" passed "$start"; else record "make soak" FAILED "$start"; fi
+    rm -rf soak-failed
+    if make soak; then
+        record "make soak" passed "$start"
+    else
+        record "make soak" FAILED "$start"
+        mkdir -p soak-failed
+        mv "${TMPDIR:-/tmp}"/zkit-soak-* soak-failed/ 2>/dev/null || true
+    fi
 }
 # The parsers under libFuzzer: a crash or sanitizer report fails the lane; skipped (and said
 # so) only when clang or its fuzzer runtime is missing (tests/fuzz/run.sh exits 77).
