@@ -30,6 +30,15 @@
 #include "fw_support.h"
 #include "lock_support.h"
 
+/* Deletes a node as somebody else would: from a bare session of its own. */
+static void raw_delete(const char *node)
+{
+    zhandle_t *zh = zkh_raw_connect(zk);
+    CU_ASSERT_FATAL(zh != NULL);
+    CU_ASSERT_EQUAL(zoo_delete(zh, node, -1), ZOK);
+    zookeeper_close(zh);
+}
+
 /* A raw look at the server: does the node exist? */
 static int raw_exists(const char *path)
 {
@@ -930,6 +939,47 @@ static void test_handoff_holder_expires(void)
     free(path);
 }
 
+/* H holds on a direct client; W's client goes through a proxy, so that the test decides what
+ * W hears and when.  Both on 10 s sessions, with a scratch log of the holdings. */
+typedef struct proxied {
+    fixture_t f;
+    char dir[256], *log, *path;
+    zkh_proxy_t *proxy;
+    zkit_client_t *hc, *wc;
+    zkit_lock_t *h, *w;
+} proxied_t;
+
+static void proxied_begin(proxied_t *p, const char *name)
+{
+    fx_begin(&p->f, name);
+    scratch_dir(p->dir, sizeof p->dir);
+    CU_ASSERT_FATAL(p->dir[0] != '\0');
+    p->log = lk_join(p->dir, "log");
+    p->path = lk_join(p->f.base, "lock");
+    p->proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    CU_ASSERT_FATAL(p->proxy != NULL);
+    p->hc = lk_client(10000);
+    p->wc = lk_client_to(zkh_proxy_address(p->proxy), 10000);
+    CU_ASSERT_FATAL(p->hc != NULL && p->wc != NULL);
+    CU_ASSERT_FATAL(zkit_mutex_new(&p->h, p->hc, p->path) == 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&p->w, p->wc, p->path) == 0);
+    CU_ASSERT_FATAL(zkit_lock_acquire(p->h, 5000) == 0);
+    log_mark(p->log, "ENTER", 1);
+}
+
+static void proxied_end(proxied_t *p)
+{
+    fx_end(&p->f);
+    zkit_lock_free(p->h);
+    zkit_lock_free(p->w);
+    zkit_client_close(p->hc);
+    zkit_client_close(p->wc);
+    zkh_proxy_stop(p->proxy);
+    scratch_remove(p->dir);
+    free(p->log);
+    free(p->path);
+}
+
 /*
  * W waits first in line behind H, X behind W.  W is partitioned; meanwhile somebody deletes
  * W's node and H releases, so X takes the lock.  When W reconnects, the client re-registers
@@ -939,54 +989,37 @@ static void test_handoff_holder_expires(void)
  */
 static void test_handoff_reconnect(void)
 {
-    fixture_t f;
-    zkit_client_t *hc, *wc, *xc;
-    zkit_lock_t *h, *wl, *xl;
-    zkh_proxy_t *proxy;
+    proxied_t p;
+    zkit_client_t *xc;
+    zkit_lock_t *xl;
     fw_state_log_t conn;
     logged_t w, x;
-    zhandle_t *zh;
-    char dir[256], *log, *path, *wnode;
+    char *wnode;
     int listener = 0;
-    fx_begin(&f, "handoff-reconnect");
+    proxied_begin(&p, "handoff-reconnect");
     fw_state_log_init(&conn);
-    scratch_dir(dir, sizeof dir);
-    CU_ASSERT_FATAL(dir[0] != '\0');
-    log = lk_join(dir, "log");
-    path = lk_join(f.base, "lock");
-    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
-    CU_ASSERT_FATAL(proxy != NULL);
-    hc = lk_client(10000);
-    wc = lk_client_to(zkh_proxy_address(proxy), 10000);
     xc = lk_client(10000);
-    CU_ASSERT_FATAL(hc != NULL && wc != NULL && xc != NULL);
-    CU_ASSERT_EQUAL(zkit_client_add_listener(&listener, wc, fw_state_listener, &conn), 0);
-    CU_ASSERT_FATAL(zkit_mutex_new(&h, hc, path) == 0);
-    CU_ASSERT_FATAL(zkit_mutex_new(&wl, wc, path) == 0);
-    CU_ASSERT_FATAL(zkit_mutex_new(&xl, xc, path) == 0);
-    CU_ASSERT_FATAL(zkit_lock_acquire(h, 5000) == 0);
-    log_mark(log, "ENTER", 1);
-    logged_start(&w, wl, log, 2, 60000);
-    CU_ASSERT_EQUAL(wait_participants(h, 2, 5000), 0);
-    logged_start(&x, xl, log, 3, 60000);
-    CU_ASSERT_EQUAL(wait_participants(h, 3, 5000), 0);
-    wnode = participant_path(h, path, 1);
+    CU_ASSERT_FATAL(xc != NULL);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(&listener, p.wc, fw_state_listener, &conn), 0);
+    CU_ASSERT_FATAL(zkit_mutex_new(&xl, xc, p.path) == 0);
+    logged_start(&w, p.w, p.log, 2, 60000);
+    CU_ASSERT_EQUAL(wait_participants(p.h, 2, 5000), 0);
+    logged_start(&x, xl, p.log, 3, 60000);
+    CU_ASSERT_EQUAL(wait_participants(p.h, 3, 5000), 0);
+    wnode = participant_path(p.h, p.path, 1);
     CU_ASSERT_FATAL(wnode != NULL);
 
     /* W hears nothing from here until the proxy resets its connection. */
-    zkh_proxy_block(proxy);
-    zh = zkh_raw_connect(zk);
-    CU_ASSERT_FATAL(zh != NULL);
-    CU_ASSERT_EQUAL(zoo_delete(zh, wnode, -1), ZOK);
-    zookeeper_close(zh);
-    CU_ASSERT_EQUAL(wait_participants(h, 2, 5000), 0);
-    log_mark(log, "EXIT", 1);
-    CU_ASSERT_EQUAL(zkit_lock_release(h), 0);
+    zkh_proxy_block(p.proxy);
+    raw_delete(wnode);
+    CU_ASSERT_EQUAL(wait_participants(p.h, 2, 5000), 0);
+    log_mark(p.log, "EXIT", 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(p.h), 0);
     CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &x, 10000), 0);
-    zkh_proxy_unblock(proxy);
+    zkh_proxy_unblock(p.proxy);
     CU_ASSERT(fw_state_wait(&conn, 0, ZKIT_CONN_RECONNECTED, 20000) >= 0);
     /* W queues again behind X, and waits. */
-    CU_ASSERT_EQUAL(wait_participants(h, 2, 10000), 0);
+    CU_ASSERT_EQUAL(wait_participants(p.h, 2, 10000), 0);
     CU_ASSERT_EQUAL(logged_acquired(&w), 0);
     CU_ASSERT_EQUAL(logged_finish(&x, 10000), 0);
     CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &w, 10000), 0);
@@ -994,21 +1027,13 @@ static void test_handoff_reconnect(void)
     CU_ASSERT_EQUAL(x.rc, 0);
     CU_ASSERT_EQUAL(w.rc, 0);
     CU_ASSERT_EQUAL(w.release_rc, 0);
-    assert_log_clean("handoff-reconnect", log, 3);
-    fx_end(&f);
-    zkit_lock_free(h);
-    zkit_lock_free(wl);
+    assert_log_clean("handoff-reconnect", p.log, 3);
+    zkit_client_remove_listener(p.wc, listener);
     zkit_lock_free(xl);
-    zkit_client_remove_listener(wc, listener);
-    zkit_client_close(hc);
-    zkit_client_close(wc);
+    proxied_end(&p);
     zkit_client_close(xc);
     fw_state_log_destroy(&conn);
-    zkh_proxy_stop(proxy);
-    scratch_remove(dir);
     free(wnode);
-    free(log);
-    free(path);
 }
 
 /* Either of two logged acquirers holds (zkh_wait_until). */
@@ -1050,12 +1075,8 @@ static void trio_begin(trio_t *t, const char *name)
 static void trio_delete_w(trio_t *t)
 {
     char *wnode = participant_path(t->l[0], t->path, 1);
-    zhandle_t *zh;
     CU_ASSERT_FATAL(wnode != NULL);
-    zh = zkh_raw_connect(zk);
-    CU_ASSERT_FATAL(zh != NULL);
-    CU_ASSERT_EQUAL(zoo_delete(zh, wnode, -1), ZOK);
-    zookeeper_close(zh);
+    raw_delete(wnode);
     free(wnode);
 }
 
@@ -1115,59 +1136,31 @@ static int dir_reaped(void *arg)
  * servers) races W's listing. */
 static void test_handoff_dir_reaped(void)
 {
-    fixture_t f;
-    zkit_client_t *ch, *cw;
-    zkit_lock_t *h, *w;
-    zkh_proxy_t *proxy;
-    logged_t lw;
-    char dir[256], *log, *path, *wnode;
-    zhandle_t *zh;
-    fx_begin(&f, "handoff-dir-reaped");
-    scratch_dir(dir, sizeof dir);
-    CU_ASSERT_FATAL(dir[0] != '\0');
-    log = lk_join(dir, "log");
-    path = lk_join(f.base, "lock");
-    proxy = zkh_proxy_start(zkh_server_address(zk, 0));
-    CU_ASSERT_FATAL(proxy != NULL);
-    ch = lk_client(10000);
-    cw = lk_client_to(zkh_proxy_address(proxy), 10000);
-    CU_ASSERT_FATAL(ch != NULL && cw != NULL);
-    CU_ASSERT_FATAL(zkit_mutex_new(&h, ch, path) == 0);
-    CU_ASSERT_FATAL(zkit_mutex_new(&w, cw, path) == 0);
-    CU_ASSERT_FATAL(zkit_lock_acquire(h, 5000) == 0);
-    log_mark(log, "ENTER", 1);
-    logged_start(&lw, w, log, 2, 60000);
-    CU_ASSERT_EQUAL(wait_participants(h, 2, 5000), 0);
+    proxied_t p;
+    logged_t w;
+    char *wnode;
+    proxied_begin(&p, "handoff-dir-reaped");
+    logged_start(&w, p.w, p.log, 2, 60000);
+    CU_ASSERT_EQUAL(wait_participants(p.h, 2, 5000), 0);
     /* W's watch on H's node and H's on its own node: W waits. */
-    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, f.watches0 + 2, 5000), 0);
+    CU_ASSERT_EQUAL(zkh_wait_watch_count(zk, p.f.watches0 + 2, 5000), 0);
 
-    zkh_proxy_hold_replies(proxy, 1);
-    wnode = participant_path(h, path, 1);
+    zkh_proxy_hold_replies(p.proxy, 1);
+    wnode = participant_path(p.h, p.path, 1);
     CU_ASSERT_FATAL(wnode != NULL);
-    zh = zkh_raw_connect(zk);
-    CU_ASSERT_FATAL(zh != NULL);
-    CU_ASSERT_EQUAL(zoo_delete(zh, wnode, -1), ZOK);
-    zookeeper_close(zh);
-    log_mark(log, "EXIT", 1);
-    CU_ASSERT_EQUAL(zkit_lock_release(h), 0);
-    CU_ASSERT_EQUAL(zkh_wait_until(dir_reaped, path, 10000), 0);
-    zkh_proxy_hold_replies(proxy, 0);
+    raw_delete(wnode);
+    log_mark(p.log, "EXIT", 1);
+    CU_ASSERT_EQUAL(zkit_lock_release(p.h), 0);
+    CU_ASSERT_EQUAL(zkh_wait_until(dir_reaped, p.path, 10000), 0);
+    zkh_proxy_hold_replies(p.proxy, 0);
 
-    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &lw, 10000), 0);
-    CU_ASSERT_EQUAL(logged_finish(&lw, 10000), 0);
-    CU_ASSERT_EQUAL(lw.rc, 0);
-    CU_ASSERT_EQUAL(lw.release_rc, 0);
-    assert_log_clean("handoff-dir-reaped", log, 2);
-    fx_end(&f);
+    CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &w, 10000), 0);
+    CU_ASSERT_EQUAL(logged_finish(&w, 10000), 0);
+    CU_ASSERT_EQUAL(w.rc, 0);
+    CU_ASSERT_EQUAL(w.release_rc, 0);
+    assert_log_clean("handoff-dir-reaped", p.log, 2);
+    proxied_end(&p);
     free(wnode);
-    zkit_lock_free(h);
-    zkit_lock_free(w);
-    zkit_client_close(ch);
-    zkit_client_close(cw);
-    zkh_proxy_stop(proxy);
-    scratch_remove(dir);
-    free(log);
-    free(path);
 }
 
 /* The same for a counting semaphore's lease: W waits for room (its lease made under the
@@ -1186,7 +1179,6 @@ static void test_semaphore_dir_reaped(void)
     char *path, *leases, *node = NULL, *wnode;
     size_t n = 0;
     char **names;
-    zhandle_t *zh;
     fx_begin(&f, "sem-dir-reaped");
     path = lk_join(f.base, "sem");
     leases = lk_join(path, "leases");
@@ -1209,10 +1201,7 @@ static void test_semaphore_dir_reaped(void)
     names = zkh_list_tree(zk, leases, &n);
     CU_ASSERT_FATAL(names != NULL && n == 2); /* both leases */
     wnode = strcmp(names[0], node) == 0 ? names[1] : names[0];
-    zh = zkh_raw_connect(zk);
-    CU_ASSERT_FATAL(zh != NULL);
-    CU_ASSERT_EQUAL(zoo_delete(zh, wnode, -1), ZOK);
-    zookeeper_close(zh);
+    raw_delete(wnode);
     CU_ASSERT_EQUAL(zkit_lease_release(held), 0);
     CU_ASSERT_EQUAL(zkh_wait_until(dir_reaped, leases, 10000), 0);
     zkh_proxy_hold_replies(proxy, 0);
