@@ -108,28 +108,20 @@ static long long server_zxid(void)
  * status, or -1 once it stalled for STALL_MS or ran for RUN_CAP_MS (*ran_ms says how long). */
 static int wait_progressing(pid_t pid, int *status, int64_t *ran_ms)
 {
-    int64_t start = zkh_now_ms(), progressed = start, look = start + 1000, now;
-    long long zxid = server_zxid();
-    for (;;) {
-        pid_t r = waitpid(pid, status, WNOHANG);
-        now = zkh_now_ms();
+    int64_t start = zkh_now_ms(), progressed = start;
+    long long zxid = server_zxid(), z;
+    while (wait_bounded(pid, status, 1000) != 0) {
+        int64_t now = zkh_now_ms();
         *ran_ms = now - start;
-        if (r == pid)
-            return 0;
-        if (r < 0 && errno != EINTR)
-            return -1;
-        if (now >= look) {
-            long long z = server_zxid();
-            if (z >= 0 && z != zxid) {
-                zxid = z;
-                progressed = now;
-            }
-            look = now + 1000;
+        if ((z = server_zxid()) >= 0 && z != zxid) {
+            zxid = z;
+            progressed = now;
         }
-        if (now - progressed > STALL_MS || now - start > RUN_CAP_MS)
+        if (now - progressed > STALL_MS || *ran_ms > RUN_CAP_MS)
             return -1;
-        usleep(10000);
     }
+    *ran_ms = zkh_now_ms() - start;
+    return 0;
 }
 
 static void read_all(int fd, char *buf, size_t cap)
@@ -187,9 +179,9 @@ static void start_demo(started_t *s, const char *prog, const char *const *args)
 static void finish_demo(started_t *s, run_t *r, int expect)
 {
     int status;
+    int64_t ran_ms = 0;
     r->status = -1;
     r->out[0] = '\0';
-    int64_t ran_ms = 0;
     if (wait_progressing(s->pid, &status, &ran_ms) != 0) {
         if (ran_ms > RUN_CAP_MS)
             fprintf(stderr, "demos: %s still ran after %d ms; killing it\n", s->prog,

@@ -1124,9 +1124,28 @@ static void test_handoff_own_node_deleted_alone(void)
     trio_end(&t);
 }
 
-static int dir_reaped(void *arg)
+typedef struct watched_path {
+    zhandle_t *zh;
+    const char *path;
+} watched_path_t;
+
+static int path_gone(void *arg)
 {
-    return raw_exists(arg) == 0;
+    const watched_path_t *w = arg;
+    struct Stat st;
+    return zoo_exists(w->zh, w->path, 0, &st) == ZNONODE;
+}
+
+/* Waits (bounded) until the server has reaped `path`, asking on one raw session: 0, or -1. */
+static int wait_reaped(const char *path, int timeout_ms)
+{
+    watched_path_t w = { zkh_raw_connect(zk), path };
+    int rc;
+    if (!w.zh)
+        return -1;
+    rc = zkh_wait_until(path_gone, &w, timeout_ms);
+    zookeeper_close(w.zh);
+    return rc;
 }
 
 /* As above, but W hears nothing until the server has reaped the directory, a container left
@@ -1151,7 +1170,7 @@ static void test_handoff_dir_reaped(void)
     raw_delete(wnode);
     log_mark(p.log, "EXIT", 1);
     CU_ASSERT_EQUAL(zkit_lock_release(p.h), 0);
-    CU_ASSERT_EQUAL(zkh_wait_until(dir_reaped, p.path, 10000), 0);
+    CU_ASSERT_EQUAL(wait_reaped(p.path, 10000), 0);
     zkh_proxy_hold_replies(p.proxy, 0);
 
     CU_ASSERT_EQUAL(zkh_wait_until(logged_acquired, &w, 10000), 0);
@@ -1203,7 +1222,7 @@ static void test_semaphore_dir_reaped(void)
     wnode = strcmp(names[0], node) == 0 ? names[1] : names[0];
     raw_delete(wnode);
     CU_ASSERT_EQUAL(zkit_lease_release(held), 0);
-    CU_ASSERT_EQUAL(zkh_wait_until(dir_reaped, leases, 10000), 0);
+    CU_ASSERT_EQUAL(wait_reaped(leases, 10000), 0);
     zkh_proxy_hold_replies(proxy, 0);
 
     CU_ASSERT_EQUAL(sem_bg_join(&waiter, 10000), 0);
