@@ -32,12 +32,13 @@ rm -rf "$src/debs"
 
 echo "==== dpkg-buildpackage -us -uc -b (zkit $version, DEB_BUILD_OPTIONS=$DEB_BUILD_OPTIONS)"
 start=$SECONDS
-(cd "$src" && dpkg-buildpackage -us -uc -b) >"$scratch/build.log" 2>&1 || {
+TIMEFORMAT='%U %S' # bash's time: the build's user and system CPU seconds, into $scratch/cpu
+{ time (cd "$src" && dpkg-buildpackage -us -uc -b) >"$scratch/build.log" 2>&1; } 2>"$scratch/cpu" || {
     tail -n 80 "$scratch/build.log" >&2
     echo "build-debs: dpkg-buildpackage failed (log above)" >&2
     exit 1
 }
-echo "built in $((SECONDS - start)) s:"
+echo "built in $((SECONDS - start)) s, $(awk '{ printf "%d", $1 + $2 }' "$scratch/cpu") CPU-s:"
 mv "$scratch"/*.deb "$scratch"/*.changes "$scratch"/*.buildinfo "$out"/
 cp "$scratch/build.log" "$out/zkit_${version}_build.log"
 changes=$out/zkit_${version}_$(dpkg-architecture -qDEB_HOST_ARCH).changes

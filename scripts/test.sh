@@ -21,8 +21,9 @@
 # (configure, libtool, the compilers, the packages) and 30% to the ZooKeeper JVMs.
 # LANES='check soak ...' runs only the lanes named (scripts/flake-hunt.sh uses it).
 # Every lane runs even when an earlier one failed; the logs of failing suites are printed
-# after their lane, then the ten slowest suites, a summary with each lane's time, and the exit
-# status is 1 if any lane failed.
+# after their lane, then the ten slowest suites, each lane's CPU seconds with what building
+# alone took (the floor of the command's time on these cores, however fast the suites), a
+# summary with each lane's time, and the exit status is 1 if any lane failed.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -32,9 +33,6 @@ if [ ! -x configure ] || [ configure.ac -nt configure ] || [ Makefile.am -nt con
 fi
 mkdir -p build
 cd build
-if [ ! -f Makefile ] || [ ../configure -nt Makefile ]; then
-    ../configure --quiet
-fi
 jobs=$(nproc)
 test_jobs=${TEST_JOBS:-4}
 lanes=" ${LANES:-thread-safety check check-asan check-tsan soak fuzz install debs} "
@@ -69,6 +67,23 @@ print_failures() {
     done < <(find "$dir/tests" -name '*.log' ! -name test-suite.log 2>/dev/null | sort)
 }
 
+# children_seconds FILE: the user+sys CPU seconds of every process a shell has waited for, from
+# the second line of its `times` written to FILE.  (Written by the shell itself, never piped or
+# substituted: there the builtin would run in a fresh process that has waited for none.)
+children_seconds() {
+    awk 'NR == 2 { n = 0
+        for (i = 1; i <= 2; i++) { split($i, a, "m"); sub("s", "", a[2]); n += a[1] * 60 + a[2] }
+        printf "%d", n }' "$1"
+}
+# cpu NAME: that figure for this shell, with NAME, into the CPU table.  Each lane runs in a
+# subshell of its own that calls it last, so the figure is the lane's: the compilers, the
+# suites, the servers they started and stopped, everything.
+cpu() {
+    local f=$results/times.$BASHPID
+    times >"$f"
+    printf '%-28s %6d\n' "$1" "$(children_seconds "$f")" >>"$results/cpu"
+}
+
 # record NAME RESULT START: one line of the summary (lanes in the background write theirs too).
 record() {
     printf '%-16s %s in %dm%02ds\n' "$1" "$2" $(((SECONDS - $3) / 60)) $(((SECONDS - $3) % 60)) \
@@ -100,17 +115,24 @@ show_lane() {
     cat "$results/$1.log"
 }
 
-# The locking rules checked by clang before anything is built: a few seconds.
-if want thread-safety; then
-    start=$SECONDS
-    echo "==== make check-thread-safety"
-    if make check-thread-safety; then
-        record "thread-safety" passed "$start"
-    else
-        record "thread-safety" FAILED "$start"
+# Configured, the locking rules checked by clang before anything is built (a few seconds),
+# then the plain tree built on every core.
+(
+    if [ ! -f Makefile ] || [ ../configure -nt Makefile ]; then
+        ../configure --quiet
     fi
-fi
-make -j"$jobs" check-build soak-build >/dev/null || true  # a failure shows in its lane
+    if want thread-safety; then
+        start=$SECONDS
+        echo "==== make check-thread-safety"
+        if make check-thread-safety; then
+            record "thread-safety" passed "$start"
+        else
+            record "thread-safety" FAILED "$start"
+        fi
+    fi
+    make -j"$jobs" check-build soak-build >/dev/null || true  # a failure shows in its lane
+    cpu "build: configure, plain tree"
+)
 # The sanitizer trees are built beside the suites, on every core but at the lowest priority
 # (nice 19): the compilers take only what the suites leave idle, so the suites' timing is
 # theirs, and a build that outlasts the plain lane has the whole machine (one compiler at a
@@ -124,17 +146,18 @@ if want check-asan || want check-tsan; then
         if want check-tsan; then nice -n 19 make -j"$jobs" check-tsan-build || ok=FAILED; fi
         [[ $ok == passed ]] || record "sanitizer builds" FAILED "$start"
         echo "sanitizer trees built in $((SECONDS - start)) s"
+        cpu "build: sanitizer trees"
     }
     bg_lane builds builds
     builds_pid=$!
 fi
-if want check; then run_lane check "$PWD"; fi
+if want check; then (run_lane check "$PWD"; cpu "make check"); fi
 if [[ -n ${builds_pid:-} ]]; then
     while [[ ! -e $results/asan-built ]] && kill -0 "$builds_pid" 2>/dev/null; do
         sleep 1
     done
 fi
-if want check-asan; then run_lane check-asan "$PWD/sanitize-asan"; fi
+if want check-asan; then (run_lane check-asan "$PWD/sanitize-asan"; cpu "make check-asan"); fi
 if [[ -n ${builds_pid:-} ]]; then
     wait "$builds_pid" || true
     show_lane builds
@@ -175,20 +198,24 @@ debs_lane() {
     local start=$SECONDS result=passed out
     echo "==== scripts/build-debs.sh"
     out=$(mktemp -d)
-    if ! DEB_BUILD_OPTIONS="nocheck parallel=$jobs" "$top/scripts/build-debs.sh" "$out"; then
+    if ! DEB_BUILD_OPTIONS="nocheck parallel=$jobs" "$top/scripts/build-debs.sh" "$out" |
+            tee "$results/debs.out"; then
         result=FAILED
     fi
     rm -rf "$out"
+    # The package build's own CPU, which build-debs.sh prints, for the building total.
+    sed -n 's/^built in [0-9]* s, \([0-9]*\) CPU-s:$/\1/p' "$results/debs.out" |
+        awk '{ printf "%-28s %6d\n", "build: packages", $1 }' >>"$results/cpu"
     record "build-debs" "$result" "$start"
 }
 beside() {
-    if want soak; then soak_lane; fi
-    if want fuzz; then fuzz_lane; fi
-    if want debs; then debs_lane; fi
+    if want soak; then (soak_lane; cpu "make soak"); fi
+    if want fuzz; then (fuzz_lane; cpu "make fuzz (its build too)"); fi
+    if want debs; then (debs_lane; cpu "build-debs (all of it)"); fi
 }
 bg_lane beside beside
 beside_pid=$!
-if want check-tsan; then run_lane check-tsan "$PWD/sanitize-tsan"; fi
+if want check-tsan; then (run_lane check-tsan "$PWD/sanitize-tsan"; cpu "make check-tsan"); fi
 wait "$beside_pid" || true
 show_lane beside
 
@@ -205,12 +232,23 @@ doc_and_install() {
     rm -rf "$stage"
     record "make installcheck" "$result" "$start"
 }
-if want install; then doc_and_install; fi
+if want install; then (doc_and_install; cpu "make doc, installcheck"); fi
 
 echo "==== the ten slowest suites (seconds, from each suite's .time)"
 find . -name '*.time' -path '*tests/*' 2>/dev/null | while IFS= read -r f; do
     printf '%8s  %s\n' "$(cat "$f")" "${f#./}"
 done | sort -rn | head -n 10
+# What the command cost the machine, and how much of it building alone takes: with every suite
+# fast, the command still needs building/cores of wall time.  "build: packages" is inside
+# "build-debs" and is not counted twice in the total; the fuzzers' clang build is in their lane.
+echo "==== CPU seconds (user+sys of every process each lane waited for; $jobs cores)"
+cat "$results/cpu"
+times >"$results/times.all"
+total=$(children_seconds "$results/times.all")
+building=$(awk '/^build: / { n += $NF } END { printf "%d", n }' "$results/cpu")
+printf 'all: %d CPU-s in %d s, %d%% of %d cores busy; building alone %d CPU-s = %dm%02ds of the %d cores\n' \
+    "$total" "$SECONDS" $((total * 100 / (jobs * (SECONDS > 0 ? SECONDS : 1)))) "$jobs" \
+    "$building" $((building / jobs / 60)) $((building / jobs % 60)) "$jobs"
 echo "==== summary"
 cat "$results/summary"
 printf '%-16s %dm%02ds\n' "all" $((SECONDS / 60)) $((SECONDS % 60))
