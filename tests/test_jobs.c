@@ -471,21 +471,47 @@ static int wait_session_gone(const char *path, int64_t session, int timeout_ms)
     return 1;
 }
 
-/* Checks after the kill, by policy.  The victim's slot is never recorded by the victim. */
+/*
+ * Checks after the kill, by policy.  The victim's slot is never recorded by the victim.
+ * `gone_ms` is the wall-clock time at which the test saw the victim's lock gone.  Under
+ * RUN_LATEST_MISSED a survivor must re-run the slot when enough of it was left then: the
+ * survivors look every second, and a look and a run take a few round trips (bounded as
+ * fw_prompt_ms bounds them, for the survivors' sessions).
+ * On a loaded machine the victim may have started, or its session ended, too late in the slot
+ * for that; then a re-run may or may not come, and only "once at most, within the slot" is
+ * checked (and said).
+ */
 static void check_after_kill(child_log_t *cl, const char *path, const child_event_t *victim,
-                             zkit_job_missed_t policy)
+                             zkit_job_missed_t policy, int64_t gone_ms)
 {
     int64_t slot_end = (victim->slot + 1) * KILL_PERIOD_S * 1000, recorded = INT64_MIN;
+    size_t reruns = 0; /* how many re-runs of the victim's slot there must be */
     int rc;
     if (policy == ZKIT_JOB_SKIP_MISSED) {
-        /* Still inside the slot, so the record can only be behind it because nobody ran it. */
-        CU_ASSERT(zkh_wall_ms() < slot_end);
+        /* Still inside the slot, the record can only be behind it because nobody ran it.  Past
+         * it (a loaded machine), the next slot may be recorded: the runs counted below say
+         * that nobody ran the victim's. */
         rc = read_record(path, &recorded);
-        CU_ASSERT(rc == ZKIT_ENONODE || (rc == 0 && recorded < victim->slot));
+        if (zkh_wall_ms() < slot_end) {
+            CU_ASSERT(rc == ZKIT_ENONODE || (rc == 0 && recorded < victim->slot));
+        } else {
+            printf("    jobs: the victim's lock was gone %" PRId64 " ms after its slot's end: "
+                   "only its runs are checked\n", gone_ms - slot_end);
+        }
     } else {
+        int64_t answers = 50 * fw_answer_ms(admin);
+        int64_t needed = 1000 + (answers > CHILD_SESSION_MS / 3 ? answers : CHILD_SESSION_MS / 3);
+        int due = slot_end - gone_ms >= needed;
         const child_event_t *rerun = wait_event(cl, 'r', victim->slot,
                                                 (int)(slot_end - zkh_wall_ms()) + 2000);
-        CU_ASSERT_PTR_NOT_NULL(rerun);
+        if (due) {
+            CU_ASSERT_PTR_NOT_NULL(rerun);
+        }
+        reruns = due || rerun ? 1 : 0;
+        if (!due || !rerun) /* said always: a check left out, or a failure's timing */
+            printf("    jobs: the victim's lock was gone %" PRId64 " ms before its slot's end "
+                   "(a re-run needs %" PRId64 " ms): a re-run %s\n", slot_end - gone_ms, needed,
+                   rerun ? "came" : "did not come");
         if (rerun) {
             CU_ASSERT(rerun->pid != victim->pid);
             CU_ASSERT(rerun->at_ms < slot_end); /* late, but within its slot */
@@ -497,14 +523,15 @@ static void check_after_kill(child_log_t *cl, const char *path, const child_even
     CU_ASSERT_PTR_NOT_NULL(wait_event(cl, 'r', victim->slot + 1, KILL_PERIOD_S * 1000 + 5000));
     CU_ASSERT(wait_record_at_least(path, victim->slot + 1, 5000));
     pump(cl, 200);
-    CU_ASSERT_EQUAL(count_runs(cl, victim->slot), policy == ZKIT_JOB_SKIP_MISSED ? 0 : 1);
+    CU_ASSERT_EQUAL(count_runs(cl, victim->slot), reruns);
     CU_ASSERT_EQUAL(count_runs(cl, victim->slot + 1), 1);
     for (size_t i = 0; i < cl->count; i++)
         CU_ASSERT(cl->ev[i].kind != 'r' || count_runs(cl, cl->ev[i].slot) == 1);
 }
 
-/* Kills the victim and waits until the server has dropped its session and so its lock. */
-static void kill_victim(const char *path, const child_event_t *victim, pid_t pids[3])
+/* Kills the victim and waits until the server has dropped its session and so its lock:
+ * the wall-clock time at which the test saw the lock gone. */
+static int64_t kill_victim(const char *path, const child_event_t *victim, pid_t pids[3])
 {
     kill((pid_t)victim->pid, SIGKILL);
     for (int i = 0; i < 3; i++) {
@@ -514,9 +541,11 @@ static void kill_victim(const char *path, const child_event_t *victim, pid_t pid
         }
     }
     CU_ASSERT(wait_session_gone(path, victim->session, 15000));
+    int64_t gone = zkh_wall_ms();
     note("victim ran slot %" PRId64 " from +%" PRId64 " ms; its lock was gone at +%" PRId64 " ms",
          victim->slot, victim->at_ms - victim->slot * KILL_PERIOD_S * 1000,
-         zkh_wall_ms() - victim->slot * KILL_PERIOD_S * 1000);
+         gone - victim->slot * KILL_PERIOD_S * 1000);
+    return gone;
 }
 
 static void run_kill_test(zkit_job_missed_t policy)
@@ -546,8 +575,7 @@ static void run_kill_test(zkit_job_missed_t policy)
     victim = wait_event(cl, 'v', INT64_MIN, 2 * KILL_PERIOD_S * 1000 + 10000);
     CU_ASSERT_PTR_NOT_NULL(victim);
     if (victim) {
-        kill_victim(path, victim, pids);
-        check_after_kill(cl, path, victim, policy);
+        check_after_kill(cl, path, victim, policy, kill_victim(path, victim, pids));
     }
     for (int i = 0; i < 3; i++)
         if (pids[i] > 0)
