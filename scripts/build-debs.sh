@@ -33,7 +33,8 @@ rm -rf "$src/debs"
 echo "==== dpkg-buildpackage -us -uc -b (zkit $version, DEB_BUILD_OPTIONS=$DEB_BUILD_OPTIONS)"
 start=$SECONDS
 TIMEFORMAT='%U %S' # bash's time: the build's user and system CPU seconds, into $scratch/cpu
-{ time (cd "$src" && dpkg-buildpackage -us -uc -b) >"$scratch/build.log" 2>&1; } 2>"$scratch/cpu" || {
+{ time { (cd "$src" && dpkg-buildpackage -us -uc -b) >"$scratch/build.log" 2>&1; }; } \
+    2>"$scratch/cpu" || {
     tail -n 80 "$scratch/build.log" >&2
     echo "build-debs: dpkg-buildpackage failed (log above)" >&2
     exit 1
