@@ -1124,27 +1124,15 @@ static void test_handoff_own_node_deleted_alone(void)
     trio_end(&t);
 }
 
-typedef struct watched_path {
-    zhandle_t *zh;
-    const char *path;
-} watched_path_t;
-
-static int path_gone(void *arg)
-{
-    const watched_path_t *w = arg;
-    struct Stat st;
-    return zoo_exists(w->zh, w->path, 0, &st) == ZNONODE;
-}
-
-/* Waits (bounded) until the server has reaped `path`, asking on one raw session: 0, or -1. */
+/* Waits (bounded) until the server has reaped `path`, asking on one session: 0, or -1. */
 static int wait_reaped(const char *path, int timeout_ms)
 {
-    watched_path_t w = { zkh_raw_connect(zk), path };
+    fw_node_wait_t w = { .reader = lk_client(10000), .path = path };
     int rc;
-    if (!w.zh)
+    if (!w.reader)
         return -1;
-    rc = zkh_wait_until(path_gone, &w, timeout_ms);
-    zookeeper_close(w.zh);
+    rc = zkh_wait_until(fw_node_gone, &w, timeout_ms);
+    zkit_client_close(w.reader);
     return rc;
 }
 
