@@ -30,7 +30,6 @@ int lk_main(const char *name, const zkh_test_t *tests, int (*setup)(void))
     zkh_test_t *chosen = NULL;
     struct stat sb;
     int rc;
-    signal(SIGPIPE, SIG_IGN);
     if (stat(LOCK_WORKER, &sb) != 0) {
         fprintf(stderr, "%s: %s is missing\n", name, LOCK_WORKER);
         return 1;

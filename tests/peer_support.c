@@ -61,7 +61,7 @@ int peer_spawn(proc_t *p, const char *mode, const char *kind, const char *path, 
 int peer_hold(proc_t *p, const char *kind, const char *path, char *node, size_t size)
 {
     char line[512] = "";
-    if (peer_spawn(p, "hold", kind, path, "20000", NULL, NULL) != 0)
+    if (peer_spawn(p, "hold", kind, path, PEER_QUEUED_ARG, NULL, NULL) != 0)
         return -1;
     if (proc_read_line(p, line, sizeof(line), peer_first_line_ms) != 0 ||
         strncmp(line, "ACQUIRED ", 9) != 0) {
@@ -192,7 +192,7 @@ void peer_blocks_c(const char *name, const char *peer_kind, const char *c_kind)
     CU_ASSERT(strncmp(node, path, strlen(path)) == 0);
     /* A try fails at once; a waiting acquire waits. */
     CU_ASSERT_EQUAL(zkit_lock_acquire(l.lock, 0), ZKIT_ETIMEDOUT);
-    bg_start(&b, l.lock, 20000, 1);
+    bg_start(&b, l.lock, PEER_QUEUED_MS, 1);
     CU_ASSERT_EQUAL(wait_participants(l.lock, 2, 5000), 0);
     /* Both sides see the same queue: the peer's holder first, then us. */
     CU_ASSERT_EQUAL(zkit_lock_participants(&list, &n, l.lock), 0);
@@ -235,7 +235,7 @@ void c_blocks_peer(const char *name, const char *c_kind, const char *peer_kind)
     CU_ASSERT_STRING_EQUAL(line, "TIMEOUT");
     CU_ASSERT_EQUAL(exit_code(proc_wait(&peer, 10000)), 2);
     /* The peer waiting: queued behind us, acquires only after our release. */
-    CU_ASSERT_FATAL(peer_spawn(&peer, "hold", peer_kind, path, "20000", NULL, NULL) == 0);
+    CU_ASSERT_FATAL(peer_spawn(&peer, "hold", peer_kind, path, PEER_QUEUED_ARG, NULL, NULL) == 0);
     CU_ASSERT_EQUAL(wait_children(dir, 2, peer_start_ms()), 0);
     CU_ASSERT_EQUAL(proc_read_line(&peer, line, sizeof(line), 300), -1); /* still waiting */
     CU_ASSERT_EQUAL(zkit_lock_release(l.lock), 0);
@@ -285,7 +285,7 @@ int peer_hold_as(proc_t *p, const char *cred, const char *path)
     int rc;
     if (cred)
         setenv("ZKIT_PEER_AUTH", cred, 1);
-    rc = peer_spawn(p, "hold", "mutex", path, "20000", NULL, NULL);
+    rc = peer_spawn(p, "hold", "mutex", path, PEER_QUEUED_ARG, NULL, NULL);
     unsetenv("ZKIT_PEER_AUTH");
     return rc;
 }
@@ -465,10 +465,16 @@ void peer_barrier_both_ways(const char *name)
 
 int peer_expect(proc_t *p, const char *prefix, char *rest, size_t size)
 {
+    return peer_expect_within(p, prefix, rest, size, peer_start_ms());
+}
+
+int peer_expect_within(proc_t *p, const char *prefix, char *rest, size_t size, int timeout_ms)
+{
     char line[512] = "";
-    if (proc_read_line(p, line, sizeof line, peer_start_ms()) != 0 ||
+    if (proc_read_line(p, line, sizeof line, timeout_ms) != 0 ||
         strncmp(line, prefix, strlen(prefix)) != 0) {
-        fprintf(stderr, "peer: expected '%s', got '%s'\n", prefix, line);
+        fprintf(stderr, "peer: expected '%s' within %d ms, got '%s'\n", prefix, timeout_ms,
+                line);
         return -1;
     }
     if (rest)

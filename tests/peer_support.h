@@ -16,6 +16,16 @@
 
 #include "lock_support.h"
 
+/* How long a contender that a test queues (zkit's, in a thread, or a peer's `hold`) may wait
+ * for its turn.  Before a test lets its queue move it waits, each time within a bound, for
+ * peers to start (a JVM or a Python start each, up to peer_start_ms()) and for more peers to
+ * list the queue; on a loaded machine those add up to more than any one of them.  A waiter's
+ * timeout shorter than their sum would take its node out of the queue under the test and
+ * fail a check that is not about time; this one is longer, so a late step fails the bounded
+ * wait that names it. */
+#define PEER_QUEUED_MS 300000
+#define PEER_QUEUED_ARG "300000" /* the same, as a peer's TIMEOUT_MS argument */
+
 /* The suite's peer: LAUNCHER SCRIPT starts it; its first line may take `start_ms`. */
 void peer_use(const char *launcher, const char *script, int start_ms);
 int peer_start_ms(void);
@@ -35,6 +45,8 @@ int peer_release(proc_t *p);
 /* A peer line that starts with `prefix` (the rest copied out unless `rest` is NULL), within
  * the peer's start time: 0, or -1 (what came printed). */
 int peer_expect(proc_t *p, const char *prefix, char *rest, size_t size);
+/* The same within `timeout_ms`, for a line that follows work of the peer's, not its start. */
+int peer_expect_within(proc_t *p, const char *prefix, char *rest, size_t size, int timeout_ms);
 
 /* Starts a holding peer of a mutex at `path` with digest credentials `cred` (NULL: none).
  * The peer reads them from its environment (never argv); the variable is set only around the
