@@ -1236,18 +1236,24 @@ static char **list_tree_with(zhandle_t *zh, const char *path, int64_t deadline, 
     return l.v;
 }
 
-char **zkh_list_tree(zkh_cluster_t *c, const char *path, size_t *count)
+char **zkh_list_tree_rc(zkh_cluster_t *c, const char *path, size_t *count, int *rc)
 {
     *count = 0;
+    *rc = ZCONNECTIONLOSS;
     zhandle_t *zh = zkh_raw_connect(c);
     if (zh == NULL)
         return NULL;
-    int rc;
-    char **v = list_tree_with(zh, path, zkh_now_ms() + ZKH_TREE_TIMEOUT_MS, count, &rc);
-    if (rc != ZOK && rc != ZNONODE)
-        hlog("zkh_list_tree(%s): %s", path, zerror(rc));
+    char **v = list_tree_with(zh, path, zkh_now_ms() + ZKH_TREE_TIMEOUT_MS, count, rc);
+    if (*rc != ZOK && *rc != ZNONODE)
+        hlog("zkh_list_tree(%s): %s", path, zerror(*rc));
     zookeeper_close(zh);
     return v;
+}
+
+char **zkh_list_tree(zkh_cluster_t *c, const char *path, size_t *count)
+{
+    int rc;
+    return zkh_list_tree_rc(c, path, count, &rc);
 }
 
 void zkh_free_list(char **list, size_t count)

@@ -151,6 +151,10 @@ zhandle_t *zkh_raw_connect(zkh_cluster_t *c);
  * listing failed (the latter is reported on stderr); an existing leaf gives
  * a non-NULL list with *count = 0.  Free with zkh_free_list. */
 char **zkh_list_tree(zkh_cluster_t *c, const char *path, size_t *count);
+/* The same, telling a path that does not exist (*rc ZNONODE) from a listing that failed (*rc
+ * the error: a connection that was not made is ZCONNECTIONLOSS), which a check that the tree
+ * is empty must not count as empty. */
+char **zkh_list_tree_rc(zkh_cluster_t *c, const char *path, size_t *count, int *rc);
 void zkh_free_list(char **list, size_t count);
 /* Delete path and everything under it ("/" deletes everything but /zookeeper
  * and "/" itself).  A missing node is fine.  0 ok, -1 on error. */

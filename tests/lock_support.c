@@ -97,12 +97,15 @@ void fx_begin(fixture_t *f, const char *name)
     CU_ASSERT(f->watches0 >= 0);
 }
 
-/* Number of lock nodes ("_c_..." protected names) under path; prints them when asked. */
+/* Number of lock nodes ("_c_..." protected names) under path, or -1 when it could not be
+ * listed; prints them when asked. */
 static int lock_nodes_under(const char *path, int print)
 {
     size_t n = 0;
-    int found = 0;
-    char **list = zkh_list_tree(zk, path, &n);
+    int found = 0, rc;
+    char **list = zkh_list_tree_rc(zk, path, &n, &rc);
+    if (rc != ZOK && rc != ZNONODE)
+        return -1;
     for (size_t i = 0; i < n; i++) {
         const char *last = strrchr(list[i], '/') + 1;
         if (strncmp(last, "_c_", 3) == 0) {
