@@ -146,9 +146,11 @@ void fx_end(fixture_t *f)
 int children_of(const char *path)
 {
     size_t n = 0;
-    int count = 0;
-    char **list = zkh_list_tree(zk, path, &n);
+    int count = 0, rc;
+    char **list = zkh_list_tree_rc(zk, path, &n, &rc);
     size_t plen = strlen(path);
+    if (rc != ZOK && rc != ZNONODE)
+        return -1; /* not listed: no count, so no wait for one ends on it */
     for (size_t i = 0; i < n; i++)
         if (strchr(list[i] + plen + 1, '/') == NULL)
             count++;

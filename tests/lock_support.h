@@ -69,7 +69,8 @@ void fx_end(fixture_t *f);
 /* A zkh_wait_until predicate: no lock node under the path `arg`. */
 int no_lock_nodes(void *arg);
 
-/* Children of one node (not recursive) as the server sees them. */
+/* Children of one node (not recursive) as the server sees them (0 when it does not exist), or
+ * -1 when it could not be listed. */
 int children_of(const char *path);
 /* Waits until children_of(dir) == expected: 0, or -1 after timeout_ms. */
 int wait_children(const char *dir, int expected, int timeout_ms);

@@ -24,7 +24,9 @@
  * fail a check that is not about time; this one is longer, so a late step fails the bounded
  * wait that names it. */
 #define PEER_QUEUED_MS 300000
-#define PEER_QUEUED_ARG "300000" /* the same, as a peer's TIMEOUT_MS argument */
+#define PEER_STR_(x) #x
+#define PEER_STR(x) PEER_STR_(x)
+#define PEER_QUEUED_ARG PEER_STR(PEER_QUEUED_MS) /* as a peer's TIMEOUT_MS argument */
 
 /* The suite's peer: LAUNCHER SCRIPT starts it; its first line may take `start_ms`. */
 void peer_use(const char *launcher, const char *script, int start_ms);
