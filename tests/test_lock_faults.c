@@ -701,8 +701,11 @@ static int lock_held_pred(void *arg)
  * past its session timeout, a holder must not say it holds on the strength of a deadline
  * that, on the monotonic clock, has not come yet.  The sleep is pretended (the client's
  * CLOCK_BOOTTIME is moved on; a test cannot suspend the machine), so the server did keep the
- * session here: once it answers the probe sent after the sleep, the lock is valid again.  A
- * sleep shorter than the supervisor's allowance changes nothing.
+ * session here: once it answers the probe sent after the sleep, the lock is valid again.  That
+ * probe is held back while the test looks: the supervisor sends it at its next wake (within
+ * a second) and the server answers at once, so a test thread held up that long on a loaded
+ * machine would otherwise look after the answer.  A sleep shorter than the supervisor's
+ * allowance changes nothing.
  */
 static void test_suspended_holder(void)
 {
@@ -728,9 +731,11 @@ static void test_suspended_holder(void)
     CU_ASSERT_EQUAL(zkit_lock_is_held(lock), 1);
     CU_ASSERT_EQUAL(zkit_lock_valid_until(&valid_until, lock), 0);
 
+    zkit__test_fault_hold_probes(c, 1);
     zkit__test_fault_sleep(c, 3 * zkit_client_negotiated_timeout(c));
     CU_ASSERT_EQUAL(zkit_lock_is_held(lock), 0);
     CU_ASSERT_EQUAL(zkit_lock_valid_until(&valid_until, lock), ZKIT_ELOCKLOST);
+    zkit__test_fault_hold_probes(c, 0);
     if (zkh_wait_until(lock_held_pred, lock, 5000) != 0) {
         CU_FAIL("not held again within 5 s of the pretended sleep");
         fprintf(stderr, "suspended: session 0x%llx, negotiated %d ms\n",

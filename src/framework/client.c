@@ -520,6 +520,13 @@ void zkit__test_fault_sleep(zkit_client_t *c, int64_t ms)
     pthread_mutex_unlock(&c->mu);
 }
 
+void zkit__test_fault_hold_probes(zkit_client_t *c, int hold)
+{
+    pthread_mutex_lock(&c->mu);
+    c->faults.hold_probes = hold;
+    pthread_mutex_unlock(&c->mu);
+}
+
 int zkit__test_lookup_syncs(zkit_client_t *c)
 {
     int count;

@@ -120,6 +120,7 @@ typedef struct zkit__faults {
     int confirm_syncs;        /* counted, not injected: syncs sent to confirm held locks */
     int grant_syncs;          /* and of those, the ones a grant waited for */
     int64_t slept_ms;         /* a machine sleep pretended (added to CLOCK_BOOTTIME) */
+    int hold_probes;          /* the supervisor sends no probe after a gap (session.c) */
     int64_t suspended_since_ms; /* counted: where the last SUSPENDED started the LOST timer */
 } zkit__faults_t;
 
@@ -359,6 +360,9 @@ void zkit__test_fault_lose_children_replies(zkit_client_t *c, const char *suffix
 /* Pretends that the machine slept `ms` (suspended: CLOCK_MONOTONIC stood still, CLOCK_BOOTTIME
  * went on) just now. */
 void zkit__test_fault_sleep(zkit_client_t *c, int64_t ms);
+/* While `hold` is set, the supervisor sends no probe after a gap (or a pretended sleep), so the
+ * connection stays unvouched for until it is cleared; the next wake after that probes. */
+void zkit__test_fault_hold_probes(zkit_client_t *c, int hold);
 /* How many syncs the client sent ahead of a recovery listing (a protected create's lookup or
  * an orphan sweep) since it was created. */
 int zkit__test_lookup_syncs(zkit_client_t *c);

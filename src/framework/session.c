@@ -147,7 +147,7 @@ static void vouch(zkit_client_t *c, int64_t now)
                   c->handle.negotiated_timeout_ms);
     }
     c->confirm.stalled = 1;
-    if (c->confirm.probe_pending)
+    if (c->confirm.probe_pending || c->faults.hold_probes)
         return;
     /* Only the supervisor replaces or closes the handle, so it stays valid without c->mu,
      * which the completion takes. */
