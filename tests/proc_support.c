@@ -142,9 +142,11 @@ pid_t proc_start(const char *file, const char *const *argv, const char *out, con
 {
     sigset_t all, old;
     pid_t pid;
+    int fork_errno;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     pid = fork();
+    fork_errno = errno;
     if (pid == 0) {
         struct sigaction dfl;
         int in = open("/dev/null", O_RDONLY);
@@ -168,6 +170,8 @@ pid_t proc_start(const char *file, const char *const *argv, const char *out, con
         _exit(127);
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (pid < 0)
+        fprintf(stderr, "fork for %s: %s\n", file, strerror(fork_errno));
     return pid;
 }
 
@@ -185,17 +189,40 @@ pid_t proc_start_args(const char *file, const char *const *args, const char *out
     return proc_start(file, argv, out, err, own_group);
 }
 
-int proc_wait_status(pid_t pid, int timeout_ms)
+/* Every thread's stack of `pid` on stderr, read by gdb (-batch: it detaches at the end;
+ * debuginfod off: no network look-up while a test waits). */
+static void print_stacks(pid_t pid)
+{
+    char cmd[200];
+    fprintf(stderr, "pid %ld did not end in time; its stacks:\n", (long)pid);
+    fflush(stderr);
+    snprintf(cmd, sizeof(cmd),
+             "gdb -p %ld -batch -iex 'set debuginfod enabled off' -ex 'thread apply all bt' "
+             "</dev/null >&2 2>&1", (long)pid);
+    if (system(cmd) != 0)
+        fprintf(stderr, "(no stacks: gdb failed or is not installed)\n");
+}
+
+static int wait_status(pid_t pid, int timeout_ms, int stacks)
 {
     int64_t deadline = zkh_now_ms() + timeout_ms;
     int status;
+    /* A failed fork's -1 would wait for any child, and kill(-pid) would reach every process. */
+    if (pid <= 0) {
+        fprintf(stderr, "no process to wait for (pid %ld: the fork failed)\n", (long)pid);
+        return -1;
+    }
     for (;;) {
         pid_t r = waitpid(pid, &status, WNOHANG);
         if (r == pid)
             return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-        if (r < 0 && errno != EINTR)
+        if (r < 0 && errno != EINTR) {
+            fprintf(stderr, "waitpid(%ld): %s\n", (long)pid, strerror(errno));
             return -1;
+        }
         if (zkh_now_ms() >= deadline) {
+            if (stacks)
+                print_stacks(pid);
             kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
@@ -203,6 +230,16 @@ int proc_wait_status(pid_t pid, int timeout_ms)
         }
         usleep(5000);
     }
+}
+
+int proc_wait_status(pid_t pid, int timeout_ms)
+{
+    return wait_status(pid, timeout_ms, 0);
+}
+
+int proc_wait_status_or_stacks(pid_t pid, int timeout_ms)
+{
+    return wait_status(pid, timeout_ms, 1);
 }
 
 /* kill(-pgid, 0) would also count zombies (dead, waiting for init to reap them), so

@@ -56,8 +56,12 @@ pid_t proc_start(const char *file, const char *const *argv, const char *out, con
 pid_t proc_start_args(const char *file, const char *const *args, const char *out,
                       const char *err, int own_group);
 /* Waits for a child: its status as a shell reports it (128+N for signal N), or -1 after
- * timeout_ms, when it (and its group, if it leads one) is killed and reaped. */
+ * timeout_ms, when it (and its group, if it leads one) is killed and reaped, or at once for a
+ * pid that is no child of ours (a failed fork's -1; said on stderr). */
 int proc_wait_status(pid_t pid, int timeout_ms);
+/* The same for a child that should end by itself: at the timeout, before it is killed, the
+ * stacks of its threads go to stderr (through gdb, when installed), so a hang says where. */
+int proc_wait_status_or_stacks(pid_t pid, int timeout_ms);
 /* Whether a process of group `pgid` is alive (not a zombie). */
 int proc_live_in_group(long pgid);
 

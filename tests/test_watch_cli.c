@@ -72,7 +72,7 @@ static int run_tool(int64_t *elapsed_ms, const char *out, const char *err,
                     const char *const *args)
 {
     int64_t start = zkh_now_ms();
-    int status = proc_wait_status(spawn_tool(out, err, args), TOOL_WAIT_MS);
+    int status = proc_wait_status_or_stacks(spawn_tool(out, err, args), TOOL_WAIT_MS);
     if (elapsed_ms)
         *elapsed_ms = zkh_now_ms() - start;
     return status;
