@@ -17,7 +17,7 @@
 # trees are built at the lowest priority while the plain suites run, and the soak, then the
 # fuzzers, then the packages run beside the TSan lane.  The suites' servers keep their files
 # on tmpfs.  The whole command is bound by the two cores: in the last fresh-clone run they
-# were busy 91% of its 22m32s (2466 CPU-s), building alone taking 753 CPU-s of it.
+# were busy 86% of its 15m06s (1563 CPU-s), building alone taking 410 CPU-s of it.
 # LANES='check soak ...' runs only the lanes named (scripts/flake-hunt.sh uses it).
 # Every lane runs even when an earlier one failed; the logs of failing suites are printed
 # after their lane, then the ten slowest suites, each lane's CPU seconds with what building
