@@ -911,7 +911,7 @@ static void test_partition_command_gone_before_rival(void)
      * gone, rightly, before its command was ready).  The rival is granted about a session
      * timeout after the cut. */
     holder = start_holder(zkh_proxy_address(proxy), path, hold_trap_snippet, base, err,
-                          "--session-timeout", "10", NULL);
+                          "--session-timeout", "10", "-v", NULL);
     CU_ASSERT_FATAL(holder > 0);
     rival = spawn_tool(NULL, "--connect", cs, "-w", "60", path, "--", "sh", "-c", rival_snippet,
                        "sh", base, self_path, NULL);
@@ -928,11 +928,28 @@ static void test_partition_command_gone_before_rival(void)
     text = proc_slurp(log);
     CU_ASSERT_PTR_NOT_NULL(text);
     CU_ASSERT_PTR_NULL(text ? strstr(text, "RIVAL-OVERLAP") : "");
-    /* The holder's TERM trap ran, and before the rival got the lock. */
-    CU_ASSERT(text && strstr(text, "TERM\n") && strstr(text, "RIVAL-ACQUIRED") &&
-              strstr(text, "TERM\n") < strstr(text, "RIVAL-ACQUIRED"));
-    if (text && !strstr(text, "RIVAL-ACQUIRED"))
-        fprintf(stderr, "partition log:\n%s", text);
+    CU_ASSERT(text && strstr(text, "RIVAL-ACQUIRED"));
+    /* The holder's TERM trap, if it ran, ran before the rival got the lock.  It must have run
+     * when the tool sent SIGTERM and needed no SIGKILL (the command left on its own: through
+     * its trap).  After SIGTERM the trap first waits for its `sleep 0.1` to end, and the tool
+     * sends SIGKILL at the lock's deadline, a grace after SIGTERM (0.58 s by default with
+     * this session, less when the disconnection was noticed late), or at once when it was
+     * noticed past the deadline: under five copies of the test command at a load of 40 the
+     * trap missed its turn once, rightly cut off by the deadline. */
+    {
+        char *said = proc_slurp(err);
+        const char *term = text ? strstr(text, "TERM\n") : NULL;
+        const char *rival_at = text ? strstr(text, "RIVAL-ACQUIRED") : NULL;
+        int termed = said && strstr(said, "sending SIGTERM to the command");
+        int killed = said && strstr(said, "sending SIGKILL to the command");
+        CU_ASSERT(termed || killed);
+        CU_ASSERT(!term || (rival_at && term < rival_at));
+        CU_ASSERT(term || killed);
+        if (!text || !rival_at || !term || (!termed && !killed))
+            fprintf(stderr, "partition log:\n%s\nthe holder said:\n%s\n", text ? text : "",
+                    said ? said : "");
+        free(said);
+    }
     free(text);
     zkh_proxy_stop(proxy);
     CU_ASSERT_EQUAL(wait_children(path, 0, 15000), 0);
