@@ -1328,7 +1328,10 @@ static void test_semaphore_capacity(void)
  * after the first of two leases came), each time from a fresh semaphore object (so the fast
  * way is tried every time), and sometimes cancel from another thread.  The leases held, counted
  * between the acquire's return and the first release, never exceed the maximum; at the end no
- * lease and no internal mutex node is left: what a failed acquisition took was given back. */
+ * lease and no internal mutex node is left: what a failed acquisition took was given back.
+ * Each thread's last round waits as long as it takes (30 s, a hang guard) and must be granted:
+ * the short timeouts alone may all run out on a loaded machine (every one of 120 did under
+ * TSan at a load of 100), which says nothing of the semaphore's liveness. */
 #define CHURN_CLIENTS 3
 #define CHURN_THREADS_PER_CLIENT 2
 #define CHURN_ROUNDS 20
@@ -1369,9 +1372,12 @@ static void *churn_thread(void *arg)
     for (int round = 0; round < CHURN_ROUNDS; round++) {
         zkit_semaphore_t *sem;
         zkit_lease_t *leases[2];
+        int last = round == CHURN_ROUNDS - 1;
         int count = 1 + (int)(rand_r(&w->seed) % 2);
         int timeout = (int)(rand_r(&w->seed) % 4) == 0 ? 0 : 20 + (int)(rand_r(&w->seed) % 200);
-        int cancel = rand_r(&w->seed) % 5 == 0;
+        int cancel = rand_r(&w->seed) % 5 == 0 && !last;
+        if (last)
+            timeout = 30000;
         churn_cancel_t cc;
         pthread_t canceller;
         int rc;
@@ -1453,7 +1459,7 @@ static void test_semaphore_churn(void)
     CU_ASSERT_EQUAL(s.over, 0);
     CU_ASSERT(s.most <= CHURN_MAX);
     CU_ASSERT_EQUAL(s.other, 0);
-    CU_ASSERT(s.ok > 0);
+    CU_ASSERT(s.ok >= n); /* every thread's last round, at least */
     CU_ASSERT_EQUAL(wait_children(leases_dir, 0, 5000), 0);
     CU_ASSERT_EQUAL(wait_children(locks_dir, 0, 5000), 0);
     fx_end(&f);
