@@ -1374,10 +1374,9 @@ static void *churn_thread(void *arg)
         zkit_lease_t *leases[2];
         int last = round == CHURN_ROUNDS - 1;
         int count = 1 + (int)(rand_r(&w->seed) % 2);
-        int timeout = (int)(rand_r(&w->seed) % 4) == 0 ? 0 : 20 + (int)(rand_r(&w->seed) % 200);
-        int cancel = rand_r(&w->seed) % 5 == 0 && !last;
-        if (last)
-            timeout = 30000;
+        int timeout = last ? 30000
+                      : (int)(rand_r(&w->seed) % 4) == 0 ? 0 : 20 + (int)(rand_r(&w->seed) % 200);
+        int cancel = !last && rand_r(&w->seed) % 5 == 0;
         churn_cancel_t cc;
         pthread_t canceller;
         int rc;
