@@ -388,6 +388,26 @@ static int cut_off_clients(zkit_client_t **holder, zkit_client_t **rival, int *f
     return -1;
 }
 
+/*
+ * Whether a holder's acquisition that ended with ZKIT_ELOCKLOST is told by its session: a 1 s
+ * session is suspended by a pause of the machine of two thirds of a second (at a load of 20
+ * per core, or under ThreadSanitizer), and a holding granted across the suspension is rightly
+ * reported lost.  Such a run cannot show the cut; it is reported, not failed.  A loss with no
+ * suspension nor loss of the holder's session is a failure.
+ */
+static int lost_to_suspension(zkit_client_t *holder, int rc, const char *what)
+{
+    zkit_client_stats_t st;
+    if (rc != ZKIT_ELOCKLOST || zkit_client_stats(&st, ZKIT_STATS_VERSION, holder) != 0 ||
+        (st.disconnects == 0 && st.session_losses == 0))
+        return 0;
+    fprintf(stderr, "%s: the holder's acquisition was lost with its session suspended %llu "
+            "and lost %llu times before the cut (a pause of the machine); this run cannot "
+            "show the cut\n", what, (unsigned long long)st.disconnects,
+            (unsigned long long)st.session_losses);
+    return 1;
+}
+
 /* Cuts the follower off at the holder's worst moment: its last word to the follower long
  * before the cut.  A request now (*touched), and the cut just before libzookeeper's next ping
  * (a third of the timeout after the last thing it sent).  The time of the cut, or 0 when the
@@ -496,10 +516,12 @@ static void cut_off_follower(int session_ms)
     pthread_mutex_lock(&a.mu);
     rc = a.acquired ? a.rc : ZKIT_ETIMEDOUT;
     pthread_mutex_unlock(&a.mu);
-    CU_ASSERT_EQUAL(rc, 0);
+    snprintf(what, sizeof(what), "cut-off follower, %d ms session: mutex", session_ms);
     if (rc != 0) {
-        fprintf(stderr, "cut-off follower, %d ms session: the holder's acquire: %s\n",
-                session_ms, zkit_strerror(rc));
+        if (!lost_to_suspension(ca, rc, what)) {
+            CU_FAIL("the holder's acquisition failed");
+            fprintf(stderr, "%s: the holder's acquire: %s\n", what, zkit_strerror(rc));
+        }
         states_print(&states, "cut-off holder");
         goto stop;
     }
@@ -518,7 +540,6 @@ static void cut_off_follower(int session_ms)
      * under) has said they are there. */
     granted_at = bg_acquired(&b) && b.rc == 0 ? b.at_ms : -1;
 
-    snprintf(what, sizeof(what), "cut-off follower, %d ms session: mutex", session_ms);
     pthread_mutex_lock(&a.mu);
     failed = judge_hold(what, cut, states_first(&states, ZKIT_LOCK_UNCERTAIN),
                         states_ended(&states), &a.rec, granted_at);
@@ -978,9 +999,11 @@ static void test_cut_off_follower_every_kind(void)
                 h.failed_kind < KINDS ? kind_name[h.failed_kind] : "acquisitions",
                 zkit_strerror(rc));
     pthread_mutex_unlock(&h.mu);
-    CU_ASSERT_EQUAL(rc, 0);
-    if (rc != 0)
+    if (rc != 0) {
+        if (!lost_to_suspension(ca, rc, "every kind"))
+            CU_FAIL("the holder's acquisitions failed");
         goto stop;
+    }
     kinds_rival_start(&r, &h);
     if (!(cut = cut_before_ping(ca, follower, session_ms, &touched)))
         goto stop;
