@@ -489,6 +489,17 @@ int wait_state(states_t *r, zkit_lock_state_t state, int timeout_ms)
     return zkh_wait_until(state_seen, &w, timeout_ms);
 }
 
+int64_t states_ended(states_t *r)
+{
+    int64_t expired = states_first(r, ZKIT_LOCK_EXPIRED), lost = states_first(r, ZKIT_LOCK_LOST);
+    return expired < 0 || (lost >= 0 && lost < expired) ? lost : expired;
+}
+
+int hold_ended(void *r)
+{
+    return states_ended(r) >= 0;
+}
+
 void states_print(states_t *r, const char *what)
 {
     pthread_mutex_lock(&r->mu);

@@ -171,6 +171,10 @@ int64_t states_first(states_t *r, zkit_lock_state_t state);
 int64_t states_first_since(states_t *r, zkit_lock_state_t state, int64_t since);
 /* Waits until `state` is reported: 0, or -1 after timeout_ms. */
 int wait_state(states_t *r, zkit_lock_state_t state, int timeout_ms);
+/* When the holding was told it ended: its first EXPIRED or LOST, or -1. */
+int64_t states_ended(states_t *r);
+/* A zkh_wait_until predicate: the holding was told it ended (EXPIRED or LOST). */
+int hold_ended(void *r);
 /* Prints the reports (for a failing test's diagnosis). */
 void states_print(states_t *r, const char *what);
 /* A client listener (zkit_client_add_listener(NULL, c, suspensions_count, &n), `n` an int

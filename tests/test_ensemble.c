@@ -317,18 +317,6 @@ static void hold_record_answer(hold_record_t *r, int64_t asked, int valid, int64
     }
 }
 
-/* When the holder was told its holding ended: its first EXPIRED or LOST, or -1. */
-static int64_t states_ended(states_t *r)
-{
-    int64_t expired = states_first(r, ZKIT_LOCK_EXPIRED), lost = states_first(r, ZKIT_LOCK_LOST);
-    return expired < 0 || (lost >= 0 && lost < expired) ? lost : expired;
-}
-
-static int hold_ended(void *arg)
-{
-    return states_ended(arg) >= 0;
-}
-
 static long long since_cut(int64_t at, int64_t cut)
 {
     return at < 0 ? -1 : (long long)(at - cut);

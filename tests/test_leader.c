@@ -476,7 +476,15 @@ static void test_latch_leader_session_expiry(void)
     CU_ASSERT_FATAL(wait_latch_count(b.client, path, 2, 5000) == 0);
     CU_ASSERT_FATAL(zkit__test_session_credentials(a.client, &session, passwd) == 0);
     CU_ASSERT_FATAL(zkh_expire_session(zk, session, passwd) == 0);
-    CU_ASSERT_EQUAL(wait_state(&a.st, ZKIT_LOCK_LOST, 15000), 0);
+    /* The server dropped a's connection as it closed the session: a hears LOST when it
+     * connects again and is told so, or EXPIRED first when that takes longer than its
+     * validity, a third of the 4 s session (ThreadSanitizer at a load of 100).  Either ends
+     * the holding, and EXPIRED only after UNCERTAIN. */
+    CU_ASSERT_EQUAL(zkh_wait_until(hold_ended, &a.st, 15000), 0);
+    if (states_first(&a.st, ZKIT_LOCK_EXPIRED) >= 0) {
+        int64_t uncertain_at = states_first(&a.st, ZKIT_LOCK_UNCERTAIN);
+        CU_ASSERT(uncertain_at >= 0 && uncertain_at <= states_first(&a.st, ZKIT_LOCK_EXPIRED));
+    }
     CU_ASSERT_EQUAL(zkh_wait_until(part_deposed, &a, 5000), 0);
     CU_ASSERT_EQUAL(zkit_latch_await(b.latch, 10000), 0);
     CU_ASSERT_EQUAL(zkh_wait_until(part_elected, &b, 5000), 0);
