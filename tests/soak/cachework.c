@@ -17,7 +17,8 @@
  *    stopped.  Walked through the worker's own client, a cache that agreed with a lagging
  *    server (both reading from it) would pass.  The servers settle on their own after the
  *    writers stop, so the comparison is a wait for agreement, bounded by
- *    SOAK_TREE_SETTLE_MS; what still differs then is printed.
+ *    SOAK_TREE_SETTLE_MS (from the last session lost meanwhile, the worker's or a raw
+ *    handle's, up to SOAK_TREE_VERIFY_MAX_MS in all); what still differs then is printed.
  * Each finding is a Z line: cache-order-pN and cache-mismatch-pN must be 0.
  */
 #include <inttypes.h>
@@ -41,6 +42,8 @@
 /* How long the end comparison waits for the cache to agree with the quiet servers: a session
  * timeout for a connection to come back, then a generous allowance for the resync's reads. */
 #define SOAK_TREE_SETTLE_MS (SOAK_SESSION_TIMEOUT_MS + 30000)
+/* The settling starts over when a session is lost during it, up to this long in all. */
+#define SOAK_TREE_VERIFY_MAX_MS (4 * SOAK_TREE_SETTLE_MS)
 
 typedef struct entry {
     char *path;
@@ -459,8 +462,8 @@ static long diff(const map_t *a, const char *an, const map_t *b, const char *bn,
 
 #define MAX_SERVERS 8
 
-/* One raw handle per server of `connect` ("host:port,host:port,..."), each connected or NULL. */
-static int servers_connect(zhandle_t **zh, const char *connect, int id)
+/* The servers of `connect` ("host:port,host:port,...") into `addr`; their number. */
+static int servers_of(char addr[][64], const char *connect)
 {
     char *copy = strdup(connect), *save = NULL;
     int n = 0;
@@ -468,9 +471,38 @@ static int servers_connect(zhandle_t **zh, const char *connect, int id)
         abort();
     for (char *one = strtok_r(copy, ",", &save); one && n < MAX_SERVERS;
          one = strtok_r(NULL, ",", &save))
-        zh[n++] = server_connect(one, id);
+        snprintf(addr[n++], 64, "%s", one);
     free(copy);
     return n;
+}
+
+/* Makes again the handle of each server that has none or whose session ended (the machine
+ * paused longer than its session timeout: at a load of 100 every session of the process
+ * expires at once); 1 if one was made again. */
+static int servers_reconnect(zhandle_t **zh, char addr[][64], int n, int id)
+{
+    int remade = 0;
+    for (int k = 0; k < n; k++) {
+        int state = zh[k] ? zoo_state(zh[k]) : 0;
+        if (zh[k] && state != ZOO_EXPIRED_SESSION_STATE && state != ZOO_AUTH_FAILED_STATE)
+            continue;
+        if (zh[k]) {
+            fprintf(stderr, "soak worker %d: the comparison's handle to %s lost its session; "
+                    "made again\n", id, addr[k]);
+            zookeeper_close(zh[k]);
+            remade = 1;
+        }
+        zh[k] = server_connect(addr[k], id);
+    }
+    return remade;
+}
+
+/* A line for the orchestrator, whose wait for VERIFIED is bounded by the time between two of
+ * them: the comparison's rounds are as slow as the servers' answers. */
+static void tell_progress(void)
+{
+    printf("PROGRESS\n");
+    fflush(stdout);
 }
 
 /* Whether `path` or one of its ancestors is in `split`: under a node the replicas disagree on,
@@ -502,21 +534,35 @@ static int on_split(map_t *split, const char *path)
  */
 void soak_tree_verify_free(soak_tree_t *t, const char *connect)
 {
-    int64_t end = soak_now_ms() + SOAK_TREE_SETTLE_MS;
+    int64_t start = soak_now_ms(), end = start + SOAK_TREE_SETTLE_MS;
+    int64_t session = zkit_client_session_id(t->client);
     long mismatch = 0, diverged = 0, excused = 0;
     zhandle_t *zh[MAX_SERVERS] = { 0 };
-    int n = servers_connect(zh, connect, t->id);
+    char addr[MAX_SERVERS][64];
+    int n = servers_of(addr, connect);
     map_t split = { 0 }; /* paths on which the replicas differ */
     for (int last = 0; !last;) {
         map_t server[MAX_SERVERS], cached = { 0 };
         int current = 0, walked = 1, best = -1;
         long best_d = 0;
         memset(server, 0, sizeof(server));
+        /* A session lost, the worker's or a comparison handle's, starts the settling over:
+         * the cache reads everything again in its new session.  Bounded all the same. */
+        int remade = servers_reconnect(zh, addr, n, t->id);
+        int64_t sid = zkit_client_session_id(t->client), now = soak_now_ms();
+        if ((remade || sid != session) && now + SOAK_TREE_SETTLE_MS > end) {
+            end = now + SOAK_TREE_SETTLE_MS;
+            if (end > start + SOAK_TREE_VERIFY_MAX_MS)
+                end = start + SOAK_TREE_VERIFY_MAX_MS;
+        }
+        session = sid;
         last = soak_now_ms() >= end;
         (void)zkit_cache_status(&current, NULL, t->cache);
-        for (int k = 0; k < n; k++)
+        for (int k = 0; k < n; k++) {
             walked = walked && zh[k] && server_sync(zh[k], SOAK_TREE, t->id) == 0 &&
                      walk_server(&server[k], zh[k], SOAK_TREE) == 0;
+            tell_progress();
+        }
         walked = walked && n > 0 && walk_cache(&cached, t->cache, SOAK_TREE) == 0;
         map_clear(&split);
         diverged = 0;

@@ -259,16 +259,25 @@ static int read_line(int w, char *line, size_t len, int timeout_ms)
     return 0;
 }
 
-/* Reads `word` from every worker, each within timeout_ms (the workers bound their own steps:
- * acquisitions 4 s, zkit-lock commands 4 s and their hold, the job's stop its connection
- * timeout).  Returns how many did not answer; the stacks of a hung one are kept. */
+/* The longest a worker may take to answer, however steady its progress. */
+#define EXPECT_GUARD_MS 600000
+
+/* Reads `word` from every worker, each within timeout_ms of its last line (the workers bound
+ * their own steps: acquisitions 4 s, zkit-lock commands 4 s and their hold, the job's stop its
+ * connection timeout).  Returns how many did not answer; the stacks of a hung one are kept. */
 static int expect_all(const char *word, int timeout_ms, const char *dir)
 {
     char line[128];
     int missing = 0;
     for (int w = 0; w < SOAK_PROCS; w++) {
-        if (read_line(w, line, sizeof(line), timeout_ms) != 0 ||
-            strncmp(line, word, strlen(word)) != 0) {
+        /* A worker's PROGRESS line (its end comparison, as slow as the servers' answers)
+         * starts its bound again, up to the hang guard. */
+        int64_t guard = zkh_now_ms() + EXPECT_GUARD_MS;
+        int rc;
+        while ((rc = read_line(w, line, sizeof(line), timeout_ms)) == 0 &&
+               strcmp(line, "PROGRESS\n") == 0 && zkh_now_ms() < guard)
+            ;
+        if (rc != 0 || strncmp(line, word, strlen(word)) != 0) {
             fprintf(stderr, "soak: worker p%d did not answer %s\n", w, word);
             if (dir && kill(workers[w].pid, 0) == 0)
                 dump_stacks(w, dir);
