@@ -344,9 +344,13 @@ static void watch_fires(loop_t *lp, zkit_client_t *other, const char *base)
     char *path = lk_join(base, "watched");
     rec_t r;
     zkit_watcher_t watcher = { on_watch, &r };
+    /* The base is the container the lock cycle left, which the server reaps once it is empty
+     * (every 200 ms here): made again if it is gone. */
+    zkit_create_options_t opts = ZKIT_CREATE_OPTIONS_INIT;
+    opts.flags = ZKIT_CREATE_PARENTS;
     rec_init(&r, lp);
     CU_ASSERT_EQUAL(zkit_exists(NULL, lp->client, path, &watcher), ZKIT_ENONODE);
-    int rc = zkit_create(NULL, NULL, other, path, "", 0, NULL);
+    int rc = zkit_create(NULL, NULL, other, path, "", 0, &opts);
     if (rc != 0)
         fprintf(stderr, "watch: the other client's create: %s (%s); its state %s\n",
                 zkit_strerror(rc), zkit_error_message(),
