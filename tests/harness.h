@@ -87,6 +87,9 @@ int zkh_leader(zkh_cluster_t *c);
 /* SIGTERM every server, SIGKILL whatever is left after 2 s, remove the
  * directory, free.  NULL is accepted. */
 void zkh_shutdown(zkh_cluster_t *c);
+/* Copies each member's server.log into `dir` as server<i>.zookeeper (not *.log: the soak's
+ * checker reads those), for a failed run's diagnosis; 0, or -1 when one could not be copied. */
+int zkh_save_server_logs(zkh_cluster_t *c, const char *dir);
 
 int zkh_server_count(zkh_cluster_t *c);
 const char *zkh_connect_string(zkh_cluster_t *c);        /* "127.0.0.1:p1,127.0.0.1:p2,..." */

@@ -13,8 +13,8 @@
  * Exit status: 0 when the verdict is PASS, 1 when it is FAIL, 2 when the run could not be
  * made (servers, workers).  The seed is printed first; --seed replays the fault schedule (the
  * faults, their targets by role and their timing; what the servers and clients do in between
- * is up to the machine).  The logs are kept in DIR (default: a new directory under $TMPDIR)
- * when the run fails or with --keep.
+ * is up to the machine).  The logs, the servers' among them, are kept in DIR (default: a new
+ * directory under $TMPDIR) when the run fails or with --keep.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -598,6 +598,7 @@ static int run(int duration_s, uint64_t seed, const char *dir)
     tell_all("exit");
     failed = reap_all(30000, dir);
     soak_log('Z', "failed-workers %d", failed);
+    (void)zkh_save_server_logs(cluster, dir); /* kept with the workers' when the run fails */
     zkh_shutdown(cluster);
     cluster = NULL;
     return 0;
@@ -660,6 +661,7 @@ int main(int argc, char **argv)
     printf("soak: replay with: make soak SEED=%" PRIu64 " DURATION=%d\n", seed, duration);
     if (run(duration, seed, dir) != 0) {
         fprintf(stderr, "soak: the run could not be made; logs in %s\n", dir);
+        (void)zkh_save_server_logs(cluster, dir);
         zkh_shutdown(cluster);
         return 2;
     }
