@@ -597,11 +597,10 @@ int zkh_save_server_logs(zkh_cluster_t *c, const char *dir)
 {
     int failed = 0;
     for (int i = 0; c != NULL && i < c->n; i++) {
-        char from[PATH_MAX], to[PATH_MAX], buf[65536];
+        char to[PATH_MAX], buf[65536];
         ssize_t got = 0;
-        snprintf(from, sizeof from, "%s/s%d/server.log", zkit_test_server_dir(c->ts), i);
         snprintf(to, sizeof to, "%s/server%d.zookeeper", dir, i);
-        int in = open(from, O_RDONLY | O_CLOEXEC);
+        int in = open(c->ts->m[i].log, O_RDONLY | O_CLOEXEC); /* the member's server.log */
         int out = in < 0 ? -1 : open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         while (out >= 0 && (got = read(in, buf, sizeof buf)) > 0)
             if (write(out, buf, (size_t)got) != got) {
