@@ -50,7 +50,7 @@ typedef struct counter {
     long n;
 } counter_t;
 
-/* A line about the fleet (K, C, Y, N; check.h). */
+/* A line about the fleet (K, C, Y, N, W, L; check.h). */
 typedef struct fleet_line {
     char type;
     int64_t t;
@@ -59,7 +59,7 @@ typedef struct fleet_line {
     char id[64];          /* C, Y, N */
     uint64_t session;     /* K, C, Y: the session; N: the node's ephemeral owner */
     char data[64];        /* Y, N */
-    int64_t sent;         /* W: when the answered write was sent */
+    int64_t sent;         /* W: when the answered write was sent; L: the lateness so far */
 } fleet_line_t;
 
 typedef struct checker {
@@ -292,6 +292,12 @@ static int parse_fleet(checker_t *ck, char type, const char *rest, int64_t t)
         l.sent = sent;
         break;
     }
+    case 'L': {
+        long long late;
+        ok = sscanf(rest, "%15s %lld", l.proc, &late) == 2 && late >= 0;
+        l.sent = late;
+        break;
+    }
     default: /* N */
         ok = sscanf(rest, "%15s %63s %llx %63s", l.kind, l.id, &session, l.data) == 4;
         break;
@@ -324,6 +330,7 @@ static int parse_line(checker_t *ck, char *line)
     case 'Y':
     case 'N':
     case 'W':
+    case 'L':
         return parse_fleet(ck, type, rest, t);
     case 'A': {
         char err[64];
@@ -799,12 +806,39 @@ static int64_t first_answer(const checker_t *ck, const char *proc, int64_t back)
 }
 
 /*
+ * How long the machine left `proc` unscheduled between `from` and `to` (L lines): the count of
+ * the first L line at or after `to` (the last one when none is) less that of the last one at
+ * or before `from` (0 when none is), so a delay logged up to PROBE_LOG_EVERY_MS late is in.
+ */
+static int64_t late_between(const checker_t *ck, const char *proc, int64_t from, int64_t to)
+{
+    const fleet_line_t *before = NULL, *after = NULL, *last = NULL;
+    for (size_t k = 0; k < ck->nfleet; k++) {
+        const fleet_line_t *l = &ck->fleet[k];
+        if (l->type != 'L' || strcmp(l->proc, proc) != 0)
+            continue;
+        if (l->t <= from && (!before || l->t > before->t))
+            before = l;
+        if (l->t >= to && (!after || l->t < after->t))
+            after = l;
+        if (!last || l->t > last->t)
+            last = l;
+    }
+    if (!after)
+        after = last;
+    if (!after || (before && after->sent < before->sent))
+        return 0;
+    return after->sent - (before ? before->sent : 0);
+}
+
+/*
  * The fleet (check.h): each instance a worker expects (Y) is on the server exactly once (N),
  * owned by the worker's session of the end and holding the data it set last, and it was made
  * in that session within SOAK_FLEET_DUE_MS of the connection's return before it (the last K
  * line of that session at or before its first C line), or, when the server was slower than
- * that to answer, of its first answer to a write the worker sent since (W); no node nobody
- * expects.
+ * that to answer, of its first answer to a write the worker sent since (W), the bound
+ * lengthened by how long the machine left the worker unscheduled in between (L); no node
+ * nobody expects.
  */
 static void check_fleet(checker_t *ck)
 {
@@ -852,13 +886,19 @@ static void check_fleet(checker_t *ck)
         if (back && made->t - back->t > SOAK_FLEET_DUE_MS * NS_PER_MS) {
             /* A node is made when the server answers its create: a server that answered no
              * write of this worker before it was slow, not the recipe. */
-            int64_t answered = first_answer(ck, y->proc, back->t);
-            if (answered < made->t && made->t - answered > SOAK_FLEET_DUE_MS * NS_PER_MS)
+            int64_t answered = first_answer(ck, y->proc, back->t), late = 0;
+            if (answered < made->t)
+                late = late_between(ck, y->proc, answered, made->t);
+            if (answered < made->t &&
+                made->t - answered > SOAK_FLEET_DUE_MS * NS_PER_MS + late)
                 violation(ck, "fleet: %s %s of %s made %.3f ms after the connection came back "
                           "at %.3f, %.3f ms after the server first answered a write sent "
-                          "since (due within %d ms)", y->kind, y->id, y->proc,
-                          ms(made->t - back->t), ms(back->t), ms(made->t - answered),
-                          SOAK_FLEET_DUE_MS);
+                          "since (due within %d ms, and %.3f ms the worker was left "
+                          "unscheduled)", y->kind, y->id, y->proc, ms(made->t - back->t),
+                          ms(back->t), ms(made->t - answered), SOAK_FLEET_DUE_MS, ms(late));
+            else if (answered < made->t &&
+                     made->t - answered > SOAK_FLEET_DUE_MS * NS_PER_MS)
+                count(ck, "fleet remade late, the worker unscheduled", y->kind);
             else
                 count(ck, "fleet remade late, the server slower", y->kind);
         }

@@ -38,6 +38,9 @@
  *                                      worker's prober sent at SENT on the worker's client:
  *                                      the first answer after one that failed for the
  *                                      connection or session, then one each 500 ms
+ *   L T PROC LATE_NS                   how long the worker's prober was left unscheduled so
+ *                                      far: the sum of what its 50 ms pauses overslept beyond
+ *                                      5 ms; logged at most each 500 ms, when it grew
  * T is in nanoseconds; DEADLINE_MS in milliseconds.
  *
  * Rules checked:
@@ -62,7 +65,9 @@
  *    SOAK_FLEET_DUE_MS of the last K line of that session before it, or, if the server answered
  *    none of the worker's writes sent since that K line sooner, of its first answer to one (a
  *    W line; a node is made by the server's answer, so a server slower than the bound is
- *    counted, not blamed on the recipe); no node without a Y line;
+ *    counted, not blamed on the recipe), the bound lengthened by the worker's lateness
+ *    between that answer and the making (L lines: a machine that did not run the worker
+ *    for that long did not run the recipe either); no node without a Y line;
  *  - every Z count is 0;
  *  - no zkit-lock crashed (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL) or exited 70 (internal
  *    error), from the A lines of the zkit-lock commands;

@@ -33,6 +33,8 @@
 #define FLEET_PAUSE_MAX_MS 1500
 #define PROBE_PAUSE_MS 50
 #define PROBE_LOG_EVERY_MS 500
+/* How late a pause of PROBE_PAUSE_MS ends on an idle machine: under 1 ms, with room. */
+#define PROBE_OVERSLEEP_IDLE_MS 5
 /* How long the end waits for the fleet to settle once the changes stopped: a session timeout
  * for a connection to come back and the nodes to be made, then room for a loaded machine. */
 #define SOAK_FLEET_SETTLE_MS (SOAK_SESSION_TIMEOUT_MS + 20000)
@@ -115,16 +117,23 @@ static int answered(int rc)
 /* A fleet node is made when the server answers its create, so the bound on its remaking
  * counts from when the server answered this client's writes again (check.h).  One write at a
  * time on SOAK_FLEET_PROBE/pN; a W line (the answer's time, the send's) for the first answer
- * after one that failed for the connection or session, then one each PROBE_LOG_EVERY_MS. */
+ * after one that failed for the connection or session, then one each PROBE_LOG_EVERY_MS.
+ *
+ * The same loop measures how long the machine left this worker unscheduled: a pause of
+ * PROBE_PAUSE_MS ends within PROBE_OVERSLEEP_IDLE_MS of its time on an idle machine, and what
+ * it overslept beyond that is added up and logged as an L line each PROBE_LOG_EVERY_MS it
+ * grew.  The fleet check allows a remaking that much longer: the recipe's threads waited for
+ * the same CPUs.  (The writes are not timed: one may span a lost connection, which is no
+ * lateness of the machine.) */
 static void *prober_main(void *arg)
 {
     soak_fleet_t *f = arg;
     char path[64];
     int owed = 1;
-    int64_t last_w = 0;
+    int64_t last_w = 0, last_l = 0, late = 0, logged_late = 0;
     snprintf(path, sizeof(path), "%s/p%d", SOAK_FLEET_PROBE, f->id);
     while (!atomic_load(&f->stop_probe)) {
-        int64_t sent = soak_now_ns(), now;
+        int64_t sent = soak_now_ns(), now, paused, over;
         int rc = zkit_set_data(NULL, f->client, path, "", 0, -1);
         now = soak_now_ns();
         if (!answered(rc)) {
@@ -134,7 +143,17 @@ static void *prober_main(void *arg)
             owed = 0;
             last_w = now;
         }
+        paused = soak_now_ns();
         soak_sleep_ms(PROBE_PAUSE_MS);
+        now = soak_now_ns();
+        over = now - paused - (PROBE_PAUSE_MS + PROBE_OVERSLEEP_IDLE_MS) * 1000000LL;
+        if (over > 0)
+            late += over;
+        if (late != logged_late && now - last_l >= PROBE_LOG_EVERY_MS * 1000000LL) {
+            soak_log_at('L', now, "p%d %" PRId64, f->id, late);
+            logged_late = late;
+            last_l = now;
+        }
     }
     return NULL;
 }

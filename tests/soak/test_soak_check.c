@@ -306,6 +306,28 @@ static void test_fleet(void)
         "C 15000000000 p0 member p0 b2\nW 15100000000 p0 6560000000\n"
         "Y 90000000000 p0 node p0 b2 p0.v9\nY 90000000000 p0 service p0 b2 p0.v9\n"
         "Y 90000000000 p0 member p0 b2 p0.v9\n", ""), 0);
+    /* the member made 8.4 s after that answer, when the worker was left unscheduled for
+     * 0.6 s in between (its L count 0.1 s before, 0.7 s at the first line after): in time;
+     * for 0.3 s only: late */
+    CU_ASSERT_EQUAL(fleet_violations(
+        "K 1000000 p0 a1\nC 1100000 p0 node p0 a1\nC 1100000 p0 service p0 a1\n"
+        "C 1200000 p0 member p0 a1\nK 6000000000 p0 b2\nK 6500000000 p0 b2\n"
+        "L 6100000000 p0 100000000\nW 6600000000 p0 6560000000\n"
+        "C 7000000000 p0 node p0 b2\nC 7000000000 p0 service p0 b2\n"
+        "L 10000000000 p0 400000000\nC 15000000000 p0 member p0 b2\n"
+        "L 15300000000 p0 700000000\nL 16000000000 p0 900000000\n"
+        "Y 90000000000 p0 node p0 b2 p0.v9\nY 90000000000 p0 service p0 b2 p0.v9\n"
+        "Y 90000000000 p0 member p0 b2 p0.v9\n", ""), 0);
+    CU_ASSERT_EQUAL(fleet_violations(
+        "K 1000000 p0 a1\nC 1100000 p0 node p0 a1\nC 1100000 p0 service p0 a1\n"
+        "C 1200000 p0 member p0 a1\nK 6000000000 p0 b2\nK 6500000000 p0 b2\n"
+        "L 6100000000 p0 100000000\nW 6600000000 p0 6560000000\n"
+        "C 7000000000 p0 node p0 b2\nC 7000000000 p0 service p0 b2\n"
+        "C 15000000000 p0 member p0 b2\nL 15300000000 p0 400000000\n"
+        "Y 90000000000 p0 node p0 b2 p0.v9\nY 90000000000 p0 service p0 b2 p0.v9\n"
+        "Y 90000000000 p0 member p0 b2 p0.v9\n", ""), 1);
+    /* a lateness below zero does not parse */
+    CU_ASSERT_EQUAL(fleet_violations(fleet_worker, "L 7000000000 p0 -5\n"), 1);
     /* a W line whose answer precedes its send does not parse */
     CU_ASSERT_EQUAL(fleet_violations(fleet_worker, "W 7000000000 p0 8000000000\n"), 1);
     /* never made in the session of the end */
