@@ -14,8 +14,8 @@
 # Side by side: each check lane runs TEST_JOBS suites at a time, its slowest first (automake's
 # parallel harness, make -jTEST_JOBS; 4 by default: on 2 cores, idle, from fresh clones of one
 # commit, the whole command took 1.38 times as long at 2 and 1.12 times at 3), the sanitizer
-# trees are built at the lowest priority while the plain suites run, and the soak, then the
-# fuzzers, then the packages run beside the TSan lane.  The suites' servers keep their files
+# trees are built at the lowest priority while the plain suites run, the packages are built
+# and checked from the start, and the soak, then the fuzzers, run beside the TSan lane.  The suites' servers keep their files
 # on tmpfs.  The whole command is bound by the two cores: in the last fresh-clone run they
 # were busy 86% of its 15m06s (1563 CPU-s), building alone taking 410 CPU-s of it.
 # LANES='check soak ...' runs only the lanes named (scripts/flake-hunt.sh uses it).
@@ -114,6 +114,31 @@ show_lane() {
     cat "$results/$1.log"
 }
 
+# The Debian packages: dpkg-buildpackage in a scratch copy, lintian, then install-check.sh on
+# the packages unpacked with dpkg -x (programs built with pkg-config against them, run
+# against a throwaway ZooKeeper).  The suites run in the lanes below: the build skips them.
+# It needs nothing of ./build, so it starts first, beside the builds and the plain lane,
+# where a core is often idle (configure, links, suites waiting for their servers); started
+# beside the TSan lane with the soak and the fuzzers, it would outlast that lane.
+debs_lane() {
+    local start=$SECONDS result=passed out
+    echo "==== scripts/build-debs.sh"
+    out=$(mktemp -d)
+    if ! DEB_BUILD_OPTIONS="nocheck parallel=$jobs" "$top/scripts/build-debs.sh" "$out" |
+            tee "$results/debs.out"; then
+        result=FAILED
+    fi
+    rm -rf "$out"
+    # The package build's own CPU, which build-debs.sh prints, for the building total.
+    sed -n 's/^built in [0-9]* s, \([0-9]*\) CPU-s:$/\1/p' "$results/debs.out" |
+        awk '{ printf "%-28s %6d\n", "build: packages", $1 }' >>"$results/cpu"
+    record "build-debs" "$result" "$start"
+}
+if want debs; then
+    bg_lane debs eval 'debs_lane; cpu "build-debs (all of it)"'
+    debs_pid=$!
+fi
+
 # Configured, the locking rules checked by clang before anything is built (a few seconds),
 # then the plain tree built on every core.
 (
@@ -190,27 +215,9 @@ fuzz_lane() {
         record "make fuzz" FAILED "$start"
     fi
 }
-# The Debian packages: dpkg-buildpackage in a scratch copy, lintian, then install-check.sh on
-# the packages unpacked with dpkg -x (programs built with pkg-config against them, run
-# against a throwaway ZooKeeper).  The suites already ran above: the build skips them.
-debs_lane() {
-    local start=$SECONDS result=passed out
-    echo "==== scripts/build-debs.sh"
-    out=$(mktemp -d)
-    if ! DEB_BUILD_OPTIONS="nocheck parallel=$jobs" "$top/scripts/build-debs.sh" "$out" |
-            tee "$results/debs.out"; then
-        result=FAILED
-    fi
-    rm -rf "$out"
-    # The package build's own CPU, which build-debs.sh prints, for the building total.
-    sed -n 's/^built in [0-9]* s, \([0-9]*\) CPU-s:$/\1/p' "$results/debs.out" |
-        awk '{ printf "%-28s %6d\n", "build: packages", $1 }' >>"$results/cpu"
-    record "build-debs" "$result" "$start"
-}
 beside() {
     if want soak; then (soak_lane; cpu "make soak"); fi
     if want fuzz; then (fuzz_lane; cpu "make fuzz (its build too)"); fi
-    if want debs; then (debs_lane; cpu "build-debs (all of it)"); fi
 }
 bg_lane beside beside
 beside_pid=$!
@@ -231,6 +238,10 @@ doc_and_install() {
     rm -rf "$stage"
     record "make installcheck" "$result" "$start"
 }
+if [[ -n ${debs_pid:-} ]]; then
+    wait "$debs_pid" || true
+    show_lane debs
+fi
 if want install; then (doc_and_install; cpu "make doc, installcheck"); fi
 
 echo "==== the ten slowest suites (seconds, from each suite's .time)"
