@@ -1599,6 +1599,11 @@ static void test_semaphore_fast_way_costs(void)
     printf("    an idle waiter for room: %ld requests in %lld ms (of which at most %ld syncs and"
            " pings)\n", w1 - w0, (long long)window, timed);
     CU_ASSERT(w0 >= 0 && w1 >= 0 && w1 - w0 <= timed);
+    /* From here one window for both rounds below: the waiter answers a change under its watch
+     * on its own threads, so on a loaded machine a listing for the first round's last change
+     * can reach the server after w1 is read and count in the second round; the bound is for
+     * the two rounds together. */
+    clock_window_open(&clock, w);
     w0 = session_requests(zkit_client_session_id(w));
     /* One object of X's, asked again and again: after its first wait it takes the fast way no
      * more, so it makes no lease beside the waiter's. */
@@ -1608,8 +1613,8 @@ static void test_semaphore_fast_way_costs(void)
     zkit_semaphore_free(sx);
     w1 = session_requests(zkit_client_session_id(w));
     /* Fresh objects of X's, each once: each fast lease's create and delete, each a change
-     * under the waiter's watch, make it list again at most twice. */
-    clock_window_open(&clock, w);
+     * under the waiter's watch, make it list again at most twice; so does the first try of
+     * the object above. */
     for (int i = 0; i < fresh; i++) {
         CU_ASSERT_FATAL(zkit_semaphore_new(&sx, x, present, 1) == 0);
         CU_ASSERT_EQUAL(zkit_semaphore_acquire(&again, sx, 1, 100), ZKIT_ETIMEDOUT);
@@ -1619,10 +1624,10 @@ static void test_semaphore_fast_way_costs(void)
     w2 = session_requests(zkit_client_session_id(w));
     timed = clock_window_close(&clock, &window);
     printf("    the waiter's requests: %ld while one object asked %d times, %ld while %d fresh"
-           " objects asked once each (of which at most %ld syncs and pings, in %lld ms)\n",
+           " objects asked once each (of both, at most %ld syncs and pings, in %lld ms)\n",
            w1 - w0, fresh, w2 - w1, fresh, timed, (long long)window);
     CU_ASSERT(w0 >= 0 && w1 >= 0 && w2 >= 0);
-    CU_ASSERT(w2 - w1 <= 2 * fresh + timed);
+    CU_ASSERT(w2 - w0 <= 2 * (fresh + 1) + timed);
     CU_ASSERT_FALSE(sem_bg_done(&waiter));
     /* The waiter still gets the room when A lets go. */
     CU_ASSERT_EQUAL(zkit_lease_release(held), 0);
