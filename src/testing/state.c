@@ -56,9 +56,14 @@ int zkit__ts_write_config(zkit_test_server_t *s, int i)
 {
     struct zkit__ts_member *m = &s->m[i];
     char text[4096];
+    /* Ticks of 500 ms let sessions be as short as 1 s.  A follower gets ZooKeeper's stock 20 s
+     * (40 of these ticks) to connect to its leader and sync: with 10 (5 s), a member restarted
+     * on a machine at a load of 100 was dropped by its leader in the middle of every sync, and
+     * served nobody for minutes.  syncLimit stays short: it is how soon a frozen or cut-off
+     * follower is dropped, which the fault tests wait for. */
     int off = snprintf(text, sizeof text,
                        "tickTime=500\n"
-                       "initLimit=10\n"
+                       "initLimit=40\n"
                        "syncLimit=5\n"
                        "dataDir=%s\n"
                        "clientPort=%d\n"
