@@ -58,7 +58,7 @@ print_failures() {
         if grep -q '^:test-result: \(FAIL\|ERROR\)' "${log%.log}.trs" 2>/dev/null; then
             echo "== $log"
             if grep -q '^==== sanitizer report' "$log"; then
-                sed -n '/^==== sanitizer report/,$p' "$log" | head -n 400
+                sed -n '/^==== sanitizer report/,$p' "$log" | sed -n 1,400p
             else
                 tail -n 60 "$log"
             fi
@@ -244,10 +244,12 @@ if [[ -n ${debs_pid:-} ]]; then
 fi
 if want install; then (doc_and_install; cpu "make doc, installcheck"); fi
 
+# sed, not head: head leaves after ten lines, and sort, writing the rest of a list longer than
+# its buffer, dies of SIGPIPE, which pipefail and set -e make the whole command's failure.
 echo "==== the ten slowest suites (seconds, from each suite's .time)"
 find . -name '*.time' -path '*tests/*' 2>/dev/null | while IFS= read -r f; do
     printf '%8s  %s\n' "$(cat "$f")" "${f#./}"
-done | sort -rn | head -n 10
+done | sort -rn | sed -n 1,10p
 # What the command cost the machine, and how much of it building alone takes: with every suite
 # fast, the command still needs building/cores of wall time.  "build: packages" is inside
 # "build-debs" and is not counted twice in the total; the fuzzers' clang build is in their lane.
