@@ -17,7 +17,7 @@
 # trees are built at the lowest priority while the plain suites run, the packages are built
 # and checked from the start, and the soak, then the fuzzers, run beside the TSan lane.  The suites' servers keep their files
 # on tmpfs.  The whole command is bound by the two cores: in the last fresh-clone run they
-# were busy 86% of its 15m06s (1563 CPU-s), building alone taking 410 CPU-s of it.
+# were busy 88% of its 14m42s (1565 CPU-s), building alone taking 420 CPU-s of it.
 # LANES='check soak ...' runs only the lanes named (scripts/flake-hunt.sh uses it).
 # Every lane runs even when an earlier one failed; the logs of failing suites are printed
 # after their lane, then the ten slowest suites, each lane's CPU seconds with what building
