@@ -497,7 +497,8 @@ static void free_cluster(zkh_cluster_t *c)
     free(c);
 }
 
-static zkh_cluster_t *start_cluster(int nservers, int read_only_mode, int isolatable)
+static zkh_cluster_t *start_cluster(int nservers, int read_only_mode, int isolatable,
+                                    int init_limit_ticks)
 {
     if (nservers < 1 || nservers > ZKH_MAX_SERVERS || (isolatable && nservers < 2)) {
         hlog("zkh_start: %d servers requested (1..%d supported, 2 at least to isolate one)",
@@ -552,7 +553,7 @@ static zkh_cluster_t *start_cluster(int nservers, int read_only_mode, int isolat
     opts.dir = c->dir;
     opts.start_timeout_ms = ZKH_START_TIMEOUT_MS;
     zkit__ts_hooks_t hooks = {c, read_only_mode, hook_spawned, hook_forgetting,
-                              hook_ports_chosen, hook_peer_ports};
+                              hook_ports_chosen, hook_peer_ports, init_limit_ticks};
     if (zkit__test_server_start_hooked(&c->ts, &opts, &hooks) != 0) {
         hlog("zkh_start(%d) failed after %lld ms: %s", nservers, (long long)(zkh_now_ms() - t0),
              zkit_error_message());
@@ -567,17 +568,22 @@ static zkh_cluster_t *start_cluster(int nservers, int read_only_mode, int isolat
 
 zkh_cluster_t *zkh_start(int nservers)
 {
-    return start_cluster(nservers, 0, 0);
+    return start_cluster(nservers, 0, 0, 0);
+}
+
+zkh_cluster_t *zkh_start_long_sync(int nservers)
+{
+    return start_cluster(nservers, 0, 0, 40);
 }
 
 zkh_cluster_t *zkh_start_read_only_capable(int nservers)
 {
-    return start_cluster(nservers, 1, 0);
+    return start_cluster(nservers, 1, 0, 0);
 }
 
 zkh_cluster_t *zkh_start_isolatable(int nservers)
 {
-    return start_cluster(nservers, 0, 1);
+    return start_cluster(nservers, 0, 1, 0);
 }
 
 void zkh_shutdown(zkh_cluster_t *c)

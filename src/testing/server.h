@@ -59,6 +59,9 @@ typedef struct zkit__ts_hooks {
     /* The quorum and election ports member `from`'s configuration lists for member `to`
      * (preset to to's own). */
     void (*peer_ports)(void *arg, int from, int to, int *quorum, int *election);
+    /* initLimit in ticks of 500 ms: how long a follower has to connect to its leader and sync
+     * (0: 10, 5 s). */
+    int init_limit_ticks;
 } zkit__ts_hooks_t;
 
 struct zkit_test_server {

@@ -56,20 +56,22 @@ int zkit__ts_write_config(zkit_test_server_t *s, int i)
 {
     struct zkit__ts_member *m = &s->m[i];
     char text[4096];
-    /* Ticks of 500 ms let sessions be as short as 1 s.  A follower gets ZooKeeper's stock 20 s
-     * (40 of these ticks) to connect to its leader and sync: with 10 (5 s), a member restarted
-     * on a machine at a load of 100 was dropped by its leader in the middle of every sync, and
-     * served nobody for minutes.  syncLimit stays short: it is how soon a frozen or cut-off
-     * follower is dropped, which the fault tests wait for. */
+    /* Ticks of 500 ms let sessions be as short as 1 s.  initLimit bounds a follower's connect
+     * and sync with its leader, and so also how long a new leader waits for its quorum before
+     * electing again: 5 s by default, so that an ensemble serves again soon after its leader
+     * is killed; the harness may give a longer one (its soak, whose members restart on a
+     * machine too loaded to sync in 5 s).  syncLimit stays short: it is how soon a frozen or
+     * cut-off follower is dropped, which the fault tests wait for. */
     int off = snprintf(text, sizeof text,
                        "tickTime=500\n"
-                       "initLimit=40\n"
+                       "initLimit=%d\n"
                        "syncLimit=5\n"
                        "dataDir=%s\n"
                        "clientPort=%d\n"
                        "clientPortAddress=127.0.0.1\n"
                        "maxClientCnxns=0\n"
                        "admin.enableServer=false\n",
+                       s->hooks.init_limit_ticks > 0 ? s->hooks.init_limit_ticks : 10,
                        m->datadir, m->port);
     /* A read-only server refuses to create a global session (it answers the handshake with
      * a bare NOTREADONLY error header, which no client can parse), so new sessions have to

@@ -578,7 +578,7 @@ static int run(int duration_s, uint64_t seed, const char *dir)
     int failed, faults = 0;
     char log[4200];
     snprintf(log, sizeof(log), "%s/soak.log", dir);
-    if (soak_log_open(log) != 0 || !(cluster = zkh_start(3)))
+    if (soak_log_open(log) != 0 || !(cluster = zkh_start_long_sync(3)))
         return -1;
     for (int w = 0; w < SOAK_PROCS; w++)
         if (start_worker(w, dir, seed) != 0) {
