@@ -266,6 +266,15 @@ static long fleet_violations(const char *worker, const char *extra)
     return violations_of(worker, server);
 }
 
+/* p0's fleet made in session a1, the connection back at 6.5 s in session b2 (the lines the
+ * remaking cases share), and the instances p0 expects at the end. */
+#define FLEET_RETURN \
+    "K 1000000 p0 a1\nC 1100000 p0 node p0 a1\nC 1100000 p0 service p0 a1\n" \
+    "C 1200000 p0 member p0 a1\nK 6000000000 p0 b2\nK 6500000000 p0 b2\n"
+#define FLEET_END \
+    "Y 90000000000 p0 node p0 b2 p0.v9\nY 90000000000 p0 service p0 b2 p0.v9\n" \
+    "Y 90000000000 p0 member p0 b2 p0.v9\n"
+
 static void test_fleet(void)
 {
     CU_ASSERT_EQUAL(fleet_violations(fleet_worker, ""), 0);
@@ -281,51 +290,41 @@ static void test_fleet(void)
     /* made again 8.5 s after the connection came back (6.5 s), 8.4 s after the server
      * answered a write sent since (an answer at 6.6 s to a write sent before is not counted) */
     CU_ASSERT_EQUAL(fleet_violations(
-        "K 1000000 p0 a1\nC 1100000 p0 node p0 a1\nC 1100000 p0 service p0 a1\n"
-        "C 1200000 p0 member p0 a1\nK 6000000000 p0 b2\nK 6500000000 p0 b2\n"
+        FLEET_RETURN
         "W 6550000000 p0 6400000000\nW 6600000000 p0 6560000000\n"
         "C 7000000000 p0 node p0 b2\nC 7000000000 p0 service p0 b2\n"
         "C 15000000000 p0 member p0 b2\n"
-        "Y 90000000000 p0 node p0 b2 p0.v9\nY 90000000000 p0 service p0 b2 p0.v9\n"
-        "Y 90000000000 p0 member p0 b2 p0.v9\n", ""), 1);
+        FLEET_END, ""), 1);
     /* the same, but the server answered nothing sent since the return before 14 s: it was
      * slow, and the node made 1 s after its first answer is in time */
     CU_ASSERT_EQUAL(fleet_violations(
-        "K 1000000 p0 a1\nC 1100000 p0 node p0 a1\nC 1100000 p0 service p0 a1\n"
-        "C 1200000 p0 member p0 a1\nK 6000000000 p0 b2\nK 6500000000 p0 b2\n"
+        FLEET_RETURN
         "W 6550000000 p0 6400000000\nW 14000000000 p0 6560000000\n"
         "C 7000000000 p0 node p0 b2\nC 7000000000 p0 service p0 b2\n"
         "C 15000000000 p0 member p0 b2\n"
-        "Y 90000000000 p0 node p0 b2 p0.v9\nY 90000000000 p0 service p0 b2 p0.v9\n"
-        "Y 90000000000 p0 member p0 b2 p0.v9\n", ""), 0);
+        FLEET_END, ""), 0);
     /* or answered it only after the node was made */
     CU_ASSERT_EQUAL(fleet_violations(
-        "K 1000000 p0 a1\nC 1100000 p0 node p0 a1\nC 1100000 p0 service p0 a1\n"
-        "C 1200000 p0 member p0 a1\nK 6000000000 p0 b2\nK 6500000000 p0 b2\n"
+        FLEET_RETURN
         "C 7000000000 p0 node p0 b2\nC 7000000000 p0 service p0 b2\n"
         "C 15000000000 p0 member p0 b2\nW 15100000000 p0 6560000000\n"
-        "Y 90000000000 p0 node p0 b2 p0.v9\nY 90000000000 p0 service p0 b2 p0.v9\n"
-        "Y 90000000000 p0 member p0 b2 p0.v9\n", ""), 0);
+        FLEET_END, ""), 0);
     /* the member made 8.4 s after that answer, when the worker was left unscheduled for
      * 0.6 s in between (its L count 0.1 s before, 0.7 s at the first line after): in time;
      * for 0.3 s only: late */
     CU_ASSERT_EQUAL(fleet_violations(
-        "K 1000000 p0 a1\nC 1100000 p0 node p0 a1\nC 1100000 p0 service p0 a1\n"
-        "C 1200000 p0 member p0 a1\nK 6000000000 p0 b2\nK 6500000000 p0 b2\n"
+        FLEET_RETURN
         "L 6100000000 p0 100000000\nW 6600000000 p0 6560000000\n"
         "C 7000000000 p0 node p0 b2\nC 7000000000 p0 service p0 b2\n"
         "L 10000000000 p0 400000000\nC 15000000000 p0 member p0 b2\n"
         "L 15300000000 p0 700000000\nL 16000000000 p0 900000000\n"
-        "Y 90000000000 p0 node p0 b2 p0.v9\nY 90000000000 p0 service p0 b2 p0.v9\n"
-        "Y 90000000000 p0 member p0 b2 p0.v9\n", ""), 0);
+        FLEET_END, ""), 0);
     CU_ASSERT_EQUAL(fleet_violations(
-        "K 1000000 p0 a1\nC 1100000 p0 node p0 a1\nC 1100000 p0 service p0 a1\n"
-        "C 1200000 p0 member p0 a1\nK 6000000000 p0 b2\nK 6500000000 p0 b2\n"
+        FLEET_RETURN
         "L 6100000000 p0 100000000\nW 6600000000 p0 6560000000\n"
         "C 7000000000 p0 node p0 b2\nC 7000000000 p0 service p0 b2\n"
         "C 15000000000 p0 member p0 b2\nL 15300000000 p0 400000000\n"
-        "Y 90000000000 p0 node p0 b2 p0.v9\nY 90000000000 p0 service p0 b2 p0.v9\n"
-        "Y 90000000000 p0 member p0 b2 p0.v9\n", ""), 1);
+        FLEET_END, ""), 1);
     /* a lateness below zero does not parse */
     CU_ASSERT_EQUAL(fleet_violations(fleet_worker, "L 7000000000 p0 -5\n"), 1);
     /* a W line whose answer precedes its send does not parse */
@@ -333,8 +332,7 @@ static void test_fleet(void)
     /* never made in the session of the end */
     CU_ASSERT_EQUAL(fleet_violations(
         "K 1000000 p0 b2\nC 1100000 p0 node p0 b2\nC 1100000 p0 service p0 b2\n"
-        "Y 90000000000 p0 node p0 b2 p0.v9\nY 90000000000 p0 service p0 b2 p0.v9\n"
-        "Y 90000000000 p0 member p0 b2 p0.v9\n", ""), 1);
+        FLEET_END, ""), 1);
     /* the group's view did not converge */
     CU_ASSERT_EQUAL(fleet_violations("Y 90000000000 p0 member p0 b2 p0.v9\n"
                                      "C 7100000000 p0 member p0 b2\n"
