@@ -1159,7 +1159,8 @@ static void test_multilock_cancel_at_every_step(void)
     zkit_client_t *c;
     zkit_lock_t *multi, *parts[2];
     char *x, *y;
-    int consistent = 1, held_rounds = 0;
+    int consistent = 1, held_rounds = 0, bad_round = -1, bad_error = 0;
+    int bad_held[3] = { 0, 0, 0 };
     fx_begin(&f, "multi-cancel-steps");
     x = lk_join(f.base, "x");
     y = lk_join(f.base, "y");
@@ -1170,21 +1171,34 @@ static void test_multilock_cancel_at_every_step(void)
     CU_ASSERT_FATAL(zkit_multilock_new_from(&multi, parts, 2) == 0);
     for (int round = 0; round < 40; round++) {
         acq_end_t end = { 0, -1 };
+        int ok, held[3];
         CU_ASSERT_FATAL(zkit_lock_acquire_async(multi, 5000, async_end_done, &end) == 0);
         usleep((useconds_t)round * 500); /* a step further each time, to past the grant */
         CU_ASSERT_EQUAL(zkit_lock_cancel(multi), 0);
         CU_ASSERT_FATAL(zkh_wait_until(acq_ended, &end, 8000) == 0);
+        held[0] = zkit_lock_is_held(multi);
+        held[1] = zkit_lock_is_held(parts[0]);
+        held[2] = zkit_lock_is_held(parts[1]);
         if (end.error == 0) {
             held_rounds++;
-            consistent &= zkit_lock_is_held(multi) == 1 && zkit_lock_is_held(parts[0]) == 1 &&
-                           zkit_lock_is_held(parts[1]) == 1;
+            ok = held[0] == 1 && held[1] == 1 && held[2] == 1;
             CU_ASSERT_EQUAL(zkit_lock_release(multi), 0);
+            ok &= zkit_lock_is_held(parts[0]) == 0 && zkit_lock_is_held(parts[1]) == 0;
         } else {
-            consistent &= end.error == ZKIT_ECANCELED;
+            ok = end.error == ZKIT_ECANCELED && held[0] == 0 && held[1] == 0 && held[2] == 0;
         }
-        consistent &= zkit_lock_is_held(parts[0]) == 0 && zkit_lock_is_held(parts[1]) == 0;
+        if (!ok && bad_round < 0) {
+            bad_round = round;
+            bad_error = end.error;
+            memcpy(bad_held, held, sizeof(held));
+        }
+        consistent &= ok;
     }
     CU_ASSERT(consistent);
+    if (!consistent)
+        fprintf(stderr, "cancel at every step: round %d first ended %d (%s), held: multi %d, "
+                "parts %d %d\n", bad_round, bad_error, zkit_strerror(bad_error), bad_held[0],
+                bad_held[1], bad_held[2]);
     CU_ASSERT_EQUAL(wait_children(x, 0, 8000), 0);
     CU_ASSERT_EQUAL(wait_children(y, 0, 8000), 0);
     if (getenv("ZKIT_TEST_VERBOSE"))

@@ -662,7 +662,8 @@ static int take_data(zkit__tree_t *t, tnode_t *n, const zkit_result_t *r)
     return 0;
 }
 
-/* A child-set answer (mu held): 0, or ZKIT_ENOMEM to read again. */
+/* A child-set answer (mu held): 0, ZKIT_ENOMEM to read again, or WAITS_FOR_DATA. */
+#define WAITS_FOR_DATA 1
 static int take_kids(zkit__tree_t *t, tnode_t *n, const zkit_result_t *r)
 {
     char **names;
@@ -670,7 +671,9 @@ static int take_kids(zkit__tree_t *t, tnode_t *n, const zkit_result_t *r)
     size_t count = r->child_count, i, j, kept;
     /* A child set of another incarnation than the cached one (or of a node not cached yet)
      * waits for the data machine, which reads the child set again once it has caught up. */
-    if (!n->present || r->stat->czxid != n->stat.czxid || r->stat->pzxid <= n->max_pzxid)
+    if (!n->present || r->stat->czxid != n->stat.czxid)
+        return WAITS_FOR_DATA;
+    if (r->stat->pzxid <= n->max_pzxid)
         return 0;
     if (!(names = malloc((count ? count : 1) * sizeof(*names))))
         return ZKIT_ENOMEM;
@@ -771,11 +774,26 @@ static void on_read(tnode_t *n, int k, const zkit_result_t *r)
             m->armed = 1;
             m->armed_session = m->sent_session;
         }
-        if (r->error == ZKIT_ENONODE)
-            take_absent(t, n);
-        else if ((k == DATA ? take_data(t, n, r) : take_kids(t, n, r)) != 0)
-            m->dirty = 1;
-        read_done(t, n, k, &again);
+        int took = r->error == ZKIT_ENONODE ? (take_absent(t, n), 0)
+                   : k == DATA ? take_data(t, n, r) : take_kids(t, n, r);
+        if (took == WAITS_FOR_DATA) {
+            /* Neither a first answer nor a current one: a child set taken before its node
+             * would have let INITIALIZED come with the children still unread (the data
+             * answer, behind this one after a reconnection, came without any). */
+            if (m->dirty) {
+                m->dirty = 0;
+                again = 1;
+            } else {
+                m->fetching = 0;
+            }
+        } else {
+            if (took != 0)
+                m->dirty = 1;
+            read_done(t, n, k, &again);
+        }
+        /* The data machine has caught up: a child set left waiting for it is read now. */
+        if (k == DATA && n->m[KIDS].active && !n->m[KIDS].fetching && !n->m[KIDS].cur)
+            kick(t, n, KIDS);
         next = (zkit__read_kind_t)m->step;
         check_initialized(t);
     } else {
