@@ -59,6 +59,9 @@ struct multi_acq {
     int64_t deadline_ms;        /* -1 forever, 0 try once */
     int restarts;
     int ended;
+    int end_error;              /* the request's end, told once every part is given back */
+    int end_holds;              /* threads still giving parts back for the end */
+    int completed;
     int first_part_alone;       /* contended: the first part is requested alone */
     int waited;                 /* a part had to wait (lock->contended at the end) */
     part_t *parts;
@@ -209,7 +212,33 @@ static void act(multi_acq_t *ma, todo_t *t)
     }
 }
 
-/* Ends the multi-lock's request once (everything given back on error). */
+/* Tells the request's end once it is decided and every part is given back: a part whose
+ * request was still out holds its node until that request ends, and a failure told before
+ * would let the caller see a part held after hearing that none is. */
+static void finish(multi_acq_t *ma)
+{
+    zkit__lock_acq_t *lacq;
+    int error, busy = 0;
+    zkit__mutex_lock(&ma->mu);
+    for (size_t i = 0; i < ma->count && !busy; i++)
+        busy = ma->parts[i].state == ZKIT__PART_GIVING_BACK;
+    if (!ma->ended || ma->completed || ma->end_holds > 0 || busy) {
+        zkit__mutex_unlock(&ma->mu);
+        return;
+    }
+    ma->completed = 1;
+    error = ma->end_error;
+    lacq = ma->lacq;
+    zkit__mutex_unlock(&ma->mu);
+    if (error == 0)
+        multi_states_reset(lacq->lock);
+    {
+        zkit__grant_t none = { .node = NULL }; /* the multi-lock's holding has no node */
+        zkit__lock_acq_complete(lacq, error, error == 0 ? &none : NULL);
+    }
+}
+
+/* Ends the multi-lock's request once (everything given back on error, before it is told). */
 static void ended_with(multi_acq_t *ma, int error)
 {
     todo_t t;
@@ -218,21 +247,22 @@ static void ended_with(multi_acq_t *ma, int error)
     zkit__mutex_lock(&ma->mu);
     if (ma->ended) {
         zkit__mutex_unlock(&ma->mu);
+        finish(ma); /* a part given back meanwhile (a start that failed) may be the last */
         return;
     }
     ma->ended = 1;
+    ma->end_error = error;
+    ma->end_holds++;
     lacq = ma->lacq;
     if (error != 0)
         plan_give_back_all(ma, &t);
     __atomic_store_n(&lacq->lock->contended, ma->waited, __ATOMIC_RELAXED);
     zkit__mutex_unlock(&ma->mu);
     act(ma, &t);
-    if (error == 0)
-        multi_states_reset(lacq->lock);
-    {
-        zkit__grant_t none = { .node = NULL }; /* the multi-lock's holding has no node */
-        zkit__lock_acq_complete(lacq, error, error == 0 ? &none : NULL);
-    }
+    zkit__mutex_lock(&ma->mu);
+    ma->end_holds--;
+    zkit__mutex_unlock(&ma->mu);
+    finish(ma);
 }
 
 /* Whether every held part is still held, in the session of `session`. */
@@ -313,11 +343,14 @@ static void on_part_done(zkit__lock_acq_t *lacq, int error, void *arg)
     part_t *p = arg;
     multi_acq_t *ma = p->ma;
     todo_t t;
-    int all = 0, lost = 0, fail = 0;
+    int all = 0, lost = 0, fail = 0, hold = 0;
     (void)lacq; /* a part is requested again only after its request ended: this is current */
     memset(&t, 0, sizeof(t));
     zkit__mutex_lock(&ma->mu);
     if (ma->ended || p->state == ZKIT__PART_GIVING_BACK) {
+        /* The end waits for this release (finish). */
+        hold = ma->ended;
+        ma->end_holds += hold;
         p->state = ZKIT__PART_IDLE;
         if (error == 0)
             t.release[t.n_release++] = p->index;
@@ -336,6 +369,12 @@ static void on_part_done(zkit__lock_acq_t *lacq, int error, void *arg)
     }
     zkit__mutex_unlock(&ma->mu);
     act(ma, &t);
+    if (hold) {
+        zkit__mutex_lock(&ma->mu);
+        ma->end_holds--;
+        zkit__mutex_unlock(&ma->mu);
+        finish(ma);
+    }
     if (fail)
         ended_with(ma, error);
     else if (lost)
