@@ -238,6 +238,16 @@ static void finish(multi_acq_t *ma)
     }
 }
 
+/* A thread that held the end back (end_holds) has acted on its give-backs: the end may be
+ * told now, if nothing else holds it back. */
+static void end_hold_over(multi_acq_t *ma)
+{
+    zkit__mutex_lock(&ma->mu);
+    ma->end_holds--;
+    zkit__mutex_unlock(&ma->mu);
+    finish(ma);
+}
+
 /* Ends the multi-lock's request once (everything given back on error, before it is told). */
 static void ended_with(multi_acq_t *ma, int error)
 {
@@ -259,10 +269,7 @@ static void ended_with(multi_acq_t *ma, int error)
     __atomic_store_n(&lacq->lock->contended, ma->waited, __ATOMIC_RELAXED);
     zkit__mutex_unlock(&ma->mu);
     act(ma, &t);
-    zkit__mutex_lock(&ma->mu);
-    ma->end_holds--;
-    zkit__mutex_unlock(&ma->mu);
-    finish(ma);
+    end_hold_over(ma);
 }
 
 /* Whether every held part is still held, in the session of `session`. */
@@ -369,12 +376,8 @@ static void on_part_done(zkit__lock_acq_t *lacq, int error, void *arg)
     }
     zkit__mutex_unlock(&ma->mu);
     act(ma, &t);
-    if (hold) {
-        zkit__mutex_lock(&ma->mu);
-        ma->end_holds--;
-        zkit__mutex_unlock(&ma->mu);
-        finish(ma);
-    }
+    if (hold)
+        end_hold_over(ma);
     if (fail)
         ended_with(ma, error);
     else if (lost)
