@@ -47,6 +47,7 @@ struct soak_fleet {
     zkit_discovery_t *discovery;
     zkit_service_registration_t *reg;
     zkit_group_t *group;
+    zkit_persistent_node_t *probed; /* `node`, for the prober once made (atomic) */
     pthread_t updater, prober;
     int updating, probing;
     atomic_int stop, stop_probe;
@@ -124,13 +125,31 @@ static int answered(int rc)
  * it overslept beyond that is added up and logged as an L line each PROBE_LOG_EVERY_MS it
  * grew.  The fleet check allows a remaking that much longer: the recipe's threads waited for
  * the same CPUs.  (The writes are not timed: one may span a lost connection, which is no
- * lateness of the machine.) */
+ * lateness of the machine.)
+ *
+ * A C line is written by the state callback, which runs on the client's event thread, after
+ * whatever callbacks came before it.  So that a late C line tells whether the node was made
+ * late or told late, the loop also reads the node's state itself, off that thread, and says
+ * in pN.err when it first sees it made in a new session. */
+static void note_node_made(soak_fleet_t *f, int64_t *seen_owner)
+{
+    zkit_persistent_node_t *node = __atomic_load_n(&f->probed, __ATOMIC_ACQUIRE);
+    zkit_persistent_status_t st;
+    if (!node || zkit_persistent_node_status(&st, NULL, node) != 0 ||
+        st.state != ZKIT_PERSISTENT_CREATED || st.owner == *seen_owner)
+        return;
+    *seen_owner = st.owner;
+    fprintf(stderr, "soak worker %d: T %" PRId64 ": the fleet node is made in session %" PRIx64
+            " (read off the event thread; its C line is written on it)\n", f->id,
+            soak_now_ns(), (uint64_t)st.owner);
+}
+
 static void *prober_main(void *arg)
 {
     soak_fleet_t *f = arg;
     char path[64];
     int owed = 1;
-    int64_t last_w = 0, last_l = 0, late = 0, logged_late = 0;
+    int64_t last_w = 0, last_l = 0, late = 0, logged_late = 0, seen_owner = 0;
     snprintf(path, sizeof(path), "%s/p%d", SOAK_FLEET_PROBE, f->id);
     while (!atomic_load(&f->stop_probe)) {
         int64_t sent = soak_now_ns(), now, paused, over;
@@ -143,6 +162,7 @@ static void *prober_main(void *arg)
             owed = 0;
             last_w = now;
         }
+        note_node_made(f, &seen_owner);
         paused = soak_now_ns();
         soak_sleep_ms(PROBE_PAUSE_MS);
         now = soak_now_ns();
@@ -197,6 +217,7 @@ soak_fleet_t *soak_fleet_start(zkit_client_t *client, int id, uint64_t seed)
     if ((rc = zkit_persistent_node_new(&f->node, client, path, data, strlen(data), &o,
                                        node_state, f)) != 0)
         fail(id, "zkit_persistent_node_new", rc);
+    __atomic_store_n(&f->probed, f->node, __ATOMIC_RELEASE);
     if ((rc = zkit_discovery_new(&f->discovery, client, SOAK_FLEET_BASE)) != 0)
         fail(id, "zkit_discovery_new", rc);
     instance_of(&inst, idbuf, payload, sizeof(payload), f);

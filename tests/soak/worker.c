@@ -653,6 +653,25 @@ static void conn_state(zkit_client_t *c, zkit_conn_state_t state, void *arg)
     }
 }
 
+/* zkit's lines into pN.err, each with the time of the soak's log (soak_now_ns), so that a
+ * failure's report can be read beside pN.log: one write(2) per line, as the log's. */
+static void log_line(zkit_log_level_t level, const char *message, void *arg)
+{
+    static const char *const names[] = { "error", "warning", "info", "debug" };
+    char line[1024];
+    int n;
+    (void)arg;
+    n = snprintf(line, sizeof(line), "zkit %s T %" PRId64 ": %s\n",
+                 level >= ZKIT_LOG_ERROR && level <= ZKIT_LOG_DEBUG ? names[level] : "?",
+                 soak_now_ns(), message);
+    if (n > (int)sizeof(line) - 1) {
+        n = (int)sizeof(line) - 1;
+        line[n - 1] = '\n';
+    }
+    if (n > 0 && write(2, line, (size_t)n) < 0)
+        return; /* nowhere to say so */
+}
+
 static zkit_client_t *connect_client(void)
 {
     zkit_client_options_t o;
@@ -664,9 +683,11 @@ static zkit_client_t *connect_client(void)
     o.session_timeout_ms = SOAK_SESSION_TIMEOUT_MS;
     o.connection_timeout_ms = 5000;
     o.retry = retry;
-    /* SOAK_LOG_INFO set: zkit's INFO lines (sessions lost, acquisitions started over, orphans
-     * deleted, deletes that failed) go into pN.err too, to follow a failure. */
-    o.log_level = getenv("SOAK_LOG_INFO") ? ZKIT_LOG_INFO : ZKIT_LOG_ERROR;
+    /* zkit's INFO lines (connection states, sessions lost, acquisitions started over, orphans
+     * deleted, deletes that failed: a few hundred per worker in two minutes) go into pN.err,
+     * to follow a failure. */
+    o.log_level = ZKIT_LOG_INFO;
+    o.log_fn = log_line;
     rc = zkit_client_new(&c, &o);
     zkit_retry_free(retry);
     if (rc == 0 && (rc = zkit_client_add_listener(NULL, c, conn_state, NULL)) == 0)
