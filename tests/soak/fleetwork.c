@@ -47,7 +47,6 @@ struct soak_fleet {
     zkit_discovery_t *discovery;
     zkit_service_registration_t *reg;
     zkit_group_t *group;
-    zkit_persistent_node_t *probed; /* `node`, for the prober once made (atomic) */
     pthread_t updater, prober;
     int updating, probing;
     atomic_int stop, stop_probe;
@@ -133,9 +132,8 @@ static int answered(int rc)
  * in pN.err when it first sees it made in a new session. */
 static void note_node_made(soak_fleet_t *f, int64_t *seen_owner)
 {
-    zkit_persistent_node_t *node = __atomic_load_n(&f->probed, __ATOMIC_ACQUIRE);
     zkit_persistent_status_t st;
-    if (!node || zkit_persistent_node_status(&st, NULL, node) != 0 ||
+    if (zkit_persistent_node_status(&st, NULL, f->node) != 0 ||
         st.state != ZKIT_PERSISTENT_CREATED || st.owner == *seen_owner)
         return;
     *seen_owner = st.owner;
@@ -208,7 +206,6 @@ soak_fleet_t *soak_fleet_start(zkit_client_t *client, int id, uint64_t seed)
         if ((rc = zkit_create(NULL, NULL, client, path, "", 0, &co)) != 0 &&
             rc != ZKIT_ENODEEXISTS)
             fail(id, "creating the probe node", rc);
-        f->probing = pthread_create(&f->prober, NULL, prober_main, f) == 0;
     }
     zkit_persistent_options_init(&o);
     o.mode = ZKIT_EPHEMERAL_SEQUENTIAL;
@@ -217,7 +214,9 @@ soak_fleet_t *soak_fleet_start(zkit_client_t *client, int id, uint64_t seed)
     if ((rc = zkit_persistent_node_new(&f->node, client, path, data, strlen(data), &o,
                                        node_state, f)) != 0)
         fail(id, "zkit_persistent_node_new", rc);
-    __atomic_store_n(&f->probed, f->node, __ATOMIC_RELEASE);
+    /* The prober reads the node: it starts once the object exists (its node is made in the
+     * background, so no write is answered before the prober's first). */
+    f->probing = pthread_create(&f->prober, NULL, prober_main, f) == 0;
     if ((rc = zkit_discovery_new(&f->discovery, client, SOAK_FLEET_BASE)) != 0)
         fail(id, "zkit_discovery_new", rc);
     instance_of(&inst, idbuf, payload, sizeof(payload), f);
