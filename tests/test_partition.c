@@ -466,6 +466,27 @@ static void test_partitioned_past_session(void)
     book_free(b);
 }
 
+typedef struct ended_arg {
+    book_t *b;
+    size_t mark;
+    zkit_client_t *c;
+    int64_t old_session;
+} ended_arg_t;
+
+/* m2 is in a new session and was told LOST or EXPIRED for each of its items after mark. */
+static int m2_heard_end(void *arg)
+{
+    ended_arg_t *e = arg;
+    int64_t now = zkit_client_session_id(e->c);
+    if (now == 0 || now == e->old_session)
+        return 0;
+    for (int k = 2; k < NITEMS; k += 3)
+        if (first_event(e->b, e->mark, 2, k, ZKIT_PARTITION_LOST) < 0 &&
+            first_event(e->b, e->mark, 2, k, ZKIT_PARTITION_EXPIRED) < 0)
+            return 0;
+    return 1;
+}
+
 /*
  * m2's session closed from a second handle: the server deletes its nodes at once, so the
  * others may take its items before m2 can hear (as for any lock: docs/reliability.md).  m2 is
@@ -490,6 +511,13 @@ static void test_session_closed_elsewhere(void)
     mark = log_len(b);
     old_session = zkit_client_session_id(ms[2].client);
     CU_ASSERT_FATAL(fw_expire(zk, ms[2].client) == 0);
+    /* The server has ended the session, but m2 hears it only when it reconnects: until then
+     * the book still shows the old, stable deal.  So first wait for m2 to be in a new session
+     * and to have ended each of its items, then for the deal to settle again. */
+    {
+        ended_arg_t e = { b, mark, ms[2].client, old_session };
+        CU_ASSERT_EQUAL(zkh_wait_until(m2_heard_end, &e, SESSION_MS + STABLE_MS), 0);
+    }
     CU_ASSERT_EQUAL(wait_stable(ms, three, 3, SESSION_MS + STABLE_MS), 0);
     CU_ASSERT_NOT_EQUAL(zkit_client_session_id(ms[2].client), old_session);
     for (int k = 2; k < NITEMS; k += 3) {
