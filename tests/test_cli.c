@@ -13,10 +13,10 @@
  *
  * Timed checks (docs/reliability.md, "Suites side by side"): a run that should end at once is
  * bounded by five uncontended runs measured in the same test (tool_prompt_ms), a frozen
- * server's command by twice its session timeout (FROZEN_SESSION_MS).  The --once-per tests
- * that need several runs within one slot choose the slot's length from runs measured in the
- * same test (once_period_s), start at a slot's beginning with that time left
- * (slot_with_time_left), and check that their runs stayed in it.
+ * server's command by twice its session timeout (frozen_session, chosen from such runs too).
+ * The --once-per tests that need several runs within one slot choose the slot's length from
+ * runs measured in the same test (once_period_s), start at a slot's beginning with that time
+ * left (slot_with_time_left), and check that their runs stayed in it.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -47,15 +47,10 @@
 
 #define MAX_ARGS 32
 #define TOOL_WAIT_MS 30000
-/* The session timeout the frozen-server tests give the tool ("--session-timeout 4"; the
- * harness's tickTime of 500 ms grants it as asked).  Its lock is valid for less than that
- * after the server's last answer, and the command must be ended by then: the tests allow
- * twice that from the freeze, for the tool's and this process's turns on a loaded machine;
- * a tool that let its command run on would be ended only by the wait, three times it.  Not
- * 2 s: a loaded machine's pauses can outlast the 1.3 s of silence after which such a client
- * gives its connection up, and the tool lost its lock before the server was frozen. */
-#define FROZEN_SESSION_MS 4000
-#define FROZEN_SESSION "4"
+/* The shortest session timeout the frozen-server tests give the tool (see frozen_session). */
+#define FROZEN_SESSION_MIN_MS 4000
+/* The longest the harness's servers grant (tickTime 500 ms: 20 ticks). */
+#define FROZEN_SESSION_MAX_MS 10000
 
 static zkh_cluster_t *zk;
 static const char *tool = ZKIT_LOCK_BIN;
@@ -197,68 +192,7 @@ static int wait_children(const char *path, size_t want, int timeout_ms)
     return zkh_wait_count(descendants, (void *)path, (long)want, timeout_ms);
 }
 
-/* ---- mutual exclusion -------------------------------------------------------------------- */
-
-/* Each worker is a shell loop running zkit-lock five times; each command reads a counter,
- * sleeps, writes it back incremented: any overlap loses an increment or interleaves lines. */
-static const char worker_loop[] =
-    "tool=$1 cs=$2 p=$3 log=$4 cnt=$5 snip=$6; "
-    "for i in 1 2 3 4 5; do "
-    "\"$tool\" --connect \"$cs\" -w 30 \"$p\" -- sh -c \"$snip\" sh \"$log\" \"$cnt\" || exit 1; "
-    "done";
-static const char critical_section[] =
-    "echo \"ENTER $$\" >> \"$1\"; n=$(cat \"$2\"); sleep 0.02; "
-    "echo $((n + 1)) > \"$2\"; echo \"EXIT $$\" >> \"$1\"";
-
-#define WORKERS 4
-#define ROUNDS 5
-
-static void check_log_pairs(const char *log)
-{
-    char *text = proc_slurp(log), *save = NULL, *line;
-    char enter_pid[32] = "";
-    int lines = 0, bad = 0;
-    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
-    for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save), lines++) {
-        if (lines % 2 == 0 && sscanf(line, "ENTER %31s", enter_pid) != 1)
-            bad++;
-        if (lines % 2 == 1 && (strncmp(line, "EXIT ", 5) != 0 || strcmp(line + 5, enter_pid)))
-            bad++;
-    }
-    CU_ASSERT_EQUAL(lines, 2 * WORKERS * ROUNDS);
-    CU_ASSERT_EQUAL(bad, 0);
-    free(text);
-}
-
-static void test_mutual_exclusion(void)
-{
-    char path[64], log[300], counter[300];
-    pid_t workers[WORKERS];
-    char *count;
-    FILE *f;
-    zkh_unique_path(path, sizeof(path), "cli-mutex");
-    scratch(log, sizeof(log), "mutex.log");
-    scratch(counter, sizeof(counter), "mutex.counter");
-    f = fopen(counter, "w");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    fputs("0\n", f);
-    fclose(f);
-    for (int i = 0; i < WORKERS; i++) {
-        const char *argv[] = { "sh", "-c", worker_loop, "sh", tool, zkh_connect_string(zk), path,
-                               log, counter, critical_section, NULL };
-        workers[i] = proc_start("/bin/sh", argv, NULL, NULL, 1);
-    }
-    for (int i = 0; i < WORKERS; i++)
-        CU_ASSERT_EQUAL(proc_wait_status(workers[i], 90000), 0);
-    count = proc_slurp(counter);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(count);
-    CU_ASSERT_EQUAL(atoi(count), WORKERS * ROUNDS);
-    free(count);
-    check_log_pairs(log);
-    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
-}
-
-/* ---- conflicts and timeouts -------------------------------------------------------------- */
+/* ---- the tool's own pace ---------------------------------------------------------------- */
 
 /*
  * The bound for a run that should end at once (a conflict with -n, a usage error, a timeout's
@@ -309,6 +243,114 @@ static int64_t tool_prompt_ms(const char *cs)
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
     return 5 * slowest;
 }
+
+/*
+ * The session timeout for a frozen-server test, in ms, and as the tool's --session-timeout
+ * argument (whole seconds) in `arg`.  The tool's lock is valid for less than that after the
+ * server's last answer, and the command must be ended by then: the tests allow twice that from
+ * the freeze, for the tool's and this process's turns; a tool that let its command run on
+ * would be ended only by the wait, three times it.  The holder must keep its lock until the
+ * freeze, though, and a client gives its connection up after two thirds of the timeout without
+ * a turn: 4 s, or the tool's pace measured now (tool_prompt_ms, five whole runs) if longer,
+ * since a machine that slows a whole run down that far pauses a running tool about as long;
+ * at most the servers' 10 s.
+ */
+static int64_t frozen_session(char *arg, size_t len, const char *cs)
+{
+    int64_t ms = (tool_prompt_ms(cs) + 999) / 1000 * 1000;
+    if (ms < FROZEN_SESSION_MIN_MS)
+        ms = FROZEN_SESSION_MIN_MS;
+    if (ms > FROZEN_SESSION_MAX_MS)
+        ms = FROZEN_SESSION_MAX_MS;
+    snprintf(arg, len, "%lld", (long long)(ms / 1000));
+    return ms;
+}
+
+/* ---- mutual exclusion -------------------------------------------------------------------- */
+
+/* Each worker is a shell loop running zkit-lock five times; each command reads a counter,
+ * sleeps, writes it back incremented: any overlap loses an increment or interleaves lines. */
+static const char worker_loop[] =
+    "tool=$1 cs=$2 p=$3 log=$4 cnt=$5 snip=$6 wait=$7; "
+    "for i in 1 2 3 4 5; do "
+    "\"$tool\" --connect \"$cs\" -w \"$wait\" \"$p\" -- sh -c \"$snip\" sh \"$log\" \"$cnt\" "
+    "|| { echo \"round $i: zkit-lock exit status $?\" >&2; exit 1; }; "
+    "done";
+static const char critical_section[] =
+    "echo \"ENTER $$\" >> \"$1\"; n=$(cat \"$2\"); sleep 0.02; "
+    "echo $((n + 1)) > \"$2\"; echo \"EXIT $$\" >> \"$1\"";
+
+#define WORKERS 4
+#define ROUNDS 5
+
+static void check_log_pairs(const char *log)
+{
+    char *text = proc_slurp(log), *save = NULL, *line;
+    char enter_pid[32] = "";
+    int lines = 0, bad = 0;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save), lines++) {
+        if (lines % 2 == 0 && sscanf(line, "ENTER %31s", enter_pid) != 1)
+            bad++;
+        if (lines % 2 == 1 && (strncmp(line, "EXIT ", 5) != 0 || strcmp(line + 5, enter_pid)))
+            bad++;
+    }
+    CU_ASSERT_EQUAL(lines, 2 * WORKERS * ROUNDS);
+    CU_ASSERT_EQUAL(bad, 0);
+    free(text);
+}
+
+/*
+ * The runs' bounds come from tool_prompt_ms (five times one whole run, measured now): a
+ * waiter waits for at most the other workers' runs, one each, so -w is (WORKERS - 1) times
+ * that, at least 30 s; all the rounds end within WORKERS * ROUNDS times it, at least 90 s.
+ * Each worker's stderr is kept and printed if it fails.
+ */
+static void test_mutual_exclusion(void)
+{
+    char path[64], log[300], counter[300], errs[WORKERS][300], wait_s[32];
+    pid_t workers[WORKERS];
+    char *count;
+    FILE *f;
+    int64_t prompt = tool_prompt_ms(zkh_connect_string(zk));
+    int64_t waiter_ms = (WORKERS - 1) * prompt, all_ms = WORKERS * ROUNDS * prompt;
+    zkh_unique_path(path, sizeof(path), "cli-mutex");
+    scratch(log, sizeof(log), "mutex.log");
+    scratch(counter, sizeof(counter), "mutex.counter");
+    snprintf(wait_s, sizeof(wait_s), "%lld",
+             (long long)(waiter_ms > 30000 ? (waiter_ms + 999) / 1000 : 30));
+    f = fopen(counter, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("0\n", f);
+    fclose(f);
+    for (int i = 0; i < WORKERS; i++) {
+        char name[32];
+        const char *argv[] = { "sh", "-c", worker_loop, "sh", tool, zkh_connect_string(zk), path,
+                               log, counter, critical_section, wait_s, NULL };
+        snprintf(name, sizeof(name), "mutex-%d.err", i);
+        scratch(errs[i], sizeof(errs[i]), name);
+        unlink(errs[i]);
+        workers[i] = proc_start("/bin/sh", argv, NULL, errs[i], 1);
+    }
+    for (int i = 0; i < WORKERS; i++) {
+        int status = proc_wait_status(workers[i], (int)(all_ms > 90000 ? all_ms : 90000));
+        CU_ASSERT_EQUAL(status, 0);
+        if (status != 0) {
+            char *text = proc_slurp(errs[i]);
+            fprintf(stderr, "worker %d (-w %s, prompt %lld ms): status %d, stderr:\n%s\n", i,
+                    wait_s, (long long)prompt, status, text ? text : "(nothing)");
+            free(text);
+        }
+    }
+    count = proc_slurp(counter);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(count);
+    CU_ASSERT_EQUAL(atoi(count), WORKERS * ROUNDS);
+    free(count);
+    check_log_pairs(log);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
+}
+
+/* ---- conflicts and timeouts -------------------------------------------------------------- */
 
 static void test_nonblock_conflict(void)
 {
@@ -361,11 +403,14 @@ static void test_wait_timeout(void)
         CU_ASSERT(elapsed >= 900 && elapsed <= 1000 + prompt);
     }
     {
-        /* A waiter gets the lock as soon as the holder is gone. */
-        pid_t waiter = spawn_tool(NULL, "--connect", cs, "-w", "20", path, "--", "true", NULL);
+        /* A waiter gets the lock as soon as the holder is gone: within a run's bound
+         * (TOOL_WAIT_MS) of it, where a waiter that missed the release would wait on to its
+         * -w of 60 s, longer than its start and the holder's end may take together (10 s and
+         * TOOL_WAIT_MS at most). */
+        pid_t waiter = spawn_tool(NULL, "--connect", cs, "-w", "60", path, "--", "true", NULL);
         CU_ASSERT_EQUAL(wait_children(path, 2, 10000), 0);
         CU_ASSERT_EQUAL(stop_holder(holder), 143);
-        CU_ASSERT_EQUAL(proc_wait_status(waiter, 10000), 0);
+        CU_ASSERT_EQUAL(proc_wait_status(waiter, TOOL_WAIT_MS), 0);
     }
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
@@ -705,20 +750,22 @@ static void test_hold_lost(void)
     const char *cs = zkh_connect_string(zk);
     long long token = 0;
     int64_t frozen_at;
+    char secs[16];
+    int64_t session_ms = frozen_session(secs, sizeof(secs), cs);
     pid_t holder;
     zkh_unique_path(path, sizeof(path), "cli-hold-lost");
     scratch(out, sizeof(out), "hold-lost.out");
     scratch(err, sizeof(err), "hold-lost.err");
-    holder = start_hold(cs, path, out, err, "--session-timeout", FROZEN_SESSION);
+    holder = start_hold(cs, path, out, err, "--session-timeout", secs);
     CU_ASSERT_FATAL(holder > 0);
     CU_ASSERT_EQUAL_FATAL(wait_held(out, node, sizeof(node), &token), 0);
     CU_ASSERT_EQUAL_FATAL(zkh_freeze(zk, 0), 0);
     frozen_at = zkh_now_ms();
-    CU_ASSERT_EQUAL(proc_wait_status(holder, 3 * FROZEN_SESSION_MS), 75);
-    CU_ASSERT(zkh_now_ms() - frozen_at < 2 * FROZEN_SESSION_MS);
+    CU_ASSERT_EQUAL(proc_wait_status(holder, 3 * session_ms), 75);
+    CU_ASSERT(zkh_now_ms() - frozen_at < 2 * session_ms);
     CU_ASSERT(proc_contains(err, "expired while disconnected"));
     CU_ASSERT_EQUAL(zkh_thaw(zk, 0), 0);
-    CU_ASSERT_EQUAL(wait_children(path, 0, 15000), 0);
+    CU_ASSERT_EQUAL(wait_children(path, 0, (int)session_ms + 11000), 0);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
@@ -867,32 +914,36 @@ static void test_usage_errors(void)
 
 /* ---- losing the lock --------------------------------------------------------------------- */
 
-/* The server hangs: the client notices after 2/3 of the 4 s session timeout and the lock's
- * validity is then less than the 1 s kill grace, so the command is terminated at once. */
+/* The server hangs: the client notices after 2/3 of the session timeout (frozen_session) and
+ * the lock's validity is then less than the 1 s kill grace, so the command is terminated at
+ * once.  After the thaw the server ends the session within its timeout, and the node with it
+ * (11 s more for the server's and this process's turns: 15 s in all at 4 s). */
 static void test_frozen_server_kills_command(void)
 {
     char path[64], base[300], err[300], pidfile[320];
     const char *cs = zkh_connect_string(zk);
     int64_t frozen_at;
+    char secs[16];
+    int64_t session_ms = frozen_session(secs, sizeof(secs), cs);
     int status;
     pid_t holder;
     zkh_unique_path(path, sizeof(path), "cli-frozen");
     scratch(base, sizeof(base), "frozen");
     scratch(err, sizeof(err), "frozen.err");
     scratch(pidfile, sizeof(pidfile), "frozen.pid");
-    holder = start_holder(cs, path, hold_snippet, base, err, "--session-timeout", FROZEN_SESSION,
+    holder = start_holder(cs, path, hold_snippet, base, err, "--session-timeout", secs,
                           "--kill-grace", "1", NULL);
     CU_ASSERT_FATAL(holder > 0);
     CU_ASSERT_EQUAL_FATAL(zkh_freeze(zk, 0), 0);
     frozen_at = zkh_now_ms();
-    status = proc_wait_status(holder, 3 * FROZEN_SESSION_MS);
+    status = proc_wait_status(holder, 3 * session_ms);
     CU_ASSERT_EQUAL(status, 75);
-    CU_ASSERT(zkh_now_ms() - frozen_at < 2 * FROZEN_SESSION_MS);
+    CU_ASSERT(zkh_now_ms() - frozen_at < 2 * session_ms);
     CU_ASSERT(!group_alive(pidfile));
     CU_ASSERT(proc_contains(err, "command terminated"));
     CU_ASSERT_EQUAL(zkh_thaw(zk, 0), 0);
     /* The session expires on the server once it runs again, and our node with it. */
-    CU_ASSERT_EQUAL(wait_children(path, 0, 15000), 0);
+    CU_ASSERT_EQUAL(wait_children(path, 0, (int)session_ms + 11000), 0);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
@@ -1598,24 +1649,24 @@ static void test_semaphore_lease_deleted(void)
  * a lock (the lease's deadline is the library's, from when the client noticed the silence). */
 static void test_semaphore_frozen_server(void)
 {
-    char path[64], base[300], err[300], pidfile[320];
-    int64_t frozen_at;
+    char path[64], base[300], err[300], pidfile[320], secs[16];
+    int64_t frozen_at, session_ms = frozen_session(secs, sizeof(secs), zkh_connect_string(zk));
     pid_t holder;
     zkh_unique_path(path, sizeof(path), "cli-sem-frozen");
     scratch(base, sizeof(base), "sem-frozen");
     scratch(err, sizeof(err), "sem-frozen.err");
     snprintf(pidfile, sizeof(pidfile), "%s.pid", base);
     holder = start_holder(zkh_connect_string(zk), path, hold_snippet, base, err, "--semaphore",
-                          "2", "--session-timeout", FROZEN_SESSION, NULL);
+                          "2", "--session-timeout", secs, NULL);
     CU_ASSERT_FATAL(holder > 0);
     CU_ASSERT_EQUAL_FATAL(zkh_freeze(zk, 0), 0);
     frozen_at = zkh_now_ms();
-    CU_ASSERT_EQUAL(proc_wait_status(holder, 3 * FROZEN_SESSION_MS), 75);
-    CU_ASSERT(zkh_now_ms() - frozen_at < 2 * FROZEN_SESSION_MS);
+    CU_ASSERT_EQUAL(proc_wait_status(holder, 3 * session_ms), 75);
+    CU_ASSERT(zkh_now_ms() - frozen_at < 2 * session_ms);
     CU_ASSERT(!group_alive(pidfile));
     CU_ASSERT(proc_contains(err, "command terminated"));
     CU_ASSERT_EQUAL(zkh_thaw(zk, 0), 0);
-    CU_ASSERT_EQUAL(wait_children(path, 0, 15000), 0);
+    CU_ASSERT_EQUAL(wait_children(path, 0, (int)session_ms + 11000), 0);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
