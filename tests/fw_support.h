@@ -290,8 +290,9 @@ static inline int fw_node_back(void *arg)
  * first be, else -1.  A session c kept through the restart kept its node: from `returned_ms`
  * (the connection back).  A session c gave up while the server was down is still the server's:
  * the server restores it when it starts, with a whole session timeout, and its node stays until
- * the server ends it; c's new node can only come after, so from when the old node was first
- * seen gone (or `returned_ms`, if later).
+ * the session ends (c ends it once the server answers: test_persist's given-up session test
+ * times that); c's new node can only come after, so from when the old node was first seen gone
+ * (or `returned_ms`, if later).
  */
 static inline int fw_node_back_after_restart(const fw_node_wait_t *w, int64_t returned_ms,
                                              int64_t *from_ms, int64_t *back_ms, int wait_ms)

@@ -450,6 +450,66 @@ static void test_server_restart(void)
     run_fault(FW_FAULT_RESTART);
 }
 
+/*
+ * The session given up while no server answered is ended as soon as one does.  The server is
+ * killed; after the session timeout without it the client gives its session up (LOST) and
+ * starts another.  The server, restarted, restores the old session with a fresh timeout, and
+ * would keep its node that long: the node the persistent node makes again under the same name
+ * would wait for it.  The client ends the old session once the server answers, so the node is
+ * back within a few round trips of the restart (fw_prompt_ms: under the session timeout of
+ * GIVEN_UP_SESSION_MS unless the server answers slowly), owned by the new session, which the
+ * end of the old one left alone.
+ */
+#define GIVEN_UP_SESSION_MS 8000
+static void test_given_up_session_ended(void)
+{
+    zkit_client_t *c, *other;
+    fw_state_log_t log;
+    zkit_persistent_node_t *n = NULL;
+    char path[64];
+    int64_t old_session, up_ms, back_ms = -1, prompt;
+    int from, timeout;
+    fw_node_wait_t bw;
+    fw_state_log_init(&log);
+    c = fw_connect(zkh_connect_string(zk), NULL, GIVEN_UP_SESSION_MS);
+    CU_ASSERT_FATAL(c != NULL);
+    CU_ASSERT_EQUAL(zkit_client_add_listener(NULL, c, fw_state_listener, &log), 0);
+    timeout = zkit_client_negotiated_timeout(c);
+    zkh_unique_path(path, sizeof(path), "givenup");
+    CU_ASSERT_EQUAL_FATAL(zkit_persistent_node_new(&n, c, path, "g", 1, NULL, NULL, NULL), 0);
+    CU_ASSERT_EQUAL_FATAL(zkit_persistent_node_wait(n, WAIT_MS), 0);
+    old_session = zkit_client_session_id(c);
+    from = fw_state_count(&log);
+
+    CU_ASSERT_EQUAL_FATAL(zkh_kill(zk, 0), 0);
+    CU_ASSERT_FATAL(fw_state_wait(&log, from, ZKIT_CONN_LOST, timeout + WAIT_MS) >= 0);
+    CU_ASSERT_EQUAL_FATAL(zkh_restart(zk, 0), 0);
+    up_ms = zkh_now_ms();
+    other = fw_connect(zkh_connect_string(zk), NULL, 10000);
+    CU_ASSERT_FATAL(other != NULL);
+    bw = (fw_node_wait_t){ other, c, path, old_session, 0 };
+    if (zkh_wait_until(fw_node_back, &bw, WAIT_MS) == 0)
+        back_ms = zkh_now_ms();
+    prompt = fw_prompt_ms(other);
+    if (getenv("ZKIT_TEST_VERBOSE") || back_ms < 0 || back_ms - up_ms > prompt)
+        fprintf(stderr, "given-up session: node back %lld ms after the restart (bound %lld ms, "
+                "session timeout %d ms)\n", (long long)(back_ms - up_ms), (long long)prompt,
+                timeout);
+    CU_ASSERT_FATAL(back_ms > 0);
+    CU_ASSERT(back_ms - up_ms <= prompt);
+    /* The new session is untouched: still c's, its node still there a round trip later. */
+    CU_ASSERT_NOT_EQUAL(zkit_client_session_id(c), old_session);
+    CU_ASSERT_EQUAL(zkit_set_data(NULL, other, path, "x", 1, -1), 0);
+    CU_ASSERT_EQUAL(wait_owned(other, path, zkit_client_session_id(c), 0), 0);
+    CU_ASSERT_EQUAL(zkit_persistent_node_wait(n, WAIT_MS), 0);
+    CU_ASSERT_EQUAL(creations(n), 2);
+
+    zkit_persistent_node_free(n);
+    CU_ASSERT_EQUAL(wait_owned(other, path, 0, WAIT_MS), 0);
+    zkit_client_close(other);
+    zkit_client_close(c);
+}
+
 /* A node left at the path by another client whose connection is cut: its session lingers on
  * the server until it expires.  The persistent node waits (never adopting it, never deleting
  * it) and is created once that one is gone. */
@@ -893,6 +953,7 @@ static const zkh_test_t tests[] = {
     ZKH_TEST(test_group_member_expiry),
     ZKH_TEST(test_group_member_partition),
     ZKH_TEST(test_server_restart),
+    ZKH_TEST(test_given_up_session_ended),
     { NULL, NULL }
 };
 

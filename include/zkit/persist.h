@@ -7,7 +7,8 @@
  * ephemeral owner compared with the client's session: a node of the current session (a create
  * whose reply was lost) is adopted, with the owner's data written over it if it differs; a node
  * of any other session is never taken for ours and never deleted.  A node left by this
- * object's previous session is waited out (it goes when the server ends that session); a node
+ * object's previous session is waited out (it goes when the server ends that session: at once
+ * when the client gave that session up, docs/framework.md "Connection states"); a node
  * of another session is reported as a conflict (ZKIT_PERSISTENT_CONFLICT) and watched, and ours
  * is created as soon as it goes.  The name is never changed to get around a taken one.  The
  * object's writes (its data, the delete at free) are sent only on the session that owns its

@@ -249,6 +249,91 @@ void zkit__handle_close(zkit_client_t *c, zhandle_t *zh)
     free(hc);
 }
 
+/* ---- a session given up ------------------------------------------------------------------ */
+
+/* Its handle's global watcher (libzookeeper's threads): the first answer is all it waits for. */
+static void given_up_watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx)
+{
+    handle_ctx_t *hc = ctx;
+    zkit_client_t *c = hc->client;
+    (void)zh;
+    (void)path;
+    if (type != ZOO_SESSION_EVENT ||
+        (state != ZOO_CONNECTED_STATE && !session_event_terminal(state)))
+        return;
+    pthread_mutex_lock(&c->mu);
+    if (c->given_up.zh && c->given_up.serial == hc->generation && !c->given_up.answered) {
+        c->given_up.answered = 1;
+        c->given_up.alive = state == ZOO_CONNECTED_STATE;
+        pthread_cond_signal(&c->supervisor_cond);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+int zkit__given_up_open(zkit_client_t *c, int64_t session_id, const char passwd[16])
+{
+    handle_ctx_t *hc = calloc(1, sizeof(*hc));
+    clientid_t id;
+    zhandle_t *zh;
+    if (!hc) {
+        zkit__log(&c->log, ZKIT_LOG_ERROR, "out of memory ending session 0x%llx",
+                  (unsigned long long)session_id);
+        return ZKIT_ENOMEM;
+    }
+    memset(&id, 0, sizeof(id));
+    id.client_id = session_id;
+    memcpy(id.passwd, passwd, sizeof(id.passwd));
+    hc->client = c;
+    hc->generation = c->given_up.serial + 1;
+    /* Never read-only: only the quorum can end a session. */
+#ifdef HAVE_ZOOKEEPER_SSL
+    if (c->conf.tls_cert)
+        zh = zookeeper_init_ssl(c->conf.connect_string, c->conf.tls_cert, given_up_watcher,
+                                c->conf.session_timeout_ms, &id, hc, 0);
+    else
+#endif
+    zh = zookeeper_init2(c->conf.connect_string, given_up_watcher, c->conf.session_timeout_ms,
+                         &id, hc, 0, zk_log_callback);
+    if (!zh) {
+        zkit__log(&c->log, ZKIT_LOG_WARN, "cannot open a handle to end session 0x%llx (%s): "
+                  "the server ends it at its expiry", (unsigned long long)session_id,
+                  strerror(errno));
+        free(hc);
+        return ZKIT_ESYSTEM;
+    }
+    zoo_set_servers_resolution_delay(zh, 60000);
+    add_credentials(c, zh);
+    c->given_up.zh = zh;
+    c->given_up.serial++;
+    c->given_up.session_id = session_id;
+    c->given_up.answered = 0;
+    c->given_up.alive = 0;
+    c->given_up.due_ms = 0;
+    return 0;
+}
+
+void zkit__given_up_close(zkit_client_t *c)
+{
+    zhandle_t *zh = c->given_up.zh;
+    handle_ctx_t *hc;
+    if (!zh)
+        return;
+    c->given_up.zh = NULL;
+    if (!c->given_up.answered)
+        zkit__log(&c->log, ZKIT_LOG_INFO, "session 0x%llx, given up: no server answered for it; "
+                  "left to its expiry", (unsigned long long)c->given_up.session_id);
+    else
+        zkit__log(&c->log, ZKIT_LOG_INFO, "session 0x%llx, given up: %s",
+                  (unsigned long long)c->given_up.session_id,
+                  c->given_up.alive ? "still alive on the server; ended now"
+                                    : "already over on the server");
+    hc = (handle_ctx_t *)zoo_get_context(zh);
+    pthread_mutex_unlock(&c->mu);
+    zookeeper_close(zh);
+    free(hc);
+    pthread_mutex_lock(&c->mu);
+}
+
 zhandle_t *zkit__conn_get(zkit_client_t *c, uint64_t *generation)
 {
     zhandle_t *zh = NULL;

@@ -160,6 +160,24 @@ typedef struct zkit__client_handle {
                                      * request (ops.c: the reply watchdog) */
 } zkit__client_handle_t;
 
+/*
+ * A session the client gave up without the server's word (suspended past its timeout): the
+ * server may still keep it, with its ephemeral nodes, for up to a whole session timeout more
+ * (longer if a server restarts or a new leader takes over meanwhile, since each restores the
+ * sessions it knows with a fresh timeout).  A second handle on it, opened by
+ * zkit__given_up_open, is there only to end it: connected, the session is alive and the close
+ * ends it on the server; told expired, it was over already.  session.c closes it once it
+ * answered, or unanswered a session timeout after the client is connected again.
+ */
+typedef struct zkit__client_given_up {
+    zhandle_t *zh;                  /* NULL when there is none */
+    uint64_t serial;                /* increments with every one, to tell late events apart */
+    int64_t session_id;
+    int answered;                   /* a server answered: connected or expired */
+    int alive;                      /* it answered connected: the close ends the session */
+    int64_t due_ms;                 /* closed unanswered then (0: not set until connected) */
+} zkit__client_given_up_t;
+
 /* Session events seen by the global watcher, waiting for the supervisor: a ring (client.c
  * records, session.c handles). */
 typedef struct zkit__client_events {
@@ -248,6 +266,7 @@ struct zkit_client {
     int64_t supervisor_sleeps_until_ms; /* its wake-up while it sleeps, 0 while it runs */
 
     zkit__client_handle_t handle;
+    zkit__client_given_up_t given_up;
     zkit_conn_state_t state;        /* the public state */
     int ever_connected;
     int64_t suspended_since_ms;     /* 0 when not suspended */
@@ -313,6 +332,12 @@ int zkit__handle_open(zkit_client_t *c);
  * the calls borrowing the handle to give it back and while zookeeper_close() runs, whose
  * pending completions take c->mu; not held on return). */
 void zkit__handle_close(zkit_client_t *c, zhandle_t *zh);
+/* Opens a handle on a session given up (c->mu held), to end it: 0 or an error (logged). */
+int zkit__given_up_open(zkit_client_t *c, int64_t session_id, const char passwd[16]);
+/* Closes the given-up session's handle, if any (c->mu held; released while zookeeper_close()
+ * runs, which sends the server the session's close when it answered connected; held on
+ * return). */
+void zkit__given_up_close(zkit_client_t *c);
 
 /* ---- listeners.c ---- */
 

@@ -472,6 +472,39 @@ static void on_session_lost(zkit_client_t *c, const char *why)
     replace_handle(c);
 }
 
+/*
+ * No server has answered for the session timeout: the session is given up here and a new one
+ * started.  The server may keep the old one for a while yet (zkit__client_given_up_t), and
+ * with it the old session's ephemeral nodes, which hold up every rival of a lock it had and
+ * every node of ours made again under the same name: a handle on it ends it as soon as a
+ * server answers.  Its locks were told LOST before (their validity ended long before the
+ * timeout), so ending it early frees nothing a holder here still counts on.
+ */
+static void give_up_session(zkit_client_t *c)
+{
+    int64_t id = c->handle.session_id;
+    char passwd[16];
+    memcpy(passwd, c->handle.session_passwd, sizeof(passwd));
+    on_session_lost(c, "suspended for longer than the session timeout");
+    if (id == 0 || c->closing)
+        return;
+    zkit__given_up_close(c); /* an older one still unanswered: its expiry will do */
+    (void)zkit__given_up_open(c, id, passwd);
+}
+
+/* The given-up session's handle is closed once a server answered for it, or unanswered a
+ * session timeout after the client is connected again (the servers reachable, it would have
+ * been answered by then). */
+static void end_given_up(zkit_client_t *c, int64_t now)
+{
+    if (!c->given_up.zh)
+        return;
+    if (!c->given_up.due_ms && c->handle.connected)
+        c->given_up.due_ms = now + c->conf.session_timeout_ms;
+    if (c->given_up.answered || (c->given_up.due_ms && now >= c->given_up.due_ms))
+        zkit__given_up_close(c);
+}
+
 /* How long to wait before a new handle after a peer that is not a ZooKeeper server. */
 #define BOGUS_PEER_BACKOFF_MS 1000
 
@@ -533,6 +566,8 @@ static int64_t next_wakeup(zkit_client_t *c)
     }
     if (!c->handle.zh && c->reopen_at_ms > 0 && c->reopen_at_ms < wake)
         wake = c->reopen_at_ms;
+    if (c->given_up.zh && c->given_up.due_ms && c->given_up.due_ms < wake)
+        wake = c->given_up.due_ms;
     if (c->handle.connected && !c->confirm.stalled &&
         c->confirm.vouched_ms + vouch_interval(c) < wake)
         wake = c->confirm.vouched_ms + vouch_interval(c);
@@ -562,7 +597,8 @@ static void supervise_once(zkit_client_t *c)
     confirm(c, now);
     if (c->suspended_since_ms && c->handle.negotiated_timeout_ms > 0 &&
         now - c->suspended_since_ms >= c->handle.negotiated_timeout_ms)
-        on_session_lost(c, "suspended for longer than the session timeout");
+        give_up_session(c);
+    end_given_up(c, now);
     if (!c->handle.zh && !c->closing && zkit__monotonic_ms() >= c->reopen_at_ms)
         replace_handle(c);
     zkit__timers_run(c, zkit__timers_take_due(c, zkit__monotonic_ms()));
@@ -605,6 +641,7 @@ static void *supervisor_main(void *arg)
     while (!c->close_told)
         pthread_cond_wait(&c->supervisor_cond, &c->mu);
     drain_requests(c);
+    zkit__given_up_close(c);
     if (c->handle.zh) {
         zhandle_t *zh = c->handle.zh;
         c->handle.zh = NULL;
