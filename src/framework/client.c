@@ -306,16 +306,42 @@ int zkit__given_up_open(zkit_client_t *c, int64_t session_id, const char passwd[
     c->given_up.zh = zh;
     c->given_up.serial++;
     c->given_up.session_id = session_id;
+    memcpy(c->given_up.passwd, passwd, sizeof(c->given_up.passwd));
     c->given_up.answered = 0;
     c->given_up.alive = 0;
     c->given_up.due_ms = 0;
     return 0;
 }
 
+/* Closes a given-up session's handle already detached (c->mu held; released meanwhile). */
+static void given_up_close_detached(zkit_client_t *c, zhandle_t *zh)
+{
+    handle_ctx_t *hc = (handle_ctx_t *)zoo_get_context(zh);
+    pthread_mutex_unlock(&c->mu);
+    zookeeper_close(zh);
+    free(hc);
+    pthread_mutex_lock(&c->mu);
+}
+
+int zkit__given_up_reopen(zkit_client_t *c)
+{
+    zhandle_t *zh = c->given_up.zh;
+    int64_t id = c->given_up.session_id;
+    char passwd[16];
+    if (!zh || c->given_up.answered)
+        return 0;
+    memcpy(passwd, c->given_up.passwd, sizeof(passwd));
+    c->given_up.zh = NULL;
+    /* The old one first: two handles on one session would take it from each other. */
+    given_up_close_detached(c, zh);
+    if (c->given_up.zh || c->closing)
+        return 0;
+    return zkit__given_up_open(c, id, passwd);
+}
+
 void zkit__given_up_close(zkit_client_t *c)
 {
     zhandle_t *zh = c->given_up.zh;
-    handle_ctx_t *hc;
     if (!zh)
         return;
     c->given_up.zh = NULL;
@@ -327,11 +353,7 @@ void zkit__given_up_close(zkit_client_t *c)
                   (unsigned long long)c->given_up.session_id,
                   c->given_up.alive ? "still alive on the server; ended now"
                                     : "already over on the server");
-    hc = (handle_ctx_t *)zoo_get_context(zh);
-    pthread_mutex_unlock(&c->mu);
-    zookeeper_close(zh);
-    free(hc);
-    pthread_mutex_lock(&c->mu);
+    given_up_close_detached(c, zh);
 }
 
 zhandle_t *zkit__conn_get(zkit_client_t *c, uint64_t *generation)

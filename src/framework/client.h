@@ -173,6 +173,7 @@ typedef struct zkit__client_given_up {
     zhandle_t *zh;                  /* NULL when there is none */
     uint64_t serial;                /* increments with every one, to tell late events apart */
     int64_t session_id;
+    char passwd[16];
     int answered;                   /* a server answered: connected or expired */
     int alive;                      /* it answered connected: the close ends the session */
     int64_t due_ms;                 /* closed unanswered then (0: not set until connected) */
@@ -338,6 +339,9 @@ int zkit__given_up_open(zkit_client_t *c, int64_t session_id, const char passwd[
  * runs, which sends the server the session's close when it answered connected; held on
  * return). */
 void zkit__given_up_close(zkit_client_t *c);
+/* Replaces an unanswered given-up session's handle with a fresh one, which asks at once
+ * (c->mu held; released while the old one closes; held on return): 0 or an error (logged). */
+int zkit__given_up_reopen(zkit_client_t *c);
 
 /* ---- listeners.c ---- */
 

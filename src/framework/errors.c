@@ -109,6 +109,13 @@ static int map_zk_error(int zk_rc)
     case ZOPERATIONTIMEOUT:
     case ZSESSIONMOVED:
     case ZCLOSING:
+    /* libzookeeper drops a connection whose replies break the protocol (a reply out of order:
+     * "unexpected server response") and fails every request pending on it with the code that
+     * dropped it, ZRUNTIMEINCONSISTENCY, where any other dropped connection says
+     * ZCONNECTIONLOSS: the outcome is as unknown (a create may have been applied) and the
+     * request is retried the same way.  (In a transaction's results the code marks the
+     * operations after the refused one; those are never mapped here.) */
+    case ZRUNTIMEINCONSISTENCY:
         return ZKIT_ECONNLOSS;
     /* After expiry libzookeeper answers every call with ZINVALIDSTATE: the same cause. */
     case ZSESSIONEXPIRED:
@@ -132,7 +139,7 @@ static int map_zk_error(int zk_rc)
         return ZKIT_EINVAL;
     case ZUNIMPLEMENTED:
         return ZKIT_EUNSUPPORTED;
-    /* System errors (ZSYSTEMERROR, ZRUNTIMEINCONSISTENCY, ZMARSHALLINGERROR, ...), the
+    /* System errors (ZSYSTEMERROR, ZMARSHALLINGERROR, ...), the
      * reconfiguration codes, ZTHROTTLEDOP and any code newer than this file: the caller
      * can tell them apart with zkit_last_zk_error().  libzookeeper 3.8 has no out-of-memory
      * code, so nothing maps to ZKIT_ENOMEM here. */

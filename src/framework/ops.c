@@ -392,7 +392,7 @@ static int watchdog_span_ms(zkit_client_t *c)
 static void note_reply(zkit_client_t *c, int rc)
 {
     if (rc != ZCONNECTIONLOSS && rc != ZOPERATIONTIMEOUT && rc != ZCLOSING &&
-        rc != ZINVALIDSTATE)
+        rc != ZINVALIDSTATE && rc != ZRUNTIMEINCONSISTENCY)
         __atomic_store_n(&c->handle.replied_ms, zkit__monotonic_ms(), __ATOMIC_RELAXED);
 }
 

@@ -494,13 +494,19 @@ static void give_up_session(zkit_client_t *c)
 
 /* The given-up session's handle is closed once a server answered for it, or unanswered a
  * session timeout after the client is connected again (the servers reachable, it would have
- * been answered by then). */
+ * been answered by then).  When the client connects again and it has no answer yet, it is
+ * opened afresh: it may be waiting out libzookeeper's pause between attempts, or a handshake
+ * sent to a server still starting, while a new handle asks at once. */
 static void end_given_up(zkit_client_t *c, int64_t now)
 {
     if (!c->given_up.zh)
         return;
-    if (!c->given_up.due_ms && c->handle.connected)
+    if (!c->given_up.due_ms && c->handle.connected) {
+        (void)zkit__given_up_reopen(c);
+        if (!c->given_up.zh)
+            return;
         c->given_up.due_ms = now + c->conf.session_timeout_ms;
+    }
     if (c->given_up.answered || (c->given_up.due_ms && now >= c->given_up.due_ms))
         zkit__given_up_close(c);
 }

@@ -460,7 +460,8 @@ static void cancel_done(int rc, const void *data)
     /* A removal lost with the connection leaves libzookeeper its watcher, which it arms again
      * on the next connection (even if the server had applied the removal): it is asked again
      * there, or the server would keep the watch until the node changed. */
-    else if ((rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT) &&
+    else if ((rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT ||
+              rc == ZRUNTIMEINCONSISTENCY) &&
              is_listed(c, k->hash, k->watch) && !k->watch->fired)
         k->watch->removal_lost = 1;
     pthread_mutex_unlock(&c->mu);
