@@ -388,8 +388,8 @@ static int parse_line(checker_t *ck, char *line)
         }
         if (strncmp(a, "cache-replicas-diverged-", 24) == 0) {
             /* The same divergence, seen by a worker's cache comparison: the cache is held to
-             * the replica it agrees with best, and order faults only on split paths are not
-             * counted (cachework.c). */
+             * the replica it agrees with best, off the split paths; its differences there,
+             * and order faults only on them, are not counted (cachework.c). */
             if (val != 0)
                 fprintf(ck->out, "NOTE the replicas differ on %lld paths of the cached tree, "
                                  "all at one zxid or settling: the ensemble diverged\n", val);
