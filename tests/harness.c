@@ -1397,6 +1397,11 @@ struct pconn {
     char buf[2][PROXY_BUF]; /* [0] client->server, [1] server->client */
     size_t len[2], off[2];
     int eof[2];
+    /* Where the server's frames are (a 4-byte length, then that many bytes): the bytes left
+     * in the current one, and a length read in part. */
+    size_t s2c_left;
+    unsigned char s2c_hdr[4];
+    size_t s2c_hdr_got;
 };
 
 struct zkh_proxy {
@@ -1409,6 +1414,7 @@ struct zkh_proxy {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int want_block, want_stop, want_hold;
+    int want_dup;   /* zkh_proxy_duplicate_reply asked */
     long want_rate; /* bytes per second from the server side, 0 = no limit */
     unsigned req, ack;
     /* owned by the proxy thread */
@@ -1416,6 +1422,7 @@ struct zkh_proxy {
     size_t nconns, cap;
     int blocked;
     int held; /* replies (server to client) are not read */
+    int dup;  /* the next reply to a request is to be sent twice */
     long rate;      /* want_rate, taken between I/O rounds */
     long budget;    /* bytes that may be read from the server side now (with a rate) */
     int64_t refilled_ms;
@@ -1493,10 +1500,53 @@ static void proxy_accept(struct zkh_proxy *p)
     }
 }
 
+/* Follows the server's frames through the chunk just read into pc->buf[1]; with *dup set,
+ * the first reply to a request (xid > 0) that lies whole in the chunk is sent twice, which
+ * the client takes for a reply out of order. */
+static void s2c_track(struct pconn *pc, int *dup)
+{
+    unsigned char *b = (unsigned char *)pc->buf[1];
+    size_t n = pc->len[1], pos = 0;
+    while (pos < n) {
+        if (pc->s2c_left > 0) {
+            size_t take = n - pos < pc->s2c_left ? n - pos : pc->s2c_left;
+            pos += take;
+            pc->s2c_left -= take;
+            continue;
+        }
+        size_t start = pos;
+        int whole_hdr = pc->s2c_hdr_got == 0;
+        while (pc->s2c_hdr_got < 4 && pos < n)
+            pc->s2c_hdr[pc->s2c_hdr_got++] = b[pos++];
+        if (pc->s2c_hdr_got < 4)
+            break;
+        uint32_t len;
+        memcpy(&len, pc->s2c_hdr, 4);
+        len = ntohl(len);
+        pc->s2c_hdr_got = 0;
+        pc->s2c_left = len;
+        if (*dup && whole_hdr && len >= 4 && pos + len <= n && n + 4 + len <= PROXY_BUF) {
+            uint32_t xid;
+            memcpy(&xid, b + pos, 4);
+            if ((int32_t)ntohl(xid) > 0) {
+                size_t end = pos + len, flen = 4 + (size_t)len;
+                memmove(b + end + flen, b + end, n - end);
+                memcpy(b + end, b + start, flen);
+                n += flen;
+                pc->len[1] = n;
+                pc->s2c_left = 0;
+                pos = end + flen;
+                *dup = 0;
+            }
+        }
+    }
+}
+
 /* Move bytes both ways (only client to server while replies are held);
  * nonblocking throughout.  Returns -1 when the pair is finished (EOF drained,
  * or an error on either side). */
-static int pconn_service(struct pconn *pc, const struct pollfd *pfds, int held, long *budget)
+static int pconn_service(struct pconn *pc, const struct pollfd *pfds, int held, long *budget,
+                         int *dup)
 {
     if (pc->connecting) {
         if (pc->si < 0 || !(pfds[pc->si].revents & (POLLOUT | POLLERR | POLLHUP)))
@@ -1512,6 +1562,8 @@ static int pconn_service(struct pconn *pc, const struct pollfd *pfds, int held, 
         int dst = d == 0 ? pc->sfd : pc->cfd;
         for (int round = 0; round < 4; round++) {
             size_t room = d == 1 && budget && *budget < PROXY_BUF ? (size_t)*budget : PROXY_BUF;
+            if (d == 1 && *dup && room > PROXY_BUF / 2)
+                room = PROXY_BUF / 2; /* room for a copy of a frame */
             if (pc->len[d] == 0 && !pc->eof[d] && room > 0) {
                 ssize_t r = recv(src, pc->buf[d], room, 0);
                 if (r > 0) {
@@ -1519,6 +1571,8 @@ static int pconn_service(struct pconn *pc, const struct pollfd *pfds, int held, 
                     pc->off[d] = 0;
                     if (d == 1 && budget)
                         *budget -= r;
+                    if (d == 1)
+                        s2c_track(pc, dup);
                 } else if (r == 0) {
                     pc->eof[d] = 1;
                 } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
@@ -1555,6 +1609,10 @@ static void *proxy_main(void *arg)
         unsigned req = p->req;
         p->held = p->want_hold;
         p->rate = p->want_rate;
+        if (p->want_dup) {
+            p->dup = 1;
+            p->want_dup = 0;
+        }
         pthread_mutex_unlock(&p->mu);
         /* A rate refills the budget with the time gone by, up to four buffers' worth: a
          * thread woken late on a loaded machine catches up, so the rate is what was set. */
@@ -1650,7 +1708,7 @@ static void *proxy_main(void *arg)
             struct pconn *pc = p->conns[i];
             int touched = (pc->ci >= 0 && pfds[pc->ci].revents) || (pc->si >= 0 && pfds[pc->si].revents);
             if (touched &&
-                pconn_service(pc, pfds, p->held, p->rate > 0 ? &p->budget : NULL) != 0) {
+                pconn_service(pc, pfds, p->held, p->rate > 0 ? &p->budget : NULL, &p->dup) != 0) {
                 pconn_close(pc);
                 continue;
             }
@@ -1786,6 +1844,17 @@ void zkh_proxy_hold_replies(zkh_proxy_t *p, int hold)
 {
     if (p)
         proxy_request(p, 0, 0, hold != 0, -1);
+}
+
+void zkh_proxy_duplicate_reply(zkh_proxy_t *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->want_dup = 1;
+    pthread_mutex_unlock(&p->mu);
+    ssize_t w = write(p->wake[1], "x", 1);
+    (void)w; /* a full pipe already guarantees a wake-up */
 }
 
 void zkh_proxy_limit_replies(zkh_proxy_t *p, long bytes_per_s)

@@ -212,6 +212,10 @@ void zkh_proxy_block(zkh_proxy_t *p);
 void zkh_proxy_unblock(zkh_proxy_t *p);
 void zkh_proxy_hold_replies(zkh_proxy_t *p, int hold);
 void zkh_proxy_limit_replies(zkh_proxy_t *p, long bytes_per_s);
+/* The next reply to a request (not a ping's, a watch event or the handshake's) that the proxy
+ * reads whole is passed on twice: the client sees a reply out of order and drops the
+ * connection (libzookeeper fails the requests pending on it with ZRUNTIMEINCONSISTENCY). */
+void zkh_proxy_duplicate_reply(zkh_proxy_t *p);
 void zkh_proxy_stop(zkh_proxy_t *p);
 
 /* ---- test runs ---------------------------------------------------------- */

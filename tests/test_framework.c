@@ -856,6 +856,75 @@ static void test_async(void)
     zkh_delete_tree(zk, ns);
 }
 
+typedef struct children_wait {
+    zkit_client_t *c;
+    const char *parent;
+} children_wait_t;
+
+static int one_protected_child(void *arg)
+{
+    children_wait_t *w = arg;
+    return children_with_prefix(w->c, w->parent, "_c_") == 1;
+}
+
+/*
+ * A reply out of order: the proxy passes one reply on twice, the client takes the copy for the
+ * reply to its next pending request, drops the connection, and libzookeeper fails every request
+ * pending on it with ZRUNTIMEINCONSISTENCY.  Their outcome is as unknown as after any lost
+ * connection: a protected create pending then, which the server had applied, is retried,
+ * finds its node and reports it (one node), where a final error would leave it to the session.
+ */
+static void test_reply_out_of_order(void)
+{
+    zkh_proxy_t *proxy = zkh_proxy_start(zkh_server_address(zk, 0));
+    zkit_client_t *c, *other = connect_ns(NULL);
+    zkit_create_options_t opts = ZKIT_CREATE_OPTIONS_INIT;
+    zkit_client_stats_t before, after;
+    async_rec_t first = { 0 }, create = { 0 };
+    char parent[64], path[96];
+    children_wait_t w;
+    CU_ASSERT_FATAL(proxy != NULL && other != NULL);
+    c = fw_connect(zkh_proxy_address(proxy), NULL, 10000);
+    CU_ASSERT_FATAL(c != NULL);
+    zkh_unique_path(parent, sizeof(parent), "fwdup");
+    snprintf(path, sizeof(path), "%s/n-", parent);
+    CU_ASSERT_EQUAL_FATAL(zkit_create(NULL, NULL, other, parent, "", 0, NULL), 0);
+    CU_ASSERT_EQUAL(zkit_client_stats(&before, ZKIT_STATS_VERSION, c), 0);
+    opts.mode = ZKIT_EPHEMERAL_SEQUENTIAL;
+    opts.flags = ZKIT_CREATE_PROTECTED;
+
+    /* Both requests reach the server; their replies wait at the proxy until the create is
+     * seen applied, then the first reply goes twice. */
+    zkh_proxy_hold_replies(proxy, 1);
+    CU_ASSERT_EQUAL(zkit_exists_async(c, "/", NULL, record_async, &first), 0);
+    CU_ASSERT_EQUAL(zkit_create_async(c, path, "d", 1, &opts, record_async, &create), 0);
+    w = (children_wait_t){ other, parent };
+    CU_ASSERT_EQUAL(zkh_wait_until(one_protected_child, &w, 10000), 0);
+    zkh_proxy_duplicate_reply(proxy);
+    zkh_proxy_hold_replies(proxy, 0);
+
+    CU_ASSERT(wait_count(&first.calls, 1, 30000));
+    CU_ASSERT(wait_count(&create.calls, 1, 30000));
+    pthread_mutex_lock(&rec_mu);
+    CU_ASSERT_EQUAL(first.error, 0);
+    CU_ASSERT_EQUAL(create.error, 0);
+    CU_ASSERT(strncmp(create.path, parent, strlen(parent)) == 0 &&
+              strncmp(create.path + strlen(parent), "/_c_", 4) == 0);
+    if (create.error != 0)
+        fprintf(stderr, "create pending at the reply out of order: %s\n",
+                zkit_strerror(create.error));
+    pthread_mutex_unlock(&rec_mu);
+    /* The connection was dropped (the copy was seen), and no second node was made. */
+    CU_ASSERT_EQUAL(zkit_client_stats(&after, ZKIT_STATS_VERSION, c), 0);
+    CU_ASSERT(after.disconnects > before.disconnects);
+    CU_ASSERT_EQUAL(children_with_prefix(other, parent, "_c_"), 1);
+
+    zkit_client_close(c);
+    zkh_proxy_stop(proxy);
+    CU_ASSERT_EQUAL(zkh_delete_tree(zk, parent), 0);
+    zkit_client_close(other);
+}
+
 /* An operation pending when the client closes completes once, with ZKIT_ECLOSED. */
 static void test_async_pending_at_close(void)
 {
@@ -2172,6 +2241,7 @@ static const zkh_test_t tests[] = {
     { "watch removal", test_watch_remove },
     { "watch index", test_watch_index },
     { "async operations", test_async },
+    { "a reply out of order: pending requests retried", test_reply_out_of_order },
     { "async pending at close", test_async_pending_at_close },
     { "slow replies in order are not sent again", test_slow_replies_not_resent },
     { "listener makes blocking calls", test_listener_blocking_call },
