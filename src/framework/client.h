@@ -203,6 +203,7 @@ typedef struct zkit__client_confirm {
      * unless a later sync the leader answered moved it. */
     int held_locks;                 /* holdings with a node not yet released */
     int64_t confirmed_until_ms;
+    int64_t confirmed_sent_ms;      /* when the request that set confirmed_until_ms was sent */
     int unconfirmed;                /* SUSPENDED while connected: the confirmation lapsed */
     int unconfirmed_read_only;      /* the state to resume is READ_ONLY */
     int64_t confirm_last_sent_ms;   /* the latest confirming sync, 0 when none */

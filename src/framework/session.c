@@ -256,8 +256,10 @@ static void confirm_sync_done(int rc, const char *value, const void *data)
         pthread_cond_broadcast(&c->cond); /* drain_requests */
     if (rc == ZOK && s->generation == c->handle.generation) {
         int64_t until = s->sent_ms + (int64_t)c->handle.negotiated_timeout_ms * 5 / 12 - s->gap_ms;
-        if (until > c->confirm.confirmed_until_ms)
+        if (until > c->confirm.confirmed_until_ms) {
             c->confirm.confirmed_until_ms = until;
+            c->confirm.confirmed_sent_ms = s->sent_ms;
+        }
         pthread_cond_signal(&c->supervisor_cond);
     }
     pthread_mutex_unlock(&c->mu);
@@ -322,7 +324,7 @@ static void confirm(zkit_client_t *c, int64_t now)
             since = vouched_at(c);
         zkit__log(&c->log, ZKIT_LOG_WARN, "no answer through the leader for %lld ms with the "
                   "session's timeout at %d ms; held locks count as disconnected",
-                  (long long)(now - c->confirm.confirm_last_sent_ms),
+                  (long long)(now - c->confirm.confirmed_sent_ms),
                   c->handle.negotiated_timeout_ms);
         c->confirm.unconfirmed = 1;
         c->confirm.unconfirmed_read_only = c->state == ZKIT_CONN_READ_ONLY;
@@ -363,8 +365,10 @@ void zkit__client_confirm_write(zkit_client_t *c, int64_t sent_ms)
     /* G is the T/3 between libzookeeper's pings: the syncs may not have run yet. */
     if (c->handle.negotiated_timeout_ms > 0) {
         int64_t until = sent_ms + c->handle.negotiated_timeout_ms / 12;
-        if (until > c->confirm.confirmed_until_ms)
+        if (until > c->confirm.confirmed_until_ms) {
             c->confirm.confirmed_until_ms = until;
+            c->confirm.confirmed_sent_ms = sent_ms;
+        }
     }
     pthread_mutex_unlock(&c->mu);
 }
@@ -418,6 +422,7 @@ static void on_connected(zkit_client_t *c, int read_only, int64_t at_ms)
         /* A new session holds no lock yet: each grant confirms itself. */
         c->confirm.unconfirmed = 0;
         c->confirm.confirmed_until_ms = at_ms + c->handle.negotiated_timeout_ms / 12;
+        c->confirm.confirmed_sent_ms = at_ms;
     } else if (c->confirm.unconfirmed ||
                (c->confirm.held_locks > 0 && at_ms >= c->confirm.confirmed_until_ms)) {
         /* Held locks stay UNCERTAIN until the leader answers a sync on this connection. */
