@@ -631,7 +631,27 @@ static void test_paused_holder(void)
     argv[6] = NULL;
     CU_ASSERT_FATAL(proc_spawn(&p, argv) == 0);
     CU_ASSERT_EQUAL(wait_participants(lock, 2, 20000), 0);
-    CU_ASSERT_EQUAL(zkit_lock_is_held(lock), 1);
+    /* Held, unless the machine held this process up longer than the lock stays valid without
+     * a confirmation (a fraction of the 2 s session) before the test's own pause: the lock is
+     * then rightly told UNCERTAIN and then EXPIRED or LOST, after the client counted a
+     * disconnect (ASan lane at a load of about 40).  The rest holds either way: no HELD from
+     * the pause on. */
+    if (zkit_lock_is_held(lock) != 1) {
+        zkit_client_stats_t cs;
+        int64_t uncertain = states_first(&st, ZKIT_LOCK_UNCERTAIN);
+        int64_t expired = states_first(&st, ZKIT_LOCK_EXPIRED);
+        int64_t lost = states_first(&st, ZKIT_LOCK_LOST);
+        int paused_before;
+        memset(&cs, 0, sizeof(cs));
+        paused_before = zkit_client_stats(&cs, ZKIT_STATS_VERSION, c) == 0 &&
+                        (cs.disconnects > 0 || cs.session_losses > 0) && uncertain >= 0 &&
+                        (expired >= uncertain || lost >= uncertain);
+        fprintf(stderr, "paused: the lock was not held before the pause; the client counted %llu "
+                "disconnects and %llu session losses\n", (unsigned long long)cs.disconnects,
+                (unsigned long long)cs.session_losses);
+        states_print(&st, "paused, before the pause");
+        CU_ASSERT_TRUE(paused_before);
+    }
 
     /* Past the session timeout, and then until the rival has written that it holds: the
      * server's expiry of the session and the rival's acquisition take what they take on a
