@@ -334,7 +334,7 @@ static int64_t frozen_session(char *arg, size_t len, const char *cs)
 static const char worker_loop[] =
     "tool=$1 cs=$2 p=$3 log=$4 cnt=$5 snip=$6 wait=$7; "
     "for i in 1 2 3 4 5; do "
-    "\"$tool\" --connect \"$cs\" -w \"$wait\" \"$p\" -- sh -c \"$snip\" sh \"$log\" \"$cnt\" "
+    "\"$tool\" --connect \"$cs\" -v -w \"$wait\" \"$p\" -- sh -c \"$snip\" sh \"$log\" \"$cnt\" "
     "|| { echo \"round $i: zkit-lock exit status $?\" >&2; exit 1; }; "
     "done";
 static const char critical_section[] =
@@ -344,20 +344,34 @@ static const char critical_section[] =
 #define WORKERS 4
 #define ROUNDS 5
 
-static void check_log_pairs(const char *log)
+/*
+ * The critical sections in `log`: each ENTER followed by its own EXIT, none inside another.
+ * A section with no EXIT (its command terminated by a tool that lost the lock, before any
+ * rival could hold) is counted in *cut; the EXITs in *exits.
+ */
+static void check_log_pairs(const char *log, int *exits, int *cut)
 {
     char *text = proc_slurp(log), *save = NULL, *line;
-    char enter_pid[32] = "";
-    int lines = 0, bad = 0;
+    char open_pid[32] = "";
+    int bad = 0;
+    *exits = *cut = 0;
     CU_ASSERT_PTR_NOT_NULL_FATAL(text);
-    for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save), lines++) {
-        if (lines % 2 == 0 && sscanf(line, "ENTER %31s", enter_pid) != 1)
+    for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (strncmp(line, "ENTER ", 6) == 0) {
+            *cut += open_pid[0] != '\0';
+            snprintf(open_pid, sizeof(open_pid), "%s", line + 6);
+        } else if (strncmp(line, "EXIT ", 5) == 0 && open_pid[0] &&
+                   strcmp(line + 5, open_pid) == 0) {
+            (*exits)++;
+            open_pid[0] = '\0';
+        } else {
             bad++;
-        if (lines % 2 == 1 && (strncmp(line, "EXIT ", 5) != 0 || strcmp(line + 5, enter_pid)))
-            bad++;
+        }
     }
-    CU_ASSERT_EQUAL(lines, 2 * WORKERS * ROUNDS);
+    *cut += open_pid[0] != '\0';
     CU_ASSERT_EQUAL(bad, 0);
+    if (bad)
+        fprintf(stderr, "critical sections:\n%s\n", text);
     free(text);
 }
 
@@ -365,13 +379,17 @@ static void check_log_pairs(const char *log)
  * The runs' bounds come from tool_prompt_ms (five times one whole run, measured now): a
  * waiter waits for at most the other workers' runs, one each, so -w is (WORKERS - 1) times
  * that, at least 30 s; all the rounds end within WORKERS * ROUNDS times it, at least 90 s.
- * Each worker's stderr is kept and printed if it fails.
+ * Each worker's stderr (verbose) is kept and printed if it fails.  A worker whose tool lost
+ * its lock to a hold-up of its process past the lock's validity (its lines say so:
+ * lost_to_holdup; TSan lane at a load of about 120) rightly ended its command and stops: its
+ * section cut short is allowed, and no other section may overlap any.
  */
 static void test_mutual_exclusion(void)
 {
     char path[64], log[300], counter[300], errs[WORKERS][300], wait_s[32];
     pid_t workers[WORKERS];
     char *count;
+    int lost = 0, exits, cut;
     FILE *f;
     int64_t prompt = tool_prompt_ms(zkh_connect_string(zk));
     int64_t waiter_ms = (WORKERS - 1) * prompt, all_ms = WORKERS * ROUNDS * prompt;
@@ -395,19 +413,35 @@ static void test_mutual_exclusion(void)
     }
     for (int i = 0; i < WORKERS; i++) {
         int status = proc_wait_status(workers[i], (int)(all_ms > 90000 ? all_ms : 90000));
-        CU_ASSERT_EQUAL(status, 0);
         if (status != 0) {
             char *text = proc_slurp(errs[i]);
-            fprintf(stderr, "worker %d (-w %s, prompt %lld ms): status %d, stderr:\n%s\n", i,
-                    wait_s, (long long)prompt, status, text ? text : "(nothing)");
+            int held_up = status == 1 && text && strstr(text, "zkit-lock exit status 75") &&
+                          lost_to_holdup(75, text);
+            fprintf(stderr, "worker %d (-w %s, prompt %lld ms): status %d%s, stderr:\n%s\n", i,
+                    wait_s, (long long)prompt, status,
+                    held_up ? " (held up past its lock's validity: the lock rightly lost)" : "",
+                    text ? text : "(nothing)");
+            if (held_up)
+                lost++;
+            else
+                CU_ASSERT_EQUAL(status, 0);
             free(text);
         }
     }
     count = proc_slurp(counter);
     CU_ASSERT_PTR_NOT_NULL_FATAL(count);
-    CU_ASSERT_EQUAL(atoi(count), WORKERS * ROUNDS);
+    check_log_pairs(log, &exits, &cut);
+    if (lost == 0) {
+        CU_ASSERT_EQUAL(atoi(count), WORKERS * ROUNDS);
+        CU_ASSERT_EQUAL(exits, WORKERS * ROUNDS);
+        CU_ASSERT_EQUAL(cut, 0);
+    } else {
+        /* A worker stops at its first failed round.  Each section cut short may or may not
+         * have written its increment; none may have lost another's. */
+        CU_ASSERT(cut <= lost);
+        CU_ASSERT(atoi(count) >= exits && atoi(count) <= exits + cut);
+    }
     free(count);
-    check_log_pairs(log);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
 
@@ -1555,7 +1589,15 @@ static void test_once_per_slot(void)
     fleet_start(&fleet, period, path, log, base);
     CU_ASSERT_EQUAL(fleet_wait(&fleet), 0);
     check_log(log, 2, path);
-    CU_ASSERT_EQUAL(once_record(zh, path), next);
+    /* The slot the fleet ran in: `next`, or a later one when the fleet's start took longer
+     * than a slot (TSan lane at a load of about 120); never an earlier one. */
+    {
+        long long recorded = once_record(zh, path), ended = zkh_wall_ms() / (period_s * 1000LL);
+        if (recorded != next)
+            fprintf(stderr, "--once-per: slot %lld recorded, the fleet started in %lld and "
+                    "ended in %lld\n", recorded, (long long)next, ended);
+        CU_ASSERT(recorded >= next && recorded <= ended);
+    }
     zookeeper_close(zh);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }

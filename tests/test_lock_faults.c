@@ -574,8 +574,10 @@ static void test_partition_expires_before_rival(void)
 
 /* Stops this whole process, every thread (SIGSTOP), for min_ms and then until wake_fd is
  * readable, at most max_ms in all; a child sends SIGCONT.  The child of this threaded process
- * calls only async-signal-safe functions (nanosleep, poll, kill, _exit). */
-static int pause_self(int min_ms, int wake_fd, int max_ms)
+ * calls only async-signal-safe functions (nanosleep, poll, kill, _exit).  *stopped_at: the
+ * time just before the stop, once the child is made (a fork under TSan takes a while, and
+ * the process runs on meanwhile). */
+static int pause_self(int min_ms, int wake_fd, int max_ms, int64_t *stopped_at)
 {
     pid_t self = getpid(), child;
     int status;
@@ -592,6 +594,7 @@ static int pause_self(int min_ms, int wake_fd, int max_ms)
         kill(self, SIGCONT);
         _exit(0);
     }
+    *stopped_at = zkh_now_ms();
     raise(SIGSTOP);
     return waitpid(child, &status, 0) == child ? 0 : -1;
 }
@@ -612,7 +615,7 @@ static void test_paused_holder(void)
     char *path, line[512] = "", node[400] = "";
     char *argv[7];
     int negotiated, rival_negotiated = 0, held, told, valid_rc, status;
-    int64_t valid_until = 0, paused_at, resumed_at;
+    int64_t valid_until = 0, paused_at = 0, resumed_at;
     fx_begin(&f, "paused");
     states_init(&st);
     path = lk_join(f.base, "lock");
@@ -656,8 +659,7 @@ static void test_paused_holder(void)
     /* Past the session timeout, and then until the rival has written that it holds: the
      * server's expiry of the session and the rival's acquisition take what they take on a
      * loaded machine, so no fixed margin is assumed; bounded by 30 s more. */
-    paused_at = zkh_now_ms();
-    CU_ASSERT_FATAL(pause_self(negotiated, p.out_fd, negotiated + 30000) == 0);
+    CU_ASSERT_FATAL(pause_self(negotiated, p.out_fd, negotiated + 30000, &paused_at) == 0);
     resumed_at = zkh_now_ms();
     /* The rival wrote this while we were stopped: it holds the lock now. */
     CU_ASSERT_EQUAL(proc_read_line(&p, line, sizeof(line), 5000), 0);
