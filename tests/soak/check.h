@@ -63,9 +63,9 @@
  *  - the fleet: each instance of a Y line has exactly one node on the server (never two),
  *    owned by the Y line's session, holding its data, first made in that session within
  *    SOAK_FLEET_DUE_MS of the last K line of that session before it, or, if the server answered
- *    none of the worker's writes sent since that K line sooner, of its first answer to one (a
- *    W line; a node is made by the server's answer, so a server slower than the bound is
- *    counted, not blamed on the recipe), the bound lengthened by the worker's lateness
+ *    none of the worker's writes sent since that K line sooner within SOAK_FLEET_PROMPT_MS, of
+ *    its first such answer (a W line; a node is made by the server's answer, so a server
+ *    slower than the bound is counted, not blamed on the recipe), the bound lengthened by the worker's lateness
  *    between that answer and the making (L lines: a machine that did not run the worker
  *    for that long did not run the recipe either); no node without a Y line;
  *  - every Z count is 0;
@@ -94,6 +94,9 @@
  * machine of the test command (the TSan lane beside the soak) that lag reached a few seconds:
  * a node made 4.04 s after a 4 s session's return, waiting for its old node to go. */
 #define SOAK_FLEET_DUE_MS 8000
+/* A write answered within this is a server answering in time for the bound above: a remaking
+ * takes a few round trips. */
+#define SOAK_FLEET_PROMPT_MS (SOAK_FLEET_DUE_MS / 4)
 
 typedef struct soak_verdict {
     long holders;     /* E lines */

@@ -303,6 +303,21 @@ static void test_fleet(void)
         "C 7000000000 p0 node p0 b2\nC 7000000000 p0 service p0 b2\n"
         "C 15000000000 p0 member p0 b2\n"
         FLEET_END, ""), 0);
+    /* or answered one only slowly (4.8 s) and nothing more before the member was made, 8.7 s
+     * after that answer: the server was slow, not the recipe */
+    CU_ASSERT_EQUAL(fleet_violations(
+        FLEET_RETURN
+        "W 11300000000 p0 6520000000\n"
+        "C 7000000000 p0 node p0 b2\nC 7000000000 p0 service p0 b2\n"
+        "C 20000000000 p0 member p0 b2\n"
+        FLEET_END, ""), 0);
+    /* a prompt answer after it starts the bound again: late */
+    CU_ASSERT_EQUAL(fleet_violations(
+        FLEET_RETURN
+        "W 11300000000 p0 6520000000\nW 11400000000 p0 11310000000\n"
+        "C 7000000000 p0 node p0 b2\nC 7000000000 p0 service p0 b2\n"
+        "C 20000000000 p0 member p0 b2\n"
+        FLEET_END, ""), 1);
     /* or answered it only after the node was made */
     CU_ASSERT_EQUAL(fleet_violations(
         FLEET_RETURN
