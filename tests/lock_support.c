@@ -88,6 +88,13 @@ char *lk_join(const char *a, const char *b)
     return s;
 }
 
+int lk_client_was_cut(zkit_client_stats_t *st, const zkit_client_t *c)
+{
+    memset(st, 0, sizeof(*st));
+    return zkit_client_stats(st, ZKIT_STATS_VERSION, c) == 0 &&
+           (st->disconnects > 0 || st->session_losses > 0);
+}
+
 /* ---- per-test bookkeeping ----------------------------------------------------------------- */
 
 void fx_begin(fixture_t *f, const char *name)

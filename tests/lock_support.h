@@ -52,6 +52,9 @@ zkit_client_t *lk_client_retrying(const char *connect, int session_timeout_ms,
 zkit_client_t *lk_client(int session_timeout_ms);
 /* "a/b", malloc'ed. */
 char *lk_join(const char *a, const char *b);
+/* Whether the client counted a suspension or a lost session (zkit_client_stats, copied into
+ * *st): what a pause of the machine longer than a short session leaves behind. */
+int lk_client_was_cut(zkit_client_stats_t *st, const zkit_client_t *c);
 
 /* ---- per-test bookkeeping ----------------------------------------------------------------- */
 

@@ -234,15 +234,17 @@ static int wait_children(const char *path, size_t want, int timeout_ms)
 
 /*
  * A run that must take the lock now (`args`: "--connect", CS, then the rest): 0 when it did,
- * its status otherwise.  The run is verbose with its lines kept: one lost to a hold-up of its
- * process (lost_to_holdup) took the lock all the same; any other failure prints its lines.
+ * its status otherwise; its time in *took when asked.  The run is verbose with its lines kept:
+ * one lost to a hold-up of its process (lost_to_holdup) took the lock all the same; any other
+ * failure prints its lines.
  */
-static int run_taking(const char *const *args)
+static int run_taking(int64_t *took, const char *const *args)
 {
     const char *argv[PROC_MAX_ARGS + 1];
     char err[300];
     char *text;
-    int n = 0, status;
+    int64_t elapsed = 0;
+    int n = 0, status, held_up;
     for (int i = 0; args[i] && n < PROC_MAX_ARGS - 1; i++) {
         argv[n++] = args[i];
         if (i == 1)
@@ -251,18 +253,19 @@ static int run_taking(const char *const *args)
     argv[n] = NULL;
     scratch(err, sizeof(err), "taking.err");
     unlink(err);
-    status = run_tool(NULL, err, argv);
+    status = run_tool(&elapsed, err, argv);
+    if (took)
+        *took = elapsed;
     if (status == 0)
         return 0;
     text = proc_slurp(err);
-    fprintf(stderr, "run that must take the lock: status %d%s; it printed:\n%s\n", status,
-            lost_to_holdup(status, text) ? " (held up: the lock rightly lost after it was taken)"
-                                         : "",
+    held_up = lost_to_holdup(status, text);
+    fprintf(stderr, "run that must take the lock: status %d after %lld ms%s; it printed:\n%s\n",
+            status, (long long)elapsed,
+            held_up ? " (held up: the lock rightly lost after it was taken)" : "",
             text ? text : "(nothing)");
-    if (lost_to_holdup(status, text))
-        status = 0;
     free(text);
-    return status;
+    return held_up ? 0 : status;
 }
 
 /*
@@ -271,33 +274,18 @@ static int run_taking(const char *const *args)
  * as the command: the program's start, a connection, a lock, its release and the close, which
  * is at least what the checked run does).  A run that waits instead waits for the holder (up
  * to a minute) or for a timeout it was given, far past it; on a loaded machine the measured
- * runs, and so the bound, grow with the load.  The runs are verbose (-v): one that fails
+ * runs, and so the bound, grow with the load.  The runs are run_taking's: one that fails
  * prints its status, its time and its lines.
  */
 static int64_t tool_prompt_ms(const char *cs)
 {
-    char path[64], err[300];
+    char path[64];
     int64_t slowest = 1;
     zkh_unique_path(path, sizeof(path), "cli-measure");
-    scratch(err, sizeof(err), "measure.err");
     for (int i = 0; i < 2; i++) {
-        const char *args[] = { "--connect", cs, "-v", "-n", path, "--", "true", NULL };
-        int64_t took;
-        int status;
-        unlink(err);
-        status = run_tool(&took, err, args);
-        if (status != 0) {
-            char *text = proc_slurp(err);
-            int rightly_lost = lost_to_holdup(status, text);
-            fprintf(stderr, "measuring run %d: zkit-lock -n %s -- true: status %d after %lld ms%s; "
-                    "it printed:\n%s\n", i + 1, path, status, (long long)took,
-                    rightly_lost ? " (held up: the lock rightly lost)" : "",
-                    text ? text : "(nothing)");
-            free(text);
-            if (rightly_lost)
-                status = 0;
-        }
-        CU_ASSERT_EQUAL(status, 0);
+        const char *args[] = { "--connect", cs, "-n", path, "--", "true", NULL };
+        int64_t took = 0;
+        CU_ASSERT_EQUAL(run_taking(&took, args), 0);
         if (took > slowest)
             slowest = took;
     }
@@ -343,6 +331,15 @@ static const char critical_section[] =
 
 #define WORKERS 4
 #define ROUNDS 5
+
+/* The lines of the last of several verbose runs in `text`: from its last "connected to". */
+static const char *last_run(const char *text)
+{
+    const char *last = text, *at = text;
+    while (*at && (at = strstr(at + 1, "zkit-lock: connected to ")) != NULL)
+        last = at;
+    return last;
+}
 
 /*
  * The critical sections in `log`: each ENTER followed by its own EXIT, none inside another.
@@ -416,7 +413,7 @@ static void test_mutual_exclusion(void)
         if (status != 0) {
             char *text = proc_slurp(errs[i]);
             int held_up = status == 1 && text && strstr(text, "zkit-lock exit status 75") &&
-                          lost_to_holdup(75, text);
+                          lost_to_holdup(75, last_run(text));
             fprintf(stderr, "worker %d (-w %s, prompt %lld ms): status %d%s, stderr:\n%s\n", i,
                     wait_s, (long long)prompt, status,
                     held_up ? " (held up past its lock's validity: the lock rightly lost)" : "",
@@ -788,7 +785,7 @@ static void test_hold_without_command(void)
         CU_ASSERT_EQUAL(wait_children(path, 0, TOOL_WAIT_MS), 0);
         {
             const char *args[] = { "--connect", cs, "-n", path, "--", "true", NULL };
-            CU_ASSERT_EQUAL(run_taking(args), 0);
+            CU_ASSERT_EQUAL(run_taking(NULL, args), 0);
         }
     }
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
@@ -824,7 +821,7 @@ static void test_semaphore_limit_conflict(void)
     {
         const char *args[] = { "--connect", cs, "--semaphore", "2", "-n", path, "--", "true",
                                NULL };
-        CU_ASSERT_EQUAL(run_taking(args), 0);
+        CU_ASSERT_EQUAL(run_taking(NULL, args), 0);
     }
     kill(holder, SIGTERM);
     CU_ASSERT_EQUAL(proc_wait_status(holder, TOOL_WAIT_MS), 0);
@@ -832,7 +829,7 @@ static void test_semaphore_limit_conflict(void)
     {
         const char *args[] = { "--connect", cs, "--semaphore", "3", "-n", path, "--", "true",
                                NULL };
-        CU_ASSERT_EQUAL(run_taking(args), 0);
+        CU_ASSERT_EQUAL(run_taking(NULL, args), 0);
     }
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
@@ -908,7 +905,7 @@ static void test_signal_forwarding(void)
     CU_ASSERT(!group_alive(pidfile));
     {
         const char *args[] = { "--connect", cs, "-n", path, "--", "true", NULL };
-        CU_ASSERT_EQUAL(run_taking(args), 0); /* released */
+        CU_ASSERT_EQUAL(run_taking(NULL, args), 0); /* released */
     }
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
@@ -1281,7 +1278,7 @@ static void test_semaphore(void)
     {
         const char *args[] = { "--connect", cs, "--semaphore", "2", "-n", path, "--", "true",
                                NULL };
-        CU_ASSERT_EQUAL(run_taking(args), 0);
+        CU_ASSERT_EQUAL(run_taking(NULL, args), 0);
     }
     CU_ASSERT_EQUAL(stop_holder(second), 143);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
@@ -1318,7 +1315,7 @@ static void test_read_write(void)
     CU_ASSERT_EQUAL(stop_holder(r2), 143);
     {
         const char *args[] = { "--connect", cs, "--write", "-n", path, "--", "true", NULL };
-        CU_ASSERT_EQUAL(run_taking(args), 0);
+        CU_ASSERT_EQUAL(run_taking(NULL, args), 0);
     }
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);
 }
@@ -2432,7 +2429,7 @@ static void test_connect_timeout(void)
     {
         const char *args[] = { "--connect", cs, "--connect-timeout", "10s", "-n", path, "--",
                                "true", NULL };
-        CU_ASSERT_EQUAL(run_taking(args), 0);
+        CU_ASSERT_EQUAL(run_taking(NULL, args), 0);
     }
     close(fd);
     CU_ASSERT_EQUAL(zkh_delete_tree(zk, path), 0);

@@ -396,8 +396,7 @@ static int cut_off_clients(zkit_client_t **holder, zkit_client_t **rival, int *f
 static int lost_to_suspension(zkit_client_t *holder, int rc, const char *what)
 {
     zkit_client_stats_t st;
-    if (rc != ZKIT_ELOCKLOST || zkit_client_stats(&st, ZKIT_STATS_VERSION, holder) != 0 ||
-        (st.disconnects == 0 && st.session_losses == 0))
+    if (rc != ZKIT_ELOCKLOST || !lk_client_was_cut(&st, holder))
         return 0;
     fprintf(stderr, "%s: the holder's acquisition was lost with its session suspended %llu "
             "and lost %llu times before the cut (a pause of the machine); this run cannot "

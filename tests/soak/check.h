@@ -65,9 +65,9 @@
  *    SOAK_FLEET_DUE_MS of the last K line of that session before it, or, if the server answered
  *    none of the worker's writes sent since that K line sooner within SOAK_FLEET_PROMPT_MS, of
  *    its first such answer (a W line; a node is made by the server's answer, so a server
- *    slower than the bound is counted, not blamed on the recipe), the bound lengthened by the worker's lateness
- *    between that answer and the making (L lines: a machine that did not run the worker
- *    for that long did not run the recipe either); no node without a Y line;
+ *    slower than the bound is counted, not blamed on the recipe), the bound lengthened by the
+ *    worker's lateness between that answer and the making (L lines: a machine that did not
+ *    run the worker for that long did not run the recipe either); no node without a Y line;
  *  - every Z count is 0;
  *  - no zkit-lock crashed (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL) or exited 70 (internal
  *    error), from the A lines of the zkit-lock commands;
